@@ -1,0 +1,104 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"paytwice/store"
+)
+
+// Ledger is the gateway's persistent memory. store.DB implements it in a
+// table of its own.
+type Ledger interface {
+	RecordGatewayCharge(ctx context.Context, g store.GatewayCharge) (store.GatewayCharge, bool, error)
+	LookupGatewayCharge(ctx context.Context, key string) (store.GatewayCharge, bool, error)
+}
+
+// GatewaySwitches are the fake provider's own failure modes.
+type GatewaySwitches struct {
+	LatencyMS int  `json:"latency_ms"` // how long every charge takes
+	Decline   bool `json:"decline"`    // refuse the card: a definite "no", saved and replayed as 402
+	Error     bool `json:"error"`      // answer with a failure before charging: saved and replayed as 502
+	Timeout   bool `json:"timeout"`    // charge, then never answer: the caller cannot know what happened
+}
+
+// Errors the gateway returns. Each is a *store.Error so the web layer
+// maps it to a status without knowing the gateway.
+var (
+	ErrDeclined       = &store.Error{Code: store.EDECLINED, Message: "The payment gateway declined the card."}
+	ErrGatewayFailure = &store.Error{Code: store.EGATEWAY, Message: "The payment gateway failed before charging."}
+	ErrGatewayTimeout = &store.Error{Code: store.EGATEWAY, Message: "The payment gateway did not answer in time: the charge may or may not have happened."}
+)
+
+// Gateway is an in-process fake payment provider. Like a real one it is
+// idempotent by the key the merchant passes: charging the same key twice
+// returns the first charge. It is always called outside any transaction
+// of ours, because it stands for a network call to another company.
+type Gateway struct {
+	ledger   Ledger
+	now      func() time.Time
+	switches atomic.Pointer[GatewaySwitches]
+	// sleep waits for d or until ctx ends; tests replace it.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// NewGateway returns a gateway that keeps its charges in ledger.
+func NewGateway(ledger Ledger, now func() time.Time) *Gateway {
+	g := &Gateway{ledger: ledger, now: now, sleep: Sleep}
+	g.switches.Store(&GatewaySwitches{})
+	return g
+}
+
+// Switches returns the gateway's current switches.
+func (g *Gateway) Switches() GatewaySwitches { return *g.switches.Load() }
+
+// SetSwitches replaces the gateway's switches; requests already past the
+// point where they read them are not affected.
+func (g *Gateway) SetSwitches(s GatewaySwitches) { g.switches.Store(&s) }
+
+// Charge takes amountSatang for orderID under the merchant's key.
+func (g *Gateway) Charge(ctx context.Context, key, orderID string, amountSatang int64) (store.GatewayCharge, error) {
+	sw := g.Switches()
+	if sw.LatencyMS > 0 {
+		if err := g.sleep(ctx, time.Duration(sw.LatencyMS)*time.Millisecond); err != nil {
+			// The request never reached the provider's ledger: nothing charged,
+			// but the caller cannot be sure of that either.
+			return store.GatewayCharge{}, ErrGatewayTimeout
+		}
+	}
+	switch {
+	case sw.Decline:
+		return store.GatewayCharge{}, ErrDeclined
+	case sw.Error:
+		return store.GatewayCharge{}, ErrGatewayFailure
+	}
+	rec, _, err := g.ledger.RecordGatewayCharge(ctx, store.GatewayCharge{
+		Key: key, ID: store.NewID("gw_"), OrderID: orderID, AmountSatang: amountSatang, CreatedAt: g.now(),
+	})
+	if err != nil {
+		return store.GatewayCharge{}, errors.Join(ErrGatewayTimeout, err)
+	}
+	if sw.Timeout {
+		return store.GatewayCharge{}, ErrGatewayTimeout
+	}
+	return rec, nil
+}
+
+// Lookup asks whether the gateway holds a charge for key.
+func (g *Gateway) Lookup(ctx context.Context, key string) (store.GatewayCharge, bool, error) {
+	return g.ledger.LookupGatewayCharge(ctx, key)
+}
+
+// Sleep waits for d, or returns ctx's error if ctx ends first.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,64 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code classifies a domain error. The web layer maps each code to an HTTP
+// status and a problem type; nothing below it knows about HTTP.
+type Code string
+
+// The codes double as the slugs of the problem explanation pages.
+const (
+	ECONFLICT    Code = "request-in-progress"    // the key's first request is still running
+	EMISMATCH    Code = "key-reused"             // same key, different request
+	EMISSINGKEY  Code = "missing-key"            // no Idempotency-Key header
+	EINVALIDKEY  Code = "invalid-key"            // malformed Idempotency-Key header
+	EINVALID     Code = "invalid-request"        // the body or a parameter is wrong
+	EMETHOD      Code = "method-not-allowed"     // the route exists, the method does not
+	ETOOLARGE    Code = "body-too-large"         // the body exceeds the limit
+	EMEDIATYPE   Code = "unsupported-media-type" // the body is not JSON
+	ENOTFOUND    Code = "not-found"              // no such object
+	EDECLINED    Code = "payment-declined"       // the gateway declined the card
+	EGATEWAY     Code = "gateway-error"          // the gateway failed or timed out
+	EINTERNAL    Code = "server-error"           // our own failure
+	EFORBIDDEN   Code = "forbidden"              // the caller may not do this
+	EUNAVAILABLE Code = "unavailable"            // shutting down or dropped
+)
+
+// Error is paytwice's one domain error type.
+type Error struct {
+	Code    Code
+	Message string // for humans; safe to show to the caller
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Errorf builds an *Error with a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of err if it is (or wraps) an *Error, and
+// EINTERNAL for anything else: an unexpected error is our fault.
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return EINTERNAL
+}
+
+// ErrorMessage returns the human message of err if it is an *Error, and a
+// generic message otherwise, so internal details never reach a caller.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "The server failed while handling the request."
+}
+
+// ErrClosed is returned by operations on a closed DB.
+var ErrClosed = &Error{Code: EUNAVAILABLE, Message: "The database is closed."}

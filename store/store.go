@@ -1,0 +1,329 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Options tune a DB. The zero value is usable.
+type Options struct {
+	// Now is the clock; nil means time.Now. Tests inject a fake one so that
+	// expiry, sweeping and pruning can be checked without sleeping.
+	Now func() time.Time
+	// ReplayCacheSize bounds the in-memory cache of completed responses.
+	ReplayCacheSize int
+	// ReadConns is the size of the read pool.
+	ReadConns int
+	// Synchronous is SQLite's synchronous setting; "" means FULL, which
+	// makes every commit survive a power loss.
+	Synchronous string
+}
+
+// DB is paytwice's store. It is safe for concurrent use.
+type DB struct {
+	Path string
+
+	now   func() time.Time
+	write *sql.DB
+	read  *sql.DB
+	conn  *sql.Conn // the writer goroutine's connection; nobody else uses it
+	stmts writeStatements
+	cache *replayCache
+
+	ops        chan *writeOp
+	quit       chan struct{}
+	writerDone chan struct{}
+	closeOnce  sync.Once
+}
+
+// Open opens (creating if needed) the SQLite database at path, applies the
+// migrations and starts the writer goroutine.
+func Open(path string, opts Options) (*DB, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.ReplayCacheSize <= 0 {
+		opts.ReplayCacheSize = 100_000
+	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = 4
+	}
+	if opts.Synchronous == "" {
+		opts.Synchronous = "FULL"
+	}
+	db := &DB{
+		Path:       path,
+		now:        opts.Now,
+		cache:      newReplayCache(opts.ReplayCacheSize),
+		ops:        make(chan *writeOp, 1024),
+		quit:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+	var err error
+	if db.write, err = sql.Open("sqlite", dsn(path, opts.Synchronous, false)); err != nil {
+		return nil, err
+	}
+	db.write.SetMaxOpenConns(1)
+	db.write.SetConnMaxLifetime(0)
+	db.write.SetConnMaxIdleTime(0)
+	if err := migrate(db.write); err != nil {
+		db.write.Close()
+		return nil, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	if db.conn, err = db.write.Conn(context.Background()); err != nil {
+		db.write.Close()
+		return nil, err
+	}
+	if err := db.stmts.prepare(db.conn); err != nil {
+		db.conn.Close()
+		db.write.Close()
+		return nil, err
+	}
+	if db.read, err = sql.Open("sqlite", dsn(path, opts.Synchronous, true)); err != nil {
+		db.conn.Close()
+		db.write.Close()
+		return nil, err
+	}
+	db.read.SetMaxOpenConns(opts.ReadConns)
+	db.read.SetMaxIdleConns(opts.ReadConns)
+	go db.writer()
+	return db, nil
+}
+
+// dsn builds a modernc.org/sqlite data source name. Writes use IMMEDIATE
+// transactions so that a transaction takes the write lock when it begins
+// instead of failing with SQLITE_BUSY when it first writes.
+func dsn(path, synchronous string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+synchronous+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// migrate applies, in name order, every embedded migration newer than the
+// database's user_version, each in its own transaction.
+func migrate(db *sql.DB) error {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	var version int
+	if err := db.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
+		return err
+	}
+	for i, name := range names {
+		if i < version {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		tx, err := db.Begin()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops the writer after its current batch and closes the database.
+// Writes submitted afterwards fail with ErrClosed.
+func (db *DB) Close() error {
+	var err error
+	db.closeOnce.Do(func() {
+		close(db.quit)
+		<-db.writerDone
+		db.stmts.close()
+		err = errors.Join(db.conn.Close(), db.read.Close(), db.write.Close())
+	})
+	return err
+}
+
+// Now returns the store's clock reading.
+func (db *DB) Now() time.Time { return db.now() }
+
+// writeOp is one unit of work for the writer: fn runs inside its own
+// savepoint, and done receives fn's error, or the commit's.
+type writeOp struct {
+	fn   func(w *writeStatements) error
+	done chan error
+}
+
+var opPool = sync.Pool{New: func() any { return &writeOp{done: make(chan error, 1)} }}
+
+// maxBatch bounds how many operations share one transaction, so that one
+// huge batch cannot delay its first caller for long.
+const maxBatch = 512
+
+// exec hands fn to the writer and waits until the transaction that ran it
+// has committed. Once handed over, the operation is waited for even if ctx
+// ends: its outcome must be known, or a claim could be left behind unseen.
+func (db *DB) exec(ctx context.Context, fn func(w *writeStatements) error) error {
+	op := opPool.Get().(*writeOp)
+	op.fn = fn
+	select {
+	case db.ops <- op:
+	case <-db.quit:
+		opPool.Put(op)
+		return ErrClosed
+	case <-ctx.Done():
+		opPool.Put(op)
+		return ctx.Err()
+	}
+	var err error
+	select {
+	case err = <-op.done:
+	case <-db.writerDone:
+		select {
+		case err = <-op.done:
+		default:
+			return ErrClosed // the op is lost with the writer; do not reuse it
+		}
+	}
+	op.fn = nil
+	opPool.Put(op)
+	return err
+}
+
+func (db *DB) writer() {
+	defer close(db.writerDone)
+	batch := make([]*writeOp, 0, maxBatch)
+	for {
+		select {
+		case <-db.quit:
+			return
+		case op := <-db.ops:
+			batch = append(batch[:0], op)
+		}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case op := <-db.ops:
+				batch = append(batch, op)
+			default:
+				break drain
+			}
+		}
+		db.runBatch(batch)
+	}
+}
+
+// runBatch runs every op of the batch in one transaction, each inside a
+// savepoint so that a failing op undoes only its own work, then commits.
+func (db *DB) runBatch(batch []*writeOp) {
+	ctx := context.Background()
+	w := &db.stmts
+	errs := make([]error, len(batch))
+	if _, err := w.begin.ExecContext(ctx); err != nil {
+		for _, op := range batch {
+			op.done <- fmt.Errorf("begin: %w", err)
+		}
+		return
+	}
+	for i, op := range batch {
+		if _, err := w.savepoint.ExecContext(ctx); err != nil {
+			errs[i] = err
+			continue
+		}
+		if err := op.fn(w); err != nil {
+			errs[i] = err
+			_, _ = w.rollbackTo.ExecContext(ctx)
+		}
+		_, _ = w.release.ExecContext(ctx)
+	}
+	if _, err := w.commit.ExecContext(ctx); err != nil {
+		_, _ = w.rollback.ExecContext(ctx)
+		for _, op := range batch {
+			op.done <- fmt.Errorf("commit: %w", err)
+		}
+		return
+	}
+	for i, op := range batch {
+		op.done <- errs[i]
+	}
+}
+
+// writeStatements are prepared once on the writer's connection.
+type writeStatements struct {
+	all []*sql.Stmt
+
+	begin, commit, rollback, savepoint, rollbackTo, release *sql.Stmt
+
+	claim, selectKey, complete, release_, insertCharge *sql.Stmt
+	insertGateway, selectGateway                       *sql.Stmt
+}
+
+func (w *writeStatements) prepare(conn *sql.Conn) error {
+	ctx := context.Background()
+	p := func(dst **sql.Stmt, query string) error {
+		s, err := conn.PrepareContext(ctx, query)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", strings.Fields(query)[0], err)
+		}
+		*dst = s
+		w.all = append(w.all, s)
+		return nil
+	}
+	return errors.Join(
+		p(&w.begin, "BEGIN IMMEDIATE"),
+		p(&w.commit, "COMMIT"),
+		p(&w.rollback, "ROLLBACK"),
+		p(&w.savepoint, "SAVEPOINT op"),
+		p(&w.rollbackTo, "ROLLBACK TO op"),
+		p(&w.release, "RELEASE op"),
+		p(&w.claim, `INSERT INTO idempotency_keys
+			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 'started', ?, ?)
+			ON CONFLICT (scope, key) DO NOTHING RETURNING created_at`),
+		p(&w.selectKey, `SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND key = ?`),
+		p(&w.complete, `UPDATE idempotency_keys
+			SET status = 'done', response_status = ?, response_body = ?, completed_at = ?
+			WHERE scope = ? AND key = ? AND status = 'started'`),
+		p(&w.release_, `DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status = 'started'`),
+		p(&w.insertCharge, `INSERT INTO charges (id, scope, idempotency_key, order_id, amount_satang, gateway_ref, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`),
+		p(&w.insertGateway, `INSERT INTO gateway_charges (key, id, order_id, amount_satang, created_at)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING id`),
+		p(&w.selectGateway, `SELECT `+gatewayColumns+` FROM gateway_charges WHERE key = ?`),
+	)
+}
+
+func (w *writeStatements) close() {
+	for _, s := range w.all {
+		s.Close()
+	}
+}

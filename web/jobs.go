@@ -1,0 +1,78 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"paytwice/store"
+	"paytwice/web/live"
+)
+
+// RunJobs sweeps once at start-up, then prunes and sweeps periodically
+// until ctx ends. Start it before serving: the start-up sweep closes the
+// keys that a crash left started.
+func (s *Server) RunJobs(ctx context.Context) {
+	if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+		s.logf("start-up sweep: %v", err)
+	}
+	prune := time.NewTicker(s.cfg.PruneEvery)
+	sweep := time.NewTicker(s.cfg.SweepEvery)
+	defer prune.Stop()
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-prune.C:
+			if _, err := s.Prune(ctx); err != nil && ctx.Err() == nil {
+				s.logf("prune: %v", err)
+			}
+		case <-sweep.C:
+			if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+				s.logf("sweep: %v", err)
+			}
+		}
+	}
+}
+
+// Sweep closes the keys started longer ago than the lock timeout, asking
+// the gateway what happened to each, and publishes one event per key.
+func (s *Server) Sweep(ctx context.Context) ([]store.SweepOutcome, error) {
+	lookup := func(ctx context.Context, scope, key string) (store.GatewayCharge, bool, error) {
+		return s.gateway.Lookup(ctx, gatewayKey(scope, key))
+	}
+	outcomes, err := s.db.Sweep(ctx, s.cfg.LockTimeout, lookup)
+	for _, o := range outcomes {
+		e := live.Event{Kind: live.Swept, Scope: o.Row.Scope, Key: o.Row.Key, OrderID: o.Row.OrderID, Amount: o.Row.AmountSatang}
+		switch {
+		case o.Err != nil:
+			e.Message = "could not close the stuck key: " + store.ErrorMessage(o.Err)
+		case o.Charged:
+			e.Status = http.StatusCreated
+			e.Message = "the gateway had charged: charge " + o.Charge.ID + " recorded, key done with 201"
+		default:
+			e.Message = "the gateway had not charged: key released, a retry runs afresh"
+		}
+		s.hub.Publish(e)
+	}
+	return outcomes, err
+}
+
+// Prune deletes done keys older than the retention and publishes what it
+// removed.
+func (s *Server) Prune(ctx context.Context) (int, error) {
+	pruned, err := s.db.Prune(ctx, s.clock.Now().Add(-s.cfg.Retention))
+	if err != nil {
+		return 0, err
+	}
+	if len(pruned) > 0 {
+		e := live.Event{Kind: live.Pruned, Message: fmt.Sprintf("%d done key(s) older than %s pruned", len(pruned), s.cfg.Retention)}
+		if len(pruned) == 1 {
+			e.Scope, e.Key = pruned[0].Scope, pruned[0].Key
+		}
+		s.hub.Publish(e)
+	}
+	return len(pruned), nil
+}

@@ -1,0 +1,229 @@
+// Package live is paytwice's in-process event hub: every step of every
+// request is published here, numbered, and kept in a bounded ring that
+// the live pages stream from.
+//
+// Publishing is O(1) whatever the number of viewers: an event is appended
+// to the ring and one channel is closed to wake every waiting viewer.
+// Viewers read the ring at their own pace; one that falls further behind
+// than the ring holds is dropped. The payment path never waits on a
+// viewer.
+package live
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Kind names a step of the protocol or an action of the presenter.
+type Kind string
+
+// The kinds of events.
+const (
+	Received     Kind = "received"      // a payment request arrived
+	Rejected     Kind = "rejected"      // 400/413/415: nothing saved
+	Claimed      Kind = "claimed"       // the key was claimed: row started
+	Replayed     Kind = "replayed"      // a done key's response was sent again
+	Conflict     Kind = "conflict"      // 409: the key's first request is still running
+	Mismatch     Kind = "mismatch"      // 422: the key was reused with another request
+	Delayed      Kind = "delayed"       // the delay fault holds the request
+	GatewayCall  Kind = "gateway"       // the gateway is being called
+	GatewayReply Kind = "gateway_reply" // the gateway answered (or did not)
+	Charged      Kind = "charged"       // the charge was recorded locally
+	Completed    Kind = "completed"     // the response was saved on the key
+	Released     Kind = "released"      // the claim was deleted: a retry runs afresh
+	Dropped      Kind = "dropped"       // the connection was dropped before the claim
+	ResponseLost Kind = "response_lost" // the work committed, the response never left
+	Crashed      Kind = "crashed"       // the request stopped after the gateway call
+	RolledBack   Kind = "rolled_back"   // the charge's transaction failed halfway
+	Swept        Kind = "swept"         // the sweeper closed a stuck key
+	Pruned       Kind = "pruned"        // retention removed done keys
+	Switched     Kind = "switched"      // a fault switch changed
+	Reset        Kind = "reset"         // the demonstration was reset
+)
+
+// Event is one published step.
+type Event struct {
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	Kind    Kind      `json:"kind"`
+	Request string    `json:"request,omitempty"` // groups the steps of one request
+	Scope   string    `json:"scope,omitempty"`
+	Key     string    `json:"key,omitempty"`
+	OrderID string    `json:"order_id,omitempty"`
+	Amount  int64     `json:"amount_satang,omitempty"`
+	Status  int       `json:"status,omitempty"`
+	Message string    `json:"message,omitempty"`
+}
+
+// Entry is an event in the ring, with a place to keep one rendering of it
+// so that a hundred viewers do not render the same event a hundred times.
+type Entry struct {
+	Event
+	once  sync.Once
+	frame []byte
+}
+
+// Frame returns render(e.Event), computed once per entry.
+func (e *Entry) Frame(render func(Event) []byte) []byte {
+	e.once.Do(func() { e.frame = render(e.Event) })
+	return e.frame
+}
+
+// DefaultSize is how many events the hub keeps.
+const DefaultSize = 1024
+
+// Hub is the event hub. The zero value is not usable; call New.
+type Hub struct {
+	now func() time.Time
+
+	mu     sync.Mutex
+	ring   []*Entry
+	next   uint64 // the next event's Seq; Seqs start at 1
+	wake   chan struct{}
+	closed bool
+}
+
+// New returns a hub that keeps the last size events.
+func New(size int, now func() time.Time) *Hub {
+	if size <= 0 {
+		size = DefaultSize
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Hub{now: now, ring: make([]*Entry, size), next: 1, wake: make(chan struct{})}
+}
+
+// Publish numbers e, stamps it, stores it and wakes the viewers. It never
+// blocks on a viewer.
+func (h *Hub) Publish(e Event) Event {
+	entry := &Entry{Event: e}
+	h.mu.Lock()
+	entry.Seq = h.next
+	if entry.Time.IsZero() {
+		entry.Time = h.now()
+	}
+	h.next++
+	h.ring[entry.Seq%uint64(len(h.ring))] = entry
+	wake := h.wake
+	h.wake = make(chan struct{})
+	h.mu.Unlock()
+	close(wake)
+	return entry.Event
+}
+
+// LastSeq returns the Seq of the newest event, 0 if none.
+func (h *Hub) LastSeq() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.next - 1
+}
+
+// ErrTooSlow is returned to a viewer that fell behind by more than the
+// ring holds: the events it missed are gone.
+var ErrTooSlow = errors.New("live: viewer fell too far behind")
+
+// ErrClosed is returned to viewers once the hub is closed.
+var ErrClosed = errors.New("live: hub closed")
+
+// since returns the entries after seq, whether seq is still covered by
+// the ring, and a channel closed by the next Publish. Callers hold h.mu.
+func (h *Hub) since(seq uint64) ([]*Entry, bool, <-chan struct{}) {
+	newest := h.next - 1
+	if seq >= newest {
+		return nil, true, h.wake
+	}
+	size := uint64(len(h.ring))
+	oldest := uint64(1)
+	if newest > size {
+		oldest = newest - size + 1
+	}
+	ok := true
+	from := seq + 1
+	if from < oldest {
+		ok, from = false, oldest
+	}
+	out := make([]*Entry, 0, newest-from+1)
+	for s := from; s <= newest; s++ {
+		if e := h.ring[s%size]; e != nil && e.Seq == s {
+			out = append(out, e)
+		}
+	}
+	return out, ok, h.wake
+}
+
+// Recent returns up to n of the newest events still held, oldest first.
+func (h *Hub) Recent(n int) []*Entry {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	newest := h.next - 1
+	start := uint64(0)
+	if newest > uint64(n) {
+		start = newest - uint64(n)
+	}
+	out, _, _ := h.since(start)
+	return out
+}
+
+// Clear forgets every event held, for a reset. Sequence numbers keep
+// growing, so a viewer resuming after the reset misses nothing new.
+func (h *Hub) Clear() {
+	h.mu.Lock()
+	clear(h.ring)
+	h.mu.Unlock()
+}
+
+// Subscription is one viewer's cursor into the hub.
+type Subscription struct {
+	hub    *Hub
+	cursor uint64
+}
+
+// Subscribe starts a viewer after lastSeq: 0 means "from the oldest event
+// held"; a browser resuming passes its Last-Event-ID.
+func (h *Hub) Subscribe(lastSeq uint64) *Subscription {
+	return &Subscription{hub: h, cursor: lastSeq}
+}
+
+// Next blocks until there are events after the cursor, then returns them
+// all and advances. It returns ErrTooSlow if events were lost to the ring,
+// and ctx's error when ctx ends.
+func (s *Subscription) Next(ctx context.Context) ([]*Entry, error) {
+	for {
+		s.hub.mu.Lock()
+		if s.hub.closed {
+			s.hub.mu.Unlock()
+			return nil, ErrClosed
+		}
+		entries, ok, wake := s.hub.since(s.cursor)
+		s.hub.mu.Unlock()
+		if !ok && s.cursor != 0 {
+			return nil, ErrTooSlow
+		}
+		if len(entries) > 0 {
+			s.cursor = entries[len(entries)-1].Seq
+			return entries, nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Close wakes every viewer with ErrClosed, for shutdown.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed = true
+	wake := h.wake
+	h.wake = make(chan struct{})
+	h.mu.Unlock()
+	close(wake)
+}

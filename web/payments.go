@@ -1,0 +1,258 @@
+package web
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paytwice/sim"
+	"paytwice/store"
+	"paytwice/web/live"
+)
+
+// paymentsPath is the one idempotent endpoint.
+const paymentsPath = "/v1/payments"
+
+// fingerprint identifies what a request asks for: the method, the path and
+// the canonical body. Two requests with one key must share it, or the
+// second is a misuse of the key (422).
+func fingerprint(method, path string, canonicalBody []byte) string {
+	h := sha256.New()
+	h.Write([]byte(method))
+	h.Write([]byte{0})
+	h.Write([]byte(path))
+	h.Write([]byte{0})
+	h.Write(canonicalBody)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// payment carries one request through the protocol.
+type payment struct {
+	s      *Server
+	c      echo.Context
+	id     string // request id, grouping its events on the timeline
+	scope  string
+	key    string
+	req    PaymentRequest
+	fp     string
+	faults sim.Faults
+}
+
+func (p *payment) publish(kind live.Kind, status int, msg string) {
+	p.s.hub.Publish(live.Event{Kind: kind, Request: p.id, Scope: p.scope, Key: p.key,
+		OrderID: p.req.OrderID, Amount: p.req.AmountSatang, Status: status, Message: msg})
+}
+
+// handleCreatePayment is POST /v1/payments. The steps follow the protocol
+// table in the README: parse (nothing saved), claim, work outside any
+// transaction, save the charge and the response together.
+func (s *Server) handleCreatePayment(c echo.Context) error {
+	r := c.Request()
+	p := &payment{s: s, c: c, id: store.NewID("rq_")[:11], scope: callerScope(r), faults: s.faults.Load()}
+
+	// 1. Parse. A bad request is refused before anything is saved, so the
+	// caller can correct it and retry with the same key.
+	key, err := ParseIdempotencyKey(r.Header.Values("Idempotency-Key"))
+	if err == nil {
+		p.key = key
+		p.req, err = readPaymentBody(r)
+	}
+	p.publish(live.Received, 0, r.Method+" "+r.URL.Path)
+	if err != nil {
+		status, body := problemBody(r, err)
+		p.publish(live.Rejected, status, store.ErrorMessage(err))
+		return c.Blob(status, "application/problem+json", body)
+	}
+	p.fp = fingerprint(r.Method, paymentsPath, p.req.Canonical())
+
+	if p.faults.ConnectionNeverHappens {
+		p.publish(live.Dropped, 0, "fault: the connection was dropped before the server did anything")
+		return dropConnection(c)
+	}
+
+	// 2. A done key's response never changes: answer replays from memory
+	// without queueing behind the writer.
+	if saved, ok := s.db.CachedResponse(p.scope, p.key); ok {
+		return p.answerExisting(saved.Fingerprint, store.StatusDone, saved.Status, saved.Body)
+	}
+
+	// 3. Claim. INSERT … ON CONFLICT DO NOTHING: the primary key decides
+	// which of many concurrent requests owns the key.
+	claim, err := s.db.Claim(r.Context(), store.ClaimRequest{Scope: p.scope, Key: p.key, Method: r.Method,
+		Path: paymentsPath, Fingerprint: p.fp, OrderID: p.req.OrderID, AmountSatang: p.req.AmountSatang})
+	if err != nil {
+		return p.fail(err)
+	}
+	if !claim.Claimed {
+		ex := claim.Existing
+		return p.answerExisting(ex.Fingerprint, ex.Status, ex.ResponseStatus, ex.ResponseBody)
+	}
+	p.publish(live.Claimed, 0, "key row inserted as started")
+
+	// From here on the work belongs to the server, not to the connection:
+	// a client that hangs up must not leave it half done.
+	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
+	defer cancel()
+	return p.execute(ctx)
+}
+
+// answerExisting answers a request whose key is already held: 422 if the
+// key belongs to another request (this wins over 409: the key is misused
+// whatever the first request's state), 409 while the first is running,
+// and the saved response once it is done.
+func (p *payment) answerExisting(fp, status string, savedStatus int, savedBody []byte) error {
+	switch {
+	case fp != p.fp:
+		err := store.Errorf(store.EMISMATCH, "The key %q was first used with a different request; it was not run again, and the original is untouched.", truncate(p.key, 64))
+		p.publish(live.Mismatch, http.StatusUnprocessableEntity, "same key, different body")
+		return writeProblem(p.c, err)
+	case status == store.StatusStarted:
+		err := store.Errorf(store.ECONFLICT, "A request with the key %q is still being processed. Retry with the same key after %d second(s).", truncate(p.key, 64), retryAfterSeconds)
+		p.publish(live.Conflict, http.StatusConflict, "first request still running")
+		return writeProblem(p.c, err)
+	}
+	p.publish(live.Replayed, savedStatus, "saved response sent again; nothing executed")
+	h := p.c.Response().Header()
+	h.Set("Idempotent-Replayed", "true")
+	return p.c.Blob(savedStatus, contentTypeFor(savedStatus), savedBody)
+}
+
+// execute does the claimed request's work: the gateway call, outside any
+// transaction, then one transaction that saves the charge and the response.
+func (p *payment) execute(ctx context.Context) error {
+	s := p.s
+	if d := p.faults.DelayMS; d > 0 {
+		p.publish(live.Delayed, 0, "fault: holding the key started for "+time.Duration(d*int(time.Millisecond)).String())
+		if err := s.sleep(ctx, time.Duration(d)*time.Millisecond); err != nil {
+			// Nothing left the building yet: release the claim so a retry runs afresh.
+			return p.release(err)
+		}
+	}
+
+	p.publish(live.GatewayCall, 0, "charging the gateway with the key")
+	charge, err := s.gateway.Charge(ctx, gatewayKey(p.scope, p.key), p.req.OrderID, p.req.AmountSatang)
+	switch {
+	case errors.Is(err, sim.ErrGatewayTimeout):
+		// The money may have moved: only the sweeper may close this key.
+		p.publish(live.GatewayReply, http.StatusGatewayTimeout, "no answer: outcome unknown, key stays started")
+		return writeProblem(p.c, err)
+	case err != nil:
+		// A definite answer from the gateway: save it, so retries replay it.
+		p.publish(live.GatewayReply, problemFor(store.ErrorCode(err)).Status, store.ErrorMessage(err))
+		return p.save(ctx, err, nil)
+	}
+	p.publish(live.GatewayReply, http.StatusOK, "charged "+charge.ID)
+
+	if p.faults.CrashMidway {
+		p.publish(live.Crashed, 0, "fault: the server stopped after the gateway call; key left started")
+		return dropConnection(p.c)
+	}
+	local := &store.Charge{ID: store.NewID("ch_"), Scope: p.scope, Key: p.key, OrderID: p.req.OrderID,
+		AmountSatang: p.req.AmountSatang, GatewayRef: charge.ID, CreatedAt: s.clock.Now()}
+	var outcome error
+	if p.faults.ServerError {
+		outcome = store.Errorf(store.EINTERNAL, "The server failed after the payment started. The charge may have happened: look it up with GET /v1/payments?order_id=%s before paying again, and do not switch to a new key.", p.req.OrderID)
+	}
+	return p.save(ctx, outcome, local)
+}
+
+// save stores the outcome on the key, with the charge if there is one, in
+// one transaction; then answers. outcome nil means 201 for the charge.
+func (p *payment) save(ctx context.Context, outcome error, charge *store.Charge) error {
+	r := p.c.Request()
+	status, body := http.StatusCreated, []byte(nil)
+	if outcome != nil {
+		status, body = problemBody(r, outcome)
+	} else {
+		body = charge.ResponseBody()
+	}
+	err := p.s.db.Complete(ctx, store.Completion{Scope: p.scope, Key: p.key, Fingerprint: p.fp,
+		Status: status, Body: body, Charge: charge, FailHalfway: p.faults.FailHalfway})
+	switch {
+	case errors.Is(err, store.ErrHalfway):
+		p.publish(live.RolledBack, http.StatusInternalServerError, "fault: the charge's transaction rolled back after the gateway charged; key stays started for the sweeper")
+		return writeProblem(p.c, err)
+	case errors.Is(err, store.ErrNotStarted):
+		// The sweeper closed the key while we worked; its answer stands.
+		if k, gerr := p.s.db.GetKey(ctx, p.scope, p.key); gerr == nil && k.Status == store.StatusDone {
+			return p.answerExisting(k.Fingerprint, k.Status, k.ResponseStatus, k.ResponseBody)
+		}
+		return p.fail(err)
+	case err != nil:
+		return p.fail(err)
+	}
+	if charge != nil {
+		p.publish(live.Charged, 0, "charge "+charge.ID+" recorded")
+	}
+	p.publish(live.Completed, status, "response saved on the key")
+	if p.faults.ResponseLost {
+		p.publish(live.ResponseLost, status, "fault: the work committed, but the connection closed before the response")
+		return dropConnection(p.c)
+	}
+	return p.c.Blob(status, contentTypeFor(status), body)
+}
+
+// release deletes the claim after a failure that happened before any
+// external side effect, so a retry runs afresh.
+func (p *payment) release(cause error) error {
+	ctx := context.WithoutCancel(p.c.Request().Context())
+	if _, err := p.s.db.Release(ctx, p.scope, p.key); err != nil {
+		return p.fail(err)
+	}
+	p.publish(live.Released, http.StatusServiceUnavailable, "claim released before any side effect: a retry runs afresh")
+	return writeProblem(p.c, &store.Error{Code: store.EUNAVAILABLE, Message: "The request was interrupted before anything happened; retry with the same key."})
+}
+
+// fail answers an unexpected error without saving it.
+func (p *payment) fail(err error) error {
+	p.s.logf("payment %s: %v", p.id, err)
+	status, body := problemBody(p.c.Request(), err)
+	p.publish(live.Rejected, status, store.ErrorMessage(err))
+	return p.c.Blob(status, "application/problem+json", body)
+}
+
+// gatewayKey is the key passed on to the gateway: scoped, so one caller's
+// key can never match another caller's charge there either.
+func gatewayKey(scope, key string) string { return scope + "|" + key }
+
+func contentTypeFor(status int) string {
+	if status >= 400 {
+		return "application/problem+json"
+	}
+	return echo.MIMEApplicationJSON
+}
+
+// readPaymentBody checks the content type and the size, then decodes.
+func readPaymentBody(r *http.Request) (PaymentRequest, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != echo.MIMEApplicationJSON {
+		return PaymentRequest{}, store.Errorf(store.EMEDIATYPE, "Send the body as JSON with Content-Type: application/json (got %q).", truncate(r.Header.Get("Content-Type"), 40))
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err != nil {
+		return PaymentRequest{}, store.Errorf(store.EINVALID, "The body could not be read.")
+	}
+	if len(body) > MaxBodyBytes {
+		return PaymentRequest{}, store.Errorf(store.ETOOLARGE, "The body is larger than %d bytes.", MaxBodyBytes)
+	}
+	return DecodePayment(body)
+}
+
+// dropConnection closes the client's connection without a response: what
+// a lost packet, a dead load balancer or a crashed server look like from
+// the client's side.
+func dropConnection(c echo.Context) error {
+	conn, _, err := c.Response().Hijack()
+	if err != nil {
+		// HTTP/2 cannot be hijacked; aborting the handler resets the stream.
+		panic(http.ErrAbortHandler)
+	}
+	return conn.Close()
+}

@@ -1,0 +1,58 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Policy is the published key policy, as the IETF draft asks servers to
+// publish their key expiry.
+type Policy struct {
+	Header               string   `json:"header"`
+	Required             []string `json:"required_on"`
+	Formats              []string `json:"formats"`
+	MinLength            int      `json:"min_length"`
+	MaxLength            int      `json:"max_length"`
+	Characters           string   `json:"characters"`
+	Scope                string   `json:"scope"`
+	RetentionSeconds     int64    `json:"retention_seconds"`
+	Retention            string   `json:"retention"`
+	LockTimeoutSeconds   int64    `json:"lock_timeout_seconds"`
+	RetryAfterSeconds    int      `json:"retry_after_seconds_on_409"`
+	Fingerprint          string   `json:"fingerprint"`
+	Saved                []string `json:"saved_and_replayed"`
+	NotSaved             []string `json:"not_saved"`
+	StartedKeys          string   `json:"started_keys"`
+	ReplayedHeader       string   `json:"replayed_header"`
+	RecommendedKeyFormat string   `json:"recommended_key"`
+}
+
+// policy describes the server's rules from its configuration.
+func (s *Server) policy() Policy {
+	return Policy{
+		Header:     "Idempotency-Key",
+		Required:   []string{"POST " + paymentsPath},
+		Formats:    []string{`structured-field string, e.g. "8e03978e-40d5-43e8-bc93-6894a57f9324"`, "bare token, e.g. 8e03978e-40d5-43e8-bc93-6894a57f9324"},
+		MinLength:  1,
+		MaxLength:  MaxKeyLength,
+		Characters: "visible ASCII (0x21-0x7E); one header line",
+		Scope:      "per caller: the bearer token, else the browser session, else the shared anonymous scope",
+
+		RetentionSeconds:     int64(s.cfg.Retention.Seconds()),
+		Retention:            "done keys are pruned once older than " + s.cfg.Retention.String() + "; retry within that window, after it a key is a new request",
+		LockTimeoutSeconds:   int64(s.cfg.LockTimeout.Seconds()),
+		RetryAfterSeconds:    retryAfterSeconds,
+		Fingerprint:          "SHA-256 of method, path and canonical JSON body; a different fingerprint on the same key is 422",
+		Saved:                []string{"201 Created", "402 payment declined", "500 server error after the work started", "502 gateway error"},
+		NotSaved:             []string{"400 invalid key or body", "409 still running", "413", "415", "422 key reused"},
+		StartedKeys:          "never pruned; the sweeper asks the gateway and closes them after the lock timeout",
+		ReplayedHeader:       "Idempotent-Replayed: true",
+		RecommendedKeyFormat: "a random UUID v4, created once per payment action and reused on every retry",
+	}
+}
+
+// handlePolicy is GET /v1/idempotency-policy.
+func (s *Server) handlePolicy(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.policy())
+}

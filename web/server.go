@@ -1,0 +1,181 @@
+// Package web is paytwice's HTTP edge: the echo server, its routes and
+// middleware, the payments API, the live event stream and the pages.
+// Domain errors become HTTP statuses here and nowhere else.
+package web
+
+import (
+	"context"
+	"errors"
+	"log"
+	"strings"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"paytwice/sim"
+	"paytwice/store"
+	"paytwice/views"
+	"paytwice/web/live"
+)
+
+// Config holds the server's settings.
+type Config struct {
+	// Retention is how long done keys are kept before pruning.
+	Retention time.Duration
+	// LockTimeout is how long a key may stay started before the sweeper
+	// asks the gateway what happened.
+	LockTimeout time.Duration
+	// GatewayTimeout bounds one request's work after its claim. It must be
+	// shorter than LockTimeout, or the sweeper could close a key whose
+	// request is still talking to the gateway.
+	GatewayTimeout time.Duration
+	// PruneEvery and SweepEvery are the background jobs' periods.
+	PruneEvery, SweepEvery time.Duration
+	// PresenterToken, when set, is required to change switches or reset.
+	PresenterToken string
+	// Logger receives unexpected errors; nil means the standard logger.
+	Logger *log.Logger
+}
+
+// withDefaults fills unset fields.
+func (c Config) withDefaults() Config {
+	if c.Retention <= 0 {
+		c.Retention = 24 * time.Hour
+	}
+	if c.LockTimeout <= 0 {
+		c.LockTimeout = 30 * time.Second
+	}
+	if c.GatewayTimeout <= 0 || c.GatewayTimeout >= c.LockTimeout {
+		c.GatewayTimeout = c.LockTimeout / 2
+	}
+	if c.PruneEvery <= 0 {
+		c.PruneEvery = time.Minute
+	}
+	if c.SweepEvery <= 0 {
+		c.SweepEvery = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = log.Default()
+	}
+	return c
+}
+
+// Server is paytwice's HTTP server. Handlers are its methods.
+type Server struct {
+	cfg     Config
+	echo    *echo.Echo
+	db      *store.DB
+	clock   *sim.Clock
+	gateway *sim.Gateway
+	faults  *sim.FaultPlan
+	hub     *live.Hub
+
+	// baseCtx outlives requests and ends at shutdown: claimed work runs
+	// under it, not under the client's connection.
+	baseCtx context.Context
+	stop    context.CancelFunc
+	// sleep waits during the delay fault; tests may replace it.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// NewServer wires a server around an open store.
+func NewServer(cfg Config, db *store.DB, clock *sim.Clock) *Server {
+	cfg = cfg.withDefaults()
+	s := &Server{
+		cfg:     cfg,
+		db:      db,
+		clock:   clock,
+		gateway: sim.NewGateway(db, clock.Now),
+		faults:  sim.NewFaultPlan(),
+		hub:     live.New(live.DefaultSize, clock.Now),
+		sleep:   sim.Sleep,
+	}
+	s.baseCtx, s.stop = context.WithCancel(context.Background())
+	s.echo = s.routes()
+	return s
+}
+
+// Hub returns the server's event hub.
+func (s *Server) Hub() *live.Hub { return s.hub }
+
+// Gateway returns the simulated payment gateway.
+func (s *Server) Gateway() *sim.Gateway { return s.gateway }
+
+// Faults returns the fault plan.
+func (s *Server) Faults() *sim.FaultPlan { return s.faults }
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Close ends background work and wakes every event stream; call it when
+// the HTTP server has stopped accepting requests.
+func (s *Server) Close() {
+	s.stop()
+	s.hub.Close()
+}
+
+func (s *Server) logf(format string, args ...any) { s.cfg.Logger.Printf(format, args...) }
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableErrorHandler: false}))
+	e.Use(securityHeaders)
+
+	e.POST(paymentsPath, s.handleCreatePayment)
+	e.GET(paymentsPath, s.handleListPayments)
+	e.GET(paymentsPath+"/:id", s.handleGetPayment)
+	e.GET("/v1/idempotency-policy", s.handlePolicy)
+	e.GET("/problems", s.handleProblemIndex)
+	e.GET("/problems/:code", s.handleProblemPage)
+	return e
+}
+
+// handleError turns echo's own errors (unknown route, wrong method,
+// panics) and any error a handler returns into a problem: problem+json
+// for API clients, a readable page for browsers.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	r := c.Request()
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &he) && he.Code == http.StatusNotFound:
+		err = store.Errorf(store.ENOTFOUND, "There is nothing at %s.", r.URL.Path)
+	case errors.As(err, &he) && he.Code == http.StatusMethodNotAllowed:
+		err = store.Errorf(store.EMETHOD, "%s is not allowed on %s.", r.Method, r.URL.Path)
+	case store.ErrorCode(err) == store.EINTERNAL:
+		s.logf("%s %s: %v", r.Method, r.URL.Path, err)
+	}
+	if wantsHTML(r) {
+		p := problemFor(store.ErrorCode(err))
+		_ = render(c, p.Status, views.ErrorPage(p.Title, store.ErrorMessage(err), p.Status))
+		return
+	}
+	_ = writeProblem(c, err)
+}
+
+// wantsHTML reports whether r comes from a browser navigating to a page
+// rather than from an API client.
+func wantsHTML(r *http.Request) bool {
+	if strings.HasPrefix(r.URL.Path, "/v1/") || strings.HasPrefix(r.URL.Path, "/api/") {
+		return false
+	}
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// securityHeaders sets a strict Content-Security-Policy: every script and
+// style comes from this server, and nothing is inlined.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		return next(c)
+	}
+}
