@@ -102,3 +102,7 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// SetSleep replaces how the gateway waits out its latency; tests use it to
+// hold a charge in flight for exactly as long as they need.
+func (g *Gateway) SetSleep(sleep func(ctx context.Context, d time.Duration) error) { g.sleep = sleep }

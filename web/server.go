@@ -124,6 +124,13 @@ func (s *Server) routes() *echo.Echo {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableErrorHandler: false}))
 	e.Use(securityHeaders)
+	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{
+		MinLength: 512,
+		// An event stream must reach the browser as each event is written;
+		// a compressor would hold it back until its buffer fills.
+		Skipper: func(c echo.Context) bool { return c.Path() == "/events" },
+	}))
+	e.GET("/static/*", s.handleStatic)
 
 	e.POST(paymentsPath, s.handleCreatePayment)
 	e.GET(paymentsPath, s.handleListPayments)

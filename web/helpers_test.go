@@ -1,0 +1,155 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"paytwice/sim"
+	"paytwice/store"
+)
+
+// testEnv is a real server on 127.0.0.1 over a real SQLite file, with a
+// manual clock.
+type testEnv struct {
+	t      *testing.T
+	URL    string
+	DB     *store.DB
+	Server *Server
+	Clock  *sim.ManualClock
+	HTTP   *httptest.Server
+}
+
+// MustOpenDB opens a store on a fresh file in the test's temp dir.
+func MustOpenDB(tb testing.TB, now func() time.Time) *store.DB {
+	tb.Helper()
+	db, err := store.Open(filepath.Join(tb.TempDir(), "paytwice.db"), store.Options{Now: now})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+// newTestEnv starts a server; cfg may be the zero Config.
+func newTestEnv(t *testing.T, cfg Config) *testEnv {
+	t.Helper()
+	mc := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	clock := sim.NewClock(mc.Now)
+	db := MustOpenDB(t, clock.Now)
+	if cfg.Logger == nil {
+		cfg.Logger = log.New(io.Discard, "", 0)
+	}
+	srv := NewServer(cfg, db, clock)
+	hs := httptest.NewServer(srv.Handler()) // listens on 127.0.0.1
+	t.Cleanup(func() { srv.Close(); hs.Close() })
+	return &testEnv{t: t, URL: hs.URL, DB: db, Server: srv, Clock: mc, HTTP: hs}
+}
+
+// response is a finished HTTP exchange.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r response) JSON(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("body %q is not JSON: %v", r.Body, err)
+	}
+	return m
+}
+
+// pay posts a payment body with the given key ("" sends no header) and
+// extra headers given as name, value pairs.
+func (e *testEnv) pay(key, body string, headers ...string) response {
+	e.t.Helper()
+	r, err := e.tryPay(key, body, headers...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func (e *testEnv) tryPay(key, body string, headers ...string) (response, error) {
+	req, err := http.NewRequest(http.MethodPost, e.URL+"/v1/payments", bytes.NewBufferString(body))
+	if err != nil {
+		return response{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+		} else {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+	}
+	return do(req)
+}
+
+func do(req *http.Request) (response, error) {
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return response{Status: res.StatusCode, Header: res.Header, Body: b}, err
+}
+
+// get fetches a path.
+func (e *testEnv) get(path string, headers ...string) response {
+	e.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, e.URL+path, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	r, err := do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// charges counts the charges in the database.
+func (e *testEnv) charges() int {
+	e.t.Helper()
+	n, err := e.DB.CountCharges(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// blockingGateway makes every gateway charge wait until release is
+// closed, so a test can hold a key in the started state.
+func (e *testEnv) holdGateway() (release func()) {
+	ch := make(chan struct{})
+	e.Server.gateway.SetSleep(func(ctx context.Context, d time.Duration) error {
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	sw := e.Server.gateway.Switches()
+	sw.LatencyMS = 1
+	e.Server.gateway.SetSwitches(sw)
+	return func() { close(ch) }
+}
