@@ -86,7 +86,7 @@ type Completion struct {
 	Scope, Key  string
 	Fingerprint string // the request's; it goes into the replay cache
 	Status      int
-	Body       []byte
+	Body        []byte
 	// Charge, when set, is inserted in the same transaction that marks the
 	// key done: the money and the saved response appear together or not at
 	// all.

@@ -7,8 +7,8 @@ import (
 	"context"
 	"errors"
 	"log"
-	"strings"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
