@@ -100,14 +100,14 @@ const (
 // each of them.
 type Policy struct {
 	// Base is the first ceiling (retry 1, n = 0).
-	Base time.Duration
+	Base time.Duration `json:"base_ns"`
 	// Cap is the largest ceiling and the largest wait.
-	Cap time.Duration
+	Cap time.Duration `json:"cap_ns"`
 	// MaxRetries is the number of retries after the first attempt, so a
 	// request is sent at most MaxRetries+1 times.
-	MaxRetries int
+	MaxRetries int `json:"max_retries"`
 	// Strategy picks the wait below (or at) each ceiling.
-	Strategy Strategy
+	Strategy Strategy `json:"strategy"`
 }
 
 // DefaultPolicy is the article's policy (base 0.5 s, cap 8 s, 5 retries,

@@ -113,11 +113,12 @@ type PayResult struct {
 	// Status and Body are those of the last response received (0 and empty
 	// if none arrived); Replayed is that response's Idempotent-Replayed.
 	Status   int    `json:"status"`
-	Body     []byte `json:"body"`
+	Body     string `json:"body"`
 	Replayed bool   `json:"replayed"`
 	// GaveUp is true when the last attempt still failed in a retryable way
-	// and the policy had no retries left: the outcome is unknown, so the
-	// caller must keep the key and check later rather than pay anew.
+	// and the policy had no retries left. The charge may or may not have
+	// happened, so the caller should keep the key and check or retry later
+	// rather than pay anew under a new key.
 	GaveUp bool `json:"gave_up"`
 }
 
@@ -220,7 +221,7 @@ func (c *RetryClient) PayWithKey(ctx context.Context, key string, req PaymentReq
 			return res, ctx.Err()
 		}
 		if netErr == nil {
-			res.Status, res.Body, res.Replayed = a.Status, []byte(a.Body), a.Replayed
+			res.Status, res.Body, res.Replayed = a.Status, a.Body, a.Replayed
 		}
 		retryable := netErr != nil || Retryable(a.Status)
 		last := !retryable || n > pol.MaxRetries

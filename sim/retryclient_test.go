@@ -192,7 +192,7 @@ func TestRetryClientRetriesUntilSuccessWithOneKey(t *testing.T) {
 		}
 	})
 	t.Run("the final status and body are returned", func(t *testing.T) {
-		if res.Status != 201 || string(res.Body) != `{"status":201}` || res.GaveUp {
+		if res.Status != 201 || res.Body != `{"status":201}` || res.GaveUp {
 			t.Errorf("status %d, body %s, gave up %v", res.Status, res.Body, res.GaveUp)
 		}
 	})
