@@ -72,13 +72,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	printURLs(stdout, ln.Addr().(*net.TCPAddr), *presenter)
-
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Close what a crash left behind before the first request can arrive:
+	// later, a started key may belong to a live request.
+	if _, err := srv.SweepOrphans(ctx); err != nil {
+		return fmt.Errorf("start-up sweep: %w", err)
+	}
 	jobs := make(chan struct{})
 	go func() { defer close(jobs); srv.RunJobs(ctx) }()
 
+	printURLs(stdout, ln.Addr().(*net.TCPAddr), *presenter)
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()

@@ -10,13 +10,9 @@ import (
 	"paytwice/web/live"
 )
 
-// RunJobs sweeps once at start-up, then prunes and sweeps periodically
-// until ctx ends. Start it before serving: the start-up sweep closes the
-// keys that a crash left started.
+// RunJobs prunes and sweeps periodically until ctx ends. The start-up
+// sweep is SweepOrphans, which the caller runs before serving.
 func (s *Server) RunJobs(ctx context.Context) {
-	if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
-		s.logf("start-up sweep: %v", err)
-	}
 	prune := time.NewTicker(s.cfg.PruneEvery)
 	sweep := time.NewTicker(s.cfg.SweepEvery)
 	defer prune.Stop()
@@ -40,10 +36,22 @@ func (s *Server) RunJobs(ctx context.Context) {
 // Sweep closes the keys started longer ago than the lock timeout, asking
 // the gateway what happened to each, and publishes one event per key.
 func (s *Server) Sweep(ctx context.Context) ([]store.SweepOutcome, error) {
+	return s.sweep(ctx, s.cfg.LockTimeout)
+}
+
+// SweepOrphans closes every started key whatever its age. It is only
+// right before this process has served a request: at start-up no request
+// of ours is running, so every started key was left by a crash and waiting
+// out the lock timeout would only make its client see 409s for longer.
+func (s *Server) SweepOrphans(ctx context.Context) ([]store.SweepOutcome, error) {
+	return s.sweep(ctx, 0)
+}
+
+func (s *Server) sweep(ctx context.Context, olderThan time.Duration) ([]store.SweepOutcome, error) {
 	lookup := func(ctx context.Context, scope, key string) (store.GatewayCharge, bool, error) {
 		return s.gateway.Lookup(ctx, gatewayKey(scope, key))
 	}
-	outcomes, err := s.db.Sweep(ctx, s.cfg.LockTimeout, lookup)
+	outcomes, err := s.db.Sweep(ctx, olderThan, lookup)
 	for _, o := range outcomes {
 		e := live.Event{Kind: live.Swept, Scope: o.Row.Scope, Key: o.Row.Key, OrderID: o.Row.OrderID, Amount: o.Row.AmountSatang}
 		switch {
