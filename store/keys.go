@@ -248,3 +248,7 @@ func (db *DB) KeyCounts(ctx context.Context) (started, done int, err error) {
 		COALESCE(SUM(status = 'started'), 0), COALESCE(SUM(status = 'done'), 0) FROM idempotency_keys`).Scan(&started, &done)
 	return started, done, err
 }
+
+// ForgetCachedResponses empties the replay cache, as a restart would; the
+// saved responses on disk are unaffected.
+func (db *DB) ForgetCachedResponses() { db.cache.clear() }

@@ -179,12 +179,16 @@ func (h *Hub) Clear() {
 type Subscription struct {
 	hub    *Hub
 	cursor uint64
+	// catchUp allows the first read to start at the oldest event held:
+	// a new viewer asked for whatever is there, so nothing was "missed".
+	catchUp bool
 }
 
 // Subscribe starts a viewer after lastSeq: 0 means "from the oldest event
-// held"; a browser resuming passes its Last-Event-ID.
+// held"; a browser resuming passes its Last-Event-ID. A viewer that wants
+// only new events passes LastSeq().
 func (h *Hub) Subscribe(lastSeq uint64) *Subscription {
-	return &Subscription{hub: h, cursor: lastSeq}
+	return &Subscription{hub: h, cursor: lastSeq, catchUp: lastSeq == 0}
 }
 
 // Next blocks until there are events after the cursor, then returns them
@@ -199,10 +203,11 @@ func (s *Subscription) Next(ctx context.Context) ([]*Entry, error) {
 		}
 		entries, ok, wake := s.hub.since(s.cursor)
 		s.hub.mu.Unlock()
-		if !ok && s.cursor != 0 {
+		if !ok && !s.catchUp {
 			return nil, ErrTooSlow
 		}
 		if len(entries) > 0 {
+			s.catchUp = false
 			s.cursor = entries[len(entries)-1].Seq
 			return entries, nil
 		}

@@ -1,0 +1,175 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"paytwice/sim"
+	"paytwice/store"
+)
+
+// MustOpenDB opens a store on a fresh file, closed when the test ends.
+func MustOpenDB(tb testing.TB, now func() time.Time) *store.DB {
+	tb.Helper()
+	db, err := store.Open(filepath.Join(tb.TempDir(), "test.db"), store.Options{Now: now})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+func claimReq(key string) store.ClaimRequest {
+	return store.ClaimRequest{Scope: "s", Key: key, Method: "POST", Path: "/v1/payments", Fingerprint: "fp", OrderID: "A-1", AmountSatang: 100}
+}
+
+func complete(t *testing.T, db *store.DB, key string) {
+	t.Helper()
+	ch := &store.Charge{ID: store.NewID("ch_"), OrderID: "A-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: db.Now()}
+	if err := db.Complete(context.Background(), store.Completion{Scope: "s", Key: key, Fingerprint: "fp", Status: 201, Body: ch.ResponseBody(), Charge: ch}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClaimRaceHasOneWinner(t *testing.T) {
+	db := MustOpenDB(t, nil)
+	const n = 100
+	var wg sync.WaitGroup
+	wins := make(chan int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := db.Claim(context.Background(), claimReq("k"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if res.Claimed {
+				wins <- i
+			} else if res.Existing.Status != store.StatusStarted || res.Existing.Fingerprint != "fp" {
+				t.Errorf("loser saw %+v", res.Existing)
+			}
+		}()
+	}
+	wg.Wait()
+	close(wins)
+	if len(wins) != 1 {
+		t.Fatalf("%d claims won, want 1", len(wins))
+	}
+}
+
+func TestSecondChargeForAKeyIsRefusedByTheConstraint(t *testing.T) {
+	db := MustOpenDB(t, nil)
+	ctx := context.Background()
+	if _, err := db.Claim(ctx, claimReq("k")); err != nil {
+		t.Fatal(err)
+	}
+	complete(t, db, "k")
+	// Even bypassing the key protocol, a second charge row for the same
+	// (scope, key) cannot exist.
+	err := db.Complete(ctx, store.Completion{Scope: "s", Key: "k", Status: 201, Charge: &store.Charge{ID: "ch_2", AmountSatang: 1, CreatedAt: db.Now()}})
+	if err == nil {
+		t.Fatal("a second completion of a done key succeeded")
+	}
+	if n, _ := db.CountCharges(ctx); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+}
+
+func TestFailHalfwayRollsBackOnlyThatRequest(t *testing.T) {
+	db := MustOpenDB(t, nil)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		key := fmt.Sprint("k", i)
+		if _, err := db.Claim(ctx, claimReq(key)); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ch := &store.Charge{ID: store.NewID("ch_"), OrderID: "A-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: db.Now()}
+			err := db.Complete(ctx, store.Completion{Scope: "s", Key: key, Status: 201, Body: []byte("{}"), Charge: ch, FailHalfway: i%2 == 0})
+			if (err != nil) != (i%2 == 0) {
+				t.Errorf("key %s: err %v", key, err)
+			}
+		}()
+	}
+	wg.Wait()
+	started, done, _ := db.KeyCounts(ctx)
+	charges, _ := db.CountCharges(ctx)
+	if started != 10 || done != 10 || charges != 10 {
+		t.Fatalf("started %d done %d charges %d, want 10/10/10", started, done, charges)
+	}
+}
+
+func TestPruneRemovesOnlyOldDoneKeys(t *testing.T) {
+	clock := sim.NewManualClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	db := MustOpenDB(t, clock.Now)
+	ctx := context.Background()
+	for _, k := range []string{"old-done", "old-started"} {
+		if _, err := db.Claim(ctx, claimReq(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete(t, db, "old-done")
+	clock.Advance(25 * time.Hour)
+	if _, err := db.Claim(ctx, claimReq("new-done")); err != nil {
+		t.Fatal(err)
+	}
+	complete(t, db, "new-done")
+
+	pruned, err := db.Prune(ctx, clock.Now().Add(-24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pruned) != 1 || pruned[0].Key != "old-done" {
+		t.Fatalf("pruned %v, want only old-done", pruned)
+	}
+	for key, want := range map[string]string{"old-started": store.StatusStarted, "new-done": store.StatusDone} {
+		if k, err := db.GetKey(ctx, "s", key); err != nil || k.Status != want {
+			t.Errorf("%s: %+v %v, want %s", key, k, err, want)
+		}
+	}
+	if _, err := db.GetKey(ctx, "s", "old-done"); store.ErrorCode(err) != store.ENOTFOUND {
+		t.Errorf("old-done still there: %v", err)
+	}
+	if _, ok := db.CachedResponse("s", "old-done"); ok {
+		t.Error("a pruned key is still in the replay cache")
+	}
+	// A pruned key is a new request: it can be claimed again.
+	if res, err := db.Claim(ctx, claimReq("old-done")); err != nil || !res.Claimed {
+		t.Fatalf("reclaiming a pruned key: %+v %v", res, err)
+	}
+}
+
+func TestDataSurvivesReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.db")
+	db, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := db.Claim(ctx, claimReq("k")); err != nil {
+		t.Fatal(err)
+	}
+	complete(t, db, "k")
+	db.Close()
+	if _, err := db.Claim(ctx, claimReq("x")); err != store.ErrClosed {
+		t.Fatalf("write after close: %v", err)
+	}
+	db, err = store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	k, err := db.GetKey(ctx, "s", "k")
+	if err != nil || k.Status != store.StatusDone || k.ResponseStatus != 201 {
+		t.Fatalf("after reopen: %+v %v", k, err)
+	}
+}

@@ -1,0 +1,162 @@
+package web
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"paytwice/store"
+)
+
+func TestParseIdempotencyKey(t *testing.T) {
+	long := strings.Repeat("k", 255)
+	tests := []struct {
+		name   string
+		values []string
+		want   string
+		code   store.Code
+	}{
+		{"a quoted structured-field string is accepted", []string{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`}, "8e03978e-40d5-43e8-bc93-6894a57f9324", ""},
+		{"the bare form Stripe sends is accepted", []string{"8e03978e-40d5-43e8-bc93-6894a57f9324"}, "8e03978e-40d5-43e8-bc93-6894a57f9324", ""},
+		{"escaped quote and backslash are decoded", []string{`"a\"b\\c"`}, `a"b\c`, ""},
+		{"255 characters are accepted", []string{long}, long, ""},
+		{"surrounding whitespace is ignored", []string{"  abc \t"}, "abc", ""},
+		{"no header is missing", nil, "", store.EMISSINGKEY},
+		{"an empty header is missing", []string{""}, "", store.EMISSINGKEY},
+		{"an empty quoted string is invalid", []string{`""`}, "", store.EINVALIDKEY},
+		{"two header lines are invalid", []string{"a", "b"}, "", store.EINVALIDKEY},
+		{"256 characters are too long", []string{long + "k"}, "", store.EINVALIDKEY},
+		{"256 quoted characters are too long", []string{`"` + long + `k"`}, "", store.EINVALIDKEY},
+		{"an unterminated quote is invalid", []string{`"abc`}, "", store.EINVALIDKEY},
+		{"a lone backslash is invalid", []string{`"abc\`}, "", store.EINVALIDKEY},
+		{"an unknown escape is invalid", []string{`"a\nb"`}, "", store.EINVALIDKEY},
+		{"text after the closing quote is invalid", []string{`"abc";x=1`}, "", store.EINVALIDKEY},
+		{"a control character is invalid", []string{"ab\x01c"}, "", store.EINVALIDKEY},
+		{"a control character inside quotes is invalid", []string{"\"ab\x7fc\""}, "", store.EINVALIDKEY},
+		{"a space inside a quoted key is invalid", []string{`"a b"`}, "", store.EINVALIDKEY},
+		{"unicode is invalid", []string{"clé"}, "", store.EINVALIDKEY},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseIdempotencyKey(tt.values)
+			if tt.code != "" {
+				if store.ErrorCode(err) != tt.code {
+					t.Fatalf("got %q, %v; want code %s", got, err, tt.code)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzParseIdempotencyKey(f *testing.F) {
+	for _, s := range []string{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, "abc", `"a\"b"`, `"\\"`, `"abc`, `"abc\`, "a\x00b",
+		"\t", `""`, strings.Repeat("x", 256), `"` + strings.Repeat("x", 255) + `"`, "ключ", `"a";b`, "a, b", "\"\xff\""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		key, err := ParseIdempotencyKey([]string{v})
+		if err != nil {
+			if c := store.ErrorCode(err); c != store.EINVALIDKEY && c != store.EMISSINGKEY {
+				t.Fatalf("unexpected code %s", c)
+			}
+			return
+		}
+		if len(key) < 1 || len(key) > MaxKeyLength {
+			t.Fatalf("accepted a key of length %d", len(key))
+		}
+		for i := 0; i < len(key); i++ {
+			if key[i] < 0x21 || key[i] > 0x7e {
+				t.Fatalf("accepted byte %#x", key[i])
+			}
+		}
+		// Both accepted forms of the same key parse to the same key.
+		if !strings.ContainsAny(key, `"\`) {
+			if again, err := ParseIdempotencyKey([]string{`"` + key + `"`}); err != nil || again != key {
+				t.Fatalf("quoted form of %q parsed as %q, %v", key, again, err)
+			}
+		}
+	})
+}
+
+func TestDecodePayment(t *testing.T) {
+	ok := []struct{ name, body string }{
+		{"the article's body", `{"order_id": "A-1001", "amount_satang": 129900}`},
+		{"fields in the other order", `{"amount_satang": 129900, "order_id": "A-1001"}`},
+		{"extra whitespace", " {\n\"order_id\" : \"A-1001\" ,\t\"amount_satang\":129900 } \n"},
+	}
+	for _, tt := range ok {
+		t.Run(tt.name+" is accepted", func(t *testing.T) {
+			p, err := DecodePayment([]byte(tt.body))
+			if err != nil || p.OrderID != "A-1001" || p.AmountSatang != 129900 {
+				t.Fatalf("got %+v, %v", p, err)
+			}
+		})
+	}
+	bad := []struct{ name, body, mention string }{
+		{"a float amount", `{"order_id": "A", "amount_satang": 1.5}`, "whole number"},
+		{"a float written as a whole", `{"order_id": "A", "amount_satang": 100.0}`, "whole number"},
+		{"an exponent", `{"order_id": "A", "amount_satang": 1e5}`, "whole number"},
+		{"a negative amount", `{"order_id": "A", "amount_satang": -1}`, "positive"},
+		{"a huge negative amount", `{"order_id": "A", "amount_satang": -99999999999999999999999}`, "positive"},
+		{"a zero amount", `{"order_id": "A", "amount_satang": 0}`, "positive"},
+		{"an amount beyond int64", `{"order_id": "A", "amount_satang": 99999999999999999999999}`, "too large"},
+		{"an amount beyond the limit", `{"order_id": "A", "amount_satang": 10000000001}`, "too large"},
+		{"a string amount", `{"order_id": "A", "amount_satang": "100"}`, "whole number"},
+		{"a null amount", `{"order_id": "A", "amount_satang": null}`, "whole number"},
+		{"a missing amount", `{"order_id": "A"}`, "amount_satang is missing"},
+		{"a missing order", `{"amount_satang": 1}`, "order_id is missing"},
+		{"an empty order", `{"order_id": "", "amount_satang": 1}`, "empty"},
+		{"a numeric order", `{"order_id": 7, "amount_satang": 1}`, "string"},
+		{"a control character in the order", `{"order_id": "A\u0001", "amount_satang": 1}`, "control"},
+		{"an unknown field", `{"order_id": "A", "amount_satang": 1, "currency": "THB"}`, "Unknown field"},
+		{"a repeated field", `{"order_id": "A", "order_id": "B", "amount_satang": 1}`, "twice"},
+		{"an array", `[1]`, "object"},
+		{"trailing data", `{"order_id": "A", "amount_satang": 1} {}`, "after"},
+		{"a truncated body", `{"order_id": "A", "amount_satang": 1`, "JSON"},
+		{"an empty body", ``, "empty"},
+		{"invalid UTF-8", "{\"order_id\": \"\xff\", \"amount_satang\": 1}", "UTF-8"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name+" is refused", func(t *testing.T) {
+			_, err := DecodePayment([]byte(tt.body))
+			if store.ErrorCode(err) != store.EINVALID || !strings.Contains(err.Error(), tt.mention) {
+				t.Fatalf("got %v, want EINVALID mentioning %q", err, tt.mention)
+			}
+		})
+	}
+}
+
+func FuzzDecodePayment(f *testing.F) {
+	for _, s := range []string{`{"order_id": "A-1001", "amount_satang": 129900}`, `{"order_id": "A", "amount_satang": 1.5}`,
+		`{"order_id": "A", "amount_satang": 1e400}`, `{"order_id": "A", "amount_satang": 99999999999999999999}`,
+		`{"order_id": "A", "amount_satang": -0}`, `{"order_id": "\u0000", "amount_satang": 1}`, `{"order_id": "ก", "amount_satang": 1}`,
+		`{"order_id": "A", "amount_satang": 1, "x": {"y": [1, 2]}}`, `{"a":`, `[]`, `null`, `"x"`, "{\"order_id\": \"\xed\xa0\x80\"}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := DecodePayment(body)
+		if err != nil {
+			if store.ErrorCode(err) != store.EINVALID {
+				t.Fatalf("code %s for %q", store.ErrorCode(err), body)
+			}
+			return
+		}
+		if p.AmountSatang <= 0 || p.AmountSatang > MaxAmountSatang || p.OrderID == "" || len(p.OrderID) > MaxOrderIDLen {
+			t.Fatalf("accepted %+v", p)
+		}
+		// The canonical form decodes to the same request: the fingerprint
+		// depends only on what was asked.
+		again, err := DecodePayment(p.Canonical())
+		if err != nil || again != p {
+			t.Fatalf("canonical form %s decodes to %+v, %v", p.Canonical(), again, err)
+		}
+		var m map[string]any
+		if json.Unmarshal(body, &m) != nil {
+			t.Fatalf("accepted a body encoding/json refuses: %q", body)
+		}
+	})
+}
