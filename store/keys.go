@@ -106,7 +106,7 @@ var ErrHalfway = &Error{Code: EINTERNAL, Message: "The transaction that records 
 // Complete saves the response on a started key, with its charge if any.
 func (db *DB) Complete(ctx context.Context, c Completion) error {
 	now := toMillis(db.now())
-	err := db.exec(ctx, func(w *writeStatements) error {
+	err := db.execAtomic(ctx, func(w *writeStatements) error {
 		// Mark the key first: if the sweeper already closed it, stop before
 		// touching the charges table.
 		r, err := w.complete.ExecContext(ctx, c.Status, string(c.Body), now, c.Scope, c.Key)
@@ -186,7 +186,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]PrunedKey, error) 
 // Reset deletes every key, charge and gateway record: a clean slate for
 // the next demonstration.
 func (db *DB) Reset(ctx context.Context) error {
-	err := db.exec(ctx, func(w *writeStatements) error {
+	err := db.execAtomic(ctx, func(w *writeStatements) error {
 		_, err := db.conn.ExecContext(ctx, `DELETE FROM idempotency_keys; DELETE FROM charges; DELETE FROM gateway_charges;`)
 		return err
 	})

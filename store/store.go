@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -44,6 +45,7 @@ type DB struct {
 	stmts writeStatements
 	cache *replayCache
 
+	stats      struct{ commits, ops, busy atomic.Int64 }
 	ops        chan *writeOp
 	quit       chan struct{}
 	writerDone chan struct{}
@@ -176,14 +178,30 @@ func (db *DB) Close() error {
 // Now returns the store's clock reading.
 func (db *DB) Now() time.Time { return db.now() }
 
-// writeOp is one unit of work for the writer: fn runs inside its own
-// savepoint, and done receives fn's error, or the commit's.
+// writeOp is one unit of work for the writer: done receives fn's error,
+// or the commit's. An op of several writes runs inside its own savepoint
+// so that its failure undoes only its own work; an op of one statement
+// needs none, since SQLite undoes a failed statement by itself.
 type writeOp struct {
-	fn   func(w *writeStatements) error
-	done chan error
+	fn        func(w *writeStatements) error
+	savepoint bool
+	done      chan error
 }
 
 var opPool = sync.Pool{New: func() any { return &writeOp{done: make(chan error, 1)} }}
+
+// WriterStats describe the writer's work since the store was opened.
+type WriterStats struct {
+	Commits int64         // transactions committed (one fsync each)
+	Ops     int64         // writes they carried
+	Busy    time.Duration // time spent running and committing them
+}
+
+// WriterStats reports how well group commit is batching: Ops/Commits is
+// the number of requests that share an fsync.
+func (db *DB) WriterStats() WriterStats {
+	return WriterStats{db.stats.commits.Load(), db.stats.ops.Load(), time.Duration(db.stats.busy.Load())}
+}
 
 // maxBatch bounds how many operations share one transaction, so that one
 // huge batch cannot delay its first caller for long.
@@ -193,8 +211,18 @@ const maxBatch = 512
 // has committed. Once handed over, the operation is waited for even if ctx
 // ends: its outcome must be known, or a claim could be left behind unseen.
 func (db *DB) exec(ctx context.Context, fn func(w *writeStatements) error) error {
+	return db.submit(ctx, fn, false)
+}
+
+// execAtomic is exec for an fn of several writes: they are undone
+// together if fn fails.
+func (db *DB) execAtomic(ctx context.Context, fn func(w *writeStatements) error) error {
+	return db.submit(ctx, fn, true)
+}
+
+func (db *DB) submit(ctx context.Context, fn func(w *writeStatements) error, savepoint bool) error {
 	op := opPool.Get().(*writeOp)
-	op.fn = fn
+	op.fn, op.savepoint = fn, savepoint
 	select {
 	case db.ops <- op:
 	case <-db.quit:
@@ -238,12 +266,15 @@ func (db *DB) writer() {
 				break drain
 			}
 		}
+		t0 := time.Now()
 		db.runBatch(batch)
+		db.stats.commits.Add(1)
+		db.stats.ops.Add(int64(len(batch)))
+		db.stats.busy.Add(int64(time.Since(t0)))
 	}
 }
 
-// runBatch runs every op of the batch in one transaction, each inside a
-// savepoint so that a failing op undoes only its own work, then commits.
+// runBatch runs every op of the batch in one transaction, then commits.
 func (db *DB) runBatch(batch []*writeOp) {
 	ctx := context.Background()
 	w := &db.stmts
@@ -255,6 +286,10 @@ func (db *DB) runBatch(batch []*writeOp) {
 		return
 	}
 	for i, op := range batch {
+		if !op.savepoint {
+			errs[i] = op.fn(w)
+			continue
+		}
 		if _, err := w.savepoint.ExecContext(ctx); err != nil {
 			errs[i] = err
 			continue

@@ -19,7 +19,8 @@ import (
 // testEnv is a real server on 127.0.0.1 over a real SQLite file, with a
 // manual clock.
 type testEnv struct {
-	t      *testing.T
+	t      *testing.T // nil in benchmarks
+	tb     testing.TB
 	URL    string
 	DB     *store.DB
 	Server *Server
@@ -41,6 +42,14 @@ func MustOpenDB(tb testing.TB, now func() time.Time) *store.DB {
 // newTestEnv starts a server; cfg may be the zero Config.
 func newTestEnv(t *testing.T, cfg Config) *testEnv {
 	t.Helper()
+	env := newTestEnvTB(t, cfg)
+	env.t = t
+	return env
+}
+
+// newTestEnvTB is newTestEnv for benchmarks too.
+func newTestEnvTB(t testing.TB, cfg Config) *testEnv {
+	t.Helper()
 	mc := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	clock := sim.NewClock(mc.Now)
 	db := MustOpenDB(t, clock.Now)
@@ -50,7 +59,7 @@ func newTestEnv(t *testing.T, cfg Config) *testEnv {
 	srv := NewServer(cfg, db, clock)
 	hs := httptest.NewServer(srv.Handler()) // listens on 127.0.0.1
 	t.Cleanup(func() { srv.Close(); hs.Close() })
-	return &testEnv{t: t, URL: hs.URL, DB: db, Server: srv, Clock: mc, HTTP: hs}
+	return &testEnv{tb: t, URL: hs.URL, DB: db, Server: srv, Clock: mc, HTTP: hs}
 }
 
 // response is a finished HTTP exchange.
@@ -128,10 +137,10 @@ func (e *testEnv) get(path string, headers ...string) response {
 
 // charges counts the charges in the database.
 func (e *testEnv) charges() int {
-	e.t.Helper()
+	e.tb.Helper()
 	n, err := e.DB.CountCharges(context.Background())
 	if err != nil {
-		e.t.Fatal(err)
+		e.tb.Fatal(err)
 	}
 	return n
 }

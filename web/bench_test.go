@@ -1,0 +1,150 @@
+package web
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The payment-path benchmarks run over real HTTP on 127.0.0.1 against a
+// real SQLite file with synchronous=FULL: every 201 is durable before it
+// is sent. Run them with
+//
+//	go test ./web -run '^$' -bench 'Payments|Replays|Storm' -benchtime 20000x
+
+// benchClient keeps enough idle connections for the concurrent clients,
+// so the benchmark measures the server, not TCP handshakes.
+func benchClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
+}
+
+func benchPay(c *http.Client, url, key, body string) (int, error) {
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/payments", bytes.NewBufferString(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	res, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode, nil
+}
+
+// runClients splits n requests over workers goroutines and returns the
+// wall time; do gets the request's index.
+func runClients(b *testing.B, workers, n int, do func(i int) error) time.Duration {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := do(i); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+func newBenchEnv(b *testing.B) *testEnv { return newTestEnvTB(b, Config{}) }
+
+func BenchmarkNewPayments(b *testing.B) {
+	env := newBenchEnv(b)
+	c := benchClient(16)
+	b.ResetTimer()
+	elapsed := runClients(b, 16, b.N, func(i int) error {
+		status, err := benchPay(c, env.URL, fmt.Sprint("new-", i), fmt.Sprintf(`{"order_id":"B-%d","amount_satang":%d}`, i, 100+i%1000))
+		if err == nil && status != http.StatusCreated {
+			err = fmt.Errorf("payment %d: status %d", i, status)
+		}
+		return err
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "payments/s")
+	ws := env.DB.WriterStats()
+	b.ReportMetric(float64(ws.Ops)/float64(ws.Commits), "writes/commit")
+	if n := env.charges(); n != b.N {
+		b.Fatalf("%d charges for %d payments", n, b.N)
+	}
+}
+
+func BenchmarkReplays(b *testing.B) {
+	env := newBenchEnv(b)
+	c := benchClient(16)
+	const keys = 1000
+	for i := range keys {
+		if _, err := benchPay(c, env.URL, fmt.Sprint("r-", i), fmt.Sprintf(`{"order_id":"R-%d","amount_satang":100}`, i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	elapsed := runClients(b, 16, b.N, func(i int) error {
+		k := i % keys
+		status, err := benchPay(c, env.URL, fmt.Sprint("r-", k), fmt.Sprintf(`{"order_id":"R-%d","amount_satang":100}`, k))
+		if err == nil && status != http.StatusCreated {
+			err = fmt.Errorf("replay %d: status %d", i, status)
+		}
+		return err
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "replays/s")
+	if n := env.charges(); n != keys {
+		b.Fatalf("%d charges, want %d", n, keys)
+	}
+}
+
+// BenchmarkStorm1000 sends 1,000 concurrent requests with one key per
+// iteration and reports how long the slowest took to be answered.
+func BenchmarkStorm1000(b *testing.B) {
+	env := newBenchEnv(b)
+	c := benchClient(1000)
+	var worst time.Duration
+	for it := range b.N {
+		key := fmt.Sprint("storm-", it)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		statuses := make([]int, 1000)
+		errs := make([]error, 1000)
+		for i := range 1000 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				statuses[i], errs[i] = benchPay(c, env.URL, key, `{"order_id":"S","amount_satang":100}`)
+			}()
+		}
+		t0 := time.Now()
+		close(start)
+		wg.Wait()
+		worst = max(worst, time.Since(t0))
+		for i := range statuses {
+			if errs[i] != nil || (statuses[i] != 201 && statuses[i] != 409) {
+				b.Fatalf("request %d: %d %v", i, statuses[i], errs[i])
+			}
+		}
+		if n := env.charges(); n != it+1 {
+			b.Fatalf("%d charges after %d storms", n, it+1)
+		}
+	}
+	b.ReportMetric(worst.Seconds()*1000, "worst-ms")
+}
