@@ -92,12 +92,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case <-ctx.Done():
 	}
 	fmt.Fprintln(stdout, "shutting down")
-	// Event streams never end on their own: close them first so Shutdown
-	// only waits for real requests.
-	srv.Close()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Event streams never end on their own: end them first, so that
+	// Shutdown waits only for payments in flight, which finish their work
+	// and answer before the store closes.
+	srv.Hub().Close()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	err = hs.Shutdown(shutdownCtx)
+	srv.Close()
 	<-jobs
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
