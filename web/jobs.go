@@ -44,8 +44,14 @@ func (s *Server) Sweep(ctx context.Context) ([]store.SweepOutcome, error) {
 // of ours is running, so every started key was left by a crash and waiting
 // out the lock timeout would only make its client see 409s for longer.
 func (s *Server) SweepOrphans(ctx context.Context) ([]store.SweepOutcome, error) {
-	return s.sweep(ctx, 0)
+	// A cutoff in the future, not "now": a key locked in the current
+	// millisecond, or stamped before the wall clock stepped back, is an
+	// orphan too.
+	return s.sweep(ctx, -orphanHorizon)
 }
+
+// orphanHorizon is how far ahead of now the start-up sweep looks.
+const orphanHorizon = 24 * time.Hour
 
 func (s *Server) sweep(ctx context.Context, olderThan time.Duration) ([]store.SweepOutcome, error) {
 	lookup := func(ctx context.Context, scope, key string) (store.GatewayCharge, bool, error) {

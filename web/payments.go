@@ -42,7 +42,8 @@ type payment struct {
 	key    string
 	req    PaymentRequest
 	fp     string
-	faults sim.Faults
+	faults sim.Faults          // drawn once per request (random mode may thin them)
+	gw     sim.GatewaySwitches // the gateway switches this request charges with
 }
 
 func (p *payment) publish(kind live.Kind, status int, msg string) {
@@ -55,7 +56,7 @@ func (p *payment) publish(kind live.Kind, status int, msg string) {
 // transaction, save the charge and the response together.
 func (s *Server) handleCreatePayment(c echo.Context) error {
 	r := c.Request()
-	p := &payment{s: s, c: c, id: store.NewID("rq_")[:11], scope: callerScope(r), faults: s.faults.Load()}
+	p := &payment{s: s, c: c, id: store.NewID("rq_")[:11], scope: callerScope(r)}
 
 	// 1. Parse. A bad request is refused before anything is saved, so the
 	// caller can correct it and retry with the same key.
@@ -71,6 +72,7 @@ func (s *Server) handleCreatePayment(c echo.Context) error {
 		return c.Blob(status, "application/problem+json", body)
 	}
 	p.fp = fingerprint(r.Method, paymentsPath, p.req.Canonical())
+	p.faults, p.gw = s.faults.Draw(s.gateway.Switches())
 
 	if p.faults.ConnectionNeverHappens {
 		p.publish(live.Dropped, 0, "fault: the connection was dropped before the server did anything")
@@ -137,7 +139,13 @@ func (p *payment) execute(ctx context.Context) error {
 	}
 
 	p.publish(live.GatewayCall, 0, "charging the gateway with the key")
-	charge, err := s.gateway.Charge(ctx, gatewayKey(p.scope, p.key), p.req.OrderID, p.req.AmountSatang)
+	charge, err := s.gateway.ChargeWith(ctx, p.gw, gatewayKey(p.scope, p.key), p.req.OrderID, p.req.AmountSatang)
+	if p.faults.CrashMidway {
+		// Whatever the gateway answered, nobody is left to act on it: only
+		// the sweeper, asking the gateway, can tell what happened.
+		p.publish(live.Crashed, 0, "fault: the server stopped right after the gateway call; key left started")
+		return dropConnection(p.c)
+	}
 	switch {
 	case errors.Is(err, sim.ErrGatewayTimeout):
 		// The money may have moved: only the sweeper may close this key.
@@ -150,10 +158,6 @@ func (p *payment) execute(ctx context.Context) error {
 	}
 	p.publish(live.GatewayReply, http.StatusOK, "charged "+charge.ID)
 
-	if p.faults.CrashMidway {
-		p.publish(live.Crashed, 0, "fault: the server stopped after the gateway call; key left started")
-		return dropConnection(p.c)
-	}
 	local := &store.Charge{ID: store.NewID("ch_"), Scope: p.scope, Key: p.key, OrderID: p.req.OrderID,
 		AmountSatang: p.req.AmountSatang, GatewayRef: charge.ID, CreatedAt: s.clock.Now()}
 	var outcome error
@@ -176,6 +180,11 @@ func (p *payment) save(ctx context.Context, outcome error, charge *store.Charge)
 	err := p.s.db.Complete(ctx, store.Completion{Scope: p.scope, Key: p.key, Fingerprint: p.fp,
 		Status: status, Body: body, Charge: charge, FailHalfway: p.faults.FailHalfway})
 	switch {
+	case errors.Is(err, store.ErrHalfway) && charge == nil:
+		// The gateway said no: nothing happened outside, so the claim goes
+		// and a retry runs afresh.
+		p.publish(live.RolledBack, http.StatusInternalServerError, "fault: the transaction saving the gateway's refusal rolled back; nothing was charged")
+		return p.release(err)
 	case errors.Is(err, store.ErrHalfway):
 		p.publish(live.RolledBack, http.StatusInternalServerError, "fault: the charge's transaction rolled back after the gateway charged; key stays started for the sweeper")
 		return writeProblem(p.c, err)

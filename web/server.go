@@ -138,6 +138,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/v1/idempotency-policy", s.handlePolicy)
 	e.GET("/problems", s.handleProblemIndex)
 	e.GET("/problems/:code", s.handleProblemPage)
+	s.adminRoutes(e)
 	return e
 }
 

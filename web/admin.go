@@ -1,0 +1,161 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paytwice/sim"
+	"paytwice/store"
+	"paytwice/web/live"
+)
+
+// adminRoutes registers the presenter's endpoints: the fault switches,
+// the sweeper on demand, the reset and the clock. Reading the switches is
+// open to anyone; changing anything needs the presenter token when one is
+// configured.
+func (s *Server) adminRoutes(e *echo.Echo) {
+	e.GET("/api/faults", s.handleGetFaults)
+	e.PUT("/api/faults", s.handlePutFaults, s.presenterOnly)
+	e.PATCH("/api/faults", s.handlePatchFaults, s.presenterOnly)
+	e.POST("/api/sweep", s.handleSweep, s.presenterOnly)
+	e.POST("/api/reset", s.handleReset, s.presenterOnly)
+	e.POST("/api/clock/advance", s.handleClockAdvance, s.presenterOnly)
+}
+
+// SweptKey is one key the sweeper closed, as POST /api/sweep reports it.
+// The scope is left out: for a browser it is the session cookie's value.
+type SweptKey struct {
+	Key          string `json:"key"`
+	OrderID      string `json:"order_id"`
+	AmountSatang int64  `json:"amount_satang"`
+	// Outcome is "charged" (the gateway had charged: the charge was
+	// recorded and the key now replays 201), "released" (it had not: the
+	// key was deleted and a retry runs afresh) or "failed" (the key could
+	// not be closed this time and stays started).
+	Outcome  string `json:"outcome"`
+	ChargeID string `json:"charge_id,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// SweepReport is the body of POST /api/sweep.
+type SweepReport struct {
+	LockTimeoutSeconds float64    `json:"lock_timeout_seconds"`
+	Closed             []SweptKey `json:"closed"`
+}
+
+// sweepReport turns the sweeper's outcomes into the API's shape.
+func (s *Server) sweepReport(outcomes []store.SweepOutcome) SweepReport {
+	rep := SweepReport{LockTimeoutSeconds: s.cfg.LockTimeout.Seconds(), Closed: []SweptKey{}}
+	for _, o := range outcomes {
+		k := SweptKey{Key: o.Row.Key, OrderID: o.Row.OrderID, AmountSatang: o.Row.AmountSatang}
+		switch {
+		case o.Err != nil:
+			k.Outcome, k.Error = "failed", store.ErrorMessage(o.Err)
+		case o.Charged:
+			k.Outcome, k.ChargeID = "charged", o.Charge.ID
+		default:
+			k.Outcome = "released"
+		}
+		rep.Closed = append(rep.Closed, k)
+	}
+	return rep
+}
+
+// handleSweep is POST /api/sweep: run the lock-timeout sweep now, rather
+// than waiting for the next periodic one, and report what it closed. Keys
+// started less than the lock timeout ago are left alone: their request
+// may still be running.
+func (s *Server) handleSweep(c echo.Context) error {
+	outcomes, err := s.Sweep(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.sweepReport(outcomes))
+}
+
+// resetDemo clears every key, charge and gateway record, turns every
+// switch off, puts the clock back and empties the timeline, leaving one
+// Reset event that says who did it. The page's form handler calls it too.
+func (s *Server) resetDemo(ctx context.Context, who string) error {
+	faultsMu.Lock()
+	s.faults.Store(sim.Faults{})
+	s.gateway.SetSwitches(sim.GatewaySwitches{})
+	s.faults.SetRandom(sim.RandomMode{})
+	faultsMu.Unlock()
+	if err := s.db.Reset(ctx); err != nil {
+		return err
+	}
+	s.clock.ResetOffset()
+	s.hub.Clear()
+	msg := "keys, charges, gateway memory and timeline cleared; every switch off; clock reset"
+	if who != "" {
+		msg = who + ": " + msg
+	}
+	s.hub.Publish(live.Event{Kind: live.Reset, Message: msg})
+	return nil
+}
+
+// handleReset is POST /api/reset.
+func (s *Server) handleReset(c echo.Context) error {
+	if err := s.resetDemo(c.Request().Context(), "JSON API"); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"reset": true, "faults": s.currentFaults()})
+}
+
+// MaxClockAdvance bounds one step of the clock: enough to age keys past
+// a day's retention, not enough to lose track of what was shown.
+const MaxClockAdvance = 7 * 24 * time.Hour
+
+// ClockAdvance is the body of POST /api/clock/advance.
+type ClockAdvance struct {
+	Seconds int64 `json:"seconds"`
+}
+
+// ClockState is how far the server's clock runs ahead of real time.
+type ClockState struct {
+	Now           time.Time `json:"now"`
+	OffsetSeconds float64   `json:"offset_seconds"`
+}
+
+func (s *Server) clockState() ClockState {
+	return ClockState{Now: s.clock.Now().UTC(), OffsetSeconds: s.clock.Offset().Seconds()}
+}
+
+// advanceClock moves the server's clock forward by d, so that keys age
+// (towards the lock timeout, towards pruning) without anyone waiting, and
+// publishes the jump. The page's form handler calls it too.
+func (s *Server) advanceClock(ctx context.Context, d time.Duration, who string) error {
+	if d <= 0 || d > MaxClockAdvance {
+		return store.Errorf(store.EINVALID, "seconds must be between 1 and %d, not %d.", int64(MaxClockAdvance/time.Second), int64(d/time.Second))
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.clock.Advance(d)
+	msg := fmt.Sprintf("clock advanced by %s; it now runs %s ahead", d, s.clock.Offset())
+	if who != "" {
+		msg = who + ": " + msg
+	}
+	s.hub.Publish(live.Event{Kind: live.Switched, Message: msg})
+	return nil
+}
+
+// handleClockAdvance is POST /api/clock/advance with {"seconds": n}.
+func (s *Server) handleClockAdvance(c echo.Context) error {
+	var req ClockAdvance
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	if req.Seconds <= 0 || req.Seconds > int64(MaxClockAdvance/time.Second) {
+		return store.Errorf(store.EINVALID, "seconds must be between 1 and %d, not %d.", int64(MaxClockAdvance/time.Second), req.Seconds)
+	}
+	if err := s.advanceClock(c.Request().Context(), time.Duration(req.Seconds)*time.Second, "JSON API"); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.clockState())
+}

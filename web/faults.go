@@ -1,0 +1,247 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/labstack/echo/v4"
+
+	"paytwice/sim"
+	"paytwice/store"
+	"paytwice/web/live"
+)
+
+// FaultSettings is every switch a presenter can flip: the server's own
+// faults, the gateway's, and the random mode that thins them. It is the
+// body of GET, PUT and PATCH /api/faults.
+type FaultSettings struct {
+	Server  sim.Faults          `json:"server"`
+	Gateway sim.GatewaySwitches `json:"gateway"`
+	Random  sim.RandomMode      `json:"random"`
+}
+
+// Bounds on the numeric switches.
+const (
+	MaxDelayMS   = 10_000
+	MaxLatencyMS = 10_000
+	// maxAdminBody bounds the bodies of the admin endpoints.
+	maxAdminBody = 16 << 10
+)
+
+// Validate checks the numeric switches, naming the first field that is
+// out of range.
+func (f FaultSettings) Validate() error {
+	switch {
+	case f.Server.DelayMS < 0 || f.Server.DelayMS > MaxDelayMS:
+		return store.Errorf(store.EINVALID, "server.delay_ms must be between 0 and %d milliseconds, not %d.", MaxDelayMS, f.Server.DelayMS)
+	case f.Gateway.LatencyMS < 0 || f.Gateway.LatencyMS > MaxLatencyMS:
+		return store.Errorf(store.EINVALID, "gateway.latency_ms must be between 0 and %d milliseconds, not %d.", MaxLatencyMS, f.Gateway.LatencyMS)
+	case !(f.Random.Probability >= 0 && f.Random.Probability <= 1): // also refuses NaN
+		return store.Errorf(store.EINVALID, "random.probability must be between 0 and 1, not %g.", f.Random.Probability)
+	}
+	return nil
+}
+
+// currentFaults reads every switch.
+func (s *Server) currentFaults() FaultSettings {
+	return FaultSettings{Server: s.faults.Load(), Gateway: s.gateway.Switches(), Random: s.faults.Random()}
+}
+
+// faultsMu serialises changes to the switches, so that two PATCHes at
+// once cannot lose one another's fields.
+var faultsMu sync.Mutex
+
+// applyFaults validates f, makes it the current set of switches, restarts
+// the random sequence from its seed, and publishes one event that says
+// what changed and who changed it. Requests already running keep the
+// switches they drew. The page's form handler calls it too.
+func (s *Server) applyFaults(ctx context.Context, f FaultSettings, who string) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	faultsMu.Lock()
+	defer faultsMu.Unlock()
+	s.setFaultsLocked(f, who)
+	return nil
+}
+
+// setFaultsLocked stores f and publishes the change; faultsMu is held.
+func (s *Server) setFaultsLocked(f FaultSettings, who string) {
+	old := s.currentFaults()
+	s.faults.Store(f.Server)
+	s.gateway.SetSwitches(f.Gateway)
+	s.faults.SetRandom(f.Random)
+	if changes := describeFaultChanges(old, f); len(changes) > 0 {
+		msg := strings.Join(changes, "; ")
+		if who != "" {
+			msg = who + ": " + msg
+		}
+		s.hub.Publish(live.Event{Kind: live.Switched, Message: msg})
+	}
+}
+
+// describeFaultChanges lists, in words, what differs between old and new.
+func describeFaultChanges(old, new FaultSettings) []string {
+	var out []string
+	onOff := func(b bool) string {
+		if b {
+			return "on"
+		}
+		return "off"
+	}
+	flag := func(name string, was, is bool) {
+		if was != is {
+			out = append(out, name+" "+onOff(is))
+		}
+	}
+	ms := func(name string, was, is int) {
+		if was != is {
+			out = append(out, fmt.Sprintf("%s %d → %d ms", name, was, is))
+		}
+	}
+	ms("server.delay_ms", old.Server.DelayMS, new.Server.DelayMS)
+	flag("server.connection_never_happens", old.Server.ConnectionNeverHappens, new.Server.ConnectionNeverHappens)
+	flag("server.fail_halfway", old.Server.FailHalfway, new.Server.FailHalfway)
+	flag("server.server_error", old.Server.ServerError, new.Server.ServerError)
+	flag("server.response_lost", old.Server.ResponseLost, new.Server.ResponseLost)
+	flag("server.crash_midway", old.Server.CrashMidway, new.Server.CrashMidway)
+	ms("gateway.latency_ms", old.Gateway.LatencyMS, new.Gateway.LatencyMS)
+	flag("gateway.decline", old.Gateway.Decline, new.Gateway.Decline)
+	flag("gateway.error", old.Gateway.Error, new.Gateway.Error)
+	flag("gateway.timeout", old.Gateway.Timeout, new.Gateway.Timeout)
+	if old.Random != new.Random {
+		if new.Random.Enabled {
+			out = append(out, fmt.Sprintf("random mode on (seed %d, probability %g)", new.Random.Seed, new.Random.Probability))
+		} else {
+			out = append(out, "random mode off")
+		}
+	}
+	return out
+}
+
+// handleGetFaults is GET /api/faults: every switch, open to anyone.
+func (s *Server) handleGetFaults(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.currentFaults())
+}
+
+// handlePutFaults is PUT /api/faults: the body replaces every switch; a
+// switch it leaves out is turned off.
+func (s *Server) handlePutFaults(c echo.Context) error {
+	var f FaultSettings
+	if err := decodeAdminJSON(c.Request(), &f); err != nil {
+		return err
+	}
+	if err := s.applyFaults(c.Request().Context(), f, "JSON API"); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.currentFaults())
+}
+
+// handlePatchFaults is PATCH /api/faults: only the fields the body names
+// change, so `{"server":{"delay_ms":800}}` leaves everything else alone.
+// The read, merge and write happen under one lock.
+func (s *Server) handlePatchFaults(c echo.Context) error {
+	r := c.Request()
+	body, err := readAdminBody(r)
+	if err != nil {
+		return err
+	}
+	faultsMu.Lock()
+	defer faultsMu.Unlock()
+	f := s.currentFaults()
+	if err := decodeStrict(body, &f); err != nil {
+		return err
+	}
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	s.setFaultsLocked(f, "JSON API")
+	return c.JSON(http.StatusOK, s.currentFaults())
+}
+
+// decodeAdminJSON reads an admin endpoint's JSON body strictly into v.
+func decodeAdminJSON(r *http.Request, v any) error {
+	body, err := readAdminBody(r)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(body, v)
+}
+
+// readAdminBody insists on a JSON content type (which also keeps other
+// sites' plain HTML forms out) and a small body.
+func readAdminBody(r *http.Request) ([]byte, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != echo.MIMEApplicationJSON {
+		return nil, store.Errorf(store.EMEDIATYPE, "Send the body as JSON with Content-Type: application/json (got %q).", truncate(r.Header.Get("Content-Type"), 40))
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
+	if err != nil {
+		return nil, store.Errorf(store.EINVALID, "The body could not be read.")
+	}
+	if len(body) > maxAdminBody {
+		return nil, store.Errorf(store.ETOOLARGE, "The body is larger than %d bytes.", maxAdminBody)
+	}
+	return body, nil
+}
+
+// decodeStrict decodes one JSON object into v, refusing unknown fields,
+// wrong types and trailing data, with a message that names the field.
+func decodeStrict(body []byte, v any) error {
+	bad := func(format string, args ...any) error { return store.Errorf(store.EINVALID, format, args...) }
+	if len(bytes.TrimSpace(body)) == 0 {
+		return bad("The body is empty; send a JSON object.")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var typ *json.UnmarshalTypeError
+		var syn *json.SyntaxError
+		switch {
+		case errors.As(err, &typ) && typ.Field == "":
+			return bad("The body must be a JSON object.")
+		case errors.As(err, &typ):
+			return bad("%s must be %s, not a JSON %s.", typ.Field, describeType(typ.Type.Kind().String()), typ.Value)
+		case errors.As(err, &syn):
+			return bad("The body is not valid JSON: %s at byte %d.", syn.Error(), syn.Offset)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return bad("The body is not valid JSON: it ends too early.")
+		}
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return bad("Unknown field %s.", truncate(name, 60))
+		}
+		return bad("The body is not valid JSON: %s.", err.Error())
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return bad("The body has data after the JSON object.")
+	}
+	return nil
+}
+
+// describeType names a Go kind the way a JSON user thinks of it.
+func describeType(kind string) string {
+	switch {
+	case kind == "bool":
+		return "true or false"
+	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(kind, "float"):
+		return "a number"
+	case kind == "struct":
+		return "a JSON object"
+	case kind == "string":
+		return "a string"
+	}
+	return "a " + kind
+}
