@@ -29,7 +29,7 @@ type GatewaySwitches struct {
 var (
 	ErrDeclined       = &store.Error{Code: store.EDECLINED, Message: "The payment gateway declined the card."}
 	ErrGatewayFailure = &store.Error{Code: store.EGATEWAY, Message: "The payment gateway failed before charging."}
-	ErrGatewayTimeout = &store.Error{Code: store.EGATEWAY, Message: "The payment gateway did not answer in time: the charge may or may not have happened."}
+	ErrGatewayTimeout = &store.Error{Code: store.ETIMEOUT, Message: "The payment gateway did not answer in time: the charge may or may not have happened."}
 )
 
 // Gateway is an in-process fake payment provider. Like a real one it is

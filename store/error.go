@@ -21,7 +21,8 @@ const (
 	EMEDIATYPE   Code = "unsupported-media-type" // the body is not JSON
 	ENOTFOUND    Code = "not-found"              // no such object
 	EDECLINED    Code = "payment-declined"       // the gateway declined the card
-	EGATEWAY     Code = "gateway-error"          // the gateway failed or timed out
+	EGATEWAY     Code = "gateway-error"          // the gateway answered with a failure
+	ETIMEOUT     Code = "gateway-timeout"        // the gateway did not answer: outcome unknown
 	EINTERNAL    Code = "server-error"           // our own failure
 	EFORBIDDEN   Code = "forbidden"              // the caller may not do this
 	EUNAVAILABLE Code = "unavailable"            // shutting down or dropped

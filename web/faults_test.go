@@ -78,7 +78,7 @@ func TestEachSwitch(t *testing.T) {
 			faults: `{"gateway":{"error":true}}`, first: 502, firstSlug: "gateway-error", left: "done",
 			retry: 502, retryReplayed: true, charges: 0},
 		{name: "with the gateway timing out after charging, the key stays started until the sweeper records the charge",
-			faults: `{"gateway":{"timeout":true}}`, first: 502, firstSlug: "gateway-error", left: "started", gatewayCharge: true,
+			faults: `{"gateway":{"timeout":true}}`, first: 504, firstSlug: "gateway-timeout", left: "started", gatewayCharge: true,
 			sweep: "charged", retry: 201, retryReplayed: true, charges: 1},
 	}
 	for i, tc := range cases {

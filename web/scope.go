@@ -28,7 +28,10 @@ func callerScope(r *http.Request) string {
 		}
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil && validSessionID(c.Value) {
-		return "session:" + c.Value
+		// Hashed like tokens: the scope is shown on the shared board, and
+		// the cookie's value would let anyone watching act as this browser.
+		sum := sha256.Sum256([]byte(c.Value))
+		return "session:" + hex.EncodeToString(sum[:6])
 	}
 	return AnonymousScope
 }
