@@ -25,6 +25,9 @@ func scanGateway(r rowScanner) (GatewayCharge, error) {
 func (db *DB) RecordGatewayCharge(ctx context.Context, g GatewayCharge) (GatewayCharge, bool, error) {
 	var out GatewayCharge
 	var created bool
+	if err := db.need("ledger"); err != nil {
+		return out, false, err
+	}
 	err := db.exec(ctx, func(w *writeStatements) error {
 		var id string
 		err := w.insertGateway.QueryRowContext(ctx, g.Key, g.ID, g.OrderID, g.AmountSatang, toMillis(g.CreatedAt)).Scan(&id)

@@ -53,6 +53,9 @@ type ClaimResult struct {
 // claim is durable when Claim returns.
 func (db *DB) Claim(ctx context.Context, c ClaimRequest) (ClaimResult, error) {
 	var res ClaimResult
+	if err := db.need("payments"); err != nil {
+		return res, err
+	}
 	now := toMillis(db.now())
 	err := db.exec(ctx, func(w *writeStatements) error {
 		res = ClaimResult{}
@@ -105,6 +108,9 @@ var ErrHalfway = &Error{Code: EINTERNAL, Message: "The transaction that records 
 
 // Complete saves the response on a started key, with its charge if any.
 func (db *DB) Complete(ctx context.Context, c Completion) error {
+	if err := db.need("payments"); err != nil {
+		return err
+	}
 	now := toMillis(db.now())
 	err := db.execAtomic(ctx, func(w *writeStatements) error {
 		// Mark the key first: if the sweeper already closed it, stop before
@@ -138,6 +144,9 @@ func (db *DB) Complete(ctx context.Context, c Completion) error {
 // whether a row was deleted; done keys are never released.
 func (db *DB) Release(ctx context.Context, scope, key string) (bool, error) {
 	var released bool
+	if err := db.need("payments"); err != nil {
+		return false, err
+	}
 	err := db.exec(ctx, func(w *writeStatements) error {
 		r, err := w.release_.ExecContext(ctx, scope, key)
 		if err != nil {
@@ -157,6 +166,9 @@ type PrunedKey struct{ Scope, Key string }
 // pruned: their outcome is unknown, and only the sweeper may close them.
 func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]PrunedKey, error) {
 	var pruned []PrunedKey
+	if err := db.need("payments"); err != nil {
+		return nil, err
+	}
 	err := db.exec(ctx, func(w *writeStatements) error {
 		pruned = pruned[:0]
 		rows, err := db.conn.QueryContext(ctx, `DELETE FROM idempotency_keys
@@ -183,12 +195,21 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]PrunedKey, error) 
 	return pruned, nil
 }
 
-// Reset deletes every key, charge and gateway record: a clean slate for
-// the next demonstration.
+// Reset deletes every key, charge and gateway record the file holds: a
+// clean slate for the next demonstration.
 func (db *DB) Reset(ctx context.Context) error {
 	err := db.execAtomic(ctx, func(w *writeStatements) error {
-		_, err := db.conn.ExecContext(ctx, `DELETE FROM idempotency_keys; DELETE FROM charges; DELETE FROM gateway_charges;`)
-		return err
+		if db.schema.has("payments") {
+			if _, err := db.conn.ExecContext(ctx, `DELETE FROM idempotency_keys; DELETE FROM charges;`); err != nil {
+				return err
+			}
+		}
+		if db.schema.has("ledger") {
+			if _, err := db.conn.ExecContext(ctx, `DELETE FROM gateway_charges`); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	db.cache.clear()
 	return err

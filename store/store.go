@@ -17,7 +17,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
-//go:embed migrations/*.sql
+//go:embed migrations
 var migrations embed.FS
 
 // Options tune a DB. The zero value is usable.
@@ -32,18 +32,21 @@ type Options struct {
 	// Synchronous is SQLite's synchronous setting; "" means FULL, which
 	// makes every commit survive a power loss.
 	Synchronous string
+	// Schema chooses the tables; the zero value holds them all.
+	Schema Schema
 }
 
 // DB is paytwice's store. It is safe for concurrent use.
 type DB struct {
 	Path string
 
-	now   func() time.Time
-	write *sql.DB
-	read  *sql.DB
-	conn  *sql.Conn // the writer goroutine's connection; nobody else uses it
-	stmts writeStatements
-	cache *replayCache
+	now    func() time.Time
+	schema Schema
+	write  *sql.DB
+	read   *sql.DB
+	conn   *sql.Conn // the writer goroutine's connection; nobody else uses it
+	stmts  writeStatements
+	cache  *replayCache
 
 	stats      struct{ commits, ops, busy atomic.Int64 }
 	ops        chan *writeOp
@@ -69,6 +72,7 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	db := &DB{
 		Path:       path,
+		schema:     opts.Schema,
 		now:        opts.Now,
 		cache:      newReplayCache(opts.ReplayCacheSize),
 		ops:        make(chan *writeOp, 1024),
@@ -82,7 +86,7 @@ func Open(path string, opts Options) (*DB, error) {
 	db.write.SetMaxOpenConns(1)
 	db.write.SetConnMaxLifetime(0)
 	db.write.SetConnMaxIdleTime(0)
-	if err := migrate(db.write); err != nil {
+	if err := migrate(db.write, opts.Schema); err != nil {
 		db.write.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
@@ -90,7 +94,7 @@ func Open(path string, opts Options) (*DB, error) {
 		db.write.Close()
 		return nil, err
 	}
-	if err := db.stmts.prepare(db.conn); err != nil {
+	if err := db.stmts.prepare(db.conn, opts.Schema); err != nil {
 		db.conn.Close()
 		db.write.Close()
 		return nil, err
@@ -123,22 +127,59 @@ func dsn(path, synchronous string, readOnly bool) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
-// migrate applies, in name order, every embedded migration newer than the
-// database's user_version, each in its own transaction.
-func migrate(db *sql.DB) error {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
+// Schema says which tables a file holds.
+type Schema int
+
+const (
+	// SchemaAll keeps the payments and the gateway's ledger in one file:
+	// simple for tests and small setups.
+	SchemaAll Schema = iota
+	// SchemaPayments holds only the idempotency keys and the charges.
+	SchemaPayments
+	// SchemaLedger holds only the simulated gateway's ledger. In its own
+	// file the gateway commits (and fsyncs) in parallel with us, as a real
+	// provider's database would.
+	SchemaLedger
+)
+
+func (s Schema) has(part string) bool {
+	switch s {
+	case SchemaPayments:
+		return part == "payments"
+	case SchemaLedger:
+		return part == "ledger"
+	}
+	return true
+}
+
+// need fails when the file does not hold the part of the schema a write
+// is for, instead of running a statement that was never prepared.
+func (db *DB) need(part string) error {
+	if db.schema.has(part) {
+		return nil
+	}
+	return fmt.Errorf("store: %s holds no %s tables", db.Path, part)
+}
+
+// migrate applies, in name order, every embedded migration of the schema
+// that the file has not recorded yet, each in its own transaction.
+func migrate(db *sql.DB, schema Schema) error {
+	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT`); err != nil {
 		return err
 	}
-	sort.Strings(names)
-	var version int
-	if err := db.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
-		return err
-	}
-	for i, name := range names {
-		if i < version {
+	var names []string
+	for _, part := range []string{"payments", "ledger"} {
+		if !schema.has(part) {
 			continue
 		}
+		found, err := fs.Glob(migrations, "migrations/"+part+"/*.sql")
+		if err != nil {
+			return err
+		}
+		sort.Strings(found)
+		names = append(names, found...)
+	}
+	for _, name := range names {
 		body, err := migrations.ReadFile(name)
 		if err != nil {
 			return err
@@ -147,13 +188,18 @@ func migrate(db *sql.DB) error {
 		if err != nil {
 			return err
 		}
+		r, err := tx.Exec(`INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?) ON CONFLICT DO NOTHING`, name, time.Now().UnixMilli())
+		if err != nil {
+			tx.Rollback()
+			return err
+		}
+		if n, _ := r.RowsAffected(); n == 0 {
+			tx.Rollback() // already applied
+			continue
+		}
 		if _, err := tx.Exec(string(body)); err != nil {
 			tx.Rollback()
 			return fmt.Errorf("%s: %w", name, err)
-		}
-		if _, err := tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
-			tx.Rollback()
-			return err
 		}
 		if err := tx.Commit(); err != nil {
 			return err
@@ -322,7 +368,7 @@ type writeStatements struct {
 	insertGateway, selectGateway                       *sql.Stmt
 }
 
-func (w *writeStatements) prepare(conn *sql.Conn) error {
+func (w *writeStatements) prepare(conn *sql.Conn, schema Schema) error {
 	ctx := context.Background()
 	p := func(dst **sql.Stmt, query string) error {
 		s, err := conn.PrepareContext(ctx, query)
@@ -333,28 +379,37 @@ func (w *writeStatements) prepare(conn *sql.Conn) error {
 		w.all = append(w.all, s)
 		return nil
 	}
-	return errors.Join(
+	err := errors.Join(
 		p(&w.begin, "BEGIN IMMEDIATE"),
 		p(&w.commit, "COMMIT"),
 		p(&w.rollback, "ROLLBACK"),
 		p(&w.savepoint, "SAVEPOINT op"),
 		p(&w.rollbackTo, "ROLLBACK TO op"),
 		p(&w.release, "RELEASE op"),
-		p(&w.claim, `INSERT INTO idempotency_keys
+	)
+	if schema.has("payments") {
+		err = errors.Join(err,
+			p(&w.claim, `INSERT INTO idempotency_keys
 			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, 'started', ?, ?)
 			ON CONFLICT (scope, key) DO NOTHING RETURNING created_at`),
-		p(&w.selectKey, `SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND key = ?`),
-		p(&w.complete, `UPDATE idempotency_keys
+			p(&w.selectKey, `SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND key = ?`),
+			p(&w.complete, `UPDATE idempotency_keys
 			SET status = 'done', response_status = ?, response_body = ?, completed_at = ?
 			WHERE scope = ? AND key = ? AND status = 'started'`),
-		p(&w.release_, `DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status = 'started'`),
-		p(&w.insertCharge, `INSERT INTO charges (id, scope, idempotency_key, order_id, amount_satang, gateway_ref, created_at)
+			p(&w.release_, `DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status = 'started'`),
+			p(&w.insertCharge, `INSERT INTO charges (id, scope, idempotency_key, order_id, amount_satang, gateway_ref, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`),
-		p(&w.insertGateway, `INSERT INTO gateway_charges (key, id, order_id, amount_satang, created_at)
+		)
+	}
+	if schema.has("ledger") {
+		err = errors.Join(err,
+			p(&w.insertGateway, `INSERT INTO gateway_charges (key, id, order_id, amount_satang, created_at)
 			VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING id`),
-		p(&w.selectGateway, `SELECT `+gatewayColumns+` FROM gateway_charges WHERE key = ?`),
-	)
+			p(&w.selectGateway, `SELECT `+gatewayColumns+` FROM gateway_charges WHERE key = ?`),
+		)
+	}
+	return err
 }
 
 func (w *writeStatements) close() {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -171,5 +172,41 @@ func TestDataSurvivesReopen(t *testing.T) {
 	k, err := db.GetKey(ctx, "s", "k")
 	if err != nil || k.Status != store.StatusDone || k.ResponseStatus != 201 {
 		t.Fatalf("after reopen: %+v %v", k, err)
+	}
+}
+
+func TestSchemasKeepTheirOwnTables(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	open := func(name string, schema store.Schema) *store.DB {
+		db, err := store.Open(filepath.Join(dir, name), store.Options{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	payments, ledger := open("payments.db", store.SchemaPayments), open("ledger.db", store.SchemaLedger)
+	if _, err := payments.Claim(ctx, claimReq("k")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ledger.RecordGatewayCharge(ctx, store.GatewayCharge{Key: "s|k", ID: "gw_1", OrderID: "A-1", AmountSatang: 100, CreatedAt: ledger.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := payments.RecordGatewayCharge(ctx, store.GatewayCharge{Key: "x", ID: "gw_2"}); err == nil {
+		t.Error("the payments file accepted a gateway record")
+	}
+	if _, err := ledger.Claim(ctx, claimReq("k")); err == nil {
+		t.Error("the ledger file accepted a claim")
+	}
+	if err := errors.Join(payments.Reset(ctx), ledger.Reset(ctx)); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	payments.Close()
+	ledger.Close()
+	// Reopening applies nothing twice.
+	again := open("ledger.db", store.SchemaLedger)
+	defer again.Close()
+	if n, err := again.CountGatewayCharges(ctx); err != nil || n != 0 {
+		t.Fatalf("after reset and reopen: %d, %v", n, err)
 	}
 }
