@@ -9,6 +9,7 @@ import (
 	"log"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -78,6 +79,10 @@ type Server struct {
 	stop    context.CancelFunc
 	// sleep waits during the delay fault; tests may replace it.
 	sleep func(ctx context.Context, d time.Duration) error
+
+	// The live pages' projector, started on first use (web/projector.go).
+	liveOnce sync.Once
+	proj     *projector
 }
 
 // NewServer wires a server around an open store.
@@ -106,8 +111,11 @@ func (s *Server) Gateway() *sim.Gateway { return s.gateway }
 // Faults returns the fault plan.
 func (s *Server) Faults() *sim.FaultPlan { return s.faults }
 
-// Handler returns the HTTP handler.
-func (s *Server) Handler() http.Handler { return s.echo }
+// Handler returns the HTTP handler. Go's cross-origin protection wraps
+// it: a state-changing request that a browser says comes from another site
+// is refused, while curl and other clients that send neither Origin nor
+// Sec-Fetch-Site pass.
+func (s *Server) Handler() http.Handler { return crossOriginGuard(s.echo) }
 
 // Close ends background work and wakes every event stream; call it when
 // the HTTP server has stopped accepting requests.
@@ -139,6 +147,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/problems", s.handleProblemIndex)
 	e.GET("/problems/:code", s.handleProblemPage)
 	s.adminRoutes(e)
+	s.liveRoutes(e)
 	return e
 }
 

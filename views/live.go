@@ -1,0 +1,302 @@
+package views
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file holds the plain data the live panels draw. The web package
+// builds it from the event stream; the components here only draw it, so a
+// test can render any state without a server.
+
+// Lane is one column of the timeline's sequence diagram.
+type Lane int
+
+// The four lanes, left to right.
+const (
+	LaneBrowser Lane = iota + 1
+	LaneServer
+	LaneDatabase
+	LaneGateway
+)
+
+// Lanes lists the lanes in order, with the names the diagram shows.
+var Lanes = []struct {
+	Lane Lane
+	Name string
+}{{LaneBrowser, "Browser"}, {LaneServer, "Server"}, {LaneDatabase, "Database"}, {LaneGateway, "Gateway"}}
+
+// Tone picks a badge's colour. Every badge also carries a word, so the
+// colour is never the only signal.
+type Tone string
+
+// The tones, matching the .badge classes of the style sheet.
+const (
+	ToneOK   Tone = "ok"
+	ToneWarn Tone = "warn"
+	ToneBad  Tone = "bad"
+	ToneInfo Tone = "info"
+	ToneMute Tone = "mute"
+)
+
+// Badge is a short coloured label with its text.
+type Badge struct {
+	Text string
+	Tone Tone
+}
+
+// Step is one arrow of a request's row: a message from one lane to
+// another, or a note on one lane when From == To.
+type Step struct {
+	ID    string // set when a later event may replace this step
+	From  Lane
+	To    Lane
+	Label string
+	Badge Badge
+	Lost  bool   // the message never arrived: the arrow ends in a cross
+	Title string // the event's full message, for a tooltip
+}
+
+// TimelineRow is one request (or one action of the server itself, such as
+// a sweep) drawn as a row of arrows.
+type TimelineRow struct {
+	ID      string // DOM id of the row
+	Time    time.Time
+	Title   string // "POST /v1/payments", "Sweeper", …
+	Key     string // the idempotency key, in full
+	OrderID string
+	Amount  int64 // satang; 0 when unknown
+	Scope   string
+	Outcome Badge
+	Steps   []Step
+}
+
+// KeyRow is one row of the idempotency key table.
+type KeyRow struct {
+	ID          string // DOM id
+	Scope       string
+	Key         string
+	Fingerprint string // a prefix is shown
+	OrderID     string
+	Amount      int64
+	Status      string // started | done
+	Code        int    // saved response status; 0 while started
+	Created     time.Time
+	Hits        int // requests that found the key already there
+}
+
+// ChargeRow is one row of the charges table.
+type ChargeRow struct {
+	ID      string // DOM id
+	Charge  string // charge id, when known
+	Scope   string
+	Key     string
+	OrderID string
+	Amount  int64
+	Time    time.Time
+	Repeat  bool // this order was already charged once
+}
+
+// OrderCount is how many times one order was charged.
+type OrderCount struct {
+	Scope   string
+	OrderID string
+	Charges int
+}
+
+// Counters are the numbers above the tables.
+type Counters struct {
+	Requests   int
+	Charges    int
+	Replays    int
+	Conflicts  int // 409
+	Mismatches int // 422
+	Rejected   int // 400 and the other refusals before any work
+	Lost       int // responses lost
+	Orders     []OrderCount
+	// Twice is how many orders have more than one charge.
+	Twice int
+}
+
+// FaultSwitches is what the switch panel shows.
+type FaultSwitches struct {
+	DelayMS                int
+	ConnectionNeverHappens bool
+	FailHalfway            bool
+	ServerError            bool
+	ResponseLost           bool
+	CrashMidway            bool
+	GatewayLatencyMS       int
+	GatewayDecline         bool
+	GatewayError           bool
+	GatewayTimeout         bool
+	Random                 bool
+	ClockOffset            time.Duration
+}
+
+// Live is everything the live panels show at one moment: the state after
+// event Seq.
+type Live struct {
+	Seq      uint64
+	Now      time.Time // the server's clock, for ages
+	Timeline []TimelineRow
+	Keys     []KeyRow
+	Charges  []ChargeRow
+	Counters Counters
+	Faults   FaultSwitches
+}
+
+// ShortKey shortens a key for tables: its first eight characters.
+func ShortKey(k string) string {
+	if len(k) <= 10 {
+		return k
+	}
+	return k[:8] + "…"
+}
+
+// ScopeLabel turns a scope into a short name that shows whose request a
+// row is without showing the cookie or token itself.
+func ScopeLabel(scope string) string {
+	switch {
+	case strings.HasPrefix(scope, "session:"):
+		return "browser " + prefix(strings.TrimPrefix(scope, "session:"), 4)
+	case strings.HasPrefix(scope, "token:"):
+		return "token " + prefix(strings.TrimPrefix(scope, "token:"), 4)
+	case scope == "":
+		return "—"
+	}
+	return scope
+}
+
+func prefix(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// Age says how long ago t was, relative to now, in a few characters.
+func Age(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Second:
+		return "now"
+	case d < time.Minute:
+		return strconv.Itoa(int(d/time.Second)) + " s"
+	case d < time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + " min"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d/time.Hour)) + " h"
+	}
+	return strconv.Itoa(int(d/(24*time.Hour))) + " d"
+}
+
+// laneSpan is the CSS class that places a step between two lanes.
+func laneSpan(s Step) string {
+	a, b := s.From, s.To
+	if a == b {
+		return "at" + strconv.Itoa(int(a))
+	}
+	dir := "ltr"
+	if b < a {
+		a, b, dir = b, a, "rtl"
+	}
+	return "l" + strconv.Itoa(int(a)) + "-" + strconv.Itoa(int(b)) + " " + dir
+}
+
+func stepClass(s Step) string {
+	c := "step " + laneSpan(s)
+	if s.Lost {
+		c += " lost"
+	}
+	return c
+}
+
+func badgeClass(b Badge) string {
+	t := b.Tone
+	if t == "" {
+		t = ToneMute
+	}
+	return "badge " + string(t)
+}
+
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("15:04:05.000")
+}
+
+func isoTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func millis(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// codeTone colours a response status.
+func codeTone(code int) Tone {
+	switch {
+	case code == 0:
+		return ToneMute
+	case code < 300:
+		return ToneOK
+	case code == 409 || code == 429:
+		return ToneWarn
+	}
+	return ToneBad
+}
+
+func fpPrefix(fp string) string { return prefix(fp, 10) }
+
+func amountText(satang int64) string {
+	if satang == 0 {
+		return ""
+	}
+	return "฿" + Baht(satang)
+}
+
+// activeFaults names the switches that are on.
+func activeFaults(f FaultSwitches) []string {
+	var on []string
+	add := func(b bool, name string) {
+		if b {
+			on = append(on, name)
+		}
+	}
+	add(f.DelayMS > 0, "delay "+strconv.Itoa(f.DelayMS)+" ms")
+	add(f.ConnectionNeverHappens, "connection never happens")
+	add(f.FailHalfway, "fails halfway")
+	add(f.ServerError, "server error")
+	add(f.ResponseLost, "response lost")
+	add(f.CrashMidway, "crash midway")
+	add(f.GatewayLatencyMS > 0, "gateway latency "+strconv.Itoa(f.GatewayLatencyMS)+" ms")
+	add(f.GatewayDecline, "gateway declines")
+	add(f.GatewayError, "gateway error")
+	add(f.GatewayTimeout, "gateway times out")
+	add(f.Random, "random mode")
+	return on
+}
+
+// CounterTile is one number of the counters panel.
+type CounterTile struct {
+	ID, Label, Tone string
+	N               int
+}
+
+// counterTiles lists the counters in the order the panel shows them; the
+// ids are what the stream updates.
+func counterTiles(c Counters) []CounterTile {
+	return []CounterTile{
+		{"n-requests", "Requests", "", c.Requests},
+		{"n-charges", "Charges", "", c.Charges},
+		{"n-replays", "Replays", "info", c.Replays},
+		{"n-409", "409 in progress", "warn", c.Conflicts},
+		{"n-422", "422 key reused", "bad", c.Mismatches},
+		{"n-lost", "Lost responses", "bad", c.Lost},
+	}
+}
+
+// CounterTiles is counterTiles for the web package, which sends only the
+// numbers that changed.
+func CounterTiles(c Counters) []CounterTile { return counterTiles(c) }

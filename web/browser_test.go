@@ -1,0 +1,376 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"paytwice/sim"
+)
+
+// The live page's browser tests drive Debian's Chromium with chromedp.
+// They fail, never skip, when CI=true and no browser is found; elsewhere
+// they skip without one. Every wait is a browser-side poll bounded by a
+// timeout: no test sleeps.
+
+// liveBrowserPath finds the browser: $PAYTWICE_BROWSER, else Debian's.
+func liveBrowserPath() string {
+	for _, p := range []string{os.Getenv("PAYTWICE_BROWSER"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	return ""
+}
+
+// liveBrowser starts a headless browser with a fresh profile and returns a
+// context for its first tab. The whole test is bounded in time.
+func liveBrowser(t *testing.T, width, height int) context.Context {
+	t.Helper()
+	path := liveBrowserPath()
+	if path == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("browser tests must run in CI, but no browser was found (looked at $PAYTWICE_BROWSER and /usr/bin/chromium)")
+		}
+		t.Skip("no browser found; install chromium or set PAYTWICE_BROWSER (in CI this fails)")
+	}
+	profile, err := os.MkdirTemp("", "paytwice-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(width, height),
+	)
+	ctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		cancelBrowser()
+		cancelAlloc()
+		_ = os.RemoveAll(profile) // the browser has exited; a leftover file is harmless
+	})
+	// Start the browser with no deadline (a deadline on the first run
+	// would bound the browser's life), then bound the test.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting %s: %v", path, err)
+	}
+	ctx, cancelTime := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancelTime)
+	liveWatchCSP(t, ctx)
+	return ctx
+}
+
+// liveTab opens another tab. With isolated set it has its own cookies and
+// storage, like a second person's browser.
+func liveTab(t *testing.T, browser context.Context, isolated bool) context.Context {
+	t.Helper()
+	var opts []chromedp.ContextOption
+	if isolated {
+		opts = append(opts, chromedp.WithNewBrowserContext())
+	}
+	ctx, cancel := chromedp.NewContext(browser, opts...)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("opening a tab: %v", err)
+	}
+	liveWatchCSP(t, ctx)
+	return ctx
+}
+
+// liveWatchCSP records Content-Security-Policy violations in window.__csp
+// on every page the tab opens.
+func liveWatchCSP(t *testing.T, ctx context.Context) {
+	t.Helper()
+	err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
+			Source: `window.__csp = []; document.addEventListener("securitypolicyviolation",
+				e => window.__csp.push(e.violatedDirective + " " + e.blockedURI));`,
+		})
+		return err
+	}))
+	if err != nil {
+		t.Fatalf("watching CSP: %v", err)
+	}
+}
+
+func liveDo(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func liveEval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}
+
+// liveWait polls a JavaScript condition in the page until it is true, or
+// fails the test with what after the timeout, showing the page's state.
+func liveWait(t *testing.T, ctx context.Context, what string, timeout time.Duration, cond string) {
+	t.Helper()
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](cond,
+		chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(25*time.Millisecond)))
+	if err != nil {
+		state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.getElementById("pay-status")||{}).textContent + " | timeline: " + ((document.getElementById("timeline")||{}).innerText||"").slice(0, 600)`))
+		t.Fatalf("waiting for %s (%s): %v\npage: %s", what, cond, err, state)
+	}
+}
+
+// liveOpen loads a page and waits until its event stream is connected.
+func liveOpen(t *testing.T, ctx context.Context, u string) {
+	t.Helper()
+	liveDo(t, ctx, "opening "+u, chromedp.Navigate(u))
+	liveWait(t, ctx, "the event stream", 10*time.Second, `(document.getElementById("stream-state")||{}).textContent === "live"`)
+}
+
+// liveNoCSPViolations checks that the page needed nothing the policy blocks.
+func liveNoCSPViolations(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if v := liveEval[[]string](t, ctx, `window.__csp || []`); len(v) > 0 {
+		t.Errorf("Content-Security-Policy violations: %v", v)
+	}
+}
+
+// liveClick clicks an element; two of them make a double-click (chromedp's
+// DoubleClick sends one click event with a count of two).
+func liveClick(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Click(chromedp.CSS(sel))
+}
+
+// setFaults sets the switches the way the JSON API does.
+func setFaults(t *testing.T, env *testEnv, f sim.Faults) {
+	t.Helper()
+	if err := env.Server.applyFaults(context.Background(), FaultSettings{Server: f}, "test"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const (
+	chargeRows   = `document.querySelectorAll("#charges-body tr").length`
+	paidNow      = `document.getElementById("pay-status").dataset.state === "paid"`
+	timelineText = `document.getElementById("timeline").textContent`
+)
+
+func TestBrowserDoubleClickWithDelayChargesOnce(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{DelayMS: 800})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+
+	liveDo(t, ctx, "double-clicking Pay", liveClick("#pay"), liveClick("#pay"))
+
+	t.Run("the page sent two requests and ends paid", func(t *testing.T) {
+		liveWait(t, ctx, "two attempts, both answered, and paid", 10*time.Second,
+			paidNow+` && document.querySelectorAll("#attempts li[data-status]").length === 2`)
+	})
+	t.Run("exactly one charge in the database and on the page", func(t *testing.T) {
+		if n := env.charges(); n != 1 {
+			t.Fatalf("%d charges in the database, want 1", n)
+		}
+		liveWait(t, ctx, "one charge row", 5*time.Second, chargeRows+` === 1`)
+		if n := liveEval[int](t, ctx, chargeRows); n != 1 {
+			t.Fatalf("%d charge rows on the page, want 1", n)
+		}
+	})
+	t.Run("the timeline shows the second request as a 409 or a replay", func(t *testing.T) {
+		liveWait(t, ctx, "a 409 or replay badge", 5*time.Second,
+			`[...document.querySelectorAll("#timeline .outcome .badge")].some(b => /^409|replayed/.test(b.textContent))`)
+		liveWait(t, ctx, "two request rows", 5*time.Second, `document.querySelectorAll("#timeline .tl-row").length === 2`)
+	})
+	liveNoCSPViolations(t, ctx)
+}
+
+func TestBrowserResponseLostThenRetryReplays(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{ResponseLost: true})
+	// Chromium re-sends a POST by itself when a reused keep-alive
+	// connection closes without an answer (a retry the page never sees).
+	// One connection per request makes the page see the lost response, so
+	// this tests the page's own retry.
+	env.HTTP.Config.SetKeepAlivesEnabled(false)
+	ctx := liveBrowser(t, 1366, 900)
+	// backoff_ms shrinks the retry delays from 0.5 s to 20 ms.
+	liveOpen(t, ctx, env.URL+"/?backoff_ms=20")
+
+	liveDo(t, ctx, "turning retries on and paying", liveClick("#opt-retry"), liveClick("#pay"))
+
+	liveWait(t, ctx, "the page to end paid", 10*time.Second, paidNow)
+	t.Run("the page saw no response, waited, and retried with the same key", func(t *testing.T) {
+		got := liveEval[[]string](t, ctx, `[...document.querySelectorAll("#attempts li")].map(li => li.dataset.status).reverse()`)
+		if strings.Join(got, " ") != "network 201" {
+			t.Fatalf("attempts %v, want [network 201]", got)
+		}
+		liveWait(t, ctx, "the wait before the retry", time.Second,
+			`/waited \d/.test(document.getElementById("attempts").textContent)`)
+	})
+	t.Run("one charge", func(t *testing.T) {
+		if n := env.charges(); n != 1 {
+			t.Fatalf("%d charges, want 1", n)
+		}
+		liveWait(t, ctx, "one charge row", 5*time.Second, chargeRows+` === 1`)
+	})
+	t.Run("the timeline shows the lost response and the replay", func(t *testing.T) {
+		liveWait(t, ctx, "lost response and replayed", 5*time.Second,
+			timelineText+`.includes("lost response") && `+timelineText+`.includes("replayed")`)
+	})
+	liveNoCSPViolations(t, ctx)
+}
+
+func TestBrowserChangedAmountSameKeyExplains422(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+
+	liveDo(t, ctx, "paying", liveClick("#pay"))
+	liveWait(t, ctx, "paid", 10*time.Second, paidNow)
+	key := liveEval[string](t, ctx, `document.getElementById("key-full").textContent`)
+
+	liveDo(t, ctx, "changing the amount and paying again",
+		chromedp.Clear(chromedp.CSS("#amount")),
+		chromedp.SendKeys(chromedp.CSS("#amount"), "1,350.00"),
+		liveClick("#pay"))
+
+	liveWait(t, ctx, "the 422 explanation", 10*time.Second,
+		`document.getElementById("pay-status").dataset.state === "mismatch" && !!document.querySelector('#pay-explain a[href="/problems/key-reused"]')`)
+	if k := liveEval[string](t, ctx, `document.getElementById("key-full").textContent`); k != key {
+		t.Errorf("the key changed from %q to %q: the 422 needs the same key", key, k)
+	}
+	if n := env.charges(); n != 1 {
+		t.Errorf("%d charges, want 1", n)
+	}
+	liveWait(t, ctx, "a 422 row on the timeline", 5*time.Second, timelineText+`.includes("422 key reused")`)
+}
+
+func TestBrowserTwoTabsSeeEachOthersPayments(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	a := liveBrowser(t, 1366, 900)
+	b := liveTab(t, a, true)
+	liveOpen(t, a, env.URL+"/")
+	liveOpen(t, b, env.URL+"/")
+
+	order := liveEval[string](t, a, `document.getElementById("order-id").textContent`)
+	liveDo(t, a, "paying in tab A", liveClick("#pay"))
+	liveWait(t, a, "tab A paid", 10*time.Second, paidNow)
+	// From here, tab B has one second.
+	liveWait(t, b, "the payment in tab B", time.Second,
+		fmt.Sprintf(`[...document.querySelectorAll("#charges-body tr")].some(tr => tr.textContent.includes(%q))`, order))
+	liveWait(t, b, "the request on tab B's timeline", time.Second, timelineText+`.includes(`+fmt.Sprintf("%q", order)+`)`)
+}
+
+func TestBrowserStudentCannotFlipSwitches(t *testing.T) {
+	const token = "teach-7f3a"
+	env := newTestEnv(t, Config{PresenterToken: token})
+	presenter := liveBrowser(t, 1366, 900)
+	student := liveTab(t, presenter, true)
+
+	liveOpen(t, presenter, env.URL+"/board?token="+url.QueryEscape(token))
+	if u := liveEval[string](t, presenter, `location.pathname + location.search`); u != "/board" {
+		t.Errorf("the board's address is %q: the token should not stay in the address bar", u)
+	}
+	liveOpen(t, student, env.URL+"/")
+
+	t.Run("the student's switches are disabled", func(t *testing.T) {
+		if !liveEval[bool](t, student, `document.getElementById("faults").disabled`) {
+			t.Fatal("the fieldset is enabled for a student")
+		}
+	})
+	t.Run("the server refuses the student's change with 403", func(t *testing.T) {
+		status := liveEval[int](t, student, `fetch("/api/faults", {method: "PATCH", headers: {"Content-Type": "application/json"},
+			body: JSON.stringify({server: {response_lost: true}})}).then(r => r.status)`)
+		if status != 403 {
+			t.Fatalf("PATCH /api/faults from the student's tab: %d, want 403", status)
+		}
+		// Through the page too, with the fieldset forced open.
+		liveDo(t, student, "forcing the switch", chromedp.Evaluate[chromedp.Void](`document.getElementById("faults").disabled = false`),
+			liveClick("#f-lost"))
+		liveWait(t, student, "the refusal", 5*time.Second, `document.getElementById("faults-status").textContent.includes("403")`)
+		liveWait(t, student, "the switch put back", 5*time.Second, `document.getElementById("f-lost").checked === false`)
+		if env.Server.faults.Load().ResponseLost {
+			t.Fatal("the switch changed on the server")
+		}
+	})
+	t.Run("the presenter flips it and the student sees it", func(t *testing.T) {
+		liveDo(t, presenter, "opening the switches and flipping response lost",
+			liveClick(".board-switches summary"), liveClick("#f-lost"))
+		liveWait(t, presenter, "saved", 5*time.Second, `document.getElementById("faults-status").textContent.includes("saved")`)
+		if !env.Server.faults.Load().ResponseLost {
+			t.Fatal("the presenter's switch did not reach the server")
+		}
+		liveWait(t, student, "the switch on the student's page", 2*time.Second, `document.getElementById("f-lost").checked === true`)
+		liveWait(t, student, "the switch on the timeline", 2*time.Second, timelineText+`.includes("response_lost on")`)
+	})
+	t.Run("the student can still pay", func(t *testing.T) {
+		setFaults(t, env, sim.Faults{})
+		liveDo(t, student, "paying", liveClick("#pay"))
+		liveWait(t, student, "paid", 10*time.Second, paidNow)
+	})
+	liveNoCSPViolations(t, student)
+	liveNoCSPViolations(t, presenter)
+}
+
+// TestBrowserRetryWaitsAndReplays: with retries on, the second click of a
+// double-click gets 409 while the first runs, waits at least Retry-After
+// (one second), and its retry gets the saved 201.
+func TestBrowserRetryWaitsAndReplays(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{DelayMS: 300})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/?backoff_ms=20")
+	liveDo(t, ctx, "retries on, double-click", liveClick("#opt-retry"), liveClick("#pay"), liveClick("#pay"))
+
+	liveWait(t, ctx, "a countdown before the retry", 5*time.Second,
+		`[...document.querySelectorAll("#attempts .wait")].some(w => /retry 1 in|waited/.test(w.textContent))`)
+	liveWait(t, ctx, "three answered attempts, ending paid", 10*time.Second,
+		paidNow+` && document.querySelectorAll("#attempts li[data-status]").length === 3`)
+	got := liveEval[[]string](t, ctx, `[...document.querySelectorAll("#attempts li")].map(li => li.dataset.status).sort()`)
+	if strings.Join(got, " ") != "201 201 409" {
+		t.Fatalf("attempts %v, want one 409 and two 201s (the first click, and the retry's replay)", got)
+	}
+	if n := env.charges(); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+	liveWait(t, ctx, "the replay on the timeline", 5*time.Second, timelineText+`.includes("replayed")`)
+}
+
+// TestBrowserKeySurvivesReload checks the key belongs to the action: a
+// reload keeps it, New order replaces it.
+func TestBrowserKeySurvivesReload(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+	key := liveEval[string](t, ctx, `document.getElementById("key-full").textContent`)
+	liveOpen(t, ctx, env.URL+"/")
+	if k := liveEval[string](t, ctx, `document.getElementById("key-full").textContent`); k != key {
+		t.Fatalf("after a reload the key is %q, want %q", k, key)
+	}
+	liveDo(t, ctx, "new order", liveClick("#new-order"))
+	if k := liveEval[string](t, ctx, `document.getElementById("key-full").textContent`); k == key || !strings.Contains(k, "-") {
+		t.Fatalf("after New order the key is %q (was %q)", k, key)
+	}
+}

@@ -1,0 +1,334 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"paytwice/web/live"
+)
+
+// sseEvent is one event read from a stream: its id and its data lines
+// joined; comment lines (heartbeats) come back as Comment.
+type sseEvent struct {
+	ID      uint64
+	Name    string
+	Data    string
+	Comment string
+}
+
+// sseStream is a client of GET /events.
+type sseStream struct {
+	t      *testing.T
+	res    *http.Response
+	r      *bufio.Reader
+	cancel context.CancelFunc
+}
+
+func openStream(t *testing.T, env *testEnv, query string, header ...string) *sseStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.URL+"/events"+query, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	s := &sseStream{t: t, res: res, r: bufio.NewReader(res.Body), cancel: cancel}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *sseStream) Close() { s.cancel(); s.res.Body.Close() }
+
+// next reads one event or comment, skipping the retry hint.
+func (s *sseStream) next() (sseEvent, error) {
+	var ev sseEvent
+	var data []string
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			return ev, err
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "":
+			if ev.ID != 0 || ev.Name != "" || len(data) > 0 || ev.Comment != "" {
+				ev.Data = strings.Join(data, "\n")
+				return ev, nil
+			}
+		case strings.HasPrefix(line, ":"):
+			ev.Comment = strings.TrimSpace(line[1:])
+		case strings.HasPrefix(line, "id: "):
+			ev.ID, _ = strconv.ParseUint(line[4:], 10, 64)
+		case strings.HasPrefix(line, "event: "):
+			ev.Name = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			data = append(data, line[6:])
+		}
+	}
+}
+
+// nextFrame reads events until a frame, failing on anything else.
+func (s *sseStream) nextFrame() sseEvent {
+	s.t.Helper()
+	for {
+		ev, err := s.next()
+		if err != nil {
+			s.t.Fatalf("reading the stream: %v", err)
+		}
+		if ev.Name == "frame" {
+			return ev
+		}
+	}
+}
+
+func TestEventStream(t *testing.T) {
+	t.Run("frames carry ids and htmx out-of-band fragments, compression off", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		s := openStream(t, env, "?since=0", "Accept-Encoding", "gzip")
+		if ct := s.res.Header.Get("Content-Type"); ct != "text/event-stream" {
+			t.Fatalf("Content-Type %q", ct)
+		}
+		if ce := s.res.Header.Get("Content-Encoding"); ce != "" {
+			t.Fatalf("the stream is compressed (%s): events would be held back", ce)
+		}
+		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
+		var last uint64
+		var all strings.Builder
+		for !strings.Contains(all.String(), "201 paid") {
+			f := s.nextFrame()
+			if f.ID <= last {
+				t.Fatalf("id %d after %d", f.ID, last)
+			}
+			last = f.ID
+			if !strings.Contains(f.Data, `hx-swap-oob=`) {
+				t.Fatalf("frame %d has no out-of-band swap: %s", f.ID, f.Data)
+			}
+			all.WriteString(f.Data)
+		}
+		for _, want := range []string{"POST + key", "claimed", "INSERT charge", `id="c-ch_`, `hx-swap-oob="afterbegin:#keys-body"`} {
+			if !strings.Contains(all.String(), want) {
+				t.Errorf("the frames never mention %q", want)
+			}
+		}
+	})
+
+	t.Run("a reconnecting viewer resumes after Last-Event-ID, with nothing missed or repeated", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		s := openStream(t, env, "?since=0")
+		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
+		var last uint64
+		for last < env.Server.hub.LastSeq() {
+			last = s.nextFrame().ID
+		}
+		s.Close()
+
+		env.pay("k-2", `{"order_id":"A-2","amount_satang":200}`) // while disconnected
+		s2 := openStream(t, env, "?since=0", "Last-Event-ID", strconv.FormatUint(last, 10))
+		first := s2.nextFrame()
+		if first.ID != last+1 {
+			t.Fatalf("resumed at %d, want %d", first.ID, last+1)
+		}
+		if !strings.Contains(first.Data, "A-2") {
+			t.Fatalf("the first frame after resuming is not the missed request: %s", first.Data)
+		}
+	})
+
+	t.Run("a viewer from before a restart gets one frame that redraws every panel", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
+		s := openStream(t, env, "", "Last-Event-ID", "999999")
+		f := s.nextFrame()
+		for _, want := range []string{`id="timeline"`, `id="keys-body"`, `id="charges-body"`, `id="counters"`, `id="fault-fields"`} {
+			if !strings.Contains(f.Data, want) {
+				t.Errorf("the redraw lacks %s", want)
+			}
+		}
+		if f.ID != env.Server.live().snapshot().Seq {
+			t.Errorf("the redraw's id is %d, want the projector's %d", f.ID, env.Server.live().snapshot().Seq)
+		}
+	})
+
+	t.Run("an idle stream sends heartbeat comments", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		env.Server.live().heartbeat = 30 * time.Millisecond
+		s := openStream(t, env, "?since=0")
+		ev, err := s.next()
+		if err != nil || ev.Comment != "heartbeat" {
+			t.Fatalf("got %+v, %v; want a heartbeat comment", ev, err)
+		}
+	})
+
+	t.Run("a viewer that stops reading is dropped and never holds up payments", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		proj := env.Server.live()
+		proj.writeTimeout = 100 * time.Millisecond
+		s := openStream(t, env, "?since=0")
+		waitUntil(t, "the viewer to be connected", func() bool { return proj.viewers.Load() == 1 })
+		// Never read s. Publish far more than a socket buffers.
+		big := strings.Repeat("x", 8<<10)
+		start := time.Now()
+		for i := range 3000 {
+			env.Server.hub.Publish(live.Event{Kind: live.Switched, Message: fmt.Sprint(i, big)})
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("publishing 3000 events took %s with a stuck viewer", d)
+		}
+		waitUntil(t, "the stuck viewer to be dropped", func() bool { return proj.viewers.Load() == 0 })
+		if _, err := io.Copy(io.Discard, s.res.Body); err != nil && !strings.Contains(err.Error(), "reset") {
+			t.Logf("reading the rest: %v", err)
+		}
+		if r := env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`); r.Status != http.StatusCreated {
+			t.Fatalf("payment after the drop: %d", r.Status)
+		}
+	})
+}
+
+// waitUntil polls cond every few milliseconds for up to five seconds.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestCrossOriginProtection(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	body := `{"order_id":"A-1","amount_satang":100}`
+	for _, tc := range []struct {
+		name    string
+		headers []string
+		want    int
+	}{
+		{"curl, with neither Origin nor Sec-Fetch-Site, may pay", nil, http.StatusCreated},
+		{"paytwice's own page may pay", []string{"Sec-Fetch-Site", "same-origin", "Origin", env.URL}, http.StatusCreated},
+		{"a page of another site may not", []string{"Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"}, http.StatusForbidden},
+		{"an older browser's cross-origin request may not", []string{"Origin", "https://evil.example"}, http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := env.pay("co-"+strconv.Itoa(len(tc.name)), body, tc.headers...)
+			if r.Status != tc.want {
+				t.Fatalf("status %d, want %d: %s", r.Status, tc.want, r.Body)
+			}
+			if r.Status == http.StatusForbidden && !strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
+				t.Errorf("Content-Type %q, want problem+json", r.Header.Get("Content-Type"))
+			}
+		})
+	}
+	t.Run("nothing was charged for the refused ones", func(t *testing.T) {
+		if n := env.charges(); n != 2 {
+			t.Fatalf("%d charges, want 2", n)
+		}
+	})
+	t.Run("switches from another site are refused too", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodPost, env.URL+"/api/reset", nil)
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		r, err := do(req)
+		if err != nil || r.Status != http.StatusForbidden {
+			t.Fatalf("POST /api/reset cross-site: %d %v", r.Status, err)
+		}
+	})
+}
+
+func TestPresenterLink(t *testing.T) {
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(t *testing.T, u string) *http.Response {
+		t.Helper()
+		res, err := noRedirect.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	t.Run("the right token sets a strict, HttpOnly cookie and drops the token from the address", func(t *testing.T) {
+		env := newTestEnv(t, Config{PresenterToken: "s3cret"})
+		res := get(t, env.URL+"/board?token=s3cret")
+		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/board" {
+			t.Fatalf("%d to %q, want 303 to /board", res.StatusCode, res.Header.Get("Location"))
+		}
+		var c *http.Cookie
+		for _, ck := range res.Cookies() {
+			if ck.Name == PresenterCookie {
+				c = ck
+			}
+		}
+		if c == nil || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" {
+			t.Fatalf("cookie %+v", c)
+		}
+	})
+	t.Run("a wrong token is refused", func(t *testing.T) {
+		env := newTestEnv(t, Config{PresenterToken: "s3cret"})
+		if res := get(t, env.URL+"/board?token=guess"); res.StatusCode != http.StatusForbidden || len(res.Cookies()) != 0 {
+			t.Fatalf("%d with cookies %v", res.StatusCode, res.Cookies())
+		}
+	})
+	t.Run("the board shows who may change switches", func(t *testing.T) {
+		env := newTestEnv(t, Config{PresenterToken: "s3cret"})
+		student := env.get("/board")
+		if !strings.Contains(string(student.Body), `<fieldset id="faults" disabled`) {
+			t.Error("a student's board has enabled switches")
+		}
+		presenter := env.get("/board", "Cookie", PresenterCookie+"=s3cret")
+		if strings.Contains(string(presenter.Body), `<fieldset id="faults" disabled`) {
+			t.Error("the presenter's board has disabled switches")
+		}
+	})
+}
+
+func TestCheckoutPage(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	r := env.get("/", "Accept", "text/html")
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET /: %d", r.Status)
+	}
+	t.Run("gives the browser a session, so its payments have their own scope", func(t *testing.T) {
+		if !strings.Contains(r.Header.Get("Set-Cookie"), sessionCookie+"=") {
+			t.Fatalf("Set-Cookie %q", r.Header.Get("Set-Cookie"))
+		}
+	})
+	t.Run("carries a strict Content-Security-Policy", func(t *testing.T) {
+		csp := r.Header.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "default-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+			t.Fatalf("CSP %q", csp)
+		}
+	})
+	t.Run("connects the live panels right after the state it shows", func(t *testing.T) {
+		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
+		waitUntil(t, "the projector", func() bool { return env.Server.live().snapshot().Seq == env.Server.hub.LastSeq() })
+		page := string(env.get("/").Body)
+		want := fmt.Sprintf(`sse-connect="/events?since=%d"`, env.Server.hub.LastSeq())
+		if !strings.Contains(page, want) {
+			t.Fatalf("the page lacks %s", want)
+		}
+		if !strings.Contains(page, "A-1") {
+			t.Fatal("the page does not show the earlier payment")
+		}
+	})
+	t.Run("backoff_ms shrinks the client's retry delays for tests", func(t *testing.T) {
+		page := string(env.get("/?backoff_ms=20").Body)
+		if !strings.Contains(page, `data-backoff-base-ms="20"`) || !strings.Contains(page, `data-backoff-cap-ms="320"`) {
+			t.Fatal("backoff_ms=20 did not reach the page")
+		}
+		if page := string(env.get("/?backoff_ms=99999").Body); !strings.Contains(page, `data-backoff-base-ms="500"`) {
+			t.Fatal("an out-of-range backoff_ms was used")
+		}
+	})
+}

@@ -1,0 +1,284 @@
+package web
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"paytwice/web/live"
+)
+
+// The live page's performance, reported in the README:
+//
+//	go test ./web -run '^$' -bench 'FirstLoad|SSEFanout|PaymentsWithViewers' -benchtime 2000x
+//
+// FirstLoad is the compressed size of everything a first visit to /
+// downloads. SSEFanout is publish-to-delivery latency with 200 open event
+// streams. PaymentsWithViewers is the payment path's throughput with no
+// viewer and with 200.
+
+const firstLoadLimit = 100 << 10
+
+var assetRef = regexp.MustCompile(`(?:src|href)="(/static/[^"]+)"`)
+
+// firstLoad fetches / and every script and style sheet it references, as a
+// browser with an empty cache would, and returns the bytes on the wire
+// (gzip-compressed where the server compresses) per URL.
+func firstLoad(tb testing.TB, base string) map[string]int {
+	tb.Helper()
+	// A transport that does not decompress, so the body is what crossed
+	// the wire.
+	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	get := func(path string) ([]byte, int) {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		req.Header.Set("Accept", "text/html,*/*")
+		res, err := c.Do(req)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer res.Body.Close()
+		wire, err := io.ReadAll(res.Body)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if res.StatusCode != http.StatusOK {
+			tb.Fatalf("GET %s: %d", path, res.StatusCode)
+		}
+		body := wire
+		if res.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(strings.NewReader(string(wire)))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			if body, err = io.ReadAll(zr); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		return body, len(wire)
+	}
+	sizes := map[string]int{}
+	page, n := get("/")
+	sizes["/"] = n
+	for _, m := range assetRef.FindAllStringSubmatch(string(page), -1) {
+		if _, done := sizes[m[1]]; !done {
+			_, sizes[m[1]] = get(m[1])
+		}
+	}
+	return sizes
+}
+
+func sum(sizes map[string]int) int {
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	return total
+}
+
+func TestFirstLoadUnder100KB(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	sizes := firstLoad(t, env.URL)
+	for _, want := range []string{"/", "/static/app.css", "/static/live.css", "/static/pay.js", "/static/htmx-2.0.11.min.js", "/static/htmx-ext-sse-2.2.4.min.js"} {
+		if _, ok := sizes[want]; !ok {
+			t.Errorf("the first load does not fetch %s (got %v)", want, sizes)
+		}
+	}
+	if total := sum(sizes); total >= firstLoadLimit {
+		t.Fatalf("first load is %d bytes compressed, over %d: %v", total, firstLoadLimit, sizes)
+	} else {
+		t.Logf("first load: %d bytes compressed %v", total, sizes)
+	}
+}
+
+func BenchmarkFirstLoad(b *testing.B) {
+	env := newTestEnvTB(b, Config{})
+	var total int
+	for b.Loop() {
+		total = sum(firstLoad(b, env.URL))
+	}
+	b.ReportMetric(float64(total), "bytes-compressed")
+	b.ReportMetric(float64(total)/1024, "KiB-compressed")
+}
+
+// viewer is one open event stream in a benchmark: it reads frames and
+// records when each id arrived.
+type viewer struct {
+	res  *http.Response
+	seen atomic.Uint64
+}
+
+// openViewers opens n event streams and starts draining them; onFrame
+// is called with each frame's id as it arrives.
+func openViewers(tb testing.TB, env *testEnv, n int, onFrame func(id uint64)) func() {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n + 64}}
+	since := env.Server.live().snapshot().Seq
+	var wg sync.WaitGroup
+	viewers := make([]*viewer, n)
+	for i := range viewers {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, env.URL+"/events?since="+strconv.FormatUint(since, 10), nil)
+		res, err := client.Do(req)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		v := &viewer{res: res}
+		viewers[i] = v
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := bufio.NewReaderSize(res.Body, 64<<10)
+			for {
+				line, err := r.ReadSlice('\n')
+				if err != nil {
+					return
+				}
+				if len(line) > 4 && string(line[:4]) == "id: " {
+					id, _ := strconv.ParseUint(strings.TrimSpace(string(line[4:])), 10, 64)
+					v.seen.Store(id)
+					if onFrame != nil {
+						onFrame(id)
+					}
+				}
+			}
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for env.Server.live().viewers.Load() < int64(n) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("only %d of %d viewers connected", env.Server.live().viewers.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return func() {
+		cancel()
+		for _, v := range viewers {
+			v.res.Body.Close()
+		}
+		wg.Wait()
+	}
+}
+
+// paymentEvents are the events of one ordinary payment, in order.
+func paymentEvents(i int) []live.Event {
+	rq := fmt.Sprintf("rq_b%07d", i)
+	key := fmt.Sprintf("bench-key-%d", i)
+	base := live.Event{Request: rq, Scope: "session:benchbenchbench", Key: key, OrderID: fmt.Sprintf("B-%d", i), Amount: 129900}
+	steps := []struct {
+		kind   live.Kind
+		status int
+		msg    string
+	}{
+		{live.Received, 0, "POST /v1/payments"},
+		{live.Claimed, 0, "key row inserted as started"},
+		{live.GatewayCall, 0, "charging the gateway with the key"},
+		{live.GatewayReply, 200, "charged gw_0123456789abcdef01234567"},
+		{live.Charged, 0, fmt.Sprintf("charge ch_%024x recorded", i)},
+		{live.Completed, 201, "response saved on the key"},
+	}
+	out := make([]live.Event, len(steps))
+	for j, s := range steps {
+		e := base
+		e.Kind, e.Status, e.Message = s.kind, s.status, s.msg
+		out[j] = e
+	}
+	return out
+}
+
+// BenchmarkSSEFanout publishes the events of b.N payments, one payment
+// every 40 ms (a classroom of thirty all paying at once: 25 payments and
+// 150 events a second, each drawn), to 200 open event streams, and
+// reports how long each event took from Publish to each viewer's reader:
+// p50, p99 and the worst.
+func BenchmarkSSEFanout(b *testing.B) {
+	const viewers = 200
+	env := newTestEnvTB(b, Config{})
+	hub := env.Server.hub
+	var mu sync.Mutex
+	published := map[uint64]time.Time{}
+	var lat []time.Duration
+	stop := openViewers(b, env, viewers, func(id uint64) {
+		now := time.Now()
+		mu.Lock()
+		if t, ok := published[id]; ok {
+			lat = append(lat, now.Sub(t))
+		}
+		mu.Unlock()
+	})
+	defer stop()
+
+	b.ResetTimer()
+	tick := time.NewTicker(40 * time.Millisecond)
+	defer tick.Stop()
+	for i := range b.N {
+		<-tick.C
+		for _, e := range paymentEvents(i) {
+			mu.Lock()
+			seq := hub.LastSeq() + 1 // only this goroutine publishes
+			published[seq] = time.Now()
+			mu.Unlock()
+			hub.Publish(e)
+		}
+	}
+	// Wait for every viewer to have the last event.
+	last := hub.LastSeq()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(lat)
+		mu.Unlock()
+		if n >= viewers*6*b.N || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.StopTimer()
+	mu.Lock()
+	defer mu.Unlock()
+	if want := viewers * 6 * b.N; len(lat) < want {
+		b.Fatalf("%d deliveries of %d (last seq %d)", len(lat), want, last)
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond) }
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(pct(1), "max-ms")
+	b.ReportMetric(float64(viewers), "viewers")
+}
+
+// BenchmarkPaymentsWithViewers measures new payments per second over
+// loopback HTTP (16 concurrent clients, synchronous=FULL) with no live
+// viewer and with 200 open event streams receiving every step.
+func BenchmarkPaymentsWithViewers(b *testing.B) {
+	for _, viewers := range []int{0, 200} {
+		b.Run(fmt.Sprintf("viewers=%d", viewers), func(b *testing.B) {
+			env := newTestEnvTB(b, Config{})
+			if viewers > 0 {
+				defer openViewers(b, env, viewers, nil)()
+			}
+			c := benchClient(16)
+			b.ResetTimer()
+			elapsed := runClients(b, 16, b.N, func(i int) error {
+				status, err := benchPay(c, env.URL, fmt.Sprint("v-", i), fmt.Sprintf(`{"order_id":"V-%d","amount_satang":%d}`, i, 100+i%1000))
+				if err == nil && status != http.StatusCreated {
+					err = fmt.Errorf("payment %d: status %d", i, status)
+				}
+				return err
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "payments/s")
+		})
+	}
+}

@@ -1,0 +1,137 @@
+package web
+
+import (
+	"crypto/rand"
+	"math/big"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"paytwice/store"
+	"paytwice/views"
+)
+
+// The live pages' defaults.
+const (
+	defaultAmountSatang = 129900 // ฿1,299.00, the article's example
+	backoffBaseMS       = 500
+	backoffCapMS        = 8000
+	backoffRetries      = 5
+)
+
+// liveRoutes registers the live pages and their event stream.
+func (s *Server) liveRoutes(e *echo.Echo) {
+	e.GET("/", s.handleCheckout)
+	e.GET("/board", s.handleBoard)
+	e.GET("/events", s.handleEvents)
+}
+
+// handleCheckout is GET /: the checkout card, the switches and the live
+// panels. The page gives the browser a session, so its payments have a
+// scope of their own. ?backoff_ms=n shrinks the retry policy's base delay
+// (tests use it so that a retry does not take seconds); it changes nothing
+// on the server.
+func (s *Server) handleCheckout(c echo.Context) error {
+	r := c.Request()
+	ensureSession(c.Response(), r)
+	base := backoffBaseMS
+	if v, err := strconv.Atoi(c.QueryParam("backoff_ms")); err == nil && v >= 1 && v <= backoffBaseMS {
+		base = v
+	}
+	d := views.Checkout{
+		Live:          s.live().snapshot(),
+		Presenter:     s.isPresenter(r),
+		Locked:        s.cfg.PresenterToken != "",
+		OrderID:       newOrderID(),
+		Amount:        defaultAmountSatang,
+		Key:           uuid.NewString(),
+		BackoffBaseMS: base,
+		BackoffCapMS:  base * backoffCapMS / backoffBaseMS,
+		MaxRetries:    backoffRetries,
+		Retention:     "for " + s.cfg.Retention.String(),
+		LockTimeout:   s.cfg.LockTimeout.String(),
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return render(c, http.StatusOK, views.CheckoutPage(d))
+}
+
+// handleBoard is GET /board: the projector view. Opening it as
+// /board?token=<presenter token> marks this browser as the presenter's
+// with a cookie, then reloads without the token so that it does not stay
+// in the address bar on the projector.
+func (s *Server) handleBoard(c echo.Context) error {
+	r := c.Request()
+	if tok := c.QueryParam("token"); tok != "" {
+		if s.cfg.PresenterToken == "" {
+			return c.Redirect(http.StatusSeeOther, "/board")
+		}
+		if !tokenEqual(tok, s.cfg.PresenterToken) {
+			return store.Errorf(store.EFORBIDDEN, "That presenter link is not right. Students do not need one: open the board without ?token=.")
+		}
+		http.SetCookie(c.Response(), &http.Cookie{Name: PresenterCookie, Value: tok, Path: "/",
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 12 * 3600})
+		return c.Redirect(http.StatusSeeOther, "/board")
+	}
+	d := views.Board{
+		Live:      s.live().snapshot(),
+		JoinURLs:  joinURLs(r),
+		Presenter: s.isPresenter(r),
+		Locked:    s.cfg.PresenterToken != "",
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return render(c, http.StatusOK, views.BoardPage(d))
+}
+
+// newOrderID makes an order number like A-4821.
+func newOrderID() string {
+	n, err := rand.Int(rand.Reader, big.NewInt(9000))
+	if err != nil {
+		return "A-1001"
+	}
+	return "A-" + strconv.FormatInt(1000+n.Int64(), 10)
+}
+
+// joinURLs lists the addresses students should open. When the presenter
+// opened the board on this machine (localhost), the machine's own network
+// addresses are what others can reach; otherwise the address the
+// presenter used is.
+func joinURLs(r *http.Request) []string {
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host, port = r.Host, ""
+	}
+	withPort := func(h string) string {
+		if port == "" {
+			return scheme + h
+		}
+		return scheme + net.JoinHostPort(h, port)
+	}
+	if !isLoopbackHost(host) {
+		return []string{withPort(host)}
+	}
+	var out []string
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil && !ipn.IP.IsLinkLocalUnicast() {
+				out = append(out, withPort(ipn.IP.String()))
+			}
+		}
+	}
+	return append(out, withPort(host))
+}
+
+func isLoopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(h, "[]"))
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,888 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/a-h/templ"
+
+	"paytwice/store"
+	"paytwice/views"
+	"paytwice/web/live"
+)
+
+// The projector turns the event stream into what the live panels show.
+//
+// One goroutine reads every event in order, updates a small model (the
+// timeline rows, the key rows, the charges, the counters) and renders, once
+// per event, the HTML fragment that moves a page from the state before the
+// event to the state after it. Every viewer's stream sends those same bytes
+// (live.Entry.Frame), so a hundred viewers cost one rendering, and a page
+// rendered from the model at event N, then streamed from N+1, is always
+// exactly current: nothing is drawn twice and nothing is missed.
+
+// How much the panels keep. The page shows the newest; the rest is in the
+// database and the API.
+const (
+	liveRows    = 30
+	liveSteps   = 16
+	liveKeys    = 40
+	liveCharges = 40
+	liveOrders  = 10
+	// waitForFrame bounds how long a viewer waits for the projector to
+	// render an event it already holds; past that the viewer is dropped
+	// and resumes when it reconnects.
+	waitForFrame = 3 * time.Second
+)
+
+type orderState struct {
+	scope, orderID string
+	charges        int
+}
+
+type projector struct {
+	s *Server
+	// viewers counts the open event streams.
+	viewers atomic.Int64
+	// heartbeat and writeTimeout time the event streams (events.go).
+	heartbeat, writeTimeout time.Duration
+
+	mu       sync.Mutex
+	modelSeq uint64 // the model reflects every event up to this one
+	rows     []*views.TimelineRow
+	keys     []*views.KeyRow
+	charges  []views.ChargeRow
+	seen     map[string]bool // charge ids counted, so none counts twice
+	orders   map[string]*orderState
+	counters views.Counters
+	faults   views.FaultSwitches
+
+	frameSeq uint64        // every event up to this one has its frame
+	framed   chan struct{} // closed when frameSeq moves
+	fullNext bool          // the next frame redraws every panel
+
+	// Busy mode: when events come faster than anyone can read them, the
+	// panels stop drawing each request and show totals instead, refreshed
+	// twice a second, and redraw everything once it calms down. Viewers
+	// then cost the payment path almost nothing, however fast it runs.
+	rate      rateMeter
+	busy      *views.TimelineRow // the row that stands for the busy period
+	busyReqs  int                // requests not drawn during it
+	busySince time.Time
+	busyFlag  atomic.Bool   // busy, for the ticker and the streams
+	recent    []*orderState // the latest orders charged, newest first
+	twice     []*orderState // every order charged more than once
+}
+
+// Busy mode's thresholds, in events per second (a payment is about six).
+const (
+	busyEnter   = 300
+	busyLeave   = 100
+	busyRefresh = 500 * time.Millisecond
+)
+
+// refreshKind is the event the projector publishes to itself in busy
+// mode: its frame carries the refreshed totals.
+const refreshKind live.Kind = "live_refresh"
+
+// rateMeter counts events in the last second, in ten buckets.
+type rateMeter struct {
+	counts [10]int
+	slots  [10]int64
+}
+
+func (m *rateMeter) add(now time.Time) {
+	b := now.UnixMilli() / 100
+	i := b % 10
+	if m.slots[i] != b {
+		m.slots[i], m.counts[i] = b, 0
+	}
+	m.counts[i]++
+}
+
+func (m *rateMeter) perSecond(now time.Time) int {
+	b := now.UnixMilli() / 100
+	n := 0
+	for i := range m.slots {
+		if b-m.slots[i] < 10 {
+			n += m.counts[i]
+		}
+	}
+	return n
+}
+
+// live returns the server's projector, starting it on first use: a server
+// that only serves the API never renders a fragment.
+func (s *Server) live() *projector {
+	s.liveOnce.Do(func() { s.proj = startProjector(s) })
+	return s.proj
+}
+
+func startProjector(s *Server) *projector {
+	p := &projector{s: s, framed: make(chan struct{}), heartbeat: heartbeatEvery, writeTimeout: writeTimeout}
+	// Read the hub's position before the database: an event that lands in
+	// between is then both in the loaded state and in the stream, and
+	// applying it again is harmless (keys and charges are upserted by id),
+	// whereas the other order would lose it.
+	start := s.hub.LastSeq()
+	p.load(s.baseCtx)
+	p.modelSeq, p.frameSeq = start, start
+	go p.run(s.hub.Subscribe(start))
+	go p.tick()
+	return p
+}
+
+// tick asks for a refresh while busy.
+func (p *projector) tick() {
+	t := time.NewTicker(busyRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.s.baseCtx.Done():
+			return
+		case <-t.C:
+			if p.busyFlag.Load() {
+				p.s.hub.Publish(live.Event{Kind: refreshKind})
+			}
+		}
+	}
+}
+
+// load fills the model from the database, for a start or after the
+// projector fell behind.
+func (p *projector) load(ctx context.Context) {
+	keys, err := p.s.db.RecentKeys(ctx, liveKeys)
+	if err != nil && ctx.Err() == nil {
+		p.s.logf("live: loading keys: %v", err)
+	}
+	recent, err := p.s.db.RecentCharges(ctx, 5000)
+	if err != nil && ctx.Err() == nil {
+		p.s.logf("live: loading charges: %v", err)
+	}
+	total, err := p.s.db.CountCharges(ctx)
+	if err != nil && ctx.Err() == nil {
+		p.s.logf("live: counting charges: %v", err)
+	}
+	faults := p.currentSwitches()
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keys = p.keys[:0]
+	for _, k := range keys {
+		p.keys = append(p.keys, &views.KeyRow{ID: keyDOMID(k.Scope, k.Key), Scope: k.Scope, Key: k.Key,
+			Fingerprint: k.Fingerprint, OrderID: k.OrderID, Amount: k.AmountSatang, Status: k.Status,
+			Code: k.ResponseStatus, Created: k.CreatedAt})
+	}
+	p.seen = map[string]bool{}
+	p.orders = map[string]*orderState{}
+	p.recent, p.twice = nil, nil
+	p.charges = p.charges[:0]
+	// Oldest first, so that "charged again" marks the later charge.
+	for i := len(recent) - 1; i >= 0; i-- {
+		c := recent[i]
+		p.seen[c.ID] = true
+		o := p.order(c.Scope, c.OrderID)
+		p.charged(o)
+		if i < liveCharges {
+			p.charges = append(p.charges, views.ChargeRow{ID: chargeDOMID(c.ID, c.Scope, c.Key), Charge: c.ID,
+				Scope: c.Scope, Key: c.Key, OrderID: c.OrderID, Amount: c.AmountSatang, Time: c.CreatedAt, Repeat: o.charges > 1})
+		}
+	}
+	slices.Reverse(p.charges)
+	p.counters.Charges = total
+	p.faults = faults
+}
+
+func (p *projector) order(scope, orderID string) *orderState {
+	k := scope + "\x00" + orderID
+	o := p.orders[k]
+	if o == nil {
+		o = &orderState{scope: scope, orderID: orderID}
+		p.orders[k] = o
+	}
+	return o
+}
+
+// currentSwitches reads every switch for the panel.
+func (p *projector) currentSwitches() views.FaultSwitches {
+	f := p.s.currentFaults()
+	return views.FaultSwitches{
+		DelayMS: f.Server.DelayMS, ConnectionNeverHappens: f.Server.ConnectionNeverHappens,
+		FailHalfway: f.Server.FailHalfway, ServerError: f.Server.ServerError,
+		ResponseLost: f.Server.ResponseLost, CrashMidway: f.Server.CrashMidway,
+		GatewayLatencyMS: f.Gateway.LatencyMS, GatewayDecline: f.Gateway.Decline,
+		GatewayError: f.Gateway.Error, GatewayTimeout: f.Gateway.Timeout,
+		Random: f.Random.Enabled, ClockOffset: p.s.clock.Offset(),
+	}
+}
+
+// run applies events until the hub closes or the server stops.
+func (p *projector) run(sub *live.Subscription) {
+	ctx := p.s.baseCtx
+	for {
+		entries, err := sub.Next(ctx)
+		switch {
+		case errors.Is(err, live.ErrTooSlow):
+			// Events were lost to the ring: start again from the database,
+			// and make the next frame redraw everything.
+			start := p.s.hub.LastSeq()
+			p.load(ctx)
+			p.mu.Lock()
+			p.modelSeq, p.fullNext = start, true
+			p.mu.Unlock()
+			p.advance(start)
+			sub = p.s.hub.Subscribe(start)
+			continue
+		case err != nil:
+			return
+		}
+		for _, e := range entries {
+			// The frame is stored as the finished SSE event, so each viewer
+			// only copies bytes.
+			var sse []byte
+			if frame := p.apply(e.Event); len(frame) > 0 {
+				var buf bytes.Buffer
+				writeFrame(&buf, e.Seq, frame)
+				sse = buf.Bytes()
+			}
+			e.Frame(func(live.Event) []byte { return sse })
+			p.advance(e.Seq)
+		}
+	}
+}
+
+// advance publishes that every event up to seq has its frame.
+func (p *projector) advance(seq uint64) {
+	p.mu.Lock()
+	if seq > p.frameSeq {
+		p.frameSeq = seq
+		close(p.framed)
+		p.framed = make(chan struct{})
+	}
+	p.mu.Unlock()
+}
+
+// waitFramed blocks until every event up to seq has its frame.
+func (p *projector) waitFramed(ctx context.Context, seq uint64, timeout time.Duration) bool {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		p.mu.Lock()
+		done, ch := p.frameSeq >= seq, p.framed
+		p.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// snapshot copies the model: the state after event Seq.
+func (p *projector) snapshot() views.Live {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.snapshotLocked()
+}
+
+func (p *projector) snapshotLocked() views.Live {
+	l := views.Live{Seq: p.modelSeq, Now: p.s.clock.Now(), Counters: p.countersLocked(), Faults: p.faults}
+	for _, r := range p.rows {
+		c := *r
+		c.Steps = slices.Clone(r.Steps)
+		l.Timeline = append(l.Timeline, c)
+	}
+	for _, k := range p.keys {
+		l.Keys = append(l.Keys, *k)
+	}
+	l.Charges = slices.Clone(p.charges)
+	return l
+}
+
+func (p *projector) countersLocked() views.Counters {
+	c := p.counters
+	c.Orders, c.Twice = nil, len(p.twice)
+	// Orders charged twice first, then the most recently charged.
+	for _, o := range p.twice[max(0, len(p.twice)-liveOrders):] {
+		c.Orders = append(c.Orders, views.OrderCount{Scope: o.scope, OrderID: o.orderID, Charges: o.charges})
+	}
+	for _, o := range p.recent {
+		if len(c.Orders) >= liveOrders {
+			break
+		}
+		if o.charges == 1 {
+			c.Orders = append(c.Orders, views.OrderCount{Scope: o.scope, OrderID: o.orderID, Charges: o.charges})
+		}
+	}
+	return c
+}
+
+// charged counts one more charge for an order.
+func (p *projector) charged(o *orderState) {
+	o.charges++
+	if o.charges == 2 {
+		p.twice = append(p.twice, o)
+	}
+	if i := slices.Index(p.recent, o); i >= 0 {
+		p.recent = slices.Delete(p.recent, i, i+1)
+	}
+	p.recent = slices.Insert(p.recent, 0, o)
+	if len(p.recent) > liveOrders {
+		p.recent = p.recent[:liveOrders]
+	}
+}
+
+// apply updates the model with one event and returns the frame that
+// moves a page from the state before it to the state after it (nil when
+// busy mode draws nothing for it).
+func (p *projector) apply(e live.Event) []byte {
+	var faults *views.FaultSwitches
+	if e.Kind == live.Switched || e.Kind == live.Reset {
+		f := p.currentSwitches()
+		faults = &f
+	}
+	var pruned []views.KeyRow
+	if e.Kind == live.Pruned {
+		pruned = p.loadKeys()
+	}
+	now := time.Now()
+	if e.Kind != refreshKind {
+		p.rate.add(now)
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	u := &update{p: p, e: e, quiet: p.busy != nil}
+	before := p.counters
+	if faults != nil {
+		p.faults = *faults
+	}
+	switch e.Kind {
+	case live.Reset:
+		p.rows, p.keys, p.charges = nil, nil, nil
+		p.seen, p.orders, p.recent, p.twice = map[string]bool{}, map[string]*orderState{}, nil, nil
+		p.counters = views.Counters{}
+		p.leaveBusy()
+		p.fullNext = true
+	case live.Pruned:
+		p.keys = nil
+		for i := range pruned {
+			p.keys = append(p.keys, &pruned[i])
+		}
+		u.keysChanged = true
+	}
+	if e.Kind != refreshKind {
+		u.timeline()
+	}
+	p.modelSeq = e.Seq
+
+	switch {
+	case p.fullNext:
+		p.fullNext = false
+		return renderFrame(p.fullFrameLocked()...)
+	case p.busy == nil && e.Kind != live.Reset && p.rate.perSecond(now) > busyEnter:
+		return p.enterBusy(e, now)
+	case p.busy != nil && e.Kind == refreshKind:
+		if p.rate.perSecond(now) < busyLeave {
+			p.leaveBusy()
+			return renderFrame(p.fullFrameLocked()...)
+		}
+		return p.busyFrame(now)
+	case p.busy != nil:
+		if e.Kind == live.Received {
+			p.busyReqs++
+		}
+		if faults == nil {
+			return nil
+		}
+		return renderFrame(views.FaultFields(p.faults, true), views.ActiveFaults(p.faults, true))
+	}
+
+	if u.keysChanged {
+		u.add(inTable(views.KeysBody(p.snapshotKeysLocked(), p.s.clock.Now(), true)))
+	}
+	u.add(p.counterOps(before)...)
+	if faults != nil {
+		u.add(views.FaultFields(p.faults, true), views.ActiveFaults(p.faults, true))
+	}
+	return renderFrame(u.ops...)
+}
+
+// counterOps redraws the counters that changed since before.
+func (p *projector) counterOps(before views.Counters) []templ.Component {
+	var ops []templ.Component
+	was, now := views.CounterTiles(before), views.CounterTiles(p.counters)
+	for i := range now {
+		if now[i].N != was[i].N {
+			ops = append(ops, views.TileCount(now[i].ID, now[i].N, true))
+		}
+	}
+	if p.counters.Charges != before.Charges {
+		ops = append(ops, views.OrdersView(p.countersLocked(), true))
+	}
+	return ops
+}
+
+// enterBusy starts busy mode: a row says so, and from now on only the
+// counters are refreshed, twice a second.
+func (p *projector) enterBusy(e live.Event, now time.Time) []byte {
+	p.busy = &views.TimelineRow{ID: "tl-busy-" + strconv.FormatUint(e.Seq, 10), Time: e.Time, Title: "Busy"}
+	p.busyReqs, p.busySince = 0, now
+	p.busyFlag.Store(true)
+	p.busyText(now)
+	p.rows = append([]*views.TimelineRow{p.busy}, p.rows...)
+	ops := []templ.Component{views.FrameNewRow(*p.busy)}
+	if len(p.rows) > liveRows {
+		old := p.rows[len(p.rows)-1]
+		p.rows = p.rows[:len(p.rows)-1]
+		ops = append(ops, views.FrameDelete(old.ID))
+	}
+	ops = append(ops, views.CountersView(p.countersLocked(), true))
+	return renderFrame(ops...)
+}
+
+// busyText writes the busy row's words.
+func (p *projector) busyText(now time.Time) {
+	r := p.busy
+	rate := p.rate.perSecond(now)
+	r.Steps = []views.Step{{ID: r.ID + "-note", From: views.LaneServer, To: views.LaneServer,
+		Label: "Requests are arriving faster than anyone can read (" + strconv.Itoa(rate) + " events a second): the timeline stops drawing them one by one. The counters stay live; everything is redrawn when it calms down.",
+		Badge: views.Badge{Text: "busy", Tone: views.ToneWarn}}}
+	r.Outcome = views.Badge{Text: strconv.Itoa(p.busyReqs) + " requests not drawn", Tone: views.ToneWarn}
+}
+
+// busyFrame refreshes the counters and the busy row.
+func (p *projector) busyFrame(now time.Time) []byte {
+	p.busyText(now)
+	return renderFrame(views.CountersView(p.countersLocked(), true),
+		views.StepView(p.busy.Steps[0], true), views.Outcome(p.busy.ID, p.busy.Outcome, true))
+}
+
+// leaveBusy ends busy mode; the row stays in the timeline as a record.
+func (p *projector) leaveBusy() {
+	if p.busy == nil {
+		return
+	}
+	p.busy.Steps[0].Label = strconv.Itoa(p.busyReqs) + " requests in " + time.Since(p.busySince).Round(100*time.Millisecond).String() +
+		" were too fast to draw one by one; the tables and counters below are complete."
+	p.busy.Outcome = views.Badge{Text: strconv.Itoa(p.busyReqs) + " requests not drawn", Tone: views.ToneMute}
+	p.busy = nil
+	p.busyFlag.Store(false)
+}
+
+func (p *projector) snapshotKeysLocked() []views.KeyRow {
+	out := make([]views.KeyRow, len(p.keys))
+	for i, k := range p.keys {
+		out[i] = *k
+	}
+	return out
+}
+
+// loadKeys reads the newest key rows, after a prune.
+func (p *projector) loadKeys() []views.KeyRow {
+	keys, err := p.s.db.RecentKeys(p.s.baseCtx, liveKeys)
+	if err != nil {
+		p.s.logf("live: loading keys: %v", err)
+	}
+	out := make([]views.KeyRow, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, views.KeyRow{ID: keyDOMID(k.Scope, k.Key), Scope: k.Scope, Key: k.Key,
+			Fingerprint: k.Fingerprint, OrderID: k.OrderID, Amount: k.AmountSatang, Status: k.Status,
+			Code: k.ResponseStatus, Created: k.CreatedAt})
+	}
+	return out
+}
+
+// fullFrameLocked redraws every panel.
+func (p *projector) fullFrameLocked() []templ.Component {
+	l := p.snapshotLocked()
+	return []templ.Component{
+		views.Timeline(l.Timeline, true),
+		inTable(views.KeysBody(l.Keys, l.Now, true)),
+		inTable(views.ChargesBody(l.Charges, l.Now, true)),
+		views.CountersView(l.Counters, true),
+		views.FaultFields(l.Faults, true),
+		views.ActiveFaults(l.Faults, true),
+	}
+}
+
+// update is the work of applying one event; p.mu is held.
+type update struct {
+	p           *projector
+	e           live.Event
+	quiet       bool // busy mode: update the model, draw nothing
+	ops         []templ.Component
+	row         *views.TimelineRow
+	keysChanged bool
+}
+
+// add queues fragments for the frame.
+func (u *update) add(ops ...templ.Component) {
+	if !u.quiet {
+		u.ops = append(u.ops, ops...)
+	}
+}
+
+// rowFor finds the event's row, or starts one (at the top) if it has none.
+func (u *update) rowFor(title string) *views.TimelineRow {
+	p, e := u.p, u.e
+	id := "tl-ev" + strconv.FormatUint(e.Seq, 10)
+	if e.Request != "" {
+		id = "tl-" + e.Request
+		for _, r := range p.rows {
+			if r.ID == id {
+				return r
+			}
+		}
+	}
+	r := &views.TimelineRow{ID: id, Time: e.Time, Title: title, Key: e.Key, OrderID: e.OrderID, Amount: e.Amount, Scope: e.Scope}
+	if u.quiet {
+		return r // busy: not drawn, not kept
+	}
+	p.rows = append([]*views.TimelineRow{r}, p.rows...)
+	u.add(views.FrameNewRow(*r))
+	if len(p.rows) > liveRows {
+		old := p.rows[len(p.rows)-1]
+		p.rows = p.rows[:len(p.rows)-1]
+		u.add(views.FrameDelete(old.ID))
+	}
+	return r
+}
+
+// step appends an arrow to the row.
+func (u *update) step(r *views.TimelineRow, s views.Step) {
+	if s.Title == "" {
+		s.Title = u.e.Message
+	}
+	if u.quiet || len(r.Steps) >= liveSteps {
+		return
+	}
+	r.Steps = append(r.Steps, s)
+	u.add(views.FrameStep(r.ID, s))
+}
+
+// respond draws the answer travelling back to the browser; a later "lost"
+// event replaces it.
+func (u *update) respond(r *views.TimelineRow, label string, b views.Badge) {
+	u.step(r, views.Step{ID: r.ID + "-resp", From: views.LaneServer, To: views.LaneBrowser, Label: label, Badge: b})
+}
+
+func (u *update) outcome(r *views.TimelineRow, b views.Badge) {
+	r.Outcome = b
+	u.add(views.Outcome(r.ID, b, true))
+}
+
+func statusLine(status int) string {
+	return strconv.Itoa(status) + " " + http.StatusText(status)
+}
+
+var chargeIDPattern = regexp.MustCompile(`\bch_[0-9a-f]+\b`)
+
+// timeline turns the event into arrows and updates the tables.
+func (u *update) timeline() {
+	p, e := u.p, u.e
+	const (
+		B = views.LaneBrowser
+		S = views.LaneServer
+		D = views.LaneDatabase
+		G = views.LaneGateway
+	)
+	msg := strings.TrimPrefix(e.Message, "fault: ")
+	switch e.Kind {
+	case live.Received:
+		r := u.rowFor(e.Message)
+		u.step(r, views.Step{From: B, To: S, Label: "POST + key"})
+		p.counters.Requests++
+
+	case live.Rejected:
+		r := u.rowFor("request")
+		u.respond(r, "nothing saved", views.Badge{Text: strconv.Itoa(e.Status), Tone: views.ToneBad})
+		u.outcome(r, views.Badge{Text: strconv.Itoa(e.Status) + " refused", Tone: views.ToneBad})
+		p.counters.Rejected++
+
+	case live.Dropped:
+		r := u.rowFor("request")
+		u.step(r, views.Step{From: B, To: S, Lost: true, Label: "connection dropped before the server did anything",
+			Badge: views.Badge{Text: "never happened", Tone: views.ToneBad}})
+		u.outcome(r, views.Badge{Text: "network error", Tone: views.ToneBad})
+
+	case live.Claimed:
+		r := u.rowFor("request")
+		u.step(r, views.Step{From: S, To: D, Label: "INSERT key: started",
+			Badge: views.Badge{Text: "claimed", Tone: views.ToneOK}})
+		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = store.StatusStarted, 0 })
+
+	case live.Delayed:
+		r := u.rowFor("request")
+		u.step(r, views.Step{From: S, To: S, Label: msg, Badge: views.Badge{Text: "delay", Tone: views.ToneWarn}})
+
+	case live.GatewayCall:
+		r := u.rowFor("request")
+		u.step(r, views.Step{From: S, To: G, Label: "charge(key)"})
+
+	case live.GatewayReply:
+		r := u.rowFor("request")
+		switch {
+		case e.Status == http.StatusOK:
+			u.step(r, views.Step{From: G, To: S, Label: "charged", Badge: views.Badge{Text: "ok", Tone: views.ToneOK}})
+		case e.Status == http.StatusGatewayTimeout:
+			u.step(r, views.Step{From: G, To: S, Lost: true, Label: "no answer",
+				Badge: views.Badge{Text: "timeout", Tone: views.ToneWarn}})
+			u.outcome(r, views.Badge{Text: "outcome unknown", Tone: views.ToneWarn})
+		case e.Status == http.StatusPaymentRequired:
+			u.step(r, views.Step{From: G, To: S, Label: "card declined", Badge: views.Badge{Text: "declined", Tone: views.ToneBad}})
+		default:
+			u.step(r, views.Step{From: G, To: S, Label: "gateway failed", Badge: views.Badge{Text: strconv.Itoa(e.Status), Tone: views.ToneBad}})
+		}
+
+	case live.Charged:
+		r := u.rowFor("request")
+		u.step(r, views.Step{From: S, To: D, Label: "INSERT charge",
+			Badge: views.Badge{Text: "charged", Tone: views.ToneOK}})
+		p.addCharge(u, chargeIDPattern.FindString(e.Message))
+
+	case live.Completed:
+		r := u.rowFor("request")
+		u.step(r, views.Step{From: S, To: D, Label: "key done: " + strconv.Itoa(e.Status) + " saved"})
+		tone := codeTone(e.Status)
+		u.respond(r, http.StatusText(e.Status), views.Badge{Text: strconv.Itoa(e.Status), Tone: tone})
+		text := strconv.Itoa(e.Status) + " paid"
+		if e.Status != http.StatusCreated {
+			text = statusLine(e.Status) + ", saved"
+		}
+		u.outcome(r, views.Badge{Text: text, Tone: tone})
+		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = store.StatusDone, e.Status })
+
+	case live.ResponseLost:
+		r := u.rowFor("request")
+		lost := views.Step{ID: r.ID + "-resp", From: S, To: B, Lost: true, Title: e.Message,
+			Label: strconv.Itoa(e.Status) + " never arrives", Badge: views.Badge{Text: "lost response", Tone: views.ToneBad}}
+		replaced := false
+		for i := range r.Steps {
+			if r.Steps[i].ID == lost.ID {
+				r.Steps[i], replaced = lost, true
+				u.add(views.StepView(lost, true))
+			}
+		}
+		if !replaced {
+			u.step(r, lost)
+		}
+		u.outcome(r, views.Badge{Text: "response lost", Tone: views.ToneBad})
+		p.counters.Lost++
+
+	case live.Replayed:
+		r := u.rowFor("request")
+		u.step(r, views.Step{From: S, To: D, Label: "key done: read saved answer"})
+		u.respond(r, strconv.Itoa(e.Status)+" again", views.Badge{Text: "replayed", Tone: views.ToneInfo})
+		u.outcome(r, views.Badge{Text: strconv.Itoa(e.Status) + " replayed", Tone: views.ToneInfo})
+		p.counters.Replays++
+		p.hitKey(u)
+
+	case live.Conflict:
+		r := u.rowFor("request")
+		u.step(r, views.Step{From: S, To: D, Label: "key still started"})
+		u.respond(r, "Conflict", views.Badge{Text: "409", Tone: views.ToneWarn})
+		u.outcome(r, views.Badge{Text: "409 in progress", Tone: views.ToneWarn})
+		p.counters.Conflicts++
+		p.hitKey(u)
+
+	case live.Mismatch:
+		r := u.rowFor("request")
+		u.step(r, views.Step{From: S, To: D, Label: "other fingerprint"})
+		u.respond(r, "key reused", views.Badge{Text: "422", Tone: views.ToneBad})
+		u.outcome(r, views.Badge{Text: "422 key reused", Tone: views.ToneBad})
+		p.counters.Mismatches++
+		p.hitKey(u)
+
+	case live.Released:
+		r := u.rowFor("request")
+		u.step(r, views.Step{From: S, To: D, Label: "DELETE key",
+			Badge: views.Badge{Text: "released", Tone: views.ToneMute}})
+		u.respond(r, "retry", views.Badge{Text: strconv.Itoa(e.Status), Tone: views.ToneWarn})
+		u.outcome(r, views.Badge{Text: "released", Tone: views.ToneMute})
+		p.removeKey(u)
+
+	case live.Crashed:
+		r := u.rowFor("request")
+		u.step(r, views.Step{From: S, To: S, Label: "stopped after the gateway call",
+			Badge: views.Badge{Text: "crash", Tone: views.ToneBad}})
+		u.step(r, views.Step{From: S, To: B, Lost: true, Label: "no response"})
+		u.outcome(r, views.Badge{Text: "crashed: key left started", Tone: views.ToneBad})
+
+	case live.RolledBack:
+		r := u.rowFor("request")
+		u.step(r, views.Step{From: S, To: D, Label: "transaction rolled back", Badge: views.Badge{Text: "failed halfway", Tone: views.ToneBad}})
+		u.outcome(r, views.Badge{Text: "failed halfway", Tone: views.ToneBad})
+
+	case live.Swept:
+		r := u.rowFor("Sweeper")
+		u.step(r, views.Step{From: S, To: G, Label: "lookup(key)"})
+		switch {
+		case strings.HasPrefix(e.Message, "could not"):
+			u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "sweep failed", Tone: views.ToneBad}})
+			u.outcome(r, views.Badge{Text: "still started", Tone: views.ToneWarn})
+		case e.Status == http.StatusCreated:
+			u.step(r, views.Step{From: G, To: S, Label: "yes"})
+			u.step(r, views.Step{From: S, To: D, Label: "INSERT charge, key done", Badge: views.Badge{Text: "swept", Tone: views.ToneWarn}})
+			u.outcome(r, views.Badge{Text: "swept: charged", Tone: views.ToneOK})
+			p.addCharge(u, chargeIDPattern.FindString(e.Message))
+			p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = store.StatusDone, http.StatusCreated })
+		default:
+			u.step(r, views.Step{From: G, To: S, Label: "no"})
+			u.step(r, views.Step{From: S, To: D, Label: "DELETE key", Badge: views.Badge{Text: "swept", Tone: views.ToneWarn}})
+			u.outcome(r, views.Badge{Text: "swept: released", Tone: views.ToneMute})
+			p.removeKey(u)
+		}
+
+	case live.Pruned:
+		r := u.rowFor("Retention")
+		u.step(r, views.Step{From: S, To: D, Label: e.Message, Badge: views.Badge{Text: "pruned", Tone: views.ToneMute}})
+
+	case live.Switched:
+		r := u.rowFor("Switches")
+		u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "switch", Tone: views.ToneInfo}})
+
+	case live.Reset:
+		r := u.rowFor("Reset")
+		u.step(r, views.Step{From: S, To: D, Label: e.Message, Badge: views.Badge{Text: "reset", Tone: views.ToneMute}})
+
+	default:
+		r := u.rowFor(string(e.Kind))
+		u.step(r, views.Step{From: S, To: S, Label: e.Message})
+	}
+}
+
+func codeTone(status int) views.Tone {
+	switch {
+	case status < 300:
+		return views.ToneOK
+	case status == http.StatusConflict || status == http.StatusTooManyRequests:
+		return views.ToneWarn
+	}
+	return views.ToneBad
+}
+
+// upsertKey changes the event's key row, inserting it at the top if the
+// table does not have it.
+func (p *projector) upsertKey(u *update, change func(*views.KeyRow)) {
+	e := u.e
+	if e.Key == "" {
+		return
+	}
+	id := keyDOMID(e.Scope, e.Key)
+	for _, k := range p.keys {
+		if k.ID == id {
+			change(k)
+			u.add(inTable(views.KeyRowView(*k, p.s.clock.Now(), true)))
+			return
+		}
+	}
+	k := &views.KeyRow{ID: id, Scope: e.Scope, Key: e.Key, OrderID: e.OrderID, Amount: e.Amount, Created: e.Time,
+		Fingerprint: fingerprint(http.MethodPost, paymentsPath, PaymentRequest{OrderID: e.OrderID, AmountSatang: e.Amount}.Canonical())}
+	change(k)
+	p.keys = append([]*views.KeyRow{k}, p.keys...)
+	u.add(views.FrameInsertKey(*k, p.s.clock.Now()))
+	if len(p.keys) > liveKeys {
+		old := p.keys[len(p.keys)-1]
+		p.keys = p.keys[:len(p.keys)-1]
+		u.add(views.FrameDelete(old.ID))
+	}
+}
+
+// hitKey counts a request that found its key already there.
+func (p *projector) hitKey(u *update) {
+	id := keyDOMID(u.e.Scope, u.e.Key)
+	for _, k := range p.keys {
+		if k.ID == id {
+			k.Hits++
+			u.add(inTable(views.KeyRowView(*k, p.s.clock.Now(), true)))
+			return
+		}
+	}
+}
+
+func (p *projector) removeKey(u *update) {
+	id := keyDOMID(u.e.Scope, u.e.Key)
+	for i, k := range p.keys {
+		if k.ID == id {
+			p.keys = slices.Delete(p.keys, i, i+1)
+			u.add(views.FrameDelete(id))
+			return
+		}
+	}
+}
+
+// addCharge records a charge, once per charge id.
+func (p *projector) addCharge(u *update, chargeID string) {
+	e := u.e
+	if chargeID != "" {
+		if p.seen[chargeID] {
+			return
+		}
+		p.seen[chargeID] = true
+	}
+	o := p.order(e.Scope, e.OrderID)
+	p.charged(o)
+	c := views.ChargeRow{ID: chargeDOMID(chargeID, e.Scope, e.Key), Charge: chargeID, Scope: e.Scope, Key: e.Key,
+		OrderID: e.OrderID, Amount: e.Amount, Time: e.Time, Repeat: o.charges > 1}
+	p.charges = append([]views.ChargeRow{c}, p.charges...)
+	u.add(views.FrameInsertCharge(c, p.s.clock.Now()))
+	if len(p.charges) > liveCharges {
+		old := p.charges[len(p.charges)-1]
+		p.charges = p.charges[:len(p.charges)-1]
+		u.add(views.FrameDelete(old.ID))
+	}
+	p.counters.Charges++
+}
+
+// keyDOMID names a key row in the page without putting the key (any
+// visible ASCII) into an id or a selector.
+func keyDOMID(scope, key string) string {
+	sum := sha256.Sum256([]byte(scope + "\x00" + key))
+	return "k-" + hex.EncodeToString(sum[:8])
+}
+
+func chargeDOMID(chargeID, scope, key string) string {
+	if chargeID != "" {
+		return "c-" + chargeID
+	}
+	sum := sha256.Sum256([]byte(scope + "\x00" + key))
+	return "c-" + hex.EncodeToString(sum[:8])
+}
+
+// inTable wraps a table part so that it survives the trip through an
+// HTML parser next to other fragments (see views.FrameTable).
+func inTable(c templ.Component) templ.Component {
+	return templ.ComponentFunc(func(ctx context.Context, w io.Writer) error {
+		return views.FrameTable().Render(templ.WithChildren(ctx, c), w)
+	})
+}
+
+// renderFrame renders the fragments of one event into one HTML string.
+func renderFrame(ops ...templ.Component) []byte {
+	var buf bytes.Buffer
+	for _, op := range ops {
+		if err := op.Render(context.Background(), &buf); err != nil {
+			// Components only fail on a broken writer; a buffer is not one.
+			panic(err)
+		}
+	}
+	return buf.Bytes()
+}

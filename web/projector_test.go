@@ -1,0 +1,143 @@
+package web
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"paytwice/sim"
+	"paytwice/views"
+)
+
+// waitProjector waits until the projector has drawn every event published.
+func waitProjector(t *testing.T, env *testEnv) *projector {
+	t.Helper()
+	p := env.Server.live()
+	waitUntil(t, "the projector to catch up", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.frameSeq >= env.Server.hub.LastSeq()
+	})
+	return p
+}
+
+func TestProjector(t *testing.T) {
+	t.Run("the page state follows the payments: a key row, a charge, the counters", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		env.Server.live()
+		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
+		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`) // replay
+		env.pay("k-1", `{"order_id":"A-1","amount_satang":999}`) // 422
+		l := waitProjector(t, env).snapshot()
+		if len(l.Keys) != 1 || l.Keys[0].Status != "done" || l.Keys[0].Code != 201 || l.Keys[0].Hits != 2 {
+			t.Errorf("keys %+v", l.Keys)
+		}
+		if len(l.Charges) != 1 || l.Charges[0].OrderID != "A-1" || !strings.HasPrefix(l.Charges[0].Charge, "ch_") {
+			t.Errorf("charges %+v", l.Charges)
+		}
+		c := l.Counters
+		if c.Requests != 3 || c.Charges != 1 || c.Replays != 1 || c.Mismatches != 1 || c.Twice != 0 {
+			t.Errorf("counters %+v", c)
+		}
+		if len(l.Timeline) != 3 || l.Timeline[0].Outcome.Text != "422 key reused" || l.Timeline[1].Outcome.Text != "201 replayed" || l.Timeline[2].Outcome.Text != "201 paid" {
+			t.Errorf("timeline outcomes: %v", outcomes(l.Timeline))
+		}
+	})
+
+	t.Run("an order paid with two keys is counted as charged twice", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		env.Server.live()
+		env.pay("k-1", `{"order_id":"A-7","amount_satang":100}`)
+		env.pay("k-2", `{"order_id":"A-7","amount_satang":100}`)
+		l := waitProjector(t, env).snapshot()
+		if l.Counters.Twice != 1 || len(l.Counters.Orders) != 1 || l.Counters.Orders[0].Charges != 2 {
+			t.Fatalf("counters %+v", l.Counters)
+		}
+		if !l.Charges[0].Repeat || l.Charges[1].Repeat {
+			t.Fatalf("only the second charge should be marked: %+v", l.Charges)
+		}
+	})
+
+	t.Run("a lost response replaces the arrow back to the browser", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		env.Server.live()
+		setFaults(t, env, sim.Faults{ResponseLost: true})
+		_, _ = env.tryPay("k-1", `{"order_id":"A-1","amount_satang":100}`)
+		l := waitProjector(t, env).snapshot()
+		row := l.Timeline[0]
+		last := row.Steps[len(row.Steps)-1]
+		if !last.Lost || last.Badge.Text != "lost response" || row.Outcome.Text != "response lost" {
+			t.Fatalf("last step %+v, outcome %+v", last, row.Outcome)
+		}
+		for _, s := range row.Steps[:len(row.Steps)-1] {
+			if s.ID == last.ID {
+				t.Fatal("the 201 arrow is still there beside the lost one")
+			}
+		}
+	})
+
+	t.Run("a reset clears every panel in one frame", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		env.Server.live()
+		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
+		if err := env.Server.resetDemo(t.Context(), "test"); err != nil {
+			t.Fatal(err)
+		}
+		p := waitProjector(t, env)
+		l := p.snapshot()
+		if len(l.Keys) != 0 || len(l.Charges) != 0 || l.Counters.Requests != 0 || len(l.Timeline) != 1 || l.Timeline[0].Title != "Reset" {
+			t.Fatalf("after reset: %d keys, %d charges, %+v, %v", len(l.Keys), len(l.Charges), l.Counters, outcomes(l.Timeline))
+		}
+	})
+
+	t.Run("a flood of events switches to busy mode, then back with a full redraw", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		p := env.Server.live()
+		// 300 payments' events within a second, in bursts the ring holds.
+		for i := range 300 {
+			for _, e := range paymentEvents(i) {
+				env.Server.hub.Publish(e)
+			}
+			if i%50 == 49 {
+				waitProjector(t, env)
+			}
+		}
+		if !p.busyFlag.Load() {
+			t.Fatal("1,800 events at once did not switch to busy mode")
+		}
+		l := p.snapshot()
+		if l.Counters.Requests != 300 || l.Counters.Charges != 300 {
+			t.Errorf("busy mode lost count: %+v", l.Counters)
+		}
+		if l.Timeline[0].Title != "Busy" {
+			t.Errorf("no busy row on top: %v", outcomes(l.Timeline))
+		}
+		var drawn int
+		for _, e := range env.Server.hub.Recent(2000) {
+			if len(e.Frame(noFrame)) > 0 {
+				drawn++
+			}
+		}
+		if drawn > 400 {
+			t.Errorf("%d of 1,800 events were drawn while busy", drawn)
+		}
+		// Quiet now: within a couple of refreshes it redraws and leaves.
+		waitUntil(t, "busy mode to end", func() bool { return !p.busyFlag.Load() })
+		waitProjector(t, env)
+		newest := env.Server.hub.Recent(1)[0]
+		if newest.Kind != refreshKind || !strings.Contains(string(newest.Frame(noFrame)), `id="timeline"`) {
+			t.Fatalf("busy mode ended without a full redraw (%s)", newest.Kind)
+		}
+		if !strings.Contains(p.snapshot().Timeline[0].Outcome.Text, "requests not drawn") {
+			t.Error("the busy row does not say how many requests it stood for")
+		}
+	})
+}
+
+func outcomes(rows []views.TimelineRow) []string {
+	var out []string
+	for _, r := range rows {
+		out = append(out, fmt.Sprintf("%s=%s", r.Title, r.Outcome.Text))
+	}
+	return out
+}
