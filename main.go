@@ -28,8 +28,15 @@ func main() {
 }
 
 // run parses flags (each with a PAYTWICE_* environment variable as its
-// default), opens the store and serves until SIGINT or SIGTERM.
+// default), opens the store and serves until SIGINT or SIGTERM. A first
+// argument naming a subcommand (backoff, herd, pay; see cmd_*.go) runs
+// that instead.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout *os.File) error {
+	if len(args) > 0 {
+		if sub, ok := subcommands[args[0]]; ok {
+			return sub(ctx, args[1:], stdout, os.Stderr)
+		}
+	}
 	fs := flag.NewFlagSet("paytwice", flag.ContinueOnError)
 	env := func(name, def string) string {
 		if v := getenv(name); v != "" {

@@ -148,6 +148,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/problems/:code", s.handleProblemPage)
 	s.adminRoutes(e)
 	s.liveRoutes(e)
+	s.simRoutes(e)
 	return e
 }
 
