@@ -368,7 +368,8 @@ func CheckoutCard(d Checkout) templ.Component {
 }
 
 func backoffText(d Checkout) string {
-	return "0.5 s, doubling to " + strconv.FormatFloat(float64(d.BackoffCapMS)/1000, 'f', -1, 64) + " s"
+	sec := func(ms int) string { return strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64) + " s" }
+	return sec(d.BackoffBaseMS) + ", doubling up to " + sec(d.BackoffCapMS) + ","
 }
 
 // FaultPanel holds the switches and the presenter's buttons. When a

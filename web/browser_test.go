@@ -7,12 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"paytwice/sim"
 )
@@ -330,6 +333,20 @@ func TestBrowserStudentCannotFlipSwitches(t *testing.T) {
 		liveDo(t, student, "paying", liveClick("#pay"))
 		liveWait(t, student, "paid", 10*time.Second, paidNow)
 	})
+	t.Run("the student cannot reset; the presenter's sweep and reset reach every page", func(t *testing.T) {
+		status := liveEval[int](t, student, `fetch("/api/reset", {method: "POST"}).then(r => r.status)`)
+		if status != 403 || env.charges() != 1 {
+			t.Fatalf("a student's reset: %d, %d charges left", status, env.charges())
+		}
+		liveDo(t, presenter, "sweeping", liveClick("#sweep-now"))
+		liveWait(t, presenter, "the sweep report", 5*time.Second, `document.getElementById("faults-status").textContent.includes("Closed 0 stuck keys")`)
+		liveDo(t, presenter, "resetting", liveClick("#reset-demo"))
+		liveWait(t, student, "the student's panels cleared", 3*time.Second,
+			chargeRows+` === 0 && document.querySelectorAll("#timeline .tl-row").length === 1 && `+timelineText+`.includes("Reset")`)
+		if env.charges() != 0 {
+			t.Fatalf("%d charges after the reset", env.charges())
+		}
+	})
 	liveNoCSPViolations(t, student)
 	liveNoCSPViolations(t, presenter)
 }
@@ -372,5 +389,83 @@ func TestBrowserKeySurvivesReload(t *testing.T) {
 	liveDo(t, ctx, "new order", liveClick("#new-order"))
 	if k := liveEval[string](t, ctx, `document.getElementById("key-full").textContent`); k == key || !strings.Contains(k, "-") {
 		t.Fatalf("after New order the key is %q (was %q)", k, key)
+	}
+}
+
+// TestBrowserFirstLoadStaysOnOrigin loads / in a fresh browser and checks
+// every request the page makes goes to paytwice itself, and that what
+// crossed the wire (headers included) is under 100 KB.
+func TestBrowserFirstLoadStaysOnOrigin(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	ctx := liveBrowser(t, 1366, 900)
+
+	watch, stop := context.WithCancel(ctx)
+	requests := chromedp.Events(watch, network.RequestWillBeSent)
+	finished := chromedp.Events(watch, network.LoadingFinished)
+	var mu sync.Mutex
+	var urls []string
+	var wire float64
+	done := make(chan struct{}, 2)
+	go func() {
+		defer func() { done <- struct{}{} }()
+		for ev, err := range requests {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			urls = append(urls, ev.Request.URL)
+			mu.Unlock()
+		}
+	}()
+	go func() {
+		defer func() { done <- struct{}{} }()
+		for ev, err := range finished {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			wire += ev.EncodedDataLength
+			mu.Unlock()
+		}
+	}()
+	liveOpen(t, ctx, env.URL+"/")
+	liveDo(t, ctx, "paying", liveClick("#pay"))
+	liveWait(t, ctx, "paid", 10*time.Second, paidNow)
+	stop()
+	<-done
+	<-done
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(urls) < 6 {
+		t.Fatalf("only %d requests seen: %v", len(urls), urls)
+	}
+	for _, u := range urls {
+		p, err := url.Parse(u)
+		if err != nil || p.Hostname() != "127.0.0.1" {
+			t.Errorf("a request left the origin: %s", u)
+		}
+	}
+	if wire <= 0 || wire >= firstLoadLimit {
+		t.Errorf("%.0f bytes on the wire for the first load and a payment, want under %d", wire, firstLoadLimit)
+	}
+	t.Logf("%d requests, %.0f bytes on the wire (headers included)", len(urls), wire)
+}
+
+// TestBrowserKeyboardOnly pays and turns a switch on without a mouse.
+func TestBrowserKeyboardOnly(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+	liveDo(t, ctx, "Enter on the focused Pay button", chromedp.Focus(chromedp.CSS("#pay")), chromedp.KeyEvent(kb.Enter))
+	liveWait(t, ctx, "paid", 10*time.Second, paidNow)
+	liveDo(t, ctx, "Space on the focused Guard switch", chromedp.Focus(chromedp.CSS("#opt-guard")), chromedp.KeyEvent(" "))
+	if !liveEval[bool](t, ctx, `document.getElementById("opt-guard").checked`) {
+		t.Fatal("Space did not turn the switch on")
+	}
+	liveDo(t, ctx, "Space on a fault switch", chromedp.Focus(chromedp.CSS("#f-500")), chromedp.KeyEvent(" "))
+	liveWait(t, ctx, "the switch saved", 5*time.Second, `document.getElementById("faults-status").textContent.includes("saved")`)
+	if !env.Server.faults.Load().ServerError {
+		t.Fatal("the server error switch did not reach the server")
 	}
 }

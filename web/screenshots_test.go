@@ -40,7 +40,7 @@ func TestScreenshots(t *testing.T) {
 	env := newRealClockEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
 	liveStill(t, ctx)
-	liveOpen(t, ctx, env.URL+"/?backoff_ms=20")
+	liveOpen(t, ctx, env.URL+"/")
 
 	// Other students' payments, over the API with their own sessions.
 	other := func(session, key, order string, amount int) {
@@ -109,11 +109,6 @@ func TestScreenshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	save("checkout-phone-live.png", png)
-	png, err = chromedp.Run(phone, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	save("checkout-phone-full.png", png)
 
 	board := liveTab(t, ctx, false)
 	liveStill(t, board)
