@@ -47,6 +47,12 @@ func TestScreenshots(t *testing.T) {
 		t.Helper()
 		env.pay(key, fmt.Sprintf(`{"order_id":%q,"amount_satang":%d}`, order, amount), "Cookie", sessionCookie+"="+session)
 	}
+	setFaults := func(t *testing.T, env *testEnv, f sim.Faults) {
+		t.Helper()
+		if err := env.Server.applyFaults(context.Background(), FaultSettings{Server: f}, "presenter"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s1, s2 := uuid.NewString(), uuid.NewString()
 	other(s1, uuid.NewString(), "A-2201", 45000)
 	// A client with no key discipline: two keys, one order, two charges.
