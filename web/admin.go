@@ -81,11 +81,11 @@ func (s *Server) handleSweep(c echo.Context) error {
 // switch off, puts the clock back and empties the timeline, leaving one
 // Reset event that says who did it. The page's form handler calls it too.
 func (s *Server) resetDemo(ctx context.Context, who string) error {
-	faultsMu.Lock()
+	s.faultsMu.Lock()
 	s.faults.Store(sim.Faults{})
 	s.gateway.SetSwitches(sim.GatewaySwitches{})
 	s.faults.SetRandom(sim.RandomMode{})
-	faultsMu.Unlock()
+	s.faultsMu.Unlock()
 	if err := s.db.Reset(ctx); err != nil {
 		return err
 	}

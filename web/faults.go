@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"sync"
 
 	"github.com/labstack/echo/v4"
 
@@ -55,10 +54,6 @@ func (s *Server) currentFaults() FaultSettings {
 	return FaultSettings{Server: s.faults.Load(), Gateway: s.gateway.Switches(), Random: s.faults.Random()}
 }
 
-// faultsMu serialises changes to the switches, so that two PATCHes at
-// once cannot lose one another's fields.
-var faultsMu sync.Mutex
-
 // applyFaults validates f, makes it the current set of switches, restarts
 // the random sequence from its seed, and publishes one event that says
 // what changed and who changed it. Requests already running keep the
@@ -70,13 +65,13 @@ func (s *Server) applyFaults(ctx context.Context, f FaultSettings, who string) e
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	faultsMu.Lock()
-	defer faultsMu.Unlock()
+	s.faultsMu.Lock()
+	defer s.faultsMu.Unlock()
 	s.setFaultsLocked(f, who)
 	return nil
 }
 
-// setFaultsLocked stores f and publishes the change; faultsMu is held.
+// setFaultsLocked stores f and publishes the change; s.faultsMu is held.
 func (s *Server) setFaultsLocked(f FaultSettings, who string) {
 	old := s.currentFaults()
 	s.faults.Store(f.Server)
@@ -157,8 +152,8 @@ func (s *Server) handlePatchFaults(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	faultsMu.Lock()
-	defer faultsMu.Unlock()
+	s.faultsMu.Lock()
+	defer s.faultsMu.Unlock()
 	f := s.currentFaults()
 	if err := decodeStrict(body, &f); err != nil {
 		return err

@@ -72,6 +72,9 @@ type Server struct {
 	gateway *sim.Gateway
 	faults  *sim.FaultPlan
 	hub     *live.Hub
+	// faultsMu serialises changes to the switches, so that two PATCHes at
+	// once cannot lose one another's fields.
+	faultsMu sync.Mutex
 
 	// baseCtx outlives requests and ends at shutdown: claimed work runs
 	// under it, not under the client's connection.
@@ -135,8 +138,13 @@ func (s *Server) routes() *echo.Echo {
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{
 		MinLength: 512,
 		// An event stream must reach the browser as each event is written;
-		// a compressor would hold it back until its buffer fills.
-		Skipper: func(c echo.Context) bool { return c.Path() == "/events" },
+		// a compressor would hold it back until its buffer fills. API
+		// answers are a few hundred bytes: compressing them costs more CPU
+		// than it saves bytes.
+		Skipper: func(c echo.Context) bool {
+			p := c.Request().URL.Path
+			return p == "/events" || strings.HasPrefix(p, "/v1/")
+		},
 	}))
 	e.GET("/static/*", s.handleStatic)
 
