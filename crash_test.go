@@ -112,7 +112,7 @@ func TestCrashRecovery(t *testing.T) {
 	// kill as soon as enough keys are started. The wait is bounded: if the
 	// moment never comes, the kill happens anyway and the check below
 	// reports it.
-	watch, err := store.Open(dbPath, store.Options{})
+	watch, err := store.Open(dbPath, store.Options{Schema: store.SchemaPayments})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestCrashRecovery(t *testing.T) {
 	wg.Wait()
 
 	// The crash left keys started: their requests were at the gateway.
-	db, err := store.Open(dbPath, store.Options{})
+	db, err := store.Open(dbPath, store.Options{Schema: store.SchemaPayments})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestCrashRecovery(t *testing.T) {
 	second.stop(t)
 
 	// 3. The books, read from the file once the process is gone.
-	db, err = store.Open(dbPath, store.Options{})
+	db, err = store.Open(dbPath, store.Options{Schema: store.SchemaPayments})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,12 @@ func TestCrashRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gateway, err := db.CountGatewayCharges(ctx)
+	ledger, err := store.Open(gatewayPath(dbPath), store.Options{Schema: store.SchemaLedger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ledger.Close()
+	gateway, err := ledger.CountGatewayCharges(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +210,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	for _, c := range local {
 		// The server passes the gateway its scope and key joined by "|".
-		g, ok, err := db.LookupGatewayCharge(ctx, c.Scope+"|"+c.Key)
+		g, ok, err := ledger.LookupGatewayCharge(ctx, c.Scope+"|"+c.Key)
 		if err != nil || !ok || g.ID != c.GatewayRef || g.AmountSatang != c.AmountSatang {
 			t.Fatalf("local charge %+v has no matching gateway charge (%+v, %v, %v)", c, g, ok, err)
 		}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -46,6 +47,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	addr := fs.String("addr", env("PAYTWICE_ADDR", "127.0.0.1:8080"), "listen address; use :8080 to let a classroom reach it (env PAYTWICE_ADDR)")
 	dbPath := fs.String("db", env("PAYTWICE_DB", "paytwice.db"), "SQLite database file (env PAYTWICE_DB)")
+	gatewayDB := fs.String("gateway-db", env("PAYTWICE_GATEWAY_DB", ""), "the simulated gateway's own SQLite file (env PAYTWICE_GATEWAY_DB; default: next to -db, named <db>-gateway.db)")
 	retention := fs.String("retention", env("PAYTWICE_RETENTION", "24h"), "how long done keys are kept (env PAYTWICE_RETENTION)")
 	lockTimeout := fs.String("lock-timeout", env("PAYTWICE_LOCK_TIMEOUT", "30s"), "how long a key may stay started before the sweeper closes it (env PAYTWICE_LOCK_TIMEOUT)")
 	presenter := fs.String("presenter-token", env("PAYTWICE_PRESENTER_TOKEN", ""), "if set, only the presenter may change switches (env PAYTWICE_PRESENTER_TOKEN)")
@@ -68,13 +70,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 
 	clock := sim.NewClock(nil)
-	db, err := store.Open(*dbPath, store.Options{Now: clock.Now, Synchronous: strings.ToUpper(*synchronous)})
+	syncMode := strings.ToUpper(*synchronous)
+	db, err := store.Open(*dbPath, store.Options{Now: clock.Now, Synchronous: syncMode, Schema: store.SchemaPayments})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	ledger, err := store.Open(cmp.Or(*gatewayDB, gatewayPath(*dbPath)), store.Options{Now: clock.Now, Synchronous: syncMode, Schema: store.SchemaLedger})
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
 
-	srv := web.NewServer(web.Config{Retention: ret, LockTimeout: lock, PresenterToken: *presenter}, db, clock)
+	srv := web.NewServer(web.Config{Ledger: ledger, Retention: ret, LockTimeout: lock, PresenterToken: *presenter}, db, clock)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
@@ -112,6 +120,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		err = nil
 	}
 	return err
+}
+
+// gatewayPath names the gateway's file after the payments file:
+// paytwice.db → paytwice-gateway.db.
+func gatewayPath(dbPath string) string {
+	return strings.TrimSuffix(dbPath, ".db") + "-gateway.db"
 }
 
 func parsePositiveDuration(name, v string) (time.Duration, error) {

@@ -86,6 +86,11 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 	s.gateway.SetSwitches(sim.GatewaySwitches{})
 	s.faults.SetRandom(sim.RandomMode{})
 	s.faultsMu.Unlock()
+	if s.ledger != s.db {
+		if err := s.ledger.Reset(ctx); err != nil {
+			return err
+		}
+	}
 	if err := s.db.Reset(ctx); err != nil {
 		return err
 	}

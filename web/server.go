@@ -4,6 +4,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log"
@@ -36,6 +37,10 @@ type Config struct {
 	PruneEvery, SweepEvery time.Duration
 	// PresenterToken, when set, is required to change switches or reset.
 	PresenterToken string
+	// Ledger holds the simulated gateway's charges; nil keeps them in the
+	// payments store. main gives it a file of its own, as a real provider's
+	// database is not ours: its commits then run in parallel with ours.
+	Ledger *store.DB
 	// Logger receives unexpected errors; nil means the standard logger.
 	Logger *log.Logger
 }
@@ -68,6 +73,7 @@ type Server struct {
 	cfg     Config
 	echo    *echo.Echo
 	db      *store.DB
+	ledger  *store.DB // the gateway's; may be db itself
 	clock   *sim.Clock
 	gateway *sim.Gateway
 	faults  *sim.FaultPlan
@@ -92,14 +98,15 @@ type Server struct {
 func NewServer(cfg Config, db *store.DB, clock *sim.Clock) *Server {
 	cfg = cfg.withDefaults()
 	s := &Server{
-		cfg:     cfg,
-		db:      db,
-		clock:   clock,
-		gateway: sim.NewGateway(db, clock.Now),
-		faults:  sim.NewFaultPlan(),
-		hub:     live.New(live.DefaultSize, clock.Now),
-		sleep:   sim.Sleep,
+		cfg:    cfg,
+		db:     db,
+		ledger: cmp.Or(cfg.Ledger, db),
+		clock:  clock,
+		faults: sim.NewFaultPlan(),
+		hub:    live.New(live.DefaultSize, clock.Now),
+		sleep:  sim.Sleep,
 	}
+	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.echo = s.routes()
 	return s
