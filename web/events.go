@@ -2,15 +2,11 @@ package web
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
-
-	"paytwice/web/live"
 )
 
 // The event stream's timing. The projector holds the first two so that a
@@ -24,25 +20,21 @@ const (
 	writeTimeout = 10 * time.Second
 	// coalesce is the least time between two writes to one viewer. Under a
 	// burst of events a viewer gets them in batches (one write, one flush)
-	// instead of one write per event; a lone event goes out at once. In
-	// busy mode, when frames are only refreshes, viewers wake less often.
-	coalesce     = 15 * time.Millisecond
-	coalesceBusy = 100 * time.Millisecond
+	// instead of one write per event; a lone event goes out at once.
+	coalesce = 15 * time.Millisecond
 	// reconnectMS is the retry hint sent to EventSource.
 	reconnectMS = 1000
 )
-
-// noFrame is the render function viewers pass to Entry.Frame: they never
-// render. The projector renders every frame before it lets viewers read
-// it, so this only answers for events it skipped after falling behind.
-func noFrame(live.Event) []byte { return nil }
 
 // handleEvents is GET /events: the live panels' Server-Sent Events
 // stream. Each event is one `frame` of htmx out-of-band fragments with
 // its sequence number as `id:`. A browser resumes after the last id it
 // saw (Last-Event-ID, or ?since= on the page's first connection); one
-// that asks for events the hub no longer holds, or from a server that
-// restarted, gets a single frame that redraws every panel instead.
+// that asks for frames the projector no longer holds, or from a server
+// that restarted, gets a single frame that redraws every panel instead.
+// Viewers read the projector's frames, never the hub: an event that
+// changes nothing on the page (most of them in busy mode) costs a viewer
+// nothing, and a viewer too slow for the ring is dropped.
 func (s *Server) handleEvents(c echo.Context) error {
 	r, w := c.Request(), c.Response()
 	proj := s.live()
@@ -60,96 +52,75 @@ func (s *Server) handleEvents(c echo.Context) error {
 	w.WriteHeader(http.StatusOK)
 
 	last, resume := resumePoint(r)
-	var sub *live.Subscription
 	var buf bytes.Buffer
 	buf.WriteString("retry: " + strconv.Itoa(reconnectMS) + "\n\n")
-	if !resume || last > s.hub.LastSeq() {
-		sub = s.redraw(&buf, proj)
-	} else {
-		sub = s.hub.Subscribe(last)
+	cursor := last
+	if _, ok, _ := proj.framesAfter(last); !resume || !ok || last > s.hub.LastSeq() {
+		// New, too far behind, or from before a restart: redraw.
+		cursor = s.redraw(&buf, proj)
 	}
 	if err := flushTo(rc, w, &buf, proj.writeTimeout); err != nil {
 		return nil
 	}
 
 	ctx := r.Context()
-	// nowCtx is already done: Next with it takes what is there and never
-	// waits.
-	nowCtx, cancelNow := context.WithCancel(ctx)
-	cancelNow()
-	first := true
+	heartbeat := time.NewTimer(proj.heartbeat)
+	defer heartbeat.Stop()
 	var lastWrite time.Time
 	for {
-		nctx, cancel := context.WithTimeout(ctx, proj.heartbeat)
-		entries, err := sub.Next(nctx)
-		cancel()
-		switch {
-		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-			buf.WriteString(": heartbeat\n\n")
-			if flushTo(rc, w, &buf, proj.writeTimeout) != nil {
-				return nil
-			}
-			continue
-		case errors.Is(err, live.ErrTooSlow) && first:
-			// The page asked to resume from an event the ring no longer
-			// holds: redraw instead.
-			sub = s.redraw(&buf, proj)
-			if flushTo(rc, w, &buf, proj.writeTimeout) != nil {
-				return nil
-			}
-			continue
-		case err != nil:
-			// Too slow mid-stream (dropped: the browser reconnects and is
-			// redrawn), the hub closed, or the viewer left.
+		frames, ok, wake := proj.framesAfter(cursor)
+		if !ok {
+			// Fell behind by more than the ring holds: drop the viewer. The
+			// browser reconnects and is redrawn.
 			return nil
 		}
-		first = false
-		// Let a burst of events collect into one write.
-		gap := coalesce
-		if proj.busyFlag.Load() {
-			gap = coalesceBusy
+		if len(frames) == 0 {
+			select {
+			case <-wake:
+				continue
+			case <-heartbeat.C:
+				buf.WriteString(": heartbeat\n\n")
+				if flushTo(rc, w, &buf, proj.writeTimeout) != nil {
+					return nil
+				}
+				heartbeat.Reset(proj.heartbeat)
+				continue
+			case <-ctx.Done():
+				return nil
+			}
 		}
-		if wait := gap - time.Since(lastWrite); wait > 0 {
+		// Let a burst of frames collect into one write.
+		if wait := coalesce - time.Since(lastWrite); wait > 0 {
 			select {
 			case <-time.After(wait):
 			case <-ctx.Done():
 				return nil
 			}
-			more, err := sub.Next(nowCtx)
-			switch {
-			case err == nil:
-				entries = append(entries, more...)
-			case !errors.Is(err, context.Canceled):
-				return nil // too slow, or the hub closed
+			if frames, ok, _ = proj.framesAfter(cursor); !ok {
+				return nil
 			}
 		}
-		newest := entries[len(entries)-1].Seq
-		if !proj.waitFramed(ctx, newest, waitForFrame) {
-			return nil
+		for _, f := range frames {
+			buf.Write(f.sse)
 		}
-		for _, e := range entries {
-			buf.Write(e.Frame(noFrame)) // a finished SSE event, or nothing
-		}
+		cursor = frames[len(frames)-1].seq
 		if flushTo(rc, w, &buf, proj.writeTimeout) != nil {
 			return nil
 		}
 		lastWrite = time.Now()
+		heartbeat.Reset(proj.heartbeat)
 	}
 }
 
 // redraw writes a frame that redraws every panel from the projector's
-// current state, and returns a subscription that continues right after it.
-func (s *Server) redraw(buf *bytes.Buffer, proj *projector) *live.Subscription {
+// current state, and returns the seq the viewer continues after.
+func (s *Server) redraw(buf *bytes.Buffer, proj *projector) uint64 {
 	proj.mu.Lock()
 	seq := proj.modelSeq
-	frame := renderFrame(proj.fullFrameLocked()...)
+	html := renderFrame(proj.fullFrameLocked()...)
 	proj.mu.Unlock()
-	writeFrame(buf, seq, frame)
-	if seq == 0 {
-		// Nothing applied yet: whatever the hub holds is still to come.
-		return s.hub.Subscribe(0)
-	}
-	return s.hub.Subscribe(seq)
+	writeFrame(buf, seq, html)
+	return seq
 }
 
 // resumePoint reads where a viewer left off: the Last-Event-ID header that

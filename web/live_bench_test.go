@@ -282,3 +282,41 @@ func BenchmarkPaymentsWithViewers(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkViewerCost compares the payment path with and without 200
+// viewers in one run, alternating blocks of payments between two servers
+// (one with 200 open event streams), so that whatever else the machine is
+// doing hits both alike. It reports both rates and the reduction.
+func BenchmarkViewerCost(b *testing.B) {
+	const block = 2500
+	plain := newTestEnvTB(b, Config{})
+	watched := newTestEnvTB(b, Config{})
+	defer openViewers(b, watched, 200, nil)()
+	c := benchClient(16)
+	var n [2]int
+	var took [2]time.Duration
+	b.ResetTimer()
+	for round := 0; n[0]+n[1] < 2*b.N; round++ {
+		for side, env := range []*testEnv{plain, watched} {
+			count := min(block, b.N-n[side])
+			if count <= 0 {
+				continue
+			}
+			start := n[side]
+			took[side] += runClients(b, 16, count, func(i int) error {
+				k := start + i
+				status, err := benchPay(c, env.URL, fmt.Sprint("vc-", k), fmt.Sprintf(`{"order_id":"VC-%d","amount_satang":100}`, k))
+				if err == nil && status != http.StatusCreated {
+					err = fmt.Errorf("payment %d: status %d", k, status)
+				}
+				return err
+			})
+			n[side] += count
+		}
+	}
+	b.StopTimer()
+	rate := func(side int) float64 { return float64(n[side]) / took[side].Seconds() }
+	b.ReportMetric(rate(0), "payments/s-no-viewers")
+	b.ReportMetric(rate(1), "payments/s-200-viewers")
+	b.ReportMetric(100*(1-rate(1)/rate(0)), "%-reduction")
+}

@@ -3,13 +3,12 @@ package web
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
+	"hash/fnv"
 	"io"
 	"net/http"
-	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,11 +40,16 @@ const (
 	liveKeys    = 40
 	liveCharges = 40
 	liveOrders  = 10
-	// waitForFrame bounds how long a viewer waits for the projector to
-	// render an event it already holds; past that the viewer is dropped
-	// and resumes when it reconnects.
-	waitForFrame = 3 * time.Second
+	// liveFrames is how many frames a viewer may fall behind before it is
+	// dropped (it reconnects and is redrawn).
+	liveFrames = 1024
 )
+
+// frame is one drawn event, ready to send.
+type frame struct {
+	seq uint64
+	sse []byte
+}
 
 type orderState struct {
 	scope, orderID string
@@ -69,9 +73,17 @@ type projector struct {
 	counters views.Counters
 	faults   views.FaultSwitches
 
-	frameSeq uint64        // every event up to this one has its frame
-	framed   chan struct{} // closed when frameSeq moves
-	fullNext bool          // the next frame redraws every panel
+	fullNext bool // the next frame redraws every panel
+
+	// The frames drawn, as finished SSE events, in a ring that the
+	// viewers read. Only events that change the page have one, so in
+	// busy mode viewers wake twice a second, not once per event.
+	out      []frame
+	outNext  int           // where the next frame goes in out
+	outLen   int           // how many frames out holds
+	lost     uint64        // the newest seq whose frame fell off the ring
+	frameSeq uint64        // every event up to this one has been drawn
+	framed   chan struct{} // closed when a frame is added or frameSeq moves
 
 	// Busy mode: when events come faster than anyone can read them, the
 	// panels stop drawing each request and show totals instead, refreshed
@@ -86,11 +98,16 @@ type projector struct {
 	twice     []*orderState // every order charged more than once
 }
 
-// Busy mode's thresholds, in events per second (a payment is about six).
+// Busy mode's thresholds. A request is six to nine events; a class of
+// thirty double-clicking together makes about 60 requests in a second or
+// two, which stays below both ways in: 600 events in the last second, or
+// 240 in the last 200 ms (a flood, noticed before it has cost much).
 const (
-	busyEnter   = 300
-	busyLeave   = 100
-	busyRefresh = 500 * time.Millisecond
+	busyEnter      = 600 // events in the last second
+	busyEnterBurst = 240 // events in the last 200 ms
+	busyLeave      = 100 // events in the last second
+	busyRefresh    = 500 * time.Millisecond
+	busyBatch      = 20 * time.Millisecond
 )
 
 // refreshKind is the event the projector publishes to itself in busy
@@ -112,11 +129,16 @@ func (m *rateMeter) add(now time.Time) {
 	m.counts[i]++
 }
 
-func (m *rateMeter) perSecond(now time.Time) int {
+func (m *rateMeter) perSecond(now time.Time) int { return m.within(now, 10) }
+
+// recent counts the events of the last two buckets (200 ms).
+func (m *rateMeter) recent(now time.Time) int { return m.within(now, 2) }
+
+func (m *rateMeter) within(now time.Time, buckets int64) int {
 	b := now.UnixMilli() / 100
 	n := 0
 	for i := range m.slots {
-		if b-m.slots[i] < 10 {
+		if b-m.slots[i] < buckets {
 			n += m.counts[i]
 		}
 	}
@@ -131,7 +153,8 @@ func (s *Server) live() *projector {
 }
 
 func startProjector(s *Server) *projector {
-	p := &projector{s: s, framed: make(chan struct{}), heartbeat: heartbeatEvery, writeTimeout: writeTimeout}
+	p := &projector{s: s, framed: make(chan struct{}), out: make([]frame, liveFrames),
+		heartbeat: heartbeatEvery, writeTimeout: writeTimeout}
 	// Read the hub's position before the database: an event that lands in
 	// between is then both in the loaded state and in the stream, and
 	// applying it again is harmless (keys and charges are upserted by id),
@@ -200,7 +223,6 @@ func (p *projector) load(ctx context.Context) {
 				Scope: c.Scope, Key: c.Key, OrderID: c.OrderID, Amount: c.AmountSatang, Time: c.CreatedAt, Repeat: o.charges > 1})
 		}
 	}
-	slices.Reverse(p.charges)
 	p.counters.Charges = total
 	p.faults = faults
 }
@@ -242,57 +264,78 @@ func (p *projector) run(sub *live.Subscription) {
 			p.mu.Lock()
 			p.modelSeq, p.fullNext = start, true
 			p.mu.Unlock()
-			p.advance(start)
+			p.advance(start, nil)
 			sub = p.s.hub.Subscribe(start)
 			continue
 		case err != nil:
 			return
 		}
 		for _, e := range entries {
-			// The frame is stored as the finished SSE event, so each viewer
-			// only copies bytes.
+			// Frames are stored as finished SSE events, so each viewer only
+			// copies bytes.
 			var sse []byte
-			if frame := p.apply(e.Event); len(frame) > 0 {
+			if html := p.apply(e.Event); len(html) > 0 {
 				var buf bytes.Buffer
-				writeFrame(&buf, e.Seq, frame)
+				writeFrame(&buf, e.Seq, html)
 				sse = buf.Bytes()
 			}
-			e.Frame(func(live.Event) []byte { return sse })
-			p.advance(e.Seq)
+			p.advance(e.Seq, sse)
+		}
+		if p.busyFlag.Load() {
+			// Nobody reads a busy timeline event by event: take the next
+			// events in larger batches and leave the CPU to the payments.
+			select {
+			case <-time.After(busyBatch):
+			case <-ctx.Done():
+				return
+			}
 		}
 	}
 }
 
-// advance publishes that every event up to seq has its frame.
-func (p *projector) advance(seq uint64) {
+// advance records that the event seq has been drawn, with its frame if it
+// has one, and wakes the viewers.
+func (p *projector) advance(seq uint64, sse []byte) {
 	p.mu.Lock()
+	if len(sse) > 0 {
+		if p.outLen == len(p.out) {
+			p.lost = p.out[p.outNext].seq
+		} else {
+			p.outLen++
+		}
+		p.out[p.outNext] = frame{seq: seq, sse: sse}
+		p.outNext = (p.outNext + 1) % len(p.out)
+	}
 	if seq > p.frameSeq {
 		p.frameSeq = seq
+	}
+	if len(sse) > 0 {
 		close(p.framed)
 		p.framed = make(chan struct{})
 	}
 	p.mu.Unlock()
 }
 
-// waitFramed blocks until every event up to seq has its frame.
-func (p *projector) waitFramed(ctx context.Context, seq uint64, timeout time.Duration) bool {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		p.mu.Lock()
-		done, ch := p.frameSeq >= seq, p.framed
-		p.mu.Unlock()
-		if done {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-t.C:
-			return false
-		case <-ctx.Done():
-			return false
-		}
+// framesAfter returns the frames of events after seq, oldest first;
+// whether none was lost to the ring; and a channel closed by the next
+// frame.
+func (p *projector) framesAfter(seq uint64) ([]frame, bool, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if seq < p.lost {
+		return nil, false, p.framed
 	}
+	// The ring holds frames in order of seq: find the first one after seq.
+	at := func(i int) frame { return p.out[(p.outNext-p.outLen+i+len(p.out))%len(p.out)] }
+	first := sort.Search(p.outLen, func(i int) bool { return at(i).seq > seq })
+	if first == p.outLen {
+		return nil, true, p.framed
+	}
+	out := make([]frame, 0, p.outLen-first)
+	for i := first; i < p.outLen; i++ {
+		out = append(out, at(i))
+	}
+	return out, true, p.framed
 }
 
 // snapshot copies the model: the state after event Seq.
@@ -310,9 +353,10 @@ func (p *projector) snapshotLocked() views.Live {
 		l.Timeline = append(l.Timeline, c)
 	}
 	for _, k := range p.keys {
-		l.Keys = append(l.Keys, *k)
+		l.Keys = append(l.Keys, withFP(k))
 	}
 	l.Charges = slices.Clone(p.charges)
+	slices.Reverse(l.Charges) // newest first
 	return l
 }
 
@@ -388,7 +432,11 @@ func (p *projector) apply(e live.Event) []byte {
 		}
 		u.keysChanged = true
 	}
-	if e.Kind != refreshKind {
+	switch {
+	case e.Kind == refreshKind:
+	case u.quiet:
+		u.tally()
+	default:
 		u.timeline()
 	}
 	p.modelSeq = e.Seq
@@ -397,12 +445,18 @@ func (p *projector) apply(e live.Event) []byte {
 	case p.fullNext:
 		p.fullNext = false
 		return renderFrame(p.fullFrameLocked()...)
-	case p.busy == nil && e.Kind != live.Reset && p.rate.perSecond(now) > busyEnter:
+	case p.busy == nil && e.Kind != live.Reset && (p.rate.perSecond(now) > busyEnter || p.rate.recent(now) > busyEnterBurst):
 		return p.enterBusy(e, now)
 	case p.busy != nil && e.Kind == refreshKind:
 		if p.rate.perSecond(now) < busyLeave {
+			// The timeline did not change while busy (nothing was drawn or
+			// kept); the tables and counters did.
+			busy := p.busy
 			p.leaveBusy()
-			return renderFrame(p.fullFrameLocked()...)
+			l := p.snapshotLocked()
+			return renderFrame(inTable(views.KeysBody(l.Keys, l.Now, true)), inTable(views.ChargesBody(l.Charges, l.Now, true)),
+				views.CountersView(l.Counters, true), views.StepView(busy.Steps[0], true),
+				views.Outcome(busy.ID, busy.Outcome, true))
 		}
 		return p.busyFrame(now)
 	case p.busy != nil:
@@ -490,7 +544,7 @@ func (p *projector) leaveBusy() {
 func (p *projector) snapshotKeysLocked() []views.KeyRow {
 	out := make([]views.KeyRow, len(p.keys))
 	for i, k := range p.keys {
-		out[i] = *k
+		out[i] = withFP(k)
 	}
 	return out
 }
@@ -593,7 +647,58 @@ func statusLine(status int) string {
 	return strconv.Itoa(status) + " " + http.StatusText(status)
 }
 
-var chargeIDPattern = regexp.MustCompile(`\bch_[0-9a-f]+\b`)
+// chargeID finds the charge id ("ch_" and hex) in an event's message.
+func chargeID(msg string) string {
+	i := strings.Index(msg, "ch_")
+	if i < 0 {
+		return ""
+	}
+	j := i + 3
+	for j < len(msg) && (msg[j] >= '0' && msg[j] <= '9' || msg[j] >= 'a' && msg[j] <= 'f') {
+		j++
+	}
+	return msg[i:j]
+}
+
+// tally is the model's side of an event in busy mode: the counters and the
+// tables change, and nothing is drawn or labelled.
+func (u *update) tally() {
+	p, e := u.p, u.e
+	switch e.Kind {
+	case live.Received:
+		p.counters.Requests++
+	case live.Rejected:
+		p.counters.Rejected++
+	case live.Claimed:
+		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = store.StatusStarted, 0 })
+	case live.Charged:
+		p.addCharge(u, chargeID(e.Message))
+	case live.Completed:
+		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = store.StatusDone, e.Status })
+	case live.ResponseLost:
+		p.counters.Lost++
+	case live.Replayed:
+		p.counters.Replays++
+		p.hitKey(u)
+	case live.Conflict:
+		p.counters.Conflicts++
+		p.hitKey(u)
+	case live.Mismatch:
+		p.counters.Mismatches++
+		p.hitKey(u)
+	case live.Released:
+		p.removeKey(u)
+	case live.Swept:
+		switch {
+		case strings.HasPrefix(e.Message, "could not"):
+		case e.Status == http.StatusCreated:
+			p.addCharge(u, chargeID(e.Message))
+			p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = store.StatusDone, http.StatusCreated })
+		default:
+			p.removeKey(u)
+		}
+	}
+}
 
 // timeline turns the event into arrows and updates the tables.
 func (u *update) timeline() {
@@ -656,7 +761,7 @@ func (u *update) timeline() {
 		r := u.rowFor("request")
 		u.step(r, views.Step{From: S, To: D, Label: "INSERT charge",
 			Badge: views.Badge{Text: "charged", Tone: views.ToneOK}})
-		p.addCharge(u, chargeIDPattern.FindString(e.Message))
+		p.addCharge(u, chargeID(e.Message))
 
 	case live.Completed:
 		r := u.rowFor("request")
@@ -742,7 +847,7 @@ func (u *update) timeline() {
 			u.step(r, views.Step{From: G, To: S, Label: "yes"})
 			u.step(r, views.Step{From: S, To: D, Label: "INSERT charge, key done", Badge: views.Badge{Text: "swept", Tone: views.ToneWarn}})
 			u.outcome(r, views.Badge{Text: "swept: charged", Tone: views.ToneOK})
-			p.addCharge(u, chargeIDPattern.FindString(e.Message))
+			p.addCharge(u, chargeID(e.Message))
 			p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = store.StatusDone, http.StatusCreated })
 		default:
 			u.step(r, views.Step{From: G, To: S, Label: "no"})
@@ -790,15 +895,15 @@ func (p *projector) upsertKey(u *update, change func(*views.KeyRow)) {
 	for _, k := range p.keys {
 		if k.ID == id {
 			change(k)
-			u.add(inTable(views.KeyRowView(*k, p.s.clock.Now(), true)))
+			u.add(inTable(views.KeyRowView(withFP(k), p.s.clock.Now(), true)))
 			return
 		}
 	}
-	k := &views.KeyRow{ID: id, Scope: e.Scope, Key: e.Key, OrderID: e.OrderID, Amount: e.Amount, Created: e.Time,
-		Fingerprint: fingerprint(http.MethodPost, paymentsPath, PaymentRequest{OrderID: e.OrderID, AmountSatang: e.Amount}.Canonical())}
+	// The fingerprint is worked out when the row is drawn (withFP).
+	k := &views.KeyRow{ID: id, Scope: e.Scope, Key: e.Key, OrderID: e.OrderID, Amount: e.Amount, Created: e.Time}
 	change(k)
 	p.keys = append([]*views.KeyRow{k}, p.keys...)
-	u.add(views.FrameInsertKey(*k, p.s.clock.Now()))
+	u.add(views.FrameInsertKey(withFP(k), p.s.clock.Now()))
 	if len(p.keys) > liveKeys {
 		old := p.keys[len(p.keys)-1]
 		p.keys = p.keys[:len(p.keys)-1]
@@ -812,7 +917,7 @@ func (p *projector) hitKey(u *update) {
 	for _, k := range p.keys {
 		if k.ID == id {
 			k.Hits++
-			u.add(inTable(views.KeyRowView(*k, p.s.clock.Now(), true)))
+			u.add(inTable(views.KeyRowView(withFP(k), p.s.clock.Now(), true)))
 			return
 		}
 	}
@@ -842,29 +947,41 @@ func (p *projector) addCharge(u *update, chargeID string) {
 	p.charged(o)
 	c := views.ChargeRow{ID: chargeDOMID(chargeID, e.Scope, e.Key), Charge: chargeID, Scope: e.Scope, Key: e.Key,
 		OrderID: e.OrderID, Amount: e.Amount, Time: e.Time, Repeat: o.charges > 1}
-	p.charges = append([]views.ChargeRow{c}, p.charges...)
+	p.charges = append(p.charges, c) // oldest first
 	u.add(views.FrameInsertCharge(c, p.s.clock.Now()))
 	if len(p.charges) > liveCharges {
-		old := p.charges[len(p.charges)-1]
-		p.charges = p.charges[:len(p.charges)-1]
+		old := p.charges[0]
+		p.charges = p.charges[1:]
 		u.add(views.FrameDelete(old.ID))
 	}
 	p.counters.Charges++
 }
 
+// withFP fills in a key row's fingerprint (what the server computes from
+// the method, the path and the canonical body) the first time the row is
+// drawn, and returns a copy to draw. In busy mode most rows never are.
+func withFP(k *views.KeyRow) views.KeyRow {
+	if k.Fingerprint == "" {
+		k.Fingerprint = fingerprint(http.MethodPost, paymentsPath, PaymentRequest{OrderID: k.OrderID, AmountSatang: k.Amount}.Canonical())
+	}
+	return *k
+}
+
 // keyDOMID names a key row in the page without putting the key (any
 // visible ASCII) into an id or a selector.
 func keyDOMID(scope, key string) string {
-	sum := sha256.Sum256([]byte(scope + "\x00" + key))
-	return "k-" + hex.EncodeToString(sum[:8])
+	h := fnv.New64a()
+	h.Write([]byte(scope))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return "k-" + strconv.FormatUint(h.Sum64(), 36)
 }
 
 func chargeDOMID(chargeID, scope, key string) string {
 	if chargeID != "" {
 		return "c-" + chargeID
 	}
-	sum := sha256.Sum256([]byte(scope + "\x00" + key))
-	return "c-" + hex.EncodeToString(sum[:8])
+	return "c" + keyDOMID(scope, key)
 }
 
 // inTable wraps a table part so that it survives the trip through an
