@@ -289,6 +289,9 @@
     }
 
     function finish(req, res) {
+      if (req.orderId !== action.orderId) {
+        return; // an earlier order's request, answered after New order: its row above says how it ended
+      }
       if (res.status === 201 || (res.status === 200 && res.body && res.body.status === "paid")) {
         action.paid = { amount: req.amount, charge: res.body && res.body.charge_id, key: req.key };
         save();

@@ -469,3 +469,19 @@ func TestBrowserKeyboardOnly(t *testing.T) {
 		t.Fatal("the server error switch did not reach the server")
 	}
 }
+
+// TestBrowserNewKeyPerClickChargesTwice shows the mistake the key
+// prevents: with a new key on every click, a double-click is two payments,
+// and the board says so in red.
+func TestBrowserNewKeyPerClickChargesTwice(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{DelayMS: 300})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+	liveDo(t, ctx, "the mistake on, then a double-click", liveClick("#opt-newkey"), liveClick("#pay"), liveClick("#pay"))
+	liveWait(t, ctx, "two charges and the alarm", 10*time.Second,
+		chargeRows+` === 2 && document.querySelector("#orders .alarm") !== null && document.querySelector("#orders li.twice") !== null`)
+	if n := env.charges(); n != 2 {
+		t.Fatalf("%d charges, want 2: the mistake should charge twice", n)
+	}
+}
