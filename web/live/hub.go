@@ -78,11 +78,13 @@ const DefaultSize = 1024
 type Hub struct {
 	now func() time.Time
 
-	mu     sync.Mutex
-	ring   []*Entry
-	next   uint64 // the next event's Seq; Seqs start at 1
-	wake   chan struct{}
-	closed bool
+	mu   sync.Mutex
+	ring []*Entry
+	next uint64 // the next event's Seq; Seqs start at 1
+	wake chan struct{}
+	// watched is set once wake has been handed to a viewer.
+	watched bool
+	closed  bool
 }
 
 // New returns a hub that keeps the last size events.
@@ -107,10 +109,16 @@ func (h *Hub) Publish(e Event) Event {
 	}
 	h.next++
 	h.ring[entry.Seq%uint64(len(h.ring))] = entry
-	wake := h.wake
-	h.wake = make(chan struct{})
+	// Only a channel some viewer holds needs closing; with nobody
+	// watching, publishing allocates nothing but the entry.
+	var wake chan struct{}
+	if h.watched {
+		wake, h.wake, h.watched = h.wake, make(chan struct{}), false
+	}
 	h.mu.Unlock()
-	close(wake)
+	if wake != nil {
+		close(wake)
+	}
 	return entry.Event
 }
 
@@ -132,6 +140,7 @@ var ErrClosed = errors.New("live: hub closed")
 // the ring, and a channel closed by the next Publish. Callers hold h.mu.
 func (h *Hub) since(seq uint64) ([]*Entry, bool, <-chan struct{}) {
 	newest := h.next - 1
+	h.watched = true
 	if seq >= newest {
 		return nil, true, h.wake
 	}
