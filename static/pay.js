@@ -10,6 +10,12 @@
 //   Retry-After, at most five times. 400 and 422 are never retried.
 // - The fault switches call the JSON API (/api/faults, /api/sweep,
 //   /api/reset); the presenter's cookie goes with them.
+// - After a final 500 the page looks the order up (GET /v1/payments?
+//   order_id=) before anything else: the charge may have happened.
+// - The common-mistakes lab (lab.js keeps its switches on the page) can
+//   make this client misbehave on purpose: a new key for every retry,
+//   retrying 400 and 422, a new key after a 500, the customer's e-mail as
+//   the key. Each is marked "the mistake, on purpose" below.
 // - The live panels are htmx + the SSE extension; this file only makes a
 //   reconnect resume after the last event it saw, and keeps ages current.
 (function () {
@@ -184,9 +190,9 @@
 
     // ---- one click: a request, and its retries when they are on
 
-    function logAttempt(click, attempt) {
+    function logAttempt(click, attempt, label) {
       var li = el("li", "attempt");
-      li.appendChild(el("span", "who", "click " + click + (attempt > 0 ? " \u00b7 retry " + attempt : "")));
+      li.appendChild(el("span", "who", "click " + click + (label ? " \u00b7 " + label : "") + (attempt > 0 ? " \u00b7 retry " + attempt : "")));
       var what = el("span", "what", " sending\u2026");
       li.appendChild(what);
       attempts.insertBefore(li, attempts.firstChild);
@@ -246,17 +252,115 @@
       }).finally(function () { clearTimeout(timer); });
     }
 
+    // The lab's client mistakes, as the presenter set them for every
+    // browser in the room.
+    function labOn(name) {
+      var box = document.querySelector('[data-lab="client.' + name + '"]');
+      return !!(box && box.checked);
+    }
+    function personalKey() {
+      var input = $("lab-email");
+      return (input && input.value.trim()) || "somchai.j@example.com";
+    }
+    function changeKey(key) {
+      action.key = key;
+      save();
+      drawAction();
+    }
+
+    // A 400 or a 422 is the same answer however often it is sent.
+    function refused(res) {
+      return res.status >= 400 && res.status < 500 && res.status !== 409 && res.status !== 429;
+    }
+
     function retryable(res) {
+      if (labOn("retry_every_4xx") && refused(res)) { return true; } // the mistake, on purpose
       return !!res.network || res.status === 409 || res.status === 429 || res.status >= 500;
+    }
+
+    // One request and, when retrying is on, its retries. Every answer
+    // that only repeats a refusal the page already had is marked wasted.
+    async function sendWithRetries(n, req, label) {
+      var retrying = opts.retry || labOn("new_key_per_retry") || labOn("retry_every_4xx");
+      var refusals = 0;
+      var wasted = 0;
+      for (var attempt = 0; ; attempt++) {
+        if (attempt > 0 && labOn("new_key_per_retry")) {
+          // The mistake, on purpose: every retry gets a fresh key, so the
+          // server cannot know it is the same payment.
+          req.key = uuid();
+          changeKey(req.key);
+        }
+        var row = logAttempt(n, attempt, label);
+        var res = await send(req);
+        describe(row, res);
+        row.li.setAttribute("data-key", req.key);
+        if (refused(res) && ++refusals > 1) {
+          wasted++;
+          row.li.setAttribute("data-wasted", "true");
+          row.what.appendChild(document.createTextNode(" "));
+          row.what.appendChild(badge("wasted", "bad"));
+        }
+        if (!retryable(res) || !retrying || attempt >= cfg.retries) {
+          res.wasted = wasted;
+          return res;
+        }
+        var ceiling = Math.min(cfg.cap, cfg.base * Math.pow(2, attempt));
+        var wait = Math.random() * ceiling;
+        var ra = parseInt(res.retryAfter || "", 10);
+        if (!isNaN(ra) && ra * 1000 > wait) { wait = ra * 1000; }
+        setStatus("waiting", [badge("retrying", "warn"), labOn("new_key_per_retry") ?
+          " No final answer yet; retrying soon, under a new key." : " No final answer yet; sending the same key again soon."]);
+        await countdown(row, wait, attempt + 1, ceiling);
+      }
+    }
+
+    // After a final 500 the charge may have happened. The right move is to
+    // look the order up; the lab's mistake pays again under a new key.
+    async function after500(n, req, res) {
+      if (labOn("new_key_after_500")) {
+        // The mistake, on purpose: give up on the key and pay again.
+        setStatus("waiting", [badge("500", "bad"), " The server failed; paying again under a new key."]);
+        req.key = uuid();
+        changeKey(req.key);
+        var again = await sendWithRetries(n, req, "new key after 500");
+        again.afterNewKey = true;
+        return again;
+      }
+      setStatus("waiting", [badge("500", "bad"), " The server failed after it started: looking the order up before anything else."]);
+      var li = el("li", "attempt reconcile");
+      li.setAttribute("data-kind", "reconcile");
+      li.appendChild(el("span", "who", "click " + n + " \u00b7 look-up"));
+      var what = el("span", "what", " GET /v1/payments?order_id=" + req.orderId + "\u2026");
+      li.appendChild(what);
+      attempts.insertBefore(li, attempts.firstChild);
+      var found = await fetch("/v1/payments?order_id=" + encodeURIComponent(req.orderId), {
+        credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json" },
+      }).then(function (r) { return r.ok ? r.json() : null; }, function () { return null; });
+      var charges = (found && found.charges) || [];
+      what.textContent = " ";
+      if (charges.length > 0) {
+        var ch = charges[charges.length - 1];
+        li.setAttribute("data-paid", "true");
+        what.appendChild(badge("paid", "ok"));
+        what.appendChild(document.createTextNode(" the order is already paid (" + ch.charge_id + "): nothing sent again"));
+        return { status: 200, reconciled: true, body: { status: "paid", charge_id: ch.charge_id } };
+      }
+      li.setAttribute("data-paid", "false");
+      what.appendChild(badge("not paid", "mute"));
+      what.appendChild(document.createTextNode(" no charge for this order yet"));
+      return res;
     }
 
     async function click() {
       var n = ++clicks;
       if (opts.newKey) {
         // The mistake, on purpose: a fresh key for the same order.
-        action.key = uuid();
-        save();
-        drawAction();
+        changeKey(uuid());
+      }
+      if (labOn("personal_data_key") && action.key !== personalKey()) {
+        // The mistake, on purpose: the customer's e-mail address as the key.
+        changeKey(personalKey());
       }
       var amt = parseBaht(amount.value);
       if (amt === null) {
@@ -267,25 +371,21 @@
       inflight++;
       drawGuard();
       try {
-        for (var attempt = 0; ; attempt++) {
-          var row = logAttempt(n, attempt);
-          var res = await send(req);
-          describe(row, res);
-          if (!retryable(res) || !opts.retry || attempt >= cfg.retries) {
-            finish(req, res);
-            return;
-          }
-          var ceiling = Math.min(cfg.cap, cfg.base * Math.pow(2, attempt));
-          var wait = Math.random() * ceiling;
-          var ra = parseInt(res.retryAfter || "", 10);
-          if (!isNaN(ra) && ra * 1000 > wait) { wait = ra * 1000; }
-          setStatus("waiting", [badge("retrying", "warn"), " No final answer yet; sending the same key again soon."]);
-          await countdown(row, wait, attempt + 1, ceiling);
+        var res = await sendWithRetries(n, req, "");
+        if (res.status === 500) {
+          res = await after500(n, req, res);
         }
+        finish(req, res);
       } finally {
         inflight--;
         drawGuard();
       }
+    }
+
+    function wastedNote(res) {
+      if (!res.wasted) { return []; }
+      return [" ", badge(res.wasted + " wasted", "bad"), " " + res.wasted + (res.wasted === 1 ? " retry" : " retries") +
+        " got the same answer: a " + res.status + " does not change however often it is sent."];
     }
 
     function finish(req, res) {
@@ -299,11 +399,14 @@
         if (res.replayed) {
           status.appendChild(document.createTextNode(" The server replayed its saved answer (Idempotent-Replayed: true)."));
         }
+        if (res.reconciled) {
+          status.appendChild(document.createTextNode(" The 500 had charged: looking the order up showed it, so nothing was paid twice."));
+        }
         setExplain(null);
         return;
       }
       if (res.status === 422) {
-        setStatus("mismatch", [badge("422", "bad"), " Refused: this key was already used for a different request."]);
+        setStatus("mismatch", [badge("422", "bad"), " Refused: this key was already used for a different request."].concat(wastedNote(res)));
         setExplain([el("strong", "", "Why 422? "),
           "You changed the amount but kept the order's key. The key stands for one action, and the server remembers what that action was (its fingerprint), so it will neither replay the old answer nor run a new charge. Retrying cannot help; a new payment needs a new key: press New order. ",
           link("/problems/key-reused", "More about 422 key reused")]);
@@ -320,7 +423,13 @@
       }
       var b = res.body || {};
       var tone = res.status === 409 || res.status === 429 ? "warn" : "bad";
-      setStatus("error", [badge(String(res.status), tone), " " + (b.title || "Error") + ". " + (b.detail || "")]);
+      setStatus("error", [badge(String(res.status), tone), " " + (b.title || "Error") + ". " + (b.detail || "")].concat(wastedNote(res)));
+      if (res.afterNewKey) {
+        setExplain([el("strong", "", "Paid twice. "),
+          "The first 500 came after the charge, and the page paid again under a new key instead of looking the order up. Compare the charges for order " + req.orderId + ". ",
+          link("/problems/server-error", "What a 500 means here")]);
+        return;
+      }
       var slug = typeof b.type === "string" ? b.type.replace(/^.*\/problems\//, "") : "";
       if (/^[a-z-]+$/.test(slug)) {
         setExplain([link("/problems/" + slug, "What does " + res.status + " mean here?")]);

@@ -94,6 +94,7 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 	if err := s.db.Reset(ctx); err != nil {
 		return err
 	}
+	s.resetLab(ctx)
 	s.clock.ResetOffset()
 	s.hub.Clear()
 	msg := "keys, charges, gateway memory and timeline cleared; every switch off; clock reset"

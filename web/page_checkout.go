@@ -37,6 +37,10 @@ func (s *Server) liveRoutes(e *echo.Echo) {
 // on the server.
 func (s *Server) handleCheckout(c echo.Context) error {
 	r := c.Request()
+	lesson, err := s.pageLesson(c, false) // ?lesson=<chapter>; an unknown one is a 404
+	if err != nil {
+		return err
+	}
 	ensureSession(c.Response(), r)
 	base := backoffBaseMS
 	if v, err := strconv.Atoi(c.QueryParam("backoff_ms")); err == nil && v >= 1 && v <= backoffBaseMS {
@@ -54,6 +58,8 @@ func (s *Server) handleCheckout(c echo.Context) error {
 		MaxRetries:    backoffRetries,
 		Retention:     "for " + s.cfg.Retention.String(),
 		LockTimeout:   s.cfg.LockTimeout.String(),
+		Lab:           s.labView(r.Context(), s.isPresenter(r)),
+		Lesson:        lesson,
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return render(c, http.StatusOK, views.CheckoutPage(d))
@@ -76,11 +82,17 @@ func (s *Server) handleBoard(c echo.Context) error {
 			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 12 * 3600})
 		return c.Redirect(http.StatusSeeOther, "/board")
 	}
+	lesson, err := s.pageLesson(c, true)
+	if err != nil {
+		return err
+	}
 	d := views.Board{
 		Live:      s.live().snapshot(),
 		JoinURLs:  joinURLs(r),
 		Presenter: s.isPresenter(r),
 		Locked:    s.cfg.PresenterToken != "",
+		Lab:       s.labView(r.Context(), s.isPresenter(r)),
+		Lesson:    lesson,
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return render(c, http.StatusOK, views.BoardPage(d))

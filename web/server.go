@@ -92,6 +92,9 @@ type Server struct {
 	// The live pages' projector, started on first use (web/projector.go).
 	liveOnce sync.Once
 	proj     *projector
+
+	// The common-mistakes lab and the lessons (web/lab.go).
+	lab *labState
 }
 
 // NewServer wires a server around an open store.
@@ -164,6 +167,7 @@ func (s *Server) routes() *echo.Echo {
 	s.adminRoutes(e)
 	s.liveRoutes(e)
 	s.simRoutes(e)
+	s.labRoutes(e)
 	return e
 }
 

@@ -1,0 +1,328 @@
+// lab.js: the common-mistakes lab and the guided lessons.
+//
+// - The lab's switches and the lesson buttons call the JSON API
+//   (/api/lab, /api/lab/prune, /api/lessons/current, and the fault and
+//   clock endpoints); the presenter's cookie goes with them.
+// - The lab has no event stream of its own. After each frame the page's
+//   stream delivers (htmx:sseMessage), it asks /lab/live, with the
+//   versions it shows, for whatever changed: the switches, the measured
+//   outcomes, the lesson. Between events nothing is sent.
+// - pay.js reads the client-side switches from the page when it pays, so
+//   a switch the presenter flips reaches every browser with the next frame.
+(function () {
+  "use strict";
+
+  var EMAIL_KEY = "paytwice.lab.email.v1";
+
+  function $(id) { return document.getElementById(id); }
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (text !== undefined) { e.textContent = text; }
+    return e;
+  }
+  function badge(text, tone) { return el("span", "badge " + tone, text); }
+
+  function say(target, nodes) {
+    if (!target) { return; }
+    target.textContent = "";
+    for (var i = 0; i < nodes.length; i++) {
+      target.appendChild(typeof nodes[i] === "string" ? document.createTextNode(nodes[i]) : nodes[i]);
+    }
+  }
+
+  function api(method, path, payload) {
+    var init = { method: method, credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json" } };
+    if (payload !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(payload);
+    }
+    return fetch(path, init).then(function (r) {
+      return r.text().then(function (t) {
+        var body = null;
+        try { body = JSON.parse(t); } catch (e) { /* not JSON */ }
+        return { status: r.status, ok: r.ok, body: body };
+      });
+    }, function () { return { status: 0, ok: false, body: { detail: "the server could not be reached" } }; });
+  }
+
+  function refusal(res) {
+    if (res.status === 403) { return "Refused (403): only the presenter may change this."; }
+    return "Refused (" + (res.status || "no answer") + "): " + ((res.body && (res.body.detail || res.body.title)) || "error");
+  }
+
+  function uuid() {
+    var b = new Uint8Array(16);
+    crypto.getRandomValues(b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    var h = Array.prototype.map.call(b, function (x) { return (x + 0x100).toString(16).slice(1); }).join("");
+    return h.slice(0, 8) + "-" + h.slice(8, 12) + "-" + h.slice(12, 16) + "-" + h.slice(16, 20) + "-" + h.slice(20);
+  }
+
+  // ------------------------------------------------------------- refresh
+
+  var timer = null;
+  var busy = false;
+  var again = false;
+
+  function query() {
+    var q = [];
+    var lab = $("lab");
+    var lesson = $("lesson");
+    if (lab) { q.push("s=" + lab.dataset.vSettings, "o=" + lab.dataset.vOutcomes); }
+    if (lesson) {
+      q.push("l=" + lesson.dataset.vLesson);
+      if (lesson.classList.contains("lesson-board")) { q.push("board=1"); }
+    }
+    return q.join("&");
+  }
+
+  function refresh() {
+    var q = query();
+    if (!q) { return; }
+    if (busy) { again = true; return; }
+    busy = true;
+    fetch("/lab/live?" + q, { credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json" } })
+      .then(function (r) { return r.status === 200 ? r.json() : null; })
+      .then(apply, function () { /* the next frame asks again */ })
+      .finally(function () {
+        busy = false;
+        if (again) { again = false; schedule(); }
+      });
+  }
+
+  // A burst of frames asks once, after it.
+  function schedule() {
+    clearTimeout(timer);
+    timer = setTimeout(refresh, 120);
+  }
+
+  function apply(data) {
+    if (!data) { return; }
+    var focused = document.activeElement && document.activeElement.id;
+    var lessonChanged = false;
+    Object.keys(data.html).forEach(function (id) {
+      var old = $(id);
+      if (!old) { return; }
+      var t = document.createElement("template");
+      t.innerHTML = data.html[id].trim();
+      var fresh = t.content.firstElementChild;
+      if (!fresh) { return; }
+      if (id === "lesson") {
+        lessonChanged = true;
+        // Keep the chapter list open if it was.
+        var idx = old.querySelector(".lesson-index");
+        if (idx && idx.open) { fresh.querySelector(".lesson-index").open = true; }
+      }
+      old.replaceWith(fresh);
+    });
+    if (focused && $(focused) && document.activeElement !== $(focused)) { $(focused).focus(); }
+    var lab = $("lab");
+    if (lab && data.v.s !== undefined) { lab.dataset.vSettings = String(data.v.s); }
+    if (lab && data.v.o !== undefined) { lab.dataset.vOutcomes = String(data.v.o); }
+    var lesson = $("lesson");
+    if (lesson && data.v.l !== undefined) { lesson.dataset.vLesson = String(data.v.l); }
+    if (lessonChanged) { lessonStarted(); }
+  }
+
+  // When the class moves to a chapter, this page follows: it drops a
+  // ?lesson= link from the address and sets automatic retries as the
+  // chapter wants them.
+  function lessonStarted() {
+    var lesson = $("lesson");
+    if (!lesson) { return; }
+    if (/[?&]lesson=/.test(location.search)) {
+      history.replaceState(null, "", location.pathname);
+    }
+    var retry = lesson.dataset.retry;
+    var box = $("opt-retry");
+    if (box && (retry === "on" || retry === "off") && box.checked !== (retry === "on")) {
+      box.checked = retry === "on";
+      box.dispatchEvent(new Event("change", { bubbles: true }));
+    }
+  }
+
+  // -------------------------------------------------------------- actions
+
+  function randomOrder(prefix) {
+    var b = new Uint16Array(1);
+    crypto.getRandomValues(b);
+    return prefix + "-" + (1000 + (b[0] % 9000));
+  }
+
+  // A burst: many requests with one new key at once, as a flaky network
+  // or an impatient client might send them.
+  function burst(btn) {
+    var n = parseInt(btn.dataset.arg || "10", 10) || 10;
+    var key = uuid();
+    var order = randomOrder("B");
+    var body = JSON.stringify({ order_id: order, amount_satang: 129900 });
+    var sent = [];
+    for (var i = 0; i < n; i++) {
+      sent.push(fetch("/v1/payments", {
+        method: "POST", credentials: "same-origin", cache: "no-store",
+        headers: { "Content-Type": "application/json", "Accept": "application/json", "Idempotency-Key": key },
+        body: body,
+      }).then(function (r) { return r.status; }, function () { return 0; }));
+    }
+    return Promise.all(sent).then(function (codes) {
+      var counts = {};
+      codes.forEach(function (c) { counts[c] = (counts[c] || 0) + 1; });
+      var parts = Object.keys(counts).sort().map(function (c) { return (c === "0" ? "no answer" : c) + " \u00d7" + counts[c]; });
+      var created = counts[201] || 0;
+      return {
+        ok: true, tone: created > 1 ? "bad" : "ok",
+        text: "Order " + order + ", one key, " + n + " requests: " + parts.join(", ") + ".",
+      };
+    });
+  }
+
+  function chain(first, second) {
+    return function (btn) {
+      return first(btn).then(function (res) { return res.ok ? second(btn) : res; });
+    };
+  }
+
+  var actions = {
+    "burst": burst,
+    "faults-off": function () { return api("PUT", "/api/faults", {}); },
+    "warp-sweep": chain(
+      function (btn) { return api("POST", "/api/clock/advance", { seconds: parseInt(btn.dataset.arg, 10) }); },
+      function () { return api("POST", "/api/sweep"); }),
+    "warp-prune": chain(
+      function (btn) { return api("POST", "/api/clock/advance", { seconds: parseInt(btn.dataset.arg || "120", 10) }); },
+      function () { return api("POST", "/api/lab/prune"); }),
+    "lab-patch": function (btn) { return api("PATCH", "/api/lab", JSON.parse(btn.dataset.arg)); },
+    "pay-other-amount": function () {
+      var amount = $("amount");
+      var pay = $("pay");
+      if (!amount || !pay) { return Promise.resolve({ ok: false, body: { detail: "open the checkout page to pay" } }); }
+      var v = parseFloat(String(amount.value).replace(/[^0-9.]/g, "")) || 1299;
+      amount.value = (Math.round(v * 100 + 100) / 100).toFixed(2);
+      amount.dispatchEvent(new Event("input", { bubbles: true }));
+      pay.click();
+      return Promise.resolve({ ok: true, text: "Paid again with the same key and another amount." });
+    },
+    "new-order": function () {
+      var b = $("new-order");
+      if (b) { b.click(); }
+      return Promise.resolve({ ok: !!b, text: "New order, new key.", body: { detail: "open the checkout page" } });
+    },
+  };
+
+  function describeAction(id, res) {
+    if (res.text) { return res.text; }
+    var b = res.body || {};
+    switch (id) {
+      case "warp-sweep": return "Clock warped; the sweeper closed " + ((b.closed && b.closed.length) || 0) + " stuck key(s).";
+      case "warp-prune": return "Clock warped " + (b.now ? "to " + b.now.slice(11, 19) + " UTC" : "") + "; " + b.pruned + " key(s) older than " + b.retention_seconds + " s pruned.";
+      case "faults-off": return "Every fault switch is off.";
+      case "lab-patch": return "Saved: every page follows.";
+    }
+    return "Done.";
+  }
+
+  function runAction(btn) {
+    var id = btn.dataset.labAction;
+    var fn = actions[id];
+    if (!fn) { return; }
+    var out = btn.parentElement.querySelector(".lab-result");
+    say(out, [badge("working", "mute")]);
+    btn.disabled = true;
+    fn(btn).then(function (res) {
+      if (res.ok) {
+        say(out, [badge("done", res.tone || "ok"), " " + describeAction(id, res)]);
+      } else {
+        say(out, [badge(String(res.status || "error"), "bad"), " " + refusal(res)]);
+      }
+      schedule();
+    }).finally(function () { btn.disabled = false; });
+  }
+
+  // ------------------------------------------------------------- switches
+
+  function labStatus(nodes) { say($("lab-status"), nodes); }
+
+  function patchLab(patch) {
+    labStatus([badge("saving", "mute")]);
+    return api("PATCH", "/api/lab", patch).then(function (res) {
+      if (res.ok) {
+        labStatus([badge("saved", "ok"), " Every open page follows."]);
+      } else {
+        labStatus([badge(String(res.status || "error"), "bad"), " " + refusal(res)]);
+        var lab = $("lab");
+        if (lab) { lab.dataset.vSettings = "0"; } // redraw the switches as the server has them
+      }
+      schedule();
+    });
+  }
+
+  function onChange(ev) {
+    var t = ev.target;
+    if (!t || !t.matches) { return; }
+    if (t.matches("[data-lab-mode]")) {
+      patchLab({ server: { mode: t.checked ? t.dataset.labMode : "correct" } });
+      return;
+    }
+    if (t.matches("[data-lab]")) {
+      var path = t.dataset.lab.split(".");
+      var value = t.type === "checkbox" ? t.checked : (/^\d+$/.test(t.value) ? parseInt(t.value, 10) : t.value);
+      var patch = {};
+      patch[path[0]] = {};
+      patch[path[0]][path[1]] = value;
+      patchLab(patch);
+    }
+  }
+
+  // --------------------------------------------------------------- lessons
+
+  function goLesson(btn) {
+    var slug = btn.dataset.lessonGo;
+    var out = $("lesson-status");
+    say(out, [badge("setting up", "mute"), slug ? " Resetting and setting the chapter's switches\u2026" : " Leaving the lessons\u2026"]);
+    btn.disabled = true;
+    api("PUT", "/api/lessons/current", { slug: slug }).then(function (res) {
+      if (!res.ok) {
+        btn.disabled = false;
+        say(out, [badge(String(res.status || "error"), "bad"), " " + refusal(res)]);
+        return;
+      }
+      schedule();
+    });
+  }
+
+  function onClick(ev) {
+    var t = ev.target && ev.target.closest ? ev.target.closest("button") : null;
+    if (!t || t.disabled) { return; }
+    if (t.hasAttribute("data-lesson-go")) {
+      goLesson(t);
+    } else if (t.hasAttribute("data-lab-action")) {
+      runAction(t);
+    }
+  }
+
+  // ----------------------------------------------------------------- start
+
+  function start() {
+    document.addEventListener("htmx:sseMessage", schedule);
+    document.addEventListener("change", onChange);
+    document.addEventListener("click", onClick);
+    var email = $("lab-email");
+    if (email) {
+      try { email.value = localStorage.getItem(EMAIL_KEY) || email.value; } catch (e) { /* private mode */ }
+      email.addEventListener("input", function () {
+        try { localStorage.setItem(EMAIL_KEY, email.value); } catch (e) { /* private mode */ }
+      });
+    }
+    var lesson = $("lesson");
+    if (lesson && lesson.dataset.running === "true") { lessonStarted(); }
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();

@@ -1,0 +1,349 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+)
+
+// This file serves the common-mistakes lab (web/lab*.go). Each method
+// exists so that a deliberately wrong mode of the payments endpoint can do
+// exactly what a naive application would do, against the real file, so
+// that the failure the lab shows is a real one. The correct protocol
+// (keys.go) never calls any of them.
+
+// LabKeyPrefix starts every key that the lab records on a charge on its
+// own behalf. It contains a space, which a client's Idempotency-Key can
+// never contain (only visible ASCII is accepted), so a lab charge can be
+// told from a real one, and a client cannot forge one.
+const LabKeyPrefix = "lab "
+
+// ErrConstraint wraps a write that a PRIMARY KEY or UNIQUE constraint
+// refused. The lab shows its message: it is what saved the money.
+var ErrConstraint = errors.New("a uniqueness constraint refused the write")
+
+// constraintError turns SQLite's constraint failure into ErrConstraint,
+// keeping SQLite's own words.
+func constraintError(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == 19 { // SQLITE_CONSTRAINT and its extended codes
+		msg := se.Error()
+		if i := strings.Index(msg, "UNIQUE constraint failed"); i >= 0 {
+			msg = msg[i:]
+		}
+		return fmt.Errorf("%w: %s", ErrConstraint, msg)
+	}
+	return err
+}
+
+// LabInsertKeyUnguarded inserts a started key row with a plain INSERT, no
+// ON CONFLICT: the "check first, then insert" mistake with the constraints
+// in place. When another request inserted the key since the caller looked,
+// the table's primary key refuses the row and the error wraps
+// ErrConstraint.
+func (db *DB) LabInsertKeyUnguarded(ctx context.Context, c ClaimRequest) error {
+	if err := db.need("payments"); err != nil {
+		return err
+	}
+	now := toMillis(db.now())
+	err := db.exec(ctx, func(w *writeStatements) error {
+		_, err := db.conn.ExecContext(ctx, `INSERT INTO idempotency_keys
+			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 'started', ?, ?)`,
+			c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, now)
+		return err
+	})
+	return constraintError(err)
+}
+
+// LabRecordCharge inserts a charge under ch.Key with no key row at all:
+// the "no idempotency key" mistake. ch.Key must start with LabKeyPrefix
+// and be new, as the lab makes one per request.
+func (db *DB) LabRecordCharge(ctx context.Context, ch Charge) error {
+	if err := db.need("payments"); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(ch.Key, LabKeyPrefix) {
+		return fmt.Errorf("store: lab charge key %q lacks the lab prefix", ch.Key)
+	}
+	err := db.exec(ctx, func(w *writeStatements) error {
+		_, err := w.insertCharge.ExecContext(ctx, ch.ID, ch.Scope, ch.Key, ch.OrderID, ch.AmountSatang,
+			ch.GatewayRef, toMillis(ch.CreatedAt))
+		return err
+	})
+	return constraintError(err)
+}
+
+// LabCompleteKeyOnly is Complete for a server whose key table is its only
+// memory: the key is marked done as usual, but the charge is recorded
+// under chargeKey (a LabKeyPrefix key of the request's own) instead of the
+// idempotency key, so no second guard stands behind the key table. Once
+// the key is pruned, a retry with it charges again.
+func (db *DB) LabCompleteKeyOnly(ctx context.Context, c Completion, chargeKey string) error {
+	if err := db.need("payments"); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(chargeKey, LabKeyPrefix) {
+		return fmt.Errorf("store: lab charge key %q lacks the lab prefix", chargeKey)
+	}
+	now := toMillis(db.now())
+	err := db.execAtomic(ctx, func(w *writeStatements) error {
+		r, err := w.complete.ExecContext(ctx, c.Status, string(c.Body), now, c.Scope, c.Key)
+		if err != nil {
+			return err
+		}
+		if n, _ := r.RowsAffected(); n != 1 {
+			return ErrNotStarted
+		}
+		if ch := c.Charge; ch != nil {
+			_, err = w.insertCharge.ExecContext(ctx, ch.ID, c.Scope, chargeKey, ch.OrderID, ch.AmountSatang,
+				ch.GatewayRef, toMillis(ch.CreatedAt))
+		}
+		return err
+	})
+	if err == nil {
+		db.cache.put(c.Scope, c.Key, Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body})
+	}
+	return err
+}
+
+// LabLooseKey is a row of lab_loose_keys, the lab's key table without
+// constraints.
+type LabLooseKey struct {
+	RowID          int64
+	Scope, Key     string
+	Fingerprint    string
+	OrderID        string
+	AmountSatang   int64
+	Status         string
+	ResponseStatus int
+	ResponseBody   []byte
+	Request        string
+	CreatedAt      time.Time
+}
+
+// LabLooseFindKey is the "check" of check-then-insert: a SELECT on the read
+// pool, outside any write transaction, as an application would run it.
+// Of several rows for the key (which this table allows) it prefers a done
+// one, then the oldest.
+func (db *DB) LabLooseFindKey(ctx context.Context, scope, key string) (LabLooseKey, bool, error) {
+	var k LabLooseKey
+	var status sql.NullInt64
+	var body []byte
+	var created int64
+	err := db.read.QueryRowContext(ctx, `SELECT rowid, scope, key, fingerprint, order_id, amount_satang, status,
+		response_status, response_body, request, created_at
+		FROM lab_loose_keys WHERE scope = ? AND key = ? ORDER BY status = 'done' DESC, rowid LIMIT 1`, scope, key).
+		Scan(&k.RowID, &k.Scope, &k.Key, &k.Fingerprint, &k.OrderID, &k.AmountSatang, &k.Status,
+			&status, &body, &k.Request, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return k, false, nil
+	}
+	if err != nil {
+		return k, false, err
+	}
+	k.ResponseStatus, k.ResponseBody, k.CreatedAt = int(status.Int64), body, fromMillis(created)
+	return k, true, nil
+}
+
+// LabLooseInsertKey is the "insert" of check-then-insert on the table
+// without constraints: it always succeeds, however many rows the key
+// already has, and returns the new row's id and how many rows the key has
+// now.
+func (db *DB) LabLooseInsertKey(ctx context.Context, c ClaimRequest, request string) (rowID int64, rows int, err error) {
+	if err := db.need("payments"); err != nil {
+		return 0, 0, err
+	}
+	now := toMillis(db.now())
+	err = db.exec(ctx, func(w *writeStatements) error {
+		if err := db.conn.QueryRowContext(ctx, `INSERT INTO lab_loose_keys
+			(scope, key, fingerprint, order_id, amount_satang, status, request, created_at)
+			VALUES (?, ?, ?, ?, ?, 'started', ?, ?) RETURNING rowid`,
+			c.Scope, c.Key, c.Fingerprint, c.OrderID, c.AmountSatang, request, now).Scan(&rowID); err != nil {
+			return err
+		}
+		return db.conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM lab_loose_keys WHERE scope = ? AND key = ?`,
+			c.Scope, c.Key).Scan(&rows)
+	})
+	return rowID, rows, err
+}
+
+// LabLooseComplete marks one loose key row done with its response and
+// records its charge in lab_loose_charges, in one transaction. It returns
+// how many charges the key has now.
+func (db *DB) LabLooseComplete(ctx context.Context, rowID int64, status int, body []byte, ch *Charge, request string) (charges int, err error) {
+	if err := db.need("payments"); err != nil {
+		return 0, err
+	}
+	now := toMillis(db.now())
+	err = db.execAtomic(ctx, func(w *writeStatements) error {
+		if _, err := db.conn.ExecContext(ctx, `UPDATE lab_loose_keys SET status = 'done', response_status = ?, response_body = ?
+			WHERE rowid = ?`, status, string(body), rowID); err != nil {
+			return err
+		}
+		if ch == nil {
+			return nil
+		}
+		if _, err := db.conn.ExecContext(ctx, `INSERT INTO lab_loose_charges
+			(id, scope, idempotency_key, order_id, amount_satang, gateway_ref, request, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, ch.ID, ch.Scope, ch.Key, ch.OrderID, ch.AmountSatang, ch.GatewayRef,
+			request, now); err != nil {
+			return err
+		}
+		return db.conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM lab_loose_charges WHERE scope = ? AND idempotency_key = ?`,
+			ch.Scope, ch.Key).Scan(&charges)
+	})
+	return charges, err
+}
+
+// LabLooseCharges lists the charges of the unguarded table, oldest first.
+func (db *DB) LabLooseCharges(ctx context.Context) ([]Charge, error) {
+	return db.queryCharges(ctx, `SELECT id, scope, idempotency_key, order_id, amount_satang, gateway_ref, created_at
+		FROM lab_loose_charges ORDER BY created_at, rowid`)
+}
+
+// LabReset empties the lab's own tables. The key and charge tables are
+// Reset's.
+func (db *DB) LabReset(ctx context.Context) error {
+	if !db.schema.has("payments") {
+		return nil
+	}
+	return db.execAtomic(ctx, func(w *writeStatements) error {
+		_, err := db.conn.ExecContext(ctx, `DELETE FROM lab_loose_keys; DELETE FROM lab_loose_charges;`)
+		return err
+	})
+}
+
+// LabGroup counts the charges that share an order (or, for the loose
+// table, a key).
+type LabGroup struct {
+	Scope, OrderID, Key string
+	Charges             int
+	Keys                int  // distinct idempotency keys among them
+	Saved500            bool // one of those keys saved a 500
+}
+
+// LabChargeGroups is what the lab measures in the database.
+type LabChargeGroups struct {
+	// NoKey: charges made by the "no idempotency key" mode, per order.
+	NoKey []LabGroup
+	// KeyOnly: charges made while the key table was the only memory, per
+	// order.
+	KeyOnly []LabGroup
+	// Loose: charges in the unguarded table, per key.
+	Loose []LabGroup
+	// LooseKeyRows is how many rows the unguarded key table holds.
+	LooseKeyRows int
+	// ManyKeys: orders charged by the real protocol under more than one
+	// client key (what a client that changes keys produces).
+	ManyKeys []LabGroup
+}
+
+// labMaxGroups bounds each list: a demonstration has a few dozen orders.
+const labMaxGroups = 500
+
+// LabMeasure reads, for the lab, how many times each order or key was
+// charged.
+func (db *DB) LabMeasure(ctx context.Context) (LabChargeGroups, error) {
+	var g LabChargeGroups
+	if !db.schema.has("payments") {
+		return g, nil
+	}
+	byOrder := func(prefix string) ([]LabGroup, error) {
+		return db.labGroups(ctx, `SELECT scope, order_id, '', COUNT(*), COUNT(DISTINCT idempotency_key), 0
+			FROM charges WHERE substr(idempotency_key, 1, ?) = ? GROUP BY scope, order_id ORDER BY MIN(created_at) LIMIT ?`,
+			len(prefix), prefix, labMaxGroups)
+	}
+	var err error
+	if g.NoKey, err = byOrder(LabKeyPrefix + "no-key "); err != nil {
+		return g, err
+	}
+	if g.KeyOnly, err = byOrder(LabKeyPrefix + "key-table-only "); err != nil {
+		return g, err
+	}
+	if g.Loose, err = db.labGroups(ctx, `SELECT scope, order_id, idempotency_key, COUNT(*), 1, 0
+		FROM lab_loose_charges GROUP BY scope, idempotency_key ORDER BY MIN(created_at) LIMIT ?`, labMaxGroups); err != nil {
+		return g, err
+	}
+	if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM lab_loose_keys`).Scan(&g.LooseKeyRows); err != nil {
+		return g, err
+	}
+	g.ManyKeys, err = db.labGroups(ctx, `SELECT c.scope, c.order_id, '', COUNT(*), COUNT(DISTINCT c.idempotency_key),
+		COALESCE(MAX(k.response_status = 500), 0)
+		FROM charges c LEFT JOIN idempotency_keys k ON k.scope = c.scope AND k.key = c.idempotency_key
+		WHERE substr(c.idempotency_key, 1, ?) <> ?
+		GROUP BY c.scope, c.order_id HAVING COUNT(DISTINCT c.idempotency_key) > 1 ORDER BY MIN(c.created_at) LIMIT ?`,
+		len(LabKeyPrefix), LabKeyPrefix, labMaxGroups)
+	return g, err
+}
+
+func (db *DB) labGroups(ctx context.Context, query string, args ...any) ([]LabGroup, error) {
+	rows, err := db.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []LabGroup
+	for rows.Next() {
+		var lg LabGroup
+		if err := rows.Scan(&lg.Scope, &lg.OrderID, &lg.Key, &lg.Charges, &lg.Keys, &lg.Saved500); err != nil {
+			return nil, err
+		}
+		out = append(out, lg)
+	}
+	return out, rows.Err()
+}
+
+// Where a key can be stored, for LabScanKeys.
+const (
+	WhereKeyTable = "key table"
+	WhereCharges  = "charges"
+	WhereGateway  = "gateway ledger"
+)
+
+// labScanLimit bounds how many rows of each table LabScanKeys reads.
+const labScanLimit = 2_000
+
+// LabScanKeys calls fn with every idempotency key stored in this file's
+// tables (the newest labScanLimit of each) and the table it is in, so the
+// lab can show where a key made of personal data has ended up.
+func (db *DB) LabScanKeys(ctx context.Context, fn func(where, key string)) error {
+	type source struct{ where, query string }
+	var sources []source
+	if db.schema.has("payments") {
+		sources = append(sources,
+			source{WhereKeyTable, `SELECT key FROM idempotency_keys ORDER BY created_at DESC LIMIT ?`},
+			source{WhereCharges, `SELECT idempotency_key FROM charges ORDER BY created_at DESC LIMIT ?`},
+			source{WhereCharges, `SELECT idempotency_key FROM lab_loose_charges ORDER BY created_at DESC LIMIT ?`})
+	}
+	if db.schema.has("ledger") {
+		sources = append(sources, source{WhereGateway, `SELECT key FROM gateway_charges ORDER BY created_at DESC LIMIT ?`})
+	}
+	for _, src := range sources {
+		if err := db.scanStrings(ctx, src.query, func(k string) { fn(src.where, k) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (db *DB) scanStrings(ctx context.Context, query string, fn func(string)) error {
+	rows, err := db.read.QueryContext(ctx, query, labScanLimit)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return err
+		}
+		fn(s)
+	}
+	return rows.Err()
+}

@@ -1,0 +1,306 @@
+package views
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// This file holds the plain data the common-mistakes lab and the guided
+// lessons draw (lab.templ). The web package fills it from the lab's
+// settings and from what it measured in the database.
+
+// The lab's server modes, as the JSON API names them.
+const (
+	LabModeCorrect                    = "correct"
+	LabModeNoKey                      = "no_key"
+	LabModeCheckThenInsert            = "check_then_insert"
+	LabModeCheckThenInsertConstrained = "check_then_insert_constrained"
+	LabModeKeyTableOnly               = "key_table_only"
+)
+
+// The lab's fixed numbers: the two retentions it offers, how far its
+// time warp jumps, and how many requests a burst sends.
+const (
+	LabShortRetentionSeconds = 60
+	LabLongRetentionSeconds  = 24 * 3600
+	LabWarpSeconds           = 120
+	LabBurstSize             = 10
+)
+
+// The mistakes, numbered as the article's list and the panel show them.
+const (
+	labMistakes               = 7
+	labMistakeNoKey           = 1
+	labMistakeNewKeyPerRetry  = 2
+	labMistakeCheckThenInsert = 3
+	labMistakeRetryEvery4xx   = 4
+	labMistakeNewKeyAfter500  = 5
+	labMistakePersonalData    = 6
+	labMistakePruneTooSoon    = 7
+)
+
+// labDefaultEmail is the customer whose address the personal-data
+// mistake uses until a learner types another.
+const labDefaultEmail = "somchai.j@example.com"
+
+// LabSwitches are the lab's settings as the panel shows them.
+type LabSwitches struct {
+	// Mode is how the server handles POST /v1/payments (LabMode…).
+	Mode string
+	// CheckGapMS is the pause between the check and the insert.
+	CheckGapMS int
+	// RetentionSeconds is the lab's key retention; 0 means the server's.
+	RetentionSeconds int64
+	// DefaultRetention is the server's configured retention, in words.
+	DefaultRetention string
+	// The client mistakes every browser in the room makes while on.
+	NewKeyPerRetry  bool
+	RetryEvery4xx   bool
+	NewKeyAfter500  bool
+	PersonalDataKey bool
+}
+
+// LabOutcome is what the lab measured for one mistake: a headline number
+// with its unit, and a few lines of detail.
+type LabOutcome struct {
+	N     int
+	Unit  string
+	Tone  Tone // ToneBad when money went wrong, ToneOK when it was saved
+	Lines []string
+}
+
+// Lab is the lab panel.
+type Lab struct {
+	Switches LabSwitches
+	// Outcomes has one entry per mistake, in the order of the list (1–7).
+	Outcomes []LabOutcome
+	// ExtraCharges is every charge the mistakes made beyond the first of
+	// their order (or key).
+	ExtraCharges int
+	Presenter    bool
+	Locked       bool
+	// Versions let the page ask only for what changed.
+	SettingsV, OutcomesV uint64
+}
+
+// outcome returns the measured outcome of mistake n (1-based).
+func (l Lab) outcome(n int) LabOutcome {
+	if n < 1 || n > len(l.Outcomes) {
+		return LabOutcome{Unit: "not measured yet", Tone: ToneMute}
+	}
+	return l.Outcomes[n-1]
+}
+
+// LabActive reports whether any mistake is switched on.
+func (s LabSwitches) LabActive() bool {
+	return (s.Mode != "" && s.Mode != LabModeCorrect) || s.NewKeyPerRetry || s.RetryEvery4xx || s.NewKeyAfter500 || s.PersonalDataKey
+}
+
+// LabMistakesOn names the mistakes switched on, for the panel's summary.
+func (s LabSwitches) LabMistakesOn() []string {
+	var on []string
+	switch s.Mode {
+	case LabModeNoKey:
+		on = append(on, "1 no key")
+	case LabModeCheckThenInsert:
+		on = append(on, "3 check first, no constraints")
+	case LabModeCheckThenInsertConstrained:
+		on = append(on, "3 check first, constraints back")
+	case LabModeKeyTableOnly:
+		on = append(on, "7 key table only, keys kept "+retentionText(s.RetentionSeconds, s.DefaultRetention))
+	}
+	if s.NewKeyPerRetry {
+		on = append(on, "2 new key per retry")
+	}
+	if s.RetryEvery4xx {
+		on = append(on, "4 retry every 4xx")
+	}
+	if s.NewKeyAfter500 {
+		on = append(on, "5 new key after 500")
+	}
+	if s.PersonalDataKey {
+		on = append(on, "6 e-mail as key")
+	}
+	return on
+}
+
+// LabControlID and LabOutcomeID name the parts of mistake n's card that
+// the page replaces when the settings or the measurements change.
+func LabControlID(n int) string { return "lab-ctl-" + strconv.Itoa(n) }
+
+// LabOutcomeID is the id of mistake n's measured outcome.
+func LabOutcomeID(n int) string { return "lab-out-" + strconv.Itoa(n) }
+
+// LabMistakeNumbers lists the mistakes, 1 to 7.
+func LabMistakeNumbers() []int {
+	out := make([]int, labMistakes)
+	for i := range out {
+		out[i] = i + 1
+	}
+	return out
+}
+
+func retentionText(sec int64, def string) string {
+	switch {
+	case sec <= 0:
+		return def + " (the server's)"
+	case sec%3600 == 0:
+		return strconv.FormatInt(sec/3600, 10) + " h"
+	case sec%60 == 0:
+		return strconv.FormatInt(sec/60, 10) + " min"
+	}
+	return strconv.FormatInt(sec, 10) + " s"
+}
+
+// gapChoices are the pauses the check-then-insert select offers, with the
+// current one included even if the JSON API set another.
+func gapChoices(current int) []int {
+	out := []int{0, 50, 200, 1000}
+	for _, v := range out {
+		if v == current {
+			return out
+		}
+	}
+	return append(out, current)
+}
+
+// retentionChoices are the lab's retentions: 0 (the server's own), one
+// minute (shorter than any client's retry window) and a day.
+func retentionChoices(current int64) []int64 {
+	out := []int64{0, LabShortRetentionSeconds, LabLongRetentionSeconds}
+	for _, v := range out {
+		if v == current {
+			return out
+		}
+	}
+	return append(out, current)
+}
+
+func gapText(ms int) string {
+	if ms == 0 {
+		return "no pause"
+	}
+	return strconv.Itoa(ms) + " ms"
+}
+
+// LessonAction is a button a chapter offers beside the Pay button.
+type LessonAction struct {
+	ID    string // what lab.js does: see its actions table
+	Arg   string // the action's argument, if it takes one
+	Label string
+	// Presenter is true when the action changes switches, so only the
+	// presenter may use it.
+	Presenter bool
+}
+
+// Chapter is one guided lesson.
+type Chapter struct {
+	Slug  string
+	Title string
+	Part  string
+	N, Of int
+	// What to switch on (the chapter sets it up), what to do, what to
+	// watch for, and why it happens.
+	SwitchOn []string
+	Do       []string
+	Watch    []string
+	Why      string
+	Actions  []LessonAction
+	// Retry is whether the chapter wants each browser's automatic retries
+	// on; the page sets its checkbox when the chapter starts.
+	Retry      bool
+	Prev, Next string
+}
+
+// ChapterLink is a chapter in the lesson index.
+type ChapterLink struct {
+	Slug, Title, Part string
+	N                 int
+}
+
+// Lesson is the guided-lessons panel.
+type Lesson struct {
+	Chapters []ChapterLink
+	// Shown is the chapter this page shows; nil shows the index.
+	Shown *Chapter
+	// Current is the chapter the class is on ("" when no lesson runs).
+	Current   string
+	Presenter bool
+	Locked    bool
+	Board     bool
+	V         uint64
+}
+
+// Running reports whether the chapter shown is the one the class is on.
+func (l Lesson) Running() bool { return l.Shown != nil && l.Shown.Slug == l.Current }
+
+func (l Lesson) currentTitle() string {
+	for _, c := range l.Chapters {
+		if c.Slug == l.Current {
+			return c.Title
+		}
+	}
+	return ""
+}
+
+func lessonRetry(l Lesson) string {
+	if l.Running() && l.Shown.Retry {
+		return "on"
+	}
+	if l.Running() {
+		return "off"
+	}
+	return ""
+}
+
+func lessonClass(l Lesson) string {
+	c := "card lesson"
+	if l.Board {
+		c += " lesson-board"
+	}
+	if l.Shown != nil {
+		c += " lesson-open"
+	}
+	return c
+}
+
+func lessonHref(slug string) string { return "/?lesson=" + slug }
+
+func u64(n uint64) string { return strconv.FormatUint(n, 10) }
+
+func i64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Personal data in keys. A key is meant to be random; these patterns find
+// the two kinds of personal data that people most often use instead.
+var (
+	emailPattern = regexp.MustCompile(`[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}`)
+	phonePattern = regexp.MustCompile(`^\+?[0-9][0-9().\-]{6,22}[0-9]$`)
+)
+
+// PersonalData says what kind of personal data a key looks like it holds
+// ("an e-mail address", "a phone number"), or "" when it looks like none.
+// It also finds them inside composite keys, such as the gateway's
+// "scope|key".
+func PersonalData(key string) string {
+	if strings.Contains(key, "@") && emailPattern.MatchString(key) {
+		return "an e-mail address"
+	}
+	for _, tok := range strings.FieldsFunc(key, func(r rune) bool {
+		return r == '|' || r == ' ' || r == ':' || r == '/' || r == '_' || r == ','
+	}) {
+		if !phonePattern.MatchString(tok) {
+			continue
+		}
+		digits := 0
+		for _, r := range tok {
+			if r >= '0' && r <= '9' {
+				digits++
+			}
+		}
+		if digits >= 9 && digits <= 15 {
+			return "a phone number"
+		}
+	}
+	return ""
+}

@@ -1,0 +1,94 @@
+package web
+
+import (
+	"bytes"
+	"encoding/csv"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paytwice/web/live"
+)
+
+// The timeline export: what the class did, as the hub still holds it (the
+// last live.DefaultSize events since the last reset), for a teacher to
+// keep. Both formats carry the same fields, oldest event first.
+
+// TimelineExport is the body of GET /api/timeline.json.
+type TimelineExport struct {
+	ExportedAt time.Time    `json:"exported_at"`
+	Events     []live.Event `json:"events"`
+}
+
+func (s *Server) exportRoutes(e *echo.Echo) {
+	e.GET("/api/timeline.json", s.handleTimelineJSON)
+	e.GET("/api/timeline.csv", s.handleTimelineCSV)
+}
+
+// exportEvents lists the retained events, leaving out the projector's
+// own refresh ticks, which are not something anybody did.
+func (s *Server) exportEvents() []live.Event {
+	entries := s.hub.Recent(live.DefaultSize)
+	out := make([]live.Event, 0, len(entries))
+	for _, e := range entries {
+		if e.Kind == refreshKind {
+			continue
+		}
+		out = append(out, e.Event)
+	}
+	return out
+}
+
+// attachment names the download after the server's clock.
+func (s *Server) attachment(c echo.Context, ext string) {
+	name := "paytwice-timeline-" + s.clock.Now().UTC().Format("20060102-150405") + "." + ext
+	h := c.Response().Header()
+	h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	h.Set("Cache-Control", "no-store")
+}
+
+// handleTimelineJSON is GET /api/timeline.json.
+func (s *Server) handleTimelineJSON(c echo.Context) error {
+	s.attachment(c, "json")
+	return c.JSON(http.StatusOK, TimelineExport{ExportedAt: s.clock.Now().UTC(), Events: s.exportEvents()})
+}
+
+// TimelineCSVHeader is the first row of GET /api/timeline.csv.
+var TimelineCSVHeader = []string{"seq", "time", "kind", "request", "scope", "key", "order_id", "amount_satang", "status", "message"}
+
+// handleTimelineCSV is GET /api/timeline.csv: one row per event, times in
+// RFC 3339 UTC, empty cells for what an event does not have.
+func (s *Server) handleTimelineCSV(c echo.Context) error {
+	var buf bytes.Buffer
+	w := csv.NewWriter(&buf)
+	_ = w.Write(TimelineCSVHeader)
+	num := func(n int64) string {
+		if n == 0 {
+			return ""
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	for _, e := range s.exportEvents() {
+		_ = w.Write([]string{strconv.FormatUint(e.Seq, 10), e.Time.UTC().Format(time.RFC3339Nano), string(e.Kind),
+			e.Request, cell(e.Scope), cell(e.Key), cell(e.OrderID), num(e.Amount), num(int64(e.Status)), cell(e.Message)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return err
+	}
+	s.attachment(c, "csv")
+	return c.Blob(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
+}
+
+// cell keeps a spreadsheet from running a value as a formula: keys and
+// order ids are whatever a client sent, and "=HYPERLINK(…)" is visible
+// ASCII too. Such a value gets a leading apostrophe.
+func cell(v string) string {
+	if v != "" && strings.ContainsRune("=+-@\t\r", rune(v[0])) {
+		return "'" + v
+	}
+	return v
+}

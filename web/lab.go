@@ -1,0 +1,425 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paytwice/store"
+	"paytwice/views"
+	"paytwice/web/live"
+)
+
+// The common-mistakes lab. Each of the article's common mistakes can be
+// switched on, and then really happens: the server-side ones change how
+// POST /v1/payments itself behaves (lab_naive.go), the client-side ones
+// change what every browser's pay.js sends. Nothing is animated: every
+// double charge the lab shows is a row in the database.
+
+// LabMode says how POST /v1/payments claims keys while the lab is on.
+type LabMode = string
+
+// The modes, as views names them too.
+const (
+	// LabCorrect is the real protocol (payments.go).
+	LabCorrect LabMode = views.LabModeCorrect
+	// LabNoKey executes every request: no key is read, nothing remembered.
+	LabNoKey LabMode = views.LabModeNoKey
+	// LabCheckThenInsert looks the key up with a SELECT, pauses, and
+	// INSERTs it into a copy of the key table with no constraints.
+	LabCheckThenInsert LabMode = views.LabModeCheckThenInsert
+	// LabCheckThenInsertConstrained is the same code on the real,
+	// constrained key table: the primary key refuses the losers' INSERT.
+	LabCheckThenInsertConstrained LabMode = views.LabModeCheckThenInsertConstrained
+	// LabKeyTableOnly is the protocol with the key table as its only
+	// memory: charges and gateway calls are not tied to the key, so a
+	// pruned key charges again.
+	LabKeyTableOnly LabMode = views.LabModeKeyTableOnly
+)
+
+var labModes = []LabMode{LabCorrect, LabNoKey, LabCheckThenInsert, LabCheckThenInsertConstrained, LabKeyTableOnly}
+
+// Bounds on the lab's numbers.
+const (
+	MaxLabCheckGapMS       = 5000
+	defaultLabCheckGapMS   = 200
+	maxLabRetentionSeconds = int64(MaxClockAdvance / time.Second)
+)
+
+// LabServer are the server-side mistakes.
+type LabServer struct {
+	// Mode is how POST /v1/payments claims keys; "" reads as "correct".
+	Mode LabMode `json:"mode"`
+	// CheckGapMS is the pause between the check and the insert in the
+	// check-then-insert modes (0–5000).
+	CheckGapMS int `json:"check_gap_ms"`
+	// RetentionSeconds is how long POST /api/lab/prune keeps done keys;
+	// 0 means the server's retention (-retention).
+	RetentionSeconds int64 `json:"retention_seconds"`
+}
+
+// LabClient are the client-side mistakes. The server only stores them:
+// every browser's pay.js reads them from the page and makes the mistake.
+type LabClient struct {
+	NewKeyPerRetry  bool `json:"new_key_per_retry"`
+	RetryEvery4xx   bool `json:"retry_every_4xx"`
+	NewKeyAfter500  bool `json:"new_key_after_500"`
+	PersonalDataKey bool `json:"personal_data_key"`
+}
+
+// LabSettings is the body of GET, PUT and PATCH /api/lab.
+type LabSettings struct {
+	Server LabServer `json:"server"`
+	Client LabClient `json:"client"`
+}
+
+// DefaultLabSettings is every mistake off.
+func DefaultLabSettings() LabSettings {
+	return LabSettings{Server: LabServer{Mode: LabCorrect, CheckGapMS: defaultLabCheckGapMS}}
+}
+
+// normalize fills an empty mode.
+func (l LabSettings) normalize() LabSettings {
+	if l.Server.Mode == "" {
+		l.Server.Mode = LabCorrect
+	}
+	return l
+}
+
+// Validate names the first field that is out of range.
+func (l LabSettings) Validate() error {
+	known := false
+	for _, m := range labModes {
+		known = known || l.Server.Mode == m
+	}
+	switch {
+	case !known:
+		return store.Errorf(store.EINVALID, "server.mode must be one of %s, not %q.", strings.Join(labModes, ", "), truncate(l.Server.Mode, 40))
+	case l.Server.CheckGapMS < 0 || l.Server.CheckGapMS > MaxLabCheckGapMS:
+		return store.Errorf(store.EINVALID, "server.check_gap_ms must be between 0 and %d milliseconds, not %d.", MaxLabCheckGapMS, l.Server.CheckGapMS)
+	case l.Server.RetentionSeconds < 0 || l.Server.RetentionSeconds > maxLabRetentionSeconds:
+		return store.Errorf(store.EINVALID, "server.retention_seconds must be between 0 (the server's own retention) and %d, not %d.", maxLabRetentionSeconds, l.Server.RetentionSeconds)
+	}
+	return nil
+}
+
+// labKind and lessonKind are the events the lab and the lessons publish.
+// The projector draws them as notes on the timeline.
+const (
+	labKind    live.Kind = "lab"
+	lessonKind live.Kind = "lesson"
+)
+
+// labState is the lab's part of the server.
+type labState struct {
+	s *Server
+
+	mu          sync.Mutex // serialises changes to the settings and the lesson
+	settings    atomic.Pointer[LabSettings]
+	settingsSeq atomic.Uint64
+	lesson      atomic.Pointer[string] // the chapter the class is on; "" for none
+	lessonSeq   atomic.Uint64
+	chapters    []Chapter // the lessons, built once (lessons.go)
+
+	// What the server counts itself (the rest is read from the database).
+	constraintRefusals atomic.Int64 // INSERTs the primary key refused
+	reconciliations    atomic.Int64 // GET /v1/payments?order_id=…
+	pruned             atomic.Int64 // keys the lab's prune removed
+	refusals4xx        atomic.Int64 // 400 and 422 answers
+	wasted4xx          atomic.Int64 // … that repeated an answer the caller already had
+	personalRequests   atomic.Int64 // requests whose key looked like personal data
+
+	seenMu   sync.Mutex
+	seen4xx  map[refusalKey]int
+	personal map[string]string // scope|key → what kind of personal data
+
+	// The measured outcomes, computed at most once per event.
+	outMu  sync.Mutex
+	outSeq uint64
+	out    labMeasured
+	outOK  bool
+}
+
+type refusalKey struct {
+	scope, key string
+	status     int
+}
+
+// labMaxTracked bounds the maps of the lab's own counts.
+const labMaxTracked = 10_000
+
+func newLab(s *Server) *labState {
+	l := &labState{s: s, seen4xx: map[refusalKey]int{}, personal: map[string]string{}}
+	d := DefaultLabSettings()
+	l.settings.Store(&d)
+	empty := ""
+	l.lesson.Store(&empty)
+	l.settingsSeq.Store(1)
+	l.lessonSeq.Store(1)
+	return l
+}
+
+// Settings returns the lab's current settings.
+func (l *labState) Settings() LabSettings { return *l.settings.Load() }
+
+// Lesson returns the chapter the class is on, "" when none.
+func (l *labState) Lesson() string { return *l.lesson.Load() }
+
+// labRoutes registers the lab, the lessons and the timeline export, and
+// puts the lab's dispatcher in front of POST /v1/payments.
+func (s *Server) labRoutes(e *echo.Echo) {
+	s.lab = newLab(s)
+	e.Use(s.labDispatch)
+	e.GET("/api/lab", s.handleGetLab)
+	e.PUT("/api/lab", s.handlePutLab, s.presenterOnly)
+	e.PATCH("/api/lab", s.handlePatchLab, s.presenterOnly)
+	e.GET("/api/lab/outcomes", s.handleLabOutcomes)
+	e.POST("/api/lab/prune", s.handleLabPrune, s.presenterOnly)
+	e.GET("/lab/live", s.handleLabLive)
+	s.lessonRoutes(e)
+	s.exportRoutes(e)
+}
+
+// Lab returns the lab's current settings.
+func (s *Server) Lab() LabSettings { return s.lab.Settings() }
+
+// applyLab validates and stores new settings, publishing what changed.
+// The page, the JSON API and the lessons all come through here.
+func (s *Server) applyLab(ctx context.Context, next LabSettings, who string) error {
+	next = next.normalize()
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.lab.mu.Lock()
+	defer s.lab.mu.Unlock()
+	s.setLabLocked(next, who)
+	return nil
+}
+
+// setLabLocked stores the settings; s.lab.mu is held.
+func (s *Server) setLabLocked(next LabSettings, who string) {
+	old := s.lab.Settings()
+	s.lab.settings.Store(&next)
+	s.lab.settingsSeq.Add(1)
+	if changes := describeLabChanges(old, next); len(changes) > 0 {
+		msg := "lab: " + strings.Join(changes, "; ")
+		if who != "" {
+			msg = who + ": " + msg
+		}
+		s.hub.Publish(live.Event{Kind: labKind, Message: msg})
+	}
+}
+
+func describeLabChanges(old, next LabSettings) []string {
+	var out []string
+	onOff := func(b bool) string {
+		if b {
+			return "on"
+		}
+		return "off"
+	}
+	if old.Server.Mode != next.Server.Mode {
+		out = append(out, fmt.Sprintf("server.mode %s → %s", old.Server.Mode, next.Server.Mode))
+	}
+	if old.Server.CheckGapMS != next.Server.CheckGapMS {
+		out = append(out, fmt.Sprintf("server.check_gap_ms %d → %d ms", old.Server.CheckGapMS, next.Server.CheckGapMS))
+	}
+	if old.Server.RetentionSeconds != next.Server.RetentionSeconds {
+		out = append(out, fmt.Sprintf("server.retention_seconds %d → %d", old.Server.RetentionSeconds, next.Server.RetentionSeconds))
+	}
+	flag := func(name string, was, is bool) {
+		if was != is {
+			out = append(out, name+" "+onOff(is))
+		}
+	}
+	flag("client.new_key_per_retry", old.Client.NewKeyPerRetry, next.Client.NewKeyPerRetry)
+	flag("client.retry_every_4xx", old.Client.RetryEvery4xx, next.Client.RetryEvery4xx)
+	flag("client.new_key_after_500", old.Client.NewKeyAfter500, next.Client.NewKeyAfter500)
+	flag("client.personal_data_key", old.Client.PersonalDataKey, next.Client.PersonalDataKey)
+	return out
+}
+
+// handleGetLab is GET /api/lab: the lab's switches, open to anyone.
+func (s *Server) handleGetLab(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.lab.Settings())
+}
+
+// handlePutLab is PUT /api/lab: the body replaces every lab switch; what
+// it leaves out is off (and check_gap_ms 0).
+func (s *Server) handlePutLab(c echo.Context) error {
+	var next LabSettings
+	if err := decodeAdminJSON(c.Request(), &next); err != nil {
+		return err
+	}
+	if err := s.applyLab(c.Request().Context(), next, "JSON API"); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.lab.Settings())
+}
+
+// handlePatchLab is PATCH /api/lab: only the fields the body names change.
+func (s *Server) handlePatchLab(c echo.Context) error {
+	body, err := readAdminBody(c.Request())
+	if err != nil {
+		return err
+	}
+	s.lab.mu.Lock()
+	defer s.lab.mu.Unlock()
+	next := s.lab.Settings()
+	if err := decodeStrict(body, &next); err != nil {
+		return err
+	}
+	next = next.normalize()
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	s.setLabLocked(next, "JSON API")
+	return c.JSON(http.StatusOK, s.lab.Settings())
+}
+
+// resetLab puts every lab switch off, empties the lab's tables and
+// counts, and ends the lesson. resetDemo calls it; a failure is logged,
+// as the rest of the reset has happened anyway.
+func (s *Server) resetLab(ctx context.Context) {
+	if err := s.db.LabReset(ctx); err != nil {
+		s.logf("lab reset: %v", err)
+	}
+	l := s.lab
+	l.mu.Lock()
+	d := DefaultLabSettings()
+	l.settings.Store(&d)
+	l.settingsSeq.Add(1)
+	empty := ""
+	l.lesson.Store(&empty)
+	l.lessonSeq.Add(1)
+	l.mu.Unlock()
+	for _, n := range []*atomic.Int64{&l.constraintRefusals, &l.reconciliations, &l.pruned, &l.refusals4xx, &l.wasted4xx, &l.personalRequests} {
+		n.Store(0)
+	}
+	l.seenMu.Lock()
+	clear(l.seen4xx)
+	clear(l.personal)
+	l.seenMu.Unlock()
+	l.outMu.Lock()
+	l.outOK = false
+	l.outMu.Unlock()
+}
+
+// labDispatch sits in front of the payments endpoint. It counts what the
+// lab measures about every request (4xx answers sent again, keys made of
+// personal data, reconciliations), and while a server-side mistake is
+// on, hands POST /v1/payments to the mistaken handler instead of the
+// correct one.
+func (s *Server) labDispatch(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.URL.Path != paymentsPath {
+			return next(c)
+		}
+		if r.Method == http.MethodGet {
+			if r.URL.Query().Get("order_id") != "" {
+				s.lab.reconciliations.Add(1)
+			}
+			return next(c)
+		}
+		if r.Method != http.MethodPost {
+			return next(c)
+		}
+		scope := callerScope(r)
+		key, _ := ParseIdempotencyKey(r.Header.Values("Idempotency-Key"))
+		if kind := views.PersonalData(key); kind != "" {
+			s.flagPersonalKey(scope, key, kind)
+		}
+		var err error
+		switch s.lab.Settings().Server.Mode {
+		case LabNoKey:
+			err = s.payNoKey(c)
+		case LabCheckThenInsert:
+			err = s.payCheckFirst(c, false)
+		case LabCheckThenInsertConstrained:
+			err = s.payCheckFirst(c, true)
+		case LabKeyTableOnly:
+			err = s.payKeyTableOnly(c)
+		default:
+			err = next(c)
+		}
+		if st := c.Response().Status; c.Response().Committed && (st == http.StatusBadRequest || st == http.StatusUnprocessableEntity) {
+			s.lab.countRefusal(scope, key, st)
+		}
+		return err
+	}
+}
+
+// countRefusal counts a 400 or 422, and a wasted attempt when the same
+// caller already had this answer for this key: nothing changed, so
+// sending it again could not help.
+func (l *labState) countRefusal(scope, key string, status int) {
+	l.refusals4xx.Add(1)
+	k := refusalKey{scope, key, status}
+	l.seenMu.Lock()
+	n := l.seen4xx[k]
+	if n > 0 || len(l.seen4xx) < labMaxTracked {
+		l.seen4xx[k] = n + 1
+	}
+	l.seenMu.Unlock()
+	if n > 0 {
+		l.wasted4xx.Add(1)
+	}
+}
+
+// flagPersonalKey accepts a key that looks like personal data (a real
+// server has no way to refuse it) and says so on the timeline, once per
+// key: the event itself carries the key onto every screen, which is the
+// point.
+func (s *Server) flagPersonalKey(scope, key, kind string) {
+	s.lab.personalRequests.Add(1)
+	id := scope + "|" + key
+	s.lab.seenMu.Lock()
+	_, seen := s.lab.personal[id]
+	if !seen && len(s.lab.personal) < labMaxTracked {
+		s.lab.personal[id] = kind
+	}
+	s.lab.seenMu.Unlock()
+	if seen {
+		return
+	}
+	s.hub.Publish(live.Event{Kind: labKind, Scope: scope, Key: key,
+		Message: "flagged: this key looks like " + kind + ". It is accepted, and now stored in the key table, on the charge, in the gateway's ledger, on this timeline and in its export."})
+}
+
+// handleLabPrune is POST /api/lab/prune: prune done keys now, with the
+// lab's retention if one is set. With the time warp it shows what a short
+// retention does to a late retry.
+func (s *Server) handleLabPrune(c echo.Context) error {
+	retention := s.cfg.Retention
+	if sec := s.lab.Settings().Server.RetentionSeconds; sec > 0 {
+		retention = time.Duration(sec) * time.Second
+	}
+	pruned, err := s.db.Prune(c.Request().Context(), s.clock.Now().Add(-retention))
+	if err != nil {
+		return err
+	}
+	s.lab.pruned.Add(int64(len(pruned)))
+	e := live.Event{Kind: live.Pruned, Message: fmt.Sprintf("lab: %d done key(s) older than %s pruned; a retry with one of them is now a new request", len(pruned), retention)}
+	if len(pruned) == 1 {
+		e.Scope, e.Key = pruned[0].Scope, pruned[0].Key
+	}
+	s.hub.Publish(e)
+	return c.JSON(http.StatusOK, LabPruneReport{RetentionSeconds: int64(retention / time.Second), Pruned: len(pruned), Now: s.clock.Now().UTC()})
+}
+
+// LabPruneReport is the body of POST /api/lab/prune.
+type LabPruneReport struct {
+	RetentionSeconds int64     `json:"retention_seconds"`
+	Pruned           int       `json:"pruned"`
+	Now              time.Time `json:"now"`
+}

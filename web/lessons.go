@@ -1,0 +1,345 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paytwice/sim"
+	"paytwice/store"
+	"paytwice/views"
+	"paytwice/web/live"
+)
+
+// Guided lessons: short chapters, one for each way the article says a
+// request can fail and one for each common mistake. Starting a chapter
+// resets the demonstration and sets the chapter's switches; the change is
+// an event on the timeline, so every open page follows the presenter.
+
+// Chapter is one lesson: its text, and the switches it sets up.
+type Chapter struct {
+	Slug  string `json:"slug"`
+	Title string `json:"title"`
+	Part  string `json:"part"`
+	// The setup: every fault switch and lab switch, and whether each
+	// browser should retry automatically.
+	Faults FaultSettings `json:"faults"`
+	Lab    LabSettings   `json:"lab"`
+	Retry  bool          `json:"retry"`
+
+	SwitchOn []string             `json:"-"`
+	Do       []string             `json:"-"`
+	Watch    []string             `json:"-"`
+	Why      string               `json:"-"`
+	Actions  []views.LessonAction `json:"-"`
+}
+
+const (
+	partFailures = "How a request fails"
+	partMistakes = "Common mistakes"
+)
+
+// labWith is the lab with every mistake off but the ones change sets.
+func labWith(change func(*LabSettings)) LabSettings {
+	l := DefaultLabSettings()
+	if change != nil {
+		change(&l)
+	}
+	return l
+}
+
+// labPatchArg is the body of a lesson button that changes one lab switch.
+func labPatchArg(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// buildChapters writes the lessons for a server's settings (the lock
+// timeout decides how far the sweep lesson warps the clock).
+func buildChapters(cfg Config) []Chapter {
+	warpSweep := strconv.Itoa(int((cfg.LockTimeout + time.Second) / time.Second))
+	return []Chapter{
+		{
+			Slug: "connection-never-happens", Title: "The connection never happens", Part: partFailures,
+			Faults:   FaultSettings{Server: sim.Faults{ConnectionNeverHappens: true}},
+			Lab:      labWith(nil),
+			SwitchOn: []string{"Connection never happens: the server drops every payment before it reads a byte."},
+			Do:       []string{"Press Pay once.", "Press “Turn the fault off”.", "Press Pay again: same order, same key."},
+			Watch: []string{"The first row ends in a cross: no key row, no charge.",
+				"The second try claims the key and charges once.",
+				"On the checkout card the first failure is only “no response”."},
+			Why: "The server never saw the request, so there is nothing to undo and nothing to remember: a retry is safe. " +
+				"But all the browser knows is that no answer came, and a lost response (chapter 3) looks exactly the same. " +
+				"So the client always retries with the same key, and the server is the one that remembers.",
+			Actions: []views.LessonAction{{ID: "faults-off", Label: "Turn the fault off", Presenter: true}},
+		},
+		{
+			Slug: "fails-halfway", Title: "It fails halfway", Part: partFailures,
+			Faults:   FaultSettings{Server: sim.Faults{FailHalfway: true}},
+			Lab:      labWith(nil),
+			SwitchOn: []string{"Fails halfway: the transaction that records the charge rolls back after the gateway has taken the money."},
+			Do: []string{"Press Pay once.", "Press Pay again: the key is still started.",
+				"Press “Warp past the lock timeout and sweep”.", "Press Pay again."},
+			Watch: []string{"A 500 that is not saved, and a key row left started; the second Pay gets 409.",
+				"The sweeper asks the gateway, finds the charge, records it and marks the key done.",
+				"The last Pay is a replay of that 201: one charge in all."},
+			Why: "Whether a retry is safe depends on what the failure left behind. Our database rolled back, but the gateway had already charged, " +
+				"so the outcome is unknown to us. Keeping the key started (409 to every retry) until the sweeper has asked the gateway " +
+				"turns the unknown into a fact before anyone can pay again.",
+			Actions: []views.LessonAction{{ID: "warp-sweep", Arg: warpSweep, Label: "Warp past the lock timeout and sweep", Presenter: true}},
+		},
+		{
+			Slug: "response-lost", Title: "It succeeds, but the response is lost", Part: partFailures,
+			Faults: FaultSettings{Server: sim.Faults{ResponseLost: true}},
+			Lab:    labWith(nil), Retry: true,
+			SwitchOn: []string{"Response lost: the charge commits, then the connection closes with no answer.",
+				"Retry automatically, on every page."},
+			Do: []string{"Press Pay once, and wait."},
+			Watch: []string{"“201 never arrives” on the first row.",
+				"The page waits a random moment, sends the same key again and gets the saved 201 back (replayed).",
+				"One charge."},
+			Why: "This is the dangerous case: the money moved and the client cannot know it. " +
+				"Its retry is safe only because it carries the same key, so the server answers from the key row instead of charging again.",
+		},
+		{
+			Slug: "no-key", Title: "Mistake: no idempotency key", Part: partMistakes,
+			Faults: FaultSettings{Server: sim.Faults{DelayMS: 800}},
+			Lab:    labWith(func(l *LabSettings) { l.Server.Mode = LabNoKey }),
+			SwitchOn: []string{"Lab: the server ignores the key and executes every request.",
+				"A delay of 800 ms, so the second click arrives while the first is still running."},
+			Do: []string{"Double-click Pay."},
+			Watch: []string{"Two rows, two trips to the gateway, two charges for one order, in red.",
+				"The lab's first card counts the order charged twice."},
+			Why: "Without a key the server cannot tell a second click from a second purchase, so it does what it is asked, twice. " +
+				"Disabling the button would stop this one case, but not a retry after a lost response.",
+		},
+		{
+			Slug: "new-key-per-retry", Title: "Mistake: a new key on every retry", Part: partMistakes,
+			Faults: FaultSettings{Server: sim.Faults{ResponseLost: true}},
+			Lab:    labWith(func(l *LabSettings) { l.Client.NewKeyPerRetry = true }), Retry: true,
+			SwitchOn: []string{"Lab: every browser makes a new key for each retry.", "Response lost."},
+			Do:       []string{"Press Pay once, and wait for the retries to end."},
+			Watch: []string{"The key on the checkout card changes with every retry.",
+				"Every attempt is charged: the same order again and again, in red."},
+			Why: "A retry under a new key is a new payment as far as the server can tell: nothing links the two. " +
+				"The key belongs to the action: made once, when the customer starts paying, and kept until it is settled.",
+		},
+		{
+			Slug: "check-then-insert", Title: "Mistake: check first, then insert", Part: partMistakes,
+			Lab:      labWith(func(l *LabSettings) { l.Server.Mode = LabCheckThenInsert }),
+			SwitchOn: []string{"Lab: the server looks for the key with a SELECT, waits 200 ms, then INSERTs it, into tables with no constraints."},
+			Do: []string{"Press “Send 10 at once with one key”.",
+				"Press “Put the constraints back”, then send 10 again."},
+			Watch: []string{"First burst: several charges for one key.",
+				"Second burst: one charge; the others get a 500 (the key could not be inserted twice) or, once the row is there, a 409 or a replay."},
+			Why: "Every request of a burst runs its SELECT before any of them INSERTs, so each one hears “not there”. " +
+				"Only the database can decide such a race, and only with a constraint: the primary key lets exactly one INSERT through. " +
+				"The check may stay as a shortcut; the constraint is what keeps the money safe.",
+			Actions: []views.LessonAction{
+				{ID: "burst", Arg: strconv.Itoa(views.LabBurstSize), Label: "Send 10 at once with one key"},
+				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"mode": LabCheckThenInsertConstrained}}), Label: "Put the constraints back", Presenter: true},
+			},
+		},
+		{
+			Slug: "retry-every-4xx", Title: "Mistake: retrying every 4xx", Part: partMistakes,
+			Lab:      labWith(func(l *LabSettings) { l.Client.RetryEvery4xx = true }),
+			SwitchOn: []string{"Lab: every browser retries 400 and 422 too."},
+			Do:       []string{"Press Pay.", "Press “Pay again with another amount” (the same key, a different body)."},
+			Watch: []string{"422 after 422 in the list of attempts, until the page gives up.",
+				"The lab's fourth card counts the wasted attempts."},
+			Why: "A 422 says the key already belongs to another request. Sending the same request again cannot change that, " +
+				"so every retry is wasted, and the customer waits for the backoff to run out before hearing what was wrong. " +
+				"Only network failures, 409, 429 and 5xx can turn out differently next time.",
+			Actions: []views.LessonAction{{ID: "pay-other-amount", Label: "Pay again with another amount"}},
+		},
+		{
+			Slug: "new-key-after-500", Title: "Mistake: a new key after a 500", Part: partMistakes,
+			Faults: FaultSettings{Server: sim.Faults{ServerError: true}},
+			Lab:    labWith(func(l *LabSettings) { l.Client.NewKeyAfter500 = true }),
+			SwitchOn: []string{"Server error (500): the server fails after charging, and saves the 500 on the key.",
+				"Lab: every browser pays again under a new key after a 500."},
+			Do: []string{"Press Pay once.", "Press “Switch the mistake off”, then “New order”, then Pay."},
+			Watch: []string{"First order: a 500, a new key, another 500, two charges.",
+				"Second order: a 500, then the page looks the order up and finds it paid. One charge."},
+			Why: "A 500 after the work started does not mean “not charged”; here it means the opposite. " +
+				"The same key would only replay the same 500. Looking the order up (GET /v1/payments?order_id=…) settles the question; " +
+				"paying under a new key settles it the expensive way.",
+			Actions: []views.LessonAction{
+				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"client": map[string]any{"new_key_after_500": false}}), Label: "Switch the mistake off", Presenter: true},
+				{ID: "new-order", Label: "New order"},
+			},
+		},
+		{
+			Slug: "personal-data-key", Title: "Mistake: personal data as the key", Part: partMistakes,
+			Lab:      labWith(func(l *LabSettings) { l.Client.PersonalDataKey = true }),
+			SwitchOn: []string{"Lab: every browser uses the customer's e-mail address as the key."},
+			Do:       []string{"Press Pay.", "Press “New order”, then Pay."},
+			Watch: []string{"The key table flags the key as personal data.",
+				"The lab's sixth card lists where the address is now kept and shown.",
+				"The second order is refused with a 422: one customer, one key."},
+			Why: "A key should be random: unique to one payment and meaningless to whoever reads it. An e-mail address is neither. " +
+				"It ends up in tables, at the gateway, on screens and in exports that were never meant to hold personal data, " +
+				"and one address per customer cannot tell that customer's payments apart.",
+			Actions: []views.LessonAction{{ID: "new-order", Label: "New order"}},
+		},
+		{
+			Slug: "prune-too-soon", Title: "Mistake: pruning keys sooner than clients retry", Part: partMistakes,
+			Lab: labWith(func(l *LabSettings) {
+				l.Server.Mode, l.Server.RetentionSeconds = LabKeyTableOnly, views.LabShortRetentionSeconds
+			}),
+			SwitchOn: []string{"Lab: the key table is the server's only memory of a payment, and it keeps keys for 1 minute."},
+			Do: []string{"Press Pay.", "Press “Warp 2 minutes, then prune”.", "Press Pay again: a late retry with the same key.",
+				"Press “Keep keys 24 hours”, then “New order”, and do it all again."},
+			Watch: []string{"The key row disappears with the prune.",
+				"The late retry is charged as a new payment.",
+				"With keys kept 24 hours the late retry is replayed instead."},
+			Why: "Retention is a promise to clients: retry within this window and you are safe. A key pruned while a client may still retry breaks it. " +
+				"Keep keys longer than any client retries (Stripe keeps them at least 24 hours), publish the window, " +
+				"and have clients stop and reconcile once it is over.",
+			Actions: []views.LessonAction{
+				{ID: "warp-prune", Arg: strconv.Itoa(views.LabWarpSeconds), Label: "Warp 2 minutes, then prune", Presenter: true},
+				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"retention_seconds": views.LabLongRetentionSeconds}}), Label: "Keep keys 24 hours", Presenter: true},
+				{ID: "new-order", Label: "New order"},
+			},
+		},
+	}
+}
+
+// chapter finds a lesson by its slug.
+func (s *Server) chapter(slug string) (int, Chapter, bool) {
+	for i, c := range s.lab.chapters {
+		if c.Slug == slug {
+			return i, c, true
+		}
+	}
+	return -1, Chapter{}, false
+}
+
+func (s *Server) unknownLesson(slug string) error {
+	slugs := make([]string, len(s.lab.chapters))
+	for i, c := range s.lab.chapters {
+		slugs[i] = c.Slug
+	}
+	return store.Errorf(store.ENOTFOUND, "There is no lesson called %q. The lessons are: %s.", truncate(slug, 60), strings.Join(slugs, ", "))
+}
+
+// lessonRoutes registers the lessons' JSON API.
+func (s *Server) lessonRoutes(e *echo.Echo) {
+	s.lab.chapters = buildChapters(s.cfg)
+	e.GET("/api/lessons", s.handleGetLessons)
+	e.PUT("/api/lessons/current", s.handlePutLesson, s.presenterOnly)
+}
+
+// LessonsState is the body of GET /api/lessons.
+type LessonsState struct {
+	// Current is the chapter the class is on, "" when no lesson runs.
+	Current  string    `json:"current"`
+	Chapters []Chapter `json:"chapters"`
+}
+
+// LessonChange is the body of PUT /api/lessons/current: the chapter to
+// start, or "" to leave the lessons.
+type LessonChange struct {
+	Slug string `json:"slug"`
+}
+
+// LessonStarted is the answer to PUT /api/lessons/current.
+type LessonStarted struct {
+	Current string        `json:"current"`
+	Chapter int           `json:"chapter"` // 1-based; 0 when the lessons were left
+	Of      int           `json:"of"`
+	Faults  FaultSettings `json:"faults"`
+	Lab     LabSettings   `json:"lab"`
+	Retry   bool          `json:"retry"`
+}
+
+func (s *Server) handleGetLessons(c echo.Context) error {
+	return c.JSON(http.StatusOK, LessonsState{Current: s.lab.Lesson(), Chapters: s.lab.chapters})
+}
+
+func (s *Server) handlePutLesson(c echo.Context) error {
+	var req LessonChange
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	if err := s.startLesson(c.Request().Context(), req.Slug, "JSON API"); err != nil {
+		return err
+	}
+	out := LessonStarted{Current: s.lab.Lesson(), Of: len(s.lab.chapters), Faults: s.currentFaults(), Lab: s.lab.Settings()}
+	if i, ch, ok := s.chapter(out.Current); ok {
+		out.Chapter, out.Retry = i+1, ch.Retry
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// startLesson sets up a chapter for the whole class: it resets the
+// demonstration (keys, charges, gateway, timeline, clock, every switch),
+// sets the chapter's fault and lab switches, and publishes the change so
+// that every open page shows the chapter. "" leaves the lessons, with a
+// reset too.
+func (s *Server) startLesson(ctx context.Context, slug, who string) error {
+	i, ch, ok := s.chapter(slug)
+	if slug != "" && !ok {
+		return s.unknownLesson(slug)
+	}
+	if err := s.resetDemo(ctx, who); err != nil {
+		return err
+	}
+	msg := "lessons left; everything reset"
+	if slug != "" {
+		if err := s.applyFaults(ctx, ch.Faults, "lesson"); err != nil {
+			return err
+		}
+		if err := s.applyLab(ctx, ch.Lab, "lesson"); err != nil {
+			return err
+		}
+		msg = fmt.Sprintf("chapter %d of %d: %s", i+1, len(s.lab.chapters), ch.Title)
+	}
+	s.lab.mu.Lock()
+	s.lab.lesson.Store(&slug)
+	s.lab.lessonSeq.Add(1)
+	s.lab.mu.Unlock()
+	s.hub.Publish(live.Event{Kind: lessonKind, Message: who + ": " + msg})
+	return nil
+}
+
+// lessonView is the lessons panel showing chapter shown ("" for the
+// index).
+func (s *Server) lessonView(shown string, presenter, board bool) views.Lesson {
+	v := views.Lesson{Current: s.lab.Lesson(), Presenter: presenter, Locked: s.cfg.PresenterToken != "",
+		Board: board, V: s.lab.lessonSeq.Load()}
+	for i, c := range s.lab.chapters {
+		v.Chapters = append(v.Chapters, views.ChapterLink{Slug: c.Slug, Title: c.Title, Part: c.Part, N: i + 1})
+	}
+	if i, c, ok := s.chapter(shown); ok {
+		ch := &views.Chapter{Slug: c.Slug, Title: c.Title, Part: c.Part, N: i + 1, Of: len(s.lab.chapters),
+			SwitchOn: c.SwitchOn, Do: c.Do, Watch: c.Watch, Why: c.Why, Actions: c.Actions, Retry: c.Retry}
+		if i > 0 {
+			ch.Prev = s.lab.chapters[i-1].Slug
+		}
+		if i+1 < len(s.lab.chapters) {
+			ch.Next = s.lab.chapters[i+1].Slug
+		}
+		v.Shown = ch
+	}
+	return v
+}
+
+// pageLesson is what a page's lesson panel starts with: the chapter named
+// by ?lesson=, else the one the class is on. An unknown name is a 404.
+func (s *Server) pageLesson(c echo.Context, board bool) (views.Lesson, error) {
+	shown := s.lab.Lesson()
+	if q := c.QueryParam("lesson"); q != "" {
+		if _, _, ok := s.chapter(q); !ok {
+			return views.Lesson{}, s.unknownLesson(q)
+		}
+		shown = q
+	}
+	return s.lessonView(shown, s.isPresenter(c.Request()), board), nil
+}
