@@ -133,6 +133,7 @@
   function lessonStarted() {
     var lesson = $("lesson");
     if (!lesson) { return; }
+    foldForPhones();
     if (/[?&]lesson=/.test(location.search)) {
       history.replaceState(null, "", location.pathname);
     }
@@ -142,6 +143,14 @@
       box.checked = retry === "on";
       box.dispatchEvent(new Event("change", { bubbles: true }));
     }
+  }
+
+  // On a phone the chapter's "switched on" and "why" start folded, so
+  // what to do and the Pay button come first.
+  function foldForPhones() {
+    if (!window.matchMedia || !window.matchMedia("(max-width: 600px)").matches) { return; }
+    var folds = document.querySelectorAll("#lesson .lesson-fold");
+    for (var i = 0; i < folds.length; i++) { folds[i].open = false; }
   }
 
   // -------------------------------------------------------------- actions
@@ -317,7 +326,7 @@
       });
     }
     var lesson = $("lesson");
-    if (lesson && lesson.dataset.running === "true") { lessonStarted(); }
+    if (lesson && lesson.dataset.running === "true") { lessonStarted(); } else { foldForPhones(); }
   }
 
   if (document.readyState === "loading") {

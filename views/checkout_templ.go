@@ -348,14 +348,14 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, " times.</p></div><div class=\"switch-row mistake\"><input type=\"checkbox\" id=\"opt-newkey\"> <label for=\"opt-newkey\">Mistake: a new key on every click</label><p class=\"hint\">What a client without idempotency looks like. Turn on a delay and double-click.</p></div></div><details class=\"explain\"><summary>What am I looking at?</summary><p>The key is made once, when the order starts, and kept in this browser (even across a reload) until you press New order. Every click and every retry sends it in the <code>Idempotency-Key</code> header. The server runs the first request that brings a key and answers the others from its memory.</p><p>Each click sends a request at once, like a real double-click. The list above shows every request this page sent and how it ended. Keys are kept ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, " times.</p></div><div class=\"switch-row mistake\"><input type=\"checkbox\" id=\"opt-newkey\"> <label for=\"opt-newkey\">Mistake: a new key on every click</label><p class=\"hint\">What a client without idempotency looks like. Turn on a delay and double-click.</p></div><p class=\"hint\"><a href=\"#lab\">Six more mistakes to make on purpose: the common-mistakes lab ↓</a></p></div><details class=\"explain\"><summary>What am I looking at?</summary><p>The key is made once, when the order starts, and kept in this browser (even across a reload) until you press New order. Every click and every retry sends it in the <code>Idempotency-Key</code> header. The server runs the first request that brings a key and answers the others from its memory.</p><p>Each click sends a request at once, like a real double-click. The list above shows every request this page sent and how it ended. Keys are kept ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var20 string
 		templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs(d.Retention)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 105, Col: 163}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 106, Col: 163}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var20))
 		if templ_7745c5c3_Err != nil {
@@ -368,7 +368,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var21 string
 		templ_7745c5c3_Var21, templ_7745c5c3_Err = templ.JoinStringErrs(d.LockTimeout)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 105, Col: 220}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 106, Col: 220}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var21))
 		if templ_7745c5c3_Err != nil {

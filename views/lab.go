@@ -80,6 +80,9 @@ type Lab struct {
 	ExtraCharges int
 	Presenter    bool
 	Locked       bool
+	// Board draws the panel folded inside the board's details, with the
+	// summary in the fold's heading.
+	Board bool
 	// Versions let the page ask only for what changed.
 	SettingsV, OutcomesV uint64
 }

@@ -1,0 +1,339 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+
+	"paytwice/sim"
+)
+
+// Browser tests of the common-mistakes lab and the lessons. Like the live
+// page's, they fail when CI=true and no browser is found, skip elsewhere,
+// and never sleep: every wait polls the page with a bound.
+
+// labNumber is the headline number of mistake n's measured outcome.
+func labNumber(n int) string {
+	return fmt.Sprintf(`document.querySelector("#lab-out-%d strong").textContent`, n)
+}
+
+// labSwitch flips a lab switch on the page and waits until the server
+// has it.
+func labSwitch(t *testing.T, ctx context.Context, env *testEnv, sel string, check func(LabSettings) bool) {
+	t.Helper()
+	liveDo(t, ctx, "flipping "+sel, chromedp.ScrollIntoView(chromedp.CSS(sel)), liveClick(sel))
+	liveWait(t, ctx, "the lab switch saved", 5*time.Second, `document.getElementById("lab-status").textContent.includes("saved")`)
+	if !check(env.Server.Lab()) {
+		t.Fatalf("after flipping %s the lab is %+v", sel, env.Server.Lab())
+	}
+	liveDo(t, ctx, "clearing the lab status", chromedp.Evaluate[chromedp.Void](`document.getElementById("lab-status").textContent = ""`))
+}
+
+// answered counts the attempts the page has an answer (or a failure) for.
+const answered = `document.querySelectorAll("#attempts li[data-status]").length`
+
+func TestBrowserLabNoKeyDoubleClick(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{DelayMS: 800})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+
+	t.Run("with the lab's no-key switch on, a double-click charges twice", func(t *testing.T) {
+		labSwitch(t, ctx, env, "#lab-nokey", func(l LabSettings) bool { return l.Server.Mode == LabNoKey })
+		liveDo(t, ctx, "double-clicking Pay", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"), liveClick("#pay"))
+		liveWait(t, ctx, "two answered attempts", 10*time.Second, answered+` === 2`)
+		if n := env.charges(); n != 2 {
+			t.Fatalf("%d charges in the database, want 2", n)
+		}
+		liveWait(t, ctx, "both charges on the page, the second in red", 5*time.Second,
+			chargeRows+` === 2 && document.querySelectorAll("#charges-body tr.twice").length === 1`)
+		liveWait(t, ctx, "the lab's measured outcome", 5*time.Second,
+			labNumber(1)+` === "1" && document.getElementById("lab-out-1").classList.contains("bad")`)
+	})
+	t.Run("with it off, the same double-click charges once", func(t *testing.T) {
+		labSwitch(t, ctx, env, "#lab-nokey", func(l LabSettings) bool { return l.Server.Mode == LabCorrect })
+		liveDo(t, ctx, "new order, double-click", liveClick("#new-order"), liveClick("#pay"), liveClick("#pay"))
+		liveWait(t, ctx, "two answered attempts, paid", 10*time.Second, answered+` === 2 && `+paidNow)
+		if n := env.charges(); n != 3 {
+			t.Fatalf("%d charges in the database, want 3 (two from before, one now)", n)
+		}
+		liveWait(t, ctx, "a 409 or a replay for the second click", 5*time.Second,
+			`[...document.querySelectorAll("#attempts li")].some(li => li.dataset.status === "409" || /replayed/.test(li.textContent))`)
+		if got := liveEval[string](t, ctx, labNumber(1)); got != "1" {
+			t.Fatalf("the lab counts %s orders charged twice, want still 1", got)
+		}
+	})
+	liveNoCSPViolations(t, ctx)
+}
+
+func TestBrowserLabNewKeyOnEveryRetry(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{ResponseLost: true})
+	// One connection per request, so Chromium does not quietly re-send a
+	// POST whose response was lost (see TestBrowserResponseLostThenRetryReplays).
+	env.HTTP.Config.SetKeepAlivesEnabled(false)
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/?backoff_ms=5")
+
+	t.Run("a new key per retry charges on every attempt", func(t *testing.T) {
+		labSwitch(t, ctx, env, "#lab-newkey-retry", func(l LabSettings) bool { return l.Client.NewKeyPerRetry })
+		liveDo(t, ctx, "paying once", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"))
+		liveWait(t, ctx, "six attempts, every one lost", 20*time.Second,
+			answered+` === 6 && document.getElementById("pay-status").dataset.state === "unknown"`)
+		keys := liveEval[int](t, ctx, `new Set([...document.querySelectorAll("#attempts li")].map(li => li.dataset.key)).size`)
+		if keys != 6 {
+			t.Fatalf("%d distinct keys over six attempts, want 6", keys)
+		}
+		if n := env.charges(); n != 6 {
+			t.Fatalf("%d charges, want 6: every retry under a new key is a new payment", n)
+		}
+		liveWait(t, ctx, "the lab's measured outcome", 5*time.Second, labNumber(2)+` === "1"`)
+	})
+	t.Run("the same key on every retry is replayed and charges once", func(t *testing.T) {
+		labSwitch(t, ctx, env, "#lab-newkey-retry", func(l LabSettings) bool { return !l.Client.NewKeyPerRetry })
+		liveDo(t, ctx, "new order, retries on, paying once", liveClick("#new-order"), liveClick("#opt-retry"), liveClick("#pay"))
+		liveWait(t, ctx, "paid after a retry", 10*time.Second, paidNow+` && `+answered+` === 2`)
+		keys := liveEval[int](t, ctx, `new Set([...document.querySelectorAll("#attempts li")].map(li => li.dataset.key)).size`)
+		if keys != 1 {
+			t.Fatalf("%d distinct keys, want 1", keys)
+		}
+		if n := env.charges(); n != 7 {
+			t.Fatalf("%d charges, want 7 (six from before, one now)", n)
+		}
+		liveWait(t, ctx, "the replay on the timeline", 5*time.Second, timelineText+`.includes("replayed")`)
+	})
+	liveNoCSPViolations(t, ctx)
+}
+
+func TestBrowserLabNewKeyAfter500(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{ServerError: true})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+
+	t.Run("a new key after the 500 charges twice", func(t *testing.T) {
+		labSwitch(t, ctx, env, "#lab-newkey-500", func(l LabSettings) bool { return l.Client.NewKeyAfter500 })
+		liveDo(t, ctx, "paying once", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"))
+		liveWait(t, ctx, "two 500s under two keys, and the explanation", 10*time.Second,
+			answered+` === 2 && document.getElementById("pay-explain").textContent.includes("Paid twice")`)
+		if n := env.charges(); n != 2 {
+			t.Fatalf("%d charges, want 2", n)
+		}
+		liveWait(t, ctx, "the lab's measured outcome", 5*time.Second, labNumber(5)+` === "1"`)
+	})
+	t.Run("looking the order up instead finds it paid", func(t *testing.T) {
+		labSwitch(t, ctx, env, "#lab-newkey-500", func(l LabSettings) bool { return !l.Client.NewKeyAfter500 })
+		liveDo(t, ctx, "new order, paying once", liveClick("#new-order"), liveClick("#pay"))
+		liveWait(t, ctx, "the look-up finds the charge", 10*time.Second,
+			paidNow+` && !!document.querySelector('#attempts li[data-kind="reconcile"][data-paid="true"]')`)
+		if n := env.charges(); n != 3 {
+			t.Fatalf("%d charges, want 3 (two from before, one now)", n)
+		}
+		if got := liveEval[int](t, ctx, answered); got != 1 {
+			t.Fatalf("%d payment attempts, want 1: the page looked the order up instead of paying again", got)
+		}
+		liveWait(t, ctx, "the look-up counted by the lab", 5*time.Second,
+			`document.getElementById("lab-out-5").textContent.includes("1 look-up")`)
+	})
+	liveNoCSPViolations(t, ctx)
+}
+
+// lessonShows waits until the page shows chapter slug as running.
+func lessonShows(t *testing.T, ctx context.Context, slug string) {
+	t.Helper()
+	liveWait(t, ctx, "chapter "+slug, 5*time.Second, fmt.Sprintf(
+		`document.getElementById("lesson").dataset.slug === %q && document.getElementById("lesson").dataset.running === "true"`, slug))
+}
+
+// TestBrowserLessons steps a class through every chapter from the board:
+// start, continue, the switches each chapter sets on the server and on a
+// student's page, finish, a linked chapter, and a reset.
+func TestBrowserLessons(t *testing.T) {
+	const token = "lesson-9c1"
+	env := newTestEnv(t, Config{PresenterToken: token})
+	presenter := liveBrowser(t, 1366, 900)
+	student := liveTab(t, presenter, true)
+	liveOpen(t, presenter, env.URL+"/board?token="+url.QueryEscape(token))
+	liveOpen(t, student, env.URL+"/")
+	chapters := env.Server.lab.chapters
+
+	t.Run("the student cannot start the lessons", func(t *testing.T) {
+		if !liveEval[bool](t, student, `document.getElementById("lesson-start").disabled`) {
+			t.Fatal("the student's Start button is enabled")
+		}
+	})
+	t.Run("start, then continue through every chapter", func(t *testing.T) {
+		liveDo(t, presenter, "starting the lessons", liveClick("#lesson-start"))
+		for i, ch := range chapters {
+			if i > 0 {
+				liveDo(t, presenter, "continuing to "+ch.Slug, liveClick("#lesson-next"))
+			}
+			lessonShows(t, presenter, ch.Slug)
+			lessonShows(t, student, ch.Slug)
+			if got := env.Server.currentFaults(); got != ch.Faults {
+				t.Fatalf("chapter %s: faults %+v, want %+v", ch.Slug, got, ch.Faults)
+			}
+			if got := env.Server.Lab(); got != ch.Lab.normalize() {
+				t.Fatalf("chapter %s: lab %+v, want %+v", ch.Slug, got, ch.Lab)
+			}
+			// The student's page shows the same switches.
+			liveWait(t, student, "the switches on the student's page", 5*time.Second, fmt.Sprintf(
+				`document.getElementById("lab-nokey").checked === %v && document.getElementById("lab-newkey-retry").checked === %v && `+
+					`document.getElementById("lab-check").value === %q && document.getElementById("lab-pii").checked === %v && `+
+					`document.getElementById("f-lost").checked === %v && document.getElementById("f-500").checked === %v && `+
+					`document.getElementById("opt-retry").checked === %v`,
+				ch.Lab.Server.Mode == LabNoKey, ch.Lab.Client.NewKeyPerRetry, checkSelect(ch.Lab.Server.Mode), ch.Lab.Client.PersonalDataKey,
+				ch.Faults.Server.ResponseLost, ch.Faults.Server.ServerError, ch.Retry))
+			if liveEval[bool](t, student, `!!document.getElementById("lesson-next") && !document.getElementById("lesson-next").disabled`) {
+				t.Fatalf("chapter %s: the student can move the class on", ch.Slug)
+			}
+		}
+	})
+	t.Run("finish leaves the lessons with everything off", func(t *testing.T) {
+		liveDo(t, presenter, "finishing", liveClick("#lesson-next"))
+		liveWait(t, student, "the lesson index", 5*time.Second, `document.getElementById("lesson").dataset.slug === "" && !!document.getElementById("lesson-start")`)
+		if env.Server.Lab() != DefaultLabSettings() || env.Server.currentFaults() != (FaultSettings{}) || env.Server.lab.Lesson() != "" {
+			t.Fatalf("after finishing: lab %+v, faults %+v", env.Server.Lab(), env.Server.currentFaults())
+		}
+	})
+	t.Run("a linked chapter is shown, started from there, and a reset ends it", func(t *testing.T) {
+		liveOpen(t, presenter, env.URL+"/?lesson=check-then-insert")
+		liveWait(t, presenter, "the linked chapter, not started", 5*time.Second,
+			`document.getElementById("lesson").dataset.slug === "check-then-insert" && document.getElementById("lesson").dataset.running === "false"`)
+		if env.Server.Lab().Server.Mode != LabCorrect {
+			t.Fatal("opening a link changed the switches")
+		}
+		liveDo(t, presenter, "starting it", liveClick("#lesson-start"))
+		lessonShows(t, presenter, "check-then-insert")
+		lessonShows(t, student, "check-then-insert")
+		if env.Server.Lab().Server.Mode != LabCheckThenInsert {
+			t.Fatalf("lab %+v", env.Server.Lab())
+		}
+		if u := liveEval[string](t, presenter, `location.search`); u != "" {
+			t.Errorf("the address still names the chapter: %q", u)
+		}
+		liveDo(t, presenter, "sending a burst", chromedp.ScrollIntoView(chromedp.CSS(`#lesson [data-lab-action="burst"]`)),
+			liveClick(`#lesson [data-lab-action="burst"]`))
+		liveWait(t, presenter, "the burst's answers", 10*time.Second, `document.getElementById("lesson-action-result").textContent.includes("10 requests")`)
+		liveWait(t, student, "several charges for one key, counted", 5*time.Second, labNumber(3)+` === "1"`)
+
+		liveDo(t, presenter, "resetting", chromedp.ScrollIntoView(chromedp.CSS("#reset-demo")), liveClick("#reset-demo"))
+		liveWait(t, student, "the lesson index and the switches off", 5*time.Second,
+			`document.getElementById("lesson").dataset.slug === "" && document.getElementById("lab-check").value === "correct" && `+labNumber(3)+` === "0"`)
+		if env.Server.lab.Lesson() != "" || env.Server.Lab() != DefaultLabSettings() || env.charges() != 0 {
+			t.Fatalf("after the reset: lesson %q, lab %+v, %d charges", env.Server.lab.Lesson(), env.Server.Lab(), env.charges())
+		}
+	})
+	t.Run("an unknown chapter is a readable 404", func(t *testing.T) {
+		liveDo(t, student, "opening a wrong link", chromedp.Navigate(env.URL+"/?lesson=no-such-chapter"))
+		liveWait(t, student, "the message", 5*time.Second,
+			`document.body.textContent.includes("There is no lesson called") && document.body.textContent.includes("response-lost")`)
+	})
+	liveNoCSPViolations(t, presenter)
+	liveNoCSPViolations(t, student)
+}
+
+// checkSelect is the value the check-then-insert select shows for a mode.
+func checkSelect(mode LabMode) string {
+	if mode == LabCheckThenInsert || mode == LabCheckThenInsertConstrained {
+		return mode
+	}
+	return LabCorrect
+}
+
+// TestLabScreenshots photographs the lab and a lesson, at laptop and
+// phone width, after a short session that made several mistakes. The
+// pictures go to $PAYTWICE_SCREENSHOTS when set, else to a temporary
+// directory (the test then only checks that they render).
+func TestLabScreenshots(t *testing.T) {
+	dir := os.Getenv("PAYTWICE_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := newRealClockEnv(t, Config{})
+	ctx := liveBrowser(t, 1366, 900)
+	liveStill(t, ctx)
+
+	// A session: a double-click without a key, a burst with the check
+	// first, a retried 422, and an e-mail as the key, from other browsers.
+	body := func(order string) string { return fmt.Sprintf(`{"order_id":%q,"amount_satang":129900}`, order) }
+	someone := uuid.NewString() // another student's browser session
+	other := func(key, order string) { env.pay(key, body(order), "Cookie", sessionCookie+"="+someone) }
+	if err := env.Server.startLesson(context.Background(), "no-key", "presenter"); err != nil {
+		t.Fatal(err)
+	}
+	setFaults(t, env, sim.Faults{})
+	other(uuid.NewString(), "A-1042")
+	other(uuid.NewString(), "A-1042")
+	env.putLab(LabSettings{Server: LabServer{Mode: LabCheckThenInsert, CheckGapMS: 200}})
+	env.burst(4, uuid.NewString(), body("B-3310"))
+	env.putLab(LabSettings{})
+	other("somchai.j@example.com", "A-2077")
+	k := uuid.NewString()
+	c := &labClient{base: env.URL, token: "screens", retries: 3, retryEvery4xx: true}
+	c.pay(t, k, sim.PaymentRequest{OrderID: "A-5150", AmountSatang: 129900})
+	c.pay(t, k, sim.PaymentRequest{OrderID: "A-5150", AmountSatang: 99900})
+	if err := env.Server.applyLab(context.Background(), LabSettings{Server: LabServer{Mode: LabNoKey, CheckGapMS: 200}}, "presenter"); err != nil {
+		t.Fatal(err)
+	}
+	setFaults(t, env, sim.Faults{DelayMS: 800})
+
+	liveOpen(t, ctx, env.URL+"/")
+	liveDo(t, ctx, "double-click", liveClick("#pay"), liveClick("#pay"))
+	liveWait(t, ctx, "two answers", 10*time.Second, answered+` === 2`)
+	liveWait(t, ctx, "the lab's numbers", 5*time.Second, labNumber(1)+` === "2"`)
+
+	save := func(name string, png []byte) {
+		t.Helper()
+		if len(png) < 1000 {
+			t.Fatalf("%s: screenshot of %d bytes", name, len(png))
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s (%d KB)", filepath.Join(dir, name), len(png)/1024)
+	}
+	shot := func(ctx context.Context, name string, full bool) {
+		t.Helper()
+		var png []byte
+		var err error
+		if full {
+			png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		} else {
+			png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		save(name, png)
+	}
+	shot(ctx, "lesson-desktop.png", false)
+	liveDo(t, ctx, "scroll to the lab", chromedp.Evaluate[chromedp.Void](`document.getElementById("lab").scrollIntoView()`))
+	shot(ctx, "lab-desktop.png", false)
+	shot(ctx, "checkout-lab-full.png", true)
+
+	phone := liveTab(t, ctx, false)
+	liveStill(t, phone)
+	liveDo(t, phone, "phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
+	liveOpen(t, phone, env.URL+"/")
+	shot(phone, "lesson-phone.png", false)
+	liveDo(t, phone, "scroll to the lab", chromedp.Evaluate[chromedp.Void](`document.getElementById("mistake-1").scrollIntoView()`))
+	shot(phone, "lab-phone.png", false)
+	liveDo(t, phone, "scroll to the personal-data card", chromedp.Evaluate[chromedp.Void](`document.getElementById("mistake-6").scrollIntoView()`))
+	shot(phone, "lab-phone-6.png", false)
+
+	board := liveTab(t, ctx, false)
+	liveStill(t, board)
+	liveDo(t, board, "projector size", chromedp.EmulateViewport(1920, 1080))
+	liveOpen(t, board, env.URL+"/board")
+	shot(board, "board-lesson.png", false)
+}
