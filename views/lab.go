@@ -235,6 +235,12 @@ type Lesson struct {
 	V         uint64
 }
 
+// boardLab is the lab as the board's fold draws it.
+func boardLab(l Lab) Lab {
+	l.Board = true
+	return l
+}
+
 // Running reports whether the chapter shown is the one the class is on.
 func (l Lesson) Running() bool { return l.Shown != nil && l.Shown.Slug == l.Current }
 
@@ -278,7 +284,7 @@ func i64(n int64) string { return strconv.FormatInt(n, 10) }
 // the two kinds of personal data that people most often use instead.
 var (
 	emailPattern = regexp.MustCompile(`[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}`)
-	phonePattern = regexp.MustCompile(`^\+?[0-9][0-9().\-]{6,22}[0-9]$`)
+	phonePattern = regexp.MustCompile(`^\+?\(?[0-9][0-9().\-]{6,22}[0-9]$`)
 )
 
 // PersonalData says what kind of personal data a key looks like it holds

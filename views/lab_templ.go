@@ -498,7 +498,7 @@ func LabControls(n int, l Lab) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		case labMistakeCheckThenInsert:
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "<div class=\"lab-row\"><label for=\"lab-check\">Claim the key by</label> <select id=\"lab-check\" data-lab=\"server.mode\"><option value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "<div class=\"lab-row\"><label for=\"lab-check\">How the server claims the key</label> <select id=\"lab-check\" data-lab=\"server.mode\"><option value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -521,7 +521,7 @@ func LabControls(n int, l Lab) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, ">one INSERT … ON CONFLICT (correct)</option> <option value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, ">INSERT … ON CONFLICT (right)</option> <option value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -544,7 +544,7 @@ func LabControls(n int, l Lab) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, ">SELECT, then INSERT: no constraints</option> <option value=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, ">SELECT first, no constraints</option> <option value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -567,7 +567,7 @@ func LabControls(n int, l Lab) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, ">SELECT, then INSERT: constraints back</option></select></div><div class=\"lab-row\"><label for=\"lab-gap\">Pause between the SELECT and the INSERT</label> <select id=\"lab-gap\" data-lab=\"server.check_gap_ms\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, ">SELECT first, constraints back</option></select></div><div class=\"lab-row\"><label for=\"lab-gap\">Pause between the SELECT and the INSERT</label> <select id=\"lab-gap\" data-lab=\"server.check_gap_ms\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1867,7 +1867,7 @@ func BoardLab(l Lab) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = LabPanel(l).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = LabPanel(boardLab(l)).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

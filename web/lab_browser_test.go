@@ -320,6 +320,11 @@ func TestLabScreenshots(t *testing.T) {
 	liveDo(t, ctx, "scroll to the lab", chromedp.Evaluate[chromedp.Void](`document.getElementById("lab").scrollIntoView()`))
 	shot(ctx, "lab-desktop.png", false)
 	shot(ctx, "checkout-lab-full.png", true)
+	png, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(".panel-timeline")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	save("lab-timeline.png", png)
 
 	phone := liveTab(t, ctx, false)
 	liveStill(t, phone)

@@ -241,7 +241,7 @@ func labViewOutcomes(o LabOutcomes) []views.LabOutcome {
 		Tone: ctTone,
 		Lines: append([]string{
 			fmt.Sprintf("No constraints: %d key %s and %d %s in the unguarded tables.", ct.KeyRows, plural(ct.KeyRows, "row", "rows"), ct.Charges, plural(ct.Charges, "charge", "charges")),
-			fmt.Sprintf("Constraints back: the primary key refused %d second %s, so nobody was charged twice.", ct.ConstraintRefusals, plural(int(ct.ConstraintRefusals), "INSERT", "INSERTs")),
+			fmt.Sprintf("Constraints back: the primary key refused %d %s of a key already taken: each one a charge that did not happen.", ct.ConstraintRefusals, plural(int(ct.ConstraintRefusals), "INSERT", "INSERTs")),
 		}, list("Charged more than once: ", ct.Twice)...)})
 
 	rf := o.RetryEvery4xx

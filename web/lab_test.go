@@ -521,3 +521,55 @@ func TestTimelineExport(t *testing.T) {
 		}
 	})
 }
+
+// TestLabLive: the page asks /lab/live with the versions it shows and
+// gets only what changed, or 204.
+func TestLabLive(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	live := func(q string) (int, LabLive) {
+		t.Helper()
+		r := env.get("/lab/live?" + q)
+		var out LabLive
+		if r.Status == http.StatusOK {
+			if err := json.Unmarshal(r.Body, &out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r.Status, out
+	}
+	status, first := live("s=0&o=99&l=0") // versions the server never had
+	if status != http.StatusOK || len(first.HTML) != 7+7+1+1 || first.HTML["lesson"] == "" || first.HTML["lab-ctl-3"] == "" || first.HTML["lab-out-7"] == "" {
+		t.Fatalf("%d, %d parts", status, len(first.HTML))
+	}
+	q := fmt.Sprintf("s=%d&o=%d&l=%d", first.V["s"], first.V["o"], first.V["l"])
+	t.Run("nothing changed: 204", func(t *testing.T) {
+		if status, _ := live(q); status != http.StatusNoContent {
+			t.Fatalf("%d", status)
+		}
+	})
+	t.Run("a switch changed: the switches and the summary, not the lesson", func(t *testing.T) {
+		env.send(http.MethodPatch, "/api/lab", map[string]any{"server": map[string]any{"mode": "no_key"}})
+		status, got := live(q)
+		if status != http.StatusOK || got.HTML["lesson"] != "" || !strings.Contains(got.HTML["lab-ctl-1"], "checked") ||
+			!strings.Contains(got.HTML["lab-summary"], "1 no key") || got.V["s"] == first.V["s"] {
+			t.Fatalf("%d %v", status, got.V)
+		}
+	})
+	t.Run("a payment changed the outcomes", func(t *testing.T) {
+		env.pay("", `{"order_id":"A-9","amount_satang":100}`)
+		env.pay("", `{"order_id":"A-9","amount_satang":100}`)
+		status, got := live(q)
+		if status != http.StatusOK || !strings.Contains(got.HTML["lab-out-1"], "order charged more than once") ||
+			!strings.Contains(got.HTML["lab-out-1"], "<strong>1</strong>") {
+			t.Fatalf("%d %q", status, got.HTML["lab-out-1"])
+		}
+	})
+	t.Run("a lesson started: the lesson, for the board when asked", func(t *testing.T) {
+		env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "response-lost"})
+		status, got := live(fmt.Sprintf("l=%d&board=1", first.V["l"]))
+		if status != http.StatusOK || len(got.HTML) != 1 || !strings.Contains(got.HTML["lesson"], "lesson-board") ||
+			!strings.Contains(got.HTML["lesson"], `data-slug="response-lost"`) {
+			t.Fatalf("%d %v", status, got.HTML)
+		}
+	})
+}

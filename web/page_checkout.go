@@ -94,7 +94,6 @@ func (s *Server) handleBoard(c echo.Context) error {
 		Lab:       s.labView(r.Context(), s.isPresenter(r)),
 		Lesson:    lesson,
 	}
-	d.Lab.Board = true
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return render(c, http.StatusOK, views.BoardPage(d))
 }
