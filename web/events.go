@@ -21,7 +21,7 @@ const (
 	// coalesce is the least time between two writes to one viewer. Under a
 	// burst of events a viewer gets them in batches (one write, one flush)
 	// instead of one write per event; a lone event goes out at once.
-	coalesce = 15 * time.Millisecond
+	coalesce = 5 * time.Millisecond
 	// reconnectMS is the retry hint sent to EventSource.
 	reconnectMS = 1000
 )

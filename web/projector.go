@@ -620,9 +620,15 @@ func (u *update) rowFor(title string) *views.TimelineRow {
 	return r
 }
 
+// explained are the kinds whose message says more than the arrow's label:
+// their arrows carry it as a tooltip. (The others would only repeat the
+// label, in every frame sent to every viewer.)
+var explained = map[live.Kind]bool{live.Rejected: true, live.GatewayReply: true, live.RolledBack: true,
+	live.Crashed: true, live.Swept: true, live.Released: true, live.Delayed: true}
+
 // step appends an arrow to the row.
 func (u *update) step(r *views.TimelineRow, s views.Step) {
-	if s.Title == "" {
+	if s.Title == "" && explained[u.e.Kind] {
 		s.Title = u.e.Message
 	}
 	if u.quiet || len(r.Steps) >= liveSteps {
