@@ -24,11 +24,18 @@ func labNumber(n int) string {
 	return fmt.Sprintf(`document.querySelector("#lab-out-%d strong").textContent`, n)
 }
 
+// jsClick clicks an element from the page's own script. The lab's cards
+// change height as their numbers arrive, so a mouse click aimed at a
+// position could land on the card below; this one cannot.
+func jsClick(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).click()`, sel))
+}
+
 // labSwitch flips a lab switch on the page and waits until the server
 // has it.
 func labSwitch(t *testing.T, ctx context.Context, env *testEnv, sel string, check func(LabSettings) bool) {
 	t.Helper()
-	liveDo(t, ctx, "flipping "+sel, chromedp.ScrollIntoView(chromedp.CSS(sel)), liveClick(sel))
+	liveDo(t, ctx, "flipping "+sel, chromedp.ScrollIntoView(chromedp.CSS(sel)), jsClick(sel))
 	liveWait(t, ctx, "the lab switch saved", 5*time.Second, `document.getElementById("lab-status").textContent.includes("saved")`)
 	if !check(env.Server.Lab()) {
 		t.Fatalf("after flipping %s the lab is %+v", sel, env.Server.Lab())
@@ -341,4 +348,63 @@ func TestLabScreenshots(t *testing.T) {
 	liveDo(t, board, "projector size", chromedp.EmulateViewport(1920, 1080))
 	liveOpen(t, board, env.URL+"/board")
 	shot(board, "board-lesson.png", false)
+}
+
+// TestBrowserLabOtherMistakes drives the rest of the lab from the page:
+// a retried 422 counted as wasted, an e-mail address as the key flagged in
+// the key table, and a late retry after the time warp and the prune.
+func TestBrowserLabOtherMistakes(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/?backoff_ms=5")
+
+	t.Run("retrying every 4xx: the 422 is sent until the page gives up, and counted", func(t *testing.T) {
+		labSwitch(t, ctx, env, "#lab-retry-4xx", func(l LabSettings) bool { return l.Client.RetryEvery4xx })
+		liveDo(t, ctx, "paying", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"))
+		liveWait(t, ctx, "paid", 10*time.Second, paidNow)
+		liveDo(t, ctx, "paying again with another amount", chromedp.Clear(chromedp.CSS("#amount")),
+			chromedp.SendKeys(chromedp.CSS("#amount"), "1,350.00"), liveClick("#pay"))
+		liveWait(t, ctx, "six 422s, five wasted", 20*time.Second,
+			`document.querySelectorAll('#attempts li[data-status="422"]').length === 6 && document.querySelectorAll("#attempts li[data-wasted]").length === 5 && `+
+				`document.getElementById("pay-status").textContent.includes("5 wasted")`)
+		liveWait(t, ctx, "the lab's count", 5*time.Second, labNumber(4)+` === "5"`)
+		labSwitch(t, ctx, env, "#lab-retry-4xx", func(l LabSettings) bool { return !l.Client.RetryEvery4xx })
+		liveDo(t, ctx, "the same 422 with the switch off", liveClick("#pay"))
+		liveWait(t, ctx, "one more 422, sent once", 10*time.Second, `document.querySelectorAll('#attempts li[data-status="422"]').length === 7`)
+		if got := liveEval[int](t, ctx, `document.querySelectorAll("#attempts li[data-wasted]").length`); got != 5 {
+			t.Fatalf("%d wasted attempts, want still 5", got)
+		}
+	})
+	t.Run("an e-mail address as the key: accepted, flagged, and the next order collides", func(t *testing.T) {
+		labSwitch(t, ctx, env, "#lab-pii", func(l LabSettings) bool { return l.Client.PersonalDataKey })
+		liveDo(t, ctx, "new order, paying", liveClick("#new-order"), liveClick("#pay"))
+		liveWait(t, ctx, "paid under the e-mail address", 10*time.Second,
+			paidNow+` && document.getElementById("key-full").textContent === "somchai.j@example.com"`)
+		liveWait(t, ctx, "the flag in the key table and the lab's count", 5*time.Second,
+			`[...document.querySelectorAll("#keys-body tr code")].some(c => c.title === "somchai.j@example.com" && c.parentElement.querySelector(".pii")) && `+labNumber(6)+` === "1"`)
+		liveDo(t, ctx, "another order, paying", liveClick("#new-order"), liveClick("#pay"))
+		liveWait(t, ctx, "the 422", 10*time.Second, `document.getElementById("pay-status").dataset.state === "mismatch"`)
+		labSwitch(t, ctx, env, "#lab-pii", func(l LabSettings) bool { return !l.Client.PersonalDataKey })
+	})
+	t.Run("keys kept a minute: after the warp and the prune, the late retry pays again", func(t *testing.T) {
+		labSwitch(t, ctx, env, "#lab-keyonly", func(l LabSettings) bool { return l.Server.Mode == LabKeyTableOnly })
+		liveDo(t, ctx, "keeping keys a minute", chromedp.SetValue(chromedp.CSS("#lab-retention"), "60"),
+			chromedp.Evaluate[chromedp.Void](`document.getElementById("lab-retention").dispatchEvent(new Event("change", {bubbles: true}))`))
+		liveWait(t, ctx, "saved", 5*time.Second, `document.getElementById("lab-status").textContent.includes("saved")`)
+		before := env.charges()
+		liveDo(t, ctx, "new order, paying", liveClick("#new-order"), liveClick("#pay"))
+		liveWait(t, ctx, "paid", 10*time.Second, paidNow)
+		liveDo(t, ctx, "warping and pruning", chromedp.ScrollIntoView(chromedp.CSS(`[data-lab-action="warp-prune"]`)),
+			jsClick(`#mistake-7 [data-lab-action="warp-prune"]`))
+		// The earlier subtests' keys go too: every done key is two minutes old.
+		liveWait(t, ctx, "the keys pruned", 5*time.Second, `/[1-9]\d* key\(s\) older than 60 s pruned/.test(document.getElementById("lab-warp-result").textContent)`)
+		liveDo(t, ctx, "the late retry", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"))
+		liveWait(t, ctx, "two created answers", 10*time.Second,
+			`[...document.querySelectorAll('#attempts li[data-status="201"]')].filter(li => !/replayed/.test(li.textContent)).length === 2`)
+		if n := env.charges(); n != before+2 {
+			t.Fatalf("%d charges, want %d", n, before+2)
+		}
+		liveWait(t, ctx, "the lab's count", 5*time.Second, labNumber(7)+` === "1"`)
+	})
+	liveNoCSPViolations(t, ctx)
 }
