@@ -275,6 +275,11 @@ func TestLabScreenshots(t *testing.T) {
 	body := func(order string) string { return fmt.Sprintf(`{"order_id":%q,"amount_satang":129900}`, order) }
 	someone := uuid.NewString() // another student's browser session
 	other := func(key, order string) { env.pay(key, body(order), "Cookie", sessionCookie+"="+someone) }
+	liveOpen(t, ctx, env.URL+"/")
+	index, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := env.Server.startLesson(context.Background(), "no-key", "presenter"); err != nil {
 		t.Fatal(err)
 	}
@@ -323,6 +328,7 @@ func TestLabScreenshots(t *testing.T) {
 		}
 		save(name, png)
 	}
+	save("lessons-index-desktop.png", index)
 	shot(ctx, "lesson-desktop.png", false)
 	liveDo(t, ctx, "scroll to the lab", chromedp.Evaluate[chromedp.Void](`document.getElementById("lab").scrollIntoView()`))
 	shot(ctx, "lab-desktop.png", false)
