@@ -295,21 +295,28 @@ func PersonalData(key string) string {
 	if strings.Contains(key, "@") && emailPattern.MatchString(key) {
 		return "an e-mail address"
 	}
+	if countDigits(key) < 9 {
+		return "" // too few digits for a phone number: most keys stop here
+	}
 	for _, tok := range strings.FieldsFunc(key, func(r rune) bool {
 		return r == '|' || r == ' ' || r == ':' || r == '/' || r == '_' || r == ','
 	}) {
 		if !phonePattern.MatchString(tok) {
 			continue
 		}
-		digits := 0
-		for _, r := range tok {
-			if r >= '0' && r <= '9' {
-				digits++
-			}
-		}
-		if digits >= 9 && digits <= 15 {
+		if digits := countDigits(tok); digits >= 9 && digits <= 15 {
 			return "a phone number"
 		}
 	}
 	return ""
+}
+
+func countDigits(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			n++
+		}
+	}
+	return n
 }

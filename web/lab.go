@@ -334,10 +334,9 @@ func (s *Server) labDispatch(next echo.HandlerFunc) echo.HandlerFunc {
 		if r.Method != http.MethodPost {
 			return next(c)
 		}
-		scope := callerScope(r)
 		key, _ := ParseIdempotencyKey(r.Header.Values("Idempotency-Key"))
 		if kind := views.PersonalData(key); kind != "" {
-			s.flagPersonalKey(scope, key, kind)
+			s.flagPersonalKey(callerScope(r), key, kind)
 		}
 		var err error
 		switch s.lab.Settings().Server.Mode {
@@ -353,7 +352,7 @@ func (s *Server) labDispatch(next echo.HandlerFunc) echo.HandlerFunc {
 			err = next(c)
 		}
 		if st := c.Response().Status; c.Response().Committed && (st == http.StatusBadRequest || st == http.StatusUnprocessableEntity) {
-			s.lab.countRefusal(scope, key, st)
+			s.lab.countRefusal(callerScope(r), key, st)
 		}
 		return err
 	}
