@@ -385,7 +385,7 @@
     function wastedNote(res) {
       if (!res.wasted) { return []; }
       return [" ", badge(res.wasted + " wasted", "bad"), " " + res.wasted + (res.wasted === 1 ? " retry" : " retries") +
-        " got the same answer: a " + res.status + " does not change however often it is sent."];
+        " got the same answer: sending a " + res.status + " again never changes it."];
     }
 
     function finish(req, res) {

@@ -74,7 +74,7 @@ func buildChapters(cfg Config) []Chapter {
 			Watch: []string{"The first row ends in a cross: no key row, no charge.",
 				"The second try claims the key and charges once.",
 				"On the checkout card the first failure is only “no response”."},
-			Why: "The server never saw the request, so there is nothing to undo and nothing to remember: a retry is safe. " +
+			Why: "Nothing reached the server, so there is nothing to undo and nothing to remember: trying again is harmless. " +
 				"But all the browser knows is that no answer came, and a lost response (chapter 3) looks exactly the same. " +
 				"So the client always retries with the same key, and the server is the one that remembers.",
 			Actions: []views.LessonAction{{ID: "faults-off", Label: "Turn the fault off", Presenter: true}},
@@ -89,7 +89,7 @@ func buildChapters(cfg Config) []Chapter {
 			Watch: []string{"A 500 that is not saved, and a key row left started; the second Pay gets 409.",
 				"The sweeper asks the gateway, finds the charge, records it and marks the key done.",
 				"The last Pay is a replay of that 201: one charge in all."},
-			Why: "Whether a retry is safe depends on what the failure left behind. Our database rolled back, but the gateway had already charged, " +
+			Why: "Here the answer to “may I retry?” hangs on what the failure left behind. Our database rolled back, but the gateway had already charged, " +
 				"so the outcome is unknown to us. Keeping the key started (409 to every retry) until the sweeper has asked the gateway " +
 				"turns the unknown into a fact before anyone can pay again.",
 			Actions: []views.LessonAction{{ID: "warp-sweep", Arg: warpSweep, Label: "Warp past the lock timeout and sweep", Presenter: true}},
@@ -104,7 +104,7 @@ func buildChapters(cfg Config) []Chapter {
 			Watch: []string{"“201 never arrives” on the first row.",
 				"The page waits a random moment, sends the same key again and gets the saved 201 back (replayed).",
 				"One charge."},
-			Why: "This is the dangerous case: the money moved and the client cannot know it. " +
+			Why: "Of the three, this one costs money: the charge went through, and nothing tells the client so. " +
 				"Its retry is safe only because it carries the same key, so the server answers from the key row instead of charging again.",
 		},
 		{
@@ -139,7 +139,7 @@ func buildChapters(cfg Config) []Chapter {
 			Watch: []string{"First burst: several charges for one key.",
 				"Second burst: one charge; the others get a 500 (the key could not be inserted twice) or, once the row is there, a 409 or a replay."},
 			Why: "Every request of a burst runs its SELECT before any of them INSERTs, so each one hears “not there”. " +
-				"Only the database can decide such a race, and only with a constraint: the primary key lets exactly one INSERT through. " +
+				"Only the database can decide such a race, and only with a constraint: the primary key admits one INSERT and refuses the rest. " +
 				"The check may stay as a shortcut; the constraint is what keeps the money safe.",
 			Actions: []views.LessonAction{
 				{ID: "burst", Arg: strconv.Itoa(views.LabBurstSize), Label: "Send 10 at once with one key"},
