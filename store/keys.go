@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"net/http"
 	"database/sql"
 	"errors"
 	"time"
@@ -106,13 +107,21 @@ var ErrNotStarted = &Error{Code: EINTERNAL, Message: "The key was closed by the 
 // ErrHalfway is what Complete returns when FailHalfway rolled it back.
 var ErrHalfway = &Error{Code: EINTERNAL, Message: "The transaction that records the charge failed halfway and was rolled back."}
 
-// Complete saves the response on a started key, with its charge if any.
-func (db *DB) Complete(ctx context.Context, c Completion) error {
+// Complete saves the response on a started key, with its charge if any,
+// and returns the response saved. That is c's, except when the key's
+// charge is already recorded: a key pruned while its charge stayed, then
+// retried late, reaches the same gateway charge again. The charge is not
+// recorded twice; the key is closed with the 201 of the charge that
+// exists, so neither the request nor the sweeper is stuck on the UNIQUE
+// constraint.
+func (db *DB) Complete(ctx context.Context, c Completion) (Response, error) {
 	if err := db.need("payments"); err != nil {
-		return err
+		return Response{}, err
 	}
 	now := toMillis(db.now())
+	saved := Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}
 	err := db.execAtomic(ctx, func(w *writeStatements) error {
+		saved = Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}
 		// Mark the key first: if the sweeper already closed it, stop before
 		// touching the charges table.
 		r, err := w.complete.ExecContext(ctx, c.Status, string(c.Body), now, c.Scope, c.Key)
@@ -124,9 +133,20 @@ func (db *DB) Complete(ctx context.Context, c Completion) error {
 		}
 		if c.Charge != nil {
 			ch := c.Charge
-			if _, err := w.insertCharge.ExecContext(ctx, ch.ID, c.Scope, c.Key, ch.OrderID, ch.AmountSatang,
-				ch.GatewayRef, toMillis(ch.CreatedAt)); err != nil {
+			r, err := w.insertCharge.ExecContext(ctx, ch.ID, c.Scope, c.Key, ch.OrderID, ch.AmountSatang,
+				ch.GatewayRef, toMillis(ch.CreatedAt))
+			if err != nil {
 				return err
+			}
+			if n, _ := r.RowsAffected(); n == 0 && c.Status == http.StatusCreated {
+				existing, err := scanCharge(w.selectCharge.QueryRowContext(ctx, c.Scope, c.Key))
+				if err != nil {
+					return err
+				}
+				saved.Body = existing.ResponseBody()
+				if _, err := w.setBody.ExecContext(ctx, string(saved.Body), c.Scope, c.Key); err != nil {
+					return err
+				}
 			}
 		}
 		if c.FailHalfway {
@@ -134,10 +154,11 @@ func (db *DB) Complete(ctx context.Context, c Completion) error {
 		}
 		return nil
 	})
-	if err == nil {
-		db.cache.put(c.Scope, c.Key, Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body})
+	if err != nil {
+		return Response{}, err
 	}
-	return err
+	db.cache.put(c.Scope, c.Key, saved)
+	return saved, nil
 }
 
 // Release deletes a started key, so that a retry runs afresh. It reports

@@ -365,6 +365,7 @@ type writeStatements struct {
 	begin, commit, rollback, savepoint, rollbackTo, release *sql.Stmt
 
 	claim, selectKey, complete, release_, insertCharge *sql.Stmt
+	selectCharge, setBody                              *sql.Stmt
 	insertGateway, selectGateway                       *sql.Stmt
 }
 
@@ -399,7 +400,9 @@ func (w *writeStatements) prepare(conn *sql.Conn, schema Schema) error {
 			WHERE scope = ? AND key = ? AND status = 'started'`),
 			p(&w.release_, `DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status = 'started'`),
 			p(&w.insertCharge, `INSERT INTO charges (id, scope, idempotency_key, order_id, amount_satang, gateway_ref, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`),
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, idempotency_key) DO NOTHING`),
+			p(&w.selectCharge, `SELECT `+chargeColumns+` FROM charges WHERE scope = ? AND idempotency_key = ?`),
+			p(&w.setBody, `UPDATE idempotency_keys SET response_body = ? WHERE scope = ? AND key = ?`),
 		)
 	}
 	if schema.has("ledger") {

@@ -31,7 +31,7 @@ func claimReq(key string) store.ClaimRequest {
 func complete(t *testing.T, db *store.DB, key string) {
 	t.Helper()
 	ch := &store.Charge{ID: store.NewID("ch_"), OrderID: "A-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: db.Now()}
-	if err := db.Complete(context.Background(), store.Completion{Scope: "s", Key: key, Fingerprint: "fp", Status: 201, Body: ch.ResponseBody(), Charge: ch}); err != nil {
+	if _, err := db.Complete(context.Background(), store.Completion{Scope: "s", Key: key, Fingerprint: "fp", Status: 201, Body: ch.ResponseBody(), Charge: ch}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -73,7 +73,7 @@ func TestSecondChargeForAKeyIsRefusedByTheConstraint(t *testing.T) {
 	complete(t, db, "k")
 	// Even bypassing the key protocol, a second charge row for the same
 	// (scope, key) cannot exist.
-	err := db.Complete(ctx, store.Completion{Scope: "s", Key: "k", Status: 201, Charge: &store.Charge{ID: "ch_2", AmountSatang: 1, CreatedAt: db.Now()}})
+	_, err := db.Complete(ctx, store.Completion{Scope: "s", Key: "k", Status: 201, Charge: &store.Charge{ID: "ch_2", AmountSatang: 1, CreatedAt: db.Now()}})
 	if err == nil {
 		t.Fatal("a second completion of a done key succeeded")
 	}
@@ -95,7 +95,7 @@ func TestFailHalfwayRollsBackOnlyThatRequest(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			ch := &store.Charge{ID: store.NewID("ch_"), OrderID: "A-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: db.Now()}
-			err := db.Complete(ctx, store.Completion{Scope: "s", Key: key, Status: 201, Body: []byte("{}"), Charge: ch, FailHalfway: i%2 == 0})
+			_, err := db.Complete(ctx, store.Completion{Scope: "s", Key: key, Status: 201, Body: []byte("{}"), Charge: ch, FailHalfway: i%2 == 0})
 			if (err != nil) != (i%2 == 0) {
 				t.Errorf("key %s: err %v", key, err)
 			}

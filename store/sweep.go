@@ -44,7 +44,7 @@ func (db *DB) Sweep(ctx context.Context, lockTimeout time.Duration, lookup Gatew
 			o.Charged = true
 			o.Charge = Charge{ID: NewID("ch_"), Scope: row.Scope, Key: row.Key, OrderID: g.OrderID,
 				AmountSatang: g.AmountSatang, GatewayRef: g.ID, CreatedAt: db.now()}
-			o.Err = db.Complete(ctx, Completion{Scope: row.Scope, Key: row.Key, Fingerprint: row.Fingerprint,
+			_, o.Err = db.Complete(ctx, Completion{Scope: row.Scope, Key: row.Key, Fingerprint: row.Fingerprint,
 				Status: http.StatusCreated, Body: o.Charge.ResponseBody(), Charge: &o.Charge})
 		default:
 			var released bool

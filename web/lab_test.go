@@ -277,14 +277,16 @@ func TestLabMistakePruningTooSoon(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		env.putLab(LabSettings{Server: LabServer{Mode: LabCorrect, RetentionSeconds: 60}})
 		key := uuid.NewString()
-		env.pay(key, body)
+		first := env.pay(key, body)
 		env.send(http.MethodPost, "/api/clock/advance", map[string]int{"seconds": 120})
 		env.send(http.MethodPost, "/api/lab/prune", nil)
 		late := env.pay(key, body)
 		if n := env.charges(); n != 1 {
 			t.Fatalf("late retry %d; %d charges, want 1", late.Status, n)
 		}
-		t.Logf("the late retry on the real endpoint answered %d", late.Status)
+		if late.Status != http.StatusCreated || !bytes.Equal(late.Body, first.Body) {
+			t.Fatalf("the late retry answered %d %s, want the first charge's 201 %s", late.Status, late.Body, first.Body)
+		}
 	})
 }
 

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -177,7 +178,7 @@ func (p *payment) save(ctx context.Context, outcome error, charge *store.Charge)
 	} else {
 		body = charge.ResponseBody()
 	}
-	err := p.s.db.Complete(ctx, store.Completion{Scope: p.scope, Key: p.key, Fingerprint: p.fp,
+	saved, err := p.s.db.Complete(ctx, store.Completion{Scope: p.scope, Key: p.key, Fingerprint: p.fp,
 		Status: status, Body: body, Charge: charge, FailHalfway: p.faults.FailHalfway})
 	switch {
 	case errors.Is(err, store.ErrHalfway) && charge == nil:
@@ -197,15 +198,20 @@ func (p *payment) save(ctx context.Context, outcome error, charge *store.Charge)
 	case err != nil:
 		return p.fail(err)
 	}
-	if charge != nil {
-		p.publish(live.Charged, 0, "charge "+charge.ID+" recorded")
+	switch {
+	case charge != nil && !bytes.Equal(saved.Body, body):
+		p.publish(live.Completed, saved.Status, "this key's charge was already recorded (its key row had been pruned): nothing charged twice, the original charge is answered")
+	default:
+		if charge != nil {
+			p.publish(live.Charged, 0, "charge "+charge.ID+" recorded")
+		}
+		p.publish(live.Completed, saved.Status, "response saved on the key")
 	}
-	p.publish(live.Completed, status, "response saved on the key")
 	if p.faults.ResponseLost {
-		p.publish(live.ResponseLost, status, "fault: the work committed, but the connection closed before the response")
+		p.publish(live.ResponseLost, saved.Status, "fault: the work committed, but the connection closed before the response")
 		return dropConnection(p.c)
 	}
-	return p.c.Blob(status, contentTypeFor(status), body)
+	return p.c.Blob(saved.Status, contentTypeFor(saved.Status), saved.Body)
 }
 
 // release deletes the claim after a failure that happened before any

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"paytwice/store"
 )
@@ -376,5 +377,34 @@ func waitForKeyStatus(t *testing.T, env *testEnv, key, status string) {
 		if _, err := sub.Next(ctx); err != nil {
 			t.Fatalf("key %s never became %s: %v", key, status, err)
 		}
+	}
+}
+
+func TestLateRetryOfAPrunedKeyFindsTheRecordedCharge(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	first := env.pay("late", articleBody)
+	if first.Status != 201 {
+		t.Fatalf("first: %d %s", first.Status, first.Body)
+	}
+	env.Clock.Advance(25 * time.Hour)
+	if n, err := env.Server.Prune(context.Background()); err != nil || n != 1 {
+		t.Fatalf("prune: %d, %v", n, err)
+	}
+	// The key is forgotten, so the retry is a new request; but the gateway
+	// and the charges table still know the key, so nothing is charged twice
+	// and nothing is left stuck in started.
+	late := env.pay("late", articleBody)
+	if late.Status != 201 || late.JSON(t)["charge_id"] != first.JSON(t)["charge_id"] {
+		t.Fatalf("late retry: %d %s, want 201 with the first charge %s", late.Status, late.Body, first.Body)
+	}
+	if n := env.charges(); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+	k, err := env.DB.GetKey(context.Background(), AnonymousScope, "late")
+	if err != nil || k.Status != store.StatusDone {
+		t.Fatalf("key after the late retry: %+v %v", k, err)
+	}
+	if again := env.pay("late", articleBody); !bytes.Equal(again.Body, late.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay after the late retry: %d %s", again.Status, again.Body)
 	}
 }
