@@ -38,7 +38,7 @@ func TestScreenshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := newRealClockEnv(t, Config{})
-	ctx := liveBrowser(t, 1366, 900)
+	ctx := liveBrowser(t, 1366, 1000)
 	liveStill(t, ctx)
 	liveOpen(t, ctx, env.URL+"/")
 
@@ -94,7 +94,7 @@ func TestScreenshots(t *testing.T) {
 		t.Logf("wrote %s (%d KB)", filepath.Join(dir, name), len(png)/1024)
 	}
 
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatal(err)
 	}
