@@ -2,9 +2,9 @@ package store
 
 import (
 	"context"
-	"net/http"
 	"database/sql"
 	"errors"
+	"net/http"
 	"time"
 )
 
