@@ -21,25 +21,10 @@ import (
 // charge, problem+json errors), so a client cannot tell: which is the
 // point. The correct handler is handleCreatePayment (payments.go).
 
-// labPayment starts a request like handleCreatePayment does.
-func (s *Server) labPayment(c echo.Context) *payment {
-	r := c.Request()
-	return &payment{s: s, c: c, id: store.NewID("rq_")[:11], scope: callerScope(r)}
-}
-
 // note puts one of the lab's own explanations on the request's row.
 func (p *payment) note(status int, msg string) {
 	p.s.hub.Publish(live.Event{Kind: labKind, Request: p.id, Scope: p.scope, Key: p.key,
 		OrderID: p.req.OrderID, Amount: p.req.AmountSatang, Status: status, Message: msg})
-}
-
-// refuse answers a request that failed parsing, as the endpoint does:
-// nothing saved.
-func (p *payment) refuse(err error) error {
-	r := p.c.Request()
-	status, body := problemBody(r, err)
-	p.publish(live.Rejected, status, store.ErrorMessage(err))
-	return p.c.Blob(status, "application/problem+json", body)
 }
 
 // holdDelay applies the delay fault: the work waits, so that a second
@@ -70,7 +55,7 @@ func (p *payment) answerCharged(ch store.Charge) error {
 // ever sees distinct keys, cannot catch the duplicate either.
 func (s *Server) payNoKey(c echo.Context) error {
 	r := c.Request()
-	p := s.labPayment(c)
+	p := s.newPayment(c)
 	var err error
 	p.req, err = readPaymentBody(r)
 	p.key = store.LabKeyPrefix + "no-key " + p.id
@@ -124,7 +109,7 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 	if constrained {
 		mode = "check first, then insert; constraints back"
 	}
-	p := s.labPayment(c)
+	p := s.newPayment(c)
 	key, err := ParseIdempotencyKey(r.Header.Values("Idempotency-Key"))
 	if err == nil {
 		p.key = key
@@ -231,36 +216,10 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 // the key is kept, a retry replays; once the lab's prune has removed it,
 // the same key is a new payment.
 func (s *Server) payKeyTableOnly(c echo.Context) error {
-	r := c.Request()
-	p := s.labPayment(c)
-	key, err := ParseIdempotencyKey(r.Header.Values("Idempotency-Key"))
-	if err == nil {
-		p.key = key
-		p.req, err = readPaymentBody(r)
+	p := s.newPayment(c)
+	if claimed, err := p.admit(" (lab: key table only)"); !claimed {
+		return err
 	}
-	p.publish(live.Received, 0, r.Method+" "+r.URL.Path+" (lab: key table only)")
-	if err != nil {
-		return p.refuse(err)
-	}
-	p.fp = fingerprint(r.Method, paymentsPath, p.req.Canonical())
-	p.faults, p.gw = s.faults.Draw(s.gateway.Switches())
-	if p.faults.ConnectionNeverHappens {
-		p.publish(live.Dropped, 0, "fault: the connection was dropped before the server did anything")
-		return dropConnection(c)
-	}
-	if saved, ok := s.db.CachedResponse(p.scope, p.key); ok {
-		return p.answerExisting(saved.Fingerprint, store.StatusDone, saved.Status, saved.Body)
-	}
-	claim, err := s.db.Claim(r.Context(), store.ClaimRequest{Scope: p.scope, Key: p.key, Method: r.Method,
-		Path: paymentsPath, Fingerprint: p.fp, OrderID: p.req.OrderID, AmountSatang: p.req.AmountSatang})
-	if err != nil {
-		return p.fail(err)
-	}
-	if !claim.Claimed {
-		ex := claim.Existing
-		return p.answerExisting(ex.Fingerprint, ex.Status, ex.ResponseStatus, ex.ResponseBody)
-	}
-	p.publish(live.Claimed, 0, "key row inserted as started")
 
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
 	defer cancel()
