@@ -356,13 +356,18 @@ func TestBrowserStudentCannotFlipSwitches(t *testing.T) {
 // (one second), and its retry gets the saved 201.
 func TestBrowserRetryWaitsAndReplays(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{DelayMS: 300})
+	// The first click's charge is held at the gateway until the second
+	// click's retry is counting down, so the 409 does not depend on how
+	// quickly the browser clicks on a loaded machine.
+	release := sync.OnceFunc(env.holdGateway())
+	t.Cleanup(release)
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/?backoff_ms=20")
 	liveDo(t, ctx, "retries on, double-click", liveClick("#opt-retry"), liveClick("#pay"), liveClick("#pay"))
 
-	liveWait(t, ctx, "a countdown before the retry", 5*time.Second,
-		`[...document.querySelectorAll("#attempts .wait")].some(w => /retry 1 in|waited/.test(w.textContent))`)
+	liveWait(t, ctx, "a countdown before the retry", 10*time.Second,
+		`[...document.querySelectorAll("#attempts .wait")].some(w => /retry 1 in/.test(w.textContent))`)
+	release()
 	liveWait(t, ctx, "three answered attempts, ending paid", 10*time.Second,
 		paidNow+` && document.querySelectorAll("#attempts li[data-status]").length === 3`)
 	got := liveEval[[]string](t, ctx, `[...document.querySelectorAll("#attempts li")].map(li => li.dataset.status).sort()`)
