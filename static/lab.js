@@ -32,20 +32,7 @@
     }
   }
 
-  function api(method, path, payload) {
-    var init = { method: method, credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json" } };
-    if (payload !== undefined) {
-      init.headers["Content-Type"] = "application/json";
-      init.body = JSON.stringify(payload);
-    }
-    return fetch(path, init).then(function (r) {
-      return r.text().then(function (t) {
-        var body = null;
-        try { body = JSON.parse(t); } catch (e) { /* not JSON */ }
-        return { status: r.status, ok: r.ok, body: body };
-      });
-    }, function () { return { status: 0, ok: false, body: { detail: "the server could not be reached" } }; });
-  }
+  var api = window.paytwiceAPI; // static/api.js
 
   function refusal(res) {
     if (res.status === 403) { return "Refused (403): only the presenter may change this."; }
