@@ -427,23 +427,7 @@ func (c LineChart) drawing() lineDrawing {
 		ys = linearTicks(ymin, ymax, 5)
 	}
 
-	// Leave room on the left for the widest y chartTick label.
-	widest := 0.0
-	for _, v := range ys {
-		widest = max(widest, chartTextWidth(fy(v), f.Font))
-	}
-	f.Left = f.Font*1.9 + widest + 6
-
-	xs := linearTicks(xmin, xmax, 5)
-	f.Right = f.W - chartRightMargin(xs, xmin, xmax, fx, f.Font)
-	sx := chartScale{d0: xmin, d1: xmax, p0: f.Left, p1: f.Right}
-	sy := chartScale{d0: ymin, d1: ymax, p0: f.Bottom, p1: f.Top, log: c.LogY}
-	for _, v := range ys {
-		f.YTicks = append(f.YTicks, chartTick{Pos: sy.at(v), Label: fy(v)})
-	}
-	for _, v := range xs {
-		f.XTicks = append(f.XTicks, chartTick{Pos: sx.at(v), Label: fx(v)})
-	}
+	sx, sy := f.placeAxes(xmin, xmax, ymin, ymax, ys, c.LogY, fx, fy)
 
 	for i, s := range c.Series {
 		ds := drawnSeries{Name: s.Name, Style: chartStyleFor(i)}
@@ -509,22 +493,7 @@ func (h Histogram) drawing() histDrawing {
 	step := niceStep(ymax, 5)
 	ymax = math.Ceil(ymax/step-1e-9) * step
 	ys := linearTicks(0, ymax, 5)
-	widest := 0.0
-	for _, v := range ys {
-		widest = max(widest, chartTextWidth(fy(v), f.Font))
-	}
-	f.Left = f.Font*1.9 + widest + 6
-
-	xs := linearTicks(xmin, xmax, 5)
-	f.Right = f.W - chartRightMargin(xs, xmin, xmax, fx, f.Font)
-	sx := chartScale{d0: xmin, d1: xmax, p0: f.Left, p1: f.Right}
-	sy := chartScale{d0: 0, d1: ymax, p0: f.Bottom, p1: f.Top}
-	for _, v := range ys {
-		f.YTicks = append(f.YTicks, chartTick{Pos: sy.at(v), Label: fy(v)})
-	}
-	for _, v := range xs {
-		f.XTicks = append(f.XTicks, chartTick{Pos: sx.at(v), Label: fx(v)})
-	}
+	sx, sy := f.placeAxes(xmin, xmax, 0, ymax, ys, false, fx, fy)
 	d := histDrawing{chartFrame: f}
 	if h.Ref > 0 && isFinite(h.Ref) {
 		d.HasRef, d.RefY, d.RefLabel = true, sy.at(h.Ref), h.RefLabel
@@ -607,4 +576,27 @@ func ymaxOf(bars []Bar) float64 {
 		m = max(m, b.Y)
 	}
 	return m
+}
+
+// placeAxes fits the plot area between the widest y label and the room
+// the last x label needs, then places the ticks: ys as given, five x
+// ticks. It returns the scales from data to pixels.
+func (f *chartFrame) placeAxes(xmin, xmax, ymin, ymax float64, ys []float64, logY bool, fx, fy func(float64) string) (sx, sy chartScale) {
+	widest := 0.0
+	for _, v := range ys {
+		widest = max(widest, chartTextWidth(fy(v), f.Font))
+	}
+	f.Left = f.Font*1.9 + widest + 6
+
+	xs := linearTicks(xmin, xmax, 5)
+	f.Right = f.W - chartRightMargin(xs, xmin, xmax, fx, f.Font)
+	sx = chartScale{d0: xmin, d1: xmax, p0: f.Left, p1: f.Right}
+	sy = chartScale{d0: ymin, d1: ymax, p0: f.Bottom, p1: f.Top, log: logY}
+	for _, v := range ys {
+		f.YTicks = append(f.YTicks, chartTick{Pos: sy.at(v), Label: fy(v)})
+	}
+	for _, v := range xs {
+		f.XTicks = append(f.XTicks, chartTick{Pos: sx.at(v), Label: fx(v)})
+	}
+	return sx, sy
 }
