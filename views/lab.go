@@ -1,23 +1,19 @@
 package views
 
 import (
-	"regexp"
 	"strconv"
-	"strings"
 )
 
 // This file holds the plain data the common-mistakes lab and the guided
 // lessons draw (lab.templ). The web package fills it from the lab's
 // settings and from what it measured in the database.
 
-// The lab's server modes, as the JSON API names them.
-const (
-	LabModeCorrect                    = "correct"
-	LabModeNoKey                      = "no_key"
-	LabModeCheckThenInsert            = "check_then_insert"
-	LabModeCheckThenInsertConstrained = "check_then_insert_constrained"
-	LabModeKeyTableOnly               = "key_table_only"
-)
+// LabModes are the values of the server modes that the lab's controls
+// offer, as the JSON API names them; the web package, which defines the
+// modes, fills them in.
+type LabModes struct {
+	Correct, NoKey, CheckThenInsert, CheckThenInsertConstrained, KeyTableOnly string
+}
 
 // The lab's fixed numbers: the two retentions it offers, how far its
 // time warp jumps, and how many requests a burst sends.
@@ -46,8 +42,9 @@ const labDefaultEmail = "somchai.j@example.com"
 
 // LabSwitches are the lab's settings as the panel shows them.
 type LabSwitches struct {
-	// Mode is how the server handles POST /v1/payments (LabMode…).
-	Mode string
+	// Mode is how the server handles POST /v1/payments, one of Modes.
+	Mode  string
+	Modes LabModes
 	// CheckGapMS is the pause between the check and the insert.
 	CheckGapMS int
 	// RetentionSeconds is the lab's key retention; 0 means the server's.
@@ -95,22 +92,18 @@ func (l Lab) outcome(n int) LabOutcome {
 	return l.Outcomes[n-1]
 }
 
-// LabActive reports whether any mistake is switched on.
-func (s LabSwitches) LabActive() bool {
-	return (s.Mode != "" && s.Mode != LabModeCorrect) || s.NewKeyPerRetry || s.RetryEvery4xx || s.NewKeyAfter500 || s.PersonalDataKey
-}
-
 // LabMistakesOn names the mistakes switched on, for the panel's summary.
 func (s LabSwitches) LabMistakesOn() []string {
 	var on []string
 	switch s.Mode {
-	case LabModeNoKey:
+	case "", s.Modes.Correct:
+	case s.Modes.NoKey:
 		on = append(on, "1 no key")
-	case LabModeCheckThenInsert:
+	case s.Modes.CheckThenInsert:
 		on = append(on, "3 check first, no constraints")
-	case LabModeCheckThenInsertConstrained:
+	case s.Modes.CheckThenInsertConstrained:
 		on = append(on, "3 check first, constraints back")
-	case LabModeKeyTableOnly:
+	case s.Modes.KeyTableOnly:
 		on = append(on, "7 key table only, keys kept "+retentionText(s.RetentionSeconds, s.DefaultRetention))
 	}
 	if s.NewKeyPerRetry {
@@ -279,44 +272,3 @@ func lessonHref(slug string) string { return "/?lesson=" + slug }
 func u64(n uint64) string { return strconv.FormatUint(n, 10) }
 
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
-
-// Personal data in keys. A key is meant to be random; these patterns find
-// the two kinds of personal data that people most often use instead.
-var (
-	emailPattern = regexp.MustCompile(`[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}`)
-	phonePattern = regexp.MustCompile(`^\+?\(?[0-9][0-9().\-]{6,22}[0-9]$`)
-)
-
-// PersonalData says what kind of personal data a key looks like it holds
-// ("an e-mail address", "a phone number"), or "" when it looks like none.
-// It also finds them inside composite keys, such as the gateway's
-// "scope|key".
-func PersonalData(key string) string {
-	if strings.Contains(key, "@") && emailPattern.MatchString(key) {
-		return "an e-mail address"
-	}
-	if countDigits(key) < 9 {
-		return "" // too few digits for a phone number: most keys stop here
-	}
-	for _, tok := range strings.FieldsFunc(key, func(r rune) bool {
-		return r == '|' || r == ' ' || r == ':' || r == '/' || r == '_' || r == ','
-	}) {
-		if !phonePattern.MatchString(tok) {
-			continue
-		}
-		if digits := countDigits(tok); digits >= 9 && digits <= 15 {
-			return "a phone number"
-		}
-	}
-	return ""
-}
-
-func countDigits(s string) int {
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] >= '0' && s[i] <= '9' {
-			n++
-		}
-	}
-	return n
-}

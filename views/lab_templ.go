@@ -488,7 +488,7 @@ func LabControls(n int, l Lab) templ.Component {
 		}
 		switch n {
 		case labMistakeNoKey:
-			templ_7745c5c3_Err = labModeBox("lab-nokey", LabModeNoKey, l.Switches.Mode == LabModeNoKey, "The server ignores the key and executes every request").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = labModeBox("lab-nokey", l.Switches.Modes.NoKey, l.Switches.Mode == l.Switches.Modes.NoKey, "The server ignores the key and executes every request").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -503,9 +503,9 @@ func LabControls(n int, l Lab) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var20 string
-			templ_7745c5c3_Var20, templ_7745c5c3_Err = templruntime.NewAttributeExpression(LabModeCorrect).Resolve(ctx)
+			templ_7745c5c3_Var20, templ_7745c5c3_Err = templruntime.NewAttributeExpression(l.Switches.Modes.Correct).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/lab.templ`, Line: 153, Col: 36}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/lab.templ`, Line: 153, Col: 46}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var20)
 			if templ_7745c5c3_Err != nil {
@@ -515,7 +515,7 @@ func LabControls(n int, l Lab) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if l.Switches.Mode != LabModeCheckThenInsert && l.Switches.Mode != LabModeCheckThenInsertConstrained {
+			if l.Switches.Mode != l.Switches.Modes.CheckThenInsert && l.Switches.Mode != l.Switches.Modes.CheckThenInsertConstrained {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, " selected")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -526,9 +526,9 @@ func LabControls(n int, l Lab) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var21 string
-			templ_7745c5c3_Var21, templ_7745c5c3_Err = templruntime.NewAttributeExpression(LabModeCheckThenInsert).Resolve(ctx)
+			templ_7745c5c3_Var21, templ_7745c5c3_Err = templruntime.NewAttributeExpression(l.Switches.Modes.CheckThenInsert).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/lab.templ`, Line: 154, Col: 44}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/lab.templ`, Line: 154, Col: 54}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var21)
 			if templ_7745c5c3_Err != nil {
@@ -538,7 +538,7 @@ func LabControls(n int, l Lab) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if l.Switches.Mode == LabModeCheckThenInsert {
+			if l.Switches.Mode == l.Switches.Modes.CheckThenInsert {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, " selected")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -549,9 +549,9 @@ func LabControls(n int, l Lab) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var22 string
-			templ_7745c5c3_Var22, templ_7745c5c3_Err = templruntime.NewAttributeExpression(LabModeCheckThenInsertConstrained).Resolve(ctx)
+			templ_7745c5c3_Var22, templ_7745c5c3_Err = templruntime.NewAttributeExpression(l.Switches.Modes.CheckThenInsertConstrained).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/lab.templ`, Line: 155, Col: 55}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/lab.templ`, Line: 155, Col: 65}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var22)
 			if templ_7745c5c3_Err != nil {
@@ -561,7 +561,7 @@ func LabControls(n int, l Lab) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if l.Switches.Mode == LabModeCheckThenInsertConstrained {
+			if l.Switches.Mode == l.Switches.Modes.CheckThenInsertConstrained {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, " selected")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -633,7 +633,7 @@ func LabControls(n int, l Lab) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		case labMistakePruneTooSoon:
-			templ_7745c5c3_Err = labModeBox("lab-keyonly", LabModeKeyTableOnly, l.Switches.Mode == LabModeKeyTableOnly, "The key table is the server's only memory of a payment").Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = labModeBox("lab-keyonly", l.Switches.Modes.KeyTableOnly, l.Switches.Mode == l.Switches.Modes.KeyTableOnly, "The key table is the server's only memory of a payment").Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1881,8 +1881,9 @@ func BoardLab(l Lab) templ.Component {
 
 // PersonalDataFlag marks a key that looks like personal data wherever the
 // page shows one (the key table, the timeline): it is accepted, and that
-// is the problem.
-func PersonalDataFlag(key string) templ.Component {
+// is the problem. kind is what it looks like ("an e-mail address"), or ""
+// for a key that looks like none.
+func PersonalDataFlag(kind string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -1899,7 +1900,7 @@ func PersonalDataFlag(key string) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		if kind := PersonalData(key); kind != "" {
+		if kind != "" {
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 183, "<span class=\"badge bad pii\" title=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
@@ -1907,7 +1908,7 @@ func PersonalDataFlag(key string) templ.Component {
 			var templ_7745c5c3_Var82 string
 			templ_7745c5c3_Var82, templ_7745c5c3_Err = templruntime.NewAttributeExpression("This key looks like " + kind + ": personal data, now stored and shown wherever keys go.").Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/lab.templ`, Line: 398, Col: 127}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/lab.templ`, Line: 399, Col: 127}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var82)
 			if templ_7745c5c3_Err != nil {

@@ -61,29 +61,35 @@ type Step struct {
 // TimelineRow is one request (or one action of the server itself, such as
 // a sweep) drawn as a row of arrows.
 type TimelineRow struct {
-	ID      string // DOM id of the row
-	Time    time.Time
-	Title   string // "POST /v1/payments", "Sweeper", …
-	Key     string // the idempotency key, in full
-	OrderID string
-	Amount  int64 // satang; 0 when unknown
-	Scope   string
-	Outcome Badge
-	Steps   []Step
+	ID    string // DOM id of the row
+	Time  time.Time
+	Title string // "POST /v1/payments", "Sweeper", …
+	Key   string // the idempotency key, in full
+	// PersonalData is what the key looks like ("an e-mail address") when
+	// it looks like personal data, else "".
+	PersonalData string
+	OrderID      string
+	Amount       int64 // satang; 0 when unknown
+	Scope        string
+	Outcome      Badge
+	Steps        []Step
 }
 
 // KeyRow is one row of the idempotency key table.
 type KeyRow struct {
-	ID          string // DOM id
-	Scope       string
-	Key         string
-	Fingerprint string // a prefix is shown
-	OrderID     string
-	Amount      int64
-	Status      string // started | done
-	Code        int    // saved response status; 0 while started
-	Created     time.Time
-	Hits        int // requests that found the key already there
+	ID    string // DOM id
+	Scope string
+	Key   string
+	// PersonalData is what the key looks like when it looks like personal
+	// data, else "" (see TimelineRow).
+	PersonalData string
+	Fingerprint  string // a prefix is shown
+	OrderID      string
+	Amount       int64
+	Status       string // started | done
+	Code         int    // saved response status; 0 while started
+	Created      time.Time
+	Hits         int // requests that found the key already there
 }
 
 // ChargeRow is one row of the charges table.

@@ -367,7 +367,7 @@ func TimelineRowView(r TimelineRow) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = PersonalDataFlag(r.Key).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = PersonalDataFlag(r.PersonalData).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -927,7 +927,7 @@ func KeyRowView(k KeyRow, now time.Time, swap bool) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = PersonalDataFlag(k.Key).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = PersonalDataFlag(k.PersonalData).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

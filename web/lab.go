@@ -12,7 +12,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paytwice/store"
-	"paytwice/views"
 	"paytwice/web/live"
 )
 
@@ -25,22 +24,22 @@ import (
 // LabMode says how POST /v1/payments claims keys while the lab is on.
 type LabMode = string
 
-// The modes, as views names them too.
+// The modes, as the JSON API names them.
 const (
 	// LabCorrect is the real protocol (payments.go).
-	LabCorrect LabMode = views.LabModeCorrect
+	LabCorrect LabMode = "correct"
 	// LabNoKey executes every request: no key is read, nothing remembered.
-	LabNoKey LabMode = views.LabModeNoKey
+	LabNoKey LabMode = "no_key"
 	// LabCheckThenInsert looks the key up with a SELECT, pauses, and
 	// INSERTs it into a copy of the key table with no constraints.
-	LabCheckThenInsert LabMode = views.LabModeCheckThenInsert
+	LabCheckThenInsert LabMode = "check_then_insert"
 	// LabCheckThenInsertConstrained is the same code on the real,
 	// constrained key table: the primary key refuses the losers' INSERT.
-	LabCheckThenInsertConstrained LabMode = views.LabModeCheckThenInsertConstrained
+	LabCheckThenInsertConstrained LabMode = "check_then_insert_constrained"
 	// LabKeyTableOnly is the protocol with the key table as its only
 	// memory: charges and gateway calls are not tied to the key, so a
 	// pruned key charges again.
-	LabKeyTableOnly LabMode = views.LabModeKeyTableOnly
+	LabKeyTableOnly LabMode = "key_table_only"
 )
 
 var labModes = []LabMode{LabCorrect, LabNoKey, LabCheckThenInsert, LabCheckThenInsertConstrained, LabKeyTableOnly}
@@ -335,7 +334,7 @@ func (s *Server) labDispatch(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		key, _ := ParseIdempotencyKey(r.Header.Values("Idempotency-Key"))
-		if kind := views.PersonalData(key); kind != "" {
+		if kind := PersonalData(key); kind != "" {
 			s.flagPersonalKey(callerScope(r), key, kind)
 		}
 		var err error

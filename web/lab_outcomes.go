@@ -165,7 +165,7 @@ func (s *Server) personalOutcome(ctx context.Context) (LabPersonalOutcome, error
 	o.Keys = len(s.lab.personal)
 	s.lab.seenMu.Unlock()
 	count := func(where, key string) {
-		if views.PersonalData(key) != "" {
+		if PersonalData(key) != "" {
 			o.Stored[where]++
 		}
 	}
@@ -178,7 +178,7 @@ func (s *Server) personalOutcome(ctx context.Context) (LabPersonalOutcome, error
 		}
 	}
 	for _, e := range s.hub.Recent(live.DefaultSize) {
-		if e.Key != "" && views.PersonalData(e.Key) != "" {
+		if e.Key != "" && PersonalData(e.Key) != "" {
 			o.TimelineEvents++
 		}
 	}
@@ -304,9 +304,13 @@ func plural(n int, one, many string) string {
 	return many
 }
 
+// labModeValues tells the panel the values of the modes it offers.
+var labModeValues = views.LabModes{Correct: LabCorrect, NoKey: LabNoKey, CheckThenInsert: LabCheckThenInsert,
+	CheckThenInsertConstrained: LabCheckThenInsertConstrained, KeyTableOnly: LabKeyTableOnly}
+
 // labSwitchesView is the settings as the panel shows them.
 func (s *Server) labSwitchesView(l LabSettings) views.LabSwitches {
-	return views.LabSwitches{Mode: l.Server.Mode, CheckGapMS: l.Server.CheckGapMS, RetentionSeconds: l.Server.RetentionSeconds,
+	return views.LabSwitches{Mode: l.Server.Mode, Modes: labModeValues, CheckGapMS: l.Server.CheckGapMS, RetentionSeconds: l.Server.RetentionSeconds,
 		DefaultRetention: retentionWords(int64(s.cfg.Retention.Seconds())),
 		NewKeyPerRetry:   l.Client.NewKeyPerRetry, RetryEvery4xx: l.Client.RetryEvery4xx,
 		NewKeyAfter500: l.Client.NewKeyAfter500, PersonalDataKey: l.Client.PersonalDataKey}
