@@ -28,7 +28,7 @@ func (db *DB) RecordGatewayCharge(ctx context.Context, g GatewayCharge) (Gateway
 	if err := db.need("ledger"); err != nil {
 		return out, false, err
 	}
-	err := db.exec(ctx, func(w *writeStatements) error {
+	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
 		var id string
 		err := w.insertGateway.QueryRowContext(ctx, g.Key, g.ID, g.OrderID, g.AmountSatang, toMillis(g.CreatedAt)).Scan(&id)
 		if err == nil {

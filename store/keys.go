@@ -58,7 +58,7 @@ func (db *DB) Claim(ctx context.Context, c ClaimRequest) (ClaimResult, error) {
 		return res, err
 	}
 	now := toMillis(db.now())
-	err := db.exec(ctx, func(w *writeStatements) error {
+	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
 		res = ClaimResult{}
 		var created int64
 		err := w.claim.QueryRowContext(ctx, c.Scope, c.Key, c.Method, c.Path, c.Fingerprint,
@@ -120,7 +120,7 @@ func (db *DB) Complete(ctx context.Context, c Completion) (Response, error) {
 	}
 	now := toMillis(db.now())
 	saved := Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}
-	err := db.execAtomic(ctx, func(w *writeStatements) error {
+	err := db.execAtomic(ctx, func(ctx context.Context, w *writeStatements) error {
 		saved = Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}
 		// Mark the key first: if the sweeper already closed it, stop before
 		// touching the charges table.
@@ -168,7 +168,7 @@ func (db *DB) Release(ctx context.Context, scope, key string) (bool, error) {
 	if err := db.need("payments"); err != nil {
 		return false, err
 	}
-	err := db.exec(ctx, func(w *writeStatements) error {
+	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
 		r, err := w.release_.ExecContext(ctx, scope, key)
 		if err != nil {
 			return err
@@ -190,7 +190,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]PrunedKey, error) 
 	if err := db.need("payments"); err != nil {
 		return nil, err
 	}
-	err := db.exec(ctx, func(w *writeStatements) error {
+	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
 		pruned = pruned[:0]
 		rows, err := db.conn.QueryContext(ctx, `DELETE FROM idempotency_keys
 			WHERE status = 'done' AND created_at < ? RETURNING scope, key`, toMillis(cutoff))
@@ -219,7 +219,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]PrunedKey, error) 
 // Reset deletes every key, charge and gateway record the file holds: a
 // clean slate for the next demonstration.
 func (db *DB) Reset(ctx context.Context) error {
-	err := db.execAtomic(ctx, func(w *writeStatements) error {
+	err := db.execAtomic(ctx, func(ctx context.Context, w *writeStatements) error {
 		if db.schema.has("payments") {
 			if _, err := db.conn.ExecContext(ctx, `DELETE FROM idempotency_keys; DELETE FROM charges;`); err != nil {
 				return err

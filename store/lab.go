@@ -51,7 +51,7 @@ func (db *DB) LabInsertKeyUnguarded(ctx context.Context, c ClaimRequest) error {
 		return err
 	}
 	now := toMillis(db.now())
-	err := db.exec(ctx, func(w *writeStatements) error {
+	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
 		_, err := db.conn.ExecContext(ctx, `INSERT INTO idempotency_keys
 			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, 'started', ?, ?)`,
@@ -71,7 +71,7 @@ func (db *DB) LabRecordCharge(ctx context.Context, ch Charge) error {
 	if !strings.HasPrefix(ch.Key, LabKeyPrefix) {
 		return fmt.Errorf("store: lab charge key %q lacks the lab prefix", ch.Key)
 	}
-	err := db.exec(ctx, func(w *writeStatements) error {
+	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
 		_, err := w.insertCharge.ExecContext(ctx, ch.ID, ch.Scope, ch.Key, ch.OrderID, ch.AmountSatang,
 			ch.GatewayRef, toMillis(ch.CreatedAt))
 		return err
@@ -92,7 +92,7 @@ func (db *DB) LabCompleteKeyOnly(ctx context.Context, c Completion, chargeKey st
 		return fmt.Errorf("store: lab charge key %q lacks the lab prefix", chargeKey)
 	}
 	now := toMillis(db.now())
-	err := db.execAtomic(ctx, func(w *writeStatements) error {
+	err := db.execAtomic(ctx, func(ctx context.Context, w *writeStatements) error {
 		r, err := w.complete.ExecContext(ctx, c.Status, string(c.Body), now, c.Scope, c.Key)
 		if err != nil {
 			return err
@@ -160,7 +160,7 @@ func (db *DB) LabLooseInsertKey(ctx context.Context, c ClaimRequest, request str
 		return 0, 0, err
 	}
 	now := toMillis(db.now())
-	err = db.exec(ctx, func(w *writeStatements) error {
+	err = db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
 		if err := db.conn.QueryRowContext(ctx, `INSERT INTO lab_loose_keys
 			(scope, key, fingerprint, order_id, amount_satang, status, request, created_at)
 			VALUES (?, ?, ?, ?, ?, 'started', ?, ?) RETURNING rowid`,
@@ -181,7 +181,7 @@ func (db *DB) LabLooseComplete(ctx context.Context, rowID int64, status int, bod
 		return 0, err
 	}
 	now := toMillis(db.now())
-	err = db.execAtomic(ctx, func(w *writeStatements) error {
+	err = db.execAtomic(ctx, func(ctx context.Context, w *writeStatements) error {
 		if _, err := db.conn.ExecContext(ctx, `UPDATE lab_loose_keys SET status = 'done', response_status = ?, response_body = ?
 			WHERE rowid = ?`, status, string(body), rowID); err != nil {
 			return err
@@ -213,7 +213,7 @@ func (db *DB) LabReset(ctx context.Context) error {
 	if !db.schema.has("payments") {
 		return nil
 	}
-	return db.execAtomic(ctx, func(w *writeStatements) error {
+	return db.execAtomic(ctx, func(ctx context.Context, w *writeStatements) error {
 		_, err := db.conn.ExecContext(ctx, `DELETE FROM lab_loose_keys; DELETE FROM lab_loose_charges;`)
 		return err
 	})

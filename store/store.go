@@ -229,8 +229,14 @@ func (db *DB) Now() time.Time { return db.now() }
 // or the commit's. An op of several writes runs inside its own savepoint
 // so that its failure undoes only its own work; an op of one statement
 // needs none, since SQLite undoes a failed statement by itself.
+//
+// fn runs its statements under the ctx the writer passes, never under
+// its caller's: a batch holds many callers' writes in one transaction,
+// and when a statement's context ends the driver interrupts the
+// connection, which rolls the whole transaction back, so one client
+// hanging up would fail every other write in the batch.
 type writeOp struct {
-	fn        func(w *writeStatements) error
+	fn        func(ctx context.Context, w *writeStatements) error
 	savepoint bool
 	done      chan error
 }
@@ -261,19 +267,22 @@ const commitLinger = 100 * time.Microsecond
 const maxBatch = 512
 
 // exec hands fn to the writer and waits until the transaction that ran it
-// has committed. Once handed over, the operation is waited for even if ctx
-// ends: its outcome must be known, or a claim could be left behind unseen.
-func (db *DB) exec(ctx context.Context, fn func(w *writeStatements) error) error {
+// has committed. ctx bounds only the wait for a place in the queue. Once
+// handed over, the operation runs under the writer's own context and is
+// waited for even if ctx ends: its outcome must be known, or a claim
+// could be left behind unseen. (done is buffered, so a caller that
+// stopped listening could never hold the writer up either.)
+func (db *DB) exec(ctx context.Context, fn func(ctx context.Context, w *writeStatements) error) error {
 	return db.submit(ctx, fn, false)
 }
 
 // execAtomic is exec for an fn of several writes: they are undone
 // together if fn fails.
-func (db *DB) execAtomic(ctx context.Context, fn func(w *writeStatements) error) error {
+func (db *DB) execAtomic(ctx context.Context, fn func(ctx context.Context, w *writeStatements) error) error {
 	return db.submit(ctx, fn, true)
 }
 
-func (db *DB) submit(ctx context.Context, fn func(w *writeStatements) error, savepoint bool) error {
+func (db *DB) submit(ctx context.Context, fn func(ctx context.Context, w *writeStatements) error, savepoint bool) error {
 	op := opPool.Get().(*writeOp)
 	op.fn, op.savepoint = fn, savepoint
 	select {
@@ -336,6 +345,8 @@ func (db *DB) writer() {
 }
 
 // runBatch runs every op of the batch in one transaction, then commits.
+// Every statement runs under a context that nobody can cancel (see
+// writeOp).
 func (db *DB) runBatch(batch []*writeOp) {
 	ctx := context.Background()
 	w := &db.stmts
@@ -348,14 +359,14 @@ func (db *DB) runBatch(batch []*writeOp) {
 	}
 	for i, op := range batch {
 		if !op.savepoint {
-			errs[i] = op.fn(w)
+			errs[i] = op.fn(ctx, w)
 			continue
 		}
 		if _, err := w.savepoint.ExecContext(ctx); err != nil {
 			errs[i] = err
 			continue
 		}
-		if err := op.fn(w); err != nil {
+		if err := op.fn(ctx, w); err != nil {
 			errs[i] = err
 			_, _ = w.rollbackTo.ExecContext(ctx)
 		}
