@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"strings"
 
-	"paytwice/web"
+	"paytwice/sim/report"
 )
 
 // subcommands are the commands that run instead of the server when their
@@ -65,7 +65,7 @@ func query(values map[string]*string) url.Values {
 
 // flagError words a parameter error in terms of the command's flags.
 func flagError(err error) error {
-	var fe web.FieldErrors
+	var fe report.FieldErrors
 	if !errors.As(err, &fe) {
 		return err
 	}

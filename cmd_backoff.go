@@ -8,8 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"paytwice/sim/report"
 	"paytwice/views"
-	"paytwice/web"
 )
 
 // runBackoff is "paytwice backoff": the schedule of a retry policy, its
@@ -18,7 +18,7 @@ import (
 func runBackoff(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("backoff", "Prints the wait before each retry of a policy (retry 1 uses n = 0), the worst-case and mean\n"+
 		"total wait, and how a crowd of clients that fail at the same instant comes back.", stderr)
-	def := web.DefaultBackoffInput()
+	def := report.DefaultBackoffInput()
 	vals := map[string]*string{
 		"base":     fs.String("base", views.Seconds(def.Policy.Base.Seconds()), "first ceiling, in seconds (or a duration such as 500ms)"),
 		"cap":      fs.String("cap", views.Seconds(def.Policy.Cap.Seconds()), "largest wait, in seconds"),
@@ -31,7 +31,7 @@ func runBackoff(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
-	rep, err := web.BackoffReportFor(query(vals))
+	rep, err := report.BackoffFor(query(vals))
 	if err != nil {
 		return flagError(err)
 	}
@@ -42,7 +42,7 @@ func runBackoff(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-func printBackoff(w io.Writer, rep web.BackoffReport) {
+func printBackoff(w io.Writer, rep report.Backoff) {
 	p := rep.Params
 	st := string(p.Strategy)
 	fmt.Fprintf(w, "Backoff schedule: %s, base %s s, cap %s s, %d retries\n",

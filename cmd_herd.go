@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"paytwice/sim/report"
 	"paytwice/views"
-	"paytwice/web"
 )
 
 // runHerd is "paytwice herd": the thundering-herd simulation over a range
@@ -20,7 +20,7 @@ import (
 func runHerd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("herd", "Simulates N clients contending for one versioned row under each backoff strategy\n"+
 		"(base 5 ms, cap 2 s, network hops of about 10 ms) and prints the mean work and completion time.", stderr)
-	def := web.DefaultHerdInput()
+	def := report.DefaultHerdInput()
 	vals := map[string]*string{
 		"min":    fs.String("min", fmt.Sprint(def.Min), "fewest clients"),
 		"max":    fs.String("max", fmt.Sprint(def.Max), "most clients"),
@@ -35,7 +35,7 @@ func runHerd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	start := time.Now()
-	rep, err := web.HerdReportFor(ctx, query(vals), web.CLIHerdLimits)
+	rep, err := report.HerdFor(ctx, query(vals), report.SimHerdLimits)
 	if err != nil {
 		return flagError(err)
 	}
@@ -46,7 +46,7 @@ func runHerd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-func printHerd(w io.Writer, rep web.HerdReport, took time.Duration) {
+func printHerd(w io.Writer, rep report.Herd, took time.Duration) {
 	p := rep.Params
 	counts := 0
 	for n := p.Min; n <= p.Max; n += p.Step {

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"paytwice/sim"
+	"paytwice/sim/report"
 	"paytwice/store"
 	"paytwice/web"
 )
@@ -57,7 +58,7 @@ func TestBackoffCommand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rep web.BackoffReport
+		var rep report.Backoff
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +109,7 @@ func TestHerdCommand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rep web.HerdReport
+		var rep report.Herd
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"paytwice/sim/report"
 )
 
 func TestBackoffAPIReproducesTheWorkedExample(t *testing.T) {
@@ -20,11 +22,11 @@ func TestBackoffAPIReproducesTheWorkedExample(t *testing.T) {
 			if res.Status != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
 				t.Fatalf("status %d, type %q: %s", res.Status, res.Header.Get("Content-Type"), res.Body)
 			}
-			var rep BackoffReport
+			var rep report.Backoff
 			if err := json.Unmarshal(res.Body, &rep); err != nil {
 				t.Fatal(err)
 			}
-			want := []BackoffRow{
+			want := []report.BackoffRow{
 				{Retry: 1, N: 0, CeilingSeconds: 0.5, MinSeconds: 0, MaxSeconds: 0.5, MeanSeconds: 0.25},
 				{Retry: 2, N: 1, CeilingSeconds: 1, MinSeconds: 0, MaxSeconds: 1, MeanSeconds: 0.5},
 				{Retry: 3, N: 2, CeilingSeconds: 2, MinSeconds: 0, MaxSeconds: 2, MeanSeconds: 1},
@@ -49,7 +51,7 @@ func TestBackoffAPIReproducesTheWorkedExample(t *testing.T) {
 			if s.Requests != 5000 || len(s.Bins) == 0 || len(s.FirstRoundBins) == 0 || s.PeakCount < 2 {
 				t.Errorf("spread %d requests, peak %d, %d bins", s.Requests, s.PeakCount, len(s.Bins))
 			}
-			byName := map[string]BackoffCompare{}
+			byName := map[string]report.BackoffCompare{}
 			for _, c := range rep.Compare {
 				byName[string(c.Strategy)] = c
 			}
@@ -305,7 +307,7 @@ func TestBackoffPage(t *testing.T) {
 		if res.Status != 200 || !strings.Contains(string(res.Body), "No retries") {
 			t.Errorf("status %d", res.Status)
 		}
-		var rep BackoffReport
+		var rep report.Backoff
 		if err := json.Unmarshal(env.get("/api/backoff?retries=0").Body, &rep); err != nil {
 			t.Fatal(err)
 		}

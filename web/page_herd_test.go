@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"paytwice/sim"
+	"paytwice/sim/report"
 )
 
 func TestHerdAPI(t *testing.T) {
@@ -19,11 +20,11 @@ func TestHerdAPI(t *testing.T) {
 		if res.Status != 200 {
 			t.Fatalf("status %d: %s", res.Status, res.Body)
 		}
-		var rep HerdReport
+		var rep report.Herd
 		if err := json.Unmarshal(res.Body, &rep); err != nil {
 			t.Fatal(err)
 		}
-		if rep.Params != (HerdParams{Min: 10, Max: 30, Step: 10, Trials: 3, Seed: 7, BaseSeconds: 0.005, CapSeconds: 2}) {
+		if rep.Params != (report.HerdParams{Min: 10, Max: 30, Step: 10, Trials: 3, Seed: 7, BaseSeconds: 0.005, CapSeconds: 2}) {
 			t.Errorf("params %+v", rep.Params)
 		}
 		if len(rep.Strategies) != 5 || len(rep.Points) != 15 {
@@ -96,9 +97,9 @@ func TestHerdAPI(t *testing.T) {
 	}
 
 	t.Run("the AWS post's experiment fits within one request's budget", func(t *testing.T) {
-		in, errs := ParseHerdQuery(url.Values{"max": {"190"}, "trials": {"100"}}, WebHerdLimits)
-		if len(errs) > 0 || HerdCost(in) > WebHerdLimits.MaxCost {
-			t.Errorf("errors %v, cost %.0f", errs, HerdCost(in))
+		in, errs := report.ParseHerdQuery(url.Values{"max": {"190"}, "trials": {"100"}}, WebHerdLimits)
+		if len(errs) > 0 || report.HerdCost(in) > WebHerdLimits.MaxCost {
+			t.Errorf("errors %v, cost %.0f", errs, report.HerdCost(in))
 		}
 	})
 }
@@ -158,7 +159,9 @@ func TestHerdPage(t *testing.T) {
 func TestHerdRunner(t *testing.T) {
 	t.Run("it keeps only the most recently used results", func(t *testing.T) {
 		h := newHerdRunner(2)
-		in := func(seed uint64) HerdInput { return HerdInput{Min: 5, Max: 5, Step: 1, Trials: 1, Seed: seed} }
+		in := func(seed uint64) report.HerdInput {
+			return report.HerdInput{Min: 5, Max: 5, Step: 1, Trials: 1, Seed: seed}
+		}
 		for _, seed := range []uint64{1, 2, 1, 3} { // 1 is used again, so 2 is the one to go
 			if _, _, err := h.run(context.Background(), in(seed)); err != nil {
 				t.Fatal(err)
@@ -175,7 +178,7 @@ func TestHerdRunner(t *testing.T) {
 		h := newHerdRunner(2)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		in := HerdInput{Min: 10, Max: 200, Step: 10, Trials: 10, Seed: 1}
+		in := report.HerdInput{Min: 10, Max: 200, Step: 10, Trials: 10, Seed: 1}
 		if _, _, err := h.run(ctx, in); err == nil {
 			t.Error("no error")
 		}
@@ -189,7 +192,7 @@ func TestHerdRunner(t *testing.T) {
 		h.gate <- struct{}{} // someone else is running
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, _, err := h.run(ctx, HerdInput{Min: 5, Max: 5, Step: 1, Trials: 1, Seed: 1}); err == nil {
+		if _, _, err := h.run(ctx, report.HerdInput{Min: 5, Max: 5, Step: 1, Trials: 1, Seed: 1}); err == nil {
 			t.Error("no error")
 		}
 	})
