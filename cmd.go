@@ -17,6 +17,7 @@ import (
 // name is the first argument: paytwice backoff|herd|pay [flags].
 var subcommands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
 	"backoff": runBackoff,
+	"bench":   runBench,
 	"herd":    runHerd,
 	"pay":     runPay,
 }

@@ -1,0 +1,478 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// runBench is "paytwice bench": a load generator for any idempotent
+// payments endpoint, this one or the reader's own. It runs in a process of
+// its own, so what it measures is what a client sees over the network,
+// and with -pid it also reads how much CPU the server spent.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", "Sends payments to an idempotent endpoint and prints throughput, latency and status counts.\n\n"+
+		"  -mode new     every request has a key of its own: each one is a new payment\n"+
+		"  -mode replay  pays -keys keys first (not timed), then sends them again: every answer is a saved one\n"+
+		"  -mode storm   -c requests with one key, all at once, -n times: exactly one should be a fresh 201\n\n"+
+		"In -body, {key} is replaced by the request's idempotency key and {n} by its number.", stderr)
+	baseURL := fs.String("url", "http://127.0.0.1:8080", "the server")
+	path := fs.String("path", "/v1/payments", "the idempotent endpoint (POST)")
+	mode := fs.String("mode", "new", "new, replay or storm")
+	clients := fs.Int("c", 16, "concurrent clients (in storm mode: requests per storm)")
+	count := fs.Int("n", 0, "requests to time (default 10000; in storm mode the number of storms, default 1)")
+	duration := fs.Duration("d", 0, "run for this long instead of -n requests (new and replay modes)")
+	keys := fs.Int("keys", 1000, "replay mode: how many keys to pay before replaying them")
+	body := fs.String("body", `{"order_id":"{key}","amount_satang":1000}`, "request body")
+	auth := fs.String("auth", "", `Authorization header, e.g. "Bearer alice" (default: none)`)
+	unquoted := fs.Bool("unquoted", false, "send the key bare, as Stripe does, instead of as a quoted structured-field string")
+	timeout := fs.Duration("timeout", 30*time.Second, "time-out of each request")
+	pid := fs.Int("pid", 0, "the server's process id: also report its CPU time per request (Linux)")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	b := bench{
+		url: strings.TrimRight(*baseURL, "/") + *path, body: *body, auth: *auth,
+		unquoted: *unquoted, clients: *clients, pid: *pid,
+		prefix: "bench-" + randomHex(4) + "-",
+	}
+	n := *count
+	switch {
+	case !strings.HasPrefix(*baseURL, "http://") && !strings.HasPrefix(*baseURL, "https://"):
+		return fmt.Errorf("-url must start with http:// or https://, not %q", *baseURL)
+	case !strings.HasPrefix(*path, "/"):
+		return fmt.Errorf("-path must start with /, not %q", *path)
+	case *mode != "new" && *mode != "replay" && *mode != "storm":
+		return fmt.Errorf("-mode must be new, replay or storm, not %q", *mode)
+	case *clients < 1 || *clients > 10000:
+		return errors.New("-c must be between 1 and 10000")
+	case n < 0:
+		return errors.New("-n must not be negative")
+	case *duration < 0:
+		return errors.New("-d must not be negative")
+	case *duration > 0 && *count > 0:
+		return errors.New("give -n or -d, not both")
+	case *duration > 0 && *mode == "storm":
+		return errors.New("-d does not apply to storms: give the number of storms with -n")
+	case *keys < 1 || *keys > 1_000_000:
+		return errors.New("-keys must be between 1 and 1000000")
+	case *timeout <= 0:
+		return errors.New("-timeout must be positive")
+	case *pid < 0:
+		return errors.New("-pid must be a process id")
+	}
+	if n == 0 && *duration == 0 {
+		n = 10000
+		if *mode == "storm" {
+			n = 1
+		}
+	}
+	b.client = &http.Client{Timeout: *timeout, Transport: &http.Transport{
+		MaxIdleConns: *clients, MaxIdleConnsPerHost: *clients, DisableCompression: true,
+	}}
+	defer b.client.CloseIdleConnections()
+	if *pid > 0 {
+		if _, err := processCPU(*pid); err != nil {
+			return fmt.Errorf("-pid %d: %w", *pid, err)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	var res benchResult
+	var err error
+	switch *mode {
+	case "new":
+		fmt.Fprintf(stdout, "new payments: %d clients, %s to POST %s\n", *clients, amount(n, *duration), b.url)
+		res, err = b.run(ctx, n, *duration, func(i int) string { return b.prefix + strconv.Itoa(i) })
+	case "replay":
+		fmt.Fprintf(stdout, "replays: %d keys paid first, then %d clients, %s to POST %s\n", *keys, *clients, amount(n, *duration), b.url)
+		if err := b.prepare(ctx, *keys); err != nil {
+			return err
+		}
+		res, err = b.run(ctx, n, *duration, func(i int) string { return b.prefix + strconv.Itoa(i%*keys) })
+	case "storm":
+		fmt.Fprintf(stdout, "storms: %d × %d requests at once with one key each, to POST %s\n", n, *clients, b.url)
+		res, err = b.storms(ctx, n)
+	}
+	if err != nil {
+		return err
+	}
+	res.print(stdout)
+	return res.verdict()
+}
+
+// bench is one run's settings.
+type bench struct {
+	url, body, auth, prefix string
+	unquoted                bool
+	clients, pid            int
+	client                  *http.Client
+}
+
+// benchResult is what a run measured.
+type benchResult struct {
+	requests  int
+	elapsed   time.Duration
+	latencies []time.Duration
+	statuses  map[int]int
+	replayed  int // answers marked Idempotent-Replayed: true
+	errors    int
+	firstErr  error
+	serverCPU time.Duration // -1 when not measured
+
+	// storms only
+	storms      int
+	fresh       []int           // per storm: 2xx answers not marked replayed
+	bodies      []int           // per storm: distinct 2xx bodies
+	stormWall   []time.Duration // per storm: until its last answer
+	stormClient int
+}
+
+func amount(n int, d time.Duration) string {
+	if d > 0 {
+		return "for " + d.String()
+	}
+	return strconv.Itoa(n) + " requests"
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// answer is one request's outcome.
+type answer struct {
+	status   int
+	replayed bool
+	body     string // kept only when asked for
+	latency  time.Duration
+	err      error
+}
+
+// send posts one payment with key; keepBody keeps the answer's body.
+func (b *bench) send(ctx context.Context, key string, n int, keepBody bool) answer {
+	body := strings.NewReplacer("{key}", key, "{n}", strconv.Itoa(n)).Replace(b.body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url, strings.NewReader(body))
+	if err != nil {
+		return answer{err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if b.unquoted {
+		req.Header.Set("Idempotency-Key", key)
+	} else {
+		req.Header.Set("Idempotency-Key", strconv.Quote(key))
+	}
+	if b.auth != "" {
+		req.Header.Set("Authorization", b.auth)
+	}
+	t0 := time.Now()
+	res, err := b.client.Do(req)
+	if err != nil {
+		return answer{err: err, latency: time.Since(t0)}
+	}
+	a := answer{status: res.StatusCode, replayed: strings.EqualFold(res.Header.Get("Idempotent-Replayed"), "true")}
+	if keepBody {
+		var sb strings.Builder
+		_, err = io.Copy(&sb, res.Body)
+		a.body = sb.String()
+	} else {
+		_, err = io.Copy(io.Discard, res.Body)
+	}
+	res.Body.Close()
+	a.latency, a.err = time.Since(t0), err
+	return a
+}
+
+// warm opens the clients' connections before the clock starts, so that
+// the run measures payments rather than TCP handshakes. Any answer will
+// do: a GET on the endpoint is refused or listed, never charged.
+func (b *bench) warm(ctx context.Context, conns int) {
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.url, nil)
+			if err != nil {
+				return
+			}
+			if b.auth != "" {
+				req.Header.Set("Authorization", b.auth)
+			}
+			if res, err := b.client.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// prepare pays keys 0..n-1 for replay mode.
+func (b *bench) prepare(ctx context.Context, n int) error {
+	res, err := b.run(ctx, n, 0, func(i int) string { return b.prefix + strconv.Itoa(i) })
+	if err != nil {
+		return err
+	}
+	if res.errors > 0 || res.statuses[http.StatusCreated]+res.statuses[http.StatusOK] != n {
+		return fmt.Errorf("paying the %d keys to replay: %s", n, res.statusLine())
+	}
+	return nil
+}
+
+// run sends n requests (or, with d > 0, as many as fit in d) from
+// b.clients goroutines; key names request i's key.
+func (b *bench) run(ctx context.Context, n int, d time.Duration, key func(i int) string) (benchResult, error) {
+	b.warm(ctx, b.clients)
+	limit := n
+	if d > 0 {
+		limit = 1 << 30
+	}
+	var next atomic.Int64
+	parts := make([]benchResult, b.clients)
+	cpu0, _ := processCPU(b.pid)
+	start := time.Now()
+	var deadline time.Time
+	if d > 0 {
+		deadline = start.Add(d)
+	}
+	var wg sync.WaitGroup
+	for w := range parts {
+		part := &parts[w]
+		part.statuses = map[int]int{}
+		wg.Go(func() {
+			for ctx.Err() == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
+				i := int(next.Add(1)) - 1
+				if i >= limit {
+					return
+				}
+				part.add(b.send(ctx, key(i), i, false))
+			}
+		})
+	}
+	wg.Wait()
+	res := merge(parts)
+	res.elapsed = time.Since(start)
+	res.serverCPU = b.cpuSince(cpu0)
+	return res, ctx.Err()
+}
+
+// storms sends n storms one after the other: each is b.clients requests
+// with one new key, released together.
+func (b *bench) storms(ctx context.Context, n int) (benchResult, error) {
+	b.warm(ctx, b.clients)
+	total := benchResult{statuses: map[int]int{}, stormClient: b.clients, serverCPU: -1}
+	cpu0, _ := processCPU(b.pid)
+	var cpu time.Duration
+	for s := range n {
+		key := b.prefix + "storm-" + strconv.Itoa(s)
+		answers := make([]answer, b.clients)
+		release := make(chan struct{})
+		var ready, wg sync.WaitGroup
+		for i := range answers {
+			ready.Add(1)
+			wg.Go(func() {
+				ready.Done()
+				<-release
+				answers[i] = b.send(ctx, key, s, true)
+			})
+		}
+		ready.Wait()
+		t0 := time.Now()
+		close(release)
+		wg.Wait()
+		wall := time.Since(t0)
+		total.elapsed += wall
+		fresh, bodies := 0, map[string]bool{}
+		for _, a := range answers {
+			total.add(a)
+			if a.err == nil && a.status >= 200 && a.status < 300 {
+				bodies[a.body] = true
+				if !a.replayed {
+					fresh++
+				}
+			}
+		}
+		total.storms++
+		total.fresh = append(total.fresh, fresh)
+		total.bodies = append(total.bodies, len(bodies))
+		total.stormWall = append(total.stormWall, wall)
+		if ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+		// The gaps between storms are not the server's work either way;
+		// the CPU figure covers the whole run.
+		cpu = b.cpuSince(cpu0)
+	}
+	total.serverCPU = cpu
+	return total, nil
+}
+
+func (r *benchResult) add(a answer) {
+	r.requests++
+	r.latencies = append(r.latencies, a.latency)
+	if a.err != nil {
+		r.errors++
+		if r.firstErr == nil {
+			r.firstErr = a.err
+		}
+		return
+	}
+	r.statuses[a.status]++
+	if a.replayed {
+		r.replayed++
+	}
+}
+
+func merge(parts []benchResult) benchResult {
+	out := benchResult{statuses: map[int]int{}, serverCPU: -1}
+	for _, p := range parts {
+		out.requests += p.requests
+		out.latencies = append(out.latencies, p.latencies...)
+		for s, c := range p.statuses {
+			out.statuses[s] += c
+		}
+		out.replayed += p.replayed
+		out.errors += p.errors
+		if out.firstErr == nil {
+			out.firstErr = p.firstErr
+		}
+	}
+	return out
+}
+
+// cpuSince is the server's CPU time since cpu0, or -1 without -pid.
+func (b *bench) cpuSince(cpu0 time.Duration) time.Duration {
+	if b.pid == 0 {
+		return -1
+	}
+	cpu, err := processCPU(b.pid)
+	if err != nil {
+		return -1
+	}
+	return cpu - cpu0
+}
+
+// processCPU reads a process's user+system CPU time from /proc/PID/stat.
+// The kernel counts it in clock ticks of 10 ms (USER_HZ is 100 on every
+// Linux architecture Go supports), so a run should last a few seconds.
+func processCPU(pid int) (time.Duration, error) {
+	if pid == 0 {
+		return 0, nil
+	}
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name, in brackets, may hold spaces: count fields after it.
+	s := string(raw)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
+func (r benchResult) percentile(p float64) time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	i := int(p * float64(len(r.latencies)-1))
+	return r.latencies[i]
+}
+
+func (r benchResult) statusLine() string {
+	codes := make([]int, 0, len(r.statuses))
+	for c := range r.statuses {
+		codes = append(codes, c)
+	}
+	sort.Ints(codes)
+	var parts []string
+	for _, c := range codes {
+		parts = append(parts, fmt.Sprintf("%d ×%d", c, r.statuses[c]))
+	}
+	if r.replayed > 0 {
+		parts = append(parts, fmt.Sprintf("(%d marked Idempotent-Replayed)", r.replayed))
+	}
+	if r.errors > 0 {
+		parts = append(parts, fmt.Sprintf("no answer ×%d (first: %v)", r.errors, r.firstErr))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + " ms" }
+
+func (r benchResult) print(w io.Writer) {
+	slices.Sort(r.latencies)
+	fmt.Fprintf(w, "requests    %d in %.2f s\n", r.requests, r.elapsed.Seconds())
+	if r.elapsed > 0 && r.storms == 0 {
+		fmt.Fprintf(w, "throughput  %.0f requests/s\n", float64(r.requests)/r.elapsed.Seconds())
+	}
+	fmt.Fprintf(w, "latency     p50 %s  p99 %s  max %s\n", ms(r.percentile(0.50)), ms(r.percentile(0.99)), ms(r.percentile(1)))
+	fmt.Fprintf(w, "statuses    %s\n", r.statusLine())
+	if r.storms > 0 {
+		worst := slices.Max(r.stormWall)
+		fmt.Fprintf(w, "storms      %d of %d requests each; the slowest was fully answered in %s\n", r.storms, r.stormClient, ms(worst))
+		fmt.Fprintf(w, "fresh 201s  %s per storm (one is right)\n", spread(r.fresh))
+		fmt.Fprintf(w, "2xx bodies  %s distinct per storm (one is right: every success answers the same charge)\n", spread(r.bodies))
+	}
+	if r.serverCPU >= 0 && r.requests > 0 {
+		fmt.Fprintf(w, "server CPU  %.2f s, %s per request (user+system, 10 ms ticks)\n",
+			r.serverCPU.Seconds(), ms(r.serverCPU/time.Duration(r.requests)))
+	}
+}
+
+// spread shows per-storm counts as one number when they agree, min–max
+// otherwise.
+func spread(xs []int) string {
+	lo, hi := slices.Min(xs), slices.Max(xs)
+	if lo == hi {
+		return strconv.Itoa(lo)
+	}
+	return fmt.Sprintf("%d–%d", lo, hi)
+}
+
+// verdict fails the command when the run shows something wrong: requests
+// without an answer, server errors, or a storm that charged more than once.
+func (r benchResult) verdict() error {
+	var errs []error
+	if r.errors > 0 {
+		errs = append(errs, fmt.Errorf("%d requests got no answer", r.errors))
+	}
+	server := 0
+	for s, c := range r.statuses {
+		if s >= 500 {
+			server += c
+		}
+	}
+	if server > 0 {
+		errs = append(errs, fmt.Errorf("%d answers were server errors", server))
+	}
+	for i, f := range r.fresh {
+		if f > 1 || r.bodies[i] > 1 {
+			errs = append(errs, fmt.Errorf("storm %d: %d fresh 201s and %d distinct success bodies for one key", i+1, f, r.bodies[i]))
+		}
+	}
+	return errors.Join(errs...)
+}
