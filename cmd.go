@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
+	"syscall"
 
 	"paytwice/sim/report"
 )
@@ -22,9 +24,126 @@ var subcommands = map[string]func(ctx context.Context, args []string, stdout, st
 	"pay":     runPay,
 }
 
-// errUsage is returned after the flag package has already printed what was
-// wrong and how to call the command.
+// commandSummaries say in one line what each command does, for the usage.
+var commandSummaries = map[string]string{
+	"backoff": "print a retry policy's schedule and how a crowd of clients retries under it",
+	"herd":    "simulate clients contending for one row under each backoff strategy",
+	"pay":     "pay once against a running server, retrying with one idempotency key",
+	"bench":   "send payments to an idempotent endpoint and measure throughput and latency",
+}
+
+// errUsage is returned once what was wrong with the command line and how
+// to call the command have been printed; the process exits with status 2.
 var errUsage = errors.New("bad usage; see the message above")
+
+// printUsage prints how to call paytwice: the commands, then the server's
+// flags.
+func printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, `usage: paytwice [flags]            serve the payments API and the live pages
+       paytwice <command> [flags]  run a command instead of the server
+       paytwice help [command]     print this, or a command's flags
+
+commands:
+`)
+	names := make([]string, 0, len(subcommands))
+	for name := range subcommands {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", name, commandSummaries[name])
+	}
+	fmt.Fprint(w, "\nserver flags (each can also be set by its environment variable):\n")
+	out := fs.Output()
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(out)
+}
+
+// help is "paytwice help [command]": the usage on stdout, or the command's
+// own flags.
+func help(args []string, stdout, stderr io.Writer, fs *flag.FlagSet) error {
+	switch {
+	case len(args) == 0:
+		printUsage(stdout, fs)
+		return nil
+	case len(args) > 1:
+		return badUsage(stderr, fs, fmt.Sprintf("unexpected argument %q: help takes one command name", args[1]))
+	}
+	sub, ok := subcommands[args[0]]
+	if !ok {
+		return badUsage(stderr, fs, unknownCommand(args[0]))
+	}
+	return sub(context.Background(), []string{"-h"}, stdout, stdout)
+}
+
+// badUsage prints what was wrong and the usage, and returns errUsage.
+func badUsage(stderr io.Writer, fs *flag.FlagSet, msg string) error {
+	fmt.Fprintf(stderr, "paytwice: %s\n\n", msg)
+	printUsage(stderr, fs)
+	return errUsage
+}
+
+// unexpectedArg explains an argument that is neither a flag nor a command
+// in first place.
+func unexpectedArg(arg string) string {
+	if _, ok := subcommands[arg]; ok || arg == "help" {
+		return fmt.Sprintf("unexpected argument %q: a command comes first, before any flag (paytwice %s -h)", arg, arg)
+	}
+	return fmt.Sprintf("unexpected argument %q: the server takes only flags", arg)
+}
+
+// unknownCommand names the command that was meant when the word is one
+// typing mistake away from it.
+func unknownCommand(name string) string {
+	msg := fmt.Sprintf("unknown command %q", name)
+	for cmd := range subcommands {
+		if oneEditApart(name, cmd) {
+			return msg + fmt.Sprintf("; did you mean %q?", cmd)
+		}
+	}
+	return msg
+}
+
+// oneEditApart reports whether a becomes b by one inserted, deleted or
+// replaced letter, or by two neighbours swapped ("hred" for "herd").
+func oneEditApart(a, b string) bool {
+	if a == b {
+		return false
+	}
+	if len(a) == len(b) {
+		var diff []int
+		for i := range a {
+			if a[i] != b[i] {
+				diff = append(diff, i)
+			}
+		}
+		return len(diff) == 1 ||
+			len(diff) == 2 && diff[1] == diff[0]+1 && a[diff[0]] == b[diff[1]] && a[diff[1]] == b[diff[0]]
+	}
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	if len(a) != len(b)+1 {
+		return false
+	}
+	for i := range b {
+		if a[i] != b[i] {
+			return a[i+1:] == b[i:]
+		}
+	}
+	return true
+}
+
+// listenError explains a listen address that cannot be used, naming the
+// flag and the variable that choose another.
+func listenError(addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("cannot listen on %s: the address is already in use (is paytwice already running?); "+
+			"choose another with -addr or PAYTWICE_ADDR, such as -addr 127.0.0.1:8081", addr)
+	}
+	return fmt.Errorf("cannot listen on %s (set by -addr or PAYTWICE_ADDR): %w", addr, err)
+}
 
 // newFlags makes a subcommand's flag set, printing its usage to stderr.
 func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {

@@ -4,20 +4,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
-	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
-	"paytwice/sim"
 	"paytwice/sim/report"
-	"paytwice/store"
-	"paytwice/web"
 )
 
 // runCmd runs a subcommand as main would and returns what it printed.
@@ -125,18 +128,47 @@ func TestHerdCommand(t *testing.T) {
 	})
 }
 
-// payServer is a real paytwice server on 127.0.0.1 over a fresh SQLite file.
-func payServer(t *testing.T) string {
+// testBinary builds the paytwice binary once for the tests of this file.
+var testBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "paytwice-cmd-test")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "paytwice")
+	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if !fileExists(goCmd) {
+		goCmd = "go"
+	}
+	if out, err := exec.Command(goCmd, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bin, err := testBinary(); err == nil && bin != "" {
+		os.RemoveAll(filepath.Dir(bin))
+	}
+	os.Exit(code)
+}
+
+func binary(t *testing.T) string {
 	t.Helper()
-	clock := sim.NewClock(nil)
-	db, err := store.Open(filepath.Join(t.TempDir(), "paytwice.db"), store.Options{Now: clock.Now})
+	bin, err := testBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := web.NewServer(web.Config{Logger: log.New(io.Discard, "", 0)}, db, clock)
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { srv.Close(); hs.Close(); db.Close() })
-	return hs.URL
+	return bin
+}
+
+// payServer is the real binary serving on a free loopback port over a
+// fresh SQLite file.
+func payServer(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return startServer(ctx, t, binary(t), filepath.Join(t.TempDir(), "paytwice.db")).url
 }
 
 func TestPayCommand(t *testing.T) {
@@ -237,9 +269,157 @@ func TestSubcommandDispatch(t *testing.T) {
 		// An unknown flag makes the subcommand fail at once, before any
 		// server could start; the server's own flag set would also fail,
 		// but with another usage line.
-		err := run(context.Background(), []string{"backoff", "-retries", "31"}, func(string) string { return "" }, nil)
+		err := run(context.Background(), []string{"backoff", "-retries", "31"}, func(string) string { return "" }, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), "-retries must be at most 30") {
 			t.Errorf("error %v", err)
+		}
+	})
+}
+
+// runMain runs the whole command line as main does, in dir, with env as
+// the only PAYTWICE_* variables, and returns what it printed and the exit
+// status.
+func runMain(t *testing.T, dir string, env map[string]string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	if dir != "" {
+		t.Chdir(dir)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a server that starts after all stops at once
+	var out, errOut bytes.Buffer
+	err := run(ctx, args, func(name string) string { return env[name] }, &out, &errOut)
+	code = exitCode(err, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+func TestCommandLine(t *testing.T) {
+	listsCommands := func(t *testing.T, usage string) {
+		t.Helper()
+		for name := range subcommands {
+			if !regexp.MustCompile(`(?m)^  ` + name + ` +\S`).MatchString(usage) {
+				t.Errorf("the usage does not list %s:\n%s", name, usage)
+			}
+		}
+		for _, flag := range []string{"-addr", "-db", "-retention duration", "-lock-timeout duration"} {
+			if !strings.Contains(usage, flag) {
+				t.Errorf("the usage does not show %s:\n%s", flag, usage)
+			}
+		}
+	}
+
+	t.Run("every command has a line in the usage", func(t *testing.T) {
+		for name := range subcommands {
+			if commandSummaries[name] == "" {
+				t.Errorf("%s has no summary", name)
+			}
+		}
+	})
+
+	t.Run("-h lists the commands and the flags and is not an error", func(t *testing.T) {
+		_, stderr, code := runMain(t, t.TempDir(), nil, "-h")
+		if code != 0 {
+			t.Errorf("exit %d", code)
+		}
+		listsCommands(t, stderr)
+	})
+
+	t.Run("help prints the usage", func(t *testing.T) {
+		stdout, _, code := runMain(t, t.TempDir(), nil, "help")
+		if code != 0 {
+			t.Errorf("exit %d", code)
+		}
+		listsCommands(t, stdout)
+		stdout, _, code = runMain(t, "", nil, "help", "backoff")
+		if code != 0 || !strings.Contains(stdout, "usage: paytwice backoff") {
+			t.Errorf("help backoff: exit %d\n%s", code, stdout)
+		}
+	})
+
+	// Nothing of these may start the server or create a file.
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"hred"}, `unknown command "hred"; did you mean "herd"?`},
+		{[]string{"serve"}, `unknown command "serve"`},
+		{[]string{"help", "pya"}, `unknown command "pya"; did you mean "pay"?`},
+		{[]string{"help", "pay", "now"}, `unexpected argument "now": help takes one command name`},
+		{[]string{"-db", "x.db", "extra"}, `unexpected argument "extra": the server takes only flags`},
+		{[]string{"-db", "x.db", "backoff"}, `unexpected argument "backoff": a command comes first`},
+		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"-retention", "24"}, `invalid value "24" for flag -retention`},
+		{[]string{"-lock-timeout", "soon"}, `invalid value "soon" for flag -lock-timeout`},
+	} {
+		t.Run(strings.Join(tc.args, " ")+" is an error with the usage", func(t *testing.T) {
+			dir := t.TempDir()
+			stdout, stderr, code := runMain(t, dir, nil, tc.args...)
+			if code != 2 || !strings.Contains(stderr, tc.says) || stdout != "" {
+				t.Errorf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+			}
+			listsCommands(t, stderr)
+			if files, _ := os.ReadDir(dir); len(files) > 0 {
+				t.Errorf("%d files written", len(files))
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		says string
+	}{
+		{[]string{"-retention", "0s"}, nil, "-retention must be a positive duration such as 30s or 24h, not 0s"},
+		{[]string{"-lock-timeout", "-5s"}, nil, "-lock-timeout must be a positive duration"},
+		{nil, map[string]string{"PAYTWICE_RETENTION": "1 day"}, `PAYTWICE_RETENTION must be a positive duration such as 30s or 24h, not "1 day"`},
+		{nil, map[string]string{"PAYTWICE_SYNCHRONOUS": "sometimes"}, `-synchronous must be FULL, EXTRA, NORMAL or OFF, not "sometimes"`},
+	} {
+		t.Run(fmt.Sprint(tc.args, tc.env)+" is refused before anything is written", func(t *testing.T) {
+			dir := t.TempDir()
+			_, stderr, code := runMain(t, dir, tc.env, tc.args...)
+			if code != 1 || !strings.Contains(stderr, tc.says) {
+				t.Errorf("exit %d, stderr:\n%s", code, stderr)
+			}
+			if files, _ := os.ReadDir(dir); len(files) > 0 {
+				t.Errorf("%d files written", len(files))
+			}
+		})
+	}
+
+	t.Run("a port in use names -addr and PAYTWICE_ADDR and writes nothing", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		dir := t.TempDir()
+		// A flag on the command line wins over a wrong variable: the run
+		// gets as far as listening.
+		env := map[string]string{"PAYTWICE_ADDR": ln.Addr().String(), "PAYTWICE_LOCK_TIMEOUT": "never"}
+		_, stderr, code := runMain(t, dir, env, "-db", "class.db", "-lock-timeout", "1m")
+		if code != 1 || !strings.Contains(stderr, "already in use") || !strings.Contains(stderr, "-addr") || !strings.Contains(stderr, "PAYTWICE_ADDR") {
+			t.Errorf("exit %d, stderr:\n%s", code, stderr)
+		}
+		if files, _ := os.ReadDir(dir); len(files) > 0 {
+			t.Errorf("%d files written: the databases were opened before the listen failed", len(files))
+		}
+	})
+
+	t.Run("the binary exits 2 for a wrong command line, 0 for -h", func(t *testing.T) {
+		bin := binary(t)
+		for args, want := range map[string]int{"hred": 2, "-h": 0, "help": 0, "pay -amount 0": 1, "backoff -bogus": 2} {
+			cmd := exec.Command(bin, strings.Fields(args)...)
+			cmd.Dir = t.TempDir()
+			out, err := cmd.CombinedOutput()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != want {
+				t.Errorf("paytwice %s: exit %d, want %d\n%s", args, code, want, out)
+			}
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -22,55 +23,108 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "paytwice:", err)
-		os.Exit(1)
+	err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode prints err and says how the process ends: 0 when all went well,
+// 2 for a command line that was wrong (its message and the usage are
+// already printed), 1 for anything else.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
 	}
+	fmt.Fprintln(stderr, "paytwice:", err)
+	return 1
 }
 
 // run parses flags (each with a PAYTWICE_* environment variable as its
-// default), opens the store and serves until SIGINT or SIGTERM. A first
-// argument naming a subcommand (backoff, herd, pay; see cmd_*.go) runs
-// that instead.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout *os.File) error {
-	if len(args) > 0 {
-		if sub, ok := subcommands[args[0]]; ok {
-			return sub(ctx, args[1:], stdout, os.Stderr)
-		}
-	}
+// default), listens, opens the store and serves until SIGINT or SIGTERM.
+// A first argument naming a command (see commands in cmd.go) runs that
+// instead; "help" prints the usage.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("paytwice", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // printed below, once, with the commands
+	var envErrs []string // flag name, message: PAYTWICE_* values that are not durations
 	env := func(name, def string) string {
 		if v := getenv(name); v != "" {
 			return v
 		}
 		return def
 	}
+	envDuration := func(flagName, name string, def time.Duration) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			envErrs = append(envErrs, flagName, fmt.Sprintf("%s must be a positive duration such as 30s or 24h, not %q", name, v))
+			return def
+		}
+		return d
+	}
 	addr := fs.String("addr", env("PAYTWICE_ADDR", "127.0.0.1:8080"), "listen address; use :8080 to let a classroom reach it (env PAYTWICE_ADDR)")
 	dbPath := fs.String("db", env("PAYTWICE_DB", "paytwice.db"), "SQLite database file (env PAYTWICE_DB)")
 	gatewayDB := fs.String("gateway-db", env("PAYTWICE_GATEWAY_DB", ""), "the simulated gateway's own SQLite file (env PAYTWICE_GATEWAY_DB; default: next to -db, named <db>-gateway.db)")
-	retention := fs.String("retention", env("PAYTWICE_RETENTION", "24h"), "how long done keys are kept (env PAYTWICE_RETENTION)")
-	lockTimeout := fs.String("lock-timeout", env("PAYTWICE_LOCK_TIMEOUT", "30s"), "how long a key may stay started before the sweeper closes it (env PAYTWICE_LOCK_TIMEOUT)")
+	retention := fs.Duration("retention", envDuration("retention", "PAYTWICE_RETENTION", 24*time.Hour), "how long done keys are kept (env PAYTWICE_RETENTION)")
+	lockTimeout := fs.Duration("lock-timeout", envDuration("lock-timeout", "PAYTWICE_LOCK_TIMEOUT", 30*time.Second), "how long a key may stay started before the sweeper closes it (env PAYTWICE_LOCK_TIMEOUT)")
 	presenter := fs.String("presenter-token", env("PAYTWICE_PRESENTER_TOKEN", ""), "if set, only the presenter may change switches (env PAYTWICE_PRESENTER_TOKEN)")
 	synchronous := fs.String("synchronous", env("PAYTWICE_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL survives power loss (env PAYTWICE_SYNCHRONOUS)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		if sub, ok := subcommands[args[0]]; ok {
+			return sub(ctx, args[1:], stdout, stderr)
+		}
+		if args[0] == "help" {
+			return help(args[1:], stdout, stderr, fs)
+		}
+		return badUsage(stderr, fs, unknownCommand(args[0]))
 	}
-	ret, err := parsePositiveDuration("retention", *retention)
-	if err != nil {
-		return err
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printUsage(stderr, fs)
+		return nil
+	case err != nil: // the flag package has said what was wrong
+		printUsage(stderr, fs)
+		return errUsage
+	case fs.NArg() > 0:
+		return badUsage(stderr, fs, unexpectedArg(fs.Arg(0)))
 	}
-	lock, err := parsePositiveDuration("lock-timeout", *lockTimeout)
-	if err != nil {
-		return err
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for i := 0; i < len(envErrs); i += 2 {
+		if !set[envErrs[i]] { // a flag on the command line wins over its variable
+			return errors.New(envErrs[i+1])
+		}
 	}
-	switch strings.ToUpper(*synchronous) {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"retention", *retention}, {"lock-timeout", *lockTimeout}} {
+		if f.d <= 0 {
+			return fmt.Errorf("-%s must be a positive duration such as 30s or 24h, not %v", f.name, f.d)
+		}
+	}
+	syncMode := strings.ToUpper(*synchronous)
+	switch syncMode {
 	case "FULL", "EXTRA", "NORMAL", "OFF":
 	default:
 		return fmt.Errorf("-synchronous must be FULL, EXTRA, NORMAL or OFF, not %q", *synchronous)
 	}
 
+	// Listen first: a port that is taken must not leave new database files
+	// behind.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return listenError(*addr, err)
+	}
+	defer ln.Close()
 	clock := sim.NewClock(nil)
-	syncMode := strings.ToUpper(*synchronous)
 	db, err := store.Open(*dbPath, store.Options{Now: clock.Now, Synchronous: syncMode, Schema: store.SchemaPayments})
 	if err != nil {
 		return err
@@ -82,11 +136,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer ledger.Close()
 
-	srv := web.NewServer(web.Config{Ledger: ledger, Retention: ret, LockTimeout: lock, PresenterToken: *presenter}, db, clock)
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
+	srv := web.NewServer(web.Config{Ledger: ledger, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter}, db, clock)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Close what a crash left behind before the first request can arrive:
@@ -128,18 +178,10 @@ func gatewayPath(dbPath string) string {
 	return strings.TrimSuffix(dbPath, ".db") + "-gateway.db"
 }
 
-func parsePositiveDuration(name, v string) (time.Duration, error) {
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("-%s must be a positive duration such as 30s or 24h, not %q", name, v)
-	}
-	return d, nil
-}
-
 // printURLs tells the presenter where the app is. When it listens on every
 // interface, it lists the machine's addresses: those are what students
 // type on their phones.
-func printURLs(w *os.File, addr *net.TCPAddr, presenterToken string) {
+func printURLs(w io.Writer, addr *net.TCPAddr, presenterToken string) {
 	var hosts []string
 	if addr.IP.IsUnspecified() {
 		hosts = append(hosts, "localhost")
