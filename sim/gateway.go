@@ -58,13 +58,9 @@ func (g *Gateway) Switches() GatewaySwitches { return *g.switches.Load() }
 // point where they read them are not affected.
 func (g *Gateway) SetSwitches(s GatewaySwitches) { g.switches.Store(&s) }
 
-// Charge takes amountSatang for orderID under the merchant's key.
-func (g *Gateway) Charge(ctx context.Context, key, orderID string, amountSatang int64) (store.GatewayCharge, error) {
-	return g.ChargeWith(ctx, g.Switches(), key, orderID, amountSatang)
-}
-
-// ChargeWith is Charge under the switches sw instead of the current ones:
-// a request that drew its faults once (FaultPlan.Draw) charges with them.
+// ChargeWith takes amountSatang for orderID under the merchant's key, with
+// the switches sw rather than the current ones: a request that drew its
+// faults once (FaultPlan.Draw) charges with them.
 func (g *Gateway) ChargeWith(ctx context.Context, sw GatewaySwitches, key, orderID string, amountSatang int64) (store.GatewayCharge, error) {
 	if sw.LatencyMS > 0 {
 		if err := g.sleep(ctx, time.Duration(sw.LatencyMS)*time.Millisecond); err != nil {

@@ -118,12 +118,6 @@ func NewServer(cfg Config, db *store.DB, clock *sim.Clock) *Server {
 // Hub returns the server's event hub.
 func (s *Server) Hub() *live.Hub { return s.hub }
 
-// Gateway returns the simulated payment gateway.
-func (s *Server) Gateway() *sim.Gateway { return s.gateway }
-
-// Faults returns the fault plan.
-func (s *Server) Faults() *sim.FaultPlan { return s.faults }
-
 // Handler returns the HTTP handler. Go's cross-origin protection wraps
 // it: a state-changing request that a browser says comes from another site
 // is refused, while curl and other clients that send neither Origin nor
