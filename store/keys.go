@@ -9,7 +9,7 @@ import (
 )
 
 const keyColumns = `scope, key, method, path, fingerprint, order_id, amount_satang, status,
-	response_status, response_body, created_at, locked_at, completed_at`
+	response_status, response_body, created_at, locked_at, completed_at, claim, charge_key`
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -20,7 +20,7 @@ func scanKey(r rowScanner) (KeyRow, error) {
 	var created, locked int64
 	var completed sql.NullInt64
 	err := r.Scan(&k.Scope, &k.Key, &k.Method, &k.Path, &k.Fingerprint, &k.OrderID, &k.AmountSatang,
-		&k.Status, &status, &body, &created, &locked, &completed)
+		&k.Status, &status, &body, &created, &locked, &completed, &k.Claim, &k.ChargeKey)
 	if err != nil {
 		return k, err
 	}
@@ -39,39 +39,76 @@ type ClaimRequest struct {
 	Scope, Key, Method, Path, Fingerprint string
 	OrderID                               string
 	AmountSatang                          int64
+	// ChargeKey is the key the charge is recorded under and the gateway is
+	// called with; "" means Key. Only the lab sets it.
+	ChargeKey string
 }
 
-// ClaimResult tells whether the claim won. When it lost, Existing is the
-// row that already holds the key, read in the same transaction.
+// chargeKey is the key the request's charge is recorded under.
+func (c ClaimRequest) chargeKey() string {
+	if c.ChargeKey != "" {
+		return c.ChargeKey
+	}
+	return c.Key
+}
+
+// ClaimResult tells whether the claim won. When it won, Claim is the
+// claim's fencing token: completing or releasing the key needs it. When
+// it lost, Existing is the row that already holds the key, read in the
+// same transaction. When the key's charge is already recorded for another
+// order (the key was pruned and then reused), nothing is claimed and
+// Reused is that charge.
 type ClaimResult struct {
 	Claimed  bool
+	Claim    string
 	Existing KeyRow
+	Reused   *Charge
 }
+
+// NewClaimToken returns a fresh fencing token: 128 random bits.
+func NewClaimToken() string { return randomHex(16) }
 
 // Claim records the key as started unless (scope, key) already exists. It
 // is a single INSERT … ON CONFLICT DO NOTHING RETURNING, so the primary key
 // decides the race: however many requests arrive at once, one wins. The
-// claim is durable when Claim returns.
+// winner's row carries a fencing token of its own. The claim is durable
+// when Claim returns.
+//
+// A key whose key row was pruned may still have its charge recorded. If
+// that charge is for another order or amount, the key is not claimed: a
+// key pays for one order, for as long as its charge is kept.
 func (db *DB) Claim(ctx context.Context, c ClaimRequest) (ClaimResult, error) {
 	var res ClaimResult
 	if err := db.need("payments"); err != nil {
 		return res, err
 	}
 	now := toMillis(db.now())
+	token := NewClaimToken()
 	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
 		res = ClaimResult{}
-		var created int64
-		err := w.claim.QueryRowContext(ctx, c.Scope, c.Key, c.Method, c.Path, c.Fingerprint,
-			c.OrderID, c.AmountSatang, now, now).Scan(&created)
-		if err == nil {
-			res.Claimed = true
+		// The charge is looked up first, so that a refused claim writes
+		// nothing and the claim stays a single statement.
+		ch, err := scanCharge(w.selectCharge.QueryRowContext(ctx, c.Scope, c.chargeKey()))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		case ch.OrderID != c.OrderID || ch.AmountSatang != c.AmountSatang:
+			res.Reused = &ch
 			return nil
 		}
-		if !errors.Is(err, sql.ErrNoRows) {
+		var created int64
+		err = w.claim.QueryRowContext(ctx, c.Scope, c.Key, c.Method, c.Path, c.Fingerprint,
+			c.OrderID, c.AmountSatang, now, now, token, c.ChargeKey).Scan(&created)
+		if errors.Is(err, sql.ErrNoRows) {
+			res.Existing, err = scanKey(w.selectKey.QueryRowContext(ctx, c.Scope, c.Key))
 			return err
 		}
-		res.Existing, err = scanKey(w.selectKey.QueryRowContext(ctx, c.Scope, c.Key))
-		return err
+		if err != nil {
+			return err
+		}
+		res.Claimed, res.Claim = true, token
+		return nil
 	})
 	if err == nil && !res.Claimed && res.Existing.Status == StatusDone {
 		db.cache.put(c.Scope, c.Key, Response{res.Existing.Fingerprint, res.Existing.ResponseStatus, res.Existing.ResponseBody})
@@ -87,66 +124,109 @@ func (db *DB) CachedResponse(scope, key string) (Response, bool) {
 
 // Completion is the outcome of a claimed request, to be saved on its key.
 type Completion struct {
-	Scope, Key  string
-	Fingerprint string // the request's; it goes into the replay cache
-	Status      int
-	Body        []byte
+	// ClaimRequest is the request as it was claimed: a completion whose
+	// claim is gone may have to write the key row again.
+	ClaimRequest
+	// Claim is the fencing token Claim returned.
+	Claim  string
+	Status int
+	Body   []byte
 	// Charge, when set, is inserted in the same transaction that marks the
 	// key done: the money and the saved response appear together or not at
-	// all.
+	// all. It is recorded under the request's charge key.
 	Charge *Charge
 	// FailHalfway makes the transaction fail after the charge was inserted,
 	// so the savepoint rolls it back: the "fails halfway" fault.
 	FailHalfway bool
 }
 
-// ErrNotStarted means the key was no longer started when its completion
-// was saved: the sweeper closed or released it first.
-var ErrNotStarted = &Error{Code: EINTERNAL, Message: "The key was closed by the sweeper before the request finished."}
+// Completed is what Complete saved.
+type Completed struct {
+	// Response is what the request answers: the completion's own, unless
+	// the key's charge was already recorded (then its 201), or the claim
+	// was gone and the key is done with the same request's answer.
+	Response
+	// ClaimLost says the claim was gone when the completion arrived: the
+	// sweeper or a reset closed or released the key meanwhile. The charge
+	// was recorded all the same.
+	ClaimLost bool
+	// ChargeExisted says the key's charge had been recorded before: a
+	// pruned key retried late, or the sweeper got there first.
+	ChargeExisted bool
+}
+
+// ErrNotStarted means the key was no longer held by the claim that tried
+// to release it: the request itself or the sweeper got there first.
+var ErrNotStarted = &Error{Code: EINTERNAL, Message: "The key was closed by someone else before this claim could release it."}
 
 // ErrHalfway is what Complete returns when FailHalfway rolled it back.
 var ErrHalfway = &Error{Code: EINTERNAL, Message: "The transaction that records the charge failed halfway and was rolled back."}
 
-// Complete saves the response on a started key, with its charge if any,
-// and returns the response saved. That is c's, except when the key's
-// charge is already recorded: a key pruned while its charge stayed, then
-// retried late, reaches the same gateway charge again. The charge is not
-// recorded twice; the key is closed with the 201 of the charge that
-// exists, so neither the request nor the sweeper is stuck on the UNIQUE
-// constraint.
-func (db *DB) Complete(ctx context.Context, c Completion) (Response, error) {
+// errChargeDiffers means the key already holds a charge with another
+// gateway reference: a completion never answers with another charge.
+var errChargeDiffers = &Error{Code: EINTERNAL, Message: "This key already holds a different charge; nothing was recorded twice."}
+
+// Complete saves the response on the key the claim holds, with its charge
+// if any, and returns what was saved.
+//
+// The update names the claim's fencing token, so it acts only on the
+// claim it holds. When the claim is gone (the sweeper released the key, a
+// reset emptied the table), the charge is still recorded: money the
+// gateway took is never dropped. The key row is written again if nobody
+// else holds it, so the key and its charge agree.
+//
+// When the key's charge is already recorded (a key pruned while its
+// charge stayed, then retried late, reaches the same gateway charge
+// again), it is not recorded twice: the key is closed with the 201 of
+// the charge that exists, so neither the request nor the sweeper is stuck
+// on the UNIQUE constraint.
+func (db *DB) Complete(ctx context.Context, c Completion) (Completed, error) {
 	if err := db.need("payments"); err != nil {
-		return Response{}, err
+		return Completed{}, err
 	}
 	now := toMillis(db.now())
-	saved := Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}
+	var out Completed
+	var cache bool
 	err := db.execAtomic(ctx, func(ctx context.Context, w *writeStatements) error {
-		saved = Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}
-		// Mark the key first: if the sweeper already closed it, stop before
-		// touching the charges table.
-		r, err := w.complete.ExecContext(ctx, c.Status, string(c.Body), now, c.Scope, c.Key)
+		out = Completed{Response: Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}}
+		cache = true
+		r, err := w.complete.ExecContext(ctx, c.Status, string(c.Body), now, c.Scope, c.Key, c.Claim)
 		if err != nil {
 			return err
 		}
-		if n, _ := r.RowsAffected(); n != 1 {
-			return ErrNotStarted
-		}
+		n, _ := r.RowsAffected()
+		out.ClaimLost = n != 1
 		if c.Charge != nil {
 			ch := c.Charge
-			r, err := w.insertCharge.ExecContext(ctx, ch.ID, c.Scope, c.Key, ch.OrderID, ch.AmountSatang,
+			r, err := w.insertCharge.ExecContext(ctx, ch.ID, c.Scope, c.chargeKey(), ch.OrderID, ch.AmountSatang,
 				ch.GatewayRef, toMillis(ch.CreatedAt))
 			if err != nil {
 				return err
 			}
-			if n, _ := r.RowsAffected(); n == 0 && c.Status == http.StatusCreated {
-				existing, err := scanCharge(w.selectCharge.QueryRowContext(ctx, c.Scope, c.Key))
+			if n, _ := r.RowsAffected(); n == 0 {
+				existing, err := scanCharge(w.selectCharge.QueryRowContext(ctx, c.Scope, c.chargeKey()))
 				if err != nil {
 					return err
 				}
-				saved.Body = existing.ResponseBody()
-				if _, err := w.setBody.ExecContext(ctx, string(saved.Body), c.Scope, c.Key); err != nil {
-					return err
+				if existing.GatewayRef != ch.GatewayRef {
+					return errChargeDiffers
 				}
+				out.ChargeExisted = true
+				if c.Status == http.StatusCreated {
+					out.Body = existing.ResponseBody()
+					if !out.ClaimLost {
+						if _, err := w.setBody.ExecContext(ctx, string(out.Body), c.Scope, c.Key); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
+		if out.ClaimLost {
+			var err error
+			cache, err = db.completeLate(ctx, w, c, &out, now)
+			if err != nil {
+				return err
 			}
 		}
 		if c.FailHalfway {
@@ -155,21 +235,50 @@ func (db *DB) Complete(ctx context.Context, c Completion) (Response, error) {
 		return nil
 	})
 	if err != nil {
-		return Response{}, err
+		return Completed{}, err
 	}
-	db.cache.put(c.Scope, c.Key, saved)
-	return saved, nil
+	if cache {
+		db.cache.put(c.Scope, c.Key, out.Response)
+	}
+	return out, nil
 }
 
-// Release deletes a started key, so that a retry runs afresh. It reports
-// whether a row was deleted; done keys are never released.
-func (db *DB) Release(ctx context.Context, scope, key string) (bool, error) {
+// completeLate finishes a completion whose claim was gone. If nobody holds
+// the key, the row is written again, done with this answer, when a charge
+// was taken: the key must remember it. If the key is done with the same
+// request's answer (the sweeper closed it with this very charge), that
+// answer is sent. Otherwise the key is someone else's and is left alone;
+// the request answers with its own outcome. It reports whether out is
+// what the key now replays.
+func (db *DB) completeLate(ctx context.Context, w *writeStatements, c Completion, out *Completed, now int64) (bool, error) {
+	row, err := scanKey(w.selectKey.QueryRowContext(ctx, c.Scope, c.Key))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if c.Charge == nil {
+			return false, nil
+		}
+		_, err := w.insertDone.ExecContext(ctx, c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID,
+			c.AmountSatang, out.Status, string(out.Body), now, now, now, c.Claim, c.ChargeKey)
+		return err == nil, err
+	case err != nil:
+		return false, err
+	case row.Status == StatusDone && row.Fingerprint == c.Fingerprint:
+		out.Response = Response{Fingerprint: row.Fingerprint, Status: row.ResponseStatus, Body: row.ResponseBody}
+		return true, nil
+	}
+	return false, nil
+}
+
+// Release deletes a started key held by claim, so that a retry runs
+// afresh. It reports whether a row was deleted; done keys, and keys held
+// by another claim, are never released.
+func (db *DB) Release(ctx context.Context, scope, key, claim string) (bool, error) {
 	var released bool
 	if err := db.need("payments"); err != nil {
 		return false, err
 	}
 	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
-		r, err := w.release_.ExecContext(ctx, scope, key)
+		r, err := w.release_.ExecContext(ctx, scope, key, claim)
 		if err != nil {
 			return err
 		}

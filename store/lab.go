@@ -45,20 +45,24 @@ func constraintError(err error) error {
 // ON CONFLICT: the "check first, then insert" mistake with the constraints
 // in place. When another request inserted the key since the caller looked,
 // the table's primary key refuses the row and the error wraps
-// ErrConstraint.
-func (db *DB) LabInsertKeyUnguarded(ctx context.Context, c ClaimRequest) error {
+// ErrConstraint. It returns the claim's fencing token.
+func (db *DB) LabInsertKeyUnguarded(ctx context.Context, c ClaimRequest) (string, error) {
 	if err := db.need("payments"); err != nil {
-		return err
+		return "", err
 	}
 	now := toMillis(db.now())
+	token := NewClaimToken()
 	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
 		_, err := db.conn.ExecContext(ctx, `INSERT INTO idempotency_keys
-			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, 'started', ?, ?)`,
-			c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, now)
+			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 'started', ?, ?, ?, ?)`,
+			c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, now, token, c.ChargeKey)
 		return err
 	})
-	return constraintError(err)
+	if err != nil {
+		return "", constraintError(err)
+	}
+	return token, nil
 }
 
 // LabRecordCharge inserts a charge under ch.Key with no key row at all:
@@ -77,39 +81,6 @@ func (db *DB) LabRecordCharge(ctx context.Context, ch Charge) error {
 		return err
 	})
 	return constraintError(err)
-}
-
-// LabCompleteKeyOnly is Complete for a server whose key table is its only
-// memory: the key is marked done as usual, but the charge is recorded
-// under chargeKey (a LabKeyPrefix key of the request's own) instead of the
-// idempotency key, so no second guard stands behind the key table. Once
-// the key is pruned, a retry with it charges again.
-func (db *DB) LabCompleteKeyOnly(ctx context.Context, c Completion, chargeKey string) error {
-	if err := db.need("payments"); err != nil {
-		return err
-	}
-	if !strings.HasPrefix(chargeKey, LabKeyPrefix) {
-		return fmt.Errorf("store: lab charge key %q lacks the lab prefix", chargeKey)
-	}
-	now := toMillis(db.now())
-	err := db.execAtomic(ctx, func(ctx context.Context, w *writeStatements) error {
-		r, err := w.complete.ExecContext(ctx, c.Status, string(c.Body), now, c.Scope, c.Key)
-		if err != nil {
-			return err
-		}
-		if n, _ := r.RowsAffected(); n != 1 {
-			return ErrNotStarted
-		}
-		if ch := c.Charge; ch != nil {
-			_, err = w.insertCharge.ExecContext(ctx, ch.ID, c.Scope, chargeKey, ch.OrderID, ch.AmountSatang,
-				ch.GatewayRef, toMillis(ch.CreatedAt))
-		}
-		return err
-	})
-	if err == nil {
-		db.cache.put(c.Scope, c.Key, Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body})
-	}
-	return err
 }
 
 // LabLooseKey is a row of lab_loose_keys, the lab's key table without

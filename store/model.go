@@ -29,6 +29,19 @@ type KeyRow struct {
 	CreatedAt      time.Time `json:"created_at"`
 	LockedAt       time.Time `json:"locked_at"`
 	CompletedAt    time.Time `json:"completed_at,omitzero"`
+	// Claim is the fencing token of the claim that holds the key.
+	Claim string `json:"-"`
+	// ChargeKey is the key its charge is recorded under; "" means Key.
+	ChargeKey string `json:"-"`
+}
+
+// ChargeKeyOrKey is the key this row's charge is recorded under and the
+// gateway was called with.
+func (k KeyRow) ChargeKeyOrKey() string {
+	if k.ChargeKey != "" {
+		return k.ChargeKey
+	}
+	return k.Key
 }
 
 // Response is a saved response: what a replay sends back.
@@ -75,10 +88,13 @@ type GatewayCharge struct {
 }
 
 // NewID returns prefix followed by 24 random hex characters.
-func NewID(prefix string) string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return prefix + hex.EncodeToString(b[:])
+func NewID(prefix string) string { return prefix + randomHex(12) }
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b)
 }
 
 func toMillis(t time.Time) int64 { return t.UnixMilli() }

@@ -391,6 +391,7 @@ type writeStatements struct {
 	begin, commit, rollback, savepoint, rollbackTo, release *sql.Stmt
 
 	claim, selectKey, complete, release_, insertCharge *sql.Stmt
+	insertDone                                         *sql.Stmt
 	selectCharge, setBody                              *sql.Stmt
 	insertGateway, selectGateway                       *sql.Stmt
 }
@@ -417,14 +418,18 @@ func (w *writeStatements) prepare(conn *sql.Conn, schema Schema) error {
 	if schema.has("payments") {
 		err = errors.Join(err,
 			p(&w.claim, `INSERT INTO idempotency_keys
-			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, 'started', ?, ?)
+			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 'started', ?, ?, ?, ?)
 			ON CONFLICT (scope, key) DO NOTHING RETURNING created_at`),
+			p(&w.insertDone, `INSERT INTO idempotency_keys
+			(scope, key, method, path, fingerprint, order_id, amount_satang, status, response_status, response_body,
+			 created_at, locked_at, completed_at, claim, charge_key)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 'done', ?, ?, ?, ?, ?, ?, ?)`),
 			p(&w.selectKey, `SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND key = ?`),
 			p(&w.complete, `UPDATE idempotency_keys
 			SET status = 'done', response_status = ?, response_body = ?, completed_at = ?
-			WHERE scope = ? AND key = ? AND status = 'started'`),
-			p(&w.release_, `DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND status = 'started'`),
+			WHERE scope = ? AND key = ? AND claim = ? AND status = 'started'`),
+			p(&w.release_, `DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND claim = ? AND status = 'started'`),
 			p(&w.insertCharge, `INSERT INTO charges (id, scope, idempotency_key, order_id, amount_satang, gateway_ref, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, idempotency_key) DO NOTHING`),
 			p(&w.selectCharge, `SELECT `+chargeColumns+` FROM charges WHERE scope = ? AND idempotency_key = ?`),

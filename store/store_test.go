@@ -28,10 +28,20 @@ func claimReq(key string) store.ClaimRequest {
 	return store.ClaimRequest{Scope: "s", Key: key, Method: "POST", Path: "/v1/payments", Fingerprint: "fp", OrderID: "A-1", AmountSatang: 100}
 }
 
-func complete(t *testing.T, db *store.DB, key string) {
+// claim claims key and returns the claim's fencing token.
+func claim(t *testing.T, db *store.DB, key string) string {
+	t.Helper()
+	res, err := db.Claim(context.Background(), claimReq(key))
+	if err != nil || !res.Claimed || res.Claim == "" {
+		t.Fatalf("claim %s: %+v %v", key, res, err)
+	}
+	return res.Claim
+}
+
+func complete(t *testing.T, db *store.DB, key, token string) {
 	t.Helper()
 	ch := &store.Charge{ID: store.NewID("ch_"), OrderID: "A-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: db.Now()}
-	if _, err := db.Complete(context.Background(), store.Completion{Scope: "s", Key: key, Fingerprint: "fp", Status: 201, Body: ch.ResponseBody(), Charge: ch}); err != nil {
+	if _, err := db.Complete(context.Background(), store.Completion{ClaimRequest: claimReq(key), Claim: token, Status: 201, Body: ch.ResponseBody(), Charge: ch}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -67,13 +77,10 @@ func TestClaimRaceHasOneWinner(t *testing.T) {
 func TestSecondChargeForAKeyIsRefusedByTheConstraint(t *testing.T) {
 	db := MustOpenDB(t, nil)
 	ctx := context.Background()
-	if _, err := db.Claim(ctx, claimReq("k")); err != nil {
-		t.Fatal(err)
-	}
-	complete(t, db, "k")
+	complete(t, db, "k", claim(t, db, "k"))
 	// Even bypassing the key protocol, a second charge row for the same
 	// (scope, key) cannot exist.
-	_, err := db.Complete(ctx, store.Completion{Scope: "s", Key: "k", Status: 201, Charge: &store.Charge{ID: "ch_2", AmountSatang: 1, CreatedAt: db.Now()}})
+	_, err := db.Complete(ctx, store.Completion{ClaimRequest: claimReq("k"), Status: 201, Charge: &store.Charge{ID: "ch_2", AmountSatang: 1, CreatedAt: db.Now()}})
 	if err == nil {
 		t.Fatal("a second completion of a done key succeeded")
 	}
@@ -88,14 +95,12 @@ func TestFailHalfwayRollsBackOnlyThatRequest(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 20 {
 		key := fmt.Sprint("k", i)
-		if _, err := db.Claim(ctx, claimReq(key)); err != nil {
-			t.Fatal(err)
-		}
+		token := claim(t, db, key)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ch := &store.Charge{ID: store.NewID("ch_"), OrderID: "A-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: db.Now()}
-			_, err := db.Complete(ctx, store.Completion{Scope: "s", Key: key, Status: 201, Body: []byte("{}"), Charge: ch, FailHalfway: i%2 == 0})
+			_, err := db.Complete(ctx, store.Completion{ClaimRequest: claimReq(key), Claim: token, Status: 201, Body: []byte("{}"), Charge: ch, FailHalfway: i%2 == 0})
 			if (err != nil) != (i%2 == 0) {
 				t.Errorf("key %s: err %v", key, err)
 			}
@@ -113,17 +118,11 @@ func TestPruneRemovesOnlyOldDoneKeys(t *testing.T) {
 	clock := sim.NewManualClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
 	db := MustOpenDB(t, clock.Now)
 	ctx := context.Background()
-	for _, k := range []string{"old-done", "old-started"} {
-		if _, err := db.Claim(ctx, claimReq(k)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	complete(t, db, "old-done")
+	oldDone := claim(t, db, "old-done")
+	claim(t, db, "old-started")
+	complete(t, db, "old-done", oldDone)
 	clock.Advance(25 * time.Hour)
-	if _, err := db.Claim(ctx, claimReq("new-done")); err != nil {
-		t.Fatal(err)
-	}
-	complete(t, db, "new-done")
+	complete(t, db, "new-done", claim(t, db, "new-done"))
 
 	pruned, err := db.Prune(ctx, clock.Now().Add(-24*time.Hour))
 	if err != nil {
@@ -156,10 +155,7 @@ func TestDataSurvivesReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := db.Claim(ctx, claimReq("k")); err != nil {
-		t.Fatal(err)
-	}
-	complete(t, db, "k")
+	complete(t, db, "k", claim(t, db, "k"))
 	db.Close()
 	if _, err := db.Claim(ctx, claimReq("x")); err != store.ErrClosed {
 		t.Fatalf("write after close: %v", err)

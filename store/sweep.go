@@ -2,15 +2,14 @@ package store
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 )
 
 // GatewayLookup asks the payment provider whether it holds a charge for
-// the scope's key. It is how the sweeper learns the outcome of a request
-// that stopped after calling the gateway.
-type GatewayLookup func(ctx context.Context, scope, key string) (GatewayCharge, bool, error)
+// the scope's charge key. It is how the sweeper learns the outcome of a
+// request that stopped after calling the gateway.
+type GatewayLookup func(ctx context.Context, scope, chargeKey string) (GatewayCharge, bool, error)
 
 // SweepOutcome is what the sweeper did with one stuck key.
 type SweepOutcome struct {
@@ -25,7 +24,13 @@ type SweepOutcome struct {
 // records the charge and marks the key done with the 201 a live request
 // would have sent; when it did not, it releases the key so that a retry
 // runs afresh. Either way the key stops answering 409.
-func (db *DB) Sweep(ctx context.Context, lockTimeout time.Duration, lookup GatewayLookup) ([]SweepOutcome, error) {
+//
+// running reports whether a claim's request is still at work in this
+// process; such a key is never closed, whatever the clock says. The
+// sweeper acts on the claim it read: if the request finished, or someone
+// else took the key, between the read and the close, the close does
+// nothing.
+func (db *DB) Sweep(ctx context.Context, lockTimeout time.Duration, lookup GatewayLookup, running func(claim string) bool) ([]SweepOutcome, error) {
 	stuck, err := db.StartedBefore(ctx, db.now().Add(-lockTimeout))
 	if err != nil {
 		return nil, err
@@ -35,28 +40,38 @@ func (db *DB) Sweep(ctx context.Context, lockTimeout time.Duration, lookup Gatew
 		if ctx.Err() != nil {
 			return out, ctx.Err()
 		}
+		if running != nil && running(row.Claim) {
+			continue
+		}
 		o := SweepOutcome{Row: row}
-		g, charged, err := lookup(ctx, row.Scope, row.Key)
+		g, charged, err := lookup(ctx, row.Scope, row.ChargeKeyOrKey())
 		switch {
 		case err != nil:
 			o.Err = err
 		case charged:
 			o.Charged = true
-			o.Charge = Charge{ID: NewID("ch_"), Scope: row.Scope, Key: row.Key, OrderID: g.OrderID,
+			o.Charge = Charge{ID: NewID("ch_"), Scope: row.Scope, Key: row.ChargeKeyOrKey(), OrderID: g.OrderID,
 				AmountSatang: g.AmountSatang, GatewayRef: g.ID, CreatedAt: db.now()}
-			_, o.Err = db.Complete(ctx, Completion{Scope: row.Scope, Key: row.Key, Fingerprint: row.Fingerprint,
+			var done Completed
+			done, o.Err = db.Complete(ctx, Completion{ClaimRequest: row.claimRequest(), Claim: row.Claim,
 				Status: http.StatusCreated, Body: o.Charge.ResponseBody(), Charge: &o.Charge})
+			if o.Err == nil && done.ClaimLost {
+				continue // the request itself finished meanwhile: nothing to report
+			}
 		default:
 			var released bool
-			released, o.Err = db.Release(ctx, row.Scope, row.Key)
+			released, o.Err = db.Release(ctx, row.Scope, row.Key, row.Claim)
 			if o.Err == nil && !released {
-				o.Err = ErrNotStarted
+				continue // the request itself finished meanwhile
 			}
-		}
-		if errors.Is(o.Err, ErrNotStarted) {
-			continue // the request itself finished meanwhile: nothing to report
 		}
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// claimRequest is the request a key row was claimed for.
+func (k KeyRow) claimRequest() ClaimRequest {
+	return ClaimRequest{Scope: k.Scope, Key: k.Key, Method: k.Method, Path: k.Path, Fingerprint: k.Fingerprint,
+		OrderID: k.OrderID, AmountSatang: k.AmountSatang, ChargeKey: k.ChargeKey}
 }

@@ -80,7 +80,16 @@ func (s *Server) handleSweep(c echo.Context) error {
 // resetDemo clears every key, charge and gateway record, turns every
 // switch off, puts the clock back and empties the timeline, leaving one
 // Reset event that says who did it. The page's form handler calls it too.
+//
+// It first waits for every payment in flight and any sweep under way to
+// finish, and holds new ones back until it is done. A payment that
+// charged the gateway before the reset and saved after it would leave a
+// gateway charge nobody records, or a lab row the real protocol then
+// trips over; waiting keeps gateway and local charges equal. The wait is
+// bounded: a payment's work runs under the gateway time-out.
 func (s *Server) resetDemo(ctx context.Context, who string) error {
+	s.inflight.Lock()
+	defer s.inflight.Unlock()
 	s.faultsMu.Lock()
 	s.faults.Store(sim.Faults{})
 	s.gateway.SetSwitches(sim.GatewaySwitches{})

@@ -54,10 +54,14 @@ func (s *Server) SweepOrphans(ctx context.Context) ([]store.SweepOutcome, error)
 const orphanHorizon = 24 * time.Hour
 
 func (s *Server) sweep(ctx context.Context, olderThan time.Duration) ([]store.SweepOutcome, error) {
-	lookup := func(ctx context.Context, scope, key string) (store.GatewayCharge, bool, error) {
-		return s.gateway.Lookup(ctx, gatewayKey(scope, key))
+	lookup := func(ctx context.Context, scope, chargeKey string) (store.GatewayCharge, bool, error) {
+		return s.gateway.Lookup(ctx, gatewayKey(scope, chargeKey))
 	}
-	outcomes, err := s.db.Sweep(ctx, olderThan, lookup)
+	// A reset waits for a sweep under way, as it does for payments: a
+	// sweep must not record a charge the reset has just erased.
+	s.inflight.RLock()
+	outcomes, err := s.db.Sweep(ctx, olderThan, lookup, s.running.has)
+	s.inflight.RUnlock()
 	for _, o := range outcomes {
 		e := live.Event{Kind: live.Swept, Scope: o.Row.Scope, Key: o.Row.Key, OrderID: o.Row.OrderID, Amount: o.Row.AmountSatang}
 		switch {

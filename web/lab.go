@@ -170,11 +170,9 @@ func (l *labState) Settings() LabSettings { return *l.settings.Load() }
 // Lesson returns the chapter the class is on, "" when none.
 func (l *labState) Lesson() string { return *l.lesson.Load() }
 
-// labRoutes registers the lab, the lessons and the timeline export, and
-// puts the lab's dispatcher in front of POST /v1/payments.
+// labRoutes registers the lab, the lessons and the timeline export.
+// Which handler POST /v1/payments runs is decided in handleCreatePayment.
 func (s *Server) labRoutes(e *echo.Echo) {
-	s.lab = newLab(s)
-	e.Use(s.labDispatch)
 	e.GET("/api/lab", s.handleGetLab)
 	e.PUT("/api/lab", s.handlePutLab, s.presenterOnly)
 	e.PATCH("/api/lab", s.handlePatchLab, s.presenterOnly)
@@ -313,48 +311,15 @@ func (s *Server) resetLab(ctx context.Context) {
 	l.outMu.Unlock()
 }
 
-// labDispatch sits in front of the payments endpoint. It counts what the
-// lab measures about every request (4xx answers sent again, keys made of
-// personal data, reconciliations), and while a server-side mistake is
-// on, hands POST /v1/payments to the mistaken handler instead of the
-// correct one.
-func (s *Server) labDispatch(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		r := c.Request()
-		if r.URL.Path != paymentsPath {
-			return next(c)
-		}
-		if r.Method == http.MethodGet {
-			if r.URL.Query().Get("order_id") != "" {
-				s.lab.reconciliations.Add(1)
-			}
-			return next(c)
-		}
-		if r.Method != http.MethodPost {
-			return next(c)
-		}
-		key, _ := ParseIdempotencyKey(r.Header.Values("Idempotency-Key"))
-		if kind := PersonalData(key); kind != "" {
-			s.flagPersonalKey(callerScope(r), key, kind)
-		}
-		var err error
-		switch s.lab.Settings().Server.Mode {
-		case LabNoKey:
-			err = s.payNoKey(c)
-		case LabCheckThenInsert:
-			err = s.payCheckFirst(c, false)
-		case LabCheckThenInsertConstrained:
-			err = s.payCheckFirst(c, true)
-		case LabKeyTableOnly:
-			err = s.payKeyTableOnly(c)
-		default:
-			err = next(c)
-		}
-		if st := c.Response().Status; c.Response().Committed && (st == http.StatusBadRequest || st == http.StatusUnprocessableEntity) {
-			s.lab.countRefusal(callerScope(r), key, st)
-		}
-		return err
+// observePayment counts what the lab measures about every payment
+// request, whatever mode runs it: a key that looks like personal data is
+// flagged. It returns the request's key, "" when it has none or a bad one.
+func (l *labState) observePayment(r *http.Request) string {
+	key, _ := ParseIdempotencyKey(r.Header.Values("Idempotency-Key"))
+	if kind := PersonalData(key); kind != "" {
+		l.s.flagPersonalKey(callerScope(r), key, kind)
 	}
+	return key
 }
 
 // countRefusal counts a 400 or 422, and a wasted attempt when the same

@@ -16,8 +16,8 @@ import (
 
 // The lab's mistaken handlers for POST /v1/payments. Each is what a naive
 // application would really run, against the real database and the real
-// gateway; labDispatch (lab.go) hands a request to one of them while its
-// mode is on. They answer in the endpoint's usual shapes (201 with the
+// gateway; handleCreatePayment (payments.go) hands a request to one of
+// them while its mode is on. They answer in the endpoint's usual shapes (201 with the
 // charge, problem+json errors), so a client cannot tell: which is the
 // point. The correct handler is handleCreatePayment (payments.go).
 
@@ -160,7 +160,7 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 	claim := store.ClaimRequest{Scope: p.scope, Key: p.key, Method: r.Method, Path: paymentsPath, Fingerprint: p.fp,
 		OrderID: p.req.OrderID, AmountSatang: p.req.AmountSatang}
 	if constrained {
-		err := s.db.LabInsertKeyUnguarded(ctx, claim)
+		token, err := s.db.LabInsertKeyUnguarded(ctx, claim)
 		if errors.Is(err, store.ErrConstraint) {
 			s.lab.constraintRefusals.Add(1)
 			detail := strings.TrimPrefix(err.Error(), store.ErrConstraint.Error()+": ")
@@ -171,6 +171,8 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 		if err != nil {
 			return p.fail(err)
 		}
+		p.hold(token)
+		defer p.finish()
 		p.publish(live.Claimed, 0, "key row inserted as started, after a SELECT")
 		return p.execute(ctx)
 	}
@@ -209,40 +211,20 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 }
 
 // payKeyTableOnly is the protocol for mistake 7, pruning keys sooner than
-// clients retry. It claims, replays and saves exactly like the real
-// endpoint, but the key table is its only memory: the charge is recorded
-// and the gateway called under a reference of the request's own, as many
-// applications do, so no second guard stands behind the key table. While
-// the key is kept, a retry replays; once the lab's prune has removed it,
-// the same key is a new payment.
+// clients retry. It is the real protocol in every step (claim, replay,
+// faults, the sweeper), but the key table is its only memory: the charge
+// is recorded and the gateway called under a reference of the request's
+// own, as many applications do, so no second guard stands behind the key
+// table. While the key is kept, a retry replays; once the lab's prune has
+// removed it, the same key is a new payment.
 func (s *Server) payKeyTableOnly(c echo.Context) error {
 	p := s.newPayment(c)
+	defer p.finish()
+	p.chargeKey = store.LabKeyPrefix + "key-table-only " + p.id
 	if claimed, err := p.admit(" (lab: key table only)"); !claimed {
 		return err
 	}
-
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
 	defer cancel()
-	if err := p.holdDelay(ctx); err != nil {
-		return p.release(err)
-	}
-	ref := store.LabKeyPrefix + "key-table-only " + p.id
-	p.publish(live.GatewayCall, 0, "charging the gateway with a reference of this request's own, not the key")
-	g, err := s.gateway.ChargeWith(ctx, p.gw, gatewayKey(p.scope, ref), p.req.OrderID, p.req.AmountSatang)
-	if err != nil {
-		p.publish(live.GatewayReply, problemFor(store.ErrorCode(err)).Status, store.ErrorMessage(err))
-		return p.save(ctx, err, nil)
-	}
-	p.publish(live.GatewayReply, http.StatusOK, "charged "+g.ID)
-	ch := store.Charge{ID: store.NewID("ch_"), Scope: p.scope, Key: ref, OrderID: p.req.OrderID,
-		AmountSatang: p.req.AmountSatang, GatewayRef: g.ID, CreatedAt: s.clock.Now()}
-	body := ch.ResponseBody()
-	if err := s.db.LabCompleteKeyOnly(ctx, store.Completion{Scope: p.scope, Key: p.key, Fingerprint: p.fp,
-		Status: http.StatusCreated, Body: body, Charge: &ch}, ref); err != nil {
-		return p.fail(err)
-	}
-	s.hub.Publish(live.Event{Kind: live.Charged, Request: p.id, Scope: p.scope, Key: ref, OrderID: p.req.OrderID,
-		Amount: p.req.AmountSatang, Message: "charge " + ch.ID + " recorded under " + ref + ", not under the key"})
-	p.publish(live.Completed, http.StatusCreated, "response saved on the key")
-	return p.answerCharged(ch)
+	return p.execute(ctx)
 }

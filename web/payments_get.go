@@ -28,6 +28,7 @@ func (s *Server) handleListPayments(c echo.Context) error {
 	if len(order) > MaxOrderIDLen {
 		return store.Errorf(store.EINVALID, "order_id is longer than %d bytes.", MaxOrderIDLen)
 	}
+	s.lab.reconciliations.Add(1)
 	charges, err := s.db.ChargesByOrder(c.Request().Context(), callerScope(c.Request()), order)
 	if err != nil {
 		return err

@@ -24,6 +24,7 @@ type Policy struct {
 	Saved                []string `json:"saved_and_replayed"`
 	NotSaved             []string `json:"not_saved"`
 	StartedKeys          string   `json:"started_keys"`
+	KeyReuse             string   `json:"key_reuse_after_retention"`
 	ReplayedHeader       string   `json:"replayed_header"`
 	RecommendedKeyFormat string   `json:"recommended_key"`
 }
@@ -46,7 +47,8 @@ func (s *Server) policy() Policy {
 		Fingerprint:          "SHA-256 of method, path and canonical JSON body; a different fingerprint on the same key is 422",
 		Saved:                []string{"201 Created", "402 payment declined", "500 server error after the work started", "502 gateway error"},
 		NotSaved:             []string{"400 invalid key or body", "409 still running", "413", "415", "422 key reused"},
-		StartedKeys:          "never pruned; the sweeper asks the gateway and closes them after the lock timeout",
+		StartedKeys:          "never pruned; the sweeper asks the gateway and closes them after the lock timeout, never while their request is still running",
+		KeyReuse:             "a key pays for one order: once its key row is pruned, the same key with the same order and amount answers that order's charge (201), with another order or amount it is refused with 422 naming the order and the date it was paid; nothing is charged again and nothing is saved",
 		ReplayedHeader:       "Idempotent-Replayed: true",
 		RecommendedKeyFormat: "a random UUID v4, created once per payment action and reused on every retry",
 	}

@@ -89,6 +89,13 @@ type Server struct {
 	// sleep waits during the delay fault; tests may replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 
+	// running are the claims whose payment is at work in this process:
+	// the sweeper leaves them alone (web/payments.go).
+	running runningClaims
+	// inflight is held shared by every payment and the sweeper, and
+	// exclusively by a reset, which so waits for them (web/admin.go).
+	inflight sync.RWMutex
+
 	// The live pages' projector, started on first use (web/projector.go).
 	liveOnce sync.Once
 	proj     *projector
@@ -109,6 +116,7 @@ func NewServer(cfg Config, db *store.DB, clock *sim.Clock) *Server {
 		hub:    live.New(live.DefaultSize, clock.Now),
 		sleep:  sim.Sleep,
 	}
+	s.lab = newLab(s)
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.echo = s.routes()
