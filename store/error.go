@@ -28,6 +28,9 @@ const (
 	EUNAVAILABLE Code = "unavailable"            // shutting down or dropped
 )
 
+// EUNAUTHORIZED: the Authorization header is present but names no caller.
+const EUNAUTHORIZED Code = "unauthorized"
+
 // Error is paytwice's one domain error type.
 type Error struct {
 	Code    Code

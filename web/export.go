@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paytwice/views"
 	"paytwice/web/live"
 )
 
@@ -37,7 +38,13 @@ func (s *Server) exportEvents() []live.Event {
 		if e.Kind == refreshKind {
 			continue
 		}
-		out = append(out, e.Event)
+		ev := e.Event
+		if ev.Scope != "" {
+			// Like the pages, the file names a caller by a short label,
+			// not by the whole hash of its token.
+			ev.Scope = views.ScopeLabel(ev.Scope)
+		}
+		out = append(out, ev)
 	}
 	return out
 }

@@ -38,7 +38,7 @@ func (s *Server) policy() Policy {
 		MinLength:  1,
 		MaxLength:  MaxKeyLength,
 		Characters: "visible ASCII (0x21-0x7E); one header line",
-		Scope:      "per caller: the bearer token, else the browser session, else the shared anonymous scope",
+		Scope:      "per caller: the Bearer token (scheme in any case, then spaces or tabs, then visible ASCII), else the browser session, else the shared anonymous scope (no Authorization header); any other Authorization header is 401",
 
 		RetentionSeconds:     int64(s.cfg.Retention.Seconds()),
 		Retention:            "done keys are pruned once older than " + s.cfg.Retention.String() + "; retry within that window, after it a key is a new request",

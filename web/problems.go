@@ -63,6 +63,9 @@ var Problems = []ProblemType{
 	{store.EINTERNAL, http.StatusInternalServerError, "The server failed",
 		"The server failed after it had started executing the request. Like Stripe, paytwice saves that 500 on the key: a retry with the same key gets the same 500, because the charge may have happened.",
 		"Do not switch to a new key. Look the payment up by order id (GET /v1/payments?order_id=…) to reconcile before paying again.", true},
+	{store.EUNAUTHORIZED, http.StatusUnauthorized, "The Authorization header names no caller",
+		"Keys and charges belong to a caller: a Bearer token (any token is its own demo account), else the browser's session cookie, else the shared anonymous scope. The header was present but was not a Bearer credential (the scheme in any case, one or more spaces, then a token of visible ASCII characters), so the request was not run in anybody's scope, least of all the shared one, where another caller could replay its answer.",
+		"Send \"Authorization: Bearer <token>\" with the same token on every retry, or no Authorization header. Nothing was saved.", false},
 	{store.EFORBIDDEN, http.StatusForbidden, "Not allowed",
 		"Only the presenter may change the switches in this classroom.",
 		"Open the board with the presenter's link, or ask the presenter.", false},
@@ -124,6 +127,9 @@ func writeProblem(c echo.Context, err error) error {
 	status, body := problemBody(c.Request(), err)
 	if status == http.StatusConflict {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+	}
+	if status == http.StatusUnauthorized {
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="paytwice"`)
 	}
 	return c.Blob(status, "application/problem+json", body)
 }

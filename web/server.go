@@ -147,6 +147,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableErrorHandler: false}))
 	e.Use(securityHeaders)
+	e.Use(requireClearScope)
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{
 		MinLength: 512,
 		// An event stream must reach the browser as each event is written;
