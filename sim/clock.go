@@ -26,8 +26,28 @@ func NewClock(base func() time.Time) *Clock {
 // Now returns the current (possibly warped) time.
 func (c *Clock) Now() time.Time { return c.base().Add(time.Duration(c.offset.Load())) }
 
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+// MaxOffset bounds how far ahead of its base the clock may run in total.
+// A year is far past any retention or lock timeout a lesson shows, and
+// far from the 292 years after which a time.Duration of nanoseconds
+// wraps: unbounded, enough one-week steps would send the clock back to
+// the 18th century, where no started key is ever old enough to sweep.
+const MaxOffset = 365 * 24 * time.Hour
+
+// Advance moves the clock forward by d and reports the new offset. It
+// refuses (ok false, the clock unchanged) a negative d or one that would
+// put the clock more than MaxOffset ahead; concurrent calls cannot
+// overshoot together.
+func (c *Clock) Advance(d time.Duration) (offset time.Duration, ok bool) {
+	for {
+		cur := c.offset.Load()
+		if d < 0 || int64(d) > int64(MaxOffset)-cur {
+			return time.Duration(cur), false
+		}
+		if c.offset.CompareAndSwap(cur, cur+int64(d)) {
+			return time.Duration(cur + int64(d)), true
+		}
+	}
+}
 
 // Offset reports how far the clock has been advanced.
 func (c *Clock) Offset() time.Duration { return time.Duration(c.offset.Load()) }

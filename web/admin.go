@@ -151,8 +151,12 @@ func (s *Server) advanceClock(ctx context.Context, d time.Duration, who string) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.clock.Advance(d)
-	msg := fmt.Sprintf("clock advanced by %s; it now runs %s ahead", d, s.clock.Offset())
+	offset, ok := s.clock.Advance(d)
+	if !ok {
+		return store.Errorf(store.EINVALID, "The clock already runs %s ahead, and it may run at most %d seconds (%d days) ahead in total: advance it by at most %d more seconds, or reset the demo to start again from the real time.",
+			offset, int64(sim.MaxOffset/time.Second), int64(sim.MaxOffset/(24*time.Hour)), int64((sim.MaxOffset-offset)/time.Second))
+	}
+	msg := fmt.Sprintf("clock advanced by %s; it now runs %s ahead", d, offset)
 	if who != "" {
 		msg = who + ": " + msg
 	}
