@@ -260,9 +260,7 @@ func (p *payment) answerExisting(fp, status string, savedStatus int, savedBody [
 		return writeProblem(p.c, err)
 	}
 	p.publish(live.Replayed, savedStatus, "saved response sent again; nothing executed")
-	h := p.c.Response().Header()
-	h.Set("Idempotent-Replayed", "true")
-	return p.c.Blob(savedStatus, contentTypeFor(savedStatus), savedBody)
+	return writeSaved(p.c, savedStatus, savedBody, true)
 }
 
 // execute does the claimed request's work: the gateway call, outside any
@@ -295,7 +293,7 @@ func (p *payment) execute(ctx context.Context) error {
 		// The money may have moved: only the sweeper may close this key.
 		p.publish(live.GatewayReply, http.StatusGatewayTimeout, "no answer: outcome unknown, key stays started")
 		p.finish()
-		return writeProblem(p.c, err)
+		return s.writeTimeout(p.c, err)
 	case err != nil:
 		// A definite answer from the gateway: save it, so retries replay it.
 		p.publish(live.GatewayReply, problemFor(store.ErrorCode(err)).Status, store.ErrorMessage(err))
@@ -362,7 +360,7 @@ func (p *payment) save(ctx context.Context, outcome error, charge *store.Charge)
 		p.publish(live.ResponseLost, saved.Status, "fault: the work committed, but the connection closed before the response")
 		return dropConnection(p.c)
 	}
-	return p.c.Blob(saved.Status, contentTypeFor(saved.Status), saved.Body)
+	return writeSaved(p.c, saved.Status, saved.Body, false)
 }
 
 // release deletes the claim after a failure that happened before any

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -122,17 +123,61 @@ func problemURL(r *http.Request, code store.Code) string {
 	return scheme + "://" + r.Host + "/problems/" + string(code)
 }
 
-// writeProblem sends err as application/problem+json.
+// writeProblem sends err as application/problem+json, with the headers
+// that tell a retrying client what to do (retryHeaders).
 func writeProblem(c echo.Context, err error) error {
 	status, body := problemBody(c.Request(), err)
-	if status == http.StatusConflict {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
-	}
+	h := c.Response().Header()
+	retryHeaders(h, status)
 	if status == http.StatusUnauthorized {
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="paytwice"`)
+		h.Set("WWW-Authenticate", `Bearer realm="paytwice"`)
 	}
 	return c.Blob(status, "application/problem+json", body)
 }
 
-// retryAfterSeconds is what a 409 asks the client to wait.
+// retryHeaders sets what retry libraries read on an answer that is not
+// saved on the key. 409 (the first request is still running), 503 (the
+// claim was released) and 504 (the outcome is unknown) are worth sending
+// again with the same key, after Retry-After seconds; a caller that set
+// Retry-After already (a 504 that knows when the sweeper will have closed
+// its key) keeps its value. Stripe's SDKs retry a 409 when
+// Stripe-Should-Retry says so.
+func retryHeaders(h http.Header, status int) {
+	switch status {
+	case http.StatusConflict, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		if h.Get("Retry-After") == "" {
+			h.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		}
+	}
+	if status == http.StatusConflict {
+		h.Set("Stripe-Should-Retry", "true")
+	}
+}
+
+// writeSaved sends an answer saved on the key: the first time (replayed
+// false) or again. Sending the request again cannot change it, so retry
+// libraries are told not to (Stripe-Should-Retry: false) on every replay
+// and on an original error; the 201 itself needs no advice.
+func writeSaved(c echo.Context, status int, body []byte, replayed bool) error {
+	h := c.Response().Header()
+	if replayed {
+		h.Set("Idempotent-Replayed", "true")
+	}
+	if replayed || status >= 400 {
+		h.Set("Stripe-Should-Retry", "false")
+	}
+	return c.Blob(status, contentTypeFor(status), body)
+}
+
+// writeTimeout sends a 504 whose Retry-After is how long the key may stay
+// started: the sweeper closes it at the latest one sweep period after the
+// lock timeout, and until then every retry gets 409. A retry library that
+// honours it asks again once, when the answer is known.
+func (s *Server) writeTimeout(c echo.Context, err error) error {
+	wait := s.cfg.LockTimeout + s.cfg.SweepEvery
+	c.Response().Header().Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
+	return writeProblem(c, err)
+}
+
+// retryAfterSeconds is what a 409 or a 503 asks the client to wait.
 const retryAfterSeconds = 1
