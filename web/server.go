@@ -35,6 +35,10 @@ type Config struct {
 	GatewayTimeout time.Duration
 	// PruneEvery and SweepEvery are the background jobs' periods.
 	PruneEvery, SweepEvery time.Duration
+	// BodyTimeout bounds how long a request may take to send its body
+	// (DefaultBodyTimeout when zero); headers have their own limit in
+	// the http.Server.
+	BodyTimeout time.Duration
 	// PresenterToken, when set, is required to change switches or reset.
 	PresenterToken string
 	// Ledger holds the simulated gateway's charges; nil keeps them in the
@@ -61,6 +65,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SweepEvery <= 0 {
 		c.SweepEvery = 5 * time.Second
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = DefaultBodyTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = log.Default()
@@ -129,8 +136,11 @@ func (s *Server) Hub() *live.Hub { return s.hub }
 // Handler returns the HTTP handler. Go's cross-origin protection wraps
 // it: a state-changing request that a browser says comes from another site
 // is refused, while curl and other clients that send neither Origin nor
-// Sec-Fetch-Site pass.
-func (s *Server) Handler() http.Handler { return crossOriginGuard(s.echo) }
+// Sec-Fetch-Site pass. Inside it, a request's body must arrive within
+// Config.BodyTimeout.
+func (s *Server) Handler() http.Handler {
+	return crossOriginGuard(bodyDeadline(s.cfg.BodyTimeout, s.echo))
+}
 
 // Close ends background work and wakes every event stream; call it when
 // the HTTP server has stopped accepting requests.
