@@ -6,14 +6,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"paytwice/store"
+	"paytwice/pay"
 )
 
 // Ledger is the gateway's persistent memory. store.DB implements it in a
 // table of its own.
 type Ledger interface {
-	RecordGatewayCharge(ctx context.Context, g store.GatewayCharge) (store.GatewayCharge, bool, error)
-	LookupGatewayCharge(ctx context.Context, key string) (store.GatewayCharge, bool, error)
+	RecordGatewayCharge(ctx context.Context, g pay.GatewayCharge) (pay.GatewayCharge, bool, error)
+	LookupGatewayCharge(ctx context.Context, key string) (pay.GatewayCharge, bool, error)
 }
 
 // GatewaySwitches are the fake provider's own failure modes.
@@ -24,12 +24,12 @@ type GatewaySwitches struct {
 	Timeout   bool `json:"timeout"`    // charge, then never answer: the caller cannot know what happened
 }
 
-// Errors the gateway returns. Each is a *store.Error so the web layer
+// Errors the gateway returns. Each is a *pay.Error so the web layer
 // maps it to a status without knowing the gateway.
 var (
-	ErrDeclined       = &store.Error{Code: store.EDECLINED, Message: "The payment gateway declined the card."}
-	ErrGatewayFailure = &store.Error{Code: store.EGATEWAY, Message: "The payment gateway failed before charging."}
-	ErrGatewayTimeout = &store.Error{Code: store.ETIMEOUT, Message: "The payment gateway did not answer in time: the charge may or may not have happened."}
+	ErrDeclined       = &pay.Error{Code: pay.EDECLINED, Message: "The payment gateway declined the card."}
+	ErrGatewayFailure = &pay.Error{Code: pay.EGATEWAY, Message: "The payment gateway failed before charging."}
+	ErrGatewayTimeout = &pay.Error{Code: pay.ETIMEOUT, Message: "The payment gateway did not answer in time: the charge may or may not have happened."}
 )
 
 // Gateway is an in-process fake payment provider. Like a real one it is
@@ -61,34 +61,34 @@ func (g *Gateway) SetSwitches(s GatewaySwitches) { g.switches.Store(&s) }
 // ChargeWith takes amountSatang for orderID under the merchant's key, with
 // the switches sw rather than the current ones: a request that drew its
 // faults once (FaultPlan.Draw) charges with them.
-func (g *Gateway) ChargeWith(ctx context.Context, sw GatewaySwitches, key, orderID string, amountSatang int64) (store.GatewayCharge, error) {
+func (g *Gateway) ChargeWith(ctx context.Context, sw GatewaySwitches, key, orderID string, amountSatang int64) (pay.GatewayCharge, error) {
 	if sw.LatencyMS > 0 {
 		if err := g.sleep(ctx, time.Duration(sw.LatencyMS)*time.Millisecond); err != nil {
 			// The request never reached the provider's ledger: nothing charged,
 			// but the caller cannot be sure of that either.
-			return store.GatewayCharge{}, ErrGatewayTimeout
+			return pay.GatewayCharge{}, ErrGatewayTimeout
 		}
 	}
 	switch {
 	case sw.Decline:
-		return store.GatewayCharge{}, ErrDeclined
+		return pay.GatewayCharge{}, ErrDeclined
 	case sw.Error:
-		return store.GatewayCharge{}, ErrGatewayFailure
+		return pay.GatewayCharge{}, ErrGatewayFailure
 	}
-	rec, _, err := g.ledger.RecordGatewayCharge(ctx, store.GatewayCharge{
-		Key: key, ID: store.NewID("gw_"), OrderID: orderID, AmountSatang: amountSatang, CreatedAt: g.now(),
+	rec, _, err := g.ledger.RecordGatewayCharge(ctx, pay.GatewayCharge{
+		Key: key, ID: pay.NewID("gw_"), OrderID: orderID, AmountSatang: amountSatang, CreatedAt: g.now(),
 	})
 	if err != nil {
-		return store.GatewayCharge{}, errors.Join(ErrGatewayTimeout, err)
+		return pay.GatewayCharge{}, errors.Join(ErrGatewayTimeout, err)
 	}
 	if sw.Timeout {
-		return store.GatewayCharge{}, ErrGatewayTimeout
+		return pay.GatewayCharge{}, ErrGatewayTimeout
 	}
 	return rec, nil
 }
 
 // Lookup asks whether the gateway holds a charge for key.
-func (g *Gateway) Lookup(ctx context.Context, key string) (store.GatewayCharge, bool, error) {
+func (g *Gateway) Lookup(ctx context.Context, key string) (pay.GatewayCharge, bool, error) {
 	return g.ledger.LookupGatewayCharge(ctx, key)
 }
 

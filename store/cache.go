@@ -1,6 +1,10 @@
 package store
 
-import "sync"
+import (
+	"sync"
+
+	"paytwice/pay"
+)
 
 // replayCache holds the saved responses of done keys. A done key's
 // response never changes, so a cached copy is never stale; it only has to
@@ -10,7 +14,7 @@ import "sync"
 type replayCache struct {
 	mu    sync.RWMutex
 	max   int
-	items map[cacheKey]Response
+	items map[cacheKey]pay.Response
 	order []cacheKey // ring of insertion order
 	next  int
 }
@@ -18,17 +22,17 @@ type replayCache struct {
 type cacheKey struct{ scope, key string }
 
 func newReplayCache(max int) *replayCache {
-	return &replayCache{max: max, items: make(map[cacheKey]Response, min(max, 1024))}
+	return &replayCache{max: max, items: make(map[cacheKey]pay.Response, min(max, 1024))}
 }
 
-func (c *replayCache) get(scope, key string) (Response, bool) {
+func (c *replayCache) get(scope, key string) (pay.Response, bool) {
 	c.mu.RLock()
 	r, ok := c.items[cacheKey{scope, key}]
 	c.mu.RUnlock()
 	return r, ok
 }
 
-func (c *replayCache) put(scope, key string, r Response) {
+func (c *replayCache) put(scope, key string, r pay.Response) {
 	k := cacheKey{scope, key}
 	c.mu.Lock()
 	defer c.mu.Unlock()

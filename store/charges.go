@@ -4,25 +4,27 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+
+	"paytwice/pay"
 )
 
 const chargeColumns = `id, scope, idempotency_key, order_id, amount_satang, gateway_ref, created_at`
 
-func scanCharge(r rowScanner) (Charge, error) {
-	var c Charge
+func scanCharge(r rowScanner) (pay.Charge, error) {
+	var c pay.Charge
 	var created int64
 	err := r.Scan(&c.ID, &c.Scope, &c.Key, &c.OrderID, &c.AmountSatang, &c.GatewayRef, &created)
 	c.CreatedAt = fromMillis(created)
 	return c, err
 }
 
-func (db *DB) queryCharges(ctx context.Context, query string, args ...any) ([]Charge, error) {
+func (db *DB) queryCharges(ctx context.Context, query string, args ...any) ([]pay.Charge, error) {
 	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	charges := []Charge{}
+	charges := []pay.Charge{}
 	for rows.Next() {
 		c, err := scanCharge(rows)
 		if err != nil {
@@ -35,22 +37,22 @@ func (db *DB) queryCharges(ctx context.Context, query string, args ...any) ([]Ch
 
 // GetCharge reads one charge of a scope by its id. Another scope's charge
 // is reported as not found: callers never see each other's money.
-func (db *DB) GetCharge(ctx context.Context, scope, id string) (Charge, error) {
+func (db *DB) GetCharge(ctx context.Context, scope, id string) (pay.Charge, error) {
 	c, err := scanCharge(db.read.QueryRowContext(ctx, `SELECT `+chargeColumns+` FROM charges WHERE id = ? AND scope = ?`, id, scope))
 	if errors.Is(err, sql.ErrNoRows) {
-		return c, Errorf(ENOTFOUND, "No charge %q.", id)
+		return c, pay.Errorf(pay.ENOTFOUND, "No charge %q.", id)
 	}
 	return c, err
 }
 
 // ChargesByOrder lists a scope's charges for one order, oldest first, so a
 // client can reconcile after an unknown outcome.
-func (db *DB) ChargesByOrder(ctx context.Context, scope, orderID string) ([]Charge, error) {
+func (db *DB) ChargesByOrder(ctx context.Context, scope, orderID string) ([]pay.Charge, error) {
 	return db.queryCharges(ctx, `SELECT `+chargeColumns+` FROM charges WHERE scope = ? AND order_id = ? ORDER BY created_at, id`, scope, orderID)
 }
 
 // RecentCharges returns up to limit charges of every scope, newest first.
-func (db *DB) RecentCharges(ctx context.Context, limit int) ([]Charge, error) {
+func (db *DB) RecentCharges(ctx context.Context, limit int) ([]pay.Charge, error) {
 	return db.queryCharges(ctx, `SELECT `+chargeColumns+` FROM charges ORDER BY created_at DESC, id DESC LIMIT ?`, limit)
 }
 

@@ -5,14 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/store"
 )
 
 // charge is the gateway's charge "gw" for order A-1, as a completion
 // records it.
-func charge(db *store.DB) *store.Charge {
-	return &store.Charge{ID: store.NewID("ch_"), OrderID: "A-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: db.Now()}
+func charge(db *store.DB) *pay.Charge {
+	return &pay.Charge{ID: pay.NewID("ch_"), OrderID: "A-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: db.Now()}
 }
 
 func TestClaimsAreFenced(t *testing.T) {
@@ -24,7 +25,7 @@ func TestClaimsAreFenced(t *testing.T) {
 		if released, err := db.Release(ctx, "s", "k", "not-"+token); err != nil || released {
 			t.Fatalf("release with a stale token: %v %v", released, err)
 		}
-		if k, err := db.GetKey(ctx, "s", "k"); err != nil || k.Status != store.StatusStarted || k.Claim != token {
+		if k, err := db.GetKey(ctx, "s", "k"); err != nil || k.Status != pay.StatusStarted || k.Claim != token {
 			t.Fatalf("key after a stale release: %+v %v", k, err)
 		}
 		if released, err := db.Release(ctx, "s", "k", token); err != nil || !released {
@@ -47,7 +48,7 @@ func TestClaimsAreFenced(t *testing.T) {
 			t.Fatalf("%d charges, want the gateway's one", n)
 		}
 		k, err := db.GetKey(ctx, "s", "k")
-		if err != nil || k.Status != store.StatusDone || string(k.ResponseBody) != string(ch.ResponseBody()) {
+		if err != nil || k.Status != pay.StatusDone || string(k.ResponseBody) != string(ch.ResponseBody()) {
 			t.Fatalf("key after the late completion: %+v %v", k, err)
 		}
 		if r, ok := db.CachedResponse("s", "k"); !ok || string(r.Body) != string(k.ResponseBody) {
@@ -67,7 +68,7 @@ func TestClaimsAreFenced(t *testing.T) {
 		if err != nil || !done.ClaimLost || string(done.Body) != string(ch.ResponseBody()) {
 			t.Fatalf("late completion: %+v %v", done, err)
 		}
-		if k, _ := db.GetKey(ctx, "s", "k"); k.Status != store.StatusStarted || k.Claim != second {
+		if k, _ := db.GetKey(ctx, "s", "k"); k.Status != pay.StatusStarted || k.Claim != second {
 			t.Fatalf("the second claim lost its key: %+v", k)
 		}
 		if _, ok := db.CachedResponse("s", "k"); ok {
@@ -89,8 +90,8 @@ func TestClaimsAreFenced(t *testing.T) {
 		db := MustOpenDB(t, clock.Now)
 		token := claim(t, db, "k")
 		clock.Advance(time.Hour)
-		none := func(context.Context, string, string) (store.GatewayCharge, bool, error) {
-			return store.GatewayCharge{}, false, nil
+		none := func(context.Context, string, string) (pay.GatewayCharge, bool, error) {
+			return pay.GatewayCharge{}, false, nil
 		}
 		out, err := db.Sweep(ctx, time.Second, none, func(c string) bool { return c == token })
 		if err != nil || len(out) != 0 {
@@ -118,7 +119,7 @@ func TestAKeyPaysForOneOrder(t *testing.T) {
 	if err != nil || res.Claimed || res.Reused == nil || res.Reused.OrderID != "A-1" {
 		t.Fatalf("claim for another order: %+v %v", res, err)
 	}
-	if _, err := db.GetKey(ctx, "s", "k"); store.ErrorCode(err) != store.ENOTFOUND {
+	if _, err := db.GetKey(ctx, "s", "k"); pay.ErrorCode(err) != pay.ENOTFOUND {
 		t.Fatalf("a refused claim wrote the key: %v", err)
 	}
 	if res, err := db.Claim(ctx, claimReq("k")); err != nil || !res.Claimed {

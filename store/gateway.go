@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+
+	"paytwice/pay"
 )
 
 // The simulated gateway keeps its own ledger in this database, in a table
@@ -12,8 +14,8 @@ import (
 
 const gatewayColumns = `key, id, order_id, amount_satang, created_at`
 
-func scanGateway(r rowScanner) (GatewayCharge, error) {
-	var g GatewayCharge
+func scanGateway(r rowScanner) (pay.GatewayCharge, error) {
+	var g pay.GatewayCharge
 	var created int64
 	err := r.Scan(&g.Key, &g.ID, &g.OrderID, &g.AmountSatang, &created)
 	g.CreatedAt = fromMillis(created)
@@ -22,8 +24,8 @@ func scanGateway(r rowScanner) (GatewayCharge, error) {
 
 // RecordGatewayCharge stores g unless its key is already recorded, and
 // returns the record that holds the key: the gateway is idempotent by key.
-func (db *DB) RecordGatewayCharge(ctx context.Context, g GatewayCharge) (GatewayCharge, bool, error) {
-	var out GatewayCharge
+func (db *DB) RecordGatewayCharge(ctx context.Context, g pay.GatewayCharge) (pay.GatewayCharge, bool, error) {
+	var out pay.GatewayCharge
 	var created bool
 	if err := db.need("ledger"); err != nil {
 		return out, false, err
@@ -46,7 +48,7 @@ func (db *DB) RecordGatewayCharge(ctx context.Context, g GatewayCharge) (Gateway
 }
 
 // LookupGatewayCharge finds the gateway's record for a key.
-func (db *DB) LookupGatewayCharge(ctx context.Context, key string) (GatewayCharge, bool, error) {
+func (db *DB) LookupGatewayCharge(ctx context.Context, key string) (pay.GatewayCharge, bool, error) {
 	g, err := scanGateway(db.read.QueryRowContext(ctx, `SELECT `+gatewayColumns+` FROM gateway_charges WHERE key = ?`, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return g, false, nil

@@ -4,8 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"net/http"
 	"time"
+
+	"paytwice/pay"
 )
 
 const keyColumns = `scope, key, method, path, fingerprint, order_id, amount_satang, status,
@@ -13,8 +14,8 @@ const keyColumns = `scope, key, method, path, fingerprint, order_id, amount_sata
 
 type rowScanner interface{ Scan(dest ...any) error }
 
-func scanKey(r rowScanner) (KeyRow, error) {
-	var k KeyRow
+func scanKey(r rowScanner) (pay.KeyRow, error) {
+	var k pay.KeyRow
 	var status sql.NullInt64
 	var body []byte
 	var created, locked int64
@@ -61,12 +62,12 @@ func (c ClaimRequest) chargeKey() string {
 type ClaimResult struct {
 	Claimed  bool
 	Claim    string
-	Existing KeyRow
-	Reused   *Charge
+	Existing pay.KeyRow
+	Reused   *pay.Charge
 }
 
 // NewClaimToken returns a fresh fencing token: 128 random bits.
-func NewClaimToken() string { return randomHex(16) }
+func NewClaimToken() string { return pay.NewToken() }
 
 // Claim records the key as started unless (scope, key) already exists. It
 // is a single INSERT … ON CONFLICT DO NOTHING RETURNING, so the primary key
@@ -110,15 +111,15 @@ func (db *DB) Claim(ctx context.Context, c ClaimRequest) (ClaimResult, error) {
 		res.Claimed, res.Claim = true, token
 		return nil
 	})
-	if err == nil && !res.Claimed && res.Existing.Status == StatusDone {
-		db.cache.put(c.Scope, c.Key, Response{res.Existing.Fingerprint, res.Existing.ResponseStatus, res.Existing.ResponseBody})
+	if err == nil && !res.Claimed && res.Existing.Status == pay.StatusDone {
+		db.cache.put(c.Scope, c.Key, pay.Response{Fingerprint: res.Existing.Fingerprint, Status: res.Existing.ResponseStatus, Body: res.Existing.ResponseBody})
 	}
 	return res, err
 }
 
 // CachedResponse returns the saved response of a done key if it is in the
 // replay cache. A miss says nothing: the key may still exist on disk.
-func (db *DB) CachedResponse(scope, key string) (Response, bool) {
+func (db *DB) CachedResponse(scope, key string) (pay.Response, bool) {
 	return db.cache.get(scope, key)
 }
 
@@ -134,7 +135,7 @@ type Completion struct {
 	// Charge, when set, is inserted in the same transaction that marks the
 	// key done: the money and the saved response appear together or not at
 	// all. It is recorded under the request's charge key.
-	Charge *Charge
+	Charge *pay.Charge
 	// FailHalfway makes the transaction fail after the charge was inserted,
 	// so the savepoint rolls it back: the "fails halfway" fault.
 	FailHalfway bool
@@ -145,7 +146,7 @@ type Completed struct {
 	// Response is what the request answers: the completion's own, unless
 	// the key's charge was already recorded (then its 201), or the claim
 	// was gone and the key is done with the same request's answer.
-	Response
+	pay.Response
 	// ClaimLost says the claim was gone when the completion arrived: the
 	// sweeper or a reset closed or released the key meanwhile. The charge
 	// was recorded all the same.
@@ -157,14 +158,14 @@ type Completed struct {
 
 // ErrNotStarted means the key was no longer held by the claim that tried
 // to release it: the request itself or the sweeper got there first.
-var ErrNotStarted = &Error{Code: EINTERNAL, Message: "The key was closed by someone else before this claim could release it."}
+var ErrNotStarted = &pay.Error{Code: pay.EINTERNAL, Message: "The key was closed by someone else before this claim could release it."}
 
 // ErrHalfway is what Complete returns when FailHalfway rolled it back.
-var ErrHalfway = &Error{Code: EINTERNAL, Message: "The transaction that records the charge failed halfway and was rolled back."}
+var ErrHalfway = &pay.Error{Code: pay.EINTERNAL, Message: "The transaction that records the charge failed halfway and was rolled back."}
 
 // errChargeDiffers means the key already holds a charge with another
 // gateway reference: a completion never answers with another charge.
-var errChargeDiffers = &Error{Code: EINTERNAL, Message: "This key already holds a different charge; nothing was recorded twice."}
+var errChargeDiffers = &pay.Error{Code: pay.EINTERNAL, Message: "This key already holds a different charge; nothing was recorded twice."}
 
 // Complete saves the response on the key the claim holds, with its charge
 // if any, and returns what was saved.
@@ -188,7 +189,7 @@ func (db *DB) Complete(ctx context.Context, c Completion) (Completed, error) {
 	var out Completed
 	var cache bool
 	err := db.execAtomic(ctx, func(ctx context.Context, w *writeStatements) error {
-		out = Completed{Response: Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}}
+		out = Completed{Response: pay.Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}}
 		cache = true
 		r, err := w.complete.ExecContext(ctx, c.Status, string(c.Body), now, c.Scope, c.Key, c.Claim)
 		if err != nil {
@@ -212,7 +213,7 @@ func (db *DB) Complete(ctx context.Context, c Completion) (Completed, error) {
 					return errChargeDiffers
 				}
 				out.ChargeExisted = true
-				if c.Status == http.StatusCreated {
+				if c.Status == pay.PaidStatus {
 					out.Body = existing.ResponseBody()
 					if !out.ClaimLost {
 						if _, err := w.setBody.ExecContext(ctx, string(out.Body), c.Scope, c.Key); err != nil {
@@ -262,8 +263,8 @@ func (db *DB) completeLate(ctx context.Context, w *writeStatements, c Completion
 		return err == nil, err
 	case err != nil:
 		return false, err
-	case row.Status == StatusDone && row.Fingerprint == c.Fingerprint:
-		out.Response = Response{Fingerprint: row.Fingerprint, Status: row.ResponseStatus, Body: row.ResponseBody}
+	case row.Status == pay.StatusDone && row.Fingerprint == c.Fingerprint:
+		out.Response = pay.Response{Fingerprint: row.Fingerprint, Status: row.ResponseStatus, Body: row.ResponseBody}
 		return true, nil
 	}
 	return false, nil
@@ -346,23 +347,23 @@ func (db *DB) Reset(ctx context.Context) error {
 }
 
 // GetKey reads one key row.
-func (db *DB) GetKey(ctx context.Context, scope, key string) (KeyRow, error) {
+func (db *DB) GetKey(ctx context.Context, scope, key string) (pay.KeyRow, error) {
 	k, err := scanKey(db.read.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND key = ?`, scope, key))
 	if errors.Is(err, sql.ErrNoRows) {
-		return k, Errorf(ENOTFOUND, "No idempotency key %q in this scope.", key)
+		return k, pay.Errorf(pay.ENOTFOUND, "No idempotency key %q in this scope.", key)
 	}
 	return k, err
 }
 
 // RecentKeys returns up to limit keys, newest first.
-func (db *DB) RecentKeys(ctx context.Context, limit int) ([]KeyRow, error) {
+func (db *DB) RecentKeys(ctx context.Context, limit int) ([]pay.KeyRow, error) {
 	rows, err := db.read.QueryContext(ctx, `SELECT `+keyColumns+` FROM idempotency_keys
 		ORDER BY locked_at DESC, key LIMIT ?`, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var keys []KeyRow
+	var keys []pay.KeyRow
 	for rows.Next() {
 		k, err := scanKey(rows)
 		if err != nil {
@@ -375,14 +376,14 @@ func (db *DB) RecentKeys(ctx context.Context, limit int) ([]KeyRow, error) {
 
 // StartedBefore returns the started keys whose lock was taken before
 // cutoff: the candidates for the sweeper.
-func (db *DB) StartedBefore(ctx context.Context, cutoff time.Time) ([]KeyRow, error) {
+func (db *DB) StartedBefore(ctx context.Context, cutoff time.Time) ([]pay.KeyRow, error) {
 	rows, err := db.read.QueryContext(ctx, `SELECT `+keyColumns+` FROM idempotency_keys
 		WHERE status = 'started' AND locked_at < ? ORDER BY locked_at`, toMillis(cutoff))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var keys []KeyRow
+	var keys []pay.KeyRow
 	for rows.Next() {
 		k, err := scanKey(rows)
 		if err != nil {

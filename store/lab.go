@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"modernc.org/sqlite"
+
+	"paytwice/pay"
 )
 
 // This file serves the common-mistakes lab (web/lab*.go). Each method
@@ -68,7 +70,7 @@ func (db *DB) LabInsertKeyUnguarded(ctx context.Context, c ClaimRequest) (string
 // LabRecordCharge inserts a charge under ch.Key with no key row at all:
 // the "no idempotency key" mistake. ch.Key must start with LabKeyPrefix
 // and be new, as the lab makes one per request.
-func (db *DB) LabRecordCharge(ctx context.Context, ch Charge) error {
+func (db *DB) LabRecordCharge(ctx context.Context, ch pay.Charge) error {
 	if err := db.need("payments"); err != nil {
 		return err
 	}
@@ -147,7 +149,7 @@ func (db *DB) LabLooseInsertKey(ctx context.Context, c ClaimRequest, request str
 // LabLooseComplete marks one loose key row done with its response and
 // records its charge in lab_loose_charges, in one transaction. It returns
 // how many charges the key has now.
-func (db *DB) LabLooseComplete(ctx context.Context, rowID int64, status int, body []byte, ch *Charge, request string) (charges int, err error) {
+func (db *DB) LabLooseComplete(ctx context.Context, rowID int64, status int, body []byte, ch *pay.Charge, request string) (charges int, err error) {
 	if err := db.need("payments"); err != nil {
 		return 0, err
 	}
@@ -173,7 +175,7 @@ func (db *DB) LabLooseComplete(ctx context.Context, rowID int64, status int, bod
 }
 
 // LabLooseCharges lists the charges of the unguarded table, oldest first.
-func (db *DB) LabLooseCharges(ctx context.Context) ([]Charge, error) {
+func (db *DB) LabLooseCharges(ctx context.Context) ([]pay.Charge, error) {
 	return db.queryCharges(ctx, `SELECT id, scope, idempotency_key, order_id, amount_satang, gateway_ref, created_at
 		FROM lab_loose_charges ORDER BY created_at, rowid`)
 }

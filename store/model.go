@@ -1,101 +1,13 @@
 package store
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"time"
+
+	"paytwice/pay"
 )
 
-// Key statuses. A key is "started" from its claim until its response is
-// saved; "done" keys replay their saved response.
-const (
-	StatusStarted = "started"
-	StatusDone    = "done"
-)
-
-// KeyRow is one row of the idempotency key table.
-type KeyRow struct {
-	Scope          string    `json:"scope"`
-	Key            string    `json:"key"`
-	Method         string    `json:"method"`
-	Path           string    `json:"path"`
-	Fingerprint    string    `json:"fingerprint"`
-	OrderID        string    `json:"order_id"`
-	AmountSatang   int64     `json:"amount_satang"`
-	Status         string    `json:"status"`
-	ResponseStatus int       `json:"response_status,omitempty"`
-	ResponseBody   []byte    `json:"-"`
-	CreatedAt      time.Time `json:"created_at"`
-	LockedAt       time.Time `json:"locked_at"`
-	CompletedAt    time.Time `json:"completed_at,omitzero"`
-	// Claim is the fencing token of the claim that holds the key.
-	Claim string `json:"-"`
-	// ChargeKey is the key its charge is recorded under; "" means Key.
-	ChargeKey string `json:"-"`
-}
-
-// ChargeKeyOrKey is the key this row's charge is recorded under and the
-// gateway was called with.
-func (k KeyRow) ChargeKeyOrKey() string {
-	if k.ChargeKey != "" {
-		return k.ChargeKey
-	}
-	return k.Key
-}
-
-// Response is a saved response: what a replay sends back.
-type Response struct {
-	Fingerprint string
-	Status      int
-	Body        []byte
-}
-
-// Charge is money taken from a customer, recorded locally after the
-// gateway confirmed it.
-type Charge struct {
-	ID           string    `json:"charge_id"`
-	Scope        string    `json:"-"`
-	Key          string    `json:"-"`
-	OrderID      string    `json:"order_id"`
-	AmountSatang int64     `json:"amount_satang"`
-	GatewayRef   string    `json:"gateway_ref"`
-	CreatedAt    time.Time `json:"created_at"`
-}
-
-// ResponseBody is the JSON body of the 201 that reports this charge. The
-// handler and the sweeper both build it here so that a swept key replays
-// exactly what a live request would have answered.
-func (c Charge) ResponseBody() []byte {
-	b, _ := json.Marshal(struct {
-		ID           string `json:"charge_id"`
-		Status       string `json:"status"`
-		OrderID      string `json:"order_id"`
-		AmountSatang int64  `json:"amount_satang"`
-		GatewayRef   string `json:"gateway_ref"`
-		CreatedAt    string `json:"created_at"`
-	}{c.ID, "paid", c.OrderID, c.AmountSatang, c.GatewayRef, c.CreatedAt.UTC().Truncate(time.Millisecond).Format(time.RFC3339Nano)})
-	return b
-}
-
-// GatewayCharge is a row of the simulated gateway's ledger.
-type GatewayCharge struct {
-	Key          string    `json:"key"`
-	ID           string    `json:"id"`
-	OrderID      string    `json:"order_id"`
-	AmountSatang int64     `json:"amount_satang"`
-	CreatedAt    time.Time `json:"created_at"`
-}
-
-// NewID returns prefix followed by 24 random hex characters.
-func NewID(prefix string) string { return prefix + randomHex(12) }
-
-// randomHex returns n random bytes in hex.
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
-	return hex.EncodeToString(b)
-}
+// ErrClosed is returned by operations on a closed DB.
+var ErrClosed = &pay.Error{Code: pay.EUNAVAILABLE, Message: "The database is closed."}
 
 func toMillis(t time.Time) int64 { return t.UnixMilli() }
 

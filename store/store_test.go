@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/store"
 )
@@ -40,7 +41,7 @@ func claim(t *testing.T, db *store.DB, key string) string {
 
 func complete(t *testing.T, db *store.DB, key, token string) {
 	t.Helper()
-	ch := &store.Charge{ID: store.NewID("ch_"), OrderID: "A-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: db.Now()}
+	ch := &pay.Charge{ID: pay.NewID("ch_"), OrderID: "A-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: db.Now()}
 	if _, err := db.Complete(context.Background(), store.Completion{ClaimRequest: claimReq(key), Claim: token, Status: 201, Body: ch.ResponseBody(), Charge: ch}); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestClaimRaceHasOneWinner(t *testing.T) {
 			}
 			if res.Claimed {
 				wins <- i
-			} else if res.Existing.Status != store.StatusStarted || res.Existing.Fingerprint != "fp" {
+			} else if res.Existing.Status != pay.StatusStarted || res.Existing.Fingerprint != "fp" {
 				t.Errorf("loser saw %+v", res.Existing)
 			}
 		}()
@@ -80,7 +81,7 @@ func TestSecondChargeForAKeyIsRefusedByTheConstraint(t *testing.T) {
 	complete(t, db, "k", claim(t, db, "k"))
 	// Even bypassing the key protocol, a second charge row for the same
 	// (scope, key) cannot exist.
-	_, err := db.Complete(ctx, store.Completion{ClaimRequest: claimReq("k"), Status: 201, Charge: &store.Charge{ID: "ch_2", AmountSatang: 1, CreatedAt: db.Now()}})
+	_, err := db.Complete(ctx, store.Completion{ClaimRequest: claimReq("k"), Status: 201, Charge: &pay.Charge{ID: "ch_2", AmountSatang: 1, CreatedAt: db.Now()}})
 	if err == nil {
 		t.Fatal("a second completion of a done key succeeded")
 	}
@@ -99,7 +100,7 @@ func TestFailHalfwayRollsBackOnlyThatRequest(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ch := &store.Charge{ID: store.NewID("ch_"), OrderID: "A-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: db.Now()}
+			ch := &pay.Charge{ID: pay.NewID("ch_"), OrderID: "A-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: db.Now()}
 			_, err := db.Complete(ctx, store.Completion{ClaimRequest: claimReq(key), Claim: token, Status: 201, Body: []byte("{}"), Charge: ch, FailHalfway: i%2 == 0})
 			if (err != nil) != (i%2 == 0) {
 				t.Errorf("key %s: err %v", key, err)
@@ -131,12 +132,12 @@ func TestPruneRemovesOnlyOldDoneKeys(t *testing.T) {
 	if len(pruned) != 1 || pruned[0].Key != "old-done" {
 		t.Fatalf("pruned %v, want only old-done", pruned)
 	}
-	for key, want := range map[string]string{"old-started": store.StatusStarted, "new-done": store.StatusDone} {
+	for key, want := range map[string]string{"old-started": pay.StatusStarted, "new-done": pay.StatusDone} {
 		if k, err := db.GetKey(ctx, "s", key); err != nil || k.Status != want {
 			t.Errorf("%s: %+v %v, want %s", key, k, err, want)
 		}
 	}
-	if _, err := db.GetKey(ctx, "s", "old-done"); store.ErrorCode(err) != store.ENOTFOUND {
+	if _, err := db.GetKey(ctx, "s", "old-done"); pay.ErrorCode(err) != pay.ENOTFOUND {
 		t.Errorf("old-done still there: %v", err)
 	}
 	if _, ok := db.CachedResponse("s", "old-done"); ok {
@@ -166,7 +167,7 @@ func TestDataSurvivesReopen(t *testing.T) {
 	}
 	defer db.Close()
 	k, err := db.GetKey(ctx, "s", "k")
-	if err != nil || k.Status != store.StatusDone || k.ResponseStatus != 201 {
+	if err != nil || k.Status != pay.StatusDone || k.ResponseStatus != 201 {
 		t.Fatalf("after reopen: %+v %v", k, err)
 	}
 }
@@ -185,10 +186,10 @@ func TestSchemasKeepTheirOwnTables(t *testing.T) {
 	if _, err := payments.Claim(ctx, claimReq("k")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ledger.RecordGatewayCharge(ctx, store.GatewayCharge{Key: "s|k", ID: "gw_1", OrderID: "A-1", AmountSatang: 100, CreatedAt: ledger.Now()}); err != nil {
+	if _, _, err := ledger.RecordGatewayCharge(ctx, pay.GatewayCharge{Key: "s|k", ID: "gw_1", OrderID: "A-1", AmountSatang: 100, CreatedAt: ledger.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := payments.RecordGatewayCharge(ctx, store.GatewayCharge{Key: "x", ID: "gw_2"}); err == nil {
+	if _, _, err := payments.RecordGatewayCharge(ctx, pay.GatewayCharge{Key: "x", ID: "gw_2"}); err == nil {
 		t.Error("the payments file accepted a gateway record")
 	}
 	if _, err := ledger.Claim(ctx, claimReq("k")); err == nil {

@@ -2,21 +2,22 @@ package store
 
 import (
 	"context"
-	"net/http"
 	"time"
+
+	"paytwice/pay"
 )
 
 // GatewayLookup asks the payment provider whether it holds a charge for
 // the scope's charge key. It is how the sweeper learns the outcome of a
 // request that stopped after calling the gateway.
-type GatewayLookup func(ctx context.Context, scope, chargeKey string) (GatewayCharge, bool, error)
+type GatewayLookup func(ctx context.Context, scope, chargeKey string) (pay.GatewayCharge, bool, error)
 
 // SweepOutcome is what the sweeper did with one stuck key.
 type SweepOutcome struct {
-	Row     KeyRow
-	Charged bool   // the gateway had charged: the key is now done with a 201
-	Charge  Charge // the charge recorded, when Charged
-	Err     error  // the key could not be closed this time; it stays started
+	Row     pay.KeyRow
+	Charged bool       // the gateway had charged: the key is now done with a 201
+	Charge  pay.Charge // the charge recorded, when Charged
+	Err     error      // the key could not be closed this time; it stays started
 }
 
 // Sweep closes the keys that have been started for longer than
@@ -50,11 +51,11 @@ func (db *DB) Sweep(ctx context.Context, lockTimeout time.Duration, lookup Gatew
 			o.Err = err
 		case charged:
 			o.Charged = true
-			o.Charge = Charge{ID: NewID("ch_"), Scope: row.Scope, Key: row.ChargeKeyOrKey(), OrderID: g.OrderID,
+			o.Charge = pay.Charge{ID: pay.NewID("ch_"), Scope: row.Scope, Key: row.ChargeKeyOrKey(), OrderID: g.OrderID,
 				AmountSatang: g.AmountSatang, GatewayRef: g.ID, CreatedAt: db.now()}
 			var done Completed
-			done, o.Err = db.Complete(ctx, Completion{ClaimRequest: row.claimRequest(), Claim: row.Claim,
-				Status: http.StatusCreated, Body: o.Charge.ResponseBody(), Charge: &o.Charge})
+			done, o.Err = db.Complete(ctx, Completion{ClaimRequest: claimRequestOf(row), Claim: row.Claim,
+				Status: pay.PaidStatus, Body: o.Charge.ResponseBody(), Charge: &o.Charge})
 			if o.Err == nil && done.ClaimLost {
 				continue // the request itself finished meanwhile: nothing to report
 			}
@@ -71,7 +72,7 @@ func (db *DB) Sweep(ctx context.Context, lockTimeout time.Duration, lookup Gatew
 }
 
 // claimRequest is the request a key row was claimed for.
-func (k KeyRow) claimRequest() ClaimRequest {
+func claimRequestOf(k pay.KeyRow) ClaimRequest {
 	return ClaimRequest{Scope: k.Scope, Key: k.Key, Method: k.Method, Path: k.Path, Fingerprint: k.Fingerprint,
 		OrderID: k.OrderID, AmountSatang: k.AmountSatang, ChargeKey: k.ChargeKey}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/store"
 	"paytwice/web/live"
@@ -54,7 +55,7 @@ func (s *Server) sweepReport(outcomes []store.SweepOutcome) SweepReport {
 		k := SweptKey{Key: o.Row.Key, OrderID: o.Row.OrderID, AmountSatang: o.Row.AmountSatang}
 		switch {
 		case o.Err != nil:
-			k.Outcome, k.Error = "failed", store.ErrorMessage(o.Err)
+			k.Outcome, k.Error = "failed", pay.ErrorMessage(o.Err)
 		case o.Charged:
 			k.Outcome, k.ChargeID = "charged", o.Charge.ID
 		default:
@@ -146,14 +147,14 @@ func (s *Server) clockState() ClockState {
 // publishes the jump. The page's form handler calls it too.
 func (s *Server) advanceClock(ctx context.Context, d time.Duration, who string) error {
 	if d <= 0 || d > MaxClockAdvance {
-		return store.Errorf(store.EINVALID, "seconds must be between 1 and %d, not %d.", int64(MaxClockAdvance/time.Second), int64(d/time.Second))
+		return pay.Errorf(pay.EINVALID, "seconds must be between 1 and %d, not %d.", int64(MaxClockAdvance/time.Second), int64(d/time.Second))
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	offset, ok := s.clock.Advance(d)
 	if !ok {
-		return store.Errorf(store.EINVALID, "The clock already runs %s ahead, and it may run at most %d seconds (%d days) ahead in total: advance it by at most %d more seconds, or reset the demo to start again from the real time.",
+		return pay.Errorf(pay.EINVALID, "The clock already runs %s ahead, and it may run at most %d seconds (%d days) ahead in total: advance it by at most %d more seconds, or reset the demo to start again from the real time.",
 			offset, int64(sim.MaxOffset/time.Second), int64(sim.MaxOffset/(24*time.Hour)), int64((sim.MaxOffset-offset)/time.Second))
 	}
 	msg := fmt.Sprintf("clock advanced by %s; it now runs %s ahead", d, offset)
@@ -171,7 +172,7 @@ func (s *Server) handleClockAdvance(c echo.Context) error {
 		return err
 	}
 	if req.Seconds <= 0 || req.Seconds > int64(MaxClockAdvance/time.Second) {
-		return store.Errorf(store.EINVALID, "seconds must be between 1 and %d, not %d.", int64(MaxClockAdvance/time.Second), req.Seconds)
+		return pay.Errorf(pay.EINVALID, "seconds must be between 1 and %d, not %d.", int64(MaxClockAdvance/time.Second), req.Seconds)
 	}
 	if err := s.advanceClock(c.Request().Context(), time.Duration(req.Seconds)*time.Second, "JSON API"); err != nil {
 		return err

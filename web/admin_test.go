@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"paytwice/store"
+	"paytwice/pay"
 	"paytwice/web/live"
 )
 
@@ -67,7 +67,7 @@ func TestClockAdvance(t *testing.T) {
 			t.Fatalf("after 31 s the 30 s lock timeout should have passed: %+v", rep)
 		}
 		k, _ := env.DB.GetKey(t.Context(), AnonymousScope, "clock-1")
-		if k.Status != store.StatusDone {
+		if k.Status != pay.StatusDone {
 			t.Fatalf("key %+v", k)
 		}
 		var published bool

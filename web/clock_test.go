@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/sim"
-	"paytwice/store"
 )
 
 // The clock may run at most sim.MaxOffset ahead in total. Unbounded, about
@@ -59,7 +59,7 @@ func TestClockAdvanceIsBoundedInTotal(t *testing.T) {
 	if len(rep.Closed) != 1 || rep.Closed[0].Key != "bound-1" {
 		t.Fatalf("the sweep after the jumps: %+v", rep)
 	}
-	if k, _ := env.DB.GetKey(t.Context(), AnonymousScope, "bound-1"); k.Status != store.StatusDone {
+	if k, _ := env.DB.GetKey(t.Context(), AnonymousScope, "bound-1"); k.Status != pay.StatusDone {
 		t.Fatalf("key %+v", k)
 	}
 }

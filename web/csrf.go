@@ -3,7 +3,7 @@ package web
 import (
 	"net/http"
 
-	"paytwice/store"
+	"paytwice/pay"
 )
 
 // crossOriginGuard refuses state-changing requests (POST, PUT, PATCH,
@@ -15,7 +15,7 @@ import (
 func crossOriginGuard(h http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		status, body := problemBody(r, store.Errorf(store.EFORBIDDEN,
+		status, body := problemBody(r, pay.Errorf(pay.EFORBIDDEN,
 			"This %s came from a page of another site, and was refused: changes are only accepted from paytwice's own pages or from clients that are not browsers.", r.Method))
 		w.Header().Set("Content-Type", "application/problem+json")
 		w.Header().Set("X-Content-Type-Options", "nosniff")

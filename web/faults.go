@@ -13,8 +13,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paytwice/pay"
 	"paytwice/sim"
-	"paytwice/store"
 	"paytwice/web/live"
 )
 
@@ -40,11 +40,11 @@ const (
 func (f FaultSettings) Validate() error {
 	switch {
 	case f.Server.DelayMS < 0 || f.Server.DelayMS > MaxDelayMS:
-		return store.Errorf(store.EINVALID, "server.delay_ms must be between 0 and %d milliseconds, not %d.", MaxDelayMS, f.Server.DelayMS)
+		return pay.Errorf(pay.EINVALID, "server.delay_ms must be between 0 and %d milliseconds, not %d.", MaxDelayMS, f.Server.DelayMS)
 	case f.Gateway.LatencyMS < 0 || f.Gateway.LatencyMS > MaxLatencyMS:
-		return store.Errorf(store.EINVALID, "gateway.latency_ms must be between 0 and %d milliseconds, not %d.", MaxLatencyMS, f.Gateway.LatencyMS)
+		return pay.Errorf(pay.EINVALID, "gateway.latency_ms must be between 0 and %d milliseconds, not %d.", MaxLatencyMS, f.Gateway.LatencyMS)
 	case !(f.Random.Probability >= 0 && f.Random.Probability <= 1): // also refuses NaN
-		return store.Errorf(store.EINVALID, "random.probability must be between 0 and 1, not %g.", f.Random.Probability)
+		return pay.Errorf(pay.EINVALID, "random.probability must be between 0 and 1, not %g.", f.Random.Probability)
 	}
 	return nil
 }
@@ -179,14 +179,14 @@ func decodeAdminJSON(r *http.Request, v any) error {
 func readAdminBody(r *http.Request) ([]byte, error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != echo.MIMEApplicationJSON {
-		return nil, store.Errorf(store.EMEDIATYPE, "Send the body as JSON with Content-Type: application/json (got %q).", truncate(r.Header.Get("Content-Type"), 40))
+		return nil, pay.Errorf(pay.EMEDIATYPE, "Send the body as JSON with Content-Type: application/json (got %q).", truncate(r.Header.Get("Content-Type"), 40))
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
 	if err != nil {
-		return nil, store.Errorf(store.EINVALID, "The body could not be read.")
+		return nil, pay.Errorf(pay.EINVALID, "The body could not be read.")
 	}
 	if len(body) > maxAdminBody {
-		return nil, store.Errorf(store.ETOOLARGE, "The body is larger than %d bytes.", maxAdminBody)
+		return nil, pay.Errorf(pay.ETOOLARGE, "The body is larger than %d bytes.", maxAdminBody)
 	}
 	return body, nil
 }
@@ -194,7 +194,7 @@ func readAdminBody(r *http.Request) ([]byte, error) {
 // decodeStrict decodes one JSON object into v, refusing unknown fields,
 // wrong types and trailing data, with a message that names the field.
 func decodeStrict(body []byte, v any) error {
-	bad := func(format string, args ...any) error { return store.Errorf(store.EINVALID, format, args...) }
+	bad := func(format string, args ...any) error { return pay.Errorf(pay.EINVALID, format, args...) }
 	if len(bytes.TrimSpace(body)) == 0 {
 		return bad("The body is empty; send a JSON object.")
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"paytwice/store"
+	"paytwice/pay"
 	"paytwice/web/live"
 )
 
@@ -121,7 +121,7 @@ func (e *fiEnv) pastLockTimeout() {
 func (e *fiEnv) keyStatus(key string) string {
 	e.t.Helper()
 	k, err := e.DB.GetKey(context.Background(), AnonymousScope, key)
-	if store.ErrorCode(err) == store.ENOTFOUND {
+	if pay.ErrorCode(err) == pay.ENOTFOUND {
 		return ""
 	}
 	if err != nil {

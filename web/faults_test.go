@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"paytwice/store"
+	"paytwice/pay"
 	"paytwice/web/live"
 )
 
@@ -111,7 +111,7 @@ func TestEachSwitch(t *testing.T) {
 				t.Fatalf("%d local charges for one key", n)
 			}
 
-			if tc.left == store.StatusStarted {
+			if tc.left == pay.StatusStarted {
 				// Nobody can tell yet what happened: retries are turned away.
 				for range 3 {
 					r := env.mustPay(key, body)
@@ -136,7 +136,7 @@ func TestEachSwitch(t *testing.T) {
 			if retry.Status != tc.retry || isReplay(retry) != tc.retryReplayed {
 				t.Fatalf("retry: got %d replayed=%v %s, want %d replayed=%v", retry.Status, isReplay(retry), retry.Body, tc.retry, tc.retryReplayed)
 			}
-			if tc.retryReplayed && tc.left == store.StatusDone && tc.first != dropped && !bytes.Equal(retry.Body, first.Body) {
+			if tc.retryReplayed && tc.left == pay.StatusDone && tc.first != dropped && !bytes.Equal(retry.Body, first.Body) {
 				t.Fatalf("retry body %s, want the first body %s again", retry.Body, first.Body)
 			}
 			again := env.mustPay(key, body)
@@ -178,7 +178,7 @@ func TestDelaySwitch(t *testing.T) {
 			firstDone <- r
 		}()
 		env.waitForEvent(live.Delayed, "delay-1")
-		if got := env.keyStatus("delay-1"); got != store.StatusStarted {
+		if got := env.keyStatus("delay-1"); got != pay.StatusStarted {
 			t.Fatalf("during the delay the key is %q, want started", got)
 		}
 		second := env.mustPay("delay-1", body)
@@ -331,8 +331,8 @@ func TestServerErrorIsSavedAndReconcilable(t *testing.T) {
 	t.Run("looking the order up shows the charge that the 500 hid", func(t *testing.T) {
 		r := env.must(http.MethodGet, paymentsPath+"?order_id=E-500", "")
 		var got struct {
-			Paid    bool           `json:"paid"`
-			Charges []store.Charge `json:"charges"`
+			Paid    bool         `json:"paid"`
+			Charges []pay.Charge `json:"charges"`
 		}
 		if err := json.Unmarshal(r.Body, &got); err != nil || r.Status != 200 {
 			t.Fatalf("lookup: %d %s", r.Status, r.Body)

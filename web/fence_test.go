@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"paytwice/store"
+	"paytwice/pay"
 	"paytwice/web/live"
 )
 
@@ -172,7 +172,7 @@ func TestKeyReusedForAnotherOrder(t *testing.T) {
 			t.Fatalf("prune: %d %v", n, err)
 		}
 		r := env.mustPay("reuse", second)
-		if r.Status != http.StatusUnprocessableEntity || problemSlug(t, r) != string(store.EMISMATCH) {
+		if r.Status != http.StatusUnprocessableEntity || problemSlug(t, r) != string(pay.EMISMATCH) {
 			t.Fatalf("reuse: %d %s", r.Status, r.Body)
 		}
 		if !strings.Contains(string(r.Body), "A-1") || !strings.Contains(string(r.Body), "2026-11-30") {
@@ -197,7 +197,7 @@ func TestKeyReusedForAnotherOrder(t *testing.T) {
 
 	t.Run("when only the gateway remembers the key, its charge is recorded and the request is refused", func(t *testing.T) {
 		env := newFIEnv(t, Config{})
-		if _, _, err := env.DB.RecordGatewayCharge(t.Context(), store.GatewayCharge{Key: gatewayKey(AnonymousScope, "orphan"),
+		if _, _, err := env.DB.RecordGatewayCharge(t.Context(), pay.GatewayCharge{Key: gatewayKey(AnonymousScope, "orphan"),
 			ID: "gw_orphan", OrderID: "A-1", AmountSatang: 1000, CreatedAt: env.Server.clock.Now()}); err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +260,7 @@ func TestKeyTableOnlyLabFollowsTheProtocol(t *testing.T) {
 				env.pastLockTimeout()
 				env.sweepNow()
 				env.assertLedgersAgree()
-				if st := env.keyStatus("kto"); st == store.StatusStarted {
+				if st := env.keyStatus("kto"); st == pay.StatusStarted {
 					t.Fatalf("%s: the key is still started after the sweep", mode)
 				}
 			}

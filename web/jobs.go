@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/store"
 	"paytwice/web/live"
 )
@@ -54,7 +55,7 @@ func (s *Server) SweepOrphans(ctx context.Context) ([]store.SweepOutcome, error)
 const orphanHorizon = 24 * time.Hour
 
 func (s *Server) sweep(ctx context.Context, olderThan time.Duration) ([]store.SweepOutcome, error) {
-	lookup := func(ctx context.Context, scope, chargeKey string) (store.GatewayCharge, bool, error) {
+	lookup := func(ctx context.Context, scope, chargeKey string) (pay.GatewayCharge, bool, error) {
 		return s.gateway.Lookup(ctx, gatewayKey(scope, chargeKey))
 	}
 	// A reset waits for a sweep under way, as it does for payments: a
@@ -66,7 +67,7 @@ func (s *Server) sweep(ctx context.Context, olderThan time.Duration) ([]store.Sw
 		e := live.Event{Kind: live.Swept, Scope: o.Row.Scope, Key: o.Row.Key, OrderID: o.Row.OrderID, Amount: o.Row.AmountSatang}
 		switch {
 		case o.Err != nil:
-			e.Message = "could not close the stuck key: " + store.ErrorMessage(o.Err)
+			e.Message = "could not close the stuck key: " + pay.ErrorMessage(o.Err)
 		case o.Charged:
 			e.Status = http.StatusCreated
 			e.Message = "the gateway had charged: charge " + o.Charge.ID + " recorded, key done with 201"

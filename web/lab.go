@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paytwice/store"
+	"paytwice/pay"
 	"paytwice/web/live"
 )
 
@@ -99,11 +99,11 @@ func (l LabSettings) Validate() error {
 	}
 	switch {
 	case !known:
-		return store.Errorf(store.EINVALID, "server.mode must be one of %s, not %q.", strings.Join(labModes, ", "), truncate(l.Server.Mode, 40))
+		return pay.Errorf(pay.EINVALID, "server.mode must be one of %s, not %q.", strings.Join(labModes, ", "), truncate(l.Server.Mode, 40))
 	case l.Server.CheckGapMS < 0 || l.Server.CheckGapMS > MaxLabCheckGapMS:
-		return store.Errorf(store.EINVALID, "server.check_gap_ms must be between 0 and %d milliseconds, not %d.", MaxLabCheckGapMS, l.Server.CheckGapMS)
+		return pay.Errorf(pay.EINVALID, "server.check_gap_ms must be between 0 and %d milliseconds, not %d.", MaxLabCheckGapMS, l.Server.CheckGapMS)
 	case l.Server.RetentionSeconds < 0 || l.Server.RetentionSeconds > maxLabRetentionSeconds:
-		return store.Errorf(store.EINVALID, "server.retention_seconds must be between 0 (the server's own retention) and %d, not %d.", maxLabRetentionSeconds, l.Server.RetentionSeconds)
+		return pay.Errorf(pay.EINVALID, "server.retention_seconds must be between 0 (the server's own retention) and %d, not %d.", maxLabRetentionSeconds, l.Server.RetentionSeconds)
 	}
 	return nil
 }
@@ -315,7 +315,7 @@ func (s *Server) resetLab(ctx context.Context) {
 // request, whatever mode runs it: a key that looks like personal data is
 // flagged. It returns the request's key, "" when it has none or a bad one.
 func (l *labState) observePayment(r *http.Request) string {
-	key, _ := ParseIdempotencyKey(r.Header.Values("Idempotency-Key"))
+	key, _ := pay.ParseKey(r.Header.Values("Idempotency-Key"))
 	if kind := PersonalData(key); kind != "" {
 		l.s.flagPersonalKey(callerScope(r), key, kind)
 	}

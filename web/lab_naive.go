@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paytwice/pay"
 	"paytwice/store"
 	"paytwice/web/live"
 )
@@ -40,7 +41,7 @@ func (p *payment) holdDelay(ctx context.Context) error {
 
 // answerCharged sends the 201 for a charge, or loses it under the
 // response-lost fault.
-func (p *payment) answerCharged(ch store.Charge) error {
+func (p *payment) answerCharged(ch pay.Charge) error {
 	if p.faults.ResponseLost {
 		p.publish(live.ResponseLost, http.StatusCreated, "fault: the work committed, but the connection closed before the response")
 		return dropConnection(p.c)
@@ -78,11 +79,11 @@ func (s *Server) payNoKey(c echo.Context) error {
 	p.publish(live.GatewayCall, 0, "charging the gateway with a reference of this request's own")
 	g, err := s.gateway.ChargeWith(ctx, p.gw, gatewayKey(p.scope, p.key), p.req.OrderID, p.req.AmountSatang)
 	if err != nil {
-		p.publish(live.GatewayReply, problemFor(store.ErrorCode(err)).Status, store.ErrorMessage(err))
+		p.publish(live.GatewayReply, problemFor(pay.ErrorCode(err)).Status, pay.ErrorMessage(err))
 		return writeProblem(c, err)
 	}
 	p.publish(live.GatewayReply, http.StatusOK, "charged "+g.ID)
-	ch := store.Charge{ID: store.NewID("ch_"), Scope: p.scope, Key: p.key, OrderID: p.req.OrderID,
+	ch := pay.Charge{ID: pay.NewID("ch_"), Scope: p.scope, Key: p.key, OrderID: p.req.OrderID,
 		AmountSatang: p.req.AmountSatang, GatewayRef: g.ID, CreatedAt: s.clock.Now()}
 	if err := s.db.LabRecordCharge(ctx, ch); err != nil {
 		return p.fail(err)
@@ -110,7 +111,7 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 		mode = "check first, then insert; constraints back"
 	}
 	p := s.newPayment(c)
-	key, err := ParseIdempotencyKey(r.Header.Values("Idempotency-Key"))
+	key, err := pay.ParseKey(r.Header.Values("Idempotency-Key"))
 	if err == nil {
 		p.key = key
 		p.req, err = readPaymentBody(r)
@@ -119,7 +120,7 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 	if err != nil {
 		return p.refuse(err)
 	}
-	p.fp = fingerprint(r.Method, paymentsPath, p.req.Canonical())
+	p.fp = pay.Fingerprint(r.Method, paymentsPath, p.req.Canonical())
 	p.faults, p.gw = s.faults.Draw(s.gateway.Switches())
 	if p.faults.ConnectionNeverHappens {
 		p.publish(live.Dropped, 0, "fault: the connection was dropped before the server did anything")
@@ -136,7 +137,7 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 		switch {
 		case err == nil:
 			loose, found = store.LabLooseKey{Fingerprint: k.Fingerprint, Status: k.Status, ResponseStatus: k.ResponseStatus, ResponseBody: k.ResponseBody}, true
-		case store.ErrorCode(err) != store.ENOTFOUND:
+		case pay.ErrorCode(err) != pay.ENOTFOUND:
 			return p.fail(err)
 		}
 	} else if loose, found, err = s.db.LabLooseFindKey(ctx, p.scope, p.key); err != nil {
@@ -165,7 +166,7 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 			s.lab.constraintRefusals.Add(1)
 			detail := strings.TrimPrefix(err.Error(), store.ErrConstraint.Error()+": ")
 			p.note(http.StatusInternalServerError, "INSERT refused by the table's primary key ("+detail+"): the check had said the key was free; the constraint stopped a second charge")
-			return writeProblem(c, store.Errorf(store.EINTERNAL,
+			return writeProblem(c, pay.Errorf(pay.EINTERNAL,
 				"The database refused to insert the key %q a second time (%s). This server checked for the key first and found nothing, but another request inserted it in between: the constraint, not the check, stopped a second charge. Retry with the same key to get the first request's answer.", truncate(p.key, 64), detail))
 		}
 		if err != nil {
@@ -192,14 +193,14 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 	g, err := s.gateway.ChargeWith(ctx, p.gw, gatewayKey(p.scope, ref), p.req.OrderID, p.req.AmountSatang)
 	if err != nil {
 		status, body := problemBody(r, err)
-		p.publish(live.GatewayReply, status, store.ErrorMessage(err))
+		p.publish(live.GatewayReply, status, pay.ErrorMessage(err))
 		if _, serr := s.db.LabLooseComplete(ctx, rowID, status, body, nil, p.id); serr != nil {
 			return p.fail(serr)
 		}
 		return c.Blob(status, "application/problem+json", body)
 	}
 	p.publish(live.GatewayReply, http.StatusOK, "charged "+g.ID)
-	ch := store.Charge{ID: store.NewID("ch_"), Scope: p.scope, Key: p.key, OrderID: p.req.OrderID,
+	ch := pay.Charge{ID: pay.NewID("ch_"), Scope: p.scope, Key: p.key, OrderID: p.req.OrderID,
 		AmountSatang: p.req.AmountSatang, GatewayRef: g.ID, CreatedAt: s.clock.Now()}
 	n, err := s.db.LabLooseComplete(ctx, rowID, http.StatusCreated, ch.ResponseBody(), &ch, p.id)
 	if err != nil {

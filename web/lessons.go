@@ -11,8 +11,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paytwice/pay"
 	"paytwice/sim"
-	"paytwice/store"
 	"paytwice/views"
 	"paytwice/web/live"
 )
@@ -226,7 +226,7 @@ func (s *Server) unknownLesson(slug string) error {
 	for i, c := range s.lab.chapters {
 		slugs[i] = c.Slug
 	}
-	return store.Errorf(store.ENOTFOUND, "There is no lesson called %q. The lessons are: %s.", truncate(slug, 60), strings.Join(slugs, ", "))
+	return pay.Errorf(pay.ENOTFOUND, "There is no lesson called %q. The lessons are: %s.", truncate(slug, 60), strings.Join(slugs, ", "))
 }
 
 // lessonRoutes registers the lessons' JSON API.

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
-	"paytwice/store"
+	"paytwice/pay"
 	"paytwice/views"
 )
 
@@ -76,7 +76,7 @@ func (s *Server) handleBoard(c echo.Context) error {
 			return c.Redirect(http.StatusSeeOther, "/board")
 		}
 		if !tokenEqual(tok, s.cfg.PresenterToken) {
-			return store.Errorf(store.EFORBIDDEN, "That presenter link is not right. Students do not need one: open the board without ?token=.")
+			return pay.Errorf(pay.EFORBIDDEN, "That presenter link is not right. Students do not need one: open the board without ?token=.")
 		}
 		http.SetCookie(c.Response(), &http.Cookie{Name: PresenterCookie, Value: tok, Path: "/",
 			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 12 * 3600})

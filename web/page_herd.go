@@ -10,9 +10,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/sim/report"
-	"paytwice/store"
 	"paytwice/views"
 )
 
@@ -114,9 +114,9 @@ func (h *herdRunner) run(ctx context.Context, in report.HerdInput) (pts []sim.He
 // herdBusy is the message of a sweep stopped by the time-out.
 func herdBusy(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return store.Errorf(store.EUNAVAILABLE, "The simulation did not finish within %v (the server may be busy with other runs). Try again, or ask for fewer trials.", herdTimeout)
+		return pay.Errorf(pay.EUNAVAILABLE, "The simulation did not finish within %v (the server may be busy with other runs). Try again, or ask for fewer trials.", herdTimeout)
 	}
-	return store.Errorf(store.EUNAVAILABLE, "The simulation was stopped: %v.", err)
+	return pay.Errorf(pay.EUNAVAILABLE, "The simulation was stopped: %v.", err)
 }
 
 // handleHerdAPI is GET /api/herd.
@@ -190,7 +190,7 @@ func (s *Server) herdView(c echo.Context) (views.HerdView, int) {
 	pts, cached, err := herdRuns.run(ctx, in)
 	elapsed := time.Since(start)
 	if err != nil {
-		v.Problem = store.ErrorMessage(herdBusy(err))
+		v.Problem = pay.ErrorMessage(herdBusy(err))
 		return v, http.StatusServiceUnavailable
 	}
 	setSimTiming(c, elapsed, cached)

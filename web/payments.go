@@ -2,8 +2,6 @@ package web
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
 	"mime"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/store"
 	"paytwice/web/live"
@@ -20,19 +19,6 @@ import (
 
 // paymentsPath is the one idempotent endpoint.
 const paymentsPath = "/v1/payments"
-
-// fingerprint identifies what a request asks for: the method, the path and
-// the canonical body. Two requests with one key must share it, or the
-// second is a misuse of the key (422).
-func fingerprint(method, path string, canonicalBody []byte) string {
-	h := sha256.New()
-	h.Write([]byte(method))
-	h.Write([]byte{0})
-	h.Write([]byte(path))
-	h.Write([]byte{0})
-	h.Write(canonicalBody)
-	return hex.EncodeToString(h.Sum(nil))
-}
 
 // payment carries one request through the protocol.
 type payment struct {
@@ -46,7 +32,7 @@ type payment struct {
 	// sets it.
 	chargeKey string
 	claim     string // the claim's fencing token, once claimed
-	req       PaymentRequest
+	req       pay.PaymentRequest
 	fp        string
 	faults    sim.Faults          // drawn once per request (random mode may thin them)
 	gw        sim.GatewaySwitches // the gateway switches this request charges with
@@ -122,7 +108,7 @@ func (p *payment) publish(kind live.Kind, status int, msg string) {
 
 // newPayment starts carrying one request through the protocol.
 func (s *Server) newPayment(c echo.Context) *payment {
-	return &payment{s: s, c: c, id: store.NewID("rq_")[:11], scope: callerScope(c.Request())}
+	return &payment{s: s, c: c, id: pay.NewID("rq_")[:11], scope: callerScope(c.Request())}
 }
 
 // handleCreatePayment is POST /v1/payments. This is the one place that
@@ -180,7 +166,7 @@ func (p *payment) admit(note string) (claimed bool, err error) {
 
 	// 1. Parse. A bad request is refused before anything is saved, so the
 	// caller can correct it and retry with the same key.
-	key, err := ParseIdempotencyKey(r.Header.Values("Idempotency-Key"))
+	key, err := pay.ParseKey(r.Header.Values("Idempotency-Key"))
 	if err == nil {
 		p.key = key
 		p.req, err = readPaymentBody(r)
@@ -189,7 +175,7 @@ func (p *payment) admit(note string) (claimed bool, err error) {
 	if err != nil {
 		return false, p.refuse(err)
 	}
-	p.fp = fingerprint(r.Method, paymentsPath, p.req.Canonical())
+	p.fp = pay.Fingerprint(r.Method, paymentsPath, p.req.Canonical())
 	p.faults, p.gw = s.faults.Draw(s.gateway.Switches())
 
 	if p.faults.ConnectionNeverHappens {
@@ -200,7 +186,7 @@ func (p *payment) admit(note string) (claimed bool, err error) {
 	// 2. A done key's response never changes: answer replays from memory
 	// without queueing behind the writer.
 	if saved, ok := s.db.CachedResponse(p.scope, p.key); ok {
-		return false, p.answerExisting(saved.Fingerprint, store.StatusDone, saved.Status, saved.Body)
+		return false, p.answerExisting(saved.Fingerprint, pay.StatusDone, saved.Status, saved.Body)
 	}
 
 	// 3. Claim. INSERT … ON CONFLICT DO NOTHING: the primary key decides
@@ -226,7 +212,7 @@ func (p *payment) admit(note string) (claimed bool, err error) {
 // its key row was pruned, is for another order: a key pays for one order
 // only, and a request is never answered with another order's charge.
 func keyUsedForAnotherOrder(key, order string, amount int64, at time.Time) error {
-	return store.Errorf(store.EMISMATCH, "The key %q was already used for order %s (%d satang) on %s, and that charge is kept. It was not charged again, and this request was not run: use a new key for a new order.",
+	return pay.Errorf(pay.EMISMATCH, "The key %q was already used for order %s (%d satang) on %s, and that charge is kept. It was not charged again, and this request was not run: use a new key for a new order.",
 		truncate(key, 64), truncate(order, 64), amount, at.UTC().Format(time.DateOnly))
 }
 
@@ -240,7 +226,7 @@ func (p *payment) refuseReused(order string, amount int64, at time.Time) error {
 // refuse answers a request that failed parsing: nothing saved.
 func (p *payment) refuse(err error) error {
 	status, body := problemBody(p.c.Request(), err)
-	p.publish(live.Rejected, status, store.ErrorMessage(err))
+	p.publish(live.Rejected, status, pay.ErrorMessage(err))
 	return p.c.Blob(status, "application/problem+json", body)
 }
 
@@ -251,11 +237,11 @@ func (p *payment) refuse(err error) error {
 func (p *payment) answerExisting(fp, status string, savedStatus int, savedBody []byte) error {
 	switch {
 	case fp != p.fp:
-		err := store.Errorf(store.EMISMATCH, "The key %q was first used with a different request; it was not run again, and the original is untouched.", truncate(p.key, 64))
+		err := pay.Errorf(pay.EMISMATCH, "The key %q was first used with a different request; it was not run again, and the original is untouched.", truncate(p.key, 64))
 		p.publish(live.Mismatch, http.StatusUnprocessableEntity, "same key, different body")
 		return writeProblem(p.c, err)
-	case status == store.StatusStarted:
-		err := store.Errorf(store.ECONFLICT, "A request with the key %q is still being processed. Retry with the same key after %d second(s).", truncate(p.key, 64), retryAfterSeconds)
+	case status == pay.StatusStarted:
+		err := pay.Errorf(pay.ECONFLICT, "A request with the key %q is still being processed. Retry with the same key after %d second(s).", truncate(p.key, 64), retryAfterSeconds)
 		p.publish(live.Conflict, http.StatusConflict, "first request still running")
 		return writeProblem(p.c, err)
 	}
@@ -296,14 +282,14 @@ func (p *payment) execute(ctx context.Context) error {
 		return s.writeTimeout(p.c, err)
 	case err != nil:
 		// A definite answer from the gateway: save it, so retries replay it.
-		p.publish(live.GatewayReply, problemFor(store.ErrorCode(err)).Status, store.ErrorMessage(err))
+		p.publish(live.GatewayReply, problemFor(pay.ErrorCode(err)).Status, pay.ErrorMessage(err))
 		return p.save(ctx, err, nil)
 	}
 	p.publish(live.GatewayReply, http.StatusOK, "charged "+charge.ID)
 
 	// The local charge records what the gateway took, so the two always
 	// agree.
-	local := &store.Charge{ID: store.NewID("ch_"), Scope: p.scope, Key: p.key, OrderID: charge.OrderID,
+	local := &pay.Charge{ID: pay.NewID("ch_"), Scope: p.scope, Key: p.key, OrderID: charge.OrderID,
 		AmountSatang: charge.AmountSatang, GatewayRef: charge.ID, CreatedAt: s.clock.Now()}
 	var outcome error
 	if charge.OrderID != p.req.OrderID || charge.AmountSatang != p.req.AmountSatang {
@@ -312,14 +298,14 @@ func (p *payment) execute(ctx context.Context) error {
 		// never answered with another order's charge.
 		outcome = keyUsedForAnotherOrder(p.key, charge.OrderID, charge.AmountSatang, charge.CreatedAt)
 	} else if p.faults.ServerError {
-		outcome = store.Errorf(store.EINTERNAL, "The server failed after the payment started. The charge may have happened: look it up with GET /v1/payments?order_id=%s before paying again, and do not switch to a new key.", p.req.OrderID)
+		outcome = pay.Errorf(pay.EINTERNAL, "The server failed after the payment started. The charge may have happened: look it up with GET /v1/payments?order_id=%s before paying again, and do not switch to a new key.", p.req.OrderID)
 	}
 	return p.save(ctx, outcome, local)
 }
 
 // save stores the outcome on the key, with the charge if there is one, in
 // one transaction; then answers. outcome nil means 201 for the charge.
-func (p *payment) save(ctx context.Context, outcome error, charge *store.Charge) error {
+func (p *payment) save(ctx context.Context, outcome error, charge *pay.Charge) error {
 	r := p.c.Request()
 	status, body := http.StatusCreated, []byte(nil)
 	if outcome != nil {
@@ -373,7 +359,7 @@ func (p *payment) release(claim string, cause error) error {
 		return p.fail(err)
 	}
 	p.publish(live.Released, http.StatusServiceUnavailable, "claim released before any side effect: a retry runs afresh")
-	return writeProblem(p.c, &store.Error{Code: store.EUNAVAILABLE, Message: "The request was interrupted before anything happened; retry with the same key."})
+	return writeProblem(p.c, &pay.Error{Code: pay.EUNAVAILABLE, Message: "The request was interrupted before anything happened; retry with the same key."})
 }
 
 // fail answers an unexpected error without saving it.
@@ -381,7 +367,7 @@ func (p *payment) fail(err error) error {
 	p.finish()
 	p.s.logf("payment %s: %v", p.id, err)
 	status, body := problemBody(p.c.Request(), err)
-	p.publish(live.Rejected, status, store.ErrorMessage(err))
+	p.publish(live.Rejected, status, pay.ErrorMessage(err))
 	return p.c.Blob(status, "application/problem+json", body)
 }
 
@@ -397,19 +383,19 @@ func contentTypeFor(status int) string {
 }
 
 // readPaymentBody checks the content type and the size, then decodes.
-func readPaymentBody(r *http.Request) (PaymentRequest, error) {
+func readPaymentBody(r *http.Request) (pay.PaymentRequest, error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != echo.MIMEApplicationJSON {
-		return PaymentRequest{}, store.Errorf(store.EMEDIATYPE, "Send the body as JSON with Content-Type: application/json (got %q).", truncate(r.Header.Get("Content-Type"), 40))
+		return pay.PaymentRequest{}, pay.Errorf(pay.EMEDIATYPE, "Send the body as JSON with Content-Type: application/json (got %q).", truncate(r.Header.Get("Content-Type"), 40))
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, pay.MaxBodyBytes+1))
 	if err != nil {
-		return PaymentRequest{}, store.Errorf(store.EINVALID, "The body could not be read.")
+		return pay.PaymentRequest{}, pay.Errorf(pay.EINVALID, "The body could not be read.")
 	}
-	if len(body) > MaxBodyBytes {
-		return PaymentRequest{}, store.Errorf(store.ETOOLARGE, "The body is larger than %d bytes.", MaxBodyBytes)
+	if len(body) > pay.MaxBodyBytes {
+		return pay.PaymentRequest{}, pay.Errorf(pay.ETOOLARGE, "The body is larger than %d bytes.", pay.MaxBodyBytes)
 	}
-	return DecodePayment(body)
+	return pay.DecodePayment(body)
 }
 
 // dropConnection closes the client's connection without a response: what
@@ -422,4 +408,12 @@ func dropConnection(c echo.Context) error {
 		panic(http.ErrAbortHandler)
 	}
 	return conn.Close()
+}
+
+// truncate shortens s to n bytes for a message, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

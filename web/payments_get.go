@@ -5,7 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paytwice/store"
+	"paytwice/pay"
 )
 
 // handleGetPayment is GET /v1/payments/:id: one of the caller's charges.
@@ -23,10 +23,10 @@ func (s *Server) handleGetPayment(c echo.Context) error {
 func (s *Server) handleListPayments(c echo.Context) error {
 	order := c.QueryParam("order_id")
 	if order == "" {
-		return store.Errorf(store.EINVALID, "Give the order to look up: GET /v1/payments?order_id=A-1001.")
+		return pay.Errorf(pay.EINVALID, "Give the order to look up: GET /v1/payments?order_id=A-1001.")
 	}
-	if len(order) > MaxOrderIDLen {
-		return store.Errorf(store.EINVALID, "order_id is longer than %d bytes.", MaxOrderIDLen)
+	if len(order) > pay.MaxOrderIDLen {
+		return pay.Errorf(pay.EINVALID, "order_id is longer than %d bytes.", pay.MaxOrderIDLen)
 	}
 	s.lab.reconciliations.Add(1)
 	charges, err := s.db.ChargesByOrder(c.Request().Context(), callerScope(c.Request()), order)

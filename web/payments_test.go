@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"paytwice/store"
+	"paytwice/pay"
 )
 
 const (
@@ -106,7 +106,7 @@ func TestProtocolTable(t *testing.T) {
 	})
 	t.Run("a body over the limit is refused with 413", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
-		big := `{"order_id": "` + strings.Repeat("x", MaxBodyBytes) + `", "amount_satang": 1}`
+		big := `{"order_id": "` + strings.Repeat("x", pay.MaxBodyBytes) + `", "amount_satang": 1}`
 		assertProblem(t, env.pay(articleKey, big), 413, "body-too-large")
 		assertNothingSaved(t, env)
 	})
@@ -141,7 +141,7 @@ func TestProtocolTable(t *testing.T) {
 		env.pay("k1", articleBody)
 		assertProblem(t, env.pay("k1", `{"order_id": "A-1002", "amount_satang": 129900}`), 422, "key-reused")
 		k, err := env.DB.GetKey(context.Background(), AnonymousScope, "k1")
-		if err != nil || k.Status != store.StatusDone || k.ResponseStatus != 201 || k.OrderID != "A-1001" {
+		if err != nil || k.Status != pay.StatusDone || k.ResponseStatus != 201 || k.OrderID != "A-1001" {
 			t.Fatalf("original key row changed: %+v %v", k, err)
 		}
 	})
@@ -150,7 +150,7 @@ func TestProtocolTable(t *testing.T) {
 		release := env.holdGateway()
 		done := make(chan response, 1)
 		go func() { done <- env.pay("k1", articleBody) }()
-		waitForKeyStatus(t, env, "k1", store.StatusStarted)
+		waitForKeyStatus(t, env, "k1", pay.StatusStarted)
 		r := env.pay("k1", articleBody)
 		assertProblem(t, r, 409, "request-in-progress")
 		if r.Header.Get("Retry-After") == "" {
@@ -169,7 +169,7 @@ func TestProtocolTable(t *testing.T) {
 		release := env.holdGateway()
 		done := make(chan response, 1)
 		go func() { done <- env.pay("k1", articleBody) }()
-		waitForKeyStatus(t, env, "k1", store.StatusStarted)
+		waitForKeyStatus(t, env, "k1", pay.StatusStarted)
 		assertProblem(t, env.pay("k1", `{"order_id": "A-1001", "amount_satang": 5}`), 422, "key-reused")
 		release()
 		<-done
@@ -401,7 +401,7 @@ func TestLateRetryOfAPrunedKeyFindsTheRecordedCharge(t *testing.T) {
 		t.Fatalf("%d charges, want 1", n)
 	}
 	k, err := env.DB.GetKey(context.Background(), AnonymousScope, "late")
-	if err != nil || k.Status != store.StatusDone {
+	if err != nil || k.Status != pay.StatusDone {
 		t.Fatalf("key after the late retry: %+v %v", k, err)
 	}
 	if again := env.pay("late", articleBody); !bytes.Equal(again.Body, late.Body) || again.Header.Get("Idempotent-Replayed") != "true" {

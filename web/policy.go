@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"paytwice/pay"
 )
 
 // Policy is the published key policy, as the IETF draft asks servers to
@@ -36,7 +38,7 @@ func (s *Server) policy() Policy {
 		Required:   []string{"POST " + paymentsPath},
 		Formats:    []string{`structured-field string, e.g. "8e03978e-40d5-43e8-bc93-6894a57f9324"`, "bare token, e.g. 8e03978e-40d5-43e8-bc93-6894a57f9324"},
 		MinLength:  1,
-		MaxLength:  MaxKeyLength,
+		MaxLength:  pay.MaxKeyLength,
 		Characters: "visible ASCII (0x21-0x7E); one header line",
 		Scope:      "per caller: the Bearer token (scheme in any case, then spaces or tabs, then visible ASCII), else the browser session, else the shared anonymous scope (no Authorization header); any other Authorization header is 401",
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paytwice/store"
+	"paytwice/pay"
 )
 
 // How a presenter proves who they are when Config.PresenterToken is set:
@@ -72,7 +72,7 @@ func crossSite(r *http.Request) bool {
 func (s *Server) presenterOnly(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if !s.isPresenter(c.Request()) {
-			return store.Errorf(store.EFORBIDDEN, "Only the presenter may change this. Send the header %s: <token>, or open the board with the presenter's link.", PresenterHeader)
+			return pay.Errorf(pay.EFORBIDDEN, "Only the presenter may change this. Send the header %s: <token>, or open the board with the presenter's link.", PresenterHeader)
 		}
 		return next(c)
 	}

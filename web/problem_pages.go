@@ -5,7 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paytwice/store"
+	"paytwice/pay"
 	"paytwice/views"
 )
 
@@ -16,9 +16,9 @@ func problemView(p ProblemType) views.Problem {
 // handleProblemPage is GET /problems/:code: the page a problem's type URI
 // points at.
 func (s *Server) handleProblemPage(c echo.Context) error {
-	p, ok := problemsByCode[store.Code(c.Param("code"))]
+	p, ok := problemsByCode[pay.Code(c.Param("code"))]
 	if !ok {
-		return store.Errorf(store.ENOTFOUND, "There is no problem type %q.", truncate(c.Param("code"), 40))
+		return pay.Errorf(pay.ENOTFOUND, "There is no problem type %q.", truncate(c.Param("code"), 40))
 	}
 	return render(c, http.StatusOK, views.ProblemPage(problemView(p)))
 }

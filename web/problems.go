@@ -8,14 +8,14 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"paytwice/store"
+	"paytwice/pay"
 )
 
 // ProblemType describes one kind of error the API returns. Its slug is
-// the store.Code, and /problems/<slug> serves the explanation page, so the
+// the pay.Code, and /problems/<slug> serves the explanation page, so the
 // type URI in every problem+json body is a link a learner can open.
 type ProblemType struct {
-	Code    store.Code
+	Code    pay.Code
 	Status  int
 	Title   string
 	Explain string // what happened, for the explanation page
@@ -25,58 +25,58 @@ type ProblemType struct {
 
 // Problems lists every problem type, in the order the pages show them.
 var Problems = []ProblemType{
-	{store.EMISSINGKEY, http.StatusBadRequest, "Idempotency-Key header missing",
+	{pay.EMISSINGKEY, http.StatusBadRequest, "Idempotency-Key header missing",
 		"A payment endpoint cannot tell a retry from a new payment unless every request names its action. Without a key the server would have to execute whatever arrives, and a double-click would charge twice.",
 		"Create one random key (a UUID) when the customer starts paying and send it in the Idempotency-Key header on the request and on every retry of it.", false},
-	{store.EINVALIDKEY, http.StatusBadRequest, "Idempotency-Key header malformed",
+	{pay.EINVALIDKEY, http.StatusBadRequest, "Idempotency-Key header malformed",
 		"The key must be 1 to 255 visible ASCII characters, sent once, either bare (abc) or as a quoted structured-field string (\"abc\", with \\\" and \\\\ as the only escapes). Control characters, spaces, Unicode, an unclosed quote or two header lines are refused.",
 		"Fix the header and send the request again with the same key: nothing was saved.", false},
-	{store.EINVALID, http.StatusBadRequest, "The request is invalid",
+	{pay.EINVALID, http.StatusBadRequest, "The request is invalid",
 		"A payment body must be a JSON object with exactly order_id (a string) and amount_satang (a positive whole number of satang; 100 satang = 1 baht): money is never a float. Query parameters and settings must be in range; the detail names the field that is not.",
 		"Correct the field the detail names and send it again. Nothing was saved, so a payment can reuse the same key.", false},
-	{store.ETOOLARGE, http.StatusRequestEntityTooLarge, "The request body is too large",
+	{pay.ETOOLARGE, http.StatusRequestEntityTooLarge, "The request body is too large",
 		"A payment body is a few dozen bytes; this one was over the 16 KiB limit and was not read.",
 		"Send a smaller body. Nothing was saved.", false},
-	{store.EMEDIATYPE, http.StatusUnsupportedMediaType, "The body must be JSON",
+	{pay.EMEDIATYPE, http.StatusUnsupportedMediaType, "The body must be JSON",
 		"The endpoint reads only application/json bodies.",
 		"Send the header Content-Type: application/json. Nothing was saved.", false},
-	{store.ECONFLICT, http.StatusConflict, "A request with this key is still running",
+	{pay.ECONFLICT, http.StatusConflict, "A request with this key is still running",
 		"The first request with this idempotency key has claimed it and has not finished. Running this one too could charge twice, so it was turned away. If the first request died, the sweeper will close its key after the lock timeout.",
 		"Wait at least the Retry-After seconds, then retry with the same key and the same body. This answer is not saved.", false},
-	{store.EMISMATCH, http.StatusUnprocessableEntity, "This key was used for a different request",
+	{pay.EMISMATCH, http.StatusUnprocessableEntity, "This key was used for a different request",
 		"An idempotency key belongs to one action. This key was first used with another body (or another method or path), so replaying that response would be wrong and running this one would break the promise of the key. The original is untouched.",
 		"Do not retry this: it will fail every time. A new payment needs a new key.", false},
-	{store.EMETHOD, http.StatusMethodNotAllowed, "Method not allowed",
+	{pay.EMETHOD, http.StatusMethodNotAllowed, "Method not allowed",
 		"The path exists but does not take this HTTP method.",
 		"Check the API table in the README for the methods each path takes.", false},
-	{store.ENOTFOUND, http.StatusNotFound, "Not found",
+	{pay.ENOTFOUND, http.StatusNotFound, "Not found",
 		"There is no such object in your scope. Each browser session and each bearer token sees only its own payments.",
 		"Check the id, and that you are sending the same Authorization header or cookie as when you paid.", false},
-	{store.EDECLINED, http.StatusPaymentRequired, "The payment was declined",
+	{pay.EDECLINED, http.StatusPaymentRequired, "The payment was declined",
 		"The payment gateway refused the charge. That is a definite outcome, so it is saved on the key and every retry with the same key gets the same 402.",
 		"Do not retry with the same key; ask the customer for another card and start a new payment with a new key.", true},
-	{store.EGATEWAY, http.StatusBadGateway, "The payment gateway failed",
+	{pay.EGATEWAY, http.StatusBadGateway, "The payment gateway failed",
 		"The payment gateway answered with an error before charging. That answer is definite, so it is saved on the key and every retry with the same key gets the same 502.",
 		"Do not switch to a new key; try again later as a new payment once the gateway is healthy, after checking the order with GET /v1/payments?order_id=….", true},
-	{store.ETIMEOUT, http.StatusGatewayTimeout, "The payment gateway did not answer",
+	{pay.ETIMEOUT, http.StatusGatewayTimeout, "The payment gateway did not answer",
 		"The gateway was called but its answer never came, so nobody knows yet whether money moved. Nothing is saved: the key stays started, retries get 409, and after the lock timeout the sweeper asks the gateway what happened and closes the key either way.",
 		"Retry with the same key, waiting as Retry-After says; never switch to a new key. Look the order up with GET /v1/payments?order_id=… to reconcile.", false},
-	{store.EINTERNAL, http.StatusInternalServerError, "The server failed",
+	{pay.EINTERNAL, http.StatusInternalServerError, "The server failed",
 		"The server failed after it had started executing the request. Like Stripe, paytwice saves that 500 on the key: a retry with the same key gets the same 500, because the charge may have happened.",
 		"Do not switch to a new key. Look the payment up by order id (GET /v1/payments?order_id=…) to reconcile before paying again.", true},
-	{store.EUNAUTHORIZED, http.StatusUnauthorized, "The Authorization header names no caller",
+	{pay.EUNAUTHORIZED, http.StatusUnauthorized, "The Authorization header names no caller",
 		"Keys and charges belong to a caller: a Bearer token (any token is its own demo account), else the browser's session cookie, else the shared anonymous scope. The header was present but was not a Bearer credential (the scheme in any case, one or more spaces, then a token of visible ASCII characters), so the request was not run in anybody's scope, least of all the shared one, where another caller could replay its answer.",
 		"Send \"Authorization: Bearer <token>\" with the same token on every retry, or no Authorization header. Nothing was saved.", false},
-	{store.EFORBIDDEN, http.StatusForbidden, "Not allowed",
+	{pay.EFORBIDDEN, http.StatusForbidden, "Not allowed",
 		"Only the presenter may change the switches in this classroom.",
 		"Open the board with the presenter's link, or ask the presenter.", false},
-	{store.EUNAVAILABLE, http.StatusServiceUnavailable, "Unavailable",
+	{pay.EUNAVAILABLE, http.StatusServiceUnavailable, "Unavailable",
 		"The server is shutting down or could not take the request.",
 		"Retry with the same key after a short wait.", false},
 }
 
-var problemsByCode = func() map[store.Code]ProblemType {
-	m := make(map[store.Code]ProblemType, len(Problems))
+var problemsByCode = func() map[pay.Code]ProblemType {
+	m := make(map[pay.Code]ProblemType, len(Problems))
 	for _, p := range Problems {
 		m[p.Code] = p
 	}
@@ -84,11 +84,11 @@ var problemsByCode = func() map[store.Code]ProblemType {
 }()
 
 // problemFor returns the problem type of a code, falling back to 500.
-func problemFor(code store.Code) ProblemType {
+func problemFor(code pay.Code) ProblemType {
 	if p, ok := problemsByCode[code]; ok {
 		return p
 	}
-	return problemsByCode[store.EINTERNAL]
+	return problemsByCode[pay.EINTERNAL]
 }
 
 // Problem is an RFC 9457 problem details body.
@@ -102,12 +102,12 @@ type Problem struct {
 
 // problemBody builds the problem+json body for err.
 func problemBody(r *http.Request, err error) (int, []byte) {
-	p := problemFor(store.ErrorCode(err))
+	p := problemFor(pay.ErrorCode(err))
 	b, _ := json.Marshal(Problem{
 		Type:     problemURL(r, p.Code),
 		Title:    p.Title,
 		Status:   p.Status,
-		Detail:   store.ErrorMessage(err),
+		Detail:   pay.ErrorMessage(err),
 		Instance: r.URL.Path,
 	})
 	return p.Status, b
@@ -115,7 +115,7 @@ func problemBody(r *http.Request, err error) (int, []byte) {
 
 // problemURL is the absolute URL of a problem's explanation page on this
 // server, so that a curl user can open it.
-func problemURL(r *http.Request, code store.Code) string {
+func problemURL(r *http.Request, code pay.Code) string {
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"

@@ -17,7 +17,7 @@ import (
 
 	"github.com/a-h/templ"
 
-	"paytwice/store"
+	"paytwice/pay"
 	"paytwice/views"
 	"paytwice/web/live"
 )
@@ -676,11 +676,11 @@ func (u *update) tally() {
 	case live.Rejected:
 		p.counters.Rejected++
 	case live.Claimed:
-		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = store.StatusStarted, 0 })
+		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = pay.StatusStarted, 0 })
 	case live.Charged:
 		p.addCharge(u, chargeID(e.Message))
 	case live.Completed:
-		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = store.StatusDone, e.Status })
+		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = pay.StatusDone, e.Status })
 	case live.ResponseLost:
 		p.counters.Lost++
 	case live.Replayed:
@@ -699,7 +699,7 @@ func (u *update) tally() {
 		case strings.HasPrefix(e.Message, "could not"):
 		case e.Status == http.StatusCreated:
 			p.addCharge(u, chargeID(e.Message))
-			p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = store.StatusDone, http.StatusCreated })
+			p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = pay.StatusDone, http.StatusCreated })
 		default:
 			p.removeKey(u)
 		}
@@ -738,7 +738,7 @@ func (u *update) timeline() {
 		r := u.rowFor("request")
 		u.step(r, views.Step{From: S, To: D, Label: "INSERT key: started",
 			Badge: views.Badge{Text: "claimed", Tone: views.ToneOK}})
-		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = store.StatusStarted, 0 })
+		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = pay.StatusStarted, 0 })
 
 	case live.Delayed:
 		r := u.rowFor("request")
@@ -779,7 +779,7 @@ func (u *update) timeline() {
 			text = statusLine(e.Status) + ", saved"
 		}
 		u.outcome(r, views.Badge{Text: text, Tone: tone})
-		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = store.StatusDone, e.Status })
+		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = pay.StatusDone, e.Status })
 
 	case live.ResponseLost:
 		r := u.rowFor("request")
@@ -854,7 +854,7 @@ func (u *update) timeline() {
 			u.step(r, views.Step{From: S, To: D, Label: "INSERT charge, key done", Badge: views.Badge{Text: "swept", Tone: views.ToneWarn}})
 			u.outcome(r, views.Badge{Text: "swept: charged", Tone: views.ToneOK})
 			p.addCharge(u, chargeID(e.Message))
-			p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = store.StatusDone, http.StatusCreated })
+			p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = pay.StatusDone, http.StatusCreated })
 		default:
 			u.step(r, views.Step{From: G, To: S, Label: "no"})
 			u.step(r, views.Step{From: S, To: D, Label: "DELETE key", Badge: views.Badge{Text: "swept", Tone: views.ToneWarn}})
@@ -968,7 +968,7 @@ func (p *projector) addCharge(u *update, chargeID string) {
 // drawn, and returns a copy to draw. In busy mode most rows never are.
 func withFP(k *views.KeyRow) views.KeyRow {
 	if k.Fingerprint == "" {
-		k.Fingerprint = fingerprint(http.MethodPost, paymentsPath, PaymentRequest{OrderID: k.OrderID, AmountSatang: k.Amount}.Canonical())
+		k.Fingerprint = pay.Fingerprint(http.MethodPost, paymentsPath, pay.PaymentRequest{OrderID: k.OrderID, AmountSatang: k.Amount}.Canonical())
 	}
 	return *k
 }

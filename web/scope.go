@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
-	"paytwice/store"
+	"paytwice/pay"
 )
 
 // sessionCookie holds a browser's demo account id.
@@ -66,18 +66,18 @@ func authProblem(r *http.Request) error {
 		return nil
 	}
 	if len(values) > 1 {
-		return store.Errorf(store.EUNAUTHORIZED, "Send one Authorization header, not %d.", len(values))
+		return pay.Errorf(pay.EUNAUTHORIZED, "Send one Authorization header, not %d.", len(values))
 	}
 	_, isBearer, ok := bearerToken(values[0])
 	switch {
 	case ok:
 		return nil
 	case isBearer:
-		return store.Errorf(store.EUNAUTHORIZED, "The Authorization header must be \"Bearer <token>\": the scheme, a space, then a token of visible ASCII characters with no spaces.")
+		return pay.Errorf(pay.EUNAUTHORIZED, "The Authorization header must be \"Bearer <token>\": the scheme, a space, then a token of visible ASCII characters with no spaces.")
 	case hasSession(r):
 		return nil
 	}
-	return store.Errorf(store.EUNAUTHORIZED, "Only Bearer tokens name a caller here; send \"Authorization: Bearer <token>\" or no Authorization header at all (the shared anonymous scope).")
+	return pay.Errorf(pay.EUNAUTHORIZED, "Only Bearer tokens name a caller here; send \"Authorization: Bearer <token>\" or no Authorization header at all (the shared anonymous scope).")
 }
 
 // requireClearScope refuses API requests whose Authorization header

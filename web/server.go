@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/store"
 	"paytwice/views"
@@ -195,15 +196,15 @@ func (s *Server) handleError(err error, c echo.Context) {
 	var he *echo.HTTPError
 	switch {
 	case errors.As(err, &he) && he.Code == http.StatusNotFound:
-		err = store.Errorf(store.ENOTFOUND, "There is nothing at %s.", r.URL.Path)
+		err = pay.Errorf(pay.ENOTFOUND, "There is nothing at %s.", r.URL.Path)
 	case errors.As(err, &he) && he.Code == http.StatusMethodNotAllowed:
-		err = store.Errorf(store.EMETHOD, "%s is not allowed on %s.", r.Method, r.URL.Path)
-	case store.ErrorCode(err) == store.EINTERNAL:
+		err = pay.Errorf(pay.EMETHOD, "%s is not allowed on %s.", r.Method, r.URL.Path)
+	case pay.ErrorCode(err) == pay.EINTERNAL:
 		s.logf("%s %s: %v", r.Method, r.URL.Path, err)
 	}
 	if wantsHTML(r) {
-		p := problemFor(store.ErrorCode(err))
-		_ = render(c, p.Status, views.ErrorPage(p.Title, store.ErrorMessage(err), p.Status))
+		p := problemFor(pay.ErrorCode(err))
+		_ = render(c, p.Status, views.ErrorPage(p.Title, pay.ErrorMessage(err), p.Status))
 		return
 	}
 	_ = writeProblem(c, err)

@@ -4,9 +4,9 @@ import (
 	"net/url"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/sim/report"
-	"paytwice/store"
 	"paytwice/views"
 )
 
@@ -20,7 +20,7 @@ func fieldProblem(fe report.FieldErrors) error {
 	if len(fe) > 1 {
 		noun = "parameters"
 	}
-	return store.Errorf(store.EINVALID, "Invalid %s: %s.", noun, fe.Error())
+	return pay.Errorf(pay.EINVALID, "Invalid %s: %s.", noun, fe.Error())
 }
 
 // formValue is what a form field shows: what the user sent, or the default.

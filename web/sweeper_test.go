@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"paytwice/store"
+	"paytwice/pay"
 	"paytwice/web/live"
 )
 
@@ -25,7 +25,7 @@ func TestSweeper(t *testing.T) {
 			t.Fatalf("sweep: %+v", rep)
 		}
 		k, err := env.DB.GetKey(t.Context(), AnonymousScope, "sw-charged")
-		if err != nil || k.Status != store.StatusDone || k.ResponseStatus != http.StatusCreated {
+		if err != nil || k.Status != pay.StatusDone || k.ResponseStatus != http.StatusCreated {
 			t.Fatalf("key after the sweep: %+v %v", k, err)
 		}
 		cs, _ := env.DB.ChargesByOrder(t.Context(), AnonymousScope, "W-1")
@@ -74,7 +74,7 @@ func TestSweeper(t *testing.T) {
 		if rep := env.sweepNow(); len(rep.Closed) != 0 {
 			t.Fatalf("the sweep closed a key that may still be running: %+v", rep.Closed)
 		}
-		if got := env.keyStatus("sw-young"); got != store.StatusStarted {
+		if got := env.keyStatus("sw-young"); got != pay.StatusStarted {
 			t.Fatalf("key is %q, want started", got)
 		}
 		env.Clock.Advance(time.Millisecond)
@@ -113,7 +113,7 @@ func TestSweeper(t *testing.T) {
 		if err != nil || len(out) != 1 || !out[0].Charged {
 			t.Fatalf("start-up sweep: %+v %v", out, err)
 		}
-		if got := env.keyStatus("sw-orphan"); got != store.StatusDone {
+		if got := env.keyStatus("sw-orphan"); got != pay.StatusDone {
 			t.Fatalf("key is %q, want done", got)
 		}
 	})
@@ -129,7 +129,7 @@ func TestSweeper(t *testing.T) {
 		env.waitForEvent(live.Swept, "sw-periodic")
 		cancel()
 		<-jobsDone
-		if got := env.keyStatus("sw-periodic"); got != store.StatusDone {
+		if got := env.keyStatus("sw-periodic"); got != pay.StatusDone {
 			t.Fatalf("key is %q, want done", got)
 		}
 	})

@@ -1,4 +1,4 @@
-package store
+package pay
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 )
 
 // Code classifies a domain error. The web layer maps each code to an HTTP
-// status and a problem type; nothing below it knows about HTTP.
+// status and a problem type; nothing in this package knows about HTTP.
 type Code string
 
 // The codes double as the slugs of the problem explanation pages.
@@ -63,6 +63,3 @@ func ErrorMessage(err error) string {
 	}
 	return "The server failed while handling the request."
 }
-
-// ErrClosed is returned by operations on a closed DB.
-var ErrClosed = &Error{Code: EUNAVAILABLE, Message: "The database is closed."}

@@ -1,46 +1,44 @@
-package web
+package pay
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"paytwice/store"
 )
 
-func TestParseIdempotencyKey(t *testing.T) {
+func TestParseKey(t *testing.T) {
 	long := strings.Repeat("k", 255)
 	tests := []struct {
 		name   string
 		values []string
 		want   string
-		code   store.Code
+		code   Code
 	}{
 		{"a quoted structured-field string is accepted", []string{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`}, "8e03978e-40d5-43e8-bc93-6894a57f9324", ""},
 		{"the bare form Stripe sends is accepted", []string{"8e03978e-40d5-43e8-bc93-6894a57f9324"}, "8e03978e-40d5-43e8-bc93-6894a57f9324", ""},
 		{"escaped quote and backslash are decoded", []string{`"a\"b\\c"`}, `a"b\c`, ""},
 		{"255 characters are accepted", []string{long}, long, ""},
 		{"surrounding whitespace is ignored", []string{"  abc \t"}, "abc", ""},
-		{"no header is missing", nil, "", store.EMISSINGKEY},
-		{"an empty header is missing", []string{""}, "", store.EMISSINGKEY},
-		{"an empty quoted string is invalid", []string{`""`}, "", store.EINVALIDKEY},
-		{"two header lines are invalid", []string{"a", "b"}, "", store.EINVALIDKEY},
-		{"256 characters are too long", []string{long + "k"}, "", store.EINVALIDKEY},
-		{"256 quoted characters are too long", []string{`"` + long + `k"`}, "", store.EINVALIDKEY},
-		{"an unterminated quote is invalid", []string{`"abc`}, "", store.EINVALIDKEY},
-		{"a lone backslash is invalid", []string{`"abc\`}, "", store.EINVALIDKEY},
-		{"an unknown escape is invalid", []string{`"a\nb"`}, "", store.EINVALIDKEY},
-		{"text after the closing quote is invalid", []string{`"abc";x=1`}, "", store.EINVALIDKEY},
-		{"a control character is invalid", []string{"ab\x01c"}, "", store.EINVALIDKEY},
-		{"a control character inside quotes is invalid", []string{"\"ab\x7fc\""}, "", store.EINVALIDKEY},
-		{"a space inside a quoted key is invalid", []string{`"a b"`}, "", store.EINVALIDKEY},
-		{"unicode is invalid", []string{"clé"}, "", store.EINVALIDKEY},
+		{"no header is missing", nil, "", EMISSINGKEY},
+		{"an empty header is missing", []string{""}, "", EMISSINGKEY},
+		{"an empty quoted string is invalid", []string{`""`}, "", EINVALIDKEY},
+		{"two header lines are invalid", []string{"a", "b"}, "", EINVALIDKEY},
+		{"256 characters are too long", []string{long + "k"}, "", EINVALIDKEY},
+		{"256 quoted characters are too long", []string{`"` + long + `k"`}, "", EINVALIDKEY},
+		{"an unterminated quote is invalid", []string{`"abc`}, "", EINVALIDKEY},
+		{"a lone backslash is invalid", []string{`"abc\`}, "", EINVALIDKEY},
+		{"an unknown escape is invalid", []string{`"a\nb"`}, "", EINVALIDKEY},
+		{"text after the closing quote is invalid", []string{`"abc";x=1`}, "", EINVALIDKEY},
+		{"a control character is invalid", []string{"ab\x01c"}, "", EINVALIDKEY},
+		{"a control character inside quotes is invalid", []string{"\"ab\x7fc\""}, "", EINVALIDKEY},
+		{"a space inside a quoted key is invalid", []string{`"a b"`}, "", EINVALIDKEY},
+		{"unicode is invalid", []string{"clé"}, "", EINVALIDKEY},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseIdempotencyKey(tt.values)
+			got, err := ParseKey(tt.values)
 			if tt.code != "" {
-				if store.ErrorCode(err) != tt.code {
+				if ErrorCode(err) != tt.code {
 					t.Fatalf("got %q, %v; want code %s", got, err, tt.code)
 				}
 				return
@@ -52,15 +50,15 @@ func TestParseIdempotencyKey(t *testing.T) {
 	}
 }
 
-func FuzzParseIdempotencyKey(f *testing.F) {
+func FuzzParseKey(f *testing.F) {
 	for _, s := range []string{`"8e03978e-40d5-43e8-bc93-6894a57f9324"`, "abc", `"a\"b"`, `"\\"`, `"abc`, `"abc\`, "a\x00b",
 		"\t", `""`, strings.Repeat("x", 256), `"` + strings.Repeat("x", 255) + `"`, "ключ", `"a";b`, "a, b", "\"\xff\""} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		key, err := ParseIdempotencyKey([]string{v})
+		key, err := ParseKey([]string{v})
 		if err != nil {
-			if c := store.ErrorCode(err); c != store.EINVALIDKEY && c != store.EMISSINGKEY {
+			if c := ErrorCode(err); c != EINVALIDKEY && c != EMISSINGKEY {
 				t.Fatalf("unexpected code %s", c)
 			}
 			return
@@ -75,7 +73,7 @@ func FuzzParseIdempotencyKey(f *testing.F) {
 		}
 		// Both accepted forms of the same key parse to the same key.
 		if !strings.ContainsAny(key, `"\`) {
-			if again, err := ParseIdempotencyKey([]string{`"` + key + `"`}); err != nil || again != key {
+			if again, err := ParseKey([]string{`"` + key + `"`}); err != nil || again != key {
 				t.Fatalf("quoted form of %q parsed as %q, %v", key, again, err)
 			}
 		}
@@ -123,7 +121,7 @@ func TestDecodePayment(t *testing.T) {
 	for _, tt := range bad {
 		t.Run(tt.name+" is refused", func(t *testing.T) {
 			_, err := DecodePayment([]byte(tt.body))
-			if store.ErrorCode(err) != store.EINVALID || !strings.Contains(err.Error(), tt.mention) {
+			if ErrorCode(err) != EINVALID || !strings.Contains(err.Error(), tt.mention) {
 				t.Fatalf("got %v, want EINVALID mentioning %q", err, tt.mention)
 			}
 		})
@@ -140,8 +138,8 @@ func FuzzDecodePayment(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, err := DecodePayment(body)
 		if err != nil {
-			if store.ErrorCode(err) != store.EINVALID {
-				t.Fatalf("code %s for %q", store.ErrorCode(err), body)
+			if ErrorCode(err) != EINVALID {
+				t.Fatalf("code %s for %q", ErrorCode(err), body)
 			}
 			return
 		}

@@ -1,4 +1,4 @@
-package web
+package pay
 
 import (
 	"bytes"
@@ -7,8 +7,6 @@ import (
 	"io"
 	"strconv"
 	"unicode/utf8"
-
-	"paytwice/store"
 )
 
 // PaymentRequest is the body of POST /v1/payments.
@@ -33,7 +31,7 @@ func DecodePayment(body []byte) (PaymentRequest, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	bad := func(format string, args ...any) (PaymentRequest, error) {
-		return PaymentRequest{}, store.Errorf(store.EINVALID, format, args...)
+		return PaymentRequest{}, Errorf(EINVALID, format, args...)
 	}
 	if !utf8.Valid(body) {
 		return bad("The body is not valid UTF-8.")
