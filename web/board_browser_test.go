@@ -1,0 +1,135 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+)
+
+// boardViewport sizes the tab's viewport exactly, as a projector would.
+func boardViewport(t *testing.T, ctx context.Context, w, h int64) {
+	t.Helper()
+	liveDo(t, ctx, fmt.Sprintf("a %dx%d viewport", w, h), chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride, emulation.SetDeviceMetricsOverrideParams{
+			Width: w, Height: h, DeviceScaleFactor: 1})
+		return err
+	}))
+}
+
+// boardGeometry is what the layout test measures in the page.
+type boardGeometry struct {
+	ViewW, ViewH       float64
+	ScrollH, ScrollW   float64
+	Timeline           boardBox // the list of rows
+	TimelinePanel      boardBox // the list with its heading
+	Orders             boardBox // the charges per order
+	Caption            boardBox // the chapter
+	OverflowingTiles   []string
+	SmallText          []string // visible text below 18 px, with its size
+	TimelineRows       int
+	TimelineRowsInView int
+}
+
+type boardBox struct{ Top, Bottom, Left, Right, Height, Width float64 }
+
+const boardMeasure = `(() => {
+  const box = el => { const r = el.getBoundingClientRect(); return {Top: r.top, Bottom: r.bottom, Left: r.left, Right: r.right, Height: r.height, Width: r.width}; };
+  const tl = document.getElementById("timeline");
+  const out = {ViewW: innerWidth, ViewH: innerHeight,
+    ScrollH: document.scrollingElement.scrollHeight, ScrollW: document.scrollingElement.scrollWidth,
+    Timeline: box(tl), TimelinePanel: box(tl.closest(".panel")), Orders: box(document.getElementById("orders")), Caption: box(document.getElementById("lesson")),
+    OverflowingTiles: [], SmallText: [], TimelineRows: tl.children.length, TimelineRowsInView: 0};
+  for (const r of tl.children) { const b = r.getBoundingClientRect(); if (b.top >= 0 && b.top < innerHeight) out.TimelineRowsInView++; }
+  for (const tile of document.querySelectorAll(".tile")) {
+    for (const e of [tile, ...tile.querySelectorAll("dt, dd")]) {
+      if (e.scrollWidth > e.clientWidth + 1) out.OverflowingTiles.push(tile.innerText.replace(/\s+/g, " "));
+    }
+  }
+  // Every visible piece of text the lesson points at: the chapter, the
+  // timeline, the counters and the charges per order.
+  const seen = new Set();
+  for (const root of document.querySelectorAll("#lesson, .panel-timeline, .panel-counters")) {
+    const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      const e = n.parentElement;
+      if (!n.textContent.trim() || seen.has(e)) continue;
+      seen.add(e);
+      const r = e.getBoundingClientRect();
+      if (r.width <= 1 || r.height <= 1 || !e.checkVisibility({visibilityProperty: true})) continue;
+      const px = parseFloat(getComputedStyle(e).fontSize);
+      if (px < 18) out.SmallText.push(n.textContent.trim().slice(0, 40) + " (" + px.toFixed(1) + "px)");
+    }
+  }
+  return out;
+})()`
+
+// TestBrowserBoardLessonLayout projects a running chapter at the two
+// common projector sizes: the chapter is a caption, the timeline and the
+// charges per order are on screen, the page does not scroll, no counter
+// overflows its tile, and at 1920x1080 nothing the lesson refers to is
+// smaller than 18 px.
+func TestBrowserBoardLessonLayout(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	ctx := liveBrowser(t, 1280, 720)
+	liveStill(t, ctx)
+	if err := env.Server.startLesson(context.Background(), "no-key", "test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []struct{ w, h int64 }{{1280, 720}, {1920, 1080}} {
+		t.Run(fmt.Sprintf("at %dx%d", size.w, size.h), func(t *testing.T) {
+			boardViewport(t, ctx, size.w, size.h)
+			liveOpen(t, ctx, env.URL+"/board")
+			// A double-click without keys: two rows, two charges, one order charged twice.
+			order := fmt.Sprintf("A-%d", 2000+size.w)
+			body := fmt.Sprintf(`{"order_id":%q,"amount_satang":129900}`, order)
+			env.pay(uuid.NewString(), body)
+			env.pay(uuid.NewString(), body)
+			liveWait(t, ctx, "the order charged twice", 10*time.Second,
+				fmt.Sprintf(`document.getElementById("orders").textContent.includes(%q) && document.querySelectorAll("#timeline > li").length >= 2`, order))
+
+			g := liveEval[boardGeometry](t, ctx, boardMeasure)
+			if g.ScrollH > g.ViewH+1 || g.ScrollW > g.ViewW+1 {
+				t.Errorf("the page scrolls: %vx%v of content in a %vx%v viewport", g.ScrollW, g.ScrollH, g.ViewW, g.ViewH)
+			}
+			if g.Caption.Height > g.ViewH/4 {
+				t.Errorf("the chapter takes %v px of %v: it should be a caption", g.Caption.Height, g.ViewH)
+			}
+			tl := g.Timeline
+			if p := g.TimelinePanel; p.Top < 0 || p.Bottom > g.ViewH+1 || p.Top > g.ViewH/3 {
+				t.Errorf("the timeline panel is at y=%v..%v in a %v px viewport", p.Top, p.Bottom, g.ViewH)
+			}
+			if tl.Height < g.ViewH/2 || tl.Width < g.ViewW/2 {
+				t.Errorf("the timeline is %vx%v in a %vx%v viewport: it should take the screen", tl.Width, tl.Height, g.ViewW, g.ViewH)
+			}
+			if g.TimelineRowsInView < 1 {
+				t.Errorf("none of the %d timeline rows is in view", g.TimelineRows)
+			}
+			if o := g.Orders; o.Top < 0 || o.Bottom > g.ViewH+1 || o.Height < 20 {
+				t.Errorf("the charges per order are at y=%v..%v in a %v px viewport", o.Top, o.Bottom, g.ViewH)
+			}
+			if len(g.OverflowingTiles) > 0 {
+				t.Errorf("counters overflow their tiles: %q", g.OverflowingTiles)
+			}
+			if size.w == 1920 && len(g.SmallText) > 0 {
+				t.Errorf("text below 18 px on the projector: %q", g.SmallText)
+			}
+		})
+	}
+	t.Run("without a lesson no counter overflows at 1280x720", func(t *testing.T) {
+		if err := env.Server.startLesson(context.Background(), "", "test"); err != nil {
+			t.Fatal(err)
+		}
+		boardViewport(t, ctx, 1280, 720)
+		liveOpen(t, ctx, env.URL+"/board")
+		if g := liveEval[boardGeometry](t, ctx, `(() => { const o = []; for (const tile of document.querySelectorAll(".tile")) for (const e of [tile, ...tile.querySelectorAll("dt, dd")]) if (e.scrollWidth > e.clientWidth + 1) o.push(tile.innerText); return {OverflowingTiles: o}; })()`); len(g.OverflowingTiles) > 0 {
+			t.Errorf("counters overflow their tiles: %q", g.OverflowingTiles)
+		}
+	})
+	liveNoCSPViolations(t, ctx)
+}
