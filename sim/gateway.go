@@ -24,12 +24,12 @@ type GatewaySwitches struct {
 	Timeout   bool `json:"timeout"`    // charge, then never answer: the caller cannot know what happened
 }
 
-// Errors the gateway returns. Each is a *pay.Error so the web layer
-// maps it to a status without knowing the gateway.
+// Errors the gateway returns: the protocol's own (pay), so that it reads
+// a time-out as "outcome unknown" without knowing this gateway.
 var (
-	ErrDeclined       = &pay.Error{Code: pay.EDECLINED, Message: "The payment gateway declined the card."}
-	ErrGatewayFailure = &pay.Error{Code: pay.EGATEWAY, Message: "The payment gateway failed before charging."}
-	ErrGatewayTimeout = &pay.Error{Code: pay.ETIMEOUT, Message: "The payment gateway did not answer in time: the charge may or may not have happened."}
+	ErrDeclined       = pay.ErrDeclined
+	ErrGatewayFailure = pay.ErrGatewayFailure
+	ErrGatewayTimeout = pay.ErrGatewayTimeout
 )
 
 // Gateway is an in-process fake payment provider. Like a real one it is
@@ -85,6 +85,23 @@ func (g *Gateway) ChargeWith(ctx context.Context, sw GatewaySwitches, key, order
 		return pay.GatewayCharge{}, ErrGatewayTimeout
 	}
 	return rec, nil
+}
+
+// With is the gateway as the protocol sees it, charging under the
+// switches sw: a request that drew its faults once charges with them.
+func (g *Gateway) With(sw GatewaySwitches) pay.Gateway { return switched{g, sw} }
+
+type switched struct {
+	g  *Gateway
+	sw GatewaySwitches
+}
+
+func (s switched) Charge(ctx context.Context, key, orderID string, amountSatang int64) (pay.GatewayCharge, error) {
+	return s.g.ChargeWith(ctx, s.sw, key, orderID, amountSatang)
+}
+
+func (s switched) Lookup(ctx context.Context, key string) (pay.GatewayCharge, bool, error) {
+	return s.g.Lookup(ctx, key)
 }
 
 // Lookup asks whether the gateway holds a charge for key.

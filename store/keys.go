@@ -35,37 +35,6 @@ func scanKey(r rowScanner) (pay.KeyRow, error) {
 	return k, nil
 }
 
-// ClaimRequest describes the request that wants to own a key.
-type ClaimRequest struct {
-	Scope, Key, Method, Path, Fingerprint string
-	OrderID                               string
-	AmountSatang                          int64
-	// ChargeKey is the key the charge is recorded under and the gateway is
-	// called with; "" means Key. Only the lab sets it.
-	ChargeKey string
-}
-
-// chargeKey is the key the request's charge is recorded under.
-func (c ClaimRequest) chargeKey() string {
-	if c.ChargeKey != "" {
-		return c.ChargeKey
-	}
-	return c.Key
-}
-
-// ClaimResult tells whether the claim won. When it won, Claim is the
-// claim's fencing token: completing or releasing the key needs it. When
-// it lost, Existing is the row that already holds the key, read in the
-// same transaction. When the key's charge is already recorded for another
-// order (the key was pruned and then reused), nothing is claimed and
-// Reused is that charge.
-type ClaimResult struct {
-	Claimed  bool
-	Claim    string
-	Existing pay.KeyRow
-	Reused   *pay.Charge
-}
-
 // NewClaimToken returns a fresh fencing token: 128 random bits.
 func NewClaimToken() string { return pay.NewToken() }
 
@@ -78,18 +47,18 @@ func NewClaimToken() string { return pay.NewToken() }
 // A key whose key row was pruned may still have its charge recorded. If
 // that charge is for another order or amount, the key is not claimed: a
 // key pays for one order, for as long as its charge is kept.
-func (db *DB) Claim(ctx context.Context, c ClaimRequest) (ClaimResult, error) {
-	var res ClaimResult
+func (db *DB) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, error) {
+	var res pay.ClaimResult
 	if err := db.need("payments"); err != nil {
 		return res, err
 	}
 	now := toMillis(db.now())
 	token := NewClaimToken()
 	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
-		res = ClaimResult{}
+		res = pay.ClaimResult{}
 		// The charge is looked up first, so that a refused claim writes
 		// nothing and the claim stays a single statement.
-		ch, err := scanCharge(w.selectCharge.QueryRowContext(ctx, c.Scope, c.chargeKey()))
+		ch, err := scanCharge(w.selectCharge.QueryRowContext(ctx, c.Scope, c.ChargeKeyOrKey()))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
@@ -123,46 +92,6 @@ func (db *DB) CachedResponse(scope, key string) (pay.Response, bool) {
 	return db.cache.get(scope, key)
 }
 
-// Completion is the outcome of a claimed request, to be saved on its key.
-type Completion struct {
-	// ClaimRequest is the request as it was claimed: a completion whose
-	// claim is gone may have to write the key row again.
-	ClaimRequest
-	// Claim is the fencing token Claim returned.
-	Claim  string
-	Status int
-	Body   []byte
-	// Charge, when set, is inserted in the same transaction that marks the
-	// key done: the money and the saved response appear together or not at
-	// all. It is recorded under the request's charge key.
-	Charge *pay.Charge
-	// FailHalfway makes the transaction fail after the charge was inserted,
-	// so the savepoint rolls it back: the "fails halfway" fault.
-	FailHalfway bool
-}
-
-// Completed is what Complete saved.
-type Completed struct {
-	// Response is what the request answers: the completion's own, unless
-	// the key's charge was already recorded (then its 201), or the claim
-	// was gone and the key is done with the same request's answer.
-	pay.Response
-	// ClaimLost says the claim was gone when the completion arrived: the
-	// sweeper or a reset closed or released the key meanwhile. The charge
-	// was recorded all the same.
-	ClaimLost bool
-	// ChargeExisted says the key's charge had been recorded before: a
-	// pruned key retried late, or the sweeper got there first.
-	ChargeExisted bool
-}
-
-// ErrNotStarted means the key was no longer held by the claim that tried
-// to release it: the request itself or the sweeper got there first.
-var ErrNotStarted = &pay.Error{Code: pay.EINTERNAL, Message: "The key was closed by someone else before this claim could release it."}
-
-// ErrHalfway is what Complete returns when FailHalfway rolled it back.
-var ErrHalfway = &pay.Error{Code: pay.EINTERNAL, Message: "The transaction that records the charge failed halfway and was rolled back."}
-
 // errChargeDiffers means the key already holds a charge with another
 // gateway reference: a completion never answers with another charge.
 var errChargeDiffers = &pay.Error{Code: pay.EINTERNAL, Message: "This key already holds a different charge; nothing was recorded twice."}
@@ -181,15 +110,15 @@ var errChargeDiffers = &pay.Error{Code: pay.EINTERNAL, Message: "This key alread
 // again), it is not recorded twice: the key is closed with the 201 of
 // the charge that exists, so neither the request nor the sweeper is stuck
 // on the UNIQUE constraint.
-func (db *DB) Complete(ctx context.Context, c Completion) (Completed, error) {
+func (db *DB) Complete(ctx context.Context, c pay.Completion) (pay.Completed, error) {
 	if err := db.need("payments"); err != nil {
-		return Completed{}, err
+		return pay.Completed{}, err
 	}
 	now := toMillis(db.now())
-	var out Completed
+	var out pay.Completed
 	var cache bool
 	err := db.execAtomic(ctx, func(ctx context.Context, w *writeStatements) error {
-		out = Completed{Response: pay.Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}}
+		out = pay.Completed{Response: pay.Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}}
 		cache = true
 		r, err := w.complete.ExecContext(ctx, c.Status, string(c.Body), now, c.Scope, c.Key, c.Claim)
 		if err != nil {
@@ -199,13 +128,13 @@ func (db *DB) Complete(ctx context.Context, c Completion) (Completed, error) {
 		out.ClaimLost = n != 1
 		if c.Charge != nil {
 			ch := c.Charge
-			r, err := w.insertCharge.ExecContext(ctx, ch.ID, c.Scope, c.chargeKey(), ch.OrderID, ch.AmountSatang,
+			r, err := w.insertCharge.ExecContext(ctx, ch.ID, c.Scope, c.ChargeKeyOrKey(), ch.OrderID, ch.AmountSatang,
 				ch.GatewayRef, toMillis(ch.CreatedAt))
 			if err != nil {
 				return err
 			}
 			if n, _ := r.RowsAffected(); n == 0 {
-				existing, err := scanCharge(w.selectCharge.QueryRowContext(ctx, c.Scope, c.chargeKey()))
+				existing, err := scanCharge(w.selectCharge.QueryRowContext(ctx, c.Scope, c.ChargeKeyOrKey()))
 				if err != nil {
 					return err
 				}
@@ -230,13 +159,13 @@ func (db *DB) Complete(ctx context.Context, c Completion) (Completed, error) {
 				return err
 			}
 		}
-		if c.FailHalfway {
-			return ErrHalfway
+		if c.BeforeCommit != nil {
+			return c.BeforeCommit()
 		}
 		return nil
 	})
 	if err != nil {
-		return Completed{}, err
+		return pay.Completed{}, err
 	}
 	if cache {
 		db.cache.put(c.Scope, c.Key, out.Response)
@@ -251,7 +180,7 @@ func (db *DB) Complete(ctx context.Context, c Completion) (Completed, error) {
 // answer is sent. Otherwise the key is someone else's and is left alone;
 // the request answers with its own outcome. It reports whether out is
 // what the key now replays.
-func (db *DB) completeLate(ctx context.Context, w *writeStatements, c Completion, out *Completed, now int64) (bool, error) {
+func (db *DB) completeLate(ctx context.Context, w *writeStatements, c pay.Completion, out *pay.Completed, now int64) (bool, error) {
 	row, err := scanKey(w.selectKey.QueryRowContext(ctx, c.Scope, c.Key))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -404,3 +333,6 @@ func (db *DB) KeyCounts(ctx context.Context) (started, done int, err error) {
 // ForgetCachedResponses empties the replay cache, as a restart would; the
 // saved responses on disk are unaffected.
 func (db *DB) ForgetCachedResponses() { db.cache.clear() }
+
+// DB is the protocol's storage.
+var _ pay.Storage = (*DB)(nil)

@@ -48,7 +48,7 @@ func constraintError(err error) error {
 // in place. When another request inserted the key since the caller looked,
 // the table's primary key refuses the row and the error wraps
 // ErrConstraint. It returns the claim's fencing token.
-func (db *DB) LabInsertKeyUnguarded(ctx context.Context, c ClaimRequest) (string, error) {
+func (db *DB) LabInsertKeyUnguarded(ctx context.Context, c pay.ClaimRequest) (string, error) {
 	if err := db.need("payments"); err != nil {
 		return "", err
 	}
@@ -128,7 +128,7 @@ func (db *DB) LabLooseFindKey(ctx context.Context, scope, key string) (LabLooseK
 // without constraints: it always succeeds, however many rows the key
 // already has, and returns the new row's id and how many rows the key has
 // now.
-func (db *DB) LabLooseInsertKey(ctx context.Context, c ClaimRequest, request string) (rowID int64, rows int, err error) {
+func (db *DB) LabLooseInsertKey(ctx context.Context, c pay.ClaimRequest, request string) (rowID int64, rows int, err error) {
 	if err := db.need("payments"); err != nil {
 		return 0, 0, err
 	}

@@ -10,7 +10,6 @@ import (
 
 	"paytwice/pay"
 	"paytwice/sim"
-	"paytwice/store"
 	"paytwice/web/live"
 )
 
@@ -49,7 +48,7 @@ type SweepReport struct {
 }
 
 // sweepReport turns the sweeper's outcomes into the API's shape.
-func (s *Server) sweepReport(outcomes []store.SweepOutcome) SweepReport {
+func (s *Server) sweepReport(outcomes []pay.SweepOutcome) SweepReport {
 	rep := SweepReport{LockTimeoutSeconds: s.cfg.LockTimeout.Seconds(), Closed: []SweptKey{}}
 	for _, o := range outcomes {
 		k := SweptKey{Key: o.Row.Key, OrderID: o.Row.OrderID, AmountSatang: o.Row.AmountSatang}

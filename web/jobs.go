@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"paytwice/pay"
-	"paytwice/store"
 	"paytwice/web/live"
 )
 
@@ -36,7 +35,7 @@ func (s *Server) RunJobs(ctx context.Context) {
 
 // Sweep closes the keys started longer ago than the lock timeout, asking
 // the gateway what happened to each, and publishes one event per key.
-func (s *Server) Sweep(ctx context.Context) ([]store.SweepOutcome, error) {
+func (s *Server) Sweep(ctx context.Context) ([]pay.SweepOutcome, error) {
 	return s.sweep(ctx, s.cfg.LockTimeout)
 }
 
@@ -44,7 +43,7 @@ func (s *Server) Sweep(ctx context.Context) ([]store.SweepOutcome, error) {
 // right before this process has served a request: at start-up no request
 // of ours is running, so every started key was left by a crash and waiting
 // out the lock timeout would only make its client see 409s for longer.
-func (s *Server) SweepOrphans(ctx context.Context) ([]store.SweepOutcome, error) {
+func (s *Server) SweepOrphans(ctx context.Context) ([]pay.SweepOutcome, error) {
 	// A cutoff in the future, not "now": a key locked in the current
 	// millisecond, or stamped before the wall clock stepped back, is an
 	// orphan too.
@@ -54,14 +53,11 @@ func (s *Server) SweepOrphans(ctx context.Context) ([]store.SweepOutcome, error)
 // orphanHorizon is how far ahead of now the start-up sweep looks.
 const orphanHorizon = 24 * time.Hour
 
-func (s *Server) sweep(ctx context.Context, olderThan time.Duration) ([]store.SweepOutcome, error) {
-	lookup := func(ctx context.Context, scope, chargeKey string) (pay.GatewayCharge, bool, error) {
-		return s.gateway.Lookup(ctx, gatewayKey(scope, chargeKey))
-	}
+func (s *Server) sweep(ctx context.Context, olderThan time.Duration) ([]pay.SweepOutcome, error) {
 	// A reset waits for a sweep under way, as it does for payments: a
 	// sweep must not record a charge the reset has just erased.
 	s.inflight.RLock()
-	outcomes, err := s.db.Sweep(ctx, olderThan, lookup, s.running.has)
+	outcomes, err := s.protocol.Sweep(ctx, olderThan)
 	s.inflight.RUnlock()
 	for _, o := range outcomes {
 		e := live.Event{Kind: live.Swept, Scope: o.Row.Scope, Key: o.Row.Key, OrderID: o.Row.OrderID, Amount: o.Row.AmountSatang}

@@ -111,41 +111,33 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 		mode = "check first, then insert; constraints back"
 	}
 	p := s.newPayment(c)
-	key, err := pay.ParseKey(r.Header.Values("Idempotency-Key"))
-	if err == nil {
-		p.key = key
-		p.req, err = readPaymentBody(r)
-	}
-	p.publish(live.Received, 0, r.Method+" "+r.URL.Path+" (lab: "+mode+")")
-	if err != nil {
-		return p.refuse(err)
-	}
-	p.fp = pay.Fingerprint(r.Method, paymentsPath, p.req.Canonical())
-	p.faults, p.gw = s.faults.Draw(s.gateway.Switches())
-	if p.faults.ConnectionNeverHappens {
-		p.publish(live.Dropped, 0, "fault: the connection was dropped before the server did anything")
-		return dropConnection(c)
+	if ok, err := p.parse(" (lab: " + mode + ")"); !ok {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
 	defer cancel()
 
 	// 1. The check: a plain read.
-	var loose store.LabLooseKey
+	var held pay.KeyRow
 	var found bool
 	if constrained {
 		k, err := s.db.GetKey(ctx, p.scope, p.key)
 		switch {
 		case err == nil:
-			loose, found = store.LabLooseKey{Fingerprint: k.Fingerprint, Status: k.Status, ResponseStatus: k.ResponseStatus, ResponseBody: k.ResponseBody}, true
+			held, found = k, true
 		case pay.ErrorCode(err) != pay.ENOTFOUND:
 			return p.fail(err)
 		}
-	} else if loose, found, err = s.db.LabLooseFindKey(ctx, p.scope, p.key); err != nil {
-		return p.fail(err)
+	} else {
+		loose, ok, err := s.db.LabLooseFindKey(ctx, p.scope, p.key)
+		if err != nil {
+			return p.fail(err)
+		}
+		held, found = pay.KeyRow{Fingerprint: loose.Fingerprint, Status: loose.Status, ResponseStatus: loose.ResponseStatus, ResponseBody: loose.ResponseBody}, ok
 	}
 	if found {
 		p.note(0, "SELECT found the key: answering from its row")
-		return p.answerExisting(loose.Fingerprint, loose.Status, loose.ResponseStatus, loose.ResponseBody)
+		return p.answer(p.protocol().AnswerHeld(held))
 	}
 	gap := s.lab.Settings().Server.CheckGapMS
 	p.note(0, fmt.Sprintf("SELECT … WHERE key = ?: no row, so this request goes ahead (and inserts %d ms later)", gap))
@@ -158,7 +150,7 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 	}
 
 	// 3. The insert, as a write of its own.
-	claim := store.ClaimRequest{Scope: p.scope, Key: p.key, Method: r.Method, Path: paymentsPath, Fingerprint: p.fp,
+	claim := pay.ClaimRequest{Scope: p.scope, Key: p.key, Method: r.Method, Path: paymentsPath, Fingerprint: p.fp,
 		OrderID: p.req.OrderID, AmountSatang: p.req.AmountSatang}
 	if constrained {
 		token, err := s.db.LabInsertKeyUnguarded(ctx, claim)
@@ -172,10 +164,8 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 		if err != nil {
 			return p.fail(err)
 		}
-		p.hold(token)
-		defer p.finish()
 		p.publish(live.Claimed, 0, "key row inserted as started, after a SELECT")
-		return p.execute(ctx)
+		return p.answer(s.protocol.Execute(ctx, p.protocol(), token))
 	}
 
 	rowID, rows, err := s.db.LabLooseInsertKey(ctx, claim, p.id)
@@ -220,12 +210,9 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 // removed it, the same key is a new payment.
 func (s *Server) payKeyTableOnly(c echo.Context) error {
 	p := s.newPayment(c)
-	defer p.finish()
 	p.chargeKey = store.LabKeyPrefix + "key-table-only " + p.id
-	if claimed, err := p.admit(" (lab: key table only)"); !claimed {
+	if ok, err := p.parse(" (lab: key table only)"); !ok {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
-	defer cancel()
-	return p.execute(ctx)
+	return p.answer(s.protocol.Pay(c.Request().Context(), p.protocol()))
 }

@@ -97,9 +97,9 @@ type Server struct {
 	// sleep waits during the delay fault; tests may replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 
-	// running are the claims whose payment is at work in this process:
-	// the sweeper leaves them alone (web/payments.go).
-	running runningClaims
+	// protocol runs the payment protocol (pay/service.go); payments.go
+	// adapts it to HTTP.
+	protocol *pay.Service
 	// inflight is held shared by every payment and the sweeper, and
 	// exclusively by a reset, which so waits for them (web/admin.go).
 	inflight sync.RWMutex
@@ -126,6 +126,8 @@ func NewServer(cfg Config, db *store.DB, clock *sim.Clock) *Server {
 	}
 	s.lab = newLab(s)
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
+	s.protocol = &pay.Service{Store: db, Gateway: s.gateway.With(sim.GatewaySwitches{}), Now: clock.Now,
+		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) }}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.echo = s.routes()
 	return s

@@ -1,0 +1,454 @@
+package pay
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// This file is the data path of one payment, top to bottom: replay from
+// memory, claim, work outside any transaction, save the charge and the
+// answer together. Pay returns what happened as an Outcome; the HTTP
+// adapter (web/payments.go) turns it into a response and never decides a
+// rule itself.
+
+// Service runs the payment protocol.
+type Service struct {
+	Store   Storage
+	Gateway Gateway
+	// Now is the clock charges are stamped with and the sweeper ages keys
+	// by; nil means time.Now.
+	Now func() time.Time
+	// Sleep waits out the delay fault; nil means a timer. Tests replace it.
+	Sleep func(ctx context.Context, d time.Duration) error
+
+	running runningClaims
+}
+
+// Payment is one request to pay, parsed by the caller.
+type Payment struct {
+	Scope, Key   string
+	Method, Path string
+	Request      PaymentRequest
+	// ChargeKey files the charge, and calls the gateway, under a key other
+	// than Key; "" means Key. Only the lab's key-table-only mode sets it.
+	ChargeKey string
+	// Faults are what the simulated world does to this request; the zero
+	// value is a healthy server.
+	Faults Faults
+	// Gateway, when set, is used instead of the service's for this
+	// payment (the switches a request drew).
+	Gateway Gateway
+	// Render turns an error that is saved on the key into the status and
+	// body a replay sends, as the caller's protocol writes them.
+	Render func(error) (status int, body []byte)
+	// Observe, when set, is told every step, in order.
+	Observe func(Step)
+}
+
+// Faults are the failures the teaching switches inject into one payment.
+type Faults struct {
+	Delay       time.Duration // hold the key started this long before the work
+	CrashMidway bool          // stop right after the gateway call: nothing saved, key left started
+	ServerError bool          // after the charge, answer (and save) a 500
+	FailHalfway bool          // the transaction recording the outcome rolls back
+}
+
+// Fingerprint is the payment's fingerprint.
+func (p *Payment) Fingerprint() string {
+	return Fingerprint(p.Method, p.Path, p.Request.Canonical())
+}
+
+func (p *Payment) claimRequest() ClaimRequest {
+	return ClaimRequest{Scope: p.Scope, Key: p.Key, Method: p.Method, Path: p.Path, Fingerprint: p.Fingerprint(),
+		OrderID: p.Request.OrderID, AmountSatang: p.Request.AmountSatang, ChargeKey: p.ChargeKey}
+}
+
+func (p *Payment) observe(kind StepKind, status int, detail string) {
+	if p.Observe != nil {
+		p.Observe(Step{Kind: kind, Status: status, Detail: detail})
+	}
+}
+
+// OutcomeKind says how a payment request ended.
+type OutcomeKind int
+
+// The ways a payment ends.
+const (
+	// Saved: the request ran and its answer is saved on the key (201, or a
+	// saved failure: 402, 500, 502, or a 422 for a key the gateway knew
+	// for another order).
+	Saved OutcomeKind = iota + 1
+	// Replayed: the key is done; its saved answer is sent again.
+	Replayed
+	// InProgress: the key's first request is still running (409).
+	InProgress
+	// Mismatch: the key belongs to another request (422); nothing run.
+	Mismatch
+	// Reused: the key's kept charge is for another order (422); nothing
+	// run or saved.
+	Reused
+	// Released: interrupted before any side effect; the claim was deleted
+	// and a retry runs afresh (503).
+	Released
+	// Unknown: the gateway did not answer; the key stays started for the
+	// sweeper (504).
+	Unknown
+	// Crashed: the crash-midway fault stopped the request after the
+	// gateway call; nothing is answered and the key stays started.
+	Crashed
+	// RolledBack: the transaction recording a charge the gateway made
+	// rolled back; the key stays started for the sweeper (500).
+	RolledBack
+	// Failed: an unexpected error; nothing saved.
+	Failed
+)
+
+// Outcome is how one payment request ended.
+type Outcome struct {
+	Kind OutcomeKind
+	// Status and Body are the saved answer (Saved, Replayed).
+	Status int
+	Body   []byte
+	// Err is the problem to answer (every other kind).
+	Err error
+	// Charge is the charge recorded by this request, if any.
+	Charge *Charge
+}
+
+// StepKind names a step of the protocol, for the timeline.
+type StepKind string
+
+// The steps a payment reports.
+const (
+	StepClaimed      StepKind = "claimed"
+	StepReplayed     StepKind = "replayed"
+	StepConflict     StepKind = "conflict"
+	StepMismatch     StepKind = "mismatch"
+	StepDelayed      StepKind = "delayed"
+	StepGatewayCall  StepKind = "gateway"
+	StepGatewayReply StepKind = "gateway_reply"
+	StepCharged      StepKind = "charged"
+	StepCompleted    StepKind = "completed"
+	StepReleased     StepKind = "released"
+	StepCrashed      StepKind = "crashed"
+	StepRolledBack   StepKind = "rolled_back"
+	StepFailed       StepKind = "failed"
+)
+
+// Step is one step of a payment, as Observe is told it.
+type Step struct {
+	Kind   StepKind
+	Status int
+	Detail string
+}
+
+// GatewayKey is the key passed on to the gateway: scoped, so one caller's
+// key can never match another caller's charge there either.
+func GatewayKey(scope, key string) string { return scope + "|" + key }
+
+// ErrInterrupted answers a request released before any side effect.
+var ErrInterrupted = &Error{Code: EUNAVAILABLE, Message: "The request was interrupted before anything happened; retry with the same key."}
+
+// ErrHalfway is the "fails halfway" fault's error: the transaction that
+// records the outcome rolled back.
+var ErrHalfway = &Error{Code: EINTERNAL, Message: "The transaction that records the charge failed halfway and was rolled back."}
+
+// Gateway errors. The gateway returns them (or wraps them); the protocol
+// reads ETIMEOUT as "outcome unknown".
+var (
+	ErrDeclined       = &Error{Code: EDECLINED, Message: "The payment gateway declined the card."}
+	ErrGatewayFailure = &Error{Code: EGATEWAY, Message: "The payment gateway failed before charging."}
+	ErrGatewayTimeout = &Error{Code: ETIMEOUT, Message: "The payment gateway did not answer in time: the charge may or may not have happened."}
+)
+
+// Pay runs the protocol for one payment: a replay from memory, else the
+// claim, then the work.
+func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
+	fp := p.Fingerprint()
+
+	// 1. A done key's answer never changes: replay it from memory without
+	// queueing behind the writer.
+	if saved, ok := s.Store.CachedResponse(p.Scope, p.Key); ok {
+		return answerExisting(p, fp, StatusDone, saved.Status, saved.Body, saved.Fingerprint)
+	}
+
+	// 2. Claim: one INSERT that the primary key lets exactly one request
+	// win. The winner's row carries a fencing token of its own.
+	claim, err := s.Store.Claim(ctx, p.claimRequest())
+	switch {
+	case err != nil:
+		return failed(p, err)
+	case claim.Reused != nil:
+		p.observe(StepMismatch, 422, "this key already paid for order "+claim.Reused.OrderID+": refused")
+		return Outcome{Kind: Reused, Err: KeyUsedForAnotherOrder(p.Key, *claim.Reused)}
+	case !claim.Claimed:
+		ex := claim.Existing
+		return answerExisting(p, fp, ex.Status, ex.ResponseStatus, ex.ResponseBody, ex.Fingerprint)
+	}
+	s.running.add(claim.Claim)
+	defer s.running.remove(claim.Claim)
+	p.observe(StepClaimed, 0, "key row inserted as started")
+
+	// 3. The work belongs to the server from here, not to the connection.
+	return s.Execute(context.WithoutCancel(ctx), p, claim.Claim)
+}
+
+// AnswerHeld answers the payment from the row that already holds its key:
+// the saved-and-replayed rule, for a caller (the lab) that found the row
+// itself.
+func (p *Payment) AnswerHeld(row KeyRow) Outcome {
+	return answerExisting(p, p.Fingerprint(), row.Status, row.ResponseStatus, row.ResponseBody, row.Fingerprint)
+}
+
+// answerExisting answers a request whose key is already held: 422 if the
+// key belongs to another request (this wins over 409: the key is misused
+// whatever the first request's state), 409 while the first is running,
+// and the saved answer once it is done.
+func answerExisting(p *Payment, fp, status string, savedStatus int, savedBody []byte, savedFP string) Outcome {
+	switch {
+	case savedFP != fp:
+		p.observe(StepMismatch, 422, "same key, different body")
+		return Outcome{Kind: Mismatch, Err: Errorf(EMISMATCH, "The key %q was first used with a different request; it was not run again, and the original is untouched.", truncate(p.Key, 64))}
+	case status == StatusStarted:
+		p.observe(StepConflict, 409, "first request still running")
+		return Outcome{Kind: InProgress, Err: Errorf(ECONFLICT, "A request with the key %q is still being processed. Retry with the same key after the Retry-After seconds.", truncate(p.Key, 64))}
+	}
+	p.observe(StepReplayed, savedStatus, "saved response sent again; nothing executed")
+	return Outcome{Kind: Replayed, Status: savedStatus, Body: savedBody}
+}
+
+// KeyUsedForAnotherOrder is the answer to a key whose kept charge is for
+// another order: a key pays for one order, and a request is never
+// answered with another order's charge.
+func KeyUsedForAnotherOrder(key string, ch Charge) error {
+	return Errorf(EMISMATCH, "The key %q was already used for order %s (%d satang) on %s, and that charge is kept. It was not charged again, and this request was not run: use a new key for a new order.",
+		truncate(key, 64), truncate(ch.OrderID, 64), ch.AmountSatang, ch.CreatedAt.UTC().Format(time.DateOnly))
+}
+
+// Execute does a claimed payment's work under the claim's fencing token:
+// the gateway call, outside any transaction, then one transaction that
+// saves the charge and the answer. The claim counts as running until
+// Execute returns, so the sweeper leaves its key alone.
+func (s *Service) Execute(ctx context.Context, p *Payment, claim string) Outcome {
+	s.running.add(claim)
+	defer s.running.remove(claim)
+	c := p.claimRequest()
+
+	if d := p.Faults.Delay; d > 0 {
+		p.observe(StepDelayed, 0, "fault: holding the key started for "+d.String())
+		if err := s.sleep(ctx, d); err != nil {
+			// Nothing left the building yet: a retry may run afresh.
+			return s.release(ctx, p, c, claim)
+		}
+	}
+
+	gw := p.Gateway
+	if gw == nil {
+		gw = s.Gateway
+	}
+	if p.ChargeKey != "" {
+		p.observe(StepGatewayCall, 0, "charging the gateway with a reference of this request's own, not the key")
+	} else {
+		p.observe(StepGatewayCall, 0, "charging the gateway with the key")
+	}
+	g, err := gw.Charge(ctx, GatewayKey(p.Scope, c.ChargeKeyOrKey()), p.Request.OrderID, p.Request.AmountSatang)
+	if p.Faults.CrashMidway {
+		// Whatever the gateway answered, nobody is left to act on it: only
+		// the sweeper, asking the gateway, can tell what happened.
+		p.observe(StepCrashed, 0, "fault: the server stopped right after the gateway call; key left started")
+		return Outcome{Kind: Crashed}
+	}
+	switch {
+	case ErrorCode(err) == ETIMEOUT:
+		// The money may have moved: only the sweeper may close this key.
+		p.observe(StepGatewayReply, 504, "no answer: outcome unknown, key stays started")
+		return Outcome{Kind: Unknown, Err: err}
+	case err != nil:
+		// A definite answer from the gateway: saved, so retries replay it.
+		status, _ := p.Render(err)
+		p.observe(StepGatewayReply, status, ErrorMessage(err))
+		return s.save(ctx, p, c, claim, err, nil)
+	}
+	p.observe(StepGatewayReply, 200, "charged "+g.ID)
+
+	// The local charge records what the gateway took, so the two agree.
+	local := &Charge{ID: NewID("ch_"), Scope: p.Scope, Key: c.ChargeKeyOrKey(), OrderID: g.OrderID,
+		AmountSatang: g.AmountSatang, GatewayRef: g.ID, CreatedAt: s.now()}
+	var answer error
+	switch {
+	case g.OrderID != p.Request.OrderID || g.AmountSatang != p.Request.AmountSatang:
+		// The gateway already held a charge for this key, for another
+		// order: record it (it is money taken) and refuse.
+		answer = KeyUsedForAnotherOrder(p.Key, Charge{OrderID: g.OrderID, AmountSatang: g.AmountSatang, CreatedAt: g.CreatedAt})
+	case p.Faults.ServerError:
+		answer = Errorf(EINTERNAL, "The server failed after the payment started. The charge may have happened: look it up with GET /v1/payments?order_id=%s before paying again, and do not switch to a new key.", p.Request.OrderID)
+	}
+	return s.save(ctx, p, c, claim, answer, local)
+}
+
+// save stores the answer on the key, with the charge if there is one, in
+// one transaction. answer nil means the 201 for the charge.
+func (s *Service) save(ctx context.Context, p *Payment, c ClaimRequest, claim string, answer error, charge *Charge) Outcome {
+	status, body := PaidStatus, []byte(nil)
+	if answer != nil {
+		status, body = p.Render(answer)
+	} else {
+		body = charge.ResponseBody()
+	}
+	done := Completion{ClaimRequest: c, Claim: claim, Status: status, Body: body, Charge: charge}
+	if p.Faults.FailHalfway {
+		done.BeforeCommit = func() error { return ErrHalfway }
+	}
+	saved, err := s.Store.Complete(ctx, done)
+	switch {
+	case errors.Is(err, ErrHalfway) && charge == nil:
+		// The gateway said no: nothing happened outside, so the claim goes.
+		p.observe(StepRolledBack, 500, "fault: the transaction saving the gateway's refusal rolled back; nothing was charged")
+		return s.release(ctx, p, c, claim)
+	case errors.Is(err, ErrHalfway):
+		p.observe(StepRolledBack, 500, "fault: the charge's transaction rolled back after the gateway charged; key stays started for the sweeper")
+		return Outcome{Kind: RolledBack, Err: err}
+	case err != nil:
+		return failed(p, err)
+	}
+	switch {
+	case saved.ClaimLost:
+		p.observe(StepCompleted, saved.Status, "the key was closed while this request worked; its charge is recorded all the same, nothing charged twice")
+	case charge != nil && saved.ChargeExisted:
+		p.observe(StepCompleted, saved.Status, "this key's charge was already recorded (its key row had been pruned): nothing charged twice, the original charge is answered")
+	default:
+		if charge != nil {
+			p.observe(StepCharged, 0, "charge "+charge.ID+" recorded")
+		}
+		p.observe(StepCompleted, saved.Status, "response saved on the key")
+	}
+	return Outcome{Kind: Saved, Status: saved.Status, Body: saved.Body, Charge: charge}
+}
+
+// release deletes the claim after a failure that happened before any
+// external side effect, so a retry runs afresh.
+func (s *Service) release(ctx context.Context, p *Payment, c ClaimRequest, claim string) Outcome {
+	if _, err := s.Store.Release(context.WithoutCancel(ctx), c.Scope, c.Key, claim); err != nil {
+		return failed(p, err)
+	}
+	p.observe(StepReleased, 503, "claim released before any side effect: a retry runs afresh")
+	return Outcome{Kind: Released, Err: ErrInterrupted}
+}
+
+func failed(p *Payment, err error) Outcome {
+	p.observe(StepFailed, 0, ErrorMessage(err))
+	return Outcome{Kind: Failed, Err: err}
+}
+
+// SweepOutcome is what the sweeper did with one stuck key.
+type SweepOutcome struct {
+	Row     KeyRow
+	Charged bool   // the gateway had charged: the key is now done with a 201
+	Charge  Charge // the charge recorded, when Charged
+	Err     error  // the key could not be closed this time; it stays started
+}
+
+// Sweep closes the keys started before now-olderThan whose request is not
+// running in this process. For each it asks the gateway: charged → it
+// records the charge and marks the key done with the 201 a live request
+// would have sent; not charged → it releases the key so a retry runs
+// afresh. It acts only on the claim it read: a request that finished in
+// between is left alone and not reported.
+func (s *Service) Sweep(ctx context.Context, olderThan time.Duration) ([]SweepOutcome, error) {
+	stuck, err := s.Store.StartedBefore(ctx, s.now().Add(-olderThan))
+	if err != nil {
+		return nil, err
+	}
+	var out []SweepOutcome
+	for _, row := range stuck {
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		if s.running.has(row.Claim) {
+			continue // its request will save its own outcome
+		}
+		o := SweepOutcome{Row: row}
+		g, charged, err := s.Gateway.Lookup(ctx, GatewayKey(row.Scope, row.ChargeKeyOrKey()))
+		switch {
+		case err != nil:
+			o.Err = err
+		case charged:
+			o.Charged = true
+			o.Charge = Charge{ID: NewID("ch_"), Scope: row.Scope, Key: row.ChargeKeyOrKey(), OrderID: g.OrderID,
+				AmountSatang: g.AmountSatang, GatewayRef: g.ID, CreatedAt: s.now()}
+			var done Completed
+			done, o.Err = s.Store.Complete(ctx, Completion{ClaimRequest: ClaimRequestOf(row), Claim: row.Claim,
+				Status: PaidStatus, Body: o.Charge.ResponseBody(), Charge: &o.Charge})
+			if o.Err == nil && done.ClaimLost {
+				continue // the request itself finished meanwhile
+			}
+		default:
+			var released bool
+			released, o.Err = s.Store.Release(ctx, row.Scope, row.Key, row.Claim)
+			if o.Err == nil && !released {
+				continue // the request itself finished meanwhile
+			}
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// Running reports whether a claim's request is at work in this process.
+func (s *Service) Running(claim string) bool { return s.running.has(claim) }
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Service) sleep(ctx context.Context, d time.Duration) error {
+	if s.Sleep != nil {
+		return s.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// runningClaims are the claims whose request is at work in this process.
+// The sweeper never closes their keys, whatever a warped clock says. A
+// claim is counted as often as it was added, so a claim held by Pay and
+// by Execute leaves when both are done.
+type runningClaims struct {
+	mu     sync.Mutex
+	claims map[string]int
+}
+
+func (r *runningClaims) add(claim string) {
+	r.mu.Lock()
+	if r.claims == nil {
+		r.claims = map[string]int{}
+	}
+	r.claims[claim]++
+	r.mu.Unlock()
+}
+
+func (r *runningClaims) remove(claim string) {
+	r.mu.Lock()
+	if r.claims[claim]--; r.claims[claim] <= 0 {
+		delete(r.claims, claim)
+	}
+	r.mu.Unlock()
+}
+
+func (r *runningClaims) has(claim string) bool {
+	r.mu.Lock()
+	_, ok := r.claims[claim]
+	r.mu.Unlock()
+	return ok
+}

@@ -1,0 +1,111 @@
+package pay
+
+import (
+	"context"
+	"time"
+)
+
+// Storage keeps the idempotency keys and the charges. The SQLite store
+// implements it (store.DB); every backend must pass the contract suite in
+// store/storetest.
+//
+// Every claim carries a fencing token of its own. Complete and Release
+// act only on the claim they name: a request whose claim was closed or
+// released meanwhile can never touch a key that is now someone else's.
+type Storage interface {
+	// CachedResponse returns a done key's saved response from memory. A
+	// miss says nothing: the key may still exist.
+	CachedResponse(scope, key string) (Response, bool)
+	// Claim records the key as started unless (scope, key) exists, in one
+	// atomic step that exactly one of many concurrent callers wins, and is
+	// durable when it returns. A loser gets the row that holds the key. A
+	// key whose recorded charge is for another order or amount is not
+	// claimed: Reused is that charge.
+	Claim(ctx context.Context, c ClaimRequest) (ClaimResult, error)
+	// Complete saves the outcome on the key the claim holds, with its
+	// charge, in one transaction. When the claim is gone the charge is
+	// still recorded, and the key written again if nobody holds it. When
+	// the key's charge is already recorded with the same gateway reference,
+	// it is not recorded twice and a 201 answers that charge.
+	Complete(ctx context.Context, c Completion) (Completed, error)
+	// Release deletes a started key held by claim, so a retry runs afresh.
+	Release(ctx context.Context, scope, key, claim string) (bool, error)
+	// StartedBefore lists the keys started before cutoff, oldest first:
+	// the sweeper's candidates.
+	StartedBefore(ctx context.Context, cutoff time.Time) ([]KeyRow, error)
+}
+
+// Gateway is the payment provider. It is idempotent by the key it is
+// given: charging a key twice returns the first charge.
+type Gateway interface {
+	Charge(ctx context.Context, key, orderID string, amountSatang int64) (GatewayCharge, error)
+	Lookup(ctx context.Context, key string) (GatewayCharge, bool, error)
+}
+
+// ClaimRequest describes the request that wants to own a key.
+type ClaimRequest struct {
+	Scope, Key, Method, Path, Fingerprint string
+	OrderID                               string
+	AmountSatang                          int64
+	// ChargeKey is the key the charge is recorded under and the gateway is
+	// called with; "" means Key. Only the lab sets it.
+	ChargeKey string
+}
+
+// ChargeKeyOrKey is the key the request's charge is recorded under.
+func (c ClaimRequest) ChargeKeyOrKey() string {
+	if c.ChargeKey != "" {
+		return c.ChargeKey
+	}
+	return c.Key
+}
+
+// ClaimRequestOf is the request a key row was claimed for.
+func ClaimRequestOf(k KeyRow) ClaimRequest {
+	return ClaimRequest{Scope: k.Scope, Key: k.Key, Method: k.Method, Path: k.Path, Fingerprint: k.Fingerprint,
+		OrderID: k.OrderID, AmountSatang: k.AmountSatang, ChargeKey: k.ChargeKey}
+}
+
+// ClaimResult tells whether the claim won. When it won, Claim is the
+// claim's fencing token. When it lost, Existing is the row that holds the
+// key, read in the same transaction. When the key's charge is kept for
+// another order, nothing is claimed and Reused is that charge.
+type ClaimResult struct {
+	Claimed  bool
+	Claim    string
+	Existing KeyRow
+	Reused   *Charge
+}
+
+// Completion is the outcome of a claimed request, to be saved on its key.
+type Completion struct {
+	// ClaimRequest is the request as it was claimed: a completion whose
+	// claim is gone may have to write the key row again.
+	ClaimRequest
+	// Claim is the fencing token Claim returned.
+	Claim  string
+	Status int
+	Body   []byte
+	// Charge, when set, is recorded in the same transaction that marks the
+	// key done, under the request's charge key: the money and the saved
+	// response appear together or not at all.
+	Charge *Charge
+	// BeforeCommit, when set, runs inside the transaction after its writes;
+	// an error undoes them all and is returned. The "fails halfway" fault
+	// uses it.
+	BeforeCommit func() error
+}
+
+// Completed is what Complete saved.
+type Completed struct {
+	// Response is what the request answers: the completion's own, unless
+	// the key's charge was already recorded (then its 201), or the claim
+	// was gone and the key is done with the same request's answer.
+	Response
+	// ClaimLost says the claim was gone when the completion arrived. The
+	// charge was recorded all the same.
+	ClaimLost bool
+	// ChargeExisted says the key's charge had been recorded before: a
+	// pruned key retried late, or the sweeper got there first.
+	ChargeExisted bool
+}

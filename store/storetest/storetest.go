@@ -1,0 +1,338 @@
+// Package storetest is the contract every storage backend of the payment
+// protocol must pass. A backend's own test calls Run with a constructor
+// that opens a fresh, empty store:
+//
+//	func TestContract(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T, now func() time.Time) storetest.Backend {
+//			return openMyBackend(t, now)
+//		})
+//	}
+//
+// The tests use real goroutines against the real backend; none waits on
+// a timer. The clock is the one the constructor is given.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"paytwice/pay"
+	"paytwice/store"
+)
+
+// Backend is pay.Storage plus what the contract reads back to check it.
+type Backend interface {
+	pay.Storage
+	GetKey(ctx context.Context, scope, key string) (pay.KeyRow, error)
+	CountCharges(ctx context.Context) (int, error)
+	KeyCounts(ctx context.Context) (started, done int, err error)
+	Prune(ctx context.Context, cutoff time.Time) ([]store.PrunedKey, error)
+}
+
+// Open opens a fresh, empty backend whose clock is now; the backend is
+// closed when the test ends.
+type Open func(t *testing.T, now func() time.Time) Backend
+
+// Run runs the whole contract.
+func Run(t *testing.T, open Open) {
+	for _, c := range []struct {
+		name string
+		test func(*testing.T, Open)
+	}{
+		{"of many concurrent claims on one key, exactly one wins", claimRace},
+		{"a key can hold one charge only", oneChargePerKey},
+		{"a completion that fails before commit undoes only its own writes", failBeforeCommit},
+		{"prune removes done keys older than the cutoff and never a started one", prune},
+		{"a done key's answer is replayed from the cache as it is on disk", cacheAgreesWithDisk},
+		{"release and complete act only on the claim they name", staleTokens},
+		{"a completion whose claim was released records the charge and writes the key again", lateCompletion},
+		{"a completion whose key another claim holds records the charge and leaves that claim its key", lateCompletionReclaimed},
+		{"a pruned key's charge still binds it to its order", keyPaysForOneOrder},
+		{"started keys are listed for the sweeper by age", startedBefore},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.test(t, open) })
+	}
+}
+
+var ctx = context.Background()
+
+func request(key string) pay.ClaimRequest {
+	return pay.ClaimRequest{Scope: "s", Key: key, Method: "POST", Path: "/v1/payments", Fingerprint: "fp", OrderID: "A-1", AmountSatang: 100}
+}
+
+func charge(now time.Time) *pay.Charge {
+	return &pay.Charge{ID: pay.NewID("ch_"), OrderID: "A-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: now}
+}
+
+func claim(t *testing.T, db Backend, key string) string {
+	t.Helper()
+	res, err := db.Claim(ctx, request(key))
+	if err != nil || !res.Claimed || res.Claim == "" {
+		t.Fatalf("claim %s: %+v %v", key, res, err)
+	}
+	return res.Claim
+}
+
+func complete(t *testing.T, db Backend, key, token string, now time.Time) pay.Completed {
+	t.Helper()
+	ch := charge(now)
+	done, err := db.Complete(ctx, pay.Completion{ClaimRequest: request(key), Claim: token, Status: 201, Body: ch.ResponseBody(), Charge: ch})
+	if err != nil {
+		t.Fatalf("complete %s: %v", key, err)
+	}
+	return done
+}
+
+func charges(t *testing.T, db Backend) int {
+	t.Helper()
+	n, err := db.CountCharges(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func claimRace(t *testing.T, open Open) {
+	db := open(t, time.Now)
+	const n = 50
+	var wg sync.WaitGroup
+	wins := make(chan string, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := db.Claim(ctx, request("k"))
+			switch {
+			case err != nil:
+				t.Error(err)
+			case res.Claimed:
+				wins <- res.Claim
+			case res.Existing.Status != pay.StatusStarted || res.Existing.Fingerprint != "fp":
+				t.Errorf("a loser saw %+v", res.Existing)
+			}
+		}()
+	}
+	wg.Wait()
+	close(wins)
+	if len(wins) != 1 {
+		t.Fatalf("%d claims won, want 1", len(wins))
+	}
+	if k, err := db.GetKey(ctx, "s", "k"); err != nil || k.Claim != <-wins {
+		t.Fatalf("the key row does not carry the winner's token: %+v %v", k, err)
+	}
+}
+
+func oneChargePerKey(t *testing.T, open Open) {
+	db := open(t, time.Now)
+	complete(t, db, "k", claim(t, db, "k"), time.Now())
+	// Even bypassing the key protocol, a second charge with another
+	// gateway reference cannot be recorded for the same key.
+	other := &pay.Charge{ID: "ch_2", OrderID: "A-1", AmountSatang: 100, GatewayRef: "gw-other", CreatedAt: time.Now()}
+	if _, err := db.Complete(ctx, pay.Completion{ClaimRequest: request("k"), Status: 201, Charge: other}); err == nil {
+		t.Fatal("a second charge for a done key was accepted")
+	}
+	if n := charges(t, db); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+}
+
+func failBeforeCommit(t *testing.T, open Open) {
+	db := open(t, time.Now)
+	halfway := errors.New("halfway")
+	var wg sync.WaitGroup
+	for i := range 20 {
+		key := fmt.Sprint("k", i)
+		token := claim(t, db, key)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := pay.Completion{ClaimRequest: request(key), Claim: token, Status: 201, Body: []byte("{}"), Charge: charge(time.Now())}
+			if i%2 == 0 {
+				c.BeforeCommit = func() error { return halfway }
+			}
+			_, err := db.Complete(ctx, c)
+			if (i%2 == 0) != errors.Is(err, halfway) {
+				t.Errorf("key %s: %v", key, err)
+			}
+		}()
+	}
+	wg.Wait()
+	started, done, _ := db.KeyCounts(ctx)
+	if n := charges(t, db); started != 10 || done != 10 || n != 10 {
+		t.Fatalf("started %d done %d charges %d, want 10/10/10", started, done, n)
+	}
+}
+
+func prune(t *testing.T, open Open) {
+	clock := newClock()
+	db := open(t, clock.now)
+	oldDone := claim(t, db, "old-done")
+	claim(t, db, "old-started")
+	complete(t, db, "old-done", oldDone, clock.now())
+	clock.advance(25 * time.Hour)
+	complete(t, db, "new-done", claim(t, db, "new-done"), clock.now())
+	pruned, err := db.Prune(ctx, clock.now().Add(-24*time.Hour))
+	if err != nil || len(pruned) != 1 || pruned[0].Key != "old-done" {
+		t.Fatalf("pruned %v %v, want only old-done", pruned, err)
+	}
+	for key, want := range map[string]string{"old-started": pay.StatusStarted, "new-done": pay.StatusDone} {
+		if k, err := db.GetKey(ctx, "s", key); err != nil || k.Status != want {
+			t.Errorf("%s: %+v %v, want %s", key, k, err, want)
+		}
+	}
+	if _, err := db.GetKey(ctx, "s", "old-done"); pay.ErrorCode(err) != pay.ENOTFOUND {
+		t.Errorf("old-done still there: %v", err)
+	}
+	if _, ok := db.CachedResponse("s", "old-done"); ok {
+		t.Error("a pruned key is still in the replay cache")
+	}
+	// A pruned key is a new request for the same order: it may be claimed.
+	if res, err := db.Claim(ctx, request("old-done")); err != nil || !res.Claimed {
+		t.Fatalf("reclaiming a pruned key: %+v %v", res, err)
+	}
+}
+
+func cacheAgreesWithDisk(t *testing.T, open Open) {
+	db := open(t, time.Now)
+	done := complete(t, db, "k", claim(t, db, "k"), time.Now())
+	k, err := db.GetKey(ctx, "s", "k")
+	if err != nil || k.Status != pay.StatusDone || string(k.ResponseBody) != string(done.Body) || k.ResponseStatus != 201 {
+		t.Fatalf("key on disk %+v %v, completion %+v", k, err, done)
+	}
+	if r, ok := db.CachedResponse("s", "k"); ok && (string(r.Body) != string(k.ResponseBody) || r.Status != k.ResponseStatus) {
+		t.Fatalf("the cache holds %+v, the disk %+v", r, k)
+	}
+}
+
+func staleTokens(t *testing.T, open Open) {
+	db := open(t, time.Now)
+	token := claim(t, db, "k")
+	if released, err := db.Release(ctx, "s", "k", "not-"+token); err != nil || released {
+		t.Fatalf("release with a stale token: %v %v", released, err)
+	}
+	if k, err := db.GetKey(ctx, "s", "k"); err != nil || k.Status != pay.StatusStarted || k.Claim != token {
+		t.Fatalf("key after a stale release: %+v %v", k, err)
+	}
+	if released, err := db.Release(ctx, "s", "k", token); err != nil || !released {
+		t.Fatalf("release with its own token: %v %v", released, err)
+	}
+	if released, err := db.Release(ctx, "s", "k", token); err != nil || released {
+		t.Fatalf("a second release: %v %v", released, err)
+	}
+}
+
+func lateCompletion(t *testing.T, open Open) {
+	db := open(t, time.Now)
+	token := claim(t, db, "k")
+	if _, err := db.Release(ctx, "s", "k", token); err != nil {
+		t.Fatal(err)
+	}
+	ch := charge(time.Now())
+	done, err := db.Complete(ctx, pay.Completion{ClaimRequest: request("k"), Claim: token, Status: 201, Body: ch.ResponseBody(), Charge: ch})
+	if err != nil || !done.ClaimLost {
+		t.Fatalf("late completion: %+v %v", done, err)
+	}
+	if n := charges(t, db); n != 1 {
+		t.Fatalf("%d charges, want the gateway's one", n)
+	}
+	k, err := db.GetKey(ctx, "s", "k")
+	if err != nil || k.Status != pay.StatusDone || string(k.ResponseBody) != string(ch.ResponseBody()) {
+		t.Fatalf("key after the late completion: %+v %v", k, err)
+	}
+	if r, ok := db.CachedResponse("s", "k"); ok && string(r.Body) != string(k.ResponseBody) {
+		t.Fatalf("the cache disagrees with the disk: %s", r.Body)
+	}
+}
+
+func lateCompletionReclaimed(t *testing.T, open Open) {
+	db := open(t, time.Now)
+	first := claim(t, db, "k")
+	if _, err := db.Release(ctx, "s", "k", first); err != nil {
+		t.Fatal(err)
+	}
+	second := claim(t, db, "k")
+	ch := charge(time.Now())
+	done, err := db.Complete(ctx, pay.Completion{ClaimRequest: request("k"), Claim: first, Status: 201, Body: ch.ResponseBody(), Charge: ch})
+	if err != nil || !done.ClaimLost || string(done.Body) != string(ch.ResponseBody()) {
+		t.Fatalf("late completion: %+v %v", done, err)
+	}
+	if k, _ := db.GetKey(ctx, "s", "k"); k.Status != pay.StatusStarted || k.Claim != second {
+		t.Fatalf("the second claim lost its key: %+v", k)
+	}
+	if _, ok := db.CachedResponse("s", "k"); ok {
+		t.Fatal("a started key has a cached answer")
+	}
+	// The second request reaches the same gateway charge and answers it.
+	again := charge(time.Now())
+	done, err = db.Complete(ctx, pay.Completion{ClaimRequest: request("k"), Claim: second, Status: 201, Body: again.ResponseBody(), Charge: again})
+	if err != nil || done.ClaimLost || !done.ChargeExisted || string(done.Body) != string(ch.ResponseBody()) {
+		t.Fatalf("second completion: %+v %v", done, err)
+	}
+	if n := charges(t, db); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+}
+
+func keyPaysForOneOrder(t *testing.T, open Open) {
+	clock := newClock()
+	db := open(t, clock.now)
+	complete(t, db, "k", claim(t, db, "k"), clock.now())
+	clock.advance(48 * time.Hour)
+	if _, err := db.Prune(ctx, clock.now().Add(-24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	other := request("k")
+	other.OrderID, other.Fingerprint = "B-2", "fp2"
+	res, err := db.Claim(ctx, other)
+	if err != nil || res.Claimed || res.Reused == nil || res.Reused.OrderID != "A-1" {
+		t.Fatalf("claim for another order: %+v %v", res, err)
+	}
+	if _, err := db.GetKey(ctx, "s", "k"); pay.ErrorCode(err) != pay.ENOTFOUND {
+		t.Fatalf("a refused claim wrote the key: %v", err)
+	}
+	if res, err := db.Claim(ctx, request("k")); err != nil || !res.Claimed {
+		t.Fatalf("the same order again is a late retry and may claim: %+v %v", res, err)
+	}
+}
+
+func startedBefore(t *testing.T, open Open) {
+	clock := newClock()
+	db := open(t, clock.now)
+	older := claim(t, db, "older")
+	clock.advance(time.Second)
+	claim(t, db, "newer")
+	clock.advance(time.Second)
+	complete(t, db, "done", claim(t, db, "done"), clock.now())
+	rows, err := db.StartedBefore(ctx, clock.now().Add(-1500*time.Millisecond))
+	if err != nil || len(rows) != 1 || rows[0].Key != "older" || rows[0].Claim != older {
+		t.Fatalf("started before: %+v %v", rows, err)
+	}
+	rows, err = db.StartedBefore(ctx, clock.now().Add(time.Hour))
+	if err != nil || len(rows) != 2 || rows[0].Key != "older" || rows[1].Key != "newer" {
+		t.Fatalf("every started key, oldest first: %+v %v", rows, err)
+	}
+}
+
+// clock is a manual clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)} }
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
