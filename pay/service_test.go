@@ -1,0 +1,190 @@
+package pay_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"paytwice/pay"
+	"paytwice/store"
+)
+
+// ledger is an in-memory gateway, idempotent by key like the real one.
+// When hold is set, a charge waits on it, after telling called.
+type ledger struct {
+	mu      sync.Mutex
+	charges map[string]pay.GatewayCharge
+	now     func() time.Time
+	hold    chan struct{}
+	called  chan struct{}
+	timeout bool
+}
+
+func (l *ledger) Charge(ctx context.Context, key, orderID string, amount int64) (pay.GatewayCharge, error) {
+	if l.hold != nil {
+		l.called <- struct{}{}
+		<-l.hold
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g, ok := l.charges[key]
+	if !ok {
+		g = pay.GatewayCharge{Key: key, ID: pay.NewID("gw_"), OrderID: orderID, AmountSatang: amount, CreatedAt: l.now()}
+		l.charges[key] = g
+	}
+	if l.timeout {
+		return pay.GatewayCharge{}, pay.ErrGatewayTimeout
+	}
+	return g, nil
+}
+
+func (l *ledger) Lookup(ctx context.Context, key string) (pay.GatewayCharge, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g, ok := l.charges[key]
+	return g, ok, nil
+}
+
+type world struct {
+	svc   *pay.Service
+	db    *store.DB
+	gw    *ledger
+	clock time.Time
+	mu    sync.Mutex
+}
+
+func (w *world) now() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.clock
+}
+
+func (w *world) advance(d time.Duration) {
+	w.mu.Lock()
+	w.clock = w.clock.Add(d)
+	w.mu.Unlock()
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{clock: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
+	db, err := store.Open(filepath.Join(t.TempDir(), "pay.db"), store.Options{Now: w.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	w.db = db
+	w.gw = &ledger{charges: map[string]pay.GatewayCharge{}, now: w.now}
+	w.svc = &pay.Service{Store: db, Gateway: w.gw, Now: w.now}
+	return w
+}
+
+func payment(key, order string, amount int64) *pay.Payment {
+	return &pay.Payment{Scope: "s", Key: key, Method: "POST", Path: "/v1/payments",
+		Request: pay.PaymentRequest{OrderID: order, AmountSatang: amount},
+		Render:  func(err error) (int, []byte) { return 500, []byte(pay.ErrorMessage(err)) }}
+}
+
+func TestPayOutcomes(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("a payment is saved with its charge, and the same key again is replayed", func(t *testing.T) {
+		w := newWorld(t)
+		first := w.svc.Pay(ctx, payment("k", "A-1", 100))
+		if first.Kind != pay.Saved || first.Status != 201 || first.Charge == nil {
+			t.Fatalf("first: %+v", first)
+		}
+		again := w.svc.Pay(ctx, payment("k", "A-1", 100))
+		if again.Kind != pay.Replayed || string(again.Body) != string(first.Body) {
+			t.Fatalf("again: %+v", again)
+		}
+		if other := w.svc.Pay(ctx, payment("k", "A-1", 200)); other.Kind != pay.Mismatch {
+			t.Fatalf("another body: %+v", other)
+		}
+	})
+
+	t.Run("a gateway time-out leaves the key started, and the sweeper settles it with the gateway's charge", func(t *testing.T) {
+		w := newWorld(t)
+		w.gw.timeout = true
+		if o := w.svc.Pay(ctx, payment("k", "A-1", 100)); o.Kind != pay.Unknown {
+			t.Fatalf("timed out: %+v", o)
+		}
+		if o := w.svc.Pay(ctx, payment("k", "A-1", 100)); o.Kind != pay.InProgress {
+			t.Fatalf("retry while started: %+v", o)
+		}
+		w.advance(time.Minute)
+		out, err := w.svc.Sweep(ctx, 30*time.Second)
+		if err != nil || len(out) != 1 || !out[0].Charged {
+			t.Fatalf("sweep: %+v %v", out, err)
+		}
+		if o := w.svc.Pay(ctx, payment("k", "A-1", 100)); o.Kind != pay.Replayed || o.Status != 201 {
+			t.Fatalf("retry after the sweep: %+v", o)
+		}
+	})
+
+	t.Run("the sweeper never closes a claim whose payment is still running, however old", func(t *testing.T) {
+		w := newWorld(t)
+		w.gw.hold, w.gw.called = make(chan struct{}), make(chan struct{}, 1)
+		done := make(chan pay.Outcome, 1)
+		go func() { done <- w.svc.Pay(ctx, payment("k", "A-1", 100)) }()
+		<-w.gw.called
+		w.advance(time.Hour)
+		if out, err := w.svc.Sweep(ctx, 30*time.Second); err != nil || len(out) != 0 {
+			t.Fatalf("swept a running payment: %+v %v", out, err)
+		}
+		close(w.gw.hold)
+		if o := <-done; o.Kind != pay.Saved || o.Status != 201 {
+			t.Fatalf("the payment: %+v", o)
+		}
+	})
+
+	t.Run("a delay cut short releases the claim before anything happened", func(t *testing.T) {
+		w := newWorld(t)
+		w.svc.Sleep = func(context.Context, time.Duration) error { return context.Canceled }
+		p := payment("k", "A-1", 100)
+		p.Faults.Delay = time.Second
+		if o := w.svc.Pay(ctx, p); o.Kind != pay.Released || !errors.Is(o.Err, pay.ErrInterrupted) {
+			t.Fatalf("interrupted: %+v", o)
+		}
+		if _, err := w.db.GetKey(ctx, "s", "k"); pay.ErrorCode(err) != pay.ENOTFOUND {
+			t.Fatalf("the claim stayed: %v", err)
+		}
+	})
+
+	t.Run("a transaction failing halfway after the charge leaves the key to the sweeper", func(t *testing.T) {
+		w := newWorld(t)
+		p := payment("k", "A-1", 100)
+		p.Faults.FailHalfway = true
+		if o := w.svc.Pay(ctx, p); o.Kind != pay.RolledBack {
+			t.Fatalf("halfway: %+v", o)
+		}
+		if n, _ := w.db.CountCharges(ctx); n != 0 {
+			t.Fatalf("%d charges after the rollback", n)
+		}
+		w.advance(time.Minute)
+		if out, err := w.svc.Sweep(ctx, 30*time.Second); err != nil || len(out) != 1 || !out[0].Charged {
+			t.Fatalf("sweep: %+v %v", out, err)
+		}
+	})
+
+	t.Run("a pruned key reused for another order is refused, never answered with the other charge", func(t *testing.T) {
+		w := newWorld(t)
+		w.svc.Pay(ctx, payment("k", "A-1", 100))
+		w.advance(48 * time.Hour)
+		if _, err := w.db.Prune(ctx, w.now().Add(-24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if o := w.svc.Pay(ctx, payment("k", "B-2", 100)); o.Kind != pay.Reused || pay.ErrorCode(o.Err) != pay.EMISMATCH {
+			t.Fatalf("reuse: %+v", o)
+		}
+		if o := w.svc.Pay(ctx, payment("k", "A-1", 100)); o.Kind != pay.Saved || o.Status != 201 {
+			t.Fatalf("late retry of the same order: %+v", o)
+		}
+		if n, _ := w.db.CountCharges(ctx); n != 1 {
+			t.Fatalf("%d charges, want 1", n)
+		}
+	})
+}
