@@ -22,6 +22,13 @@ type Service struct {
 	Now func() time.Time
 	// Sleep waits out the delay fault; nil means a timer. Tests replace it.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// WorkContext gives the context a claimed payment's work runs under.
+	// The work belongs to the server, not to the caller's connection: a
+	// client that hangs up must not leave it half done, so it should not
+	// end with the caller's context; it should be bounded (the gateway
+	// time-out, shorter than the lock timeout) and end at shutdown. nil
+	// means the caller's context without its cancellation.
+	WorkContext func() (context.Context, context.CancelFunc)
 
 	running runningClaims
 }
@@ -43,7 +50,8 @@ type Payment struct {
 	// Render turns an error that is saved on the key into the status and
 	// body a replay sends, as the caller's protocol writes them.
 	Render func(error) (status int, body []byte)
-	// Observe, when set, is told every step, in order.
+	// Observe, when set, is told every step, in order, on the payment's
+	// own goroutine: it may block to hold the payment at that step.
 	Observe func(Step)
 }
 
@@ -192,7 +200,12 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 	p.observe(StepClaimed, 0, "key row inserted as started")
 
 	// 3. The work belongs to the server from here, not to the connection.
-	return s.Execute(context.WithoutCancel(ctx), p, claim.Claim)
+	work, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if s.WorkContext != nil {
+		work, cancel = s.WorkContext()
+	}
+	defer cancel()
+	return s.Execute(work, p, claim.Claim)
 }
 
 // AnswerHeld answers the payment from the row that already holds its key:

@@ -267,3 +267,19 @@ func TestKeyTableOnlyLabFollowsTheProtocol(t *testing.T) {
 		})
 	}
 }
+
+func TestClaimedWorkIsBoundedByTheGatewayTimeout(t *testing.T) {
+	// The work runs under the server's own context, bounded by the gateway
+	// time-out: a gateway that never answers is a 504, and the key stays
+	// started for the sweeper.
+	env := newFIEnv(t, Config{GatewayTimeout: 50 * time.Millisecond})
+	release := env.holdGateway()
+	defer release()
+	r := env.mustPay("bounded", `{"order_id":"F-9","amount_satang":100}`)
+	if r.Status != http.StatusGatewayTimeout {
+		t.Fatalf("got %d %s, want 504", r.Status, r.Body)
+	}
+	if st := env.keyStatus("bounded"); st != pay.StatusStarted {
+		t.Fatalf("key is %q, want started", st)
+	}
+}

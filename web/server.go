@@ -127,7 +127,10 @@ func NewServer(cfg Config, db *store.DB, clock *sim.Clock) *Server {
 	s.lab = newLab(s)
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.protocol = &pay.Service{Store: db, Gateway: s.gateway.With(sim.GatewaySwitches{}), Now: clock.Now,
-		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) }}
+		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) },
+		WorkContext: func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
+		}}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.echo = s.routes()
 	return s
