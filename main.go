@@ -136,7 +136,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer ledger.Close()
 
-	srv := web.NewServer(web.Config{Ledger: ledger, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter}, db, clock)
+	srv := web.NewServer(web.Config{Ledger: ledger, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter, ListenAddr: ln.Addr()}, db, clock)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Close what a crash left behind before the first request can arrive:

@@ -319,7 +319,7 @@ func TestPagesNeedNoInlineCode(t *testing.T) {
 	pages := map[string]templ.Component{
 		"checkout": CheckoutPage(Checkout{OrderID: "A-1001", Amount: 129900, Key: "8e03978e-40d5-43e8-bc93-6894a57f9324",
 			BackoffBaseMS: 500, BackoffCapMS: 8000, MaxRetries: 5, Presenter: true}),
-		"board": BoardPage(Board{JoinURLs: []string{"http://192.0.2.7:8080", "http://localhost:8080"}}),
+		"board": BoardPage(Board{Join: Join{URLs: []string{"http://192.0.2.7:8080", "http://localhost:8080"}, QR: "/join/qr.png"}}),
 	}
 	for name, c := range pages {
 		t.Run(name+" has no inline script, style or handler", func(t *testing.T) {

@@ -88,7 +88,7 @@ func (s *Server) handleBoard(c echo.Context) error {
 	}
 	d := views.Board{
 		Live:      s.live().snapshot(),
-		JoinURLs:  joinURLs(r),
+		Join:      s.joinView(r),
 		Presenter: s.isPresenter(r),
 		Locked:    s.cfg.PresenterToken != "",
 		Lab:       s.labView(r.Context(), s.isPresenter(r)),
@@ -107,39 +107,7 @@ func newOrderID() string {
 	return "A-" + strconv.FormatInt(1000+n.Int64(), 10)
 }
 
-// joinURLs lists the addresses students should open. When the presenter
-// opened the board on this machine (localhost), the machine's own network
-// addresses are what others can reach; otherwise the address the
-// presenter used is.
-func joinURLs(r *http.Request) []string {
-	scheme := "http://"
-	if r.TLS != nil {
-		scheme = "https://"
-	}
-	host, port, err := net.SplitHostPort(r.Host)
-	if err != nil {
-		host, port = r.Host, ""
-	}
-	withPort := func(h string) string {
-		if port == "" {
-			return scheme + h
-		}
-		return scheme + net.JoinHostPort(h, port)
-	}
-	if !isLoopbackHost(host) {
-		return []string{withPort(host)}
-	}
-	var out []string
-	if addrs, err := net.InterfaceAddrs(); err == nil {
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil && !ipn.IP.IsLinkLocalUnicast() {
-				out = append(out, withPort(ipn.IP.String()))
-			}
-		}
-	}
-	return append(out, withPort(host))
-}
-
+// isLoopbackHost reports whether h names this machine only.
 func isLoopbackHost(h string) bool {
 	if strings.EqualFold(h, "localhost") {
 		return true

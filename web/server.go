@@ -8,9 +8,11 @@ import (
 	"context"
 	"errors"
 	"log"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -46,6 +48,10 @@ type Config struct {
 	// payments store. main gives it a file of its own, as a real provider's
 	// database is not ours: its commits then run in parallel with ours.
 	Ledger *store.DB
+	// ListenAddr is the listener's real address (net.Listener.Addr): the
+	// board and /join show only addresses the server listens on. Unset, the
+	// address each connection arrived on stands in for it.
+	ListenAddr net.Addr
 	// Logger receives unexpected errors; nil means the standard logger.
 	Logger *log.Logger
 }
@@ -110,6 +116,9 @@ type Server struct {
 
 	// The common-mistakes lab and the lessons (web/lab.go).
 	lab *labState
+
+	// listenAddr is the listener's address, for the join address (join.go).
+	listenAddr atomic.Pointer[net.TCPAddr]
 }
 
 // NewServer wires a server around an open store.
@@ -125,6 +134,9 @@ func NewServer(cfg Config, db *store.DB, clock *sim.Clock) *Server {
 		sleep:  sim.Sleep,
 	}
 	s.lab = newLab(s)
+	if a, ok := cfg.ListenAddr.(*net.TCPAddr); ok {
+		s.listenAddr.Store(a)
+	}
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.protocol = &pay.Service{Store: db, Gateway: s.gateway.With(sim.GatewaySwitches{}), Now: clock.Now,
 		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) },
@@ -187,6 +199,7 @@ func (s *Server) routes() *echo.Echo {
 	s.liveRoutes(e)
 	s.simRoutes(e)
 	s.labRoutes(e)
+	s.joinRoutes(e)
 	return e
 }
 

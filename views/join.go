@@ -1,0 +1,32 @@
+package views
+
+import (
+	"net"
+)
+
+// Join is where students join: the addresses the server listens on, best
+// first, and the path of the QR code of the first. With no address, the
+// server listens on loopback only: Listen says where, Local is the
+// address that works on this machine.
+type Join struct {
+	URLs   []string
+	QR     string
+	Listen string
+	Local  string
+}
+
+// Port is the port the server listens on, for the command that starts it
+// for a room.
+func (j Join) Port() string {
+	if _, p, err := net.SplitHostPort(j.Listen); err == nil && p != "" {
+		return p
+	}
+	return "8080"
+}
+
+func joinClass(j Join) string {
+	if len(j.URLs) == 0 {
+		return "join join-unreachable"
+	}
+	return "join"
+}
