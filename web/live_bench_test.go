@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"paytwice/static"
 	"paytwice/web/live"
 )
 
@@ -91,7 +92,7 @@ func sum(sizes map[string]int) int {
 func TestFirstLoadUnder100KB(t *testing.T) {
 	env := newTestEnv(t, Config{})
 	sizes := firstLoad(t, env.URL)
-	for _, want := range []string{"/", "/static/app.css", "/static/live.css", "/static/pay.js", "/static/htmx-2.0.11.min.js", "/static/htmx-ext-sse-2.2.4.min.js"} {
+	for _, want := range []string{"/", static.Path("app.css"), static.Path("live.css"), static.Path("pay.js"), static.Path("htmx-2.0.11.min.js"), static.Path("htmx-ext-sse-2.2.4.min.js")} {
 		if _, ok := sizes[want]; !ok {
 			t.Errorf("the first load does not fetch %s (got %v)", want, sizes)
 		}

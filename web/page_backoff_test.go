@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"paytwice/sim/report"
+	"paytwice/static"
 )
 
 func TestBackoffAPIReproducesTheWorkedExample(t *testing.T) {
@@ -211,7 +212,7 @@ func TestBackoffPage(t *testing.T) {
 			"15.5 s", "7.75 s", "2 requests per millisecond", "<strong>n = 0</strong>",
 			`hx-get="/backoff/results"`, `hx-trigger="input changed delay:300ms, change, submit"`,
 			`<svg class="chart" id="first-round"`, `<svg class="chart" id="all-rounds"`,
-			`href="/static/charts.css"`, `name="htmx-config"`,
+			`href="` + static.Path("charts.css") + `"`, `name="htmx-config"`,
 		} {
 			if !strings.Contains(body, want) {
 				t.Errorf("the page lacks %q", want)
