@@ -2,6 +2,8 @@ package web
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,7 +26,7 @@ func TestStaticFiles(t *testing.T) {
 				seen[m[1]] = true
 			}
 		}
-		for _, name := range []string{"app.css", "live.css", "lab.css", "charts.css", "favicon.svg", "api.js", "pay.js", "lab.js",
+		for _, name := range []string{"app.css", "live.css", "lab.css", "charts.css", "board.css", "favicon.svg", "api.js", "pay.js", "lab.js",
 			"htmx-2.0.11.min.js", "htmx-ext-sse-2.2.4.min.js"} {
 			if !seen[static.Path(name)] {
 				t.Errorf("no page links to %s as %s", name, static.Path(name))
@@ -37,6 +39,22 @@ func TestStaticFiles(t *testing.T) {
 			res := env.get(p)
 			if res.Status != http.StatusOK || res.Header.Get("Cache-Control") != "public, max-age=31536000, immutable" {
 				t.Errorf("GET %s: %d, Cache-Control %q", p, res.Status, res.Header.Get("Cache-Control"))
+			}
+		}
+	})
+
+	t.Run("no template links to a plain name", func(t *testing.T) {
+		files, err := filepath.Glob("../views/*.templ")
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no templates found: %v", err)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), `"/static/`) {
+				t.Errorf("%s links to a file under its plain name; use asset(name)", f)
 			}
 		}
 	})
