@@ -1,0 +1,405 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"paytwice/pay"
+	"paytwice/store"
+)
+
+const keyColumns = `scope, key, method, path, fingerprint, order_id, amount_satang, status,
+	response_status, response_body, created_at, locked_at, completed_at, claim, charge_key`
+
+func scanKey(r pgx.Row) (pay.KeyRow, error) {
+	var k pay.KeyRow
+	var status *int32
+	var completed *time.Time
+	err := r.Scan(&k.Scope, &k.Key, &k.Method, &k.Path, &k.Fingerprint, &k.OrderID, &k.AmountSatang,
+		&k.Status, &status, &k.ResponseBody, &k.CreatedAt, &k.LockedAt, &completed, &k.Claim, &k.ChargeKey)
+	if err != nil {
+		return k, err
+	}
+	if status != nil {
+		k.ResponseStatus = int(*status)
+	}
+	k.CreatedAt, k.LockedAt = k.CreatedAt.UTC(), k.LockedAt.UTC()
+	if completed != nil {
+		k.CompletedAt = completed.UTC()
+	}
+	return k, nil
+}
+
+const chargeColumns = `id, scope, idempotency_key, order_id, amount_satang, gateway_ref, created_at`
+
+func scanCharge(r pgx.Row) (pay.Charge, error) {
+	var c pay.Charge
+	err := r.Scan(&c.ID, &c.Scope, &c.Key, &c.OrderID, &c.AmountSatang, &c.GatewayRef, &c.CreatedAt)
+	c.CreatedAt = c.CreatedAt.UTC()
+	return c, err
+}
+
+// claimAttempts bounds how often Claim tries again when the row that
+// beat it vanished before it could be read (its claim was released in
+// between); each attempt either claims the key or reads its holder.
+const claimAttempts = 5
+
+// errKeyChurning is the (unlikely) outcome of a key that changed hands
+// claimAttempts times while Claim looked at it.
+var errKeyChurning = &pay.Error{Code: pay.EUNAVAILABLE, Message: "The key changed hands too often while it was being claimed; try again."}
+
+// Claim records the key as started unless (scope, key) already exists.
+// The claim itself is one INSERT … ON CONFLICT DO NOTHING RETURNING: of
+// any number of requests on any number of servers, the primary key lets
+// exactly one insert the row, and PostgreSQL makes the others wait until
+// that insert commits or rolls back before they conflict. It commits on
+// its own, so the claim is durable when Claim returns.
+//
+// A key whose key row was pruned may still have its charge recorded. If
+// that charge is for another order or amount, the key is not claimed.
+func (db *DB) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, error) {
+	if err := db.need("payments"); err != nil {
+		return pay.ClaimResult{}, err
+	}
+	// The charge is looked up first, so that a refused claim writes
+	// nothing and the claim stays a single statement.
+	ch, err := scanCharge(db.pool.QueryRow(ctx, `SELECT `+chargeColumns+` FROM charges
+		WHERE scope = $1 AND idempotency_key = $2`, c.Scope, c.ChargeKeyOrKey()))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return pay.ClaimResult{}, err
+	case ch.OrderID != c.OrderID || ch.AmountSatang != c.AmountSatang:
+		return pay.ClaimResult{Reused: &ch}, nil
+	}
+	now := db.now()
+	token := pay.NewToken()
+	for range claimAttempts {
+		var claim string
+		err := db.pool.QueryRow(ctx, `INSERT INTO idempotency_keys
+			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10)
+			ON CONFLICT (scope, key) DO NOTHING RETURNING claim`,
+			c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, token, c.ChargeKey).Scan(&claim)
+		if err == nil {
+			return pay.ClaimResult{Claimed: true, Claim: claim}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return pay.ClaimResult{}, err
+		}
+		// The key is held. Under READ COMMITTED this read sees the row
+		// the insert conflicted with, unless it was released since: then
+		// the key is free again and the insert is retried.
+		row, err := db.GetKey(ctx, c.Scope, c.Key)
+		if pay.ErrorCode(err) == pay.ENOTFOUND {
+			continue
+		}
+		if err != nil {
+			return pay.ClaimResult{}, err
+		}
+		return pay.ClaimResult{Existing: row}, nil
+	}
+	return pay.ClaimResult{}, errKeyChurning
+}
+
+// CachedResponse always misses: a replay reads the key's row. Servers
+// that share the database do not share a process's memory, so a cache
+// here would go on replaying keys that another server pruned or reset.
+func (db *DB) CachedResponse(scope, key string) (pay.Response, bool) { return pay.Response{}, false }
+
+// errChargeDiffers means the key already holds a charge with another
+// gateway reference: a completion never answers with another charge.
+var errChargeDiffers = &pay.Error{Code: pay.EINTERNAL, Message: "This key already holds a different charge; nothing was recorded twice."}
+
+// Complete saves the response on the key the claim holds, with its charge
+// if any, in one transaction, and returns what was saved.
+//
+// The update names the claim's fencing token, so it acts only on the
+// claim it holds. When the claim is gone (a sweeper released the key, a
+// reset emptied the table) the charge is still recorded, and the key row
+// is written again if nobody else holds it. When the key's charge is
+// already recorded with the same gateway reference, it is not recorded
+// twice: the key is closed with that charge's 201.
+func (db *DB) Complete(ctx context.Context, c pay.Completion) (pay.Completed, error) {
+	if err := db.need("payments"); err != nil {
+		return pay.Completed{}, err
+	}
+	now := db.now()
+	var out pay.Completed
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		out = pay.Completed{Response: pay.Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}}
+		tag, err := tx.Exec(ctx, `UPDATE idempotency_keys
+			SET status = 'done', response_status = $1, response_body = $2, completed_at = $3
+			WHERE scope = $4 AND key = $5 AND claim = $6 AND status = 'started'`,
+			c.Status, c.Body, now, c.Scope, c.Key, c.Claim)
+		if err != nil {
+			return err
+		}
+		out.ClaimLost = tag.RowsAffected() != 1
+		if ch := c.Charge; ch != nil {
+			tag, err := tx.Exec(ctx, `INSERT INTO charges (`+chargeColumns+`)
+				VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (scope, idempotency_key) DO NOTHING`,
+				ch.ID, c.Scope, c.ChargeKeyOrKey(), ch.OrderID, ch.AmountSatang, ch.GatewayRef, ch.CreatedAt)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				existing, err := scanCharge(tx.QueryRow(ctx, `SELECT `+chargeColumns+` FROM charges
+					WHERE scope = $1 AND idempotency_key = $2`, c.Scope, c.ChargeKeyOrKey()))
+				if err != nil {
+					return err
+				}
+				if existing.GatewayRef != ch.GatewayRef {
+					return errChargeDiffers
+				}
+				out.ChargeExisted = true
+				if c.Status == pay.PaidStatus {
+					out.Body = existing.ResponseBody()
+					if !out.ClaimLost {
+						if _, err := tx.Exec(ctx, `UPDATE idempotency_keys SET response_body = $1 WHERE scope = $2 AND key = $3`,
+							out.Body, c.Scope, c.Key); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
+		if out.ClaimLost {
+			if err := completeLate(ctx, tx, c, &out, now); err != nil {
+				return err
+			}
+		}
+		if c.BeforeCommit != nil {
+			return c.BeforeCommit()
+		}
+		return nil
+	})
+	if err != nil {
+		return pay.Completed{}, err
+	}
+	return out, nil
+}
+
+// completeLate finishes a completion whose claim was gone. If nobody holds
+// the key and a charge was taken, the row is written again, done with this
+// answer: the key must remember the money. If the key is done with the
+// same request's answer (a sweeper closed it with this very charge), that
+// answer is sent. Otherwise the key is someone else's and is left alone.
+func completeLate(ctx context.Context, tx pgx.Tx, c pay.Completion, out *pay.Completed, now time.Time) error {
+	if c.Charge != nil {
+		tag, err := tx.Exec(ctx, `INSERT INTO idempotency_keys
+			(scope, key, method, path, fingerprint, order_id, amount_satang, status, response_status, response_body,
+			 created_at, locked_at, completed_at, claim, charge_key)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 'done', $8, $9, $10, $10, $10, $11, $12)
+			ON CONFLICT (scope, key) DO NOTHING`,
+			c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, out.Status, out.Body, now, c.Claim, c.ChargeKey)
+		if err != nil || tag.RowsAffected() == 1 {
+			return err
+		}
+	}
+	row, err := scanKey(tx.QueryRow(ctx, `SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = $1 AND key = $2`, c.Scope, c.Key))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return err
+	case row.Status == pay.StatusDone && row.Fingerprint == c.Fingerprint:
+		out.Response = pay.Response{Fingerprint: row.Fingerprint, Status: row.ResponseStatus, Body: row.ResponseBody}
+	}
+	return nil
+}
+
+// Release deletes a started key held by claim, so that a retry runs
+// afresh. It reports whether a row was deleted; done keys, and keys held
+// by another claim, are never released.
+func (db *DB) Release(ctx context.Context, scope, key, claim string) (bool, error) {
+	if err := db.need("payments"); err != nil {
+		return false, err
+	}
+	tag, err := db.pool.Exec(ctx, `DELETE FROM idempotency_keys
+		WHERE scope = $1 AND key = $2 AND claim = $3 AND status = 'started'`, scope, key, claim)
+	return err == nil && tag.RowsAffected() == 1, err
+}
+
+// sweepBatch bounds how many started keys one call of StartedBefore takes.
+const sweepBatch = 500
+
+// StartedBefore returns the started keys locked before cutoff, oldest
+// first: the sweeper's candidates. Every server runs a sweeper, so the
+// selection also takes the keys for this server: it skips the rows
+// another server is selecting at this moment (FOR UPDATE SKIP LOCKED) and
+// the ones another server's sweeper took less than the sweep lease ago,
+// and marks the rest as this server's. Two servers therefore never close
+// the same key; and if one did anyway (a lease outlived by a slow
+// gateway), the fencing token would let only the first close count.
+//
+// Taking a key changes neither its claim nor its lock time: a request
+// still running on this server keeps its key, and a key this server
+// passes over is left to it for the lease, then to anyone.
+func (db *DB) StartedBefore(ctx context.Context, cutoff time.Time) ([]pay.KeyRow, error) {
+	rows, err := db.pool.Query(ctx, `UPDATE idempotency_keys k
+		SET sweep_owner = $2, sweep_until = clock_timestamp() + $3 * interval '1 millisecond'
+		FROM (SELECT scope, key FROM idempotency_keys
+			WHERE status = 'started' AND locked_at < $1
+			  AND (sweep_owner IS NULL OR sweep_owner = $2 OR sweep_until < clock_timestamp())
+			ORDER BY locked_at, key
+			LIMIT $4
+			FOR UPDATE SKIP LOCKED) pick
+		WHERE k.scope = pick.scope AND k.key = pick.key
+		RETURNING `+prefixed("k.", keyColumns),
+		cutoff, db.server, db.lease.Milliseconds(), sweepBatch)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := collectKeys(rows)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(keys, func(a, b pay.KeyRow) int {
+		if c := a.LockedAt.Compare(b.LockedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return keys, nil
+}
+
+// prefixed qualifies every column of a column list with prefix.
+func prefixed(prefix, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = prefix + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+func collectKeys(rows pgx.Rows) ([]pay.KeyRow, error) {
+	defer rows.Close()
+	var keys []pay.KeyRow
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// GetKey reads one key row.
+func (db *DB) GetKey(ctx context.Context, scope, key string) (pay.KeyRow, error) {
+	k, err := scanKey(db.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = $1 AND key = $2`, scope, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return k, pay.Errorf(pay.ENOTFOUND, "No idempotency key %q in this scope.", key)
+	}
+	return k, err
+}
+
+// RecentKeys returns up to limit keys, newest first.
+func (db *DB) RecentKeys(ctx context.Context, limit int) ([]pay.KeyRow, error) {
+	rows, err := db.pool.Query(ctx, `SELECT `+keyColumns+` FROM idempotency_keys
+		ORDER BY locked_at DESC, key LIMIT $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	return collectKeys(rows)
+}
+
+// KeyCounts counts the key rows by status.
+func (db *DB) KeyCounts(ctx context.Context) (started, done int, err error) {
+	err = db.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'started'), count(*) FILTER (WHERE status = 'done')
+		FROM idempotency_keys`).Scan(&started, &done)
+	return started, done, err
+}
+
+// Prune deletes done keys created before cutoff. Started keys are never
+// pruned: their outcome is unknown, and only a sweeper may close them.
+func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]store.PrunedKey, error) {
+	if err := db.need("payments"); err != nil {
+		return nil, err
+	}
+	rows, err := db.pool.Query(ctx, `DELETE FROM idempotency_keys
+		WHERE status = 'done' AND created_at < $1 RETURNING scope, key`, cutoff)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var pruned []store.PrunedKey
+	for rows.Next() {
+		var p store.PrunedKey
+		if err := rows.Scan(&p.Scope, &p.Key); err != nil {
+			return nil, err
+		}
+		pruned = append(pruned, p)
+	}
+	return pruned, rows.Err()
+}
+
+// Reset deletes every key and charge, and the gateway's records when this
+// store holds them: a clean slate for the next demonstration, for every
+// server on the database at once.
+func (db *DB) Reset(ctx context.Context) error {
+	var tables []string
+	if db.schema.has("payments") {
+		tables = append(tables, "idempotency_keys", "charges")
+	}
+	if db.schema.has("ledger") {
+		tables = append(tables, "gateway.charges")
+	}
+	if len(tables) == 0 {
+		return nil
+	}
+	_, err := db.pool.Exec(ctx, fmt.Sprintf("TRUNCATE %s", strings.Join(tables, ", ")))
+	return err
+}
+
+// GetCharge reads one charge of a scope by its id. Another scope's charge
+// is reported as not found.
+func (db *DB) GetCharge(ctx context.Context, scope, id string) (pay.Charge, error) {
+	c, err := scanCharge(db.pool.QueryRow(ctx, `SELECT `+chargeColumns+` FROM charges WHERE id = $1 AND scope = $2`, id, scope))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, pay.Errorf(pay.ENOTFOUND, "No charge %q.", id)
+	}
+	return c, err
+}
+
+func (db *DB) queryCharges(ctx context.Context, query string, args ...any) ([]pay.Charge, error) {
+	rows, err := db.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	charges := []pay.Charge{}
+	for rows.Next() {
+		c, err := scanCharge(rows)
+		if err != nil {
+			return nil, err
+		}
+		charges = append(charges, c)
+	}
+	return charges, rows.Err()
+}
+
+// ChargesByOrder lists a scope's charges for one order, oldest first.
+func (db *DB) ChargesByOrder(ctx context.Context, scope, orderID string) ([]pay.Charge, error) {
+	return db.queryCharges(ctx, `SELECT `+chargeColumns+` FROM charges WHERE scope = $1 AND order_id = $2
+		ORDER BY created_at, id`, scope, orderID)
+}
+
+// RecentCharges returns up to limit charges of every scope, newest first.
+func (db *DB) RecentCharges(ctx context.Context, limit int) ([]pay.Charge, error) {
+	return db.queryCharges(ctx, `SELECT `+chargeColumns+` FROM charges ORDER BY created_at DESC, id DESC LIMIT $1`, limit)
+}
+
+// CountCharges counts every charge.
+func (db *DB) CountCharges(ctx context.Context) (int, error) {
+	var n int
+	err := db.pool.QueryRow(ctx, `SELECT count(*) FROM charges`).Scan(&n)
+	return n, err
+}

@@ -1,0 +1,206 @@
+// Package postgres keeps paytwice's durable state in PostgreSQL, so that
+// several servers can share one database: the idempotency keys and the
+// charges (pay.Storage), and the simulated gateway's ledger (sim.Ledger)
+// in a schema of its own.
+//
+// Nothing held in one process's memory guards a payment here: the two
+// requests of a double-click may reach two servers. The claim is one
+// INSERT … ON CONFLICT DO NOTHING on the key table's primary key,
+// completion and release name the claim's fencing token, and the charge
+// is UNIQUE per key, so the database alone decides every race. Each
+// statement commits with PostgreSQL's default synchronous_commit, so a
+// claim or a completion is durable when its call returns.
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations
+var migrations embed.FS
+
+// Schema says which tables a DB holds.
+type Schema int
+
+const (
+	// SchemaAll holds the payments and the gateway's ledger.
+	SchemaAll Schema = iota
+	// SchemaPayments holds only the idempotency keys and the charges.
+	SchemaPayments
+	// SchemaLedger holds only the simulated gateway's ledger (schema
+	// "gateway"): its own database, or its own schema in ours.
+	SchemaLedger
+)
+
+func (s Schema) has(part string) bool {
+	switch s {
+	case SchemaPayments:
+		return part == "payments"
+	case SchemaLedger:
+		return part == "ledger"
+	}
+	return true
+}
+
+// Options tune a DB. The zero value is usable.
+type Options struct {
+	// Now is the clock that stamps keys and charges; nil means time.Now.
+	// Tests and the demo clock inject their own.
+	Now func() time.Time
+	// Schema chooses the tables; the zero value holds them all.
+	Schema Schema
+	// MaxConns bounds the connection pool; 0 means 16.
+	MaxConns int32
+	// SweepLease is how long a sweeper keeps the started keys it took
+	// from the other servers' sweepers (real time); 0 means a minute.
+	SweepLease time.Duration
+}
+
+// DB is a PostgreSQL store. It is safe for concurrent use, and any number
+// of DBs, in any number of processes, may share one database.
+type DB struct {
+	pool   *pgxpool.Pool
+	now    func() time.Time
+	schema Schema
+	// server names this DB to the other servers' sweepers.
+	server string
+	lease  time.Duration
+}
+
+// IsURL reports whether s names a PostgreSQL database rather than a
+// file: postgres:// or postgresql://.
+func IsURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// Open connects to the database at url, applies the migrations of the
+// schema that it has not recorded yet, and returns the store.
+func Open(ctx context.Context, url string, opts Options) (*DB, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 16
+	}
+	if opts.SweepLease <= 0 {
+		opts.SweepLease = time.Minute
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err) // pgx redacts the password
+	}
+	cfg.MaxConns = opts.MaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := migrate(ctx, pool, opts.Schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres %s: migrate: %w", redact(url), err)
+	}
+	return &DB{pool: pool, now: opts.Now, schema: opts.Schema, server: randomHex(8), lease: opts.SweepLease}, nil
+}
+
+// Close closes the pool; calls made afterwards fail.
+func (db *DB) Close() error {
+	db.pool.Close()
+	return nil
+}
+
+// Now returns the store's clock reading.
+func (db *DB) Now() time.Time { return db.now() }
+
+// Pool is the connection pool, for tests and tools that read the tables
+// directly.
+func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+
+// migrationLock is the advisory lock every server takes to migrate. It is
+// a transaction-level lock: it is released by the commit that records
+// the migrations, or by the rollback when one fails, so a server killed
+// mid-migration holds it no longer than its connection.
+const migrationLock int64 = 0x7061797477696365 // "paytwice"
+
+// migrate applies, in name order, every embedded migration of the schema
+// that the database has not recorded yet, all in one transaction under
+// migrationLock: when several servers start at once, one migrates and
+// the others wait for it, then find every migration recorded. DDL is
+// transactional in PostgreSQL, so a failed migration leaves nothing half
+// done.
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema Schema) error {
+	var names []string
+	for _, part := range []string{"payments", "ledger"} {
+		if !schema.has(part) {
+			continue
+		}
+		found, err := fs.Glob(migrations, "migrations/"+part+"/*.sql")
+		if err != nil {
+			return err
+		}
+		sort.Strings(found)
+		names = append(names, found...)
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		for _, name := range names {
+			tag, err := tx.Exec(ctx, `INSERT INTO schema_migrations (name) VALUES ($1) ON CONFLICT DO NOTHING`, name)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				continue // already applied
+			}
+			body, err := migrations.ReadFile(name)
+			if err != nil {
+				return err
+			}
+			// Without arguments, Exec uses the simple protocol, which runs
+			// a file of several statements.
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// need fails when the DB does not hold the part of the schema a call is
+// for.
+func (db *DB) need(part string) error {
+	if db.schema.has(part) {
+		return nil
+	}
+	return fmt.Errorf("postgres: this store holds no %s tables", part)
+}
+
+// redact hides the password in a database URL.
+func redact(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
