@@ -1,7 +1,11 @@
 package postgres_test
 
 import (
+	"fmt"
+	"sync"
+
 	"context"
+	"paytwice/pay"
 	"testing"
 	"time"
 
@@ -23,4 +27,165 @@ func open(t *testing.T, now func() time.Time) *postgres.DB {
 
 func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, now func() time.Time) storetest.Backend { return open(t, now) })
+}
+
+var ctx = context.Background()
+
+// servers opens n stores on one fresh database, as n servers would, all
+// starting at once: the migrations must run once and every start succeed.
+func servers(t *testing.T, n int, opts postgres.Options) []*postgres.DB {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	dbs := make([]*postgres.DB, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dbs[i], errs[i] = postgres.Open(ctx, url, opts)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("server %d: %v", i, err)
+		}
+		t.Cleanup(func() { dbs[i].Close() })
+	}
+	return dbs
+}
+
+func TestServersStartingTogetherMigrateOnce(t *testing.T) {
+	dbs := servers(t, 6, postgres.Options{})
+	var applied, distinct int
+	if err := dbs[0].Pool().QueryRow(ctx, `SELECT count(*), count(DISTINCT name) FROM schema_migrations`).Scan(&applied, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if applied != distinct || applied == 0 {
+		t.Fatalf("%d migrations recorded, %d distinct", applied, distinct)
+	}
+	// A later start finds everything applied.
+	if _, err := postgres.Open(ctx, dbs[0].Pool().Config().ConnString(), postgres.Options{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func request(key string) pay.ClaimRequest {
+	return pay.ClaimRequest{Scope: "s", Key: key, Method: "POST", Path: "/v1/payments", Fingerprint: "fp", OrderID: "A-1", AmountSatang: 100}
+}
+
+func TestOneKeyClaimedOnceAcrossServers(t *testing.T) {
+	dbs := servers(t, 3, postgres.Options{})
+	const perServer = 20
+	var won, lost int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, db := range dbs {
+		for range perServer {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := db.Claim(ctx, request("k"))
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil:
+					t.Error(err)
+				case res.Claimed:
+					won++
+				default:
+					lost++
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if won != 1 || lost != 3*perServer-1 {
+		t.Fatalf("%d claims won and %d lost, want 1 and %d", won, lost, 3*perServer-1)
+	}
+}
+
+func TestSweepersOnTwoServersNeverTakeTheSameKey(t *testing.T) {
+	dbs := servers(t, 2, postgres.Options{})
+	const stuck = 200
+	for i := range stuck {
+		if res, err := dbs[0].Claim(ctx, request(fmt.Sprint("k", i))); err != nil || !res.Claimed {
+			t.Fatalf("claim: %+v %v", res, err)
+		}
+	}
+	cutoff := time.Now().Add(time.Hour)
+	taken := make([][]pay.KeyRow, len(dbs))
+	var wg sync.WaitGroup
+	for i, db := range dbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Each sweeper asks twice: what it took stays its own.
+			for range 2 {
+				rows, err := db.StartedBefore(ctx, cutoff)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				taken[i] = append(taken[i], rows...)
+			}
+		}()
+	}
+	wg.Wait()
+	owner := map[string]int{}
+	for i, rows := range taken {
+		for _, r := range rows {
+			if o, ok := owner[r.Key]; ok && o != i {
+				t.Fatalf("key %s taken by servers %d and %d", r.Key, o, i)
+			}
+			owner[r.Key] = i
+		}
+	}
+	if len(owner) != stuck {
+		t.Fatalf("%d of %d stuck keys taken", len(owner), stuck)
+	}
+	// Once a server's lease is over, another may take its keys.
+	if _, err := dbs[0].Pool().Exec(ctx, `UPDATE idempotency_keys SET sweep_until = clock_timestamp() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := dbs[1].StartedBefore(ctx, cutoff); err != nil || len(rows) != stuck {
+		t.Fatalf("after the leases ended a sweeper took %d keys (%v), want all %d", len(rows), err, stuck)
+	}
+	if rows, err := dbs[0].StartedBefore(ctx, cutoff); err != nil || len(rows) != 0 {
+		t.Fatalf("server 0 took %d keys (%v) that server 1's lease holds", len(rows), err)
+	}
+}
+
+func TestGatewayLedgerIsIdempotentAcrossServers(t *testing.T) {
+	dbs := servers(t, 3, postgres.Options{Schema: postgres.SchemaLedger})
+	var wg sync.WaitGroup
+	ids := make(chan string, 30)
+	for i := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g := pay.GatewayCharge{Key: "s|k", ID: pay.NewID("gw_"), OrderID: "A-1", AmountSatang: 100, CreatedAt: time.Now()}
+			got, _, err := dbs[i%3].RecordGatewayCharge(ctx, g)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids <- got.ID
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	first := <-ids
+	for id := range ids {
+		if id != first {
+			t.Fatalf("the gateway answered %s and %s for one key", first, id)
+		}
+	}
+	if n, err := dbs[0].CountGatewayCharges(ctx); err != nil || n != 1 {
+		t.Fatalf("%d gateway records (%v), want 1", n, err)
+	}
+	if _, err := dbs[0].Claim(ctx, request("k")); err == nil {
+		t.Fatal("a ledger-only store accepted a claim")
+	}
 }
