@@ -12,6 +12,17 @@ import (
 // answer together. Pay returns what happened as an Outcome; the HTTP
 // adapter (web/payments.go) turns it into a response and never decides a
 // rule itself.
+//
+// What is saved and replayed, the rule in one place: once the work has
+// started, every definite answer is saved on the key with its charge, if
+// any, and replayed byte for byte: the 201, a gateway's refusal (402) or
+// failure (502), a server error after the charge (500), and the 422 for a
+// key the gateway already knew for another order. Nothing is saved for a
+// request refused before its claim (400, 409, 422), for one released
+// before any side effect (503), or when the outcome is unknown (504, a
+// crash midway, a transaction that rolled back after the charge): then
+// the key stays started, and only the sweeper, asking the gateway, closes
+// it.
 
 // Service runs the payment protocol.
 type Service struct {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"paytwice/pay"
+	"paytwice/sim"
 	"paytwice/store"
 )
 
@@ -52,25 +53,16 @@ type world struct {
 	svc   *pay.Service
 	db    *store.DB
 	gw    *ledger
-	clock time.Time
-	mu    sync.Mutex
+	clock *sim.ManualClock
 }
 
-func (w *world) now() time.Time {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.clock
-}
+func (w *world) now() time.Time { return w.clock.Now() }
 
-func (w *world) advance(d time.Duration) {
-	w.mu.Lock()
-	w.clock = w.clock.Add(d)
-	w.mu.Unlock()
-}
+func (w *world) advance(d time.Duration) { w.clock.Advance(d) }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{clock: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
+	w := &world{clock: sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))}
 	db, err := store.Open(filepath.Join(t.TempDir(), "pay.db"), store.Options{Now: w.now})
 	if err != nil {
 		t.Fatal(err)

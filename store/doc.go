@@ -8,4 +8,9 @@
 // and each caller is answered only after the commit that holds its work.
 // Reads use a separate pool of query-only connections, and responses of
 // completed keys, which never change, are cached in memory for replays.
+//
+// DB implements pay.Storage. Each claim writes its own fencing token on
+// the key row, and Complete and Release act only WHERE claim = ?. Any
+// other backend of the protocol must pass the contract in
+// store/storetest, as TestContract makes this one do.
 package store

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"paytwice/pay"
+	"paytwice/sim"
 	"paytwice/store"
 )
 
@@ -168,14 +169,14 @@ func failBeforeCommit(t *testing.T, open Open) {
 }
 
 func prune(t *testing.T, open Open) {
-	clock := newClock()
-	db := open(t, clock.now)
+	clock := sim.NewManualClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	db := open(t, clock.Now)
 	oldDone := claim(t, db, "old-done")
 	claim(t, db, "old-started")
-	complete(t, db, "old-done", oldDone, clock.now())
-	clock.advance(25 * time.Hour)
-	complete(t, db, "new-done", claim(t, db, "new-done"), clock.now())
-	pruned, err := db.Prune(ctx, clock.now().Add(-24*time.Hour))
+	complete(t, db, "old-done", oldDone, clock.Now())
+	clock.Advance(25 * time.Hour)
+	complete(t, db, "new-done", claim(t, db, "new-done"), clock.Now())
+	pruned, err := db.Prune(ctx, clock.Now().Add(-24*time.Hour))
 	if err != nil || len(pruned) != 1 || pruned[0].Key != "old-done" {
 		t.Fatalf("pruned %v %v, want only old-done", pruned, err)
 	}
@@ -278,11 +279,11 @@ func lateCompletionReclaimed(t *testing.T, open Open) {
 }
 
 func keyPaysForOneOrder(t *testing.T, open Open) {
-	clock := newClock()
-	db := open(t, clock.now)
-	complete(t, db, "k", claim(t, db, "k"), clock.now())
-	clock.advance(48 * time.Hour)
-	if _, err := db.Prune(ctx, clock.now().Add(-24*time.Hour)); err != nil {
+	clock := sim.NewManualClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	db := open(t, clock.Now)
+	complete(t, db, "k", claim(t, db, "k"), clock.Now())
+	clock.Advance(48 * time.Hour)
+	if _, err := db.Prune(ctx, clock.Now().Add(-24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	other := request("k")
@@ -300,39 +301,19 @@ func keyPaysForOneOrder(t *testing.T, open Open) {
 }
 
 func startedBefore(t *testing.T, open Open) {
-	clock := newClock()
-	db := open(t, clock.now)
+	clock := sim.NewManualClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	db := open(t, clock.Now)
 	older := claim(t, db, "older")
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	claim(t, db, "newer")
-	clock.advance(time.Second)
-	complete(t, db, "done", claim(t, db, "done"), clock.now())
-	rows, err := db.StartedBefore(ctx, clock.now().Add(-1500*time.Millisecond))
+	clock.Advance(time.Second)
+	complete(t, db, "done", claim(t, db, "done"), clock.Now())
+	rows, err := db.StartedBefore(ctx, clock.Now().Add(-1500*time.Millisecond))
 	if err != nil || len(rows) != 1 || rows[0].Key != "older" || rows[0].Claim != older {
 		t.Fatalf("started before: %+v %v", rows, err)
 	}
-	rows, err = db.StartedBefore(ctx, clock.now().Add(time.Hour))
+	rows, err = db.StartedBefore(ctx, clock.Now().Add(time.Hour))
 	if err != nil || len(rows) != 2 || rows[0].Key != "older" || rows[1].Key != "newer" {
 		t.Fatalf("every started key, oldest first: %+v %v", rows, err)
 	}
-}
-
-// clock is a manual clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)} }
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }
