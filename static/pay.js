@@ -125,26 +125,46 @@
 
   // ------------------------------------------------------------ checkout
 
-  function initCheckout(card) {
-    var cfg = {
-      base: parseInt(card.getAttribute("data-backoff-base-ms"), 10) || 500,
-      cap: parseInt(card.getAttribute("data-backoff-cap-ms"), 10) || 8000,
-      retries: parseInt(card.getAttribute("data-max-retries"), 10),
-    };
-    if (isNaN(cfg.retries)) { cfg.retries = 5; }
+  var TIMES = ["never", "once", "twice", "three times", "four times", "five times", "six times", "seven times", "eight times", "nine times", "ten times"];
+  function times(n) { return TIMES[n] || n + " times"; }
+  function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }
+  function secondsText(ms) { return plural(Math.max(0, Math.ceil(ms / 1000)), "second", "seconds"); }
 
+  function initCheckout(card) {
+    function num(name, dflt) {
+      var v = parseInt(card.getAttribute(name), 10);
+      return isNaN(v) ? dflt : v;
+    }
+    var cfg = {
+      base: num("data-backoff-base-ms", 500) || 500,
+      cap: num("data-backoff-cap-ms", 8000) || 8000,
+      retries: num("data-max-retries", 5),
+      lockMS: num("data-lock-timeout-ms", 30000),
+      sweepMS: num("data-sweep-every-ms", 5000),
+      session: card.getAttribute("data-session") || "",
+    };
+
+    // An order is one action: its key (keys, when a mistake changed it),
+    // its clicks and a row for every request sent for it. It is kept in
+    // localStorage, so a reload shows what was sent and carries on.
+    function freshOrder(orderId, amount, key) {
+      return { orderId: orderId, amount: amount, key: key, keys: [key], firstSent: {}, clicks: 0, rows: [], paid: null };
+    }
     var action = load(ACTION_KEY);
     if (!action || !action.key || !action.orderId || !(action.amount > 0)) {
-      action = {
-        orderId: card.getAttribute("data-order-id"),
-        amount: parseInt(card.getAttribute("data-amount"), 10),
-        key: card.getAttribute("data-key"),
-      };
+      action = freshOrder(card.getAttribute("data-order-id"), parseInt(card.getAttribute("data-amount"), 10), card.getAttribute("data-key"));
     }
+    action.keys = action.keys || [action.key];
+    action.firstSent = action.firstSent || {};
+    action.rows = Array.isArray(action.rows) ? action.rows : [];
+    action.clicks = action.clicks || 0;
     action.paid = action.paid || null;
+    // What this page is doing for the current order right now: requests
+    // in flight, clicks the guard blocked, the sweeper countdown. New
+    // order stops it, so an old order's retries never continue.
+    function freshRun() { return { inflight: 0, blocked: 0, stopped: false, timer: null }; }
+    var run = freshRun();
     var opts = load(OPTIONS_KEY) || { guard: false, retry: false, newKey: false };
-    var inflight = 0;
-    var clicks = 0;
 
     var pay = $("pay"), amount = $("amount"), attempts = $("attempts"), status = $("pay-status"), explain = $("pay-explain");
 
@@ -159,86 +179,170 @@
       if (parseBaht(amount.value) !== action.amount) { amount.value = formatBaht(action.amount); }
     }
 
+    // The guard does not disable the button (a disabled button swallows
+    // the click without a trace): it refuses the click and counts it.
     function drawGuard() {
-      pay.disabled = opts.guard && inflight > 0;
-      pay.setAttribute("aria-busy", inflight > 0 ? "true" : "false");
+      pay.setAttribute("aria-disabled", opts.guard && run.inflight > 0 ? "true" : "false");
+      pay.setAttribute("aria-busy", run.inflight > 0 ? "true" : "false");
     }
 
-    function setStatus(state, nodes) {
-      status.setAttribute("data-state", state);
-      status.textContent = "";
+    function append(parent, nodes) {
       for (var i = 0; i < nodes.length; i++) {
-        status.appendChild(typeof nodes[i] === "string" ? document.createTextNode(nodes[i]) : nodes[i]);
+        parent.appendChild(typeof nodes[i] === "string" ? document.createTextNode(nodes[i]) : nodes[i]);
       }
     }
-
+    function setStatus(state, nodes) {
+      stopTimer();
+      status.setAttribute("data-state", state);
+      status.textContent = "";
+      append(status, nodes);
+    }
     function setExplain(nodes) {
       explain.textContent = "";
       if (!nodes) { explain.hidden = true; return; }
       explain.hidden = false;
-      for (var i = 0; i < nodes.length; i++) {
-        explain.appendChild(typeof nodes[i] === "string" ? document.createTextNode(nodes[i]) : nodes[i]);
-      }
+      append(explain, nodes);
+    }
+    function stopTimer() {
+      if (run.timer) { clearInterval(run.timer); run.timer = null; }
     }
 
-    function drawPaid() {
-      if (action.paid) {
-        setStatus("paid", [badge("paid", "ok"), " Paid \u0e3f" + formatBaht(action.paid.amount) + " for order " + action.orderId + ". Charge ",
-          el("code", "", action.paid.charge || "?"), "."]);
-      }
+    function drawPaid(note) {
+      var p = action.paid;
+      setStatus("paid", [badge("paid", "ok"), " Paid \u0e3f" + formatBaht(p.amount) + " for order " + action.orderId + ". Charge ",
+        el("code", "", p.charge || "?"), "." + (note ? " " + note : "")]);
     }
 
-    // ---- one click: a request, and its retries when they are on
+    function drawSending(note) {
+      var n = run.inflight;
+      var nodes = [badge("sending", "info"), n > 1 ? " " + n + " requests for this order are on their way; no answer yet." :
+        " A request for this order is on its way; no answer yet."];
+      if (run.blocked) {
+        nodes.push(" The guard blocked " + plural(run.blocked, "more click", "more clicks") + ": nothing was sent for " + (run.blocked === 1 ? "it." : "them."));
+      }
+      if (note) { nodes = nodes.concat(note); }
+      setStatus("sending", nodes);
+    }
 
-    function logAttempt(click, attempt, label) {
-      var li = el("li", "attempt");
-      li.appendChild(el("span", "who", "click " + click + (label ? " \u00b7 " + label : "") + (attempt > 0 ? " \u00b7 retry " + attempt : "")));
-      var what = el("span", "what", " sending\u2026");
+    // ---- the rows: one per request (and per blocked click and look-up)
+
+    function rowLabel(r) {
+      if (r.kind === "reconcile") { return (r.click ? "click " + r.click + " \u00b7 " : "") + "look-up"; }
+      return "click " + r.click + (r.label ? " \u00b7 " + r.label : "") + (r.attempt > 0 ? " \u00b7 retry " + r.attempt : "");
+    }
+
+    function paint(r) {
+      var li = r.li;
+      if (!li) {
+        li = el("li");
+        // Not enumerable: JSON.stringify leaves the element out.
+        Object.defineProperty(r, "li", { value: li, writable: true });
+      }
+      li.className = "attempt" + (r.kind !== "send" ? " " + r.kind : "");
+      li.textContent = "";
+      if (r.kind !== "send") { li.setAttribute("data-kind", r.kind); }
+      if (r.status) { li.setAttribute("data-status", r.status); }
+      if (r.key) { li.setAttribute("data-key", r.key); }
+      if (r.paid) { li.setAttribute("data-paid", r.paid); }
+      if (r.wasted) { li.setAttribute("data-wasted", "true"); }
+      li.appendChild(el("span", "who", rowLabel(r)));
+      var what = el("span", "what", " ");
+      if (r.badge) {
+        what.appendChild(badge(r.badge, r.tone));
+        what.appendChild(document.createTextNode(" " + (r.words || "")));
+      } else {
+        what.appendChild(document.createTextNode(r.words || "sending\u2026"));
+      }
+      if (r.wasted) {
+        what.appendChild(document.createTextNode(" "));
+        what.appendChild(badge("wasted", "bad"));
+      }
       li.appendChild(what);
-      attempts.insertBefore(li, attempts.firstChild);
-      while (attempts.children.length > 30) { attempts.removeChild(attempts.lastChild); }
-      return { li: li, what: what };
+      if (r.wait) { li.appendChild(el("span", "wait", " \u2192 " + r.wait)); }
+      return li;
     }
 
-    function describe(row, res) {
-      row.what.textContent = " ";
+    function addRow(ord, r) {
+      r.kind = r.kind || "send";
+      ord.rows.unshift(r);
+      if (ord.rows.length > 30) { ord.rows.length = 30; }
+      if (ord === action) {
+        attempts.insertBefore(paint(r), attempts.firstChild);
+        while (attempts.children.length > 30) { attempts.removeChild(attempts.lastChild); }
+        save();
+      }
+      return r;
+    }
+    function update(ord, r) {
+      if (r.li) { paint(r); }
+      if (ord === action) { save(); }
+    }
+
+    function describe(r, res) {
       if (res.network) {
-        row.li.setAttribute("data-status", "network");
-        row.what.appendChild(badge("no response", "bad"));
-        row.what.appendChild(document.createTextNode(" " + res.network));
+        r.status = "network";
+        r.badge = "no response";
+        r.tone = "bad";
+        r.words = res.network;
         return;
       }
-      row.li.setAttribute("data-status", String(res.status));
-      var tone = res.status < 300 ? "ok" : (res.status === 409 || res.status === 429 ? "warn" : "bad");
-      row.what.appendChild(badge(String(res.status), tone));
-      var words = res.status < 300 ? (res.replayed ? "replayed: the saved answer, nothing charged again" : "created")
-        : ((res.body && res.body.title) || "error");
-      row.what.appendChild(document.createTextNode(" " + words));
+      r.status = String(res.status);
+      r.tone = res.status < 300 ? "ok" : (res.status === 409 || res.status === 429 ? "warn" : "bad");
+      r.badge = String(res.status) + (res.replayed ? " replayed" : "");
+      if (res.status < 300) {
+        r.words = res.replayed ? "the saved answer, sent again: nothing charged again" : "created";
+      } else if (res.status === 409) {
+        r.words = "refused: this key's first request has not finished, and the server runs a key only once";
+      } else {
+        r.words = (res.body && res.body.title) || "error";
+        if (res.replayed) { r.words += " (the saved answer, sent again)"; }
+      }
     }
 
-    function countdown(row, ms, n, ceiling) {
-      var wait = el("span", "wait");
-      row.li.appendChild(wait);
+    function countdown(ord, r, ms, n, ceiling, forced) {
       var until = Date.now() + ms;
       return new Promise(function (resolve) {
         function tick() {
+          if (run !== r.run || run.stopped) {
+            clearInterval(timer);
+            r.wait = "stopped: a new order began";
+            update(ord, r);
+            resolve(false);
+            return;
+          }
           var left = Math.max(0, until - Date.now());
-          wait.textContent = " \u2192 retry " + n + " in " + (left / 1000).toFixed(2) + " s (drawn from 0\u2013" + (ceiling / 1000).toFixed(2) + " s)";
-          if (left <= 0) { clearInterval(timer); wait.textContent = " \u2192 waited " + (ms / 1000).toFixed(2) + " s"; resolve(); }
+          if (left <= 0) {
+            clearInterval(timer);
+            r.wait = "waited " + (ms / 1000).toFixed(2) + " s" + (forced ? " (the server's Retry-After)" : "");
+            update(ord, r);
+            resolve(true);
+            return;
+          }
+          r.wait = "retry " + n + " in " + (left / 1000).toFixed(2) + " s " + (forced ? "(the server asked for " + secondsText(ms) + ")" :
+            "(drawn from 0\u2013" + (ceiling / 1000).toFixed(2) + " s)");
+          if (r.li) { paint(r); }
         }
         var timer = setInterval(tick, 50);
         tick();
       });
     }
 
+    // Payment requests go without cookies and carry the session in a
+    // header: the browser keeps a separate connection pool for them, and
+    // the server closes each connection after its answer, so every attempt
+    // goes out on a fresh connection. On a reused one, Chromium would send
+    // a POST again by itself when the connection closes unanswered, and the
+    // page would never see the lost response it has to retry.
     function send(req) {
       var ctl = new AbortController();
       var timer = setTimeout(function () { ctl.abort(); }, ATTEMPT_TIMEOUT_MS);
+      var headers = { "Content-Type": "application/json", "Idempotency-Key": req.key, "Accept": "application/json" };
+      if (cfg.session) { headers["Paytwice-Session"] = cfg.session; }
       return fetch("/v1/payments", {
         method: "POST",
-        headers: { "Content-Type": "application/json", "Idempotency-Key": req.key, "Accept": "application/json" },
+        headers: headers,
         body: JSON.stringify({ order_id: req.orderId, amount_satang: req.amount }),
-        credentials: "same-origin",
+        credentials: cfg.session ? "omit" : "same-origin",
         cache: "no-store",
         signal: ctl.signal,
       }).then(function (r) {
@@ -248,8 +352,40 @@
           return { status: r.status, body: body, replayed: r.headers.get("Idempotent-Replayed") === "true", retryAfter: r.headers.get("Retry-After") };
         });
       }, function (err) {
-        return { network: err && err.name === "AbortError" ? "timed out" : "the connection failed" };
+        return { network: err && err.name === "AbortError" ? "timed out: no answer in " + (ATTEMPT_TIMEOUT_MS / 1000) + " s" : "the connection closed with no answer" };
       }).finally(function () { clearTimeout(timer); });
+    }
+
+    // GET /v1/payments?order_id=: is the order paid? "unknown" when the
+    // look-up itself failed.
+    async function lookUp(ord, click, why) {
+      var r = addRow(ord, { kind: "reconcile", click: click, words: why + " GET /v1/payments?order_id=" + ord.orderId + "\u2026" });
+      var found = await fetch("/v1/payments?order_id=" + encodeURIComponent(ord.orderId), {
+        credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json" },
+      }).then(function (res) { return res.ok ? res.json() : null; }).catch(function () { return null; });
+      if (!found || !Array.isArray(found.charges)) {
+        r.paid = "unknown";
+        r.badge = "unknown";
+        r.tone = "warn";
+        r.words = "the look-up failed: whether this order is paid is unknown";
+        update(ord, r);
+        return { state: "unknown", charges: [] };
+      }
+      var charges = found.charges;
+      if (charges.length > 0) {
+        r.paid = "true";
+        r.badge = charges.length > 1 ? "paid " + times(charges.length) : "paid";
+        r.tone = charges.length > 1 ? "bad" : "ok";
+        r.words = charges.length > 1 ? "the order has " + charges.length + " charges" : "the order is paid (" + charges[0].charge_id + ")";
+        update(ord, r);
+        return { state: "paid", charges: charges };
+      }
+      r.paid = "false";
+      r.badge = "not paid";
+      r.tone = "mute";
+      r.words = "no charge for this order";
+      update(ord, r);
+      return { state: "none", charges: [] };
     }
 
     // The lab's client mistakes, as the presenter set them for every
@@ -262,10 +398,13 @@
       var input = $("lab-email");
       return (input && input.value.trim()) || "somchai.j@example.com";
     }
-    function changeKey(key) {
-      action.key = key;
-      save();
-      drawAction();
+    function changeKey(ord, key) {
+      ord.key = key;
+      if (ord.keys.indexOf(key) < 0) { ord.keys.push(key); }
+      if (ord === action) {
+        save();
+        drawAction();
+      }
     }
 
     // A 400 or a 422 is the same answer however often it is sent.
@@ -274,13 +413,14 @@
     }
 
     function retryable(res) {
+      if (res.replayed) { return false; } // a saved answer is final: sending the key again replays it again
       if (labOn("retry_every_4xx") && refused(res)) { return true; } // the mistake, on purpose
       return !!res.network || res.status === 409 || res.status === 429 || res.status >= 500;
     }
 
     // One request and, when retrying is on, its retries. Every answer
     // that only repeats a refusal the page already had is marked wasted.
-    async function sendWithRetries(n, req, label) {
+    async function sendWithRetries(ord, my, n, req, label) {
       var retrying = opts.retry || labOn("new_key_per_retry") || labOn("retry_every_4xx");
       var refusals = 0;
       var wasted = 0;
@@ -289,97 +429,99 @@
           // The mistake, on purpose: every retry gets a fresh key, so the
           // server cannot know it is the same payment.
           req.key = uuid();
-          changeKey(req.key);
+          changeKey(ord, req.key);
         }
-        var row = logAttempt(n, attempt, label);
+        if (!ord.firstSent[req.key]) { ord.firstSent[req.key] = Date.now(); }
+        var r = addRow(ord, { click: n, attempt: attempt, label: label, key: req.key });
+        Object.defineProperty(r, "run", { value: my });
         var res = await send(req);
-        describe(row, res);
-        row.li.setAttribute("data-key", req.key);
+        describe(r, res);
         if (refused(res) && ++refusals > 1) {
           wasted++;
-          row.li.setAttribute("data-wasted", "true");
-          row.what.appendChild(document.createTextNode(" "));
-          row.what.appendChild(badge("wasted", "bad"));
+          r.wasted = true;
         }
-        if (!retryable(res) || !retrying || attempt >= cfg.retries) {
+        update(ord, r);
+        if (!retryable(res) || !retrying || attempt >= cfg.retries || my.stopped) {
           res.wasted = wasted;
           return res;
         }
         var ceiling = Math.min(cfg.cap, cfg.base * Math.pow(2, attempt));
         var wait = Math.random() * ceiling;
         var ra = parseInt(res.retryAfter || "", 10);
-        if (!isNaN(ra) && ra * 1000 > wait) { wait = ra * 1000; }
-        setStatus("waiting", [badge("retrying", "warn"), labOn("new_key_per_retry") ?
-          " No final answer yet; retrying soon, under a new key." : " No final answer yet; sending the same key again soon."]);
-        await countdown(row, wait, attempt + 1, ceiling);
+        var forced = !isNaN(ra) && ra * 1000 > wait;
+        if (forced) { wait = ra * 1000; }
+        if (ord === action && my.inflight <= 1) {
+          setStatus("waiting", [badge("retrying", "warn"), labOn("new_key_per_retry") ?
+            " No final answer yet; retrying soon, under a new key." : " No final answer yet; sending the same key again soon."]);
+        }
+        if (!await countdown(ord, r, wait, attempt + 1, ceiling, forced)) {
+          return { stopped: true };
+        }
       }
     }
 
     // After a final 500 the charge may have happened. The right move is to
     // look the order up; the lab's mistake pays again under a new key.
-    async function after500(n, req, res) {
+    async function after500(ord, my, n, req, res) {
       if (labOn("new_key_after_500")) {
         // The mistake, on purpose: give up on the key and pay again.
-        setStatus("waiting", [badge("500", "bad"), " The server failed; paying again under a new key."]);
+        if (ord === action) { setStatus("waiting", [badge("500", "bad"), " The server failed; paying again under a new key."]); }
         req.key = uuid();
-        changeKey(req.key);
-        var again = await sendWithRetries(n, req, "new key after 500");
+        changeKey(ord, req.key);
+        var again = await sendWithRetries(ord, my, n, req, "new key after 500");
         again.afterNewKey = true;
         return again;
       }
-      setStatus("waiting", [badge("500", "bad"), " The server failed after it started: looking the order up before anything else."]);
-      var li = el("li", "attempt reconcile");
-      li.setAttribute("data-kind", "reconcile");
-      li.appendChild(el("span", "who", "click " + n + " \u00b7 look-up"));
-      var what = el("span", "what", " GET /v1/payments?order_id=" + req.orderId + "\u2026");
-      li.appendChild(what);
-      attempts.insertBefore(li, attempts.firstChild);
-      var found = await fetch("/v1/payments?order_id=" + encodeURIComponent(req.orderId), {
-        credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json" },
-      }).then(function (r) { return r.ok ? r.json() : null; }, function () { return null; });
-      var charges = (found && found.charges) || [];
-      what.textContent = " ";
-      if (charges.length > 0) {
-        var ch = charges[charges.length - 1];
-        li.setAttribute("data-paid", "true");
-        what.appendChild(badge("paid", "ok"));
-        what.appendChild(document.createTextNode(" the order is already paid (" + ch.charge_id + "): nothing sent again"));
+      if (ord === action) {
+        setStatus("checking", [badge("500", "bad"), res.replayed ? " The server's saved answer for this key is a failure, and it is final: looking the order up before anything else." :
+          " The server failed after it started: looking the order up before anything else."]);
+      }
+      var found = await lookUp(ord, n, "");
+      if (found.state === "paid") {
+        var ch = found.charges[found.charges.length - 1];
         return { status: 200, reconciled: true, body: { status: "paid", charge_id: ch.charge_id } };
       }
-      li.setAttribute("data-paid", "false");
-      what.appendChild(badge("not paid", "mute"));
-      what.appendChild(document.createTextNode(" no charge for this order yet"));
+      res.lookup = found.state;
       return res;
     }
 
     async function click() {
-      var n = ++clicks;
+      var ord = action, my = run;
+      var n = ++ord.clicks;
+      if (opts.guard && my.inflight > 0) {
+        my.blocked++;
+        addRow(ord, { kind: "blocked", click: n, badge: "blocked", tone: "mute", words: "the guard kept this click from sending anything" });
+        drawSending();
+        return;
+      }
       if (opts.newKey) {
         // The mistake, on purpose: a fresh key for the same order.
-        changeKey(uuid());
+        changeKey(ord, uuid());
       }
-      if (labOn("personal_data_key") && action.key !== personalKey()) {
+      if (labOn("personal_data_key") && ord.key !== personalKey()) {
         // The mistake, on purpose: the customer's e-mail address as the key.
-        changeKey(personalKey());
+        changeKey(ord, personalKey());
       }
       var amt = parseBaht(amount.value);
       if (amt === null) {
         setStatus("invalid", [badge("amount", "bad"), " Type an amount in baht, like 1,299.00."]);
         return;
       }
-      var req = { key: action.key, orderId: action.orderId, amount: amt };
-      inflight++;
+      var req = { key: ord.key, orderId: ord.orderId, amount: amt };
+      my.inflight++;
       drawGuard();
+      if (!ord.paid) { drawSending(); }
+      var res;
       try {
-        var res = await sendWithRetries(n, req, "");
+        res = await sendWithRetries(ord, my, n, req, "");
         if (res.status === 500) {
-          res = await after500(n, req, res);
+          res = await after500(ord, my, n, req, res);
         }
-        finish(req, res);
       } finally {
-        inflight--;
-        drawGuard();
+        my.inflight--;
+        if (my === run) { drawGuard(); }
       }
+      if (!res.stopped && !my.stopped) { finish(ord, my, n, req, res); }
     }
 
     function wastedNote(res) {
@@ -388,21 +530,72 @@
         " got the same answer: sending a " + res.status + " again never changes it."];
     }
 
-    function finish(req, res) {
-      if (req.orderId !== action.orderId) {
-        return; // an earlier order's request, answered after New order: its row above says how it ended
+    // The order was sent under more than one key (a mistake, on purpose):
+    // once nothing is in flight, count its charges.
+    async function checkTwice(ord, my) {
+      if (ord.keys.length < 2 || my.inflight > 0) { return; }
+      var found = await lookUp(ord, 0, "it went out under " + ord.keys.length + " keys:");
+      if (ord !== action || my.stopped || found.charges.length < 2) { return; }
+      var n = found.charges.length;
+      setStatus("twice", [badge("charged " + times(n), "bad"), " Order " + ord.orderId + " was charged " + times(n) + ": " + n + " \u00d7 \u0e3f" +
+        formatBaht(ord.paid ? ord.paid.amount : ord.amount) + ". Each request had a key of its own, so the server saw " + n + " different payments and ran each one."]);
+      setExplain([el("strong", "", "Charged " + times(n) + ". "),
+        "One order needs one key, made once and sent with every click and every retry. ",
+        link("/problems/key-reused", "How a key works")]);
+    }
+
+    // The key is held by a request that never answered: the server will
+    // not run it again until the sweeper has asked the gateway. Count
+    // down to then, and look the order up once the sweeper has been.
+    function drawHeld(ord, my, req) {
+      var since = ord.firstSent[req.key] || Date.now();
+      var due = since + cfg.lockMS;
+      var when = el("strong", "when", "");
+      setStatus("held", [badge("key held", "warn"), " The first request with this key never answered (its connection dropped), and its key is still marked started: " +
+        "the server refuses to run it again while it cannot tell whether the gateway charged. The sweeper asks the gateway once the key is " +
+        secondsText(cfg.lockMS) + " old: ", when, "."]);
+      setExplain([el("strong", "", "Why 409 every time? "), "Nobody is left to finish the first request, so only the sweeper can close its key: it asks the gateway whether a charge with this key exists, and saves that as the answer. Until then a retry with the same key gets 409, and that is what keeps the order from being charged twice. ",
+        link("/problems/request-in-progress", "What 409 means here")]);
+      function tick() {
+        var left = due - Date.now();
+        if (left > 0) {
+          when.textContent = "in " + secondsText(left);
+          return;
+        }
+        if (left > -cfg.sweepMS - 1000) {
+          when.textContent = "now, on its next pass (it runs every " + secondsText(cfg.sweepMS) + ")";
+          return;
+        }
+        stopTimer();
+        lookUp(ord, 0, "after the sweeper:").then(function (found) {
+          if (ord !== action || my.stopped || my.inflight > 0) { return; }
+          if (found.state === "paid") {
+            ord.paid = { amount: req.amount, charge: found.charges[found.charges.length - 1].charge_id, key: req.key };
+            save();
+            drawPaid("The sweeper found the charge at the gateway and closed the key with it.");
+            setExplain(null);
+          } else if (found.state === "none") {
+            setStatus("ready", [badge("not paid", "mute"), " No charge for this order. Pay again with the same key: the server answers what the sweeper saved, or runs it afresh."]);
+          } else {
+            setStatus("unknown", [badge("unknown", "warn"), " The look-up failed: whether this order is paid is unknown. Pay again with the same key; it is safe."]);
+          }
+        });
+      }
+      run.timer = setInterval(tick, 250);
+      tick();
+    }
+
+    function finish(ord, my, n, req, res) {
+      if (ord !== action || my !== run) {
+        return; // an earlier order's request: its row says how it ended
       }
       if (res.status === 201 || (res.status === 200 && res.body && res.body.status === "paid")) {
-        action.paid = { amount: req.amount, charge: res.body && res.body.charge_id, key: req.key };
+        ord.paid = { amount: req.amount, charge: res.body && res.body.charge_id, key: req.key };
         save();
-        drawPaid();
-        if (res.replayed) {
-          status.appendChild(document.createTextNode(" The server replayed its saved answer (Idempotent-Replayed: true)."));
-        }
-        if (res.reconciled) {
-          status.appendChild(document.createTextNode(" The 500 had charged: looking the order up showed it, so nothing was paid twice."));
-        }
+        drawPaid(res.replayed ? "The server replayed its saved answer (Idempotent-Replayed: true)." :
+          res.reconciled ? "The 500 had charged: looking the order up showed it, so nothing was paid twice." : "");
         setExplain(null);
+        checkTwice(ord, my);
         return;
       }
       if (res.status === 422) {
@@ -412,8 +605,21 @@
           link("/problems/key-reused", "More about 422 key reused")]);
         return;
       }
-      if (action.paid && (res.network || res.status === 409)) {
+      if (ord.paid && (res.network || res.status === 409)) {
         drawPaid(); // a slower click ended after the payment went through
+        return;
+      }
+      if (res.status === 409 && my.inflight > 0) {
+        // The first click is still running: the 409 is the protection.
+        drawSending([" ", badge("409", "ok"), " Click " + n + " was refused: the same key is already running, and the server runs it only once. The first click's answer is still to come."]);
+        return;
+      }
+      if (res.network && my.inflight > 0) {
+        drawSending([" Click " + n + " got no answer."]);
+        return;
+      }
+      if (res.status === 409) {
+        drawHeld(ord, my, req);
         return;
       }
       if (res.network) {
@@ -422,12 +628,15 @@
         return;
       }
       var b = res.body || {};
-      var tone = res.status === 409 || res.status === 429 ? "warn" : "bad";
-      setStatus("error", [badge(String(res.status), tone), " " + (b.title || "Error") + ". " + (b.detail || "")].concat(wastedNote(res)));
+      var tone = res.status === 429 ? "warn" : "bad";
+      var detail = res.status === 500 && res.lookup === "none" ? "The order has no charge: paying again with the same key is safe." :
+        res.status === 500 && res.lookup === "unknown" ? "The look-up failed, so whether the order is paid is unknown." : (b.detail || "");
+      setStatus(res.lookup === "unknown" ? "unknown" : "error", [badge(String(res.status), tone), " " + (b.title || "Error") + ". " + detail].concat(wastedNote(res)));
       if (res.afterNewKey) {
         setExplain([el("strong", "", "Paid twice. "),
           "The first 500 came after the charge, and the page paid again under a new key instead of looking the order up. Compare the charges for order " + req.orderId + ". ",
           link("/problems/server-error", "What a 500 means here")]);
+        checkTwice(ord, my);
         return;
       }
       var slug = typeof b.type === "string" ? b.type.replace(/^.*\/problems\//, "") : "";
@@ -438,14 +647,67 @@
       }
     }
 
+    // After a reload: draw the order's rows again; a request that had no
+    // answer yet (or a retry that was counting down) may have charged, so
+    // look the order up.
+    function restore() {
+      attempts.textContent = "";
+      var pending = false;
+      for (var i = action.rows.length - 1; i >= 0; i--) {
+        var r = action.rows[i];
+        if ((r.kind === "send" || r.kind === "reconcile") && !r.badge) {
+          pending = true;
+          r.badge = "reloaded";
+          r.tone = "mute";
+          r.words = "the page was reloaded before the answer came";
+        }
+        if (r.wait && /^retry /.test(r.wait)) {
+          pending = true;
+          r.wait = "retry not sent: the page was reloaded";
+        }
+        attempts.insertBefore(paint(r), attempts.firstChild);
+      }
+      // The last request without a final answer may have charged too.
+      var last = action.rows.filter(function (r) { return r.kind === "send" && r.status; })[0];
+      if (last && (last.status === "network" || last.status === "409" || last.status.charAt(0) === "5")) { pending = true; }
+      save();
+      if (action.paid && action.paid.key === action.key) {
+        drawPaid();
+        return;
+      }
+      if (!action.rows.length) { return; }
+      if (!pending) {
+        setStatus("ready", [badge("sent before", "mute"), " " + plural(action.clicks, "click", "clicks") + " for this order before the reload; the rows below say how each ended."]);
+        return;
+      }
+      var ord = action, my = run;
+      setStatus("checking", [badge("checking", "info"), " The page was reloaded while this order's requests were under way: looking the order up."]);
+      lookUp(ord, 0, "after the reload:").then(function (found) {
+        if (ord !== action || my.stopped || my.inflight > 0) { return; }
+        if (found.state === "paid") {
+          ord.paid = { amount: ord.amount, charge: found.charges[found.charges.length - 1].charge_id, key: ord.key };
+          save();
+          drawPaid("Looked up after the reload.");
+        } else if (found.state === "none") {
+          setStatus("ready", [badge("not paid", "mute"), " Requests were sent before the reload, and the order has no charge yet. Paying again with the same key is safe."]);
+        } else {
+          setStatus("unknown", [badge("unknown", "warn"), " The look-up failed: whether this order is paid is unknown. Paying again with the same key is safe."]);
+        }
+      });
+    }
+
     // ---- wiring
 
     pay.addEventListener("click", function () { click(); });
 
     $("new-order").addEventListener("click", function () {
-      action = { orderId: newOrderID(), amount: action.amount, key: uuid(), paid: null };
+      run.stopped = true;
+      stopTimer();
+      run = freshRun();
+      action = freshOrder(newOrderID(), action.amount, uuid());
       save();
       drawAction();
+      drawGuard();
       attempts.textContent = "";
       setExplain(null);
       setStatus("ready", [badge("ready", "mute"), " New order, new key. Nothing sent yet."]);
@@ -475,9 +737,8 @@
     drawAction();
     drawGuard();
     setExplain(null);
-    if (action.paid && action.paid.key === action.key) { drawPaid(); }
+    restore();
   }
-
   // -------------------------------------------------------------- faults
 
   function faultsStatus(nodes) {
@@ -549,6 +810,27 @@
     });
   }
 
+  // ------------------------------------------------------------- "you"
+
+  // Mark this browser's rows in every live panel: the panels are shared by
+  // the whole room, so only this page knows which "browser 2b03" is its
+  // own. Rows arrive by the event stream; an observer marks each swap.
+  function markYou(root, label) {
+    var pending = false;
+    function mark() {
+      pending = false;
+      var cells = root.querySelectorAll(".who, td, .muted");
+      for (var i = 0; i < cells.length; i++) {
+        var mine = cells[i].children.length === 0 && cells[i].textContent.trim() === label;
+        if (mine !== cells[i].classList.contains("is-you")) { cells[i].classList.toggle("is-you", mine); }
+      }
+    }
+    new MutationObserver(function () {
+      if (!pending) { pending = true; setTimeout(mark, 0); }
+    }).observe(root, { childList: true, subtree: true });
+    mark();
+  }
+
   // ---------------------------------------------------------------- start
 
   function start() {
@@ -560,6 +842,7 @@
     }
     var card = $("checkout");
     if (card) { initCheckout(card); }
+    if (card && live && card.getAttribute("data-you")) { markYou(live, card.getAttribute("data-you")); }
     initFaults();
   }
 

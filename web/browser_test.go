@@ -212,11 +212,6 @@ func TestBrowserDoubleClickWithDelayChargesOnce(t *testing.T) {
 func TestBrowserResponseLostThenRetryReplays(t *testing.T) {
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, sim.Faults{ResponseLost: true})
-	// Chromium re-sends a POST by itself when a reused keep-alive
-	// connection closes without an answer (a retry the page never sees).
-	// One connection per request makes the page see the lost response, so
-	// this tests the page's own retry.
-	env.HTTP.Config.SetKeepAlivesEnabled(false)
 	ctx := liveBrowser(t, 1366, 900)
 	// backoff_ms shrinks the retry delays from 0.5 s to 20 ms.
 	liveOpen(t, ctx, env.URL+"/?backoff_ms=20")

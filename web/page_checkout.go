@@ -41,7 +41,11 @@ func (s *Server) handleCheckout(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ensureSession(c.Response(), r)
+	scope := ensureSession(c.Response(), r)
+	session := ""
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		session = ck.Value // for the page's payments, sent without cookies (freshConnectionPerPayment)
+	}
 	base := backoffBaseMS
 	if v, err := strconv.Atoi(c.QueryParam("backoff_ms")); err == nil && v >= 1 && v <= backoffBaseMS {
 		base = v
@@ -60,6 +64,10 @@ func (s *Server) handleCheckout(c echo.Context) error {
 		LockTimeout:   s.cfg.LockTimeout.String(),
 		Lab:           s.labView(r.Context(), s.isPresenter(r)),
 		Lesson:        lesson,
+		Session:       session,
+		You:           views.ScopeLabel(scope),
+		LockTimeoutMS: int(s.cfg.LockTimeout.Milliseconds()),
+		SweepEveryMS:  int(s.cfg.SweepEvery.Milliseconds()),
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return render(c, http.StatusOK, views.CheckoutPage(d))

@@ -225,3 +225,32 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// pageSessionHeader carries the checkout page's session on its payment
+// requests, which it sends without cookies (credentials: "omit").
+const pageSessionHeader = "Paytwice-Session"
+
+// freshConnectionPerPayment makes every payment attempt of the checkout
+// page travel on a connection of its own. Chromium silently sends a POST
+// again when a reused keep-alive connection closes unanswered, so a
+// dropped connection or a lost response would reach the server twice and
+// never reach the page. Requests without cookies get a connection pool of
+// their own in the browser; answering each with Connection: close leaves
+// that pool empty, so the next attempt opens a fresh connection, and a
+// fresh connection is never re-sent. The session comes in the header
+// instead of the cookie, so the payment keeps the browser's scope.
+func freshConnectionPerPayment(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.URL.Path != paymentsPath {
+			return next(c)
+		}
+		if id := r.Header.Get(pageSessionHeader); validSessionID(id) {
+			if _, err := r.Cookie(sessionCookie); err != nil {
+				r.AddCookie(&http.Cookie{Name: sessionCookie, Value: id})
+			}
+			c.Response().Header().Set("Connection", "close")
+		}
+		return next(c)
+	}
+}

@@ -175,6 +175,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableErrorHandler: false}))
 	e.Use(securityHeaders)
+	e.Use(freshConnectionPerPayment) // before the lab's dispatcher, which reads the scope
 	e.Use(requireClearScope)
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{
 		MinLength: 512,

@@ -1,0 +1,214 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"paytwice/sim"
+)
+
+// The checkout card's browser tests: each failure switch really happens
+// in Chromium, and the card says what happened.
+
+const (
+	attemptStatuses = `[...document.querySelectorAll("#attempts li[data-status]")].map(li => li.dataset.status).reverse().join(" ")`
+	timelineRows    = `document.querySelectorAll("#timeline .tl-row").length`
+	statusState     = `document.getElementById("pay-status").dataset.state`
+	statusText      = `document.getElementById("pay-status").textContent`
+)
+
+// TestBrowserLostResponseEveryTime pays five orders in a row in one page
+// with the response lost: each time the page itself sees no response,
+// waits, retries with the same key and gets the saved 201 replayed. The
+// browser never re-sends a request on its own (each attempt is one row on
+// the timeline), and each order is charged once.
+func TestBrowserLostResponseEveryTime(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{ResponseLost: true})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/?backoff_ms=20")
+	liveDo(t, ctx, "turning retries on", liveClick("#opt-retry"))
+	// Warm the browser's connection pool the way a student's page does.
+	liveEval[int](t, ctx, `Promise.all([fetch("/api/faults"), fetch("/v1/idempotency-policy"), fetch("/static/api.js")]).then(() => 1)`)
+
+	for i := 1; i <= 5; i++ {
+		liveDo(t, ctx, "paying", liveClick("#pay"))
+		liveWait(t, ctx, fmt.Sprintf("order %d paid", i), 10*time.Second, paidNow)
+		if got := liveEval[string](t, ctx, attemptStatuses); got != "network 201" {
+			t.Fatalf("order %d: attempts %q, want %q (no response, then the retry's replay)", i, got, "network 201")
+		}
+		liveWait(t, ctx, "the wait and the replay on the card", time.Second,
+			`/waited \d/.test(document.getElementById("attempts").textContent) && /201 replayed/.test(document.getElementById("attempts").textContent)`)
+		if n := env.charges(); n != i {
+			t.Fatalf("after order %d: %d charges, want %d", i, n, i)
+		}
+		liveWait(t, ctx, "two timeline rows per order", 5*time.Second, fmt.Sprintf(timelineRows+` === %d`, 2*i))
+		liveDo(t, ctx, "new order", liveClick("#new-order"))
+	}
+	liveNoCSPViolations(t, ctx)
+}
+
+// TestBrowserConnectionNeverHappensOncePerAttempt: every attempt the page
+// makes reaches the server once, so the timeline has one row per attempt.
+func TestBrowserConnectionNeverHappensOncePerAttempt(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{ConnectionNeverHappens: true})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/?backoff_ms=5")
+	liveDo(t, ctx, "retries on, pay", liveClick("#opt-retry"), liveClick("#pay"))
+	liveWait(t, ctx, "six attempts, all unanswered", 20*time.Second,
+		`document.querySelectorAll('#attempts li[data-status="network"]').length === 6 && `+statusState+` === "unknown"`)
+	liveWait(t, ctx, "six timeline rows", 5*time.Second, timelineRows+` === 6`)
+	if n := liveEval[int](t, ctx, timelineRows); n != 6 {
+		t.Fatalf("%d timeline rows for 6 attempts", n)
+	}
+}
+
+// TestBrowserCrashMidwayDropsThenHoldsTheKey: the crash is a dropped
+// connection on the card; the next click gets 409 and the card says the key
+// is held until the sweeper asks the gateway, counting down to it, then
+// looks the order up once the sweeper has been.
+func TestBrowserCrashMidwayDropsThenHoldsTheKey(t *testing.T) {
+	env := newTestEnv(t, Config{LockTimeout: 3 * time.Second, SweepEvery: 200 * time.Millisecond})
+	setFaults(t, env, sim.Faults{CrashMidway: true})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+	liveDo(t, ctx, "paying", liveClick("#pay"))
+	liveWait(t, ctx, "the dropped connection", 10*time.Second, attemptStatuses+` === "network"`)
+	liveDo(t, ctx, "paying again", liveClick("#pay"))
+	liveWait(t, ctx, "the key held, counting down", 10*time.Second,
+		attemptStatuses+` === "network 409" && `+statusState+` === "held" && /sweeper asks the gateway/.test(`+statusText+`) && /in \d seconds?/.test(`+statusText+`)`)
+	// The server's clock is the test's, and its jobs do not run in tests:
+	// move the clock past the lock timeout and sweep, as the jobs would.
+	env.Clock.Advance(4 * time.Second)
+	if out, err := env.Server.Sweep(context.Background()); err != nil || len(out) != 1 {
+		t.Fatalf("sweep: %v, %v", out, err)
+	}
+	liveWait(t, ctx, "the look-up after the sweeper, paid", 15*time.Second,
+		paidNow+` && !!document.querySelector('#attempts li[data-kind="reconcile"][data-paid="true"]')`)
+	if n := env.charges(); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+	liveWait(t, ctx, "one timeline row per attempt", 5*time.Second, timelineRows+` >= 2`)
+}
+
+// TestBrowserNewKeyPerClickRedOnTheCard: with the mistake on, the card
+// itself says in red that the order was charged twice.
+func TestBrowserNewKeyPerClickRedOnTheCard(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{DelayMS: 300})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+	liveDo(t, ctx, "the mistake on, then a double-click", liveClick("#opt-newkey"), liveClick("#pay"), liveClick("#pay"))
+	liveWait(t, ctx, "charged twice on the card", 10*time.Second,
+		statusState+` === "twice" && /charged twice/.test(`+statusText+`)`)
+	if n := env.charges(); n != 2 {
+		t.Fatalf("%d charges, want 2", n)
+	}
+	liveWait(t, ctx, "the live panel says twice", 5*time.Second, `/charged twice/.test(document.getElementById("orders").textContent)`)
+}
+
+// TestBrowserConflictDuringDelayIsTheProtection: the second click's 409
+// while the first is still running reads as the protection, and the first
+// click's request stays visibly on its way.
+func TestBrowserConflictDuringDelayIsTheProtection(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	release := sync.OnceFunc(env.holdGateway())
+	t.Cleanup(release)
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+	liveDo(t, ctx, "double-click", liveClick("#pay"), liveClick("#pay"))
+	liveWait(t, ctx, "the 409 shown as the protection", 10*time.Second,
+		`document.querySelectorAll('#attempts li[data-status="409"]').length === 1 && `+statusState+` === "sending" && /runs it only once/.test(`+statusText+`)`)
+	if n := liveEval[int](t, ctx, `[...document.querySelectorAll("#attempts li")].filter(li => /sending/.test(li.textContent) && !li.dataset.status).length`); n != 1 {
+		t.Fatalf("%d rows still sending, want the first click's", n)
+	}
+	release()
+	liveWait(t, ctx, "paid", 10*time.Second, paidNow)
+}
+
+// TestBrowserGuardShowsSendingAndCountsTheBlockedClick.
+func TestBrowserGuardShowsSendingAndCountsTheBlockedClick(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	release := sync.OnceFunc(env.holdGateway())
+	t.Cleanup(release)
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+	liveDo(t, ctx, "guard on, double-click", liveClick("#opt-guard"), liveClick("#pay"), liveClick("#pay"))
+	liveWait(t, ctx, "sending, one click blocked", 10*time.Second,
+		statusState+` === "sending" && /blocked 1 more click/.test(`+statusText+`) && document.querySelectorAll('#attempts li[data-kind="blocked"]').length === 1`)
+	release()
+	liveWait(t, ctx, "paid after one request", 10*time.Second, paidNow+` && `+attemptStatuses+` === "201"`)
+}
+
+// TestBrowserReloadRestoresTheOrder: after a reload the card shows the
+// requests it sent and looks the order up, since the last one had no
+// answer.
+func TestBrowserReloadRestoresTheOrder(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{ResponseLost: true})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+	liveDo(t, ctx, "paying", liveClick("#pay"))
+	liveWait(t, ctx, "no response", 10*time.Second, statusState+` === "unknown"`)
+	liveOpen(t, ctx, env.URL+"/")
+	liveWait(t, ctx, "the restored row and the look-up", 10*time.Second,
+		attemptStatuses+` === "network" && `+paidNow+` && !!document.querySelector('#attempts li[data-kind="reconcile"][data-paid="true"]')`)
+}
+
+// TestBrowserNewOrderStopsPendingRetries: the old order's retries stop at
+// New order and never land in the new order's list.
+func TestBrowserNewOrderStopsPendingRetries(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{ConnectionNeverHappens: true})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+	liveDo(t, ctx, "retries on, pay", liveClick("#opt-retry"), liveClick("#pay"))
+	liveWait(t, ctx, "a retry counting down", 10*time.Second,
+		`!!(window.__row = [...document.querySelectorAll("#attempts li")].find(li => /retry 1 in/.test(li.textContent)))`)
+	liveDo(t, ctx, "new order", liveClick("#new-order"))
+	liveWait(t, ctx, "the old retry stopped", 5*time.Second, `/stopped: a new order began/.test(window.__row.textContent)`)
+	if n := liveEval[int](t, ctx, `document.querySelectorAll("#attempts li").length`); n != 0 {
+		t.Fatalf("%d rows in the new order's list, want none", n)
+	}
+	liveDo(t, ctx, "paying the new order", chromedp.Evaluate[chromedp.Void](`document.getElementById("opt-retry").click()`))
+	setFaults(t, env, sim.Faults{})
+	liveDo(t, ctx, "pay", liveClick("#pay"))
+	liveWait(t, ctx, "paid with click 1", 10*time.Second, paidNow+` && /^click 1\b/.test(document.querySelector("#attempts li .who").textContent)`)
+}
+
+// TestBrowserReplayedFailureIsFinal: a replayed 500 is not retried again;
+// the page looks the order up at once.
+func TestBrowserReplayedFailureIsFinal(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{ServerError: true})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/?backoff_ms=5")
+	liveDo(t, ctx, "retries on, pay", liveClick("#opt-retry"), liveClick("#pay"))
+	liveWait(t, ctx, "the look-up after the replayed 500", 10*time.Second,
+		paidNow+` && !!document.querySelector('#attempts li[data-kind="reconcile"][data-paid="true"]')`)
+	if got := liveEval[string](t, ctx, attemptStatuses); got != "500 500" {
+		t.Fatalf("attempts %q, want the 500 and its replay only", got)
+	}
+}
+
+// TestBrowserYouMarker: this browser's rows in the live panels say "you".
+func TestBrowserYouMarker(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+	you := liveEval[string](t, ctx, `document.getElementById("checkout").dataset.you`)
+	if !strings.HasPrefix(you, "browser ") {
+		t.Fatalf("the card names this browser %q", you)
+	}
+	liveDo(t, ctx, "paying", liveClick("#pay"))
+	liveWait(t, ctx, "paid", 10*time.Second, paidNow)
+	liveWait(t, ctx, "you on the timeline, the charges and the keys", 5*time.Second,
+		`["#timeline", "#charges-body", "#keys-body"].every(s => document.querySelector(s + " .is-you"))`)
+}
