@@ -370,27 +370,27 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "\" aria-describedby=\"amount-note\"><p id=\"amount-note\" class=\"hint\">Sent as <code>amount_satang</code>: <span id=\"amount-satang\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "\" aria-describedby=\"amount-note\"></div><div class=\"pay-row\"><button type=\"button\" id=\"pay\" class=\"primary pay\">Pay ฿<span id=\"pay-amount\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var21 string
-		templ_7745c5c3_Var21, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(d.Amount, 10))
+		templ_7745c5c3_Var21, templ_7745c5c3_Err = templ.JoinStringErrs(Baht(d.Amount))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 84, Col: 130}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 86, Col: 99}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var21))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "</span> (whole satang, never a float). Change it and pay again with the same key to see a 422.</p></div><div class=\"key-box\"><p class=\"key-label\">Idempotency key for this action <span class=\"badge info\" id=\"key-short\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "</span></button> <button type=\"button\" id=\"new-order\">New order</button></div><div id=\"pay-status\" class=\"pay-status\" role=\"status\" aria-live=\"polite\"><span class=\"badge mute\">ready</span> Nothing sent yet for this order.</div><div id=\"pay-explain\" class=\"pay-explain\" aria-live=\"polite\"></div><div class=\"key-box\"><p class=\"key-label\">Idempotency key for this action <span class=\"badge info\" id=\"key-short\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var22 string
 		templ_7745c5c3_Var22, templ_7745c5c3_Err = templ.JoinStringErrs(ShortKey(d.Key))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 87, Col: 113}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 94, Col: 113}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var22))
 		if templ_7745c5c3_Err != nil {
@@ -403,7 +403,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var23 string
 		templ_7745c5c3_Var23, templ_7745c5c3_Err = templ.JoinStringErrs(d.Key)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 88, Col: 47}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 95, Col: 47}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var23))
 		if templ_7745c5c3_Err != nil {
@@ -421,7 +421,7 @@ func CheckoutCard(d Checkout) templ.Component {
 			var templ_7745c5c3_Var24 string
 			templ_7745c5c3_Var24, templ_7745c5c3_Err = templ.JoinStringErrs(d.You)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 90, Col: 76}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 97, Col: 76}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var24))
 			if templ_7745c5c3_Err != nil {
@@ -432,20 +432,20 @@ func CheckoutCard(d Checkout) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</div><div class=\"pay-row\"><button type=\"button\" id=\"pay\" class=\"primary pay\">Pay ฿<span id=\"pay-amount\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</div><p id=\"amount-note\" class=\"hint amount-note\">Sent as <code>amount_satang</code>: <span id=\"amount-satang\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var25 string
-		templ_7745c5c3_Var25, templ_7745c5c3_Err = templ.JoinStringErrs(Baht(d.Amount))
+		templ_7745c5c3_Var25, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(d.Amount, 10))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 94, Col: 99}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 100, Col: 141}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var25))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "</span></button> <button type=\"button\" id=\"new-order\">New order</button></div><div id=\"pay-status\" class=\"pay-status\" role=\"status\" aria-live=\"polite\"><span class=\"badge mute\">ready</span> Nothing sent yet for this order.</div><div id=\"pay-explain\" class=\"pay-explain\" aria-live=\"polite\"></div><ol id=\"attempts\" class=\"attempts\" aria-label=\"Requests sent for this order\"></ol><div class=\"toggles\" role=\"group\" aria-label=\"Client behaviour\"><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-guard\"> <label for=\"opt-guard\">Guard the button</label><p class=\"hint\">Disable Pay while a request is in flight. It stops double-clicks, not lost responses or retries.</p></div><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-retry\"> <label for=\"opt-retry\">Retry automatically</label><p class=\"hint\">On a network error, 409, 429 or 5xx, wait a random time up to ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "</span> (whole satang, never a float). Change it and pay again with the same key to see a 422.</p><ol id=\"attempts\" class=\"attempts\" aria-label=\"Requests sent for this order\"></ol><div class=\"toggles\" role=\"group\" aria-label=\"Client behaviour\"><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-guard\"> <label for=\"opt-guard\">Guard the button</label><p class=\"hint\">Refuse clicks on Pay while a request is in flight, and count them. It stops double-clicks, not lost responses or retries.</p></div><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-retry\"> <label for=\"opt-retry\">Retry automatically</label><p class=\"hint\">On a network error, 409, 429 or 5xx, wait a random time up to ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -200,9 +200,12 @@ type Chapter struct {
 	// watch for, and why it happens.
 	SwitchOn []string
 	Do       []string
-	Watch    []string
-	Why      string
-	Actions  []LessonAction
+	// StudentDo replaces Do for a student when some steps are the
+	// presenter's.
+	StudentDo []string
+	Watch     []string
+	Why       string
+	Actions   []LessonAction
 	// Retry is whether the chapter wants each browser's automatic retries
 	// on; the page sets its checkbox when the chapter starts.
 	Retry      bool

@@ -3,6 +3,8 @@ package web
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -211,4 +213,54 @@ func TestBrowserYouMarker(t *testing.T) {
 	liveWait(t, ctx, "paid", 10*time.Second, paidNow)
 	liveWait(t, ctx, "you on the timeline, the charges and the keys", 5*time.Second,
 		`["#timeline", "#charges-body", "#keys-body"].every(s => document.querySelector(s + " .is-you"))`)
+}
+
+// TestBrowserLessonFitsWithPay: for every chapter, a student's page shows
+// the chapter's Do step and the Pay button on one screen, on a laptop and
+// on a phone, without scrolling; the student reads the student's steps,
+// and sees no button that only the presenter may press.
+func TestBrowserLessonFitsWithPay(t *testing.T) {
+	const token = "teach-5d1c"
+	env := newTestEnv(t, Config{PresenterToken: token})
+	laptop := liveBrowser(t, 1366, 768)
+	phone := liveTab(t, laptop, true)
+	liveDo(t, laptop, "laptop size", chromedp.EmulateViewport(1366, 768))
+	liveDo(t, phone, "phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
+	const fits = `(() => {
+		const pay = document.getElementById("pay").getBoundingClientRect();
+		const doStep = document.querySelector("#lesson .lesson-do").getBoundingClientRect();
+		return scrollY === 0 && pay.bottom <= innerHeight && doStep.top >= 0 && doStep.bottom <= innerHeight;
+	})()`
+	for _, ch := range buildChapters(env.Server.cfg) {
+		if err := env.Server.startLesson(context.Background(), ch.Slug, "presenter"); err != nil {
+			t.Fatal(err)
+		}
+		for _, tab := range []struct {
+			name string
+			ctx  context.Context
+		}{{"laptop", laptop}, {"phone", phone}} {
+			liveOpen(t, tab.ctx, env.URL+"/")
+			liveWait(t, tab.ctx, ch.Slug+" shown", 5*time.Second, fmt.Sprintf(`document.getElementById("lesson").dataset.slug === %q`, ch.Slug))
+			if d := os.Getenv("PAYTWICE_LESSON_SHOTS"); d != "" {
+				png, err := chromedp.Run(tab.ctx, chromedp.CaptureScreenshot())
+				if err == nil {
+					_ = os.WriteFile(filepath.Join(d, ch.Slug+"-"+tab.name+".png"), png, 0o644)
+				}
+			}
+			if !liveEval[bool](t, tab.ctx, fits) {
+				got := liveEval[string](t, tab.ctx, `JSON.stringify({pay: document.getElementById("pay").getBoundingClientRect().bottom, do: document.querySelector("#lesson .lesson-do").getBoundingClientRect().bottom, h: innerHeight})`)
+				t.Errorf("%s on a %s: Pay and the Do step are not on one screen: %s", ch.Slug, tab.name, got)
+			}
+			if n := liveEval[int](t, tab.ctx, `document.querySelectorAll("#lesson button:disabled").length`); n != 0 {
+				t.Errorf("%s on a %s: %d disabled buttons in the lesson for a student", ch.Slug, tab.name, n)
+			}
+			if want := ch.StudentDo; len(want) > 0 {
+				got := liveEval[string](t, tab.ctx, `document.querySelector("#lesson .lesson-do ol").innerText`)
+				if !strings.Contains(got, want[1]) {
+					t.Errorf("%s: a student reads %q, want the student's steps", ch.Slug, got)
+				}
+			}
+		}
+	}
+	liveNoCSPViolations(t, laptop)
 }

@@ -33,11 +33,14 @@ type Chapter struct {
 	Lab    LabSettings   `json:"lab"`
 	Retry  bool          `json:"retry"`
 
-	SwitchOn []string             `json:"-"`
-	Do       []string             `json:"-"`
-	Watch    []string             `json:"-"`
-	Why      string               `json:"-"`
-	Actions  []views.LessonAction `json:"-"`
+	SwitchOn []string `json:"-"`
+	Do       []string `json:"-"`
+	// StudentDo is Do as a student reads it, when Do has steps only the
+	// presenter can take: what to do on their own card meanwhile.
+	StudentDo []string             `json:"-"`
+	Watch     []string             `json:"-"`
+	Why       string               `json:"-"`
+	Actions   []views.LessonAction `json:"-"`
 }
 
 const (
@@ -71,6 +74,8 @@ func buildChapters(cfg Config) []Chapter {
 			Lab:      labWith(nil),
 			SwitchOn: []string{"Connection never happens: the server drops every payment before it reads a byte."},
 			Do:       []string{"Press Pay once.", "Press “Turn the fault off”.", "Press Pay again: same order, same key."},
+			StudentDo: []string{"Press Pay once.", "Wait for the presenter to turn the fault off.",
+				"Press Pay again: same order, same key."},
 			Watch: []string{"The first row ends in a cross: no key row, no charge.",
 				"The second try claims the key and charges once.",
 				"On the checkout card the first failure is only “no response”."},
@@ -86,6 +91,8 @@ func buildChapters(cfg Config) []Chapter {
 			SwitchOn: []string{"Fails halfway: the transaction that records the charge rolls back after the gateway has taken the money."},
 			Do: []string{"Press Pay once.", "Press Pay again: the key is still started.",
 				"Press “Warp past the lock timeout and sweep”.", "Press Pay again."},
+			StudentDo: []string{"Press Pay once.", "Press Pay again: the key is still started.",
+				"Wait while the presenter warps the clock past the lock timeout and sweeps.", "Press Pay again."},
 			Watch: []string{"A 500 that is not saved, and a key row left started; the second Pay gets 409.",
 				"The sweeper asks the gateway, finds the charge, records it and marks the key done.",
 				"The last Pay is a replay of that 201: one charge in all."},
@@ -136,6 +143,8 @@ func buildChapters(cfg Config) []Chapter {
 			SwitchOn: []string{"Lab: the server looks for the key with a SELECT, waits 200 ms, then INSERTs it, into tables with no constraints."},
 			Do: []string{"Press “Send 10 at once with one key”.",
 				"Press “Put the constraints back”, then send 10 again."},
+			StudentDo: []string{"Press “Send 10 at once with one key”.",
+				"Once the presenter has put the constraints back, send 10 again."},
 			Watch: []string{"First burst: several charges for one key.",
 				"Second burst: one charge; the others get a 500 (the key could not be inserted twice) or, once the row is there, a 409 or a replay."},
 			Why: "Every request of a burst runs its SELECT before any of them INSERTs, so each one hears “not there”. " +
@@ -165,6 +174,8 @@ func buildChapters(cfg Config) []Chapter {
 			SwitchOn: []string{"Server error (500): the server fails after charging, and saves the 500 on the key.",
 				"Lab: every browser pays again under a new key after a 500."},
 			Do: []string{"Press Pay once.", "Press “Switch the mistake off”, then “New order”, then Pay."},
+			StudentDo: []string{"Press Pay once.",
+				"Once the presenter has switched the mistake off, press “New order”, then Pay."},
 			Watch: []string{"First order: a 500, a new key, another 500, two charges.",
 				"Second order: a 500, then the page looks the order up and finds it paid. One charge."},
 			Why: "A 500 after the work started does not mean “not charged”; here it means the opposite. " +
@@ -196,6 +207,9 @@ func buildChapters(cfg Config) []Chapter {
 			SwitchOn: []string{"Lab: the key table is the server's only memory of a payment, and it keeps keys for 1 minute."},
 			Do: []string{"Press Pay.", "Press “Warp 2 minutes, then prune”.", "Press Pay again: a late retry with the same key.",
 				"Press “Keep keys 24 hours”, then “New order”, and do it all again."},
+			StudentDo: []string{"Press Pay.", "Wait for the presenter to warp the clock 2 minutes and prune.",
+				"Press Pay again: a late retry with the same key.",
+				"Once the presenter keeps keys 24 hours, press “New order” and do it all again."},
 			Watch: []string{"The key row disappears with the prune.",
 				"The late retry is charged as a new payment.",
 				"With keys kept 24 hours the late retry is replayed instead."},
@@ -319,7 +333,7 @@ func (s *Server) lessonView(shown string, presenter, board bool) views.Lesson {
 	}
 	if i, c, ok := s.chapter(shown); ok {
 		ch := &views.Chapter{Slug: c.Slug, Title: c.Title, Part: c.Part, N: i + 1, Of: len(s.lab.chapters),
-			SwitchOn: c.SwitchOn, Do: c.Do, Watch: c.Watch, Why: c.Why, Actions: c.Actions, Retry: c.Retry}
+			SwitchOn: c.SwitchOn, Do: c.Do, StudentDo: c.StudentDo, Watch: c.Watch, Why: c.Why, Actions: c.Actions, Retry: c.Retry}
 		if i > 0 {
 			ch.Prev = s.lab.chapters[i-1].Slug
 		}
