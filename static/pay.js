@@ -88,20 +88,194 @@
   }
 
   if (window.htmx) {
-    // A reconnect after a failure makes a new EventSource, which would not
-    // send Last-Event-ID: put the last id seen into ?since= instead.
     window.htmx.createEventSource = function (url) {
       if (lastEventID !== null) {
         url = url.replace(/([?&]since=)\d+/, "$1" + lastEventID);
       }
-      var es = new EventSource(url, { withCredentials: true });
-      es.addEventListener("frame", function (e) {
-        if (e.lastEventId) { lastEventID = e.lastEventId; }
-      });
-      es.addEventListener("open", function () { setStreamState("live", "ok"); });
-      es.addEventListener("error", function () { setStreamState("reconnecting", "warn"); });
-      return es;
+      if (typeof BroadcastChannel !== "function") { return ownSource(url); }
+      return sharedSource(url);
     };
+  }
+
+  // ownSource is a plain EventSource. A reconnect after a failure makes a
+  // new one, which would not send Last-Event-ID: the caller puts the last
+  // id seen into ?since= instead.
+  function ownSource(url) {
+    var es = new EventSource(url, { withCredentials: true });
+    es.addEventListener("frame", function (e) {
+      if (e.lastEventId) { lastEventID = e.lastEventId; }
+    });
+    es.addEventListener("open", function () { setStreamState("live", "ok"); });
+    es.addEventListener("error", function () { setStreamState("reconnecting", "warn"); });
+    return es;
+  }
+
+  // One event stream per browser, shared by its tabs. A browser opens at
+  // most six connections to one host over HTTP/1.1, and every live page
+  // holds one stream open, so a seventh tab would never load. Instead one
+  // tab (the leader) holds the stream and passes every frame to the others
+  // over a BroadcastChannel; a tab that opens asks the leader for the
+  // frames after its own snapshot. When the leader goes, another tab takes
+  // over and resumes from the last frame it saw. Two leaders at once (a
+  // race, or a tab waking up) settle it: the smaller id stays leader.
+  function sharedSource(url) {
+    var src = {
+      url: url, withCredentials: true, readyState: 0, onopen: null, onerror: null, onmessage: null, listeners: {},
+      addEventListener: function (type, fn) { (this.listeners[type] = this.listeners[type] || []).push(fn); },
+      removeEventListener: function (type, fn) {
+        var l = this.listeners[type] || [];
+        var i = l.indexOf(fn);
+        if (i >= 0) { l.splice(i, 1); }
+      },
+      dispatch: function (type, ev) {
+        if (typeof this["on" + type] === "function") { this["on" + type](ev); }
+        var l = (this.listeners[type] || []).slice();
+        for (var i = 0; i < l.length; i++) { l[i].call(this, ev); }
+      },
+      close: function () { this.readyState = 2; stop(); },
+    };
+    var RING = 300;
+    var me = uuid();
+    var role = "starting"; // then "leader", "follower", or "solo" (its own stream, after a gap)
+    var leader = null;
+    var m = /[?&]since=(\d+)/.exec(url);
+    var since = m ? parseInt(m[1], 10) : 0;
+    var real = null, ring = [], coverFrom = 0;
+    var heard = Date.now(), pinged = 0;
+    var channel = new BroadcastChannel("paytwice-events");
+
+    function post(msg) { msg.from = me; channel.postMessage(msg); }
+    // The badge says which tab holds the stream (and tests look).
+    function setRole(r) {
+      role = r;
+      var s = $("stream-state");
+      if (s) { s.setAttribute("data-role", r); }
+    }
+    function withSince(u) { return u.replace(/([?&]since=)\d+/, "$1" + since); }
+
+    function open() {
+      if (src.readyState !== 1) { src.readyState = 1; src.dispatch("open", new Event("open")); }
+      setStreamState("live", "ok");
+    }
+
+    function deliver(f) {
+      if (f.id <= since) { return; }
+      since = f.id;
+      lastEventID = String(f.id);
+      src.dispatch("frame", new MessageEvent("frame", { data: f.data, lastEventId: String(f.id) }));
+    }
+
+    function connect(share) {
+      if (real) { real.close(); }
+      real = new EventSource(withSince(url), { withCredentials: true });
+      real.addEventListener("open", open);
+      real.addEventListener("error", function () {
+        setStreamState("reconnecting", "warn");
+        if (real && real.readyState === 2) { setTimeout(function () { if (role === "leader" || role === "solo") { connect(role === "leader"); } }, 1000); }
+      });
+      real.addEventListener("frame", function (e) {
+        var f = { id: parseInt(e.lastEventId, 10) || 0, data: e.data };
+        if (share && role === "leader") {
+          ring.push(f);
+          if (ring.length > RING) { coverFrom = ring.shift().id; }
+          post({ t: "frame", frame: f });
+        }
+        deliver(f);
+      });
+    }
+
+    function lead() {
+      setRole("leader");
+      leader = me;
+      ring = [];
+      coverFrom = since;
+      connect(true);
+      post({ t: "leader" });
+    }
+
+    function follow(from) {
+      if (real) { real.close(); real = null; }
+      setRole("follower");
+      leader = from;
+      heard = Date.now();
+      open();
+    }
+
+    channel.onmessage = function (ev) {
+      var msg = ev.data || {};
+      if (msg.from === me) { return; }
+      switch (msg.t) {
+      case "hello":
+        if (role === "leader") {
+          post({ t: "replay", to: msg.from, gap: msg.since < coverFrom,
+            frames: ring.filter(function (f) { return f.id > msg.since; }) });
+        }
+        break;
+      case "replay":
+        if (msg.to !== me || role !== "starting") { break; }
+        if (msg.gap) {
+          // The leader no longer holds what this page missed: stream alone.
+          setRole("solo");
+          connect(false);
+          break;
+        }
+        follow(msg.from);
+        msg.frames.forEach(deliver);
+        break;
+      case "frame":
+        if (role === "leader" && msg.from < me) { follow(msg.from); }
+        if (role === "follower") {
+          heard = Date.now();
+          leader = msg.from;
+          deliver(msg.frame);
+        }
+        break;
+      case "leader":
+      case "pong":
+        if (role === "leader" && msg.from < me) { follow(msg.from); }
+        if (role === "follower") { heard = Date.now(); leader = msg.from; }
+        if (role === "starting" && msg.t === "leader") { post({ t: "hello", since: since }); }
+        break;
+      case "ping":
+        if (role === "leader") { post({ t: "pong" }); }
+        break;
+      case "bye":
+        if (role === "follower" && msg.from === leader) {
+          var left = Date.now();
+          setTimeout(function () { if (role === "follower" && heard <= left) { lead(); } }, Math.random() * 300);
+        }
+        break;
+      }
+    };
+
+    // A follower that has heard nothing for a while asks; no answer
+    // means the leader is gone.
+    var timer = setInterval(function () {
+      if (role !== "follower") { return; }
+      var now = Date.now();
+      if (now - heard > 3000 && pinged <= heard) {
+        pinged = now;
+        post({ t: "ping" });
+      } else if (pinged > heard && now - pinged > 1500) {
+        lead();
+      }
+    }, 1000);
+
+    function bye() { if (role === "leader") { post({ t: "bye" }); } }
+    window.addEventListener("pagehide", bye);
+
+    function stop() {
+      bye();
+      clearInterval(timer);
+      window.removeEventListener("pagehide", bye);
+      if (real) { real.close(); real = null; }
+      channel.close();
+      role = "closed";
+    }
+
+    post({ t: "hello", since: since });
+    setTimeout(function () { if (role === "starting") { lead(); } }, 300);
+    return src;
   }
 
   function formatAge(ms) {
@@ -530,15 +704,18 @@
         " got the same answer: sending a " + res.status + " again never changes it."];
     }
 
-    // The order was sent under more than one key (a mistake, on purpose):
-    // once nothing is in flight, count its charges.
-    async function checkTwice(ord, my) {
-      if (ord.keys.length < 2 || my.inflight > 0) { return; }
-      var found = await lookUp(ord, 0, "it went out under " + ord.keys.length + " keys:");
-      if (ord !== action || my.stopped || found.charges.length < 2) { return; }
-      var n = found.charges.length;
+    // An order paid under more than one key (a mistake, on purpose) was
+    // charged once per key: each created answer under a key of its own is
+    // a charge of its own. The card says so in red.
+    function checkTwice(ord, my, res, key) {
+      if (res.replayed || res.reconciled) { return; }
+      ord.charged = ord.charged || [];
+      if (ord.charged.indexOf(key) < 0) { ord.charged.push(key); }
+      save();
+      var n = ord.charged.length;
+      if (n < 2 || ord !== action || my !== run) { return; }
       setStatus("twice", [badge("charged " + times(n), "bad"), " Order " + ord.orderId + " was charged " + times(n) + ": " + n + " \u00d7 \u0e3f" +
-        formatBaht(ord.paid ? ord.paid.amount : ord.amount) + ". Each request had a key of its own, so the server saw " + n + " different payments and ran each one."]);
+        formatBaht(ord.paid ? ord.paid.amount : ord.amount) + ". Each click had a key of its own, so the server saw " + n + " different payments and ran each one."]);
       setExplain([el("strong", "", "Charged " + times(n) + ". "),
         "One order needs one key, made once and sent with every click and every retry. ",
         link("/problems/key-reused", "How a key works")]);
@@ -595,7 +772,7 @@
         drawPaid(res.replayed ? "The server replayed its saved answer (Idempotent-Replayed: true)." :
           res.reconciled ? "The 500 had charged: looking the order up showed it, so nothing was paid twice." : "");
         setExplain(null);
-        checkTwice(ord, my);
+        if (res.status === 201) { checkTwice(ord, my, res, req.key); }
         return;
       }
       if (res.status === 422) {
@@ -636,7 +813,6 @@
         setExplain([el("strong", "", "Paid twice. "),
           "The first 500 came after the charge, and the page paid again under a new key instead of looking the order up. Compare the charges for order " + req.orderId + ". ",
           link("/problems/server-error", "What a 500 means here")]);
-        checkTwice(ord, my);
         return;
       }
       var slug = typeof b.type === "string" ? b.type.replace(/^.*\/problems\//, "") : "";

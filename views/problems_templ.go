@@ -138,7 +138,7 @@ func ProblemPage(p Problem) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Page(p.Title, "/problems").Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = Page(p.Title, "/problems", errorHead()).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -246,7 +246,7 @@ func ProblemIndex(ps []Problem) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Page("Problem types", "/problems").Render(templ.WithChildren(ctx, templ_7745c5c3_Var9), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = Page("Problem types", "/problems", errorHead()).Render(templ.WithChildren(ctx, templ_7745c5c3_Var9), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

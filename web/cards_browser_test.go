@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 
 	"paytwice/sim"
 )
@@ -263,4 +264,72 @@ func TestBrowserLessonFitsWithPay(t *testing.T) {
 		}
 	}
 	liveNoCSPViolations(t, laptop)
+}
+
+// TestBrowserTenTabsStayLive opens ten tabs of one browser: over HTTP/1.1
+// a browser opens at most six connections to one host, so ten pages with a
+// stream each could not all load. They share one stream: every tab loads,
+// every tab sees a payment made elsewhere, and the server has one viewer.
+// When the tab holding the stream closes, another takes over.
+func TestBrowserTenTabsStayLive(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	// The browser's first tab stays blank: closing it would close the
+	// browser.
+	first := liveBrowser(t, 1000, 700)
+	var tabs []context.Context
+	for len(tabs) < 10 {
+		tabs = append(tabs, liveTab(t, first, false))
+	}
+	for i, tab := range tabs {
+		u := env.URL + "/"
+		if i%3 == 2 {
+			u = env.URL + "/board"
+		}
+		liveOpen(t, tab, u)
+	}
+	if n := env.Server.live().viewers.Load(); n != 1 {
+		t.Errorf("%d streams open for ten tabs of one browser, want 1", n)
+	}
+	paid := func(order string) {
+		t.Helper()
+		env.pay(uuid.NewString(), fmt.Sprintf(`{"order_id":%q,"amount_satang":100}`, order))
+		for i, tab := range tabs {
+			liveWait(t, tab, fmt.Sprintf("tab %d shows %s", i+1, order), 5*time.Second,
+				fmt.Sprintf(`[...document.querySelectorAll("#charges-body tr")].some(tr => tr.textContent.includes(%q))`, order))
+		}
+	}
+	paid("A-1111")
+
+	// Close the tab that holds the stream; the others carry on.
+	var leader int = -1
+	for i, tab := range tabs {
+		if liveEval[bool](t, tab, `document.getElementById("stream-state").dataset.role === "leader"`) {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		t.Fatal("no tab opened the stream")
+	}
+	if err := chromedp.Cancel(tabs[leader]); err != nil {
+		t.Fatal(err)
+	}
+	tabs = append(tabs[:leader], tabs[leader+1:]...)
+	paid("A-2222")
+}
+
+// TestBrowserProblemPagesKeepThePolicy: the problem pages load htmx like
+// every page, and need nothing the Content-Security-Policy refuses; the
+// browser's own request for /favicon.ico finds the icon.
+func TestBrowserProblemPagesKeepThePolicy(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	ctx := liveBrowser(t, 1366, 900)
+	for _, p := range []string{"/problems", "/problems/server-error", "/problems/request-in-progress"} {
+		liveDo(t, ctx, "opening "+p, chromedp.Navigate(env.URL+p))
+		liveWait(t, ctx, "htmx loaded", 5*time.Second, `!!window.htmx && document.readyState === "complete"`)
+		liveNoCSPViolations(t, ctx)
+	}
+	got := liveEval[string](t, ctx, `fetch("/favicon.ico").then(r => r.status + " " + r.headers.get("Content-Type") + " " + r.redirected)`)
+	if !strings.HasPrefix(got, "200 image/svg+xml") || !strings.HasSuffix(got, "true") {
+		t.Fatalf("GET /favicon.ico: %s, want a redirect to the SVG icon", got)
+	}
 }

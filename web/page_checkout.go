@@ -28,6 +28,14 @@ func (s *Server) liveRoutes(e *echo.Echo) {
 	e.GET("/", s.handleCheckout)
 	e.GET("/board", s.handleBoard)
 	e.GET("/events", s.handleEvents)
+	e.GET("/favicon.ico", handleFavicon)
+}
+
+// handleFavicon answers the browsers (and tools) that ask for
+// /favicon.ico whatever the page's link says: the icon is an SVG.
+func handleFavicon(c echo.Context) error {
+	c.Response().Header().Set("Cache-Control", "public, max-age=86400")
+	return c.Redirect(http.StatusMovedPermanently, "/static/favicon.svg")
 }
 
 // handleCheckout is GET /: the checkout card, the switches and the live
