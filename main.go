@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -68,12 +69,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return d
 	}
+	envCount := func(flagName, name string, def int) int {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			envErrs = append(envErrs, flagName, fmt.Sprintf("%s must be a positive whole number, not %q", name, v))
+			return def
+		}
+		return n
+	}
 	addr := fs.String("addr", env("PAYTWICE_ADDR", "127.0.0.1:8080"), "listen address; use :8080 to let a classroom reach it (env PAYTWICE_ADDR)")
 	dbPath := fs.String("db", env("PAYTWICE_DB", "paytwice.db"), "SQLite database file (env PAYTWICE_DB)")
 	gatewayDB := fs.String("gateway-db", env("PAYTWICE_GATEWAY_DB", ""), "the simulated gateway's own SQLite file (env PAYTWICE_GATEWAY_DB; default: next to -db, named <db>-gateway.db)")
 	retention := fs.Duration("retention", envDuration("retention", "PAYTWICE_RETENTION", 24*time.Hour), "how long done keys are kept (env PAYTWICE_RETENTION)")
 	lockTimeout := fs.Duration("lock-timeout", envDuration("lock-timeout", "PAYTWICE_LOCK_TIMEOUT", 30*time.Second), "how long a key may stay started before the sweeper closes it (env PAYTWICE_LOCK_TIMEOUT)")
 	presenter := fs.String("presenter-token", env("PAYTWICE_PRESENTER_TOKEN", ""), "if set, only the presenter may change switches (env PAYTWICE_PRESENTER_TOKEN)")
+	maxStreams := fs.Int("max-streams", envCount("max-streams", "PAYTWICE_MAX_STREAMS", web.DefaultMaxStreams), "most live event streams (open pages) served at once; more get 503 and Retry-After (env PAYTWICE_MAX_STREAMS)")
 	synchronous := fs.String("synchronous", env("PAYTWICE_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL survives power loss (env PAYTWICE_SYNCHRONOUS)")
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		if sub, ok := subcommands[args[0]]; ok {
@@ -110,6 +124,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return fmt.Errorf("-%s must be a positive duration such as 30s or 24h, not %v", f.name, f.d)
 		}
 	}
+	if *maxStreams <= 0 {
+		return fmt.Errorf("-max-streams must be a positive whole number, not %d", *maxStreams)
+	}
 	syncMode := strings.ToUpper(*synchronous)
 	switch syncMode {
 	case "FULL", "EXTRA", "NORMAL", "OFF":
@@ -136,7 +153,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer ledger.Close()
 
-	srv := web.NewServer(web.Config{Ledger: ledger, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter, ListenAddr: ln.Addr()}, db, clock)
+	srv := web.NewServer(web.Config{Ledger: ledger, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter,
+		MaxStreams: *maxStreams}, db, clock)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Close what a crash left behind before the first request can arrive:

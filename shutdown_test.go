@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,8 +16,9 @@ import (
 )
 
 // TestShutdownFinishesPaymentsInFlight sends SIGTERM while a payment is
-// at a slow gateway: the payment must still be answered 201, recorded
-// once, and the process must exit on its own.
+// at a slow gateway and a live page's event stream is open: the payment
+// must still be answered 201, recorded once, the stream must end, and the
+// process must exit on its own with status 0.
 func TestShutdownFinishesPaymentsInFlight(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -28,6 +32,9 @@ func TestShutdownFinishesPaymentsInFlight(t *testing.T) {
 	if r := srv.do(ctx, http.MethodPatch, "/api/faults", "", `{"gateway":{"latency_ms":1000}}`); r.status != http.StatusOK {
 		t.Fatalf("PATCH /api/faults: %d %s", r.status, r.body)
 	}
+
+	// A live page is open: its stream must not hold up the shutdown.
+	streamEnded := openEventStream(ctx, t, srv.url)
 
 	answer := make(chan result, 1)
 	go func() {
@@ -59,6 +66,11 @@ func TestShutdownFinishesPaymentsInFlight(t *testing.T) {
 		t.Fatalf("the payment in flight at shutdown got %v %d %s, want 201", r.err, r.status, r.body)
 	}
 	select {
+	case <-streamEnded:
+	case <-ctx.Done():
+		t.Fatal("the event stream stayed open after SIGTERM")
+	}
+	select {
 	case <-srv.exited:
 	case <-ctx.Done():
 		t.Fatalf("the server did not exit after SIGTERM: %s", srv.stderr.String())
@@ -76,4 +88,39 @@ func TestShutdownFinishesPaymentsInFlight(t *testing.T) {
 	if err != nil || started != 0 || done != 1 || n != 1 {
 		t.Fatalf("after shutdown: %d started, %d done, %d charges (%v)", started, done, n, err)
 	}
+}
+
+// openEventStream opens GET /events, reads its first frame (the redraw) so
+// that the stream is surely being served, then drains it in the
+// background; the channel closes when the server ends the stream.
+func openEventStream(ctx context.Context, t *testing.T, base string) <-chan struct{} {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /events: %d", res.StatusCode)
+	}
+	r := bufio.NewReader(res.Body)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stream's first frame: %v", err)
+		}
+		if strings.HasPrefix(line, "event: frame") {
+			break
+		}
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		defer res.Body.Close()
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	return ended
 }

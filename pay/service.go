@@ -85,8 +85,17 @@ func (p *Payment) claimRequest() ClaimRequest {
 }
 
 func (p *Payment) observe(kind StepKind, status int, detail string) {
+	p.observeStep(Step{Kind: kind, Status: status, Detail: detail})
+}
+
+// observeFault reports a step that a fault switch caused.
+func (p *Payment) observeFault(kind StepKind, status int, detail string) {
+	p.observeStep(Step{Kind: kind, Status: status, Detail: detail, Fault: true})
+}
+
+func (p *Payment) observeStep(st Step) {
 	if p.Observe != nil {
-		p.Observe(Step{Kind: kind, Status: status, Detail: detail})
+		p.Observe(st)
 	}
 }
 
@@ -161,6 +170,10 @@ type Step struct {
 	Kind   StepKind
 	Status int
 	Detail string
+	// ChargeID is the local charge, on StepCharged.
+	ChargeID string
+	// Fault marks a step that a fault switch caused.
+	Fault bool
 }
 
 // GatewayKey is the key passed on to the gateway: scoped, so one caller's
@@ -261,7 +274,7 @@ func (s *Service) Execute(ctx context.Context, p *Payment, claim string) Outcome
 	c := p.claimRequest()
 
 	if d := p.Faults.Delay; d > 0 {
-		p.observe(StepDelayed, 0, "fault: holding the key started for "+d.String())
+		p.observeFault(StepDelayed, 0, "holding the key started for "+d.String())
 		if err := s.sleep(ctx, d); err != nil {
 			// Nothing left the building yet: a retry may run afresh.
 			return s.release(ctx, p, c, claim)
@@ -281,7 +294,7 @@ func (s *Service) Execute(ctx context.Context, p *Payment, claim string) Outcome
 	if p.Faults.CrashMidway {
 		// Whatever the gateway answered, nobody is left to act on it: only
 		// the sweeper, asking the gateway, can tell what happened.
-		p.observe(StepCrashed, 0, "fault: the server stopped right after the gateway call; key left started")
+		p.observeFault(StepCrashed, 0, "the server stopped right after the gateway call; key left started")
 		return Outcome{Kind: Crashed}
 	}
 	switch {
@@ -329,10 +342,10 @@ func (s *Service) save(ctx context.Context, p *Payment, c ClaimRequest, claim st
 	switch {
 	case errors.Is(err, ErrHalfway) && charge == nil:
 		// The gateway said no: nothing happened outside, so the claim goes.
-		p.observe(StepRolledBack, 500, "fault: the transaction saving the gateway's refusal rolled back; nothing was charged")
+		p.observeFault(StepRolledBack, 500, "the transaction saving the gateway's refusal rolled back; nothing was charged")
 		return s.release(ctx, p, c, claim)
 	case errors.Is(err, ErrHalfway):
-		p.observe(StepRolledBack, 500, "fault: the charge's transaction rolled back after the gateway charged; key stays started for the sweeper")
+		p.observeFault(StepRolledBack, 500, "the charge's transaction rolled back after the gateway charged; key stays started for the sweeper")
 		return Outcome{Kind: RolledBack, Err: err}
 	case err != nil:
 		return failed(p, err)
@@ -344,7 +357,7 @@ func (s *Service) save(ctx context.Context, p *Payment, c ClaimRequest, claim st
 		p.observe(StepCompleted, saved.Status, "this key's charge was already recorded (its key row had been pruned): nothing charged twice, the original charge is answered")
 	default:
 		if charge != nil {
-			p.observe(StepCharged, 0, "charge "+charge.ID+" recorded")
+			p.observeStep(Step{Kind: StepCharged, ChargeID: charge.ID, Detail: "charge " + charge.ID + " recorded"})
 		}
 		p.observe(StepCompleted, saved.Status, "response saved on the key")
 	}

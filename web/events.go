@@ -2,11 +2,14 @@ package web
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"paytwice/pay"
 )
 
 // The event stream's timing. The projector holds the first two so that a
@@ -18,13 +21,17 @@ const (
 	// writeTimeout drops a viewer whose connection takes longer than this
 	// to accept one batch: the hub never waits for it, and neither do we.
 	writeTimeout = 10 * time.Second
-	// coalesce is the least time between two writes to one viewer. Under a
-	// burst of events a viewer gets them in batches (one write, one flush)
-	// instead of one write per event; a lone event goes out at once.
-	coalesce = 5 * time.Millisecond
 	// reconnectMS is the retry hint sent to EventSource.
 	reconnectMS = 1000
 )
+
+// DefaultMaxStreams is how many event streams a server keeps open at
+// once unless configured otherwise: a classroom with a tab or two each.
+const DefaultMaxStreams = 500
+
+// streamRetryAfter is what a viewer turned away is asked to wait, in
+// seconds.
+const streamRetryAfter = 10
 
 // handleEvents is GET /events: the live panels' Server-Sent Events
 // stream. Each event is one `frame` of htmx out-of-band fragments with
@@ -34,44 +41,68 @@ const (
 // that restarted, gets a single frame that redraws every panel instead.
 // Viewers read the projector's frames, never the hub: an event that
 // changes nothing on the page (most of them in busy mode) costs a viewer
-// nothing, and a viewer too slow for the ring is dropped.
+// nothing, a viewer is woken at most once per fan-out interval however
+// fast payments come, and a viewer too slow for the ring is dropped.
+// Beyond Config.MaxStreams open streams a new one gets 503 and
+// Retry-After.
 func (s *Server) handleEvents(c echo.Context) error {
 	r, w := c.Request(), c.Response()
 	proj := s.live()
+	last, resume := resumePoint(r)
+
+	// Decide where the viewer starts under the projector's lock, so that
+	// no frame is made between the decision and the count that keeps the
+	// frames coming.
+	var buf bytes.Buffer
+	buf.WriteString("retry: " + strconv.Itoa(reconnectMS) + "\n\n")
+	proj.mu.Lock()
+	if proj.closed || proj.viewers.Load() >= int64(s.cfg.MaxStreams) {
+		closed := proj.closed
+		proj.mu.Unlock()
+		c.Response().Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
+		msg := fmt.Sprintf("This server already has %d live views open, its limit (-max-streams). The page works without its live panels; it reconnects by itself.", s.cfg.MaxStreams)
+		if closed {
+			msg = "The server is shutting down."
+		}
+		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "%s", msg))
+	}
 	proj.viewers.Add(1)
-	defer proj.viewers.Add(-1)
+	cursor, ok := proj.resumeLocked(last)
+	if !resume || !ok {
+		// New, too far behind, or from before a restart: redraw.
+		cursor = proj.frames
+		writeFrame(&buf, proj.modelSeq, renderFrame(proj.fullFrameLocked()...))
+	}
+	proj.mu.Unlock()
+	defer func() {
+		proj.mu.Lock()
+		proj.viewers.Add(-1)
+		proj.mu.Unlock()
+	}()
+
 	rc := http.NewResponseController(w)
 	// Streams last as long as the viewer stays: no server write deadline
 	// applies to them.
 	_ = rc.SetWriteDeadline(time.Time{})
-
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-
-	last, resume := resumePoint(r)
-	var buf bytes.Buffer
-	buf.WriteString("retry: " + strconv.Itoa(reconnectMS) + "\n\n")
-	cursor := last
-	if _, ok, _ := proj.framesAfter(last); !resume || !ok || last > s.hub.LastSeq() {
-		// New, too far behind, or from before a restart: redraw.
-		cursor = s.redraw(&buf, proj)
-	}
-	if err := flushTo(rc, w, &buf, proj.writeTimeout); err != nil {
+	if err := flushTo(rc, w, buf.Bytes(), proj.writeTimeout); err != nil {
 		return nil
 	}
+	buf = bytes.Buffer{} // the redraw is sent: let it go
 
 	ctx := r.Context()
 	heartbeat := time.NewTimer(proj.heartbeat)
 	defer heartbeat.Stop()
-	var lastWrite time.Time
 	for {
 		frames, ok, wake := proj.framesAfter(cursor)
 		if !ok {
-			// Fell behind by more than the ring holds: drop the viewer. The
-			// browser reconnects and is redrawn.
+			// Fell behind by more than the ring holds, or the server is
+			// stopping: end the stream. A browser reconnects and is
+			// redrawn.
 			return nil
 		}
 		if len(frames) == 0 {
@@ -79,8 +110,7 @@ func (s *Server) handleEvents(c echo.Context) error {
 			case <-wake:
 				continue
 			case <-heartbeat.C:
-				buf.WriteString(": heartbeat\n\n")
-				if flushTo(rc, w, &buf, proj.writeTimeout) != nil {
+				if flushTo(rc, w, heartbeatComment, proj.writeTimeout) != nil {
 					return nil
 				}
 				heartbeat.Reset(proj.heartbeat)
@@ -89,39 +119,24 @@ func (s *Server) handleEvents(c echo.Context) error {
 				return nil
 			}
 		}
-		// Let a burst of frames collect into one write.
-		if wait := coalesce - time.Since(lastWrite); wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return nil
-			}
-			if frames, ok, _ = proj.framesAfter(cursor); !ok {
-				return nil
-			}
-		}
+		// The frames go straight to the connection: a stream copies no
+		// frame, so one that does not read pins only the frames of this
+		// batch (shared with every other viewer) until its write times out.
+		_ = rc.SetWriteDeadline(time.Now().Add(proj.writeTimeout))
 		for _, f := range frames {
-			buf.Write(f.sse)
+			if _, err := w.Write(f.sse()); err != nil {
+				return nil
+			}
 		}
-		cursor = frames[len(frames)-1].seq
-		if flushTo(rc, w, &buf, proj.writeTimeout) != nil {
+		if rc.Flush() != nil {
 			return nil
 		}
-		lastWrite = time.Now()
+		cursor = frames[len(frames)-1].n
 		heartbeat.Reset(proj.heartbeat)
 	}
 }
 
-// redraw writes a frame that redraws every panel from the projector's
-// current state, and returns the seq the viewer continues after.
-func (s *Server) redraw(buf *bytes.Buffer, proj *projector) uint64 {
-	proj.mu.Lock()
-	seq := proj.modelSeq
-	html := renderFrame(proj.fullFrameLocked()...)
-	proj.mu.Unlock()
-	writeFrame(buf, seq, html)
-	return seq
-}
+var heartbeatComment = []byte(": heartbeat\n\n")
 
 // resumePoint reads where a viewer left off: the Last-Event-ID header that
 // EventSource sends when it reconnects, else the page's ?since=.
@@ -157,14 +172,10 @@ func writeFrame(buf *bytes.Buffer, id uint64, html []byte) {
 	buf.WriteByte('\n')
 }
 
-// flushTo writes buf to the viewer and flushes it, under a deadline.
-func flushTo(rc *http.ResponseController, w http.ResponseWriter, buf *bytes.Buffer, timeout time.Duration) error {
-	if buf.Len() == 0 {
-		return nil
-	}
+// flushTo writes b to the viewer and flushes it, under a deadline.
+func flushTo(rc *http.ResponseController, w http.ResponseWriter, b []byte, timeout time.Duration) error {
 	_ = rc.SetWriteDeadline(time.Now().Add(timeout))
-	_, err := w.Write(buf.Bytes())
-	buf.Reset()
+	_, err := w.Write(b)
 	if err == nil {
 		err = rc.Flush()
 	}

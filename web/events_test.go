@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/a-h/templ"
+
+	"paytwice/web/live"
 )
 
 // sseEvent is one event read from a stream: its id and its data lines
@@ -178,10 +182,12 @@ func TestEventStream(t *testing.T) {
 		waitUntil(t, "the viewer to be connected", func() bool { return proj.viewers.Load() == 1 })
 		// Never read s. Hand it far more than a socket buffers: 3,000
 		// frames of 8 KiB, as if the page had changed 3,000 times.
-		big := []byte(strings.Repeat("x", 8<<10))
+		big := templ.Raw(strings.Repeat("x", 8<<10))
 		start := time.Now()
 		for i := range uint64(3000) {
-			proj.advance(i+1, big)
+			proj.mu.Lock()
+			proj.addFrameLocked(i+1, false, []templ.Component{big})
+			proj.mu.Unlock()
 		}
 		if d := time.Since(start); d > 2*time.Second {
 			t.Errorf("producing 3,000 frames took %s with a stuck viewer", d)
@@ -190,6 +196,87 @@ func TestEventStream(t *testing.T) {
 		_, _ = io.Copy(io.Discard, s.res.Body) // the server closed it
 		if r := env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`); r.Status != http.StatusCreated {
 			t.Fatalf("payment after the drop: %d", r.Status)
+		}
+	})
+}
+
+func TestEventStreamLimits(t *testing.T) {
+	t.Run("beyond MaxStreams a stream gets 503 with Retry-After; a slot frees when a viewer leaves", func(t *testing.T) {
+		env := newTestEnv(t, Config{MaxStreams: 2})
+		proj := env.Server.live()
+		a := openStream(t, env, "")
+		openStream(t, env, "")
+		waitUntil(t, "two viewers", func() bool { return proj.viewers.Load() == 2 })
+		third := openStream(t, env, "")
+		if third.res.StatusCode != http.StatusServiceUnavailable || third.res.Header.Get("Retry-After") == "" ||
+			third.res.Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("third stream: %d, Retry-After %q, %s", third.res.StatusCode, third.res.Header.Get("Retry-After"), third.res.Header.Get("Content-Type"))
+		}
+		a.Close()
+		waitUntil(t, "the first viewer to leave", func() bool { return proj.viewers.Load() == 1 })
+		if again := openStream(t, env, ""); again.res.StatusCode != http.StatusOK {
+			t.Fatalf("after a viewer left: %d", again.res.StatusCode)
+		}
+	})
+
+	t.Run("with nobody watching, events are applied but never rendered; a viewer resuming later gets them", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		proj := env.Server.live()
+		since := env.Server.hub.LastSeq()
+		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
+		waitProjector(t, env)
+		proj.mu.Lock()
+		for i := range proj.outLen {
+			if f := proj.at(i); f.render.sse != nil {
+				t.Errorf("frame %d was rendered with no viewer", f.seq)
+			}
+		}
+		proj.mu.Unlock()
+		s := openStream(t, env, "", "Last-Event-ID", strconv.FormatUint(since, 10))
+		var all strings.Builder
+		for !strings.Contains(all.String(), "201 paid") {
+			f := s.nextFrame()
+			if strings.Contains(f.Data, `id="keys-body"`) && strings.Contains(f.Data, `id="timeline"`) {
+				t.Fatal("the viewer was redrawn instead of resumed")
+			}
+			all.WriteString(f.Data)
+		}
+	})
+
+	t.Run("a stream takes at most maxBatch frames per write", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		proj := env.Server.live()
+		proj.mu.Lock()
+		start := proj.frames
+		for i := range uint64(3 * maxBatch) {
+			proj.addFrameLocked(i+1, false, []templ.Component{templ.Raw("x")})
+		}
+		proj.mu.Unlock()
+		frames, ok, _ := proj.framesAfter(start)
+		if !ok || len(frames) != maxBatch || frames[0].n != start+1 {
+			t.Fatalf("%d frames (ok %v), want %d from %d", len(frames), ok, maxBatch, start+1)
+		}
+	})
+
+	t.Run("the projector's memory of orders and charge ids is bounded", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		proj := env.Server.live()
+		n := liveOrderLimit + 500
+		for i := range n {
+			env.Server.hub.Publish(live.Event{Kind: live.Charged, Scope: "s", Key: fmt.Sprint("k-", i),
+				OrderID: fmt.Sprint("O-", i), Amount: 100, Charge: fmt.Sprintf("ch_%024x", i)})
+			if i%500 == 499 {
+				waitProjector(t, env)
+			}
+		}
+		waitProjector(t, env)
+		proj.mu.Lock()
+		defer proj.mu.Unlock()
+		if len(proj.orders) > liveOrderLimit || len(proj.ordersIn) > liveOrderLimit || len(proj.seen.in) > liveSeenLimit {
+			t.Fatalf("%d orders, %d charge ids held", len(proj.orders), len(proj.seen.in))
+		}
+		if proj.counters.Charges != n {
+			t.Fatalf("%d charges counted, want %d", proj.counters.Charges, n)
 		}
 	})
 }

@@ -29,15 +29,11 @@ func (s *Server) exportRoutes(e *echo.Echo) {
 	e.GET("/api/timeline.csv", s.handleTimelineCSV)
 }
 
-// exportEvents lists the retained events, leaving out the projector's
-// own refresh ticks, which are not something anybody did.
+// exportEvents lists the retained events.
 func (s *Server) exportEvents() []live.Event {
 	entries := s.hub.Recent(live.DefaultSize)
 	out := make([]live.Event, 0, len(entries))
 	for _, e := range entries {
-		if e.Kind == refreshKind {
-			continue
-		}
 		ev := e.Event
 		if ev.Scope != "" {
 			// Like the pages, the file names a caller by a short label,

@@ -60,14 +60,17 @@ func (s *Server) sweep(ctx context.Context, olderThan time.Duration) ([]pay.Swee
 	outcomes, err := s.protocol.Sweep(ctx, olderThan)
 	s.inflight.RUnlock()
 	for _, o := range outcomes {
-		e := live.Event{Kind: live.Swept, Scope: o.Row.Scope, Key: o.Row.Key, OrderID: o.Row.OrderID, Amount: o.Row.AmountSatang}
+		e := live.Event{Kind: live.Swept, Scope: o.Row.Scope, Key: o.Row.Key, OrderID: o.Row.OrderID, Amount: o.Row.AmountSatang,
+			Fingerprint: o.Row.Fingerprint}
 		switch {
 		case o.Err != nil:
+			e.Sweep = live.SweepFailed
 			e.Message = "could not close the stuck key: " + pay.ErrorMessage(o.Err)
 		case o.Charged:
-			e.Status = http.StatusCreated
+			e.Sweep, e.Status, e.Charge = live.SweepCharged, http.StatusCreated, o.Charge.ID
 			e.Message = "the gateway had charged: charge " + o.Charge.ID + " recorded, key done with 201"
 		default:
+			e.Sweep = live.SweepReleased
 			e.Message = "the gateway had not charged: key released, a retry runs afresh"
 		}
 		s.hub.Publish(e)

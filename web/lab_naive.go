@@ -24,8 +24,7 @@ import (
 
 // note puts one of the lab's own explanations on the request's row.
 func (p *payment) note(status int, msg string) {
-	p.s.hub.Publish(live.Event{Kind: labKind, Request: p.id, Scope: p.scope, Key: p.key,
-		OrderID: p.req.OrderID, Amount: p.req.AmountSatang, Status: status, Message: msg})
+	p.publishEvent(live.Event{Kind: labKind, Status: status, Message: msg})
 }
 
 // holdDelay applies the delay fault: the work waits, so that a second
@@ -35,7 +34,7 @@ func (p *payment) holdDelay(ctx context.Context) error {
 	if d <= 0 {
 		return nil
 	}
-	p.publish(live.Delayed, 0, "fault: holding the request for "+(time.Duration(d)*time.Millisecond).String())
+	p.publishFault(live.Delayed, 0, "holding the request for "+(time.Duration(d)*time.Millisecond).String())
 	return p.s.sleep(ctx, time.Duration(d)*time.Millisecond)
 }
 
@@ -43,7 +42,7 @@ func (p *payment) holdDelay(ctx context.Context) error {
 // response-lost fault.
 func (p *payment) answerCharged(ch pay.Charge) error {
 	if p.faults.ResponseLost {
-		p.publish(live.ResponseLost, http.StatusCreated, "fault: the work committed, but the connection closed before the response")
+		p.publishFault(live.ResponseLost, http.StatusCreated, "the work committed, but the connection closed before the response")
 		return dropConnection(p.c)
 	}
 	return p.c.Blob(http.StatusCreated, echo.MIMEApplicationJSON, ch.ResponseBody())
@@ -66,7 +65,7 @@ func (s *Server) payNoKey(c echo.Context) error {
 	}
 	p.faults, p.gw = s.faults.Draw(s.gateway.Switches())
 	if p.faults.ConnectionNeverHappens {
-		p.publish(live.Dropped, 0, "fault: the connection was dropped before the server did anything")
+		p.publishFault(live.Dropped, 0, "the connection was dropped before the server did anything")
 		return dropConnection(c)
 	}
 	p.note(0, "lab, no key: the Idempotency-Key header is ignored; nothing is looked up or claimed, so this request runs whatever ran before it")
@@ -88,7 +87,7 @@ func (s *Server) payNoKey(c echo.Context) error {
 	if err := s.db.LabRecordCharge(ctx, ch); err != nil {
 		return p.fail(err)
 	}
-	p.publish(live.Charged, 0, "charge "+ch.ID+" recorded under "+p.key)
+	p.publishEvent(live.Event{Kind: live.Charged, Charge: ch.ID, Message: "charge " + ch.ID + " recorded under " + p.key})
 	p.note(http.StatusCreated, "201 sent; no key row was written, so the next request for this order is charged again")
 	return p.answerCharged(ch)
 }
@@ -196,7 +195,7 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 	if err != nil {
 		return p.fail(err)
 	}
-	p.publish(live.Charged, 0, fmt.Sprintf("charge %s recorded in the unguarded table: charge number %d for this key", ch.ID, n))
+	p.publishEvent(live.Event{Kind: live.Charged, Charge: ch.ID, Message: fmt.Sprintf("charge %s recorded in the unguarded table: charge number %d for this key", ch.ID, n)})
 	p.note(http.StatusCreated, "key row marked done; 201 sent")
 	return p.answerCharged(ch)
 }

@@ -83,8 +83,19 @@ func (s *Server) newPayment(c echo.Context) *payment {
 }
 
 func (p *payment) publish(kind live.Kind, status int, msg string) {
-	p.s.hub.Publish(live.Event{Kind: kind, Request: p.id, Scope: p.scope, Key: p.key,
-		OrderID: p.req.OrderID, Amount: p.req.AmountSatang, Status: status, Message: msg})
+	p.publishEvent(live.Event{Kind: kind, Status: status, Message: msg})
+}
+
+// publishFault publishes a step that a fault switch caused.
+func (p *payment) publishFault(kind live.Kind, status int, msg string) {
+	p.publishEvent(live.Event{Kind: kind, Status: status, Message: msg, Fault: true})
+}
+
+// publishEvent fills in what the request knows (its id, key, order and
+// fingerprint) and publishes e.
+func (p *payment) publishEvent(e live.Event) {
+	e.Request, e.Scope, e.Key, e.OrderID, e.Amount, e.Fingerprint = p.id, p.scope, p.key, p.req.OrderID, p.req.AmountSatang, p.fp
+	p.s.hub.Publish(e)
 }
 
 // parse reads the key and the body and draws the request's faults. A bad
@@ -106,7 +117,7 @@ func (p *payment) parse(note string) (ok bool, err error) {
 	p.fp = pay.Fingerprint(r.Method, paymentsPath, p.req.Canonical())
 	p.faults, p.gw = s.faults.Draw(s.gateway.Switches())
 	if p.faults.ConnectionNeverHappens {
-		p.publish(live.Dropped, 0, "fault: the connection was dropped before the server did anything")
+		p.publishFault(live.Dropped, 0, "the connection was dropped before the server did anything")
 		return false, dropConnection(c)
 	}
 	return true, nil
@@ -122,7 +133,9 @@ func (p *payment) protocol() *pay.Payment {
 			ServerError: p.faults.ServerError, FailHalfway: p.faults.FailHalfway},
 		Gateway: p.s.gateway.With(p.gw),
 		Render:  func(err error) (int, []byte) { return problemBody(r, err) },
-		Observe: func(st pay.Step) { p.publish(stepEvents[st.Kind], st.Status, st.Detail) },
+		Observe: func(st pay.Step) {
+			p.publishEvent(live.Event{Kind: stepEvents[st.Kind], Status: st.Status, Message: st.Detail, Charge: st.ChargeID, Fault: st.Fault})
+		},
 	}
 }
 
@@ -149,7 +162,7 @@ func (p *payment) answer(o pay.Outcome) error {
 	switch o.Kind {
 	case pay.Saved:
 		if p.faults.ResponseLost {
-			p.publish(live.ResponseLost, o.Status, "fault: the work committed, but the connection closed before the response")
+			p.publishFault(live.ResponseLost, o.Status, "the work committed, but the connection closed before the response")
 			return dropConnection(c)
 		}
 		return writeSaved(c, o.Status, o.Body, false)

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,12 +24,15 @@ import (
 // The projector turns the event stream into what the live panels show.
 //
 // One goroutine reads every event in order, updates a small model (the
-// timeline rows, the key rows, the charges, the counters) and renders, once
-// per event, the HTML fragment that moves a page from the state before the
-// event to the state after it. Every viewer's stream sends those same bytes
-// (live.Entry.Frame), so a hundred viewers cost one rendering, and a page
-// rendered from the model at event N, then streamed from N+1, is always
-// exactly current: nothing is drawn twice and nothing is missed.
+// timeline rows, the key rows, the charges, the counters) and keeps, per
+// event, the fragments that move a page from the state before the event to
+// the state after it. A frame is rendered to HTML the first time a viewer
+// needs it and only then: with nobody watching, an event costs a model
+// update and no rendering, yet a viewer that connects later, or resumes
+// with Last-Event-ID, still gets every frame it missed. Every viewer's
+// stream sends the same bytes, so a hundred viewers cost one rendering,
+// and a page rendered from the model at event N, then streamed from N+1,
+// is always exactly current: nothing is drawn twice and nothing is missed.
 
 // How much the panels keep. The page shows the newest; the rest is in the
 // database and the API.
@@ -43,13 +45,45 @@ const (
 	// liveFrames is how many frames a viewer may fall behind before it is
 	// dropped (it reconnects and is redrawn).
 	liveFrames = 1024
+	// liveOrderLimit bounds the orders the projector counts charges for
+	// (to spot an order charged twice). Beyond it the orders charged
+	// longest ago are forgotten: a second charge for one of those is
+	// still counted and listed, but not flagged as a repeat.
+	liveOrderLimit = 10_000
+	// liveSeenLimit bounds the charge ids remembered so that a charge
+	// both loaded from the database and seen as an event counts once.
+	// Only charges of the last moments can arrive both ways.
+	liveSeenLimit = 4096
 )
 
-// frame is one drawn event, ready to send.
+// frame is one event's change to the page (or a busy-mode refresh),
+// rendered to a finished SSE event the first time a viewer asks for it.
 type frame struct {
-	seq uint64
-	sse []byte
+	n       uint64 // this frame's place among all the projector's frames
+	seq     uint64 // the event the page is at after it: its SSE id
+	refresh bool   // a busy-mode refresh, not an event's frame: seq is shared
+	render  *lazyFrame
 }
+
+// lazyFrame holds the fragments of a frame until someone renders them.
+type lazyFrame struct {
+	once sync.Once
+	ops  []templ.Component
+	sse  []byte
+}
+
+// bytes renders the frame once, whoever asks first.
+func (f *lazyFrame) bytes(id uint64) []byte {
+	f.once.Do(func() {
+		var buf bytes.Buffer
+		writeFrame(&buf, id, renderFrame(f.ops...))
+		f.sse, f.ops = buf.Bytes(), nil
+	})
+	return f.sse
+}
+
+// sse is the frame as one finished SSE event.
+func (f frame) sse() []byte { return f.render.bytes(f.seq) }
 
 type orderState struct {
 	scope, orderID string
@@ -58,7 +92,7 @@ type orderState struct {
 
 type projector struct {
 	s *Server
-	// viewers counts the open event streams.
+	// viewers counts the open event streams; it changes under mu.
 	viewers atomic.Int64
 	// heartbeat and writeTimeout time the event streams (events.go).
 	heartbeat, writeTimeout time.Duration
@@ -68,22 +102,33 @@ type projector struct {
 	rows     []*views.TimelineRow
 	keys     []*views.KeyRow
 	charges  []views.ChargeRow
-	seen     map[string]bool // charge ids counted, so none counts twice
-	orders   map[string]*orderState
+	seen     boundedSet             // charge ids counted, so none counts twice
+	orders   map[string]*orderState // at most liveOrderLimit
+	ordersIn []string               // the orders' map keys, oldest first
 	counters views.Counters
 	faults   views.FaultSwitches
+	twiceN   int // orders charged more than once
 
 	fullNext bool // the next frame redraws every panel
 
-	// The frames drawn, as finished SSE events, in a ring that the
-	// viewers read. Only events that change the page have one, so in
-	// busy mode viewers wake twice a second, not once per event.
-	out      []frame
-	outNext  int           // where the next frame goes in out
-	outLen   int           // how many frames out holds
-	lost     uint64        // the newest seq whose frame fell off the ring
-	frameSeq uint64        // every event up to this one has been drawn
-	framed   chan struct{} // closed when a frame is added or frameSeq moves
+	// The frames, in a ring that the viewers read. Only events that
+	// change the page have one, so in busy mode viewers wake twice a
+	// second, not once per event.
+	out       []frame
+	outNext   int    // where the next frame goes in out
+	outLen    int    // how many frames out holds
+	frames    uint64 // frames made so far: the newest frame's n
+	lostN     uint64 // the newest frame that fell off the ring
+	lostSeq   uint64 // its seq: a viewer resuming before it is redrawn
+	lostFresh bool   // it was a refresh frame
+	frameSeq  uint64 // every event up to this one has been applied
+	closed    bool   // the hub closed: streams end
+	// framed is closed to wake the viewers when frames were added; see
+	// pulse for how often.
+	framed    chan struct{}
+	pending   bool      // frames were added since the last wake
+	armed     bool      // a wake is scheduled
+	lastPulse time.Time // when the viewers were last woken
 
 	// Busy mode: when events come faster than anyone can read them, the
 	// panels stop drawing each request and show totals instead, refreshed
@@ -95,7 +140,32 @@ type projector struct {
 	busySince time.Time
 	busyFlag  atomic.Bool   // busy, for the ticker and the streams
 	recent    []*orderState // the latest orders charged, newest first
-	twice     []*orderState // every order charged more than once
+	twice     []*orderState // the latest orders charged more than once, oldest first
+}
+
+// boundedSet remembers the last limit strings added.
+type boundedSet struct {
+	limit int
+	in    map[string]struct{}
+	order []string // oldest first
+}
+
+func newBoundedSet(limit int) boundedSet {
+	return boundedSet{limit: limit, in: map[string]struct{}{}}
+}
+
+func (b *boundedSet) has(s string) bool { _, ok := b.in[s]; return ok }
+
+func (b *boundedSet) add(s string) {
+	if b.has(s) {
+		return
+	}
+	b.in[s] = struct{}{}
+	b.order = append(b.order, s)
+	if len(b.order) > b.limit {
+		delete(b.in, b.order[0])
+		b.order = slices.Delete(b.order, 0, 1)
+	}
 }
 
 // Busy mode's thresholds. A request is six to nine events; a class of
@@ -109,10 +179,6 @@ const (
 	busyRefresh    = 500 * time.Millisecond
 	busyBatch      = 20 * time.Millisecond
 )
-
-// refreshKind is the event the projector publishes to itself in busy
-// mode: its frame carries the refreshed totals.
-const refreshKind live.Kind = "live_refresh"
 
 // rateMeter counts events in the last second, in ten buckets.
 type rateMeter struct {
@@ -154,20 +220,23 @@ func (s *Server) live() *projector {
 
 func startProjector(s *Server) *projector {
 	p := &projector{s: s, framed: make(chan struct{}), out: make([]frame, liveFrames),
-		heartbeat: heartbeatEvery, writeTimeout: writeTimeout}
+		heartbeat: heartbeatEvery, writeTimeout: writeTimeout, seen: newBoundedSet(liveSeenLimit)}
 	// Read the hub's position before the database: an event that lands in
 	// between is then both in the loaded state and in the stream, and
 	// applying it again is harmless (keys and charges are upserted by id),
 	// whereas the other order would lose it.
 	start := s.hub.LastSeq()
 	p.load(s.baseCtx)
-	p.modelSeq, p.frameSeq = start, start
+	// Events up to start have no frames: a viewer resuming from before
+	// them is redrawn.
+	p.modelSeq, p.frameSeq, p.lostSeq = start, start, start
 	go p.run(s.hub.Subscribe(start))
 	go p.tick()
 	return p
 }
 
-// tick asks for a refresh while busy.
+// tick refreshes the totals while busy. A refresh is the projector's own
+// doing, not something that happened: it is a frame, never an event.
 func (p *projector) tick() {
 	t := time.NewTicker(busyRefresh)
 	defer t.Stop()
@@ -177,10 +246,33 @@ func (p *projector) tick() {
 			return
 		case <-t.C:
 			if p.busyFlag.Load() {
-				p.s.hub.Publish(live.Event{Kind: refreshKind})
+				p.refresh()
 			}
 		}
 	}
+}
+
+// refresh redraws the busy totals, or leaves busy mode once events have
+// slowed down.
+func (p *projector) refresh() {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.busy == nil {
+		return
+	}
+	if p.rate.perSecond(now) >= busyLeave {
+		p.addFrameLocked(p.modelSeq, true, p.busyFrame(now))
+		return
+	}
+	// The timeline did not change while busy (nothing was drawn or
+	// kept); the tables and counters did.
+	busy := p.busy
+	p.leaveBusy()
+	l := p.snapshotLocked()
+	p.addFrameLocked(p.modelSeq, true, []templ.Component{inTable(views.KeysBody(l.Keys, l.Now, true)),
+		inTable(views.ChargesBody(l.Charges, l.Now, true)), views.CountersView(l.Counters, true),
+		views.StepView(busy.Steps[0], true), views.Outcome(busy.ID, busy.Outcome, true)})
 }
 
 // load fills the model from the database, for a start or after the
@@ -208,14 +300,12 @@ func (p *projector) load(ctx context.Context) {
 			Fingerprint: k.Fingerprint, OrderID: k.OrderID, Amount: k.AmountSatang, Status: k.Status,
 			Code: k.ResponseStatus, Created: k.CreatedAt})
 	}
-	p.seen = map[string]bool{}
-	p.orders = map[string]*orderState{}
-	p.recent, p.twice = nil, nil
+	p.forgetCharges()
 	p.charges = p.charges[:0]
 	// Oldest first, so that "charged again" marks the later charge.
 	for i := len(recent) - 1; i >= 0; i-- {
 		c := recent[i]
-		p.seen[c.ID] = true
+		p.seen.add(c.ID)
 		o := p.order(c.Scope, c.OrderID)
 		p.charged(o)
 		if i < liveCharges {
@@ -227,12 +317,26 @@ func (p *projector) load(ctx context.Context) {
 	p.faults = faults
 }
 
+// forgetCharges empties what the projector knows of charges and orders.
+func (p *projector) forgetCharges() {
+	p.seen = newBoundedSet(liveSeenLimit)
+	p.orders, p.ordersIn = map[string]*orderState{}, nil
+	p.recent, p.twice, p.twiceN = nil, nil, 0
+}
+
+// order returns the charge count of an order, starting one if needed and
+// forgetting the oldest beyond liveOrderLimit.
 func (p *projector) order(scope, orderID string) *orderState {
 	k := scope + "\x00" + orderID
 	o := p.orders[k]
 	if o == nil {
 		o = &orderState{scope: scope, orderID: orderID}
 		p.orders[k] = o
+		p.ordersIn = append(p.ordersIn, k)
+		if len(p.ordersIn) > liveOrderLimit {
+			delete(p.orders, p.ordersIn[0])
+			p.ordersIn = slices.Delete(p.ordersIn, 0, 1)
+		}
 	}
 	return o
 }
@@ -250,9 +354,11 @@ func (p *projector) currentSwitches() views.FaultSwitches {
 	}
 }
 
-// run applies events until the hub closes or the server stops.
+// run applies events until the hub closes or the server stops; then it
+// ends every stream.
 func (p *projector) run(sub *live.Subscription) {
 	ctx := p.s.baseCtx
+	defer p.close()
 	for {
 		entries, err := sub.Next(ctx)
 		switch {
@@ -263,23 +369,15 @@ func (p *projector) run(sub *live.Subscription) {
 			p.load(ctx)
 			p.mu.Lock()
 			p.modelSeq, p.fullNext = start, true
+			p.advanceLocked(start)
 			p.mu.Unlock()
-			p.advance(start, nil)
 			sub = p.s.hub.Subscribe(start)
 			continue
 		case err != nil:
 			return
 		}
 		for _, e := range entries {
-			// Frames are stored as finished SSE events, so each viewer only
-			// copies bytes.
-			var sse []byte
-			if html := p.apply(e.Event); len(html) > 0 {
-				var buf bytes.Buffer
-				writeFrame(&buf, e.Seq, html)
-				sse = buf.Bytes()
-			}
-			p.advance(e.Seq, sse)
+			p.apply(e.Event)
 		}
 		if p.busyFlag.Load() {
 			// Nobody reads a busy timeline event by event: take the next
@@ -293,49 +391,129 @@ func (p *projector) run(sub *live.Subscription) {
 	}
 }
 
-// advance records that the event seq has been drawn, with its frame if it
-// has one, and wakes the viewers.
-func (p *projector) advance(seq uint64, sse []byte) {
+// close ends every stream: the hub closed or the server is stopping.
+func (p *projector) close() {
 	p.mu.Lock()
-	if len(sse) > 0 {
-		if p.outLen == len(p.out) {
-			p.lost = p.out[p.outNext].seq
-		} else {
-			p.outLen++
-		}
-		p.out[p.outNext] = frame{seq: seq, sse: sse}
-		p.outNext = (p.outNext + 1) % len(p.out)
-	}
-	if seq > p.frameSeq {
-		p.frameSeq = seq
-	}
-	if len(sse) > 0 {
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.closed = true
 		close(p.framed)
 		p.framed = make(chan struct{})
 	}
-	p.mu.Unlock()
 }
 
-// framesAfter returns the frames of events after seq, oldest first;
-// whether none was lost to the ring; and a channel closed by the next
-// frame.
-func (p *projector) framesAfter(seq uint64) ([]frame, bool, <-chan struct{}) {
+// advanceLocked records that every event up to seq has been applied.
+func (p *projector) advanceLocked(seq uint64) {
+	if seq > p.frameSeq {
+		p.frameSeq = seq
+	}
+}
+
+// addFrameLocked keeps the fragments that bring a page to event seq, to be
+// rendered when a viewer first needs them, and schedules a wake.
+func (p *projector) addFrameLocked(seq uint64, refresh bool, ops []templ.Component) {
+	if len(ops) == 0 {
+		return
+	}
+	if p.outLen == len(p.out) {
+		old := p.out[p.outNext]
+		p.lostN, p.lostSeq, p.lostFresh = old.n, old.seq, old.refresh
+	} else {
+		p.outLen++
+	}
+	p.frames++
+	p.out[p.outNext] = frame{n: p.frames, seq: seq, refresh: refresh, render: &lazyFrame{ops: ops}}
+	p.outNext = (p.outNext + 1) % len(p.out)
+	p.pending = true
+	p.pulseLocked()
+}
+
+// The viewers are woken at most once per fanoutInterval: under a stream
+// of events each viewer gets one write per interval, whatever the rate
+// of payments, so what a viewer costs does not grow with them. A lone
+// event after a quiet spell goes out at once.
+const (
+	fanoutMin       = 5 * time.Millisecond
+	fanoutMax       = 100 * time.Millisecond
+	fanoutPerViewer = 250 * time.Microsecond
+)
+
+// fanoutInterval grows with the viewers, so that all of them together are
+// woken at most about 4,000 times a second.
+func (p *projector) fanoutInterval() time.Duration {
+	return min(fanoutMax, max(fanoutMin, time.Duration(p.viewers.Load())*fanoutPerViewer))
+}
+
+// pulseLocked wakes the viewers now, or schedules it for the end of the
+// current interval.
+func (p *projector) pulseLocked() {
+	if !p.pending || p.armed || p.closed {
+		return
+	}
+	wait := time.Until(p.lastPulse.Add(p.fanoutInterval()))
+	if wait > 0 {
+		p.armed = true
+		time.AfterFunc(wait, func() {
+			p.mu.Lock()
+			p.armed = false
+			p.pulseLocked()
+			p.mu.Unlock()
+		})
+		return
+	}
+	p.pending, p.lastPulse = false, time.Now()
+	close(p.framed)
+	p.framed = make(chan struct{})
+}
+
+// maxBatch bounds the frames a stream takes (and pins) per write: a
+// viewer that does not read holds at most this many while its write
+// times out.
+const maxBatch = 64
+
+// framesAfter returns the frames after frame n, oldest first and at
+// most maxBatch; whether none was lost to the ring; and a channel closed
+// when there are more or when the streams must end.
+func (p *projector) framesAfter(n uint64) ([]frame, bool, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if seq < p.lost {
+	if p.closed || n < p.lostN {
 		return nil, false, p.framed
 	}
-	// The ring holds frames in order of seq: find the first one after seq.
-	at := func(i int) frame { return p.out[(p.outNext-p.outLen+i+len(p.out))%len(p.out)] }
-	first := sort.Search(p.outLen, func(i int) bool { return at(i).seq > seq })
-	if first == p.outLen {
+	first := p.outLen - int(min(p.frames-n, uint64(p.outLen)))
+	last := min(p.outLen, first+maxBatch)
+	if first == last {
 		return nil, true, p.framed
 	}
-	out := make([]frame, 0, p.outLen-first)
-	for i := first; i < p.outLen; i++ {
-		out = append(out, at(i))
+	out := make([]frame, 0, last-first)
+	for i := first; i < last; i++ {
+		out = append(out, p.at(i))
 	}
 	return out, true, p.framed
+}
+
+// at returns the i-th frame the ring holds, oldest first.
+func (p *projector) at(i int) frame {
+	return p.out[(p.outNext-p.outLen+i+len(p.out))%len(p.out)]
+}
+
+// resumeLocked finds where a viewer that has seen every event up to seq
+// continues: after frame n. ok is false when frames it needs are gone
+// (or were never made): it must be redrawn. A refresh frame shares its
+// seq with the event before it, so one with seq itself is sent again:
+// refreshes only set totals, and sending one twice is harmless.
+func (p *projector) resumeLocked(seq uint64) (n uint64, ok bool) {
+	if p.closed || seq > p.modelSeq || seq < p.lostSeq || seq == p.lostSeq && p.lostFresh {
+		return 0, false
+	}
+	first := sort.Search(p.outLen, func(i int) bool {
+		f := p.at(i)
+		return f.seq > seq || f.seq == seq && f.refresh
+	})
+	if first == p.outLen {
+		return p.frames, true
+	}
+	return p.at(first).n - 1, true
 }
 
 // snapshot copies the model: the state after event Seq.
@@ -353,7 +531,7 @@ func (p *projector) snapshotLocked() views.Live {
 		l.Timeline = append(l.Timeline, c)
 	}
 	for _, k := range p.keys {
-		l.Keys = append(l.Keys, withFP(k))
+		l.Keys = append(l.Keys, *k)
 	}
 	l.Charges = slices.Clone(p.charges)
 	slices.Reverse(l.Charges) // newest first
@@ -362,9 +540,9 @@ func (p *projector) snapshotLocked() views.Live {
 
 func (p *projector) countersLocked() views.Counters {
 	c := p.counters
-	c.Orders, c.Twice = nil, len(p.twice)
+	c.Orders, c.Twice = nil, p.twiceN
 	// Orders charged twice first, then the most recently charged.
-	for _, o := range p.twice[max(0, len(p.twice)-liveOrders):] {
+	for _, o := range p.twice {
 		c.Orders = append(c.Orders, views.OrderCount{Scope: o.scope, OrderID: o.orderID, Charges: o.charges})
 	}
 	for _, o := range p.recent {
@@ -382,7 +560,11 @@ func (p *projector) countersLocked() views.Counters {
 func (p *projector) charged(o *orderState) {
 	o.charges++
 	if o.charges == 2 {
+		p.twiceN++
 		p.twice = append(p.twice, o)
+		if len(p.twice) > liveOrders {
+			p.twice = slices.Delete(p.twice, 0, 1)
+		}
 	}
 	if i := slices.Index(p.recent, o); i >= 0 {
 		p.recent = slices.Delete(p.recent, i, i+1)
@@ -393,10 +575,10 @@ func (p *projector) charged(o *orderState) {
 	}
 }
 
-// apply updates the model with one event and returns the frame that
-// moves a page from the state before it to the state after it (nil when
-// busy mode draws nothing for it).
-func (p *projector) apply(e live.Event) []byte {
+// apply updates the model with one event and keeps the frame that moves
+// a page from the state before it to the state after it (none when busy
+// mode draws nothing for it).
+func (p *projector) apply(e live.Event) {
 	var faults *views.FaultSwitches
 	if e.Kind == live.Switched || e.Kind == live.Reset {
 		f := p.currentSwitches()
@@ -407,12 +589,11 @@ func (p *projector) apply(e live.Event) []byte {
 		pruned = p.loadKeys()
 	}
 	now := time.Now()
-	if e.Kind != refreshKind {
-		p.rate.add(now)
-	}
+	p.rate.add(now)
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.advanceLocked(e.Seq)
 	u := &update{p: p, e: e, quiet: p.busy != nil}
 	before := p.counters
 	if faults != nil {
@@ -421,7 +602,7 @@ func (p *projector) apply(e live.Event) []byte {
 	switch e.Kind {
 	case live.Reset:
 		p.rows, p.keys, p.charges = nil, nil, nil
-		p.seen, p.orders, p.recent, p.twice = map[string]bool{}, map[string]*orderState{}, nil, nil
+		p.forgetCharges()
 		p.counters = views.Counters{}
 		p.leaveBusy()
 		p.fullNext = true
@@ -432,11 +613,9 @@ func (p *projector) apply(e live.Event) []byte {
 		}
 		u.keysChanged = true
 	}
-	switch {
-	case e.Kind == refreshKind:
-	case u.quiet:
+	if u.quiet {
 		u.tally()
-	default:
+	} else {
 		u.timeline()
 	}
 	p.modelSeq = e.Seq
@@ -444,29 +623,19 @@ func (p *projector) apply(e live.Event) []byte {
 	switch {
 	case p.fullNext:
 		p.fullNext = false
-		return renderFrame(p.fullFrameLocked()...)
+		p.addFrameLocked(e.Seq, false, p.fullFrameLocked())
+		return
 	case p.busy == nil && e.Kind != live.Reset && (p.rate.perSecond(now) > busyEnter || p.rate.recent(now) > busyEnterBurst):
-		return p.enterBusy(e, now)
-	case p.busy != nil && e.Kind == refreshKind:
-		if p.rate.perSecond(now) < busyLeave {
-			// The timeline did not change while busy (nothing was drawn or
-			// kept); the tables and counters did.
-			busy := p.busy
-			p.leaveBusy()
-			l := p.snapshotLocked()
-			return renderFrame(inTable(views.KeysBody(l.Keys, l.Now, true)), inTable(views.ChargesBody(l.Charges, l.Now, true)),
-				views.CountersView(l.Counters, true), views.StepView(busy.Steps[0], true),
-				views.Outcome(busy.ID, busy.Outcome, true))
-		}
-		return p.busyFrame(now)
+		p.addFrameLocked(e.Seq, false, p.enterBusy(e, now))
+		return
 	case p.busy != nil:
 		if e.Kind == live.Received {
 			p.busyReqs++
 		}
-		if faults == nil {
-			return nil
+		if faults != nil {
+			p.addFrameLocked(e.Seq, false, []templ.Component{views.FaultFields(p.faults, true), views.ActiveFaults(p.faults, true)})
 		}
-		return renderFrame(views.FaultFields(p.faults, true), views.ActiveFaults(p.faults, true))
+		return
 	}
 
 	if u.keysChanged {
@@ -476,7 +645,7 @@ func (p *projector) apply(e live.Event) []byte {
 	if faults != nil {
 		u.add(views.FaultFields(p.faults, true), views.ActiveFaults(p.faults, true))
 	}
-	return renderFrame(u.ops...)
+	p.addFrameLocked(e.Seq, false, u.ops)
 }
 
 // counterOps redraws the counters that changed since before.
@@ -496,7 +665,7 @@ func (p *projector) counterOps(before views.Counters) []templ.Component {
 
 // enterBusy starts busy mode: a row says so, and from now on only the
 // counters are refreshed, twice a second.
-func (p *projector) enterBusy(e live.Event, now time.Time) []byte {
+func (p *projector) enterBusy(e live.Event, now time.Time) []templ.Component {
 	p.busy = &views.TimelineRow{ID: "tl-busy-" + strconv.FormatUint(e.Seq, 10), Time: e.Time, Title: "Busy"}
 	p.busyReqs, p.busySince = 0, now
 	p.busyFlag.Store(true)
@@ -509,7 +678,7 @@ func (p *projector) enterBusy(e live.Event, now time.Time) []byte {
 		ops = append(ops, views.FrameDelete(old.ID))
 	}
 	ops = append(ops, views.CountersView(p.countersLocked(), true))
-	return renderFrame(ops...)
+	return ops
 }
 
 // busyText writes the busy row's words.
@@ -523,10 +692,10 @@ func (p *projector) busyText(now time.Time) {
 }
 
 // busyFrame refreshes the counters and the busy row.
-func (p *projector) busyFrame(now time.Time) []byte {
+func (p *projector) busyFrame(now time.Time) []templ.Component {
 	p.busyText(now)
-	return renderFrame(views.CountersView(p.countersLocked(), true),
-		views.StepView(p.busy.Steps[0], true), views.Outcome(p.busy.ID, p.busy.Outcome, true))
+	return []templ.Component{views.CountersView(p.countersLocked(), true),
+		views.StepView(p.busy.Steps[0], true), views.Outcome(p.busy.ID, p.busy.Outcome, true)}
 }
 
 // leaveBusy ends busy mode; the row stays in the timeline as a record.
@@ -534,6 +703,8 @@ func (p *projector) leaveBusy() {
 	if p.busy == nil {
 		return
 	}
+	// A new slice: frames not yet rendered hold the old one.
+	p.busy.Steps = slices.Clone(p.busy.Steps)
 	p.busy.Steps[0].Label = strconv.Itoa(p.busyReqs) + " requests in " + time.Since(p.busySince).Round(100*time.Millisecond).String() +
 		" were too fast to draw one by one; the tables and counters below are complete."
 	p.busy.Outcome = views.Badge{Text: strconv.Itoa(p.busyReqs) + " requests not drawn", Tone: views.ToneMute}
@@ -544,7 +715,7 @@ func (p *projector) leaveBusy() {
 func (p *projector) snapshotKeysLocked() []views.KeyRow {
 	out := make([]views.KeyRow, len(p.keys))
 	for i, k := range p.keys {
-		out[i] = withFP(k)
+		out[i] = *k
 	}
 	return out
 }
@@ -653,19 +824,6 @@ func statusLine(status int) string {
 	return strconv.Itoa(status) + " " + http.StatusText(status)
 }
 
-// chargeID finds the charge id ("ch_" and hex) in an event's message.
-func chargeID(msg string) string {
-	i := strings.Index(msg, "ch_")
-	if i < 0 {
-		return ""
-	}
-	j := i + 3
-	for j < len(msg) && (msg[j] >= '0' && msg[j] <= '9' || msg[j] >= 'a' && msg[j] <= 'f') {
-		j++
-	}
-	return msg[i:j]
-}
-
 // tally is the model's side of an event in busy mode: the counters and the
 // tables change, and nothing is drawn or labelled.
 func (u *update) tally() {
@@ -678,7 +836,7 @@ func (u *update) tally() {
 	case live.Claimed:
 		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = pay.StatusStarted, 0 })
 	case live.Charged:
-		p.addCharge(u, chargeID(e.Message))
+		p.addCharge(u, e.Charge)
 	case live.Completed:
 		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = pay.StatusDone, e.Status })
 	case live.ResponseLost:
@@ -695,10 +853,10 @@ func (u *update) tally() {
 	case live.Released:
 		p.removeKey(u)
 	case live.Swept:
-		switch {
-		case strings.HasPrefix(e.Message, "could not"):
-		case e.Status == http.StatusCreated:
-			p.addCharge(u, chargeID(e.Message))
+		switch e.Sweep {
+		case live.SweepFailed:
+		case live.SweepCharged:
+			p.addCharge(u, e.Charge)
 			p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = pay.StatusDone, http.StatusCreated })
 		default:
 			p.removeKey(u)
@@ -715,7 +873,6 @@ func (u *update) timeline() {
 		D = views.LaneDatabase
 		G = views.LaneGateway
 	)
-	msg := strings.TrimPrefix(e.Message, "fault: ")
 	switch e.Kind {
 	case live.Received:
 		r := u.rowFor(e.Message)
@@ -742,7 +899,7 @@ func (u *update) timeline() {
 
 	case live.Delayed:
 		r := u.rowFor("request")
-		u.step(r, views.Step{From: S, To: S, Label: msg, Badge: views.Badge{Text: "delay", Tone: views.ToneWarn}})
+		u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "delay", Tone: views.ToneWarn}})
 
 	case live.GatewayCall:
 		r := u.rowFor("request")
@@ -767,7 +924,7 @@ func (u *update) timeline() {
 		r := u.rowFor("request")
 		u.step(r, views.Step{From: S, To: D, Label: "INSERT charge",
 			Badge: views.Badge{Text: "charged", Tone: views.ToneOK}})
-		p.addCharge(u, chargeID(e.Message))
+		p.addCharge(u, e.Charge)
 
 	case live.Completed:
 		r := u.rowFor("request")
@@ -845,15 +1002,15 @@ func (u *update) timeline() {
 	case live.Swept:
 		r := u.rowFor("Sweeper")
 		u.step(r, views.Step{From: S, To: G, Label: "lookup(key)"})
-		switch {
-		case strings.HasPrefix(e.Message, "could not"):
+		switch e.Sweep {
+		case live.SweepFailed:
 			u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "sweep failed", Tone: views.ToneBad}})
 			u.outcome(r, views.Badge{Text: "still started", Tone: views.ToneWarn})
-		case e.Status == http.StatusCreated:
+		case live.SweepCharged:
 			u.step(r, views.Step{From: G, To: S, Label: "yes"})
 			u.step(r, views.Step{From: S, To: D, Label: "INSERT charge, key done", Badge: views.Badge{Text: "swept", Tone: views.ToneWarn}})
 			u.outcome(r, views.Badge{Text: "swept: charged", Tone: views.ToneOK})
-			p.addCharge(u, chargeID(e.Message))
+			p.addCharge(u, e.Charge)
 			p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = pay.StatusDone, http.StatusCreated })
 		default:
 			u.step(r, views.Step{From: G, To: S, Label: "no"})
@@ -901,15 +1058,14 @@ func (p *projector) upsertKey(u *update, change func(*views.KeyRow)) {
 	for _, k := range p.keys {
 		if k.ID == id {
 			change(k)
-			u.add(inTable(views.KeyRowView(withFP(k), p.s.clock.Now(), true)))
+			u.add(inTable(views.KeyRowView(*k, p.s.clock.Now(), true)))
 			return
 		}
 	}
-	// The fingerprint is worked out when the row is drawn (withFP).
-	k := &views.KeyRow{ID: id, Scope: e.Scope, Key: e.Key, PersonalData: PersonalData(e.Key), OrderID: e.OrderID, Amount: e.Amount, Created: e.Time}
+	k := &views.KeyRow{ID: id, Scope: e.Scope, Key: e.Key, PersonalData: PersonalData(e.Key), Fingerprint: e.Fingerprint, OrderID: e.OrderID, Amount: e.Amount, Created: e.Time}
 	change(k)
 	p.keys = append([]*views.KeyRow{k}, p.keys...)
-	u.add(views.FrameInsertKey(withFP(k), p.s.clock.Now()))
+	u.add(views.FrameInsertKey(*k, p.s.clock.Now()))
 	if len(p.keys) > liveKeys {
 		old := p.keys[len(p.keys)-1]
 		p.keys = p.keys[:len(p.keys)-1]
@@ -923,7 +1079,7 @@ func (p *projector) hitKey(u *update) {
 	for _, k := range p.keys {
 		if k.ID == id {
 			k.Hits++
-			u.add(inTable(views.KeyRowView(withFP(k), p.s.clock.Now(), true)))
+			u.add(inTable(views.KeyRowView(*k, p.s.clock.Now(), true)))
 			return
 		}
 	}
@@ -944,10 +1100,10 @@ func (p *projector) removeKey(u *update) {
 func (p *projector) addCharge(u *update, chargeID string) {
 	e := u.e
 	if chargeID != "" {
-		if p.seen[chargeID] {
+		if p.seen.has(chargeID) {
 			return
 		}
-		p.seen[chargeID] = true
+		p.seen.add(chargeID)
 	}
 	o := p.order(e.Scope, e.OrderID)
 	p.charged(o)
@@ -961,16 +1117,6 @@ func (p *projector) addCharge(u *update, chargeID string) {
 		u.add(views.FrameDelete(old.ID))
 	}
 	p.counters.Charges++
-}
-
-// withFP fills in a key row's fingerprint (what the server computes from
-// the method, the path and the canonical body) the first time the row is
-// drawn, and returns a copy to draw. In busy mode most rows never are.
-func withFP(k *views.KeyRow) views.KeyRow {
-	if k.Fingerprint == "" {
-		k.Fingerprint = pay.Fingerprint(http.MethodPost, paymentsPath, pay.PaymentRequest{OrderID: k.OrderID, AmountSatang: k.Amount}.Canonical())
-	}
-	return *k
 }
 
 // keyDOMID names a key row in the page without putting the key (any

@@ -112,17 +112,15 @@ func TestProjector(t *testing.T) {
 		if l.Timeline[0].Title != "Busy" {
 			t.Errorf("no busy row on top: %v", outcomes(l.Timeline))
 		}
-		frames, _, _ := p.framesAfter(0)
-		if drawn := len(frames); drawn > 400 {
+		if drawn := p.frameCount(); drawn > 400 {
 			t.Errorf("%d of 1,800 events were drawn while busy", drawn)
 		}
 		// Quiet now: within a couple of refreshes it redraws and leaves.
 		waitUntil(t, "busy mode to end", func() bool { return !p.busyFlag.Load() })
 		waitProjector(t, env)
-		frames, _, _ = p.framesAfter(0)
-		newest := frames[len(frames)-1]
+		newest := p.newestFrame()
 		for _, want := range []string{`id="keys-body"`, `id="charges-body"`, `id="counters"`, "-note"} {
-			if newest.seq != env.Server.hub.LastSeq() || !strings.Contains(string(newest.sse), want) {
+			if newest.seq != env.Server.hub.LastSeq() || !strings.Contains(string(newest.sse()), want) {
 				t.Fatalf("busy mode ended without redrawing %s", want)
 			}
 		}
@@ -130,6 +128,18 @@ func TestProjector(t *testing.T) {
 			t.Error("the busy row does not say how many requests it stood for")
 		}
 	})
+}
+
+func (p *projector) frameCount() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.frames
+}
+
+func (p *projector) newestFrame() frame {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.at(p.outLen - 1)
 }
 
 func outcomes(rows []views.TimelineRow) []string {

@@ -54,6 +54,9 @@ type Config struct {
 	ListenAddr net.Addr
 	// Logger receives unexpected errors; nil means the standard logger.
 	Logger *log.Logger
+	// MaxStreams caps the open live event streams (GET /events); 0 means
+	// DefaultMaxStreams.
+	MaxStreams int
 }
 
 // withDefaults fills unset fields.
@@ -78,6 +81,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = log.Default()
+	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = DefaultMaxStreams
 	}
 	return c
 }

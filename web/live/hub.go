@@ -43,7 +43,19 @@ const (
 	Reset        Kind = "reset"         // the demonstration was reset
 )
 
-// Event is one published step.
+// SweepResult is what the sweeper did with a stuck key.
+type SweepResult string
+
+// The sweeper's results.
+const (
+	SweepCharged  SweepResult = "charged"  // the gateway had charged: charge recorded, key done with 201
+	SweepReleased SweepResult = "released" // the gateway had not charged: key deleted
+	SweepFailed   SweepResult = "failed"   // the sweeper could not close the key: it stays started
+)
+
+// Event is one published step. Everything a reader of the stream acts on
+// is a field of its own; Message is prose for people (the timeline's
+// tooltips and the export) and is never parsed.
 type Event struct {
 	Seq     uint64    `json:"seq"`
 	Time    time.Time `json:"time"`
@@ -54,21 +66,22 @@ type Event struct {
 	OrderID string    `json:"order_id,omitempty"`
 	Amount  int64     `json:"amount_satang,omitempty"`
 	Status  int       `json:"status,omitempty"`
-	Message string    `json:"message,omitempty"`
+	// Fingerprint is the request's fingerprint (method, path, canonical
+	// body), once the body has been read.
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// Charge is the local charge id, on Charged and on a sweep that
+	// recorded one.
+	Charge string `json:"charge_id,omitempty"`
+	// Sweep is what the sweeper did, on Swept.
+	Sweep SweepResult `json:"sweep,omitempty"`
+	// Fault marks a step that a fault switch caused.
+	Fault   bool   `json:"fault,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
-// Entry is an event in the ring, with a place to keep one rendering of it
-// so that a hundred viewers do not render the same event a hundred times.
+// Entry is an event in the ring.
 type Entry struct {
 	Event
-	once  sync.Once
-	frame []byte
-}
-
-// Frame returns render(e.Event), computed once per entry.
-func (e *Entry) Frame(render func(Event) []byte) []byte {
-	e.once.Do(func() { e.frame = render(e.Event) })
-	return e.frame
 }
 
 // DefaultSize is how many events the hub keeps.

@@ -66,20 +66,6 @@ func TestSlowViewerIsDroppedNotWaitedOn(t *testing.T) {
 	}
 }
 
-func TestFrameRendersOncePerEvent(t *testing.T) {
-	h := New(4, nil)
-	h.Publish(Event{Kind: Charged})
-	es, _ := h.Subscribe(0).Next(context.Background())
-	calls := 0
-	render := func(Event) []byte { calls++; return []byte("x") }
-	for range 100 {
-		es[0].Frame(render)
-	}
-	if calls != 1 {
-		t.Fatalf("rendered %d times", calls)
-	}
-}
-
 func TestCloseWakesViewers(t *testing.T) {
 	h := New(4, nil)
 	sub := h.Subscribe(0)
