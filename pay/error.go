@@ -26,6 +26,7 @@ const (
 	EINTERNAL    Code = "server-error"           // our own failure
 	EFORBIDDEN   Code = "forbidden"              // the caller may not do this
 	EUNAVAILABLE Code = "unavailable"            // shutting down or dropped
+	EBUSY        Code = "too-many-requests"      // too much heavy work queued: try later
 )
 
 // EUNAUTHORIZED: the Authorization header is present but names no caller.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -26,20 +28,43 @@ import (
 var WebHerdLimits = report.HerdLimits{MaxClients: sim.MaxHerdClients, MaxTrials: sim.MaxHerdTrials, MaxCost: 450_000}
 
 // Sweeps are deterministic, so identical requests share one result: a
-// class that opens /herd at once runs the default sweep once. herdRuns runs
-// one sweep at a time (a sweep already uses every core) and keeps the last
-// few results.
+// class that opens /herd at once runs the default sweep once. herdRuns keeps
+// the last few results and makes sure simulations never starve payments:
+//   - one sweep runs at a time, on every core but one (on one core if that
+//     is all there is), so a core is always left for payments;
+//   - at most herdQueue more requests wait for their turn; beyond that a
+//     request gets 429 with Retry-After at once;
+//   - with a presenter token set, a sweep costing more than herdOpenCost
+//     (about twice the default run) is the presenter's alone.
 var herdRuns = newHerdRunner(16)
 
-// herdTimeout bounds how long one request may wait for and run its sweep.
-const herdTimeout = 15 * time.Second
+const (
+	// herdTimeout bounds how long one request may wait for and run its
+	// sweep.
+	herdTimeout = 15 * time.Second
+	// herdQueue is how many requests may wait while one sweep runs.
+	herdQueue = 4
+	// herdRetryAfter is what a request turned away is asked to wait, in
+	// seconds.
+	herdRetryAfter = 5
+	// herdOpenCost is the largest sweep (report.HerdCost) anyone may ask
+	// for when a presenter token is set: about a second of one core.
+	herdOpenCost = 100_000
+)
+
+// errHerdQueueFull turns a request away when herdQueue are already waiting.
+var errHerdQueueFull = pay.Errorf(pay.EBUSY, "The server is already running a simulation with %d more waiting. Try again in %d seconds; identical runs are answered from a cache.", herdQueue, herdRetryAfter)
+
+// herdWorkers is how many cores a sweep served over HTTP may use.
+func herdWorkers() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 type herdRunner struct {
-	gate chan struct{} // one sweep at a time
-	mu   sync.Mutex
-	size int
-	keys []report.HerdInput // least recently used first
-	vals map[report.HerdInput][]sim.HerdPoint
+	gate    chan struct{} // one sweep at a time
+	waiting atomic.Int32  // requests running or waiting for a sweep
+	mu      sync.Mutex
+	size    int
+	keys    []report.HerdInput // least recently used first
+	vals    map[report.HerdInput][]sim.HerdPoint
 }
 
 func newHerdRunner(size int) *herdRunner {
@@ -88,12 +113,17 @@ func (h *herdRunner) reset() {
 }
 
 // run returns the sweep's points, from the cache when it can. It waits for
-// its turn and runs under ctx, so a closed connection or the time-out stops
-// the work.
+// its turn (errHerdQueueFull when too many already wait) and runs under
+// ctx, so a closed connection or the time-out stops the work.
 func (h *herdRunner) run(ctx context.Context, in report.HerdInput) (pts []sim.HerdPoint, cached bool, err error) {
 	if pts, ok := h.get(in); ok {
 		return pts, true, nil
 	}
+	if h.waiting.Add(1) > 1+herdQueue {
+		h.waiting.Add(-1)
+		return nil, false, errHerdQueueFull
+	}
+	defer h.waiting.Add(-1)
 	select {
 	case h.gate <- struct{}{}:
 	case <-ctx.Done():
@@ -103,7 +133,9 @@ func (h *herdRunner) run(ctx context.Context, in report.HerdInput) (pts []sim.He
 	if pts, ok := h.get(in); ok { // someone ran it while we waited
 		return pts, true, nil
 	}
-	pts, err = sim.HerdSweep(ctx, in.Config())
+	cfg := in.Config()
+	cfg.Workers = herdWorkers()
+	pts, err = sim.HerdSweep(ctx, cfg)
 	if err != nil {
 		return nil, false, err
 	}
@@ -111,12 +143,44 @@ func (h *herdRunner) run(ctx context.Context, in report.HerdInput) (pts []sim.He
 	return pts, false, nil
 }
 
-// herdBusy is the message of a sweep stopped by the time-out.
+// herdBusy is the message of a sweep turned away or stopped by the
+// time-out.
 func herdBusy(err error) error {
+	var e *pay.Error
+	if errors.As(err, &e) {
+		return err
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return pay.Errorf(pay.EUNAVAILABLE, "The simulation did not finish within %v (the server may be busy with other runs). Try again, or ask for fewer trials.", herdTimeout)
 	}
 	return pay.Errorf(pay.EUNAVAILABLE, "The simulation was stopped: %v.", err)
+}
+
+// herdAllowed refuses a sweep above herdOpenCost to anyone but the
+// presenter.
+func (s *Server) herdAllowed(r *http.Request, in report.HerdInput) error {
+	if report.HerdCost(in) <= herdOpenCost || s.isPresenter(r) {
+		return nil
+	}
+	return pay.Errorf(pay.EFORBIDDEN, "A simulation this large (about %.0f client steps) is for the presenter only; anyone may run up to %d, such as the default run. Ask for fewer trials or a smaller range.", report.HerdCost(in), herdOpenCost)
+}
+
+// runHerd runs (or finds) a sweep for a request, setting Retry-After when
+// it is turned away.
+func (s *Server) runHerd(c echo.Context, in report.HerdInput) ([]sim.HerdPoint, bool, error) {
+	if err := s.herdAllowed(c.Request(), in); err != nil {
+		return nil, false, err
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), herdTimeout)
+	defer cancel()
+	pts, cached, err := herdRuns.run(ctx, in)
+	if err != nil {
+		if pay.ErrorCode(err) == pay.EBUSY {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(herdRetryAfter))
+		}
+		return nil, false, herdBusy(err)
+	}
+	return pts, cached, nil
 }
 
 // handleHerdAPI is GET /api/herd.
@@ -125,12 +189,10 @@ func (s *Server) handleHerdAPI(c echo.Context) error {
 	if len(errs) > 0 {
 		return fieldProblem(errs)
 	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), herdTimeout)
-	defer cancel()
 	start := time.Now()
-	pts, cached, err := herdRuns.run(ctx, in)
+	pts, cached, err := s.runHerd(c, in)
 	if err != nil {
-		return herdBusy(err)
+		return err
 	}
 	setSimTiming(c, time.Since(start), cached)
 	return c.JSON(http.StatusOK, report.NewHerd(in, pts))
@@ -184,14 +246,12 @@ func (s *Server) herdView(c echo.Context) (views.HerdView, int) {
 		v.Form.Errors = errs.ByField()
 		return v, http.StatusBadRequest
 	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), herdTimeout)
-	defer cancel()
 	start := time.Now()
-	pts, cached, err := herdRuns.run(ctx, in)
+	pts, cached, err := s.runHerd(c, in)
 	elapsed := time.Since(start)
 	if err != nil {
-		v.Problem = pay.ErrorMessage(herdBusy(err))
-		return v, http.StatusServiceUnavailable
+		v.Problem = pay.ErrorMessage(err)
+		return v, problemFor(pay.ErrorCode(err)).Status
 	}
 	setSimTiming(c, elapsed, cached)
 	v.Result = herdResultView(in, pts, v.Form.Scale == "log", elapsed, cached)

@@ -3,8 +3,10 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -219,4 +221,68 @@ func BenchmarkHerdPageDefault(b *testing.B) {
 			b.Fatalf("status %d", res.Status)
 		}
 	}
+}
+
+func TestHerdNeverStarvesPayments(t *testing.T) {
+	t.Run("beyond one run and herdQueue waiting, a request gets 429 with Retry-After at once", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		// Hold the one run slot, as a long sweep would.
+		herdRuns.waiting.Add(1)
+		herdRuns.gate <- struct{}{}
+		released := false
+		release := func() {
+			if !released {
+				released = true
+				<-herdRuns.gate
+				herdRuns.waiting.Add(-1)
+			}
+		}
+		defer release()
+		answers := make(chan response, herdQueue)
+		for i := range herdQueue {
+			go func() { answers <- env.get(fmt.Sprintf("/api/herd?min=1&max=2&step=1&trials=1&seed=%d", 9000+i)) }()
+		}
+		waitUntil(t, "the queue to fill", func() bool { return herdRuns.waiting.Load() == 1+herdQueue })
+		res := env.get("/api/herd?min=1&max=2&step=1&trials=1&seed=8999")
+		if res.Status != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" ||
+			!strings.Contains(string(res.Body), "too-many-requests") {
+			t.Fatalf("a request beyond the queue: %d, Retry-After %q: %s", res.Status, res.Header.Get("Retry-After"), res.Body)
+		}
+		page := env.get("/herd/results?min=1&max=2&step=1&trials=1&seed=8998")
+		if page.Status != http.StatusTooManyRequests || !strings.Contains(string(page.Body), "Try again in") {
+			t.Fatalf("the page beyond the queue: %d: %s", page.Status, page.Body)
+		}
+		release()
+		for range herdQueue {
+			if a := <-answers; a.Status != http.StatusOK {
+				t.Errorf("a queued request: %d %s", a.Status, a.Body)
+			}
+		}
+		if herdRuns.waiting.Load() != 0 {
+			t.Fatalf("%d still counted as waiting", herdRuns.waiting.Load())
+		}
+	})
+
+	t.Run("with a presenter token, a sweep above herdOpenCost is the presenter's alone", func(t *testing.T) {
+		env := newTestEnv(t, Config{PresenterToken: "sesame"})
+		big := "/api/herd?min=10&max=190&step=10&trials=100&seed=3" // the AWS post's experiment
+		if report.HerdCost(report.DefaultHerdInput()) > herdOpenCost {
+			t.Fatalf("the default run costs %.0f, above what anyone may run", report.HerdCost(report.DefaultHerdInput()))
+		}
+		if res := env.get(big); res.Status != http.StatusForbidden {
+			t.Fatalf("an anonymous AWS-sized run: %d %s", res.Status, res.Body)
+		}
+		in, _ := report.ParseHerdQuery(url.Values{"min": {"10"}, "max": {"190"}, "step": {"10"}, "trials": {"100"}}, WebHerdLimits)
+		req, _ := http.NewRequest(http.MethodGet, big, nil)
+		req.Header.Set(PresenterHeader, "sesame")
+		if err := env.Server.herdAllowed(req, in); err != nil {
+			t.Fatalf("the presenter was refused: %v", err)
+		}
+	})
+
+	t.Run("a sweep over HTTP leaves a core for payments", func(t *testing.T) {
+		if runtime.GOMAXPROCS(0) > 1 && herdWorkers() >= runtime.GOMAXPROCS(0) {
+			t.Fatalf("%d workers on %d cores", herdWorkers(), runtime.GOMAXPROCS(0))
+		}
+	})
 }
