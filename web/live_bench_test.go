@@ -24,11 +24,14 @@ import (
 // The live page's performance, reported in the README:
 //
 //	go test ./web -run '^$' -bench 'FirstLoad|SSEFanout|PaymentsWithViewers' -benchtime 2000x
+//	go test ./web -run '^$' -bench 'EventCost' -benchtime 400x
 //
 // FirstLoad is the compressed size of everything a first visit to /
 // downloads. SSEFanout is publish-to-delivery latency with 200 open event
 // streams. PaymentsWithViewers is the payment path's throughput with no
-// viewer and with 200.
+// viewer and with 200. EventCost is the CPU the live pages cost per
+// payment, with the projector off, running unwatched, and with 1 and 200
+// viewers.
 
 const firstLoadLimit = 100 << 10
 
@@ -345,4 +348,65 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkEventCost is what the live pages cost per payment, in CPU time
+// of the whole process: the events of b.N payments are published at a
+// classroom's pace (ten payments every 125 ms: 480 events a second, below
+// busy mode, so every event is drawn for whoever watches), with
+//   - projector=off: no page was ever opened (nothing but the hub);
+//   - viewers=0: a page was opened and closed (the projector runs, nobody
+//     watches);
+//   - viewers=1 and viewers=200: that many open event streams reading
+//     every frame.
+//
+// The cost per payment is process CPU ÷ payments: server, viewers and
+// the publishing loop all run in this process.
+func BenchmarkEventCost(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		start   bool
+		viewers int
+	}{{"projector=off", false, 0}, {"viewers=0", true, 0}, {"viewers=1", true, 1}, {"viewers=200", true, 200}} {
+		b.Run(tc.name, func(b *testing.B) {
+			env := newTestEnvTB(b, Config{})
+			if tc.start {
+				env.Server.live()
+			}
+			if tc.viewers > 0 {
+				defer openViewers(b, env, tc.viewers, nil)()
+			}
+			hub := env.Server.hub
+			tick := time.NewTicker(125 * time.Millisecond)
+			defer tick.Stop()
+			b.ResetTimer()
+			cpu0 := processCPU()
+			for i := 0; i < b.N; {
+				<-tick.C
+				for end := min(b.N, i+10); i < end; i++ {
+					for _, e := range paymentEvents(i) {
+						hub.Publish(e)
+					}
+				}
+			}
+			// Let the projector and the viewers finish the last events.
+			if tc.start {
+				deadline := time.Now().Add(10 * time.Second)
+				p := env.Server.live()
+				for time.Now().Before(deadline) {
+					p.mu.Lock()
+					done := p.frameSeq >= hub.LastSeq()
+					p.mu.Unlock()
+					if done {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				time.Sleep(150 * time.Millisecond) // one fan-out interval and the writes
+			}
+			cpu := processCPU() - cpu0
+			b.StopTimer()
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/payment")
+		})
+	}
 }

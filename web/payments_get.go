@@ -1,11 +1,13 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
+	"paytwice/web/live"
 )
 
 // handleGetPayment is GET /v1/payments/:id: one of the caller's charges.
@@ -29,9 +31,18 @@ func (s *Server) handleListPayments(c echo.Context) error {
 		return pay.Errorf(pay.EINVALID, "order_id is longer than %d bytes.", pay.MaxOrderIDLen)
 	}
 	s.lab.reconciliations.Add(1)
-	charges, err := s.db.ChargesByOrder(c.Request().Context(), callerScope(c.Request()), order)
+	scope := callerScope(c.Request())
+	charges, err := s.db.ChargesByOrder(c.Request().Context(), scope, order)
 	if err != nil {
 		return err
 	}
+	// A look-up is how a client reconciles after a 500: the timeline and
+	// the lab count it.
+	e := live.Event{Kind: live.LookedUp, Scope: scope, OrderID: order, Status: http.StatusOK,
+		Message: fmt.Sprintf("order %s looked up: %d charge(s)", order, len(charges))}
+	if len(charges) > 0 {
+		e.Charge = charges[0].ID
+	}
+	s.hub.Publish(e)
 	return c.JSON(http.StatusOK, map[string]any{"order_id": order, "charges": charges, "paid": len(charges) > 0})
 }

@@ -1019,6 +1019,18 @@ func (u *update) timeline() {
 			p.removeKey(u)
 		}
 
+	case live.LookedUp:
+		r := u.rowFor("Look-up")
+		u.step(r, views.Step{From: B, To: S, Label: "GET ?order_id=" + e.OrderID})
+		u.step(r, views.Step{From: S, To: D, Label: "SELECT the order's charges"})
+		if e.Charge != "" {
+			u.respond(r, "paid", views.Badge{Text: "200", Tone: views.ToneOK})
+			u.outcome(r, views.Badge{Text: "found paid", Tone: views.ToneOK})
+		} else {
+			u.respond(r, "not paid", views.Badge{Text: "200", Tone: views.ToneInfo})
+			u.outcome(r, views.Badge{Text: "not paid", Tone: views.ToneInfo})
+		}
+
 	case live.Pruned:
 		r := u.rowFor("Retention")
 		u.step(r, views.Step{From: S, To: D, Label: e.Message, Badge: views.Badge{Text: "pruned", Tone: views.ToneMute}})

@@ -76,6 +76,31 @@ func TestProjector(t *testing.T) {
 		}
 	})
 
+	t.Run("a look-up by order is an event: the timeline shows it and the lab counts it at once", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		env.Server.live()
+		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
+		before, err := env.Server.labOutcomes(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := env.get("/v1/payments?order_id=A-1"); r.Status != 200 {
+			t.Fatalf("look-up: %d", r.Status)
+		}
+		l := waitProjector(t, env).snapshot()
+		if l.Timeline[0].Title != "Look-up" || l.Timeline[0].Outcome.Text != "found paid" {
+			t.Fatalf("timeline: %v", outcomes(l.Timeline))
+		}
+		after, err := env.Server.labOutcomes(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.NewKeyAfter500.Reconciliations != before.NewKeyAfter500.Reconciliations+1 || after.Seq == before.Seq {
+			t.Fatalf("the lab's look-ups went from %d to %d (seq %d to %d)", before.NewKeyAfter500.Reconciliations,
+				after.NewKeyAfter500.Reconciliations, before.Seq, after.Seq)
+		}
+	})
+
 	t.Run("a reset clears every panel in one frame", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		env.Server.live()

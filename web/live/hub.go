@@ -39,6 +39,7 @@ const (
 	RolledBack   Kind = "rolled_back"   // the charge's transaction failed halfway
 	Swept        Kind = "swept"         // the sweeper closed a stuck key
 	Pruned       Kind = "pruned"        // retention removed done keys
+	LookedUp     Kind = "looked_up"     // an order was looked up (GET /v1/payments?order_id=)
 	Switched     Kind = "switched"      // a fault switch changed
 	Reset        Kind = "reset"         // the demonstration was reset
 )
