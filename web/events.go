@@ -119,16 +119,10 @@ func (s *Server) handleEvents(c echo.Context) error {
 				return nil
 			}
 		}
-		// The frames go straight to the connection: a stream copies no
-		// frame, so one that does not read pins only the frames of this
-		// batch (shared with every other viewer) until its write times out.
-		_ = rc.SetWriteDeadline(time.Now().Add(proj.writeTimeout))
-		for _, f := range frames {
-			if _, err := w.Write(f.sse()); err != nil {
-				return nil
-			}
-		}
-		if rc.Flush() != nil {
+		// One write of bytes that every viewer at this point shares: a
+		// stream copies no frame, so one that does not read pins only this
+		// batch (at most maxBatch frames) until its write times out.
+		if flushTo(rc, w, proj.joined(frames), proj.writeTimeout) != nil {
 			return nil
 		}
 		cursor = frames[len(frames)-1].n
