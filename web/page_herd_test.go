@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"paytwice/sim"
 	"paytwice/sim/report"
@@ -238,17 +239,21 @@ func TestHerdNeverStarvesPayments(t *testing.T) {
 			}
 		}
 		defer release()
+		// Seeds no earlier run used, so that nothing comes from the cache.
+		seed := time.Now().UnixNano() % 1_000_000_000
 		answers := make(chan response, herdQueue)
 		for i := range herdQueue {
-			go func() { answers <- env.get(fmt.Sprintf("/api/herd?min=1&max=2&step=1&trials=1&seed=%d", 9000+i)) }()
+			go func() {
+				answers <- env.get(fmt.Sprintf("/api/herd?min=1&max=2&step=1&trials=1&seed=%d", seed+int64(i)))
+			}()
 		}
 		waitUntil(t, "the queue to fill", func() bool { return herdRuns.waiting.Load() == 1+herdQueue })
-		res := env.get("/api/herd?min=1&max=2&step=1&trials=1&seed=8999")
+		res := env.get(fmt.Sprintf("/api/herd?min=1&max=2&step=1&trials=1&seed=%d", seed+100))
 		if res.Status != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" ||
 			!strings.Contains(string(res.Body), "too-many-requests") {
 			t.Fatalf("a request beyond the queue: %d, Retry-After %q: %s", res.Status, res.Header.Get("Retry-After"), res.Body)
 		}
-		page := env.get("/herd/results?min=1&max=2&step=1&trials=1&seed=8998")
+		page := env.get(fmt.Sprintf("/herd/results?min=1&max=2&step=1&trials=1&seed=%d", seed+101))
 		if page.Status != http.StatusTooManyRequests || !strings.Contains(string(page.Body), "Try again in") {
 			t.Fatalf("the page beyond the queue: %d: %s", page.Status, page.Body)
 		}

@@ -632,11 +632,11 @@ func (p *projector) apply(e live.Event) {
 		pruned = p.loadKeys()
 	}
 	now := time.Now()
-	p.rate.add(now)
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer p.advanceLocked(e.Seq)
+	p.rate.add(now) // under mu: the busy ticker reads it too
 	u := &update{p: p, e: e, quiet: p.busy != nil}
 	before := p.counters
 	if faults != nil {
