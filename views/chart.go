@@ -84,7 +84,9 @@ type chartSeriesStyle struct {
 var chartSeriesStyles = []chartSeriesStyle{
 	{"#d55e00", "", "2.5", "circle"},
 	{"#7b3294", "9 5", "2.5", "square"},
-	{"#0072b2", "", "3.5", "triangle"},
+	// Wide, so that the equal-jitter line, which runs almost on top of
+	// it, shows as dots along a band instead of hiding it.
+	{"#0072b2", "", "7", "triangle"},
 	{"#009e73", "2 4", "3", "diamond"},
 	{"#3f3f3f", "12 4 3 4", "2.5", "cross"},
 }
@@ -157,6 +159,9 @@ type histDrawing struct {
 	HasRef   bool
 	RefY     float64
 	RefLabel string
+	// RefKeyX, RefKeyY is where the key's label starts; its sample line
+	// ends just left of it.
+	RefKeyX, RefKeyY float64
 	// Spike labels the tallest bar when it is too thin to read: a crowd
 	// that arrives within one millisecond.
 	HasSpike       bool
@@ -460,6 +465,9 @@ func (h Histogram) drawing() histDrawing {
 	f := chartFrame{ID: h.ID, Title: h.Title, Desc: h.Desc, W: chartW, H: chartH, XLabel: h.XLabel, YLabel: h.YLabel, Font: chartFont}
 	fx, fy := chartFormatOr(h.FormatX), chartFormatOr(h.FormatY)
 	f.Top = f.Font
+	if h.Ref > 0 && isFinite(h.Ref) {
+		f.Top = f.Font * 2.4 // room for the reference line's key above the bars
+	}
 	f.Bottom = f.H - f.Font*3.2
 	f.Right = f.W - 16
 
@@ -497,6 +505,11 @@ func (h Histogram) drawing() histDrawing {
 	d := histDrawing{chartFrame: f}
 	if h.Ref > 0 && isFinite(h.Ref) {
 		d.HasRef, d.RefY, d.RefLabel = true, sy.at(h.Ref), h.RefLabel
+		// The key sits above the plot, right-aligned: a label drawn on
+		// the line itself would cover the bars.
+		d.RefKeyY = f.Font * 0.9
+		// Room for the label drawn up to a third larger (phones).
+		d.RefKeyX = f.Right - chartTextWidth(h.RefLabel, f.Font*1.3) - 6
 	}
 	for _, b := range bars {
 		if b.Y == 0 {

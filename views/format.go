@@ -29,3 +29,12 @@ func Baht(satang int64) string {
 	}
 	return out
 }
+
+// timesWord says how many times in words: "twice", "three times".
+func timesWord(n int) string {
+	words := []string{"never", "once", "twice", "three times", "four times", "five times", "six times", "seven times", "eight times", "nine times", "ten times"}
+	if n >= 0 && n < len(words) {
+		return words[n]
+	}
+	return strconv.Itoa(n) + " times"
+}

@@ -121,6 +121,26 @@ func (r *HerdResult) leastWork(row HerdRow) string {
 	return best
 }
 
+// mostWork names the strategy with the most mean work in a row.
+func (r *HerdResult) mostWork(row HerdRow) string {
+	worst, worstV := "", math.Inf(-1)
+	for i, s := range r.Strategies {
+		if i < len(row.Work) && row.Work[i] > worstV {
+			worst, worstV = s, row.Work[i]
+		}
+	}
+	return worst
+}
+
+// herdFailed is the share of a run's writes that failed, in percent: every
+// client's write succeeds once, every other write was a collision.
+func herdFailed(work float64, clients int) string {
+	if !isFinite(work) || work <= 0 || clients <= 0 {
+		return "–"
+	}
+	return strconv.Itoa(int(math.Round(100*max(0, work-float64(clients))/work))) + "%"
+}
+
 func herdWork(v float64) string {
 	if !isFinite(v) {
 		return "–"

@@ -333,3 +333,52 @@ func TestBrowserProblemPagesKeepThePolicy(t *testing.T) {
 		t.Fatalf("GET /favicon.ico: %s, want a redirect to the SVG icon", got)
 	}
 }
+
+// TestBrowserBackoffKeepsResultsAndReads: a wrong field keeps the last good
+// results and marks the field; the average's label sits above the bars,
+// not on them; on a phone the chart labels are at least 12 px and the
+// comparison fits the screen.
+func TestBrowserBackoffKeepsResultsAndReads(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	ctx := liveBrowser(t, 1366, 900)
+	liveDo(t, ctx, "opening /backoff", chromedp.Navigate(env.URL+"/backoff"))
+	liveWait(t, ctx, "the results", 5*time.Second, `!!document.querySelector("#backoff-results .stats")`)
+	const labelAboveBars = `(() => {
+		const label = document.querySelector(".ref-label").getBoundingClientRect();
+		const tops = [...document.querySelectorAll("svg.chart .bars rect")].map(r => r.getBoundingClientRect().top);
+		return tops.length > 0 && label.bottom <= Math.min(...tops);
+	})()`
+	if !liveEval[bool](t, ctx, labelAboveBars) {
+		t.Error("the average's label overlaps the bars")
+	}
+	liveDo(t, ctx, "a wrong base", chromedp.SetValue(chromedp.CSS("#f-base"), "-1"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("f-base").dispatchEvent(new Event("change", {bubbles: true}))`))
+	liveWait(t, ctx, "the field marked, the results kept", 5*time.Second,
+		`document.getElementById("f-base").getAttribute("aria-invalid") === "true" && document.getElementById("base-error").textContent !== "" && `+
+			`!!document.querySelector("#backoff-results .stats") && /last settings that worked/.test(document.getElementById("backoff-kept").textContent)`)
+	liveDo(t, ctx, "a good base", chromedp.SetValue(chromedp.CSS("#f-base"), "0.25"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("f-base").dispatchEvent(new Event("change", {bubbles: true}))`))
+	liveWait(t, ctx, "fixed", 5*time.Second,
+		`!document.getElementById("f-base").hasAttribute("aria-invalid") && document.getElementById("backoff-kept").textContent.trim() === "" && /base 0.25 s/.test(document.getElementById("backoff-results").textContent)`)
+	liveNoCSPViolations(t, ctx)
+
+	phone := liveTab(t, ctx, true)
+	liveDo(t, phone, "phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
+	for _, p := range []string{"/backoff", "/herd"} {
+		liveDo(t, phone, "opening "+p, chromedp.Navigate(env.URL+p))
+		liveWait(t, phone, "a chart", 5*time.Second, `!!document.querySelector("svg.chart text")`)
+		smallest := liveEval[float64](t, phone, `Math.min(...[...document.querySelectorAll("svg.chart text")].map(x => x.getBoundingClientRect().height).filter(h => h > 0))`)
+		if smallest < 13 { // a text box is about 1.15 times its font size
+			t.Errorf("%s on a phone: chart text %.1f px high, want a 12 px font at least", p, smallest)
+		}
+		if p == "/herd" {
+			text := liveEval[string](t, phone, `document.body.innerText`)
+			if strings.Contains(text, "most of them find the row free") || !strings.Contains(text, "hears back that its write succeeded") || !strings.Contains(text, "of the writes failed with full jitter") {
+				t.Errorf("/herd still says what its numbers contradict")
+			}
+		}
+		if wide := liveEval[bool](t, phone, `[...document.querySelectorAll("table")].some(t => t.getBoundingClientRect().right > innerWidth) || document.documentElement.scrollWidth > innerWidth`); wide {
+			t.Errorf("%s on a phone: a table is wider than the screen", p)
+		}
+	}
+}

@@ -51,7 +51,13 @@ func (s *Server) handleBackoffFragment(c echo.Context) error {
 		return err
 	}
 	if c.Request().Header.Get("HX-Request") == "true" {
-		c.Response().Header().Set("HX-Replace-Url", "/backoff?"+pick(q, "base", "cap", "retries", "strategy", "clients", "seed").Encode())
+		if v.Result == nil {
+			// Keep the last good results on the page; only the field
+			// messages and the note above the results change.
+			c.Response().Header().Set("HX-Reswap", "none")
+		} else {
+			c.Response().Header().Set("HX-Replace-Url", "/backoff?"+pick(q, "base", "cap", "retries", "strategy", "clients", "seed").Encode())
+		}
 	}
 	return render(c, status, views.BackoffFragment(v))
 }

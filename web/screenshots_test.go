@@ -70,16 +70,16 @@ func TestScreenshots(t *testing.T) {
 	liveDo(t, ctx, "double-click", liveClick("#pay"), liveClick("#pay"))
 	liveWait(t, ctx, "paid", 10*time.Second, paidNow+` && document.querySelectorAll("#attempts li[data-status]").length === 2`)
 
-	// A lost response, retried.
-	setFaults(t, env, sim.Faults{ResponseLost: true})
-	liveDo(t, ctx, "new order, retry on, pay", liveClick("#new-order"), liveClick("#opt-retry"), liveClick("#pay"))
-	liveWait(t, ctx, "paid again", 10*time.Second, paidNow)
-
 	// The same key with another amount.
 	setFaults(t, env, sim.Faults{})
 	liveDo(t, ctx, "change the amount and pay",
 		chromedp.Clear(chromedp.CSS("#amount")), chromedp.SendKeys(chromedp.CSS("#amount"), "1,350.00"), liveClick("#pay"))
 	liveWait(t, ctx, "422", 10*time.Second, `document.getElementById("pay-status").dataset.state === "mismatch"`)
+
+	// A lost response: no answer, a wait, the retry's replayed 201.
+	setFaults(t, env, sim.Faults{ResponseLost: true})
+	liveDo(t, ctx, "new order, retry on, pay", liveClick("#new-order"), liveClick("#opt-retry"), liveClick("#pay"))
+	liveWait(t, ctx, "paid again, after a lost response", 10*time.Second, paidNow+` && `+attemptStatuses+` === "network 201"`)
 	setFaults(t, env, sim.Faults{DelayMS: 800, ResponseLost: true})
 	liveWait(t, ctx, "every charge on the page", 5*time.Second, chargeRows+` === 5`)
 
@@ -104,6 +104,16 @@ func TestScreenshots(t *testing.T) {
 	liveStill(t, phone)
 	liveDo(t, phone, "phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
 	liveOpen(t, phone, env.URL+"/")
+	// The mistake on the phone: a new key per click, a double-click, and
+	// the card says in red that the order was charged twice.
+	setFaults(t, env, sim.Faults{DelayMS: 300})
+	liveDo(t, phone, "new order, the mistake on, retries off, double-click", liveClick("#new-order"), liveClick("#opt-newkey"),
+		liveClick("#opt-retry"), liveClick("#pay"), liveClick("#pay"))
+	liveWait(t, phone, "charged twice on the card", 10*time.Second, `document.getElementById("pay-status").dataset.state === "twice"`)
+	setFaults(t, env, sim.Faults{DelayMS: 800, ResponseLost: true})
+	liveDo(t, phone, "the mistake off again", liveClick("#opt-newkey"))
+	liveWait(t, phone, "every charge on the phone", 5*time.Second, chargeRows+` === 7`)
+	liveDo(t, phone, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
 	png, err = chromedp.Run(phone, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatal(err)

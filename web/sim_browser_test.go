@@ -126,8 +126,12 @@ func TestBackoffPageInABrowser(t *testing.T) {
 		)
 		simWaitFor(t, ctx, "the cap message appears",
 			`document.querySelector("#cap-error")?.textContent.includes("at least the base")`)
-		if got := simRun(t, ctx, "reading the results", chromedp.Text("#backoff-results")); !strings.Contains(got, "cannot be computed") {
-			t.Errorf("results %q do not say the settings are wrong", got)
+		// The last good results stay, marked as such.
+		if got := simRun(t, ctx, "reading the note", chromedp.Text("#backoff-kept")); !strings.Contains(got, "last settings that worked") {
+			t.Errorf("note %q does not say the results are the last good ones", got)
+		}
+		if got := simRun(t, ctx, "reading the results", chromedp.Text("#backoff-results")); !strings.Contains(got, "WORST-CASE TOTAL WAIT") && !strings.Contains(got, "Worst-case total wait") {
+			t.Errorf("results %q: the last good ones should stay", got)
 		}
 		simDo(t, ctx, "typing cap 8", simType("#f-cap", "8"))
 		simWaitFor(t, ctx, "the message goes away and the example is back",
