@@ -218,19 +218,9 @@ func clip(s string) string {
 	return s[:n] + "…"
 }
 
-// seconds prints a number of seconds as the pages do (views.Seconds):
-// 0.5, 15.5, 0.001; at most three decimals, three significant digits
-// below 0.01 s.
-func seconds(v float64) string {
-	switch {
-	case v == 0:
-		return "0"
-	case math.Abs(v) < 0.01:
-		return strconv.FormatFloat(v, 'g', 3, 64)
-	}
-	s := strconv.FormatFloat(v, 'f', 3, 64)
-	return strings.TrimRight(strings.TrimRight(s, "0"), ".")
-}
+// seconds prints a number of seconds as short as it reads exactly: 0.5,
+// 8, 0.001, 0.12345; a message quotes back what the user typed.
+func seconds(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // secondsText prints a duration in seconds: "0.5", "8".
 func secondsText(d time.Duration) string { return seconds(d.Seconds()) }
