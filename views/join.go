@@ -30,3 +30,22 @@ func joinClass(j Join) string {
 	}
 	return "join"
 }
+
+// StepBar is step mode as the board shows it: whether it is on, and the
+// requests held at a checkpoint, oldest first.
+type StepBar struct {
+	On   bool
+	Held []HeldRow
+}
+
+// HeldRow is one held request.
+type HeldRow struct {
+	Request, RowID, Checkpoint, OrderID, Who string
+}
+
+func stepBarClass(b StepBar) string {
+	if b.On {
+		return "card step-bar step-on"
+	}
+	return "card step-bar"
+}

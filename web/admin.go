@@ -88,6 +88,8 @@ func (s *Server) handleSweep(c echo.Context) error {
 // trips over; waiting keeps gateway and local charges equal. The wait is
 // bounded: a payment's work runs under the gateway time-out.
 func (s *Server) resetDemo(ctx context.Context, who string) error {
+	// Held requests hold the in-flight lock: let them go first.
+	s.steps.turn(false, who)
 	s.inflight.Lock()
 	defer s.inflight.Unlock()
 	s.faultsMu.Lock()

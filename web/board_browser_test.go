@@ -133,3 +133,55 @@ func TestBrowserBoardLessonLayout(t *testing.T) {
 	})
 	liveNoCSPViolations(t, ctx)
 }
+
+// heldAt is a script that finds the held request at a checkpoint in the
+// step bar, or null.
+func heldAt(checkpoint string) string {
+	return fmt.Sprintf(`[...document.querySelectorAll("#step-bar .held li")].find(li => li.querySelector(".badge").textContent === %q)`, checkpoint)
+}
+
+// TestBrowserStepModeDoubleClick walks a double-click through step mode
+// from the board: both requests stop as they arrive; the first goes on to
+// claim its key and waits there; the second goes on and meets the claim
+// (409); it is answered, then the first finishes: one charge.
+func TestBrowserStepModeDoubleClick(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	board := liveBrowser(t, 1920, 1080)
+	student := liveTab(t, board, true)
+	liveOpen(t, board, env.URL+"/board")
+	liveOpen(t, student, env.URL+"/")
+
+	liveDo(t, board, "pressing S", chromedp.KeyEvent("s"))
+	liveWait(t, board, "step mode on", 5*time.Second, `document.getElementById("step-bar").classList.contains("step-on")`)
+	if !env.Server.steps.on.Load() {
+		t.Fatal("the server's step mode is off")
+	}
+
+	liveDo(t, student, "double-click", liveClick("#pay"), liveClick("#pay"))
+	liveWait(t, board, "both requests held as they arrive", 10*time.Second, `document.querySelectorAll("#step-bar .held li").length === 2`)
+	liveWait(t, board, "the held rows highlighted", 5*time.Second, `document.querySelectorAll(".tl-row .step[id$='-held']").length === 2`)
+
+	// The first request goes on: it claims the key and waits there.
+	liveDo(t, board, "Next on the first", chromedp.Click(chromedp.CSS(`#step-bar .held li:first-child button[data-step="next"]`)))
+	liveWait(t, board, "the first held after its claim", 10*time.Second, heldAt("key claimed")+` !== undefined`)
+
+	// The second goes on and finds the key claimed: 409.
+	liveEval[bool](t, board, heldAt("received")+`.querySelector('button[data-step="next"]').click() || true`)
+	liveWait(t, board, "the second about to answer 409", 10*time.Second,
+		heldAt("answered")+` !== undefined && document.getElementById("timeline").textContent.includes("409")`)
+	liveEval[bool](t, board, heldAt("answered")+`.querySelector('button[data-step="finish"]').click() || true`)
+
+	// The first finishes.
+	liveWait(t, board, "one request held", 10*time.Second, `document.querySelectorAll("#step-bar .held li").length === 1`)
+	liveEval[bool](t, board, heldAt("key claimed")+`.querySelector('button[data-step="finish"]').click() || true`)
+	liveWait(t, student, "paid", 10*time.Second, paidNow)
+	liveWait(t, board, "one charge for the order", 10*time.Second, `document.getElementById("orders").textContent.includes("1 charge")`)
+	if n := env.charges(); n != 1 {
+		t.Fatalf("%d charges", n)
+	}
+
+	// P plays whatever comes next; S turns step mode off.
+	liveDo(t, board, "pressing S again", chromedp.KeyEvent("s"))
+	liveWait(t, board, "step mode off", 5*time.Second, `!document.getElementById("step-bar").classList.contains("step-on")`)
+	liveNoCSPViolations(t, board)
+}

@@ -105,6 +105,7 @@ func (s *Server) handleBoard(c echo.Context) error {
 	d := views.Board{
 		Live:      s.live().snapshot(),
 		Join:      s.joinView(r),
+		Steps:     s.steps.view(),
 		Presenter: s.isPresenter(r),
 		Locked:    s.cfg.PresenterToken != "",
 		Lab:       s.labView(r.Context(), s.isPresenter(r)),

@@ -75,6 +75,7 @@ type payment struct {
 	fp        string
 	faults    sim.Faults          // drawn once per request (random mode may thin them)
 	gw        sim.GatewaySwitches // the gateway switches this request charges with
+	step      stepProgress        // where step mode has held it (step.go)
 }
 
 // newPayment starts carrying one request through the protocol.
@@ -96,6 +97,7 @@ func (p *payment) publishFault(kind live.Kind, status int, msg string) {
 func (p *payment) publishEvent(e live.Event) {
 	e.Request, e.Scope, e.Key, e.OrderID, e.Amount, e.Fingerprint = p.id, p.scope, p.key, p.req.OrderID, p.req.AmountSatang, p.fp
 	p.s.hub.Publish(e)
+	p.s.steps.at(p, e.Kind) // step mode may hold the request here
 }
 
 // parse reads the key and the body and draws the request's faults. A bad
@@ -159,6 +161,7 @@ var stepEvents = map[pay.StepKind]live.Kind{
 // answer turns the protocol's outcome into the HTTP response.
 func (p *payment) answer(o pay.Outcome) error {
 	c := p.c
+	p.s.steps.hold(p, CheckAnswered)
 	switch o.Kind {
 	case pay.Saved:
 		if p.faults.ResponseLost {

@@ -1086,6 +1086,9 @@ func (u *update) timeline() {
 		r := u.rowFor("Reset")
 		u.step(r, views.Step{From: S, To: D, Label: e.Message, Badge: views.Badge{Text: "reset", Tone: views.ToneMute}})
 
+	case heldKind, resumedKind, stepKind:
+		u.stepMode()
+
 	default:
 		r := u.rowFor(string(e.Kind))
 		u.step(r, views.Step{From: S, To: S, Label: e.Message})

@@ -48,6 +48,9 @@ type Config struct {
 	// payments store. main gives it a file of its own, as a real provider's
 	// database is not ours: its commits then run in parallel with ours.
 	Ledger *store.DB
+	// StepLimit is how long step mode may hold a request at one checkpoint
+	// (default 2 minutes).
+	StepLimit time.Duration
 	// ListenAddr is the listener's real address (net.Listener.Addr): the
 	// board and /join show only addresses the server listens on. Unset, the
 	// address each connection arrived on stands in for it.
@@ -125,6 +128,8 @@ type Server struct {
 
 	// listenAddr is the listener's address, for the join address (join.go).
 	listenAddr atomic.Pointer[net.TCPAddr]
+	// steps holds payments in step mode (step.go).
+	steps *stepper
 }
 
 // NewServer wires a server around an open store.
@@ -143,11 +148,12 @@ func NewServer(cfg Config, db *store.DB, clock *sim.Clock) *Server {
 	if a, ok := cfg.ListenAddr.(*net.TCPAddr); ok {
 		s.listenAddr.Store(a)
 	}
+	s.steps = newStepper(s, cfg.StepLimit)
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.protocol = &pay.Service{Store: db, Gateway: s.gateway.With(sim.GatewaySwitches{}), Now: clock.Now,
 		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) },
 		WorkContext: func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
+			return context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout+s.steps.allowance())
 		}}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.echo = s.routes()
@@ -207,6 +213,7 @@ func (s *Server) routes() *echo.Echo {
 	s.simRoutes(e)
 	s.labRoutes(e)
 	s.joinRoutes(e)
+	s.stepRoutes(e)
 	return e
 }
 

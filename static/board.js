@@ -1,0 +1,56 @@
+// board.js: step mode's buttons and keys on the board.
+//
+// The step bar is drawn by the server and kept current by the event
+// stream, on every page alike. Its buttons call the step API
+// (/api/step, /api/step/next, /finish, /play); the server lets only the
+// presenter use them. Keys: N next, F finish, P play, S step mode on/off,
+// for the oldest held request.
+(function () {
+  "use strict";
+
+  var api = window.paytwiceAPI; // static/api.js
+
+  function $(id) { return document.getElementById(id); }
+
+  function status(text) {
+    var out = $("step-status");
+    if (out) { out.textContent = text; }
+  }
+
+  function act(what, request) {
+    var call;
+    switch (what) {
+      case "on": call = api("PUT", "/api/step", { on: true }); break;
+      case "off": call = api("PUT", "/api/step", { on: false }); break;
+      case "next": call = api("POST", "/api/step/next", request ? { request: request } : undefined); break;
+      case "finish": call = api("POST", "/api/step/finish", request ? { request: request } : undefined); break;
+      case "play": call = api("POST", "/api/step/play"); break;
+      default: return;
+    }
+    call.then(function (res) {
+      if (res.ok) { return; }
+      if (res.status === 403) { status("Only the presenter steps the payments."); return; }
+      status("Refused (" + (res.status || "no answer") + "): " + ((res.body && (res.body.detail || res.body.title)) || "error"));
+    });
+  }
+
+  document.addEventListener("click", function (ev) {
+    var btn = ev.target && ev.target.closest && ev.target.closest("[data-step]");
+    if (!btn || !btn.closest("#step-bar")) { return; }
+    act(btn.dataset.step, btn.dataset.request || "");
+  });
+
+  var keys = { n: "next", f: "finish", p: "play" };
+  document.addEventListener("keydown", function (ev) {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.repeat) { return; }
+    var t = ev.target;
+    if (t && (t.isContentEditable || /^(INPUT|SELECT|TEXTAREA)$/.test(t.tagName))) { return; }
+    var bar = $("step-bar");
+    var board = document.querySelector(".board");
+    if (!bar || !board || board.dataset.presenter !== "true") { return; }
+    var k = ev.key.toLowerCase();
+    var on = bar.classList.contains("step-on");
+    if (k === "s") { act(on ? "off" : "on"); ev.preventDefault(); return; }
+    if (on && keys[k]) { act(keys[k], ""); ev.preventDefault(); }
+  });
+})();

@@ -1,0 +1,418 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paytwice/pay"
+	"paytwice/views"
+	"paytwice/web/live"
+)
+
+// Step mode: the presenter pauses the race and walks it through. While it
+// is on, every payment request (a browser's, curl's, the CLI's) stops at
+// named checkpoints and waits for the presenter: Next lets one request go
+// on to its next checkpoint, Finish lets it run to the end, Play lets
+// every held request run to the end. Nothing is held forever: turning
+// step mode off, a reset, the request's connection closing, shutdown, or
+// the time limit (Config.StepLimit, on an injectable timer) lets it go.
+//
+// A hold is only a wait on the request's own goroutine, between two steps
+// of the protocol: no transaction is open and no lock of the database is
+// taken, so every fault switch works as usual once the request goes on.
+//
+// The checkpoints are where the protocol already reports its steps (the
+// payment's events, see payment.publish): the protocol itself knows
+// nothing of step mode.
+
+// Checkpoint is a place where step mode holds a request, in the order a
+// request passes them.
+type Checkpoint int
+
+// The checkpoints.
+const (
+	CheckReceived        Checkpoint = iota + 1 // the request arrived and was parsed
+	CheckClaimed                               // the key row was inserted as started
+	CheckBeforeGateway                         // about to call the gateway
+	CheckGatewayAnswered                       // the gateway answered (or the server crashed)
+	CheckSaved                                 // the charge and the answer are committed
+	CheckAnswered                              // about to send the answer
+)
+
+var checkpointNames = map[Checkpoint]string{
+	CheckReceived: "received", CheckClaimed: "key claimed", CheckBeforeGateway: "before the gateway",
+	CheckGatewayAnswered: "gateway answered", CheckSaved: "saved", CheckAnswered: "answered",
+}
+
+func (c Checkpoint) String() string { return checkpointNames[c] }
+
+// checkpointAt is the checkpoint a payment event reaches; 0 for none.
+func checkpointAt(k live.Kind) Checkpoint {
+	switch k {
+	case live.Received:
+		return CheckReceived
+	case live.Claimed:
+		return CheckClaimed
+	case live.GatewayCall:
+		return CheckBeforeGateway
+	case live.GatewayReply, live.Crashed:
+		return CheckGatewayAnswered
+	case live.Charged, live.Completed, live.RolledBack:
+		return CheckSaved
+	case live.Replayed, live.Conflict, live.Mismatch, live.Rejected, live.Released, live.Dropped:
+		return CheckAnswered
+	}
+	return 0
+}
+
+// The events step mode publishes.
+const (
+	heldKind    live.Kind = "held"      // a request waits at a checkpoint
+	resumedKind live.Kind = "resumed"   // it goes on
+	stepKind    live.Kind = "step_mode" // step mode was turned on or off
+)
+
+// defaultStepLimit is how long a request may be held at one checkpoint.
+const defaultStepLimit = 2 * time.Minute
+
+// stepProgress is one request's passage through step mode.
+type stepProgress struct {
+	past Checkpoint  // the last checkpoint it stopped at (or passed)
+	free atomic.Bool // run to the end without stopping again
+}
+
+// heldRequest is a request waiting at a checkpoint.
+type heldRequest struct {
+	p     *payment
+	at    Checkpoint
+	since time.Time
+	next  chan struct{} // closed to let it go on
+}
+
+// stepper holds requests in step mode.
+type stepper struct {
+	s     *Server
+	on    atomic.Bool
+	limit time.Duration
+	// after starts the time limit; tests replace it to end holds at will.
+	after func(time.Duration) <-chan time.Time
+
+	mu   sync.Mutex
+	held []*heldRequest // oldest first
+	off  chan struct{}  // closed when step mode is turned off: every hold ends
+}
+
+func newStepper(s *Server, limit time.Duration) *stepper {
+	if limit <= 0 {
+		limit = defaultStepLimit
+	}
+	return &stepper{s: s, limit: limit, after: time.After, off: make(chan struct{})}
+}
+
+// at holds p at the checkpoint its event kind reaches, if step mode is on
+// and p has not passed that checkpoint yet.
+func (st *stepper) at(p *payment, k live.Kind) {
+	if cp := checkpointAt(k); cp != 0 {
+		st.hold(p, cp)
+	}
+}
+
+// hold waits at checkpoint cp until the presenter lets p go on.
+func (st *stepper) hold(p *payment, cp Checkpoint) {
+	if !st.on.Load() || p.step.free.Load() || cp <= p.step.past {
+		return
+	}
+	p.step.past = cp
+	h := &heldRequest{p: p, at: cp, since: st.s.clock.Now(), next: make(chan struct{})}
+	st.mu.Lock()
+	if !st.on.Load() {
+		st.mu.Unlock()
+		return
+	}
+	st.held = append(st.held, h)
+	off := st.off
+	st.mu.Unlock()
+	p.publishStep(heldKind, cp.String())
+
+	reason := ""
+	select {
+	case <-h.next:
+	case <-off:
+	case <-p.c.Request().Context().Done():
+		reason = "the client went away"
+		p.step.free.Store(true)
+	case <-st.s.baseCtx.Done():
+		p.step.free.Store(true)
+	case <-st.after(st.limit):
+		reason = "held for " + st.limit.String() + ": the time limit let it go"
+		p.step.free.Store(true)
+	}
+	st.mu.Lock()
+	st.drop(h)
+	st.mu.Unlock()
+	p.publishStep(resumedKind, reason)
+}
+
+// errNothingHeld answers Next or Finish when no request waits.
+var errNothingHeld = pay.Errorf(pay.ENOTFOUND, "No request is held at a checkpoint. Turn step mode on, then pay.")
+
+// find returns the held request with the id, or the oldest for "".
+func (st *stepper) find(id string) (*heldRequest, error) {
+	for _, h := range st.held {
+		if id == "" || h.p.id == id {
+			return h, nil
+		}
+	}
+	if id != "" {
+		return nil, pay.Errorf(pay.ENOTFOUND, "The request %q is not held at a checkpoint (it may be running between two, or finished).", truncate(id, 40))
+	}
+	return nil, errNothingHeld
+}
+
+// next lets one request go on to its next checkpoint; toEnd lets it run
+// to the end.
+func (st *stepper) next(id string, toEnd bool) (string, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	h, err := st.find(id)
+	if err != nil {
+		return "", err
+	}
+	if toEnd {
+		h.p.step.free.Store(true)
+	}
+	st.letGo(h)
+	return h.p.id, nil
+}
+
+// play lets every held request run to the end; step mode stays on for the
+// requests that come next.
+func (st *stepper) play() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	held := slices.Clone(st.held)
+	for _, h := range held {
+		h.p.step.free.Store(true)
+		st.letGo(h)
+	}
+	return len(held)
+}
+
+// letGo lets h go on and takes it off the held list at once, so that the
+// answer to the action already shows it gone; st.mu is held.
+func (st *stepper) letGo(h *heldRequest) {
+	select {
+	case <-h.next:
+	default:
+		close(h.next)
+	}
+	st.drop(h)
+}
+
+// drop takes h off the held list; st.mu is held.
+func (st *stepper) drop(h *heldRequest) {
+	for i, o := range st.held {
+		if o == h {
+			st.held = append(st.held[:i:i], st.held[i+1:]...)
+			return
+		}
+	}
+}
+
+// set turns step mode on or off. Off lets every held request go on, to the
+// end. It reports whether it changed anything.
+func (st *stepper) set(on bool) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.on.Load() == on {
+		return false
+	}
+	st.on.Store(on)
+	if !on {
+		close(st.off)
+		st.off = make(chan struct{})
+	}
+	return true
+}
+
+// turn sets step mode and tells every page.
+func (st *stepper) turn(on bool, who string) {
+	if !st.set(on) {
+		return
+	}
+	msg := "step mode off: every held request goes on"
+	if on {
+		msg = "step mode on: every payment stops at each checkpoint"
+	}
+	if who != "" {
+		msg = who + ": " + msg
+	}
+	st.s.hub.Publish(live.Event{Kind: stepKind, Message: msg})
+}
+
+// allowance is how much longer a claimed payment's work may take because
+// step mode may hold it at each of its checkpoints.
+func (st *stepper) allowance() time.Duration {
+	if !st.on.Load() {
+		return 0
+	}
+	return 4 * st.limit
+}
+
+// StepState is the body of GET and PUT /api/step and of the step actions.
+type StepState struct {
+	On           bool          `json:"on"`
+	LimitSeconds int           `json:"limit_seconds"`
+	Held         []HeldRequest `json:"held"`
+	// Released names the request an action let go, if any.
+	Released string `json:"released,omitempty"`
+}
+
+// HeldRequest is one request waiting at a checkpoint.
+type HeldRequest struct {
+	Request    string    `json:"request"`
+	Checkpoint string    `json:"checkpoint"`
+	Key        string    `json:"key,omitempty"`
+	OrderID    string    `json:"order_id,omitempty"`
+	Scope      string    `json:"-"`
+	Since      time.Time `json:"since"`
+}
+
+func (st *stepper) state() StepState {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := StepState{On: st.on.Load(), LimitSeconds: int(st.limit / time.Second), Held: []HeldRequest{}}
+	for _, h := range st.held {
+		out.Held = append(out.Held, HeldRequest{Request: h.p.id, Checkpoint: h.at.String(), Key: h.p.key,
+			OrderID: h.p.req.OrderID, Scope: h.p.scope, Since: h.since})
+	}
+	return out
+}
+
+// view is the step bar as the board draws it.
+func (st *stepper) view() views.StepBar {
+	s := st.state()
+	v := views.StepBar{On: s.On}
+	for _, h := range s.Held {
+		v.Held = append(v.Held, views.HeldRow{Request: h.Request, RowID: "tl-" + h.Request, Checkpoint: h.Checkpoint,
+			OrderID: h.OrderID, Who: views.ScopeLabel(h.Scope)})
+	}
+	return v
+}
+
+// publishStep publishes one of step mode's events for the payment.
+func (p *payment) publishStep(kind live.Kind, msg string) {
+	p.publishEvent(live.Event{Kind: kind, Message: msg})
+}
+
+// stepRoutes registers step mode's JSON API: reading it is open to all,
+// changing it is the presenter's, like the fault switches.
+func (s *Server) stepRoutes(e *echo.Echo) {
+	e.GET("/api/step", s.handleGetStep)
+	e.PUT("/api/step", s.handlePutStep, s.presenterOnly)
+	e.POST("/api/step/next", s.handleStepNext, s.presenterOnly)
+	e.POST("/api/step/finish", s.handleStepFinish, s.presenterOnly)
+	e.POST("/api/step/play", s.handleStepPlay, s.presenterOnly)
+}
+
+// StepChange is the body of PUT /api/step.
+type StepChange struct {
+	On *bool `json:"on"`
+}
+
+// StepTarget is the body of POST /api/step/next and /finish: the request
+// to let go ("" or no body: the oldest held).
+type StepTarget struct {
+	Request string `json:"request"`
+}
+
+func (s *Server) handleGetStep(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.steps.state())
+}
+
+func (s *Server) handlePutStep(c echo.Context) error {
+	var req StepChange
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	if req.On == nil {
+		return pay.Errorf(pay.EINVALID, `Say whether step mode is on: {"on": true} or {"on": false}.`)
+	}
+	s.steps.turn(*req.On, "JSON API")
+	return c.JSON(http.StatusOK, s.steps.state())
+}
+
+func (s *Server) stepTarget(c echo.Context) (string, error) {
+	var t StepTarget
+	if c.Request().ContentLength == 0 {
+		return "", nil
+	}
+	if err := decodeAdminJSON(c.Request(), &t); err != nil {
+		return "", err
+	}
+	return t.Request, nil
+}
+
+func (s *Server) handleStepNext(c echo.Context) error   { return s.stepRelease(c, false) }
+func (s *Server) handleStepFinish(c echo.Context) error { return s.stepRelease(c, true) }
+
+func (s *Server) stepRelease(c echo.Context, toEnd bool) error {
+	id, err := s.stepTarget(c)
+	if err != nil {
+		return err
+	}
+	released, err := s.steps.next(id, toEnd)
+	if err != nil {
+		return err
+	}
+	out := s.steps.state()
+	out.Released = released
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) handleStepPlay(c echo.Context) error {
+	n := s.steps.play()
+	out := s.steps.state()
+	out.Released = fmt.Sprintf("%d", n)
+	return c.JSON(http.StatusOK, out)
+}
+
+// stepMode draws step mode's events: a paused request shows where it
+// waits, in its own row, until it goes on; the step bar is redrawn.
+func (u *update) stepMode() {
+	e := u.e
+	const S = views.LaneServer
+	switch e.Kind {
+	case heldKind:
+		r := u.rowFor("request")
+		u.step(r, views.Step{ID: r.ID + "-held", From: S, To: S, Label: "paused at “" + e.Message + "”",
+			Badge: views.Badge{Text: "held", Tone: views.ToneWarn}})
+	case resumedKind:
+		id := "tl-" + e.Request
+		for _, r := range u.p.rows {
+			if r.ID != id {
+				continue
+			}
+			for i, s := range r.Steps {
+				if s.ID == id+"-held" {
+					r.Steps = append(r.Steps[:i:i], r.Steps[i+1:]...)
+					u.add(views.FrameDelete(s.ID))
+					break
+				}
+			}
+			if e.Message != "" {
+				u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "released", Tone: views.ToneMute}})
+			}
+		}
+	case stepKind:
+		r := u.rowFor("Step mode")
+		u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "step", Tone: views.ToneInfo}})
+	}
+	u.add(views.StepBarView(u.p.s.steps.view(), true))
+}

@@ -1,0 +1,227 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"paytwice/sim"
+	"paytwice/web/live"
+)
+
+// stepEnv is a server with step mode on and a view of its events.
+type stepEnv struct {
+	*testEnv
+	sub *live.Subscription
+}
+
+func newStepEnv(t *testing.T, cfg Config) *stepEnv {
+	t.Helper()
+	env := &stepEnv{testEnv: newTestEnv(t, cfg)}
+	env.sub = env.Server.hub.Subscribe(env.Server.hub.LastSeq())
+	env.Server.steps.turn(true, "test")
+	return env
+}
+
+// api calls the step API as the presenter (no token is set).
+func (e *stepEnv) api(method, path, body string) response {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.URL+path, bytes.NewBufferString(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	r, err := do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// waitHeld reads the events until a request is held at the checkpoint,
+// and returns the request's id.
+func (e *stepEnv) waitHeld(checkpoint string) string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		entries, err := e.sub.Next(ctx)
+		if err != nil {
+			e.t.Fatalf("waiting for a request held at %q: %v", checkpoint, err)
+		}
+		for _, en := range entries {
+			if en.Kind == heldKind && en.Message == checkpoint {
+				return en.Request
+			}
+		}
+	}
+}
+
+// payAsync pays in the background; the answer (or the error) arrives on
+// the channel.
+func (e *stepEnv) payAsync(key, order string) <-chan response {
+	out := make(chan response, 1)
+	go func() {
+		r, err := e.tryPay(key, fmt.Sprintf(`{"order_id":%q,"amount_satang":129900}`, order))
+		if err != nil {
+			r = response{Status: -1, Body: []byte(err.Error())}
+		}
+		out <- r
+	}()
+	return out
+}
+
+func wantStatus(t *testing.T, ch <-chan response, want int) response {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.Status != want {
+			t.Fatalf("answer %d %s, want %d", r.Status, r.Body, want)
+		}
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no answer; want %d", want)
+	}
+	return response{}
+}
+
+func TestStepMode(t *testing.T) {
+	t.Run("a request stops at every checkpoint, and Next moves it one on", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		ans := env.payAsync("step-1", "A-1")
+		for _, cp := range []string{"received", "key claimed", "before the gateway", "gateway answered", "saved", "answered"} {
+			id := env.waitHeld(cp)
+			st := env.api(http.MethodGet, "/api/step", "")
+			if want := fmt.Sprintf(`"request":%q,"checkpoint":%q`, id, cp); !bytes.Contains(st.Body, []byte(want)) {
+				t.Fatalf("GET /api/step at %q: %s", cp, st.Body)
+			}
+			if r := env.api(http.MethodPost, "/api/step/next", fmt.Sprintf(`{"request":%q}`, id)); r.Status != http.StatusOK {
+				t.Fatalf("Next at %q: %d %s", cp, r.Status, r.Body)
+			}
+		}
+		wantStatus(t, ans, http.StatusCreated)
+		if env.charges() != 1 {
+			t.Fatalf("%d charges", env.charges())
+		}
+	})
+	t.Run("Next with nothing held is a 404", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		if r := env.api(http.MethodPost, "/api/step/next", ""); r.Status != http.StatusNotFound {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("Finish runs one request to the end, Play all the others", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		a := env.payAsync("step-a", "A-2")
+		first := env.waitHeld("received")
+		b := env.payAsync("step-b", "A-3")
+		env.waitHeld("received")
+		if r := env.api(http.MethodPost, "/api/step/finish", fmt.Sprintf(`{"request":%q}`, first)); r.Status != http.StatusOK {
+			t.Fatalf("Finish: %d %s", r.Status, r.Body)
+		}
+		wantStatus(t, a, http.StatusCreated)
+		c := env.payAsync("step-c", "A-4")
+		env.waitHeld("received")
+		if r := env.api(http.MethodPost, "/api/step/play", ""); r.Status != http.StatusOK {
+			t.Fatalf("Play: %d %s", r.Status, r.Body)
+		}
+		wantStatus(t, b, http.StatusCreated)
+		wantStatus(t, c, http.StatusCreated)
+	})
+	t.Run("a double-click: hold the first after its claim, the second gets 409, the first finishes, one charge", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		first := env.payAsync("dbl", "A-5")
+		id1 := env.waitHeld("received")
+		env.api(http.MethodPost, "/api/step/next", fmt.Sprintf(`{"request":%q}`, id1))
+		env.waitHeld("key claimed")
+		second := env.payAsync("dbl", "A-5")
+		id2 := env.waitHeld("received")
+		env.api(http.MethodPost, "/api/step/next", fmt.Sprintf(`{"request":%q}`, id2))
+		env.waitHeld("answered") // the 409, about to be sent
+		env.api(http.MethodPost, "/api/step/finish", fmt.Sprintf(`{"request":%q}`, id2))
+		wantStatus(t, second, http.StatusConflict)
+		env.api(http.MethodPost, "/api/step/finish", fmt.Sprintf(`{"request":%q}`, id1))
+		wantStatus(t, first, http.StatusCreated)
+		if env.charges() != 1 {
+			t.Fatalf("%d charges", env.charges())
+		}
+	})
+	t.Run("turning step mode off lets every held request go", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		a := env.payAsync("off-a", "A-6")
+		env.waitHeld("received")
+		b := env.payAsync("off-b", "A-7")
+		env.waitHeld("received")
+		if r := env.api(http.MethodPut, "/api/step", `{"on":false}`); r.Status != http.StatusOK || !bytes.Contains(r.Body, []byte(`"on":false`)) {
+			t.Fatalf("off: %d %s", r.Status, r.Body)
+		}
+		wantStatus(t, a, http.StatusCreated)
+		wantStatus(t, b, http.StatusCreated)
+	})
+	t.Run("a reset lets every held request go and turns step mode off", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		a := env.payAsync("reset-a", "A-8")
+		env.waitHeld("received")
+		env.api(http.MethodPost, "/api/step/next", "")
+		env.waitHeld("key claimed") // it holds a claim, and the in-flight lock
+		if r := env.api(http.MethodPost, "/api/reset", ""); r.Status != http.StatusOK {
+			t.Fatalf("reset: %d %s", r.Status, r.Body)
+		}
+		wantStatus(t, a, http.StatusCreated)
+		if env.Server.steps.on.Load() {
+			t.Fatal("step mode is still on after the reset")
+		}
+	})
+	t.Run("the time limit lets a forgotten request go, to the end", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		expire := make(chan time.Time)
+		env.Server.steps.after = func(time.Duration) <-chan time.Time { return expire }
+		a := env.payAsync("limit", "A-9")
+		env.waitHeld("received")
+		close(expire) // the limit passes
+		wantStatus(t, a, http.StatusCreated)
+	})
+	t.Run("with a fault switch: released into a lost response, the charge is kept and replayed", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		setFaults(t, env.testEnv, sim.Faults{ResponseLost: true})
+		a := env.payAsync("lost", "A-10")
+		env.waitHeld("received")
+		env.api(http.MethodPost, "/api/step/play", "")
+		if r := <-a; r.Status != -1 {
+			t.Fatalf("the response arrived: %d", r.Status)
+		}
+		setFaults(t, env.testEnv, sim.Faults{})
+		env.Server.steps.turn(false, "test")
+		r := env.pay("lost", `{"order_id":"A-10","amount_satang":129900}`)
+		if r.Status != http.StatusCreated || !isReplay(r) || env.charges() != 1 {
+			t.Fatalf("retry: %d replayed=%v, %d charges", r.Status, isReplay(r), env.charges())
+		}
+	})
+	t.Run("only the presenter steps", func(t *testing.T) {
+		env := newStepEnv(t, Config{PresenterToken: "tok-step"})
+		for _, c := range []struct{ method, path, body string }{
+			{http.MethodPut, "/api/step", `{"on":false}`}, {http.MethodPost, "/api/step/next", ""},
+			{http.MethodPost, "/api/step/finish", ""}, {http.MethodPost, "/api/step/play", ""},
+		} {
+			if r := env.api(c.method, c.path, c.body); r.Status != http.StatusForbidden {
+				t.Errorf("%s %s by a student: %d", c.method, c.path, r.Status)
+			}
+		}
+		if r := env.api(http.MethodGet, "/api/step", ""); r.Status != http.StatusOK {
+			t.Errorf("GET /api/step: %d", r.Status)
+		}
+	})
+	t.Run("bad input is a 400", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		for _, body := range []string{`{}`, `{"on":"yes"}`, `{"on":true,"extra":1}`, `nope`} {
+			if r := env.api(http.MethodPut, "/api/step", body); r.Status != http.StatusBadRequest {
+				t.Errorf("PUT /api/step %s: %d %s", body, r.Status, r.Body)
+			}
+		}
+	})
+}
