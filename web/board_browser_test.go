@@ -3,6 +3,8 @@ package web
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,6 +22,23 @@ func boardViewport(t *testing.T, ctx context.Context, w, h int64) {
 			Width: w, Height: h, DeviceScaleFactor: 1})
 		return err
 	}))
+}
+
+// boardScreenshot saves the page as name in $PAYTWICE_SCREENSHOTS, when
+// it is set (the README's pictures: docs/screenshots).
+func boardScreenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("PAYTWICE_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // boardGeometry is what the layout test measures in the page.
@@ -119,6 +138,9 @@ func TestBrowserBoardLessonLayout(t *testing.T) {
 			if size.w == 1920 && len(g.SmallText) > 0 {
 				t.Errorf("text below 18 px on the projector: %q", g.SmallText)
 			}
+			if size.w == 1920 {
+				boardScreenshot(t, ctx, "board-lesson.png")
+			}
 		})
 	}
 	t.Run("without a lesson no counter overflows at 1280x720", func(t *testing.T) {
@@ -147,6 +169,7 @@ func heldAt(checkpoint string) string {
 func TestBrowserStepModeDoubleClick(t *testing.T) {
 	env := newTestEnv(t, Config{})
 	board := liveBrowser(t, 1920, 1080)
+	liveStill(t, board)
 	student := liveTab(t, board, true)
 	liveOpen(t, board, env.URL+"/board")
 	liveOpen(t, student, env.URL+"/")
@@ -169,6 +192,10 @@ func TestBrowserStepModeDoubleClick(t *testing.T) {
 	liveEval[bool](t, board, heldAt("received")+`.querySelector('button[data-step="next"]').click() || true`)
 	liveWait(t, board, "the second about to answer 409", 10*time.Second,
 		heldAt("answered")+` !== undefined && document.getElementById("timeline").textContent.includes("409")`)
+	if os.Getenv("PAYTWICE_SCREENSHOTS") != "" {
+		liveEval[bool](t, board, `document.getElementById("step-bar").scrollIntoView() || true`)
+		boardScreenshot(t, board, "board-step-mode.png")
+	}
 	liveEval[bool](t, board, heldAt("answered")+`.querySelector('button[data-step="finish"]').click() || true`)
 
 	// The first finishes.
