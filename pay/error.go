@@ -29,8 +29,11 @@ const (
 	EBUSY        Code = "too-many-requests"      // too much heavy work queued: try later
 )
 
-// EUNAUTHORIZED: the Authorization header is present but names no caller.
-const EUNAUTHORIZED Code = "unauthorized"
+// Codes of the edge's own refusals.
+const (
+	EUNAUTHORIZED   Code = "unauthorized"          // the Authorization header names no caller
+	ETOOMANYGUESSES Code = "too-many-wrong-tokens" // too many wrong presenter tokens from one address
+)
 
 // Error is paytwice's one domain error type.
 type Error struct {

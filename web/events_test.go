@@ -370,7 +370,7 @@ func TestPresenterLink(t *testing.T) {
 		if !strings.Contains(string(student.Body), `<fieldset id="faults" disabled`) {
 			t.Error("a student's board has enabled switches")
 		}
-		presenter := env.get("/board", "Cookie", PresenterCookie+"=s3cret")
+		presenter := env.get("/board", "Cookie", PresenterCookie+"="+env.Server.presenter.cookie)
 		if strings.Contains(string(presenter.Body), `<fieldset id="faults" disabled`) {
 			t.Error("the presenter's board has disabled switches")
 		}

@@ -91,11 +91,14 @@ func (s *Server) handleBoard(c echo.Context) error {
 		if s.cfg.PresenterToken == "" {
 			return c.Redirect(http.StatusSeeOther, "/board")
 		}
-		if !tokenEqual(tok, s.cfg.PresenterToken) {
+		ok, wait := s.tryPresenterToken(r, tok)
+		if wait > 0 {
+			return tooManyGuesses(c, wait)
+		}
+		if !ok {
 			return pay.Errorf(pay.EFORBIDDEN, "That presenter link is not right. Students do not need one: open the board without ?token=.")
 		}
-		http.SetCookie(c.Response(), &http.Cookie{Name: PresenterCookie, Value: tok, Path: "/",
-			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 12 * 3600})
+		http.SetCookie(c.Response(), s.presenterCookieFor(r))
 		return c.Redirect(http.StatusSeeOther, "/board")
 	}
 	lesson, err := s.pageLesson(c, true)

@@ -1,10 +1,16 @@
 package web
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -21,23 +27,46 @@ const (
 
 // isPresenter reports whether r comes from the presenter. With no token
 // configured everybody is (a learner alone with the app needs every
-// switch). With one, the request must carry it in the header or in the
-// cookie; a cookie on a state-changing request from another site does not
-// count, so a page elsewhere cannot flip switches with the presenter's
-// browser.
+// switch). With one, the request must carry it in the header or carry the
+// cookie that the presenter's link set; a cookie on a state-changing
+// request from another site does not count, so a page elsewhere cannot
+// flip switches with the presenter's browser. A client slowed down for
+// wrong tokens is not the presenter until its wait is over.
 func (s *Server) isPresenter(r *http.Request) bool {
+	ok, _ := s.presenterAuth(r)
+	return ok
+}
+
+// presenterAuth is isPresenter, and how long the client must wait before
+// its header token is looked at again (0 unless it sent too many wrong
+// ones).
+func (s *Server) presenterAuth(r *http.Request) (ok bool, wait time.Duration) {
 	want := s.cfg.PresenterToken
 	if want == "" {
-		return true
+		return true, 0
 	}
-	if tokenEqual(r.Header.Get(PresenterHeader), want) {
-		return true
+	if got := r.Header.Get(PresenterHeader); got != "" {
+		return s.tryPresenterToken(r, got)
 	}
 	c, err := r.Cookie(PresenterCookie)
-	if err != nil || !tokenEqual(c.Value, want) {
-		return false
+	if err != nil || !s.presenter.cookieOK(c.Value) {
+		return false, 0
 	}
-	return isSafeMethod(r.Method) || !crossSite(r)
+	return isSafeMethod(r.Method) || !crossSite(r), 0
+}
+
+// tryPresenterToken checks a token a client offers (in the header or in
+// the presenter's link) under the per-client limit on wrong guesses.
+func (s *Server) tryPresenterToken(r *http.Request, got string) (ok bool, wait time.Duration) {
+	ip := clientIP(r)
+	if wait := s.presenter.tries.wait(ip); wait > 0 {
+		return false, wait
+	}
+	if tokenEqual(got, s.cfg.PresenterToken) {
+		return true, 0
+	}
+	s.presenter.tries.fail(ip)
+	return false, 0
 }
 
 // tokenEqual compares in constant time; hashing first hides the length
@@ -48,6 +77,53 @@ func tokenEqual(got, want string) bool {
 	}
 	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
 	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
+}
+
+// presenterAuthState is what the server keeps to recognise the presenter.
+type presenterAuthState struct {
+	// cookie is the presenter cookie's value: an HMAC of the token under a
+	// key made at start-up, so the cookie never holds the token itself (a
+	// copied cookie cannot be typed in as the header or the link), and
+	// every cookie from an earlier run stops counting at a restart.
+	cookie string
+	tries  *guessLimiter
+}
+
+func newPresenterAuth(token string) presenterAuthState {
+	st := presenterAuthState{tries: newGuessLimiter(time.Now)}
+	if token == "" {
+		return st
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key) // crypto/rand.Read never fails
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("paytwice presenter cookie\x00"))
+	m.Write([]byte(token))
+	st.cookie = base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	return st
+}
+
+func (p presenterAuthState) cookieOK(v string) bool {
+	return p.cookie != "" && subtle.ConstantTimeCompare([]byte(v), []byte(p.cookie)) == 1
+}
+
+// presenterCookieFor is the cookie that marks r's browser as the
+// presenter's: HttpOnly, same-site only, Secure when served over TLS.
+// The app does not sit behind a proxy it trusts, so it believes r.TLS
+// only, never X-Forwarded-Proto.
+func (s *Server) presenterCookieFor(r *http.Request) *http.Cookie {
+	return &http.Cookie{Name: PresenterCookie, Value: s.presenter.cookie, Path: "/",
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 12 * 3600}
+}
+
+// clientIP is the address the connection comes from: what the guess
+// limit counts by.
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 func isSafeMethod(m string) bool {
@@ -71,9 +147,21 @@ func crossSite(r *http.Request) bool {
 // with 403 problem+json.
 func (s *Server) presenterOnly(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if !s.isPresenter(c.Request()) {
+		ok, wait := s.presenterAuth(c.Request())
+		if wait > 0 {
+			return tooManyGuesses(c, wait)
+		}
+		if !ok {
 			return pay.Errorf(pay.EFORBIDDEN, "Only the presenter may change this. Send the header %s: <token>, or open the board with the presenter's link.", PresenterHeader)
 		}
 		return next(c)
 	}
+}
+
+// tooManyGuesses refuses a client that sent too many wrong presenter
+// tokens, with the Retry-After of its next try.
+func tooManyGuesses(c echo.Context, wait time.Duration) error {
+	secs := int64((wait + time.Second - 1) / time.Second)
+	c.Response().Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	return pay.Errorf(pay.ETOOMANYGUESSES, "Too many wrong presenter tokens from your address: the next try is looked at in %d second(s).", secs)
 }

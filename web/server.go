@@ -130,6 +130,9 @@ type Server struct {
 	listenAddr atomic.Pointer[net.TCPAddr]
 	// steps holds payments in step mode (step.go).
 	steps *stepper
+
+	// How the presenter is recognised (web/presenter.go).
+	presenter presenterAuthState
 }
 
 // NewServer wires a server around an open store.
@@ -149,6 +152,7 @@ func NewServer(cfg Config, db *store.DB, clock *sim.Clock) *Server {
 		s.listenAddr.Store(a)
 	}
 	s.steps = newStepper(s, cfg.StepLimit)
+	s.presenter = newPresenterAuth(cfg.PresenterToken)
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.protocol = &pay.Service{Store: db, Gateway: s.gateway.With(sim.GatewaySwitches{}), Now: clock.Now,
 		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) },

@@ -1,0 +1,112 @@
+package web
+
+import (
+	"crypto/tls"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"paytwice/sim"
+)
+
+// The cookie the presenter's link sets holds something derived from the
+// token, never the token; the token itself is no cookie; the cookie is
+// Secure when the page came over TLS.
+func TestPresenterCookieIsNotTheToken(t *testing.T) {
+	const token = "s3cret-lecture"
+	env := newTestEnv(t, Config{PresenterToken: token})
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	cookieFrom := func(client *http.Client, url string) *http.Cookie {
+		t.Helper()
+		res, err := client.Get(url + "/board?token=" + token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		for _, c := range res.Cookies() {
+			if c.Name == PresenterCookie {
+				return c
+			}
+		}
+		t.Fatalf("%d and no presenter cookie", res.StatusCode)
+		return nil
+	}
+	c := cookieFrom(noRedirect, env.URL)
+	if c.Value == "" || strings.Contains(c.Value, token) || c.Secure || !c.HttpOnly {
+		t.Fatalf("cookie %+v: it must hold neither the token nor be Secure over plain HTTP", c)
+	}
+	// The cookie works; the raw token in its place does not.
+	if r := env.get("/board", "Cookie", PresenterCookie+"="+c.Value); strings.Contains(string(r.Body), `<fieldset id="faults" disabled`) {
+		t.Fatal("the derived cookie does not mark the presenter")
+	}
+	if r := env.get("/board", "Cookie", PresenterCookie+"="+token); !strings.Contains(string(r.Body), `<fieldset id="faults" disabled`) {
+		t.Fatal("the raw token in the cookie still marks the presenter")
+	}
+	// Another run of the server derives another cookie.
+	if other := newTestEnv(t, Config{PresenterToken: token}); other.Server.presenter.cookie == env.Server.presenter.cookie {
+		t.Fatal("two servers derived the same cookie: the key is not per process")
+	}
+
+	// Over TLS the cookie is Secure.
+	tlsSrv := httptest.NewTLSServer(env.Server.Handler())
+	defer tlsSrv.Close()
+	tlsClient := tlsSrv.Client()
+	tlsClient.CheckRedirect = noRedirect.CheckRedirect
+	tlsClient.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // the test server's own certificate
+	if c := cookieFrom(tlsClient, tlsSrv.URL); !c.Secure {
+		t.Fatalf("cookie over TLS %+v is not Secure", c)
+	}
+}
+
+// Five wrong tokens from one address, then that address waits ten seconds
+// per try, even with the right token; other addresses are not slowed.
+func TestWrongPresenterTokensAreSlowedDown(t *testing.T) {
+	const token = "s3cret-lecture"
+	env := newFIEnv(t, Config{PresenterToken: token})
+	clock := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	env.Server.presenter.tries.now = clock.Now
+
+	patch := func(tok string) response {
+		return env.must(http.MethodPatch, "/api/faults", `{"server":{"delay_ms":1}}`, PresenterHeader, tok)
+	}
+	for i := range guessBurst {
+		if r := patch("guess-" + strconv.Itoa(i)); r.Status != http.StatusForbidden {
+			t.Fatalf("wrong token %d: %d %s, want 403", i, r.Status, r.Body)
+		}
+	}
+	r := patch(token)
+	if r.Status != http.StatusTooManyRequests || problemSlug(t, r) != "too-many-wrong-tokens" || r.Header.Get("Retry-After") != "10" {
+		t.Fatalf("after %d wrong tokens, the right one: %d Retry-After %q %s; want 429 and 10 s", guessBurst, r.Status, r.Header.Get("Retry-After"), r.Body)
+	}
+	// The link on the board is limited by the same count.
+	if r := env.get("/board?token=" + token); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("the presenter link while slowed down: %d", r.Status)
+	}
+	clock.Advance(guessEvery / 2)
+	if r := patch(token); r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "5" {
+		t.Fatalf("half-way: %d Retry-After %q", r.Status, r.Header.Get("Retry-After"))
+	}
+	clock.Advance(guessEvery / 2)
+	if r := patch("guess-again"); r.Status != http.StatusForbidden {
+		t.Fatalf("one try is back after 10 s: %d", r.Status)
+	}
+	if r := patch(token); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("and spent on a wrong token: %d", r.Status)
+	}
+	clock.Advance(guessEvery)
+	if r := patch(token); r.Status != http.StatusOK {
+		t.Fatalf("the right token after the wait: %d %s", r.Status, r.Body)
+	}
+
+	// The count is per address.
+	l := newGuessLimiter(clock.Now)
+	for range guessBurst {
+		l.fail("192.0.2.1")
+	}
+	if l.wait("192.0.2.1") == 0 || l.wait("192.0.2.2") != 0 {
+		t.Fatal("the limit is not per address")
+	}
+}
