@@ -88,10 +88,35 @@ func (s *Server) handleTimelineCSV(c echo.Context) error {
 
 // cell keeps a spreadsheet from running a value as a formula: keys and
 // order ids are whatever a client sent, and "=HYPERLINK(…)" is visible
-// ASCII too. Such a value gets a leading apostrophe.
+// ASCII too. A spreadsheet reads a cell as a formula when it starts with
+// = + - @ (or a tab or carriage return before one), and it guesses the
+// delimiter: a file opened with ";" (or tab) as the delimiter splits the
+// line at every ";" inside a value too, and the piece after it starts a
+// new cell. So an apostrophe goes in front of the value and after every
+// ",", ";" or tab that the next formula character follows (past any
+// spaces and quotes, which a spreadsheet skips), whichever delimiter it
+// guesses; the rest of the value is left as it was.
 func cell(v string) string {
-	if v != "" && strings.ContainsRune("=+-@\t\r", rune(v[0])) {
-		return "'" + v
+	if v == "" {
+		return v
 	}
-	return v
+	var b strings.Builder
+	if startsFormula(v) {
+		b.WriteByte('\'')
+	}
+	for i := 0; i < len(v); i++ {
+		b.WriteByte(v[i])
+		if strings.IndexByte(",;\t", v[i]) >= 0 && startsFormula(v[i+1:]) {
+			b.WriteByte('\'')
+		}
+	}
+	return b.String()
+}
+
+// startsFormula reports whether a cell that starts with s would be read
+// as a formula: after any spaces and double quotes, one of = + - @, or a
+// tab or carriage return.
+func startsFormula(s string) bool {
+	s = strings.TrimLeft(s, " \"")
+	return s != "" && strings.IndexByte("=+-@\t\r", s[0]) >= 0
 }
