@@ -8,7 +8,7 @@ require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/labstack/echo/v4 v4.16.0
+	github.com/labstack/echo/v4 v4.16.5
 	github.com/makiuchi-d/gozxing v0.1.1
 	golang.org/x/net v0.61.0
 	modernc.org/sqlite v1.62.0
