@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -135,9 +134,10 @@ var testBinary = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "paytwice")
-	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if !fileExists(goCmd) {
-		goCmd = "go"
+	// go test puts the go command that runs it first on PATH.
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		return "", err
 	}
 	if out, err := exec.Command(goCmd, "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)

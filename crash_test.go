@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -219,17 +218,13 @@ func TestCrashRecovery(t *testing.T) {
 
 // goTool finds the go command that runs this test.
 func goTool(t *testing.T) string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
+	// go test puts the go command that runs it first on PATH.
 	p, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command to build the binary with")
 	}
 	return p
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // process is one run of the binary.
 type process struct {

@@ -797,7 +797,6 @@ type update struct {
 	e           live.Event
 	quiet       bool // busy mode: update the model, draw nothing
 	ops         []templ.Component
-	row         *views.TimelineRow
 	keysChanged bool
 }
 
