@@ -168,9 +168,14 @@
     function connect(share) {
       if (real) { real.close(); }
       real = new EventSource(withSince(url), { withCredentials: true });
-      real.addEventListener("open", open);
+      real.addEventListener("open", function () {
+        open();
+        if (share && role === "leader") { post({ t: "state", live: true }); }
+      });
       real.addEventListener("error", function () {
         setStreamState("reconnecting", "warn");
+        // The other tabs' badges say so too: their frames come from here.
+        if (share && role === "leader") { post({ t: "state", live: false }); }
         if (real && real.readyState === 2) { setTimeout(function () { if (role === "leader" || role === "solo") { connect(role === "leader"); } }, 1000); }
       });
       real.addEventListener("frame", function (e) {
@@ -207,7 +212,7 @@
       switch (msg.t) {
       case "hello":
         if (role === "leader") {
-          post({ t: "replay", to: msg.from, gap: msg.since < coverFrom,
+          post({ t: "replay", to: msg.from, gap: msg.since < coverFrom, live: !!real && real.readyState === 1,
             frames: ring.filter(function (f) { return f.id > msg.since; }) });
         }
         break;
@@ -220,6 +225,7 @@
           break;
         }
         follow(msg.from);
+        if (msg.live === false) { setStreamState("reconnecting", "warn"); }
         msg.frames.forEach(deliver);
         break;
       case "frame":
@@ -237,7 +243,13 @@
         if (role === "starting" && msg.t === "leader") { post({ t: "hello", since: since }); }
         break;
       case "ping":
-        if (role === "leader") { post({ t: "pong" }); }
+        if (role === "leader") { post({ t: "pong", live: !!real && real.readyState === 1 }); }
+        break;
+      case "state":
+        if (role === "follower" && msg.from === leader) {
+          heard = Date.now();
+          if (msg.live) { setStreamState("live", "ok"); } else { setStreamState("reconnecting", "warn"); }
+        }
         break;
       case "bye":
         if (role === "follower" && msg.from === leader) {
