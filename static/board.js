@@ -5,6 +5,9 @@
 // (/api/step, /api/step/next, /finish, /play); the server lets only the
 // presenter use them. Keys: N next, F finish, P play, S step mode on/off,
 // for the oldest held request.
+//
+// It also highlights, in the timeline, the rows that made a lesson's
+// points: each ticked "Watch for" item names its row (data-row).
 (function () {
   "use strict";
 
@@ -53,4 +56,30 @@
     if (k === "s") { act(on ? "off" : "on"); ev.preventDefault(); return; }
     if (on && keys[k]) { act(keys[k], ""); ev.preventDefault(); }
   });
+
+  // ------------------------------------------------------- watched rows
+
+  var pending = false;
+  function markWatched() {
+    pending = false;
+    var want = {};
+    var items = document.querySelectorAll("#lesson .watch-item.seen[data-row]");
+    for (var i = 0; i < items.length; i++) { if (items[i].dataset.row) { want[items[i].dataset.row] = true; } }
+    var marked = document.querySelectorAll(".tl-row.watched");
+    for (var j = 0; j < marked.length; j++) {
+      if (!want[marked[j].id]) { marked[j].classList.remove("watched"); }
+    }
+    Object.keys(want).forEach(function (id) {
+      var row = $(id);
+      if (row && !row.classList.contains("watched")) { row.classList.add("watched"); }
+    });
+  }
+  function schedule() {
+    if (!pending) { pending = true; requestAnimationFrame(markWatched); }
+  }
+  var board = document.querySelector(".board");
+  if (board && window.MutationObserver) {
+    new MutationObserver(schedule).observe(board, { childList: true, subtree: true });
+  }
+  schedule();
 })();

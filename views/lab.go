@@ -210,6 +210,28 @@ type Chapter struct {
 	// on; the page sets its checkbox when the chapter starts.
 	Retry      bool
 	Prev, Next string
+	// Seen says which "Watch for" items the server has seen happen, and
+	// SeenRows the timeline row (DOM id) that made each point.
+	Seen     []bool
+	SeenRows []string
+}
+
+// WatchSeen reports whether the server has seen "Watch for" item i.
+func (c *Chapter) WatchSeen(i int) bool { return i < len(c.Seen) && c.Seen[i] }
+
+// WatchRow is the timeline row that made item i's point, or "".
+func (c *Chapter) WatchRow(i int) string {
+	if i < len(c.SeenRows) {
+		return c.SeenRows[i]
+	}
+	return ""
+}
+
+func watchClass(c *Chapter, i int) string {
+	if c.WatchSeen(i) {
+		return "seen"
+	}
+	return ""
 }
 
 // ChapterLink is a chapter in the lesson index.

@@ -112,6 +112,10 @@ func TestBrowserBoardLessonLayout(t *testing.T) {
 			liveWait(t, ctx, "the order charged twice", 10*time.Second,
 				fmt.Sprintf(`document.getElementById("orders").textContent.includes(%q) && document.querySelectorAll("#timeline > li").length >= 2`, order))
 
+			// The lesson's points tick off, and the row that made them stands out.
+			liveWait(t, ctx, "the Watch for items ticked and their row marked", 10*time.Second,
+				`document.querySelectorAll("#lesson .watch-item.seen").length === 2 && document.querySelectorAll("#timeline .tl-row.watched").length === 1`)
+
 			g := liveEval[boardGeometry](t, ctx, boardMeasure)
 			if g.ScrollH > g.ViewH+1 || g.ScrollW > g.ViewW+1 {
 				t.Errorf("the page scrolls: %vx%v of content in a %vx%v viewport", g.ScrollW, g.ScrollH, g.ViewW, g.ViewH)

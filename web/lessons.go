@@ -315,6 +315,7 @@ func (s *Server) startLesson(ctx context.Context, slug, who string) error {
 		}
 		msg = fmt.Sprintf("chapter %d of %d: %s", i+1, len(s.lab.chapters), ch.Title)
 	}
+	s.narration.begin(slug, len(ch.Watch))
 	s.lab.mu.Lock()
 	s.lab.lesson.Store(&slug)
 	s.lab.lessonSeq.Add(1)
@@ -339,6 +340,9 @@ func (s *Server) lessonView(shown string, presenter, board bool) views.Lesson {
 		}
 		if i+1 < len(s.lab.chapters) {
 			ch.Next = s.lab.chapters[i+1].Slug
+		}
+		for _, t := range s.narration.ticked(c.Slug) {
+			ch.Seen, ch.SeenRows = append(ch.Seen, t.Seen), append(ch.SeenRows, t.Row)
 		}
 		v.Shown = ch
 	}

@@ -133,6 +133,9 @@ type Server struct {
 
 	// How the presenter is recognised (web/presenter.go).
 	presenter presenterAuthState
+	// narration ticks the running chapter's "Watch for" items
+	// (narration.go).
+	narration narrator
 }
 
 // NewServer wires a server around an open store.
@@ -153,6 +156,7 @@ func NewServer(cfg Config, db *store.DB, clock *sim.Clock) *Server {
 	}
 	s.steps = newStepper(s, cfg.StepLimit)
 	s.presenter = newPresenterAuth(cfg.PresenterToken)
+	s.narration.s = s
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.protocol = &pay.Service{Store: db, Gateway: s.gateway.With(sim.GatewaySwitches{}), Now: clock.Now,
 		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) },

@@ -410,6 +410,9 @@ func (u *update) stepMode() {
 				u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "released", Tone: views.ToneMute}})
 			}
 		}
+	case watchKind:
+		// A "Watch for" item ticked: the step bar's redraw is only there
+		// to make a frame, which makes every page ask for its lesson.
 	case stepKind:
 		r := u.rowFor("Step mode")
 		u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "step", Tone: views.ToneInfo}})

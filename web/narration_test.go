@@ -1,0 +1,100 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"paytwice/web/live"
+)
+
+// waitTicks waits, on the event stream, until the chapter's items are
+// ticked as want says.
+func waitTicks(t *testing.T, env *testEnv, sub *live.Subscription, slug string, want []bool) []watchTick {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	match := func() ([]watchTick, bool) {
+		got := env.Server.narration.ticked(slug)
+		if len(got) != len(want) {
+			return got, false
+		}
+		for i := range want {
+			if got[i].Seen != want[i] {
+				return got, false
+			}
+		}
+		return got, true
+	}
+	for {
+		if got, ok := match(); ok {
+			return got
+		}
+		if _, err := sub.Next(ctx); err != nil {
+			got, _ := match()
+			t.Fatalf("ticks %+v, want %v: %v", got, want, err)
+		}
+	}
+}
+
+func TestNarrationTicksWhatTheServerSees(t *testing.T) {
+	body := `{"order_id":"A-4242","amount_satang":129900}`
+	t.Run("no key: the second charge of one order ticks both items and names its row", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
+		if err := env.Server.startLesson(context.Background(), "no-key", "test"); err != nil {
+			t.Fatal(err)
+		}
+		env.pay(uuid.NewString(), body)
+		if got := env.Server.narration.ticked("no-key"); got[0].Seen || got[1].Seen {
+			t.Fatalf("ticked after one charge: %+v", got)
+		}
+		env.pay(uuid.NewString(), body)
+		got := waitTicks(t, env, sub, "no-key", []bool{true, true})
+		if !strings.HasPrefix(got[0].Row, "tl-rq_") {
+			t.Errorf("the item names row %q", got[0].Row)
+		}
+		page := string(env.get("/board", "Accept", "text/html").Body)
+		if strings.Count(page, `class="watch-item seen"`) != 2 || !strings.Contains(page, `data-row="`+got[0].Row+`"`) {
+			t.Error("the board does not show the ticks and their row")
+		}
+		if !strings.Contains(string(env.get("/", "Accept", "text/html").Body), `<span class="badge ok">seen</span>`) {
+			t.Error("the checkout's lesson does not show the ticks")
+		}
+	})
+	t.Run("response lost: the lost 201, then its replay and one charge", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
+		if err := env.Server.startLesson(context.Background(), "response-lost", "test"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.tryPay("lost-1", body); err == nil {
+			t.Fatal("the response arrived")
+		}
+		waitTicks(t, env, sub, "response-lost", []bool{true, false, false})
+		if r := env.pay("lost-1", body); r.Status != http.StatusCreated {
+			t.Fatalf("retry: %d", r.Status)
+		}
+		waitTicks(t, env, sub, "response-lost", []bool{true, true, true})
+	})
+	t.Run("a new chapter starts with nothing ticked", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		if err := env.Server.startLesson(context.Background(), "no-key", "test"); err != nil {
+			t.Fatal(err)
+		}
+		env.pay(uuid.NewString(), body)
+		env.pay(uuid.NewString(), body)
+		sub := env.Server.hub.Subscribe(0)
+		waitTicks(t, env, sub, "no-key", []bool{true, true})
+		if err := env.Server.startLesson(context.Background(), "new-key-per-retry", "test"); err != nil {
+			t.Fatal(err)
+		}
+		if got := env.Server.narration.ticked("new-key-per-retry"); len(got) != 2 || got[0].Seen || got[1].Seen {
+			t.Fatalf("%+v", got)
+		}
+	})
+}
