@@ -716,20 +716,24 @@
         " got the same answer: sending a " + res.status + " again never changes it."];
     }
 
-    // An order paid under more than one key (a mistake, on purpose) was
-    // charged once per key: each created answer under a key of its own is
-    // a charge of its own. The card says so in red.
+    // Each distinct charge id in a 201 is a charge of its own: an order
+    // paid under several keys (a mistake, on purpose), or by a server that
+    // ignores the key, was charged more than once, and the card says so in
+    // red. A replay carries the charge id it replays, so it counts once.
     function checkTwice(ord, my, res, key) {
-      if (res.replayed || res.reconciled) { return; }
+      if (res.reconciled) { return; }
+      var id = (res.body && res.body.charge_id) || key;
       ord.charged = ord.charged || [];
-      if (ord.charged.indexOf(key) < 0) { ord.charged.push(key); }
+      if (ord.charged.indexOf(id) < 0) { ord.charged.push(id); }
       save();
       var n = ord.charged.length;
       if (n < 2 || ord !== action || my !== run) { return; }
+      var why = ord.keys.length > 1 ? " Each request had a key of its own, so the server saw " + n + " different payments and ran each one." :
+        " Every request carried the same key, but the server did not use it, so it ran each one.";
       setStatus("twice", [badge("charged " + times(n), "bad"), " Order " + ord.orderId + " was charged " + times(n) + ": " + n + " \u00d7 \u0e3f" +
-        formatBaht(ord.paid ? ord.paid.amount : ord.amount) + ". Each click had a key of its own, so the server saw " + n + " different payments and ran each one."]);
+        formatBaht(ord.paid ? ord.paid.amount : ord.amount) + "." + why]);
       setExplain([el("strong", "", "Charged " + times(n) + ". "),
-        "One order needs one key, made once and sent with every click and every retry. ",
+        "One order needs one key, made once and sent with every click and every retry, and a server that runs each key once. ",
         link("/problems/key-reused", "How a key works")]);
     }
 

@@ -382,3 +382,20 @@ func TestBrowserBackoffKeepsResultsAndReads(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserServerWithoutKeysRedOnTheCard: when the server ignores the key
+// (the lab's mistake), a double-click is charged twice under one key, and
+// the card counts the two charge ids and says so in red.
+func TestBrowserServerWithoutKeysRedOnTheCard(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	env.putLab(LabSettings{Server: LabServer{Mode: LabNoKey}})
+	setFaults(t, env, sim.Faults{DelayMS: 300})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+	liveDo(t, ctx, "double-click", liveClick("#pay"), liveClick("#pay"))
+	liveWait(t, ctx, "charged twice on the card", 10*time.Second,
+		statusState+` === "twice" && /same key, but the server did not use it/.test(`+statusText+`)`)
+	if n := env.charges(); n != 2 {
+		t.Fatalf("%d charges, want 2", n)
+	}
+}
