@@ -15,15 +15,6 @@ type LabModes struct {
 	Correct, NoKey, CheckThenInsert, CheckThenInsertConstrained, KeyTableOnly string
 }
 
-// The lab's fixed numbers: the two retentions it offers, how far its
-// time warp jumps, and how many requests a burst sends.
-const (
-	LabShortRetentionSeconds = 60
-	LabLongRetentionSeconds  = 24 * 3600
-	LabWarpSeconds           = 120
-	LabBurstSize             = 10
-)
-
 // The mistakes, numbered as the article's list and the panel show them.
 const (
 	labMistakes               = 7
@@ -45,6 +36,9 @@ type LabSwitches struct {
 	// Mode is how the server handles POST /v1/payments, one of Modes.
 	Mode  string
 	Modes LabModes
+	// Retentions are the key retentions the panel offers, in seconds; 0
+	// is the server's own.
+	Retentions []int64
 	// CheckGapMS is the pause between the check and the insert.
 	CheckGapMS int
 	// RetentionSeconds is the lab's key retention; 0 means the server's.
@@ -70,6 +64,9 @@ type LabOutcome struct {
 // Lab is the lab panel.
 type Lab struct {
 	Switches LabSwitches
+	// BurstSize is how many requests the check-then-insert burst sends;
+	// WarpSeconds how far the prune mistake's time warp jumps.
+	BurstSize, WarpSeconds int
 	// Outcomes has one entry per mistake, in the order of the list (1–7).
 	Outcomes []LabOutcome
 	// ExtraCharges is every charge the mistakes made beyond the first of
@@ -161,16 +158,15 @@ func gapChoices(current int) []int {
 	return append(out, current)
 }
 
-// retentionChoices are the lab's retentions: 0 (the server's own), one
-// minute (shorter than any client's retry window) and a day.
-func retentionChoices(current int64) []int64 {
-	out := []int64{0, LabShortRetentionSeconds, LabLongRetentionSeconds}
-	for _, v := range out {
+// retentionChoices are the retentions the panel offers, with the current
+// one included even if the JSON API set another.
+func retentionChoices(offered []int64, current int64) []int64 {
+	for _, v := range offered {
 		if v == current {
-			return out
+			return offered
 		}
 	}
-	return append(out, current)
+	return append(offered[:len(offered):len(offered)], current)
 }
 
 func gapText(ms int) string {

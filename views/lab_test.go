@@ -17,7 +17,8 @@ func sampleLab(presenter bool) Lab {
 	out[3] = LabOutcome{N: 5, Unit: "wasted attempts", Tone: ToneBad}
 	return Lab{
 		Switches: LabSwitches{Mode: testModes.CheckThenInsertConstrained, Modes: testModes, CheckGapMS: 200, RetentionSeconds: 60,
-			DefaultRetention: "24 h", NewKeyAfter500: true},
+			DefaultRetention: "24 h", NewKeyAfter500: true, Retentions: []int64{0, 60, 86400}},
+		BurstSize: 10, WarpSeconds: 120,
 		Outcomes: out, ExtraCharges: 3, Presenter: presenter, SettingsV: 7, OutcomesV: 42,
 	}
 }
@@ -124,6 +125,16 @@ func TestLabPanel(t *testing.T) {
 		warp := findAll(doc, func(x *html.Node) bool { v, _ := attr(x, "data-lab-action"); return v == "warp-prune" })
 		if _, ok := attr(warp[0], "disabled"); !ok {
 			t.Error("a student can warp the clock")
+		}
+		if attrOr(burst[0], "data-arg") != "10" || attrOr(warp[0], "data-arg") != "120" || !strings.Contains(text(warp[0]), "Warp 2 minutes") {
+			t.Errorf("burst %q, warp %q (%q): not the numbers the lab was given", attrOr(burst[0], "data-arg"), attrOr(warp[0], "data-arg"), text(warp[0]))
+		}
+		var offered []string
+		for _, o := range findAll(byID(t, doc, "lab-retention"), func(x *html.Node) bool { return x.Data == "option" }) {
+			offered = append(offered, attrOr(o, "value"))
+		}
+		if strings.Join(offered, " ") != "0 60 86400" {
+			t.Errorf("retentions offered: %v", offered)
 		}
 	})
 	t.Run("with nothing on, the summary says so", func(t *testing.T) {

@@ -51,6 +51,16 @@ const (
 	maxLabRetentionSeconds = int64(MaxClockAdvance / time.Second)
 )
 
+// The lab's fixed numbers: the two retentions it offers besides the
+// server's own (one minute, shorter than any client's retry window, and a
+// day), how far its time warp jumps, and how many requests a burst sends.
+const (
+	LabShortRetentionSeconds = 60
+	LabLongRetentionSeconds  = 24 * 3600
+	LabWarpSeconds           = 120
+	LabBurstSize             = 10
+)
+
 // LabServer are the server-side mistakes.
 type LabServer struct {
 	// Mode is how POST /v1/payments claims keys; "" reads as "correct".

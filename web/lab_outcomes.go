@@ -308,9 +308,13 @@ func plural(n int, one, many string) string {
 var labModeValues = views.LabModes{Correct: LabCorrect, NoKey: LabNoKey, CheckThenInsert: LabCheckThenInsert,
 	CheckThenInsertConstrained: LabCheckThenInsertConstrained, KeyTableOnly: LabKeyTableOnly}
 
+// labRetentions are the key retentions the panel offers: 0 (the server's
+// own) and the lab's two.
+var labRetentions = []int64{0, LabShortRetentionSeconds, LabLongRetentionSeconds}
+
 // labSwitchesView is the settings as the panel shows them.
 func (s *Server) labSwitchesView(l LabSettings) views.LabSwitches {
-	return views.LabSwitches{Mode: l.Server.Mode, Modes: labModeValues, CheckGapMS: l.Server.CheckGapMS, RetentionSeconds: l.Server.RetentionSeconds,
+	return views.LabSwitches{Mode: l.Server.Mode, Modes: labModeValues, Retentions: labRetentions, CheckGapMS: l.Server.CheckGapMS, RetentionSeconds: l.Server.RetentionSeconds,
 		DefaultRetention: retentionWords(int64(s.cfg.Retention.Seconds())),
 		NewKeyPerRetry:   l.Client.NewKeyPerRetry, RetryEvery4xx: l.Client.RetryEvery4xx,
 		NewKeyAfter500: l.Client.NewKeyAfter500, PersonalDataKey: l.Client.PersonalDataKey}
@@ -320,7 +324,7 @@ func (s *Server) labSwitchesView(l LabSettings) views.LabSwitches {
 // the panel still draws, with the switches and without numbers.
 func (s *Server) labView(ctx context.Context, presenter bool) views.Lab {
 	settingsV := s.lab.settingsSeq.Load()
-	v := views.Lab{Switches: s.labSwitchesView(s.lab.Settings()), Presenter: presenter,
+	v := views.Lab{Switches: s.labSwitchesView(s.lab.Settings()), BurstSize: LabBurstSize, WarpSeconds: LabWarpSeconds, Presenter: presenter,
 		Locked: s.cfg.PresenterToken != "", SettingsV: settingsV}
 	if o, err := s.labOutcomes(ctx); err != nil {
 		s.logf("lab: measuring: %v", err)

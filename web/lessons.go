@@ -151,7 +151,7 @@ func buildChapters(cfg Config) []Chapter {
 				"Only the database can decide such a race, and only with a constraint: the primary key admits one INSERT and refuses the rest. " +
 				"The check may stay as a shortcut; the constraint is what keeps the money safe.",
 			Actions: []views.LessonAction{
-				{ID: "burst", Arg: strconv.Itoa(views.LabBurstSize), Label: "Send 10 at once with one key"},
+				{ID: "burst", Arg: strconv.Itoa(LabBurstSize), Label: "Send 10 at once with one key"},
 				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"mode": LabCheckThenInsertConstrained}}), Label: "Put the constraints back", Presenter: true},
 			},
 		},
@@ -202,7 +202,7 @@ func buildChapters(cfg Config) []Chapter {
 		{
 			Slug: "prune-too-soon", Title: "Mistake: pruning keys sooner than clients retry", Part: partMistakes,
 			Lab: labWith(func(l *LabSettings) {
-				l.Server.Mode, l.Server.RetentionSeconds = LabKeyTableOnly, views.LabShortRetentionSeconds
+				l.Server.Mode, l.Server.RetentionSeconds = LabKeyTableOnly, LabShortRetentionSeconds
 			}),
 			SwitchOn: []string{"Lab: the key table is the server's only memory of a payment, and it keeps keys for 1 minute."},
 			Do: []string{"Press Pay.", "Press “Warp 2 minutes, then prune”.", "Press Pay again: a late retry with the same key.",
@@ -217,8 +217,8 @@ func buildChapters(cfg Config) []Chapter {
 				"Keep keys longer than any client retries (Stripe keeps them at least 24 hours), publish the window, " +
 				"and have clients stop and reconcile once it is over.",
 			Actions: []views.LessonAction{
-				{ID: "warp-prune", Arg: strconv.Itoa(views.LabWarpSeconds), Label: "Warp 2 minutes, then prune", Presenter: true},
-				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"retention_seconds": views.LabLongRetentionSeconds}}), Label: "Keep keys 24 hours", Presenter: true},
+				{ID: "warp-prune", Arg: strconv.Itoa(LabWarpSeconds), Label: "Warp 2 minutes, then prune", Presenter: true},
+				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"retention_seconds": LabLongRetentionSeconds}}), Label: "Keep keys 24 hours", Presenter: true},
 				{ID: "new-order", Label: "New order"},
 			},
 		},
