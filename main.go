@@ -3,7 +3,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"paytwice/sim"
-	"paytwice/store"
 	"paytwice/web"
 )
 
@@ -82,8 +80,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return n
 	}
 	addr := fs.String("addr", env("PAYTWICE_ADDR", "127.0.0.1:8080"), "listen address; use :8080 to let a classroom reach it (env PAYTWICE_ADDR)")
-	dbPath := fs.String("db", env("PAYTWICE_DB", "paytwice.db"), "SQLite database file (env PAYTWICE_DB)")
-	gatewayDB := fs.String("gateway-db", env("PAYTWICE_GATEWAY_DB", ""), "the simulated gateway's own SQLite file (env PAYTWICE_GATEWAY_DB; default: next to -db, named <db>-gateway.db)")
+	dbPath := fs.String("db", env("PAYTWICE_DB", "paytwice.db"), "SQLite database file, or a postgres:// URL to share one PostgreSQL database between several servers (env PAYTWICE_DB)")
+	gatewayDB := fs.String("gateway-db", env("PAYTWICE_GATEWAY_DB", ""), "the simulated gateway's own SQLite file or postgres:// URL (env PAYTWICE_GATEWAY_DB; default: next to a -db file, named <db>-gateway.db; with a postgres:// -db, the schema gateway of that database)")
 	retention := fs.Duration("retention", envDuration("retention", "PAYTWICE_RETENTION", 24*time.Hour), "how long done keys are kept (env PAYTWICE_RETENTION)")
 	lockTimeout := fs.Duration("lock-timeout", envDuration("lock-timeout", "PAYTWICE_LOCK_TIMEOUT", 30*time.Second), "how long a key may stay started before the sweeper closes it (env PAYTWICE_LOCK_TIMEOUT)")
 	presenter := fs.String("presenter-token", env("PAYTWICE_PRESENTER_TOKEN", ""), "if set, only the presenter may change switches (env PAYTWICE_PRESENTER_TOKEN)")
@@ -142,25 +140,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer ln.Close()
 	clock := sim.NewClock(nil)
-	db, err := store.Open(*dbPath, store.Options{Now: clock.Now, Synchronous: syncMode, Schema: store.SchemaPayments})
+	st, err := openStores(ctx, *dbPath, *gatewayDB, clock.Now, syncMode)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	ledger, err := store.Open(cmp.Or(*gatewayDB, gatewayPath(*dbPath)), store.Options{Now: clock.Now, Synchronous: syncMode, Schema: store.SchemaLedger})
-	if err != nil {
-		return err
-	}
-	defer ledger.Close()
+	defer st.Close()
 
-	srv := web.NewServer(web.Config{Ledger: ledger, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter,
-		MaxStreams: *maxStreams}, db, clock)
+	srv := web.NewServer(web.Config{Ledger: st.ledger, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter,
+		MaxStreams: *maxStreams}, st.db, clock)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Close what a crash left behind before the first request can arrive:
 	// later, a started key may belong to a live request.
-	if _, err := srv.SweepOrphans(ctx); err != nil {
-		return fmt.Errorf("start-up sweep: %w", err)
+	// On a database other servers share, their requests may be running:
+	// the sweepers' lock timeout decides there.
+	if !st.shared {
+		if _, err := srv.SweepOrphans(ctx); err != nil {
+			return fmt.Errorf("start-up sweep: %w", err)
+		}
 	}
 	jobs := make(chan struct{})
 	go func() { defer close(jobs); srv.RunJobs(ctx) }()

@@ -97,7 +97,7 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 	s.gateway.SetSwitches(sim.GatewaySwitches{})
 	s.faults.SetRandom(sim.RandomMode{})
 	s.faultsMu.Unlock()
-	if s.ledger != s.db {
+	if s.ledgerApart() {
 		if err := s.ledger.Reset(ctx); err != nil {
 			return err
 		}

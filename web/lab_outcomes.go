@@ -172,7 +172,7 @@ func (s *Server) personalOutcome(ctx context.Context) (LabPersonalOutcome, error
 	if err := s.db.LabScanKeys(ctx, count); err != nil {
 		return o, err
 	}
-	if s.ledger != s.db {
+	if s.ledgerApart() {
 		if err := s.ledger.LabScanKeys(ctx, count); err != nil {
 			return o, err
 		}

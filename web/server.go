@@ -4,7 +4,6 @@
 package web
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"log"
@@ -20,7 +19,6 @@ import (
 
 	"paytwice/pay"
 	"paytwice/sim"
-	"paytwice/store"
 	"paytwice/views"
 	"paytwice/web/live"
 )
@@ -47,7 +45,7 @@ type Config struct {
 	// Ledger holds the simulated gateway's charges; nil keeps them in the
 	// payments store. main gives it a file of its own, as a real provider's
 	// database is not ours: its commits then run in parallel with ours.
-	Ledger *store.DB
+	Ledger Ledger
 	// StepLimit is how long step mode may hold a request at one checkpoint
 	// (default 2 minutes).
 	StepLimit time.Duration
@@ -95,8 +93,8 @@ func (c Config) withDefaults() Config {
 type Server struct {
 	cfg     Config
 	echo    *echo.Echo
-	db      *store.DB
-	ledger  *store.DB // the gateway's; may be db itself
+	db      Store
+	ledger  Ledger // the gateway's; may be db itself
 	clock   *sim.Clock
 	gateway *sim.Gateway
 	faults  *sim.FaultPlan
@@ -139,16 +137,19 @@ type Server struct {
 }
 
 // NewServer wires a server around an open store.
-func NewServer(cfg Config, db *store.DB, clock *sim.Clock) *Server {
+func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	cfg = cfg.withDefaults()
 	s := &Server{
 		cfg:    cfg,
 		db:     db,
-		ledger: cmp.Or(cfg.Ledger, db),
+		ledger: cfg.Ledger,
 		clock:  clock,
 		faults: sim.NewFaultPlan(),
 		hub:    live.New(live.DefaultSize, clock.Now),
 		sleep:  sim.Sleep,
+	}
+	if s.ledger == nil {
+		s.ledger = db.(Ledger) // both stores hold the ledger's tables too
 	}
 	s.lab = newLab(s)
 	if a, ok := cfg.ListenAddr.(*net.TCPAddr); ok {

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"time"
+
+	"paytwice/store"
+	"paytwice/store/postgres"
+	"paytwice/web"
+)
+
+// stores are the payments store and the gateway's ledger a server runs on.
+type stores struct {
+	db     web.Store
+	ledger web.Ledger
+	// shared says other servers may be using the same database: a
+	// started key found at start-up may belong to a live request of
+	// theirs, so it is left to the sweepers' lock timeout.
+	shared  bool
+	closers []func() error
+}
+
+func (s *stores) Close() error {
+	var errs []error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		errs = append(errs, s.closers[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// openStores opens what -db and -gateway-db name. A postgres:// or
+// postgresql:// URL is a PostgreSQL database, anything else a SQLite
+// file. The gateway's ledger defaults to a file next to a SQLite -db, and
+// to the schema "gateway" of a PostgreSQL -db, so that every server on
+// that database asks the same gateway.
+func openStores(ctx context.Context, dbArg, gatewayArg string, now func() time.Time, syncMode string) (*stores, error) {
+	s := &stores{}
+	if postgres.IsURL(dbArg) {
+		db, err := postgres.Open(ctx, dbArg, postgres.Options{Now: now, Schema: postgres.SchemaPayments})
+		if err != nil {
+			return nil, err
+		}
+		s.db, s.shared = db, true
+		s.closers = append(s.closers, db.Close)
+		gatewayArg = cmp.Or(gatewayArg, dbArg)
+	} else {
+		db, err := store.Open(dbArg, store.Options{Now: now, Synchronous: syncMode, Schema: store.SchemaPayments})
+		if err != nil {
+			return nil, err
+		}
+		s.db = db
+		s.closers = append(s.closers, db.Close)
+		gatewayArg = cmp.Or(gatewayArg, gatewayPath(dbArg))
+	}
+	if postgres.IsURL(gatewayArg) {
+		ledger, err := postgres.Open(ctx, gatewayArg, postgres.Options{Now: now, Schema: postgres.SchemaLedger})
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.ledger = ledger
+		s.closers = append(s.closers, ledger.Close)
+	} else {
+		ledger, err := store.Open(gatewayArg, store.Options{Now: now, Synchronous: syncMode, Schema: store.SchemaLedger})
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.ledger = ledger
+		s.closers = append(s.closers, ledger.Close)
+	}
+	return s, nil
+}
