@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"paytwice/store/postgres/pgtest"
+)
+
+// TestSameKeyStormOnThreeServers runs the real binary three times on one
+// PostgreSQL database and sends every key's requests to all three at
+// once, with a slow gateway so that they overlap. Nothing in one
+// process's memory can stop the second charge here: each key must still
+// be charged exactly once, every 201 must name that charge, and every
+// server must replay it afterwards.
+func TestSameKeyStormOnThreeServers(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := binary(t)
+	var servers []*process
+	for range 3 {
+		servers = append(servers, startServer(ctx, t, bin, url))
+	}
+	// The switches are still each server's own: slow every gateway call.
+	for _, s := range servers {
+		if r := s.do(ctx, http.MethodPatch, "/api/faults", "", `{"gateway":{"latency_ms":150}}`); r.status != http.StatusOK {
+			t.Fatalf("PATCH /api/faults: %d %s %v", r.status, r.body, r.err)
+		}
+	}
+
+	const (
+		keys             = 8
+		requestsPerServe = 3 // per key and server
+	)
+	type answer struct {
+		status   int
+		chargeID string
+	}
+	var mu sync.Mutex
+	answers := map[string][]answer{}
+	send := func(s *process, key string) {
+		body := fmt.Sprintf(`{"order_id":%q,"amount_satang":%d}`, key, 4200)
+		r := s.do(ctx, http.MethodPost, "/v1/payments", key, body)
+		var a answer
+		if r.err != nil {
+			t.Errorf("%s: %v", key, r.err)
+			return
+		}
+		a.status = r.status
+		if r.status == http.StatusCreated {
+			var ch struct {
+				ID string `json:"charge_id"`
+			}
+			if err := json.Unmarshal(r.body, &ch); err != nil || ch.ID == "" {
+				t.Errorf("%s: a 201 without a charge: %s", key, r.body)
+			}
+			a.chargeID = ch.ID
+		}
+		mu.Lock()
+		answers[key] = append(answers[key], a)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for k := range keys {
+		key := fmt.Sprintf("storm-%d", k)
+		for _, s := range servers {
+			for range requestsPerServe {
+				wg.Go(func() { send(s, key) })
+			}
+		}
+	}
+	wg.Wait()
+	// Once the storm is over, every server replays each key's charge.
+	for k := range keys {
+		for _, s := range servers {
+			send(s, fmt.Sprintf("storm-%d", k))
+		}
+	}
+	if t.Failed() {
+		return
+	}
+
+	conflicts := 0
+	for key, as := range answers {
+		charged := ""
+		for _, a := range as {
+			switch a.status {
+			case http.StatusCreated:
+				if charged != "" && a.chargeID != charged {
+					t.Errorf("%s: 201s name two charges, %s and %s", key, charged, a.chargeID)
+				}
+				charged = a.chargeID
+			case http.StatusConflict: // the first request was still running
+				conflicts++
+			default:
+				t.Errorf("%s: status %d", key, a.status)
+			}
+		}
+		if last := as[len(as)-1]; last.status != http.StatusCreated {
+			t.Errorf("%s: the replay after the storm answered %d", key, last.status)
+		}
+	}
+
+	t.Logf("%d requests answered 409 while their key's first request was at the gateway", conflicts)
+
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var charges, distinctKeys, gatewayCharges, started int
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT idempotency_key),
+		(SELECT count(*) FROM gateway.charges),
+		(SELECT count(*) FROM idempotency_keys WHERE status = 'started')
+		FROM charges`).Scan(&charges, &distinctKeys, &gatewayCharges, &started); err != nil {
+		t.Fatal(err)
+	}
+	if charges != keys || distinctKeys != keys || gatewayCharges != keys || started != 0 {
+		t.Fatalf("%d charges for %d keys, %d at the gateway, %d keys still started; want %d, %d, %d, 0",
+			charges, distinctKeys, gatewayCharges, started, keys, keys, keys)
+	}
+}
+
+// TestKillOneOfThreeServers runs the real binary three times on one
+// PostgreSQL database and double-clicks payments across them, each click
+// of a pair on another server, with a slow gateway. One server is killed
+// with SIGKILL while keys are started, then started again. Its orphans
+// are closed by a sweeper elsewhere once they are older than the lock
+// timeout; after that, every client that retries gets a 201, every 201
+// names the one charge of its key, and the charges and the gateway's
+// records agree one for one.
+func TestKillOneOfThreeServers(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := binary(t)
+	var servers []*process
+	for range 3 {
+		servers = append(servers, startServer(ctx, t, bin, url))
+	}
+	for _, s := range servers {
+		if r := s.do(ctx, http.MethodPatch, "/api/faults", "", `{"gateway":{"latency_ms":200}}`); r.status != http.StatusOK {
+			t.Fatalf("PATCH /api/faults: %d %s %v", r.status, r.body, r.err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	startedOn := func() int {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE status = 'started'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	const (
+		workers           = 9
+		paymentsPerWorker = 8 // bounds the load whatever happens
+	)
+	var (
+		mu      sync.Mutex
+		sent    = map[string]string{}   // key → body
+		seen201 = map[string][]string{} // key → charge ids of the 201s seen
+		killed  = make(chan struct{})
+	)
+	record := func(key string, r result) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.err != nil: // the server died under the request
+		case r.status == http.StatusCreated:
+			var ch struct {
+				ID string `json:"charge_id"`
+			}
+			_ = json.Unmarshal(r.body, &ch)
+			seen201[key] = append(seen201[key], ch.ID)
+		case r.status != http.StatusConflict:
+			t.Errorf("key %s: unexpected %d %s", key, r.status, r.body)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range paymentsPerWorker {
+				key := fmt.Sprintf("kill-%d-%d", w, i)
+				body := fmt.Sprintf(`{"order_id":%q,"amount_satang":%d}`, key, 1000+w*100+i)
+				mu.Lock()
+				sent[key] = body
+				mu.Unlock()
+				// A double-click whose two requests a load balancer sent to
+				// two different servers.
+				var click sync.WaitGroup
+				for _, s := range []*process{servers[w%3], servers[(w+1)%3]} {
+					click.Go(func() { record(key, s.do(ctx, http.MethodPost, "/v1/payments", key, body)) })
+				}
+				click.Wait()
+				select {
+				case <-killed:
+					if w%3 == 0 || (w+1)%3 == 0 {
+						return // this worker's clicks reach the dead server
+					}
+				default:
+				}
+			}
+		})
+	}
+	// Kill server 0 once a first wave has been answered and some keys are
+	// started: their requests are at the gateway. The wait is bounded; the
+	// check below says if the moment never came.
+	for range 2000 {
+		mu.Lock()
+		answered := len(seen201)
+		mu.Unlock()
+		if answered >= workers && startedOn() >= 3 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	servers[0].kill(t)
+	close(killed)
+	wg.Wait()
+	startedAtKill := startedOn()
+	mu.Lock()
+	t.Logf("%d keys sent, %d answered 201, %d keys started after the kill", len(sent), len(seen201), startedAtKill)
+	mu.Unlock()
+	if startedAtKill == 0 {
+		t.Fatal("the kill left no key started: the test did not catch requests in flight")
+	}
+
+	// The killed server comes back on the same database; its start-up
+	// sweep does not touch the shared keys. On another server, the demo
+	// clock moves past the lock timeout and the sweeper runs.
+	servers[0] = startServer(ctx, t, bin, url)
+	if r := servers[1].do(ctx, http.MethodPost, "/api/clock/advance", "", `{"seconds":31}`); r.status != http.StatusOK {
+		t.Fatalf("clock advance: %d %s %v", r.status, r.body, r.err)
+	}
+	if r := servers[1].do(ctx, http.MethodPost, "/api/sweep", "", ""); r.status != http.StatusOK {
+		t.Fatalf("sweep: %d %s %v", r.status, r.body, r.err)
+	}
+	if n := startedOn(); n != 0 {
+		t.Fatalf("%d keys still started after the sweep", n)
+	}
+	// Every client retries its key on some server and gets a 201.
+	i := 0
+	for key, body := range sent {
+		s := servers[i%3]
+		i++
+		r := s.do(ctx, http.MethodPost, "/v1/payments", key, body)
+		if r.err != nil || r.status != http.StatusCreated {
+			t.Fatalf("retry of %s: %v %d %s", key, r.err, r.status, r.body)
+		}
+		record(key, r)
+	}
+
+	for key, ids := range seen201 {
+		var chargeIDs []string
+		rows, err := conn.Query(ctx, `SELECT id FROM charges WHERE idempotency_key = $1`, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if chargeIDs, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			t.Fatal(err)
+		}
+		if len(chargeIDs) != 1 {
+			t.Fatalf("key %s: %d charges, want 1", key, len(chargeIDs))
+		}
+		for _, id := range ids {
+			if id != chargeIDs[0] {
+				t.Fatalf("key %s: a client saw charge %s, the database holds %s", key, id, chargeIDs[0])
+			}
+		}
+	}
+	var local, gateway, matched int
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM charges), (SELECT count(*) FROM gateway.charges),
+		(SELECT count(*) FROM charges c JOIN gateway.charges g ON g.key = c.scope || '|' || c.idempotency_key
+			AND g.id = c.gateway_ref AND g.amount_satang = c.amount_satang)`).Scan(&local, &gateway, &matched); err != nil {
+		t.Fatal(err)
+	}
+	if local != len(sent) || gateway != len(sent) || matched != len(sent) {
+		t.Fatalf("%d charges, %d at the gateway, %d matching, %d keys sent: they must all agree", local, gateway, matched, len(sent))
+	}
+}
