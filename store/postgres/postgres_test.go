@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"paytwice/store"
 	"paytwice/store/postgres"
 	"paytwice/store/postgres/pgtest"
 	"paytwice/store/storetest"
@@ -187,5 +189,55 @@ func TestGatewayLedgerIsIdempotentAcrossServers(t *testing.T) {
 	}
 	if _, err := dbs[0].Claim(ctx, request("k")); err == nil {
 		t.Fatal("a ledger-only store accepted a claim")
+	}
+}
+
+func TestLabWritesOnPostgres(t *testing.T) {
+	db := open(t, time.Now)
+	c := request("lab-k")
+	if _, err := db.LabInsertKeyUnguarded(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.LabInsertKeyUnguarded(ctx, c); !errors.Is(err, store.ErrConstraint) {
+		t.Fatalf("a second unguarded insert of one key: %v, want the constraint's refusal", err)
+	}
+	for i := range 2 {
+		id, rows, err := db.LabLooseInsertKey(ctx, c, fmt.Sprint("rq", i))
+		if err != nil || rows != i+1 {
+			t.Fatalf("loose insert %d: %d rows, %v", i, rows, err)
+		}
+		ch := &pay.Charge{ID: pay.NewID("ch_"), Scope: "s", Key: "lab-k", OrderID: "A-1", AmountSatang: 100, GatewayRef: fmt.Sprint("gw", i), CreatedAt: time.Now()}
+		if n, err := db.LabLooseComplete(ctx, id, 201, []byte("{}"), ch, fmt.Sprint("rq", i)); err != nil || n != i+1 {
+			t.Fatalf("loose complete %d: %d charges, %v", i, n, err)
+		}
+	}
+	if k, ok, err := db.LabLooseFindKey(ctx, "s", "lab-k"); err != nil || !ok || k.Status != pay.StatusDone {
+		t.Fatalf("loose find: %+v %v %v", k, ok, err)
+	}
+	for i := range 2 {
+		ch := pay.Charge{ID: pay.NewID("ch_"), Scope: "s", Key: store.LabKeyPrefix + "no-key " + fmt.Sprint(i), OrderID: "B-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: time.Now()}
+		if err := db.LabRecordCharge(ctx, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := db.LabMeasure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.NoKey) != 1 || g.NoKey[0].Charges != 2 || len(g.Loose) != 1 || g.Loose[0].Charges != 2 || g.LooseKeyRows != 2 {
+		t.Fatalf("lab measure: %+v", g)
+	}
+	seen := map[string]int{}
+	if err := db.LabScanKeys(ctx, func(where, key string) { seen[where]++ }); err != nil {
+		t.Fatal(err)
+	}
+	if seen[store.WhereKeyTable] != 1 || seen[store.WhereCharges] != 4 {
+		t.Fatalf("lab scan: %v", seen)
+	}
+	if err := db.LabReset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := db.LabMeasure(ctx); err != nil || len(g.Loose) != 0 || g.LooseKeyRows != 0 {
+		t.Fatalf("after the lab's reset: %+v %v", g, err)
 	}
 }
