@@ -20,7 +20,7 @@
     if (out) { out.textContent = text; }
   }
 
-  function act(what, request) {
+  function act(what, request, fault) {
     var call;
     switch (what) {
       case "on": call = api("PUT", "/api/step", { on: true }); break;
@@ -28,6 +28,7 @@
       case "next": call = api("POST", "/api/step/next", request ? { request: request } : undefined); break;
       case "finish": call = api("POST", "/api/step/finish", request ? { request: request } : undefined); break;
       case "play": call = api("POST", "/api/step/play"); break;
+      case "aim": call = api("POST", "/api/step/aim", { request: request, fault: fault }); break;
       default: return;
     }
     call.then(function (res) {
@@ -40,7 +41,7 @@
   document.addEventListener("click", function (ev) {
     var btn = ev.target && ev.target.closest && ev.target.closest("[data-step]");
     if (!btn || !btn.closest("#step-bar")) { return; }
-    act(btn.dataset.step, btn.dataset.request || "");
+    act(btn.dataset.step, btn.dataset.request || "", btn.dataset.fault || "");
   });
 
   var keys = { n: "next", f: "finish", p: "play" };

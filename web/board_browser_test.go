@@ -211,7 +211,18 @@ func TestBrowserStepModeDoubleClick(t *testing.T) {
 		t.Fatalf("%d charges", n)
 	}
 
-	// P plays whatever comes next; S turns step mode off.
+	// A fault aimed at one row: the next payment's response, and only its, is lost.
+	liveDo(t, student, "a new order, paid once", liveClick("#new-order"), liveClick("#pay"))
+	liveWait(t, board, "the new payment held", 10*time.Second, heldAt("received")+` !== undefined`)
+	liveEval[bool](t, board, heldAt("received")+`.querySelector('button[data-fault="response_lost"]').click() || true`)
+	liveWait(t, board, "the row shows the aimed fault", 10*time.Second, `[...document.querySelectorAll("#timeline .tl-row")].some(r => r.textContent.includes("lose this response"))`)
+	liveDo(t, board, "pressing P", chromedp.KeyEvent("p"))
+	liveWait(t, board, "the response lost", 10*time.Second, `document.getElementById("timeline").textContent.includes("201 never arrives") || document.querySelectorAll(".step.lost").length > 0`)
+	if n := env.charges(); n != 2 {
+		t.Fatalf("%d charges after the aimed payment, want 2", n)
+	}
+
+	// S turns step mode off.
 	liveDo(t, board, "pressing S again", chromedp.KeyEvent("s"))
 	liveWait(t, board, "step mode off", 5*time.Second, `!document.getElementById("step-bar").classList.contains("step-on")`)
 	liveNoCSPViolations(t, board)

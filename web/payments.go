@@ -4,6 +4,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -76,6 +77,7 @@ type payment struct {
 	faults    sim.Faults          // drawn once per request (random mode may thin them)
 	gw        sim.GatewaySwitches // the gateway switches this request charges with
 	step      stepProgress        // where step mode has held it (step.go)
+	aim       atomic.Uint32       // faults the presenter aimed at it (step.go)
 }
 
 // newPayment starts carrying one request through the protocol.
@@ -128,17 +130,19 @@ func (p *payment) parse(note string) (ok bool, err error) {
 // protocol is the request as the service takes it.
 func (p *payment) protocol() *pay.Payment {
 	r := p.c.Request()
-	return &pay.Payment{
+	pp := &pay.Payment{
 		Scope: p.scope, Key: p.key, Method: r.Method, Path: paymentsPath, Request: p.req,
 		ChargeKey: p.chargeKey,
 		Faults: pay.Faults{Delay: time.Duration(p.faults.DelayMS) * time.Millisecond, CrashMidway: p.faults.CrashMidway,
 			ServerError: p.faults.ServerError, FailHalfway: p.faults.FailHalfway},
 		Gateway: p.s.gateway.With(p.gw),
 		Render:  func(err error) (int, []byte) { return problemBody(r, err) },
-		Observe: func(st pay.Step) {
-			p.publishEvent(live.Event{Kind: stepEvents[st.Kind], Status: st.Status, Message: st.Detail, Charge: st.ChargeID, Fault: st.Fault})
-		},
 	}
+	pp.Observe = func(st pay.Step) {
+		p.publishEvent(live.Event{Kind: stepEvents[st.Kind], Status: st.Status, Message: st.Detail, Charge: st.ChargeID, Fault: st.Fault})
+		p.aimedAt(&pp.Faults) // a fault the presenter aimed at this request (step.go)
+	}
+	return pp
 }
 
 // stepEvents are the timeline's names for the protocol's steps.
@@ -162,6 +166,7 @@ var stepEvents = map[pay.StepKind]live.Kind{
 func (p *payment) answer(o pay.Outcome) error {
 	c := p.c
 	p.s.steps.hold(p, CheckAnswered)
+	p.aimedAt(nil)
 	switch o.Kind {
 	case pay.Saved:
 		if p.faults.ResponseLost {

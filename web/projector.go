@@ -1085,7 +1085,7 @@ func (u *update) timeline() {
 		r := u.rowFor("Reset")
 		u.step(r, views.Step{From: S, To: D, Label: e.Message, Badge: views.Badge{Text: "reset", Tone: views.ToneMute}})
 
-	case heldKind, resumedKind, stepKind, watchKind:
+	case heldKind, resumedKind, stepKind, watchKind, aimKind:
 		u.stepMode()
 
 	default:

@@ -319,6 +319,7 @@ func (s *Server) stepRoutes(e *echo.Echo) {
 	e.POST("/api/step/next", s.handleStepNext, s.presenterOnly)
 	e.POST("/api/step/finish", s.handleStepFinish, s.presenterOnly)
 	e.POST("/api/step/play", s.handleStepPlay, s.presenterOnly)
+	e.POST("/api/step/aim", s.handleStepAim, s.presenterOnly)
 }
 
 // StepChange is the body of PUT /api/step.
@@ -410,6 +411,9 @@ func (u *update) stepMode() {
 				u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "released", Tone: views.ToneMute}})
 			}
 		}
+	case aimKind:
+		r := u.rowFor("request")
+		u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "aimed", Tone: views.ToneBad}})
 	case watchKind:
 		// A "Watch for" item ticked: the step bar's redraw is only there
 		// to make a frame, which makes every page ask for its lesson.
@@ -418,4 +422,82 @@ func (u *update) stepMode() {
 		u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "step", Tone: views.ToneInfo}})
 	}
 	u.add(views.StepBarView(u.p.s.steps.view(), true))
+}
+
+// Faults aimed at one request: from the board the presenter points at a
+// held request and makes this one fail, instead of flipping a switch for
+// the whole room. The fault applies when the request goes on.
+const (
+	aimResponseLost uint32 = 1 << iota // its response is lost after the work commits
+	aimCrashMidway                     // the server stops right after its gateway call
+)
+
+// aimKind is the event that shows an aimed fault on the request's row.
+const aimKind live.Kind = "aimed"
+
+// aimedFaults names the faults that can be aimed, as the API spells them,
+// with the checkpoint a request must not have passed yet.
+var aimedFaults = map[string]struct {
+	bit    uint32
+	before Checkpoint
+	label  string
+}{
+	"response_lost": {aimResponseLost, CheckAnswered + 1, "lose this response"},
+	"crash_midway":  {aimCrashMidway, CheckGatewayAnswered, "crash after this gateway call"},
+}
+
+// aim arms a fault for one held request.
+func (st *stepper) aim(id, fault string) error {
+	f, ok := aimedFaults[fault]
+	if !ok {
+		return pay.Errorf(pay.EINVALID, `Aim "response_lost" or "crash_midway" at a request, not %q.`, truncate(fault, 40))
+	}
+	st.mu.Lock()
+	h, err := st.find(id)
+	if err == nil && h.at >= f.before {
+		err = pay.Errorf(pay.ECONFLICT, "The request %s is already at %q: too late to %s.", h.p.id, h.at.String(), f.label)
+	}
+	if err != nil {
+		st.mu.Unlock()
+		return err
+	}
+	p := h.p
+	p.aim.Or(f.bit)
+	st.mu.Unlock()
+	p.s.hub.Publish(live.Event{Kind: aimKind, Request: p.id, Scope: p.scope, Key: p.key, OrderID: p.req.OrderID,
+		Amount: p.req.AmountSatang, Fault: true, Message: "presenter: " + f.label})
+	return nil
+}
+
+// aimedAt applies the faults aimed at p: into the protocol's faults
+// (while it runs), and into p's own (the lost response, which the HTTP
+// side plays).
+func (p *payment) aimedAt(f *pay.Faults) {
+	a := p.aim.Load()
+	if a == 0 {
+		return
+	}
+	if f != nil && a&aimCrashMidway != 0 {
+		f.CrashMidway = true
+	}
+	if a&aimResponseLost != 0 {
+		p.faults.ResponseLost = true
+	}
+}
+
+// StepAim is the body of POST /api/step/aim.
+type StepAim struct {
+	Request string `json:"request"`
+	Fault   string `json:"fault"`
+}
+
+func (s *Server) handleStepAim(c echo.Context) error {
+	var a StepAim
+	if err := decodeAdminJSON(c.Request(), &a); err != nil {
+		return err
+	}
+	if err := s.steps.aim(a.Request, a.Fault); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, s.steps.state())
 }

@@ -207,6 +207,7 @@ func TestStepMode(t *testing.T) {
 		for _, c := range []struct{ method, path, body string }{
 			{http.MethodPut, "/api/step", `{"on":false}`}, {http.MethodPost, "/api/step/next", ""},
 			{http.MethodPost, "/api/step/finish", ""}, {http.MethodPost, "/api/step/play", ""},
+			{http.MethodPost, "/api/step/aim", `{"request":"rq_1","fault":"crash_midway"}`},
 		} {
 			if r := env.api(c.method, c.path, c.body); r.Status != http.StatusForbidden {
 				t.Errorf("%s %s by a student: %d", c.method, c.path, r.Status)
@@ -223,5 +224,70 @@ func TestStepMode(t *testing.T) {
 				t.Errorf("PUT /api/step %s: %d %s", body, r.Status, r.Body)
 			}
 		}
+	})
+	t.Run("a fault aimed at one held request: its response is lost, the next one's is not", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		a := env.payAsync("aim-lost", "A-11")
+		id := env.waitHeld("received")
+		b := env.payAsync("aim-other", "A-12")
+		env.waitHeld("received")
+		if r := env.api(http.MethodPost, "/api/step/aim", fmt.Sprintf(`{"request":%q,"fault":"response_lost"}`, id)); r.Status != http.StatusOK {
+			t.Fatalf("aim: %d %s", r.Status, r.Body)
+		}
+		env.api(http.MethodPost, "/api/step/play", "")
+		if r := <-a; r.Status != -1 {
+			t.Fatalf("the aimed request's response arrived: %d", r.Status)
+		}
+		wantStatus(t, b, http.StatusCreated)
+		env.Server.steps.turn(false, "test")
+		if r := env.pay("aim-lost", `{"order_id":"A-11","amount_satang":129900}`); r.Status != http.StatusCreated || !isReplay(r) {
+			t.Fatalf("retry: %d replayed=%v", r.Status, isReplay(r))
+		}
+		if env.charges() != 2 {
+			t.Fatalf("%d charges, want one per order", env.charges())
+		}
+	})
+	t.Run("a crash aimed at a request before its gateway call leaves its key started for the sweeper", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		a := env.payAsync("aim-crash", "A-13")
+		for _, cp := range []string{"received", "key claimed"} {
+			env.waitHeld(cp)
+			env.api(http.MethodPost, "/api/step/next", "")
+		}
+		id := env.waitHeld("before the gateway")
+		if r := env.api(http.MethodPost, "/api/step/aim", fmt.Sprintf(`{"request":%q,"fault":"crash_midway"}`, id)); r.Status != http.StatusOK {
+			t.Fatalf("aim: %d %s", r.Status, r.Body)
+		}
+		env.api(http.MethodPost, "/api/step/play", "")
+		if r := <-a; r.Status != -1 {
+			t.Fatalf("the crashed request answered %d", r.Status)
+		}
+		k, err := env.DB.GetKey(context.Background(), AnonymousScope, "aim-crash")
+		if err != nil || k.Status != "started" || env.charges() != 0 {
+			t.Fatalf("key %+v (%v), %d charges; want started and none recorded yet", k, err, env.charges())
+		}
+	})
+	t.Run("aiming too late, at nothing held, or an unknown fault is refused", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		a := env.payAsync("aim-late", "A-14")
+		for _, cp := range []string{"received", "key claimed", "before the gateway"} {
+			env.waitHeld(cp)
+			env.api(http.MethodPost, "/api/step/next", "")
+		}
+		id := env.waitHeld("gateway answered")
+		for _, c := range []struct {
+			body string
+			want int
+		}{
+			{fmt.Sprintf(`{"request":%q,"fault":"crash_midway"}`, id), http.StatusConflict},
+			{fmt.Sprintf(`{"request":%q,"fault":"explode"}`, id), http.StatusBadRequest},
+			{`{"request":"rq_nothere","fault":"response_lost"}`, http.StatusNotFound},
+		} {
+			if r := env.api(http.MethodPost, "/api/step/aim", c.body); r.Status != c.want {
+				t.Errorf("aim %s: %d %s, want %d", c.body, r.Status, r.Body, c.want)
+			}
+		}
+		env.api(http.MethodPost, "/api/step/play", "")
+		wantStatus(t, a, http.StatusCreated)
 	})
 }
