@@ -80,6 +80,12 @@ type RetryClient struct {
 	// attempts as they happen.
 	OnAttempt func(Attempt)
 
+	// attemptContext derives the context of attempt n, bounded by timeout;
+	// nil means context.WithTimeout. Tests replace it so that whether an
+	// attempt timed out is decided by the test, not by a busy machine's
+	// scheduler.
+	attemptContext func(ctx context.Context, n int, timeout time.Duration) (context.Context, context.CancelFunc)
+
 	mu sync.Mutex // guards Rand
 }
 
@@ -266,7 +272,13 @@ func (c *RetryClient) attempt(ctx context.Context, n int, key string, body []byt
 	if timeout <= 0 {
 		timeout = DefaultAttemptTimeout
 	}
-	actx, cancel := context.WithTimeout(ctx, timeout)
+	withTimeout := c.attemptContext
+	if withTimeout == nil {
+		withTimeout = func(ctx context.Context, _ int, d time.Duration) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(ctx, d)
+		}
+	}
+	actx, cancel := withTimeout(ctx, n, timeout)
 	defer cancel()
 
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, strings.TrimRight(c.BaseURL, "/")+PaymentsPath, bytes.NewReader(body))

@@ -402,16 +402,63 @@ func TestRetryClientNetworkFailures(t *testing.T) {
 		}
 	})
 	t.Run("an attempt that hangs past its time-out is retried", func(t *testing.T) {
-		srv := newPayServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, status(201))
-		rec := &recorder{}
-		c := testClient(srv, rec)
-		c.AttemptTimeout = 50 * time.Millisecond
-		res, err := c.Pay(context.Background(), order)
-		if err != nil || res.Status != 201 || len(res.Attempts) != 2 {
-			t.Fatalf("err %v, status %d, attempts %+v", err, res.Status, res.Attempts)
+		// The first attempt hangs until the client abandons it; the test,
+		// not a wall clock, says when its time-out has passed.
+		hanging := make(chan struct{})
+		abandoned := make(chan struct{})
+		srv := newPayServer(t, func(w http.ResponseWriter, r *http.Request) {
+			close(hanging)
+			<-r.Context().Done()
+			close(abandoned)
+		}, status(201))
+		c := testClient(srv, &recorder{})
+		c.AttemptTimeout = 7 * time.Second
+		first := newExpiringContext(context.Background())
+		var timeouts []time.Duration
+		c.attemptContext = func(ctx context.Context, n int, d time.Duration) (context.Context, context.CancelFunc) {
+			timeouts = append(timeouts, d)
+			if n == 1 {
+				return first, first.expire
+			}
+			return context.WithCancel(ctx) // no time-out: only the first attempt may time out
 		}
-		if !strings.Contains(res.Attempts[0].Error, "deadline") {
-			t.Errorf("first attempt error %q", res.Attempts[0].Error)
+		type payment struct {
+			res PayResult
+			err error
+		}
+		done := make(chan payment, 1)
+		go func() {
+			res, err := c.Pay(context.Background(), order)
+			done <- payment{res, err}
+		}()
+		<-hanging
+		first.expire()
+		p := <-done
+		<-abandoned
+		res := p.res
+		if p.err != nil || res.Status != 201 || len(res.Attempts) != 2 || srv.log().calls != 2 {
+			t.Fatalf("err %v, status %d, attempts %+v", p.err, res.Status, res.Attempts)
+		}
+		if res.Attempts[0].Status != 0 || !strings.Contains(res.Attempts[0].Error, "deadline") {
+			t.Errorf("first attempt %+v, want no status and a deadline error", res.Attempts[0])
+		}
+		if keys := srv.log().keys; keys[0] != keys[1] {
+			t.Errorf("keys %v, want the same key twice", keys)
+		}
+		if len(timeouts) != 2 || timeouts[0] != c.AttemptTimeout || timeouts[1] != c.AttemptTimeout {
+			t.Errorf("attempt time-outs %v, want AttemptTimeout on each", timeouts)
+		}
+	})
+	t.Run("without an attempt time-out each attempt gets the default one", func(t *testing.T) {
+		srv := newPayServer(t, status(201))
+		c := testClient(srv, &recorder{})
+		var timeouts []time.Duration
+		c.attemptContext = func(ctx context.Context, n int, d time.Duration) (context.Context, context.CancelFunc) {
+			timeouts = append(timeouts, d)
+			return context.WithCancel(ctx)
+		}
+		if _, err := c.Pay(context.Background(), order); err != nil || len(timeouts) != 1 || timeouts[0] != DefaultAttemptTimeout {
+			t.Errorf("err %v, time-outs %v", err, timeouts)
 		}
 	})
 	t.Run("when no attempt gets a response the error says so", func(t *testing.T) {
@@ -462,3 +509,29 @@ func TestRetryClientRejectsBadSettings(t *testing.T) {
 		})
 	}
 }
+
+// expiringContext is an attempt context whose deadline passes when expire is
+// called, so a test decides when an attempt times out. Like a context from
+// context.WithTimeout, its Err is then context.DeadlineExceeded.
+type expiringContext struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newExpiringContext(parent context.Context) *expiringContext {
+	return &expiringContext{Context: parent, done: make(chan struct{})}
+}
+
+func (e *expiringContext) Done() <-chan struct{} { return e.done }
+
+func (e *expiringContext) Err() error {
+	select {
+	case <-e.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func (e *expiringContext) expire() { e.once.Do(func() { close(e.done) }) }
