@@ -119,10 +119,11 @@ func (s *Server) handleEvents(c echo.Context) error {
 				return nil
 			}
 		}
-		// One write of bytes that every viewer at this point shares: a
-		// stream copies no frame, so one that does not read pins only this
-		// batch (at most maxBatch frames) until its write times out.
-		if flushTo(rc, w, proj.joined(frames), proj.writeTimeout) != nil {
+		// One write of bytes that every viewer at this point shares (or,
+		// for a viewer that is behind, its frames one by one): a stream
+		// copies no frame, so one that does not read pins at most
+		// maxBatch frames, shared with the ring, until its write times out.
+		if err := writeFrames(rc, w, proj, frames); err != nil {
 			return nil
 		}
 		cursor = frames[len(frames)-1].n
@@ -131,6 +132,20 @@ func (s *Server) handleEvents(c echo.Context) error {
 }
 
 var heartbeatComment = []byte(": heartbeat\n\n")
+
+// writeFrames sends frames to one viewer and flushes, under a deadline.
+func writeFrames(rc *http.ResponseController, w http.ResponseWriter, proj *projector, frames []frame) error {
+	if b := proj.joined(frames); b != nil {
+		return flushTo(rc, w, b, proj.writeTimeout)
+	}
+	_ = rc.SetWriteDeadline(time.Now().Add(proj.writeTimeout))
+	for _, f := range frames {
+		if _, err := w.Write(f.sse()); err != nil {
+			return err
+		}
+	}
+	return rc.Flush()
+}
 
 // resumePoint reads where a viewer left off: the Last-Event-ID header that
 // EventSource sends when it reconnects, else the page's ?since=.

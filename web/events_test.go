@@ -252,6 +252,9 @@ func TestEventStreamLimits(t *testing.T) {
 			proj.addFrameLocked(i+1, false, []templ.Component{templ.Raw("x")})
 		}
 		proj.mu.Unlock()
+		// The viewers are woken within a fan-out interval; then a stream
+		// takes one batch.
+		waitUntil(t, "the wake", func() bool { return proj.pulsed.Load() == start+3*maxBatch })
 		frames, ok, _ := proj.framesAfter(start)
 		if !ok || len(frames) != maxBatch || frames[0].n != start+1 {
 			t.Fatalf("%d frames (ok %v), want %d from %d", len(frames), ok, maxBatch, start+1)

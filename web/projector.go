@@ -129,6 +129,12 @@ type projector struct {
 	pending   bool      // frames were added since the last wake
 	armed     bool      // a wake is scheduled
 	lastPulse time.Time // when the viewers were last woken
+	// pulseN is the newest frame when the viewers were last woken: they
+	// send frames up to it, so that all the viewers that are up to date
+	// send the same run (and share its bytes); later frames wait for the
+	// next wake. pulsed is the same, readable without mu.
+	pulseN uint64
+	pulsed atomic.Uint64
 
 	// The newest run of frames joined for the viewers (joined).
 	batchMu sync.Mutex
@@ -468,7 +474,8 @@ func (p *projector) pulseLocked() {
 		})
 		return
 	}
-	p.pending, p.lastPulse = false, time.Now()
+	p.pending, p.lastPulse, p.pulseN = false, time.Now(), p.frames
+	p.pulsed.Store(p.frames)
 	close(p.framed)
 	p.framed = make(chan struct{})
 }
@@ -478,9 +485,9 @@ func (p *projector) pulseLocked() {
 // times out.
 const maxBatch = 64
 
-// framesAfter returns the frames after frame n, oldest first and at
-// most maxBatch; whether none was lost to the ring; and a channel closed
-// when there are more or when the streams must end.
+// framesAfter returns the frames after frame n up to the last wake,
+// oldest first and at most maxBatch; whether none was lost to the ring;
+// and a channel closed when there are more or when the streams must end.
 func (p *projector) framesAfter(n uint64) ([]frame, bool, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -488,8 +495,8 @@ func (p *projector) framesAfter(n uint64) ([]frame, bool, <-chan struct{}) {
 		return nil, false, p.framed
 	}
 	first := p.outLen - int(min(p.frames-n, uint64(p.outLen)))
-	last := min(p.outLen, first+maxBatch)
-	if first == last {
+	last := min(first+maxBatch, p.outLen-int(min(p.frames-p.pulseN, uint64(p.outLen))))
+	if last <= first {
 		return nil, true, p.framed
 	}
 	out := make([]frame, 0, last-first)
@@ -509,7 +516,9 @@ type batch struct {
 }
 
 // joined returns frames as one byte slice, joining each run once for all
-// the viewers that ask for the same run.
+// the viewers that ask for the same run. A viewer that is behind (its run
+// does not end at the last wake) gets nil: it writes its frames one by
+// one rather than pin a copy of its own.
 func (p *projector) joined(frames []frame) []byte {
 	if len(frames) == 1 {
 		return frames[0].sse()
@@ -518,6 +527,10 @@ func (p *projector) joined(frames []frame) []byte {
 	p.batchMu.Lock()
 	b := p.batch
 	if b == nil || b.first != first || b.last != last {
+		if last != p.pulsed.Load() {
+			p.batchMu.Unlock()
+			return nil
+		}
 		b = &batch{first: first, last: last}
 		p.batch = b
 	}
