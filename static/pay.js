@@ -524,6 +524,9 @@
       var timer = setTimeout(function () { ctl.abort(); }, ATTEMPT_TIMEOUT_MS);
       var headers = { "Content-Type": "application/json", "Idempotency-Key": req.key, "Accept": "application/json" };
       if (cfg.session) { headers["Paytwice-Session"] = cfg.session; }
+      // Names this attempt, so the server can tell the page if the
+      // browser sent it more than once by itself.
+      headers["Paytwice-Attempt"] = uuid();
       return fetch("/v1/payments", {
         method: "POST",
         headers: headers,
@@ -535,7 +538,8 @@
         return r.text().then(function (text) {
           var body = null;
           try { body = JSON.parse(text); } catch (e) { /* not JSON */ }
-          return { status: r.status, body: body, replayed: r.headers.get("Idempotent-Replayed") === "true", retryAfter: r.headers.get("Retry-After") };
+          return { status: r.status, body: body, replayed: r.headers.get("Idempotent-Replayed") === "true", retryAfter: r.headers.get("Retry-After"),
+            copies: parseInt(r.headers.get("Paytwice-Attempt-Copies") || "1", 10) || 1 };
         });
       }, function (err) {
         return { network: err && err.name === "AbortError" ? "timed out: no answer in " + (ATTEMPT_TIMEOUT_MS / 1000) + " s" : "the connection closed with no answer" };
@@ -622,6 +626,11 @@
         Object.defineProperty(r, "run", { value: my });
         var res = await send(req);
         describe(r, res);
+        if (res.copies > 1) {
+          // The browser's own re-send, drawn as the step it was.
+          addRow(ord, { kind: "resent", click: n, attempt: attempt, label: label ? label + " \u00b7 browser" : "browser", badge: "re-sent by the browser", tone: "warn",
+            words: "the browser sent this request " + times(res.copies) + " by itself, after a connection closed unanswered; the answer below is its last copy's" });
+        }
         if (refused(res) && ++refusals > 1) {
           wasted++;
           r.wasted = true;

@@ -399,3 +399,30 @@ func TestBrowserServerWithoutKeysRedOnTheCard(t *testing.T) {
 		t.Fatalf("%d charges, want 2", n)
 	}
 }
+
+// TestBrowserResendIsDrawn: should the browser send an attempt twice by
+// itself after all, the card draws the copy as a step of its own. The test
+// plays the browser's part: it sends each payment once more, with the same
+// headers and body, before the page's own request goes.
+func TestBrowserResendIsDrawn(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{ResponseLost: true})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+	liveDo(t, ctx, "a fetch that sends every payment twice", chromedp.Evaluate[chromedp.Void](`(() => {
+		const real = window.fetch;
+		window.fetch = async (url, init) => {
+			if (url === "/v1/payments" && init && init.method === "POST") {
+				await real(url, init).catch(() => null);
+			}
+			return real(url, init);
+		};
+	})()`))
+	liveDo(t, ctx, "paying", liveClick("#pay"))
+	liveWait(t, ctx, "the re-send drawn, then paid from the replay", 10*time.Second,
+		paidNow+` && !!document.querySelector('#attempts li[data-kind="resent"]') && `+attemptStatuses+` === "201"`)
+	liveWait(t, ctx, "the copy named on the timeline", 5*time.Second, timelineText+`.includes("sent again by the browser itself")`)
+	if n := env.charges(); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -114,7 +116,7 @@ func (p *payment) parse(note string) (ok bool, err error) {
 		p.key = key
 		p.req, err = readPaymentBody(r)
 	}
-	p.publish(live.Received, 0, r.Method+" "+r.URL.Path+note)
+	p.publish(live.Received, 0, r.Method+" "+r.URL.Path+note+resentNote(c))
 	if err != nil {
 		return false, p.refuse(err)
 	}
@@ -249,7 +251,15 @@ func truncate(s string, n int) string {
 
 // pageSessionHeader carries the checkout page's session on its payment
 // requests, which it sends without cookies (credentials: "omit").
-const pageSessionHeader = "Paytwice-Session"
+// pageAttemptHeader names one attempt of the page, so that a copy the
+// browser sends again by itself is seen as one.
+const (
+	pageSessionHeader = "Paytwice-Session"
+	pageAttemptHeader = "Paytwice-Attempt"
+	// attemptCopiesHeader answers how many times this attempt reached
+	// the server when that is more than once.
+	attemptCopiesHeader = "Paytwice-Attempt-Copies"
+)
 
 // freshConnectionPerPayment makes every payment attempt of the checkout
 // page travel on a connection of its own. Chromium silently sends a POST
@@ -260,7 +270,10 @@ const pageSessionHeader = "Paytwice-Session"
 // that pool empty, so the next attempt opens a fresh connection, and a
 // fresh connection is never re-sent. The session comes in the header
 // instead of the cookie, so the payment keeps the browser's scope.
-func freshConnectionPerPayment(next echo.HandlerFunc) echo.HandlerFunc {
+//
+// Should the browser send an attempt again all the same, the copy is
+// named on the timeline (resentNote) and the page is told in its answer.
+func (s *Server) freshConnectionPerPayment(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if r.URL.Path != paymentsPath {
@@ -272,6 +285,50 @@ func freshConnectionPerPayment(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			c.Response().Header().Set("Connection", "close")
 		}
+		if id := r.Header.Get(pageAttemptHeader); validSessionID(id) {
+			if n := s.attempts.see(id); n > 1 {
+				c.Response().Header().Set(attemptCopiesHeader, strconv.Itoa(n))
+				c.Set(attemptCopiesHeader, n)
+			}
+		}
 		return next(c)
 	}
+}
+
+// resentNote marks, on the timeline, a request that is the browser's own
+// copy of an attempt the server had already seen.
+func resentNote(c echo.Context) string {
+	if n, ok := c.Get(attemptCopiesHeader).(int); ok {
+		return " · copy " + strconv.Itoa(n) + " of one attempt, sent again by the browser itself"
+	}
+	return ""
+}
+
+// attemptLog remembers the last page attempts the server saw, a bounded
+// number of them.
+type attemptLog struct {
+	mu    sync.Mutex
+	seen  map[string]int
+	order []string
+}
+
+const attemptLogSize = 4096
+
+// see counts one arrival of an attempt and returns how many there were.
+func (l *attemptLog) see(id string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = make(map[string]int, attemptLogSize)
+	}
+	n := l.seen[id] + 1
+	if n == 1 {
+		l.order = append(l.order, id)
+		if len(l.order) > attemptLogSize {
+			delete(l.seen, l.order[0])
+			l.order = l.order[1:]
+		}
+	}
+	l.seen[id] = n
+	return n
 }

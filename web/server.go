@@ -99,6 +99,9 @@ type Server struct {
 	gateway *sim.Gateway
 	faults  *sim.FaultPlan
 	hub     *live.Hub
+	// attempts are the checkout pages' recent payment attempts, so that
+	// one the browser sent twice shows as such.
+	attempts attemptLog
 	// faultsMu serialises changes to the switches, so that two PATCHes at
 	// once cannot lose one another's fields.
 	faultsMu sync.Mutex
@@ -196,7 +199,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableErrorHandler: false}))
 	e.Use(securityHeaders)
-	e.Use(freshConnectionPerPayment) // before the lab's dispatcher, which reads the scope
+	e.Use(s.freshConnectionPerPayment) // before the lab's dispatcher, which reads the scope
 	e.Use(requireClearScope)
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{
 		MinLength: 512,

@@ -1,0 +1,45 @@
+package web
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"paytwice/sim"
+)
+
+// TestPageAttemptSentTwiceIsNamed: when the browser sends one of the
+// page's attempts again by itself, the copy says so on the timeline and in
+// its answer, so the card can draw it as a step of its own.
+func TestPageAttemptSentTwiceIsNamed(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, sim.Faults{ResponseLost: true})
+	key, attempt, session := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	body := `{"order_id":"A-4242","amount_satang":129900}`
+	headers := []string{pageSessionHeader, session, pageAttemptHeader, attempt}
+	if _, err := env.tryPay(key, body, headers...); err == nil {
+		t.Fatal("the first copy was answered: the response should be lost")
+	}
+	setFaults(t, env, sim.Faults{})
+	res := env.pay(key, body, headers...)
+	if res.Status != 201 || res.Header.Get("Idempotent-Replayed") != "true" || res.Header.Get(attemptCopiesHeader) != "2" {
+		t.Fatalf("the copy: %d, replayed %q, copies %q", res.Status, res.Header.Get("Idempotent-Replayed"), res.Header.Get(attemptCopiesHeader))
+	}
+	named := 0
+	for _, e := range env.Server.hub.Recent(50) {
+		if strings.Contains(e.Message, "sent again by the browser itself") {
+			named++
+		}
+	}
+	if named != 1 {
+		t.Fatalf("%d timeline events name the browser's copy, want 1", named)
+	}
+	// A new attempt of the page is not a copy.
+	if res := env.pay(key, body, pageSessionHeader, session, pageAttemptHeader, uuid.NewString()); res.Header.Get(attemptCopiesHeader) != "" {
+		t.Fatalf("a fresh attempt is marked as a copy: %q", res.Header.Get(attemptCopiesHeader))
+	}
+	if n := env.charges(); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+}
