@@ -237,9 +237,10 @@ type process struct {
 
 // startServer runs the binary on a free loopback port and waits until it
 // prints its URL, which it does only after the start-up sweep.
-func startServer(ctx context.Context, t *testing.T, bin, dbPath string) *process {
+func startServer(ctx context.Context, t *testing.T, bin, dbPath string, flags ...string) *process {
 	t.Helper()
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-db", dbPath, "-lock-timeout", "30s")
+	// Flags given later win over the defaults here.
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-db", dbPath, "-lock-timeout", "30s"}, flags...)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "PAYTWICE_") {
 			cmd.Env = append(cmd.Env, kv)

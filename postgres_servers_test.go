@@ -133,18 +133,22 @@ func TestSameKeyStormOnThreeServers(t *testing.T) {
 // PostgreSQL database and double-clicks payments across them, each click
 // of a pair on another server, with a slow gateway. One server is killed
 // with SIGKILL while keys are started, then started again. Its orphans
-// are closed by a sweeper elsewhere once they are older than the lock
-// timeout; after that, every client that retries gets a 201, every 201
-// names the one charge of its key, and the charges and the gateway's
-// records agree one for one.
+// are closed by another server's sweeper once they have really been held
+// for the lock timeout (a warped demo clock is not enough); after that,
+// every client that retries gets a 201, every 201 names the one charge of
+// its key, and the charges and the gateway's records agree one for one.
 func TestKillOneOfThreeServers(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bin := binary(t)
+	// A short lock timeout: the orphans are closed once it has really
+	// passed. The gateway time-out is half of it, the gateway's latency
+	// far less.
+	const lockTimeout = 3 * time.Second
 	var servers []*process
 	for range 3 {
-		servers = append(servers, startServer(ctx, t, bin, url))
+		servers = append(servers, startServer(ctx, t, bin, url, "-lock-timeout", lockTimeout.String()))
 	}
 	for _, s := range servers {
 		if r := s.do(ctx, http.MethodPatch, "/api/faults", "", `{"gateway":{"latency_ms":200}}`); r.status != http.StatusOK {
@@ -239,17 +243,30 @@ func TestKillOneOfThreeServers(t *testing.T) {
 	}
 
 	// The killed server comes back on the same database; its start-up
-	// sweep does not touch the shared keys. On another server, the demo
-	// clock moves past the lock timeout and the sweeper runs.
-	servers[0] = startServer(ctx, t, bin, url)
-	if r := servers[1].do(ctx, http.MethodPost, "/api/clock/advance", "", `{"seconds":31}`); r.status != http.StatusOK {
+	// sweep does not touch the shared keys. Another server's demo clock
+	// moves past the lock timeout at once, but its sweeper leaves the dead
+	// server's keys alone until they have really been held that long.
+	killedAt := time.Now()
+	servers[0] = startServer(ctx, t, bin, url, "-lock-timeout", lockTimeout.String())
+	if r := servers[1].do(ctx, http.MethodPost, "/api/clock/advance", "", `{"seconds":60}`); r.status != http.StatusOK {
 		t.Fatalf("clock advance: %d %s %v", r.status, r.body, r.err)
 	}
-	if r := servers[1].do(ctx, http.MethodPost, "/api/sweep", "", ""); r.status != http.StatusOK {
-		t.Fatalf("sweep: %d %s %v", r.status, r.body, r.err)
+	sweep := func() {
+		if r := servers[1].do(ctx, http.MethodPost, "/api/sweep", "", ""); r.status != http.StatusOK {
+			t.Fatalf("sweep: %d %s %v", r.status, r.body, r.err)
+		}
+	}
+	sweep()
+	if n := startedOn(); time.Since(killedAt) < lockTimeout/2 && n == 0 {
+		t.Fatal("a warped demo clock let a sweeper close keys held for less than the lock timeout")
+	}
+	// The sweepers close them once the lock timeout has really passed.
+	for startedOn() != 0 && ctx.Err() == nil {
+		sweep()
+		time.Sleep(100 * time.Millisecond)
 	}
 	if n := startedOn(); n != 0 {
-		t.Fatalf("%d keys still started after the sweep", n)
+		t.Fatalf("%d keys still started after the lock timeout", n)
 	}
 	// Every client retries its key on some server and gets a 201.
 	i := 0

@@ -83,10 +83,12 @@ func (db *DB) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	for range claimAttempts {
 		var claim string
 		err := db.pool.QueryRow(ctx, `INSERT INTO idempotency_keys
-			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10)
+			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
+			 claimed_by)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11)
 			ON CONFLICT (scope, key) DO NOTHING RETURNING claim`,
-			c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, token, c.ChargeKey).Scan(&claim)
+			c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, token, c.ChargeKey,
+			db.server).Scan(&claim)
 		if err == nil {
 			return pay.ClaimResult{Claimed: true, Claim: claim}, nil
 		}
@@ -242,18 +244,28 @@ const sweepBatch = 500
 // Taking a key changes neither its claim nor its lock time: a request
 // still running on this server keeps its key, and a key this server
 // passes over is left to it for the lease, then to anyone.
+//
+// The cutoff is on this server's demo clock, which a presenter may warp,
+// and the sweeper only knows which of its own claims are still running.
+// So a key claimed here is judged by the cutoff, but a key another server
+// claimed is taken only once it has really (on the database's clock) been
+// held for as long as the cutoff asks, however far any demo clock has
+// moved: a request's work is bounded by the gateway time-out, shorter
+// than the lock timeout, so a key that old has no live request left.
 func (db *DB) StartedBefore(ctx context.Context, cutoff time.Time) ([]pay.KeyRow, error) {
+	held := max(db.now().Sub(cutoff), 0)
 	rows, err := db.pool.Query(ctx, `UPDATE idempotency_keys k
 		SET sweep_owner = $2, sweep_until = clock_timestamp() + $3 * interval '1 millisecond'
 		FROM (SELECT scope, key FROM idempotency_keys
 			WHERE status = 'started' AND locked_at < $1
+			  AND (claimed_by = $2 OR claimed_at < clock_timestamp() - $5 * interval '1 millisecond')
 			  AND (sweep_owner IS NULL OR sweep_owner = $2 OR sweep_until < clock_timestamp())
 			ORDER BY locked_at, key
 			LIMIT $4
 			FOR UPDATE SKIP LOCKED) pick
 		WHERE k.scope = pick.scope AND k.key = pick.key
 		RETURNING `+prefixed("k.", keyColumns),
-		cutoff, db.server, db.lease.Milliseconds(), sweepBatch)
+		cutoff, db.server, db.lease.Milliseconds(), sweepBatch, held.Milliseconds())
 	if err != nil {
 		return nil, err
 	}

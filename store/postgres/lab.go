@@ -37,9 +37,10 @@ func (db *DB) LabInsertKeyUnguarded(ctx context.Context, c pay.ClaimRequest) (st
 	}
 	token := pay.NewToken()
 	_, err := db.pool.Exec(ctx, `INSERT INTO idempotency_keys
-		(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10)`,
-		c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, db.now(), token, c.ChargeKey)
+		(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
+		 claimed_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11)`,
+		c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, db.now(), token, c.ChargeKey, db.server)
 	if err != nil {
 		return "", constraintError(err)
 	}

@@ -241,3 +241,47 @@ func TestLabWritesOnPostgres(t *testing.T) {
 		t.Fatalf("after the lab's reset: %+v %v", g, err)
 	}
 }
+
+func TestAWarpedClockNeverSweepsAnotherServersFreshKey(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	openWith := func(now func() time.Time) *postgres.DB {
+		db, err := postgres.Open(ctx, url, postgres.Options{Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	here := openWith(time.Now)
+	// The presenter moved the other server's demo clock an hour ahead.
+	warped := openWith(func() time.Time { return time.Now().Add(time.Hour) })
+	const lockTimeout = 30 * time.Second
+	if res, err := here.Claim(ctx, request("k")); err != nil || !res.Claimed {
+		t.Fatalf("claim: %+v %v", res, err)
+	}
+	if rows, err := warped.StartedBefore(ctx, warped.Now().Add(-lockTimeout)); err != nil || len(rows) != 0 {
+		t.Fatalf("a warped clock took another server's fresh key: %+v %v", rows, err)
+	}
+	// Once the key has really been held for the lock timeout, any
+	// server's sweeper may close it.
+	if _, err := here.Pool().Exec(ctx, `UPDATE idempotency_keys SET claimed_at = clock_timestamp() - interval '31 seconds'`); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := warped.StartedBefore(ctx, warped.Now().Add(-lockTimeout)); err != nil || len(rows) != 1 {
+		t.Fatalf("a key really held past the lock timeout: %+v %v", rows, err)
+	}
+}
+
+func TestTheClaimingServerJudgesItsKeysByItsOwnClock(t *testing.T) {
+	clock := time.Now()
+	db := open(t, func() time.Time { return clock })
+	if res, err := db.Claim(ctx, request("k")); err != nil || !res.Claimed {
+		t.Fatalf("claim: %+v %v", res, err)
+	}
+	// Its own sweeper knows which of its claims are still running, so the
+	// demo clock alone decides for its keys.
+	clock = clock.Add(31 * time.Second)
+	if rows, err := db.StartedBefore(ctx, clock.Add(-30*time.Second)); err != nil || len(rows) != 1 {
+		t.Fatalf("own key after the demo clock moved past the lock timeout: %+v %v", rows, err)
+	}
+}
