@@ -173,9 +173,12 @@ func TestBrowserNewOrderStopsPendingRetries(t *testing.T) {
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "retries on, pay", liveClick("#opt-retry"), liveClick("#pay"))
-	liveWait(t, ctx, "a retry counting down", 10*time.Second,
-		`!!(window.__row = [...document.querySelectorAll("#attempts li")].find(li => /retry \d+ in/.test(li.textContent)))`)
-	liveDo(t, ctx, "new order", liveClick("#new-order"))
+	// New order is clicked in the same task that finds the row counting
+	// down: the wait is drawn at random and may last a few milliseconds, so
+	// a click sent after the look-up could land after the countdown (during
+	// the next attempt) and stop another row than the one found.
+	liveWait(t, ctx, "a retry counting down, then new order", 10*time.Second,
+		`!!(window.__row = [...document.querySelectorAll("#attempts li")].find(li => /retry \d+ in/.test(li.textContent))) && (document.getElementById("new-order").click(), true)`)
 	liveWait(t, ctx, "the old retry stopped", 5*time.Second, `/stopped: a new order began/.test(window.__row.textContent)`)
 	if n := liveEval[int](t, ctx, `document.querySelectorAll("#attempts li").length`); n != 0 {
 		t.Fatalf("%d rows in the new order's list, want none", n)

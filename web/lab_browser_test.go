@@ -369,7 +369,7 @@ func TestBrowserLabOtherMistakes(t *testing.T) {
 		liveDo(t, ctx, "paying", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"))
 		liveWait(t, ctx, "paid", 10*time.Second, paidNow)
 		liveDo(t, ctx, "paying again with another amount", chromedp.Clear(chromedp.CSS("#amount")),
-			chromedp.SendKeys(chromedp.CSS("#amount"), "1,350.00"), liveClick("#pay"))
+			liveType("#amount", "1,350.00"), liveClick("#pay"))
 		liveWait(t, ctx, "six 422s, five wasted", 20*time.Second,
 			`document.querySelectorAll('#attempts li[data-status="422"]').length === 6 && document.querySelectorAll("#attempts li[data-wasted]").length === 5 && `+
 				`document.getElementById("pay-status").textContent.includes("5 wasted")`)

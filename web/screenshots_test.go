@@ -73,7 +73,7 @@ func TestScreenshots(t *testing.T) {
 	// The same key with another amount.
 	setFaults(t, env, sim.Faults{})
 	liveDo(t, ctx, "change the amount and pay",
-		chromedp.Clear(chromedp.CSS("#amount")), chromedp.SendKeys(chromedp.CSS("#amount"), "1,350.00"), liveClick("#pay"))
+		chromedp.Clear(chromedp.CSS("#amount")), liveType("#amount", "1,350.00"), liveClick("#pay"))
 	liveWait(t, ctx, "422", 10*time.Second, `document.getElementById("pay-status").dataset.state === "mismatch"`)
 
 	// A lost response: no answer, a wait, the retry's replayed 201.

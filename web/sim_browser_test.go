@@ -227,6 +227,6 @@ func simType(sel, text string) chromedp.Action[chromedp.Void] {
 		if err := chromedp.Do(ctx, chromedp.SetValue(sel, "")); err != nil {
 			return err
 		}
-		return chromedp.Do(ctx, chromedp.SendKeys(sel, text))
+		return chromedp.Do(ctx, liveType(sel, text))
 	})
 }
