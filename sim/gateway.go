@@ -46,7 +46,7 @@ type Gateway struct {
 
 // NewGateway returns a gateway that keeps its charges in ledger.
 func NewGateway(ledger Ledger, now func() time.Time) *Gateway {
-	g := &Gateway{ledger: ledger, now: now, sleep: Sleep}
+	g := &Gateway{ledger: ledger, now: now, sleep: pay.Sleep}
 	g.switches.Store(&GatewaySwitches{})
 	return g
 }
@@ -107,18 +107,6 @@ func (s switched) Lookup(ctx context.Context, key string) (pay.GatewayCharge, bo
 // Lookup asks whether the gateway holds a charge for key.
 func (g *Gateway) Lookup(ctx context.Context, key string) (pay.GatewayCharge, bool, error) {
 	return g.ledger.LookupGatewayCharge(ctx, key)
-}
-
-// Sleep waits for d, or returns ctx's error if ctx ends first.
-func Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // SetSleep replaces how the gateway waits out its latency; tests use it to

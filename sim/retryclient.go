@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"paytwice/pay"
 )
 
 // PaymentsPath is the endpoint the retrying client posts to.
@@ -354,5 +356,5 @@ func (c *RetryClient) sleep(ctx context.Context, d time.Duration) error {
 	if c.Sleep != nil {
 		return c.Sleep(ctx, d)
 	}
-	return Sleep(ctx, d)
+	return pay.Sleep(ctx, d)
 }

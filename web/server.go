@@ -149,7 +149,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		clock:  clock,
 		faults: sim.NewFaultPlan(),
 		hub:    live.New(live.DefaultSize, clock.Now),
-		sleep:  sim.Sleep,
+		sleep:  pay.Sleep,
 	}
 	if s.ledger == nil {
 		s.ledger = db.(Ledger) // both stores hold the ledger's tables too
