@@ -127,7 +127,8 @@ func TestHerdCommand(t *testing.T) {
 	})
 }
 
-// testBinary builds the paytwice binary once for the tests of this file.
+// testBinary builds the paytwice binary once for every test that runs it
+// (the commands, the crash and the shutdown tests).
 var testBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "paytwice-cmd-test")
 	if err != nil {

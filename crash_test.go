@@ -30,11 +30,7 @@ func TestCrashRecovery(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "paytwice")
-	build := exec.CommandContext(ctx, goTool(t), "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := binary(t)
 	dbPath := filepath.Join(dir, "crash.db")
 
 	// 1. First life: a slow gateway, double-clicked payments, SIGKILL.
@@ -214,16 +210,6 @@ func TestCrashRecovery(t *testing.T) {
 			t.Fatalf("local charge %+v has no matching gateway charge (%+v, %v, %v)", c, g, ok, err)
 		}
 	}
-}
-
-// goTool finds the go command that runs this test.
-func goTool(t *testing.T) string {
-	// go test puts the go command that runs it first on PATH.
-	p, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build the binary with")
-	}
-	return p
 }
 
 // process is one run of the binary.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -23,10 +22,7 @@ func TestShutdownFinishesPaymentsInFlight(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "paytwice")
-	if out, err := exec.CommandContext(ctx, goTool(t), "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := binary(t)
 	dbPath := filepath.Join(dir, "shutdown.db")
 	srv := startServer(ctx, t, bin, dbPath)
 	if r := srv.do(ctx, http.MethodPatch, "/api/faults", "", `{"gateway":{"latency_ms":1000}}`); r.status != http.StatusOK {
