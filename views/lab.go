@@ -206,6 +206,9 @@ type Chapter struct {
 	// on; the page sets its checkbox when the chapter starts.
 	Retry      bool
 	Prev, Next string
+	// Race marks a chapter about requests racing each other: the board
+	// offers step mode to walk it through.
+	Race bool
 	// Seen says which "Watch for" items the server has seen happen, and
 	// SeenRows the timeline row (DOM id) that made each point.
 	Seen     []bool

@@ -32,6 +32,9 @@ type Chapter struct {
 	Faults FaultSettings `json:"faults"`
 	Lab    LabSettings   `json:"lab"`
 	Retry  bool          `json:"retry"`
+	// Race marks a chapter about requests racing each other: the board
+	// offers step mode (step.go) to walk the race through.
+	Race bool `json:"race"`
 
 	SwitchOn []string `json:"-"`
 	Do       []string `json:"-"`
@@ -115,7 +118,7 @@ func buildChapters(cfg Config) []Chapter {
 				"Its retry is safe only because it carries the same key, so the server answers from the key row instead of charging again.",
 		},
 		{
-			Slug: "no-key", Title: "Mistake: no idempotency key", Part: partMistakes,
+			Slug: "no-key", Title: "Mistake: no idempotency key", Part: partMistakes, Race: true,
 			Faults: FaultSettings{Server: sim.Faults{DelayMS: 800}},
 			Lab:    labWith(func(l *LabSettings) { l.Server.Mode = LabNoKey }),
 			SwitchOn: []string{"Lab: the server ignores the key and executes every request.",
@@ -138,7 +141,7 @@ func buildChapters(cfg Config) []Chapter {
 				"The key belongs to the action: made once, when the customer starts paying, and kept until it is settled.",
 		},
 		{
-			Slug: "check-then-insert", Title: "Mistake: check first, then insert", Part: partMistakes,
+			Slug: "check-then-insert", Title: "Mistake: check first, then insert", Part: partMistakes, Race: true,
 			Lab:      labWith(func(l *LabSettings) { l.Server.Mode = LabCheckThenInsert }),
 			SwitchOn: []string{"Lab: the server looks for the key with a SELECT, waits 200 ms, then INSERTs it, into tables with no constraints."},
 			Do: []string{"Press “Send 10 at once with one key”.",
@@ -334,7 +337,7 @@ func (s *Server) lessonView(shown string, presenter, board bool) views.Lesson {
 	}
 	if i, c, ok := s.chapter(shown); ok {
 		ch := &views.Chapter{Slug: c.Slug, Title: c.Title, Part: c.Part, N: i + 1, Of: len(s.lab.chapters),
-			SwitchOn: c.SwitchOn, Do: c.Do, StudentDo: c.StudentDo, Watch: c.Watch, Why: c.Why, Actions: c.Actions, Retry: c.Retry}
+			SwitchOn: c.SwitchOn, Do: c.Do, StudentDo: c.StudentDo, Watch: c.Watch, Why: c.Why, Actions: c.Actions, Retry: c.Retry, Race: c.Race}
 		if i > 0 {
 			ch.Prev = s.lab.chapters[i-1].Slug
 		}
