@@ -167,9 +167,10 @@ func binary(t *testing.T) string {
 // fresh SQLite file.
 func payServer(t *testing.T) string {
 	t.Helper()
+	bin := binary(t) // built first: the minute below is for the start alone
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	return startServer(ctx, t, binary(t), filepath.Join(t.TempDir(), "paytwice.db")).url
+	return startServer(ctx, t, bin, filepath.Join(t.TempDir(), "paytwice.db")).url
 }
 
 func TestPayCommand(t *testing.T) {
