@@ -11,7 +11,8 @@ import (
 )
 
 // RunJobs prunes and sweeps periodically until ctx ends. The start-up
-// sweep is SweepOrphans, which the caller runs before serving.
+// sweep is SweepOrphans, which the caller runs before serving. While no
+// key can be started the sweeps skip their query (idle.go).
 func (s *Server) RunJobs(ctx context.Context) {
 	prune := time.NewTicker(s.cfg.PruneEvery)
 	sweep := time.NewTicker(s.cfg.SweepEvery)
@@ -26,7 +27,7 @@ func (s *Server) RunJobs(ctx context.Context) {
 				s.logf("prune: %v", err)
 			}
 		case <-sweep.C:
-			if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+			if _, err := s.periodicSweep(ctx); err != nil && ctx.Err() == nil {
 				s.logf("sweep: %v", err)
 			}
 		}

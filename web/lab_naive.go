@@ -153,6 +153,7 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 		OrderID: p.req.OrderID, AmountSatang: p.req.AmountSatang}
 	if constrained {
 		token, err := s.db.LabInsertKeyUnguarded(ctx, claim)
+		s.idleSweeps.claimed() // a started key the sweeper must look for
 		if errors.Is(err, store.ErrConstraint) {
 			s.lab.constraintRefusals.Add(1)
 			detail := strings.TrimPrefix(err.Error(), store.ErrConstraint.Error()+": ")

@@ -148,9 +148,14 @@ type projector struct {
 	busy      *views.TimelineRow // the row that stands for the busy period
 	busyReqs  int                // requests not drawn during it
 	busySince time.Time
-	busyFlag  atomic.Bool   // busy, for the ticker and the streams
-	recent    []*orderState // the latest orders charged, newest first
-	twice     []*orderState // the latest orders charged more than once, oldest first
+	busyFlag  atomic.Bool // busy, for the ticker and the streams
+	// busyStart wakes the ticker when busy mode starts; ticking says
+	// whether it runs, tickerRuns how often it was started.
+	busyStart  chan struct{}
+	ticking    atomic.Bool
+	tickerRuns atomic.Uint64
+	recent     []*orderState // the latest orders charged, newest first
+	twice      []*orderState // the latest orders charged more than once, oldest first
 }
 
 // boundedSet remembers the last limit strings added.
@@ -229,7 +234,7 @@ func (s *Server) live() *projector {
 }
 
 func startProjector(s *Server) *projector {
-	p := &projector{s: s, framed: make(chan struct{}), out: make([]frame, liveFrames),
+	p := &projector{s: s, framed: make(chan struct{}), out: make([]frame, liveFrames), busyStart: make(chan struct{}, 1),
 		heartbeat: heartbeatEvery, writeTimeout: writeTimeout, seen: newBoundedSet(liveSeenLimit)}
 	// Read the hub's position before the database: an event that lands in
 	// between is then both in the loaded state and in the stream, and
@@ -246,19 +251,30 @@ func startProjector(s *Server) *projector {
 }
 
 // tick refreshes the totals while busy. A refresh is the projector's own
-// doing, not something that happened: it is a frame, never an event.
+// doing, not something that happened: it is a frame, never an event. The
+// ticker runs only while busy, so that an idle server wakes for nothing;
+// entering busy mode starts it again (enterBusy).
 func (p *projector) tick() {
-	t := time.NewTicker(busyRefresh)
-	defer t.Stop()
 	for {
 		select {
 		case <-p.s.baseCtx.Done():
 			return
-		case <-t.C:
-			if p.busyFlag.Load() {
+		case <-p.busyStart:
+		}
+		p.ticking.Store(true)
+		p.tickerRuns.Add(1)
+		t := time.NewTicker(busyRefresh)
+		for p.busyFlag.Load() {
+			select {
+			case <-p.s.baseCtx.Done():
+				t.Stop()
+				return
+			case <-t.C:
 				p.refresh()
 			}
 		}
+		t.Stop()
+		p.ticking.Store(false)
 	}
 }
 
@@ -725,6 +741,10 @@ func (p *projector) enterBusy(e live.Event, now time.Time) []templ.Component {
 	p.busy = &views.TimelineRow{ID: "tl-busy-" + strconv.FormatUint(e.Seq, 10), Time: e.Time, Title: "Busy"}
 	p.busyReqs, p.busySince = 0, now
 	p.busyFlag.Store(true)
+	select {
+	case p.busyStart <- struct{}{}:
+	default: // the ticker is already woken
+	}
 	p.busyText(now)
 	p.rows = append([]*views.TimelineRow{p.busy}, p.rows...)
 	ops := []templ.Component{views.FrameNewRow(*p.busy)}

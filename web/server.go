@@ -116,6 +116,9 @@ type Server struct {
 	// protocol runs the payment protocol (pay/service.go); payments.go
 	// adapts it to HTTP.
 	protocol *pay.Service
+	// idleSweeps lets the sweeper skip its query while no key can be
+	// started (idle.go).
+	idleSweeps *idleSweeps
 	// inflight is held shared by every payment and the sweeper, and
 	// exclusively by a reset, which so waits for them (web/admin.go).
 	inflight sync.RWMutex
@@ -162,7 +165,8 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.presenter = newPresenterAuth(cfg.PresenterToken)
 	s.narration.s = s
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
-	s.protocol = &pay.Service{Store: db, Gateway: s.gateway.With(sim.GatewaySwitches{}), Now: clock.Now,
+	s.idleSweeps = newIdleSweeps(db)
+	s.protocol = &pay.Service{Store: countingStorage{Storage: db, g: s.idleSweeps}, Gateway: s.gateway.With(sim.GatewaySwitches{}), Now: clock.Now,
 		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) },
 		WorkContext: func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout+s.steps.allowance())
