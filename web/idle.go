@@ -28,6 +28,9 @@ type idleSweeps struct {
 	// when each returns: a sweeper that reads it before its query sees the
 	// key of every claim counted.
 	claims atomic.Uint64
+	// wake tells the job loop, whose sweep ticker stops while idle, that
+	// a claim happened.
+	wake chan struct{}
 
 	mu sync.Mutex
 	// quiet: when claims was quietAt, no key was started.
@@ -37,11 +40,17 @@ type idleSweeps struct {
 
 func newIdleSweeps(db Store) *idleSweeps {
 	_, private := db.(*store.DB)
-	return &idleSweeps{private: private}
+	return &idleSweeps{private: private, wake: make(chan struct{}, 1)}
 }
 
 // claimed counts a call that may have left a key started.
-func (g *idleSweeps) claimed() { g.claims.Add(1) }
+func (g *idleSweeps) claimed() {
+	g.claims.Add(1)
+	select {
+	case g.wake <- struct{}{}:
+	default: // a wake is already pending
+	}
+}
 
 // idle reports whether no key can be started: none was when last looked
 // at, and nothing has claimed one since.

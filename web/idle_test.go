@@ -29,8 +29,17 @@ func TestIdleSweeps(t *testing.T) {
 		if sweep(t, env) {
 			t.Fatal("the sweep queried again although nothing was claimed since it found no started key")
 		}
+		select {
+		case <-env.Server.idleSweeps.wake: // a stale wake, if any, from before
+		default:
+		}
 		env.setFaults(`{"server":{"crash_midway":true}}`)
 		env.mustDrop("idle-crash", body)
+		select {
+		case <-env.Server.idleSweeps.wake:
+		default:
+			t.Fatal("a claim did not wake the job loop")
+		}
 		if !sweep(t, env) {
 			t.Fatal("the sweep skipped its query after a claim")
 		}

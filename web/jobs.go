@@ -12,13 +12,22 @@ import (
 
 // RunJobs prunes and sweeps periodically until ctx ends. The start-up
 // sweep is SweepOrphans, which the caller runs before serving. While no
-// key can be started the sweeps skip their query (idle.go).
+// key can be started the sweep ticker stops, and the next claim starts it
+// again (idle.go).
 func (s *Server) RunJobs(ctx context.Context) {
 	prune := time.NewTicker(s.cfg.PruneEvery)
 	sweep := time.NewTicker(s.cfg.SweepEvery)
 	defer prune.Stop()
 	defer sweep.Stop()
+	sweeping := true
 	for {
+		var sweepC <-chan time.Time
+		var wakeC <-chan struct{}
+		if sweeping {
+			sweepC = sweep.C
+		} else {
+			wakeC = s.idleSweeps.wake
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -26,9 +35,16 @@ func (s *Server) RunJobs(ctx context.Context) {
 			if _, err := s.Prune(ctx); err != nil && ctx.Err() == nil {
 				s.logf("prune: %v", err)
 			}
-		case <-sweep.C:
+		case <-wakeC:
+			sweep.Reset(s.cfg.SweepEvery)
+			sweeping = true
+		case <-sweepC:
 			if _, err := s.periodicSweep(ctx); err != nil && ctx.Err() == nil {
 				s.logf("sweep: %v", err)
+			}
+			if s.idleSweeps.idle() {
+				sweep.Stop()
+				sweeping = false
 			}
 		}
 	}
