@@ -259,12 +259,12 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]PrunedKey, error) 
 // clean slate for the next demonstration.
 func (db *DB) Reset(ctx context.Context) error {
 	err := db.execAtomic(ctx, func(ctx context.Context, w *writeStatements) error {
-		if db.schema.has("payments") {
+		if db.schema.Holds("payments") {
 			if _, err := db.conn.ExecContext(ctx, `DELETE FROM idempotency_keys; DELETE FROM charges;`); err != nil {
 				return err
 			}
 		}
-		if db.schema.has("ledger") {
+		if db.schema.Holds("ledger") {
 			if _, err := db.conn.ExecContext(ctx, `DELETE FROM gateway_charges`); err != nil {
 				return err
 			}

@@ -183,7 +183,7 @@ func (db *DB) LabLooseCharges(ctx context.Context) ([]pay.Charge, error) {
 // LabReset empties the lab's own tables. The key and charge tables are
 // Reset's.
 func (db *DB) LabReset(ctx context.Context) error {
-	if !db.schema.has("payments") {
+	if !db.schema.Holds("payments") {
 		return nil
 	}
 	return db.execAtomic(ctx, func(ctx context.Context, w *writeStatements) error {
@@ -224,7 +224,7 @@ const labMaxGroups = 500
 // charged.
 func (db *DB) LabMeasure(ctx context.Context) (LabChargeGroups, error) {
 	var g LabChargeGroups
-	if !db.schema.has("payments") {
+	if !db.schema.Holds("payments") {
 		return g, nil
 	}
 	byOrder := func(prefix string) ([]LabGroup, error) {
@@ -288,13 +288,13 @@ const labScanLimit = 2_000
 func (db *DB) LabScanKeys(ctx context.Context, fn func(where, key string)) error {
 	type source struct{ where, query string }
 	var sources []source
-	if db.schema.has("payments") {
+	if db.schema.Holds("payments") {
 		sources = append(sources,
 			source{WhereKeyTable, `SELECT key FROM idempotency_keys ORDER BY created_at DESC LIMIT ?`},
 			source{WhereCharges, `SELECT idempotency_key FROM charges ORDER BY created_at DESC LIMIT ?`},
 			source{WhereCharges, `SELECT idempotency_key FROM lab_loose_charges ORDER BY created_at DESC LIMIT ?`})
 	}
-	if db.schema.has("ledger") {
+	if db.schema.Holds("ledger") {
 		sources = append(sources, source{WhereGateway, `SELECT key FROM gateway_charges ORDER BY created_at DESC LIMIT ?`})
 	}
 	for _, src := range sources {

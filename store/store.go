@@ -149,7 +149,8 @@ const (
 	SchemaLedger
 )
 
-func (s Schema) has(part string) bool {
+// Holds reports whether the schema holds a part: "payments" or "ledger".
+func (s Schema) Holds(part string) bool {
 	switch s {
 	case SchemaPayments:
 		return part == "payments"
@@ -162,7 +163,7 @@ func (s Schema) has(part string) bool {
 // need fails when the file does not hold the part of the schema a write
 // is for, instead of running a statement that was never prepared.
 func (db *DB) need(part string) error {
-	if db.schema.has(part) {
+	if db.schema.Holds(part) {
 		return nil
 	}
 	return fmt.Errorf("store: %s holds no %s tables", db.Path, part)
@@ -176,7 +177,7 @@ func migrate(db *sql.DB, schema Schema) error {
 	}
 	var names []string
 	for _, part := range []string{"payments", "ledger"} {
-		if !schema.has(part) {
+		if !schema.Holds(part) {
 			continue
 		}
 		found, err := fs.Glob(migrations, "migrations/"+part+"/*.sql")
@@ -422,7 +423,7 @@ func (w *writeStatements) prepare(conn *sql.Conn, schema Schema) error {
 		p(&w.rollbackTo, "ROLLBACK TO op"),
 		p(&w.release, "RELEASE op"),
 	)
-	if schema.has("payments") {
+	if schema.Holds("payments") {
 		err = errors.Join(err,
 			p(&w.claim, `INSERT INTO idempotency_keys
 			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key)
@@ -443,7 +444,7 @@ func (w *writeStatements) prepare(conn *sql.Conn, schema Schema) error {
 			p(&w.setBody, `UPDATE idempotency_keys SET response_body = ? WHERE scope = ? AND key = ?`),
 		)
 	}
-	if schema.has("ledger") {
+	if schema.Holds("ledger") {
 		err = errors.Join(err,
 			p(&w.insertGateway, `INSERT INTO gateway_charges (key, id, order_id, amount_satang, created_at)
 			VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING id`),

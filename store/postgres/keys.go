@@ -370,10 +370,10 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]store.PrunedKey, e
 // server on the database at once.
 func (db *DB) Reset(ctx context.Context) error {
 	var tables []string
-	if db.schema.has("payments") {
+	if db.schema.Holds("payments") {
 		tables = append(tables, "idempotency_keys", "charges")
 	}
-	if db.schema.has("ledger") {
+	if db.schema.Holds("ledger") {
 		tables = append(tables, "gateway.charges")
 	}
 	if len(tables) == 0 {

@@ -138,7 +138,7 @@ func (db *DB) LabLooseCharges(ctx context.Context) ([]pay.Charge, error) {
 
 // LabReset empties the lab's own tables.
 func (db *DB) LabReset(ctx context.Context) error {
-	if !db.schema.has("payments") {
+	if !db.schema.Holds("payments") {
 		return nil
 	}
 	_, err := db.pool.Exec(ctx, `TRUNCATE lab_loose_keys, lab_loose_charges`)
@@ -152,7 +152,7 @@ const labMaxGroups = 500
 // charged.
 func (db *DB) LabMeasure(ctx context.Context) (store.LabChargeGroups, error) {
 	var g store.LabChargeGroups
-	if !db.schema.has("payments") {
+	if !db.schema.Holds("payments") {
 		return g, nil
 	}
 	byOrder := func(prefix string) ([]store.LabGroup, error) {
@@ -208,13 +208,13 @@ const labScanLimit = 2_000
 func (db *DB) LabScanKeys(ctx context.Context, fn func(where, key string)) error {
 	type source struct{ where, query string }
 	var sources []source
-	if db.schema.has("payments") {
+	if db.schema.Holds("payments") {
 		sources = append(sources,
 			source{store.WhereKeyTable, `SELECT key FROM idempotency_keys ORDER BY created_at DESC LIMIT $1`},
 			source{store.WhereCharges, `SELECT idempotency_key FROM charges ORDER BY created_at DESC LIMIT $1`},
 			source{store.WhereCharges, `SELECT idempotency_key FROM lab_loose_charges ORDER BY created_at DESC LIMIT $1`})
 	}
-	if db.schema.has("ledger") {
+	if db.schema.Holds("ledger") {
 		sources = append(sources, source{store.WhereGateway, `SELECT key FROM gateway.charges ORDER BY created_at DESC LIMIT $1`})
 	}
 	for _, src := range sources {

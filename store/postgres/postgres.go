@@ -26,33 +26,24 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"paytwice/store"
 )
 
 //go:embed migrations
 var migrations embed.FS
 
-// Schema says which tables a DB holds.
-type Schema int
+// Schema says which tables a DB holds: the same parts as a SQLite
+// file's. SchemaLedger is the simulated gateway's ledger in the schema
+// "gateway": its own database, or its own schema in ours.
+type Schema = store.Schema
 
+// The parts a DB can hold.
 const (
-	// SchemaAll holds the payments and the gateway's ledger.
-	SchemaAll Schema = iota
-	// SchemaPayments holds only the idempotency keys and the charges.
-	SchemaPayments
-	// SchemaLedger holds only the simulated gateway's ledger (schema
-	// "gateway"): its own database, or its own schema in ours.
-	SchemaLedger
+	SchemaAll      = store.SchemaAll
+	SchemaPayments = store.SchemaPayments
+	SchemaLedger   = store.SchemaLedger
 )
-
-func (s Schema) has(part string) bool {
-	switch s {
-	case SchemaPayments:
-		return part == "payments"
-	case SchemaLedger:
-		return part == "ledger"
-	}
-	return true
-}
 
 // Options tune a DB. The zero value is usable.
 type Options struct {
@@ -141,7 +132,7 @@ const migrationLock int64 = 0x7061797477696365 // "paytwice"
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema Schema) error {
 	var names []string
 	for _, part := range []string{"payments", "ledger"} {
-		if !schema.has(part) {
+		if !schema.Holds(part) {
 			continue
 		}
 		found, err := fs.Glob(migrations, "migrations/"+part+"/*.sql")
@@ -184,7 +175,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema Schema) error {
 // need fails when the DB does not hold the part of the schema a call is
 // for.
 func (db *DB) need(part string) error {
-	if db.schema.has(part) {
+	if db.schema.Holds(part) {
 		return nil
 	}
 	return fmt.Errorf("postgres: this store holds no %s tables", part)
