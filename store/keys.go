@@ -92,10 +92,6 @@ func (db *DB) CachedResponse(scope, key string) (pay.Response, bool) {
 	return db.cache.get(scope, key)
 }
 
-// errChargeDiffers means the key already holds a charge with another
-// gateway reference: a completion never answers with another charge.
-var errChargeDiffers = &pay.Error{Code: pay.EINTERNAL, Message: "This key already holds a different charge; nothing was recorded twice."}
-
 // Complete saves the response on the key the claim holds, with its charge
 // if any, and returns what was saved.
 //
@@ -139,7 +135,7 @@ func (db *DB) Complete(ctx context.Context, c pay.Completion) (pay.Completed, er
 					return err
 				}
 				if existing.GatewayRef != ch.GatewayRef {
-					return errChargeDiffers
+					return ErrChargeDiffers
 				}
 				out.ChargeExisted = true
 				if c.Status == pay.PaidStatus {

@@ -127,10 +127,6 @@ func (db *DB) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 // here would go on replaying keys that another server pruned or reset.
 func (db *DB) CachedResponse(scope, key string) (pay.Response, bool) { return pay.Response{}, false }
 
-// errChargeDiffers means the key already holds a charge with another
-// gateway reference: a completion never answers with another charge.
-var errChargeDiffers = &pay.Error{Code: pay.EINTERNAL, Message: "This key already holds a different charge; nothing was recorded twice."}
-
 // Complete saves the response on the key the claim holds, with its charge
 // if any, in one transaction, and returns what was saved.
 //
@@ -170,7 +166,7 @@ func (db *DB) Complete(ctx context.Context, c pay.Completion) (pay.Completed, er
 					return err
 				}
 				if existing.GatewayRef != ch.GatewayRef {
-					return errChargeDiffers
+					return store.ErrChargeDiffers
 				}
 				out.ChargeExisted = true
 				if c.Status == pay.PaidStatus {
