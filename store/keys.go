@@ -35,9 +35,6 @@ func scanKey(r rowScanner) (pay.KeyRow, error) {
 	return k, nil
 }
 
-// NewClaimToken returns a fresh fencing token: 128 random bits.
-func NewClaimToken() string { return pay.NewToken() }
-
 // Claim records the key as started unless (scope, key) already exists. It
 // is a single INSERT … ON CONFLICT DO NOTHING RETURNING, so the primary key
 // decides the race: however many requests arrive at once, one wins. The
@@ -53,7 +50,7 @@ func (db *DB) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 		return res, err
 	}
 	now := toMillis(db.now())
-	token := NewClaimToken()
+	token := pay.NewToken()
 	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
 		res = pay.ClaimResult{}
 		// The charge is looked up first, so that a refused claim writes

@@ -53,7 +53,7 @@ func (db *DB) LabInsertKeyUnguarded(ctx context.Context, c pay.ClaimRequest) (st
 		return "", err
 	}
 	now := toMillis(db.now())
-	token := NewClaimToken()
+	token := pay.NewToken()
 	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
 		_, err := db.conn.ExecContext(ctx, `INSERT INTO idempotency_keys
 			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key)
