@@ -24,14 +24,6 @@ type GatewaySwitches struct {
 	Timeout   bool `json:"timeout"`    // charge, then never answer: the caller cannot know what happened
 }
 
-// Errors the gateway returns: the protocol's own (pay), so that it reads
-// a time-out as "outcome unknown" without knowing this gateway.
-var (
-	ErrDeclined       = pay.ErrDeclined
-	ErrGatewayFailure = pay.ErrGatewayFailure
-	ErrGatewayTimeout = pay.ErrGatewayTimeout
-)
-
 // Gateway is an in-process fake payment provider. Like a real one it is
 // idempotent by the key the merchant passes: charging the same key twice
 // returns the first charge. It is always called outside any transaction
@@ -66,23 +58,23 @@ func (g *Gateway) ChargeWith(ctx context.Context, sw GatewaySwitches, key, order
 		if err := g.sleep(ctx, time.Duration(sw.LatencyMS)*time.Millisecond); err != nil {
 			// The request never reached the provider's ledger: nothing charged,
 			// but the caller cannot be sure of that either.
-			return pay.GatewayCharge{}, ErrGatewayTimeout
+			return pay.GatewayCharge{}, pay.ErrGatewayTimeout
 		}
 	}
 	switch {
 	case sw.Decline:
-		return pay.GatewayCharge{}, ErrDeclined
+		return pay.GatewayCharge{}, pay.ErrDeclined
 	case sw.Error:
-		return pay.GatewayCharge{}, ErrGatewayFailure
+		return pay.GatewayCharge{}, pay.ErrGatewayFailure
 	}
 	rec, _, err := g.ledger.RecordGatewayCharge(ctx, pay.GatewayCharge{
 		Key: key, ID: pay.NewID("gw_"), OrderID: orderID, AmountSatang: amountSatang, CreatedAt: g.now(),
 	})
 	if err != nil {
-		return pay.GatewayCharge{}, errors.Join(ErrGatewayTimeout, err)
+		return pay.GatewayCharge{}, errors.Join(pay.ErrGatewayTimeout, err)
 	}
 	if sw.Timeout {
-		return pay.GatewayCharge{}, ErrGatewayTimeout
+		return pay.GatewayCharge{}, pay.ErrGatewayTimeout
 	}
 	return rec, nil
 }
