@@ -183,6 +183,18 @@ func setFaults(t *testing.T, env *testEnv, f sim.Faults) {
 	}
 }
 
+// livePayWithRetries starts a server with the faults f, opens the checkout
+// at path in a desktop-sized browser, turns retries on and pays once.
+func livePayWithRetries(t *testing.T, f sim.Faults, path string) (*testEnv, context.Context) {
+	t.Helper()
+	env := newTestEnv(t, Config{})
+	setFaults(t, env, f)
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+path)
+	liveDo(t, ctx, "retries on, pay", liveClick("#opt-retry"), liveClick("#pay"))
+	return env, ctx
+}
+
 const (
 	chargeRows   = `document.querySelectorAll("#charges-body tr").length`
 	paidNow      = `document.getElementById("pay-status").dataset.state === "paid"`
@@ -219,13 +231,8 @@ func TestBrowserDoubleClickWithDelayChargesOnce(t *testing.T) {
 }
 
 func TestBrowserResponseLostThenRetryReplays(t *testing.T) {
-	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{ResponseLost: true})
-	ctx := liveBrowser(t, 1366, 900)
 	// backoff_ms shrinks the retry delays from 0.5 s to 20 ms.
-	liveOpen(t, ctx, env.URL+"/?backoff_ms=20")
-
-	liveDo(t, ctx, "turning retries on and paying", liveClick("#opt-retry"), liveClick("#pay"))
+	env, ctx := livePayWithRetries(t, sim.Faults{ResponseLost: true}, "/?backoff_ms=20")
 
 	liveWait(t, ctx, "the page to end paid", 10*time.Second, paidNow)
 	t.Run("the page saw no response, waited, and retried with the same key", func(t *testing.T) {

@@ -60,11 +60,7 @@ func TestBrowserLostResponseEveryTime(t *testing.T) {
 // TestBrowserConnectionNeverHappensOncePerAttempt: every attempt the page
 // makes reaches the server once, so the timeline has one row per attempt.
 func TestBrowserConnectionNeverHappensOncePerAttempt(t *testing.T) {
-	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{ConnectionNeverHappens: true})
-	ctx := liveBrowser(t, 1366, 900)
-	liveOpen(t, ctx, env.URL+"/?backoff_ms=5")
-	liveDo(t, ctx, "retries on, pay", liveClick("#opt-retry"), liveClick("#pay"))
+	_, ctx := livePayWithRetries(t, sim.Faults{ConnectionNeverHappens: true}, "/?backoff_ms=5")
 	liveWait(t, ctx, "six attempts, all unanswered", 20*time.Second,
 		`document.querySelectorAll('#attempts li[data-status="network"]').length === 6 && `+statusState+` === "unknown"`)
 	liveWait(t, ctx, "six timeline rows", 5*time.Second, timelineRows+` === 6`)
@@ -168,11 +164,7 @@ func TestBrowserReloadRestoresTheOrder(t *testing.T) {
 // TestBrowserNewOrderStopsPendingRetries: the old order's retries stop at
 // New order and never land in the new order's list.
 func TestBrowserNewOrderStopsPendingRetries(t *testing.T) {
-	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{ConnectionNeverHappens: true})
-	ctx := liveBrowser(t, 1366, 900)
-	liveOpen(t, ctx, env.URL+"/")
-	liveDo(t, ctx, "retries on, pay", liveClick("#opt-retry"), liveClick("#pay"))
+	env, ctx := livePayWithRetries(t, sim.Faults{ConnectionNeverHappens: true}, "/")
 	// New order is clicked in the same task that finds the row counting
 	// down: the wait is drawn at random and may last a few milliseconds, so
 	// a click sent after the look-up could land after the countdown (during
@@ -192,11 +184,7 @@ func TestBrowserNewOrderStopsPendingRetries(t *testing.T) {
 // TestBrowserReplayedFailureIsFinal: a replayed 500 is not retried again;
 // the page looks the order up at once.
 func TestBrowserReplayedFailureIsFinal(t *testing.T) {
-	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{ServerError: true})
-	ctx := liveBrowser(t, 1366, 900)
-	liveOpen(t, ctx, env.URL+"/?backoff_ms=5")
-	liveDo(t, ctx, "retries on, pay", liveClick("#opt-retry"), liveClick("#pay"))
+	_, ctx := livePayWithRetries(t, sim.Faults{ServerError: true}, "/?backoff_ms=5")
 	liveWait(t, ctx, "the look-up after the replayed 500", 10*time.Second,
 		paidNow+` && !!document.querySelector('#attempts li[data-kind="reconcile"][data-paid="true"]')`)
 	if got := liveEval[string](t, ctx, attemptStatuses); got != "500 500" {
