@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 
 	"paytwice/web/live"
@@ -122,15 +123,8 @@ func (n *narrator) see(e live.Event) bool {
 	}
 	switch e.Kind {
 	case live.Received:
-		if e.OrderID != "" && e.Key != "" {
-			ks := st.orderKeys[order]
-			found := false
-			for _, k := range ks {
-				found = found || k == e.Key
-			}
-			if !found {
-				st.orderKeys[order] = append(ks, e.Key)
-			}
+		if ks := st.orderKeys[order]; e.OrderID != "" && e.Key != "" && !slices.Contains(ks, e.Key) {
+			st.orderKeys[order] = append(ks, e.Key)
 		}
 	case live.Charged:
 		st.orderCharges[order]++
