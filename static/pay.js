@@ -553,29 +553,26 @@
       var found = await fetch("/v1/payments?order_id=" + encodeURIComponent(ord.orderId), {
         credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json" },
       }).then(function (res) { return res.ok ? res.json() : null; }).catch(function () { return null; });
-      if (!found || !Array.isArray(found.charges)) {
-        r.paid = "unknown";
-        r.badge = "unknown";
-        r.tone = "warn";
-        r.words = "the look-up failed: whether this order is paid is unknown";
+      // settle draws the look-up's answer on its row and returns it.
+      function settle(paid, badge, tone, words, state, charges) {
+        r.paid = paid;
+        r.badge = badge;
+        r.tone = tone;
+        r.words = words;
         update(ord, r);
-        return { state: "unknown", charges: [] };
+        return { state: state, charges: charges };
+      }
+      if (!found || !Array.isArray(found.charges)) {
+        return settle("unknown", "unknown", "warn", "the look-up failed: whether this order is paid is unknown", "unknown", []);
       }
       var charges = found.charges;
-      if (charges.length > 0) {
-        r.paid = "true";
-        r.badge = charges.length > 1 ? "paid " + times(charges.length) : "paid";
-        r.tone = charges.length > 1 ? "bad" : "ok";
-        r.words = charges.length > 1 ? "the order has " + charges.length + " charges" : "the order is paid (" + charges[0].charge_id + ")";
-        update(ord, r);
-        return { state: "paid", charges: charges };
+      if (charges.length > 1) {
+        return settle("true", "paid " + times(charges.length), "bad", "the order has " + charges.length + " charges", "paid", charges);
       }
-      r.paid = "false";
-      r.badge = "not paid";
-      r.tone = "mute";
-      r.words = "no charge for this order";
-      update(ord, r);
-      return { state: "none", charges: [] };
+      if (charges.length === 1) {
+        return settle("true", "paid", "ok", "the order is paid (" + charges[0].charge_id + ")", "paid", charges);
+      }
+      return settle("false", "not paid", "mute", "no charge for this order", "none", []);
     }
 
     // The lab's client mistakes, as the presenter set them for every
