@@ -163,9 +163,5 @@ func (s *Server) presenterOnly(next echo.HandlerFunc) echo.HandlerFunc {
 func tooManyGuesses(c echo.Context, wait time.Duration) error {
 	secs := int64((wait + time.Second - 1) / time.Second)
 	c.Response().Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	unit := "seconds"
-	if secs == 1 {
-		unit = "second"
-	}
-	return pay.Errorf(pay.ETOOMANYGUESSES, "Too many wrong presenter tokens from your address: the next try is looked at in %d %s.", secs, unit)
+	return pay.Errorf(pay.ETOOMANYGUESSES, "Too many wrong presenter tokens from your address: the next try is looked at in %d %s.", secs, plural(int(secs), "second", "seconds"))
 }
