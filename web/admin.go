@@ -51,14 +51,13 @@ type SweepReport struct {
 func (s *Server) sweepReport(outcomes []pay.SweepOutcome) SweepReport {
 	rep := SweepReport{LockTimeoutSeconds: s.cfg.LockTimeout.Seconds(), Closed: []SweptKey{}}
 	for _, o := range outcomes {
-		k := SweptKey{Key: o.Row.Key, OrderID: o.Row.OrderID, AmountSatang: o.Row.AmountSatang}
-		switch {
-		case o.Err != nil:
-			k.Outcome, k.Error = "failed", pay.ErrorMessage(o.Err)
-		case o.Charged:
-			k.Outcome, k.ChargeID = "charged", o.Charge.ID
-		default:
-			k.Outcome = "released"
+		res := sweepResult(o)
+		k := SweptKey{Key: o.Row.Key, OrderID: o.Row.OrderID, AmountSatang: o.Row.AmountSatang, Outcome: string(res)}
+		switch res {
+		case live.SweepFailed:
+			k.Error = pay.ErrorMessage(o.Err)
+		case live.SweepCharged:
+			k.ChargeID = o.Charge.ID
 		}
 		rep.Closed = append(rep.Closed, k)
 	}

@@ -79,20 +79,31 @@ func (s *Server) sweep(ctx context.Context, olderThan time.Duration) ([]pay.Swee
 	for _, o := range outcomes {
 		e := live.Event{Kind: live.Swept, Scope: o.Row.Scope, Key: o.Row.Key, OrderID: o.Row.OrderID, Amount: o.Row.AmountSatang,
 			Fingerprint: o.Row.Fingerprint}
-		switch {
-		case o.Err != nil:
-			e.Sweep = live.SweepFailed
+		e.Sweep = sweepResult(o)
+		switch e.Sweep {
+		case live.SweepFailed:
 			e.Message = "could not close the stuck key: " + pay.ErrorMessage(o.Err)
-		case o.Charged:
-			e.Sweep, e.Status, e.Charge = live.SweepCharged, http.StatusCreated, o.Charge.ID
+		case live.SweepCharged:
+			e.Status, e.Charge = http.StatusCreated, o.Charge.ID
 			e.Message = "the gateway had charged: charge " + o.Charge.ID + " recorded, key done with 201"
 		default:
-			e.Sweep = live.SweepReleased
 			e.Message = "the gateway had not charged: key released, a retry runs afresh"
 		}
 		s.hub.Publish(e)
 	}
 	return outcomes, err
+}
+
+// sweepResult is what the sweeper did with one stuck key, as both the
+// live event and POST /api/sweep's report name it.
+func sweepResult(o pay.SweepOutcome) live.SweepResult {
+	switch {
+	case o.Err != nil:
+		return live.SweepFailed
+	case o.Charged:
+		return live.SweepCharged
+	}
+	return live.SweepReleased
 }
 
 // Prune deletes done keys older than the retention and publishes what it
