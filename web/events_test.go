@@ -226,7 +226,7 @@ func TestEventStreamLimits(t *testing.T) {
 		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
 		waitProjector(t, env)
 		proj.mu.Lock()
-		for i := range proj.outLen {
+		for i := range proj.held() {
 			if f := proj.at(i); f.render.sse != nil {
 				t.Errorf("frame %d was rendered with no viewer", f.seq)
 			}

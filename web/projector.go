@@ -114,12 +114,11 @@ type projector struct {
 	// The frames, in a ring that the viewers read. Only events that
 	// change the page have one, so in busy mode viewers wake twice a
 	// second, not once per event.
+	// Frame n sits at out[(n-1) % len(out)]: where the next one goes, how
+	// many the ring holds and which fell off all follow from frames.
 	out       []frame
-	outNext   int    // where the next frame goes in out
-	outLen    int    // how many frames out holds
 	frames    uint64 // frames made so far: the newest frame's n
-	lostN     uint64 // the newest frame that fell off the ring
-	lostSeq   uint64 // its seq: a viewer resuming before it is redrawn
+	lostSeq   uint64 // the seq of the newest frame that fell off the ring: a viewer resuming before it is redrawn
 	lostFresh bool   // it was a refresh frame
 	frameSeq  uint64 // every event up to this one has been applied
 	closed    bool   // the hub closed: streams end
@@ -443,15 +442,13 @@ func (p *projector) addFrameLocked(seq uint64, refresh bool, ops []templ.Compone
 	if len(ops) == 0 {
 		return
 	}
-	if p.outLen == len(p.out) {
-		old := p.out[p.outNext]
-		p.lostN, p.lostSeq, p.lostFresh = old.n, old.seq, old.refresh
-	} else {
-		p.outLen++
+	next := p.frames % uint64(len(p.out))
+	if p.frames >= uint64(len(p.out)) {
+		old := p.out[next]
+		p.lostSeq, p.lostFresh = old.seq, old.refresh
 	}
 	p.frames++
-	p.out[p.outNext] = frame{n: p.frames, seq: seq, refresh: refresh, render: &lazyFrame{ops: ops}}
-	p.outNext = (p.outNext + 1) % len(p.out)
+	p.out[next] = frame{n: p.frames, seq: seq, refresh: refresh, render: &lazyFrame{ops: ops}}
 	p.pending = true
 	p.pulseLocked()
 }
@@ -507,11 +504,12 @@ const maxBatch = 64
 func (p *projector) framesAfter(n uint64) ([]frame, bool, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || n < p.lostN {
+	held := p.held()
+	if p.closed || n < p.frames-uint64(held) {
 		return nil, false, p.framed
 	}
-	first := p.outLen - int(min(p.frames-n, uint64(p.outLen)))
-	last := min(first+maxBatch, p.outLen-int(min(p.frames-p.pulseN, uint64(p.outLen))))
+	first := held - int(min(p.frames-n, uint64(held)))
+	last := min(first+maxBatch, held-int(min(p.frames-p.pulseN, uint64(held))))
 	if last <= first {
 		return nil, true, p.framed
 	}
@@ -564,9 +562,12 @@ func (p *projector) joined(frames []frame) []byte {
 	return b.b
 }
 
+// held is how many frames the ring holds.
+func (p *projector) held() int { return int(min(p.frames, uint64(len(p.out)))) }
+
 // at returns the i-th frame the ring holds, oldest first.
 func (p *projector) at(i int) frame {
-	return p.out[(p.outNext-p.outLen+i+len(p.out))%len(p.out)]
+	return p.out[(p.frames-uint64(p.held())+uint64(i))%uint64(len(p.out))]
 }
 
 // resumeLocked finds where a viewer that has seen every event up to seq
@@ -578,11 +579,12 @@ func (p *projector) resumeLocked(seq uint64) (n uint64, ok bool) {
 	if p.closed || seq > p.modelSeq || seq < p.lostSeq || seq == p.lostSeq && p.lostFresh {
 		return 0, false
 	}
-	first := sort.Search(p.outLen, func(i int) bool {
+	held := p.held()
+	first := sort.Search(held, func(i int) bool {
 		f := p.at(i)
 		return f.seq > seq || f.seq == seq && f.refresh
 	})
-	if first == p.outLen {
+	if first == held {
 		return p.frames, true
 	}
 	return p.at(first).n - 1, true

@@ -164,7 +164,7 @@ func (p *projector) frameCount() uint64 {
 func (p *projector) newestFrame() frame {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.at(p.outLen - 1)
+	return p.at(p.held() - 1)
 }
 
 func outcomes(rows []views.TimelineRow) []string {
