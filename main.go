@@ -86,6 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	lockTimeout := fs.Duration("lock-timeout", envDuration("lock-timeout", "PAYTWICE_LOCK_TIMEOUT", 30*time.Second), "how long a key may stay started before the sweeper closes it (env PAYTWICE_LOCK_TIMEOUT)")
 	presenter := fs.String("presenter-token", env("PAYTWICE_PRESENTER_TOKEN", ""), "if set, only the presenter may change switches (env PAYTWICE_PRESENTER_TOKEN)")
 	maxStreams := fs.Int("max-streams", envCount("max-streams", "PAYTWICE_MAX_STREAMS", web.DefaultMaxStreams), "most live event streams (open pages) served at once; more get 503 and Retry-After (env PAYTWICE_MAX_STREAMS)")
+	name := fs.String("name", env("PAYTWICE_NAME", ""), "this server's name on the timeline when several servers share one PostgreSQL database (env PAYTWICE_NAME; default there: host:port)")
 	synchronous := fs.String("synchronous", env("PAYTWICE_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL survives power loss (env PAYTWICE_SYNCHRONOUS)")
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		if sub, ok := subcommands[args[0]]; ok {
@@ -125,6 +126,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *maxStreams <= 0 {
 		return fmt.Errorf("-max-streams must be a positive whole number, not %d", *maxStreams)
 	}
+	if len(*name) > maxServerName || strings.IndexFunc(*name, func(r rune) bool { return !strconv.IsPrint(r) }) >= 0 {
+		return fmt.Errorf("-name must be at most %d printable characters, not %q", maxServerName, *name)
+	}
 	syncMode := strings.ToUpper(*synchronous)
 	switch syncMode {
 	case "FULL", "EXTRA", "NORMAL", "OFF":
@@ -146,8 +150,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer st.Close()
 
+	if *name == "" && st.shared {
+		*name = defaultServerName(ln.Addr().(*net.TCPAddr))
+	}
 	srv := web.NewServer(web.Config{Ledger: st.ledger, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter,
-		MaxStreams: *maxStreams}, st.db, clock)
+		MaxStreams: *maxStreams, Name: *name}, st.db, clock)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Close what a crash left behind before the first request can arrive:
@@ -185,6 +192,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = nil
 	}
 	return err
+}
+
+// maxServerName bounds -name: it is shown on every timeline row.
+const maxServerName = 40
+
+// defaultServerName names a server that shares its database and was not
+// given -name: the machine's host name and the port, which tell the
+// servers of one machine or of several apart.
+func defaultServerName(addr *net.TCPAddr) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "server"
+	}
+	host, _, _ = strings.Cut(host, ".")
+	return net.JoinHostPort(host, strconv.Itoa(addr.Port))
 }
 
 // gatewayPath names the gateway's file after the payments file:

@@ -58,6 +58,10 @@ type Config struct {
 	// MaxStreams caps the open live event streams (GET /events); 0 means
 	// DefaultMaxStreams.
 	MaxStreams int
+	// Name names this server among the several that may share one
+	// database (-name): the timeline says which server handled each
+	// request. "" for a server on its own.
+	Name string
 }
 
 // withDefaults fills unset fields.

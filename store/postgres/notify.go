@@ -1,0 +1,88 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// MaxNotifyPayload is the largest payload Notify sends: PostgreSQL
+// refuses NOTIFY payloads of 8000 bytes or more.
+const MaxNotifyPayload = 7999
+
+// Notify sends payload to every session listening on channel in this
+// database, the sender's own listeners included. PostgreSQL delivers it
+// once the statement commits, in the order notifications were sent.
+func (db *DB) Notify(ctx context.Context, channel, payload string) error {
+	if len(payload) > MaxNotifyPayload {
+		return fmt.Errorf("postgres: notify %s: payload of %d bytes is over the limit of %d", channel, len(payload), MaxNotifyPayload)
+	}
+	_, err := db.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload)
+	return err
+}
+
+// Listen calls onNotify with the payload of each notification sent on
+// channel, in order, until ctx ends; then it returns ctx's error. It
+// listens on a connection of its own, outside the pool, so that a
+// listener never takes a connection payments need.
+//
+// Notifications sent while no connection listens are lost, so Listen
+// calls onListen each time it (re)starts listening: first at start, then
+// after every reconnection, and the caller reloads there whatever the
+// lost notifications would have told it. A lost connection is retried
+// with a growing pause, up to 5 s. Both callbacks run on Listen's
+// goroutine: a slow one holds back the next notification.
+func (db *DB) Listen(ctx context.Context, channel string, onListen func(), onNotify func(payload string)) error {
+	pause := 100 * time.Millisecond
+	for {
+		err := db.listenOnce(ctx, channel, onListen, onNotify, func() { pause = 100 * time.Millisecond })
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		_ = err // the connection is gone; retry below
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// listenOnce connects, listens and hands notifications over until the
+// connection fails or ctx ends.
+func (db *DB) listenOnce(ctx context.Context, channel string, onListen func(), onNotify func(string), connected func()) error {
+	conn, err := pgx.ConnectConfig(ctx, db.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		return err
+	}
+	connected()
+	if onListen != nil {
+		onListen()
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return ctx.Err()
+			}
+			return err
+		}
+		if n.Channel == channel {
+			onNotify(n.Payload)
+		}
+	}
+}
