@@ -104,15 +104,26 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 	if err := s.db.Reset(ctx); err != nil {
 		return err
 	}
-	s.resetLab(ctx)
-	s.clock.ResetOffset()
-	s.hub.Clear()
+	if err := s.db.LabReset(ctx); err != nil {
+		s.logf("lab reset: %v", err) // the rest of the reset has happened anyway
+	}
+	s.resetHere()
 	msg := "keys, charges, gateway memory and timeline cleared; every switch off; clock reset"
 	if who != "" {
 		msg = who + ": " + msg
 	}
 	s.hub.Publish(live.Event{Kind: live.Reset, Message: msg})
 	return nil
+}
+
+// resetHere resets what this server keeps in its own memory: the lab's
+// switches, counts and lesson, the demo clock and the timeline. resetDemo
+// calls it after emptying the shared tables; a server that learns of
+// another server's reset calls it alone, as the tables are already empty.
+func (s *Server) resetHere() {
+	s.resetLab()
+	s.clock.ResetOffset()
+	s.hub.Clear()
 }
 
 // handleReset is POST /api/reset.

@@ -293,13 +293,9 @@ func (s *Server) handlePatchLab(c echo.Context) error {
 	return c.JSON(http.StatusOK, s.lab.Settings())
 }
 
-// resetLab puts every lab switch off, empties the lab's tables and
-// counts, and ends the lesson. resetDemo calls it; a failure is logged,
-// as the rest of the reset has happened anyway.
-func (s *Server) resetLab(ctx context.Context) {
-	if err := s.db.LabReset(ctx); err != nil {
-		s.logf("lab reset: %v", err)
-	}
+// resetLab puts every lab switch off, empties the lab's counts and ends
+// the lesson; resetDemo empties the lab's tables.
+func (s *Server) resetLab() {
 	l := s.lab
 	l.mu.Lock()
 	d := DefaultLabSettings()
