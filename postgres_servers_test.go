@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -29,12 +28,8 @@ func TestSameKeyStormOnThreeServers(t *testing.T) {
 	for range 3 {
 		servers = append(servers, startServer(ctx, t, bin, url))
 	}
-	// The switches are still each server's own: slow every gateway call.
-	for _, s := range servers {
-		if r := s.do(ctx, http.MethodPatch, "/api/faults", "", `{"gateway":{"latency_ms":150}}`); r.status != http.StatusOK {
-			t.Fatalf("PATCH /api/faults: %d %s %v", r.status, r.body, r.err)
-		}
-	}
+	// Slow every gateway call.
+	patchFaults(ctx, t, `{"gateway":{"latency_ms":150}}`, servers...)
 
 	const (
 		keys             = 8
@@ -55,14 +50,8 @@ func TestSameKeyStormOnThreeServers(t *testing.T) {
 			return
 		}
 		a.status = r.status
-		if r.status == http.StatusCreated {
-			var ch struct {
-				ID string `json:"charge_id"`
-			}
-			if err := json.Unmarshal(r.body, &ch); err != nil || ch.ID == "" {
-				t.Errorf("%s: a 201 without a charge: %s", key, r.body)
-			}
-			a.chargeID = ch.ID
+		if a.chargeID = chargeID(r); r.status == http.StatusCreated && a.chargeID == "" {
+			t.Errorf("%s: a 201 without a charge: %s", key, r.body)
 		}
 		mu.Lock()
 		answers[key] = append(answers[key], a)
@@ -111,22 +100,7 @@ func TestSameKeyStormOnThreeServers(t *testing.T) {
 
 	t.Logf("%d requests answered 409 while their key's first request was at the gateway", conflicts)
 
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	var charges, distinctKeys, gatewayCharges, started int
-	if err := conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT idempotency_key),
-		(SELECT count(*) FROM gateway.charges),
-		(SELECT count(*) FROM idempotency_keys WHERE status = 'started')
-		FROM charges`).Scan(&charges, &distinctKeys, &gatewayCharges, &started); err != nil {
-		t.Fatal(err)
-	}
-	if charges != keys || distinctKeys != keys || gatewayCharges != keys || started != 0 {
-		t.Fatalf("%d charges for %d keys, %d at the gateway, %d keys still started; want %d, %d, %d, 0",
-			charges, distinctKeys, gatewayCharges, started, keys, keys, keys)
-	}
+	checkBooks(ctx, t, connect(ctx, t, url), keys)
 }
 
 // TestKillOneOfThreeServers runs the real binary three times on one
@@ -150,23 +124,9 @@ func TestKillOneOfThreeServers(t *testing.T) {
 	for range 3 {
 		servers = append(servers, startServer(ctx, t, bin, url, "-lock-timeout", lockTimeout.String()))
 	}
-	for _, s := range servers {
-		if r := s.do(ctx, http.MethodPatch, "/api/faults", "", `{"gateway":{"latency_ms":200}}`); r.status != http.StatusOK {
-			t.Fatalf("PATCH /api/faults: %d %s %v", r.status, r.body, r.err)
-		}
-	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	startedOn := func() int {
-		var n int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE status = 'started'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	patchFaults(ctx, t, `{"gateway":{"latency_ms":200}}`, servers...)
+	conn := connect(ctx, t, url)
+	startedOn := func() int { return count(ctx, t, conn, startedKeys) }
 
 	const (
 		workers           = 9
@@ -191,24 +151,14 @@ func TestKillOneOfThreeServers(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT claimed_by FROM idempotency_keys WHERE key = $1`, probe).Scan(&server0); err != nil {
 		t.Fatal(err)
 	}
-	heldBy0 := func() int {
-		var n int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE status = 'started' AND claimed_by = $1`, server0).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	heldBy0 := func() int { return count(ctx, t, conn, startedKeys+` AND claimed_by = $1`, server0) }
 	record := func(key string, r result) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case r.err != nil: // the server died under the request
 		case r.status == http.StatusCreated:
-			var ch struct {
-				ID string `json:"charge_id"`
-			}
-			_ = json.Unmarshal(r.body, &ch)
-			seen201[key] = append(seen201[key], ch.ID)
+			seen201[key] = append(seen201[key], chargeID(r))
 		case r.status != http.StatusConflict:
 			t.Errorf("key %s: unexpected %d %s", key, r.status, r.body)
 		}
@@ -321,13 +271,61 @@ func TestKillOneOfThreeServers(t *testing.T) {
 			}
 		}
 	}
-	var local, gateway, matched int
-	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM charges), (SELECT count(*) FROM gateway.charges),
-		(SELECT count(*) FROM charges c JOIN gateway.charges g ON g.key = c.scope || '|' || c.idempotency_key
-			AND g.id = c.gateway_ref AND g.amount_satang = c.amount_satang)`).Scan(&local, &gateway, &matched); err != nil {
+	checkBooks(ctx, t, conn, len(sent))
+}
+
+// patchFaults sets the same switches on each of servers.
+func patchFaults(ctx context.Context, t *testing.T, body string, servers ...*process) {
+	t.Helper()
+	for _, s := range servers {
+		if r := s.do(ctx, http.MethodPatch, "/api/faults", "", body); r.status != http.StatusOK {
+			t.Fatalf("PATCH /api/faults %s: %d %s %v", body, r.status, r.body, r.err)
+		}
+	}
+}
+
+// connect opens a connection of the test's own to the servers' database,
+// to read the books behind their backs.
+func connect(ctx context.Context, t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if local != len(sent) || gateway != len(sent) || matched != len(sent) {
-		t.Fatalf("%d charges, %d at the gateway, %d matching, %d keys sent: they must all agree", local, gateway, matched, len(sent))
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// startedKeys counts the keys whose outcome nobody has saved yet.
+const startedKeys = `SELECT count(*) FROM idempotency_keys WHERE status = 'started'`
+
+// count runs a query that counts something.
+func count(ctx context.Context, t *testing.T, conn *pgx.Conn, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := conn.QueryRow(ctx, query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// checkBooks fails the test unless the database holds want charges, no
+// two for one key, no key is left started, and the gateway holds exactly
+// the same charges: one for each, with its reference and amount. The
+// server passes the gateway its scope and key joined by "|".
+func checkBooks(ctx context.Context, t *testing.T, conn *pgx.Conn, want int) {
+	t.Helper()
+	var local, keys, gateway, matched, started int
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM charges),
+		(SELECT count(DISTINCT (scope, idempotency_key)) FROM charges),
+		(SELECT count(*) FROM gateway.charges),
+		(SELECT count(*) FROM charges c JOIN gateway.charges g ON g.key = c.scope || '|' || c.idempotency_key
+			AND g.id = c.gateway_ref AND g.amount_satang = c.amount_satang),
+		(SELECT count(*) FROM idempotency_keys WHERE status = 'started')`).Scan(&local, &keys, &gateway, &matched, &started); err != nil {
+		t.Fatal(err)
+	}
+	if local != want || keys != want || gateway != want || matched != want || started != 0 {
+		t.Fatalf("%d charges for %d keys, %d at the gateway, %d matching, %d keys started; want %d, %d, %d, %d and 0",
+			local, keys, gateway, matched, started, want, want, want, want)
 	}
 }
