@@ -217,6 +217,7 @@ type process struct {
 	cmd    *exec.Cmd
 	url    string
 	client *http.Client
+	stdout *syncBuffer // its lines up to the URL, at least
 	stderr *syncBuffer
 	exited chan struct{}
 }
@@ -226,13 +227,20 @@ type process struct {
 func startServer(ctx context.Context, t *testing.T, bin, dbPath string, flags ...string) *process {
 	t.Helper()
 	// Flags given later win over the defaults here.
-	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-db", dbPath, "-lock-timeout", "30s"}, flags...)...)
+	return startProcess(ctx, t, bin, append([]string{"-addr", "127.0.0.1:0", "-db", dbPath, "-lock-timeout", "30s"}, flags...)...)
+}
+
+// startProcess runs the binary with args, without the test's PAYTWICE_*
+// variables, and waits until it prints a line that is a URL.
+func startProcess(ctx context.Context, t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "PAYTWICE_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	p := &process{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &process{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -245,6 +253,7 @@ func startServer(ctx context.Context, t *testing.T, bin, dbPath string, flags ..
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			p.stdout.Write(append(sc.Bytes(), '\n'))
 			if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "http://") {
 				select {
 				case urls <- line:

@@ -87,6 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	presenter := fs.String("presenter-token", env("PAYTWICE_PRESENTER_TOKEN", ""), "if set, only the presenter may change switches (env PAYTWICE_PRESENTER_TOKEN)")
 	maxStreams := fs.Int("max-streams", envCount("max-streams", "PAYTWICE_MAX_STREAMS", web.DefaultMaxStreams), "most live event streams (open pages) served at once; more get 503 and Retry-After (env PAYTWICE_MAX_STREAMS)")
 	name := fs.String("name", env("PAYTWICE_NAME", ""), "this server's name on the timeline when several servers share one PostgreSQL database (env PAYTWICE_NAME; default there: host:port)")
+	publicAddr := fs.String("public-addr", env("PAYTWICE_PUBLIC_ADDR", ""), "behind a proxy or load balancer, the address students reach it at, such as :8080 or 192.168.1.20:8080: the board and /join show it instead of -addr (env PAYTWICE_PUBLIC_ADDR)")
 	synchronous := fs.String("synchronous", env("PAYTWICE_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL survives power loss (env PAYTWICE_SYNCHRONOUS)")
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		if sub, ok := subcommands[args[0]]; ok {
@@ -129,6 +130,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(*name) > maxServerName || strings.IndexFunc(*name, func(r rune) bool { return !strconv.IsPrint(r) }) >= 0 {
 		return fmt.Errorf("-name must be at most %d printable characters, not %q", maxServerName, *name)
 	}
+	var public *net.TCPAddr
+	if *publicAddr != "" {
+		if public, err = parsePublicAddr(*publicAddr); err != nil {
+			return err
+		}
+	}
 	syncMode := strings.ToUpper(*synchronous)
 	switch syncMode {
 	case "FULL", "EXTRA", "NORMAL", "OFF":
@@ -137,12 +144,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	// Listen first: a port that is taken must not leave new database files
-	// behind.
-	ln, err := net.Listen("tcp", *addr)
+	// behind. Under paytwice cluster the listener comes open from the
+	// front door's process instead.
+	ln, err := inheritedListener(getenv)
 	if err != nil {
-		return listenError(*addr, err)
+		return err
+	}
+	if ln == nil {
+		if ln, err = net.Listen("tcp", *addr); err != nil {
+			return listenError(*addr, err)
+		}
 	}
 	defer ln.Close()
+	if public == nil {
+		public = ln.Addr().(*net.TCPAddr)
+	}
 	clock := sim.NewClock(nil)
 	st, err := openStores(ctx, *dbPath, *gatewayDB, clock.Now, syncMode)
 	if err != nil {
@@ -154,7 +170,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		*name = defaultServerName(ln.Addr().(*net.TCPAddr))
 	}
 	srv := web.NewServer(web.Config{Ledger: st.ledger, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter,
-		MaxStreams: *maxStreams, Name: *name}, st.db, clock)
+		MaxStreams: *maxStreams, Name: *name, ListenAddr: public}, st.db, clock)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Close what a crash left behind before the first request can arrive:
@@ -207,6 +223,23 @@ func defaultServerName(addr *net.TCPAddr) string {
 	}
 	host, _, _ = strings.Cut(host, ".")
 	return net.JoinHostPort(host, strconv.Itoa(addr.Port))
+}
+
+// parsePublicAddr reads -public-addr: an IP address and a port, or only
+// a port for every interface, as -addr takes them. A host name is refused:
+// the board shows it only when the presenter opened the board by that
+// name (web/join.go).
+func parsePublicAddr(v string) (*net.TCPAddr, error) {
+	host, port, err := net.SplitHostPort(v)
+	n, perr := strconv.Atoi(port)
+	ip := net.ParseIP(host)
+	if host == "" {
+		ip = net.IPv6unspecified // what a listener on ":8080" reports
+	}
+	if err != nil || perr != nil || n < 1 || n > 65535 || ip == nil {
+		return nil, fmt.Errorf("-public-addr must be an IP address and a port, or :port, such as 192.168.1.20:8080 or :8080, not %q", v)
+	}
+	return &net.TCPAddr{IP: ip, Port: n}, nil
 }
 
 // gatewayPath names the gateway's file after the payments file:

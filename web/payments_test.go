@@ -408,3 +408,19 @@ func TestLateRetryOfAPrunedKeyFindsTheRecordedCharge(t *testing.T) {
 		t.Fatalf("replay after the late retry: %d %s", again.Status, again.Body)
 	}
 }
+
+// TestAnswersNameTheirServer: behind a load balancer, the answer says
+// which of the servers sharing the database gave it, replays and refusals
+// too; a server on its own sends no name.
+func TestAnswersNameTheirServer(t *testing.T) {
+	named := newTestEnv(t, Config{Name: "s2"})
+	for _, r := range []response{named.pay("named-1", articleBody), named.pay("named-1", articleBody), named.pay("", articleBody)} {
+		if got := r.Header.Get(ServerHeader); got != "s2" {
+			t.Errorf("%d answered by %q, want s2", r.Status, got)
+		}
+	}
+	alone := newTestEnv(t, Config{})
+	if r := alone.pay("alone-1", articleBody); r.Header.Values(ServerHeader) != nil {
+		t.Errorf("a server on its own says %v", r.Header.Values(ServerHeader))
+	}
+}

@@ -49,9 +49,11 @@ type Config struct {
 	// StepLimit is how long step mode may hold a request at one checkpoint
 	// (default 2 minutes).
 	StepLimit time.Duration
-	// ListenAddr is the listener's real address (net.Listener.Addr): the
-	// board and /join show only addresses the server listens on. Unset, the
-	// address each connection arrived on stands in for it.
+	// ListenAddr is the address clients reach the server at: the
+	// listener's real address (net.Listener.Addr), or the front door's
+	// when the server sits behind a proxy (-public-addr): the board and
+	// /join show only addresses that open this app. Unset, the address
+	// each connection arrived on stands in for it.
 	ListenAddr net.Addr
 	// Logger receives unexpected errors; nil means the standard logger.
 	Logger *log.Logger
@@ -207,6 +209,9 @@ func (s *Server) routes() *echo.Echo {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableErrorHandler: false}))
 	e.Use(securityHeaders)
+	if s.cfg.Name != "" {
+		e.Use(servedBy(s.cfg.Name))
+	}
 	e.Use(s.freshConnectionPerPayment) // before the lab's dispatcher, which reads the scope
 	e.Use(requireClearScope)
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{
@@ -269,6 +274,21 @@ func wantsHTML(r *http.Request) bool {
 		return false
 	}
 	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// ServerHeader names, on every answer, the server that gave it.
+const ServerHeader = "Paytwice-Server"
+
+// servedBy names this server on every answer: behind a load balancer the
+// two requests of one double-click may be answered by two servers, and
+// only the database can keep them from charging twice.
+func servedBy(name string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.Response().Header().Set(ServerHeader, name)
+			return next(c)
+		}
+	}
 }
 
 // securityHeaders sets a strict Content-Security-Policy: every script and

@@ -1,0 +1,339 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"paytwice/store/postgres/pgtest"
+	"paytwice/web"
+)
+
+// cluster is a running "paytwice cluster": the front door's process and
+// each server's own URL by name.
+type cluster struct {
+	*process
+	servers map[string]string
+}
+
+var clusterServerLine = regexp.MustCompile(`(?m)^  (s\d+)  (http://\S+)$`)
+
+// startCluster runs "paytwice cluster" on the database dbURL with a front
+// door on a free loopback port; the servers' lines come before the front
+// door's URL, so they are read by the time it is.
+func startCluster(ctx context.Context, t *testing.T, bin, dbURL string, flags ...string) *cluster {
+	t.Helper()
+	p := startProcess(ctx, t, bin, append([]string{"cluster", "-addr", "127.0.0.1:0", "-db", dbURL}, flags...)...)
+	c := &cluster{process: p, servers: map[string]string{}}
+	for _, m := range clusterServerLine.FindAllStringSubmatch(p.stdout.String(), -1) {
+		c.servers[m[1]] = m[2]
+	}
+	return c
+}
+
+// setFaultsEverywhere sends the same switches to every server directly:
+// each server still has switches of its own.
+func (c *cluster) setFaultsEverywhere(ctx context.Context, t *testing.T, body string) {
+	t.Helper()
+	for name, u := range c.servers {
+		s := &process{url: u, client: c.client}
+		if r := s.do(ctx, http.MethodPatch, "/api/faults", "", body); r.status != http.StatusOK {
+			t.Fatalf("PATCH /api/faults on %s: %d %s %v", name, r.status, r.body, r.err)
+		}
+	}
+}
+
+// answeredBy sends one request through the front door and returns its
+// status, body and the server that answered.
+func (c *cluster) answeredBy(ctx context.Context, t *testing.T, key, body string) (int, []byte, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/payments", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	res, err := c.client.Do(req)
+	if err != nil {
+		t.Errorf("%s: %v", key, err)
+		return 0, nil, ""
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b, res.Header.Get(web.ServerHeader)
+}
+
+// TestClusterCommand runs "paytwice cluster -servers 3" on a database of
+// its own: the front door spreads requests over the three servers, a
+// storm of one key through it is charged once, and SIGTERM with a live
+// page open ends the front door and every server, with status 0.
+func TestClusterCommand(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := startCluster(ctx, t, binary(t), dbURL, "-servers", "3")
+	if len(c.servers) != 3 {
+		t.Fatalf("the cluster named %d servers, want 3:\n%s", len(c.servers), c.stdout.String())
+	}
+
+	t.Run("requests through the front door are spread over all three servers", func(t *testing.T) {
+		seen := map[string]int{}
+		for i := range 6 {
+			key := fmt.Sprintf("spread-%d", i)
+			status, body, server := c.answeredBy(ctx, t, key, fmt.Sprintf(`{"order_id":%q,"amount_satang":100}`, key))
+			if status != http.StatusCreated {
+				t.Fatalf("%s: %d %s", key, status, body)
+			}
+			seen[server]++
+		}
+		if seen["s1"] == 0 || seen["s2"] == 0 || seen["s3"] == 0 {
+			t.Fatalf("answers by server: %v; want all three", seen)
+		}
+	})
+
+	t.Run("a storm of one key through the front door charges once", func(t *testing.T) {
+		// A slow gateway keeps the first request's claim open while the
+		// others arrive on the other servers.
+		c.setFaultsEverywhere(ctx, t, `{"gateway":{"latency_ms":300}}`)
+		const key, body, requests = "storm-through-the-door", `{"order_id":"D-1","amount_satang":4200}`, 12
+		var (
+			mu      sync.Mutex
+			charges = map[string]bool{}
+			servers = map[string]bool{}
+			wg      sync.WaitGroup
+		)
+		for range requests {
+			wg.Go(func() {
+				status, b, server := c.answeredBy(ctx, t, key, body)
+				mu.Lock()
+				defer mu.Unlock()
+				servers[server] = true
+				switch status {
+				case http.StatusCreated:
+					var ch struct {
+						ID string `json:"charge_id"`
+					}
+					_ = json.Unmarshal(b, &ch)
+					charges[ch.ID] = true
+				case http.StatusConflict: // the first request was at the gateway
+				default:
+					t.Errorf("status %d %s", status, b)
+				}
+			})
+		}
+		wg.Wait()
+		if len(servers) != 3 || len(charges) != 1 {
+			t.Fatalf("answered by %v, 201s naming charges %v: want three servers and one charge", servers, charges)
+		}
+		conn, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM charges WHERE idempotency_key = $1`, key).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Fatalf("%d charges in the database for the key, want 1", n)
+		}
+	})
+
+	t.Run("SIGTERM with an event stream open ends everything with status 0", func(t *testing.T) {
+		streamEnded := openEventStream(ctx, t, c.url)
+		if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-streamEnded:
+		case <-ctx.Done():
+			t.Fatal("the event stream stayed open after SIGTERM")
+		}
+		select {
+		case <-c.exited:
+		case <-ctx.Done():
+			t.Fatalf("the cluster did not exit after SIGTERM: %s", c.stderr.String())
+		}
+		if code := c.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Fatalf("exit status %d: %s", code, c.stderr.String())
+		}
+		// The servers exited before the cluster did: nobody listens on
+		// their ports any more.
+		for name, u := range c.servers {
+			if _, err := net.Dial("tcp", strings.TrimPrefix(u, "http://")); err == nil {
+				t.Errorf("server %s still accepts connections at %s", name, u)
+			}
+		}
+	})
+}
+
+func TestClusterCommandFlags(t *testing.T) {
+	t.Setenv("PAYTWICE_DB", "")
+	const pg = "postgres://u:p@127.0.0.1:5432/paytwice"
+	for _, tc := range []struct {
+		name string
+		args []string
+		exit int
+		want string // in the error, or in the usage for a bad command line
+	}{
+		{"an unknown flag prints the usage", []string{"-bogus"}, 2, "usage: paytwice cluster"},
+		{"a stray argument prints the usage", []string{"-db", pg, "now"}, 2, "usage: paytwice cluster"},
+		{"a count that is not a number prints the usage", []string{"-servers", "three"}, 2, "usage: paytwice cluster"},
+		{"no database is refused", nil, 1, "-db must be a postgres:// URL"},
+		{"a SQLite file is refused", []string{"-db", "paytwice.db"}, 1, "servers on SQLite files of their own would not share"},
+		{"no server is refused", []string{"-db", pg, "-servers", "0"}, 1, "-servers must be between 1 and 16, not 0"},
+		{"seventeen servers are refused", []string{"-db", pg, "-servers", "17"}, 1, "-servers must be between 1 and 16, not 17"},
+		{"a zero lock timeout is refused", []string{"-db", pg, "-lock-timeout", "0s"}, 1, "-lock-timeout and -retention must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, err := runCmd(t, append([]string{"cluster"}, tc.args...)...)
+			if code := exitCode(err, io.Discard); code != tc.exit {
+				t.Fatalf("exit status %d, want %d (error %v)", code, tc.exit, err)
+			}
+			if !strings.Contains(stderr+fmt.Sprint(err), tc.want) {
+				t.Fatalf("error %v, stderr %q: want %q", err, stderr, tc.want)
+			}
+		})
+	}
+	t.Run("help lists it", func(t *testing.T) {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{"help"}, func(string) string { return "" }, &out, io.Discard); err != nil || !strings.Contains(out.String(), "cluster  run several servers") {
+			t.Fatalf("error %v, usage:\n%s", err, out.String())
+		}
+	})
+}
+
+// TestFrontDoor runs the front door before test servers standing in for
+// paytwice's.
+func TestFrontDoor(t *testing.T) {
+	// Each test server answers with its name and what it was sent.
+	backend := func(name string) *child {
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			if r.Header.Get("Close") != "" {
+				w.Header().Set("Connection", "close")
+			}
+			w.Header().Set(web.ServerHeader, name)
+			fmt.Fprintf(w, "%s %s %s %s", r.Host, r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Forwarded-Host"), body)
+		}))
+		t.Cleanup(hs.Close)
+		u, _ := url.Parse(hs.URL)
+		return &child{name: name, url: u, exited: make(chan struct{})}
+	}
+	refusing := func(name string) *child {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close() // a server that died: its port refuses connections
+		return &child{name: name, url: &url.URL{Scheme: "http", Host: addr}, exited: make(chan struct{})}
+	}
+	exited := func(c *child) *child { close(c.exited); return c }
+	serve := func(servers ...*child) string {
+		hs := httptest.NewServer(newFrontDoor(servers, io.Discard))
+		t.Cleanup(hs.Close)
+		return hs.URL
+	}
+	post := func(t *testing.T, client *http.Client, u, body string, header ...string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(body))
+		req.Host = "classroom.example:8080"
+		req.Header.Set("X-Forwarded-For", "6.6.6.6") // a client's own claim
+		for i := 0; i < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+
+	t.Run("it takes the servers in turn and keeps the Host the client used", func(t *testing.T) {
+		u := serve(backend("s1"), backend("s2"), backend("s3"))
+		var got []string
+		for range 6 {
+			res, body := post(t, http.DefaultClient, u, "pay")
+			got = append(got, res.Header.Get(web.ServerHeader))
+			if want := "classroom.example:8080 127.0.0.1 classroom.example:8080 pay"; body != want {
+				t.Fatalf("the server saw %q, want %q", body, want)
+			}
+		}
+		if strings.Join(got, " ") != "s2 s3 s1 s2 s3 s1" {
+			t.Fatalf("answers by %v, want each server in turn", got)
+		}
+	})
+
+	t.Run("a server that exited or refuses is passed over, and the body reaches the next", func(t *testing.T) {
+		u := serve(exited(backend("s1")), refusing("s2"), backend("s3"))
+		for range 3 {
+			res, body := post(t, http.DefaultClient, u, "pay")
+			if s := res.Header.Get(web.ServerHeader); s != "s3" || !strings.HasSuffix(body, " pay") {
+				t.Fatalf("answered by %q with %q, want s3 with the body", s, body)
+			}
+		}
+	})
+
+	t.Run("with no server left the client gets a problem saying so", func(t *testing.T) {
+		u := serve(exited(backend("s1")), refusing("s2"))
+		res, body := post(t, http.DefaultClient, u, "pay")
+		var p struct {
+			Status int
+			Detail string
+		}
+		_ = json.Unmarshal([]byte(body), &p)
+		if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Content-Type") != "application/problem+json" ||
+			p.Status != http.StatusServiceUnavailable || !strings.Contains(p.Detail, "None of the 2 servers") {
+			t.Fatalf("%d %s %s", res.StatusCode, res.Header.Get("Content-Type"), body)
+		}
+	})
+
+	t.Run("a server's Connection: close reaches the client", func(t *testing.T) {
+		// The checkout page's payments each need a connection of their own
+		// (web/payments.go): the door must close the client's as the
+		// server closed its own.
+		u := serve(backend("s1"))
+		client := &http.Client{Transport: &http.Transport{}}
+		defer client.CloseIdleConnections()
+		if res, _ := post(t, client, u, "pay", "Close", "yes"); !res.Close {
+			t.Fatal("the client's connection stays open after a server's Connection: close")
+		}
+		if res, _ := post(t, client, u, "pay"); res.Close {
+			t.Fatal("the door closed a connection the server kept")
+		}
+	})
+}
+
+func TestParsePublicAddr(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{":8080", "[::]:8080"},
+		{"192.168.1.20:8080", "192.168.1.20:8080"},
+		{"[2001:db8::1]:443", "[2001:db8::1]:443"},
+	} {
+		if a, err := parsePublicAddr(tc.in); err != nil || a.String() != tc.want {
+			t.Errorf("%q: %v %v, want %s", tc.in, a, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"8080", "laptop.local:8080", "1.2.3.4:0", "1.2.3.4:http", ":70000"} {
+		if _, err := parsePublicAddr(bad); err == nil || !strings.Contains(err.Error(), "-public-addr must be an IP address and a port") {
+			t.Errorf("%q: error %v", bad, err)
+		}
+	}
+}

@@ -1,0 +1,443 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"paytwice/store/postgres"
+)
+
+// maxClusterServers bounds -servers: each server is a whole process with
+// its own database connections, and a classroom needs two or three.
+const maxClusterServers = 16
+
+// runCluster is "paytwice cluster": N servers of this same binary on one
+// PostgreSQL database, each on a loopback port of its own, behind a small
+// round-robin front door. The two requests of a double-click then land on
+// two servers, and only the database can keep them from charging twice.
+func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("cluster", "Starts several paytwice servers on one PostgreSQL database, each on a loopback port of its own,\n"+
+		"and a round-robin front door before them: the requests of one double-click land on two servers.", stderr)
+	servers := fs.Int("servers", 3, fmt.Sprintf("how many servers to start, 1 to %d", maxClusterServers))
+	dbURL := fs.String("db", os.Getenv("PAYTWICE_DB"), "the postgres:// URL of the database the servers share (env PAYTWICE_DB)")
+	addr := fs.String("addr", "127.0.0.1:8080", "the front door's listen address; use :8080 to let a classroom reach it")
+	presenter := fs.String("presenter-token", os.Getenv("PAYTWICE_PRESENTER_TOKEN"), "if set, only the presenter may change switches (env PAYTWICE_PRESENTER_TOKEN)")
+	lockTimeout := fs.Duration("lock-timeout", 30*time.Second, "how long a key may stay started before a sweeper closes it")
+	retention := fs.Duration("retention", 24*time.Hour, "how long done keys are kept")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	switch {
+	case !postgres.IsURL(*dbURL):
+		return fmt.Errorf("-db must be a postgres:// URL that every server can reach, such as postgres://user:password@127.0.0.1:5432/paytwice, not %q: "+
+			"servers on SQLite files of their own would not share their keys", *dbURL)
+	case *servers < 1 || *servers > maxClusterServers:
+		return fmt.Errorf("-servers must be between 1 and %d, not %d", maxClusterServers, *servers)
+	case *lockTimeout <= 0 || *retention <= 0:
+		return errors.New("-lock-timeout and -retention must be positive durations such as 30s or 24h")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this program to start its servers: %w", err)
+	}
+
+	front, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return listenError(*addr, err)
+	}
+	defer front.Close()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	out := &lockedLines{stdout: stdout, stderr: stderr}
+	childArgs := []string{"-db", *dbURL, "-public-addr", front.Addr().String(),
+		"-lock-timeout", lockTimeout.String(), "-retention", retention.String()}
+	var children []*child
+	defer func() { stopChildren(children, out) }() // on an early return; a no-op once they have exited
+	for i := range *servers {
+		c, err := startChild(exe, fmt.Sprintf("s%d", i+1), childArgs, *presenter, out)
+		if err != nil {
+			return err
+		}
+		children = append(children, c)
+	}
+	if err := waitUntilServing(ctx, children); err != nil {
+		return err
+	}
+
+	door := newFrontDoor(children, stderr)
+	out.printf(stdout, "%d servers on one database, each on a loopback port of its own:\n", len(children))
+	for _, c := range children {
+		out.printf(stdout, "  %s  %s\n", c.name, c.url)
+	}
+	out.printf(stdout, "and a front door that hands each request to the next of them in turn.\n")
+	out.mu.Lock()
+	printURLs(stdout, front.Addr().(*net.TCPAddr), *presenter)
+	out.mu.Unlock()
+	for _, c := range children {
+		go func() {
+			<-c.exited
+			if ctx.Err() == nil { // not asked to stop: it died
+				out.printf(stderr, "paytwice cluster: server %s stopped: %v; the front door passes it over\n", c.name, c.waitErr)
+			}
+		}()
+	}
+
+	hs := &http.Server{Handler: door, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(front) }()
+	select {
+	case err := <-serveErr:
+		return err
+	case <-ctx.Done():
+	}
+	out.printf(stdout, "shutting down\n")
+	// The front door stops taking connections, but requests already in it
+	// go on: the servers answer their payments in flight and end their
+	// event streams as they shut down, which ends those requests too.
+	shutdownDone := make(chan error, 1)
+	go func() {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), childShutdownLimit+5*time.Second)
+		defer cancel()
+		shutdownDone <- hs.Shutdown(shutdownCtx)
+	}()
+	err = stopChildren(children, out)
+	if serr := <-shutdownDone; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, fmt.Errorf("front door: %w", serr))
+	}
+	return err
+}
+
+// childShutdownLimit is how long a server may take to stop after SIGTERM
+// (its own shutdown gives payments in flight 15 seconds) before it is
+// killed.
+const childShutdownLimit = 20 * time.Second
+
+// listenFDVariable hands a server a listener its parent opened: the
+// number of an inherited file descriptor. The parent keeps the port from
+// the moment it chose it, so no other program can take it before the
+// server starts.
+const listenFDVariable = "PAYTWICE_LISTEN_FD"
+
+// inheritedListener is the listener listenFDVariable names, or nil when
+// it names none.
+func inheritedListener(getenv func(string) string) (net.Listener, error) {
+	v := getenv(listenFDVariable)
+	if v == "" {
+		return nil, nil
+	}
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("%s must name an inherited file descriptor (3 or more), not %q", listenFDVariable, v)
+	}
+	f := os.NewFile(uintptr(fd), "inherited listener")
+	defer f.Close() // FileListener holds a duplicate
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%d: %w", listenFDVariable, fd, err)
+	}
+	return ln, nil
+}
+
+// child is one server process of the cluster.
+type child struct {
+	name   string
+	url    *url.URL // http://127.0.0.1:port
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process has exited
+	// waitErr says how it ended; read it once exited is closed.
+	waitErr error
+}
+
+// hasExited reports whether the process is gone.
+func (c *child) hasExited() bool {
+	select {
+	case <-c.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// startChild runs this binary as the server called name, on a loopback
+// listener opened here. The presenter token goes in the environment:
+// command lines are visible to every user of the machine.
+func startChild(exe, name string, args []string, presenterToken string, out *lockedLines) (*child, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", name, err)
+	}
+	f, err := ln.(*net.TCPListener).File()
+	// The child holds its own copy. Closing this one matters: were the
+	// parent to keep the socket, connections to a dead child would wait in
+	// its queue instead of being refused and sent to another server.
+	ln.Close()
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", name, err)
+	}
+	defer f.Close()
+	cmd := exec.Command(exe, append([]string{"-name", name}, args...)...)
+	cmd.ExtraFiles = []*os.File{f} // descriptor 3
+	cmd.Env = append(os.Environ(), listenFDVariable+"=3", "PAYTWICE_PRESENTER_TOKEN="+presenterToken)
+	stdout, stderr := out.prefixed(name, false), out.prefixed(name, true)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting server %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, exited: make(chan struct{}),
+		url: &url.URL{Scheme: "http", Host: ln.Addr().String()}}
+	go func() {
+		c.waitErr = cmd.Wait()
+		stdout.flush()
+		stderr.flush()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+// waitUntilServing asks each server for its key policy and waits for the
+// answers. The listeners are open from the start, so a request waits in
+// the queue until its server serves: no polling, no retry.
+func waitUntilServing(ctx context.Context, children []*child) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	errs := make(chan error, len(children))
+	for _, c := range children {
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url.JoinPath("/v1/idempotency-policy").String(), nil)
+			answered := make(chan error, 1)
+			go func() {
+				res, err := http.DefaultClient.Do(req)
+				if err == nil {
+					res.Body.Close()
+					if res.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %d", res.StatusCode)
+					}
+				}
+				answered <- err
+			}()
+			select {
+			case err := <-answered:
+				if err != nil {
+					err = fmt.Errorf("server %s did not answer at %s: %w", c.name, c.url, err)
+				}
+				errs <- err
+			case <-c.exited:
+				errs <- fmt.Errorf("server %s exited before serving (%v); its output above says why", c.name, c.waitErr)
+			}
+		}()
+	}
+	var all []error
+	for range children {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+// stopChildren sends SIGTERM to every server still running and waits for
+// each to exit, killing one that takes longer than childShutdownLimit.
+// A server that ends with an error then is reported in the returned
+// error; one that had died before was reported when it did.
+func stopChildren(children []*child, out *lockedLines) error {
+	var running []*child
+	for _, c := range children {
+		if !c.hasExited() {
+			running = append(running, c)
+			_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	var errs []error
+	deadline := time.After(childShutdownLimit)
+	for _, c := range running {
+		select {
+		case <-c.exited:
+		case <-deadline:
+			out.printf(out.stderr, "paytwice cluster: server %s did not stop within %v; killing it\n", c.name, childShutdownLimit)
+			_ = c.cmd.Process.Kill()
+			<-c.exited
+		}
+		if c.waitErr != nil {
+			errs = append(errs, fmt.Errorf("server %s: %w", c.name, c.waitErr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// frontDoor hands each request to the next server in turn, as a load
+// balancer would, passing over servers that are gone.
+type frontDoor struct {
+	servers []*child
+	next    atomic.Uint64
+	proxy   *httputil.ReverseProxy
+}
+
+// hop is one try of a request on one server.
+type hop struct {
+	server *child
+	err    error // why the proxy could not get an answer
+}
+
+type hopKey struct{}
+
+func newFrontDoor(servers []*child, stderr io.Writer) *frontDoor {
+	d := &frontDoor{servers: servers}
+	d.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(pr.In.Context().Value(hopKey{}).(*hop).server.url)
+			// The Host the browser used: the cross-origin guard compares it
+			// with Origin, and the board shows it as the join address.
+			pr.Out.Host = pr.In.Host
+			// Only the address this front door saw: a client's own
+			// X-Forwarded-For is not to be believed.
+			pr.SetXForwarded()
+		},
+		// Event streams reach the browser as each event is written.
+		FlushInterval: -1,
+		ModifyResponse: func(res *http.Response) error {
+			// A server closes the connection after each checkout payment so
+			// that the browser sends the next attempt on a fresh one
+			// (web/payments.go, freshConnectionPerPayment): Connection is a
+			// hop-by-hop header the proxy drops, so say it again for the
+			// browser's connection to this door.
+			if res.Close {
+				res.Header.Set("Connection", "close")
+			}
+			return nil
+		},
+		ErrorHandler: func(_ http.ResponseWriter, r *http.Request, err error) {
+			r.Context().Value(hopKey{}).(*hop).err = err // ServeHTTP answers
+		},
+		ErrorLog: log.New(stderr, "paytwice cluster: front door: ", 0),
+	}
+	return d
+}
+
+// ServeHTTP sends r to the next server. A server that refuses the
+// connection never saw the request, so the next one gets it; one that
+// took it and failed may have acted on it, so the client is told, and
+// retries with its key, rather than the door sending it again itself.
+func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Body != nil && r.Body != http.NoBody {
+		// The proxy closes the body it forwarded; kept open, it can still
+		// go to the next server after a refused connection read none of it.
+		r.Body = io.NopCloser(r.Body)
+	}
+	n := uint64(len(d.servers))
+	first := d.next.Add(1)
+	for i := range n {
+		h := &hop{server: d.servers[(first+i)%n]}
+		if h.server.hasExited() {
+			continue
+		}
+		d.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), hopKey{}, h)))
+		switch {
+		case h.err == nil:
+			return
+		case errors.Is(h.err, syscall.ECONNREFUSED):
+			continue
+		case r.Context().Err() != nil:
+			return // the client left: nobody to answer
+		}
+		writeFrontDoorProblem(w, http.StatusBadGateway, fmt.Sprintf(
+			"Server %s took the request but gave no answer (%v). It may have acted on it: retry with the same Idempotency-Key, never a new one.",
+			h.server.name, h.err))
+		return
+	}
+	writeFrontDoorProblem(w, http.StatusServiceUnavailable, fmt.Sprintf(
+		"None of the %d servers behind this front door is running or accepting connections; their output says why.", n))
+}
+
+// writeFrontDoorProblem answers for the door itself, as problem+json. Its
+// type is about:blank: the explanation pages live on the servers, which
+// are what failed.
+func writeFrontDoorProblem(w http.ResponseWriter, status int, detail string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	if status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}{"about:blank", http.StatusText(status), status, detail})
+}
+
+// lockedLines writes the servers' output and the cluster's own lines
+// whole, one at a time, so that lines of several processes never mix.
+type lockedLines struct {
+	mu             sync.Mutex
+	stdout, stderr io.Writer
+}
+
+func (l *lockedLines) printf(w io.Writer, format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(w, format, args...)
+}
+
+// prefixed is a writer for one server's stdout or stderr that puts its
+// name before each of its lines.
+func (l *lockedLines) prefixed(name string, toStderr bool) *prefixedLines {
+	w := l.stdout
+	if toStderr {
+		w = l.stderr
+	}
+	return &prefixedLines{out: l, w: w, prefix: []byte(name + " | ")}
+}
+
+// prefixedLines holds a partial line until its end arrives.
+type prefixedLines struct {
+	out     *lockedLines
+	w       io.Writer
+	prefix  []byte
+	partial []byte
+}
+
+func (p *prefixedLines) Write(b []byte) (int, error) {
+	n := len(b)
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			p.partial = append(p.partial, b...)
+			return n, nil
+		}
+		p.writeLine(b[:i+1])
+		b = b[i+1:]
+	}
+}
+
+func (p *prefixedLines) writeLine(end []byte) {
+	line := append(append(append([]byte(nil), p.prefix...), p.partial...), end...)
+	p.partial = p.partial[:0]
+	p.out.mu.Lock()
+	defer p.out.mu.Unlock()
+	_, _ = p.w.Write(line)
+}
+
+// flush writes a last line that had no newline.
+func (p *prefixedLines) flush() {
+	if len(p.partial) > 0 {
+		p.writeLine([]byte("\n"))
+	}
+}
