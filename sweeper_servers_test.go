@@ -143,6 +143,191 @@ func TestSweeperOnThreeServers(t *testing.T) {
 	checkBooks(ctx, t, conn, keys)
 }
 
+// TestSweepersLeaveALiveRequestAlone holds one request's key started on
+// one server, in the delay fault, for longer than a sweep period, while
+// the other two servers' demo clocks run an hour ahead and their
+// sweepers are asked again and again. They only know that the key has
+// not really been held for the lock timeout, and that must be enough:
+// no sweeper takes the key from its live request, which answers with the
+// charge it made.
+func TestSweepersLeaveALiveRequestAlone(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := binary(t)
+	// The gateway time-out is half the lock timeout: 10 s, longer than the
+	// delay, which is longer than the servers' 5 s sweep period.
+	const (
+		lockTimeout = 20 * time.Second
+		delay       = 7 * time.Second
+	)
+	var servers []*process
+	for range 3 {
+		servers = append(servers, startServer(ctx, t, bin, url, "-lock-timeout", lockTimeout.String()))
+	}
+	holder, others := servers[0], servers[1:]
+	patchFaults(ctx, t, fmt.Sprintf(`{"server":{"delay_ms":%d}}`, delay.Milliseconds()), holder)
+	conn := connect(ctx, t, url)
+
+	const key = "held-by-a-live-request"
+	answered := make(chan result, 1)
+	go func() {
+		answered <- holder.do(ctx, http.MethodPost, "/v1/payments", key, `{"order_id":"live-1","amount_satang":700}`)
+	}()
+	poll(ctx, t, "the key claimed", func() bool { return count(ctx, t, conn, startedKeys) == 1 })
+	for _, s := range others {
+		if r := s.do(ctx, http.MethodPost, "/api/clock/advance", "", `{"seconds":3600}`); r.status != http.StatusOK {
+			t.Fatalf("clock advance: %d %s %v", r.status, r.body, r.err)
+		}
+	}
+	var answer result
+	poll(ctx, t, "the delayed request's answer", func() bool {
+		for i, rep := range sweepAll(ctx, t, others...) {
+			for _, k := range rep.Closed {
+				t.Errorf("server %d's sweeper closed %s (%s) while its request was running", i+1, k.Key, k.Outcome)
+			}
+		}
+		select {
+		case answer = <-answered:
+			return true
+		default:
+			return false
+		}
+	})
+
+	if id := chargeID(answer); id == "" {
+		t.Fatalf("the delayed request answered %d %s %v, want 201", answer.status, answer.body, answer.err)
+	}
+	for i, s := range servers {
+		if e := swept(ctx, t, s); len(e) != 0 {
+			t.Errorf("server %d swept %v", i, e)
+		}
+	}
+	// Not even taken: a sweeper other than the claiming server's own never
+	// marked the key as its to close.
+	if n := count(ctx, t, conn, `SELECT count(*) FROM idempotency_keys
+		WHERE key = $1 AND status = 'done' AND response_status = 201 AND coalesce(sweep_owner, claimed_by) = claimed_by`, key); n != 1 {
+		t.Errorf("the key is not done with its own 201, or another server's sweeper took it")
+	}
+	checkBooks(ctx, t, conn, 1)
+}
+
+// TestKilledServersKeysSweptByTheOthers kills one of three servers with
+// SIGKILL while it holds started keys of both kinds: some the gateway had
+// charged (a crash midway before the kill), some still in the delay
+// fault, not charged. The two survivors leave them alone until they have
+// really been held for the lock timeout, however far their demo clocks
+// run ahead; then their sweepers close each exactly once, recording the
+// charges the gateway took and releasing the rest. The killed server
+// comes back on the same database, and every client retrying its key
+// there gets one charge: the swept one, or a fresh one for a released
+// key.
+func TestKilledServersKeysSweptByTheOthers(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := binary(t)
+	// The gateway time-out is half the lock timeout: 4 s, longer than
+	// the delay, which holds the uncharged keys until the kill.
+	const (
+		lockTimeout = 8 * time.Second
+		delay       = 3 * time.Second
+		perKind     = 5 // keys left charged, and keys left uncharged
+	)
+	var servers []*process
+	for range 3 {
+		servers = append(servers, startServer(ctx, t, bin, url, "-lock-timeout", lockTimeout.String()))
+	}
+	victim, survivors := servers[0], servers[1:]
+	conn := connect(ctx, t, url)
+
+	firstClaim := time.Now()
+	bodies := map[string]string{}
+	charged := map[string]bool{} // by the gateway before the kill
+	patchFaults(ctx, t, `{"server":{"crash_midway":true}}`, victim)
+	for i := range perKind {
+		key := fmt.Sprintf("charged-%d", i)
+		bodies[key], charged[key] = fmt.Sprintf(`{"order_id":%q,"amount_satang":%d}`, key, 800+i), true
+		if r := victim.do(ctx, http.MethodPost, "/v1/payments", key, bodies[key]); r.err == nil {
+			t.Fatalf("%s: the crash midway answered %d %s", key, r.status, r.body)
+		}
+	}
+	patchFaults(ctx, t, fmt.Sprintf(`{"server":{"delay_ms":%d}}`, delay.Milliseconds()), victim)
+	var inFlight sync.WaitGroup
+	for i := range perKind {
+		key := fmt.Sprintf("delayed-%d", i)
+		body := fmt.Sprintf(`{"order_id":%q,"amount_satang":%d}`, key, 900+i)
+		bodies[key] = body
+		inFlight.Go(func() {
+			if r := victim.do(ctx, http.MethodPost, "/v1/payments", key, body); r.err == nil {
+				t.Errorf("%s: answered %d %s by a server killed before its delay ended", key, r.status, r.body)
+			}
+		})
+	}
+	poll(ctx, t, "every key started", func() bool { return count(ctx, t, conn, startedKeys) == len(bodies) })
+	victim.kill(t)
+	inFlight.Wait()
+
+	for _, s := range survivors {
+		if r := s.do(ctx, http.MethodPost, "/api/clock/advance", "", `{"seconds":60}`); r.status != http.StatusOK {
+			t.Fatalf("clock advance: %d %s %v", r.status, r.body, r.err)
+		}
+	}
+	sweepAll(ctx, t, survivors...)
+	if held := time.Since(firstClaim); held < lockTimeout {
+		if n := count(ctx, t, conn, startedKeys); n != len(bodies) {
+			t.Fatalf("%d of %d keys closed after %s, less than the lock timeout: a warped demo clock was enough", len(bodies)-n, len(bodies), held)
+		}
+	} else {
+		t.Logf("the machine took %s to get here, past the lock timeout: the early sweep proved nothing", held)
+	}
+	poll(ctx, t, "the killed server's keys closed", func() bool {
+		sweepAll(ctx, t, survivors...)
+		return count(ctx, t, conn, startedKeys) == 0
+	})
+
+	sweptCharge := map[string]string{}
+	closed := map[string]int{}
+	for i, s := range survivors {
+		for _, e := range swept(ctx, t, s) {
+			closed[e.Key]++
+			want := live.SweepReleased
+			if charged[e.Key] {
+				want = live.SweepCharged
+				sweptCharge[e.Key] = e.Charge
+			}
+			if e.Sweep != want {
+				t.Errorf("server %d swept %s: %q, want %q", i+1, e.Key, e.Sweep, want)
+			}
+		}
+	}
+	for key := range bodies {
+		if closed[key] != 1 {
+			t.Errorf("%s closed %d times by the survivors, want once", key, closed[key])
+		}
+	}
+
+	victim = startServer(ctx, t, bin, url, "-lock-timeout", lockTimeout.String())
+	// PUT turns off every switch it does not name: the retries run clean.
+	if r := victim.do(ctx, http.MethodPut, "/api/faults", "", `{}`); r.status != http.StatusOK {
+		t.Fatalf("PUT /api/faults: %d %s %v", r.status, r.body, r.err)
+	}
+	for key, body := range bodies {
+		r := victim.do(ctx, http.MethodPost, "/v1/payments", key, body)
+		id := chargeID(r)
+		switch {
+		case id == "":
+			t.Errorf("retry of %s: %d %s %v, want 201", key, r.status, r.body, r.err)
+		case charged[key] && id != sweptCharge[key]:
+			t.Errorf("retry of %s: charge %s, want the swept charge %s", key, id, sweptCharge[key])
+		}
+	}
+	if e := swept(ctx, t, victim); len(e) != 0 {
+		t.Errorf("the restarted server swept %v", e)
+	}
+	checkBooks(ctx, t, conn, len(bodies))
+}
+
 // poll calls done until it reports true, a few times a second, and fails
 // the test if ctx ends first.
 func poll(ctx context.Context, t *testing.T, what string, done func() bool) {
