@@ -210,7 +210,9 @@ type LabChargeGroups struct {
 	KeyOnly []LabGroup
 	// Loose: charges in the unguarded table, per key.
 	Loose []LabGroup
-	// LooseKeyRows is how many rows the unguarded key table holds.
+	// LooseKeyRows is how many rows the unguarded key table holds under
+	// clients' own keys: check-then-insert's. A mode that files its rows
+	// there under LabKeyPrefix counts them from Loose.
 	LooseKeyRows int
 	// ManyKeys: orders charged by the real protocol under more than one
 	// client key (what a client that changes keys produces).
@@ -243,7 +245,8 @@ func (db *DB) LabMeasure(ctx context.Context) (LabChargeGroups, error) {
 		FROM lab_loose_charges GROUP BY scope, idempotency_key ORDER BY MIN(created_at) LIMIT ?`, labMaxGroups); err != nil {
 		return g, err
 	}
-	if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM lab_loose_keys`).Scan(&g.LooseKeyRows); err != nil {
+	if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM lab_loose_keys WHERE substr(key, 1, ?) <> ?`,
+		len(LabKeyPrefix), LabKeyPrefix).Scan(&g.LooseKeyRows); err != nil {
 		return g, err
 	}
 	g.ManyKeys, err = db.labGroups(ctx, `SELECT c.scope, c.order_id, '', COUNT(*), COUNT(DISTINCT c.idempotency_key),

@@ -12,12 +12,14 @@ import (
 // offer, as the JSON API names them; the web package, which defines the
 // modes, fills them in.
 type LabModes struct {
-	Correct, NoKey, CheckThenInsert, CheckThenInsertConstrained, KeyTableOnly string
+	Correct, NoKey, CheckThenInsert, CheckThenInsertConstrained, KeyTableOnly, MemoryLock string
 }
 
-// The mistakes, numbered as the article's list and the panel show them.
+// The mistakes, numbered as the article's list and the panel show them,
+// then the lock in memory, the mistake several servers on one database
+// bring out.
 const (
-	labMistakes               = 7
+	labMistakes               = 8
 	labMistakeNoKey           = 1
 	labMistakeNewKeyPerRetry  = 2
 	labMistakeCheckThenInsert = 3
@@ -25,6 +27,7 @@ const (
 	labMistakeNewKeyAfter500  = 5
 	labMistakePersonalData    = 6
 	labMistakePruneTooSoon    = 7
+	labMistakeMemoryLock      = 8
 )
 
 // labDefaultEmail is the customer whose address the personal-data
@@ -67,7 +70,7 @@ type Lab struct {
 	// BurstSize is how many requests the check-then-insert burst sends;
 	// WarpSeconds how far the prune mistake's time warp jumps.
 	BurstSize, WarpSeconds int
-	// Outcomes has one entry per mistake, in the order of the list (1–7).
+	// Outcomes has one entry per mistake, in the order of the list (1–8).
 	Outcomes []LabOutcome
 	// ExtraCharges is every charge the mistakes made beyond the first of
 	// their order (or key).
@@ -102,6 +105,8 @@ func (s LabSwitches) LabMistakesOn() []string {
 		on = append(on, "3 check first, constraints back")
 	case s.Modes.KeyTableOnly:
 		on = append(on, "7 key table only, keys kept "+retentionText(s.RetentionSeconds, s.DefaultRetention))
+	case s.Modes.MemoryLock:
+		on = append(on, "8 lock in memory")
 	}
 	if s.NewKeyPerRetry {
 		on = append(on, "2 new key per retry")
@@ -125,7 +130,7 @@ func LabControlID(n int) string { return "lab-ctl-" + strconv.Itoa(n) }
 // LabOutcomeID is the id of mistake n's measured outcome.
 func LabOutcomeID(n int) string { return "lab-out-" + strconv.Itoa(n) }
 
-// LabMistakeNumbers lists the mistakes, 1 to 7.
+// LabMistakeNumbers lists the mistakes, 1 to 8.
 func LabMistakeNumbers() []int {
 	out := make([]int, labMistakes)
 	for i := range out {
@@ -146,7 +151,7 @@ func retentionText(sec int64, def string) string {
 	return strconv.FormatInt(sec, 10) + " s"
 }
 
-// gapChoices are the pauses the check-then-insert select offers, with the
+// gapChoices are the pauses the check-then-insert and lock selects offer, with the
 // current one included even if the JSON API set another.
 func gapChoices(current int) []int {
 	out := []int{0, 50, 200, 1000}

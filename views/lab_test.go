@@ -9,7 +9,7 @@ import (
 )
 
 func sampleLab(presenter bool) Lab {
-	out := make([]LabOutcome, 7)
+	out := make([]LabOutcome, labMistakes)
 	for i := range out {
 		out[i] = LabOutcome{Unit: "nothing yet", Tone: ToneMute}
 	}

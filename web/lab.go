@@ -40,9 +40,13 @@ const (
 	// memory: charges and gateway calls are not tied to the key, so a
 	// pruned key charges again.
 	LabKeyTableOnly LabMode = "key_table_only"
+	// LabMemoryLock is check-then-insert on the unguarded tables, run
+	// under a lock per key held in this server's memory: one server
+	// charges once, two servers on one database can both charge.
+	LabMemoryLock LabMode = "memory_lock"
 )
 
-var labModes = []LabMode{LabCorrect, LabNoKey, LabCheckThenInsert, LabCheckThenInsertConstrained, LabKeyTableOnly}
+var labModes = []LabMode{LabCorrect, LabNoKey, LabCheckThenInsert, LabCheckThenInsertConstrained, LabKeyTableOnly, LabMemoryLock}
 
 // Bounds on the lab's numbers.
 const (
@@ -66,7 +70,7 @@ type LabServer struct {
 	// Mode is how POST /v1/payments claims keys; "" reads as "correct".
 	Mode LabMode `json:"mode"`
 	// CheckGapMS is the pause between the check and the insert in the
-	// check-then-insert modes (0–5000).
+	// check-then-insert modes and the lock in memory (0–5000).
 	CheckGapMS int `json:"check_gap_ms"`
 	// RetentionSeconds is how long POST /api/lab/prune keeps done keys;
 	// 0 means the server's retention (-retention).
@@ -143,6 +147,10 @@ type labState struct {
 	refusals4xx        atomic.Int64 // 400 and 422 answers
 	wasted4xx          atomic.Int64 // … that repeated an answer the caller already had
 	personalRequests   atomic.Int64 // requests whose key looked like personal data
+	lockWaits          atomic.Int64 // requests that waited for the in-memory lock
+
+	// locks are the in-memory locks of the memory_lock mode.
+	locks *keyLocks
 
 	seenMu   sync.Mutex
 	seen4xx  map[refusalKey]int
@@ -164,7 +172,7 @@ type refusalKey struct {
 const labMaxTracked = 10_000
 
 func newLab(s *Server) *labState {
-	l := &labState{s: s, seen4xx: map[refusalKey]int{}, personal: map[string]string{}}
+	l := &labState{s: s, seen4xx: map[refusalKey]int{}, personal: map[string]string{}, locks: newKeyLocks(labMaxTracked)}
 	d := DefaultLabSettings()
 	l.settings.Store(&d)
 	empty := ""
@@ -305,7 +313,7 @@ func (s *Server) resetLab() {
 	l.lesson.Store(&empty)
 	l.lessonSeq.Add(1)
 	l.mu.Unlock()
-	for _, n := range []*atomic.Int64{&l.constraintRefusals, &l.reconciliations, &l.pruned, &l.refusals4xx, &l.wasted4xx, &l.personalRequests} {
+	for _, n := range []*atomic.Int64{&l.constraintRefusals, &l.reconciliations, &l.pruned, &l.refusals4xx, &l.wasted4xx, &l.personalRequests, &l.lockWaits} {
 		n.Store(0)
 	}
 	l.seenMu.Lock()

@@ -104,7 +104,6 @@ func (s *Server) payNoKey(c echo.Context) error {
 // the same race, but the primary key refuses the losers' INSERT: they get
 // an error, and only the winner goes on to the real protocol's work.
 func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
-	r := c.Request()
 	mode := "check first, then insert; no constraints"
 	if constrained {
 		mode = "check first, then insert; constraints back"
@@ -115,90 +114,173 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 	}
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
 	defer cancel()
+	if !constrained {
+		return p.checkThenInsertLoose(ctx, ctx, p.key, "check-first ")
+	}
 
 	// 1. The check: a plain read.
-	var held pay.KeyRow
-	var found bool
-	if constrained {
-		k, err := s.db.GetKey(ctx, p.scope, p.key)
-		switch {
-		case err == nil:
-			held, found = k, true
-		case pay.ErrorCode(err) != pay.ENOTFOUND:
-			return p.fail(err)
-		}
-	} else {
-		loose, ok, err := s.db.LabLooseFindKey(ctx, p.scope, p.key)
-		if err != nil {
-			return p.fail(err)
-		}
-		held, found = pay.KeyRow{Fingerprint: loose.Fingerprint, Status: loose.Status, ResponseStatus: loose.ResponseStatus, ResponseBody: loose.ResponseBody}, ok
+	held, err := s.db.GetKey(ctx, p.scope, p.key)
+	switch {
+	case err == nil:
+		return p.answerFound(held)
+	case pay.ErrorCode(err) != pay.ENOTFOUND:
+		return p.fail(err)
+	}
+	// 2. The gap between the check and the insert.
+	if err := p.checkGap(ctx); err != nil {
+		return p.fail(err)
+	}
+	// 3. The insert, as a write of its own.
+	token, err := s.db.LabInsertKeyUnguarded(ctx, p.claim(p.key))
+	s.idleSweeps.claimed() // a started key the sweeper must look for
+	if errors.Is(err, store.ErrConstraint) {
+		s.lab.constraintRefusals.Add(1)
+		detail := strings.TrimPrefix(err.Error(), store.ErrConstraint.Error()+": ")
+		p.note(http.StatusInternalServerError, "INSERT refused by the table's primary key ("+detail+"): the check had said the key was free; the constraint stopped a second charge")
+		return writeProblem(c, pay.Errorf(pay.EINTERNAL,
+			"The database refused to insert the key %q a second time (%s). This server checked for the key first and found nothing, but another request inserted it in between: the constraint, not the check, stopped a second charge. Retry with the same key to get the first request's answer.", truncate(p.key, 64), detail))
+	}
+	if err != nil {
+		return p.fail(err)
+	}
+	p.publish(live.Claimed, 0, "key row inserted as started, after a SELECT")
+	return p.answer(s.protocol.Execute(ctx, p.protocol(), token))
+}
+
+// memoryLockPrefix files the lock in memory's rows in the unguarded
+// tables apart from check-then-insert's: the lab measures each mistake on
+// its own, and a client's key can never start with it.
+const memoryLockPrefix = store.LabKeyPrefix + "memory-lock "
+
+// payMemoryLock is the lock in memory: the unguarded check-then-insert of
+// mistake 3, run while holding this server's own lock on (scope, key)
+// (keylocks.go). On one server that works: a second request with the key
+// waits for the lock, then finds the first one's row and replays it. But
+// the lock is in this process's memory. Two servers on one database have
+// a lock each, so the two requests of a double-click that land on two of
+// them never meet: both find no row, both insert, both charge.
+//
+// Waiting for the lock, the look-up and the pause come before anything is
+// written, so they run under the client's connection: a client that hangs
+// up leaves the queue, or gives the lock back, with nothing to undo. From
+// the insert on, the work runs to its end under the gateway time-out, and
+// the lock is released when it ends, whatever the client does.
+func (s *Server) payMemoryLock(c echo.Context) error {
+	p := s.newPayment(c)
+	if ok, err := p.parse(" (lab: a lock in memory)"); !ok {
+		return err
+	}
+	clientCtx := c.Request().Context()
+	unlock, err := s.lab.locks.lock(clientCtx, p.scope, p.key, func() {
+		s.lab.lockWaits.Add(1)
+		p.note(0, memoryLockWaiting)
+	})
+	switch {
+	case errors.Is(err, errTooManyLocks):
+		return p.fail(pay.Errorf(pay.EUNAVAILABLE, "This server already holds a lock on %d keys, its limit. Retry with the same key in a moment.", labMaxTracked))
+	case err != nil:
+		return p.hungUp("while waiting for this server's lock on the key")
+	}
+	defer unlock()
+	p.note(0, "this server's lock on the key is taken: any other request with it, on this server, waits here. A server beside it has a lock of its own")
+	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
+	defer cancel()
+	return p.checkThenInsertLoose(clientCtx, ctx, memoryLockPrefix+p.key, "memory-lock ")
+}
+
+// memoryLockWaiting is the note of a request that waits for the lock.
+const memoryLockWaiting = "another request with this key holds this server's lock: waiting for it"
+
+// checkThenInsertLoose is check-then-insert on the tables with no
+// constraints, the part the lock in memory shares: look tableKey up in
+// lab_loose_keys and answer from its row if there is one; else pause
+// check_gap_ms, INSERT a row (nothing refuses it), charge and mark the row
+// done. The look-up and the pause run under checkCtx, the rest under
+// workCtx. refKind names the mode in the gateway reference.
+func (p *payment) checkThenInsertLoose(checkCtx, workCtx context.Context, tableKey, refKind string) error {
+	s, r := p.s, p.c.Request()
+	// 1. The check: a plain read.
+	loose, found, err := s.db.LabLooseFindKey(checkCtx, p.scope, tableKey)
+	if err != nil {
+		return p.checkFailed(checkCtx, err)
 	}
 	if found {
-		p.note(0, "SELECT found the key: answering from its row")
-		return p.answer(p.protocol().AnswerHeld(held))
+		return p.answerFound(pay.KeyRow{Fingerprint: loose.Fingerprint, Status: loose.Status, ResponseStatus: loose.ResponseStatus, ResponseBody: loose.ResponseBody})
 	}
-	gap := s.lab.Settings().Server.CheckGapMS
-	p.note(0, fmt.Sprintf("SELECT … WHERE key = ?: no row, so this request goes ahead (and inserts %d ms later)", gap))
-
 	// 2. The gap between the check and the insert.
-	if gap > 0 {
-		if err := s.sleep(ctx, time.Duration(gap)*time.Millisecond); err != nil {
-			return p.fail(err)
-		}
+	if err := p.checkGap(checkCtx); err != nil {
+		return p.checkFailed(checkCtx, err)
 	}
-
 	// 3. The insert, as a write of its own.
-	claim := pay.ClaimRequest{Scope: p.scope, Key: p.key, Method: r.Method, Path: paymentsPath, Fingerprint: p.fp,
-		OrderID: p.req.OrderID, AmountSatang: p.req.AmountSatang}
-	if constrained {
-		token, err := s.db.LabInsertKeyUnguarded(ctx, claim)
-		s.idleSweeps.claimed() // a started key the sweeper must look for
-		if errors.Is(err, store.ErrConstraint) {
-			s.lab.constraintRefusals.Add(1)
-			detail := strings.TrimPrefix(err.Error(), store.ErrConstraint.Error()+": ")
-			p.note(http.StatusInternalServerError, "INSERT refused by the table's primary key ("+detail+"): the check had said the key was free; the constraint stopped a second charge")
-			return writeProblem(c, pay.Errorf(pay.EINTERNAL,
-				"The database refused to insert the key %q a second time (%s). This server checked for the key first and found nothing, but another request inserted it in between: the constraint, not the check, stopped a second charge. Retry with the same key to get the first request's answer.", truncate(p.key, 64), detail))
-		}
-		if err != nil {
-			return p.fail(err)
-		}
-		p.publish(live.Claimed, 0, "key row inserted as started, after a SELECT")
-		return p.answer(s.protocol.Execute(ctx, p.protocol(), token))
-	}
-
-	rowID, rows, err := s.db.LabLooseInsertKey(ctx, claim, p.id)
+	rowID, rows, err := s.db.LabLooseInsertKey(workCtx, p.claim(tableKey), p.id)
 	if err != nil {
 		return p.fail(err)
 	}
 	p.note(0, fmt.Sprintf("INSERT key into the unguarded table: nothing refuses it; this key now has %d %s", rows, plural(rows, "row", "rows")))
-	if err := p.holdDelay(ctx); err != nil {
+	if err := p.holdDelay(workCtx); err != nil {
 		return p.fail(err)
 	}
 	// This code trusts its check, so it gives the gateway a reference of
 	// its own request, not the client's key: nothing downstream dedupes.
-	ref := store.LabKeyPrefix + "check-first " + p.id
+	ref := store.LabKeyPrefix + refKind + p.id
 	p.publish(live.GatewayCall, 0, "charging the gateway with a reference of this request's own")
-	g, err := s.gateway.ChargeWith(ctx, p.gw, gatewayKey(p.scope, ref), p.req.OrderID, p.req.AmountSatang)
+	g, err := s.gateway.ChargeWith(workCtx, p.gw, gatewayKey(p.scope, ref), p.req.OrderID, p.req.AmountSatang)
 	if err != nil {
 		status, body := problemBody(r, err)
 		p.publish(live.GatewayReply, status, pay.ErrorMessage(err))
-		if _, serr := s.db.LabLooseComplete(ctx, rowID, status, body, nil, p.id); serr != nil {
+		if _, serr := s.db.LabLooseComplete(workCtx, rowID, status, body, nil, p.id); serr != nil {
 			return p.fail(serr)
 		}
-		return c.Blob(status, "application/problem+json", body)
+		return p.c.Blob(status, "application/problem+json", body)
 	}
 	p.publish(live.GatewayReply, http.StatusOK, "charged "+g.ID)
-	ch := pay.Charge{ID: pay.NewID("ch_"), Scope: p.scope, Key: p.key, OrderID: p.req.OrderID,
+	ch := pay.Charge{ID: pay.NewID("ch_"), Scope: p.scope, Key: tableKey, OrderID: p.req.OrderID,
 		AmountSatang: p.req.AmountSatang, GatewayRef: g.ID, CreatedAt: s.clock.Now()}
-	n, err := s.db.LabLooseComplete(ctx, rowID, http.StatusCreated, ch.ResponseBody(), &ch, p.id)
+	n, err := s.db.LabLooseComplete(workCtx, rowID, http.StatusCreated, ch.ResponseBody(), &ch, p.id)
 	if err != nil {
 		return p.fail(err)
 	}
 	p.publishEvent(live.Event{Kind: live.Charged, Charge: ch.ID, Message: fmt.Sprintf("charge %s recorded in the unguarded table: charge number %d for this key", ch.ID, n)})
 	p.note(http.StatusCreated, "key row marked done; 201 sent")
 	return p.answerCharged(ch)
+}
+
+// claim is the request's key row, filed under tableKey.
+func (p *payment) claim(tableKey string) pay.ClaimRequest {
+	return pay.ClaimRequest{Scope: p.scope, Key: tableKey, Method: p.c.Request().Method, Path: paymentsPath, Fingerprint: p.fp,
+		OrderID: p.req.OrderID, AmountSatang: p.req.AmountSatang}
+}
+
+// answerFound answers from the key row the check found.
+func (p *payment) answerFound(held pay.KeyRow) error {
+	p.note(0, "SELECT found the key: answering from its row")
+	return p.answer(p.protocol().AnswerHeld(held))
+}
+
+// checkGap is the pause between the check and the insert.
+func (p *payment) checkGap(ctx context.Context) error {
+	gap := p.s.lab.Settings().Server.CheckGapMS
+	p.note(0, fmt.Sprintf("SELECT … WHERE key = ?: no row, so this request goes ahead (and inserts %d ms later)", gap))
+	if gap <= 0 {
+		return nil
+	}
+	return p.s.sleep(ctx, time.Duration(gap)*time.Millisecond)
+}
+
+// checkFailed answers a check or a pause that failed: no failure of ours
+// when it ran under the client's connection and the client left.
+func (p *payment) checkFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil && p.c.Request().Context().Err() != nil {
+		return p.hungUp("before the key was inserted")
+	}
+	return p.fail(err)
+}
+
+// hungUp ends a request whose client left before anything was written:
+// there is nothing to undo and nobody to answer, but the timeline says so.
+func (p *payment) hungUp(when string) error {
+	p.note(0, "the client hung up "+when+": nothing was written, nothing is left behind")
+	return writeProblem(p.c, pay.Errorf(pay.EUNAVAILABLE, "The client hung up %s; nothing was written.", when))
 }
 
 // payKeyTableOnly is the protocol for mistake 7, pruning keys sooner than

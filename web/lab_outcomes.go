@@ -41,6 +41,18 @@ type LabRaceOutcome struct {
 	ConstraintRefusals int64 `json:"constraint_refusals"`
 }
 
+// LabLockOutcome is the lock in memory's: charges in the unguarded table
+// per key, and how many requests waited for this server's lock.
+type LabLockOutcome struct {
+	LabChargeOutcome
+	// LockWaits counts the requests that waited for this server's lock
+	// (each server counts its own).
+	LockWaits int64 `json:"lock_waits"`
+	// KeysLocked is how many keys this server's lock map holds now:
+	// those being worked on or waited for.
+	KeysLocked int `json:"keys_locked"`
+}
+
 // LabRefusalOutcome counts 400 and 422 answers, and the attempts that got
 // one again for the same key.
 type LabRefusalOutcome struct {
@@ -89,6 +101,7 @@ type LabOutcomes struct {
 	NewKeyAfter500  LabReconcileOutcome `json:"new_key_after_500"`
 	PersonalDataKey LabPersonalOutcome  `json:"personal_data_key"`
 	PruneTooSoon    LabPruneOutcome     `json:"prune_too_soon"`
+	MemoryLock      LabLockOutcome      `json:"memory_lock"`
 	// ExtraCharges is the sum of every mistake's extra charges.
 	ExtraCharges int `json:"extra_charges"`
 }
@@ -112,6 +125,21 @@ func orderName(g store.LabGroup) string { return g.OrderID }
 
 func keyName(g store.LabGroup) string { return truncate(g.Key, 40) + " (" + g.OrderID + ")" }
 
+// splitMemoryLock parts the unguarded table's groups into
+// check-then-insert's and the lock in memory's (filed under
+// memoryLockPrefix), and takes the prefix off the latter's keys.
+func splitMemoryLock(groups []store.LabGroup) (checkFirst, memoryLock []store.LabGroup) {
+	for _, g := range groups {
+		if k, ok := strings.CutPrefix(g.Key, memoryLockPrefix); ok {
+			g.Key = k
+			memoryLock = append(memoryLock, g)
+		} else {
+			checkFirst = append(checkFirst, g)
+		}
+	}
+	return checkFirst, memoryLock
+}
+
 // labOutcomes measures, once per event: callers between two events share
 // one measurement.
 func (s *Server) labOutcomes(ctx context.Context) (LabOutcomes, error) {
@@ -128,8 +156,11 @@ func (s *Server) labOutcomes(ctx context.Context) (LabOutcomes, error) {
 	}
 	o := LabOutcomes{Seq: seq}
 	o.NoKey = chargeOutcome(g.NoKey, orderName)
-	o.CheckThenInsert = LabRaceOutcome{LabChargeOutcome: chargeOutcome(g.Loose, keyName),
+	checkFirst, memoryLock := splitMemoryLock(g.Loose)
+	o.CheckThenInsert = LabRaceOutcome{LabChargeOutcome: chargeOutcome(checkFirst, keyName),
 		KeyRows: g.LooseKeyRows, ConstraintRefusals: l.constraintRefusals.Load()}
+	o.MemoryLock = LabLockOutcome{LabChargeOutcome: chargeOutcome(memoryLock, keyName),
+		LockWaits: l.lockWaits.Load(), KeysLocked: l.locks.len()}
 	var retry, after500 []store.LabGroup
 	for _, mg := range g.ManyKeys {
 		if mg.Saved500 {
@@ -151,7 +182,7 @@ func (s *Server) labOutcomes(ctx context.Context) (LabOutcomes, error) {
 		return LabOutcomes{}, err
 	}
 	o.ExtraCharges = o.NoKey.ExtraCharges + o.NewKeyPerRetry.ExtraCharges + o.CheckThenInsert.ExtraCharges +
-		o.NewKeyAfter500.ExtraCharges + o.PruneTooSoon.ExtraCharges
+		o.NewKeyAfter500.ExtraCharges + o.PruneTooSoon.ExtraCharges + o.MemoryLock.ExtraCharges
 	l.out, l.outSeq, l.outOK = o, seq, true
 	return o, nil
 }
@@ -284,6 +315,16 @@ func labViewOutcomes(o LabOutcomes) []views.LabOutcome {
 		Lines: append([]string{fmt.Sprintf("%d %s pruned by the lab (keys kept %s); %d %s made while the key table was the only memory.",
 			pt.Pruned, plural(int(pt.Pruned), "key", "keys"), retentionWords(pt.RetentionSeconds), pt.Charges, plural(pt.Charges, "charge", "charges"))},
 			list("Charged again: ", pt.Twice)...)})
+
+	ml := o.MemoryLock
+	mlTone := money(ml.ChargedTwice, ml.Charges)
+	mlLines := []string{fmt.Sprintf("%d %s made under a lock in memory; %d %s waited for this server's lock on a key another request held.",
+		ml.Charges, plural(ml.Charges, "charge", "charges"), ml.LockWaits, plural(int(ml.LockWaits), "request", "requests"))}
+	if ml.ChargedTwice > 0 {
+		mlLines = append(mlLines, "A key charged twice had its requests on two servers: each took a lock of its own, and neither saw the other's.")
+	}
+	out = append(out, views.LabOutcome{N: ml.ChargedTwice, Unit: plural(ml.ChargedTwice, "key charged more than once (lock in memory)", "keys charged more than once (lock in memory)"),
+		Tone: mlTone, Lines: append(mlLines, list("Charged more than once: ", ml.Twice)...)})
 	return out
 }
 
@@ -306,7 +347,7 @@ func plural(n int, one, many string) string {
 
 // labModeValues tells the panel the values of the modes it offers.
 var labModeValues = views.LabModes{Correct: LabCorrect, NoKey: LabNoKey, CheckThenInsert: LabCheckThenInsert,
-	CheckThenInsertConstrained: LabCheckThenInsertConstrained, KeyTableOnly: LabKeyTableOnly}
+	CheckThenInsertConstrained: LabCheckThenInsertConstrained, KeyTableOnly: LabKeyTableOnly, MemoryLock: LabMemoryLock}
 
 // labRetentions are the key retentions the panel offers: 0 (the server's
 // own) and the lab's two.

@@ -540,7 +540,7 @@ func TestLabLive(t *testing.T) {
 		return r.Status, out
 	}
 	status, first := live("s=0&o=99&l=0") // versions the server never had
-	if status != http.StatusOK || len(first.HTML) != 7+7+1+1 || first.HTML["lesson"] == "" || first.HTML["lab-ctl-3"] == "" || first.HTML["lab-out-7"] == "" {
+	if status != http.StatusOK || len(first.HTML) != 8+8+1+1 || first.HTML["lesson"] == "" || first.HTML["lab-ctl-3"] == "" || first.HTML["lab-out-8"] == "" {
 		t.Fatalf("%d, %d parts", status, len(first.HTML))
 	}
 	q := fmt.Sprintf("s=%d&o=%d&l=%d", first.V["s"], first.V["o"], first.V["l"])

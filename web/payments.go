@@ -45,6 +45,8 @@ func (s *Server) handleCreatePayment(c echo.Context) error {
 		err = s.payCheckFirst(c, true)
 	case LabKeyTableOnly:
 		err = s.payKeyTableOnly(c)
+	case LabMemoryLock:
+		err = s.payMemoryLock(c)
 	default:
 		err = s.payCorrect(c)
 	}

@@ -171,7 +171,8 @@ func (db *DB) LabMeasure(ctx context.Context) (store.LabChargeGroups, error) {
 		FROM lab_loose_charges GROUP BY scope, idempotency_key ORDER BY min(created_at) LIMIT $1`, labMaxGroups); err != nil {
 		return g, err
 	}
-	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM lab_loose_keys`).Scan(&g.LooseKeyRows); err != nil {
+	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM lab_loose_keys WHERE NOT starts_with(key, $1)`,
+		store.LabKeyPrefix).Scan(&g.LooseKeyRows); err != nil {
 		return g, err
 	}
 	g.ManyKeys, err = db.labGroups(ctx, `SELECT c.scope, c.order_id, '', count(*), count(DISTINCT c.idempotency_key),

@@ -1,0 +1,331 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"paytwice/sim"
+	"paytwice/store/postgres"
+	"paytwice/store/postgres/pgtest"
+	"paytwice/web/live"
+)
+
+func TestKeyLocks(t *testing.T) {
+	ctx := context.Background()
+	noWait := func() { t.Error("waited for a free lock") }
+	t.Run("a lock is one holder at a time, and its entry goes with its last user", func(t *testing.T) {
+		k := newKeyLocks(10)
+		unlock, err := k.lock(ctx, "s", "a", noWait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting := make(chan struct{})
+		got := make(chan error, 1)
+		go func() {
+			u, err := k.lock(ctx, "s", "a", func() { close(waiting) })
+			if err == nil {
+				u()
+			}
+			got <- err
+		}()
+		<-waiting
+		if n := k.len(); n != 1 {
+			t.Fatalf("%d entries for one key", n)
+		}
+		unlock()
+		unlock() // a second call does nothing
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if n := k.len(); n != 0 {
+			t.Fatalf("%d entries left after every user left", n)
+		}
+	})
+	t.Run("keys of other scopes or names never wait for each other", func(t *testing.T) {
+		k := newKeyLocks(10)
+		for _, name := range [][2]string{{"s", "a"}, {"s", "b"}, {"t", "a"}} {
+			if _, err := k.lock(ctx, name[0], name[1], noWait); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := k.len(); n != 3 {
+			t.Fatalf("%d entries, want 3", n)
+		}
+	})
+	t.Run("the map is bounded: a new key beyond it is refused, a held one still queues", func(t *testing.T) {
+		k := newKeyLocks(2)
+		for _, key := range []string{"a", "b"} {
+			if _, err := k.lock(ctx, "s", key, noWait); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := k.lock(ctx, "s", "c", noWait); !errors.Is(err, errTooManyLocks) {
+			t.Fatalf("a third key: %v", err)
+		}
+		gone, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := k.lock(gone, "s", "a", func() {}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("waiting on a held key: %v", err)
+		}
+	})
+	t.Run("a waiter that gives up leaves no entry behind", func(t *testing.T) {
+		k := newKeyLocks(10)
+		unlock, _ := k.lock(ctx, "s", "a", noWait)
+		gone, cancel := context.WithCancel(ctx)
+		if _, err := k.lock(gone, "s", "a", cancel); !errors.Is(err, context.Canceled) {
+			t.Fatalf("%v", err)
+		}
+		unlock()
+		if n := k.len(); n != 0 {
+			t.Fatalf("%d entries left", n)
+		}
+	})
+}
+
+// waitEvents reads sub until n events matching match have been seen.
+func waitEvents(t *testing.T, sub *live.Subscription, n int, what string, match func(live.Event) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seen := 0
+	for seen < n {
+		entries, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("%d of %d %s: %v", seen, n, what, err)
+		}
+		for _, e := range entries {
+			if match(e.Event) {
+				seen++
+			}
+		}
+	}
+}
+
+func noteIs(prefix string) func(live.Event) bool {
+	return func(e live.Event) bool { return e.Kind == labKind && strings.HasPrefix(e.Message, prefix) }
+}
+
+// holdGap makes the pause between the check and the insert wait until
+// release is closed (or the request's context ends), and reports each
+// request that reaches it on reached.
+func holdGap(s *Server) (reached chan struct{}, release chan struct{}) {
+	reached, release = make(chan struct{}, 64), make(chan struct{})
+	s.sleep = func(ctx context.Context, d time.Duration) error {
+		reached <- struct{}{}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return reached, release
+}
+
+// TestLabMistakeMemoryLock: the check-then-insert race, behind a lock per
+// key held in the server's memory. On one server a same-key storm is
+// charged once: every request but the first waits, then replays. On three
+// servers sharing one PostgreSQL database, a key's requests sent to
+// different servers take a lock each and are all charged.
+func TestLabMistakeMemoryLock(t *testing.T) {
+	body := `{"order_id":"A-5005","amount_satang":129900}`
+	lockMode := LabSettings{Server: LabServer{Mode: LabMemoryLock, CheckGapMS: 1000}}
+
+	t.Run("on one server a same-key storm waits in line and is charged once", func(t *testing.T) {
+		const n = 10
+		env := newTestEnv(t, Config{})
+		env.putLab(lockMode)
+		sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
+		_, release := holdGap(env.Server)
+		key := uuid.NewString()
+		answers := make(chan []response, 1)
+		go func() { answers <- env.burst(n, key, body) }()
+		// The first request holds the lock in its pause until every other
+		// one is queued behind it: the storm really overlaps.
+		waitEvents(t, sub, n-1, "requests waiting for the lock", noteIs(memoryLockWaiting))
+		close(release)
+		rs := <-answers
+
+		loose, err := env.DB.LabLooseCharges(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		replays := 0
+		for _, r := range rs {
+			if r.Header.Get("Idempotent-Replayed") == "true" {
+				replays++
+			}
+		}
+		if len(loose) != 1 || countStatus(rs, http.StatusCreated) != n || replays != n-1 {
+			t.Fatalf("answers %s, %d replayed; %d charges, want 1", statusList(rs), replays, len(loose))
+		}
+		if loose[0].Key != memoryLockPrefix+key {
+			t.Errorf("the charge is filed under %q", loose[0].Key)
+		}
+		o := env.outcomes()
+		if m := o.MemoryLock; m.Charges != 1 || m.ChargedTwice != 0 || m.LockWaits != n-1 || m.KeysLocked != 0 {
+			t.Fatalf("the lab measured %+v", m)
+		}
+		if o.CheckThenInsert.Charges != 0 || o.CheckThenInsert.KeyRows != 0 {
+			t.Fatalf("check-then-insert's card counts the lock's rows: %+v", o.CheckThenInsert)
+		}
+		if n := env.Server.lab.locks.len(); n != 0 {
+			t.Fatalf("%d keys still locked after the storm", n)
+		}
+	})
+
+	t.Run("on three servers on one database each server's lock lets its request charge", func(t *testing.T) {
+		const keys, servers = 4, 3
+		url := pgtest.NewDatabase(t)
+		var srvs []*Server
+		var urls []string
+		// The pause of every request waits until all of them have looked
+		// their key up: each key's requests, one per server, all find no
+		// row, whatever order the machine runs them in.
+		var mu sync.Mutex
+		arrived, everyone := 0, make(chan struct{})
+		gap := func(ctx context.Context, d time.Duration) error {
+			mu.Lock()
+			if arrived++; arrived == keys*servers {
+				close(everyone)
+			}
+			mu.Unlock()
+			select {
+			case <-everyone:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		for i := range servers {
+			db, err := postgres.Open(context.Background(), url, postgres.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			s := NewServer(Config{Name: fmt.Sprintf("s%d", i+1), Logger: log.New(io.Discard, "", 0)}, db, sim.NewClock(time.Now))
+			s.sleep = gap
+			hs := httptest.NewServer(s.Handler())
+			t.Cleanup(func() { s.Close(); hs.Close() })
+			// Lab settings are each server's own here: set every one.
+			env := &testEnv{t: t, tb: t, URL: hs.URL, Server: s}
+			env.putLab(lockMode)
+			srvs, urls = append(srvs, s), append(urls, hs.URL)
+		}
+
+		var wg sync.WaitGroup
+		answers := make([][]response, keys)
+		for k := range keys {
+			answers[k] = make([]response, servers)
+			key := fmt.Sprintf("lock-%d-%s", k, uuid.NewString())
+			for i, u := range urls {
+				env := &testEnv{URL: u}
+				wg.Go(func() {
+					r, err := env.tryPay(key, fmt.Sprintf(`{"order_id":"L-%d","amount_satang":4200}`, k))
+					if err != nil {
+						r = response{Body: []byte(err.Error())}
+					}
+					answers[k][i] = r
+				})
+			}
+		}
+		wg.Wait()
+		for k, rs := range answers {
+			if countStatus(rs, http.StatusCreated) != servers {
+				t.Fatalf("key %d: answers %s, want a 201 from every server", k, statusList(rs))
+			}
+			for _, r := range rs {
+				if r.Header.Get("Idempotent-Replayed") != "" {
+					t.Fatalf("key %d: a replay, though no server saw another's row", k)
+				}
+			}
+		}
+		for i, s := range srvs {
+			o := (&testEnv{t: t, URL: urls[i]}).outcomes()
+			if m := o.MemoryLock; m.Charges != keys*servers || m.ChargedTwice != keys || m.ExtraCharges != keys*(servers-1) || m.LockWaits != 0 {
+				t.Fatalf("server %d measured %+v", i+1, m)
+			}
+			if o.ExtraCharges != keys*(servers-1) {
+				t.Fatalf("server %d: %d extra charges in all", i+1, o.ExtraCharges)
+			}
+			if n := s.lab.locks.len(); n != 0 {
+				t.Fatalf("server %d: %d keys still locked", i+1, n)
+			}
+		}
+	})
+}
+
+// TestLabMemoryLockHangUps: a client that hangs up while it waits for the
+// lock leaves the queue, and one that hangs up while it holds the lock
+// (before anything was written) gives it back: the next request with the
+// key runs, and is the only one charged.
+func TestLabMemoryLockHangUps(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	env.putLab(LabSettings{Server: LabServer{Mode: LabMemoryLock, CheckGapMS: 1000}})
+	sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
+	reached, release := holdGap(env.Server)
+	key, body := uuid.NewString(), `{"order_id":"A-6006","amount_satang":129900}`
+
+	// send pays in the background under ctx, and reports when it ends.
+	send := func(ctx context.Context) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, env.URL+paymentsPath, strings.NewReader(body))
+			if err != nil {
+				done <- err
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", key)
+			_, err = do(req)
+			done <- err
+		}()
+		return done
+	}
+
+	holderCtx, hangUpHolder := context.WithCancel(context.Background())
+	defer hangUpHolder()
+	holder := send(holderCtx)
+	<-reached // the first request holds the lock, in its pause
+
+	waiterCtx, hangUpWaiter := context.WithCancel(context.Background())
+	defer hangUpWaiter()
+	waiter := send(waiterCtx)
+	waitEvents(t, sub, 1, "a request waiting for the lock", noteIs(memoryLockWaiting))
+	hangUpWaiter()
+	if err := <-waiter; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiter's client: %v", err)
+	}
+	waitEvents(t, sub, 1, "the waiter leaving the queue", noteIs("the client hung up while waiting"))
+	if n := env.Server.lab.locks.len(); n != 1 {
+		t.Fatalf("%d keys locked, want the holder's only", n)
+	}
+
+	hangUpHolder()
+	if err := <-holder; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the holder's client: %v", err)
+	}
+	waitEvents(t, sub, 1, "the holder giving the lock back", noteIs("the client hung up before the key was inserted"))
+	close(release) // the next request's pause does not wait
+	r := env.pay(key, body)
+	if r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("the request after the hang-ups: %d, replayed %q: %s", r.Status, r.Header.Get("Idempotent-Replayed"), r.Body)
+	}
+	if loose, _ := env.DB.LabLooseCharges(context.Background()); len(loose) != 1 {
+		t.Fatalf("%d charges, want 1", len(loose))
+	}
+	if n := env.Server.lab.locks.len(); n != 0 {
+		t.Fatalf("%d keys still locked", n)
+	}
+}
