@@ -1,6 +1,7 @@
 package views
 
 import (
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -64,7 +65,10 @@ type TimelineRow struct {
 	ID    string // DOM id of the row
 	Time  time.Time
 	Title string // "POST /v1/payments", "Sweeper", …
-	Key   string // the idempotency key, in full
+	// Server names the server that handled the request, when several
+	// share one database; "" on a server of its own.
+	Server string
+	Key    string // the idempotency key, in full
 	// PersonalData is what the key looks like ("an e-mail address") when
 	// it looks like personal data, else "".
 	PersonalData string
@@ -209,6 +213,22 @@ func laneSpan(s Step) string {
 		a, b, dir = b, a, "rtl"
 	}
 	return "l" + strconv.Itoa(int(a)) + "-" + strconv.Itoa(int(b)) + " " + dir
+}
+
+// serverColours is how many colours tell servers apart on the timeline.
+const serverColours = 6
+
+// rowClass gives the row of a request its server's colour: the same for a
+// name on every server's pages (it follows from the name alone), so that
+// a class sees at a glance which rows one server handled. The name is
+// always written too.
+func rowClass(r TimelineRow) string {
+	if r.Server == "" {
+		return "tl-row"
+	}
+	h := fnv.New32a()
+	h.Write([]byte(r.Server))
+	return "tl-row srv-" + strconv.Itoa(int(h.Sum32()%serverColours))
 }
 
 func stepClass(s Step) string {

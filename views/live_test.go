@@ -162,6 +162,51 @@ func TestTimelineRow(t *testing.T) {
 	})
 }
 
+func TestTimelineRowServer(t *testing.T) {
+	t.Run("a server of its own draws the row as it always did, with no server", func(t *testing.T) {
+		row := byID(t, render(t, TimelineRowView(sampleRow())), "tl-rq_1")
+		if c, _ := attr(row, "class"); c != "tl-row" {
+			t.Errorf("class %q", c)
+		}
+		if n := len(byClass(row, "srv")); n != 0 {
+			t.Errorf("%d server chips", n)
+		}
+	})
+	t.Run("a row with a server names it after the time, in words and a colour of its own", func(t *testing.T) {
+		r := sampleRow()
+		r.Server = "127.0.0.1:8081"
+		row := byID(t, render(t, TimelineRowView(r)), "tl-rq_1")
+		chips := byClass(row, "srv")
+		if len(chips) != 1 || text(chips[0]) != "server 127.0.0.1:8081" {
+			t.Fatalf("chips %d, text %q", len(chips), text(chips[0]))
+		}
+		if title, _ := attr(chips[0], "title"); title != "handled by the server 127.0.0.1:8081" {
+			t.Errorf("title %q", title)
+		}
+		if head := text(byClass(row, "tl-head")[0]); !strings.HasPrefix(head, "09:00:00.000 server 127.0.0.1:8081 POST /v1/payments") {
+			t.Errorf("heading %q", head)
+		}
+		c, _ := attr(row, "class")
+		if !strings.HasPrefix(c, "tl-row srv-") {
+			t.Errorf("class %q", c)
+		}
+		// The colour follows from the name alone: every server draws it alike.
+		if again, _ := attr(byID(t, render(t, TimelineRowView(r)), "tl-rq_1"), "class"); again != c {
+			t.Errorf("class %q, then %q", c, again)
+		}
+	})
+	t.Run("the first servers' usual names get colours of their own", func(t *testing.T) {
+		seen := map[string]string{}
+		for _, name := range []string{"s1", "s2", "s3"} {
+			c := rowClass(TimelineRow{Server: name})
+			if other, dup := seen[c]; dup {
+				t.Errorf("%s and %s share %q", other, name, c)
+			}
+			seen[c] = name
+		}
+	})
+}
+
 func TestKeyRow(t *testing.T) {
 	k := KeyRow{ID: "k-1", Scope: "token:0a1b2c3d", Key: "key-number-one-is-long", Fingerprint: "0123456789abcdef",
 		OrderID: "A-1", Amount: 100, Status: "started", Created: t0, Hits: 2}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,24 +60,36 @@ func (s *Server) handleTimelineJSON(c echo.Context) error {
 	return c.JSON(http.StatusOK, TimelineExport{ExportedAt: s.clock.Now().UTC(), Events: s.exportEvents()})
 }
 
-// TimelineCSVHeader is the first row of GET /api/timeline.csv.
+// TimelineCSVHeader is the first row of GET /api/timeline.csv. When the
+// events name their servers (several servers share one database), a last
+// column, "server", says which server handled each.
 var TimelineCSVHeader = []string{"seq", "time", "kind", "request", "scope", "key", "order_id", "amount_satang", "status", "message"}
 
 // handleTimelineCSV is GET /api/timeline.csv: one row per event, times in
 // RFC 3339 UTC, empty cells for what an event does not have.
 func (s *Server) handleTimelineCSV(c echo.Context) error {
+	events := s.exportEvents()
+	named := slices.ContainsFunc(events, func(e live.Event) bool { return e.Server != "" })
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
-	_ = w.Write(TimelineCSVHeader)
+	header := TimelineCSVHeader
+	if named {
+		header = append(slices.Clip(header), "server")
+	}
+	_ = w.Write(header)
 	num := func(n int64) string {
 		if n == 0 {
 			return ""
 		}
 		return strconv.FormatInt(n, 10)
 	}
-	for _, e := range s.exportEvents() {
-		_ = w.Write([]string{strconv.FormatUint(e.Seq, 10), e.Time.UTC().Format(time.RFC3339Nano), string(e.Kind),
-			e.Request, cell(e.Scope), cell(e.Key), cell(e.OrderID), num(e.Amount), num(int64(e.Status)), cell(e.Message)})
+	for _, e := range events {
+		row := []string{strconv.FormatUint(e.Seq, 10), e.Time.UTC().Format(time.RFC3339Nano), string(e.Kind),
+			e.Request, cell(e.Scope), cell(e.Key), cell(e.OrderID), num(e.Amount), num(int64(e.Status)), cell(e.Message)}
+		if named {
+			row = append(row, cell(e.Server))
+		}
+		_ = w.Write(row)
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

@@ -300,8 +300,8 @@ func (p *projector) refresh() {
 		views.StepView(busy.Steps[0], true), views.Outcome(busy.ID, busy.Outcome, true)})
 }
 
-// load fills the model from the database, for a start or after the
-// projector fell behind.
+// load fills the model from the database, for a start, after the
+// projector fell behind, or after other servers' events were lost.
 func (p *projector) load(ctx context.Context) {
 	keys, err := p.s.db.RecentKeys(ctx, liveKeys)
 	if err != nil && ctx.Err() == nil {
@@ -662,6 +662,16 @@ func (p *projector) apply(e live.Event) {
 	if e.Kind == live.Pruned {
 		pruned = p.loadKeys()
 	}
+	if e.Kind == live.Gap {
+		// Other servers' events were lost on the way here: what the tables
+		// and counters show comes from the database again, and the next
+		// frame redraws every panel. (An event applied again meanwhile is
+		// harmless: keys and charges are upserted by id.)
+		p.load(p.s.baseCtx)
+		p.mu.Lock()
+		p.fullNext = true
+		p.mu.Unlock()
+	}
 	now := time.Now()
 
 	p.mu.Lock()
@@ -854,7 +864,7 @@ func (u *update) rowFor(title string) *views.TimelineRow {
 			}
 		}
 	}
-	r := &views.TimelineRow{ID: id, Time: e.Time, Title: title, Key: e.Key, PersonalData: PersonalData(e.Key), OrderID: e.OrderID, Amount: e.Amount, Scope: e.Scope}
+	r := &views.TimelineRow{ID: id, Time: e.Time, Title: title, Server: e.Server, Key: e.Key, PersonalData: PersonalData(e.Key), OrderID: e.OrderID, Amount: e.Amount, Scope: e.Scope}
 	if u.quiet {
 		return r // busy: not drawn, not kept
 	}
@@ -1119,6 +1129,10 @@ func (u *update) timeline() {
 	case live.Reset:
 		r := u.rowFor("Reset")
 		u.step(r, views.Step{From: S, To: D, Label: e.Message, Badge: views.Badge{Text: "reset", Tone: views.ToneMute}})
+
+	case live.Gap:
+		r := u.rowFor("Other servers")
+		u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "gap", Tone: views.ToneWarn}})
 
 	case heldKind, resumedKind, stepKind, watchKind, aimKind:
 		u.stepMode()

@@ -133,6 +133,10 @@ type Server struct {
 	liveOnce sync.Once
 	proj     *projector
 
+	// relay carries live events between the servers that share one
+	// database (web/relay.go); nil on a server of its own.
+	relay *relay
+
 	// The common-mistakes lab and the lessons (web/lab.go).
 	lab *labState
 
@@ -160,6 +164,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		hub:    live.New(live.DefaultSize, clock.Now),
 		sleep:  pay.Sleep,
 	}
+	s.hub.SetServer(cfg.Name)
 	if s.ledger == nil {
 		s.ledger = db.(Ledger) // both stores hold the ledger's tables too
 	}
@@ -179,6 +184,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		}}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.echo = s.routes()
+	s.startRelay()
 	return s
 }
 

@@ -42,6 +42,10 @@ const (
 	LookedUp     Kind = "looked_up"     // an order was looked up (GET /v1/payments?order_id=)
 	Switched     Kind = "switched"      // a fault switch changed
 	Reset        Kind = "reset"         // the demonstration was reset
+	// Gap says that this server's pages may lack other servers' events:
+	// its connection to them was lost and restored, or one of them could
+	// not keep up with its own events. The pages reload from the database.
+	Gap Kind = "gap"
 )
 
 // SweepResult is what the sweeper did with a stuck key.
@@ -78,11 +82,17 @@ type Event struct {
 	// Fault marks a step that a fault switch caused.
 	Fault   bool   `json:"fault,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Server names the server that handled the step, when several share
+	// one database; "" on a server of its own.
+	Server string `json:"server,omitempty"`
 }
 
 // Entry is an event in the ring.
 type Entry struct {
 	Event
+	// Remote marks an event another server published and this one
+	// received (PublishRemote): it is shown here, not sent back out.
+	Remote bool
 }
 
 // DefaultSize is how many events the hub keeps.
@@ -91,6 +101,8 @@ const DefaultSize = 1024
 // Hub is the event hub. The zero value is not usable; call New.
 type Hub struct {
 	now func() time.Time
+	// server is the name stamped on this server's own events (SetServer).
+	server string
 
 	mu   sync.Mutex
 	ring []*Entry
@@ -112,10 +124,25 @@ func New(size int, now func() time.Time) *Hub {
 	return &Hub{now: now, ring: make([]*Entry, size), next: 1, wake: make(chan struct{})}
 }
 
-// Publish numbers e, stamps it, stores it and wakes the viewers. It never
-// blocks on a viewer.
+// SetServer names the server whose events this hub publishes; call it
+// before the first Publish. Without it events carry no server, as on a
+// server of its own.
+func (h *Hub) SetServer(name string) { h.server = name }
+
+// Publish numbers e, stamps it with the time and this server's name,
+// stores it and wakes the viewers. It never blocks on a viewer.
 func (h *Hub) Publish(e Event) Event {
-	entry := &Entry{Event: e}
+	e.Server = h.server
+	return h.publish(&Entry{Event: e})
+}
+
+// PublishRemote publishes an event that another server published: it
+// keeps that server's name and time, and gets a number of this hub's.
+func (h *Hub) PublishRemote(e Event) Event {
+	return h.publish(&Entry{Event: e, Remote: true})
+}
+
+func (h *Hub) publish(entry *Entry) Event {
 	h.mu.Lock()
 	entry.Seq = h.next
 	if entry.Time.IsZero() {

@@ -1,0 +1,257 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"paytwice/store/postgres"
+	"paytwice/web/live"
+)
+
+// The relay joins the hubs of the servers that share one database, so that
+// every page on every server shows every request and the room stays one
+// room.
+//
+// It reads this server's hub like any viewer and sends the events that
+// happened here to the other servers with NOTIFY, and it publishes the
+// events they send into this hub, with their server's name and time. It
+// runs on goroutines of its own: a payment publishes into the hub, which
+// never waits, and never waits on the database for an event. When the
+// relay falls behind the hub's ring it skips what it missed, counts it and
+// tells the others, whose pages then reload from the database rather than
+// show a silent hole.
+
+// notifier is what the relay needs of a store that can reach the other
+// servers: *postgres.DB.
+type notifier interface {
+	Notify(ctx context.Context, channel, payload string) error
+	Listen(ctx context.Context, channel string, onListen func(), onNotify func(payload string)) error
+}
+
+// relayChannel is the channel the servers' events travel on.
+const relayChannel = "paytwice_events"
+
+// relayNotifyTimeout bounds one NOTIFY: meanwhile the relay falls behind,
+// and skips rather than hold anything up.
+const relayNotifyTimeout = 5 * time.Second
+
+// relayBatch is one notification: events of one server, oldest first.
+type relayBatch struct {
+	// From is the sending relay's random id. Two servers may have been
+	// given the same name; they never share an id, so a relay recognises
+	// its own notifications (PostgreSQL sends them to it too).
+	From   string       `json:"from"`
+	Events []live.Event `json:"events"`
+}
+
+// notRelayed are the kinds that only concern the server that published
+// them: every server derives its own ticks of a lesson's "watch for"
+// items from the events it sees, and a gap is about this server's view.
+var notRelayed = map[live.Kind]bool{watchKind: true, live.Gap: true}
+
+type relay struct {
+	s  *Server
+	db notifier
+	id string
+	// maxPayload is the largest notification sent (a test lowers it).
+	maxPayload int
+
+	// Counts, for the logs and the tests.
+	sent    atomic.Uint64 // events sent to the others
+	batches atomic.Uint64 // notifications sent
+	skipped atomic.Uint64 // events of this server the others never got
+	// listening counts the starts of listening; a start after the first
+	// means notifications may have been lost.
+	listening atomic.Uint64
+}
+
+// startRelay starts relaying when the store can reach the other servers
+// (a PostgreSQL database); a server on SQLite has no others.
+func (s *Server) startRelay() {
+	db, ok := s.db.(notifier)
+	if !ok {
+		return
+	}
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	r := &relay{s: s, db: db, id: hex.EncodeToString(b), maxPayload: postgres.MaxNotifyPayload}
+	s.relay = r
+	// Subscribe now, not on the goroutine: every event published from here
+	// on is relayed.
+	go r.send(s.hub.Subscribe(s.hub.LastSeq()))
+	go r.listen()
+}
+
+// send forwards this server's events until the server stops.
+func (r *relay) send(sub *live.Subscription) {
+	ctx := r.s.baseCtx
+	seen := r.s.hub.LastSeq() // the newest event the relay has read
+	var owed uint64           // events the others missed, not yet told
+	for {
+		entries, err := sub.Next(ctx)
+		switch {
+		case errors.Is(err, live.ErrTooSlow):
+			// The ring moved past the relay: go on from the newest event.
+			// What was skipped may include other servers' events, which
+			// would not have been sent anyway; count it all, it is rare.
+			start := r.s.hub.LastSeq()
+			owed += start - seen
+			r.skipped.Add(start - seen)
+			seen = start
+			sub = r.s.hub.Subscribe(start)
+			if _, ok := r.notify(ctx, []live.Event{r.gapEvent(owed)}); ok {
+				owed = 0
+			}
+			continue
+		case err != nil:
+			return
+		}
+		seen = entries[len(entries)-1].Seq
+		events := make([]live.Event, 0, len(entries)+1)
+		if owed > 0 {
+			events = append(events, r.gapEvent(owed))
+		}
+		for _, e := range entries {
+			if !e.Remote && !notRelayed[e.Kind] {
+				events = append(events, e.Event)
+			}
+		}
+		failed, ok := r.notify(ctx, events)
+		if ok {
+			owed = 0
+		}
+		owed += failed
+		r.skipped.Add(failed)
+	}
+}
+
+// gapEvent tells the other servers that n events of this one never
+// reached them.
+func (r *relay) gapEvent(n uint64) live.Event {
+	return live.Event{Kind: live.Gap, Server: r.s.cfg.Name, Time: time.Now(),
+		Message: strconv.FormatUint(n, 10) + " events of this server could not be relayed to the others; the tables are reloaded from the database"}
+}
+
+// notify sends events in as few notifications as fit, in order, and
+// returns how many of this server's events (gaps aside) were not sent and
+// whether every notification went out.
+func (r *relay) notify(ctx context.Context, events []live.Event) (failed uint64, ok bool) {
+	ok = true
+	head := `{"from":"` + r.id + `","events":[`
+	const tail = `]}`
+	buf := []byte(head)
+	n, steps := 0, uint64(0) // events in buf, and those of them that are not gaps
+	flush := func() {
+		if n == 0 {
+			return
+		}
+		buf = append(buf, tail...)
+		nctx, cancel := context.WithTimeout(ctx, relayNotifyTimeout)
+		err := r.db.Notify(nctx, relayChannel, string(buf))
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				r.s.logf("live relay: %d events not sent to the other servers: %v", n, err)
+			}
+			failed, ok = failed+steps, false
+		} else {
+			r.sent.Add(uint64(n))
+			r.batches.Add(1)
+		}
+		buf, n, steps = append(buf[:0], head...), 0, 0
+	}
+	room := r.maxPayload - len(head) - len(tail)
+	for _, e := range events {
+		e.Seq = 0 // the receiving hub numbers it
+		b, fits := encodeFitting(e, room)
+		if !fits {
+			r.s.logf("live relay: a %s event does not fit in a notification; not sent", e.Kind)
+			failed, ok = failed+1, false
+			continue
+		}
+		if n > 0 && len(buf)+1+len(b)+len(tail) > r.maxPayload {
+			flush()
+		}
+		if n > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, b...)
+		n++
+		if e.Kind != live.Gap {
+			steps++
+		}
+	}
+	flush()
+	return failed, ok
+}
+
+// encodeFitting encodes e in at most room bytes, shortening its Message
+// (prose for people) if it is too long: an event is worth more than the
+// end of its sentence.
+func encodeFitting(e live.Event, room int) ([]byte, bool) {
+	for range 4 {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return nil, false
+		}
+		over := len(b) - room
+		if over <= 0 {
+			return b, true
+		}
+		if e.Message == "" {
+			return nil, false
+		}
+		// Escaping made each byte cut worth at least one byte of JSON;
+		// "…" takes three.
+		keep := max(0, len(e.Message)-over-len("…"))
+		for keep > 0 && !utf8.RuneStart(e.Message[keep]) {
+			keep--
+		}
+		e.Message = e.Message[:keep] + "…"
+	}
+	return nil, false
+}
+
+// listen publishes the other servers' events here until the server stops.
+func (r *relay) listen() {
+	_ = r.db.Listen(r.s.baseCtx, relayChannel, r.relistened, r.receive)
+}
+
+// relistened runs each time the relay (re)starts listening. Notifications
+// sent while it was not are lost for good: after a reconnection, the pages
+// say so and reload from the database instead of showing a silent hole.
+func (r *relay) relistened() {
+	if r.listening.Add(1) == 1 {
+		return // the first start: there was nothing to miss yet
+	}
+	r.s.hub.Publish(live.Event{Kind: live.Gap,
+		Message: "the connection to the other servers was lost and restored: their requests in between are not drawn; the tables are reloaded from the database"})
+}
+
+// receive publishes one notification's events, unless this relay sent it.
+func (r *relay) receive(payload string) {
+	var b relayBatch
+	if err := json.Unmarshal([]byte(payload), &b); err != nil {
+		r.s.logf("live relay: ignoring a notification that is not a batch of events: %v", err)
+		return
+	}
+	if b.From == r.id {
+		return
+	}
+	for _, e := range b.Events {
+		if e.Kind == live.Reset {
+			// The other server emptied the shared tables; empty what this
+			// one holds in memory, the timeline first, so that the reset
+			// is the first thing drawn after it.
+			r.s.resetHere()
+		}
+		r.s.hub.PublishRemote(e)
+	}
+}

@@ -1,0 +1,280 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"paytwice/sim"
+	"paytwice/store/postgres"
+	"paytwice/store/postgres/pgtest"
+	"paytwice/views"
+	"paytwice/web/live"
+)
+
+// pgServers starts one server per name, in this process, all on one new
+// PostgreSQL database, each behind its own listener on 127.0.0.1, and
+// waits until every relay listens. The first one's store is returned for
+// reading the tables.
+func pgServers(t *testing.T, names ...string) ([]*testEnv, *postgres.DB) {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	mc := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	var envs []*testEnv
+	var first *postgres.DB
+	for _, name := range names {
+		clock := sim.NewClock(mc.Now)
+		db, err := postgres.Open(context.Background(), url, postgres.Options{Now: clock.Now, MaxConns: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = db
+		}
+		srv := NewServer(Config{Name: name, Logger: log.New(io.Discard, "", 0)}, db, clock)
+		hs := httptest.NewServer(srv.Handler())
+		t.Cleanup(func() { srv.Close(); hs.Close(); db.Close() })
+		envs = append(envs, &testEnv{t: t, tb: t, URL: hs.URL, Server: srv, Clock: mc, HTTP: hs})
+	}
+	for _, e := range envs {
+		e.Server.live() // the projector draws from its start on
+		waitUntil(t, "the relay to listen", func() bool { return e.Server.relay.listening.Load() > 0 })
+	}
+	return envs, first
+}
+
+// rowsOf returns the timeline rows a server's pages show now, once its
+// projector has applied every event its hub holds.
+func rowsOf(t *testing.T, env *testEnv) []views.TimelineRow {
+	t.Helper()
+	return waitProjector(t, env).snapshot().Timeline
+}
+
+// waitRow waits until a server's timeline has a row that match accepts.
+func waitRow(t *testing.T, env *testEnv, what string, match func(views.TimelineRow) bool) views.TimelineRow {
+	t.Helper()
+	var found views.TimelineRow
+	waitUntil(t, what, func() bool {
+		for _, r := range rowsOf(t, env) {
+			if match(r) {
+				found = r
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+func keyed(key, server, outcome string) func(views.TimelineRow) bool {
+	return func(r views.TimelineRow) bool {
+		return r.Key == key && r.Server == server && (outcome == "" || r.Outcome.Text == outcome)
+	}
+}
+
+func countCharges(t *testing.T, db *postgres.DB) int {
+	t.Helper()
+	n, err := db.CountCharges(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestRelayShowsAPaymentOnEveryServer(t *testing.T) {
+	envs, _ := pgServers(t, "s1", "s2")
+	a, b := envs[0], envs[1]
+	stream := openStream(t, b, "")
+	stream.nextFrame() // the first drawing
+
+	if r := a.pay("relay-k1", `{"order_id":"A-1","amount_satang":1000}`); r.Status != http.StatusCreated {
+		t.Fatalf("pay on s1: %d %s", r.Status, r.Body)
+	}
+	// B's stream draws A's request, named as A's.
+	for {
+		f := stream.nextFrame()
+		if strings.Contains(f.Data, `class="srv"`) && strings.Contains(f.Data, ">s1</span>") {
+			break
+		}
+	}
+	row := waitRow(t, b, "s1's paid request on s2's timeline", keyed("relay-k1", "s1", "201 paid"))
+	if len(row.Steps) < 5 {
+		t.Errorf("s2 drew %d steps of s1's request, want all of them: %+v", len(row.Steps), row.Steps)
+	}
+	// Its time is A's, not the moment B received it.
+	var published time.Time
+	for _, e := range a.Server.hub.Recent(live.DefaultSize) {
+		if e.Key == "relay-k1" && e.Kind == live.Received {
+			published = e.Time
+		}
+	}
+	if !row.Time.Equal(published) {
+		t.Errorf("s2 shows the request at %v, s1 received it at %v", row.Time, published)
+	}
+	page := b.get("/")
+	if !strings.Contains(string(page.Body), ">s1</span>") {
+		t.Errorf("s2's checkout page does not name s1 on the request's row")
+	}
+	// The export names the server of every event.
+	csvLines := strings.Split(string(b.get("/api/timeline.csv").Body), "\n")
+	if !strings.HasSuffix(csvLines[0], ",message,server") || !strings.Contains(strings.Join(csvLines, "\n"), "relay-k1,A-1,1000,,POST /v1/payments,s1") {
+		t.Errorf("s2's CSV export does not name s1:\n%s", strings.Join(csvLines[:min(4, len(csvLines))], "\n"))
+	}
+	if !strings.Contains(string(b.get("/api/timeline.json").Body), `"server":"s1"`) {
+		t.Errorf("s2's JSON export does not name s1")
+	}
+	// A's own timeline names it too, and nothing comes back to A twice.
+	waitRow(t, a, "s1's own row", keyed("relay-k1", "s1", "201 paid"))
+	for _, e := range a.Server.hub.Recent(live.DefaultSize) {
+		if e.Remote {
+			t.Errorf("s1 received its own event back: %+v", e.Event)
+		}
+	}
+}
+
+func TestRelayDoubleClickOnTwoServersShowsBothAndChargesOnce(t *testing.T) {
+	envs, db := pgServers(t, "s1", "s2", "s3")
+	a, b := envs[0], envs[1]
+	release := a.holdGateway()
+	body := `{"order_id":"A-2","amount_satang":1500}`
+	first := make(chan response, 1)
+	go func() {
+		r, err := a.tryPay("relay-dbl", body)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- r
+	}()
+	// The first click holds the key on s1; the second lands on s2.
+	waitRow(t, b, "s1's claim on s2's timeline", func(r views.TimelineRow) bool {
+		return r.Key == "relay-dbl" && r.Server == "s1" && len(r.Steps) >= 2
+	})
+	if r := b.pay("relay-dbl", body); r.Status != http.StatusConflict {
+		t.Fatalf("second click on s2: %d %s", r.Status, r.Body)
+	}
+	release()
+	if r := <-first; r.Status != http.StatusCreated {
+		t.Fatalf("first click on s1: %d %s", r.Status, r.Body)
+	}
+	for _, env := range envs {
+		waitRow(t, env, "s1's charge", keyed("relay-dbl", "s1", "201 paid"))
+		waitRow(t, env, "s2's 409", keyed("relay-dbl", "s2", "409 in progress"))
+	}
+	if n := countCharges(t, db); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+}
+
+func TestRelayResetOnOneServerClearsEveryTimeline(t *testing.T) {
+	envs, _ := pgServers(t, "s1", "s2")
+	a, b := envs[0], envs[1]
+	a.pay("relay-r1", `{"order_id":"A-3","amount_satang":700}`)
+	b.pay("relay-r2", `{"order_id":"A-4","amount_satang":700}`)
+	waitRow(t, b, "s1's row on s2", keyed("relay-r1", "s1", "201 paid"))
+	req, _ := http.NewRequest(http.MethodPost, a.URL+"/api/reset", nil)
+	if r, err := do(req); err != nil || r.Status != http.StatusOK {
+		t.Fatalf("reset: %v %d %s", err, r.Status, r.Body)
+	}
+	waitUntil(t, "s2's timeline to hold only s1's reset", func() bool {
+		rows := rowsOf(t, b)
+		return len(rows) == 1 && rows[0].Title == "Reset" && rows[0].Server == "s1"
+	})
+	for _, e := range b.Server.hub.Recent(live.DefaultSize) {
+		if e.Kind != live.Reset {
+			t.Errorf("s2's hub still holds %s of %q after the reset", e.Kind, e.Key)
+		}
+	}
+}
+
+// recordingNotifier keeps the size of every notification sent.
+type recordingNotifier struct {
+	notifier
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (n *recordingNotifier) Notify(ctx context.Context, channel, payload string) error {
+	n.mu.Lock()
+	n.sizes = append(n.sizes, len(payload))
+	n.mu.Unlock()
+	return n.notifier.Notify(ctx, channel, payload)
+}
+
+func TestRelayBatchesKeepOrderAndFitTheLimit(t *testing.T) {
+	envs, _ := pgServers(t, "s1", "s2")
+	a, b := envs[0], envs[1]
+	const limit = 1000
+	rec := &recordingNotifier{notifier: a.Server.relay.db}
+	r := &relay{s: a.Server, db: rec, id: "batch-test", maxPayload: limit}
+
+	var events []live.Event
+	for i := range 40 {
+		events = append(events, live.Event{Kind: live.Pruned, Server: "s1", Time: time.Now(), Message: fmt.Sprintf("event %02d", i)})
+	}
+	// One message longer than a whole notification: it is cut short, not dropped.
+	events[20].Message = "event 20 " + strings.Repeat("é", limit)
+	before := b.Server.hub.LastSeq()
+	if failed, ok := r.notify(context.Background(), events); failed != 0 || !ok {
+		t.Fatalf("notify: %d failed", failed)
+	}
+	if len(rec.sizes) < 3 || len(rec.sizes) > 20 {
+		t.Errorf("40 events went out in %d notifications, want a few batches", len(rec.sizes))
+	}
+	for _, n := range rec.sizes {
+		if n > limit {
+			t.Errorf("a notification of %d bytes, over the limit of %d", n, limit)
+		}
+	}
+	var got []live.Event
+	waitUntil(t, "s2 to receive the 40 events", func() bool {
+		got = got[:0]
+		for _, e := range b.Server.hub.Recent(live.DefaultSize) {
+			if e.Seq > before && e.Kind == live.Pruned {
+				got = append(got, e.Event)
+			}
+		}
+		return len(got) == 40
+	})
+	for i, e := range got {
+		if !strings.HasPrefix(e.Message, fmt.Sprintf("event %02d", i)) || e.Server != "s1" {
+			t.Fatalf("event %d arrived as %q from %q", i, e.Message, e.Server)
+		}
+	}
+	if m := got[20].Message; !strings.HasSuffix(m, "…") || len(m) > limit {
+		t.Errorf("the long message arrived as %d bytes ending %q", len(m), m[max(0, len(m)-10):])
+	}
+}
+
+func TestRelayRecoversAKilledListenerAndRedrawsThePages(t *testing.T) {
+	envs, db := pgServers(t, "s1", "s2")
+	a, b := envs[0], envs[1]
+	stream := openStream(t, b, "")
+	stream.nextFrame()
+	var killed int
+	if err := db.Pool().QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`).Scan(&killed); err != nil {
+		t.Fatal(err)
+	}
+	if killed != 2 {
+		t.Fatalf("terminated %d listening backends, want 2", killed)
+	}
+	// B's page is redrawn whole, with a row that says what happened.
+	for {
+		f := stream.nextFrame()
+		if strings.Contains(f.Data, `id="timeline"`) && strings.Contains(f.Data, "lost and restored") {
+			break
+		}
+	}
+	waitUntil(t, "both relays to listen again", func() bool {
+		return a.Server.relay.listening.Load() == 2 && b.Server.relay.listening.Load() == 2
+	})
+	a.pay("relay-after", `{"order_id":"A-5","amount_satang":900}`)
+	waitRow(t, b, "s1's payment after the reconnection", keyed("relay-after", "s1", "201 paid"))
+}
