@@ -195,9 +195,9 @@ func TestBrowserLessons(t *testing.T) {
 				`document.getElementById("lab-nokey").checked === %v && document.getElementById("lab-newkey-retry").checked === %v && `+
 					`document.getElementById("lab-check").value === %q && document.getElementById("lab-pii").checked === %v && `+
 					`document.getElementById("f-lost").checked === %v && document.getElementById("f-500").checked === %v && `+
-					`document.getElementById("opt-retry").checked === %v`,
+					`document.getElementById("opt-retry").checked === %v && document.getElementById("lab-memlock").checked === %v`,
 				ch.Lab.Server.Mode == LabNoKey, ch.Lab.Client.NewKeyPerRetry, checkSelect(ch.Lab.Server.Mode), ch.Lab.Client.PersonalDataKey,
-				ch.Faults.Server.ResponseLost, ch.Faults.Server.ServerError, ch.Retry))
+				ch.Faults.Server.ResponseLost, ch.Faults.Server.ServerError, ch.Retry, ch.Lab.Server.Mode == LabMemoryLock))
 			if liveEval[bool](t, student, `!!document.getElementById("lesson-next") && !document.getElementById("lesson-next").disabled`) {
 				t.Fatalf("chapter %s: the student can move the class on", ch.Slug)
 			}

@@ -1,9 +1,11 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"log"
 	"net/http"
@@ -18,6 +20,7 @@ import (
 	"paytwice/sim"
 	"paytwice/store/postgres"
 	"paytwice/store/postgres/pgtest"
+	"paytwice/views"
 	"paytwice/web/live"
 )
 
@@ -328,4 +331,65 @@ func TestLabMemoryLockHangUps(t *testing.T) {
 	if n := env.Server.lab.locks.len(); n != 0 {
 		t.Fatalf("%d keys still locked", n)
 	}
+}
+
+// TestLessonLockInMemory: the chapter comes right after check-then-insert,
+// renders for the presenter and for a student, sets the lock and its
+// pause when started, and ticks its first item when a request that waited
+// for the lock replays.
+func TestLessonLockInMemory(t *testing.T) {
+	const slug = "lock-in-memory"
+	ctx := context.Background()
+	env := newTestEnv(t, Config{})
+	i, ch, ok := env.Server.chapter(slug)
+	if !ok || env.Server.lab.chapters[i-1].Slug != "check-then-insert" {
+		t.Fatalf("chapter %q at %d, not after check-then-insert", slug, i+1)
+	}
+
+	t.Run("it renders its steps, the presenter's and a student's", func(t *testing.T) {
+		for _, presenter := range []bool{true, false} {
+			var buf bytes.Buffer
+			if err := views.LessonPanel(env.Server.lessonView(slug, presenter, false)).Render(ctx, &buf); err != nil {
+				t.Fatal(err)
+			}
+			page := buf.String()
+			want := append([]string{ch.Title, fmt.Sprintf("Chapter %d of %d", i+1, len(env.Server.lab.chapters)), ch.Why}, ch.Watch...)
+			if presenter {
+				want = append(want, ch.Do...)
+			} else {
+				want = append(want, ch.StudentDo...)
+			}
+			for _, w := range want {
+				if !strings.Contains(page, html.EscapeString(w)) {
+					t.Errorf("presenter %v: the chapter lacks %q", presenter, w)
+				}
+			}
+			if strings.Contains(page, "paytwice cluster -servers 3") != presenter {
+				t.Errorf("presenter %v: the cluster command shown %v", presenter, !presenter)
+			}
+		}
+		if r := env.get("/?lesson="+slug, "Accept", "text/html"); r.Status != http.StatusOK || !strings.Contains(string(r.Body), ch.Title) {
+			t.Fatalf("the linked chapter: %d", r.Status)
+		}
+	})
+
+	t.Run("started, a double-click on one server waits, replays and ticks its item", func(t *testing.T) {
+		sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
+		ticks := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
+		if err := env.Server.startLesson(ctx, slug, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if got := env.Server.Lab(); got.Server.Mode != LabMemoryLock || got.Server.CheckGapMS != lockLessonGapMS {
+			t.Fatalf("the chapter set %+v", got)
+		}
+		_, release := holdGap(env.Server)
+		answers := make(chan []response, 1)
+		go func() { answers <- env.burst(2, uuid.NewString(), `{"order_id":"A-7007","amount_satang":129900}`) }()
+		waitEvents(t, sub, 1, "the second click waiting for the lock", noteIs(memoryLockWaiting))
+		close(release)
+		if rs := <-answers; countStatus(rs, http.StatusCreated) != 2 {
+			t.Fatalf("answers %s", statusList(rs))
+		}
+		waitTicks(t, env, ticks, slug, []bool{true, false, false})
+	})
 }

@@ -66,6 +66,12 @@ func labPatchArg(v any) string {
 	return string(b)
 }
 
+// lockLessonGapMS is the lock chapter's pause between the look-up and the
+// insert: longer than the time between the two clicks of a double-click,
+// so that on several servers both clicks look the key up before either
+// inserts it.
+const lockLessonGapMS = 1000
+
 // buildChapters writes the lessons for a server's settings (the lock
 // timeout decides how far the sweep lesson warps the clock).
 func buildChapters(cfg Config) []Chapter {
@@ -157,6 +163,23 @@ func buildChapters(cfg Config) []Chapter {
 				{ID: "burst", Arg: strconv.Itoa(LabBurstSize), Label: "Send 10 at once with one key"},
 				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"mode": LabCheckThenInsertConstrained}}), Label: "Put the constraints back", Presenter: true},
 			},
+		},
+		{
+			Slug: "lock-in-memory", Title: "Mistake: a lock in memory", Part: partMistakes, Race: true,
+			Lab:      labWith(func(l *LabSettings) { l.Server.Mode, l.Server.CheckGapMS = LabMemoryLock, lockLessonGapMS }),
+			SwitchOn: []string{"Lab: the server locks the key in its own memory, looks it up, waits 1 s (room for a double-click), then INSERTs it, into tables with no constraints."},
+			Do: []string{"On one server, double-click Pay or send 10 at once with one key.",
+				"Run paytwice cluster -servers 3 -db postgres://…, start this chapter there and do it again."},
+			StudentDo: []string{"Double-click Pay, or send 10 at once with one key.",
+				"Once the presenter runs three servers, open the address on the board and do it again."},
+			Watch: []string{"One server: the second click waits for the lock, then replays the first click's 201. One charge.",
+				"Three servers: the two clicks land on two servers, each takes its own lock, and the order is charged twice, in red.",
+				"The lab's eighth card counts the key charged more than once."},
+			Why: "A lock only stops the requests that come to it, and this one lives in one server's memory. " +
+				"Behind a load balancer the two clicks of one double-click often reach two servers: each finds its own lock free, " +
+				"each looks the key up before the other has inserted it, and each charges. " +
+				"Only what every server shares can decide the race: the database, with a constraint on the key.",
+			Actions: []views.LessonAction{{ID: "burst", Arg: strconv.Itoa(LabBurstSize), Label: "Send 10 at once with one key"}},
 		},
 		{
 			Slug: "retry-every-4xx", Title: "Mistake: retrying every 4xx", Part: partMistakes,

@@ -177,6 +177,10 @@ func (n *narrator) see(e live.Event) bool {
 		tick(0, e.Kind == live.Charged && st.keyCharges[key] == 2)
 		tick(1, seen(0) && st.keyCharges[key] == 1 && (e.Kind == live.Conflict || e.Kind == live.Replayed ||
 			(e.Kind == live.Rejected && e.Status == http.StatusInternalServerError)))
+	case "lock-in-memory":
+		tick(0, e.Kind == live.Replayed && st.keyCharges[key] == 1)
+		tick(1, e.Kind == live.Charged && st.keyCharges[key] == 2)
+		tick(2, e.Kind == live.Charged && st.keyCharges[key] == 2)
 	case "retry-every-4xx":
 		again := e.Kind == live.Mismatch && st.keyEvents[key][live.Mismatch] >= 2
 		tick(0, again)
