@@ -37,7 +37,7 @@ var clusterServerLine = regexp.MustCompile(`(?m)^  (s\d+)  (http://\S+)$`)
 // door's URL, so they are read by the time it is.
 func startCluster(ctx context.Context, t *testing.T, bin, dbURL string, flags ...string) *cluster {
 	t.Helper()
-	p := startProcess(ctx, t, bin, append([]string{"cluster", "-addr", "127.0.0.1:0", "-db", dbURL}, flags...)...)
+	p := startProcess(ctx, t, bin, append([]string{"cluster", "-addr", "127.0.0.1:0", "-db", dbURL, "-presenter-token", clusterPresenterToken}, flags...)...)
 	c := &cluster{process: p, servers: map[string]string{}}
 	for _, m := range clusterServerLine.FindAllStringSubmatch(p.stdout.String(), -1) {
 		c.servers[m[1]] = m[2]
@@ -45,17 +45,32 @@ func startCluster(ctx context.Context, t *testing.T, bin, dbURL string, flags ..
 	return c
 }
 
-// setFaultsEverywhere sends the same switches to every server directly:
-// each server still has switches of its own.
+// setFaultsEverywhere sends the same switches to every server directly,
+// as the presenter: each server still has switches of its own.
 func (c *cluster) setFaultsEverywhere(ctx context.Context, t *testing.T, body string) {
 	t.Helper()
 	for name, u := range c.servers {
-		s := &process{url: u, client: c.client}
-		if r := s.do(ctx, http.MethodPatch, "/api/faults", "", body); r.status != http.StatusOK {
-			t.Fatalf("PATCH /api/faults on %s: %d %s %v", name, r.status, r.body, r.err)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPatch, u+"/api/faults", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(web.PresenterHeader, clusterPresenterToken)
+		res, err := c.client.Do(req)
+		if err != nil {
+			t.Fatalf("PATCH /api/faults on %s: %v", name, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("PATCH /api/faults on %s: %d %s", name, res.StatusCode, b)
 		}
 	}
 }
+
+// clusterPresenterToken is the presenter's token in the clusters the
+// tests start.
+const clusterPresenterToken = "cluster-class"
 
 // answeredBy sends one request through the front door and returns its
 // status, body and the server that answered.
@@ -150,6 +165,42 @@ func TestClusterCommand(t *testing.T) {
 		}
 		if n != 1 {
 			t.Fatalf("%d charges in the database for the key, want 1", n)
+		}
+	})
+
+	t.Run("the presenter's cookie from one server counts on all of them", func(t *testing.T) {
+		noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		res, err := noRedirect.Get(c.url + "/board?token=" + clusterPresenterToken)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		var cookie *http.Cookie
+		for _, ck := range res.Cookies() {
+			if ck.Name == web.PresenterCookie {
+				cookie = ck
+			}
+		}
+		if cookie == nil {
+			t.Fatalf("%d and no presenter cookie", res.StatusCode)
+		}
+		seen := map[string]bool{}
+		for range 3 {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPatch, c.url+"/api/faults", strings.NewReader(`{"server":{"delay_ms":0}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.AddCookie(cookie)
+			res, err := c.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			seen[res.Header.Get(web.ServerHeader)] = true
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("PATCH /api/faults with the presenter's cookie on %s: %d", res.Header.Get(web.ServerHeader), res.StatusCode)
+			}
+		}
+		if len(seen) != 3 {
+			t.Fatalf("the switches went to %v, want all three servers", seen)
 		}
 	})
 

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,12 +69,20 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer stop()
 
 	out := &lockedLines{stdout: stdout, stderr: stderr}
+	// One presenter cookie for every server, as the presenter's next
+	// request may go to any of them; a new key each run, as a lone
+	// server makes at each start.
+	cookieKey := make([]byte, 32)
+	_, _ = rand.Read(cookieKey) // crypto/rand.Read never fails
 	childArgs := []string{"-db", *dbURL, "-public-addr", front.Addr().String(),
 		"-lock-timeout", lockTimeout.String(), "-retention", retention.String()}
 	var children []*child
 	defer func() { stopChildren(children, out) }() // on an early return; a no-op once they have exited
 	for i := range *servers {
-		c, err := startChild(exe, fmt.Sprintf("s%d", i+1), childArgs, *presenter, out)
+		c, err := startChild(exe, fmt.Sprintf("s%d", i+1), childArgs, []string{
+			"PAYTWICE_PRESENTER_TOKEN=" + *presenter,
+			presenterCookieKeyVariable + "=" + hex.EncodeToString(cookieKey),
+		}, out)
 		if err != nil {
 			return err
 		}
@@ -176,10 +186,10 @@ func (c *child) hasExited() bool {
 	}
 }
 
-// startChild runs this binary as the server called name, on a loopback
-// listener opened here. The presenter token goes in the environment:
-// command lines are visible to every user of the machine.
-func startChild(exe, name string, args []string, presenterToken string, out *lockedLines) (*child, error) {
+// startChild runs this binary as the server called name with args and
+// the variables env, on a loopback listener opened here. Secrets go in
+// env: command lines are visible to every user of the machine.
+func startChild(exe, name string, args, env []string, out *lockedLines) (*child, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", name, err)
@@ -195,7 +205,7 @@ func startChild(exe, name string, args []string, presenterToken string, out *loc
 	defer f.Close()
 	cmd := exec.Command(exe, append([]string{"-name", name}, args...)...)
 	cmd.ExtraFiles = []*os.File{f} // descriptor 3
-	cmd.Env = append(os.Environ(), listenFDVariable+"=3", "PAYTWICE_PRESENTER_TOKEN="+presenterToken)
+	cmd.Env = append(append(os.Environ(), env...), listenFDVariable+"=3")
 	stdout, stderr := out.prefixed(name, false), out.prefixed(name, true)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {

@@ -170,7 +170,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		*name = defaultServerName(ln.Addr().(*net.TCPAddr))
 	}
 	srv := web.NewServer(web.Config{Ledger: st.ledger, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter,
-		MaxStreams: *maxStreams, Name: *name, ListenAddr: public}, st.db, clock)
+		MaxStreams: *maxStreams, Name: *name, ListenAddr: public,
+		// A secret, so an environment variable only, never a flag (command
+		// lines are visible to every user): servers behind one load balancer
+		// share it, so that the presenter's cookie counts on all of them.
+		PresenterCookieKey: []byte(getenv(presenterCookieKeyVariable))}, st.db, clock)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Close what a crash left behind before the first request can arrive:
@@ -185,7 +189,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	jobs := make(chan struct{})
 	go func() { defer close(jobs); srv.RunJobs(ctx) }()
 
-	printURLs(stdout, ln.Addr().(*net.TCPAddr), *presenter)
+	boardToken := *presenter
+	if *publicAddr != "" {
+		boardToken = "" // behind a proxy, the board's link is the proxy's
+	}
+	printURLs(stdout, ln.Addr().(*net.TCPAddr), boardToken)
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
@@ -209,6 +217,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	return err
 }
+
+// presenterCookieKeyVariable names the key the presenter's cookie is
+// signed with (web.Config.PresenterCookieKey); unset, each server makes
+// its own at start-up.
+const presenterCookieKeyVariable = "PAYTWICE_PRESENTER_COOKIE_KEY"
 
 // maxServerName bounds -name: it is shown on every timeline row.
 const maxServerName = 40

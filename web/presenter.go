@@ -82,20 +82,23 @@ func tokenEqual(got, want string) bool {
 // presenterAuthState is what the server keeps to recognise the presenter.
 type presenterAuthState struct {
 	// cookie is the presenter cookie's value: an HMAC of the token under a
-	// key made at start-up, so the cookie never holds the token itself (a
-	// copied cookie cannot be typed in as the header or the link), and
-	// every cookie from an earlier run stops counting at a restart.
+	// key made at start-up (or Config.PresenterCookieKey), so the cookie
+	// never holds the token itself (a copied cookie cannot be typed in as
+	// the header or the link), and every cookie from an earlier run stops
+	// counting at a restart.
 	cookie string
 	tries  *guessLimiter
 }
 
-func newPresenterAuth(token string) presenterAuthState {
+func newPresenterAuth(token string, key []byte) presenterAuthState {
 	st := presenterAuthState{tries: newGuessLimiter(time.Now)}
 	if token == "" {
 		return st
 	}
-	key := make([]byte, 32)
-	_, _ = rand.Read(key) // crypto/rand.Read never fails
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		_, _ = rand.Read(key) // crypto/rand.Read never fails
+	}
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("paytwice presenter cookie\x00"))
 	m.Write([]byte(token))

@@ -49,6 +49,12 @@ func TestPresenterCookieIsNotTheToken(t *testing.T) {
 	if other := newTestEnv(t, Config{PresenterToken: token}); other.Server.presenter.cookie == env.Server.presenter.cookie {
 		t.Fatal("two servers derived the same cookie: the key is not per process")
 	}
+	// Servers given one key, as behind a load balancer, derive one cookie.
+	key := []byte("one key for the servers of one front door")
+	s1, s2 := newTestEnv(t, Config{PresenterToken: token, PresenterCookieKey: key}), newTestEnv(t, Config{PresenterToken: token, PresenterCookieKey: key})
+	if s1.Server.presenter.cookie != s2.Server.presenter.cookie || s1.Server.presenter.cookie == env.Server.presenter.cookie {
+		t.Fatal("servers sharing a cookie key must derive the same cookie, and another than a random key's")
+	}
 
 	// Over TLS the cookie is Secure.
 	tlsSrv := httptest.NewTLSServer(env.Server.Handler())

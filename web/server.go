@@ -42,6 +42,10 @@ type Config struct {
 	BodyTimeout time.Duration
 	// PresenterToken, when set, is required to change switches or reset.
 	PresenterToken string
+	// PresenterCookieKey signs the presenter's cookie; nil means a random
+	// key made at start-up. Servers behind one load balancer need the same
+	// key, or the cookie one of them set would not count on the others.
+	PresenterCookieKey []byte
 	// Ledger holds the simulated gateway's charges; nil keeps them in the
 	// payments store. main gives it a file of its own, as a real provider's
 	// database is not ours: its commits then run in parallel with ours.
@@ -173,7 +177,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		s.listenAddr.Store(a)
 	}
 	s.steps = newStepper(s, cfg.StepLimit)
-	s.presenter = newPresenterAuth(cfg.PresenterToken)
+	s.presenter = newPresenterAuth(cfg.PresenterToken, cfg.PresenterCookieKey)
 	s.narration.s = s
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.idleSweeps = newIdleSweeps(db)
