@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"html"
-	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -17,9 +14,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"paytwice/sim"
-	"paytwice/store/postgres"
-	"paytwice/store/postgres/pgtest"
 	"paytwice/views"
 	"paytwice/web/live"
 )
@@ -190,9 +184,20 @@ func TestLabMistakeMemoryLock(t *testing.T) {
 
 	t.Run("on three servers on one database each server's lock lets its request charge", func(t *testing.T) {
 		const keys, servers = 4, 3
-		url := pgtest.NewDatabase(t)
-		var srvs []*Server
-		var urls []string
+		envs, _ := pgServers(t, "s1", "s2", "s3")
+		// The chapter runs on the first server; the others follow its
+		// reset through the relay, which puts their lab switches off.
+		resets := make([]*live.Subscription, 0, servers-1)
+		for _, e := range envs[1:] {
+			resets = append(resets, e.Server.hub.Subscribe(e.Server.hub.LastSeq()))
+		}
+		ticks := envs[0].Server.hub.Subscribe(envs[0].Server.hub.LastSeq())
+		if err := envs[0].Server.startLesson(context.Background(), "lock-in-memory", "test"); err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range resets {
+			waitEvents(t, sub, 1, "the chapter's reset", func(e live.Event) bool { return e.Kind == live.Reset })
+		}
 		// The pause of every request waits until all of them have looked
 		// their key up: each key's requests, one per server, all find no
 		// row, whatever order the machine runs them in.
@@ -211,20 +216,10 @@ func TestLabMistakeMemoryLock(t *testing.T) {
 				return ctx.Err()
 			}
 		}
-		for i := range servers {
-			db, err := postgres.Open(context.Background(), url, postgres.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			s := NewServer(Config{Name: fmt.Sprintf("s%d", i+1), Logger: log.New(io.Discard, "", 0)}, db, sim.NewClock(time.Now))
-			s.sleep = gap
-			hs := httptest.NewServer(s.Handler())
-			t.Cleanup(func() { s.Close(); hs.Close() })
-			// Lab settings are each server's own here: set every one.
-			env := &testEnv{t: t, tb: t, URL: hs.URL, Server: s}
-			env.putLab(lockMode)
-			srvs, urls = append(srvs, s), append(urls, hs.URL)
+		for _, e := range envs {
+			e.Server.sleep = gap
+			// Lab settings are each server's own: set every one.
+			e.putLab(lockMode)
 		}
 
 		var wg sync.WaitGroup
@@ -232,10 +227,9 @@ func TestLabMistakeMemoryLock(t *testing.T) {
 		for k := range keys {
 			answers[k] = make([]response, servers)
 			key := fmt.Sprintf("lock-%d-%s", k, uuid.NewString())
-			for i, u := range urls {
-				env := &testEnv{URL: u}
+			for i, e := range envs {
 				wg.Go(func() {
-					r, err := env.tryPay(key, fmt.Sprintf(`{"order_id":"L-%d","amount_satang":4200}`, k))
+					r, err := e.tryPay(key, fmt.Sprintf(`{"order_id":"L-%d","amount_satang":4200}`, k))
 					if err != nil {
 						r = response{Body: []byte(err.Error())}
 					}
@@ -254,18 +248,20 @@ func TestLabMistakeMemoryLock(t *testing.T) {
 				}
 			}
 		}
-		for i, s := range srvs {
-			o := (&testEnv{t: t, URL: urls[i]}).outcomes()
+		for i, e := range envs {
+			o := e.outcomes()
 			if m := o.MemoryLock; m.Charges != keys*servers || m.ChargedTwice != keys || m.ExtraCharges != keys*(servers-1) || m.LockWaits != 0 {
 				t.Fatalf("server %d measured %+v", i+1, m)
 			}
 			if o.ExtraCharges != keys*(servers-1) {
 				t.Fatalf("server %d: %d extra charges in all", i+1, o.ExtraCharges)
 			}
-			if n := s.lab.locks.len(); n != 0 {
+			if n := e.Server.lab.locks.len(); n != 0 {
 				t.Fatalf("server %d: %d keys still locked", i+1, n)
 			}
 		}
+		// The other servers' charges reach the chapter's narration.
+		waitTicks(t, envs[0], ticks, "lock-in-memory", []bool{false, true, true})
 	})
 }
 
