@@ -218,6 +218,22 @@ func laneSpan(s Step) string {
 // serverColours is how many colours tell servers apart on the timeline.
 const serverColours = 6
 
+// serverLabelMax is the longest server name a timeline row writes out
+// whole (-name allows 40 characters).
+const serverLabelMax = 24
+
+// serverLabel shortens a long server name in its middle: a name's start
+// (the host) and its end (the port) are what tell servers apart, and the
+// row's tooltip holds the whole name.
+func serverLabel(name string) string {
+	r := []rune(name)
+	if len(r) <= serverLabelMax {
+		return name
+	}
+	head := (serverLabelMax - 1) / 2
+	return string(r[:head]) + "…" + string(r[len(r)-(serverLabelMax-1-head):])
+}
+
 // rowClass gives the row of a request its server's colour: the same for a
 // name on every server's pages (it follows from the name alone), so that
 // a class sees at a glance which rows one server handled. The name is

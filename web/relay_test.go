@@ -7,6 +7,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,17 +21,16 @@ import (
 )
 
 // pgServers starts one server per name, in this process, all on one new
-// PostgreSQL database, each behind its own listener on 127.0.0.1, and
-// waits until every relay listens. The first one's store is returned for
-// reading the tables.
+// PostgreSQL database, each behind its own listener on 127.0.0.1 and on
+// the real clock, and waits until every relay listens. The first one's
+// store is returned for reading the tables.
 func pgServers(t *testing.T, names ...string) ([]*testEnv, *postgres.DB) {
 	t.Helper()
 	url := pgtest.NewDatabase(t)
-	mc := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	var envs []*testEnv
 	var first *postgres.DB
 	for _, name := range names {
-		clock := sim.NewClock(mc.Now)
+		clock := sim.NewClock(nil)
 		db, err := postgres.Open(context.Background(), url, postgres.Options{Now: clock.Now, MaxConns: 4})
 		if err != nil {
 			t.Fatal(err)
@@ -41,7 +41,7 @@ func pgServers(t *testing.T, names ...string) ([]*testEnv, *postgres.DB) {
 		srv := NewServer(Config{Name: name, Logger: log.New(io.Discard, "", 0)}, db, clock)
 		hs := httptest.NewServer(srv.Handler())
 		t.Cleanup(func() { srv.Close(); hs.Close(); db.Close() })
-		envs = append(envs, &testEnv{t: t, tb: t, URL: hs.URL, Server: srv, Clock: mc, HTTP: hs})
+		envs = append(envs, &testEnv{t: t, tb: t, URL: hs.URL, Server: srv, HTTP: hs})
 	}
 	for _, e := range envs {
 		e.Server.live() // the projector draws from its start on
@@ -76,6 +76,13 @@ func waitRow(t *testing.T, env *testEnv, what string, match func(views.TimelineR
 func keyed(key, server, outcome string) func(views.TimelineRow) bool {
 	return func(r views.TimelineRow) bool {
 		return r.Key == key && r.Server == server && (outcome == "" || r.Outcome.Text == outcome)
+	}
+}
+
+// claimedOn matches the row of a request that claimed key on server.
+func claimedOn(key, server string) func(views.TimelineRow) bool {
+	return func(r views.TimelineRow) bool {
+		return r.Key == key && r.Server == server && slices.ContainsFunc(r.Steps, func(s views.Step) bool { return s.Badge.Text == "claimed" })
 	}
 }
 
@@ -124,7 +131,7 @@ func TestRelayShowsAPaymentOnEveryServer(t *testing.T) {
 	}
 	// The export names the server of every event.
 	csvLines := strings.Split(string(b.get("/api/timeline.csv").Body), "\n")
-	if !strings.HasSuffix(csvLines[0], ",message,server") || !strings.Contains(strings.Join(csvLines, "\n"), "relay-k1,A-1,1000,,POST /v1/payments,s1") {
+	if !strings.HasSuffix(csvLines[0], ",message,server") || !strings.Contains(strings.Join(csvLines, "\n"), ",relay-k1,A-1,1000,,POST /v1/payments,s1") {
 		t.Errorf("s2's CSV export does not name s1:\n%s", strings.Join(csvLines[:min(4, len(csvLines))], "\n"))
 	}
 	if !strings.Contains(string(b.get("/api/timeline.json").Body), `"server":"s1"`) {
@@ -153,9 +160,7 @@ func TestRelayDoubleClickOnTwoServersShowsBothAndChargesOnce(t *testing.T) {
 		first <- r
 	}()
 	// The first click holds the key on s1; the second lands on s2.
-	waitRow(t, b, "s1's claim on s2's timeline", func(r views.TimelineRow) bool {
-		return r.Key == "relay-dbl" && r.Server == "s1" && len(r.Steps) >= 2
-	})
+	waitRow(t, b, "s1's claim on s2's timeline", claimedOn("relay-dbl", "s1"))
 	if r := b.pay("relay-dbl", body); r.Status != http.StatusConflict {
 		t.Fatalf("second click on s2: %d %s", r.Status, r.Body)
 	}
