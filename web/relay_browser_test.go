@@ -3,7 +3,6 @@ package web
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,12 +20,7 @@ import (
 // a temporary directory otherwise; the test checks that every page names
 // every server.
 func TestRelayScreenshots(t *testing.T) {
-	dir := os.Getenv("PAYTWICE_SCREENSHOTS")
-	if dir == "" {
-		dir = t.TempDir()
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := screenshotDir(t)
 	for _, tc := range []struct {
 		name    string
 		servers []string
@@ -129,15 +123,4 @@ func TestRelayScreenshots(t *testing.T) {
 			}
 		})
 	}
-}
-
-func writePNG(t *testing.T, path string, png []byte) {
-	t.Helper()
-	if len(png) < 1000 {
-		t.Fatalf("%s: screenshot of %d bytes", path, len(png))
-	}
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("wrote %s (%d KB)", path, len(png)/1024)
 }

@@ -31,12 +31,7 @@ import (
 // and to a temporary directory otherwise, so the test still checks that
 // the pages render in a real browser.
 func TestScreenshots(t *testing.T) {
-	dir := os.Getenv("PAYTWICE_SCREENSHOTS")
-	if dir == "" {
-		dir = t.TempDir()
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := screenshotDir(t)
 	env := newRealClockEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 1000)
 	liveStill(t, ctx)
@@ -85,13 +80,7 @@ func TestScreenshots(t *testing.T) {
 
 	save := func(name string, png []byte) {
 		t.Helper()
-		if len(png) < 1000 {
-			t.Fatalf("%s: screenshot of %d bytes", name, len(png))
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("wrote %s (%d KB)", filepath.Join(dir, name), len(png)/1024)
+		writePNG(t, filepath.Join(dir, name), png)
 	}
 
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
@@ -139,6 +128,33 @@ func TestScreenshots(t *testing.T) {
 	if res := env.get("/board"); res.Status != http.StatusOK {
 		t.Fatalf("GET /board: %d", res.Status)
 	}
+}
+
+// screenshotDir is where a test's pictures go: $PAYTWICE_SCREENSHOTS when
+// set, a temporary directory otherwise (the test still checks that the
+// pages render in a real browser).
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("PAYTWICE_SCREENSHOTS")
+	if dir == "" {
+		return t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// writePNG saves a screenshot, after checking that it is one.
+func writePNG(t *testing.T, path string, png []byte) {
+	t.Helper()
+	if len(png) < 1000 {
+		t.Fatalf("%s: screenshot of %d bytes", path, len(png))
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s (%d KB)", path, len(png)/1024)
 }
 
 // newRealClockEnv is newTestEnv with the real clock, so that the
