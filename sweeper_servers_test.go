@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -31,10 +32,7 @@ func TestSweeperOnThreeServers(t *testing.T) {
 	bin := binary(t)
 	// Short enough that the test waits for it in real time.
 	const lockTimeout = 2 * time.Second
-	var servers []*process
-	for range 3 {
-		servers = append(servers, startServer(ctx, t, bin, url, "-lock-timeout", lockTimeout.String()))
-	}
+	servers := startServers(ctx, t, bin, url, "-lock-timeout", lockTimeout.String())
 	// The gateway's latency spreads the claims, and so the moments the
 	// keys come due, over more than a second.
 	patchFaults(ctx, t, `{"server":{"crash_midway":true},"gateway":{"latency_ms":100}}`, servers...)
@@ -65,7 +63,7 @@ func TestSweeperOnThreeServers(t *testing.T) {
 	closedBy := map[string][]int{} // key → every server that closed it
 	sweptCharge := map[string]string{}
 	for i, s := range servers {
-		for _, e := range swept(ctx, t, s) {
+		for _, e := range swept(ctx, t, s, serverName(i)) {
 			closedBy[e.Key] = append(closedBy[e.Key], i)
 			sweptCharge[e.Key] = e.Charge
 			if e.Sweep != live.SweepCharged {
@@ -161,10 +159,7 @@ func TestSweepersLeaveALiveRequestAlone(t *testing.T) {
 		lockTimeout = 20 * time.Second
 		delay       = 7 * time.Second
 	)
-	var servers []*process
-	for range 3 {
-		servers = append(servers, startServer(ctx, t, bin, url, "-lock-timeout", lockTimeout.String()))
-	}
+	servers := startServers(ctx, t, bin, url, "-lock-timeout", lockTimeout.String())
 	holder, others := servers[0], servers[1:]
 	patchFaults(ctx, t, fmt.Sprintf(`{"server":{"delay_ms":%d}}`, delay.Milliseconds()), holder)
 	conn := connect(ctx, t, url)
@@ -199,7 +194,7 @@ func TestSweepersLeaveALiveRequestAlone(t *testing.T) {
 		t.Fatalf("the delayed request answered %d %s %v, want 201", answer.status, answer.body, answer.err)
 	}
 	for i, s := range servers {
-		if e := swept(ctx, t, s); len(e) != 0 {
+		if e := swept(ctx, t, s, serverName(i)); len(e) != 0 {
 			t.Errorf("server %d swept %v", i, e)
 		}
 	}
@@ -234,10 +229,7 @@ func TestKilledServersKeysSweptByTheOthers(t *testing.T) {
 		delay       = 3 * time.Second
 		perKind     = 5 // keys left charged, and keys left uncharged
 	)
-	var servers []*process
-	for range 3 {
-		servers = append(servers, startServer(ctx, t, bin, url, "-lock-timeout", lockTimeout.String()))
-	}
+	servers := startServers(ctx, t, bin, url, "-lock-timeout", lockTimeout.String())
 	victim, survivors := servers[0], servers[1:]
 	conn := connect(ctx, t, url)
 
@@ -289,7 +281,7 @@ func TestKilledServersKeysSweptByTheOthers(t *testing.T) {
 	sweptCharge := map[string]string{}
 	closed := map[string]int{}
 	for i, s := range survivors {
-		for _, e := range swept(ctx, t, s) {
+		for _, e := range swept(ctx, t, s, serverName(i+1)) {
 			closed[e.Key]++
 			want := live.SweepReleased
 			if charged[e.Key] {
@@ -307,7 +299,7 @@ func TestKilledServersKeysSweptByTheOthers(t *testing.T) {
 		}
 	}
 
-	victim = startServer(ctx, t, bin, url, "-lock-timeout", lockTimeout.String())
+	victim = startServer(ctx, t, bin, url, "-lock-timeout", lockTimeout.String(), "-name", "s1-again")
 	// PUT turns off every switch it does not name: the retries run clean.
 	if r := victim.do(ctx, http.MethodPut, "/api/faults", "", `{}`); r.status != http.StatusOK {
 		t.Fatalf("PUT /api/faults: %d %s %v", r.status, r.body, r.err)
@@ -322,7 +314,7 @@ func TestKilledServersKeysSweptByTheOthers(t *testing.T) {
 			t.Errorf("retry of %s: charge %s, want the swept charge %s", key, id, sweptCharge[key])
 		}
 	}
-	if e := swept(ctx, t, victim); len(e) != 0 {
+	if e := swept(ctx, t, victim, "s1-again"); len(e) != 0 {
 		t.Errorf("the restarted server swept %v", e)
 	}
 	checkBooks(ctx, t, conn, len(bodies))
@@ -365,9 +357,25 @@ func sweepAll(ctx context.Context, t *testing.T, servers ...*process) []web.Swee
 	return reports
 }
 
-// swept returns the keys a server's sweeper closed, periodically or on
-// demand, as its timeline shows them.
-func swept(ctx context.Context, t *testing.T, s *process) []live.Event {
+// startServers starts three servers on the database at url, named by
+// serverName.
+func startServers(ctx context.Context, t *testing.T, bin, url string, flags ...string) []*process {
+	t.Helper()
+	var servers []*process
+	for i := range 3 {
+		servers = append(servers, startServer(ctx, t, bin, url, slices.Concat(flags, []string{"-name", serverName(i)})...))
+	}
+	return servers
+}
+
+// serverName names the i-th server of startServers, from 0: s1, s2, s3.
+func serverName(i int) string { return fmt.Sprintf("s%d", i+1) }
+
+// swept returns the keys the sweeper of the server called name closed,
+// periodically or on demand, as its timeline shows them. Every server's
+// timeline shows the other servers' events too, so it keeps the ones
+// that carry its name.
+func swept(ctx context.Context, t *testing.T, s *process, name string) []live.Event {
 	t.Helper()
 	r := s.do(ctx, http.MethodGet, "/api/timeline.json", "", "")
 	var export web.TimelineExport
@@ -379,7 +387,7 @@ func swept(ctx context.Context, t *testing.T, s *process) []live.Event {
 	}
 	var out []live.Event
 	for _, e := range export.Events {
-		if e.Kind == live.Swept {
+		if e.Kind == live.Swept && e.Server == name {
 			out = append(out, e)
 		}
 	}
