@@ -30,7 +30,7 @@ type cluster struct {
 	servers map[string]string
 }
 
-var clusterServerLine = regexp.MustCompile(`(?m)^  (s\d+)  (http://\S+)$`)
+var clusterServerLine = regexp.MustCompile(`(?m)^  (s\d+)  (http://\S+)  pid \d+$`)
 
 // startCluster runs "paytwice cluster" on the database dbURL with a front
 // door on a free loopback port; the servers' lines come before the front

@@ -95,7 +95,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	door := newFrontDoor(children, stderr)
 	out.printf(stdout, "%d servers on one database, each on a loopback port of its own:\n", len(children))
 	for _, c := range children {
-		out.printf(stdout, "  %s  %s\n", c.name, c.url)
+		out.printf(stdout, "  %s  %s  pid %d\n", c.name, c.url, c.cmd.Process.Pid)
 	}
 	out.printf(stdout, "and a front door that hands each request to the next of them in turn.\n")
 	out.mu.Lock()
