@@ -217,7 +217,8 @@ func TestRelayBatchesKeepOrderAndFitTheLimit(t *testing.T) {
 	a, b := envs[0], envs[1]
 	const limit = 1000
 	rec := &recordingNotifier{notifier: a.Server.relay.db}
-	r := &relay{s: a.Server, db: rec, id: "batch-test", maxPayload: limit}
+	r := newRelay(a.Server, rec, "batch-test")
+	r.maxPayload = limit
 
 	var events []live.Event
 	for i := range 40 {

@@ -1,0 +1,7 @@
+//go:build norelay
+
+package web
+
+// A server built with -tags norelay shows only its own requests, as
+// before the relay: bench/relay.sh compares it with the normal build.
+func init() { relayOff = true }
