@@ -26,10 +26,17 @@ import (
 // store is returned for reading the tables.
 func pgServers(t *testing.T, names ...string) ([]*testEnv, *postgres.DB) {
 	t.Helper()
+	return pgServersWith(t, nil, names...)
+}
+
+// pgServersWith is pgServers where wrap, when set, gives each server the
+// store it is to use around its own connection to the database.
+func pgServersWith(t *testing.T, wrap func(i int, db *postgres.DB) Store, names ...string) ([]*testEnv, *postgres.DB) {
+	t.Helper()
 	url := pgtest.NewDatabase(t)
 	var envs []*testEnv
 	var first *postgres.DB
-	for _, name := range names {
+	for i, name := range names {
 		clock := sim.NewClock(nil)
 		db, err := postgres.Open(context.Background(), url, postgres.Options{Now: clock.Now, MaxConns: 4})
 		if err != nil {
@@ -38,7 +45,11 @@ func pgServers(t *testing.T, names ...string) ([]*testEnv, *postgres.DB) {
 		if first == nil {
 			first = db
 		}
-		srv := NewServer(Config{Name: name, Logger: log.New(io.Discard, "", 0)}, db, clock)
+		var st Store = db
+		if wrap != nil {
+			st = wrap(i, db)
+		}
+		srv := NewServer(Config{Name: name, Logger: log.New(io.Discard, "", 0)}, st, clock)
 		hs := httptest.NewServer(srv.Handler())
 		t.Cleanup(func() { srv.Close(); hs.Close(); db.Close() })
 		envs = append(envs, &testEnv{t: t, tb: t, URL: hs.URL, Server: srv, HTTP: hs})
@@ -283,4 +294,62 @@ func TestRelayRecoversAKilledListenerAndRedrawsThePages(t *testing.T) {
 	})
 	a.pay("relay-after", `{"order_id":"A-5","amount_satang":900}`)
 	waitRow(t, b, "s1's payment after the reconnection", keyed("relay-after", "s1", "201 paid"))
+}
+
+// stalledNotify is a store whose notifications wait until the gate opens,
+// like a database that stopped answering.
+type stalledNotify struct {
+	*postgres.DB
+	gate    chan struct{}
+	waiting chan struct{} // receives when a notification starts waiting
+}
+
+func (s stalledNotify) Notify(ctx context.Context, channel, payload string) error {
+	select {
+	case s.waiting <- struct{}{}:
+	default:
+	}
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.DB.Notify(ctx, channel, payload)
+}
+
+func TestRelayThatFallsBehindSkipsCountsAndSaysSo(t *testing.T) {
+	stalled := stalledNotify{gate: make(chan struct{}), waiting: make(chan struct{}, 1)}
+	envs, _ := pgServersWith(t, func(i int, db *postgres.DB) Store {
+		if i > 0 {
+			return db
+		}
+		stalled.DB = db
+		return stalled
+	}, "s1", "s2")
+	a, b := envs[0], envs[1]
+	stream := openStream(t, b, "")
+	stream.nextFrame()
+
+	a.Server.hub.Publish(live.Event{Kind: live.Pruned, Message: "first"})
+	<-stalled.waiting // the relay holds "first" and waits on the database
+	// The payment path publishes on: a whole ring and more, none of it
+	// waiting for the relay.
+	for i := range live.DefaultSize + 10 {
+		a.Server.hub.Publish(live.Event{Kind: live.Pruned, Message: fmt.Sprint("more ", i)})
+	}
+	close(stalled.gate)
+	waitUntil(t, "the relay to count what it skipped", func() bool { return a.Server.relay.skipped.Load() > 0 })
+	// s2 hears of the gap from s1, shows it and redraws its pages.
+	waitRow(t, b, "s1's gap on s2", func(r views.TimelineRow) bool {
+		return r.Title == "Other servers" && r.Server == "s1"
+	})
+	for {
+		f := stream.nextFrame()
+		if strings.Contains(f.Data, `id="timeline"`) && strings.Contains(f.Data, "could not be relayed") {
+			break
+		}
+	}
+	if n := a.Server.relay.skipped.Load(); n > live.DefaultSize+10 {
+		t.Errorf("skipped %d events of %d", n, live.DefaultSize+11)
+	}
 }
