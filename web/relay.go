@@ -68,17 +68,17 @@ var notRelayed = map[live.Kind]bool{watchKind: true, live.Gap: true}
 type relay struct {
 	s  *Server
 	db notifier
-	id string
-	// head starts every notification this relay sends: its own come
-	// back to it and are recognised without being decoded.
+	// head starts every notification this relay sends and holds its
+	// random id: its own notifications come back to it and are
+	// recognised without being decoded.
 	head string
 	// maxPayload is the largest notification sent (a test lowers it).
 	maxPayload int
 
-	// Counts, for the logs and the tests.
-	sent    atomic.Uint64 // events sent to the others
-	batches atomic.Uint64 // notifications sent
-	skipped atomic.Uint64 // events of this server the others never got
+	// skipped counts the events of this server the others never got.
+	skipped atomic.Uint64
+	// failing is set while notifications fail (only send uses it).
+	failing bool
 	// listening counts the starts of listening; a start after the first
 	// means notifications may have been lost.
 	listening atomic.Uint64
@@ -101,19 +101,19 @@ func (s *Server) startRelay() {
 	s.relay = r
 	// Subscribe now, not on the goroutine: every event published from here
 	// on is relayed.
-	go r.send(s.hub.Subscribe(s.hub.LastSeq()))
+	start := s.hub.LastSeq()
+	go r.send(s.hub.Subscribe(start), start)
 	go r.listen()
 }
 
 func newRelay(s *Server, db notifier, id string) *relay {
-	return &relay{s: s, db: db, id: id, head: `{"from":"` + id + `","events":[`, maxPayload: postgres.MaxNotifyPayload}
+	return &relay{s: s, db: db, head: `{"from":"` + id + `","events":[`, maxPayload: postgres.MaxNotifyPayload}
 }
 
-// send forwards this server's events until the server stops.
-func (r *relay) send(sub *live.Subscription) {
+// send forwards this server's events after seen until the server stops.
+func (r *relay) send(sub *live.Subscription, seen uint64) {
 	ctx := r.s.baseCtx
-	seen := r.s.hub.LastSeq() // the newest event the relay has read
-	var owed uint64           // events the others missed, not yet told
+	var owed uint64 // events the others missed, not yet told
 	for {
 		entries, err := sub.Next(ctx)
 		switch {
@@ -160,7 +160,7 @@ func (r *relay) send(sub *live.Subscription) {
 // gapEvent tells the other servers that n events of this one never
 // reached them.
 func (r *relay) gapEvent(n uint64) live.Event {
-	return live.Event{Kind: live.Gap, Server: r.s.cfg.Name, Time: time.Now(),
+	return live.Event{Kind: live.Gap, Server: r.s.cfg.Name, Time: r.s.clock.Now(),
 		Message: strconv.FormatUint(n, 10) + " events of this server could not be relayed to the others; the tables are reloaded from the database"}
 }
 
@@ -181,14 +181,17 @@ func (r *relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 		nctx, cancel := context.WithTimeout(ctx, relayNotifyTimeout)
 		err := r.db.Notify(nctx, relayChannel, string(buf))
 		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				r.s.logf("live relay: %d events not sent to the other servers: %v", n, err)
-			}
+		switch {
+		case err != nil:
 			failed, ok = failed+steps, false
-		} else {
-			r.sent.Add(uint64(n))
-			r.batches.Add(1)
+			// Say so once, not for every batch while the database is away.
+			if !r.failing && ctx.Err() == nil {
+				r.s.logf("live relay: events not sent to the other servers until the database answers again: %v", err)
+			}
+			r.failing = true
+		case r.failing:
+			r.failing = false
+			r.s.logf("live relay: sending events to the other servers again")
 		}
 		buf, n, steps = append(buf[:0], head...), 0, 0
 	}
