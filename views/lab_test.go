@@ -92,6 +92,12 @@ func TestLabPanel(t *testing.T) {
 		if m, _ := attr(byID(t, doc, "lab-nokey"), "data-lab-mode"); m != testModes.NoKey {
 			t.Errorf("the no-key switch sets mode %q", m)
 		}
+		if m, _ := attr(byID(t, doc, "lab-memlock"), "data-lab-mode"); m != testModes.MemoryLock || checked("lab-memlock") {
+			t.Errorf("the lock-in-memory switch sets mode %q, checked %v", m, checked("lab-memlock"))
+		}
+		if got := selected("lab-lock-gap"); got != "200" {
+			t.Errorf("the lock's gap select shows %q", got)
+		}
 		if f, _ := attr(byID(t, doc, "lab-pii"), "data-lab"); f != "client.personal_data_key" {
 			t.Errorf("the e-mail switch names %q", f)
 		}
@@ -248,7 +254,7 @@ func TestLessonPanel(t *testing.T) {
 
 // testModes are the mode values the web package passes in.
 var testModes = LabModes{Correct: "correct", NoKey: "no_key", CheckThenInsert: "check_then_insert",
-	CheckThenInsertConstrained: "check_then_insert_constrained", KeyTableOnly: "key_table_only"}
+	CheckThenInsertConstrained: "check_then_insert_constrained", KeyTableOnly: "key_table_only", MemoryLock: "memory_lock"}
 
 func attrOr(n *html.Node, name string) string {
 	v, _ := attr(n, name)
