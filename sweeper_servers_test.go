@@ -141,14 +141,14 @@ func TestSweeperOnThreeServers(t *testing.T) {
 	checkBooks(ctx, t, conn, keys)
 }
 
-// TestSweepersLeaveALiveRequestAlone holds one request's key started on
-// one server, in the delay fault, for longer than a sweep period, while
-// the other two servers' demo clocks run an hour ahead and their
-// sweepers are asked again and again. They only know that the key has
-// not really been held for the lock timeout, and that must be enough:
-// no sweeper takes the key from its live request, which answers with the
-// charge it made.
-func TestSweepersLeaveALiveRequestAlone(t *testing.T) {
+// TestSweepersOnOtherServersLeaveALiveRequestAlone holds one request's
+// key started on one server, in the delay fault, for longer than a sweep
+// period, while the other two servers' demo clocks run an hour ahead and
+// their sweepers are asked again and again. They only know that the key
+// has not really been held for the lock timeout, and that must be
+// enough: no sweeper takes the key from its live request, which answers
+// with the charge it made.
+func TestSweepersOnOtherServersLeaveALiveRequestAlone(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

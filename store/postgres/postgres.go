@@ -52,12 +52,16 @@ type Options struct {
 	Now func() time.Time
 	// Schema chooses the tables; the zero value holds them all.
 	Schema Schema
-	// MaxConns bounds the connection pool; 0 means 16.
+	// MaxConns bounds the connection pool; 0 means the URL's
+	// pool_max_conns, or 16 when it names none.
 	MaxConns int32
 	// SweepLease is how long a sweeper keeps the started keys it took
 	// from the other servers' sweepers (real time); 0 means a minute.
 	SweepLease time.Duration
 }
+
+// defaultMaxConns bounds a pool whose URL names no pool_max_conns.
+const defaultMaxConns = 16
 
 // DB is a PostgreSQL store. It is safe for concurrent use, and any number
 // of DBs, in any number of processes, may share one database.
@@ -82,9 +86,6 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.MaxConns <= 0 {
-		opts.MaxConns = 16
-	}
 	if opts.SweepLease <= 0 {
 		opts.SweepLease = time.Minute
 	}
@@ -92,7 +93,15 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err) // pgx redacts the password
 	}
-	cfg.MaxConns = opts.MaxConns
+	// pgx reads pool_max_conns from the URL: it is how an operator fits
+	// several servers, each with a pool for the payments and one for the
+	// gateway's ledger, under the database's max_connections.
+	switch {
+	case opts.MaxConns > 0:
+		cfg.MaxConns = opts.MaxConns
+	case !strings.Contains(url, "pool_max_conns"):
+		cfg.MaxConns = defaultMaxConns
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"sync"
 
 	"context"
@@ -283,5 +284,40 @@ func TestTheClaimingServerJudgesItsKeysByItsOwnClock(t *testing.T) {
 	clock = clock.Add(31 * time.Second)
 	if rows, err := db.StartedBefore(ctx, clock.Add(-30*time.Second)); err != nil || len(rows) != 1 {
 		t.Fatalf("own key after the demo clock moved past the lock timeout: %+v %v", rows, err)
+	}
+}
+
+// The pool's bound comes from Options, else from the URL's
+// pool_max_conns, else the default: an operator fits several servers
+// under the database's max_connections through the URL alone.
+func TestPoolBound(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	bounded, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := bounded.Query()
+	q.Set("pool_max_conns", "3")
+	bounded.RawQuery = q.Encode()
+	for _, c := range []struct {
+		name string
+		url  string
+		opt  int32
+		want int32
+	}{
+		{"the default without either", url, 0, 16},
+		{"the URL's pool_max_conns", bounded.String(), 0, 3},
+		{"Options.MaxConns over the URL's", bounded.String(), 5, 5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db, err := postgres.Open(ctx, c.url, postgres.Options{MaxConns: c.opt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if got := db.Pool().Config().MaxConns; got != c.want {
+				t.Errorf("MaxConns %d, want %d", got, c.want)
+			}
+		})
 	}
 }
