@@ -1,0 +1,56 @@
+package web
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestBrowserLabMemoryLock drives the lock in memory from the lab's card
+// on one server: its switch, its pause (one setting shown on two cards),
+// a double-click and a burst, each charged once.
+func TestBrowserLabMemoryLock(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+	looseCharges := func() int {
+		t.Helper()
+		ch, err := env.DB.LabLooseCharges(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ch)
+	}
+
+	labSwitch(t, ctx, env, "#lab-memlock", func(l LabSettings) bool { return l.Server.Mode == LabMemoryLock })
+	liveDo(t, ctx, "a pause of 1 s", chromedp.Evaluate[chromedp.Void](
+		`(s => { s.value = "1000"; s.dispatchEvent(new Event("change", { bubbles: true })); })(document.getElementById("lab-lock-gap"))`))
+	liveWait(t, ctx, "the pause on both cards", 5*time.Second,
+		`document.getElementById("lab-gap").value === "1000" && document.getElementById("lab-lock-gap").value === "1000"`)
+	if gap := env.Server.Lab().Server.CheckGapMS; gap != 1000 {
+		t.Fatalf("the pause is %d ms", gap)
+	}
+
+	t.Run("a double-click on one server is charged once, the second click replayed", func(t *testing.T) {
+		liveDo(t, ctx, "double-click", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"), liveClick("#pay"))
+		liveWait(t, ctx, "two answered attempts, paid", 15*time.Second, answered+` === 2 && `+paidNow)
+		liveWait(t, ctx, "the second click replayed", 5*time.Second,
+			`[...document.querySelectorAll("#attempts li")].some(li => /replayed/.test(li.textContent))`)
+		if n := looseCharges(); n != 1 {
+			t.Fatalf("%d charges, want 1", n)
+		}
+		liveWait(t, ctx, "the card's count", 5*time.Second, labNumber(8)+` === "0" && document.getElementById("lab-out-8").classList.contains("ok")`)
+	})
+	t.Run("the card's burst is charged once", func(t *testing.T) {
+		liveDo(t, ctx, "a burst", jsClick(`#mistake-8 [data-lab-action="burst"]`))
+		liveWait(t, ctx, "the burst's answers", 30*time.Second,
+			`document.getElementById("lab-lock-burst-result").textContent.includes("10 requests: 201 \u00d710")`)
+		if n := looseCharges(); n != 2 {
+			t.Fatalf("%d charges, want 2 (one per order)", n)
+		}
+		liveWait(t, ctx, "no key charged twice", 5*time.Second, labNumber(8)+` === "0"`)
+	})
+	liveNoCSPViolations(t, ctx)
+}
