@@ -389,3 +389,38 @@ func TestLessonLockInMemory(t *testing.T) {
 		waitTicks(t, env, ticks, slug, []bool{true, false, false})
 	})
 }
+
+// TestLabMemoryLockMapFull: while the lock map holds as many keys as it
+// may, a request with another key is refused with a 503 that says to
+// retry, and nothing of it is written; the key being worked on is not
+// disturbed.
+func TestLabMemoryLockMapFull(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	env.putLab(LabSettings{Server: LabServer{Mode: LabMemoryLock, CheckGapMS: 1000}})
+	env.Server.lab.locks = newKeyLocks(1)
+	reached, release := holdGap(env.Server)
+	first := make(chan response, 1)
+	go func() {
+		r, err := env.tryPay("full-1", `{"order_id":"F-1","amount_satang":100}`)
+		if err != nil {
+			r.Body = []byte(err.Error())
+		}
+		first <- r
+	}()
+	<-reached // full-1 holds the only lock there is room for
+
+	r := env.pay("full-2", `{"order_id":"F-2","amount_satang":100}`)
+	if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), "Retry with the same key") {
+		t.Fatalf("a key beyond the map: %d %s", r.Status, r.Body)
+	}
+	close(release)
+	if r := <-first; r.Status != http.StatusCreated {
+		t.Fatalf("the key being worked on: %d %s", r.Status, r.Body)
+	}
+	if loose, _ := env.DB.LabLooseCharges(context.Background()); len(loose) != 1 || loose[0].OrderID != "F-1" {
+		t.Fatalf("charges %+v, want F-1's only", loose)
+	}
+	if r := env.pay("full-2", `{"order_id":"F-2","amount_satang":100}`); r.Status != http.StatusCreated {
+		t.Fatalf("full-2 retried once there is room: %d", r.Status)
+	}
+}
