@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,9 +29,10 @@ import (
 type cluster struct {
 	*process
 	servers map[string]string
+	pids    map[string]int
 }
 
-var clusterServerLine = regexp.MustCompile(`(?m)^  (s\d+)  (http://\S+)  pid \d+$`)
+var clusterServerLine = regexp.MustCompile(`(?m)^  (s\d+)  (http://\S+)  pid (\d+)$`)
 
 // startCluster runs "paytwice cluster" on the database dbURL with a front
 // door on a free loopback port; the servers' lines come before the front
@@ -38,9 +40,10 @@ var clusterServerLine = regexp.MustCompile(`(?m)^  (s\d+)  (http://\S+)  pid \d+
 func startCluster(ctx context.Context, t *testing.T, bin, dbURL string, flags ...string) *cluster {
 	t.Helper()
 	p := startProcess(ctx, t, bin, append([]string{"cluster", "-addr", "127.0.0.1:0", "-db", dbURL, "-presenter-token", clusterPresenterToken}, flags...)...)
-	c := &cluster{process: p, servers: map[string]string{}}
+	c := &cluster{process: p, servers: map[string]string{}, pids: map[string]int{}}
 	for _, m := range clusterServerLine.FindAllStringSubmatch(p.stdout.String(), -1) {
 		c.servers[m[1]] = m[2]
+		c.pids[m[1]], _ = strconv.Atoi(m[3])
 	}
 	return c
 }
@@ -204,7 +207,32 @@ func TestClusterCommand(t *testing.T) {
 		}
 	})
 
-	t.Run("SIGTERM with an event stream open ends everything with status 0", func(t *testing.T) {
+	t.Run("a server that dies is reported and passed over", func(t *testing.T) {
+		if err := syscall.Kill(c.pids["s2"], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		// Reported once its exit is seen; the bound is the test's.
+		for !strings.Contains(c.stderr.String(), "server s2 stopped") && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !strings.Contains(c.stderr.String(), "server s2 stopped: signal: killed") {
+			t.Fatalf("stderr does not report s2's death:\n%s", c.stderr.String())
+		}
+		seen := map[string]int{}
+		for i := range 4 {
+			key := fmt.Sprintf("after-s2-%d", i)
+			status, body, server := c.answeredBy(ctx, t, key, fmt.Sprintf(`{"order_id":%q,"amount_satang":100}`, key))
+			if status != http.StatusCreated {
+				t.Fatalf("%s: %d %s", key, status, body)
+			}
+			seen[server]++
+		}
+		if seen["s1"] == 0 || seen["s3"] == 0 || seen["s2"] != 0 {
+			t.Fatalf("answers by server: %v; want s1 and s3 only", seen)
+		}
+	})
+
+	t.Run("SIGTERM with an event stream open ends everything with status 0, a server dead before included", func(t *testing.T) {
 		streamEnded := openEventStream(ctx, t, c.url)
 		if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
