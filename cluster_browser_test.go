@@ -115,8 +115,9 @@ func TestBrowserDoubleClickLandsOnTwoServers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(text, c.url) {
-			t.Errorf("the board does not show the front door %s", c.url)
+		_, port, _ := strings.Cut(strings.TrimPrefix(c.url, "http://"), ":")
+		if !strings.Contains(text, c.url) || !strings.Contains(text, "paytwice cluster -addr :"+port) {
+			t.Errorf("the board does not show the front door %s, or how to open it to a room", c.url)
 		}
 		for name, u := range c.servers {
 			if strings.Contains(text, u) {

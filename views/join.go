@@ -7,12 +7,14 @@ import (
 // Join is where students join: the addresses the server listens on, best
 // first, and the path of the QR code of the first. With no address, the
 // server listens on loopback only: Listen says where, Local is the
-// address that works on this machine.
+// address that works on this machine, and Command is what was run to
+// start it ("paytwice", or "paytwice cluster" behind its front door).
 type Join struct {
-	URLs   []string
-	QR     string
-	Listen string
-	Local  string
+	URLs    []string
+	QR      string
+	Listen  string
+	Local   string
+	Command string
 }
 
 // Port is the port the server listens on, for the command that starts it
@@ -22,6 +24,15 @@ func (j Join) Port() string {
 		return p
 	}
 	return "8080"
+}
+
+// RoomCommand starts the server again so that a room can reach it.
+func (j Join) RoomCommand() string {
+	cmd := j.Command
+	if cmd == "" {
+		cmd = "paytwice"
+	}
+	return cmd + " -addr :" + j.Port()
 }
 
 func joinClass(j Join) string {

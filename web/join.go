@@ -46,7 +46,9 @@ func (s *Server) joinView(r *http.Request) views.Join {
 			}
 		}
 	}
-	return joinAddresses(s.listening(r), r.Host, r.TLS != nil, ifaces)
+	j := joinAddresses(s.listening(r), r.Host, r.TLS != nil, ifaces)
+	j.Command = s.cfg.Command
+	return j
 }
 
 // joinAddresses works out the join addresses from the listener's address

@@ -98,6 +98,14 @@ func TestJoinOverHTTP(t *testing.T) {
 			t.Errorf("QR code on loopback: %d, want 404", r.Status)
 		}
 	})
+	t.Run("behind paytwice cluster's front door the advice is to start the cluster again", func(t *testing.T) {
+		door := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8090}
+		cluster := newTestEnv(t, Config{ListenAddr: door, Command: "paytwice cluster"})
+		r := cluster.get("/board", "Accept", "text/html")
+		if page := string(r.Body); !strings.Contains(page, "paytwice cluster -addr :8090") || !strings.Contains(page, "http://127.0.0.1:8090") {
+			t.Errorf("the board does not advise restarting the cluster on the front door's port")
+		}
+	})
 	t.Run("listening on an address, the board shows it and its QR code decodes to it", func(t *testing.T) {
 		env.Server.listenAddr.Store(&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 8080})
 		defer env.Server.listenAddr.Store(nil)

@@ -59,6 +59,10 @@ type Config struct {
 	// /join show only addresses that open this app. Unset, the address
 	// each connection arrived on stands in for it.
 	ListenAddr net.Addr
+	// Command is what was run to start this server ("paytwice" when
+	// empty): the board tells a presenter whose room cannot reach it how
+	// to start it again.
+	Command string
 	// Logger receives unexpected errors; nil means the standard logger.
 	Logger *log.Logger
 	// MaxStreams caps the open live event streams (GET /events); 0 means
