@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -414,5 +415,32 @@ func TestParsePublicAddr(t *testing.T) {
 		if _, err := parsePublicAddr(bad); err == nil || !strings.Contains(err.Error(), "-public-addr must be an IP address and a port") {
 			t.Errorf("%q: error %v", bad, err)
 		}
+	}
+}
+
+// TestClusterServersThatCannotStart: when the servers cannot reach the
+// database, the cluster says which exited before serving and why, and
+// exits 1 without serving.
+func TestClusterServersThatCannotStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere := ln.Addr().String()
+	ln.Close() // a database that refuses connections
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary(t), "cluster", "-servers", "2", "-addr", "127.0.0.1:0",
+		"-db", "postgres://nobody:x@"+nowhere+"/paytwice").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("%v, want exit status 1:\n%s", err, out)
+	}
+	for _, want := range []string{"s1 | paytwice: postgres", "server s1 exited before serving (exit status 1)", "server s2 exited before serving (exit status 1)"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "paytwice is serving on") {
+		t.Errorf("the front door served without servers:\n%s", out)
 	}
 }

@@ -243,14 +243,24 @@ func waitUntilServing(ctx context.Context, children []*child) error {
 				}
 				answered <- err
 			}()
+			exitedFirst := func() error { // read c.waitErr once c.exited is closed
+				return fmt.Errorf("server %s exited before serving (%v); its output above says why", c.name, c.waitErr)
+			}
 			select {
 			case err := <-answered:
 				if err != nil {
-					err = fmt.Errorf("server %s did not answer at %s: %w", c.name, c.url, err)
+					// The listener is the server's alone: a connection it
+					// dropped means it is exiting, and its exit says more.
+					select {
+					case <-c.exited:
+						err = exitedFirst()
+					case <-time.After(5 * time.Second):
+						err = fmt.Errorf("server %s did not answer at %s: %w", c.name, c.url, err)
+					}
 				}
 				errs <- err
 			case <-c.exited:
-				errs <- fmt.Errorf("server %s exited before serving (%v); its output above says why", c.name, c.waitErr)
+				errs <- exitedFirst()
 			}
 		}()
 	}
