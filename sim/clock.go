@@ -33,27 +33,24 @@ func (c *Clock) Now() time.Time { return c.base().Add(time.Duration(c.offset.Loa
 // the 18th century, where no started key is ever old enough to sweep.
 const MaxOffset = 365 * 24 * time.Hour
 
-// Advance moves the clock forward by d and reports the new offset. It
-// refuses (ok false, the clock unchanged) a negative d or one that would
-// put the clock more than MaxOffset ahead; concurrent calls cannot
-// overshoot together.
-func (c *Clock) Advance(d time.Duration) (offset time.Duration, ok bool) {
-	for {
-		cur := c.offset.Load()
-		if d < 0 || int64(d) > int64(MaxOffset)-cur {
-			return time.Duration(cur), false
-		}
-		if c.offset.CompareAndSwap(cur, cur+int64(d)) {
-			return time.Duration(cur + int64(d)), true
-		}
+// AdvanceOffset is an offset of cur moved forward by d. It refuses (ok
+// false, cur returned) a negative d or one that would put the clock more
+// than MaxOffset ahead. The offset is shared by every server in the room
+// (web/room.go), which checks the bound as part of its change, so
+// advances on several servers at once cannot overshoot together.
+func AdvanceOffset(cur, d time.Duration) (offset time.Duration, ok bool) {
+	if d < 0 || d > MaxOffset-cur {
+		return cur, false
 	}
+	return cur + d, true
 }
 
 // Offset reports how far the clock has been advanced.
 func (c *Clock) Offset() time.Duration { return time.Duration(c.offset.Load()) }
 
-// ResetOffset returns the clock to its base time.
-func (c *Clock) ResetOffset() { c.offset.Store(0) }
+// SetOffset sets how far ahead of its base the clock runs: the room's
+// offset, decided once for every server on the database.
+func (c *Clock) SetOffset(d time.Duration) { c.offset.Store(int64(d)) }
 
 // ManualClock is a clock that only moves when told to, for tests.
 type ManualClock struct {

@@ -77,25 +77,29 @@ func (s *Server) handleSweep(c echo.Context) error {
 }
 
 // resetDemo clears every key, charge and gateway record, turns every
-// switch off, puts the clock back and empties the timeline, leaving one
-// Reset event that says who did it. The page's form handler calls it too.
+// switch off, puts the clock back, leaves the lesson and empties the
+// timeline, leaving one Reset event that says who did it. The switches,
+// the lab, the lesson and the clock are the room's: the reset sets them
+// for every server on the database at once.
 //
-// It first waits for every payment in flight and any sweep under way to
-// finish, and holds new ones back until it is done. A payment that
-// charged the gateway before the reset and saved after it would leave a
-// gateway charge nobody records, or a lab row the real protocol then
-// trips over; waiting keeps gateway and local charges equal. The wait is
-// bounded: a payment's work runs under the gateway time-out.
+// It first waits for every payment in flight on this server and any sweep
+// under way here to finish, and holds new ones back until it is done. A
+// payment that charged the gateway before the reset and saved after it
+// would leave a gateway charge nobody records, or a lab row the real
+// protocol then trips over; waiting keeps gateway and local charges
+// equal. The wait is bounded: a payment's work runs under the gateway
+// time-out.
 func (s *Server) resetDemo(ctx context.Context, who string) error {
 	// Held requests hold the in-flight lock: let them go first.
 	s.steps.turn(false, who)
 	s.inflight.Lock()
 	defer s.inflight.Unlock()
-	s.faultsMu.Lock()
-	s.faults.Store(sim.Faults{})
-	s.gateway.SetSwitches(sim.GatewaySwitches{})
-	s.faults.SetRandom(sim.RandomMode{})
-	s.faultsMu.Unlock()
+	if _, _, err := s.changeRoom(ctx, func(r *roomState) error {
+		r.reset()
+		return nil
+	}); err != nil {
+		return err
+	}
 	if s.ledgerApart() {
 		if err := s.ledger.Reset(ctx); err != nil {
 			return err
@@ -116,13 +120,15 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 	return nil
 }
 
-// resetHere resets what this server keeps in its own memory: the lab's
-// switches, counts and lesson, the demo clock and the timeline. resetDemo
-// calls it after emptying the shared tables; a server that learns of
-// another server's reset calls it alone, as the tables are already empty.
+// resetHere resets what this server keeps in its own memory apart from
+// the room: the lab's counts and the timeline. resetDemo calls it after
+// emptying the shared tables; a server that learns of another server's
+// reset calls it alone, as the tables are already empty and the room's
+// reset reaches it through the room. It leaves the room alone so that a
+// reset heard late cannot undo what the room set after it, such as the
+// switches of a lesson started right after its reset.
 func (s *Server) resetHere() {
-	s.resetLab()
-	s.clock.ResetOffset()
+	s.clearLabCounts()
 	s.hub.Clear()
 }
 
@@ -153,22 +159,28 @@ func (s *Server) clockState() ClockState {
 	return ClockState{Now: s.clock.Now().UTC(), OffsetSeconds: s.clock.Offset().Seconds()}
 }
 
-// advanceClock moves the server's clock forward by d, so that keys age
+// advanceClock moves the room's clock forward by d, so that keys age
 // (towards the lock timeout, towards pruning) without anyone waiting, and
-// publishes the jump. The page's form handler calls it too.
+// publishes the jump. The bound is checked against the room's offset as
+// part of the change, so advances on several servers at once cannot take
+// the clock past it together.
 func (s *Server) advanceClock(ctx context.Context, d time.Duration, who string) error {
 	if d <= 0 || d > MaxClockAdvance {
 		return pay.Errorf(pay.EINVALID, "seconds must be between 1 and %d, not %d.", int64(MaxClockAdvance/time.Second), int64(d/time.Second))
 	}
-	if err := ctx.Err(); err != nil {
+	_, next, err := s.changeRoom(ctx, func(r *roomState) error {
+		offset, ok := sim.AdvanceOffset(r.ClockOffset, d)
+		if !ok {
+			return pay.Errorf(pay.EINVALID, "The clock already runs %s ahead, and it may run at most %d seconds (%d days) ahead in total: advance it by at most %d more seconds, or reset the demo to start again from the real time.",
+				offset, int64(sim.MaxOffset/time.Second), int64(sim.MaxOffset/(24*time.Hour)), int64((sim.MaxOffset-offset)/time.Second))
+		}
+		r.ClockOffset = offset
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	offset, ok := s.clock.Advance(d)
-	if !ok {
-		return pay.Errorf(pay.EINVALID, "The clock already runs %s ahead, and it may run at most %d seconds (%d days) ahead in total: advance it by at most %d more seconds, or reset the demo to start again from the real time.",
-			offset, int64(sim.MaxOffset/time.Second), int64(sim.MaxOffset/(24*time.Hour)), int64((sim.MaxOffset-offset)/time.Second))
-	}
-	msg := fmt.Sprintf("clock advanced by %s; it now runs %s ahead", d, offset)
+	msg := fmt.Sprintf("clock advanced by %s; it now runs %s ahead", d, next.ClockOffset)
 	if who != "" {
 		msg = who + ": " + msg
 	}

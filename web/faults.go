@@ -54,30 +54,29 @@ func (s *Server) currentFaults() FaultSettings {
 	return FaultSettings{Server: s.faults.Load(), Gateway: s.gateway.Switches(), Random: s.faults.Random()}
 }
 
-// applyFaults validates f, makes it the current set of switches, restarts
-// the random sequence from its seed, and publishes one event that says
-// what changed and who changed it. Requests already running keep the
-// switches they drew. The page's form handler calls it too.
+// applyFaults validates f, makes it the current set of switches for the
+// whole room, restarts the random sequence from its seed, and publishes
+// one event that says what changed and who changed it. Requests already
+// running keep the switches they drew.
 func (s *Server) applyFaults(ctx context.Context, f FaultSettings, who string) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	old, next, err := s.changeRoom(ctx, func(r *roomState) error {
+		r.setFaults(f)
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	s.faultsMu.Lock()
-	defer s.faultsMu.Unlock()
-	s.setFaultsLocked(f, who)
+	s.publishFaultChanges(old.Faults, next.Faults, who)
 	return nil
 }
 
-// setFaultsLocked stores f and publishes the change; s.faultsMu is held.
-func (s *Server) setFaultsLocked(f FaultSettings, who string) {
-	old := s.currentFaults()
-	s.faults.Store(f.Server)
-	s.gateway.SetSwitches(f.Gateway)
-	s.faults.SetRandom(f.Random)
-	if changes := describeFaultChanges(old, f); len(changes) > 0 {
+// publishFaultChanges says on the timeline what changed between old and
+// next, if anything did.
+func (s *Server) publishFaultChanges(old, next FaultSettings, who string) {
+	if changes := describeFaultChanges(old, next); len(changes) > 0 {
 		msg := strings.Join(changes, "; ")
 		if who != "" {
 			msg = who + ": " + msg
@@ -145,24 +144,30 @@ func (s *Server) handlePutFaults(c echo.Context) error {
 
 // handlePatchFaults is PATCH /api/faults: only the fields the body names
 // change, so `{"server":{"delay_ms":800}}` leaves everything else alone.
-// The read, merge and write happen under one lock.
+// The body is merged into the room's switches as they are when the change
+// holds the room, so two PATCHes at once, on one server or two, cannot
+// lose one another's fields.
 func (s *Server) handlePatchFaults(c echo.Context) error {
-	r := c.Request()
-	body, err := readAdminBody(r)
+	body, err := readAdminBody(c.Request())
 	if err != nil {
 		return err
 	}
-	s.faultsMu.Lock()
-	defer s.faultsMu.Unlock()
-	f := s.currentFaults()
-	if err := decodeStrict(body, &f); err != nil {
+	old, next, err := s.changeRoom(c.Request().Context(), func(r *roomState) error {
+		f := r.Faults
+		if err := decodeStrict(body, &f); err != nil {
+			return err
+		}
+		if err := f.Validate(); err != nil {
+			return err
+		}
+		r.setFaults(f)
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	if err := f.Validate(); err != nil {
-		return err
-	}
-	s.setFaultsLocked(f, "JSON API")
-	return c.JSON(http.StatusOK, s.currentFaults())
+	s.publishFaultChanges(old.Faults, next.Faults, "JSON API")
+	return c.JSON(http.StatusOK, next.Faults)
 }
 
 // decodeAdminJSON reads an admin endpoint's JSON body strictly into v.

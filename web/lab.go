@@ -133,7 +133,8 @@ const (
 type labState struct {
 	s *Server
 
-	mu          sync.Mutex // serialises changes to the settings and the lesson
+	// The room's settings and lesson (room.go applies them), with the
+	// counters that tell the pages to draw them again.
 	settings    atomic.Pointer[LabSettings]
 	settingsSeq atomic.Uint64
 	lesson      atomic.Pointer[string] // the chapter the class is on; "" for none
@@ -204,27 +205,27 @@ func (s *Server) labRoutes(e *echo.Echo) {
 // Lab returns the lab's current settings.
 func (s *Server) Lab() LabSettings { return s.lab.Settings() }
 
-// applyLab validates and stores new settings, publishing what changed.
-// The page, the JSON API and the lessons all come through here.
+// applyLab validates new settings and makes them the whole room's,
+// publishing what changed. The page and the JSON API come through here.
 func (s *Server) applyLab(ctx context.Context, next LabSettings, who string) error {
 	next = next.normalize()
 	if err := next.Validate(); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	old, changed, err := s.changeRoom(ctx, func(r *roomState) error {
+		r.Lab = next
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	s.lab.mu.Lock()
-	defer s.lab.mu.Unlock()
-	s.setLabLocked(next, who)
+	s.publishLabChanges(old.Lab, changed.Lab, who)
 	return nil
 }
 
-// setLabLocked stores the settings; s.lab.mu is held.
-func (s *Server) setLabLocked(next LabSettings, who string) {
-	old := s.lab.Settings()
-	s.lab.settings.Store(&next)
-	s.lab.settingsSeq.Add(1)
+// publishLabChanges says on the timeline what changed between old and
+// next, if anything did.
+func (s *Server) publishLabChanges(old, next LabSettings, who string) {
 	if changes := describeLabChanges(old, next); len(changes) > 0 {
 		msg := "lab: " + strings.Join(changes, "; ")
 		if who != "" {
@@ -281,38 +282,37 @@ func (s *Server) handlePutLab(c echo.Context) error {
 	return c.JSON(http.StatusOK, s.lab.Settings())
 }
 
-// handlePatchLab is PATCH /api/lab: only the fields the body names change.
+// handlePatchLab is PATCH /api/lab: only the fields the body names
+// change, merged into the room's settings as they are when the change
+// holds the room.
 func (s *Server) handlePatchLab(c echo.Context) error {
 	body, err := readAdminBody(c.Request())
 	if err != nil {
 		return err
 	}
-	s.lab.mu.Lock()
-	defer s.lab.mu.Unlock()
-	next := s.lab.Settings()
-	if err := decodeStrict(body, &next); err != nil {
+	old, next, err := s.changeRoom(c.Request().Context(), func(r *roomState) error {
+		l := r.Lab
+		if err := decodeStrict(body, &l); err != nil {
+			return err
+		}
+		l = l.normalize()
+		if err := l.Validate(); err != nil {
+			return err
+		}
+		r.Lab = l
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	next = next.normalize()
-	if err := next.Validate(); err != nil {
-		return err
-	}
-	s.setLabLocked(next, "JSON API")
-	return c.JSON(http.StatusOK, s.lab.Settings())
+	s.publishLabChanges(old.Lab, next.Lab, "JSON API")
+	return c.JSON(http.StatusOK, next.Lab)
 }
 
-// resetLab puts every lab switch off, empties the lab's counts and ends
-// the lesson; resetDemo empties the lab's tables.
-func (s *Server) resetLab() {
+// clearLabCounts empties what the lab counts itself. The lab's settings
+// and the lesson are the room's, which a reset sets (resetDemo).
+func (s *Server) clearLabCounts() {
 	l := s.lab
-	l.mu.Lock()
-	d := DefaultLabSettings()
-	l.settings.Store(&d)
-	l.settingsSeq.Add(1)
-	empty := ""
-	l.lesson.Store(&empty)
-	l.lessonSeq.Add(1)
-	l.mu.Unlock()
 	for _, n := range []*atomic.Int64{&l.constraintRefusals, &l.reconciliations, &l.pruned, &l.refusals4xx, &l.wasted4xx, &l.personalRequests, &l.lockWaits} {
 		n.Store(0)
 	}

@@ -320,9 +320,9 @@ func (s *Server) handlePutLesson(c echo.Context) error {
 
 // startLesson sets up a chapter for the whole class: it resets the
 // demonstration (keys, charges, gateway, timeline, clock, every switch),
-// sets the chapter's fault and lab switches, and publishes the change so
-// that every open page shows the chapter. "" leaves the lessons, with a
-// reset too.
+// sets the chapter's fault and lab switches and makes it the room's
+// lesson, and publishes the change so that every open page shows the
+// chapter. "" leaves the lessons, with a reset too.
 func (s *Server) startLesson(ctx context.Context, slug, who string) error {
 	i, ch, ok := s.chapter(slug)
 	if slug != "" && !ok {
@@ -333,19 +333,19 @@ func (s *Server) startLesson(ctx context.Context, slug, who string) error {
 	}
 	msg := "lessons left; everything reset"
 	if slug != "" {
-		if err := s.applyFaults(ctx, ch.Faults, "lesson"); err != nil {
+		old, next, err := s.changeRoom(ctx, func(r *roomState) error {
+			r.setFaults(ch.Faults)
+			r.Lab = ch.Lab.normalize()
+			r.setLesson(slug)
+			return nil
+		})
+		if err != nil {
 			return err
 		}
-		if err := s.applyLab(ctx, ch.Lab, "lesson"); err != nil {
-			return err
-		}
+		s.publishFaultChanges(old.Faults, next.Faults, "lesson")
+		s.publishLabChanges(old.Lab, next.Lab, "lesson")
 		msg = fmt.Sprintf("chapter %d of %d: %s", i+1, len(s.lab.chapters), ch.Title)
 	}
-	s.narration.begin(slug, len(ch.Watch))
-	s.lab.mu.Lock()
-	s.lab.lesson.Store(&slug)
-	s.lab.lessonSeq.Add(1)
-	s.lab.mu.Unlock()
 	s.hub.Publish(live.Event{Kind: lessonKind, Message: who + ": " + msg})
 	return nil
 }

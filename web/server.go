@@ -116,9 +116,9 @@ type Server struct {
 	// attempts are the checkout pages' recent payment attempts, so that
 	// one the browser sent twice shows as such.
 	attempts attemptLog
-	// faultsMu serialises changes to the switches, so that two PATCHes at
-	// once cannot lose one another's fields.
-	faultsMu sync.Mutex
+	// room holds the switches, the lab, the lesson and the clock, shared
+	// by every server on the database (room.go).
+	room *room
 
 	// baseCtx outlives requests and ends at shutdown: claimed work runs
 	// under it, not under the client's connection.
@@ -192,6 +192,8 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		}}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.echo = s.routes()
+	s.room = newRoom(s)
+	s.room.start(s.baseCtx)
 	s.startRelay()
 	return s
 }
@@ -212,6 +214,7 @@ func (s *Server) Handler() http.Handler {
 // the HTTP server has stopped accepting requests.
 func (s *Server) Close() {
 	s.stop()
+	s.room.wait()
 	s.hub.Close()
 }
 
