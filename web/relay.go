@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -272,6 +273,9 @@ func (r *relay) receive(payload string) {
 	if err := json.Unmarshal([]byte(payload), &b); err != nil {
 		r.s.logf("live relay: ignoring a notification that is not a batch of events: %v", err)
 		return
+	}
+	if slices.ContainsFunc(b.Events, changesRoom) {
+		r.s.room.catchUp(r.s.baseCtx)
 	}
 	for _, e := range b.Events {
 		if e.Kind == live.Reset {

@@ -37,28 +37,41 @@ func pgServersWith(t *testing.T, wrap func(i int, db *postgres.DB) Store, names 
 	var envs []*testEnv
 	var first *postgres.DB
 	for i, name := range names {
-		clock := sim.NewClock(nil)
-		db, err := postgres.Open(context.Background(), url, postgres.Options{Now: clock.Now, MaxConns: 4})
-		if err != nil {
-			t.Fatal(err)
+		var wrapOne func(*postgres.DB) Store
+		if wrap != nil {
+			wrapOne = func(db *postgres.DB) Store { return wrap(i, db) }
 		}
+		env, db := pgServer(t, url, name, wrapOne)
 		if first == nil {
 			first = db
 		}
-		var st Store = db
-		if wrap != nil {
-			st = wrap(i, db)
-		}
-		srv := NewServer(Config{Name: name, Logger: log.New(io.Discard, "", 0)}, st, clock)
-		hs := httptest.NewServer(srv.Handler())
-		t.Cleanup(func() { srv.Close(); hs.Close(); db.Close() })
-		envs = append(envs, &testEnv{t: t, tb: t, URL: hs.URL, Server: srv, HTTP: hs})
+		envs = append(envs, env)
 	}
 	for _, e := range envs {
 		e.Server.live() // the projector draws from its start on
 		waitUntil(t, "the relay to listen", func() bool { return e.Server.relay.listening.Load() > 0 })
 	}
 	return envs, first
+}
+
+// pgServer starts one server called name on the database at url, in this
+// process, behind its own listener on 127.0.0.1 and on the real clock.
+// wrap, unless nil, wraps the server's store.
+func pgServer(t *testing.T, url, name string, wrap func(*postgres.DB) Store) (*testEnv, *postgres.DB) {
+	t.Helper()
+	clock := sim.NewClock(nil)
+	db, err := postgres.Open(context.Background(), url, postgres.Options{Now: clock.Now, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st Store = db
+	if wrap != nil {
+		st = wrap(db)
+	}
+	srv := NewServer(Config{Name: name, Logger: log.New(io.Discard, "", 0)}, st, clock)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { srv.Close(); hs.Close(); db.Close() })
+	return &testEnv{t: t, tb: t, URL: hs.URL, Server: srv, HTTP: hs}, db
 }
 
 // rowsOf returns the timeline rows a server's pages show now, once its
@@ -276,7 +289,7 @@ func TestRelayRecoversAKilledListenerAndRedrawsThePages(t *testing.T) {
 	stream.nextFrame()
 	var killed int
 	if err := db.Pool().QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`).Scan(&killed); err != nil {
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = 'LISTEN "'||$1||'"'`, relayChannel).Scan(&killed); err != nil {
 		t.Fatal(err)
 	}
 	if killed != 2 {

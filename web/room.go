@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"paytwice/web/live"
 )
 
 // The room is what the presenter sets for the whole class: the fault
@@ -160,6 +162,30 @@ func (r *room) reload(ctx context.Context) {
 	if ctx.Err() == nil {
 		r.s.logf("room: %v", err)
 	}
+}
+
+// catchUp reloads the room before this server draws an event in which
+// another server tells of a change of the room (web/relay.go): that
+// server changed the room before it published the event, so the reload
+// finds the change even when the room's own notification is still on its
+// way, and the pages redrawn for the event show the room after it.
+func (r *room) catchUp(ctx context.Context) {
+	if r.shared != nil {
+		r.reload(ctx)
+	}
+}
+
+// changesRoom reports whether e tells of a change of the room: switches,
+// clock, reset, lesson, or the lab's settings (the lab's notes on a
+// request name its key).
+func changesRoom(e live.Event) bool {
+	switch e.Kind {
+	case live.Switched, live.Reset, lessonKind:
+		return true
+	case labKind:
+		return e.Key == ""
+	}
+	return false
 }
 
 // apply makes next this server's room unless it already holds a newer

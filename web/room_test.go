@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,119 +15,67 @@ import (
 	"paytwice/sim"
 	"paytwice/store/postgres"
 	"paytwice/store/postgres/pgtest"
+	"paytwice/web/live"
 )
 
-// roomServer is one of several servers on one PostgreSQL database, served
-// over real HTTP on 127.0.0.1.
-type roomServer struct {
-	t      *testing.T
-	URL    string
-	Server *Server
+// in is the same server seen from test t (a subtest), whose Fatal it
+// calls.
+func (e *testEnv) in(t *testing.T) *testEnv {
+	c := *e
+	c.t, c.tb = t, t
+	return &c
 }
 
-// startRoomServer starts a server on the database at url, as a server
-// joining the class would.
-func startRoomServer(t *testing.T, url, name string) *roomServer {
-	t.Helper()
-	clock := sim.NewClock(nil)
-	db, err := postgres.Open(context.Background(), url, postgres.Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := NewServer(Config{Name: name, Logger: log.New(io.Discard, "", 0)}, db, clock)
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { hs.Close(); srv.Close(); db.Close() })
-	return &roomServer{t: t, URL: hs.URL, Server: srv}
-}
-
-// roomServers starts n servers on one fresh database.
-func roomServers(t *testing.T, n int) (url string, servers []*roomServer) {
-	t.Helper()
-	url = pgtest.NewDatabase(t)
-	for i := range n {
-		servers = append(servers, startRoomServer(t, url, string(rune('A'+i))))
-	}
-	return url, servers
-}
-
-// call sends a request with a JSON body ("" for none).
-func (s *roomServer) call(method, path, body string) response {
-	s.t.Helper()
-	req, err := http.NewRequest(method, s.URL+path, strings.NewReader(body))
-	if err != nil {
-		s.t.Fatal(err)
-	}
+// must sends a JSON body ("" for none) and insists on 200 OK.
+func (e *testEnv) must(method, path, body string) response {
+	e.t.Helper()
+	var b any
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		b = json.RawMessage(body)
 	}
-	r, err := do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	return r
-}
-
-// must is call that insists on 200 OK.
-func (s *roomServer) must(method, path, body string) response {
-	s.t.Helper()
-	r := s.call(method, path, body)
+	r := e.send(method, path, b)
 	if r.Status != http.StatusOK {
-		s.t.Fatalf("%s %s %s: %d %s", method, path, body, r.Status, r.Body)
+		e.t.Fatalf("%s %s %s: %d %s", method, path, body, r.Status, r.Body)
 	}
 	return r
 }
 
-func (s *roomServer) faults() FaultSettings {
-	s.t.Helper()
-	var f FaultSettings
-	if err := json.Unmarshal(s.must(http.MethodGet, "/api/faults", "").Body, &f); err != nil {
-		s.t.Fatal(err)
+// decodeGet reads a JSON answer of GET path into v.
+func (e *testEnv) decodeGet(path string, v any) {
+	e.t.Helper()
+	if err := json.Unmarshal(e.must(http.MethodGet, path, "").Body, v); err != nil {
+		e.t.Fatal(err)
 	}
-	return f
 }
 
-func (s *roomServer) lab() LabSettings {
-	s.t.Helper()
-	var l LabSettings
-	if err := json.Unmarshal(s.must(http.MethodGet, "/api/lab", "").Body, &l); err != nil {
-		s.t.Fatal(err)
-	}
-	return l
-}
-
-func (s *roomServer) lesson() string {
-	s.t.Helper()
+func (e *testEnv) faults() (f FaultSettings) { e.decodeGet("/api/faults", &f); return f }
+func (e *testEnv) labNow() (l LabSettings)   { e.decodeGet("/api/lab", &l); return l }
+func (e *testEnv) lesson() string {
 	var l LessonsState
-	if err := json.Unmarshal(s.must(http.MethodGet, "/api/lessons", "").Body, &l); err != nil {
-		s.t.Fatal(err)
-	}
+	e.decodeGet("/api/lessons", &l)
 	return l.Current
 }
 
-// eventually polls cond, which reads the servers, until it holds; the
-// other servers learn of a change through the database, a moment after
-// the change's answer. It gives up after 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
-		<-tick.C
-	}
-}
-
 func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
-	url, servers := roomServers(t, 3)
-	a, b, c := servers[0], servers[1], servers[2]
+	url := pgtest.NewDatabase(t)
+	var servers []*testEnv
+	for _, name := range []string{"A", "B", "C"} {
+		env, _ := pgServer(t, url, name, nil)
+		servers = append(servers, env)
+	}
+	// each returns the servers as subtest t sees them.
+	each := func(t *testing.T) (a, b, c *testEnv, all []*testEnv) {
+		for _, s := range servers {
+			all = append(all, s.in(t))
+		}
+		return all[0], all[1], all[2], all
+	}
 
 	t.Run("a switch flipped on one server is flipped on all", func(t *testing.T) {
+		a, b, c, _ := each(t)
 		a.must(http.MethodPatch, "/api/faults", `{"server":{"crash_midway":true},"gateway":{"latency_ms":40}}`)
-		for _, s := range []*roomServer{b, c} {
-			eventually(t, "the switches on "+s.Server.cfg.Name, func() bool {
+		for _, s := range []*testEnv{b, c} {
+			waitUntil(t, "the switches on "+s.Server.cfg.Name, func() bool {
 				f := s.faults()
 				return f.Server.CrashMidway && f.Gateway.LatencyMS == 40
 			})
@@ -142,13 +87,18 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 	})
 
 	t.Run("PATCHes on two servers at once keep each other's fields", func(t *testing.T) {
+		a, b, c, _ := each(t)
 		for i := 1; i <= 15; i++ {
 			var wg sync.WaitGroup
-			wg.Go(func() { a.must(http.MethodPatch, "/api/faults", fmt.Sprintf(`{"server":{"delay_ms":%d}}`, i)) })
-			wg.Go(func() { b.must(http.MethodPatch, "/api/faults", fmt.Sprintf(`{"gateway":{"latency_ms":%d}}`, i)) })
+			wg.Go(func() {
+				a.send(http.MethodPatch, "/api/faults", json.RawMessage(fmt.Sprintf(`{"server":{"delay_ms":%d}}`, i)))
+			})
+			wg.Go(func() {
+				b.send(http.MethodPatch, "/api/faults", json.RawMessage(fmt.Sprintf(`{"gateway":{"latency_ms":%d}}`, i)))
+			})
 			wg.Wait()
 			// Both answered: the database holds both, whichever went first.
-			eventually(t, fmt.Sprintf("round %d on C", i), func() bool {
+			waitUntil(t, fmt.Sprintf("round %d on C", i), func() bool {
 				f := c.faults()
 				return f.Server.DelayMS == i && f.Gateway.LatencyMS == i && f.Server.CrashMidway
 			})
@@ -156,45 +106,45 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 	})
 
 	t.Run("the lab's settings are the room's", func(t *testing.T) {
+		a, b, _, _ := each(t)
+		seq := a.Server.lab.settingsSeq.Load()
 		b.must(http.MethodPatch, "/api/lab", `{"client":{"retry_every_4xx":true}}`)
-		eventually(t, "the lab on A", func() bool { return a.lab().Client.RetryEvery4xx })
-		if v := a.Server.lab.settingsSeq.Load(); v < 2 {
-			t.Fatalf("A's lab panel version %d did not move: its pages would not redraw", v)
+		waitUntil(t, "the lab on A", func() bool { return a.labNow().Client.RetryEvery4xx })
+		if a.Server.lab.settingsSeq.Load() == seq {
+			t.Fatal("A's lab panel version did not move: its pages would not redraw")
 		}
 	})
 
 	t.Run("a lesson started on one server is the current lesson on all, with its switches", func(t *testing.T) {
+		a, b, c, _ := each(t)
 		a.must(http.MethodPut, "/api/lessons/current", `{"slug":"no-key"}`)
-		for _, s := range []*roomServer{b, c} {
-			eventually(t, "the lesson on "+s.Server.cfg.Name, func() bool { return s.lesson() == "no-key" })
-			f, l := s.faults(), s.lab()
+		for _, s := range []*testEnv{b, c} {
+			waitUntil(t, "the lesson on "+s.Server.cfg.Name, func() bool { return s.lesson() == "no-key" })
+			f, l := s.faults(), s.labNow()
 			if f.Server.DelayMS != 800 || f.Server.CrashMidway || f.Gateway.LatencyMS != 0 || l.Server.Mode != LabNoKey || l.Client.RetryEvery4xx {
 				t.Fatalf("%s: faults %+v, lab %+v: want the chapter's, and nothing from before", s.Server.cfg.Name, f, l)
 			}
-			if got := len(s.Server.narration.ticked("no-key")); got == 0 {
+			if len(s.Server.narration.ticked("no-key")) == 0 {
 				t.Fatalf("%s narrates nothing of the chapter", s.Server.cfg.Name)
 			}
 		}
 	})
 
 	t.Run("the clock advanced on one server runs ahead on all, within one bound", func(t *testing.T) {
+		a, b, _, all := each(t)
 		a.must(http.MethodPost, "/api/clock/advance", `{"seconds":3600}`)
-		eventually(t, "the clock on B", func() bool { return b.Server.clock.Offset() == time.Hour })
-		// Three servers advancing by a week at once: together they stop at
-		// the bound, never past it.
-		week := int64(MaxClockAdvance / time.Second)
-		var mu sync.Mutex
-		taken := 0
+		waitUntil(t, "the clock on B", func() bool { return b.Server.clock.Offset() == time.Hour })
+		// Three servers advancing by a week at once, 20 times each:
+		// together they stop at the bound, never past it.
+		week := json.RawMessage(fmt.Sprintf(`{"seconds":%d}`, int64(MaxClockAdvance/time.Second)))
+		var taken atomic.Int64
 		var wg sync.WaitGroup
-		for _, s := range servers {
+		for _, s := range all {
 			wg.Go(func() {
 				for range 20 {
-					r := s.call(http.MethodPost, "/api/clock/advance", fmt.Sprintf(`{"seconds":%d}`, week))
-					switch r.Status {
+					switch r := s.send(http.MethodPost, "/api/clock/advance", week); r.Status {
 					case http.StatusOK:
-						mu.Lock()
-						taken++
-						mu.Unlock()
+						taken.Add(1)
 					case http.StatusBadRequest:
 					default:
 						t.Errorf("advance: %d %s", r.Status, r.Body)
@@ -203,30 +153,32 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		want := int((sim.MaxOffset - time.Hour) / MaxClockAdvance)
-		if taken != want {
-			t.Fatalf("%d weeks taken by three servers, want %d", taken, want)
+		want := int64((sim.MaxOffset - time.Hour) / MaxClockAdvance)
+		if taken.Load() != want {
+			t.Fatalf("%d weeks taken by three servers, want %d", taken.Load(), want)
 		}
 		offset := time.Hour + time.Duration(want)*MaxClockAdvance
-		for _, s := range servers {
-			eventually(t, "the clock on "+s.Server.cfg.Name, func() bool { return s.Server.clock.Offset() == offset })
+		for _, s := range all {
+			waitUntil(t, "the clock on "+s.Server.cfg.Name, func() bool { return s.Server.clock.Offset() == offset })
 		}
 	})
 
 	t.Run("a reset on one server turns every server's switches off", func(t *testing.T) {
+		a, b, _, all := each(t)
 		a.must(http.MethodPatch, "/api/faults", `{"server":{"server_error":true}}`)
-		eventually(t, "the switch on B", func() bool { return b.faults().Server.ServerError })
+		waitUntil(t, "the switch on B", func() bool { return b.faults().Server.ServerError })
 		b.must(http.MethodPost, "/api/reset", "")
-		for _, s := range servers {
-			eventually(t, "the reset on "+s.Server.cfg.Name, func() bool {
-				return s.faults() == FaultSettings{} && s.lab() == DefaultLabSettings() && s.lesson() == "" && s.Server.clock.Offset() == 0
+		for _, s := range all {
+			waitUntil(t, "the reset on "+s.Server.cfg.Name, func() bool {
+				return s.faults() == FaultSettings{} && s.labNow() == DefaultLabSettings() && s.lesson() == "" && s.Server.clock.Offset() == 0
 			})
 		}
 	})
 
 	t.Run("a reset heard late does not undo the lesson that followed it", func(t *testing.T) {
+		a, b, _, _ := each(t)
 		a.must(http.MethodPut, "/api/lessons/current", `{"slug":"fails-halfway"}`)
-		eventually(t, "the lesson on B", func() bool { return b.lesson() == "fails-halfway" })
+		waitUntil(t, "the lesson on B", func() bool { return b.lesson() == "fails-halfway" })
 		b.Server.resetHere() // what B does when A's Reset event reaches it
 		if b.lesson() != "fails-halfway" || !b.faults().Server.FailHalfway {
 			t.Fatalf("B after a late reset: lesson %q, faults %+v", b.lesson(), b.faults())
@@ -234,13 +186,32 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 	})
 
 	t.Run("a server that starts later adopts the room", func(t *testing.T) {
-		d := startRoomServer(t, url, "D")
+		d, _ := pgServer(t, url, "D", nil)
 		if d.lesson() != "fails-halfway" || !d.faults().Server.FailHalfway {
 			t.Fatalf("D starts with lesson %q and faults %+v", d.lesson(), d.faults())
 		}
 	})
 
+	t.Run("an event of a change of the room is drawn with the room after it", func(t *testing.T) {
+		_, b, _, _ := each(t)
+		// A change whose own notification has not reached B: only the
+		// relayed event tells B of it.
+		if _, err := b.Server.db.(*postgres.DB).Pool().Exec(t.Context(), `UPDATE room SET version = version + 1,
+			state = jsonb_set(state, '{faults,gateway,error}', 'true')`); err != nil {
+			t.Fatal(err)
+		}
+		batch, err := json.Marshal(relayBatch{From: "another server", Events: []live.Event{{Kind: live.Switched, Server: "X", Time: time.Now(), Message: "gateway.error on"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Server.relay.receive(string(batch))
+		if !b.Server.gateway.Switches().Error {
+			t.Fatal("B published the event before it had the room it describes")
+		}
+	})
+
 	t.Run("a server whose listener is cut reconnects and catches up", func(t *testing.T) {
+		a, _, c, all := each(t)
 		conn, err := pgx.Connect(t.Context(), url)
 		if err != nil {
 			t.Fatal(err)
@@ -253,14 +224,14 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 		}
 		var cut int
 		if err := conn.QueryRow(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE datname = current_database() AND query = 'LISTEN "paytwice_room"'`).Scan(&cut); err != nil || cut < len(servers) {
-			t.Fatalf("%d room listeners cut, want at least %d (%v)", cut, len(servers), err)
+			WHERE datname = current_database() AND query = 'LISTEN "paytwice_room"'`).Scan(&cut); err != nil || cut < len(all) {
+			t.Fatalf("%d room listeners cut, want at least %d (%v)", cut, len(all), err)
 		}
-		for _, s := range servers {
-			eventually(t, "the reload on "+s.Server.cfg.Name, func() bool { return s.faults().Server.DelayMS == 1234 })
+		for _, s := range all {
+			waitUntil(t, "the reload on "+s.Server.cfg.Name, func() bool { return s.faults().Server.DelayMS == 1234 })
 		}
 		// And they listen again.
 		c.must(http.MethodPatch, "/api/faults", `{"gateway":{"decline":true}}`)
-		eventually(t, "the next change on A", func() bool { return a.faults().Gateway.Decline })
+		waitUntil(t, "the next change on A", func() bool { return a.faults().Gateway.Decline })
 	})
 }
