@@ -95,7 +95,7 @@ type room struct {
 	state   roomState
 	version int64 // of state; a state of an older version is not applied
 
-	followed chan struct{} // closed when follow returns; nil if not started
+	followed chan struct{} // closed when the follower stops; nil on a server on its own
 }
 
 // newRoom starts from the defaults, which every structure the room
