@@ -218,8 +218,12 @@ func TestLabMistakeMemoryLock(t *testing.T) {
 		}
 		for _, e := range envs {
 			e.Server.sleep = gap
-			// Lab settings are each server's own: set every one.
-			e.putLab(lockMode)
+		}
+		// The lab's settings are the room's: set through one server, every
+		// server runs them.
+		envs[0].putLab(lockMode)
+		for _, e := range envs {
+			waitUntil(t, "the lab's mode on "+e.Server.cfg.Name, func() bool { return e.Server.lab.Settings() == lockMode })
 		}
 
 		var wg sync.WaitGroup
