@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"paytwice/store/postgres/pgtest"
+	"paytwice/web"
 )
 
 // TestSameKeyStormOnThreeServers runs the real binary three times on one
@@ -274,13 +276,23 @@ func TestKillOneOfThreeServers(t *testing.T) {
 	checkBooks(ctx, t, conn, len(sent))
 }
 
-// patchFaults sets the same switches on each of servers.
+// patchFaults changes the switches through the first of servers and
+// waits until every one of them runs with the result: the servers on one
+// database share one room, and the others learn of a change by a
+// notification.
 func patchFaults(ctx context.Context, t *testing.T, body string, servers ...*process) {
 	t.Helper()
-	for _, s := range servers {
-		if r := s.do(ctx, http.MethodPatch, "/api/faults", "", body); r.status != http.StatusOK {
-			t.Fatalf("PATCH /api/faults %s: %d %s %v", body, r.status, r.body, r.err)
-		}
+	r := servers[0].do(ctx, http.MethodPatch, "/api/faults", "", body)
+	var want web.FaultSettings
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &want) != nil {
+		t.Fatalf("PATCH /api/faults %s: %d %s %v", body, r.status, r.body, r.err)
+	}
+	for _, s := range servers[1:] {
+		poll(ctx, t, "the switches on "+s.url, func() bool {
+			var got web.FaultSettings
+			r := s.do(ctx, http.MethodGet, "/api/faults", "", "")
+			return r.status == http.StatusOK && json.Unmarshal(r.body, &got) == nil && got == want
+		})
 	}
 }
 

@@ -143,11 +143,11 @@ func TestSweeperOnThreeServers(t *testing.T) {
 
 // TestSweepersOnOtherServersLeaveALiveRequestAlone holds one request's
 // key started on one server, in the delay fault, for longer than a sweep
-// period, while the other two servers' demo clocks run an hour ahead and
-// their sweepers are asked again and again. They only know that the key
-// has not really been held for the lock timeout, and that must be
-// enough: no sweeper takes the key from its live request, which answers
-// with the charge it made.
+// period, while the room's demo clock runs an hour ahead and the other
+// two servers' sweepers are asked again and again. They only know that
+// the key has not really been held for the lock timeout, and that must
+// be enough: no sweeper takes the key from its live request, which
+// answers with the charge it made.
 func TestSweepersOnOtherServersLeaveALiveRequestAlone(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -170,8 +170,11 @@ func TestSweepersOnOtherServersLeaveALiveRequestAlone(t *testing.T) {
 		answered <- holder.do(ctx, http.MethodPost, "/v1/payments", key, `{"order_id":"live-1","amount_satang":700}`)
 	}()
 	poll(ctx, t, "the key claimed", func() bool { return count(ctx, t, conn, startedKeys) == 1 })
+	// The servers share the demo clock: each of the other two moves it half
+	// an hour, so that each has applied the whole hour itself before its
+	// sweeps, whenever the room's notifications arrive.
 	for _, s := range others {
-		if r := s.do(ctx, http.MethodPost, "/api/clock/advance", "", `{"seconds":3600}`); r.status != http.StatusOK {
+		if r := s.do(ctx, http.MethodPost, "/api/clock/advance", "", `{"seconds":1800}`); r.status != http.StatusOK {
 			t.Fatalf("clock advance: %d %s %v", r.status, r.body, r.err)
 		}
 	}
@@ -244,7 +247,7 @@ func TestKilledServersKeysSweptByTheOthers(t *testing.T) {
 			t.Fatalf("%s: the crash midway answered %d %s", key, r.status, r.body)
 		}
 	}
-	patchFaults(ctx, t, fmt.Sprintf(`{"server":{"delay_ms":%d}}`, delay.Milliseconds()), victim)
+	patchFaults(ctx, t, fmt.Sprintf(`{"server":{"crash_midway":false,"delay_ms":%d}}`, delay.Milliseconds()), victim)
 	var inFlight sync.WaitGroup
 	for i := range perKind {
 		key := fmt.Sprintf("delayed-%d", i)
@@ -260,6 +263,8 @@ func TestKilledServersKeysSweptByTheOthers(t *testing.T) {
 	victim.kill(t)
 	inFlight.Wait()
 
+	// Each survivor moves the shared demo clock, so that each has applied
+	// a clock far past the lock timeout before its sweeps.
 	for _, s := range survivors {
 		if r := s.do(ctx, http.MethodPost, "/api/clock/advance", "", `{"seconds":60}`); r.status != http.StatusOK {
 			t.Fatalf("clock advance: %d %s %v", r.status, r.body, r.err)
