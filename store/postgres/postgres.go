@@ -1,7 +1,8 @@
 // Package postgres keeps paytwice's durable state in PostgreSQL, so that
 // several servers can share one database: the idempotency keys and the
-// charges (pay.Storage), and the simulated gateway's ledger (sim.Ledger)
-// in a schema of its own.
+// charges (pay.Storage), the simulated gateway's ledger (sim.Ledger) in a
+// schema of its own, and the room the servers share (the presenter's
+// switches, as JSON this package does not read: room.go).
 //
 // Nothing held in one process's memory guards a payment here: the two
 // requests of a double-click may reach two servers. The claim is one
