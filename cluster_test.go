@@ -49,27 +49,41 @@ func startCluster(ctx context.Context, t *testing.T, bin, dbURL string, flags ..
 	return c
 }
 
-// setFaultsEverywhere sends the same switches to every server directly,
-// as the presenter: each server still has switches of its own.
-func (c *cluster) setFaultsEverywhere(ctx context.Context, t *testing.T, body string) {
+// setFaults changes the switches through the front door, as the
+// presenter, and waits until every server runs with them: the servers
+// share one room and learn of a change by a notification.
+func (c *cluster) setFaults(ctx context.Context, t *testing.T, body string) {
 	t.Helper()
-	for name, u := range c.servers {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPatch, u+"/api/faults", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(web.PresenterHeader, clusterPresenterToken)
-		res, err := c.client.Do(req)
-		if err != nil {
-			t.Fatalf("PATCH /api/faults on %s: %v", name, err)
-		}
-		b, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("PATCH /api/faults on %s: %d %s", name, res.StatusCode, b)
-		}
+	status, b := c.asPresenter(ctx, t, http.MethodPatch, c.url+"/api/faults", body)
+	var want web.FaultSettings
+	if status != http.StatusOK || json.Unmarshal(b, &want) != nil {
+		t.Fatalf("PATCH /api/faults %s: %d %s", body, status, b)
 	}
+	for name, u := range c.servers {
+		poll(ctx, t, "the switches on "+name, func() bool {
+			var got web.FaultSettings
+			status, b := c.asPresenter(ctx, t, http.MethodGet, u+"/api/faults", "")
+			return status == http.StatusOK && json.Unmarshal(b, &got) == nil && got == want
+		})
+	}
+}
+
+// asPresenter sends one request with the presenter's token.
+func (c *cluster) asPresenter(ctx context.Context, t *testing.T, method, url, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(web.PresenterHeader, clusterPresenterToken)
+	res, err := c.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
 }
 
 // clusterPresenterToken is the presenter's token in the clusters the
@@ -127,7 +141,7 @@ func TestClusterCommand(t *testing.T) {
 	t.Run("a storm of one key through the front door charges once", func(t *testing.T) {
 		// A slow gateway keeps the first request's claim open while the
 		// others arrive on the other servers.
-		c.setFaultsEverywhere(ctx, t, `{"gateway":{"latency_ms":300}}`)
+		c.setFaults(ctx, t, `{"gateway":{"latency_ms":300}}`)
 		const key, body, requests = "storm-through-the-door", `{"order_id":"D-1","amount_satang":4200}`, 12
 		var (
 			mu      sync.Mutex
@@ -212,13 +226,9 @@ func TestClusterCommand(t *testing.T) {
 		if err := syscall.Kill(c.pids["s2"], syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		// Reported once its exit is seen; the bound is the test's.
-		for !strings.Contains(c.stderr.String(), "server s2 stopped") && ctx.Err() == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if !strings.Contains(c.stderr.String(), "server s2 stopped: signal: killed") {
-			t.Fatalf("stderr does not report s2's death:\n%s", c.stderr.String())
-		}
+		poll(ctx, t, "stderr to report s2's death", func() bool {
+			return strings.Contains(c.stderr.String(), "server s2 stopped: signal: killed")
+		})
 		seen := map[string]int{}
 		for i := range 4 {
 			key := fmt.Sprintf("after-s2-%d", i)
