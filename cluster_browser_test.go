@@ -190,7 +190,7 @@ func saveScreenshot(t *testing.T, ctx context.Context, name string) {
 	if dir == "" {
 		return
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100 makes a PNG
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot()) // what the window shows
 	if err != nil {
 		t.Fatal(err)
 	}
