@@ -150,7 +150,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	command := "paytwice cluster" // the only one that hands a listener down
+	behindFrontDoor := ln != nil // only paytwice cluster hands a listener down
+	command := "paytwice cluster"
 	if ln == nil {
 		command = "paytwice"
 		if ln, err = net.Listen("tcp", *addr); err != nil {
@@ -172,7 +173,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		*name = defaultServerName(ln.Addr().(*net.TCPAddr))
 	}
 	srv := web.NewServer(web.Config{Ledger: st.ledger, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter,
-		MaxStreams: *maxStreams, Name: *name, ListenAddr: public, Command: command,
+		MaxStreams: *maxStreams, Name: *name, ListenAddr: public, Command: command, BehindFrontDoor: behindFrontDoor,
 		// A secret, so an environment variable only, never a flag (command
 		// lines are visible to every user): servers behind one load balancer
 		// share it, so that the presenter's cookie counts on all of them.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -58,7 +59,7 @@ func (s *Server) presenterAuth(r *http.Request) (ok bool, wait time.Duration) {
 // tryPresenterToken checks a token a client offers (in the header or in
 // the presenter's link) under the per-client limit on wrong guesses.
 func (s *Server) tryPresenterToken(r *http.Request, got string) (ok bool, wait time.Duration) {
-	ip := clientIP(r)
+	ip := s.clientIP(r)
 	if wait := s.presenter.tries.wait(ip); wait > 0 {
 		return false, wait
 	}
@@ -120,11 +121,22 @@ func (s *Server) presenterCookieFor(r *http.Request) *http.Cookie {
 }
 
 // clientIP is the address the connection comes from: what the guess
-// limit counts by.
-func clientIP(r *http.Request) string {
+// limit counts by. Behind paytwice cluster's front door every connection
+// comes from the door on this machine, which says whom it came from in
+// X-Forwarded-For (its own last entry); without that, one student's wrong
+// guesses would slow the whole room down, the presenter included.
+func (s *Server) clientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
+	}
+	if s.cfg.BehindFrontDoor && isLoopbackHost(host) {
+		if hops := r.Header.Values("X-Forwarded-For"); len(hops) > 0 {
+			entries := strings.Split(hops[len(hops)-1], ",")
+			if last := strings.TrimSpace(entries[len(entries)-1]); last != "" {
+				return last
+			}
+		}
 	}
 	return host
 }

@@ -116,3 +116,37 @@ func TestWrongPresenterTokensAreSlowedDown(t *testing.T) {
 		t.Fatal("the limit is not per address")
 	}
 }
+
+// Behind paytwice cluster's front door every connection comes from the
+// door: the wrong-token limit counts by the client the door names in
+// X-Forwarded-For, so one student's guesses do not slow the presenter
+// down. A server on its own believes no such header.
+func TestWrongTokensCountByTheClientBehindTheFrontDoor(t *testing.T) {
+	const token = "s3cret-lecture"
+	patch := func(env *fiEnv, tok, client string) response {
+		return env.must(http.MethodPatch, "/api/faults", `{"server":{"delay_ms":1}}`, PresenterHeader, tok, "X-Forwarded-For", client)
+	}
+	for _, tc := range []struct {
+		name            string
+		behindFrontDoor bool
+		presenter       int // the presenter's status after a student's guesses
+	}{
+		{"behind the front door, the presenter is not slowed down", true, http.StatusOK},
+		{"on its own, the header is not believed", false, http.StatusTooManyRequests},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newFIEnv(t, Config{PresenterToken: token, BehindFrontDoor: tc.behindFrontDoor})
+			for i := range guessBurst {
+				if r := patch(env, "guess-"+strconv.Itoa(i), "192.0.2.7"); r.Status != http.StatusForbidden {
+					t.Fatalf("wrong token %d: %d", i, r.Status)
+				}
+			}
+			if r := patch(env, token, "192.0.2.7"); r.Status != http.StatusTooManyRequests {
+				t.Fatalf("the guessing client with the right token: %d, want 429", r.Status)
+			}
+			if r := patch(env, token, "198.51.100.1"); r.Status != tc.presenter {
+				t.Fatalf("the presenter from another client: %d, want %d", r.Status, tc.presenter)
+			}
+		})
+	}
+}

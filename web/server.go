@@ -59,6 +59,10 @@ type Config struct {
 	// /join show only addresses that open this app. Unset, the address
 	// each connection arrived on stands in for it.
 	ListenAddr net.Addr
+	// BehindFrontDoor says that the connections from this machine come
+	// from paytwice cluster's front door, whose X-Forwarded-For names the
+	// client: the presenter's wrong-token limit counts by it.
+	BehindFrontDoor bool
 	// Command is what was run to start this server ("paytwice" when
 	// empty): the board tells a presenter whose room cannot reach it how
 	// to start it again.
