@@ -71,9 +71,9 @@ const boardMeasure = `(() => {
     }
   }
   // Every visible piece of text the lesson points at: the chapter, the
-  // timeline, the counters and the charges per order.
+  // timeline, the counters, the charges per order and the key rows.
   const seen = new Set();
-  for (const root of document.querySelectorAll("#lesson, .panel-timeline, .panel-counters")) {
+  for (const root of document.querySelectorAll("#lesson, .panel-timeline, .panel-counters, .panel-keys")) {
     const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
     for (let n = walk.nextNode(); n; n = walk.nextNode()) {
       const e = n.parentElement;

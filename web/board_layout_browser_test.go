@@ -1,0 +1,218 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+)
+
+// boardFit is what TestBrowserBoardFitsServerNames measures in the page.
+type boardFit struct {
+	ViewW, ViewH, ScrollW float64
+	// Heads is how many timeline row headings were measured.
+	Heads int
+	// Wrapped lists the headings whose items take more than one line.
+	Wrapped []string
+	// Problems lists what overlaps, is cut, or is missing, in words.
+	Problems []string
+	// KeysShown tells whether the key rows panel is displayed;
+	// KeyRows is how many key rows, and KeyRowsInView how many of them
+	// are wholly visible in the panel and in the viewport.
+	KeysShown              bool
+	KeyRows, KeyRowsInView int
+	// OrdersInView tells whether the heading of the charges per order and
+	// its first line are wholly visible, in their panel and on screen.
+	OrdersInView bool
+}
+
+// boardFitMeasure looks at every timeline heading (its items side by side,
+// none cut, the server's name whole), the chapter's caption (no two of its
+// parts overlap) and the key rows panel (shown with its rows, or not at
+// all). An item of a heading may give way to the others, but then wholly:
+// it is either inside the heading or entirely clipped out of it.
+const boardFitMeasure = `(() => {
+  const out = {ViewW: innerWidth, ViewH: innerHeight, ScrollW: document.scrollingElement.scrollWidth,
+    Heads: 0, Wrapped: [], Problems: [], KeysShown: false, KeyRows: 0, KeyRowsInView: 0};
+  const overlap = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  const inside = (a, b) => a.left >= b.left - 1 && a.right <= b.right + 1 && a.top >= b.top - 1 && a.bottom <= b.bottom + 1;
+  const disjoint = (a, b) => a.right <= b.left + 1 || a.left >= b.right - 1 || a.bottom <= b.top + 1 || a.top >= b.bottom - 1;
+  const shown = e => e.getClientRects().length > 0 && e.getBoundingClientRect().width > 1;
+  const text = e => e.textContent.replace(/\s+/g, " ").trim();
+
+  for (const head of document.querySelectorAll("#timeline .tl-head")) {
+    out.Heads++;
+    const hb = head.getBoundingClientRect();
+    const items = [];
+    for (const e of head.querySelectorAll("time, .srv, strong, code, .order, .amount, .who, .outcome > .badge")) {
+      if (!shown(e)) continue;
+      const b = e.getBoundingClientRect();
+      const p = e.parentElement, clip = p === head || getComputedStyle(p).display === "contents" ? hb : p.getBoundingClientRect();
+      if (inside(b, clip) && inside(b, hb)) items.push([e, b]);
+      else if (!disjoint(b, clip)) out.Problems.push("heading item cut: " + text(e) + " in " + text(head));
+    }
+    const named = sel => items.find(([e]) => e.matches(sel));
+    for (const [sel, what] of [["time", "time"], [".outcome > .badge", "outcome"]].concat(
+        head.querySelector(".srv") ? [[".srv", "server"]] : [], head.querySelector(".order") ? [[".order", "order"]] : [])) {
+      if (head.querySelector(sel) && !named(sel)) out.Problems.push("heading without its " + what + ": " + text(head));
+    }
+    const srv = head.querySelector(".srv");
+    if (srv && srv.scrollWidth > srv.clientWidth + 1) out.Problems.push("server name cut: " + text(srv));
+    for (let i = 0; i < items.length; i++) for (let j = i + 1; j < items.length; j++) {
+      if (overlap(items[i][1], items[j][1])) out.Problems.push("heading items overlap: " + text(items[i][0]) + " / " + text(items[j][0]));
+    }
+    const t = named("time");
+    if (t && items.some(([, b]) => b.top >= t[1].bottom - 1 || b.bottom <= t[1].top + 1)) out.Wrapped.push(text(head));
+  }
+
+  const caption = document.querySelector("#lesson.lesson-caption");
+  if (caption) {
+    const parts = [...caption.querySelectorAll(".eyebrow, #lesson-h, .lesson-nav button, .lesson-notes > summary, .caption-do, .caption-watch")].filter(shown);
+    for (let i = 0; i < parts.length; i++) {
+      const a = parts[i].getBoundingClientRect();
+      if (a.left < -1 || a.right > innerWidth + 1) out.Problems.push("caption part off screen: " + text(parts[i]));
+      for (let j = i + 1; j < parts.length; j++) {
+        if (parts[i].contains(parts[j]) || parts[j].contains(parts[i])) continue;
+        if (overlap(a, parts[j].getBoundingClientRect())) out.Problems.push("caption parts overlap: " + text(parts[i]).slice(0, 40) + " / " + text(parts[j]).slice(0, 40));
+      }
+    }
+  }
+
+  const counters = document.querySelector(".panel-counters").getBoundingClientRect();
+  const orders = [...document.querySelectorAll("#orders > h3, #orders > p, #orders li:first-child")];
+  out.OrdersInView = orders.length >= 2 && orders.every(e => { const b = e.getBoundingClientRect();
+    return b.height > 1 && b.top >= Math.max(counters.top, 0) - 1 && b.bottom <= Math.min(counters.bottom, innerHeight) + 1; });
+
+  const keys = document.querySelector(".panel-keys");
+  out.KeysShown = shown(keys);
+  if (out.KeysShown) {
+    const wrap = keys.querySelector(".table-wrap").getBoundingClientRect();
+    // A row is in view when all its height is, in the panel's scrolling
+    // box and on screen; a wide table may scroll sideways on a phone.
+    const visible = b => b.height > 1 && b.top >= Math.max(wrap.top, 0) - 1 && b.bottom <= Math.min(wrap.bottom, innerHeight) + 1 &&
+      b.left < Math.min(wrap.right, innerWidth) && b.right > Math.max(wrap.left, 0);
+    for (const tr of keys.querySelectorAll("tbody tr")) {
+      out.KeyRows++;
+      if (visible(tr.getBoundingClientRect())) out.KeyRowsInView++;
+    }
+  }
+  return out;
+})()`
+
+// TestBrowserBoardFitsServerNames projects the board, with a chapter
+// running and without, at 1280x720, 1920x1080 and on a 390x844 phone,
+// with no server name, a short one and long ones, after a paid, a
+// replayed, a 409 and another student's payment. Every timeline heading
+// shows its time, its server's name whole, its order and its outcome,
+// none overlapping; on the projector sizes a heading is one line. The
+// chapter's buttons never cover its title. With a chapter on a projector
+// the charges per order are on screen. The key rows panel is either given
+// way entirely or shows its rows; with a chapter on a 1920x1080 projector
+// it shows them on screen.
+func TestBrowserBoardFitsServerNames(t *testing.T) {
+	for _, name := range []string{"", "s1", "192.168.100.200:8081", "paytwice-classroom-eu-west.internal:8443"} {
+		label := name
+		if label == "" {
+			label = "no"
+		}
+		t.Run(label+" server name", func(t *testing.T) {
+			env := newRealClockEnv(t, Config{Name: name})
+			ctx := liveBrowser(t, 1280, 720)
+			liveStill(t, ctx)
+			traffic := func(orders ...string) {
+				t.Helper()
+				body := func(order string) string { return fmt.Sprintf(`{"order_id":%q,"amount_satang":129900}`, order) }
+				paid := uuid.NewString()
+				env.pay(paid, body(orders[0]))
+				env.pay(paid, body(orders[0])) // replayed
+				env.pay(uuid.NewString(), body(orders[1]), "Cookie", sessionCookie+"="+uuid.NewString())
+				held := uuid.NewString()
+				release := env.holdGateway()
+				first := make(chan struct{})
+				go func() {
+					defer close(first)
+					_, _ = env.tryPay(held, body(orders[2]))
+				}()
+				waitRow(t, env, "the held key claimed", claimedOn(held, name))
+				if r := env.pay(held, body(orders[2])); r.Status != http.StatusConflict {
+					t.Fatalf("a second request while the first holds the key: %d %s", r.Status, r.Body)
+				}
+				release()
+				<-first
+			}
+			check := func(layout string) {
+				t.Helper()
+				for _, size := range []struct {
+					w, h  int64
+					phone bool
+				}{{1280, 720, false}, {1920, 1080, false}, {390, 844, true}} {
+					if size.phone {
+						liveDo(t, ctx, "phone size", chromedp.EmulateViewport(size.w, size.h, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
+					} else {
+						boardViewport(t, ctx, size.w, size.h)
+					}
+					liveDo(t, ctx, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+					liveWait(t, ctx, "every row drawn", 10*time.Second, `document.querySelectorAll("#timeline .outcome > .badge").length >= 4`)
+					g := liveEval[boardFit](t, ctx, boardFitMeasure)
+					where := fmt.Sprintf("%s at %dx%d", layout, size.w, size.h)
+					boardScreenshot(t, ctx, fmt.Sprintf("fit-%s-%s-%dx%d.png", strings.ReplaceAll(label, ":", "_"), layout, size.w, size.h))
+					if size.phone {
+						liveDo(t, ctx, "scroll to the timeline", chromedp.Evaluate[chromedp.Void](`document.querySelector(".panel-timeline").scrollIntoView()`))
+						boardScreenshot(t, ctx, fmt.Sprintf("fit-%s-%s-phone-timeline.png", strings.ReplaceAll(label, ":", "_"), layout))
+					}
+					if g.Heads < 4 {
+						t.Errorf("%s: %d timeline headings measured", where, g.Heads)
+					}
+					for _, p := range g.Problems {
+						t.Errorf("%s: %s", where, p)
+					}
+					if !size.phone && len(g.Wrapped) > 0 {
+						t.Errorf("%s: timeline headings on more than one line: %q", where, g.Wrapped)
+					}
+					if g.ScrollW > g.ViewW+1 {
+						t.Errorf("%s: the page is %v px wide in a %v px viewport", where, g.ScrollW, g.ViewW)
+					}
+					if layout == "lesson" && !size.phone && !g.OrdersInView {
+						t.Errorf("%s: the charges per order are not wholly on screen", where)
+					}
+					if g.KeysShown {
+						// A panel shown shows its rows, if need be after a
+						// scroll of the page; a chapter's board does not
+						// scroll, so its rows are on screen.
+						if layout == "plain" || size.phone {
+							liveDo(t, ctx, "scroll to the key rows", chromedp.Evaluate[chromedp.Void](`document.querySelector(".panel-keys").scrollIntoView()`))
+							g = liveEval[boardFit](t, ctx, boardFitMeasure)
+						}
+						if g.KeyRowsInView < min(g.KeyRows, 3) {
+							t.Errorf("%s: %d of the %d key rows in view", where, g.KeyRowsInView, g.KeyRows)
+						}
+					} else if layout == "plain" || size.w == 1920 || size.phone {
+						t.Errorf("%s: the key rows panel is hidden", where)
+					}
+				}
+				boardViewport(t, ctx, 1280, 720)
+			}
+
+			liveOpen(t, ctx, env.URL+"/board")
+			traffic("A-2201", "A-2202", "A-3307")
+			check("plain")
+
+			if err := env.Server.startLesson(context.Background(), "response-lost", "test"); err != nil {
+				t.Fatal(err)
+			}
+			// The chapter's fault off, so that every answer arrives.
+			if err := env.Server.applyFaults(context.Background(), FaultSettings{}, "test"); err != nil {
+				t.Fatal(err)
+			}
+			liveWait(t, ctx, "the chapter on the board", 10*time.Second, `!!document.querySelector(".lesson-caption")`)
+			traffic("A-5501", "A-5502", "A-5503")
+			check("lesson")
+			liveNoCSPViolations(t, ctx)
+		})
+	}
+}
