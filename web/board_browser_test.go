@@ -24,8 +24,9 @@ func boardViewport(t *testing.T, ctx context.Context, w, h int64) {
 	}))
 }
 
-// boardScreenshot saves the page as name in $PAYTWICE_SCREENSHOTS, when
-// it is set (the README's pictures: docs/screenshots).
+// boardScreenshot saves the page as name (which may start with a folder)
+// in $PAYTWICE_SCREENSHOTS, when it is set (the README's pictures:
+// docs/screenshots).
 func boardScreenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	dir := os.Getenv("PAYTWICE_SCREENSHOTS")
@@ -36,7 +37,11 @@ func boardScreenshot(t *testing.T, ctx context.Context, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+	path := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
