@@ -81,6 +81,12 @@ const boardFitMeasure = `(() => {
         if (overlap(a, parts[j].getBoundingClientRect())) out.Problems.push("caption parts overlap: " + text(parts[i]).slice(0, 40) + " / " + text(parts[j]).slice(0, 40));
       }
     }
+    // The notes open over the page, within the screen's width.
+    const notes = caption.querySelector(".lesson-notes");
+    notes.open = true;
+    const nb = notes.querySelector(".lesson-notes-body").getBoundingClientRect();
+    if (nb.left < -1 || nb.right > innerWidth + 1) out.Problems.push("the open notes are at x=" + nb.left + ".." + nb.right);
+    notes.open = false;
   }
 
   const counters = document.querySelector(".panel-counters").getBoundingClientRect();
@@ -110,7 +116,8 @@ const boardFitMeasure = `(() => {
 // replayed, a 409 and another student's payment. Every timeline heading
 // shows its time, its server's name whole, its order and its outcome,
 // none overlapping; on the projector sizes a heading is one line. The
-// chapter's buttons never cover its title. With a chapter on a projector
+// chapter's buttons never cover its title, and its notes open within the
+// screen. With a chapter on a projector
 // the charges per order are on screen. The key rows panel is either given
 // way entirely or shows its rows; with a chapter on a 1920x1080 projector
 // it shows them on screen.
