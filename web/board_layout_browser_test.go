@@ -120,7 +120,7 @@ const boardFitMeasure = `(() => {
 // screen. With a chapter on a projector
 // the charges per order are on screen. The key rows panel is either given
 // way entirely or shows its rows; with a chapter on a 1920x1080 projector
-// it shows them on screen.
+// it shows them on screen, nothing of them smaller than 18 px.
 //
 // A server's name (Config.Name) is what its hub stamps on its events, and
 // the other servers' events keep theirs: the rows draw the same either
@@ -191,6 +191,11 @@ func TestBrowserBoardFitsServerNames(t *testing.T) {
 					}
 					if layout == "lesson" && !size.phone && !g.OrdersInView {
 						t.Errorf("%s: the charges per order are not wholly on screen", where)
+					}
+					if layout == "lesson" && size.w == 1920 {
+						if small := liveEval[boardGeometry](t, ctx, boardMeasure).SmallText; len(small) > 0 {
+							t.Errorf("%s: text below 18 px on the projector: %q", where, small)
+						}
 					}
 					if g.KeysShown {
 						// A panel shown shows its rows, if need be after a
