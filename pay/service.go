@@ -37,8 +37,10 @@ type Service struct {
 	// The work belongs to the server, not to the caller's connection: a
 	// client that hangs up must not leave it half done, so it should not
 	// end with the caller's context; it should be bounded (the gateway
-	// time-out, shorter than the lock timeout) and end at shutdown. nil
-	// means the caller's context without its cancellation.
+	// time-out, shorter than the lock timeout) and end at shutdown. Pay
+	// makes it just before the claim, which records its deadline
+	// (ClaimRequest.WorkFor). nil means the caller's context without its
+	// cancellation.
 	WorkContext func() (context.Context, context.CancelFunc)
 
 	running runningClaims
@@ -206,9 +208,22 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 		return answerExisting(p, fp, StatusDone, saved.Status, saved.Body, saved.Fingerprint)
 	}
 
+	// The work's deadline is fixed before the claim, so that the claim
+	// can record it: another server's sweeper must not close the key
+	// while the work may still run (step mode lengthens it to minutes).
+	work, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if s.WorkContext != nil {
+		work, cancel = s.WorkContext()
+	}
+	defer cancel()
+	req := p.claimRequest()
+	if deadline, ok := work.Deadline(); ok {
+		req.WorkFor = max(time.Until(deadline), 0)
+	}
+
 	// 2. Claim: one INSERT that the primary key lets exactly one request
 	// win. The winner's row carries a fencing token of its own.
-	claim, err := s.Store.Claim(ctx, p.claimRequest())
+	claim, err := s.Store.Claim(ctx, req)
 	switch {
 	case err != nil:
 		return failed(p, err)
@@ -224,11 +239,6 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 	p.observe(StepClaimed, 0, "key row inserted as started")
 
 	// 3. The work belongs to the server from here, not to the connection.
-	work, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
-	if s.WorkContext != nil {
-		work, cancel = s.WorkContext()
-	}
-	defer cancel()
 	return s.Execute(work, p, claim.Claim)
 }
 

@@ -50,6 +50,13 @@ type ClaimRequest struct {
 	// ChargeKey is the key the charge is recorded under and the gateway is
 	// called with; "" means Key. Only the lab sets it.
 	ChargeKey string
+	// WorkFor is how long the claimed request's work may still run once
+	// the key is claimed (its work context's deadline, step mode's
+	// allowance included); 0 when unknown. A store that several servers
+	// share records it, so that another server's sweeper leaves the key
+	// alone until that deadline has passed; a store of one server needs
+	// it not, since its sweeper knows which of its claims are running.
+	WorkFor time.Duration
 }
 
 // ChargeKeyOrKey is the key the request's charge is recorded under.

@@ -54,6 +54,15 @@ const claimAttempts = 5
 // claimAttempts times while Claim looked at it.
 var errKeyChurning = &pay.Error{Code: pay.EUNAVAILABLE, Message: "The key changed hands too often while it was being claimed; try again."}
 
+// workMillis is a work's duration in whole milliseconds, rounded up so
+// that the recorded deadline is never earlier than the work's own.
+func workMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
 // Claim records the key as started unless (scope, key) already exists.
 // The claim itself is one INSERT … ON CONFLICT DO NOTHING RETURNING: of
 // any number of requests on any number of servers, the primary key lets
@@ -96,11 +105,12 @@ func (db *DB) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 		var claim string
 		err := db.pool.QueryRow(ctx, `INSERT INTO idempotency_keys
 			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
-			 claimed_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11)
+			 claimed_by, work_until)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
+			 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END)
 			ON CONFLICT (scope, key) DO NOTHING RETURNING claim`,
 			c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, token, c.ChargeKey,
-			db.server).Scan(&claim)
+			db.server, workMillis(c.WorkFor)).Scan(&claim)
 		if err == nil {
 			return pay.ClaimResult{Claimed: true, Claim: claim}, nil
 		}
@@ -258,15 +268,18 @@ const sweepBatch = 500
 // So a key claimed here is judged by the cutoff, but a key another server
 // claimed is taken only once it has really (on the database's clock) been
 // held for as long as the cutoff asks, however far any demo clock has
-// moved: a request's work is bounded by the gateway time-out, shorter
-// than the lock timeout, so a key that old has no live request left.
+// moved, and once the work deadline its claim recorded (work_until) has
+// passed on that clock too: a request's work is bounded by the gateway
+// time-out, shorter than the lock timeout, except while step mode holds
+// it, which may last minutes; past both, the key has no live request left.
 func (db *DB) StartedBefore(ctx context.Context, cutoff time.Time) ([]pay.KeyRow, error) {
 	held := max(db.now().Sub(cutoff), 0)
 	rows, err := db.pool.Query(ctx, `UPDATE idempotency_keys k
 		SET sweep_owner = $2, sweep_until = clock_timestamp() + $3 * interval '1 millisecond'
 		FROM (SELECT scope, key FROM idempotency_keys
 			WHERE status = 'started' AND locked_at < $1
-			  AND (claimed_by = $2 OR claimed_at < clock_timestamp() - $5 * interval '1 millisecond')
+			  AND (claimed_by = $2 OR (claimed_at < clock_timestamp() - $5 * interval '1 millisecond'
+			       AND (work_until IS NULL OR work_until < clock_timestamp())))
 			  AND (sweep_owner IS NULL OR sweep_owner = $2 OR sweep_until < clock_timestamp())
 			ORDER BY locked_at, key
 			LIMIT $4

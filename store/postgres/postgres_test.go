@@ -321,3 +321,45 @@ func TestPoolBound(t *testing.T) {
 		})
 	}
 }
+
+// A request that step mode holds may work for minutes, longer than the
+// lock timeout: the claim records its work deadline, and another server's
+// sweeper leaves the key alone until that deadline has passed on the
+// database's clock as well as the lock timeout.
+func TestAnotherServerSweepsAKeyOnlyAfterItsWorkDeadline(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	openOne := func() *postgres.DB {
+		db, err := postgres.Open(ctx, url, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	claiming, other := openOne(), openOne()
+	held := request("held")
+	held.WorkFor = time.Hour
+	quick := request("quick")
+	quick.WorkFor = time.Millisecond
+	for _, r := range []pay.ClaimRequest{held, quick} {
+		if res, err := claiming.Claim(ctx, r); err != nil || !res.Claimed {
+			t.Fatalf("claim %s: %+v %v", r.Key, res, err)
+		}
+	}
+	// Both keys have really been held past a lock timeout of 30 s.
+	if _, err := claiming.Pool().Exec(ctx, `UPDATE idempotency_keys
+		SET claimed_at = clock_timestamp() - interval '31 seconds', locked_at = locked_at - interval '31 seconds'`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := other.StartedBefore(ctx, other.Now().Add(-30*time.Second))
+	if err != nil || len(rows) != 1 || rows[0].Key != "quick" {
+		t.Fatalf("another server's sweep took %+v (%v), want only the key whose work deadline passed", rows, err)
+	}
+	// Once the held request's deadline has passed too, the key is anyone's.
+	if _, err := claiming.Pool().Exec(ctx, `UPDATE idempotency_keys SET work_until = clock_timestamp() - interval '1 millisecond' WHERE key = 'held'`); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := other.StartedBefore(ctx, other.Now().Add(-30*time.Second)); err != nil || len(rows) != 2 {
+		t.Fatalf("after the work deadline: %+v %v", rows, err)
+	}
+}
