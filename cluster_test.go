@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -452,5 +453,28 @@ func TestClusterServersThatCannotStart(t *testing.T) {
 	}
 	if strings.Contains(string(out), "paytwice is serving on") {
 		t.Errorf("the front door served without servers:\n%s", out)
+	}
+}
+
+// TestKilledClusterTakesItsServersAlong kills the cluster's own process
+// with SIGKILL, which it cannot handle: on Linux its servers are told by
+// the kernel and stop too, freeing their ports.
+func TestKilledClusterTakesItsServersAlong(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent-death signal is Linux's")
+	}
+	dbURL := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := startCluster(ctx, t, binary(t), dbURL, "-servers", "2")
+	c.kill(t)
+	for name, u := range c.servers {
+		poll(ctx, t, name+" to stop with its cluster", func() bool {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(u, "http://"))
+			if err == nil {
+				conn.Close()
+			}
+			return err != nil
+		})
 	}
 }

@@ -205,6 +205,7 @@ func startChild(exe, name string, args, env []string, out *lockedLines) (*child,
 	defer f.Close()
 	cmd := exec.Command(exe, append([]string{"-name", name}, args...)...)
 	cmd.ExtraFiles = []*os.File{f} // descriptor 3
+	cmd.SysProcAttr = serverProcAttr()
 	cmd.Env = append(append(os.Environ(), env...), listenFDVariable+"=3")
 	stdout, stderr := out.prefixed(name, false), out.prefixed(name, true)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
