@@ -74,7 +74,8 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	// server makes at each start.
 	cookieKey := make([]byte, 32)
 	_, _ = rand.Read(cookieKey) // crypto/rand.Read never fails
-	childArgs := []string{"-db", *dbURL, "-public-addr", front.Addr().String(),
+	serversURL, pool := boundPools(*dbURL, *servers)
+	childArgs := []string{"-db", serversURL, "-public-addr", front.Addr().String(),
 		"-lock-timeout", lockTimeout.String(), "-retention", retention.String()}
 	var children []*child
 	defer func() { stopChildren(children, out) }() // on an early return; a no-op once they have exited
@@ -98,6 +99,9 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		out.printf(stdout, "  %s  %s  pid %d\n", c.name, c.url, c.cmd.Process.Pid)
 	}
 	out.printf(stdout, "and a front door that hands each request to the next of them in turn.\n")
+	if pool > 0 {
+		out.printf(stdout, "Each server's two connection pools hold at most %d connections each (pool_max_conns), so the servers fit within PostgreSQL's default of 100.\n", pool)
+	}
 	out.mu.Lock()
 	printURLs(stdout, front.Addr().(*net.TCPAddr), *presenter)
 	out.mu.Unlock()
@@ -461,4 +465,25 @@ func (p *prefixedLines) flush() {
 	if len(p.partial) > 0 {
 		p.writeLine([]byte("\n"))
 	}
+}
+
+// boundPools gives each of n servers connection pools small enough that
+// all of them fit within PostgreSQL's default max_connections of 100: a
+// server holds two pools (payments and the gateway's ledger) and two
+// listening connections, and ten connections are left for psql and the
+// like. A URL that already names pool_max_conns is left as it is (pool
+// 0): the operator has chosen.
+func boundPools(dbURL string, n int) (string, int) {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return dbURL, 0 // the server reports the URL's fault itself
+	}
+	q := u.Query()
+	if q.Has("pool_max_conns") {
+		return dbURL, 0
+	}
+	pool := min(max((90/n-2)/2, 2), 16)
+	q.Set("pool_max_conns", strconv.Itoa(pool))
+	u.RawQuery = q.Encode()
+	return u.String(), pool
 }

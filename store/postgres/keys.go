@@ -72,7 +72,16 @@ func workMillis(d time.Duration) int64 {
 //
 // A key whose key row was pruned may still have its charge recorded. If
 // that charge is for another order or amount, the key is not claimed.
+//
+// A database that refuses the connection (too many clients, starting up,
+// unreachable) is an EUNAVAILABLE: nothing was claimed, and the caller
+// may retry with the same key.
 func (db *DB) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, error) {
+	res, err := db.claim(ctx, c)
+	return res, unreachable(err)
+}
+
+func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, error) {
 	if err := db.need("payments"); err != nil {
 		return pay.ClaimResult{}, err
 	}
