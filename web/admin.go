@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -82,24 +83,69 @@ func (s *Server) handleSweep(c echo.Context) error {
 // the lab, the lesson and the clock are the room's: the reset sets them
 // for every server on the database at once.
 //
-// It first waits for every payment in flight on this server and any sweep
-// under way here to finish, and holds new ones back until it is done. A
-// payment that charged the gateway before the reset and saved after it
-// would leave a gateway charge nobody records, or a lab row the real
-// protocol then trips over; waiting keeps gateway and local charges
-// equal. The wait is bounded: a payment's work runs under the gateway
-// time-out.
+// It first waits for every payment in flight and any sweep under way to
+// finish, and holds new ones back until it is done: on this server
+// through the in-flight lock, and on the others sharing the database
+// through a barrier in the room (barrier.go). A payment that charged the
+// gateway before the reset and saved after it would leave a local charge
+// the gateway no longer has, or a lab row the real protocol then trips
+// over; waiting keeps gateway and local charges equal. The wait is
+// bounded: a payment's work runs under the gateway time-out once step
+// mode lets it go, and a server that does not answer in time is logged
+// and not waited for any longer.
 func (s *Server) resetDemo(ctx context.Context, who string) error {
 	// Held requests hold the in-flight lock: let them go first.
 	s.steps.turn(false, who)
+	var barrier *resetBarrier
+	if s.room.shared != nil {
+		b, err := s.startReset(ctx)
+		if err != nil {
+			return err
+		}
+		barrier = &b
+		// The other servers hold their payments until this reset ends the
+		// barrier: it runs to its end whatever its client does.
+		ctx = context.WithoutCancel(ctx)
+	}
 	s.inflight.Lock()
 	defer s.inflight.Unlock()
-	if _, _, err := s.changeRoom(ctx, func(r *roomState) error {
+	var unanswered []string
+	if barrier != nil {
+		if unanswered = s.awaitAcks(ctx, *barrier); len(unanswered) > 0 {
+			s.logf("reset: %s did not answer within %s; their payments in flight may save after the reset",
+				strings.Join(unanswered, ", "), s.resetAckWait())
+		}
+	}
+	err := s.emptyTables(ctx)
+	// The room's defaults end the barrier, which lets the other servers go
+	// on: written even when the tables could not be emptied.
+	if _, _, rerr := s.changeRoom(ctx, func(r *roomState) error {
 		r.reset()
+		if barrier != nil && r.Barrier != nil && r.Barrier.Gen == barrier.Gen {
+			r.Barrier = nil
+		}
 		return nil
-	}); err != nil {
+	}); err == nil {
+		err = rerr
+	}
+	if err != nil {
 		return err
 	}
+	s.resetHere()
+	msg := "keys, charges, gateway memory and timeline cleared; every switch off; clock reset"
+	if len(unanswered) > 0 {
+		msg += "; not waited for: " + strings.Join(unanswered, ", ")
+	}
+	if who != "" {
+		msg = who + ": " + msg
+	}
+	s.hub.Publish(live.Event{Kind: live.Reset, Message: msg})
+	return nil
+}
+
+// emptyTables deletes every key, charge and gateway record, and the lab's
+// rows.
+func (s *Server) emptyTables(ctx context.Context) error {
 	if s.ledgerApart() {
 		if err := s.ledger.Reset(ctx); err != nil {
 			return err
@@ -111,12 +157,6 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 	if err := s.db.LabReset(ctx); err != nil {
 		s.logf("lab reset: %v", err) // the rest of the reset has happened anyway
 	}
-	s.resetHere()
-	msg := "keys, charges, gateway memory and timeline cleared; every switch off; clock reset"
-	if who != "" {
-		msg = who + ": " + msg
-	}
-	s.hub.Publish(live.Event{Kind: live.Reset, Message: msg})
 	return nil
 }
 

@@ -2,21 +2,35 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"paytwice/sim"
 	"paytwice/store/postgres"
 	"paytwice/store/postgres/pgtest"
+	"paytwice/web/live"
 )
 
 // pgServerConfig starts one server with cfg on the database at url, in
 // this process, behind its own listener on 127.0.0.1 and on the real
 // clock, and waits until it follows the room.
 func pgServerConfig(t *testing.T, url string, cfg Config) (*testEnv, *postgres.DB) {
+	t.Helper()
+	return pgServerConfigWith(t, url, cfg, nil)
+}
+
+// pgServerConfigWith is pgServerConfig where wrap, unless nil, wraps the
+// server's store.
+func pgServerConfigWith(t *testing.T, url string, cfg Config, wrap func(*postgres.DB) Store) (*testEnv, *postgres.DB) {
 	t.Helper()
 	clock := sim.NewClock(nil)
 	db, err := postgres.Open(context.Background(), url, postgres.Options{Now: clock.Now, MaxConns: 4})
@@ -26,7 +40,11 @@ func pgServerConfig(t *testing.T, url string, cfg Config) (*testEnv, *postgres.D
 	if cfg.Logger == nil {
 		cfg.Logger = log.New(io.Discard, "", 0)
 	}
-	srv := NewServer(cfg, db, clock)
+	var st Store = db
+	if wrap != nil {
+		st = wrap(db)
+	}
+	srv := NewServer(cfg, st, clock)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { srv.Close(); hs.Close(); db.Close() })
 	return &testEnv{t: t, tb: t, URL: hs.URL, Server: srv, HTTP: hs}, db
@@ -136,5 +154,206 @@ func TestAnotherServersSweeperLeavesAKeyHeldInStepModeUntilItsDeadline(t *testin
 	}
 	if local, gateway := books(t, db); local != gateway {
 		t.Fatalf("%d local charges, %d at the gateway", local, gateway)
+	}
+}
+
+// resetOn sends POST /api/reset to env in the background.
+func resetOn(env *testEnv) <-chan response {
+	out := make(chan response, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, env.URL+"/api/reset", nil)
+		r, err := do(req)
+		if err != nil {
+			r = response{Status: -1, Body: []byte(err.Error())}
+		}
+		out <- r
+	}()
+	return out
+}
+
+// answerOf waits for an answer, within a bound.
+func answerOf(t *testing.T, what string, ch <-chan response) response {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no answer to %s", what)
+	}
+	return response{}
+}
+
+// resetMessage is the message of the Reset event on env's timeline.
+func resetMessage(t *testing.T, env *testEnv) string {
+	t.Helper()
+	for _, e := range env.Server.hub.Recent(live.DefaultSize) {
+		if e.Kind == live.Reset {
+			return e.Message
+		}
+	}
+	t.Fatal("no Reset event")
+	return ""
+}
+
+// A reset on one server waits for the payments in flight on the others:
+// a payment held between its gateway charge and its save on s2 finishes
+// before s1 empties the tables, so the books still balance.
+func TestResetOnOneServerWaitsForAPaymentInFlightOnAnother(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	cfg := Config{GatewayTimeout: 300 * time.Millisecond, Name: "s1"}
+	a, db := pgServerConfig(t, url, cfg)
+	cfg.Name = "s2"
+	b, _ := pgServerConfig(t, url, cfg)
+	held := heldOn(t, b)
+	ans := held.payAsync("in-flight", "A-1")
+	held.holdAt(CheckGatewayAnswered)
+	if local, gateway := books(t, db); local != 0 || gateway != 1 {
+		t.Fatalf("held after the gateway: %d local charges, %d at the gateway", local, gateway)
+	}
+
+	if r := answerOf(t, "the reset", resetOn(a)); r.Status != http.StatusOK {
+		t.Fatalf("reset: %d %s", r.Status, r.Body)
+	}
+	b.Server.steps.play() // had the reset not let it go
+	if r := answerOf(t, "the payment", ans); r.Status != http.StatusCreated {
+		t.Fatalf("payment: %d %s", r.Status, r.Body)
+	}
+	if local, gateway := books(t, db); local != gateway {
+		t.Fatalf("after the reset: %d local charges, %d at the gateway", local, gateway)
+	}
+	if m := resetMessage(t, a); strings.Contains(m, "not waited for") {
+		t.Errorf("the reset says %q", m)
+	}
+	// Every server admits payments again.
+	for _, env := range []*testEnv{a, b} {
+		if r := env.pay("after-"+env.Server.cfg.Name, `{"order_id":"A-2","amount_satang":100}`); r.Status != http.StatusCreated {
+			t.Fatalf("payment after the reset on %s: %d %s", env.Server.cfg.Name, r.Status, r.Body)
+		}
+	}
+}
+
+// roomDeaf is a server's store whose room follower never listens: the
+// server's listening connection is down for good.
+type roomDeaf struct{ *postgres.DB }
+
+func (roomDeaf) ListenRoom(ctx context.Context, _ string, _ func(), _ func(string)) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A reset never waits past its bound: not for a server that died or whose
+// listening connection is down (it cannot answer, and PostgreSQL no
+// longer lists it), and not for long for one that follows the room but
+// never answers; the others are let go all the same.
+func TestResetDoesNotWaitForServersThatCannotAnswer(t *testing.T) {
+	cfg := Config{GatewayTimeout: 300 * time.Millisecond}
+	t.Run("a server that died or stopped listening is not waited for", func(t *testing.T) {
+		url := pgtest.NewDatabase(t)
+		cfg.Name = "s1"
+		a, db := pgServerConfig(t, url, cfg)
+		cfg.Name = "s2"
+		dead, _ := pgServerConfig(t, url, cfg)
+		cfg.Name = "s3"
+		deaf, _ := pgServerConfigWith(t, url, cfg, func(db *postgres.DB) Store { return roomDeaf{db} })
+		_ = deaf
+		dead.Server.Close()
+		waitUntil(t, "s2's listening connection to end", func() bool {
+			m, err := db.RoomMembers(context.Background())
+			return err == nil && len(m) == 1
+		})
+		start := time.Now()
+		if r := answerOf(t, "the reset", resetOn(a)); r.Status != http.StatusOK {
+			t.Fatalf("reset: %d %s", r.Status, r.Body)
+		}
+		if took := time.Since(start); took >= a.Server.resetAckWait() {
+			t.Errorf("the reset waited %s, as long as for a server that does not answer", took)
+		}
+	})
+	t.Run("a server that follows the room but never answers is waited for within the bound", func(t *testing.T) {
+		url := pgtest.NewDatabase(t)
+		cfg.Name = "s1"
+		a, db := pgServerConfig(t, url, cfg)
+		cfg.Name = "s2"
+		b, _ := pgServerConfig(t, url, cfg)
+		// A member that listens and never answers: a server hung, or a
+		// machine gone whose connection PostgreSQL has not closed yet.
+		conf := db.Pool().Config().ConnConfig.Copy()
+		conf.RuntimeParams["application_name"] = "paytwice-room 0123456789abcdef s9"
+		hung, err := pgx.ConnectConfig(context.Background(), conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { hung.Close(context.Background()) })
+		if _, err := hung.Exec(context.Background(), `LISTEN paytwice_room`); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if r := answerOf(t, "the reset", resetOn(a)); r.Status != http.StatusOK {
+			t.Fatalf("reset: %d %s", r.Status, r.Body)
+		}
+		if took := time.Since(start); took < a.Server.resetAckWait() {
+			t.Errorf("the reset went on after %s, before its bound of %s", took, a.Server.resetAckWait())
+		}
+		if m := resetMessage(t, a); !strings.Contains(m, "not waited for: s9") || strings.Contains(m, "s2") {
+			t.Errorf("the reset says %q; want s9, and only s9, named as not waited for", m)
+		}
+		// s2 answered, held its payments until the end, and goes on.
+		waitUntil(t, "s2 to see the reset end", func() bool { b, _ := b.Server.room.barrier(); return b == nil })
+		if r := b.pay("after", `{"order_id":"A-2","amount_satang":100}`); r.Status != http.StatusCreated {
+			t.Fatalf("payment on s2 after the reset: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
+// A server holds its payments for another server's reset only until the
+// barrier's time is up: a resetting server that died holds nobody for
+// longer.
+func TestAServerHoldsItsPaymentsForAResetOnlyUntilItsBound(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	b, db := pgServerConfig(t, url, Config{Name: "s2"})
+	until := time.Now().Add(time.Second)
+	// A barrier by a server that is gone.
+	if _, _, err := db.UpdateRoom(context.Background(), func(old []byte) ([]byte, error) {
+		st, err := decodeRoom(old)
+		if err != nil {
+			return nil, err
+		}
+		st.ResetGen++
+		st.Barrier = &resetBarrier{Gen: st.ResetGen, By: "gone", ByName: "s1", Until: until}
+		return json.Marshal(st)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "s2 to acknowledge the barrier", func() bool {
+		bar, _ := b.Server.room.barrier()
+		return bar != nil && slices.Contains(bar.Acks, b.Server.room.id)
+	})
+	r := b.pay("held-back", `{"order_id":"A-1","amount_satang":100}`)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("payment: %d %s", r.Status, r.Body)
+	}
+	if time.Now().Before(until) {
+		t.Fatal("a payment ran while the server held its payments for a reset")
+	}
+}
+
+// Resets sent to two servers at once run one after the other, and both
+// complete.
+func TestResetsOnTwoServersAtOnce(t *testing.T) {
+	envs, db := pgServers(t, "s1", "s2")
+	envs[0].pay("k1", `{"order_id":"A-1","amount_satang":100}`)
+	first, second := resetOn(envs[0]), resetOn(envs[1])
+	for _, ch := range []<-chan response{first, second} {
+		if r := answerOf(t, "a reset", ch); r.Status != http.StatusOK {
+			t.Fatalf("reset: %d %s", r.Status, r.Body)
+		}
+	}
+	if local, gateway := books(t, db); local != 0 || gateway != 0 {
+		t.Fatalf("after the resets: %d local charges, %d at the gateway", local, gateway)
+	}
+	for _, env := range envs {
+		if bar, _ := env.Server.room.barrier(); bar != nil {
+			t.Errorf("%s still sees the barrier %+v", env.Server.cfg.Name, bar)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/web/live"
 )
 
@@ -36,6 +37,11 @@ type roomState struct {
 	// LessonRuns counts the lessons started and left: each one restarts
 	// the narration on every server, even for the same chapter again.
 	LessonRuns uint64 `json:"lesson_runs"`
+
+	// ResetGen counts the resets asked for; Barrier is the one under way,
+	// nil when none is (barrier.go).
+	ResetGen uint64        `json:"reset_gen"`
+	Barrier  *resetBarrier `json:"barrier,omitempty"`
 }
 
 // defaultRoom is every switch off, the lab's defaults, no lesson, the
@@ -55,10 +61,12 @@ func (r *roomState) setLesson(slug string) {
 }
 
 // reset is what the presenter's reset leaves: the defaults, the sequence
-// and the narration restarted.
+// and the narration restarted. The reset under way is the caller's to
+// end (resetDemo).
 func (r *roomState) reset() {
 	next := defaultRoom()
 	next.FaultWrites, next.LessonRuns = r.FaultWrites, r.LessonRuns
+	next.ResetGen, next.Barrier = r.ResetGen, r.Barrier
 	next.setFaults(FaultSettings{})
 	next.setLesson("")
 	*r = next
@@ -81,7 +89,10 @@ func decodeRoom(b []byte) (roomState, error) {
 type sharedRoom interface {
 	LoadRoom(ctx context.Context) (state []byte, version int64, err error)
 	UpdateRoom(ctx context.Context, change func(old []byte) ([]byte, error)) (state []byte, version int64, err error)
-	ListenRoom(ctx context.Context, onListen func(), onNotify func(version string)) error
+	// ListenRoom follows the announcements on a connection that names
+	// member, and RoomMembers lists the members that follow the room now.
+	ListenRoom(ctx context.Context, member string, onListen func(), onNotify func(version string)) error
+	RoomMembers(ctx context.Context) ([]string, error)
 }
 
 // room is this server's copy of the room state.
@@ -96,12 +107,21 @@ type room struct {
 	version int64 // of state; a state of an older version is not applied
 
 	followed chan struct{} // closed when the follower stops; nil on a server on its own
+
+	// id names this server to the others in a reset's barrier: a random
+	// id, as two servers may have been given the same name.
+	id string
+	// changed is closed, and replaced, at each new state applied: a wait
+	// for the barrier to move wakes on it (barrier.go).
+	changed chan struct{}
+	// joined is the last barrier this server took part in.
+	joined uint64
 }
 
 // newRoom starts from the defaults, which every structure the room
 // drives starts with too.
 func newRoom(s *Server) *room {
-	r := &room{s: s, state: defaultRoom()}
+	r := &room{s: s, state: defaultRoom(), id: pay.NewID("")[:16], changed: make(chan struct{})}
 	r.shared, _ = s.db.(sharedRoom)
 	return r
 }
@@ -123,7 +143,7 @@ func (r *room) start(ctx context.Context) {
 	r.followed = make(chan struct{})
 	go func() {
 		defer close(r.followed)
-		_ = r.shared.ListenRoom(ctx, func() { r.reload(ctx) }, func(payload string) {
+		_ = r.shared.ListenRoom(ctx, r.member(), func() { r.reload(ctx) }, func(payload string) {
 			// A version this server has already applied (its own change,
 			// or one a reload found) needs no reload.
 			if v, err := strconv.ParseInt(payload, 10, 64); err == nil && v <= r.appliedVersion() {
@@ -204,6 +224,12 @@ func (r *room) applyLocked(next roomState, version int64) {
 	}
 	s, old := r.s, r.state
 	r.state, r.version = next, version
+	close(r.changed)
+	r.changed = make(chan struct{})
+	if b := next.Barrier; b != nil && b.By != r.id && b.Gen > r.joined {
+		r.joined = b.Gen
+		go s.joinReset(*b)
+	}
 	s.faults.Store(next.Faults.Server)
 	s.gateway.SetSwitches(next.Faults.Gateway)
 	if next.Faults.Random != old.Faults.Random || next.FaultWrites != old.FaultWrites {

@@ -43,9 +43,16 @@ func (db *DB) Notify(ctx context.Context, channel, payload string) error {
 // with a growing pause, up to 5 s. Both callbacks run on Listen's
 // goroutine: a slow one holds back the next notification.
 func (db *DB) Listen(ctx context.Context, channel string, onListen func(), onNotify func(payload string)) error {
+	return db.listen(ctx, channel, "", onListen, onNotify)
+}
+
+// listen is Listen on connections named appName (PostgreSQL's
+// application_name) when it is not "", which every session of the
+// database can read in pg_stat_activity.
+func (db *DB) listen(ctx context.Context, channel, appName string, onListen func(), onNotify func(payload string)) error {
 	pause := 100 * time.Millisecond
 	for {
-		err := db.listenOnce(ctx, channel, onListen, onNotify, func() { pause = 100 * time.Millisecond })
+		err := db.listenOnce(ctx, channel, appName, onListen, onNotify, func() { pause = 100 * time.Millisecond })
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -63,8 +70,12 @@ func (db *DB) Listen(ctx context.Context, channel string, onListen func(), onNot
 
 // listenOnce connects, listens and hands notifications over until the
 // connection fails or ctx ends.
-func (db *DB) listenOnce(ctx context.Context, channel string, onListen func(), onNotify func(string), connected func()) error {
-	conn, err := pgx.ConnectConfig(ctx, db.pool.Config().ConnConfig.Copy())
+func (db *DB) listenOnce(ctx context.Context, channel, appName string, onListen func(), onNotify func(string), connected func()) error {
+	cfg := db.pool.Config().ConnConfig.Copy()
+	if appName != "" {
+		cfg.RuntimeParams["application_name"] = appName
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,49 @@ func (db *DB) UpdateRoom(ctx context.Context, change func(old []byte) ([]byte, e
 
 // ListenRoom follows the room's changes: onNotify receives each new
 // version's number, and onListen runs after every (re)connection, where
-// the caller reloads the room with LoadRoom (see Listen).
-func (db *DB) ListenRoom(ctx context.Context, onListen func(), onNotify func(version string)) error {
-	return db.Listen(ctx, RoomChannel, onListen, onNotify)
+// the caller reloads the room with LoadRoom (see Listen). The listening
+// connection carries member in its name, so that RoomMembers finds this
+// server among the live ones for as long as it follows the room.
+func (db *DB) ListenRoom(ctx context.Context, member string, onListen func(), onNotify func(version string)) error {
+	return db.listen(ctx, RoomChannel, memberAppName(member), onListen, onNotify)
+}
+
+// roomMemberPrefix starts the application_name of every connection that
+// follows the room.
+const roomMemberPrefix = "paytwice-room "
+
+// maxAppName is the longest application_name PostgreSQL keeps
+// (NAMEDATALEN - 1 bytes); it cuts longer ones.
+const maxAppName = 63
+
+// memberAppName is the application_name of member's listening
+// connection: printable ASCII only, which PostgreSQL keeps as it is, and
+// cut to the length it keeps.
+func memberAppName(member string) string {
+	b := []byte(roomMemberPrefix)
+	for i := 0; i < len(member) && len(b) < maxAppName; i++ {
+		c := member[i]
+		if c < 0x20 || c > 0x7e {
+			c = '?'
+		}
+		b = append(b, c)
+	}
+	return string(b)
+}
+
+// RoomMembers returns the members (as given to ListenRoom, perhaps cut
+// short) of the sessions that follow the room in this database now. A
+// server that died, or whose listening connection was cut, is not among
+// them: PostgreSQL ends a session with its connection. The name of a
+// session is visible to every role, unlike its query.
+func (db *DB) RoomMembers(ctx context.Context) ([]string, error) {
+	if err := db.need("payments"); err != nil {
+		return nil, err
+	}
+	rows, err := db.pool.Query(ctx, `SELECT DISTINCT substr(application_name, $1 + 1) FROM pg_stat_activity
+		WHERE datname = current_database() AND left(application_name, $1) = $2`, len(roomMemberPrefix), roomMemberPrefix)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }

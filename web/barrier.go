@@ -1,0 +1,238 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"paytwice/pay"
+)
+
+// A reset's barrier: with several servers on one database, a reset empties
+// tables every server writes to. A payment on another server that charged
+// the gateway before the tables were emptied and saved its charge after
+// would leave the books unbalanced (a local charge the gateway's emptied
+// ledger no longer has), so the reset waits for every server's payments in
+// flight, not only its own (resetDemo's in-flight lock).
+//
+// It goes through the room, which every server follows already:
+//
+//  1. The resetting server writes a barrier into the room: generation N,
+//     by whom, and until when it may hold the others.
+//  2. Every other server, on seeing it, lets step mode's held requests go
+//     (they hold its in-flight lock), takes its in-flight lock (so it waits
+//     for its payments and admits no new one), writes its acknowledgement
+//     of N into the room, and keeps the lock until the barrier is gone.
+//  3. The resetting server, holding its own in-flight lock, waits until
+//     every live server has acknowledged, empties the tables and writes the
+//     room's defaults without the barrier, which lets the others go.
+//
+// Live servers are the sessions that follow the room, which PostgreSQL
+// itself lists (pg_stat_activity): a server that died, or whose listening
+// connection is down, is not waited for, since it could not answer. Every
+// wait is bounded: the resetting server waits for acknowledgements for the
+// gateway time-out (which bounds a payment's work once step mode lets it
+// go) plus resetAckMargin, then goes on and logs who did not answer; the
+// others hold until the barrier's Until, so a resetting server that died
+// holds nobody for longer. Resets asked for on two servers at once run one
+// after the other: a barrier is written only where none is under way.
+//
+// A server on its own (SQLite) has no barrier: its in-flight lock is
+// every payment's.
+
+// resetBarrier is a reset under way, as the room holds it.
+type resetBarrier struct {
+	Gen uint64 `json:"gen"`
+	// By is the resetting server's room id, ByName its name.
+	By     string `json:"by"`
+	ByName string `json:"by_name,omitempty"`
+	// Until is when the other servers stop holding their payments for it
+	// whatever happened (real time).
+	Until time.Time `json:"until"`
+	// Acks are the room ids of the servers that hold their payments for
+	// it, their payments in flight finished.
+	Acks []string `json:"acks,omitempty"`
+}
+
+const (
+	// resetAckMargin is how long, beyond the gateway time-out, a reset
+	// waits for the other servers' acknowledgements: time to hear of the
+	// barrier, let held requests go and write the acknowledgement.
+	resetAckMargin = 2 * time.Second
+	// resetHoldMargin is how long, beyond that wait, the others hold their
+	// payments at most: time to empty the tables and end the barrier.
+	resetHoldMargin = 5 * time.Second
+	// resetPoll is how often a reset that waits for acknowledgements looks
+	// at who is live: a server may join or go meanwhile.
+	resetPoll = 20 * time.Millisecond
+	// resetBusyAttempts bounds how often a reset waits for another one
+	// under way before it gives up.
+	resetBusyAttempts = 3
+)
+
+// errResetBusy is the room edit's refusal to start a barrier while
+// another one is under way.
+var errResetBusy = errors.New("another reset is under way")
+
+// errNoChange is the room edit's way to write nothing.
+var errNoChange = errors.New("no change")
+
+// resetAckWait is how long a reset waits for the others' acknowledgements.
+func (s *Server) resetAckWait() time.Duration { return s.cfg.GatewayTimeout + resetAckMargin }
+
+// member is how this server is named on its listening connection: its
+// room id, then its name for the logs.
+func (r *room) member() string { return strings.TrimSpace(r.id + " " + r.s.cfg.Name) }
+
+// barrier returns the barrier under way and the channel closed at the
+// next state applied.
+func (r *room) barrier() (*resetBarrier, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state.Barrier, r.changed
+}
+
+// open reports whether barrier gen is still under way here.
+func (r *room) open(gen uint64) bool {
+	b, _ := r.barrier()
+	return b != nil && b.Gen == gen
+}
+
+// startReset writes a barrier of this server's into the room and returns
+// it. While another server's barrier is under way it waits for it to end
+// (a few times at most), then writes its own.
+func (s *Server) startReset(ctx context.Context) (resetBarrier, error) {
+	r := s.room
+	for attempt := 1; ; attempt++ {
+		var mine resetBarrier
+		var busy resetBarrier
+		_, _, err := s.changeRoom(ctx, func(st *roomState) error {
+			now := time.Now()
+			if b := st.Barrier; b != nil && now.Before(b.Until) {
+				busy = *b
+				return errResetBusy
+			}
+			st.ResetGen++
+			mine = resetBarrier{Gen: st.ResetGen, By: r.id, ByName: s.cfg.Name,
+				Until: now.Add(s.resetAckWait() + resetHoldMargin)}
+			st.Barrier = &mine
+			return nil
+		})
+		if !errors.Is(err, errResetBusy) {
+			return mine, err
+		}
+		if attempt == resetBusyAttempts {
+			return mine, pay.Errorf(pay.EUNAVAILABLE, "Another reset is under way on %s; try again in a moment.", nameOr(busy.ByName))
+		}
+		r.reload(ctx) // the barrier may not have reached this server yet
+		if err := r.awaitEnd(ctx, busy.Gen, busy.Until); err != nil {
+			return mine, err
+		}
+	}
+}
+
+// awaitAcks waits until every other live server has acknowledged barrier
+// b, or for resetAckWait at most; it returns the names of the live
+// servers that did not answer.
+func (s *Server) awaitAcks(ctx context.Context, b resetBarrier) []string {
+	r := s.room
+	deadline := time.Now().Add(s.resetAckWait())
+	for {
+		members, err := r.shared.RoomMembers(ctx)
+		r.reload(ctx) // the acknowledgements, even when a notification was lost
+		var missing []string
+		if err != nil {
+			s.logf("reset: who follows the room: %v", err)
+		}
+		cur, changed := r.barrier()
+		for _, m := range members {
+			id, name, _ := strings.Cut(m, " ")
+			if id == r.id || (cur != nil && cur.Gen == b.Gen && slices.Contains(cur.Acks, id)) {
+				continue
+			}
+			missing = append(missing, nameOr(name))
+		}
+		if err == nil && len(missing) == 0 {
+			return nil
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 || ctx.Err() != nil {
+			return missing
+		}
+		t := time.NewTimer(min(wait, resetPoll))
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+// joinReset is another server's side of barrier b: let step mode's held
+// requests go, wait for this server's payments in flight while admitting
+// no new one, acknowledge, and hold until the barrier ends or its time is
+// up.
+func (s *Server) joinReset(b resetBarrier) {
+	ctx, r := s.baseCtx, s.room
+	// Held requests hold the in-flight lock: let them go first.
+	s.steps.turn(false, "reset on "+nameOr(b.ByName))
+	s.inflight.Lock()
+	defer s.inflight.Unlock()
+	if !r.open(b.Gen) || !time.Now().Before(b.Until) {
+		return // over already, or its server went on without us
+	}
+	_, _, err := s.changeRoom(ctx, func(st *roomState) error {
+		cur := st.Barrier
+		if cur == nil || cur.Gen != b.Gen || slices.Contains(cur.Acks, r.id) {
+			return errNoChange
+		}
+		cur.Acks = append(slices.Clip(cur.Acks), r.id)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNoChange) {
+		if ctx.Err() == nil {
+			s.logf("reset on %s: acknowledging: %v", nameOr(b.ByName), err)
+		}
+		return
+	}
+	_ = r.awaitEnd(ctx, b.Gen, b.Until)
+}
+
+// awaitEnd waits until barrier gen is no longer under way, or until is
+// past. It reloads the room now and then, so that a notification lost
+// with a listening connection does not hold payments until then.
+func (r *room) awaitEnd(ctx context.Context, gen uint64, until time.Time) error {
+	const reloadEvery = 500 * time.Millisecond
+	for {
+		if !r.open(gen) {
+			return nil
+		}
+		_, changed := r.barrier()
+		wait := time.Until(until)
+		if wait <= 0 {
+			return nil
+		}
+		t := time.NewTimer(min(wait, reloadEvery))
+		select {
+		case <-changed:
+		case <-t.C:
+			r.reload(ctx)
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		t.Stop()
+	}
+}
+
+// nameOr is a server's name for a message, "another server" when it has
+// none.
+func nameOr(name string) string {
+	if name == "" {
+		return "another server"
+	}
+	return name
+}
