@@ -134,11 +134,13 @@ func (s *Server) startReset(ctx context.Context) (resetBarrier, error) {
 }
 
 // awaitAcks waits until every other live server has acknowledged barrier
-// b, or for resetAckWait at most; it returns the names of the live
-// servers that did not answer.
+// b, for resetAckWait at most since the barrier was written (the wait for
+// this server's own payments counts in it: the others hold theirs only
+// until b.Until); it returns the names of the live servers that did not
+// answer.
 func (s *Server) awaitAcks(ctx context.Context, b resetBarrier) []string {
 	r := s.room
-	deadline := time.Now().Add(s.resetAckWait())
+	deadline := b.Until.Add(-resetHoldMargin)
 	for {
 		members, err := r.shared.RoomMembers(ctx)
 		r.reload(ctx) // the acknowledgements, even when a notification was lost
