@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"os/exec"
 	"regexp"
 	"runtime"
@@ -136,6 +137,26 @@ func TestClusterCommand(t *testing.T) {
 		}
 		if seen["s1"] == 0 || seen["s2"] == 0 || seen["s3"] == 0 {
 			t.Fatalf("answers by server: %v; want all three", seen)
+		}
+	})
+
+	t.Run("the database's URL, password and all, is not on the servers' command lines", func(t *testing.T) {
+		if runtime.GOOS != "linux" {
+			t.Skip("reads /proc")
+		}
+		u, err := url.Parse(dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, pid := range c.pids {
+			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := strings.ReplaceAll(string(cmdline), "\x00", " ")
+			if strings.Contains(args, "postgres://") || strings.Contains(args, u.Path) {
+				t.Errorf("server %s was started as %q, which every user of the machine can read", name, args)
+			}
 		}
 	})
 

@@ -75,12 +75,15 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cookieKey := make([]byte, 32)
 	_, _ = rand.Read(cookieKey) // crypto/rand.Read never fails
 	serversURL, pool := boundPools(*dbURL, *servers)
-	childArgs := []string{"-db", serversURL, "-public-addr", front.Addr().String(),
+	childArgs := []string{"-public-addr", front.Addr().String(),
 		"-lock-timeout", lockTimeout.String(), "-retention", retention.String()}
 	var children []*child
 	defer func() { stopChildren(children, out) }() // on an early return; a no-op once they have exited
 	for i := range *servers {
 		c, err := startChild(exe, fmt.Sprintf("s%d", i+1), childArgs, []string{
+			// The URL holds the database's password: an environment
+			// variable, as the token, not a flag.
+			"PAYTWICE_DB=" + serversURL,
 			"PAYTWICE_PRESENTER_TOKEN=" + *presenter,
 			presenterCookieKeyVariable + "=" + hex.EncodeToString(cookieKey),
 		}, out)
