@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -519,6 +520,42 @@ func TestBoundPools(t *testing.T) {
 		}
 		if total := c.n * (2*pool + 2); pool > 0 && total > c.wantTotal {
 			t.Errorf("%d servers with pools of %d hold up to %d connections, over %d", c.n, pool, total, c.wantTotal)
+		}
+	}
+}
+
+// TestStopChildrenKillsEveryServerThatOutlivesTheLimit: servers that
+// ignore SIGTERM are all killed once the limit has passed, not only the
+// first one waited for.
+func TestStopChildrenKillsEveryServerThatOutlivesTheLimit(t *testing.T) {
+	var children []*child
+	for _, name := range []string{"s1", "s2"} {
+		// SIGTERM stays ignored across exec; 20 s is far past the limit.
+		cmd := exec.Command("sh", "-c", "trap '' TERM; echo ready; exec sleep 20")
+		ready, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// It ignores SIGTERM once it says so.
+		if _, err := bufio.NewReader(ready).ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		c := &child{name: name, cmd: cmd, exited: make(chan struct{})}
+		go func() { c.waitErr = cmd.Wait(); close(c.exited) }()
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-c.exited })
+		children = append(children, c)
+	}
+	var stderr bytes.Buffer
+	err := stopChildren(children, &lockedLines{stdout: io.Discard, stderr: &stderr}, 100*time.Millisecond)
+	for _, name := range []string{"s1", "s2"} {
+		if !strings.Contains(stderr.String(), "server "+name+" did not stop within 100ms; killing it") {
+			t.Errorf("%s was not killed:\n%s", name, stderr.String())
+		}
+		if err == nil || !strings.Contains(err.Error(), "server "+name+": signal: killed") {
+			t.Errorf("the error does not say %s was killed: %v", name, err)
 		}
 	}
 }

@@ -78,7 +78,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	childArgs := []string{"-public-addr", front.Addr().String(),
 		"-lock-timeout", lockTimeout.String(), "-retention", retention.String()}
 	var children []*child
-	defer func() { stopChildren(children, out) }() // on an early return; a no-op once they have exited
+	defer func() { stopChildren(children, out, childShutdownLimit) }() // on an early return; a no-op once they have exited
 	for i := range *servers {
 		c, err := startChild(exe, fmt.Sprintf("s%d", i+1), childArgs, []string{
 			// The URL holds the database's password: an environment
@@ -135,7 +135,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		defer cancel()
 		shutdownDone <- hs.Shutdown(shutdownCtx)
 	}()
-	err = stopChildren(children, out)
+	err = stopChildren(children, out, childShutdownLimit)
 	if serr := <-shutdownDone; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, fmt.Errorf("front door: %w", serr))
 	}
@@ -280,10 +280,10 @@ func waitUntilServing(ctx context.Context, children []*child) error {
 }
 
 // stopChildren sends SIGTERM to every server still running and waits for
-// each to exit, killing one that takes longer than childShutdownLimit.
+// each to exit, killing every one still running once limit has passed.
 // A server that ends with an error then is reported in the returned
 // error; one that had died before was reported when it did.
-func stopChildren(children []*child, out *lockedLines) error {
+func stopChildren(children []*child, out *lockedLines, limit time.Duration) error {
 	var running []*child
 	for _, c := range children {
 		if !c.hasExited() {
@@ -292,12 +292,15 @@ func stopChildren(children []*child, out *lockedLines) error {
 		}
 	}
 	var errs []error
-	deadline := time.After(childShutdownLimit)
+	// One deadline for all of them, closed once passed: every server still
+	// running then is killed, not only the first one waited for.
+	deadline, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
 	for _, c := range running {
 		select {
 		case <-c.exited:
-		case <-deadline:
-			out.printf(out.stderr, "paytwice cluster: server %s did not stop within %v; killing it\n", c.name, childShutdownLimit)
+		case <-deadline.Done():
+			out.printf(out.stderr, "paytwice cluster: server %s did not stop within %v; killing it\n", c.name, limit)
 			_ = c.cmd.Process.Kill()
 			<-c.exited
 		}
