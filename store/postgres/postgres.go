@@ -100,7 +100,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	switch {
 	case opts.MaxConns > 0:
 		cfg.MaxConns = opts.MaxConns
-	case !strings.Contains(url, "pool_max_conns"):
+	case !namesPoolSize(url):
 		cfg.MaxConns = defaultMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -112,6 +112,13 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("postgres %s: migrate: %w", redact(url), err)
 	}
 	return &DB{pool: pool, now: opts.Now, schema: opts.Schema, server: randomHex(8), lease: opts.SweepLease}, nil
+}
+
+// namesPoolSize reports whether a URL's query sets pool_max_conns (and
+// not merely its password or database name holding those letters).
+func namesPoolSize(rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	return err == nil && u.Query().Has("pool_max_conns")
 }
 
 // Close closes the pool; calls made afterwards fail.

@@ -299,6 +299,9 @@ func TestPoolBound(t *testing.T) {
 	q := bounded.Query()
 	q.Set("pool_max_conns", "3")
 	bounded.RawQuery = q.Encode()
+	// The letters in another parameter's value are not the parameter.
+	lookalike, _ := neturl.Parse(url)
+	lookalike.RawQuery = neturl.Values{"application_name": {"pool_max_conns=3"}}.Encode()
 	for _, c := range []struct {
 		name string
 		url  string
@@ -308,6 +311,7 @@ func TestPoolBound(t *testing.T) {
 		{"the default without either", url, 0, 16},
 		{"the URL's pool_max_conns", bounded.String(), 0, 3},
 		{"Options.MaxConns over the URL's", bounded.String(), 5, 5},
+		{"the default when only a value reads pool_max_conns", lookalike.String(), 0, 16},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db, err := postgres.Open(ctx, c.url, postgres.Options{MaxConns: c.opt})
