@@ -37,6 +37,13 @@ type notifier interface {
 	Listen(ctx context.Context, channel string, onListen func(), onNotify func(payload string)) error
 }
 
+// eachListener is a notifier that listens on several channels over one
+// connection: the relay's connection carries step mode's commands too
+// (step_shared.go), so that a server holds no more connections for them.
+type eachListener interface {
+	ListenEach(ctx context.Context, channels []string, onListen func(), onNotify func(channel, payload string)) error
+}
+
 // relayChannel is the channel the servers' events travel on.
 const relayChannel = "paytwice_events"
 
@@ -83,6 +90,9 @@ type relay struct {
 	// listening counts the starts of listening; a start after the first
 	// means notifications may have been lost.
 	listening atomic.Uint64
+	// carriesSteps is set when the relay's connection listens for step
+	// mode's commands as well.
+	carriesSteps bool
 }
 
 // relayOff is set in a build with -tags norelay, which never relays:
@@ -99,6 +109,7 @@ func (s *Server) startRelay() {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	r := newRelay(s, db, hex.EncodeToString(b))
+	_, r.carriesSteps = db.(eachListener)
 	s.relay = r
 	// Subscribe now, not on the goroutine: every event published from here
 	// on is relayed.
@@ -250,7 +261,23 @@ func encodeFitting(e live.Event, room int) ([]byte, bool) {
 
 // listen publishes the other servers' events here until the server stops.
 func (r *relay) listen() {
-	_ = r.db.Listen(r.s.baseCtx, relayChannel, r.relistened, r.receive)
+	if !r.carriesSteps {
+		_ = r.db.Listen(r.s.baseCtx, relayChannel, r.relistened, r.receive)
+		return
+	}
+	steps := r.s.steps
+	// The relay's channel last: pg_stat_activity shows the connection's
+	// last statement, "LISTEN paytwice_events", as for a relay alone.
+	_ = r.db.(eachListener).ListenEach(r.s.baseCtx, []string{stepChannel, relayChannel}, func() {
+		r.relistened()
+		steps.commands.listening.Store(true)
+	}, func(channel, payload string) {
+		if channel == stepChannel {
+			steps.command(payload)
+			return
+		}
+		r.receive(payload)
+	})
 }
 
 // relistened runs each time the relay (re)starts listening. Notifications
@@ -284,6 +311,9 @@ func (r *relay) receive(payload string) {
 			// is the first thing drawn after it.
 			r.s.resetHere()
 		}
+		// Step mode lists the other servers' held requests before the
+		// pages draw the event.
+		r.s.steps.heard(e)
 		r.s.hub.PublishRemote(e)
 	}
 }

@@ -29,6 +29,10 @@ type roomState struct {
 	// Lesson is the chapter the class is on, "" for none.
 	Lesson      string        `json:"lesson"`
 	ClockOffset time.Duration `json:"clock_offset_ns"`
+	// StepMode is whether payments stop at step mode's checkpoints: a
+	// presenter behind a load balancer turns it on through one server,
+	// and every server holds its own requests (step.go).
+	StepMode bool `json:"step_mode,omitempty"`
 
 	// FaultWrites counts the writes of the fault switches: each one
 	// restarts the random mode's sequence from its seed, on every server,
@@ -196,11 +200,11 @@ func (r *room) catchUp(ctx context.Context) {
 }
 
 // changesRoom reports whether e tells of a change of the room: switches,
-// clock, reset, lesson, or the lab's settings (the lab's notes on a
+// clock, reset, lesson, step mode, or the lab's settings (the lab's notes on a
 // request name its key).
 func changesRoom(e live.Event) bool {
 	switch e.Kind {
-	case live.Switched, live.Reset, lessonKind:
+	case live.Switched, live.Reset, lessonKind, stepKind:
 		return true
 	case labKind:
 		return e.Key == ""
@@ -248,6 +252,9 @@ func (r *room) applyLocked(next roomState, version int64) {
 		s.lab.lessonSeq.Add(1)
 	}
 	s.clock.SetOffset(next.ClockOffset)
+	if next.StepMode != old.StepMode {
+		s.steps.set(next.StepMode)
+	}
 }
 
 // changeRoom applies edit to the room's current state, atomically for

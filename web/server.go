@@ -199,6 +199,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.room = newRoom(s)
 	s.room.start(s.baseCtx)
 	s.startRelay()
+	s.steps.startCommands() // after the relay, whose connection may carry them
 	return s
 }
 
@@ -219,6 +220,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) Close() {
 	s.stop()
 	s.room.wait()
+	s.steps.waitCommands()
 	s.hub.Close()
 }
 

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -106,6 +107,12 @@ type stepper struct {
 	mu   sync.Mutex
 	held []*heldRequest // oldest first
 	off  chan struct{}  // closed when step mode is turned off: every hold ends
+
+	// The other servers on the database, when there are (step_shared.go):
+	// their held requests as their events told, and the commands this
+	// server forwards to them.
+	others   []remoteHold // st.mu guards it
+	commands stepCommands
 }
 
 func newStepper(s *Server, limit time.Duration) *stepper {
@@ -237,14 +244,35 @@ func (st *stepper) set(on bool) bool {
 	if !on {
 		close(st.off)
 		st.off = make(chan struct{})
+		// Every server lets its requests go too: their holds are over.
+		st.others = nil
 	}
 	return true
 }
 
-// turn sets step mode and tells every page.
-func (st *stepper) turn(on bool, who string) {
-	if !st.set(on) {
-		return
+// turn sets step mode in the room, so for every server sharing the
+// database, and here, and tells every page. Turning it off always lets
+// this server's held requests go, even when the room cannot be written.
+func (st *stepper) turn(on bool, who string) error {
+	_, _, err := st.s.changeRoom(st.s.baseCtx, func(r *roomState) error {
+		if r.StepMode == on {
+			return errNoChange
+		}
+		r.StepMode = on
+		return nil
+	})
+	changed := err == nil // the room applied it here already
+	if errors.Is(err, errNoChange) {
+		err = nil
+	}
+	if err != nil && on {
+		return err
+	}
+	if st.set(on) {
+		changed = true
+	}
+	if !changed {
+		return err
 	}
 	msg := "step mode off: every held request goes on"
 	if on {
@@ -254,6 +282,7 @@ func (st *stepper) turn(on bool, who string) {
 		msg = who + ": " + msg
 	}
 	st.s.hub.Publish(live.Event{Kind: stepKind, Message: msg})
+	return err
 }
 
 // allowance is how much longer a claimed payment's work may take because
@@ -282,15 +311,24 @@ type HeldRequest struct {
 	OrderID    string    `json:"order_id,omitempty"`
 	Scope      string    `json:"-"`
 	Since      time.Time `json:"since"`
+	// Server names the server that holds it, when several share the
+	// database.
+	Server string `json:"server,omitempty"`
 }
 
+// state is step mode as this server's pages show it: the requests it
+// holds and, with other servers on the database, theirs, oldest first.
 func (st *stepper) state() StepState {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	out := StepState{On: st.on.Load(), LimitSeconds: int(st.limit / time.Second), Held: []HeldRequest{}}
 	for _, h := range st.held {
 		out.Held = append(out.Held, HeldRequest{Request: h.p.id, Checkpoint: h.at.String(), Key: h.p.key,
-			OrderID: h.p.req.OrderID, Scope: h.p.scope, Since: h.since})
+			OrderID: h.p.req.OrderID, Scope: h.p.scope, Since: h.since, Server: st.s.cfg.Name})
+	}
+	if others := st.othersLocked(); len(others) > 0 {
+		out.Held = append(out.Held, others...)
+		slices.SortStableFunc(out.Held, func(a, b HeldRequest) int { return a.Since.Compare(b.Since) })
 	}
 	return out
 }
@@ -300,8 +338,12 @@ func (st *stepper) view() views.StepBar {
 	s := st.state()
 	v := views.StepBar{On: s.On}
 	for _, h := range s.Held {
+		who := views.ScopeLabel(h.Scope)
+		if h.Server != "" {
+			who += " on " + h.Server
+		}
 		v.Held = append(v.Held, views.HeldRow{Request: h.Request, RowID: "tl-" + h.Request, Checkpoint: h.Checkpoint,
-			OrderID: h.OrderID, Who: views.ScopeLabel(h.Scope)})
+			OrderID: h.OrderID, Who: who})
 	}
 	return v
 }
@@ -345,7 +387,9 @@ func (s *Server) handlePutStep(c echo.Context) error {
 	if req.On == nil {
 		return pay.Errorf(pay.EINVALID, `Say whether step mode is on: {"on": true} or {"on": false}.`)
 	}
-	s.steps.turn(*req.On, "JSON API")
+	if err := s.steps.turn(*req.On, "JSON API"); err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, s.steps.state())
 }
 
@@ -368,7 +412,7 @@ func (s *Server) stepRelease(c echo.Context, toEnd bool) error {
 	if err != nil {
 		return err
 	}
-	released, err := s.steps.next(id, toEnd)
+	released, err := s.steps.release(c.Request().Context(), id, toEnd)
 	if err != nil {
 		return err
 	}
@@ -378,7 +422,7 @@ func (s *Server) stepRelease(c echo.Context, toEnd bool) error {
 }
 
 func (s *Server) handleStepPlay(c echo.Context) error {
-	n := s.steps.play()
+	n := s.steps.playAll(c.Request().Context())
 	out := s.steps.state()
 	out.Released = fmt.Sprintf("%d", n)
 	return c.JSON(http.StatusOK, out)
@@ -496,7 +540,7 @@ func (s *Server) handleStepAim(c echo.Context) error {
 	if err := decodeAdminJSON(c.Request(), &a); err != nil {
 		return err
 	}
-	if err := s.steps.aim(a.Request, a.Fault); err != nil {
+	if err := s.steps.aimAny(c.Request().Context(), a.Request, a.Fault); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, s.steps.state())

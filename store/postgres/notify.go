@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,16 +44,23 @@ func (db *DB) Notify(ctx context.Context, channel, payload string) error {
 // with a growing pause, up to 5 s. Both callbacks run on Listen's
 // goroutine: a slow one holds back the next notification.
 func (db *DB) Listen(ctx context.Context, channel string, onListen func(), onNotify func(payload string)) error {
-	return db.listen(ctx, channel, "", onListen, onNotify)
+	return db.listen(ctx, []string{channel}, "", onListen, func(_, payload string) { onNotify(payload) })
 }
 
-// listen is Listen on connections named appName (PostgreSQL's
+// ListenEach is Listen on several channels over one connection (a
+// connection is worth saving: each server holds its listeners for good);
+// onNotify learns which channel each notification came on.
+func (db *DB) ListenEach(ctx context.Context, channels []string, onListen func(), onNotify func(channel, payload string)) error {
+	return db.listen(ctx, channels, "", onListen, onNotify)
+}
+
+// listen is ListenEach on connections named appName (PostgreSQL's
 // application_name) when it is not "", which every session of the
 // database can read in pg_stat_activity.
-func (db *DB) listen(ctx context.Context, channel, appName string, onListen func(), onNotify func(payload string)) error {
+func (db *DB) listen(ctx context.Context, channels []string, appName string, onListen func(), onNotify func(channel, payload string)) error {
 	pause := 100 * time.Millisecond
 	for {
-		err := db.listenOnce(ctx, channel, appName, onListen, onNotify, func() { pause = 100 * time.Millisecond })
+		err := db.listenOnce(ctx, channels, appName, onListen, onNotify, func() { pause = 100 * time.Millisecond })
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -70,7 +78,7 @@ func (db *DB) listen(ctx context.Context, channel, appName string, onListen func
 
 // listenOnce connects, listens and hands notifications over until the
 // connection fails or ctx ends.
-func (db *DB) listenOnce(ctx context.Context, channel, appName string, onListen func(), onNotify func(string), connected func()) error {
+func (db *DB) listenOnce(ctx context.Context, channels []string, appName string, onListen func(), onNotify func(channel, payload string), connected func()) error {
 	cfg := db.pool.Config().ConnConfig.Copy()
 	if appName != "" {
 		cfg.RuntimeParams["application_name"] = appName
@@ -84,8 +92,10 @@ func (db *DB) listenOnce(ctx context.Context, channel, appName string, onListen 
 		defer cancel()
 		_ = conn.Close(closeCtx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
-		return err
+	for _, channel := range channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+			return err
+		}
 	}
 	connected()
 	if onListen != nil {
@@ -99,8 +109,8 @@ func (db *DB) listenOnce(ctx context.Context, channel, appName string, onListen 
 			}
 			return err
 		}
-		if n.Channel == channel {
-			onNotify(n.Payload)
+		if slices.Contains(channels, n.Channel) {
+			onNotify(n.Channel, n.Payload)
 		}
 	}
 }

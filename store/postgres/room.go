@@ -64,7 +64,7 @@ func (db *DB) UpdateRoom(ctx context.Context, change func(old []byte) ([]byte, e
 // connection carries member in its name, so that RoomMembers finds this
 // server among the live ones for as long as it follows the room.
 func (db *DB) ListenRoom(ctx context.Context, member string, onListen func(), onNotify func(version string)) error {
-	return db.listen(ctx, RoomChannel, memberAppName(member), onListen, onNotify)
+	return db.listen(ctx, []string{RoomChannel}, memberAppName(member), onListen, func(_, version string) { onNotify(version) })
 }
 
 // roomMemberPrefix starts the application_name of every connection that

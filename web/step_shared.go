@@ -1,0 +1,378 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"paytwice/pay"
+	"paytwice/web/live"
+)
+
+// Step mode with several servers on one database. Behind a load balancer
+// the presenter's Next goes to whichever server the balancer picks, rarely
+// the one whose request waits; and the double-click the lesson is about
+// is two requests held on two servers. So:
+//
+//   - On or off is part of the room (room.go): turned on through any
+//     server, every server holds its requests; turned off (or reset),
+//     every server lets them go.
+//   - Each server's pages list every server's held requests: the held and
+//     resumed events of the others arrive through the relay (relay.go),
+//     which hands them to heard before the pages draw them. "The oldest
+//     held request" is the oldest of that list, whoever holds it.
+//   - A command for a request this server does not hold (Next, Finish,
+//     aim) is sent to the others with NOTIFY on a channel of its own,
+//     naming the request; the server that holds it acts, and its
+//     "resumed" (or "aimed") event, back through the relay, is the answer
+//     the API waits for, a couple of seconds at most. Play goes to every
+//     server. A server that refuses (a fault aimed too late) says so on
+//     the same channel.
+//
+// A server on its own (SQLite) has no others: everything stays local.
+
+// stepChannel is the channel step mode's commands travel on.
+const stepChannel = "paytwice_step"
+
+// stepForwardWait bounds how long a forwarded command waits for the
+// server that holds the request to act: time for a notification to go
+// out and an event to come back, on a loaded machine.
+const stepForwardWait = 2 * time.Second
+
+// stepReplyTimeout bounds the NOTIFY of a command or of a refusal.
+const stepReplyTimeout = 2 * time.Second
+
+// Step commands, as they travel.
+const (
+	stepOpNext    = "next"
+	stepOpFinish  = "finish"
+	stepOpPlay    = "play"
+	stepOpAim     = "aim"
+	stepOpRefused = "refused" // a holder's refusal, for the server that asked
+)
+
+// stepCommand is one notification on stepChannel.
+type stepCommand struct {
+	// From is the sending server's room id (not its name, which two
+	// servers may share); a server ignores its own commands.
+	From string `json:"from"`
+	// ID names the command, so that a refusal finds the one waiting.
+	ID      string `json:"id"`
+	Op      string `json:"op"`
+	Request string `json:"request,omitempty"`
+	Fault   string `json:"fault,omitempty"`
+	// To, Code and Detail are a refusal's: the server that asked, and the
+	// problem to answer with.
+	To     string   `json:"to,omitempty"`
+	Code   pay.Code `json:"code,omitempty"`
+	Detail string   `json:"detail,omitempty"`
+}
+
+// remoteHold is another server's held request, as its held event told.
+type remoteHold struct {
+	HeldRequest
+	// heard is when the event arrived (real time): an entry whose
+	// resumed event never comes (its server died) is forgotten once the
+	// step limit has surely let it go.
+	heard time.Time
+}
+
+// stepCommands is a server's side of the command channel.
+type stepCommands struct {
+	db notifier // nil on a server of its own
+	// listening is set once the command channel is listened to.
+	listening atomic.Bool
+	done      chan struct{} // closed when the listener stops
+
+	mu sync.Mutex
+	// waiting maps the commands this server sent to what to call with a
+	// refusal.
+	waiting map[string]func(error)
+	// replies counts the refusals being sent.
+	replies sync.WaitGroup
+}
+
+// startCommands listens for the other servers' step commands, when the
+// store reaches them, on the relay's connection if it carries them, else
+// on one of their own; it stops with the server.
+func (st *stepper) startCommands() {
+	db, ok := st.s.db.(notifier)
+	if !ok {
+		return
+	}
+	c := &st.commands
+	c.db, c.waiting, c.done = db, map[string]func(error){}, make(chan struct{})
+	if r := st.s.relay; r != nil && r.carriesSteps {
+		close(c.done)
+		return
+	}
+	go func() {
+		defer close(c.done)
+		_ = db.Listen(st.s.baseCtx, stepChannel, func() { c.listening.Store(true) }, st.command)
+	}()
+}
+
+// waitCommands returns once the listener, and any refusal being sent,
+// have stopped (after shutdown).
+func (st *stepper) waitCommands() {
+	if st.commands.done != nil {
+		<-st.commands.done
+	}
+	st.commands.replies.Wait()
+}
+
+// shared reports whether other servers may hold requests.
+func (st *stepper) shared() bool { return st.commands.db != nil }
+
+// heard records another server's held or resumed event, before this
+// server's pages draw it.
+func (st *stepper) heard(e live.Event) {
+	if e.Request == "" || (e.Kind != heldKind && e.Kind != resumedKind) {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.others = slices.DeleteFunc(st.others, func(h remoteHold) bool { return h.Request == e.Request })
+	if e.Kind == heldKind {
+		st.others = append(st.others, remoteHold{HeldRequest: HeldRequest{Request: e.Request, Checkpoint: e.Message,
+			Key: e.Key, OrderID: e.OrderID, Scope: e.Scope, Since: e.Time, Server: e.Server}, heard: time.Now()})
+	}
+}
+
+// othersLocked returns the other servers' held requests, forgetting those
+// held for longer than the step limit allows; st.mu is held.
+func (st *stepper) othersLocked() []HeldRequest {
+	stale := time.Now().Add(-st.limit - stepForwardWait)
+	st.others = slices.DeleteFunc(st.others, func(h remoteHold) bool { return h.heard.Before(stale) })
+	out := make([]HeldRequest, 0, len(st.others))
+	for _, h := range st.others {
+		out = append(out, h.HeldRequest)
+	}
+	return out
+}
+
+// forget drops another server's held request that no server acted on:
+// its server is gone, or it went on meanwhile.
+func (st *stepper) forget(id string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.others = slices.DeleteFunc(st.others, func(h remoteHold) bool { return h.Request == id })
+}
+
+// target is the request an action names, or the oldest held on any
+// server when it names none.
+func (st *stepper) target(id string) (string, error) {
+	if id != "" {
+		return id, nil
+	}
+	if held := st.state().Held; len(held) > 0 {
+		return held[0].Request, nil
+	}
+	return "", errNothingHeld
+}
+
+// release is Next (toEnd false) or Finish for the request id, or the
+// oldest held: here if this server holds it, else by the server that
+// does. It returns the request let go.
+func (st *stepper) release(ctx context.Context, id string, toEnd bool) (string, error) {
+	id, err := st.target(id)
+	if err != nil {
+		return "", err
+	}
+	released, err := st.next(id, toEnd)
+	if !st.shared() || pay.ErrorCode(err) != pay.ENOTFOUND {
+		return released, err
+	}
+	op := stepOpNext
+	if toEnd {
+		op = stepOpFinish
+	}
+	if err := st.forward(ctx, stepCommand{Op: op, Request: id}, resumedKind); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// aimAny aims fault at the request id, or the oldest held, wherever it
+// is held.
+func (st *stepper) aimAny(ctx context.Context, id, fault string) error {
+	id, err := st.target(id)
+	if err == nil {
+		err = st.aim(id, fault)
+	}
+	if !st.shared() || id == "" || pay.ErrorCode(err) != pay.ENOTFOUND {
+		return err
+	}
+	return st.forward(ctx, stepCommand{Op: stepOpAim, Request: id, Fault: fault}, aimKind)
+}
+
+// playAll lets every held request run to the end, on every server, and
+// returns how many this server saw go: its own, and the others' that its
+// pages listed and whose resumed events came back in time.
+func (st *stepper) playAll(ctx context.Context) int {
+	n := st.play()
+	if !st.shared() {
+		return n
+	}
+	var ids []string
+	for _, h := range st.state().Held {
+		ids = append(ids, h.Request)
+	}
+	return n + st.broadcast(ctx, stepCommand{Op: stepOpPlay}, ids)
+}
+
+// forward sends cmd to the other servers and waits until the request it
+// names shows the event want (the holder acted), a refusal comes back, or
+// stepForwardWait passes: then no server holds the request any more, and
+// this server's pages stop listing it.
+func (st *stepper) forward(ctx context.Context, cmd stepCommand, want live.Kind) error {
+	ctx, cancel := context.WithTimeout(ctx, stepForwardWait)
+	defer cancel()
+	var refused error
+	var once sync.Once
+	cmd.ID = pay.NewID("sc_")
+	sub, err := st.send(ctx, cmd, func(err error) { once.Do(func() { refused = err; cancel() }) })
+	if err != nil {
+		return err
+	}
+	defer st.unregister(cmd.ID)
+	for {
+		entries, err := sub.Next(ctx)
+		if errors.Is(err, live.ErrTooSlow) {
+			sub = st.s.hub.Subscribe(st.s.hub.LastSeq())
+			continue
+		}
+		if err != nil {
+			st.commands.mu.Lock() // refused is written under it (command)
+			r := refused
+			st.commands.mu.Unlock()
+			if r != nil {
+				return r
+			}
+			st.forget(cmd.Request)
+			return pay.Errorf(pay.ENOTFOUND, "No server let the request %q go within %s: it is not held at a checkpoint (it may be running between two, or finished, or its server stopped).",
+				truncate(cmd.Request, 40), stepForwardWait)
+		}
+		for _, e := range entries {
+			if e.Request == cmd.Request && e.Kind == want {
+				return nil
+			}
+		}
+	}
+}
+
+// broadcast sends cmd to every other server and waits, for
+// stepForwardWait at most, until each request of ids has resumed; it
+// returns how many did.
+func (st *stepper) broadcast(ctx context.Context, cmd stepCommand, ids []string) int {
+	ctx, cancel := context.WithTimeout(ctx, stepForwardWait)
+	defer cancel()
+	cmd.ID = pay.NewID("sc_")
+	sub, err := st.send(ctx, cmd, nil)
+	if err != nil {
+		st.s.logf("step mode: %v", err)
+		return 0
+	}
+	defer st.unregister(cmd.ID)
+	left, n := slices.Clone(ids), 0
+	for len(left) > 0 {
+		entries, err := sub.Next(ctx)
+		if errors.Is(err, live.ErrTooSlow) {
+			sub = st.s.hub.Subscribe(st.s.hub.LastSeq())
+			continue
+		}
+		if err != nil {
+			for _, id := range left {
+				st.forget(id)
+			}
+			break
+		}
+		for _, e := range entries {
+			if e.Kind == resumedKind && slices.Contains(left, e.Request) {
+				left = slices.DeleteFunc(left, func(id string) bool { return id == e.Request })
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// send registers cmd's refusal handler (unless nil), starts watching this
+// server's events and sends cmd: the watch starts before the command
+// leaves, so the answer cannot slip past it.
+func (st *stepper) send(ctx context.Context, cmd stepCommand, onRefused func(error)) (*live.Subscription, error) {
+	c := &st.commands
+	cmd.From = st.s.room.id
+	if onRefused != nil {
+		c.mu.Lock()
+		c.waiting[cmd.ID] = onRefused
+		c.mu.Unlock()
+	}
+	sub := st.s.hub.Subscribe(st.s.hub.LastSeq())
+	b, _ := json.Marshal(cmd)
+	nctx, cancel := context.WithTimeout(ctx, stepReplyTimeout)
+	defer cancel()
+	if err := c.db.Notify(nctx, stepChannel, string(b)); err != nil {
+		st.unregister(cmd.ID)
+		return nil, pay.Errorf(pay.EUNAVAILABLE, "The other servers could not be asked to step (the database did not take the notification); try again.")
+	}
+	return sub, nil
+}
+
+func (st *stepper) unregister(id string) {
+	c := &st.commands
+	c.mu.Lock()
+	delete(c.waiting, id)
+	c.mu.Unlock()
+}
+
+// command carries out another server's command on this server's held
+// requests. A request this server does not hold is another's: it stays
+// silent. It runs on the listener's goroutine, which may be the relay's:
+// it only takes the stepper's lock, and a refusal goes out on a goroutine
+// of its own, bounded by stepReplyTimeout.
+func (st *stepper) command(payload string) {
+	var cmd stepCommand
+	if err := json.Unmarshal([]byte(payload), &cmd); err != nil {
+		st.s.logf("step mode: ignoring a notification that is not a command: %v", err)
+		return
+	}
+	me := st.s.room.id
+	if cmd.From == me || st.s.baseCtx.Err() != nil {
+		return // its own, or shutting down: every hold ends anyway
+	}
+	var err error
+	switch cmd.Op {
+	case stepOpNext, stepOpFinish:
+		_, err = st.next(cmd.Request, cmd.Op == stepOpFinish)
+	case stepOpPlay:
+		st.play()
+	case stepOpAim:
+		err = st.aim(cmd.Request, cmd.Fault)
+	case stepOpRefused:
+		if cmd.To == me {
+			c := &st.commands
+			c.mu.Lock()
+			if f := c.waiting[cmd.ID]; f != nil {
+				f(pay.Errorf(cmd.Code, "%s", cmd.Detail))
+			}
+			c.mu.Unlock()
+		}
+	}
+	if err == nil || pay.ErrorCode(err) == pay.ENOTFOUND {
+		return
+	}
+	b, _ := json.Marshal(stepCommand{From: me, ID: cmd.ID, Op: stepOpRefused, To: cmd.From,
+		Code: pay.ErrorCode(err), Detail: pay.ErrorMessage(err)})
+	st.commands.replies.Go(func() {
+		ctx, cancel := context.WithTimeout(st.s.baseCtx, stepReplyTimeout)
+		defer cancel()
+		if err := st.commands.db.Notify(ctx, stepChannel, string(b)); err != nil && ctx.Err() == nil {
+			st.s.logf("step mode: refusing %s for %s: %v", cmd.Op, cmd.From, err)
+		}
+	})
+}

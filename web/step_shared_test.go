@@ -1,0 +1,230 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"paytwice/store/postgres"
+	"paytwice/web/live"
+)
+
+// stepServers starts servers s1, s2, … on one PostgreSQL database, each
+// listening for step commands, and returns each with a view of its
+// events. Holds end only when the test lets them go (no time limit).
+func stepServers(t *testing.T, n int) ([]*stepEnv, *postgres.DB) {
+	t.Helper()
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("s%d", i+1))
+	}
+	envs, db := pgServers(t, names...)
+	var out []*stepEnv
+	for _, env := range envs {
+		st := env.Server.steps
+		st.after = func(time.Duration) <-chan time.Time { return nil }
+		waitUntil(t, "the step commands to be listened to", st.commands.listening.Load)
+		out = append(out, &stepEnv{testEnv: env, sub: env.Server.hub.Subscribe(env.Server.hub.LastSeq())})
+	}
+	return out, db
+}
+
+// stepState is GET /api/step on e.
+func (e *stepEnv) stepState() StepState {
+	e.t.Helper()
+	var s StepState
+	e.decodeGet("/api/step", &s)
+	return s
+}
+
+// waitStepMode waits until e says step mode is on (or off).
+func (e *stepEnv) waitStepMode(on bool) {
+	e.t.Helper()
+	waitUntil(e.t, fmt.Sprintf("step mode on=%v on %s", on, e.Server.cfg.Name), func() bool { return e.stepState().On == on })
+}
+
+// waitListed waits until e's step state lists request id at checkpoint.
+func (e *stepEnv) waitListed(id, checkpoint string) {
+	e.t.Helper()
+	waitUntil(e.t, fmt.Sprintf("%s to list %s at %q", e.Server.cfg.Name, id, checkpoint), func() bool {
+		return slices.ContainsFunc(e.stepState().Held, func(h HeldRequest) bool { return h.Request == id && h.Checkpoint == checkpoint })
+	})
+}
+
+// waitHeldHere reads e's events until one of its own requests is held at
+// checkpoint, and returns the request's id; the other servers' held
+// events, which the relay brings too, are passed over.
+func (e *stepEnv) waitHeldHere(checkpoint string) string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		entries, err := e.sub.Next(ctx)
+		if err != nil {
+			e.t.Fatalf("waiting on %s for a request held at %q: %v", e.Server.cfg.Name, checkpoint, err)
+		}
+		for _, en := range entries {
+			if !en.Remote && en.Kind == heldKind && en.Message == checkpoint {
+				return en.Request
+			}
+		}
+	}
+}
+
+// waitEventHere reads e's events until one of its own of kind, and
+// returns its request.
+func (e *stepEnv) waitEventHere(kind live.Kind) string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		entries, err := e.sub.Next(ctx)
+		if err != nil {
+			e.t.Fatalf("waiting on %s for a %s event: %v", e.Server.cfg.Name, kind, err)
+		}
+		for _, en := range entries {
+			if !en.Remote && en.Kind == kind {
+				return en.Request
+			}
+		}
+	}
+}
+
+// step calls the step API on e as the presenter and insists on want.
+func (e *stepEnv) step(path, body string, want int) StepState {
+	e.t.Helper()
+	method := http.MethodPost
+	if path == "/api/step" {
+		method = http.MethodPut
+	}
+	r := e.api(method, path, body)
+	if r.Status != want {
+		e.t.Fatalf("%s %s %s on %s: %d %s, want %d", method, path, body, e.Server.cfg.Name, r.Status, r.Body, want)
+	}
+	var s StepState
+	if want == http.StatusOK {
+		if err := json.Unmarshal(r.Body, &s); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func request(id string) string { return fmt.Sprintf(`{"request":%q}`, id) }
+
+func TestStepModeAcrossServers(t *testing.T) {
+	t.Run("turned on through s1, a payment sent to s2 is held; Next sent to s3 moves it on", func(t *testing.T) {
+		s, _ := stepServers(t, 3)
+		s[0].step("/api/step", `{"on":true}`, http.StatusOK)
+		s[1].waitStepMode(true)
+		s[2].waitStepMode(true)
+		ans := s[1].payAsync("across-1", "A-1")
+		id := s[1].waitHeldHere("received")
+		s[2].waitListed(id, "received")
+		// No request named: the oldest held on any server, as s3 lists it.
+		if got := s[2].step("/api/step/next", "", http.StatusOK); got.Released != id {
+			t.Fatalf("Next on s3 released %q, want s2's %q", got.Released, id)
+		}
+		if got := s[1].waitHeldHere("key claimed"); got != id {
+			t.Fatalf("held %s at key claimed, want %s", got, id)
+		}
+		s[2].step("/api/step/next", request(id), http.StatusOK)
+		s[1].waitHeldHere("before the gateway")
+		s[0].step("/api/step/finish", request(id), http.StatusOK)
+		wantStatus(t, ans, http.StatusCreated)
+		waitUntil(t, "s1 to list nothing held", func() bool { return len(s[0].stepState().Held) == 0 })
+	})
+	t.Run("a double-click split across s1 and s2: the first claims, the second gets 409, the first finishes, one charge", func(t *testing.T) {
+		s, db := stepServers(t, 2)
+		s[1].step("/api/step", `{"on":true}`, http.StatusOK)
+		s[0].waitStepMode(true)
+		first := s[0].payAsync("dbl-across", "A-5")
+		id1 := s[0].waitHeldHere("received")
+		s[1].waitListed(id1, "received")
+		s[1].step("/api/step/next", request(id1), http.StatusOK) // s1's request, from s2
+		s[0].waitHeldHere("key claimed")
+		second := s[1].payAsync("dbl-across", "A-5")
+		id2 := s[1].waitHeldHere("received")
+		s[0].waitListed(id2, "received")
+		s[0].step("/api/step/next", request(id2), http.StatusOK) // s2's request, from s1
+		s[1].waitHeldHere("answered")                             // its 409, about to be sent
+		s[0].step("/api/step/finish", request(id2), http.StatusOK)
+		if r := wantStatus(t, second, http.StatusConflict); r.Header.Get("Paytwice-Server") != "s2" {
+			t.Errorf("the 409 came from %q, want s2", r.Header.Get("Paytwice-Server"))
+		}
+		s[1].step("/api/step/finish", request(id1), http.StatusOK)
+		wantStatus(t, first, http.StatusCreated)
+		if n := countCharges(t, db); n != 1 {
+			t.Fatalf("%d charges, want 1", n)
+		}
+	})
+	t.Run("Play on one server lets every server's held requests go", func(t *testing.T) {
+		s, _ := stepServers(t, 3)
+		s[0].step("/api/step", `{"on":true}`, http.StatusOK)
+		s[1].waitStepMode(true)
+		a := s[0].payAsync("play-a", "A-2")
+		b := s[1].payAsync("play-b", "A-3")
+		idA, idB := s[0].waitHeldHere("received"), s[1].waitHeldHere("received")
+		s[2].waitListed(idA, "received")
+		s[2].waitListed(idB, "received")
+		if got := s[2].step("/api/step/play", "", http.StatusOK); got.Released != "2" {
+			t.Errorf("Play on s3 reports %q released, want 2", got.Released)
+		}
+		wantStatus(t, a, http.StatusCreated)
+		wantStatus(t, b, http.StatusCreated)
+		if !s[2].stepState().On {
+			t.Error("Play turned step mode off")
+		}
+	})
+	t.Run("turned off on one server, every server lets its held requests go", func(t *testing.T) {
+		s, _ := stepServers(t, 3)
+		s[0].step("/api/step", `{"on":true}`, http.StatusOK)
+		s[1].waitStepMode(true)
+		s[2].waitStepMode(true)
+		a := s[1].payAsync("off-a", "A-6")
+		b := s[2].payAsync("off-b", "A-7")
+		s[1].waitHeldHere("received")
+		s[2].waitHeldHere("received")
+		if got := s[0].step("/api/step", `{"on":false}`, http.StatusOK); got.On {
+			t.Fatal("still on")
+		}
+		wantStatus(t, a, http.StatusCreated)
+		wantStatus(t, b, http.StatusCreated)
+		s[1].waitStepMode(false)
+		s[2].waitStepMode(false)
+	})
+	t.Run("a fault aimed through another server: applied by the holder, or refused by it when too late", func(t *testing.T) {
+		s, _ := stepServers(t, 2)
+		s[0].step("/api/step", `{"on":true}`, http.StatusOK)
+		s[1].waitStepMode(true)
+		ans := s[1].payAsync("aim-across", "A-8")
+		id := s[1].waitHeldHere("received")
+		s[0].waitListed(id, "received")
+		s[0].step("/api/step/aim", fmt.Sprintf(`{"request":%q,"fault":"response_lost"}`, id), http.StatusOK)
+		if got := s[1].waitEventHere(aimKind); got != id {
+			t.Fatalf("s2 aimed at %s, want %s", got, id)
+		}
+		for _, cp := range []string{"key claimed", "before the gateway", "gateway answered"} {
+			s[0].step("/api/step/next", request(id), http.StatusOK)
+			s[1].waitHeldHere(cp)
+		}
+		s[0].waitListed(id, "gateway answered")
+		s[0].step("/api/step/aim", fmt.Sprintf(`{"request":%q,"fault":"crash_midway"}`, id), http.StatusConflict)
+		// Off first: Go's client sends a request with an Idempotency-Key
+		// again by itself when its connection closes unanswered.
+		s[0].step("/api/step", `{"on":false}`, http.StatusOK)
+		if r := <-ans; r.Status != -1 && !isReplay(r) {
+			t.Fatalf("the aimed request's first response arrived: %d", r.Status)
+		}
+	})
+	t.Run("Next for a request no server holds is a 404, within the bound", func(t *testing.T) {
+		s, _ := stepServers(t, 2)
+		s[0].step("/api/step", `{"on":true}`, http.StatusOK)
+		s[0].step("/api/step/next", "", http.StatusNotFound)
+		s[0].step("/api/step/next", request("rq_nowhere"), http.StatusNotFound)
+	})
+}
