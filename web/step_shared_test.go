@@ -151,7 +151,7 @@ func TestStepModeAcrossServers(t *testing.T) {
 		id2 := s[1].waitHeldHere("received")
 		s[0].waitListed(id2, "received")
 		s[0].step("/api/step/next", request(id2), http.StatusOK) // s2's request, from s1
-		s[1].waitHeldHere("answered")                             // its 409, about to be sent
+		s[1].waitHeldHere("answered")                            // its 409, about to be sent
 		s[0].step("/api/step/finish", request(id2), http.StatusOK)
 		if r := wantStatus(t, second, http.StatusConflict); r.Header.Get("Paytwice-Server") != "s2" {
 			t.Errorf("the 409 came from %q, want s2", r.Header.Get("Paytwice-Server"))
