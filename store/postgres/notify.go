@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,12 +60,28 @@ func (db *DB) ListenEach(ctx context.Context, channels []string, onListen func()
 // database can read in pg_stat_activity.
 func (db *DB) listen(ctx context.Context, channels []string, appName string, onListen func(), onNotify func(channel, payload string)) error {
 	pause := 100 * time.Millisecond
+	// failing is set from a failure to the next successful LISTEN, so
+	// that an outage is reported once and its end once, however many
+	// attempts it takes: a listener that cannot connect (a wrong
+	// password, a full database) would otherwise retry in silence while
+	// its server misses every change of the room.
+	failing := false
+	connected := func() {
+		pause = 100 * time.Millisecond
+		if failing {
+			failing = false
+			db.logf("postgres: listening on %s again", strings.Join(channels, ", "))
+		}
+	}
 	for {
-		err := db.listenOnce(ctx, channels, appName, onListen, onNotify, func() { pause = 100 * time.Millisecond })
+		err := db.listenOnce(ctx, channels, appName, onListen, onNotify, connected)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		_ = err // the connection is gone; retry below
+		if !failing {
+			failing = true
+			db.logf("postgres: listening on %s: %v; retrying every few seconds", strings.Join(channels, ", "), err)
+		}
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"paytwice/store/postgres"
+	"paytwice/store/postgres/pgtest"
 )
 
 // listen starts db.Listen on channel and returns the payloads it hands
@@ -80,7 +82,19 @@ func TestNotifyRefusesAnOversizedPayload(t *testing.T) {
 // its owner can reload what it may have missed; notifications sent after
 // that arrive again.
 func TestListenReconnectsAfterItsConnectionIsKilled(t *testing.T) {
-	db := open(t, nil)
+	var (
+		mu   sync.Mutex
+		logs []string
+	)
+	db, err := postgres.Open(ctx, pgtest.NewDatabase(t), postgres.Options{Logf: func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
 	got, listening := listen(t, db, "room")
 	receive(t, listening, "start of listening")
 	var killed int
@@ -97,5 +111,50 @@ func TestListenReconnectsAfterItsConnectionIsKilled(t *testing.T) {
 	}
 	if p := receive(t, got, "notification"); p != "after" {
 		t.Fatalf("got %q", p)
+	}
+	// The outage was reported once, and so was its end.
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logs) != 2 || !strings.HasPrefix(logs[0], "postgres: listening on room: ") || logs[1] != "postgres: listening on room again" {
+		t.Fatalf("logged %q, want the lost connection and the return", logs)
+	}
+}
+
+// ListenEach follows several channels over one connection and says which
+// channel each notification came on, in the order they were sent.
+func TestListenEachFollowsSeveralChannelsOnOneConnection(t *testing.T) {
+	db := open(t, nil)
+	listenCtx, cancel := context.WithCancel(ctx)
+	type note struct{ channel, payload string }
+	got, listening, done := make(chan note, 10), make(chan struct{}, 10), make(chan error, 1)
+	go func() {
+		done <- db.ListenEach(listenCtx, []string{"one", "two"}, func() { listening <- struct{}{} },
+			func(channel, payload string) { got <- note{channel, payload} })
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != context.Canceled {
+			t.Errorf("ListenEach returned %v, want context.Canceled", err)
+		}
+	}()
+	receive(t, listening, "start of listening")
+	var listeners int
+	if err := db.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND query LIKE 'LISTEN%'`).Scan(&listeners); err != nil {
+		t.Fatal(err)
+	}
+	if listeners != 1 {
+		t.Fatalf("%d listening connections, want one for both channels", listeners)
+	}
+	sent := []note{{"two", "a"}, {"three", "not followed"}, {"one", "b"}, {"two", "c"}}
+	for _, n := range sent {
+		if err := db.Notify(ctx, n.channel, n.payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []note{sent[0], sent[2], sent[3]} {
+		if n := receive(t, got, "notification"); n != want {
+			t.Fatalf("got %+v, want %+v", n, want)
+		}
 	}
 }

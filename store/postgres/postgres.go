@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"log"
 	"net/url"
 	"sort"
 	"strings"
@@ -59,6 +60,9 @@ type Options struct {
 	// SweepLease is how long a sweeper keeps the started keys it took
 	// from the other servers' sweepers (real time); 0 means a minute.
 	SweepLease time.Duration
+	// Logf reports what a listener cannot say to its caller: that its
+	// connection failed, and that it listens again. nil means log.Printf.
+	Logf func(format string, args ...any)
 }
 
 // defaultMaxConns bounds a pool whose URL names no pool_max_conns.
@@ -73,6 +77,7 @@ type DB struct {
 	// server names this DB to the other servers' sweepers.
 	server string
 	lease  time.Duration
+	logf   func(format string, args ...any)
 }
 
 // IsURL reports whether s names a PostgreSQL database rather than a
@@ -89,6 +94,9 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	}
 	if opts.SweepLease <= 0 {
 		opts.SweepLease = time.Minute
+	}
+	if opts.Logf == nil {
+		opts.Logf = log.Printf
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -111,7 +119,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres %s: migrate: %w", redact(url), err)
 	}
-	return &DB{pool: pool, now: opts.Now, schema: opts.Schema, server: randomHex(8), lease: opts.SweepLease}, nil
+	return &DB{pool: pool, now: opts.Now, schema: opts.Schema, server: randomHex(8), lease: opts.SweepLease, logf: opts.Logf}, nil
 }
 
 // namesPoolSize reports whether a URL's query sets pool_max_conns (and
