@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Measures new payments/s and replays/s of paytwice on SQLite with one
+# server, on PostgreSQL with one server, and on PostgreSQL with three
+# servers sharing one database (one `paytwice bench` per server, all at
+# once, their figures summed), and prints the Markdown table of the README's
+# "Several servers on one PostgreSQL". A fourth set, three servers built
+# with -tags norelay, shows what the live relay adds when the servers
+# tell one another every event.
+#
+# Every set runs in each round, one after another (new payments, then
+# replays), so a machine whose speed drifts during the run touches every
+# set alike; the table gives the range over the rounds. While one set is
+# measured the others are idle. Each set starts on a fresh database (a
+# SQLite file, or a database of its own on the same PostgreSQL) and
+# everything is removed when the script ends.
+#
+# Run it from the repository root with a URL whose role may create
+# databases:
+#
+#	PG=postgres://paytwice:paytwice@127.0.0.1:5432/postgres bench/servers.sh
+#	ROUNDS=3 SECONDS_EACH=8 PG=… bench/servers.sh
+#
+# CLIENTS (16) is the clients of a single server, CLIENTS_EACH (6) those of
+# each of the three, KEYS (500) the keys paid before replaying them, PORT
+# (18100) the first of the eight ports it serves on. Linux only: server CPU
+# comes from /proc.
+set -euo pipefail
+
+: "${PG:?set PG to a postgres:// URL whose role may create databases}"
+ROUNDS=${ROUNDS:-3}
+SECONDS_EACH=${SECONDS_EACH:-8}
+CLIENTS=${CLIENTS:-16}
+CLIENTS_EACH=${CLIENTS_EACH:-6}
+KEYS=${KEYS:-500}
+PORT=${PORT:-18100}
+
+tmp=$(mktemp -d)
+suffix=$$
+dbs=()
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	for d in "${dbs[@]}"; do psql -q "$PG" -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1 || true; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+go build -o "$tmp/paytwice" .
+go build -tags norelay -o "$tmp/norelay" .
+
+# database SET: a fresh PostgreSQL database for SET, its URL in $url.
+database() {
+	local db=paytwice_bench_${1}_$suffix
+	psql -q "$PG" -c "CREATE DATABASE $db" >/dev/null
+	dbs+=("$db")
+	url=${PG%/*}/$db
+}
+
+# start SET BUILD NAME PORT DB: one server of SET, its port and pid noted.
+declare -A ports serverpids clients
+start() {
+	local set=$1 build=$2 name=$3 port=$4 db=$5
+	"$tmp/$build" -addr "127.0.0.1:$port" -db "$db" -name "$name" >"$tmp/$set-$name.log" 2>&1 &
+	pids+=($!)
+	ports[$set]+="$port "
+	serverpids[$set]+="$! "
+	for _ in $(seq 100); do
+		if curl -s -o /dev/null "http://127.0.0.1:$port/"; then return; fi
+		sleep 0.1
+	done
+	echo "server $name of $set did not start:" >&2
+	cat "$tmp/$set-$name.log" >&2
+	exit 1
+}
+
+sets=(sqlite pg1 pg3 pg3norelay)
+start sqlite paytwice s1 "$PORT" "$tmp/paytwice.db"
+clients[sqlite]=$CLIENTS
+database pg1
+start pg1 paytwice s1 "$((PORT + 1))" "$url"
+clients[pg1]=$CLIENTS
+database pg3
+for i in 1 2 3; do start pg3 paytwice "s$i" "$((PORT + 1 + i))" "$url"; done
+clients[pg3]=$CLIENTS_EACH
+database pg3norelay
+for i in 1 2 3; do start pg3norelay norelay "s$i" "$((PORT + 4 + i))" "$url"; done
+clients[pg3norelay]=$CLIENTS_EACH
+
+# measure SET ARGS…: one `paytwice bench` per server of SET, all at once;
+# prints the summed requests/s and the servers' CPU per request in ms.
+measure() {
+	local set=$1 i=0 port
+	local -a ps srv
+	read -ra srv <<<"${serverpids[$set]}"
+	for port in ${ports[$set]}; do
+		"$tmp/paytwice" bench -c "${clients[$set]}" -url "http://127.0.0.1:$port" -pid "${srv[$i]}" "${@:2}" >"$tmp/out-$i" &
+		ps+=($!)
+		i=$((i + 1))
+	done
+	for p in "${ps[@]}"; do
+		if ! wait "$p"; then
+			echo "a bench against $set failed:" >&2
+			cat "$tmp"/out-* >&2
+			exit 1
+		fi
+	done
+	for ((j = 0; j < i; j++)); do cat "$tmp/out-$j"; done | awk '
+		$1 == "requests" { n += $2 }
+		$1 == "throughput" { t += $2 }
+		$1 == "server" && $2 == "CPU" { cpu += $3 }
+		END { printf "%.0f %.2f\n", t, n ? cpu * 1000 / n : 0 }'
+}
+
+# range: "min – max" of the numbers on stdin, with thousands separators.
+range() {
+	sort -g | awk -v d="${1:-0}" '
+		function f(x,   s, r) {
+			if (d > 0) return sprintf("%." d "f", x)
+			s = sprintf("%.0f", x); r = ""
+			while (length(s) > 3) { r = "," substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) }
+			return s r
+		}
+		{ a[NR] = $1 }
+		END { print (a[1] == a[NR]) ? f(a[1]) : f(a[1]) " – " f(a[NR]) }'
+}
+
+machine() { echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"; }
+echo "machine: $(machine), $(go version | cut -d' ' -f3), PostgreSQL $(psql -Atq "$PG" -c 'SHOW server_version')" >&2
+for set in "${sets[@]}"; do measure "$set" -mode new -n 300 >/dev/null; done # warm-up
+
+for r in $(seq "$ROUNDS"); do
+	for set in "${sets[@]}"; do
+		new=$(measure "$set" -mode new -d "${SECONDS_EACH}s")
+		replay=$(measure "$set" -mode replay -keys "$KEYS" -d "${SECONDS_EACH}s")
+		read -r pay paycpu <<<"$new"
+		read -r rep repcpu <<<"$replay"
+		echo "$pay" >>"$tmp/$set-new"
+		echo "$paycpu" >>"$tmp/$set-newcpu"
+		echo "$rep" >>"$tmp/$set-replay"
+		echo "round $r, $set: $pay new payments/s ($paycpu ms server CPU each), $rep replays/s ($repcpu ms each)" >&2
+	done
+done
+echo "machine at the end: $(machine)" >&2
+
+row() { echo "| $1 | $(range <"$tmp/$2-new")${3-} | $(range <"$tmp/$2-replay")${4-} | $(range 2 <"$tmp/$2-newcpu") ms |"; }
+cat <<OUT
+| $ROUNDS rounds of ${SECONDS_EACH} s in one run | new payments/s | replays/s | server CPU per new payment |
+| --- | --- | --- | --- |
+$(row "SQLite, one server, $CLIENTS clients" sqlite)
+$(row "PostgreSQL, one server, $CLIENTS clients" pg1)
+$(row "PostgreSQL, three servers, $CLIENTS_EACH clients each" pg3 " (all three together)" " (together)")
+$(row "the same, built with \`-tags norelay\`" pg3norelay " (together)" " (together)")
+OUT
