@@ -230,18 +230,21 @@ func (st *stepper) playAll(ctx context.Context) int {
 // stepForwardWait passes: then no server holds the request any more, and
 // this server's pages stop listing it.
 func (st *stepper) forward(ctx context.Context, cmd stepCommand, want live.Kind) error {
-	ctx, cancel := context.WithTimeout(ctx, stepForwardWait)
-	defer cancel()
+	// A refusal ends the wait, not the sending: it can come back from
+	// the holder before the database has answered the NOTIFY that carried
+	// the command, and must not make that NOTIFY look failed.
+	wait, stopWaiting := context.WithTimeout(ctx, stepForwardWait)
+	defer stopWaiting()
 	var refused error
 	var once sync.Once
 	cmd.ID = pay.NewID("sc_")
-	sub, err := st.send(ctx, cmd, func(err error) { once.Do(func() { refused = err; cancel() }) })
+	sub, err := st.send(ctx, cmd, func(err error) { once.Do(func() { refused = err; stopWaiting() }) })
 	if err != nil {
 		return err
 	}
 	defer st.unregister(cmd.ID)
 	for {
-		entries, err := sub.Next(ctx)
+		entries, err := sub.Next(wait)
 		if errors.Is(err, live.ErrTooSlow) {
 			sub = st.s.hub.Subscribe(st.s.hub.LastSeq())
 			continue
