@@ -26,10 +26,7 @@ func TestSameKeyStormOnThreeServers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bin := binary(t)
-	var servers []*process
-	for range 3 {
-		servers = append(servers, startServer(ctx, t, bin, url))
-	}
+	servers := startServers(ctx, t, bin, url)
 	// Slow every gateway call.
 	patchFaults(ctx, t, `{"gateway":{"latency_ms":150}}`, servers...)
 
@@ -122,10 +119,7 @@ func TestKillOneOfThreeServers(t *testing.T) {
 	// passed. The gateway time-out is half of it, the gateway's latency
 	// far less.
 	const lockTimeout = 3 * time.Second
-	var servers []*process
-	for range 3 {
-		servers = append(servers, startServer(ctx, t, bin, url, "-lock-timeout", lockTimeout.String()))
-	}
+	servers := startServers(ctx, t, bin, url, "-lock-timeout", lockTimeout.String())
 	patchFaults(ctx, t, `{"gateway":{"latency_ms":200}}`, servers...)
 	conn := connect(ctx, t, url)
 	startedOn := func() int { return count(ctx, t, conn, startedKeys) }
@@ -222,7 +216,7 @@ func TestKillOneOfThreeServers(t *testing.T) {
 	// sweep does not touch the shared keys. Another server's demo clock
 	// moves past the lock timeout at once, but its sweeper leaves the dead
 	// server's keys alone until they have really been held that long.
-	servers[0] = startServer(ctx, t, bin, url, "-lock-timeout", lockTimeout.String())
+	servers[0] = startServer(ctx, t, bin, url, "-lock-timeout", lockTimeout.String(), "-name", serverName(0))
 	if r := servers[1].do(ctx, http.MethodPost, "/api/clock/advance", "", `{"seconds":60}`); r.status != http.StatusOK {
 		t.Fatalf("clock advance: %d %s %v", r.status, r.body, r.err)
 	}

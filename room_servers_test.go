@@ -21,10 +21,7 @@ func TestRoomOnThreeServers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	bin := binary(t)
-	var servers []*process
-	for range 3 {
-		servers = append(servers, startServer(ctx, t, bin, url))
-	}
+	servers := startServers(ctx, t, bin, url)
 	get := func(s *process, path string, into any) {
 		r := s.do(ctx, http.MethodGet, path, "", "")
 		if r.err != nil || r.status != http.StatusOK {

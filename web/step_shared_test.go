@@ -60,34 +60,32 @@ func (e *stepEnv) waitListed(id, checkpoint string) {
 // events, which the relay brings too, are passed over.
 func (e *stepEnv) waitHeldHere(checkpoint string) string {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for {
-		entries, err := e.sub.Next(ctx)
-		if err != nil {
-			e.t.Fatalf("waiting on %s for a request held at %q: %v", e.Server.cfg.Name, checkpoint, err)
-		}
-		for _, en := range entries {
-			if !en.Remote && en.Kind == heldKind && en.Message == checkpoint {
-				return en.Request
-			}
-		}
-	}
+	return e.waitOwn(fmt.Sprintf("a request held at %q", checkpoint), func(ev live.Event) bool {
+		return ev.Kind == heldKind && ev.Message == checkpoint
+	})
 }
 
 // waitEventHere reads e's events until one of its own of kind, and
 // returns its request.
 func (e *stepEnv) waitEventHere(kind live.Kind) string {
 	e.t.Helper()
+	return e.waitOwn(fmt.Sprintf("a %s event", kind), func(ev live.Event) bool { return ev.Kind == kind })
+}
+
+// waitOwn reads e's events until one of its own (not relayed from
+// another server) matches, and returns its request; what names it in
+// the failure.
+func (e *stepEnv) waitOwn(what string, match func(live.Event) bool) string {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
 		entries, err := e.sub.Next(ctx)
 		if err != nil {
-			e.t.Fatalf("waiting on %s for a %s event: %v", e.Server.cfg.Name, kind, err)
+			e.t.Fatalf("waiting on %s for %s: %v", e.Server.cfg.Name, what, err)
 		}
 		for _, en := range entries {
-			if !en.Remote && en.Kind == kind {
+			if !en.Remote && match(en.Event) {
 				return en.Request
 			}
 		}
