@@ -195,6 +195,12 @@ func TestLabMistakeCheckThenInsert(t *testing.T) {
 		if r := env.pay(key, body); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("a later retry: %d, replayed %q", r.Status, r.Header.Get("Idempotent-Replayed"))
 		}
+		// A customer who looks the order up is told every charge the
+		// mistake made, not "not paid".
+		got := env.get("/v1/payments?order_id=A-3003").JSON(t)
+		if list, _ := got["charges"].([]any); len(list) != len(loose) || got["paid"] != true {
+			t.Fatalf("the look-up lists %d charges (paid %v), the unguarded table holds %d", len(list), got["paid"], len(loose))
+		}
 	})
 	t.Run("with the constraints back the losers get an error, not a charge", func(t *testing.T) {
 		env := newTestEnv(t, Config{})

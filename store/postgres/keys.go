@@ -428,9 +428,12 @@ func (db *DB) queryCharges(ctx context.Context, query string, args ...any) ([]pa
 	return charges, rows.Err()
 }
 
-// ChargesByOrder lists a scope's charges for one order, oldest first.
+// ChargesByOrder lists a scope's charges for one order, oldest first,
+// with those of the lab's unguarded table: a charge one of its mistakes
+// made is a charge the customer paid.
 func (db *DB) ChargesByOrder(ctx context.Context, scope, orderID string) ([]pay.Charge, error) {
 	return db.queryCharges(ctx, `SELECT `+chargeColumns+` FROM charges WHERE scope = $1 AND order_id = $2
+		UNION ALL SELECT `+chargeColumns+` FROM lab_loose_charges WHERE scope = $1 AND order_id = $2
 		ORDER BY created_at, id`, scope, orderID)
 }
 

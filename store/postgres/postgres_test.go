@@ -212,6 +212,9 @@ func TestLabWritesOnPostgres(t *testing.T) {
 			t.Fatalf("loose complete %d: %d charges, %v", i, n, err)
 		}
 	}
+	if list, err := db.ChargesByOrder(ctx, "s", "A-1"); err != nil || len(list) != 2 {
+		t.Fatalf("an order's look-up finds %d of the unguarded table's 2 charges (%v)", len(list), err)
+	}
 	if k, ok, err := db.LabLooseFindKey(ctx, "s", "lab-k"); err != nil || !ok || k.Status != pay.StatusDone {
 		t.Fatalf("loose find: %+v %v %v", k, ok, err)
 	}
