@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/store"
 	"paytwice/web"
 )
@@ -107,7 +108,7 @@ func TestCrashRecovery(t *testing.T) {
 	// kill as soon as enough keys are started. The wait is bounded: if the
 	// moment never comes, the kill happens anyway and the check below
 	// reports it.
-	watch, err := store.Open(dbPath, store.Options{Schema: store.SchemaPayments})
+	watch, err := store.Open(dbPath, store.Options{Schema: pay.SchemaPayments})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestCrashRecovery(t *testing.T) {
 	wg.Wait()
 
 	// The crash left keys started: their requests were at the gateway.
-	db, err := store.Open(dbPath, store.Options{Schema: store.SchemaPayments})
+	db, err := store.Open(dbPath, store.Options{Schema: pay.SchemaPayments})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestCrashRecovery(t *testing.T) {
 	second.stop(t)
 
 	// 3. The books, read from the file once the process is gone.
-	db, err = store.Open(dbPath, store.Options{Schema: store.SchemaPayments})
+	db, err = store.Open(dbPath, store.Options{Schema: pay.SchemaPayments})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func TestCrashRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ledger, err := store.Open(gatewayPath(dbPath), store.Options{Schema: store.SchemaLedger})
+	ledger, err := store.Open(gatewayPath(dbPath), store.Options{Schema: pay.SchemaLedger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/store"
 )
 
@@ -37,7 +38,7 @@ func TestShutdownFinishesPaymentsInFlight(t *testing.T) {
 		answer <- srv.do(ctx, http.MethodPost, "/v1/payments", "in-flight", `{"order_id":"S-1","amount_satang":100}`)
 	}()
 	// Signal once the key is claimed: the payment is then at the gateway.
-	watch, err := store.Open(dbPath, store.Options{Schema: store.SchemaPayments})
+	watch, err := store.Open(dbPath, store.Options{Schema: pay.SchemaPayments})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestShutdownFinishesPaymentsInFlight(t *testing.T) {
 	if code := srv.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("exit code %d: %s", code, srv.stderr.String())
 	}
-	db, err := store.Open(dbPath, store.Options{Schema: store.SchemaPayments})
+	db, err := store.Open(dbPath, store.Options{Schema: pay.SchemaPayments})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/store"
 	"paytwice/store/postgres"
 	"paytwice/web"
@@ -38,7 +39,7 @@ func (s *stores) Close() error {
 func openStores(ctx context.Context, dbArg, gatewayArg string, now func() time.Time, syncMode string) (*stores, error) {
 	s := &stores{}
 	if postgres.IsURL(dbArg) {
-		db, err := postgres.Open(ctx, dbArg, postgres.Options{Now: now, Schema: postgres.SchemaPayments})
+		db, err := postgres.Open(ctx, dbArg, postgres.Options{Now: now, Schema: pay.SchemaPayments})
 		if err != nil {
 			return nil, err
 		}
@@ -46,7 +47,7 @@ func openStores(ctx context.Context, dbArg, gatewayArg string, now func() time.T
 		s.closers = append(s.closers, db.Close)
 		gatewayArg = cmp.Or(gatewayArg, dbArg)
 	} else {
-		db, err := store.Open(dbArg, store.Options{Now: now, Synchronous: syncMode, Schema: store.SchemaPayments})
+		db, err := store.Open(dbArg, store.Options{Now: now, Synchronous: syncMode, Schema: pay.SchemaPayments})
 		if err != nil {
 			return nil, err
 		}
@@ -55,7 +56,7 @@ func openStores(ctx context.Context, dbArg, gatewayArg string, now func() time.T
 		gatewayArg = cmp.Or(gatewayArg, gatewayPath(dbArg))
 	}
 	if postgres.IsURL(gatewayArg) {
-		ledger, err := postgres.Open(ctx, gatewayArg, postgres.Options{Now: now, Schema: postgres.SchemaLedger})
+		ledger, err := postgres.Open(ctx, gatewayArg, postgres.Options{Now: now, Schema: pay.SchemaLedger})
 		if err != nil {
 			s.Close()
 			return nil, err
@@ -63,7 +64,7 @@ func openStores(ctx context.Context, dbArg, gatewayArg string, now func() time.T
 		s.ledger = ledger
 		s.closers = append(s.closers, ledger.Close)
 	} else {
-		ledger, err := store.Open(gatewayArg, store.Options{Now: now, Synchronous: syncMode, Schema: store.SchemaLedger})
+		ledger, err := store.Open(gatewayArg, store.Options{Now: now, Synchronous: syncMode, Schema: pay.SchemaLedger})
 		if err != nil {
 			s.Close()
 			return nil, err

@@ -35,6 +35,34 @@ type Storage interface {
 	StartedBefore(ctx context.Context, cutoff time.Time) ([]KeyRow, error)
 }
 
+// Store is the whole contract of a payments database: the protocol's
+// storage, the reads the pages and the API make, retention, reset, and the
+// lab's deliberately unguarded writes. The SQLite store (store.DB) and the
+// PostgreSQL store (store/postgres.DB) implement it, and both pass the
+// contract suite in store/storetest.
+type Store interface {
+	Storage
+	GetKey(ctx context.Context, scope, key string) (KeyRow, error)
+	RecentKeys(ctx context.Context, limit int) ([]KeyRow, error)
+	KeyCounts(ctx context.Context) (started, done int, err error)
+	GetCharge(ctx context.Context, scope, id string) (Charge, error)
+	ChargesByOrder(ctx context.Context, scope, orderID string) ([]Charge, error)
+	RecentCharges(ctx context.Context, limit int) ([]Charge, error)
+	CountCharges(ctx context.Context) (int, error)
+	Prune(ctx context.Context, cutoff time.Time) ([]PrunedKey, error)
+	Reset(ctx context.Context) error
+
+	LabInsertKeyUnguarded(ctx context.Context, c ClaimRequest) (string, error)
+	LabRecordCharge(ctx context.Context, ch Charge) error
+	LabLooseFindKey(ctx context.Context, scope, key string) (LabLooseKey, bool, error)
+	LabLooseInsertKey(ctx context.Context, c ClaimRequest, request string) (rowID int64, rows int, err error)
+	LabLooseComplete(ctx context.Context, rowID int64, status int, body []byte, ch *Charge, request string) (charges int, err error)
+	LabLooseCharges(ctx context.Context) ([]Charge, error)
+	LabReset(ctx context.Context) error
+	LabMeasure(ctx context.Context) (LabChargeGroups, error)
+	LabScanKeys(ctx context.Context, fn func(where, key string)) error
+}
+
 // Gateway is the payment provider. It is idempotent by the key it is
 // given: charging a key twice returns the first charge.
 type Gateway interface {

@@ -90,19 +90,8 @@ func (db *DB) CachedResponse(scope, key string) (pay.Response, bool) {
 }
 
 // Complete saves the response on the key the claim holds, with its charge
-// if any, and returns what was saved.
-//
-// The update names the claim's fencing token, so it acts only on the
-// claim it holds. When the claim is gone (the sweeper released the key, a
-// reset emptied the table), the charge is still recorded: money the
-// gateway took is never dropped. The key row is written again if nobody
-// else holds it, so the key and its charge agree.
-//
-// When the key's charge is already recorded (a key pruned while its
-// charge stayed, then retried late, reaches the same gateway charge
-// again), it is not recorded twice: the key is closed with the 201 of
-// the charge that exists, so neither the request nor the sweeper is stuck
-// on the UNIQUE constraint.
+// if any, by the save rule (pay.SaveCompletion), in one transaction of the
+// writer, and returns what was saved.
 func (db *DB) Complete(ctx context.Context, c pay.Completion) (pay.Completed, error) {
 	if err := db.need("payments"); err != nil {
 		return pay.Completed{}, err
@@ -111,46 +100,9 @@ func (db *DB) Complete(ctx context.Context, c pay.Completion) (pay.Completed, er
 	var out pay.Completed
 	var cache bool
 	err := db.execAtomic(ctx, func(ctx context.Context, w *writeStatements) error {
-		out = pay.Completed{Response: pay.Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}}
-		cache = true
-		r, err := w.complete.ExecContext(ctx, c.Status, string(c.Body), now, c.Scope, c.Key, c.Claim)
-		if err != nil {
+		var err error
+		if out, cache, err = pay.SaveCompletion(saveTx{ctx, w, now}, c); err != nil {
 			return err
-		}
-		n, _ := r.RowsAffected()
-		out.ClaimLost = n != 1
-		if c.Charge != nil {
-			ch := c.Charge
-			r, err := w.insertCharge.ExecContext(ctx, ch.ID, c.Scope, c.ChargeKeyOrKey(), ch.OrderID, ch.AmountSatang,
-				ch.GatewayRef, toMillis(ch.CreatedAt))
-			if err != nil {
-				return err
-			}
-			if n, _ := r.RowsAffected(); n == 0 {
-				existing, err := scanCharge(w.selectCharge.QueryRowContext(ctx, c.Scope, c.ChargeKeyOrKey()))
-				if err != nil {
-					return err
-				}
-				if existing.GatewayRef != ch.GatewayRef {
-					return ErrChargeDiffers
-				}
-				out.ChargeExisted = true
-				if c.Status == pay.PaidStatus {
-					out.Body = existing.ResponseBody()
-					if !out.ClaimLost {
-						if _, err := w.setBody.ExecContext(ctx, string(out.Body), c.Scope, c.Key); err != nil {
-							return err
-						}
-					}
-				}
-			}
-		}
-		if out.ClaimLost {
-			var err error
-			cache, err = db.completeLate(ctx, w, c, &out, now)
-			if err != nil {
-				return err
-			}
 		}
 		if c.BeforeCommit != nil {
 			return c.BeforeCommit()
@@ -166,30 +118,51 @@ func (db *DB) Complete(ctx context.Context, c pay.Completion) (pay.Completed, er
 	return out, nil
 }
 
-// completeLate finishes a completion whose claim was gone. If nobody holds
-// the key, the row is written again, done with this answer, when a charge
-// was taken: the key must remember it. If the key is done with the same
-// request's answer (the sweeper closed it with this very charge), that
-// answer is sent. Otherwise the key is someone else's and is left alone;
-// the request answers with its own outcome. It reports whether out is
-// what the key now replays.
-func (db *DB) completeLate(ctx context.Context, w *writeStatements, c pay.Completion, out *pay.Completed, now int64) (bool, error) {
-	row, err := scanKey(w.selectKey.QueryRowContext(ctx, c.Scope, c.Key))
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		if c.Charge == nil {
-			return false, nil
-		}
-		_, err := w.insertDone.ExecContext(ctx, c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID,
-			c.AmountSatang, out.Status, string(out.Body), now, now, now, c.Claim, c.ChargeKey)
-		return err == nil, err
-	case err != nil:
-		return false, err
-	case row.Status == pay.StatusDone && row.Fingerprint == c.Fingerprint:
-		out.Response = pay.Response{Fingerprint: row.Fingerprint, Status: row.ResponseStatus, Body: row.ResponseBody}
-		return true, nil
+// saveTx is the writer's transaction as the save rule uses it.
+type saveTx struct {
+	ctx context.Context
+	w   *writeStatements
+	now int64
+}
+
+func (tx saveTx) MarkDone(c pay.Completion) (bool, error) {
+	r, err := tx.w.complete.ExecContext(tx.ctx, c.Status, string(c.Body), tx.now, c.Scope, c.Key, c.Claim)
+	return err == nil && rowsAffected(r) == 1, err
+}
+
+func (tx saveTx) InsertCharge(c pay.Completion) (bool, error) {
+	ch := c.Charge
+	r, err := tx.w.insertCharge.ExecContext(tx.ctx, ch.ID, c.Scope, c.ChargeKeyOrKey(), ch.OrderID, ch.AmountSatang,
+		ch.GatewayRef, toMillis(ch.CreatedAt))
+	return err == nil && rowsAffected(r) == 1, err
+}
+
+func (tx saveTx) RecordedCharge(c pay.Completion) (pay.Charge, error) {
+	return scanCharge(tx.w.selectCharge.QueryRowContext(tx.ctx, c.Scope, c.ChargeKeyOrKey()))
+}
+
+func (tx saveTx) SetBody(c pay.Completion, body []byte) error {
+	_, err := tx.w.setBody.ExecContext(tx.ctx, string(body), c.Scope, c.Key)
+	return err
+}
+
+func (tx saveTx) InsertDone(c pay.Completion, r pay.Response) (bool, error) {
+	res, err := tx.w.insertDone.ExecContext(tx.ctx, c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID,
+		c.AmountSatang, r.Status, string(r.Body), tx.now, tx.now, tx.now, c.Claim, c.ChargeKey)
+	return err == nil && rowsAffected(res) == 1, err
+}
+
+func (tx saveTx) Key(c pay.Completion) (pay.KeyRow, bool, error) {
+	row, err := scanKey(tx.w.selectKey.QueryRowContext(tx.ctx, c.Scope, c.Key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return pay.KeyRow{}, false, nil
 	}
-	return false, nil
+	return row, err == nil, err
+}
+
+func rowsAffected(r sql.Result) int64 {
+	n, _ := r.RowsAffected()
+	return n
 }
 
 // Release deletes a started key held by claim, so that a retry runs
@@ -212,13 +185,10 @@ func (db *DB) Release(ctx context.Context, scope, key, claim string) (bool, erro
 	return released, err
 }
 
-// PrunedKey identifies a key removed by Prune.
-type PrunedKey struct{ Scope, Key string }
-
 // Prune deletes done keys created before cutoff. Started keys are never
 // pruned: their outcome is unknown, and only the sweeper may close them.
-func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]PrunedKey, error) {
-	var pruned []PrunedKey
+func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]pay.PrunedKey, error) {
+	var pruned []pay.PrunedKey
 	if err := db.need("payments"); err != nil {
 		return nil, err
 	}
@@ -231,7 +201,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]PrunedKey, error) 
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var p PrunedKey
+			var p pay.PrunedKey
 			if err := rows.Scan(&p.Scope, &p.Key); err != nil {
 				return err
 			}

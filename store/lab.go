@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"modernc.org/sqlite"
 
@@ -19,17 +18,7 @@ import (
 // that the failure the lab shows is a real one. The correct protocol
 // (keys.go) never calls any of them.
 
-// LabKeyPrefix starts every key that the lab records on a charge on its
-// own behalf. It contains a space, which a client's Idempotency-Key can
-// never contain (only visible ASCII is accepted), so a lab charge can be
-// told from a real one, and a client cannot forge one.
-const LabKeyPrefix = "lab "
-
-// ErrConstraint wraps a write that a PRIMARY KEY or UNIQUE constraint
-// refused. The lab shows its message: it is what saved the money.
-var ErrConstraint = errors.New("a uniqueness constraint refused the write")
-
-// constraintError turns SQLite's constraint failure into ErrConstraint,
+// constraintError turns SQLite's constraint failure into pay.ErrConstraint,
 // keeping SQLite's own words.
 func constraintError(err error) error {
 	var se *sqlite.Error
@@ -38,7 +27,7 @@ func constraintError(err error) error {
 		if i := strings.Index(msg, "UNIQUE constraint failed"); i >= 0 {
 			msg = msg[i:]
 		}
-		return fmt.Errorf("%w: %s", ErrConstraint, msg)
+		return fmt.Errorf("%w: %s", pay.ErrConstraint, msg)
 	}
 	return err
 }
@@ -47,7 +36,7 @@ func constraintError(err error) error {
 // ON CONFLICT: the "check first, then insert" mistake with the constraints
 // in place. When another request inserted the key since the caller looked,
 // the table's primary key refuses the row and the error wraps
-// ErrConstraint. It returns the claim's fencing token.
+// pay.ErrConstraint. It returns the claim's fencing token.
 func (db *DB) LabInsertKeyUnguarded(ctx context.Context, c pay.ClaimRequest) (string, error) {
 	if err := db.need("payments"); err != nil {
 		return "", err
@@ -68,13 +57,13 @@ func (db *DB) LabInsertKeyUnguarded(ctx context.Context, c pay.ClaimRequest) (st
 }
 
 // LabRecordCharge inserts a charge under ch.Key with no key row at all:
-// the "no idempotency key" mistake. ch.Key must start with LabKeyPrefix
+// the "no idempotency key" mistake. ch.Key must start with pay.LabKeyPrefix
 // and be new, as the lab makes one per request.
 func (db *DB) LabRecordCharge(ctx context.Context, ch pay.Charge) error {
 	if err := db.need("payments"); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(ch.Key, LabKeyPrefix) {
+	if !strings.HasPrefix(ch.Key, pay.LabKeyPrefix) {
 		return fmt.Errorf("store: lab charge key %q lacks the lab prefix", ch.Key)
 	}
 	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
@@ -85,27 +74,12 @@ func (db *DB) LabRecordCharge(ctx context.Context, ch pay.Charge) error {
 	return constraintError(err)
 }
 
-// LabLooseKey is a row of lab_loose_keys, the lab's key table without
-// constraints.
-type LabLooseKey struct {
-	RowID          int64
-	Scope, Key     string
-	Fingerprint    string
-	OrderID        string
-	AmountSatang   int64
-	Status         string
-	ResponseStatus int
-	ResponseBody   []byte
-	Request        string
-	CreatedAt      time.Time
-}
-
 // LabLooseFindKey is the "check" of check-then-insert: a SELECT on the read
 // pool, outside any write transaction, as an application would run it.
 // Of several rows for the key (which this table allows) it prefers a done
 // one, then the oldest.
-func (db *DB) LabLooseFindKey(ctx context.Context, scope, key string) (LabLooseKey, bool, error) {
-	var k LabLooseKey
+func (db *DB) LabLooseFindKey(ctx context.Context, scope, key string) (pay.LabLooseKey, bool, error) {
+	var k pay.LabLooseKey
 	var status sql.NullInt64
 	var body []byte
 	var created int64
@@ -192,53 +166,26 @@ func (db *DB) LabReset(ctx context.Context) error {
 	})
 }
 
-// LabGroup counts the charges that share an order (or, for the loose
-// table, a key).
-type LabGroup struct {
-	Scope, OrderID, Key string
-	Charges             int
-	Keys                int  // distinct idempotency keys among them
-	Saved500            bool // one of those keys saved a 500
-}
-
-// LabChargeGroups is what the lab measures in the database.
-type LabChargeGroups struct {
-	// NoKey: charges made by the "no idempotency key" mode, per order.
-	NoKey []LabGroup
-	// KeyOnly: charges made while the key table was the only memory, per
-	// order.
-	KeyOnly []LabGroup
-	// Loose: charges in the unguarded table, per key.
-	Loose []LabGroup
-	// LooseKeyRows is how many rows the unguarded key table holds under
-	// clients' own keys: check-then-insert's. A mode that files its rows
-	// there under LabKeyPrefix counts them from Loose.
-	LooseKeyRows int
-	// ManyKeys: orders charged by the real protocol under more than one
-	// client key (what a client that changes keys produces).
-	ManyKeys []LabGroup
-}
-
 // labMaxGroups bounds each list: a demonstration has a few dozen orders.
 const labMaxGroups = 500
 
 // LabMeasure reads, for the lab, how many times each order or key was
 // charged.
-func (db *DB) LabMeasure(ctx context.Context) (LabChargeGroups, error) {
-	var g LabChargeGroups
+func (db *DB) LabMeasure(ctx context.Context) (pay.LabChargeGroups, error) {
+	var g pay.LabChargeGroups
 	if !db.schema.Holds("payments") {
 		return g, nil
 	}
-	byOrder := func(prefix string) ([]LabGroup, error) {
+	byOrder := func(prefix string) ([]pay.LabGroup, error) {
 		return db.labGroups(ctx, `SELECT scope, order_id, '', COUNT(*), COUNT(DISTINCT idempotency_key), 0
 			FROM charges WHERE substr(idempotency_key, 1, ?) = ? GROUP BY scope, order_id ORDER BY MIN(created_at) LIMIT ?`,
 			len(prefix), prefix, labMaxGroups)
 	}
 	var err error
-	if g.NoKey, err = byOrder(LabKeyPrefix + "no-key "); err != nil {
+	if g.NoKey, err = byOrder(pay.LabKeyPrefix + "no-key "); err != nil {
 		return g, err
 	}
-	if g.KeyOnly, err = byOrder(LabKeyPrefix + "key-table-only "); err != nil {
+	if g.KeyOnly, err = byOrder(pay.LabKeyPrefix + "key-table-only "); err != nil {
 		return g, err
 	}
 	if g.Loose, err = db.labGroups(ctx, `SELECT scope, order_id, idempotency_key, COUNT(*), 1, 0
@@ -246,7 +193,7 @@ func (db *DB) LabMeasure(ctx context.Context) (LabChargeGroups, error) {
 		return g, err
 	}
 	if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM lab_loose_keys WHERE substr(key, 1, ?) <> ?`,
-		len(LabKeyPrefix), LabKeyPrefix).Scan(&g.LooseKeyRows); err != nil {
+		len(pay.LabKeyPrefix), pay.LabKeyPrefix).Scan(&g.LooseKeyRows); err != nil {
 		return g, err
 	}
 	g.ManyKeys, err = db.labGroups(ctx, `SELECT c.scope, c.order_id, '', COUNT(*), COUNT(DISTINCT c.idempotency_key),
@@ -254,19 +201,19 @@ func (db *DB) LabMeasure(ctx context.Context) (LabChargeGroups, error) {
 		FROM charges c LEFT JOIN idempotency_keys k ON k.scope = c.scope AND k.key = c.idempotency_key
 		WHERE substr(c.idempotency_key, 1, ?) <> ?
 		GROUP BY c.scope, c.order_id HAVING COUNT(DISTINCT c.idempotency_key) > 1 ORDER BY MIN(c.created_at) LIMIT ?`,
-		len(LabKeyPrefix), LabKeyPrefix, labMaxGroups)
+		len(pay.LabKeyPrefix), pay.LabKeyPrefix, labMaxGroups)
 	return g, err
 }
 
-func (db *DB) labGroups(ctx context.Context, query string, args ...any) ([]LabGroup, error) {
+func (db *DB) labGroups(ctx context.Context, query string, args ...any) ([]pay.LabGroup, error) {
 	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []LabGroup
+	var out []pay.LabGroup
 	for rows.Next() {
-		var lg LabGroup
+		var lg pay.LabGroup
 		if err := rows.Scan(&lg.Scope, &lg.OrderID, &lg.Key, &lg.Charges, &lg.Keys, &lg.Saved500); err != nil {
 			return nil, err
 		}
@@ -274,13 +221,6 @@ func (db *DB) labGroups(ctx context.Context, query string, args ...any) ([]LabGr
 	}
 	return out, rows.Err()
 }
-
-// Where a key can be stored, for LabScanKeys.
-const (
-	WhereKeyTable = "key table"
-	WhereCharges  = "charges"
-	WhereGateway  = "gateway ledger"
-)
 
 // labScanLimit bounds how many rows of each table LabScanKeys reads.
 const labScanLimit = 2_000
@@ -293,12 +233,12 @@ func (db *DB) LabScanKeys(ctx context.Context, fn func(where, key string)) error
 	var sources []source
 	if db.schema.Holds("payments") {
 		sources = append(sources,
-			source{WhereKeyTable, `SELECT key FROM idempotency_keys ORDER BY created_at DESC LIMIT ?`},
-			source{WhereCharges, `SELECT idempotency_key FROM charges ORDER BY created_at DESC LIMIT ?`},
-			source{WhereCharges, `SELECT idempotency_key FROM lab_loose_charges ORDER BY created_at DESC LIMIT ?`})
+			source{pay.WhereKeyTable, `SELECT key FROM idempotency_keys ORDER BY created_at DESC LIMIT ?`},
+			source{pay.WhereCharges, `SELECT idempotency_key FROM charges ORDER BY created_at DESC LIMIT ?`},
+			source{pay.WhereCharges, `SELECT idempotency_key FROM lab_loose_charges ORDER BY created_at DESC LIMIT ?`})
 	}
 	if db.schema.Holds("ledger") {
-		sources = append(sources, source{WhereGateway, `SELECT key FROM gateway_charges ORDER BY created_at DESC LIMIT ?`})
+		sources = append(sources, source{pay.WhereGateway, `SELECT key FROM gateway_charges ORDER BY created_at DESC LIMIT ?`})
 	}
 	for _, src := range sources {
 		if err := db.scanStrings(ctx, src.query, func(k string) { fn(src.where, k) }); err != nil {

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"paytwice/pay"
 )
 
 //go:embed migrations
@@ -34,7 +36,7 @@ type Options struct {
 	// makes every commit survive a power loss.
 	Synchronous string
 	// Schema chooses the tables; the zero value holds them all.
-	Schema Schema
+	Schema pay.Schema
 }
 
 // DB is paytwice's store. It is safe for concurrent use.
@@ -42,7 +44,7 @@ type DB struct {
 	Path string
 
 	now    func() time.Time
-	schema Schema
+	schema pay.Schema
 	write  *sql.DB
 	read   *sql.DB
 	conn   *sql.Conn // the writer goroutine's connection; nobody else uses it
@@ -134,32 +136,6 @@ func dsn(path, synchronous string, readOnly bool) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
-// Schema says which tables a file holds.
-type Schema int
-
-const (
-	// SchemaAll keeps the payments and the gateway's ledger in one file:
-	// simple for tests and small setups.
-	SchemaAll Schema = iota
-	// SchemaPayments holds only the idempotency keys and the charges.
-	SchemaPayments
-	// SchemaLedger holds only the simulated gateway's ledger. In its own
-	// file the gateway commits (and fsyncs) in parallel with us, as a real
-	// provider's database would.
-	SchemaLedger
-)
-
-// Holds reports whether the schema holds a part: "payments" or "ledger".
-func (s Schema) Holds(part string) bool {
-	switch s {
-	case SchemaPayments:
-		return part == "payments"
-	case SchemaLedger:
-		return part == "ledger"
-	}
-	return true
-}
-
 // need fails when the file does not hold the part of the schema a write
 // is for, instead of running a statement that was never prepared.
 func (db *DB) need(part string) error {
@@ -171,7 +147,7 @@ func (db *DB) need(part string) error {
 
 // migrate applies, in name order, every embedded migration of the schema
 // that the file has not recorded yet, each in its own transaction.
-func migrate(db *sql.DB, schema Schema) error {
+func migrate(db *sql.DB, schema pay.Schema) error {
 	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL) STRICT`); err != nil {
 		return err
 	}
@@ -404,7 +380,7 @@ type writeStatements struct {
 	insertGateway, selectGateway                       *sql.Stmt
 }
 
-func (w *writeStatements) prepare(conn *sql.Conn, schema Schema) error {
+func (w *writeStatements) prepare(conn *sql.Conn, schema pay.Schema) error {
 	ctx := context.Background()
 	p := func(dst **sql.Stmt, query string) error {
 		s, err := conn.PrepareContext(ctx, query)
@@ -432,7 +408,8 @@ func (w *writeStatements) prepare(conn *sql.Conn, schema Schema) error {
 			p(&w.insertDone, `INSERT INTO idempotency_keys
 			(scope, key, method, path, fingerprint, order_id, amount_satang, status, response_status, response_body,
 			 created_at, locked_at, completed_at, claim, charge_key)
-			VALUES (?, ?, ?, ?, ?, ?, ?, 'done', ?, ?, ?, ?, ?, ?, ?)`),
+			VALUES (?, ?, ?, ?, ?, ?, ?, 'done', ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (scope, key) DO NOTHING`),
 			p(&w.selectKey, `SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND key = ?`),
 			p(&w.complete, `UPDATE idempotency_keys
 			SET status = 'done', response_status = ?, response_body = ?, completed_at = ?
@@ -459,3 +436,6 @@ func (w *writeStatements) close() {
 		s.Close()
 	}
 }
+
+// A DB is the whole payments store the server runs on.
+var _ pay.Store = (*DB)(nil)

@@ -75,14 +75,14 @@ func TestDataSurvivesReopen(t *testing.T) {
 func TestSchemasKeepTheirOwnTables(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	open := func(name string, schema store.Schema) *store.DB {
+	open := func(name string, schema pay.Schema) *store.DB {
 		db, err := store.Open(filepath.Join(dir, name), store.Options{Schema: schema})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return db
 	}
-	payments, ledger := open("payments.db", store.SchemaPayments), open("ledger.db", store.SchemaLedger)
+	payments, ledger := open("payments.db", pay.SchemaPayments), open("ledger.db", pay.SchemaLedger)
 	if _, err := payments.Claim(ctx, claimReq("k")); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestSchemasKeepTheirOwnTables(t *testing.T) {
 	payments.Close()
 	ledger.Close()
 	// Reopening applies nothing twice.
-	again := open("ledger.db", store.SchemaLedger)
+	again := open("ledger.db", pay.SchemaLedger)
 	defer again.Close()
 	if n, err := again.CountGatewayCharges(ctx); err != nil || n != 0 {
 		t.Fatalf("after reset and reopen: %d, %v", n, err)

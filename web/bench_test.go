@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/store"
 )
 
@@ -72,7 +73,7 @@ func runClients(b *testing.B, workers, n int, do func(i int) error) time.Duratio
 // newBenchEnv runs the server as main does: the gateway's ledger in a
 // file of its own, committing in parallel with the payments file.
 func newBenchEnv(b *testing.B) *testEnv {
-	ledger, err := store.Open(filepath.Join(b.TempDir(), "gateway.db"), store.Options{Schema: store.SchemaLedger})
+	ledger, err := store.Open(filepath.Join(b.TempDir(), "gateway.db"), store.Options{Schema: pay.SchemaLedger})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/store"
 )
 
@@ -21,7 +22,7 @@ import (
 // that leaves must not interrupt it, or everybody who shared the batch
 // gets an unsaved 500 and charged keys stay started.
 func TestHangUpsDoNotFailOtherClients(t *testing.T) {
-	ledger, err := store.Open(filepath.Join(t.TempDir(), "gateway.db"), store.Options{Schema: store.SchemaLedger})
+	ledger, err := store.Open(filepath.Join(t.TempDir(), "gateway.db"), store.Options{Schema: pay.SchemaLedger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
-	"paytwice/store"
 	"paytwice/web/live"
 )
 
@@ -58,7 +57,7 @@ func (s *Server) payNoKey(c echo.Context) error {
 	p := s.newPayment(c)
 	var err error
 	p.req, err = readPaymentBody(r)
-	p.key = store.LabKeyPrefix + "no-key " + p.id
+	p.key = pay.LabKeyPrefix + "no-key " + p.id
 	p.publish(live.Received, 0, r.Method+" "+r.URL.Path+" (lab: no key)")
 	if err != nil {
 		return p.refuse(err)
@@ -133,9 +132,9 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 	// 3. The insert, as a write of its own.
 	token, err := s.db.LabInsertKeyUnguarded(ctx, p.claim(p.key))
 	s.idleSweeps.claimed() // a started key the sweeper must look for
-	if errors.Is(err, store.ErrConstraint) {
+	if errors.Is(err, pay.ErrConstraint) {
 		s.lab.constraintRefusals.Add(1)
-		detail := strings.TrimPrefix(err.Error(), store.ErrConstraint.Error()+": ")
+		detail := strings.TrimPrefix(err.Error(), pay.ErrConstraint.Error()+": ")
 		p.note(http.StatusInternalServerError, "INSERT refused by the table's primary key ("+detail+"): the check had said the key was free; the constraint stopped a second charge")
 		return writeProblem(c, pay.Errorf(pay.EINTERNAL,
 			"The database refused to insert the key %q a second time (%s). This server checked for the key first and found nothing, but another request inserted it in between: the constraint, not the check, stopped a second charge. Retry with the same key to get the first request's answer.", truncate(p.key, 64), detail))
@@ -150,7 +149,7 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 // memoryLockPrefix files the lock in memory's rows in the unguarded
 // tables apart from check-then-insert's: the lab measures each mistake on
 // its own, and a client's key can never start with it.
-const memoryLockPrefix = store.LabKeyPrefix + "memory-lock "
+const memoryLockPrefix = pay.LabKeyPrefix + "memory-lock "
 
 // payMemoryLock is the lock in memory: the unguarded check-then-insert of
 // mistake 3, run while holding this server's own lock on (scope, key)
@@ -222,7 +221,7 @@ func (p *payment) checkThenInsertLoose(checkCtx, workCtx context.Context, tableK
 	}
 	// This code trusts its check, so it gives the gateway a reference of
 	// its own request, not the client's key: nothing downstream dedupes.
-	ref := store.LabKeyPrefix + refKind + p.id
+	ref := pay.LabKeyPrefix + refKind + p.id
 	p.publish(live.GatewayCall, 0, "charging the gateway with a reference of this request's own")
 	g, err := s.gateway.ChargeWith(workCtx, p.gw, gatewayKey(p.scope, ref), p.req.OrderID, p.req.AmountSatang)
 	if err != nil {
@@ -292,7 +291,7 @@ func (p *payment) hungUp(when string) error {
 // removed it, the same key is a new payment.
 func (s *Server) payKeyTableOnly(c echo.Context) error {
 	p := s.newPayment(c)
-	p.chargeKey = store.LabKeyPrefix + "key-table-only " + p.id
+	p.chargeKey = pay.LabKeyPrefix + "key-table-only " + p.id
 	if ok, err := p.parse(" (lab: key table only)"); !ok {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
-	"paytwice/store"
+	"paytwice/pay"
 	"paytwice/views"
 	"paytwice/web/live"
 )
@@ -108,7 +108,7 @@ type LabOutcomes struct {
 
 type labMeasured = LabOutcomes
 
-func chargeOutcome(groups []store.LabGroup, name func(store.LabGroup) string) LabChargeOutcome {
+func chargeOutcome(groups []pay.LabGroup, name func(pay.LabGroup) string) LabChargeOutcome {
 	o := LabChargeOutcome{Twice: []string{}}
 	for _, g := range groups {
 		o.Charges += g.Charges
@@ -121,14 +121,14 @@ func chargeOutcome(groups []store.LabGroup, name func(store.LabGroup) string) La
 	return o
 }
 
-func orderName(g store.LabGroup) string { return g.OrderID }
+func orderName(g pay.LabGroup) string { return g.OrderID }
 
-func keyName(g store.LabGroup) string { return truncate(g.Key, 40) + " (" + g.OrderID + ")" }
+func keyName(g pay.LabGroup) string { return truncate(g.Key, 40) + " (" + g.OrderID + ")" }
 
 // splitMemoryLock parts the unguarded table's groups into
 // check-then-insert's and the lock in memory's (filed under
 // memoryLockPrefix), and takes the prefix off the latter's keys.
-func splitMemoryLock(groups []store.LabGroup) (checkFirst, memoryLock []store.LabGroup) {
+func splitMemoryLock(groups []pay.LabGroup) (checkFirst, memoryLock []pay.LabGroup) {
 	for _, g := range groups {
 		if k, ok := strings.CutPrefix(g.Key, memoryLockPrefix); ok {
 			g.Key = k
@@ -161,7 +161,7 @@ func (s *Server) labOutcomes(ctx context.Context) (LabOutcomes, error) {
 		KeyRows: g.LooseKeyRows, ConstraintRefusals: l.constraintRefusals.Load()}
 	o.MemoryLock = LabLockOutcome{LabChargeOutcome: chargeOutcome(memoryLock, keyName),
 		LockWaits: l.lockWaits.Load(), KeysLocked: l.locks.len()}
-	var retry, after500 []store.LabGroup
+	var retry, after500 []pay.LabGroup
 	for _, mg := range g.ManyKeys {
 		if mg.Saved500 {
 			after500 = append(after500, mg)
@@ -191,7 +191,7 @@ func (s *Server) labOutcomes(ctx context.Context) (LabOutcomes, error) {
 // kept: the tables of both files, and the events the timeline holds.
 func (s *Server) personalOutcome(ctx context.Context) (LabPersonalOutcome, error) {
 	o := LabPersonalOutcome{Requests: s.lab.personalRequests.Load(), Stored: map[string]int{
-		store.WhereKeyTable: 0, store.WhereCharges: 0, store.WhereGateway: 0}}
+		pay.WhereKeyTable: 0, pay.WhereCharges: 0, pay.WhereGateway: 0}}
 	s.lab.seenMu.Lock()
 	o.Keys = len(s.lab.personal)
 	s.lab.seenMu.Unlock()

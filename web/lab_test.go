@@ -13,8 +13,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"paytwice/pay"
 	"paytwice/sim"
-	"paytwice/store"
 )
 
 // send makes a request with a JSON body (nil for none) and headers as
@@ -147,7 +147,7 @@ func TestLabMistakeNoKey(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, c := range ch {
-					if !strings.HasPrefix(c.Key, store.LabKeyPrefix+"no-key rq_") {
+					if !strings.HasPrefix(c.Key, pay.LabKeyPrefix+"no-key rq_") {
 						t.Errorf("charge %s is filed under %q, want a lab no-key key", c.ID, c.Key)
 					}
 				}
@@ -311,8 +311,8 @@ func TestLabMistakePersonalDataAsKey(t *testing.T) {
 			t.Fatalf("the second order under the same e-mail: %d, want 422", r.Status)
 		}
 		o := env.outcomes().PersonalDataKey
-		if o.Keys != 1 || o.Requests != 2 || o.Stored[store.WhereKeyTable] != 1 || o.Stored[store.WhereCharges] != 1 ||
-			o.Stored[store.WhereGateway] != 1 || o.TimelineEvents < 3 {
+		if o.Keys != 1 || o.Requests != 2 || o.Stored[pay.WhereKeyTable] != 1 || o.Stored[pay.WhereCharges] != 1 ||
+			o.Stored[pay.WhereGateway] != 1 || o.TimelineEvents < 3 {
 			t.Fatalf("the lab found %+v", o)
 		}
 		flags := 0
@@ -331,7 +331,7 @@ func TestLabMistakePersonalDataAsKey(t *testing.T) {
 	t.Run("a random key is not flagged", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		env.pay(uuid.NewString(), body)
-		if o := env.outcomes().PersonalDataKey; o.Keys != 0 || o.Requests != 0 || o.Stored[store.WhereKeyTable] != 0 || o.TimelineEvents != 0 {
+		if o := env.outcomes().PersonalDataKey; o.Keys != 0 || o.Requests != 0 || o.Stored[pay.WhereKeyTable] != 0 || o.TimelineEvents != 0 {
 			t.Fatalf("the lab found %+v", o)
 		}
 	})

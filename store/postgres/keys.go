@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"paytwice/pay"
-	"paytwice/store"
 )
 
 const keyColumns = `scope, key, method, path, fingerprint, order_id, amount_satang, status,
@@ -147,14 +146,8 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 func (db *DB) CachedResponse(scope, key string) (pay.Response, bool) { return pay.Response{}, false }
 
 // Complete saves the response on the key the claim holds, with its charge
-// if any, in one transaction, and returns what was saved.
-//
-// The update names the claim's fencing token, so it acts only on the
-// claim it holds. When the claim is gone (a sweeper released the key, a
-// reset emptied the table) the charge is still recorded, and the key row
-// is written again if nobody else holds it. When the key's charge is
-// already recorded with the same gateway reference, it is not recorded
-// twice: the key is closed with that charge's 201.
+// if any, by the save rule (pay.SaveCompletion), in one transaction, and
+// returns what was saved.
 func (db *DB) Complete(ctx context.Context, c pay.Completion) (pay.Completed, error) {
 	if err := db.need("payments"); err != nil {
 		return pay.Completed{}, err
@@ -162,47 +155,9 @@ func (db *DB) Complete(ctx context.Context, c pay.Completion) (pay.Completed, er
 	now := db.now()
 	var out pay.Completed
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		out = pay.Completed{Response: pay.Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}}
-		tag, err := tx.Exec(ctx, `UPDATE idempotency_keys
-			SET status = 'done', response_status = $1, response_body = $2, completed_at = $3
-			WHERE scope = $4 AND key = $5 AND claim = $6 AND status = 'started'`,
-			c.Status, c.Body, now, c.Scope, c.Key, c.Claim)
-		if err != nil {
+		var err error
+		if out, _, err = pay.SaveCompletion(saveTx{ctx, tx, now}, c); err != nil {
 			return err
-		}
-		out.ClaimLost = tag.RowsAffected() != 1
-		if ch := c.Charge; ch != nil {
-			tag, err := tx.Exec(ctx, `INSERT INTO charges (`+chargeColumns+`)
-				VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (scope, idempotency_key) DO NOTHING`,
-				ch.ID, c.Scope, c.ChargeKeyOrKey(), ch.OrderID, ch.AmountSatang, ch.GatewayRef, ch.CreatedAt)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 0 {
-				existing, err := scanCharge(tx.QueryRow(ctx, `SELECT `+chargeColumns+` FROM charges
-					WHERE scope = $1 AND idempotency_key = $2`, c.Scope, c.ChargeKeyOrKey()))
-				if err != nil {
-					return err
-				}
-				if existing.GatewayRef != ch.GatewayRef {
-					return store.ErrChargeDiffers
-				}
-				out.ChargeExisted = true
-				if c.Status == pay.PaidStatus {
-					out.Body = existing.ResponseBody()
-					if !out.ClaimLost {
-						if _, err := tx.Exec(ctx, `UPDATE idempotency_keys SET response_body = $1 WHERE scope = $2 AND key = $3`,
-							out.Body, c.Scope, c.Key); err != nil {
-							return err
-						}
-					}
-				}
-			}
-		}
-		if out.ClaimLost {
-			if err := completeLate(ctx, tx, c, &out, now); err != nil {
-				return err
-			}
 		}
 		if c.BeforeCommit != nil {
 			return c.BeforeCommit()
@@ -215,33 +170,56 @@ func (db *DB) Complete(ctx context.Context, c pay.Completion) (pay.Completed, er
 	return out, nil
 }
 
-// completeLate finishes a completion whose claim was gone. If nobody holds
-// the key and a charge was taken, the row is written again, done with this
-// answer: the key must remember the money. If the key is done with the
-// same request's answer (a sweeper closed it with this very charge), that
-// answer is sent. Otherwise the key is someone else's and is left alone.
-func completeLate(ctx context.Context, tx pgx.Tx, c pay.Completion, out *pay.Completed, now time.Time) error {
-	if c.Charge != nil {
-		tag, err := tx.Exec(ctx, `INSERT INTO idempotency_keys
-			(scope, key, method, path, fingerprint, order_id, amount_satang, status, response_status, response_body,
-			 created_at, locked_at, completed_at, claim, charge_key)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 'done', $8, $9, $10, $10, $10, $11, $12)
-			ON CONFLICT (scope, key) DO NOTHING`,
-			c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, out.Status, out.Body, now, c.Claim, c.ChargeKey)
-		if err != nil || tag.RowsAffected() == 1 {
-			return err
-		}
+// saveTx is a transaction as the save rule uses it.
+type saveTx struct {
+	ctx context.Context
+	tx  pgx.Tx
+	now time.Time
+}
+
+func (t saveTx) MarkDone(c pay.Completion) (bool, error) {
+	tag, err := t.tx.Exec(t.ctx, `UPDATE idempotency_keys
+		SET status = 'done', response_status = $1, response_body = $2, completed_at = $3
+		WHERE scope = $4 AND key = $5 AND claim = $6 AND status = 'started'`,
+		c.Status, c.Body, t.now, c.Scope, c.Key, c.Claim)
+	return err == nil && tag.RowsAffected() == 1, err
+}
+
+func (t saveTx) InsertCharge(c pay.Completion) (bool, error) {
+	ch := c.Charge
+	tag, err := t.tx.Exec(t.ctx, `INSERT INTO charges (`+chargeColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (scope, idempotency_key) DO NOTHING`,
+		ch.ID, c.Scope, c.ChargeKeyOrKey(), ch.OrderID, ch.AmountSatang, ch.GatewayRef, ch.CreatedAt)
+	return err == nil && tag.RowsAffected() == 1, err
+}
+
+func (t saveTx) RecordedCharge(c pay.Completion) (pay.Charge, error) {
+	return scanCharge(t.tx.QueryRow(t.ctx, `SELECT `+chargeColumns+` FROM charges
+		WHERE scope = $1 AND idempotency_key = $2`, c.Scope, c.ChargeKeyOrKey()))
+}
+
+func (t saveTx) SetBody(c pay.Completion, body []byte) error {
+	_, err := t.tx.Exec(t.ctx, `UPDATE idempotency_keys SET response_body = $1 WHERE scope = $2 AND key = $3`,
+		body, c.Scope, c.Key)
+	return err
+}
+
+func (t saveTx) InsertDone(c pay.Completion, r pay.Response) (bool, error) {
+	tag, err := t.tx.Exec(t.ctx, `INSERT INTO idempotency_keys
+		(scope, key, method, path, fingerprint, order_id, amount_satang, status, response_status, response_body,
+		 created_at, locked_at, completed_at, claim, charge_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'done', $8, $9, $10, $10, $10, $11, $12)
+		ON CONFLICT (scope, key) DO NOTHING`,
+		c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, r.Status, r.Body, t.now, c.Claim, c.ChargeKey)
+	return err == nil && tag.RowsAffected() == 1, err
+}
+
+func (t saveTx) Key(c pay.Completion) (pay.KeyRow, bool, error) {
+	row, err := scanKey(t.tx.QueryRow(t.ctx, `SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = $1 AND key = $2`, c.Scope, c.Key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return pay.KeyRow{}, false, nil
 	}
-	row, err := scanKey(tx.QueryRow(ctx, `SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = $1 AND key = $2`, c.Scope, c.Key))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil
-	case err != nil:
-		return err
-	case row.Status == pay.StatusDone && row.Fingerprint == c.Fingerprint:
-		out.Response = pay.Response{Fingerprint: row.Fingerprint, Status: row.ResponseStatus, Body: row.ResponseBody}
-	}
-	return nil
+	return row, err == nil, err
 }
 
 // Release deletes a started key held by claim, so that a retry runs
@@ -362,7 +340,7 @@ func (db *DB) KeyCounts(ctx context.Context) (started, done int, err error) {
 
 // Prune deletes done keys created before cutoff. Started keys are never
 // pruned: their outcome is unknown, and only a sweeper may close them.
-func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]store.PrunedKey, error) {
+func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]pay.PrunedKey, error) {
 	if err := db.need("payments"); err != nil {
 		return nil, err
 	}
@@ -372,9 +350,9 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]store.PrunedKey, e
 		return nil, err
 	}
 	defer rows.Close()
-	var pruned []store.PrunedKey
+	var pruned []pay.PrunedKey
 	for rows.Next() {
-		var p store.PrunedKey
+		var p pay.PrunedKey
 		if err := rows.Scan(&p.Scope, &p.Key); err != nil {
 			return nil, err
 		}

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"paytwice/pay"
-	"paytwice/store"
 )
 
 // This file serves the common-mistakes lab (web/lab*.go), as store/lab.go
@@ -19,11 +18,11 @@ import (
 // protocol never calls any of them.
 
 // constraintError turns PostgreSQL's unique violation into
-// store.ErrConstraint, keeping PostgreSQL's own words.
+// pay.ErrConstraint, keeping PostgreSQL's own words.
 func constraintError(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
-		return fmt.Errorf("%w: %s", store.ErrConstraint, pe.Message)
+		return fmt.Errorf("%w: %s", pay.ErrConstraint, pe.Message)
 	}
 	return err
 }
@@ -49,12 +48,12 @@ func (db *DB) LabInsertKeyUnguarded(ctx context.Context, c pay.ClaimRequest) (st
 
 // LabRecordCharge inserts a charge under ch.Key with no key row at all:
 // the "no idempotency key" mistake. ch.Key must start with
-// store.LabKeyPrefix.
+// pay.LabKeyPrefix.
 func (db *DB) LabRecordCharge(ctx context.Context, ch pay.Charge) error {
 	if err := db.need("payments"); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(ch.Key, store.LabKeyPrefix) {
+	if !strings.HasPrefix(ch.Key, pay.LabKeyPrefix) {
 		return fmt.Errorf("postgres: lab charge key %q lacks the lab prefix", ch.Key)
 	}
 	_, err := db.pool.Exec(ctx, `INSERT INTO charges (`+chargeColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
@@ -65,8 +64,8 @@ func (db *DB) LabRecordCharge(ctx context.Context, ch pay.Charge) error {
 // LabLooseFindKey is the "check" of check-then-insert, outside any
 // transaction. Of several rows for the key it prefers a done one, then
 // the oldest.
-func (db *DB) LabLooseFindKey(ctx context.Context, scope, key string) (store.LabLooseKey, bool, error) {
-	var k store.LabLooseKey
+func (db *DB) LabLooseFindKey(ctx context.Context, scope, key string) (pay.LabLooseKey, bool, error) {
+	var k pay.LabLooseKey
 	var status *int32
 	err := db.pool.QueryRow(ctx, `SELECT id, scope, key, fingerprint, order_id, amount_satang, status,
 		response_status, response_body, request, created_at
@@ -150,21 +149,21 @@ const labMaxGroups = 500
 
 // LabMeasure reads, for the lab, how many times each order or key was
 // charged.
-func (db *DB) LabMeasure(ctx context.Context) (store.LabChargeGroups, error) {
-	var g store.LabChargeGroups
+func (db *DB) LabMeasure(ctx context.Context) (pay.LabChargeGroups, error) {
+	var g pay.LabChargeGroups
 	if !db.schema.Holds("payments") {
 		return g, nil
 	}
-	byOrder := func(prefix string) ([]store.LabGroup, error) {
+	byOrder := func(prefix string) ([]pay.LabGroup, error) {
 		return db.labGroups(ctx, `SELECT scope, order_id, '', count(*), count(DISTINCT idempotency_key), false
 			FROM charges WHERE starts_with(idempotency_key, $1) GROUP BY scope, order_id ORDER BY min(created_at) LIMIT $2`,
 			prefix, labMaxGroups)
 	}
 	var err error
-	if g.NoKey, err = byOrder(store.LabKeyPrefix + "no-key "); err != nil {
+	if g.NoKey, err = byOrder(pay.LabKeyPrefix + "no-key "); err != nil {
 		return g, err
 	}
-	if g.KeyOnly, err = byOrder(store.LabKeyPrefix + "key-table-only "); err != nil {
+	if g.KeyOnly, err = byOrder(pay.LabKeyPrefix + "key-table-only "); err != nil {
 		return g, err
 	}
 	if g.Loose, err = db.labGroups(ctx, `SELECT scope, min(order_id), idempotency_key, count(*), 1, false
@@ -172,7 +171,7 @@ func (db *DB) LabMeasure(ctx context.Context) (store.LabChargeGroups, error) {
 		return g, err
 	}
 	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM lab_loose_keys WHERE NOT starts_with(key, $1)`,
-		store.LabKeyPrefix).Scan(&g.LooseKeyRows); err != nil {
+		pay.LabKeyPrefix).Scan(&g.LooseKeyRows); err != nil {
 		return g, err
 	}
 	g.ManyKeys, err = db.labGroups(ctx, `SELECT c.scope, c.order_id, '', count(*), count(DISTINCT c.idempotency_key),
@@ -180,19 +179,19 @@ func (db *DB) LabMeasure(ctx context.Context) (store.LabChargeGroups, error) {
 		FROM charges c LEFT JOIN idempotency_keys k ON k.scope = c.scope AND k.key = c.idempotency_key
 		WHERE NOT starts_with(c.idempotency_key, $1)
 		GROUP BY c.scope, c.order_id HAVING count(DISTINCT c.idempotency_key) > 1 ORDER BY min(c.created_at) LIMIT $2`,
-		store.LabKeyPrefix, labMaxGroups)
+		pay.LabKeyPrefix, labMaxGroups)
 	return g, err
 }
 
-func (db *DB) labGroups(ctx context.Context, query string, args ...any) ([]store.LabGroup, error) {
+func (db *DB) labGroups(ctx context.Context, query string, args ...any) ([]pay.LabGroup, error) {
 	rows, err := db.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.LabGroup
+	var out []pay.LabGroup
 	for rows.Next() {
-		var lg store.LabGroup
+		var lg pay.LabGroup
 		if err := rows.Scan(&lg.Scope, &lg.OrderID, &lg.Key, &lg.Charges, &lg.Keys, &lg.Saved500); err != nil {
 			return nil, err
 		}
@@ -211,12 +210,12 @@ func (db *DB) LabScanKeys(ctx context.Context, fn func(where, key string)) error
 	var sources []source
 	if db.schema.Holds("payments") {
 		sources = append(sources,
-			source{store.WhereKeyTable, `SELECT key FROM idempotency_keys ORDER BY created_at DESC LIMIT $1`},
-			source{store.WhereCharges, `SELECT idempotency_key FROM charges ORDER BY created_at DESC LIMIT $1`},
-			source{store.WhereCharges, `SELECT idempotency_key FROM lab_loose_charges ORDER BY created_at DESC LIMIT $1`})
+			source{pay.WhereKeyTable, `SELECT key FROM idempotency_keys ORDER BY created_at DESC LIMIT $1`},
+			source{pay.WhereCharges, `SELECT idempotency_key FROM charges ORDER BY created_at DESC LIMIT $1`},
+			source{pay.WhereCharges, `SELECT idempotency_key FROM lab_loose_charges ORDER BY created_at DESC LIMIT $1`})
 	}
 	if db.schema.Holds("ledger") {
-		sources = append(sources, source{store.WhereGateway, `SELECT key FROM gateway.charges ORDER BY created_at DESC LIMIT $1`})
+		sources = append(sources, source{pay.WhereGateway, `SELECT key FROM gateway.charges ORDER BY created_at DESC LIMIT $1`})
 	}
 	for _, src := range sources {
 		rows, err := db.pool.Query(ctx, src.query, labScanLimit)

@@ -29,31 +29,21 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"paytwice/store"
+	"paytwice/pay"
 )
 
 //go:embed migrations
 var migrations embed.FS
-
-// Schema says which tables a DB holds: the same parts as a SQLite
-// file's. SchemaLedger is the simulated gateway's ledger in the schema
-// "gateway": its own database, or its own schema in ours.
-type Schema = store.Schema
-
-// The parts a DB can hold.
-const (
-	SchemaAll      = store.SchemaAll
-	SchemaPayments = store.SchemaPayments
-	SchemaLedger   = store.SchemaLedger
-)
 
 // Options tune a DB. The zero value is usable.
 type Options struct {
 	// Now is the clock that stamps keys and charges; nil means time.Now.
 	// Tests and the demo clock inject their own.
 	Now func() time.Time
-	// Schema chooses the tables; the zero value holds them all.
-	Schema Schema
+	// Schema chooses the tables; the zero value holds them all. A
+	// ledger of its own (pay.SchemaLedger) lives in the schema "gateway":
+	// its own database, or its own schema in ours.
+	Schema pay.Schema
 	// MaxConns bounds the connection pool; 0 means the URL's
 	// pool_max_conns, or 16 when it names none.
 	MaxConns int32
@@ -73,7 +63,7 @@ const defaultMaxConns = 16
 type DB struct {
 	pool   *pgxpool.Pool
 	now    func() time.Time
-	schema Schema
+	schema pay.Schema
 	// server names this DB to the other servers' sweepers.
 	server string
 	lease  time.Duration
@@ -154,7 +144,7 @@ const migrationLock int64 = 0x7061797477696365 // "paytwice"
 // the others wait for it, then find every migration recorded. DDL is
 // transactional in PostgreSQL, so a failed migration leaves nothing half
 // done.
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema Schema) error {
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema pay.Schema) error {
 	var names []string
 	for _, part := range []string{"payments", "ledger"} {
 		if !schema.Holds(part) {
@@ -220,3 +210,6 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// A DB is the whole payments store the server runs on.
+var _ pay.Store = (*DB)(nil)

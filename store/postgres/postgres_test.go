@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"paytwice/store"
 	"paytwice/store/postgres"
 	"paytwice/store/postgres/pgtest"
 	"paytwice/store/storetest"
@@ -161,7 +160,7 @@ func TestSweepersOnTwoServersNeverTakeTheSameKey(t *testing.T) {
 }
 
 func TestGatewayLedgerIsIdempotentAcrossServers(t *testing.T) {
-	dbs := servers(t, 3, postgres.Options{Schema: postgres.SchemaLedger})
+	dbs := servers(t, 3, postgres.Options{Schema: pay.SchemaLedger})
 	var wg sync.WaitGroup
 	ids := make(chan string, 30)
 	for i := range 30 {
@@ -199,7 +198,7 @@ func TestLabWritesOnPostgres(t *testing.T) {
 	if _, err := db.LabInsertKeyUnguarded(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.LabInsertKeyUnguarded(ctx, c); !errors.Is(err, store.ErrConstraint) {
+	if _, err := db.LabInsertKeyUnguarded(ctx, c); !errors.Is(err, pay.ErrConstraint) {
 		t.Fatalf("a second unguarded insert of one key: %v, want the constraint's refusal", err)
 	}
 	for i := range 2 {
@@ -219,7 +218,7 @@ func TestLabWritesOnPostgres(t *testing.T) {
 		t.Fatalf("loose find: %+v %v %v", k, ok, err)
 	}
 	for i := range 2 {
-		ch := pay.Charge{ID: pay.NewID("ch_"), Scope: "s", Key: store.LabKeyPrefix + "no-key " + fmt.Sprint(i), OrderID: "B-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: time.Now()}
+		ch := pay.Charge{ID: pay.NewID("ch_"), Scope: "s", Key: pay.LabKeyPrefix + "no-key " + fmt.Sprint(i), OrderID: "B-1", AmountSatang: 100, GatewayRef: "gw", CreatedAt: time.Now()}
 		if err := db.LabRecordCharge(ctx, ch); err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +234,7 @@ func TestLabWritesOnPostgres(t *testing.T) {
 	if err := db.LabScanKeys(ctx, func(where, key string) { seen[where]++ }); err != nil {
 		t.Fatal(err)
 	}
-	if seen[store.WhereKeyTable] != 1 || seen[store.WhereCharges] != 4 {
+	if seen[pay.WhereKeyTable] != 1 || seen[pay.WhereCharges] != 4 {
 		t.Fatalf("lab scan: %v", seen)
 	}
 	if err := db.LabReset(ctx); err != nil {

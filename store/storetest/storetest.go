@@ -21,18 +21,11 @@ import (
 	"time"
 
 	"paytwice/pay"
-	"paytwice/sim"
-	"paytwice/store"
 )
 
-// Backend is pay.Storage plus what the contract reads back to check it.
-type Backend interface {
-	pay.Storage
-	GetKey(ctx context.Context, scope, key string) (pay.KeyRow, error)
-	CountCharges(ctx context.Context) (int, error)
-	KeyCounts(ctx context.Context) (started, done int, err error)
-	Prune(ctx context.Context, cutoff time.Time) ([]store.PrunedKey, error)
-}
+// Backend is the whole contract a backend serves: pay.Store, the
+// protocol's storage, the reads of the pages and the API, and the lab's.
+type Backend = pay.Store
 
 // Open opens a fresh, empty backend whose clock is now; the backend is
 // closed when the test ends.
@@ -54,6 +47,9 @@ func Run(t *testing.T, open Open) {
 		{"a completion whose key another claim holds records the charge and leaves that claim its key", lateCompletionReclaimed},
 		{"a pruned key's charge still binds it to its order", keyPaysForOneOrder},
 		{"started keys are listed for the sweeper by age", startedBefore},
+		{"the reads show what was saved, and reset empties it all", readsAndReset},
+		{"the lab's unguarded writes fail, or not, as a naive application's would", labWrites},
+		{"the lab measures its charges by order and by key, and finds keys where they are kept", labMeasure},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, open) })
 	}
@@ -169,7 +165,7 @@ func failBeforeCommit(t *testing.T, open Open) {
 }
 
 func prune(t *testing.T, open Open) {
-	clock := sim.NewManualClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	clock := newClock()
 	db := open(t, clock.Now)
 	oldDone := claim(t, db, "old-done")
 	claim(t, db, "old-started")
@@ -279,7 +275,7 @@ func lateCompletionReclaimed(t *testing.T, open Open) {
 }
 
 func keyPaysForOneOrder(t *testing.T, open Open) {
-	clock := sim.NewManualClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	clock := newClock()
 	db := open(t, clock.Now)
 	complete(t, db, "k", claim(t, db, "k"), clock.Now())
 	clock.Advance(48 * time.Hour)
@@ -301,7 +297,7 @@ func keyPaysForOneOrder(t *testing.T, open Open) {
 }
 
 func startedBefore(t *testing.T, open Open) {
-	clock := sim.NewManualClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	clock := newClock()
 	db := open(t, clock.Now)
 	older := claim(t, db, "older")
 	clock.Advance(time.Second)
