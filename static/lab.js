@@ -6,7 +6,9 @@
 // - The lab has no event stream of its own. After each frame the page's
 //   stream delivers (htmx:sseMessage), it asks /lab/live, with the
 //   versions it shows, for whatever changed: the switches, the measured
-//   outcomes, the lesson. Between events nothing is sent.
+//   outcomes, the lesson, and for the checkout card the room's resets and
+//   changes (pay.js listens for "paytwice:room"). Between events nothing
+//   is sent.
 // - pay.js reads the client-side switches from the page when it pays, so
 //   a switch the presenter flips reaches every browser with the next frame.
 (function () {
@@ -63,6 +65,8 @@
       q.push("l=" + lesson.dataset.vLesson);
       if (lesson.classList.contains("lesson-board")) { q.push("board=1"); }
     }
+    var card = $("checkout");
+    if (card) { q.push("r=" + card.dataset.roomEpoch, "c=" + card.dataset.roomVersion); }
     return q.join("&");
   }
 
@@ -180,6 +184,18 @@
     var lesson = $("lesson");
     if (lesson && data.v.l !== undefined) { lesson.dataset.vLesson = String(data.v.l); }
     if (lessonChanged) { lessonStarted(); }
+    // The checkout card (pay.js) follows the room: a new order after a
+    // reset, a check of what it says after any change.
+    var card = $("checkout");
+    if (card && data.v.r !== undefined) {
+      var reset = card.dataset.roomEpoch !== String(data.v.r);
+      var changed = card.dataset.roomVersion !== String(data.v.c);
+      card.dataset.roomEpoch = String(data.v.r);
+      card.dataset.roomVersion = String(data.v.c);
+      if (reset || changed) {
+        document.dispatchEvent(new CustomEvent("paytwice:room", { detail: { reset: reset, epoch: String(data.v.r) } }));
+      }
+    }
   }
 
   // When the class moves to a chapter, this page follows: it drops a

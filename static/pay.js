@@ -328,17 +328,27 @@
       lockMS: num("data-lock-timeout-ms", 30000),
       sweepMS: num("data-sweep-every-ms", 5000),
       session: card.getAttribute("data-session") || "",
+      defaultAmount: num("data-amount", 129900),
     };
+    function roomEpoch() { return card.getAttribute("data-room-epoch") || "0"; }
 
     // An order is one action: its key (keys, when a mistake changed it),
     // its clicks and a row for every request sent for it. It is kept in
     // localStorage, so a reload shows what was sent and carries on.
+    // An order belongs to the room's epoch it began in: a reset (every
+    // chapter starts with one) clears the server's keys and charges, so
+    // an order from before it is closed and the page starts a new one.
     function freshOrder(orderId, amount, key) {
-      return { orderId: orderId, amount: amount, key: key, keys: [key], firstSent: {}, clicks: 0, rows: [], paid: null };
+      return { orderId: orderId, amount: amount, key: key, keys: [key], firstSent: {}, clicks: 0, rows: [], paid: null, epoch: roomEpoch() };
     }
     var action = load(ACTION_KEY);
+    var closed = null; // the order a reset closed, to say so on the card
+    if (action && action.epoch !== roomEpoch()) {
+      closed = action;
+      action = null;
+    }
     if (!action || !action.key || !action.orderId || !(action.amount > 0)) {
-      action = freshOrder(card.getAttribute("data-order-id"), parseInt(card.getAttribute("data-amount"), 10), card.getAttribute("data-key"));
+      action = freshOrder(card.getAttribute("data-order-id"), cfg.defaultAmount, card.getAttribute("data-key"));
     }
     action.keys = action.keys || [action.key];
     action.firstSent = action.firstSent || {};
@@ -377,9 +387,13 @@
         parent.appendChild(typeof nodes[i] === "string" ? document.createTextNode(nodes[i]) : nodes[i]);
       }
     }
-    function setStatus(state, nodes) {
+    // setStatus draws the card's status. charges is how many charges it
+    // says the order has, when it says so (reconcile checks that number
+    // with the server); omitted, the status states no count.
+    function setStatus(state, nodes, charges) {
       stopTimer();
       status.setAttribute("data-state", state);
+      if (charges === undefined) { status.removeAttribute("data-charges"); } else { status.setAttribute("data-charges", String(charges)); }
       status.textContent = "";
       append(status, nodes);
     }
@@ -396,7 +410,7 @@
     function drawPaid(note) {
       var p = action.paid;
       setStatus("paid", [badge("paid", "ok"), " Paid \u0e3f" + formatBaht(p.amount) + " for order " + action.orderId + ". Charge ",
-        el("code", "", p.charge || "?"), "." + (note ? " " + note : "")]);
+        el("code", "", p.charge || "?"), "." + (note ? " " + note : "")], 1);
     }
 
     function drawSending(note) {
@@ -713,7 +727,10 @@
         my.inflight--;
         if (my === run) { drawGuard(); }
       }
-      if (!res.stopped && !my.stopped) { finish(ord, my, n, req, res); }
+      if (!res.stopped && !my.stopped) {
+        finish(ord, my, n, req, res);
+        reconcile(ord, my);
+      }
     }
 
     function wastedNote(res) {
@@ -734,13 +751,59 @@
       save();
       var n = ord.charged.length;
       if (n < 2 || ord !== action || my !== run) { return; }
+      drawTwice(ord, n);
+    }
+
+    function drawTwice(ord, n) {
       var why = ord.keys.length > 1 ? " Each request had a key of its own, so the server saw " + n + " different payments and ran each one." :
         " Every request carried the same key, but the server did not use it, so it ran each one.";
       setStatus("twice", [badge("charged " + times(n), "bad"), " Order " + ord.orderId + " was charged " + times(n) + ": " + n + " \u00d7 \u0e3f" +
-        formatBaht(ord.paid ? ord.paid.amount : ord.amount) + "." + why]);
+        formatBaht(ord.paid ? ord.paid.amount : ord.amount) + "." + why], n);
       setExplain([el("strong", "", "Charged " + times(n) + ". "),
         "One order needs one key, made once and sent with every click and every retry, and a server that runs each key once. ",
         link("/problems/key-reused", "How a key works")]);
+    }
+
+    // reconcile checks what the card says about the order's charges with
+    // the server (GET /v1/payments?order_id=) once none of the order's
+    // requests is under way, after every answer and every change of the
+    // room, and redraws the card where they differ: the card never states
+    // a count, or a charge, the server does not have.
+    var checks = 0;
+    function reconcile(ord, my) {
+      if (ord !== action || my !== run || my.inflight > 0 || !ord.clicks) { return; }
+      var ticket = ++checks;
+      fetch("/v1/payments?order_id=" + encodeURIComponent(ord.orderId), {
+        credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json", "Paytwice-Card-Check": "1" },
+      }).then(function (res) { return res.ok ? res.json() : null; }).catch(function () { return null; }).then(function (found) {
+        if (!found || !Array.isArray(found.charges) || ticket !== checks || ord !== action || my !== run || my.inflight > 0 || my.stopped) { return; }
+        var charges = found.charges, n = charges.length, last = charges[n - 1];
+        // A status that states no count (a 422, "may or may not have
+        // charged") is left as it is: it says nothing the server denies.
+        var said = status.getAttribute("data-charges");
+        if (said === null) { return; }
+        if (n === 0) {
+          if (said === "0") { return; }
+          ord.paid = null;
+          ord.charged = [];
+          addRow(ord, { kind: "reconcile", paid: "false", badge: "not paid", tone: "mute", words: "checked with the server: no charge for this order" });
+          setStatus("ready", [badge("not paid", "mute"), " The server has no charge for order " + ord.orderId + "."], 0);
+          setExplain(null);
+          return;
+        }
+        if (n === 1 && said === "1" && ord.paid && ord.paid.charge === last.charge_id) { return; }
+        if (n > 1 && said === String(n)) { return; }
+        ord.charged = charges.map(function (c) { return c.charge_id; });
+        ord.paid = { amount: last.amount_satang, charge: last.charge_id, key: ord.key };
+        addRow(ord, { kind: "reconcile", paid: "true", badge: n > 1 ? "paid " + times(n) : "paid", tone: n > 1 ? "bad" : "ok",
+          words: "checked with the server: " + (n > 1 ? n + " charges for this order" : "one charge, " + last.charge_id) });
+        if (n > 1) {
+          drawTwice(ord, n);
+        } else {
+          drawPaid("Checked with the server: this is the order's one charge.");
+          setExplain(null);
+        }
+      });
     }
 
     // The key is held by a request that never answered: the server will
@@ -774,7 +837,7 @@
             drawPaid("The sweeper found the charge at the gateway and closed the key with it.");
             setExplain(null);
           } else if (found.state === "none") {
-            setStatus("ready", [badge("not paid", "mute"), " No charge for this order. Pay again with the same key: the server answers what the sweeper saved, or runs it afresh."]);
+            setStatus("ready", [badge("not paid", "mute"), " No charge for this order. Pay again with the same key: the server answers what the sweeper saved, or runs it afresh."], 0);
           } else {
             setStatus("unknown", [badge("unknown", "warn"), " The look-up failed: whether this order is paid is unknown. Pay again with the same key; it is safe."]);
           }
@@ -804,8 +867,10 @@
           link("/problems/key-reused", "More about 422 key reused")]);
         return;
       }
-      if (ord.paid && (res.network || res.status === 409)) {
-        drawPaid(); // a slower click ended after the payment went through
+      if (ord.paid && ord.paid.key === req.key && (res.network || res.status === 409)) {
+        // A slower click ended after this order's payment went through
+        // (reconcile, which follows, checks the charge with the server).
+        drawPaid();
         return;
       }
       if (res.status === 409 && my.inflight > 0) {
@@ -830,7 +895,8 @@
       var tone = res.status === 429 ? "warn" : "bad";
       var detail = res.status === 500 && res.lookup === "none" ? "The order has no charge: paying again with the same key is safe." :
         res.status === 500 && res.lookup === "unknown" ? "The look-up failed, so whether the order is paid is unknown." : (b.detail || "");
-      setStatus(res.lookup === "unknown" ? "unknown" : "error", [badge(String(res.status), tone), " " + (b.title || "Error") + ". " + detail].concat(wastedNote(res)));
+      setStatus(res.lookup === "unknown" ? "unknown" : "error", [badge(String(res.status), tone), " " + (b.title || "Error") + ". " + detail].concat(wastedNote(res)),
+        res.lookup === "none" ? 0 : undefined);
       if (res.afterNewKey) {
         setExplain([el("strong", "", "Paid twice. "),
           "The first 500 came after the charge, and the page paid again under a new key instead of looking the order up. Compare the charges for order " + req.orderId + ". ",
@@ -847,7 +913,7 @@
 
     // After a reload: draw the order's rows again; a request that had no
     // answer yet (or a retry that was counting down) may have charged, so
-    // look the order up.
+    // look the order up. It reports whether it is looking the order up.
     function restore() {
       attempts.textContent = "";
       var pending = false;
@@ -871,12 +937,12 @@
       save();
       if (action.paid && action.paid.key === action.key) {
         drawPaid();
-        return;
+        return false;
       }
-      if (!action.rows.length) { return; }
+      if (!action.rows.length) { return false; }
       if (!pending) {
         setStatus("ready", [badge("sent before", "mute"), " " + plural(action.clicks, "click", "clicks") + " for this order before the reload; the rows below say how each ended."]);
-        return;
+        return false;
       }
       var ord = action, my = run;
       setStatus("checking", [badge("checking", "info"), " The page was reloaded while this order's requests were under way: looking the order up."]);
@@ -887,28 +953,54 @@
           save();
           drawPaid("Looked up after the reload.");
         } else if (found.state === "none") {
-          setStatus("ready", [badge("not paid", "mute"), " Requests were sent before the reload, and the order has no charge yet. Paying again with the same key is safe."]);
+          setStatus("ready", [badge("not paid", "mute"), " Requests were sent before the reload, and the order has no charge yet. Paying again with the same key is safe."], 0);
         } else {
           setStatus("unknown", [badge("unknown", "warn"), " The look-up failed: whether this order is paid is unknown. Paying again with the same key is safe."]);
         }
       });
+      return true;
     }
 
     // ---- wiring
 
     pay.addEventListener("click", function () { click(); });
 
-    $("new-order").addEventListener("click", function () {
+    // startOrder drops the current order (its retries stop) for a new
+    // one with a new key.
+    function startOrder(amount) {
       run.stopped = true;
       stopTimer();
       run = freshRun();
-      action = freshOrder(newOrderID(), action.amount, uuid());
+      action = freshOrder(newOrderID(), amount, uuid());
       save();
       drawAction();
       drawGuard();
       attempts.textContent = "";
       setExplain(null);
+    }
+
+    // drawClosed says that a reset closed the order the page had.
+    function drawClosed(old) {
+      var was = old && old.clicks ? " Order " + old.orderId + " (" + plural(old.clicks, "click", "clicks") + ") is closed: the reset cleared its key and its charges." : "";
+      setStatus("ready", [badge("new order", "info"), " The room was reset for what comes next, so this page started order " + action.orderId + " with a new key." + was + " Nothing sent yet."]);
+    }
+
+    $("new-order").addEventListener("click", function () {
+      startOrder(action.amount);
       setStatus("ready", [badge("ready", "mute"), " New order, new key. Nothing sent yet."]);
+    });
+
+    // The room moved on (lab.js asks after each frame of the stream): a
+    // reset closes the order, any other change is a reason to check the
+    // card with the server.
+    document.addEventListener("paytwice:room", function (ev) {
+      if (ev.detail && ev.detail.epoch !== action.epoch) {
+        var old = action;
+        startOrder(cfg.defaultAmount);
+        drawClosed(old);
+        return;
+      }
+      reconcile(action, run);
     });
 
     amount.addEventListener("input", function () {
@@ -935,7 +1027,11 @@
     drawAction();
     drawGuard();
     setExplain(null);
-    restore();
+    if (closed) {
+      drawClosed(closed);
+    } else if (!restore()) {
+      reconcile(action, run);
+    }
   }
   // -------------------------------------------------------------- faults
 

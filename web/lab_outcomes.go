@@ -382,7 +382,7 @@ type LabLive struct {
 	HTML map[string]string `json:"html"`
 }
 
-// handleLabLive is GET /lab/live?s=…&o=…&l=…: lab.js asks after each
+// handleLabLive is GET /lab/live?s=…&o=…&l=…&r=…&c=…: lab.js asks after each
 // frame of the event stream, with the versions of the settings, the
 // outcomes and the lesson it shows (only those it has on the page). The
 // answer is 204 when nothing changed, else the parts to replace. So the
@@ -457,8 +457,27 @@ func (s *Server) handleLabLive(c echo.Context) error {
 			}
 		}
 	}
-	if len(out.HTML) == 0 {
+	// The checkout card asks for the room's resets (r) and changes (c):
+	// after a reset it starts a new order, after any change it checks its
+	// card against the server (static/pay.js).
+	moved := false
+	if rv, ok := version("r"); ok {
+		epoch, changes := s.roomEpoch()
+		out.V["r"], out.V["c"] = epoch, changes
+		cv, _ := version("c")
+		moved = rv != epoch || cv != changes
+	}
+	if len(out.HTML) == 0 && !moved {
 		return c.NoContent(http.StatusNoContent)
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// roomEpoch returns how many resets the room has had (each chapter starts
+// with one) and the version of the room this server applied.
+func (s *Server) roomEpoch() (resets, version uint64) {
+	r := s.room
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state.Resets, uint64(max(r.version, 0))
 }

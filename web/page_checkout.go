@@ -58,7 +58,10 @@ func (s *Server) handleCheckout(c echo.Context) error {
 	if v, err := strconv.Atoi(c.QueryParam("backoff_ms")); err == nil && v >= 1 && v <= backoffBaseMS {
 		base = v
 	}
+	epoch, roomVersion := s.roomEpoch()
 	d := views.Checkout{
+		RoomEpoch:     epoch,
+		RoomVersion:   roomVersion,
 		Live:          s.live().snapshot(),
 		Presenter:     s.isPresenter(r),
 		Locked:        s.cfg.PresenterToken != "",

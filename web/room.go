@@ -42,6 +42,9 @@ type roomState struct {
 	// the narration on every server, even for the same chapter again.
 	LessonRuns uint64 `json:"lesson_runs"`
 
+	// Resets counts the resets done: a page keeps an order only while it
+	// stays the same, as a reset clears every key and charge.
+	Resets uint64 `json:"resets,omitempty"`
 	// ResetGen counts the resets asked for; Barrier is the one under way,
 	// nil when none is (barrier.go).
 	ResetGen uint64        `json:"reset_gen"`
@@ -71,6 +74,7 @@ func (r *roomState) reset() {
 	next := defaultRoom()
 	next.FaultWrites, next.LessonRuns = r.FaultWrites, r.LessonRuns
 	next.ResetGen, next.Barrier = r.ResetGen, r.Barrier
+	next.Resets = r.Resets + 1
 	next.setFaults(FaultSettings{})
 	next.setLesson("")
 	*r = next

@@ -1,0 +1,128 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// A class walks every chapter in order on three phones that never press
+// New order: each chapter begins with a reset, so each phone starts the
+// chapter's own order, and after each chapter every card says what the
+// server has for the order it shows.
+
+// cardSettled is true once the card has no request under way and no
+// answer still to draw.
+const cardSettled = `(() => {
+	const st = document.getElementById("pay-status").dataset.state;
+	return document.getElementById("pay").getAttribute("aria-busy") === "false" &&
+		!["sending", "waiting", "checking"].includes(st);
+})()`
+
+// cardAgrees asks the server for the card's order and compares, in the
+// page (so with the phone's own scope), polling a bounded number of times
+// while the card reconciles: "ok", or what the card says against the
+// server.
+const cardAgrees = `(async () => {
+	const check = async () => {
+		const st = document.getElementById("pay-status");
+		const order = document.getElementById("order-id").textContent;
+		const r = await fetch("/v1/payments?order_id=" + encodeURIComponent(order),
+			{ headers: { "Accept": "application/json", "Paytwice-Card-Check": "1" }, cache: "no-store" }).then(r => r.json());
+		const ids = r.charges.map(c => c.charge_id);
+		const said = st.dataset.charges;
+		if (said !== undefined && Number(said) !== ids.length) {
+			return "order " + order + ": the card says " + said + " charge(s), the server has " + ids.length + ": " + st.textContent;
+		}
+		const code = st.querySelector("code");
+		if (st.dataset.state === "paid" && (!code || !ids.includes(code.textContent))) {
+			return "order " + order + ": the card is paid with " + (code && code.textContent) + ", the server has " + JSON.stringify(ids);
+		}
+		return "ok";
+	};
+	let last = "";
+	for (let i = 0; i < 100; i++) {
+		last = await check();
+		if (last === "ok") { return last; }
+		await new Promise(r => setTimeout(r, 50));
+	}
+	return last;
+})()`
+
+func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
+	env := newTestEnv(t, Config{LockTimeout: 2 * time.Second, SweepEvery: 200 * time.Millisecond})
+	browser := liveBrowser(t, 390, 844)
+	phones := make([]context.Context, 3)
+	for i := range phones {
+		phones[i] = liveTab(t, browser, true)
+		liveDo(t, phones[i], "phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
+		liveOpen(t, phones[i], env.URL+"/?backoff_ms=5")
+	}
+	ctx := context.Background()
+	pay := func(double bool) {
+		for i, p := range phones {
+			steps := []chromedp.Action[chromedp.Void]{liveClick("#pay")}
+			if double {
+				steps = append(steps, liveClick("#pay"))
+			}
+			liveDo(t, p, fmt.Sprintf("phone %d pays", i+1), steps...)
+		}
+		for i, p := range phones {
+			liveWait(t, p, fmt.Sprintf("phone %d's answers", i+1), 20*time.Second, cardSettled)
+		}
+	}
+	presenter := func(method, path string, body any) {
+		if r := env.send(method, path, body); r.Status >= 300 {
+			t.Fatalf("%s %s: %d %s", method, path, r.Status, r.Body)
+		}
+	}
+	// What each chapter's students (and presenter) do, shortened.
+	walk := map[string]func(){
+		"connection-never-happens": func() { pay(false); presenter(http.MethodPut, "/api/faults", map[string]any{}); pay(false) },
+		"fails-halfway":            func() { pay(false); pay(false) },
+		"prune-too-soon": func() {
+			pay(false)
+			presenter(http.MethodPost, "/api/clock/advance", map[string]int{"seconds": 120})
+			presenter(http.MethodPost, "/api/lab/prune", nil)
+			pay(false)
+		},
+		"retry-every-4xx": func() { pay(false); pay(false) },
+	}
+	before := make([]string, len(phones))
+	for n, ch := range buildChapters(env.Server.cfg) {
+		if err := env.Server.startLesson(ctx, ch.Slug, "presenter"); err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range phones {
+			liveWait(t, p, fmt.Sprintf("phone %d on %s with a new order", i+1, ch.Slug), 10*time.Second,
+				fmt.Sprintf(`document.getElementById("lesson").dataset.slug === %q && document.getElementById("order-id").textContent !== %q && document.querySelectorAll("#attempts li").length === 0`, ch.Slug, before[i]))
+		}
+		if n > 0 {
+			for i, p := range phones {
+				if got := liveEval[string](t, p, `document.getElementById("pay-status").textContent`); !strings.Contains(got, "closed") {
+					t.Errorf("%s, phone %d: the card does not say the last order is closed: %q", ch.Slug, i+1, got)
+				}
+			}
+		}
+		if do, ok := walk[ch.Slug]; ok {
+			do()
+		} else {
+			pay(ch.Race)
+		}
+		for i, p := range phones {
+			before[i] = liveEval[string](t, p, `document.getElementById("order-id").textContent`)
+			t.Logf("%s phone %d: %s", ch.Slug, i+1, liveEval[string](t, p, `document.getElementById("pay-status").textContent`))
+			if got := liveEval[string](t, p, cardAgrees); got != "ok" {
+				t.Errorf("after chapter %d %s, phone %d: %s", n+1, ch.Slug, i+1, got)
+			}
+		}
+	}
+	for _, p := range phones {
+		liveNoCSPViolations(t, p)
+	}
+}
