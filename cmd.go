@@ -16,10 +16,11 @@ import (
 )
 
 // subcommands are the commands that run instead of the server when their
-// name is the first argument: paytwice backoff|bench|cluster|herd|pay [flags].
+// name is the first argument: paytwice backoff|bench|check|cluster|herd|pay [flags].
 var subcommands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
 	"backoff": runBackoff,
 	"bench":   runBench,
+	"check":   runCheck,
 	"cluster": runCluster,
 	"herd":    runHerd,
 	"pay":     runPay,
@@ -31,6 +32,7 @@ var commandSummaries = map[string]string{
 	"herd":    "simulate clients contending for one row under each backoff strategy",
 	"pay":     "pay once against a running server, retrying with one idempotency key",
 	"bench":   "send payments to an idempotent endpoint and measure throughput and latency",
+	"check":   "test an endpoint's Idempotency-Key behaviour from outside, and check the history for linearizability",
 	"cluster": "run several servers on one PostgreSQL database behind a round-robin front door",
 }
 

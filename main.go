@@ -28,13 +28,17 @@ func main() {
 
 // exitCode prints err and says how the process ends: 0 when all went well,
 // 2 for a command line that was wrong (its message and the usage are
-// already printed), 1 for anything else.
+// already printed), a command's own status (exitStatus), 1 for anything else.
 func exitCode(err error, stderr io.Writer) int {
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
+	}
+	var status exitStatus
+	if errors.As(err, &status) { // the command has printed why
+		return int(status)
 	}
 	fmt.Fprintln(stderr, "paytwice:", err)
 	return 1

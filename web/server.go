@@ -259,6 +259,7 @@ func (s *Server) routes() *echo.Echo {
 	s.adminRoutes(e)
 	s.liveRoutes(e)
 	s.simRoutes(e)
+	s.simGatewayRoutes(e)
 	s.labRoutes(e)
 	s.joinRoutes(e)
 	s.stepRoutes(e)

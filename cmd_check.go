@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"paytwice/pay/check"
+)
+
+// exitStatus ends the process with its value once the command has said
+// everything it had to: paytwice check's statuses 1 and 3.
+type exitStatus int
+
+func (e exitStatus) Error() string { return "exit status " + strconv.Itoa(int(e)) }
+
+// headerFlags is the repeatable -H 'Name: value'.
+type headerFlags struct{ h http.Header }
+
+func (f *headerFlags) String() string { return "" }
+
+func (f *headerFlags) Set(v string) error {
+	name, value, ok := strings.Cut(v, ":")
+	name = strings.TrimSpace(name)
+	if !ok || name == "" || strings.ContainsAny(name, " \t") {
+		return fmt.Errorf("want 'Name: value', not %q", v)
+	}
+	f.h.Add(name, strings.TrimSpace(value))
+	return nil
+}
+
+// caseList is -cases 1,4,9.
+type caseList []int
+
+func (c *caseList) String() string { return "" }
+
+func (c *caseList) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil {
+			return fmt.Errorf("want case numbers such as 1,4,9, not %q", v)
+		}
+		*c = append(*c, n)
+	}
+	return nil
+}
+
+// runCheck is "paytwice check URL": the idempotency checker against any
+// endpoint (pay/check), or -verify FILE to check a saved history.
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("check", "Tests the Idempotency-Key behaviour of the endpoint at URL from outside, and checks the history\n"+
+		"of what it sent for linearizability (Porcupine). Usage: paytwice check [flags] URL, or paytwice check -verify FILE.\n\n"+
+		"Exit status: 0 every case passed (DIFFERS allowed), 1 a case failed or the history is not linearizable,\n"+
+		"2 a usage error or the endpoint cannot be reached, 3 only DIFFERS, with -strict.", stderr)
+	headers := &headerFlags{h: http.Header{}}
+	var only caseList
+	body := fs.String("body", check.DefaultBody, "request body; {{id}} is a fresh value per action, {{amount}} an integer the checker may change")
+	form := fs.Bool("form", false, "send -body as application/x-www-form-urlencoded instead of JSON")
+	fs.Var(headers, "H", "a header for every request, 'Name: value' (repeatable), such as -H 'Authorization: Bearer alice'")
+	otherAuth := fs.String("other-auth", "", "a second caller's Authorization value, for the two-callers case (skipped without it)")
+	keyHeader := fs.String("key-header", check.DefaultKeyHeader, "the idempotency key's header")
+	countURL := fs.String("count-url", "", "GET that lists one action's effects, with {{id}}, such as 'http://127.0.0.1:8080/v1/payments?order_id={{id}}'")
+	countField := fs.String("count-field", "", "the top-level field of -count-url's answer holding the array (empty: the answer is the array)")
+	gateway := fs.String("gateway", "", "the simulated gateway the endpoint charges through (paytwice serves one at /sim/gateway): its books count the effects")
+	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	junit := fs.String("junit", "", "write the report as JUnit XML to this file")
+	seed := fs.Uint64("seed", 0, "seed for keys and ids, to repeat a run (default: random)")
+	storm := fs.Int("c", check.DefaultStorm, "requests in the storm of one key")
+	strict := fs.Bool("strict", false, "exit 3 when cases only differ from the draft")
+	history := fs.String("history", "", "write every request of the run to this file (JSON Lines)")
+	verify := fs.String("verify", "", "check a saved history (or a timeline export of paytwice) instead of running; on a violation, write its HTML view next to it")
+	timeout := fs.Duration("timeout", check.DefaultTimeout, "time-out of each request")
+	replayAfter := fs.Duration("replay-after", 0, "wait this long before the replay of case 1 (to test retention)")
+	fs.Var(&only, "cases", "run only these cases, such as 1,4,9")
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return errUsage
+	}
+	// Flags may come after the URL too.
+	var target string
+	if fs.NArg() > 0 {
+		target = fs.Arg(0)
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return errUsage
+		}
+		if fs.NArg() > 0 {
+			fmt.Fprintf(stderr, "unexpected argument %q: give one URL\n", fs.Arg(0))
+			return errUsage
+		}
+	}
+	if *verify != "" {
+		if target != "" {
+			fmt.Fprintln(stderr, "give -verify FILE or a URL, not both")
+			return errUsage
+		}
+		return verifyHistory(*verify, stdout, stderr)
+	}
+	if target == "" {
+		fmt.Fprintln(stderr, "give the endpoint's URL, such as: paytwice check http://127.0.0.1:8080/v1/payments")
+		fs.Usage()
+		return errUsage
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+	cfg := check.Config{URL: target, Body: *body, Form: *form, Header: headers.h, OtherAuth: *otherAuth,
+		KeyHeader: *keyHeader, CountURL: *countURL, CountField: *countField, Gateway: *gateway,
+		Storm: *storm, Seed: *seed, Timeout: *timeout, ReplayAfter: *replayAfter, Only: only}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, "paytwice check:", err)
+		return errUsage
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	rep, err := check.Run(ctx, cfg)
+	if errors.Is(err, check.ErrUnreachable) {
+		fmt.Fprintln(stderr, "paytwice check:", err)
+		return exitStatus(check.ExitUsage)
+	}
+	if err != nil {
+		return err
+	}
+	if *history != "" {
+		if err := writeHistoryFile(*history, rep.History); err != nil {
+			return err
+		}
+		if rep.Linearizability.Result == "violation" {
+			html := check.VisualizationPath(*history)
+			if lin, err := check.CheckHistory(rep.History, 30*time.Second, html); err == nil {
+				rep.Linearizability = lin
+			}
+		}
+	}
+	if *jsonOut {
+		if err := rep.WriteJSON(stdout); err != nil {
+			return err
+		}
+	} else {
+		rep.WriteText(stdout)
+		if *history != "" {
+			fmt.Fprintf(stdout, "history written to %s", *history)
+			if v := rep.Linearizability.Visualization; v != "" {
+				fmt.Fprintf(stdout, "; the violation is drawn in %s", v)
+			}
+			fmt.Fprintln(stdout)
+		}
+	}
+	if *junit != "" {
+		f, err := os.Create(*junit)
+		if err != nil {
+			return err
+		}
+		werr := rep.WriteJUnit(f)
+		if err := f.Close(); werr == nil {
+			werr = err
+		}
+		if werr != nil {
+			return werr
+		}
+	}
+	if code := rep.ExitCode(*strict); code != 0 {
+		return exitStatus(code)
+	}
+	return nil
+}
+
+func writeHistoryFile(path string, records []check.Record) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	werr := check.WriteHistory(f, records)
+	if err := f.Close(); werr == nil {
+		werr = err
+	}
+	return werr
+}
+
+// verifyHistory is -verify FILE.
+func verifyHistory(path string, stdout, stderr io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		fmt.Fprintln(stderr, "paytwice check:", err)
+		return errUsage
+	}
+	records, err := check.ReadHistory(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintf(stderr, "paytwice check: %s: %v\n", path, err)
+		return errUsage
+	}
+	lin, err := check.CheckHistory(records, time.Minute, check.VisualizationPath(path))
+	if err != nil {
+		return err
+	}
+	switch lin.Result {
+	case "ok":
+		fmt.Fprintf(stdout, "%s: %d operations, linearizable against the model of idempotent payments\n", path, lin.Operations)
+		return nil
+	case "violation":
+		fmt.Fprintf(stdout, "%s: %d operations, NOT linearizable: no order of them keeps one effect per action and one answer per key\n", path, lin.Operations)
+		fmt.Fprintf(stdout, "groups with no legal order: %s\n", strings.Join(lin.Groups, ", "))
+		fmt.Fprintf(stdout, "the violation is drawn in %s (open it in a browser)\n", lin.Visualization)
+		return exitStatus(check.ExitFailed)
+	}
+	fmt.Fprintf(stdout, "%s: %d operations; the check ran out of time before deciding\n", path, lin.Operations)
+	return exitStatus(check.ExitFailed)
+}

@@ -1,0 +1,608 @@
+package check
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// aCase is one test of the endpoint.
+type aCase struct {
+	num  int
+	name string
+	// counts says the verdict rests on counting effects: without an
+	// oracle it comes from the answers alone, and is weak.
+	counts bool
+	run    func(ctx context.Context, r *run) Result
+}
+
+var cases = []aCase{
+	{1, "replay", true, caseReplay},
+	{2, "same key, another body", true, caseOtherBody},
+	{3, "same key, another method", false, caseOtherMethod},
+	{4, "storm of one key", true, caseStorm},
+	{5, "while the first is running", true, caseWhileRunning},
+	{6, "key forms", false, caseKeyForms},
+	{7, "two callers, one key", false, caseTwoCallers},
+	{8, "invalid body not saved", true, caseInvalidBody},
+	{9, "lost response", true, caseLostResponse},
+	{10, "keys do not queue", false, caseNoQueue},
+	{11, "key policy published", false, casePolicy},
+	{12, "time-out after the charge", true, caseGatewayTimeout},
+}
+
+func pass(format string, args ...any) Result {
+	return Result{Verdict: Pass, Detail: fmt.Sprintf(format, args...)}
+}
+
+func fail(safety bool, format string, args ...any) Result {
+	return Result{Verdict: Fail, Safety: safety, Detail: fmt.Sprintf(format, args...)}
+}
+
+func differs(format string, args ...any) Result {
+	return Result{Verdict: Differs, Detail: fmt.Sprintf(format, args...)}
+}
+
+func skip(format string, args ...any) Result {
+	return Result{Verdict: Skip, Detail: fmt.Sprintf(format, args...)}
+}
+
+// action starts a group of requests for one fresh action.
+func (r *run) action(caseNum int) req {
+	id := r.newID()
+	return req{group: fmt.Sprintf("case %d %s", caseNum, id), action: id, key: r.newKey(), amount: r.newAmount(), caseNum: caseNum}
+}
+
+// firstPayment sends q and explains an answer that is not a success.
+func (r *run) firstPayment(ctx context.Context, q req) (answer, *Result) {
+	a := r.send(ctx, q)
+	if !a.ok() {
+		res := fail(false, "the first request, a plain payment, was answered %s%s: the endpoint does not take this body (see -body and -H)", a, excerpt(a))
+		return a, &res
+	}
+	return a, nil
+}
+
+func excerpt(a answer) string {
+	if a.NoAnswer || a.Response == "" {
+		return ""
+	}
+	return ": " + short(strings.Join(strings.Fields(a.Response), " "), 160)
+}
+
+// checkEffects counts action's effects; want is how many there should
+// be. It returns a failure, or "" and a note on how they were counted.
+func (r *run) checkEffects(ctx context.Context, q req, want int) (bad *Result, note string) {
+	n, ok, why := r.effects(ctx, q.group, q.action)
+	if !ok {
+		return nil, why
+	}
+	if n != want {
+		res := fail(n > want, "%d effects for one action (counted by %s), want %d", n, r.oracle, want)
+		return &res, ""
+	}
+	return nil, fmt.Sprintf("%d effect (counted by %s)", n, r.oracle)
+}
+
+// Case 1: the same request twice → the same status and bytes, one effect.
+func caseReplay(ctx context.Context, r *run) Result {
+	q := r.action(1)
+	first, bad := r.firstPayment(ctx, q)
+	if bad != nil {
+		return *bad
+	}
+	if r.cfg.Gateway != "" {
+		if n, err := r.countAt(ctx, strings.TrimRight(r.cfg.Gateway, "/")+"/charges?order_id="+q.action, "charges"); err == nil && n > 0 {
+			r.gatewayUsed = true
+			r.oracle = "the gateway's books"
+		} else if r.cfg.CountURL != "" {
+			r.oracle = "-count-url"
+		} else {
+			r.oracle = ""
+		}
+	}
+	if r.cfg.ReplayAfter > 0 {
+		if err := r.cfg.Wait(ctx, r.cfg.ReplayAfter); err != nil {
+			return fail(false, "waiting before the replay: %v", err)
+		}
+	}
+	second := r.send(ctx, q)
+	if bad, _ := r.checkEffects(ctx, q, 1); bad != nil {
+		bad.Detail = "the replay ran the payment again: " + bad.Detail
+		return *bad
+	}
+	switch {
+	case second.NoAnswer:
+		return fail(false, "the replay got %s", second)
+	case second.Status != first.Status:
+		return fail(true, "the replay was answered %s, the first request %s%s", second, first, excerpt(second))
+	case second.Response != first.Response:
+		return fail(true, "the replay's body is not the first answer's bytes: a second payment, or a saved answer changed%s", diffNote(first, second))
+	}
+	marker := ""
+	if second.Header.Get("Idempotent-Replayed") != "" {
+		marker = ", marked Idempotent-Replayed"
+	}
+	after := ""
+	if r.cfg.ReplayAfter > 0 {
+		after = fmt.Sprintf(" %s later", r.cfg.ReplayAfter)
+	}
+	return pass("the replay%s got the same %s and the same %d bytes%s", after, statusOnly(second), len(second.Response), marker)
+}
+
+func statusOnly(a answer) string { return fmt.Sprint(a.Status) }
+
+func diffNote(a, b answer) string {
+	return fmt.Sprintf(" (first %s, then %s)", short(oneLine(a.Response), 70), short(oneLine(b.Response), 70))
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Case 2: the same key with another body is refused, the original untouched.
+func caseOtherBody(ctx context.Context, r *run) Result {
+	if !strings.Contains(r.cfg.Body, "{{amount}}") {
+		return skip("the body template has no {{amount}} to change")
+	}
+	q := r.action(2)
+	first, bad := r.firstPayment(ctx, q)
+	if bad != nil {
+		return *bad
+	}
+	other := q
+	other.amount = q.amount + 1
+	sent := fmt.Sprintf("sent the amount %d where the first request had %d", other.amount, q.amount)
+	a := r.send(ctx, other)
+	again := r.send(ctx, q)
+	badEffects, _ := r.checkEffects(ctx, q, 1)
+	switch {
+	case a.ok() && a.Response == first.Response:
+		return fail(true, "%s: answered with the first request's saved %s, as if it had been charged that amount", sent, a)
+	case a.ok():
+		return fail(true, "%s: accepted as a new payment (%s) under a key already used", sent, a)
+	case badEffects != nil:
+		return *badEffects
+	case !again.same(first):
+		return fail(true, "%s: refused with %s, but then the original request was answered %s, not its saved answer", sent, a, again)
+	case a.Status == http.StatusUnprocessableEntity:
+		return pass("%s: refused with 422; the original still replays", sent)
+	case a.NoAnswer || a.Status >= 500:
+		return fail(false, "%s: %s", sent, a)
+	}
+	return differs("%s: refused with %s; the draft says 422. The original still replays", sent, a)
+}
+
+// Case 3: the same key on another method is not a replay.
+func caseOtherMethod(ctx context.Context, r *run) Result {
+	q := r.action(3)
+	first, bad := r.firstPayment(ctx, q)
+	if bad != nil {
+		return *bad
+	}
+	put := q
+	put.method = http.MethodPut
+	a := r.send(ctx, put)
+	switch {
+	case a.same(first):
+		return fail(true, "PUT with the key of a POST was answered with the POST's saved %s: the key is not bound to the method", a)
+	case a.Header.Get("Idempotent-Replayed") != "":
+		return fail(true, "PUT with the key of a POST was answered %s marked Idempotent-Replayed", a)
+	}
+	return pass("PUT with the same key and body was answered %s, not the POST's saved answer", a)
+}
+
+// Case 4: a storm of requests with one key, released together.
+func caseStorm(ctx context.Context, r *run) Result {
+	q := r.action(4)
+	n := r.cfg.Storm
+	conns := make([]*rawConn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.conn.Close()
+		}
+	}()
+	for range n {
+		c, err := r.dialRaw(ctx, q)
+		if err != nil {
+			return fail(false, "opening %d connections: %v", n, err)
+		}
+		conns = append(conns, c)
+	}
+	// The last byte of every request at once.
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	sent := make([]time.Time, n)
+	for i, c := range conns {
+		wg.Go(func() {
+			<-start
+			_ = c.release()
+			sent[i] = time.Now()
+		})
+	}
+	close(start)
+	wg.Wait()
+	spread := slices.MaxFunc(sent, time.Time.Compare).Sub(slices.MinFunc(sent, time.Time.Compare))
+	answers := make([]answer, n)
+	for i, c := range conns {
+		wg.Go(func() {
+			hr, _, _ := r.newRequest(ctx, q)
+			answers[i] = c.read(hr)
+		})
+	}
+	wg.Wait()
+	conns = nil
+	for _, a := range answers {
+		r.record(a.Record)
+	}
+	statuses := map[int]int{}
+	bodies := map[string]bool{}
+	var ok answer
+	noRetryAfter, other, lost := 0, 0, 0
+	for _, a := range answers {
+		switch {
+		case a.NoAnswer:
+			lost++
+			continue
+		case a.ok():
+			bodies[a.Response] = true
+			ok = a
+		case a.Status == http.StatusConflict || a.Status == http.StatusTooManyRequests:
+			if _, has := a.retryAfter(); !has {
+				noRetryAfter++
+			}
+		default:
+			other++
+		}
+		statuses[a.Status]++
+	}
+	tally := tallyStatuses(statuses, lost)
+	head := fmt.Sprintf("%d requests released within %s: %s", n, spread.Round(10*time.Microsecond), tally)
+	if len(bodies) > 1 {
+		return fail(true, "%s; %d different successful bodies for one key: %d payments", head, len(bodies), len(bodies))
+	}
+	if bad, _ := r.checkEffects(ctx, q, 1); bad != nil {
+		bad.Detail = head + "; " + bad.Detail
+		return *bad
+	}
+	if len(bodies) == 0 {
+		return fail(false, "%s; none succeeded", head)
+	}
+	again := r.send(ctx, q)
+	if !again.same(ok) {
+		return fail(true, "%s; a replay afterwards was answered %s, not the storm's success", head, again)
+	}
+	switch {
+	case lost > 0:
+		return fail(false, "%s; %d got no answer", head, lost)
+	case other > 0:
+		return differs("%s; the others should be 409 (or 429) with Retry-After", head)
+	case noRetryAfter > 0:
+		return differs("%s; %d of the refusals had no Retry-After", head, noRetryAfter)
+	}
+	return pass("%s", head)
+}
+
+func tallyStatuses(statuses map[int]int, lost int) string {
+	var parts []string
+	codes := make([]int, 0, len(statuses))
+	for c := range statuses {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	for _, c := range codes {
+		parts = append(parts, fmt.Sprintf("%d×%d", statuses[c], c))
+	}
+	if lost > 0 {
+		parts = append(parts, fmt.Sprintf("%d× no answer", lost))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Case 5: a request with the key while the first is still running.
+func caseWhileRunning(ctx context.Context, r *run) Result {
+	q := r.action(5)
+	slowed := false
+	if r.gatewayUsed {
+		if err := r.gatewaySwitches(ctx, map[string]any{"latency_ms": 1500, "latency_order_id": q.action}); err != nil {
+			return fail(false, "setting the gateway's latency: %v", err)
+		}
+		defer r.gatewaySwitches(context.WithoutCancel(ctx), map[string]any{})
+		slowed = true
+	}
+	c, err := r.dialRaw(ctx, q)
+	if err != nil {
+		return fail(false, "opening a connection: %v", err)
+	}
+	if err := c.release(); err != nil {
+		c.conn.Close()
+		return fail(false, "sending the first request: %v", err)
+	}
+	firstDone := make(chan answer, 1)
+	go func() {
+		hr, _, _ := r.newRequest(ctx, q)
+		firstDone <- c.read(hr)
+	}()
+	if slowed && !r.waitPending(ctx, q.action, r.cfg.Timeout) {
+		first := <-firstDone
+		r.record(first.Record)
+		return fail(false, "the first request never reached the gateway (answered %s)", first)
+	}
+	second := r.send(ctx, q)
+	first := <-firstDone
+	r.record(first.Record)
+	if bad, _ := r.checkEffects(ctx, q, 1); bad != nil {
+		return *bad
+	}
+	// Without a slow gateway the second may overtake the first: either
+	// one may be the one that runs.
+	ran, other := first, second
+	if !first.ok() && second.ok() {
+		ran, other = second, first
+	}
+	switch {
+	case !ran.ok():
+		return fail(false, "neither request succeeded: %s and %s%s", first, second, excerpt(first))
+	case other.ok() && other.Response != ran.Response:
+		return fail(true, "two requests with one key, the second sent while the first was running, were both charged%s", diffNote(ran, other))
+	case other.ok():
+		how := "the second waited for the first one, then got its answer"
+		if !slowed {
+			how = "the second got the first one's answer (the first may have finished already: -gateway makes it slow)"
+		}
+		return pass("%s", how)
+	case other.Status == http.StatusConflict || other.Status == http.StatusTooManyRequests:
+		if d, ok := other.retryAfter(); ok {
+			return pass("answered %d with Retry-After %s while the other was running", other.Status, d)
+		}
+		return differs("answered %d without Retry-After: a client does not know when to retry", other.Status)
+	}
+	if other.NoAnswer {
+		return fail(false, "got no answer while the other was running: %s", other.Error)
+	}
+	return differs("answered %s while the other was running%s; want 409 with Retry-After, or the same answer", other, excerpt(other))
+}
+
+// Case 6: missing, empty and overlong keys; the quoted and bare forms.
+func caseKeyForms(ctx context.Context, r *run) Result {
+	var problems []string
+	var notes []string
+	check := func(what string, mod func(*req)) {
+		q := r.action(6)
+		mod(&q)
+		a := r.send(ctx, q)
+		switch {
+		case a.NoAnswer || a.Status >= 500:
+			problems = append(problems, fmt.Sprintf("%s: %s", what, a))
+		case a.Status == http.StatusBadRequest:
+			notes = append(notes, what+" 400")
+		case a.ok():
+			problems = append(problems, fmt.Sprintf("%s: accepted (%d), charged with no usable key", what, a.Status))
+		default:
+			problems = append(problems, fmt.Sprintf("%s: %d, the draft says 400", what, a.Status))
+		}
+	}
+	check("no key", func(q *req) { q.noKey = true })
+	check("empty key", func(q *req) { q.key, q.header = "", "" })
+	check("256-character key", func(q *req) { q.key = strings.Repeat("k", 256); q.header = q.key })
+
+	// The draft's quoted form, then the same key bare: one key.
+	q := r.action(6)
+	q.header = `"` + q.key + `"`
+	quoted := r.send(ctx, q)
+	bare := q
+	bare.header = ""
+	switch {
+	case !quoted.ok():
+		problems = append(problems, fmt.Sprintf("the draft's quoted form \"…\" was answered %s", quoted))
+	default:
+		again := r.send(ctx, bare)
+		switch {
+		case again.same(quoted):
+			notes = append(notes, `"key" and key are one key`)
+		case again.ok():
+			problems = append(problems, fmt.Sprintf("the quoted form \"%s\" and the bare %s are two keys here: two payments", short(q.key, 8), short(q.key, 8)))
+		default:
+			problems = append(problems, fmt.Sprintf("the bare form of a key first sent quoted was answered %s", again))
+		}
+	}
+	// A key holding personal data: a server cannot refuse it, but the
+	// client that sends one puts it in every table and log it reaches.
+	pd := r.action(6)
+	pd.key = "checker-" + pd.action + "@example.com"
+	pd.header = pd.key
+	if a := r.send(ctx, pd); a.ok() {
+		notes = append(notes, "a key holding an e-mail address is accepted (as on any server: keys must be random, never personal data)")
+	}
+	detail := strings.Join(notes, "; ")
+	if len(problems) > 0 {
+		if detail != "" {
+			detail = "; " + detail
+		}
+		return differs("%s%s", strings.Join(problems, "; "), detail)
+	}
+	return pass("%s", detail)
+}
+
+// Case 7: two callers with one key never see each other's answers.
+func caseTwoCallers(ctx context.Context, r *run) Result {
+	if r.cfg.OtherAuth == "" {
+		return skip("needs -other-auth, a second caller's Authorization")
+	}
+	q := r.action(7)
+	first, bad := r.firstPayment(ctx, q)
+	if bad != nil {
+		return *bad
+	}
+	other := q
+	other.other = true
+	other.action = r.newID()
+	a := r.send(ctx, other)
+	switch {
+	case a.same(first) || (a.ok() && a.Response == first.Response):
+		return fail(true, "the second caller, with the first caller's key, was answered the first caller's %s: another customer's payment", a)
+	case a.ok():
+		return pass("the second caller's request with the same key is a payment of its own (%s)", a)
+	case a.Status == http.StatusUnprocessableEntity || a.Status == http.StatusConflict:
+		return differs("the second caller was refused with %d: keys are shared between callers, so one caller learns that another used a key", a.Status)
+	}
+	return fail(false, "the second caller was answered %s%s (is -other-auth a valid credential?)", a, excerpt(a))
+}
+
+// Case 8: an invalid body is not saved: the corrected request runs.
+func caseInvalidBody(ctx context.Context, r *run) Result {
+	if r.cfg.Form && !strings.Contains(r.cfg.Body, "{{amount}}") {
+		return skip("the form body has no {{amount}} to spoil")
+	}
+	q := r.action(8)
+	badQ := q
+	badQ.badBody = true
+	a := r.send(ctx, badQ)
+	if a.ok() {
+		return skip("the endpoint accepted an invalid body (%s)", a)
+	}
+	good := r.send(ctx, q)
+	if !good.ok() {
+		if good.Status == a.Status && good.Response == a.Response {
+			return fail(false, "the invalid body's %d was saved: the corrected request with the same key got it again", a.Status)
+		}
+		return fail(false, "the corrected request was answered %s%s", good, excerpt(good))
+	}
+	if bad, _ := r.checkEffects(ctx, q, 1); bad != nil {
+		return *bad
+	}
+	return pass("the invalid body got %d; the corrected request with the same key ran (%d)", a.Status, good.Status)
+}
+
+// Case 9: the response is lost, the client retries with the key.
+func caseLostResponse(ctx context.Context, r *run) Result {
+	q := r.action(9)
+	c, err := r.dialRaw(ctx, q)
+	if err != nil {
+		return fail(false, "opening a connection: %v", err)
+	}
+	if err := c.release(); err != nil {
+		c.conn.Close()
+		return fail(false, "sending the request: %v", err)
+	}
+	r.record(c.hangUp().Record)
+	retry, tries := r.retryUntilAnswered(ctx, q)
+	if !retry.ok() {
+		return fail(false, "the retry was answered %s after %d tries%s", retry, tries, excerpt(retry))
+	}
+	again := r.send(ctx, q)
+	if bad, _ := r.checkEffects(ctx, q, 1); bad != nil {
+		bad.Detail = "the connection was dropped before the answer and the request retried with its key: " + bad.Detail
+		return *bad
+	}
+	if !again.same(retry) {
+		return fail(true, "the retry after a lost answer got %s, a replay then %s%s", retry, again, diffNote(retry, again))
+	}
+	return pass("hung up before the answer; the retry with the key got %d (after %d %s), and so does every replay", retry.Status, tries, plural(tries, "try", "tries"))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// Case 10: a slow key does not hold other keys back.
+func caseNoQueue(ctx context.Context, r *run) Result {
+	if !r.gatewayUsed {
+		return skip("needs a slow request: give -gateway, the simulated gateway the endpoint charges through")
+	}
+	slow, fast := r.action(10), r.action(10)
+	fast.group = slow.group
+	if err := r.gatewaySwitches(ctx, map[string]any{"latency_ms": 2000, "latency_order_id": slow.action}); err != nil {
+		return fail(false, "setting the gateway's latency: %v", err)
+	}
+	defer r.gatewaySwitches(context.WithoutCancel(ctx), map[string]any{})
+	slowDone := make(chan answer, 1)
+	go func() { slowDone <- r.send(ctx, slow) }()
+	if !r.waitPending(ctx, slow.action, r.cfg.Timeout) {
+		a := <-slowDone
+		return fail(false, "the slow request never reached the gateway (answered %s)", a)
+	}
+	b := r.send(ctx, fast)
+	a := <-slowDone
+	switch {
+	case !b.ok():
+		return fail(false, "another key, sent while the slow one was at the gateway, was answered %s%s", b, excerpt(b))
+	case b.End.After(a.End):
+		return fail(false, "another key waited for the slow one: answered %s after it (the keys queue behind one lock)", b.End.Sub(a.End).Round(time.Millisecond))
+	}
+	return pass("another key was answered in %s while the slow one was at the gateway", b.End.Sub(b.Start).Round(100*time.Microsecond))
+}
+
+// Case 11: the key policy is published (informational).
+func casePolicy(ctx context.Context, r *run) Result {
+	u, _ := urlOrigin(r.cfg.URL)
+	for _, path := range []string{"/v1/idempotency-policy", "/.well-known/idempotency-policy", "/idempotency-policy"} {
+		hr, err := http.NewRequestWithContext(ctx, http.MethodGet, u+path, nil)
+		if err != nil {
+			break
+		}
+		res, err := r.client.Do(hr)
+		if err != nil {
+			break
+		}
+		res.Body.Close()
+		if res.StatusCode == http.StatusOK {
+			return Result{Verdict: Info, Detail: "published at " + u + path}
+		}
+	}
+	return Result{Verdict: Info, Detail: "no policy found at " + u + "/v1/idempotency-policy or /.well-known/idempotency-policy; the draft asks servers to publish how long keys are kept"}
+}
+
+func urlOrigin(raw string) (string, error) {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return raw, fmt.Errorf("no scheme")
+	}
+	rest := raw[i+3:]
+	if j := strings.IndexByte(rest, '/'); j >= 0 {
+		rest = rest[:j]
+	}
+	return raw[:i+3] + rest, nil
+}
+
+// Case 12: the gateway times out after charging; the key is not run again.
+func caseGatewayTimeout(ctx context.Context, r *run) Result {
+	if !r.gatewayUsed {
+		return skip("needs -gateway, the simulated gateway the endpoint charges through")
+	}
+	q := r.action(12)
+	if err := r.gatewaySwitches(ctx, map[string]any{"timeout": true}); err != nil {
+		return fail(false, "setting the gateway's time-out: %v", err)
+	}
+	first := r.send(ctx, q)
+	if err := r.gatewaySwitches(context.WithoutCancel(ctx), map[string]any{}); err != nil {
+		return fail(false, "turning the gateway's time-out off: %v", err)
+	}
+	if first.ok() {
+		return fail(false, "the gateway charged and never answered, yet the endpoint answered %s", first)
+	}
+	wait, ok := first.retryAfter()
+	if !ok {
+		wait = time.Second
+	}
+	if wait > maxRetryWait {
+		wait = maxRetryWait
+	}
+	if err := r.cfg.Wait(ctx, wait); err != nil {
+		return fail(false, "waiting: %v", err)
+	}
+	retry, tries := r.retryUntilAnswered(ctx, q)
+	if bad, _ := r.checkEffects(ctx, q, 1); bad != nil {
+		bad.Detail = fmt.Sprintf("the gateway charged, then timed out (the endpoint answered %s); the retry with the same key, %s later, charged again: %s", first, wait, bad.Detail)
+		return *bad
+	}
+	if !retry.ok() {
+		return fail(false, "after the gateway's time-out (answered %s) the retry got %s after %d tries", first, retry, tries)
+	}
+	return pass("the gateway timed out after charging (answered %s); the retry with the key got %d and the gateway holds one charge", first, retry.Status)
+}

@@ -1,0 +1,303 @@
+package check_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"paytwice/pay/check"
+	"paytwice/sim"
+	"paytwice/store"
+	"paytwice/web"
+)
+
+// paytwice is a real paytwice server on 127.0.0.1 over a SQLite file.
+type paytwice struct {
+	URL string
+}
+
+func startPaytwice(t *testing.T) *paytwice {
+	t.Helper()
+	clock := sim.NewClock(time.Now)
+	db, err := store.Open(filepath.Join(t.TempDir(), "paytwice.db"), store.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := web.NewServer(web.Config{Logger: log.New(io.Discard, "", 0)}, db, clock)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { hs.Close(); srv.Close(); db.Close() })
+	return &paytwice{URL: hs.URL}
+}
+
+// call sends one request to the server's own API and wants a 200.
+func (p *paytwice) call(t *testing.T, method, path, body string) {
+	t.Helper()
+	req, err := http.NewRequest(method, p.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s %s: %d %s", method, path, body, res.StatusCode, b)
+	}
+}
+
+// config is the checker's configuration for this server.
+func (p *paytwice) config() check.Config {
+	return check.Config{
+		URL:        p.URL + "/v1/payments",
+		CountURL:   p.URL + "/v1/payments?order_id={{id}}",
+		CountField: "charges",
+		OtherAuth:  "Bearer second-caller",
+		Header:     http.Header{"Authorization": {"Bearer first-caller"}},
+		Seed:       42,
+	}
+}
+
+func runCheck(t *testing.T, cfg check.Config) *check.Report {
+	t.Helper()
+	rep, err := check.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func resultOf(t *testing.T, rep *check.Report, n int) check.Result {
+	t.Helper()
+	for _, r := range rep.Results {
+		if r.Case == n {
+			return r
+		}
+	}
+	t.Fatalf("no result for case %d", n)
+	return check.Result{}
+}
+
+func table(rep *check.Report) string {
+	var b bytes.Buffer
+	rep.WriteText(&b)
+	return b.String()
+}
+
+func TestPaytwicePassesEveryCase(t *testing.T) {
+	p := startPaytwice(t)
+	rep := runCheck(t, p.config())
+	for _, r := range rep.Results {
+		switch {
+		case r.Verdict == check.Pass && r.Weak:
+			t.Errorf("case %d passed weakly, though -count-url was given", r.Case)
+		case r.Verdict == check.Pass || r.Verdict == check.Info:
+		case r.Verdict == check.Skip && (r.Case == 10 || r.Case == 12):
+			// They need a gateway the endpoint charges through over HTTP.
+		default:
+			t.Errorf("case %d %s: %s %s", r.Case, r.Name, r.Verdict, r.Detail)
+		}
+	}
+	if rep.Linearizability.Result != "ok" || rep.ExitCode(true) != check.ExitPassed {
+		t.Errorf("history %+v, exit %d", rep.Linearizability, rep.ExitCode(true))
+	}
+	if t.Failed() {
+		t.Log(table(rep))
+	}
+}
+
+// TestLabMistakes runs the checker against each of the lab's server-side
+// mistakes: each fails the case that shows it, for the reason it has,
+// and passes the cases it does not touch.
+func TestLabMistakes(t *testing.T) {
+	tests := []struct {
+		name  string
+		lab   string
+		fail  map[int]string // case → words its detail must hold
+		pass  []int
+		setup func(t *testing.T, p *paytwice, cfg *check.Config)
+	}{
+		{name: "no key: the replay and the retry after a lost answer are charged again", lab: `{"server":{"mode":"no_key"}}`,
+			fail: map[int]string{1: "2 effects", 9: "effects for one action"}, pass: []int{3, 8}},
+		{name: "check then insert: a storm of one key is charged many times", lab: `{"server":{"mode":"check_then_insert"}}`,
+			fail: map[int]string{4: "different successful bodies"}, pass: []int{1, 2, 3, 6, 7, 8}},
+		{name: "the key table as the only memory: a replay after the retention is charged again",
+			lab:  `{"server":{"mode":"key_table_only","retention_seconds":60}}`,
+			fail: map[int]string{1: "2 effects"},
+			setup: func(t *testing.T, p *paytwice, cfg *check.Config) {
+				cfg.Only = []int{1}
+				cfg.ReplayAfter = 2 * time.Minute
+				cfg.Wait = func(ctx context.Context, d time.Duration) error {
+					p.call(t, http.MethodPost, "/api/clock/advance", fmt.Sprintf(`{"seconds":%d}`, int(d.Seconds())))
+					p.call(t, http.MethodPost, "/api/lab/prune", "")
+					return nil
+				}
+			}},
+		{name: "the key table as the only memory passes while keys are kept", lab: `{"server":{"mode":"key_table_only","retention_seconds":60}}`,
+			pass: []int{1, 2, 3, 4, 5, 6, 7, 8, 9}},
+		{name: "a lock in memory on one server passes the storm", lab: `{"server":{"mode":"memory_lock"}}`,
+			pass: []int{1, 2, 3, 4, 5, 6, 7, 8, 9}},
+		{name: "check then insert with the constraint back: one charge, but 500s where 409s belong",
+			lab:  `{"server":{"mode":"check_then_insert_constrained"}}`,
+			pass: []int{1, 2, 3, 6, 7, 8}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startPaytwice(t)
+			p.call(t, http.MethodPatch, "/api/lab", tc.lab)
+			cfg := p.config()
+			if tc.setup != nil {
+				tc.setup(t, p, &cfg)
+			}
+			rep := runCheck(t, cfg)
+			for n, words := range tc.fail {
+				r := resultOf(t, rep, n)
+				if r.Verdict != check.Fail || !r.Safety || !strings.Contains(r.Detail, words) {
+					t.Errorf("case %d: %s safety=%v %q; want a safety FAIL saying %q", n, r.Verdict, r.Safety, r.Detail, words)
+				}
+			}
+			for _, n := range tc.pass {
+				if r := resultOf(t, rep, n); r.Verdict != check.Pass {
+					t.Errorf("case %d: %s %q; want PASS", n, r.Verdict, r.Detail)
+				}
+			}
+			want := check.ExitPassed
+			if len(tc.fail) > 0 {
+				want = check.ExitFailed
+				if rep.Linearizability.Result != "violation" {
+					t.Errorf("the history of a double charge was found %s", rep.Linearizability.Result)
+				}
+			}
+			if got := rep.ExitCode(false); got != want {
+				t.Errorf("exit %d, want %d", got, want)
+			}
+			if t.Failed() {
+				t.Log(table(rep))
+			}
+		})
+	}
+	t.Run("a key holding personal data is the client's mistake: the endpoint passes, and the report says so", func(t *testing.T) {
+		p := startPaytwice(t)
+		p.call(t, http.MethodPatch, "/api/lab", `{"client":{"personal_data_key":true}}`)
+		rep := runCheck(t, p.config())
+		if r := resultOf(t, rep, 6); r.Verdict != check.Pass || !strings.Contains(r.Detail, "e-mail address is accepted") {
+			t.Errorf("case 6: %s %q", r.Verdict, r.Detail)
+		}
+		if rep.ExitCode(false) != check.ExitPassed {
+			t.Error(table(rep))
+		}
+	})
+}
+
+// TestHistory checks saved histories: the checker's own, and paytwice's
+// timeline export.
+func TestHistory(t *testing.T) {
+	dir := t.TempDir()
+	save := func(t *testing.T, name string, records []check.Record) string {
+		path := filepath.Join(dir, name)
+		var b bytes.Buffer
+		if err := check.WriteHistory(&b, records); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	verify := func(t *testing.T, path string) check.Linearizability {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		records, err := check.ReadHistory(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lin, err := check.CheckHistory(records, time.Minute, check.VisualizationPath(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lin
+	}
+	t.Run("a run against paytwice is linearizable, read back from its file", func(t *testing.T) {
+		p := startPaytwice(t)
+		rep := runCheck(t, p.config())
+		lin := verify(t, save(t, "good.jsonl", rep.History))
+		if lin.Result != "ok" || lin.Operations < 40 {
+			t.Fatalf("%+v", lin)
+		}
+	})
+	t.Run("a run against a double charger is not, and the violation is drawn next to the file", func(t *testing.T) {
+		p := startPaytwice(t)
+		p.call(t, http.MethodPatch, "/api/lab", `{"server":{"mode":"check_then_insert"}}`)
+		cfg := p.config()
+		cfg.Only = []int{4}
+		rep := runCheck(t, cfg)
+		path := save(t, "bad.jsonl", rep.History)
+		lin := verify(t, path)
+		if lin.Result != "violation" || len(lin.Groups) != 1 || !strings.HasPrefix(lin.Groups[0], "case 4 ") {
+			t.Fatalf("%+v", lin)
+		}
+		html, err := os.ReadFile(strings.TrimSuffix(path, ".jsonl") + ".html")
+		if err != nil || !bytes.Contains(html, []byte("<html")) {
+			t.Fatalf("visualization: %v, %d bytes", err, len(html))
+		}
+	})
+	t.Run("the timeline export of paytwice is verified the same way", func(t *testing.T) {
+		for _, tc := range []struct{ lab, want string }{
+			{`{"server":{"mode":"correct"}}`, "ok"},
+			{`{"server":{"mode":"check_then_insert"}}`, "violation"},
+		} {
+			p := startPaytwice(t)
+			p.call(t, http.MethodPatch, "/api/lab", tc.lab)
+			cfg := p.config()
+			cfg.Only = []int{1, 4}
+			runCheck(t, cfg)
+			res, err := http.Get(p.URL + "/api/timeline.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			path := filepath.Join(t.TempDir(), "timeline.json")
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if lin := verify(t, path); lin.Result != tc.want || lin.Operations == 0 {
+				t.Errorf("lab %s: the export's history is %+v, want %s", tc.lab, lin, tc.want)
+			}
+		}
+	})
+}
+
+func TestUnreachableAndBadConfig(t *testing.T) {
+	hs := httptest.NewServer(http.NotFoundHandler())
+	url := hs.URL
+	hs.Close()
+	if _, err := check.Run(context.Background(), check.Config{URL: url + "/v1/payments"}); err == nil || !strings.Contains(err.Error(), "cannot be reached") {
+		t.Errorf("a closed port: %v", err)
+	}
+	for _, cfg := range []check.Config{
+		{URL: "ftp://x/y"},
+		{URL: "http://127.0.0.1:1/p", Body: `{"order_id":"fixed"}`},
+		{URL: "http://127.0.0.1:1/p", Body: `{"order_id":"{{id}}"`},
+		{URL: "http://127.0.0.1:1/p", CountURL: "http://x/list"},
+		{URL: "http://127.0.0.1:1/p", Storm: 100000},
+	} {
+		if _, err := check.Run(context.Background(), cfg); err == nil || strings.Contains(err.Error(), "cannot be reached") {
+			t.Errorf("%+v: %v, want a configuration error", cfg, err)
+		}
+	}
+}

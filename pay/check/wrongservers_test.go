@@ -1,0 +1,209 @@
+package check_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"paytwice/pay/check"
+	"paytwice/sim"
+)
+
+// toyServer is a small payments API written the way many applications
+// are, charging through the simulated gateway over HTTP. Its knobs make
+// it wrong in the ways the lab does not show.
+type toyServer struct {
+	toyKnobs
+	gateway string
+
+	global sync.Mutex
+	mu     sync.Mutex
+	keys   map[string]*toyEntry
+}
+
+// toyKnobs are the mistakes a toyServer makes.
+type toyKnobs struct {
+	// ignoreBody replays a key's answer without comparing the request
+	// with the one that made it.
+	ignoreBody bool
+	// globalLock runs every payment under one lock, whatever its key.
+	globalLock bool
+	// freshGatewayKey gives the gateway a reference of each attempt's
+	// own instead of the client's key, and forgets the key when the
+	// gateway does not answer: the retry charges again.
+	freshGatewayKey bool
+}
+
+type toyEntry struct {
+	fingerprint string
+	done        bool
+	status      int
+	body        []byte
+}
+
+func startToy(t *testing.T, knobs toyKnobs, gateway string) string {
+	t.Helper()
+	toy := &toyServer{toyKnobs: knobs, gateway: gateway, keys: map[string]*toyEntry{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /pay", toy.pay)
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	return hs.URL + "/pay"
+}
+
+func startGateway(t *testing.T) string {
+	t.Helper()
+	hs := httptest.NewServer(sim.NewGatewayHandler(time.Now))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+func toyProblem(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"status":%d,"title":%q}`, status, msg)
+}
+
+func (toy *toyServer) pay(w http.ResponseWriter, r *http.Request) {
+	if toy.globalLock {
+		toy.global.Lock()
+		defer toy.global.Unlock()
+	}
+	key := strings.Trim(r.Header.Get("Idempotency-Key"), `"`)
+	if len(r.Header.Values("Idempotency-Key")) != 1 || key == "" || len(key) > 255 {
+		toyProblem(w, http.StatusBadRequest, "a key of 1-255 characters is required")
+		return
+	}
+	raw, _ := io.ReadAll(io.LimitReader(r.Body, 4096))
+	var body struct {
+		OrderID string `json:"order_id"`
+		Amount  int64  `json:"amount_satang"`
+	}
+	if json.Unmarshal(raw, &body) != nil || body.OrderID == "" || body.Amount <= 0 {
+		toyProblem(w, http.StatusBadRequest, "invalid body")
+		return
+	}
+	sum := sha256.Sum256(raw)
+	fp := hex.EncodeToString(sum[:])
+	id := r.Header.Get("Authorization") + "|" + key
+
+	toy.mu.Lock()
+	e, found := toy.keys[id]
+	switch {
+	case found && !toy.ignoreBody && e.fingerprint != fp:
+		toy.mu.Unlock()
+		toyProblem(w, http.StatusUnprocessableEntity, "the key was used with another request")
+		return
+	case found && !e.done:
+		toy.mu.Unlock()
+		w.Header().Set("Retry-After", "1")
+		toyProblem(w, http.StatusConflict, "still running")
+		return
+	case found:
+		toy.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(e.status)
+		w.Write(e.body)
+		return
+	}
+	e = &toyEntry{fingerprint: fp}
+	toy.keys[id] = e
+	toy.mu.Unlock()
+
+	ref := id
+	if toy.freshGatewayKey {
+		var b [8]byte
+		rand.Read(b[:])
+		ref = hex.EncodeToString(b[:])
+	}
+	gb, _ := json.Marshal(map[string]any{"order_id": body.OrderID, "amount": body.Amount})
+	req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, toy.gateway+"/charges", bytes.NewReader(gb))
+	req.Header.Set("Idempotency-Key", ref)
+	res, err := http.DefaultClient.Do(req)
+	var charge struct {
+		ID string `json:"id"`
+	}
+	if err == nil {
+		err = json.NewDecoder(res.Body).Decode(&charge)
+		res.Body.Close()
+	}
+	if err != nil {
+		// The gateway did not answer: forget the key so that a retry can
+		// run. Safe only when the retry gives the gateway the same key.
+		toy.mu.Lock()
+		delete(toy.keys, id)
+		toy.mu.Unlock()
+		w.Header().Set("Retry-After", "1")
+		toyProblem(w, http.StatusServiceUnavailable, "the gateway did not answer; retry with the same key")
+		return
+	}
+	out, _ := json.Marshal(map[string]any{"charge": charge.ID, "order_id": body.OrderID, "amount_satang": body.Amount})
+	toy.mu.Lock()
+	e.done, e.status, e.body = true, http.StatusCreated, out
+	toy.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	w.Write(out)
+}
+
+// TestWrongServers runs the checker against small servers of our own,
+// each wrong in one way the lab does not show, and against the same
+// server done right: each fails only the case that shows its mistake.
+func TestWrongServers(t *testing.T) {
+	tests := []struct {
+		name string
+		toy  toyKnobs
+		fail map[int]string
+	}{
+		{name: "done right, it passes every case, the gateway's ones too"},
+		{name: "a replay that does not compare the body answers another body with the first one's charge",
+			toy: toyKnobs{ignoreBody: true}, fail: map[int]string{2: "answered with the first request's saved"}},
+		{name: "one lock for every key makes other keys wait behind a slow one",
+			toy: toyKnobs{globalLock: true}, fail: map[int]string{10: "another key waited for the slow one"}},
+		{name: "a key forgotten after a gateway time-out, with a reference of its own, is charged again",
+			toy: toyKnobs{freshGatewayKey: true}, fail: map[int]string{
+				12: "charged again: 2 effects",
+				// A client that hangs up cancels the gateway call too: the
+				// same mistake, found by the lost response.
+				9: "2 effects"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := startGateway(t)
+			url := startToy(t, tc.toy, gw)
+			rep := runCheck(t, check.Config{URL: url, Gateway: gw, OtherAuth: "Bearer second", Seed: 7})
+			if rep.Oracle != "the gateway's books" {
+				t.Errorf("effects counted by %q", rep.Oracle)
+			}
+			for _, r := range rep.Results {
+				words, shouldFail := tc.fail[r.Case]
+				switch {
+				case shouldFail && (r.Verdict != check.Fail || !strings.Contains(r.Detail, words)):
+					t.Errorf("case %d: %s %q; want FAIL saying %q", r.Case, r.Verdict, r.Detail, words)
+				case !shouldFail && r.Verdict != check.Pass && r.Verdict != check.Info:
+					t.Errorf("case %d %s: %s %q; want PASS", r.Case, r.Name, r.Verdict, r.Detail)
+				}
+			}
+			want := check.ExitPassed
+			if len(tc.fail) > 0 {
+				want = check.ExitFailed
+			}
+			if got := rep.ExitCode(false); got != want {
+				t.Errorf("exit %d, want %d", got, want)
+			}
+			if t.Failed() {
+				t.Log(table(rep))
+			}
+		})
+	}
+}

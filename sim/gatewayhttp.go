@@ -1,0 +1,220 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"paytwice/pay"
+)
+
+// GatewayHandler is the simulated payment provider served over HTTP, for
+// an application under test (anyone's, in any language) to charge
+// through. Like a real provider it is idempotent by the key the merchant
+// sends, and it keeps its own books, so a test can count from outside
+// how many times one order was really charged: the provider's ledger is
+// the one witness the application cannot talk its way around.
+//
+//	POST /charges          Idempotency-Key header, {"order_id": "…", "amount": 100}
+//	                       → 201 the new charge; the same key again → 200 the same charge
+//	GET  /charges?order_id= → {"order_id", "charges": [...], "pending": n}
+//	GET  /switches, PUT /switches → GatewayHTTPSwitches
+//
+// Its ledger lives in memory, bounded by GatewayHTTPMaxCharges; it is a
+// test double for other applications, apart from the gateway paytwice's
+// own payments go through.
+type GatewayHandler struct {
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+	mux   *http.ServeMux
+
+	mu       sync.Mutex
+	byKey    map[string]GatewayHTTPCharge
+	byOrder  map[string][]string // order → keys, oldest first
+	pending  map[string]int      // order → charges waiting out their latency
+	switches GatewayHTTPSwitches
+}
+
+// GatewayHTTPSwitches are the HTTP gateway's failure modes.
+type GatewayHTTPSwitches struct {
+	// LatencyMS is how long a charge takes before it is recorded.
+	LatencyMS int `json:"latency_ms"`
+	// LatencyOrderID, when set, makes only that order's charges slow, so
+	// a test can hold one payment in flight while others go through.
+	LatencyOrderID string `json:"latency_order_id"`
+	// Timeout records the charge and then closes the connection with no
+	// answer: the caller cannot know that it was charged.
+	Timeout bool `json:"timeout"`
+	// Refuse declines every charge with 402, charging nothing.
+	Refuse bool `json:"refuse"`
+}
+
+// GatewayHTTPCharge is one charge in the HTTP gateway's ledger.
+type GatewayHTTPCharge struct {
+	ID           string    `json:"id"`
+	Key          string    `json:"key"`
+	OrderID      string    `json:"order_id"`
+	AmountSatang int64     `json:"amount"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// Bounds of the HTTP gateway.
+const (
+	GatewayHTTPMaxCharges = 100_000
+	maxGatewayLatencyMS   = 60_000
+	maxGatewayBody        = 4096
+)
+
+// NewGatewayHandler returns an empty gateway; now stamps its charges.
+func NewGatewayHandler(now func() time.Time) *GatewayHandler {
+	g := &GatewayHandler{now: now, sleep: pay.Sleep, mux: http.NewServeMux(),
+		byKey: map[string]GatewayHTTPCharge{}, byOrder: map[string][]string{}, pending: map[string]int{}}
+	g.mux.HandleFunc("POST /charges", g.handleCharge)
+	g.mux.HandleFunc("GET /charges", g.handleList)
+	g.mux.HandleFunc("GET /switches", g.handleGetSwitches)
+	g.mux.HandleFunc("PUT /switches", g.handlePutSwitches)
+	return g
+}
+
+func (g *GatewayHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+
+// Switches returns the gateway's current switches.
+func (g *GatewayHandler) Switches() GatewayHTTPSwitches {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.switches
+}
+
+func gatewayJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func gatewayError(w http.ResponseWriter, status int, format string, args ...any) {
+	gatewayJSON(w, status, map[string]string{"error": fmt.Sprintf(format, args...)})
+}
+
+func (g *GatewayHandler) handleCharge(w http.ResponseWriter, r *http.Request) {
+	key, err := pay.ParseKey(r.Header.Values("Idempotency-Key"))
+	if err != nil {
+		gatewayError(w, http.StatusBadRequest, "Idempotency-Key: %s", pay.ErrorMessage(err))
+		return
+	}
+	var req struct {
+		OrderID      string `json:"order_id"`
+		AmountSatang int64  `json:"amount"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxGatewayBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		gatewayError(w, http.StatusBadRequest, "the body must be {\"order_id\": \"…\", \"amount\": 100}: %v", err)
+		return
+	}
+	if req.OrderID == "" || len(req.OrderID) > pay.MaxOrderIDLen || req.AmountSatang <= 0 {
+		gatewayError(w, http.StatusBadRequest, "order_id must be 1–%d bytes and amount a positive integer", pay.MaxOrderIDLen)
+		return
+	}
+	sw := g.Switches()
+	if sw.Refuse {
+		gatewayError(w, http.StatusPaymentRequired, "the card was declined")
+		return
+	}
+	if sw.LatencyMS > 0 && (sw.LatencyOrderID == "" || sw.LatencyOrderID == req.OrderID) {
+		g.mu.Lock()
+		g.pending[req.OrderID]++
+		g.mu.Unlock()
+		err := g.sleep(r.Context(), time.Duration(sw.LatencyMS)*time.Millisecond)
+		g.mu.Lock()
+		if g.pending[req.OrderID]--; g.pending[req.OrderID] <= 0 {
+			delete(g.pending, req.OrderID)
+		}
+		g.mu.Unlock()
+		if err != nil {
+			return // the caller left: nothing charged
+		}
+	}
+	ch, fresh, err := g.record(key, req.OrderID, req.AmountSatang)
+	if err != nil {
+		gatewayError(w, http.StatusServiceUnavailable, "%v", err)
+		return
+	}
+	if !fresh && (ch.OrderID != req.OrderID || ch.AmountSatang != req.AmountSatang) {
+		gatewayError(w, http.StatusUnprocessableEntity, "the key %q already charged order %s (%d)", key, ch.OrderID, ch.AmountSatang)
+		return
+	}
+	if sw.Timeout {
+		// Charged, and the answer never leaves.
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler)
+	}
+	status := http.StatusCreated
+	if !fresh {
+		status = http.StatusOK
+	}
+	gatewayJSON(w, status, ch)
+}
+
+// record charges under key once; fresh says whether this call did.
+func (g *GatewayHandler) record(key, orderID string, amount int64) (GatewayHTTPCharge, bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ch, ok := g.byKey[key]; ok {
+		return ch, false, nil
+	}
+	if len(g.byKey) >= GatewayHTTPMaxCharges {
+		return GatewayHTTPCharge{}, false, fmt.Errorf("the gateway holds %d charges, its limit", GatewayHTTPMaxCharges)
+	}
+	ch := GatewayHTTPCharge{ID: pay.NewID("gw_"), Key: key, OrderID: orderID, AmountSatang: amount, CreatedAt: g.now().UTC()}
+	g.byKey[key] = ch
+	g.byOrder[orderID] = append(g.byOrder[orderID], key)
+	return ch, true, nil
+}
+
+func (g *GatewayHandler) handleList(w http.ResponseWriter, r *http.Request) {
+	order := r.URL.Query().Get("order_id")
+	if order == "" {
+		gatewayError(w, http.StatusBadRequest, "give the order: GET /charges?order_id=…")
+		return
+	}
+	g.mu.Lock()
+	charges := make([]GatewayHTTPCharge, 0, len(g.byOrder[order]))
+	for _, k := range g.byOrder[order] {
+		charges = append(charges, g.byKey[k])
+	}
+	pending := g.pending[order]
+	g.mu.Unlock()
+	gatewayJSON(w, http.StatusOK, map[string]any{"order_id": order, "charges": charges, "pending": pending})
+}
+
+func (g *GatewayHandler) handleGetSwitches(w http.ResponseWriter, r *http.Request) {
+	gatewayJSON(w, http.StatusOK, g.Switches())
+}
+
+func (g *GatewayHandler) handlePutSwitches(w http.ResponseWriter, r *http.Request) {
+	var sw GatewayHTTPSwitches
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxGatewayBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&sw); err != nil {
+		gatewayError(w, http.StatusBadRequest, "the body must be the switches as JSON: %v", err)
+		return
+	}
+	if sw.LatencyMS < 0 || sw.LatencyMS > maxGatewayLatencyMS {
+		gatewayError(w, http.StatusBadRequest, "latency_ms must be between 0 and %d, not %s", maxGatewayLatencyMS, strconv.Itoa(sw.LatencyMS))
+		return
+	}
+	g.mu.Lock()
+	g.switches = sw
+	g.mu.Unlock()
+	gatewayJSON(w, http.StatusOK, sw)
+}
