@@ -402,9 +402,11 @@ func writeFrontDoorProblem(w http.ResponseWriter, status int, detail string) {
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
-	if status == http.StatusServiceUnavailable {
-		h.Set("Retry-After", "1")
-	}
+	// Both of its answers invite a retry with the same key: a 502 when a
+	// server took the request and gave no answer (the key on that server
+	// holds whatever it did), a 503 when no server could take it.
+	h.Set("Retry-After", "1")
+	h.Set("Stripe-Should-Retry", "true")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(struct {
 		Type   string `json:"type"`

@@ -158,3 +158,103 @@ func FuzzDecodePayment(f *testing.F) {
 		}
 	})
 }
+
+func TestDecodePaymentRefusesTextThatIsNotUTF8(t *testing.T) {
+	for _, body := range []string{
+		`{"order_id": "A-\ud800", "amount_satang": 1}`,
+		`{"order_id": "A-\udc00", "amount_satang": 1}`,
+		`{"order_id": "A-\ud800\u0041", "amount_satang": 1}`,
+		`{"order_id": "A-\ud800\ud800", "amount_satang": 1}`,
+	} {
+		t.Run(body+" is refused", func(t *testing.T) {
+			_, err := DecodePayment([]byte(body))
+			if ErrorCode(err) != EINVALID || !strings.Contains(err.Error(), "UTF-8") {
+				t.Fatalf("got %v, want EINVALID mentioning UTF-8", err)
+			}
+		})
+	}
+	for _, tt := range []struct{ body, want string }{
+		{`{"order_id": "A-\ud83d\ude00", "amount_satang": 1}`, "A-😀"},
+		{`{"order_id": "A-\ufffd", "amount_satang": 1}`, "A-\ufffd"},
+		{`{"order_id": "A-\\ud800", "amount_satang": 1}`, `A-\ud800`},
+	} {
+		t.Run(tt.body+" is accepted", func(t *testing.T) {
+			p, err := DecodePayment([]byte(tt.body))
+			if err != nil || p.OrderID != tt.want {
+				t.Fatalf("got %+v, %v; want order %q", p, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodePaymentForm(t *testing.T) {
+	for _, body := range []string{
+		"order_id=A-1001&amount_satang=129900",
+		"amount_satang=129900&order_id=A-1001",
+		"order_id=A%2D1001&amount_satang=129900",
+	} {
+		t.Run(body+" is the JSON body's twin", func(t *testing.T) {
+			p, err := DecodePaymentForm([]byte(body))
+			if err != nil || p != (PaymentRequest{OrderID: "A-1001", AmountSatang: 129900}) {
+				t.Fatalf("got %+v, %v", p, err)
+			}
+			j, _ := DecodePayment([]byte(`{"order_id": "A-1001", "amount_satang": 129900}`))
+			if Fingerprint("POST", "/v1/payments", p.Canonical()) != Fingerprint("POST", "/v1/payments", j.Canonical()) {
+				t.Fatal("the form and JSON bodies have different fingerprints")
+			}
+		})
+	}
+	bad := []struct{ name, body, mention string }{
+		{"an empty body", "", "empty"},
+		{"an unknown field", "order_id=A&amount_satang=1&currency=THB", "Unknown field"},
+		{"a repeated field", "order_id=A&order_id=B&amount_satang=1", "twice"},
+		{"a missing amount", "order_id=A", "amount_satang is missing"},
+		{"a missing order", "amount_satang=1", "order_id is missing"},
+		{"a field without a value", "order_id&amount_satang=1", "no value"},
+		{"an empty order", "order_id=&amount_satang=1", "empty"},
+		{"a float amount", "order_id=A&amount_satang=1.5", "whole number"},
+		{"an exponent", "order_id=A&amount_satang=1e5", "whole number"},
+		{"a plus sign", "order_id=A&amount_satang=%2B5", "whole number"},
+		{"a negative amount", "order_id=A&amount_satang=-1", "positive"},
+		{"a zero amount", "order_id=A&amount_satang=0", "positive"},
+		{"an amount beyond the limit", "order_id=A&amount_satang=10000000001", "too large"},
+		{"invalid UTF-8 in the order", "order_id=A%FF&amount_satang=1", "UTF-8"},
+		{"a control character in the order", "order_id=A%01&amount_satang=1", "control"},
+		{"a bad escape", "order_id=A%zz&amount_satang=1", "URL encoding"},
+		{"a trailing ampersand", "order_id=A&amount_satang=1&", "Unknown field"},
+		{"Stripe's nested metadata", "order_id=A&amount_satang=1&metadata[x]=y", "Unknown field"},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name+" is refused", func(t *testing.T) {
+			_, err := DecodePaymentForm([]byte(tt.body))
+			if ErrorCode(err) != EINVALID || !strings.Contains(err.Error(), tt.mention) {
+				t.Fatalf("got %v, want EINVALID mentioning %q", err, tt.mention)
+			}
+		})
+	}
+}
+
+func FuzzDecodePaymentForm(f *testing.F) {
+	for _, s := range []string{"order_id=A-1001&amount_satang=129900", "order_id=A%FF&amount_satang=1", "order_id=+&amount_satang=007",
+		"order_id=%E0%B8%81&amount_satang=1", "a=b", "&&", "order_id=A&amount_satang=99999999999999999999", "%", "order_id=%ef%bf%bd&amount_satang=1"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := DecodePaymentForm(body)
+		if err != nil {
+			if ErrorCode(err) != EINVALID {
+				t.Fatalf("code %s for %q", ErrorCode(err), body)
+			}
+			return
+		}
+		if p.AmountSatang <= 0 || p.AmountSatang > MaxAmountSatang || p.OrderID == "" || len(p.OrderID) > MaxOrderIDLen {
+			t.Fatalf("accepted %+v", p)
+		}
+		// What the form said, the JSON twin says too: one request, one
+		// fingerprint, whichever encoding carried it.
+		twin, err := DecodePayment(p.Canonical())
+		if err != nil || twin != p {
+			t.Fatalf("form %q gave %+v, whose JSON twin decodes to %+v, %v", body, p, twin, err)
+		}
+	})
+}

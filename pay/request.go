@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/url"
 	"strconv"
 	"unicode/utf8"
 )
@@ -57,6 +58,7 @@ func DecodePayment(body []byte) (PaymentRequest, error) {
 			return bad("The field %q appears twice.", name)
 		}
 		seen[name] = true
+		start := dec.InputOffset()
 		tok, err = dec.Token()
 		if err != nil {
 			return bad("The body is not valid JSON: %s.", jsonError(err))
@@ -64,18 +66,11 @@ func DecodePayment(body []byte) (PaymentRequest, error) {
 		switch name {
 		case "order_id":
 			s, ok := tok.(string)
-			switch {
-			case !ok:
+			if !ok {
 				return bad("order_id must be a string, such as \"A-1001\".")
-			case s == "":
-				return bad("order_id must not be empty.")
-			case len(s) > MaxOrderIDLen:
-				return bad("order_id is %d bytes long; the limit is %d.", len(s), MaxOrderIDLen)
 			}
-			for _, r := range s {
-				if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-					return bad("order_id must not contain control characters.")
-				}
+			if err := checkOrderID(s, unpairedSurrogate(body[start:dec.InputOffset()])); err != nil {
+				return PaymentRequest{}, err
 			}
 			req.OrderID = s
 		case "amount_satang":
@@ -83,18 +78,9 @@ func DecodePayment(body []byte) (PaymentRequest, error) {
 			if !ok {
 				return bad("amount_satang must be a whole number of satang (1 baht = 100 satang), such as 129900.")
 			}
-			v, err := strconv.ParseInt(n.String(), 10, 64)
-			switch {
-			case err != nil && isInteger(n.String()) && n.String()[0] == '-':
-				return bad("amount_satang must be positive, not %s.", truncate(n.String(), 24))
-			case err != nil && isInteger(n.String()):
-				return bad("amount_satang is too large; the limit is %d satang.", MaxAmountSatang)
-			case err != nil:
-				return bad("amount_satang must be a whole number of satang, not %s: money is never a float.", truncate(n.String(), 24))
-			case v <= 0:
-				return bad("amount_satang must be positive, not %d.", v)
-			case v > MaxAmountSatang:
-				return bad("amount_satang is too large; the limit is %d satang.", MaxAmountSatang)
+			v, err := parseAmount(n.String())
+			if err != nil {
+				return PaymentRequest{}, err
 			}
 			req.AmountSatang = v
 		default:
@@ -114,6 +100,151 @@ func DecodePayment(body []byte) (PaymentRequest, error) {
 		return bad("amount_satang is missing.")
 	}
 	return req, nil
+}
+
+// DecodePaymentForm parses a form-encoded payment body
+// (application/x-www-form-urlencoded, as Stripe's SDKs send) as strictly
+// as DecodePayment: exactly order_id and amount_satang, each once, with
+// the same limits. It yields the same PaymentRequest as the JSON twin, so
+// both encodings of one payment share one fingerprint.
+func DecodePaymentForm(body []byte) (PaymentRequest, error) {
+	var req PaymentRequest
+	bad := func(format string, args ...any) (PaymentRequest, error) {
+		return PaymentRequest{}, Errorf(EINVALID, format, args...)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return bad("The body is empty; send order_id=A-1001&amount_satang=129900.")
+	}
+	seen := map[string]bool{}
+	for _, field := range bytes.Split(body, []byte("&")) {
+		rawName, rawValue, hasValue := bytes.Cut(field, []byte("="))
+		name, err := url.QueryUnescape(string(rawName))
+		if err != nil {
+			return bad("The form is not valid URL encoding: %s.", err)
+		}
+		value, err := url.QueryUnescape(string(rawValue))
+		if err != nil {
+			return bad("The form is not valid URL encoding: %s.", err)
+		}
+		switch {
+		case name != "order_id" && name != "amount_satang":
+			if !utf8.ValidString(name) {
+				return bad("The form has a field name that is not UTF-8 text.")
+			}
+			return bad("Unknown field %q; the body takes only order_id and amount_satang.", truncate(name, 40))
+		case seen[name]:
+			return bad("The field %q appears twice.", name)
+		case !hasValue:
+			return bad("The field %q has no value.", name)
+		}
+		seen[name] = true
+		if name == "order_id" {
+			if err := checkOrderID(value, false); err != nil {
+				return PaymentRequest{}, err
+			}
+			req.OrderID = value
+			continue
+		}
+		if !isInteger(value) {
+			return bad("amount_satang must be a whole number of satang (1 baht = 100 satang), such as 129900.")
+		}
+		if req.AmountSatang, err = parseAmount(value); err != nil {
+			return PaymentRequest{}, err
+		}
+	}
+	switch {
+	case !seen["order_id"]:
+		return bad("order_id is missing.")
+	case !seen["amount_satang"]:
+		return bad("amount_satang is missing.")
+	}
+	return req, nil
+}
+
+// checkOrderID applies the limits on an order id, whichever encoding it
+// came in. notText says the encoding held something that is not text,
+// such as a JSON escape of half a surrogate pair, which a decoder quietly
+// turns into U+FFFD: two different bodies would then share one
+// fingerprint.
+func checkOrderID(s string, notText bool) error {
+	switch {
+	case notText || !utf8.ValidString(s):
+		return Errorf(EINVALID, "order_id is not valid UTF-8 text.")
+	case s == "":
+		return Errorf(EINVALID, "order_id must not be empty.")
+	case len(s) > MaxOrderIDLen:
+		return Errorf(EINVALID, "order_id is %d bytes long; the limit is %d.", len(s), MaxOrderIDLen)
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return Errorf(EINVALID, "order_id must not contain control characters.")
+		}
+	}
+	return nil
+}
+
+// parseAmount reads an amount written as a JSON number or a form value:
+// a positive whole number of satang within the limit.
+func parseAmount(n string) (int64, error) {
+	bad := func(format string, args ...any) (int64, error) { return 0, Errorf(EINVALID, format, args...) }
+	v, err := strconv.ParseInt(n, 10, 64)
+	switch {
+	case err != nil && isInteger(n) && n[0] == '-':
+		return bad("amount_satang must be positive, not %s.", truncate(n, 24))
+	case err != nil && isInteger(n):
+		return bad("amount_satang is too large; the limit is %d satang.", MaxAmountSatang)
+	case err != nil:
+		return bad("amount_satang must be a whole number of satang, not %s: money is never a float.", truncate(n, 24))
+	case v <= 0:
+		return bad("amount_satang must be positive, not %d.", v)
+	case v > MaxAmountSatang:
+		return bad("amount_satang is too large; the limit is %d satang.", MaxAmountSatang)
+	}
+	return v, nil
+}
+
+// unpairedSurrogate reports whether the JSON text raw escapes half of a
+// UTF-16 surrogate pair (\ud800 alone, or \udc00 first): text no UTF-8
+// string can hold.
+func unpairedSurrogate(raw []byte) bool {
+	high := false // the previous escape was a high surrogate
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' || i+1 >= len(raw) {
+			if high {
+				return true
+			}
+			continue
+		}
+		i++
+		if raw[i] != 'u' || i+4 >= len(raw) {
+			if high {
+				return true
+			}
+			continue
+		}
+		r, err := strconv.ParseUint(string(raw[i+1:i+5]), 16, 16)
+		i += 4
+		if err != nil {
+			continue // the decoder has refused it already
+		}
+		switch {
+		case r >= 0xd800 && r < 0xdc00:
+			if high {
+				return true
+			}
+			high = true
+		case r >= 0xdc00 && r < 0xe000:
+			if !high {
+				return true
+			}
+			high = false
+		default:
+			if high {
+				return true
+			}
+		}
+	}
+	return high
 }
 
 // isInteger reports whether s is an optionally signed run of digits.

@@ -145,6 +145,11 @@ type Outcome struct {
 	Err error
 	// Charge is the charge recorded by this request, if any.
 	Charge *Charge
+	// Held is the row that holds the key (InProgress), and Running says
+	// whether its request is at work in this process: a caller may tell
+	// a client how long a key whose request has stopped will stay held.
+	Held    *KeyRow
+	Running bool
 }
 
 // StepKind names a step of the protocol, for the timeline.
@@ -232,7 +237,11 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 		return Outcome{Kind: Reused, Err: KeyUsedForAnotherOrder(p.Key, *claim.Reused)}
 	case !claim.Claimed:
 		ex := claim.Existing
-		return answerExisting(p, fp, ex.Status, ex.ResponseStatus, ex.ResponseBody, ex.Fingerprint)
+		o := answerExisting(p, fp, ex.Status, ex.ResponseStatus, ex.ResponseBody, ex.Fingerprint)
+		if o.Kind == InProgress {
+			o.Held, o.Running = &ex, s.running.has(ex.Claim)
+		}
+		return o
 	}
 	s.running.add(claim.Claim)
 	defer s.running.remove(claim.Claim)
@@ -370,6 +379,11 @@ func (s *Service) save(ctx context.Context, p *Payment, c ClaimRequest, claim st
 			p.observeStep(Step{Kind: StepCharged, ChargeID: charge.ID, Detail: "charge " + charge.ID + " recorded"})
 		}
 		p.observe(StepCompleted, saved.Status, "response saved on the key")
+	}
+	if saved.ChargeExisted {
+		// The answer is the key's earlier charge, not this request's work:
+		// a replay, though its key row had to be written again.
+		return Outcome{Kind: Replayed, Status: saved.Status, Body: saved.Body}
 	}
 	return Outcome{Kind: Saved, Status: saved.Status, Body: saved.Body, Charge: charge}
 }

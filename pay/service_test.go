@@ -172,7 +172,8 @@ func TestPayOutcomes(t *testing.T) {
 		if o := w.svc.Pay(ctx, payment("k", "B-2", 100)); o.Kind != pay.Reused || pay.ErrorCode(o.Err) != pay.EMISMATCH {
 			t.Fatalf("reuse: %+v", o)
 		}
-		if o := w.svc.Pay(ctx, payment("k", "A-1", 100)); o.Kind != pay.Saved || o.Status != 201 {
+		// It answers the charge made before: a replay, not new work.
+		if o := w.svc.Pay(ctx, payment("k", "A-1", 100)); o.Kind != pay.Replayed || o.Status != 201 {
 			t.Fatalf("late retry of the same order: %+v", o)
 		}
 		if n, _ := w.db.CountCharges(ctx); n != 1 {

@@ -45,6 +45,10 @@ func (e *fiEnv) call(method, path, body string, headers ...string) (response, er
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1] // the transport sends Request.Host, never a Host in Header
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	res, err := e.client.Do(req)

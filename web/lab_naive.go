@@ -230,7 +230,7 @@ func (p *payment) checkThenInsertLoose(checkCtx, workCtx context.Context, tableK
 		if _, serr := s.db.LabLooseComplete(workCtx, rowID, status, body, nil, p.id); serr != nil {
 			return p.fail(serr)
 		}
-		return p.c.Blob(status, "application/problem+json", body)
+		return sendProblem(p.c, status, body)
 	}
 	p.publish(live.GatewayReply, http.StatusOK, "charged "+g.ID)
 	ch := pay.Charge{ID: pay.NewID("ch_"), Scope: p.scope, Key: tableKey, OrderID: p.req.OrderID,

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -184,6 +185,8 @@ func (p *payment) answer(o pay.Outcome) error {
 		return dropConnection(c)
 	case pay.Unknown:
 		return p.s.writeTimeout(c, o.Err)
+	case pay.InProgress:
+		return p.s.writeConflict(c, p.key, o)
 	case pay.Failed:
 		p.s.logf("payment %s: %v", p.id, o.Err)
 	}
@@ -194,7 +197,7 @@ func (p *payment) answer(o pay.Outcome) error {
 func (p *payment) refuse(err error) error {
 	status, body := problemBody(p.c.Request(), err)
 	p.publish(live.Rejected, status, pay.ErrorMessage(err))
-	return p.c.Blob(status, "application/problem+json", body)
+	return sendProblem(p.c, status, body)
 }
 
 // fail answers an unexpected error without saving it.
@@ -202,7 +205,7 @@ func (p *payment) fail(err error) error {
 	p.s.logf("payment %s: %v", p.id, err)
 	status, body := problemBody(p.c.Request(), err)
 	p.publish(live.Rejected, status, pay.ErrorMessage(err))
-	return p.c.Blob(status, "application/problem+json", body)
+	return sendProblem(p.c, status, body)
 }
 
 // gatewayKey is the key passed on to the gateway for a scope's key.
@@ -215,11 +218,22 @@ func contentTypeFor(status int) string {
 	return echo.MIMEApplicationJSON
 }
 
-// readPaymentBody checks the content type and the size, then decodes.
+// readPaymentBody checks the content type and the size, then decodes:
+// JSON, or the form encoding Stripe's SDKs send. Both parse as strictly,
+// into the same request.
 func readPaymentBody(r *http.Request) (pay.PaymentRequest, error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != echo.MIMEApplicationJSON {
-		return pay.PaymentRequest{}, pay.Errorf(pay.EMEDIATYPE, "Send the body as JSON with Content-Type: application/json (got %q).", truncate(r.Header.Get("Content-Type"), 40))
+	decode := pay.DecodePayment
+	switch {
+	case err != nil:
+	case mt == echo.MIMEApplicationJSON:
+	case mt == echo.MIMEApplicationForm:
+		decode = pay.DecodePaymentForm
+	default:
+		err = errUnsupportedMediaType
+	}
+	if err != nil {
+		return pay.PaymentRequest{}, pay.Errorf(pay.EMEDIATYPE, "Send the body as JSON (Content-Type: application/json) or as a form (application/x-www-form-urlencoded); got %q.", truncate(r.Header.Get("Content-Type"), 40))
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, pay.MaxBodyBytes+1))
 	if err != nil {
@@ -228,8 +242,10 @@ func readPaymentBody(r *http.Request) (pay.PaymentRequest, error) {
 	if len(body) > pay.MaxBodyBytes {
 		return pay.PaymentRequest{}, pay.Errorf(pay.ETOOLARGE, "The body is larger than %d bytes.", pay.MaxBodyBytes)
 	}
-	return pay.DecodePayment(body)
+	return decode(body)
 }
+
+var errUnsupportedMediaType = errors.New("unsupported media type")
 
 // dropConnection closes the client's connection without a response: what
 // a lost packet, a dead load balancer or a crashed server look like from

@@ -397,6 +397,10 @@ func TestLateRetryOfAPrunedKeyFindsTheRecordedCharge(t *testing.T) {
 	if late.Status != 201 || late.JSON(t)["charge_id"] != first.JSON(t)["charge_id"] {
 		t.Fatalf("late retry: %d %s, want 201 with the first charge %s", late.Status, late.Body, first.Body)
 	}
+	// It answers what was done before, not work of its own: a replay.
+	if late.Header.Get("Idempotent-Replayed") != "true" || late.Header.Get("Stripe-Should-Retry") != "false" {
+		t.Fatalf("late retry's headers: %v", late.Header)
+	}
 	if n := env.charges(); n != 1 {
 		t.Fatalf("%d charges, want 1", n)
 	}

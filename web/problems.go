@@ -32,16 +32,16 @@ var Problems = []ProblemType{
 		"The key must be 1 to 255 visible ASCII characters, sent once, either bare (abc) or as a quoted structured-field string (\"abc\", with \\\" and \\\\ as the only escapes). Control characters, spaces, Unicode, an unclosed quote or two header lines are refused.",
 		"Fix the header and send the request again with the same key: nothing was saved.", false},
 	{pay.EINVALID, http.StatusBadRequest, "The request is invalid",
-		"A payment body must be a JSON object with exactly order_id (a string) and amount_satang (a positive whole number of satang; 100 satang = 1 baht): money is never a float. Query parameters and settings must be in range; the detail names the field that is not.",
+		"A payment body must have exactly order_id and amount_satang, each once, as a JSON object or a form. order_id is 1 to 64 bytes of UTF-8 text without control characters; amount_satang is a whole number of satang from 1 to 10,000,000,000 (100 satang = 1 baht): money is never a float. Query parameters and settings must be in range; the detail names the field that is not.",
 		"Correct the field the detail names and send it again. Nothing was saved, so a payment can reuse the same key.", false},
 	{pay.ETOOLARGE, http.StatusRequestEntityTooLarge, "The request body is too large",
 		"A payment body is a few dozen bytes; this one was over the 16 KiB limit and was not read.",
 		"Send a smaller body. Nothing was saved.", false},
-	{pay.EMEDIATYPE, http.StatusUnsupportedMediaType, "The body must be JSON",
-		"The endpoint reads only application/json bodies.",
-		"Send the header Content-Type: application/json. Nothing was saved.", false},
+	{pay.EMEDIATYPE, http.StatusUnsupportedMediaType, "The media type of the body is not accepted",
+		"POST /v1/payments reads a JSON body (application/json) or a form (application/x-www-form-urlencoded, as Stripe's SDKs send it); the two are read as strictly, and a form and its JSON twin are the same request. The other APIs read JSON only.",
+		"Send the header Content-Type: application/json with a JSON body, or a form to /v1/payments. Nothing was saved.", false},
 	{pay.ECONFLICT, http.StatusConflict, "A request with this key is still running",
-		"The first request with this idempotency key has claimed it and has not finished. Running this one too could charge twice, so it was turned away. If the first request died, the sweeper will close its key after the lock timeout.",
+		"The first request with this idempotency key has claimed it and has not finished. Running this one too could charge twice, so it was turned away. If the first request is no longer running (it crashed, or its gateway never answered), the answer says so, and only the sweeper can close the key: its Retry-After is the time until the sweeper can, the lock timeout plus one sweep period after the claim.",
 		"Wait at least the Retry-After seconds, then retry with the same key and the same body. This answer is not saved.", false},
 	{pay.EMISMATCH, http.StatusUnprocessableEntity, "This key was used for a different request",
 		"An idempotency key belongs to one action. This key was first used with another body (or another method or path), so replaying that response would be wrong and running this one would break the promise of the key. The original is untouched.",
@@ -110,7 +110,7 @@ type Problem struct {
 func problemBody(r *http.Request, err error) (int, []byte) {
 	p := problemFor(pay.ErrorCode(err))
 	b, _ := json.Marshal(Problem{
-		Type:     problemURL(r, p.Code),
+		Type:     problemURL(p.Code),
 		Title:    p.Title,
 		Status:   p.Status,
 		Detail:   pay.ErrorMessage(err),
@@ -119,45 +119,67 @@ func problemBody(r *http.Request, err error) (int, []byte) {
 	return p.Status, b
 }
 
-// problemURL is the absolute URL of a problem's explanation page on this
-// server, so that a curl user can open it.
-func problemURL(r *http.Request, code pay.Code) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host + "/problems/" + string(code)
+// problemURL is a problem type's URI: the path of its explanation page,
+// a relative reference that a client resolves against the address it
+// used. It is an identifier, so it is the same whatever Host a client
+// sent, and no client can have a host of its choosing saved into a body
+// that others are replayed.
+func problemURL(code pay.Code) string {
+	return "/problems/" + string(code)
 }
 
 // writeProblem sends err as application/problem+json, with the headers
 // that tell a retrying client what to do (retryHeaders).
 func writeProblem(c echo.Context, err error) error {
 	status, body := problemBody(c.Request(), err)
+	return sendProblem(c, status, body)
+}
+
+// sendProblem sends a problem body, with the headers that tell a retrying
+// client what to do, in the shape the caller reads: a Stripe SDK gets
+// Stripe's error object (stripe_errors.go), everyone else problem+json.
+func sendProblem(c echo.Context, status int, body []byte) error {
 	h := c.Response().Header()
 	retryHeaders(h, status)
 	if status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="paytwice"`)
 	}
+	if stripeCaller(c.Request()) {
+		status, body = stripeError(status, body)
+		return c.Blob(status, echo.MIMEApplicationJSON, body)
+	}
 	return c.Blob(status, "application/problem+json", body)
 }
 
-// retryHeaders sets what retry libraries read on an answer that is not
-// saved on the key. 409 (the first request is still running), 503 (the
-// claim was released) and 504 (the outcome is unknown) are worth sending
-// again with the same key, after Retry-After seconds; a caller that set
-// Retry-After already (a 504 that knows when the sweeper will have closed
-// its key) keeps its value. Stripe's SDKs retry a 409 when
-// Stripe-Should-Retry says so.
+// retryHeaders sets what retry libraries read, on every error. The
+// answers worth sending again with the same key, after Retry-After
+// seconds, say so in both headers: 409 (the first request has not
+// finished), 429 (too much at once), 503 (released, or not taken) and 504
+// (the outcome is not known yet). A caller that set Retry-After already
+// (a 504 that knows when the sweeper will have closed its key) keeps its
+// value. Every other error is one the same request would get again, so
+// Stripe-Should-Retry is false; an unexpected 500 that was not saved
+// gives no advice either way.
 func retryHeaders(h http.Header, status int) {
-	switch status {
-	case http.StatusConflict, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	switch {
+	case retryInvited(status):
 		if h.Get("Retry-After") == "" {
 			h.Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 		}
-	}
-	if status == http.StatusConflict {
 		h.Set("Stripe-Should-Retry", "true")
+	case status >= 400 && status < 500:
+		h.Set("Stripe-Should-Retry", "false")
 	}
+}
+
+// retryInvited reports whether an unsaved answer with this status asks
+// the client to send the request again with the same key.
+func retryInvited(status int) bool {
+	switch status {
+	case http.StatusConflict, http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
 
 // writeSaved sends an answer saved on the key: the first time (replayed
@@ -172,6 +194,10 @@ func writeSaved(c echo.Context, status int, body []byte, replayed bool) error {
 	if replayed || status >= 400 {
 		h.Set("Stripe-Should-Retry", "false")
 	}
+	if status >= 400 && stripeCaller(c.Request()) {
+		status, body = stripeError(status, body)
+		return c.Blob(status, echo.MIMEApplicationJSON, body)
+	}
 	return c.Blob(status, contentTypeFor(status), body)
 }
 
@@ -183,6 +209,30 @@ func (s *Server) writeTimeout(c echo.Context, err error) error {
 	wait := s.cfg.LockTimeout + s.cfg.SweepEvery
 	c.Response().Header().Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
 	return writeProblem(c, err)
+}
+
+// writeConflict sends the 409 for a key whose first request has not
+// finished. While that request runs, a retry in a second may find its
+// answer. When it is no longer running (it crashed, or its gateway never
+// answered), only the sweeper can close the key, after the lock timeout:
+// the answer says so, and Retry-After is the time until then, so that a
+// client with a budget of attempts does not spend them all on 409s while
+// the order may be charged.
+func (s *Server) writeConflict(c echo.Context, key string, o pay.Outcome) error {
+	held := o.Held
+	if held == nil || o.Running {
+		return writeProblem(c, o.Err)
+	}
+	now := s.clock.Now()
+	// On a database that several servers share, another server's request
+	// may be at work until its work's deadline.
+	if !s.idleSweeps.private && now.Before(held.LockedAt.Add(s.cfg.GatewayTimeout+s.steps.allowance())) {
+		return writeProblem(c, o.Err)
+	}
+	wait := max(held.LockedAt.Add(s.cfg.LockTimeout+s.cfg.SweepEvery).Sub(now), time.Second)
+	secs := int64((wait + time.Second - 1) / time.Second)
+	c.Response().Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	return writeProblem(c, pay.Errorf(pay.ECONFLICT, "The request that claimed the key %q is no longer running: it stopped before saving its outcome, which may include a charge. The sweeper will ask the gateway what happened and close the key within %d s; retry with the same key then, and never with a new one.", truncate(key, 64), secs))
 }
 
 // retryAfterSeconds is what a 409 or a 503 asks the client to wait.

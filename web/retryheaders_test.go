@@ -4,6 +4,9 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
+
+	"paytwice/web/live"
 )
 
 // What retry libraries read: Retry-After on what is worth retrying, and
@@ -46,11 +49,26 @@ func TestRetryHeadersOnEachAnswer(t *testing.T) {
 	t.Run("504 says when the sweeper will know; the retries meanwhile get 409", func(t *testing.T) {
 		env.setFaults(`{"gateway":{"timeout":true}}`)
 		wait := strconv.Itoa(int((env.Server.cfg.LockTimeout + env.Server.cfg.SweepEvery).Seconds()))
-		check("504", env.mustPay("rh-504", articleBody), http.StatusGatewayTimeout, wait, "", "")
+		check("504", env.mustPay("rh-504", articleBody), http.StatusGatewayTimeout, wait, "true", "")
 		env.setFaults(`{}`)
-		check("409", env.mustPay("rh-504", articleBody), http.StatusConflict, strconv.Itoa(retryAfterSeconds), "true", "")
+		// Its request has stopped, so the 409s say when the sweeper can
+		// close the key, counting down on the server's clock.
+		check("409", env.mustPay("rh-504", articleBody), http.StatusConflict, wait, "true", "")
+		env.Clock.Advance(10 * time.Second)
+		check("409 ten seconds later", env.mustPay("rh-504", articleBody), http.StatusConflict, strconv.Itoa(int((env.Server.cfg.LockTimeout + env.Server.cfg.SweepEvery - 10*time.Second).Seconds())), "true", "")
 	})
-	t.Run("a refused request is not saved and gets no advice", func(t *testing.T) {
-		check("400", env.mustPay("", articleBody), http.StatusBadRequest, "", "", "")
+	t.Run("a refused request is not saved; the same request would be refused again", func(t *testing.T) {
+		check("400", env.mustPay("", articleBody), http.StatusBadRequest, "", "false", "")
+	})
+	t.Run("a 409 while the first request runs asks for a retry in a second", func(t *testing.T) {
+		release := env.holdGateway()
+		done := make(chan response, 1)
+		go func() { r, _ := env.payFI("rh-409", articleBody); done <- r }()
+		env.waitForEvent(live.GatewayCall, "rh-409")
+		check("409", env.mustPay("rh-409", articleBody), http.StatusConflict, strconv.Itoa(retryAfterSeconds), "true", "")
+		release()
+		if r := <-done; r.Status != http.StatusCreated {
+			t.Fatalf("the held request: %d %s", r.Status, r.Body)
+		}
 	})
 }
