@@ -41,12 +41,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	unquoted := fs.Bool("unquoted", false, "send the key bare, as Stripe does, instead of as a quoted structured-field string")
 	timeout := fs.Duration("timeout", 30*time.Second, "time-out of each request")
 	pid := fs.Int("pid", 0, "the server's process id: also report its CPU time per request (Linux)")
+	rate := fs.Float64("rate", 0, "new and replay modes: send at most this many requests a second, evenly spaced (default: as fast as the clients go)")
+	watch := fs.Int("viewers", 0, "keep this many live pages (GET /events) open during the run, and report how long a payment's 201 took to reach them")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	b := bench{
 		url: strings.TrimRight(*baseURL, "/") + *path, body: *body, auth: *auth,
-		unquoted: *unquoted, clients: *clients, pid: *pid,
+		unquoted: *unquoted, clients: *clients, pid: *pid, rate: *rate,
 		prefix: "bench-" + randomHex(4) + "-",
 	}
 	n := *count
@@ -73,6 +75,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errors.New("-timeout must be positive")
 	case *pid < 0:
 		return errors.New("-pid must be a process id")
+	case *rate < 0 || *rate > 1e6:
+		return errors.New("-rate must be between 0 (no limit) and 1000000")
+	case *rate > 0 && *mode == "storm":
+		return errors.New("-rate does not apply to storms")
+	case *watch < 0 || *watch > 10000:
+		return errors.New("-viewers must be between 0 and 10000")
 	}
 	if n == 0 && *duration == 0 {
 		n = 10000
@@ -92,6 +100,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
+	if *watch > 0 {
+		v, err := openViewers(ctx, baseOf(b.url, *path), b.prefix, *watch)
+		if err != nil {
+			return fmt.Errorf("opening %d viewers: %w", *watch, err)
+		}
+		b.viewers = v
+		defer v.close()
+	}
 	var res benchResult
 	var err error
 	switch *mode {
@@ -112,6 +128,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	res.print(stdout)
+	if b.viewers != nil {
+		// The last payments' frames are still on their way: give them the
+		// longest coalescing interval and a margin.
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
+		b.viewers.print(stdout, *watch)
+	}
 	return res.verdict()
 }
 
@@ -120,7 +145,9 @@ type bench struct {
 	url, body, auth, prefix string
 	unquoted                bool
 	clients, pid            int
+	rate                    float64 // requests a second, 0 for no limit
 	client                  *http.Client
+	viewers                 *viewers // open during the run, or nil
 }
 
 // benchResult is what a run measured.
@@ -259,7 +286,21 @@ func (b *bench) run(ctx context.Context, n int, d time.Duration, key func(i int)
 				if i >= limit {
 					return
 				}
-				part.add(b.send(ctx, key(i), i, false))
+				if b.rate > 0 {
+					at := start.Add(time.Duration(float64(i) / b.rate * float64(time.Second)))
+					if !deadline.IsZero() && at.After(deadline) {
+						return
+					}
+					if !sleepUntil(ctx, at) {
+						return
+					}
+				}
+				k := key(i)
+				a := b.send(ctx, k, i, false)
+				if b.viewers != nil && a.err == nil && a.status == http.StatusCreated {
+					b.viewers.paidAt(k, time.Now())
+				}
+				part.add(a)
 			}
 		})
 	}
@@ -268,6 +309,22 @@ func (b *bench) run(ctx context.Context, n int, d time.Duration, key func(i int)
 	res.elapsed = time.Since(start)
 	res.serverCPU = b.cpuSince(cpu0)
 	return res, ctx.Err()
+}
+
+// sleepUntil waits until t, or returns false when ctx ends first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // storms sends n storms one after the other: each is b.clients requests

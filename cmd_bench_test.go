@@ -48,6 +48,19 @@ func TestBenchCommand(t *testing.T) {
 		}
 	})
 
+	t.Run("with viewers, every payment is timed from its 201 to the pages", func(t *testing.T) {
+		out, _, err := runCmd(t, "bench", "-url", url, "-c", "2", "-n", "30", "-rate", "100", "-viewers", "12")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		// 12 viewers, one in ten sampled: 2 see each of the 30 rows done.
+		for _, want := range []string{"statuses    201 ×30\n", "viewers     12 open event streams (0 ended early)", "201→viewer  p50", "(60 deliveries to 2 sampled viewers)"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
+	})
+
 	t.Run("bad flags are refused before anything is sent", func(t *testing.T) {
 		for _, args := range [][]string{
 			{"bench", "-url", "127.0.0.1:8080"},
@@ -57,6 +70,9 @@ func TestBenchCommand(t *testing.T) {
 			{"bench", "-url", url, "-mode", "storm", "-d", "1s"},
 			{"bench", "-url", url, "-path", "v1/payments"},
 			{"bench", "-url", url, "-pid", "-3"},
+			{"bench", "-url", url, "-rate", "-1"},
+			{"bench", "-url", url, "-mode", "storm", "-rate", "5"},
+			{"bench", "-url", url, "-viewers", "-2"},
 		} {
 			if _, _, err := runCmd(t, args...); err == nil {
 				t.Errorf("%v: no error", args)

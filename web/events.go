@@ -3,6 +3,8 @@ package web
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -39,14 +41,20 @@ const streamRetryAfter = 10
 // saw (Last-Event-ID, or ?since= on the page's first connection); one
 // that asks for frames the projector no longer holds, or from a server
 // that restarted, gets a single frame that redraws every panel instead.
-// Viewers read the projector's frames, never the hub: an event that
+// Viewers read the projector's wakes, never the hub: an event that
 // changes nothing on the page (most of them in busy mode) costs a viewer
 // nothing, a viewer is woken at most once per fan-out interval however
-// fast payments come, and a viewer too slow for the ring is dropped.
+// fast payments come, and then makes one write of bytes it shares with
+// every other viewer; a viewer too slow for the ring is dropped.
 // Beyond Config.MaxStreams open streams a new one gets 503 and
-// Retry-After.
+// Retry-After; an address that opens streams faster than a page ever
+// reconnects gets 429 (newStreamLimiter).
 func (s *Server) handleEvents(c echo.Context) error {
 	r, w := c.Request(), c.Response()
+	if wait := s.streamOpens.take(s.clientIP(r)); wait > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		return writeProblem(c, pay.Errorf(pay.EBUSY, "This address has opened the live view %d times in a short while. The page works without its live panels; it reconnects by itself.", streamOpenBurst))
+	}
 	proj := s.live()
 	last, resume := resumePoint(r)
 
@@ -67,84 +75,173 @@ func (s *Server) handleEvents(c echo.Context) error {
 		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "%s", msg))
 	}
 	proj.viewers.Add(1)
+	proj.startBeatLocked()
 	cursor, ok := proj.resumeLocked(last)
+	var redraw func() []byte
 	if !resume || !ok {
 		// New, too far behind, or from before a restart: redraw.
 		cursor = proj.frames
-		writeFrame(&buf, proj.modelSeq, renderFrame(proj.fullFrameLocked()...))
+		redraw = proj.redrawLocked()
 	}
+	// The viewer catches up to the last wake from the ring, then follows
+	// the wakes from that one on.
+	tip, caughtUp := proj.tip, proj.pulseN
 	proj.mu.Unlock()
+	if redraw != nil {
+		buf.Write(redraw())
+	}
 	defer func() {
 		proj.mu.Lock()
 		proj.viewers.Add(-1)
 		proj.mu.Unlock()
 	}()
 
-	rc := http.NewResponseController(w)
-	// Streams last as long as the viewer stays: no server write deadline
-	// applies to them.
-	_ = rc.SetWriteDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if err := flushTo(rc, w, buf.Bytes(), proj.writeTimeout); err != nil {
+	out, err := startStream(w, proj)
+	if err != nil {
+		return nil
+	}
+	defer out.close()
+	if out.write(buf.Bytes()) != nil {
 		return nil
 	}
 	buf = bytes.Buffer{} // the redraw is sent: let it go
 
-	ctx := r.Context()
-	heartbeat := time.NewTimer(proj.heartbeat)
-	defer heartbeat.Stop()
-	for {
-		frames, ok, wake := proj.framesAfter(cursor)
-		if !ok {
-			// Fell behind by more than the ring holds, or the server is
-			// stopping: end the stream. A browser reconnects and is
-			// redrawn.
-			return nil
+	for cursor < caughtUp {
+		proj.mu.Lock()
+		frames, ok := proj.framesAfterLocked(cursor, caughtUp)
+		proj.mu.Unlock()
+		if !ok || len(frames) == 0 {
+			return nil // fell behind by more than the ring holds
 		}
-		if len(frames) == 0 {
-			select {
-			case <-wake:
-				continue
-			case <-heartbeat.C:
-				if flushTo(rc, w, heartbeatComment, proj.writeTimeout) != nil {
-					return nil
-				}
-				heartbeat.Reset(proj.heartbeat)
-				continue
-			case <-ctx.Done():
-				return nil
-			}
+		var b []byte
+		for _, f := range frames {
+			b = append(b, f.sse()...)
 		}
-		// One write of bytes that every viewer at this point shares (or,
-		// for a viewer that is behind, its frames one by one): a stream
-		// copies no frame, so one that does not read pins at most
-		// maxBatch frames, shared with the ring, until its write times out.
-		if err := writeFrames(rc, w, proj, frames); err != nil {
+		if out.write(b) != nil {
 			return nil
 		}
 		cursor = frames[len(frames)-1].n
-		heartbeat.Reset(proj.heartbeat)
+	}
+
+	ctx := r.Context()
+	for w := tip; ; {
+		select {
+		case <-w.done:
+		case <-out.gone:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+		w = w.next
+		if w.end || proj.pulsed.Load()-cursor > liveFrames {
+			// The server is stopping, or the viewer fell behind by more
+			// than the ring holds: end the stream. A browser reconnects
+			// and is redrawn.
+			return nil
+		}
+		b, ok := w.after(cursor)
+		if !ok {
+			return nil
+		}
+		if len(b) > 0 && out.write(b) != nil {
+			return nil
+		}
+		cursor = max(cursor, w.last)
 	}
 }
 
 var heartbeatComment = []byte(": heartbeat\n\n")
 
-// writeFrames sends frames to one viewer and flushes, under a deadline.
-func writeFrames(rc *http.ResponseController, w http.ResponseWriter, proj *projector, frames []frame) error {
-	if b := proj.joined(frames); b != nil {
-		return flushTo(rc, w, b, proj.writeTimeout)
-	}
-	_ = rc.SetWriteDeadline(time.Now().Add(proj.writeTimeout))
-	for _, f := range frames {
-		if _, err := w.Write(f.sse()); err != nil {
-			return err
+// eventStream is one viewer's connection. On HTTP/1.1 the handler takes
+// the connection over from net/http, so that a wake is one write system
+// call of bytes every viewer shares: net/http would split it into its
+// buffer's worth, the rest and a chunk's end. The response then has no
+// length and ends when the connection closes, as an event stream does.
+// A connection that cannot be taken over (HTTP/2) is written through
+// net/http instead.
+type eventStream struct {
+	conn    net.Conn // taken over, or nil
+	rc      *http.ResponseController
+	w       http.ResponseWriter
+	timeout time.Duration
+	// gone is closed when the viewer hangs up (taken-over connections:
+	// net/http no longer watches them).
+	gone chan struct{}
+	proj *projector
+}
+
+// startStream sends the response's headers and returns the stream, listed
+// with the projector so that shutdown can close it.
+func startStream(w http.ResponseWriter, proj *projector) (*eventStream, error) {
+	s := &eventStream{rc: http.NewResponseController(w), w: w, timeout: proj.writeTimeout, gone: make(chan struct{}), proj: proj}
+	conn, brw, err := s.rc.Hijack()
+	if err != nil {
+		// Streams last as long as the viewer stays: no server write
+		// deadline applies to them.
+		_ = s.rc.SetWriteDeadline(time.Time{})
+		w.WriteHeader(http.StatusOK)
+		if err := s.write(nil); err != nil {
+			return nil, err
 		}
+		return s, nil
 	}
-	return rc.Flush()
+	s.conn = conn
+	_ = conn.SetDeadline(time.Time{})
+	proj.mu.Lock()
+	closed := proj.closed
+	if !closed {
+		proj.streams[conn] = struct{}{}
+	}
+	proj.mu.Unlock()
+	if closed {
+		conn.Close()
+		return nil, net.ErrClosed
+	}
+	go func() {
+		// A viewer sends nothing more; a read returns when it hangs up.
+		_, _ = io.Copy(io.Discard, brw.Reader)
+		close(s.gone)
+	}()
+	var head bytes.Buffer
+	head.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = w.Header().Write(&head)
+	head.WriteString("Connection: close\r\n\r\n")
+	if err := s.write(head.Bytes()); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// write sends b to the viewer under the stream's write deadline.
+func (s *eventStream) write(b []byte) error {
+	if s.conn == nil {
+		_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+		if len(b) > 0 {
+			if _, err := s.w.Write(b); err != nil {
+				return err
+			}
+		}
+		return s.rc.Flush()
+	}
+	_ = s.conn.SetWriteDeadline(time.Now().Add(s.timeout))
+	_, err := s.conn.Write(b)
+	return err
+}
+
+// close ends a taken-over connection and forgets it.
+func (s *eventStream) close() {
+	if s.conn == nil {
+		return
+	}
+	s.proj.mu.Lock()
+	delete(s.proj.streams, s.conn)
+	s.proj.mu.Unlock()
+	_ = s.conn.Close()
 }
 
 // resumePoint reads where a viewer left off: the Last-Event-ID header that
@@ -179,14 +276,4 @@ func writeFrame(buf *bytes.Buffer, id uint64, html []byte) {
 		buf.WriteByte('\n')
 	}
 	buf.WriteByte('\n')
-}
-
-// flushTo writes b to the viewer and flushes it, under a deadline.
-func flushTo(rc *http.ResponseController, w http.ResponseWriter, b []byte, timeout time.Duration) error {
-	_ = rc.SetWriteDeadline(time.Now().Add(timeout))
-	_, err := w.Write(b)
-	if err == nil {
-		err = rc.Flush()
-	}
-	return err
 }

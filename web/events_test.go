@@ -219,6 +219,53 @@ func TestEventStreamLimits(t *testing.T) {
 		}
 	})
 
+	t.Run("an address that opens streams in a loop gets 429 with Retry-After once its burst is spent", func(t *testing.T) {
+		env := newTestEnv(t, Config{MaxStreams: 1000})
+		frozen := time.Now()
+		env.Server.streamOpens.now = func() time.Time { return frozen }
+		for i := range streamOpenBurst {
+			s := openStream(t, env, "")
+			if s.res.StatusCode != http.StatusOK {
+				t.Fatalf("open %d: %d", i+1, s.res.StatusCode)
+			}
+			s.Close()
+		}
+		over := openStream(t, env, "")
+		if over.res.StatusCode != http.StatusTooManyRequests || over.res.Header.Get("Retry-After") == "" ||
+			over.res.Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("open %d: %d, Retry-After %q, %s", streamOpenBurst+1, over.res.StatusCode, over.res.Header.Get("Retry-After"), over.res.Header.Get("Content-Type"))
+		}
+		frozen = frozen.Add(streamOpenEvery)
+		if again := openStream(t, env, ""); again.res.StatusCode != http.StatusOK {
+			t.Fatalf("after one interval: %d", again.res.StatusCode)
+		}
+	})
+
+	t.Run("closing the hub ends at once the streams whose viewers stopped reading", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		proj := env.Server.live()
+		// Their writes would wait an hour: closing must not.
+		proj.writeTimeout = time.Hour
+		const stalled = 20
+		for range stalled {
+			openStream(t, env, "?since=0") // never read
+		}
+		waitUntil(t, "the viewers to be connected", func() bool { return proj.viewers.Load() == stalled })
+		// Far more than the sockets buffer, so that every stream is
+		// blocked in a write.
+		big := templ.Raw(strings.Repeat("x", 64<<10))
+		for i := range uint64(200) {
+			proj.mu.Lock()
+			proj.addFrameLocked(i+1, false, []templ.Component{big})
+			proj.mu.Unlock()
+			if i%20 == 19 {
+				waitUntil(t, "a wake", func() bool { return proj.pulsed.Load() == proj.frames })
+			}
+		}
+		env.Server.Hub().Close()
+		waitUntil(t, "every stream to end", func() bool { return proj.viewers.Load() == 0 })
+	})
+
 	t.Run("with nobody watching, events are applied but never rendered; a viewer resuming later gets them", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		proj := env.Server.live()
@@ -243,7 +290,7 @@ func TestEventStreamLimits(t *testing.T) {
 		}
 	})
 
-	t.Run("a stream takes at most maxBatch frames per write", func(t *testing.T) {
+	t.Run("a stream catching up takes at most maxBatch frames per write", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		proj := env.Server.live()
 		proj.mu.Lock()
@@ -253,9 +300,11 @@ func TestEventStreamLimits(t *testing.T) {
 		}
 		proj.mu.Unlock()
 		// The viewers are woken within a fan-out interval; then a stream
-		// takes one batch.
+		// that is behind takes one batch.
 		waitUntil(t, "the wake", func() bool { return proj.pulsed.Load() == start+3*maxBatch })
-		frames, ok, _ := proj.framesAfter(start)
+		proj.mu.Lock()
+		frames, ok := proj.framesAfterLocked(start, proj.pulseN)
+		proj.mu.Unlock()
 		if !ok || len(frames) != maxBatch || frames[0].n != start+1 {
 			t.Fatalf("%d frames (ok %v), want %d from %d", len(frames), ok, maxBatch, start+1)
 		}

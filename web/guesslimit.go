@@ -8,9 +8,13 @@ import (
 // guessLimiter slows down clients that keep sending wrong presenter
 // tokens: each address may get guessBurst wrong in a row, then one more
 // try every guessEvery. A right token costs nothing. It is a token bucket
-// per address, in memory, bounded to guessMaxClients addresses.
+// per address, in memory, bounded to guessMaxClients addresses. The same
+// kind of bucket, with its own sizes, bounds how often one address opens
+// event streams (newStreamLimiter).
 type guessLimiter struct {
 	now     func() time.Time // injectable, so tests step it by hand
+	burst   float64          // tries at once
+	every   time.Duration    // one more try back after this
 	mu      sync.Mutex
 	clients map[string]*guessBucket
 }
@@ -29,13 +33,37 @@ type guessBucket struct {
 }
 
 func newGuessLimiter(now func() time.Time) *guessLimiter {
-	return &guessLimiter{now: now, clients: map[string]*guessBucket{}}
+	return &guessLimiter{now: now, burst: guessBurst, every: guessEvery, clients: map[string]*guessBucket{}}
+}
+
+// The event streams' limit per address: opening one costs a drawing of
+// every panel, so a client that reconnects in a loop could keep a core
+// busy. A classroom behind one address opens a hundred at once, then
+// five a second, far more than pages that reconnect after a dropped
+// connection need.
+const (
+	streamOpenBurst = 100
+	streamOpenEvery = 200 * time.Millisecond
+)
+
+func newStreamLimiter(now func() time.Time) *guessLimiter {
+	return &guessLimiter{now: now, burst: streamOpenBurst, every: streamOpenEvery, clients: map[string]*guessBucket{}}
+}
+
+// take uses one try of ip's, when it has one, and otherwise says how long
+// until it has.
+func (l *guessLimiter) take(ip string) time.Duration {
+	if d := l.wait(ip); d > 0 {
+		return d
+	}
+	l.fail(ip)
+	return 0
 }
 
 // refill brings b up to date; callers hold mu.
 func (l *guessLimiter) refill(b *guessBucket, now time.Time) {
 	if elapsed := now.Sub(b.at); elapsed > 0 {
-		b.tries = min(guessBurst, b.tries+float64(elapsed)/float64(guessEvery))
+		b.tries = min(l.burst, b.tries+float64(elapsed)/float64(l.every))
 	}
 	b.at = now
 }
@@ -50,7 +78,7 @@ func (l *guessLimiter) wait(ip string) time.Duration {
 		if len(l.clients) >= guessMaxClients && !l.pruneLocked() {
 			// Under a spray from more addresses than it keeps, a new
 			// address waits like one that has used up its tries.
-			return guessEvery
+			return l.every
 		}
 		return 0
 	}
@@ -59,7 +87,7 @@ func (l *guessLimiter) wait(ip string) time.Duration {
 	if b.tries >= 1 {
 		return 0
 	}
-	return time.Duration((1 - b.tries) * float64(guessEvery))
+	return time.Duration((1 - b.tries) * float64(l.every))
 }
 
 // fail records a wrong token from ip.
@@ -72,7 +100,7 @@ func (l *guessLimiter) fail(ip string) {
 		if len(l.clients) >= guessMaxClients && !l.pruneLocked() {
 			return
 		}
-		b = &guessBucket{tries: guessBurst, at: now}
+		b = &guessBucket{tries: l.burst, at: now}
 		l.clients[ip] = b
 	}
 	l.refill(b, now)
@@ -84,7 +112,7 @@ func (l *guessLimiter) fail(ip string) {
 func (l *guessLimiter) pruneLocked() bool {
 	now := l.now()
 	for ip, b := range l.clients {
-		if l.refill(b, now); b.tries >= guessBurst {
+		if l.refill(b, now); b.tries >= l.burst {
 			delete(l.clients, ip)
 		}
 	}

@@ -72,12 +72,13 @@ type lazyFrame struct {
 	sse  []byte
 }
 
-// bytes renders the frame once, whoever asks first.
+// bytes renders the frame once, whoever asks first. The fragments stay:
+// a wake that joins this frame with others renders them again as one.
 func (f *lazyFrame) bytes(id uint64) []byte {
 	f.once.Do(func() {
 		var buf bytes.Buffer
 		writeFrame(&buf, id, renderFrame(f.ops...))
-		f.sse, f.ops = buf.Bytes(), nil
+		f.sse = buf.Bytes()
 	})
 	return f.sse
 }
@@ -117,14 +118,11 @@ type projector struct {
 	// Frame n sits at out[(n-1) % len(out)]: where the next one goes, how
 	// many the ring holds and which fell off all follow from frames.
 	out       []frame
-	frames    uint64 // frames made so far: the newest frame's n
-	lostSeq   uint64 // the seq of the newest frame that fell off the ring: a viewer resuming before it is redrawn
-	lostFresh bool   // it was a refresh frame
-	frameSeq  uint64 // every event up to this one has been applied
-	closed    bool   // the hub closed: streams end
-	// framed is closed to wake the viewers when frames were added; see
-	// pulse for how often.
-	framed    chan struct{}
+	frames    uint64    // frames made so far: the newest frame's n
+	lostSeq   uint64    // the seq of the newest frame that fell off the ring: a viewer resuming before it is redrawn
+	lostFresh bool      // it was a refresh frame
+	frameSeq  uint64    // every event up to this one has been applied
+	closed    bool      // the hub closed: streams end
 	pending   bool      // frames were added since the last wake
 	armed     bool      // a wake is scheduled
 	lastPulse time.Time // when the viewers were last woken
@@ -134,10 +132,18 @@ type projector struct {
 	// next wake. pulsed is the same, readable without mu.
 	pulseN uint64
 	pulsed atomic.Uint64
-
-	// The newest run of frames joined for the viewers (joined).
-	batchMu sync.Mutex
-	batch   *batch
+	// tip is the newest wake: the viewers that are up to date wait for it
+	// to be done and then send the next one's bytes (see wake).
+	tip *wake
+	// beating says the heartbeat timer runs: it does while anyone watches.
+	beating  bool
+	lastWake time.Time // when the last wake was chained
+	// redrawn is the latest drawing of every panel for a viewer that
+	// opens (redrawLocked).
+	redrawn *redrawing
+	// streams are the open streams' connections, closed at shutdown so
+	// that none, reading or not, holds it up.
+	streams map[io.Closer]struct{}
 
 	// Busy mode: when events come faster than anyone can read them, the
 	// panels stop drawing each request and show totals instead, refreshed
@@ -233,8 +239,9 @@ func (s *Server) live() *projector {
 }
 
 func startProjector(s *Server) *projector {
-	p := &projector{s: s, framed: make(chan struct{}), out: make([]frame, liveFrames), busyStart: make(chan struct{}, 1),
-		heartbeat: heartbeatEvery, writeTimeout: writeTimeout, seen: newBoundedSet(liveSeenLimit)}
+	p := &projector{s: s, out: make([]frame, liveFrames), busyStart: make(chan struct{}, 1),
+		heartbeat: heartbeatEvery, writeTimeout: writeTimeout, seen: newBoundedSet(liveSeenLimit),
+		tip: &wake{done: make(chan struct{})}, streams: map[io.Closer]struct{}{}}
 	// Read the hub's position before the database: an event that lands in
 	// between is then both in the loaded state and in the stream, and
 	// applying it again is harmless (keys and charges are upserted by id),
@@ -422,10 +429,15 @@ func (p *projector) run(sub *live.Subscription) {
 func (p *projector) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.closed {
-		p.closed = true
-		close(p.framed)
-		p.framed = make(chan struct{})
+	if p.closed {
+		return
+	}
+	p.closed = true
+	p.chainLocked(&wake{prev: p.pulseN, last: p.pulseN, end: true})
+	// A stream blocked in a write to a viewer that does not read would
+	// hold shutdown until its write timed out: close them all now.
+	for c := range p.streams {
+		_ = c.Close()
 	}
 }
 
@@ -457,13 +469,14 @@ func (p *projector) addFrameLocked(seq uint64, refresh bool, ops []templ.Compone
 // of events each viewer gets one write per interval, whatever the rate
 // of payments, so what a viewer costs does not grow with them. A lone
 // event after a quiet spell goes out at once. The interval grows with the
-// viewers, so that all of them together are woken at most about 4,000
-// times a second, up to 45 ms: an event still reaches every page within
-// the 50 ms the live panels promise.
+// viewers, so that all of them together are woken at most about 2,000
+// times a second, up to 100 ms: with 200 pages open, a payment reaches
+// them a tenth of a second after its answer at worst, and each wake
+// carries several payments' changes in one write per page.
 const (
 	fanoutMin       = 5 * time.Millisecond
-	fanoutMax       = 45 * time.Millisecond
-	fanoutPerViewer = 250 * time.Microsecond
+	fanoutMax       = 100 * time.Millisecond
+	fanoutPerViewer = 500 * time.Microsecond
 )
 
 func (p *projector) fanoutInterval() time.Duration {
@@ -487,79 +500,174 @@ func (p *projector) pulseLocked() {
 		})
 		return
 	}
+	w := &wake{prev: p.pulseN, last: p.frames}
+	// The ring holds every frame since the last wake: a wake comes within
+	// an interval, long before a thousand frames are made.
+	held := p.held()
+	from := held - int(min(p.frames-p.pulseN, uint64(held)))
+	w.frames = make([]frame, 0, held-from)
+	for i := from; i < held; i++ {
+		w.frames = append(w.frames, p.at(i))
+	}
+	if len(w.frames) > 0 {
+		w.prev = w.frames[0].n - 1
+	}
 	p.pending, p.lastPulse, p.pulseN = false, time.Now(), p.frames
 	p.pulsed.Store(p.frames)
-	close(p.framed)
-	p.framed = make(chan struct{})
+	p.chainLocked(w)
 }
 
-// maxBatch bounds the frames a stream takes (and pins) per write: a
-// viewer that does not read holds at most this many while its write
-// times out.
-const maxBatch = 64
+// wake is one fan-out: the frames made since the one before, which every
+// viewer that is up to date sends as one write of the same bytes. The
+// wakes form a chain: a viewer waits for the newest to be done, then
+// follows next, so that waking two hundred viewers takes one channel
+// close, and a viewer neither locks the projector nor allocates to find
+// what to send.
+type wake struct {
+	prev, last uint64  // it brings a page from after frame prev to after frame last
+	frames     []frame // those frames; none for a heartbeat
+	beat       bool    // a heartbeat comment, for idle streams
+	end        bool    // the projector closed: streams end
 
-// framesAfter returns the frames after frame n up to the last wake,
-// oldest first and at most maxBatch; whether none was lost to the ring;
-// and a channel closed when there are more or when the streams must end.
-func (p *projector) framesAfter(n uint64) ([]frame, bool, <-chan struct{}) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	held := p.held()
-	if p.closed || n < p.frames-uint64(held) {
-		return nil, false, p.framed
-	}
-	first := held - int(min(p.frames-n, uint64(held)))
-	last := min(first+maxBatch, held-int(min(p.frames-p.pulseN, uint64(held))))
-	if last <= first {
-		return nil, true, p.framed
-	}
-	out := make([]frame, 0, last-first)
-	for i := first; i < last; i++ {
-		out = append(out, p.at(i))
-	}
-	return out, true, p.framed
+	once sync.Once
+	b    []byte
+
+	next *wake         // set before done is closed
+	done chan struct{} // closed when next is set
 }
 
-// batch is a run of frames joined into one write, shared by every viewer
-// that sends the same run (after a wake, all the viewers that are up to
-// date do).
-type batch struct {
-	first, last uint64 // the frames' n
-	once        sync.Once
-	b           []byte
+// chainLocked makes w the newest wake and wakes the viewers waiting for
+// one.
+func (p *projector) chainLocked(w *wake) {
+	w.done = make(chan struct{})
+	old := p.tip
+	old.next, p.tip = w, w
+	p.lastWake = time.Now()
+	close(old.done)
 }
 
-// joined returns frames as one byte slice, joining each run once for all
-// the viewers that ask for the same run. A viewer that is behind (its run
-// does not end at the last wake) gets nil: it writes its frames one by
-// one rather than pin a copy of its own.
-func (p *projector) joined(frames []frame) []byte {
-	if len(frames) == 1 {
-		return frames[0].sse()
+// startBeatLocked starts the heartbeat, unless it runs: while anyone
+// watches, a stream that has sent nothing for a heartbeat interval gets a
+// comment, which keeps idle connections (and the proxies between) open
+// and lets a dead viewer be noticed. One timer serves every stream.
+func (p *projector) startBeatLocked() {
+	if p.beating || p.closed {
+		return
 	}
-	first, last := frames[0].n, frames[len(frames)-1].n
-	p.batchMu.Lock()
-	b := p.batch
-	if b == nil || b.first != first || b.last != last {
-		if last != p.pulsed.Load() {
-			p.batchMu.Unlock()
-			return nil
+	p.beating = true
+	every := p.heartbeat / 2
+	var t *time.Timer
+	t = time.AfterFunc(every, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.closed || p.viewers.Load() == 0 {
+			p.beating = false
+			return
 		}
-		b = &batch{first: first, last: last}
-		p.batch = b
-	}
-	p.batchMu.Unlock()
-	b.once.Do(func() {
-		n := 0
-		for _, f := range frames {
-			n += len(f.sse())
+		if time.Since(p.lastWake) >= every {
+			p.chainLocked(&wake{prev: p.pulseN, last: p.pulseN, beat: true})
 		}
-		b.b = make([]byte, 0, n)
-		for _, f := range frames {
-			b.b = append(b.b, f.sse()...)
+		t.Reset(every)
+	})
+}
+
+// bytes is what the wake sends to a viewer at prev: its frames as a
+// single SSE event, rendered once for every viewer. A panel that several
+// of its frames redraw in full (the counters, a key row, an outcome) is
+// drawn once, as it is after the last of them.
+func (w *wake) bytes() []byte {
+	w.once.Do(func() {
+		switch {
+		case w.beat:
+			w.b = heartbeatComment
+		case len(w.frames) == 1:
+			w.b = w.frames[0].sse()
+		case len(w.frames) > 1:
+			var ops []templ.Component
+			for _, f := range w.frames {
+				ops = append(ops, f.render.ops...)
+			}
+			var buf bytes.Buffer
+			writeFrame(&buf, w.frames[len(w.frames)-1].seq, renderFrame(lastRedraws(ops)...))
+			w.b = buf.Bytes()
 		}
 	})
-	return b.b
+	return w.b
+}
+
+// after returns what a viewer that has sent every frame up to n sends for
+// this wake: the shared bytes when it is where the wake starts, the
+// frames it lacks one by one when it is part way (a viewer just drawn or
+// catching up), nothing when it is past.
+// ok is false when frames the viewer lacks are not in the wake: it must
+// be redrawn.
+func (w *wake) after(n uint64) (b []byte, ok bool) {
+	switch {
+	case n == w.prev || w.beat:
+		return w.bytes(), true
+	case n >= w.last:
+		return nil, true
+	case n < w.prev:
+		return nil, false
+	}
+	for _, f := range w.frames {
+		if f.n > n {
+			b = append(b, f.sse()...)
+		}
+	}
+	return b, true
+}
+
+// redraw is a fragment that replaces one element of the page whole: of
+// several that replace the same element in one write, only the last
+// needs sending.
+type redraw struct {
+	id string
+	templ.Component
+}
+
+// redrawOf marks c as replacing the element id whole.
+func redrawOf(id string, c templ.Component) templ.Component { return redraw{id: id, Component: c} }
+
+// lastRedraws drops each redraw that a later one of the same element
+// replaces; everything else keeps its order.
+func lastRedraws(ops []templ.Component) []templ.Component {
+	last := map[string]int{}
+	for i, op := range ops {
+		if r, ok := op.(redraw); ok {
+			last[r.id] = i
+		}
+	}
+	out := ops[:0:0]
+	for i, op := range ops {
+		if r, ok := op.(redraw); ok && last[r.id] != i {
+			continue
+		}
+		out = append(out, op)
+	}
+	return out
+}
+
+// maxBatch bounds the frames a stream takes (and pins) per write while
+// it catches up: a viewer that does not read holds at most this many
+// while its write times out.
+const maxBatch = 64
+
+// framesAfterLocked returns the frames after frame n up to frame last,
+// oldest first and at most maxBatch, for a viewer catching up, and
+// whether none was lost to the ring.
+func (p *projector) framesAfterLocked(n, last uint64) ([]frame, bool) {
+	held := p.held()
+	if p.closed || n < p.frames-uint64(held) {
+		return nil, false
+	}
+	first := held - int(min(p.frames-n, uint64(held)))
+	end := min(first+maxBatch, held-int(min(p.frames-last, uint64(held))))
+	var out []frame
+	for i := first; i < end; i++ {
+		out = append(out, p.at(i))
+	}
+	return out, true
 }
 
 // held is how many frames the ring holds.
@@ -738,11 +846,11 @@ func (p *projector) counterOps(before views.Counters) []templ.Component {
 	was, now := views.CounterTiles(before), views.CounterTiles(p.counters)
 	for i := range now {
 		if now[i].N != was[i].N {
-			ops = append(ops, views.TileCount(now[i].ID, now[i].N, true))
+			ops = append(ops, redrawOf(now[i].ID, views.TileCount(now[i].ID, now[i].N, true)))
 		}
 	}
 	if p.counters.Charges != before.Charges {
-		ops = append(ops, views.OrdersView(p.countersLocked(), true))
+		ops = append(ops, redrawOf("orders", views.OrdersView(p.countersLocked(), true)))
 	}
 	return ops
 }
@@ -821,6 +929,35 @@ func (p *projector) loadKeys() []views.KeyRow {
 			Code: k.ResponseStatus, Created: k.CreatedAt})
 	}
 	return out
+}
+
+// redrawLocked returns what draws every panel as they are now, as one
+// SSE event; it is rendered when called, outside the lock, and once for
+// every viewer that opens before anything changes.
+func (p *projector) redrawLocked() func() []byte {
+	if r := p.redrawn; r != nil && r.seq == p.modelSeq && r.frames == p.frames {
+		return r.bytes
+	}
+	r := &redrawing{seq: p.modelSeq, frames: p.frames, ops: p.fullFrameLocked()}
+	p.redrawn = r
+	return r.bytes
+}
+
+// redrawing is the drawing of every panel at one point of the model.
+type redrawing struct {
+	seq, frames uint64 // the model's event and the frames made
+	ops         []templ.Component
+	once        sync.Once
+	b           []byte
+}
+
+func (r *redrawing) bytes() []byte {
+	r.once.Do(func() {
+		var buf bytes.Buffer
+		writeFrame(&buf, r.seq, renderFrame(r.ops...))
+		r.b, r.ops = buf.Bytes(), nil
+	})
+	return r.b
 }
 
 // fullFrameLocked redraws every panel.
@@ -904,7 +1041,7 @@ func (u *update) respond(r *views.TimelineRow, label string, b views.Badge) {
 
 func (u *update) outcome(r *views.TimelineRow, b views.Badge) {
 	r.Outcome = b
-	u.add(views.Outcome(r.ID, b, true))
+	u.add(redrawOf(r.ID+"-out", views.Outcome(r.ID, b, true)))
 }
 
 func statusLine(status int) string {
@@ -1164,7 +1301,7 @@ func (p *projector) upsertKey(u *update, change func(*views.KeyRow)) {
 	for _, k := range p.keys {
 		if k.ID == id {
 			change(k)
-			u.add(inTable(views.KeyRowView(*k, p.s.clock.Now(), true)))
+			u.add(redrawOf(k.ID, inTable(views.KeyRowView(*k, p.s.clock.Now(), true))))
 			return
 		}
 	}
@@ -1185,7 +1322,7 @@ func (p *projector) hitKey(u *update) {
 	for _, k := range p.keys {
 		if k.ID == id {
 			k.Hits++
-			u.add(inTable(views.KeyRowView(*k, p.s.clock.Now(), true)))
+			u.add(redrawOf(k.ID, inTable(views.KeyRowView(*k, p.s.clock.Now(), true))))
 			return
 		}
 	}

@@ -159,6 +159,8 @@ type Server struct {
 
 	// How the presenter is recognised (web/presenter.go).
 	presenter presenterAuthState
+	// streamOpens bounds how often one address opens /events.
+	streamOpens *guessLimiter
 	// narration ticks the running chapter's "Watch for" items
 	// (narration.go).
 	narration narrator
@@ -186,6 +188,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	}
 	s.steps = newStepper(s, cfg.StepLimit)
 	s.presenter = newPresenterAuth(cfg.PresenterToken, cfg.PresenterCookieKey)
+	s.streamOpens = newStreamLimiter(time.Now)
 	s.narration.s = s
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.idleSweeps = newIdleSweeps(db)
