@@ -53,7 +53,7 @@ func (s *Server) handleEvents(c echo.Context) error {
 	r, w := c.Request(), c.Response()
 	if wait := s.streamOpens.take(s.clientIP(r)); wait > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-		return writeProblem(c, pay.Errorf(pay.EBUSY, "This address has opened the live view %d times in a short while. The page works without its live panels; it reconnects by itself.", streamOpenBurst))
+		return writeProblem(c, pay.Errorf(pay.EBUSY, "This address has opened the live view more than %d times in a short while. The page works without its live panels; it reconnects by itself.", streamOpenBurst))
 	}
 	proj := s.live()
 	last, resume := resumePoint(r)

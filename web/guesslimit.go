@@ -38,12 +38,13 @@ func newGuessLimiter(now func() time.Time) *guessLimiter {
 
 // The event streams' limit per address: opening one costs a drawing of
 // every panel, so a client that reconnects in a loop could keep a core
-// busy. A classroom behind one address opens a hundred at once, then
-// five a second, far more than pages that reconnect after a dropped
-// connection need.
+// busy. A classroom behind one address (or a load generator with its
+// viewers) opens a few hundred at once, then ten a second, far more than
+// pages that reconnect after a dropped connection need and a few percent
+// of a core at most.
 const (
-	streamOpenBurst = 100
-	streamOpenEvery = 200 * time.Millisecond
+	streamOpenBurst = 250
+	streamOpenEvery = 100 * time.Millisecond
 )
 
 func newStreamLimiter(now func() time.Time) *guessLimiter {
