@@ -212,8 +212,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fmt.Fprintln(stdout, "shutting down")
 	// Event streams never end on their own: end them first, so that
 	// Shutdown waits only for payments in flight, which finish their work
-	// and answer before the store closes.
-	srv.Hub().Close()
+	// and answer before the store closes. The hub stays open until then,
+	// so that those payments' steps still reach the other servers.
+	srv.EndStreams()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	err = hs.Shutdown(shutdownCtx)

@@ -51,6 +51,10 @@ const streamRetryAfter = 10
 // reconnects gets 429 (newStreamLimiter).
 func (s *Server) handleEvents(c echo.Context) error {
 	r, w := c.Request(), c.Response()
+	if s.streamsEnded.Load() {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
+		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The server is shutting down."))
+	}
 	if wait := s.streamOpens.take(s.clientIP(r)); wait > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 		return writeProblem(c, pay.Errorf(pay.EBUSY, "This address has opened the live view more than %d times in a short while. The page works without its live panels; it reconnects by itself.", streamOpenBurst))

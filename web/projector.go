@@ -234,7 +234,7 @@ func (m *rateMeter) within(now time.Time, buckets int64) int {
 // live returns the server's projector, starting it on first use: a server
 // that only serves the API never renders a fragment.
 func (s *Server) live() *projector {
-	s.liveOnce.Do(func() { s.proj = startProjector(s) })
+	s.liveOnce.Do(func() { s.proj = startProjector(s); s.liveStarted.Store(true) })
 	return s.proj
 }
 

@@ -144,6 +144,9 @@ type Server struct {
 	// The live pages' projector, started on first use (web/projector.go).
 	liveOnce sync.Once
 	proj     *projector
+	// liveStarted says proj was started; streamsEnded that EndStreams
+	// was called.
+	liveStarted, streamsEnded atomic.Bool
 
 	// relay carries live events between the servers that share one
 	// database (web/relay.go); nil on a server of its own.
@@ -216,6 +219,17 @@ func (s *Server) Hub() *live.Hub { return s.hub }
 // Config.BodyTimeout.
 func (s *Server) Handler() http.Handler {
 	return crossOriginGuard(bodyDeadline(s.cfg.BodyTimeout, s.echo))
+}
+
+// EndStreams ends every live page's event stream and refuses new ones,
+// leaving the hub open: at shutdown, the payments still in flight then
+// publish their steps, and the other servers sharing the database still
+// hear of them, while no stream holds the HTTP server's shutdown up.
+func (s *Server) EndStreams() {
+	s.streamsEnded.Store(true)
+	if s.liveStarted.Load() {
+		s.live().close()
+	}
 }
 
 // Close ends background work and wakes every event stream; call it when
