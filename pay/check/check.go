@@ -53,8 +53,6 @@ type Config struct {
 	Wait func(ctx context.Context, d time.Duration) error
 	// Only, when set, runs only these cases.
 	Only []int
-	// Progress, when set, is told each result as it is known.
-	Progress func(Result)
 }
 
 // DefaultBody is paytwice's own request body.
@@ -193,9 +191,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			res.Weak = true
 		}
 		rep.Results = append(rep.Results, res)
-		if cfg.Progress != nil {
-			cfg.Progress(res)
-		}
 	}
 	rep.History = r.records()
 	lin, err := CheckHistory(rep.History, 30*time.Second, "")

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"paytwice/pay/check"
+	"paytwice/store/postgres/pgtest"
+	"paytwice/web"
+)
+
+// TestCheckOnCluster runs the checker through the front door of "paytwice
+// cluster" (three servers on one PostgreSQL database): paytwice passes
+// every case there too; the lab's lock in memory, which passes the storm
+// on one server, fails it across three, for the reason it has: requests
+// of one key on two servers take two locks, and both charge.
+func TestCheckOnCluster(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := startCluster(ctx, t, binary(t), dbURL, "-servers", "3")
+	cfg := check.Config{
+		URL:        c.url + "/v1/payments",
+		CountURL:   c.url + "/v1/payments?order_id={{id}}",
+		CountField: "charges",
+		OtherAuth:  "Bearer second-caller",
+		Seed:       11,
+	}
+
+	t.Run("paytwice passes every case on three servers", func(t *testing.T) {
+		rep, err := check.Run(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rep.Results {
+			if r.Verdict != check.Pass && r.Verdict != check.Info && !(r.Verdict == check.Skip && (r.Case == 10 || r.Case == 12)) {
+				t.Errorf("case %d %s: %s %s", r.Case, r.Name, r.Verdict, r.Detail)
+			}
+		}
+		if rep.ExitCode(true) != check.ExitPassed {
+			t.Errorf("exit %d, history %+v", rep.ExitCode(true), rep.Linearizability)
+		}
+	})
+
+	t.Run("a lock in memory fails the storm on three servers", func(t *testing.T) {
+		const lab = `{"server":{"mode":"memory_lock","check_gap_ms":200}}`
+		status, b := c.asPresenter(ctx, t, http.MethodPatch, c.url+"/api/lab", lab)
+		var want web.LabSettings
+		if status != http.StatusOK || json.Unmarshal(b, &want) != nil {
+			t.Fatalf("PATCH /api/lab: %d %s", status, b)
+		}
+		for name, u := range c.servers {
+			poll(ctx, t, "the lab on "+name, func() bool {
+				var got web.LabSettings
+				status, b := c.asPresenter(ctx, t, http.MethodGet, u+"/api/lab", "")
+				return status == http.StatusOK && json.Unmarshal(b, &got) == nil && got == want
+			})
+		}
+		storm := cfg
+		storm.Only = []int{4}
+		rep, err := check.Run(ctx, storm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rep.Results[0]
+		if r.Verdict != check.Fail || !r.Safety || !strings.Contains(r.Detail, "different successful bodies") {
+			t.Errorf("storm: %s %q; want a safety FAIL for several charges", r.Verdict, r.Detail)
+		}
+		if rep.ExitCode(false) != check.ExitFailed || rep.Linearizability.Result != "violation" {
+			t.Errorf("exit %d, history %+v", rep.ExitCode(false), rep.Linearizability)
+		}
+	})
+}

@@ -1,0 +1,90 @@
+package sim
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestGatewayHandler(t *testing.T) {
+	hs := httptest.NewServer(NewGatewayHandler(time.Now))
+	defer hs.Close()
+	do := func(t *testing.T, method, path, key, body string) (int, string, error) {
+		t.Helper()
+		req, err := http.NewRequest(method, hs.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b), nil
+	}
+	list := func(t *testing.T, order string) (charges []GatewayHTTPCharge) {
+		t.Helper()
+		status, body, err := do(t, http.MethodGet, "/charges?order_id="+order, "", "")
+		var got struct {
+			Charges []GatewayHTTPCharge `json:"charges"`
+		}
+		if err != nil || status != http.StatusOK || json.Unmarshal([]byte(body), &got) != nil {
+			t.Fatalf("list %s: %d %s %v", order, status, body, err)
+		}
+		return got.Charges
+	}
+
+	t.Run("a key charges once: the second call answers the first charge", func(t *testing.T) {
+		s1, b1, _ := do(t, http.MethodPost, "/charges", "k-1", `{"order_id":"O-1","amount":500}`)
+		s2, b2, _ := do(t, http.MethodPost, "/charges", "k-1", `{"order_id":"O-1","amount":500}`)
+		if s1 != http.StatusCreated || s2 != http.StatusOK || b1 != b2 {
+			t.Fatalf("%d %s / %d %s", s1, b1, s2, b2)
+		}
+		if s, _, _ := do(t, http.MethodPost, "/charges", "k-1", `{"order_id":"O-2","amount":500}`); s != http.StatusUnprocessableEntity {
+			t.Fatalf("the key with another order: %d", s)
+		}
+		if n := len(list(t, "O-1")); n != 1 {
+			t.Fatalf("%d charges", n)
+		}
+	})
+	t.Run("bad requests are 400s", func(t *testing.T) {
+		for _, c := range []struct{ path, key, body string }{
+			{"/charges", "", `{"order_id":"O","amount":1}`},
+			{"/charges", "k", `{"order_id":"O","amount":0}`},
+			{"/charges", "k", `{"order_id":"O","amount":1,"x":1}`},
+			{"/switches", "", `{"latency_ms":-1}`},
+		} {
+			method := http.MethodPost
+			if c.path == "/switches" {
+				method = http.MethodPut
+			}
+			if s, b, _ := do(t, method, c.path, c.key, c.body); s != http.StatusBadRequest {
+				t.Errorf("%s %s: %d %s", c.path, c.body, s, b)
+			}
+		}
+	})
+	t.Run("refusal charges nothing; time-out charges and never answers", func(t *testing.T) {
+		if s, _, _ := do(t, http.MethodPut, "/switches", "", `{"refuse":true}`); s != http.StatusOK {
+			t.Fatal(s)
+		}
+		if s, _, _ := do(t, http.MethodPost, "/charges", "k-2", `{"order_id":"O-2","amount":1}`); s != http.StatusPaymentRequired || len(list(t, "O-2")) != 0 {
+			t.Fatalf("refused: %d", s)
+		}
+		do(t, http.MethodPut, "/switches", "", `{"timeout":true}`)
+		if _, _, err := do(t, http.MethodPost, "/charges", "k-3", `{"order_id":"O-3","amount":1}`); err == nil {
+			t.Fatal("the time-out answered")
+		}
+		if n := len(list(t, "O-3")); n != 1 {
+			t.Fatalf("%d charges after the time-out, want 1", n)
+		}
+		do(t, http.MethodPut, "/switches", "", `{}`)
+	})
+}
