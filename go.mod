@@ -11,6 +11,7 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/labstack/echo/v4 v4.16.5
 	github.com/makiuchi-d/gozxing v0.1.1
+	github.com/stripe/stripe-go/v85 v85.0.0
 	golang.org/x/net v0.61.0
 	modernc.org/sqlite v1.62.0
 	rsc.io/qr v0.2.0
