@@ -173,10 +173,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer st.Close()
 
-	if *name == "" && st.shared {
+	if *name == "" && st.peers.Shared() {
 		*name = defaultServerName(ln.Addr().(*net.TCPAddr))
 	}
-	srv := web.NewServer(web.Config{Ledger: st.ledger, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter,
+	srv := web.NewServer(web.Config{Ledger: st.ledger, Peers: st.peers, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter,
 		MaxStreams: *maxStreams, Name: *name, ListenAddr: public, Command: command, BehindFrontDoor: behindFrontDoor,
 		// A secret, so an environment variable only, never a flag (command
 		// lines are visible to every user): servers behind one load balancer
@@ -188,7 +188,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// later, a started key may belong to a live request.
 	// On a database other servers share, their requests may be running:
 	// the sweepers' lock timeout decides there.
-	if !st.shared {
+	if !st.peers.Shared() {
 		if _, err := srv.SweepOrphans(ctx); err != nil {
 			return fmt.Errorf("start-up sweep: %w", err)
 		}

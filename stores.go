@@ -10,16 +10,18 @@ import (
 	"paytwice/store"
 	"paytwice/store/postgres"
 	"paytwice/web"
+	"paytwice/web/room"
 )
 
-// stores are the payments store and the gateway's ledger a server runs on.
+// stores are the payments store and the gateway's ledger a server runs on,
+// and its peers: the database itself when other servers may share it.
 type stores struct {
 	db     web.Store
 	ledger web.Ledger
-	// shared says other servers may be using the same database: a
+	// peers are the other servers of the class. When they are shared, a
 	// started key found at start-up may belong to a live request of
 	// theirs, so it is left to the sweepers' lock timeout.
-	shared  bool
+	peers   room.Peers
 	closers []func() error
 }
 
@@ -43,7 +45,7 @@ func openStores(ctx context.Context, dbArg, gatewayArg string, now func() time.T
 		if err != nil {
 			return nil, err
 		}
-		s.db, s.shared = db, true
+		s.db, s.peers = db, db
 		s.closers = append(s.closers, db.Close)
 		gatewayArg = cmp.Or(gatewayArg, dbArg)
 	} else {
@@ -51,7 +53,7 @@ func openStores(ctx context.Context, dbArg, gatewayArg string, now func() time.T
 		if err != nil {
 			return nil, err
 		}
-		s.db = db
+		s.db, s.peers = db, room.Memory()
 		s.closers = append(s.closers, db.Close)
 		gatewayArg = cmp.Or(gatewayArg, gatewayPath(dbArg))
 	}

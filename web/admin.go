@@ -97,7 +97,7 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 	// Held requests hold the in-flight lock: let them go first.
 	s.steps.turn(false, who)
 	var barrier *resetBarrier
-	if s.room.shared != nil {
+	if s.peers.Shared() {
 		b, err := s.startReset(ctx)
 		if err != nil {
 			return err

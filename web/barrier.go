@@ -84,18 +84,18 @@ func (s *Server) resetAckWait() time.Duration { return s.cfg.GatewayTimeout + re
 
 // member is how this server is named on its listening connection: its
 // room id, then its name for the logs.
-func (r *room) member() string { return strings.TrimSpace(r.id + " " + r.s.cfg.Name) }
+func (r *roomCopy) member() string { return strings.TrimSpace(r.id + " " + r.s.cfg.Name) }
 
 // barrier returns the barrier under way and the channel closed at the
 // next state applied.
-func (r *room) barrier() (*resetBarrier, <-chan struct{}) {
+func (r *roomCopy) barrier() (*resetBarrier, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.state.Barrier, r.changed
 }
 
 // open reports whether barrier gen is still under way here.
-func (r *room) open(gen uint64) bool {
+func (r *roomCopy) open(gen uint64) bool {
 	b, _ := r.barrier()
 	return b != nil && b.Gen == gen
 }
@@ -142,7 +142,7 @@ func (s *Server) awaitAcks(ctx context.Context, b resetBarrier) []string {
 	r := s.room
 	deadline := b.Until.Add(-resetHoldMargin)
 	for {
-		members, err := r.shared.RoomMembers(ctx)
+		members, err := r.peers.RoomMembers(ctx)
 		r.reload(ctx) // the acknowledgements, even when a notification was lost
 		var missing []string
 		if err != nil {
@@ -206,7 +206,7 @@ func (s *Server) joinReset(b resetBarrier) {
 // awaitEnd waits until barrier gen is no longer under way, or until is
 // past. It reloads the room now and then, so that a notification lost
 // with a listening connection does not hold payments until then.
-func (r *room) awaitEnd(ctx context.Context, gen uint64, until time.Time) error {
+func (r *roomCopy) awaitEnd(ctx context.Context, gen uint64, until time.Time) error {
 	const reloadEvery = 500 * time.Millisecond
 	for {
 		if !r.open(gen) {

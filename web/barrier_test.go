@@ -18,6 +18,7 @@ import (
 	"paytwice/store/postgres"
 	"paytwice/store/postgres/pgtest"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // pgServerConfig starts one server with cfg on the database at url, in
@@ -29,8 +30,8 @@ func pgServerConfig(t *testing.T, url string, cfg Config) (*testEnv, *postgres.D
 }
 
 // pgServerConfigWith is pgServerConfig where wrap, unless nil, wraps the
-// server's store.
-func pgServerConfigWith(t *testing.T, url string, cfg Config, wrap func(*postgres.DB) Store) (*testEnv, *postgres.DB) {
+// server's peers.
+func pgServerConfigWith(t *testing.T, url string, cfg Config, wrap func(*postgres.DB) room.Peers) (*testEnv, *postgres.DB) {
 	t.Helper()
 	clock := sim.NewClock(nil)
 	db, err := postgres.Open(context.Background(), url, postgres.Options{Now: clock.Now, MaxConns: 4})
@@ -40,11 +41,11 @@ func pgServerConfigWith(t *testing.T, url string, cfg Config, wrap func(*postgre
 	if cfg.Logger == nil {
 		cfg.Logger = log.New(io.Discard, "", 0)
 	}
-	var st Store = db
+	cfg.Ledger, cfg.Peers = db, db
 	if wrap != nil {
-		st = wrap(db)
+		cfg.Peers = wrap(db)
 	}
-	srv := NewServer(cfg, st, clock)
+	srv := NewServer(cfg, db, clock)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { srv.Close(); hs.Close(); db.Close() })
 	return &testEnv{t: t, tb: t, URL: hs.URL, Server: srv, HTTP: hs}, db
@@ -260,7 +261,7 @@ func TestResetDoesNotWaitForServersThatCannotAnswer(t *testing.T) {
 		cfg.Name = "s2"
 		dead, _ := pgServerConfig(t, url, cfg)
 		cfg.Name = "s3"
-		pgServerConfigWith(t, url, cfg, func(db *postgres.DB) Store { return roomDeaf{db} })
+		pgServerConfigWith(t, url, cfg, func(db *postgres.DB) room.Peers { return roomDeaf{db} })
 		dead.Server.Close()
 		waitUntil(t, "s2's listening connection to end", func() bool {
 			m, err := db.RoomMembers(context.Background())

@@ -56,6 +56,9 @@ func newTestEnvTB(t testing.TB, cfg Config) *testEnv {
 	if cfg.Logger == nil {
 		cfg.Logger = log.New(io.Discard, "", 0)
 	}
+	if cfg.Ledger == nil {
+		cfg.Ledger = db
+	}
 	srv := NewServer(cfg, db, clock)
 	hs := httptest.NewServer(srv.Handler()) // listens on 127.0.0.1
 	t.Cleanup(func() { srv.Close(); hs.Close() })

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"paytwice/pay"
-	"paytwice/store"
 )
 
 // An idle server should cost nothing: no request, no page open, no CPU.
@@ -38,8 +37,7 @@ type idleSweeps struct {
 	quietAt uint64
 }
 
-func newIdleSweeps(db Store) *idleSweeps {
-	_, private := db.(*store.DB)
+func newIdleSweeps(private bool) *idleSweeps {
 	return &idleSweeps{private: private, wake: make(chan struct{}, 1)}
 }
 

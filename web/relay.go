@@ -13,8 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"paytwice/store/postgres"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // The relay joins the hubs of the servers that share one database, so that
@@ -29,20 +29,6 @@ import (
 // relay falls behind the hub's ring it skips what it missed, counts it and
 // tells the others, whose pages then reload from the database rather than
 // show a silent hole.
-
-// notifier is what the relay needs of a store that can reach the other
-// servers: *postgres.DB.
-type notifier interface {
-	Notify(ctx context.Context, channel, payload string) error
-	Listen(ctx context.Context, channel string, onListen func(), onNotify func(payload string)) error
-}
-
-// eachListener is a notifier that listens on several channels over one
-// connection: the relay's connection carries step mode's commands too
-// (step_shared.go), so that a server holds no more connections for them.
-type eachListener interface {
-	ListenEach(ctx context.Context, channels []string, onListen func(), onNotify func(channel, payload string)) error
-}
 
 // relayChannel is the channel the servers' events travel on.
 const relayChannel = "paytwice_events"
@@ -74,8 +60,8 @@ type relayBatch struct {
 var notRelayed = map[live.Kind]bool{watchKind: true, live.Gap: true}
 
 type relay struct {
-	s  *Server
-	db notifier
+	s     *Server
+	peers room.Peers
 	// head starts every notification this relay sends and holds its
 	// random id: its own notifications come back to it and are
 	// recognised without being decoded.
@@ -90,26 +76,21 @@ type relay struct {
 	// listening counts the starts of listening; a start after the first
 	// means notifications may have been lost.
 	listening atomic.Uint64
-	// carriesSteps is set when the relay's connection listens for step
-	// mode's commands as well.
-	carriesSteps bool
 }
 
 // relayOff is set in a build with -tags norelay, which never relays:
 // bench/relay.sh measures what the relay costs against it.
 var relayOff bool
 
-// startRelay starts relaying when the store can reach the other servers
-// (a PostgreSQL database); a server on SQLite has no others.
+// startRelay starts relaying when the server has peers to relay to; a
+// server on its own has no others.
 func (s *Server) startRelay() {
-	db, ok := s.db.(notifier)
-	if !ok || relayOff {
+	if !s.peers.Shared() || relayOff {
 		return
 	}
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
-	r := newRelay(s, db, hex.EncodeToString(b))
-	_, r.carriesSteps = db.(eachListener)
+	r := newRelay(s, s.peers, hex.EncodeToString(b))
 	s.relay = r
 	// Subscribe now, not on the goroutine: every event published from here
 	// on is relayed.
@@ -118,8 +99,8 @@ func (s *Server) startRelay() {
 	go r.listen()
 }
 
-func newRelay(s *Server, db notifier, id string) *relay {
-	return &relay{s: s, db: db, head: `{"from":"` + id + `","events":[`, maxPayload: postgres.MaxNotifyPayload}
+func newRelay(s *Server, peers room.Peers, id string) *relay {
+	return &relay{s: s, peers: peers, head: `{"from":"` + id + `","events":[`, maxPayload: room.MaxPayload}
 }
 
 // send forwards this server's events after seen until the server stops.
@@ -191,7 +172,7 @@ func (r *relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 		}
 		buf = append(buf, tail...)
 		nctx, cancel := context.WithTimeout(ctx, relayNotifyTimeout)
-		err := r.db.Notify(nctx, relayChannel, string(buf))
+		err := r.peers.Notify(nctx, relayChannel, string(buf))
 		cancel()
 		switch {
 		case err != nil:
@@ -207,10 +188,10 @@ func (r *relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 		}
 		buf, n, steps = append(buf[:0], head...), 0, 0
 	}
-	room := r.maxPayload - len(head) - len(tail)
+	space := r.maxPayload - len(head) - len(tail)
 	for _, e := range events {
 		e.Seq = 0 // the receiving hub numbers it
-		b, fits := encodeFitting(e, room)
+		b, fits := encodeFitting(e, space)
 		if !fits {
 			r.s.logf("live relay: a %s event does not fit in a notification; not sent", e.Kind)
 			failed, ok = failed+1, false
@@ -260,15 +241,13 @@ func encodeFitting(e live.Event, room int) ([]byte, bool) {
 }
 
 // listen publishes the other servers' events here until the server stops.
+// Its connection carries step mode's commands too (step_shared.go), so
+// that a server holds no more connections for them.
 func (r *relay) listen() {
-	if !r.carriesSteps {
-		_ = r.db.Listen(r.s.baseCtx, relayChannel, r.relistened, r.receive)
-		return
-	}
 	steps := r.s.steps
 	// The relay's channel last: pg_stat_activity shows the connection's
 	// last statement, "LISTEN paytwice_events", as for a relay alone.
-	_ = r.db.(eachListener).ListenEach(r.s.baseCtx, []string{stepChannel, relayChannel}, func() {
+	_ = r.peers.ListenEach(r.s.baseCtx, []string{stepChannel, relayChannel}, func() {
 		r.relistened()
 		steps.commands.listening.Store(true)
 	}, func(channel, payload string) {

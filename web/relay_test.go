@@ -18,6 +18,7 @@ import (
 	"paytwice/store/postgres/pgtest"
 	"paytwice/views"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // pgServers starts one server per name, in this process, all on one new
@@ -31,15 +32,15 @@ func pgServers(t *testing.T, names ...string) ([]*testEnv, *postgres.DB) {
 
 // pgServersWith is pgServers where wrap, when set, gives each server the
 // store it is to use around its own connection to the database.
-func pgServersWith(t *testing.T, wrap func(i int, db *postgres.DB) Store, names ...string) ([]*testEnv, *postgres.DB) {
+func pgServersWith(t *testing.T, wrap func(i int, db *postgres.DB) room.Peers, names ...string) ([]*testEnv, *postgres.DB) {
 	t.Helper()
 	url := pgtest.NewDatabase(t)
 	var envs []*testEnv
 	var first *postgres.DB
 	for i, name := range names {
-		var wrapOne func(*postgres.DB) Store
+		var wrapOne func(*postgres.DB) room.Peers
 		if wrap != nil {
-			wrapOne = func(db *postgres.DB) Store { return wrap(i, db) }
+			wrapOne = func(db *postgres.DB) room.Peers { return wrap(i, db) }
 		}
 		env, db := pgServer(t, url, name, wrapOne)
 		if first == nil {
@@ -56,19 +57,19 @@ func pgServersWith(t *testing.T, wrap func(i int, db *postgres.DB) Store, names 
 
 // pgServer starts one server called name on the database at url, in this
 // process, behind its own listener on 127.0.0.1 and on the real clock.
-// wrap, unless nil, wraps the server's store.
-func pgServer(t *testing.T, url, name string, wrap func(*postgres.DB) Store) (*testEnv, *postgres.DB) {
+// wrap, unless nil, wraps the server's peers.
+func pgServer(t *testing.T, url, name string, wrap func(*postgres.DB) room.Peers) (*testEnv, *postgres.DB) {
 	t.Helper()
 	clock := sim.NewClock(nil)
 	db, err := postgres.Open(context.Background(), url, postgres.Options{Now: clock.Now, MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st Store = db
+	var peers room.Peers = db
 	if wrap != nil {
-		st = wrap(db)
+		peers = wrap(db)
 	}
-	srv := NewServer(Config{Name: name, Logger: log.New(io.Discard, "", 0)}, st, clock)
+	srv := NewServer(Config{Name: name, Logger: log.New(io.Discard, "", 0), Ledger: db, Peers: peers}, db, clock)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { srv.Close(); hs.Close(); db.Close() })
 	return &testEnv{t: t, tb: t, URL: hs.URL, Server: srv, HTTP: hs}, db
@@ -224,7 +225,7 @@ func TestRelayResetOnOneServerClearsEveryTimeline(t *testing.T) {
 
 // recordingNotifier keeps the size of every notification sent.
 type recordingNotifier struct {
-	notifier
+	room.Peers
 	mu    sync.Mutex
 	sizes []int
 }
@@ -233,14 +234,14 @@ func (n *recordingNotifier) Notify(ctx context.Context, channel, payload string)
 	n.mu.Lock()
 	n.sizes = append(n.sizes, len(payload))
 	n.mu.Unlock()
-	return n.notifier.Notify(ctx, channel, payload)
+	return n.Peers.Notify(ctx, channel, payload)
 }
 
 func TestRelayBatchesKeepOrderAndFitTheLimit(t *testing.T) {
 	envs, _ := pgServers(t, "s1", "s2")
 	a, b := envs[0], envs[1]
 	const limit = 1000
-	rec := &recordingNotifier{notifier: a.Server.relay.db}
+	rec := &recordingNotifier{Peers: a.Server.relay.peers}
 	r := newRelay(a.Server, rec, "batch-test")
 	r.maxPayload = limit
 
@@ -332,7 +333,7 @@ func (s stalledNotify) Notify(ctx context.Context, channel, payload string) erro
 
 func TestRelayThatFallsBehindSkipsCountsAndSaysSo(t *testing.T) {
 	stalled := stalledNotify{gate: make(chan struct{}), waiting: make(chan struct{}, 1)}
-	envs, _ := pgServersWith(t, func(i int, db *postgres.DB) Store {
+	envs, _ := pgServersWith(t, func(i int, db *postgres.DB) room.Peers {
 		if i > 0 {
 			return db
 		}

@@ -10,14 +10,16 @@ import (
 
 	"paytwice/pay"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // The room is what the presenter sets for the whole class: the fault
 // switches, the lab's settings, the current lesson and the demo clock.
-// Every change goes through changeRoom, which has one source of truth:
-// this server's memory when it is on its own (SQLite), or one row of the
-// database when several servers share it (PostgreSQL), so that a switch
-// flipped on one server is flipped on all of them. Each server applies the
+// Every change goes through changeRoom, which has one source of truth, the
+// room of the server's peers (web/room): memory when the server is on its
+// own, one row of the database when several servers share it
+// (PostgreSQL), so that a switch flipped on one server is flipped on all
+// of them. Each server applies the
 // room's state to the structures its requests read (the fault plan, the
 // gateway's switches, the lab, the clock); only the server where a change
 // was made publishes the event that describes it.
@@ -91,30 +93,17 @@ func decodeRoom(b []byte) (roomState, error) {
 	return r, nil
 }
 
-// sharedRoom is what a store that several servers share offers to hold
-// the room (store/postgres/room.go): a read, an atomic read-modify-write
-// that announces the new version, and a way to follow those announcements.
-type sharedRoom interface {
-	LoadRoom(ctx context.Context) (state []byte, version int64, err error)
-	UpdateRoom(ctx context.Context, change func(old []byte) ([]byte, error)) (state []byte, version int64, err error)
-	// ListenRoom follows the announcements on a connection that names
-	// member, and RoomMembers lists the members that follow the room now.
-	ListenRoom(ctx context.Context, member string, onListen func(), onNotify func(version string)) error
-	RoomMembers(ctx context.Context) ([]string, error)
-}
+// roomCopy is this server's copy of the room state.
+type roomCopy struct {
+	s     *Server
+	peers room.Peers
 
-// room is this server's copy of the room state.
-type room struct {
-	s      *Server
-	shared sharedRoom // nil: the room is this server's memory
-
-	// mu orders the applications of new states, and on a server on its
-	// own is the lock of its read-modify-write.
+	// mu orders the applications of new states.
 	mu      sync.Mutex
 	state   roomState
 	version int64 // of state; a state of an older version is not applied
 
-	followed chan struct{} // closed when the follower stops; nil on a server on its own
+	followed chan struct{} // closed when the follower stops
 
 	// id names this server to the others in a reset's barrier: a random
 	// id, as two servers may have been given the same name.
@@ -128,10 +117,8 @@ type room struct {
 
 // newRoom starts from the defaults, which every structure the room
 // drives starts with too.
-func newRoom(s *Server) *room {
-	r := &room{s: s, state: defaultRoom(), id: pay.NewID("")[:16], changed: make(chan struct{})}
-	r.shared, _ = s.db.(sharedRoom)
-	return r
+func newRoom(s *Server) *roomCopy {
+	return &roomCopy{s: s, peers: s.peers, state: defaultRoom(), id: pay.NewID("")[:16], changed: make(chan struct{})}
 }
 
 // roomLoadTimeout bounds how long a starting server waits for the room's
@@ -141,17 +128,14 @@ const roomLoadTimeout = 10 * time.Second
 // start adopts the room's current state, so that a server that joins a
 // class late shows the class's switches from its first request, and
 // follows the room's changes until ctx ends.
-func (r *room) start(ctx context.Context) {
-	if r.shared == nil {
-		return
-	}
+func (r *roomCopy) start(ctx context.Context) {
 	loadCtx, cancel := context.WithTimeout(ctx, roomLoadTimeout)
 	r.reload(loadCtx)
 	cancel()
 	r.followed = make(chan struct{})
 	go func() {
 		defer close(r.followed)
-		_ = r.shared.ListenRoom(ctx, r.member(), func() { r.reload(ctx) }, func(payload string) {
+		_ = r.peers.ListenRoom(ctx, r.member(), func() { r.reload(ctx) }, func(payload string) {
 			// A version this server has already applied (its own change,
 			// or one a reload found) needs no reload.
 			if v, err := strconv.ParseInt(payload, 10, 64); err == nil && v <= r.appliedVersion() {
@@ -163,13 +147,9 @@ func (r *room) start(ctx context.Context) {
 }
 
 // wait returns once the follower has stopped (after ctx ended).
-func (r *room) wait() {
-	if r.followed != nil {
-		<-r.followed
-	}
-}
+func (r *roomCopy) wait() { <-r.followed }
 
-func (r *room) appliedVersion() int64 {
+func (r *roomCopy) appliedVersion() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.version
@@ -178,8 +158,8 @@ func (r *room) appliedVersion() int64 {
 // reload reads the room from the database and applies it if it is newer.
 // After a reconnection it is how a server catches up on the changes it
 // was not told about.
-func (r *room) reload(ctx context.Context) {
-	b, v, err := r.shared.LoadRoom(ctx)
+func (r *roomCopy) reload(ctx context.Context) {
+	b, v, err := r.peers.LoadRoom(ctx)
 	if err == nil {
 		var next roomState
 		if next, err = decodeRoom(b); err == nil {
@@ -197,11 +177,7 @@ func (r *room) reload(ctx context.Context) {
 // server changed the room before it published the event, so the reload
 // finds the change even when the room's own notification is still on its
 // way, and the pages redrawn for the event show the room after it.
-func (r *room) catchUp(ctx context.Context) {
-	if r.shared != nil {
-		r.reload(ctx)
-	}
-}
+func (r *roomCopy) catchUp(ctx context.Context) { r.reload(ctx) }
 
 // changesRoom reports whether e tells of a change of the room: switches,
 // clock, reset, lesson, step mode, or the lab's settings (the lab's notes on a
@@ -218,7 +194,7 @@ func changesRoom(e live.Event) bool {
 
 // apply makes next this server's room unless it already holds a newer
 // one.
-func (r *room) apply(next roomState, version int64) {
+func (r *roomCopy) apply(next roomState, version int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.applyLocked(next, version)
@@ -226,7 +202,7 @@ func (r *room) apply(next roomState, version int64) {
 
 // applyLocked sets the structures requests read from next; r.mu is held.
 // Requests already running keep the switches they drew.
-func (r *room) applyLocked(next roomState, version int64) {
+func (r *roomCopy) applyLocked(next roomState, version int64) {
 	if version <= r.version {
 		return
 	}
@@ -270,17 +246,7 @@ func (s *Server) changeRoom(ctx context.Context, edit func(*roomState) error) (o
 		return old, next, err
 	}
 	r := s.room
-	if r.shared == nil {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		old, next = r.state, r.state
-		if err := edit(&next); err != nil {
-			return old, next, err
-		}
-		r.applyLocked(next, r.version+1)
-		return old, next, nil
-	}
-	_, version, err := r.shared.UpdateRoom(ctx, func(b []byte) ([]byte, error) {
+	_, version, err := r.peers.UpdateRoom(ctx, func(b []byte) ([]byte, error) {
 		var err error
 		if old, err = decodeRoom(b); err != nil {
 			return nil, err

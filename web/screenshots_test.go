@@ -166,6 +166,9 @@ func newRealClockEnv(t *testing.T, cfg Config) *testEnv {
 	if cfg.Logger == nil {
 		cfg.Logger = log.New(io.Discard, "", 0)
 	}
+	if cfg.Ledger == nil {
+		cfg.Ledger = db
+	}
 	srv := NewServer(cfg, db, clock)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { srv.Close(); hs.Close() })

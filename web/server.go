@@ -21,6 +21,7 @@ import (
 	"paytwice/sim"
 	"paytwice/views"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // Config holds the server's settings.
@@ -46,10 +47,15 @@ type Config struct {
 	// key made at start-up. Servers behind one load balancer need the same
 	// key, or the cookie one of them set would not count on the others.
 	PresenterCookieKey []byte
-	// Ledger holds the simulated gateway's charges; nil keeps them in the
-	// payments store. main gives it a file of its own, as a real provider's
-	// database is not ours: its commits then run in parallel with ours.
+	// Ledger holds the simulated gateway's charges: the payments store
+	// itself when it holds the ledger's tables too, or, as main gives it, a
+	// database of its own, as a real provider's database is not ours: its
+	// commits then run in parallel with ours. It is required.
 	Ledger Ledger
+	// Peers are the other servers of the class (web/room): a PostgreSQL
+	// database that several servers share, or nil for a server on its own
+	// (room.Memory()).
+	Peers room.Peers
 	// StepLimit is how long step mode may hold a request at one checkpoint
 	// (default 2 minutes).
 	StepLimit time.Duration
@@ -113,6 +119,7 @@ type Server struct {
 	echo    *echo.Echo
 	db      Store
 	ledger  Ledger // the gateway's; may be db itself
+	peers   room.Peers
 	clock   *sim.Clock
 	gateway *sim.Gateway
 	faults  *sim.FaultPlan
@@ -122,7 +129,7 @@ type Server struct {
 	attempts attemptLog
 	// room holds the switches, the lab, the lesson and the clock, shared
 	// by every server on the database (room.go).
-	room *room
+	room *roomCopy
 
 	// baseCtx outlives requests and ends at shutdown: claimed work runs
 	// under it, not under the client's connection.
@@ -176,6 +183,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		cfg:    cfg,
 		db:     db,
 		ledger: cfg.Ledger,
+		peers:  cfg.Peers,
 		clock:  clock,
 		faults: sim.NewFaultPlan(),
 		hub:    live.New(live.DefaultSize, clock.Now),
@@ -183,7 +191,10 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	}
 	s.hub.SetServer(cfg.Name)
 	if s.ledger == nil {
-		s.ledger = db.(Ledger) // both stores hold the ledger's tables too
+		panic("web: NewServer needs Config.Ledger (the payments store itself when it holds the ledger's tables)")
+	}
+	if s.peers == nil {
+		s.peers = room.Memory()
 	}
 	s.lab = newLab(s)
 	if a, ok := cfg.ListenAddr.(*net.TCPAddr); ok {
@@ -194,7 +205,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.streamOpens = newStreamLimiter(time.Now)
 	s.narration.s = s
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
-	s.idleSweeps = newIdleSweeps(db)
+	s.idleSweeps = newIdleSweeps(!s.peers.Shared())
 	s.protocol = &pay.Service{Store: countingStorage{Storage: db, g: s.idleSweeps}, Gateway: s.gateway.With(sim.GatewaySwitches{}), Now: clock.Now,
 		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) },
 		WorkContext: func() (context.Context, context.CancelFunc) {

@@ -11,6 +11,7 @@ import (
 
 	"paytwice/pay"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // Step mode with several servers on one database. Behind a load balancer
@@ -83,7 +84,7 @@ type remoteHold struct {
 
 // stepCommands is a server's side of the command channel.
 type stepCommands struct {
-	db notifier // nil on a server of its own
+	peers room.Peers // nil on a server of its own
 	// listening is set once the command channel is listened to.
 	listening atomic.Bool
 	done      chan struct{} // closed when the listener stops
@@ -97,22 +98,23 @@ type stepCommands struct {
 }
 
 // startCommands listens for the other servers' step commands, when the
-// store reaches them, on the relay's connection if it carries them, else
-// on one of their own; it stops with the server.
+// server has peers, on the relay's connection if it relays, else on one of
+// their own; it stops with the server.
 func (st *stepper) startCommands() {
-	db, ok := st.s.db.(notifier)
-	if !ok {
+	peers := st.s.peers
+	if !peers.Shared() {
 		return
 	}
 	c := &st.commands
-	c.db, c.waiting, c.done = db, map[string]func(error){}, make(chan struct{})
-	if r := st.s.relay; r != nil && r.carriesSteps {
+	c.peers, c.waiting, c.done = peers, map[string]func(error){}, make(chan struct{})
+	if st.s.relay != nil {
 		close(c.done)
 		return
 	}
 	go func() {
 		defer close(c.done)
-		_ = db.Listen(st.s.baseCtx, stepChannel, func() { c.listening.Store(true) }, st.command)
+		_ = peers.ListenEach(st.s.baseCtx, []string{stepChannel}, func() { c.listening.Store(true) },
+			func(_, payload string) { st.command(payload) })
 	}()
 }
 
@@ -126,7 +128,7 @@ func (st *stepper) waitCommands() {
 }
 
 // shared reports whether other servers may hold requests.
-func (st *stepper) shared() bool { return st.commands.db != nil }
+func (st *stepper) shared() bool { return st.commands.peers != nil }
 
 // heard records another server's held or resumed event, before this
 // server's pages draw it.
@@ -319,7 +321,7 @@ func (st *stepper) send(ctx context.Context, cmd stepCommand, onRefused func(err
 	b, _ := json.Marshal(cmd)
 	nctx, cancel := context.WithTimeout(ctx, stepReplyTimeout)
 	defer cancel()
-	if err := c.db.Notify(nctx, stepChannel, string(b)); err != nil {
+	if err := c.peers.Notify(nctx, stepChannel, string(b)); err != nil {
 		st.unregister(cmd.ID)
 		return nil, pay.Errorf(pay.EUNAVAILABLE, "The other servers could not be asked to step (the database did not take the notification); try again.")
 	}
@@ -374,7 +376,7 @@ func (st *stepper) command(payload string) {
 	st.commands.replies.Go(func() {
 		ctx, cancel := context.WithTimeout(st.s.baseCtx, stepReplyTimeout)
 		defer cancel()
-		if err := st.commands.db.Notify(ctx, stepChannel, string(b)); err != nil && ctx.Err() == nil {
+		if err := st.commands.peers.Notify(ctx, stepChannel, string(b)); err != nil && ctx.Err() == nil {
 			st.s.logf("step mode: refusing %s for %s: %v", cmd.Op, cmd.From, err)
 		}
 	})

@@ -32,7 +32,7 @@ func startPaytwice(t *testing.T) *paytwice {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := web.NewServer(web.Config{Logger: log.New(io.Discard, "", 0)}, db, clock)
+	srv := web.NewServer(web.Config{Logger: log.New(io.Discard, "", 0), Ledger: db}, db, clock)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); srv.Close(); db.Close() })
 	return &paytwice{URL: hs.URL}

@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"paytwice/web/room"
 )
 
 // MaxNotifyPayload is the largest payload Notify sends: PostgreSQL
 // refuses NOTIFY payloads of 8000 bytes or more.
-const MaxNotifyPayload = 7999
+const MaxNotifyPayload = room.MaxPayload
 
 // Notify sends payload to every session listening on channel in this
 // database, the sender's own listeners included. PostgreSQL delivers it

@@ -5,7 +5,16 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+
+	"paytwice/web/room"
 )
+
+// A DB is the peers of every server on its database: the room's row, the
+// sessions that follow it, LISTEN/NOTIFY.
+var _ room.Peers = (*DB)(nil)
+
+// Shared reports that other servers may use the database: always.
+func (db *DB) Shared() bool { return true }
 
 // RoomChannel is the channel on which UpdateRoom announces each new
 // version of the room, as its decimal number.

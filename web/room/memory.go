@@ -1,0 +1,186 @@
+package room
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+)
+
+// roomChannel is the channel UpdateRoom announces versions on, apart from
+// the channels of Notify: a room's follower hears only its room.
+const roomChannel = "\x00room"
+
+// MemoryPeers is Peers within one process: the room's state and the
+// notifications live in its memory. Every server given the same
+// MemoryPeers is in the same class.
+type MemoryPeers struct {
+	shared bool
+
+	mu      sync.Mutex
+	state   []byte
+	version int64
+	// listeners are the ListenEach and ListenRoom calls under way.
+	listeners map[*listener]struct{}
+}
+
+// Memory is the peers of a server on its own: the room is its memory, and
+// there is nobody else to tell.
+func Memory() *MemoryPeers { return newMemory(false) }
+
+// SharedMemory is the peers of several servers in one process, sharing
+// one room and the notifications between them as servers on one
+// PostgreSQL database do: tests use it to run a class without a database.
+func SharedMemory() *MemoryPeers { return newMemory(true) }
+
+func newMemory(shared bool) *MemoryPeers {
+	return &MemoryPeers{shared: shared, state: []byte("{}"), listeners: map[*listener]struct{}{}}
+}
+
+// Shared reports whether the servers given m are a class of several.
+func (m *MemoryPeers) Shared() bool { return m.shared }
+
+// LoadRoom returns the room's state and version.
+func (m *MemoryPeers) LoadRoom(ctx context.Context) ([]byte, int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state, m.version, nil
+}
+
+// UpdateRoom replaces the room's state with change(old) under m's lock,
+// and announces the new version to the room's followers.
+func (m *MemoryPeers) UpdateRoom(ctx context.Context, change func(old []byte) ([]byte, error)) ([]byte, int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next, err := change(m.state)
+	if err != nil {
+		return nil, 0, err
+	}
+	m.state = next
+	m.version++
+	m.sendLocked(roomChannel, strconv.FormatInt(m.version, 10))
+	return next, m.version, nil
+}
+
+// ListenRoom follows the room as member until ctx ends.
+func (m *MemoryPeers) ListenRoom(ctx context.Context, member string, onListen func(), onNotify func(version string)) error {
+	return m.listen(ctx, member, []string{roomChannel}, onListen, func(_, v string) { onNotify(v) })
+}
+
+// RoomMembers lists the members of the ListenRoom calls under way.
+func (m *MemoryPeers) RoomMembers(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for l := range m.listeners {
+		if l.member != "" {
+			out = append(out, l.member)
+		}
+	}
+	return out, nil
+}
+
+// Notify hands payload to every listener of channel.
+func (m *MemoryPeers) Notify(ctx context.Context, channel, payload string) error {
+	if len(payload) > MaxPayload {
+		return fmt.Errorf("room: notify %s: payload of %d bytes is over the limit of %d", channel, len(payload), MaxPayload)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sendLocked(channel, payload)
+	return nil
+}
+
+// ListenEach listens on channels until ctx ends.
+func (m *MemoryPeers) ListenEach(ctx context.Context, channels []string, onListen func(), onNotify func(channel, payload string)) error {
+	return m.listen(ctx, "", channels, onListen, onNotify)
+}
+
+// sendLocked queues a notification for every listener of channel; m.mu
+// is held, so notifications keep the order they were sent in.
+func (m *MemoryPeers) sendLocked(channel, payload string) {
+	for l := range m.listeners {
+		if l.channels[channel] {
+			l.queue(notification{channel, payload})
+		}
+	}
+}
+
+// listen registers a listener, then hands it its notifications on this
+// goroutine, in order, until ctx ends.
+func (m *MemoryPeers) listen(ctx context.Context, member string, channels []string, onListen func(), onNotify func(channel, payload string)) error {
+	l := &listener{member: member, channels: map[string]bool{}, wake: make(chan struct{}, 1)}
+	for _, c := range channels {
+		l.channels[c] = true
+	}
+	m.mu.Lock()
+	m.listeners[l] = struct{}{}
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.listeners, l)
+		m.mu.Unlock()
+	}()
+	if onListen != nil {
+		onListen()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.wake:
+		}
+		for _, n := range l.take() {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			onNotify(n.channel, n.payload)
+		}
+	}
+}
+
+type notification struct{ channel, payload string }
+
+// listener is one ListenEach or ListenRoom call: its notifications wait in
+// its queue, so that a sender never waits for a slow listener (nor for one
+// that is itself sending, under m.mu).
+type listener struct {
+	member   string
+	channels map[string]bool
+
+	mu      sync.Mutex
+	pending []notification
+	wake    chan struct{} // holds a token while pending may be non-empty
+}
+
+func (l *listener) queue(n notification) {
+	l.mu.Lock()
+	l.pending = append(l.pending, n)
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default: // a wake is pending already
+	}
+}
+
+func (l *listener) take() []notification {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.pending
+	l.pending = nil
+	return out
+}
+
+var _ Peers = (*MemoryPeers)(nil)

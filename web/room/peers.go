@@ -1,0 +1,52 @@
+// Package room is the classroom's control plane, apart from HTTP: what
+// one server needs of the other servers of its class, and the stand-in
+// for them when a server is on its own.
+//
+// Peers is the one seam to the other servers. *postgres.DB implements it
+// for several servers on one PostgreSQL database (the room's row, the
+// sessions that follow it, LISTEN/NOTIFY) and asserts so at compile time;
+// Memory implements it in this process, for a server on its own, and for
+// tests that run several servers in one process without a database.
+package room
+
+import "context"
+
+// Peers is how a server reaches the other servers of its class: one room
+// they all share, the list of those that follow it, and channels of
+// notifications between them.
+type Peers interface {
+	// Shared reports whether other servers may be taking part: when it
+	// is false this server is the class on its own, and nothing it does
+	// needs telling anyone (no relay, no reset barrier, no forwarded step
+	// commands).
+	Shared() bool
+
+	// LoadRoom reads the room's state (opaque JSON here, "{}" until the
+	// first change) and its version.
+	LoadRoom(ctx context.Context) (state []byte, version int64, err error)
+	// UpdateRoom replaces the room's state with change(old), atomically
+	// for every server, and returns the new state and its version; the
+	// new version is announced to every follower of the room. An error
+	// from change changes nothing and is returned as it is.
+	UpdateRoom(ctx context.Context, change func(old []byte) ([]byte, error)) (state []byte, version int64, err error)
+	// ListenRoom follows the room until ctx ends: onNotify receives each
+	// new version's number, and onListen runs each time following
+	// (re)starts, where the caller reloads the room. For as long as it
+	// follows, member is among RoomMembers.
+	ListenRoom(ctx context.Context, member string, onListen func(), onNotify func(version string)) error
+	// RoomMembers lists the members that follow the room now.
+	RoomMembers(ctx context.Context) ([]string, error)
+
+	// Notify sends payload, of MaxPayload bytes at most, to every
+	// listener of channel, the sender's own included, in the order sent.
+	Notify(ctx context.Context, channel, payload string) error
+	// ListenEach calls onNotify with each notification on any of
+	// channels, in order, until ctx ends. Notifications sent while it
+	// does not listen are lost: onListen runs each time it (re)starts
+	// listening.
+	ListenEach(ctx context.Context, channels []string, onListen func(), onNotify func(channel, payload string)) error
+}
+
+// MaxPayload is the largest notification every Peers carries: PostgreSQL
+// refuses NOTIFY payloads of 8000 bytes or more.
+const MaxPayload = 7999
