@@ -24,6 +24,7 @@
   var ACTION_KEY = "paytwice.action.v1";
   var OPTIONS_KEY = "paytwice.options.v1";
   var ATTEMPT_TIMEOUT_MS = 10000;
+  var HELD_POLL_MS = 250;
 
   function $(id) { return document.getElementById(id); }
 
@@ -327,6 +328,7 @@
       retries: num("data-max-retries", 5),
       lockMS: num("data-lock-timeout-ms", 30000),
       sweepMS: num("data-sweep-every-ms", 5000),
+      attemptMS: num("data-attempt-timeout-ms", ATTEMPT_TIMEOUT_MS) || ATTEMPT_TIMEOUT_MS,
       session: card.getAttribute("data-session") || "",
       defaultAmount: num("data-amount", 129900),
     };
@@ -533,9 +535,20 @@
     // goes out on a fresh connection. On a reused one, Chromium would send
     // a POST again by itself when the connection closes unanswered, and the
     // page would never see the lost response it has to retry.
+    //
+    // An attempt gives up after cfg.attemptMS without an answer, but the
+    // time its request spends held by step mode does not count: a held
+    // request is the presenter's pause, not a slow server, and a page that
+    // gave up would leave the server with a request nobody waits for.
     function send(req) {
       var ctl = new AbortController();
-      var timer = setTimeout(function () { ctl.abort(); }, ATTEMPT_TIMEOUT_MS);
+      var waited = 0, last = Date.now();
+      var timer = setInterval(function () {
+        var now = Date.now();
+        if (!heldNow(req.key)) { waited += now - last; }
+        last = now;
+        if (waited >= cfg.attemptMS) { ctl.abort(); }
+      }, HELD_POLL_MS);
       var headers = { "Content-Type": "application/json", "Idempotency-Key": req.key, "Accept": "application/json" };
       if (cfg.session) { headers["Paytwice-Session"] = cfg.session; }
       // Names this attempt, so the server can tell the page if the
@@ -556,8 +569,24 @@
             copies: parseInt(r.headers.get("Paytwice-Attempt-Copies") || "1", 10) || 1 };
         });
       }, function (err) {
-        return { network: err && err.name === "AbortError" ? "timed out: no answer in " + (ATTEMPT_TIMEOUT_MS / 1000) + " s" : "the connection closed with no answer" };
-      }).finally(function () { clearTimeout(timer); });
+        return { network: err && err.name === "AbortError" ? "timed out: no answer in " + (cfg.attemptMS / 1000) + " s" : "the connection closed with no answer" };
+      }).finally(function () { clearInterval(timer); });
+    }
+
+    // heldNow reports whether step mode holds a request of this browser
+    // with the key: the timeline, which the event stream keeps current,
+    // shows it paused on its row until it goes on.
+    function heldNow(key) {
+      var you = card.getAttribute("data-you") || "";
+      var steps = document.querySelectorAll('#timeline [id$="-held"]');
+      for (var i = 0; i < steps.length; i++) {
+        var row = steps[i].closest("li.tl-row, #timeline > li");
+        if (!row) { continue; }
+        var code = row.querySelector(".tl-head code");
+        var who = row.querySelector(".tl-head .who");
+        if (code && code.getAttribute("title") === key && (!you || (who && who.textContent.trim() === you))) { return true; }
+      }
+      return false;
     }
 
     // GET /v1/payments?order_id=: is the order paid? "unknown" when the

@@ -126,3 +126,48 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 		liveNoCSPViolations(t, p)
 	}
 }
+
+// TestBrowserStepModeAtATeachersPace pays from a page whose attempts give
+// up after 300 ms, and steps the request through every checkpoint at a
+// teacher's pace: four times the page's time-out at each checkpoint, and
+// ten times at one. A held request is the presenter's pause, so the page
+// waits: it sends one request, which nobody releases but the presenter,
+// and the card ends with the one charge the server made.
+func TestBrowserStepModeAtATeachersPace(t *testing.T) {
+	const attemptMS = 300
+	env := newStepEnv(t, Config{})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+fmt.Sprintf("/?attempt_ms=%d", attemptMS))
+	liveDo(t, ctx, "paying", liveClick("#pay"))
+	for i, cp := range []string{"received", "key claimed", "before the gateway", "gateway answered", "saved", "answered"} {
+		id := env.waitHeld(cp)
+		liveWait(t, ctx, "the held step on the page's timeline", 5*time.Second,
+			fmt.Sprintf(`!!document.getElementById(%q)`, "tl-"+id+"-held"))
+		pause := 4 * attemptMS
+		if i == 3 {
+			pause = 10 * attemptMS
+		}
+		// The teacher talks: the page's clock runs on while nothing happens.
+		liveWait(t, ctx, "the teacher's pause", time.Duration(pause+5000)*time.Millisecond,
+			fmt.Sprintf(`(window.__since = window.__since || {})[%q] ? performance.now() - window.__since[%q] > %d : !(window.__since[%q] = performance.now())`, cp, cp, pause, cp))
+		if got := liveEval[string](t, ctx, attemptStatuses); got != "" {
+			t.Fatalf("held at %q, the page already ended its attempt: %q", cp, got)
+		}
+		if r := env.api(http.MethodPost, "/api/step/next", fmt.Sprintf(`{"request":%q}`, id)); r.Status != http.StatusOK {
+			t.Fatalf("Next at %q: %d %s", cp, r.Status, r.Body)
+		}
+	}
+	liveWait(t, ctx, "the card paid", 5*time.Second, paidNow)
+	if got := liveEval[string](t, ctx, attemptStatuses); got != "201" {
+		t.Fatalf("attempts %q, want one 201", got)
+	}
+	if n := env.charges(); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+	if got := liveEval[string](t, ctx, cardAgrees); got != "ok" {
+		t.Fatal(got)
+	}
+	if tl := liveEval[string](t, ctx, `document.getElementById("timeline").textContent`); strings.Contains(tl, "went away") {
+		t.Fatalf("the server let a held request go because its client left: %s", tl)
+	}
+}

@@ -21,6 +21,7 @@ const (
 	backoffBaseMS       = 500
 	backoffCapMS        = 8000
 	backoffRetries      = 5
+	attemptTimeoutMS    = 10000 // without an answer, the page gives an attempt up
 )
 
 // liveRoutes registers the live pages and their event stream.
@@ -41,8 +42,9 @@ func handleFavicon(c echo.Context) error {
 // handleCheckout is GET /: the checkout card, the switches and the live
 // panels. The page gives the browser a session, so its payments have a
 // scope of their own. ?backoff_ms=n shrinks the retry policy's base delay
-// (tests use it so that a retry does not take seconds); it changes nothing
-// on the server.
+// and ?attempt_ms=n the time an attempt waits for its answer (tests use
+// them so that a retry or a time-out does not take seconds); they change
+// nothing on the server.
 func (s *Server) handleCheckout(c echo.Context) error {
 	r := c.Request()
 	lesson, err := s.pageLesson(c, false) // ?lesson=<chapter>; an unknown one is a 404
@@ -58,27 +60,32 @@ func (s *Server) handleCheckout(c echo.Context) error {
 	if v, err := strconv.Atoi(c.QueryParam("backoff_ms")); err == nil && v >= 1 && v <= backoffBaseMS {
 		base = v
 	}
+	attempt := attemptTimeoutMS
+	if v, err := strconv.Atoi(c.QueryParam("attempt_ms")); err == nil && v >= 1 && v <= attemptTimeoutMS {
+		attempt = v
+	}
 	epoch, roomVersion := s.roomEpoch()
 	d := views.Checkout{
-		RoomEpoch:     epoch,
-		RoomVersion:   roomVersion,
-		Live:          s.live().snapshot(),
-		Presenter:     s.isPresenter(r),
-		Locked:        s.cfg.PresenterToken != "",
-		OrderID:       newOrderID(),
-		Amount:        defaultAmountSatang,
-		Key:           uuid.NewString(),
-		BackoffBaseMS: base,
-		BackoffCapMS:  base * backoffCapMS / backoffBaseMS,
-		MaxRetries:    backoffRetries,
-		Retention:     "for " + s.cfg.Retention.String(),
-		LockTimeout:   s.cfg.LockTimeout.String(),
-		Lab:           s.labView(r.Context(), s.isPresenter(r)),
-		Lesson:        lesson,
-		Session:       session,
-		You:           views.ScopeLabel(scope),
-		LockTimeoutMS: int(s.cfg.LockTimeout.Milliseconds()),
-		SweepEveryMS:  int(s.cfg.SweepEvery.Milliseconds()),
+		RoomEpoch:        epoch,
+		RoomVersion:      roomVersion,
+		Live:             s.live().snapshot(),
+		Presenter:        s.isPresenter(r),
+		Locked:           s.cfg.PresenterToken != "",
+		OrderID:          newOrderID(),
+		Amount:           defaultAmountSatang,
+		Key:              uuid.NewString(),
+		BackoffBaseMS:    base,
+		BackoffCapMS:     base * backoffCapMS / backoffBaseMS,
+		MaxRetries:       backoffRetries,
+		AttemptTimeoutMS: attempt,
+		Retention:        "for " + s.cfg.Retention.String(),
+		LockTimeout:      s.cfg.LockTimeout.String(),
+		Lab:              s.labView(r.Context(), s.isPresenter(r)),
+		Lesson:           lesson,
+		Session:          session,
+		You:              views.ScopeLabel(scope),
+		LockTimeoutMS:    int(s.cfg.LockTimeout.Milliseconds()),
+		SweepEveryMS:     int(s.cfg.SweepEvery.Milliseconds()),
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return render(c, http.StatusOK, views.CheckoutPage(d))
