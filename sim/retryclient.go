@@ -49,7 +49,9 @@ type PaymentRequest struct {
 // as replayable: if a kept-alive connection turns out to be dead before any
 // response, it may resend the request once by itself. The server then sees
 // one attempt more than Attempts records, under the same key, which is
-// harmless precisely because of the key.
+// harmless precisely because of the key. An HTTPClient whose transport
+// opens a fresh connection per request (FreshConnections) makes that
+// resend impossible, so Attempts is every attempt the server saw.
 type RetryClient struct {
 	// BaseURL is the server, e.g. "http://127.0.0.1:8080"; PaymentsPath is
 	// appended.
@@ -61,6 +63,13 @@ type RetryClient struct {
 	Token string
 	// Policy is the retry policy; the zero Policy means DefaultPolicy().
 	Policy Policy
+	// Budget, when positive, bounds the whole payment, waits included, and
+	// lets the server's Retry-After hint lengthen a wait beyond
+	// Policy.Cap: a server that knows when the answer will be ready (a 504
+	// or a 409 on a key only the sweeper can close) is then asked again
+	// at that time, if that time falls within the budget. A retry whose
+	// wait would end past the budget is not made (GaveUp).
+	Budget time.Duration
 	// AttemptTimeout bounds each attempt; zero means DefaultAttemptTimeout.
 	AttemptTimeout time.Duration
 	// UnquotedKey sends the key bare, as Stripe does, instead of as the
@@ -124,7 +133,8 @@ type PayResult struct {
 	Body     string `json:"body"`
 	Replayed bool   `json:"replayed"`
 	// GaveUp is true when the last attempt still failed in a retryable way
-	// and the policy had no retries left. The charge may or may not have
+	// and the policy had no retries left, or its wait would have passed
+	// the Budget. The charge may or may not have
 	// happened, so the caller should keep the key and check or retry later
 	// rather than pay anew under a new key.
 	GaveUp bool `json:"gave_up"`
@@ -141,6 +151,21 @@ func NewIdempotencyKey() string { return uuid.NewString() }
 // sent; 2xx and 3xx are final.
 func Retryable(status int) bool {
 	return status == http.StatusConflict || status == http.StatusTooManyRequests || (status >= 500 && status <= 599)
+}
+
+// Final reports whether an error answer ends the payment however it could
+// be retried: a replay of the saved answer, or an answer the server says a
+// retry cannot change (Stripe-Should-Retry: false). hdr may be nil.
+func Final(replayed bool, hdr http.Header) bool {
+	return replayed || (hdr != nil && strings.EqualFold(strings.TrimSpace(hdr.Get("Stripe-Should-Retry")), "false"))
+}
+
+// FreshConnections is an HTTP client that opens a new connection for every
+// request and never keeps one, so its transport has no reused connection
+// on which to resend a request by itself: each attempt reaches the server
+// once or not at all.
+func FreshConnections() *http.Client {
+	return &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}
 }
 
 // ParseRetryAfter reads a Retry-After value, either delta-seconds ("3") or
@@ -189,10 +214,14 @@ func (c *RetryClient) Pay(ctx context.Context, req PaymentRequest) (PayResult, e
 // restart, say) rather than risk a second charge with a new key.
 //
 // Network failures, attempt time-outs, 409, 429 and 5xx are retried up to
-// Policy.MaxRetries times. Before retry k it waits Policy.Wait(k-1, ...)
-// (full jitter: uniform(0, min(cap, base·2^(k-1)))). A Retry-After hint
-// raises that wait to at least the hint, but never above Policy.Cap, so a
-// server cannot park the client for longer than its own policy allows.
+// Policy.MaxRetries times, unless the answer is final: a replay
+// (Idempotent-Replayed: true) or one the server says a retry cannot change
+// (Stripe-Should-Retry: false), such as a saved 500. Before retry k it
+// waits Policy.Wait(k-1, ...) (full jitter: uniform(0, min(cap,
+// base·2^(k-1)))). A Retry-After hint raises that wait to at least the
+// hint: without a Budget never above Policy.Cap, so a server cannot park
+// the client for longer than its own policy allows; with one, up to the
+// hint itself, within the budget.
 //
 // The error is nil whenever a final response arrived, whatever its status;
 // inspect Status and GaveUp. It is ctx.Err() when the caller's context ends
@@ -216,6 +245,7 @@ func (c *RetryClient) PayWithKey(ctx context.Context, key string, req PaymentReq
 		return res, err
 	}
 	prev := pol.Base
+	start := c.now()
 	for n := 1; ; n++ {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -231,7 +261,7 @@ func (c *RetryClient) PayWithKey(ctx context.Context, key string, req PaymentReq
 		if netErr == nil {
 			res.Status, res.Body, res.Replayed = a.Status, a.Body, a.Replayed
 		}
-		retryable := netErr != nil || Retryable(a.Status)
+		retryable := netErr != nil || (Retryable(a.Status) && !Final(a.Replayed, hdr))
 		last := !retryable || n > pol.MaxRetries
 		if !last {
 			w := c.wait(pol, n-1, prev)
@@ -239,11 +269,20 @@ func (c *RetryClient) PayWithKey(ctx context.Context, key string, req PaymentReq
 			if hdr != nil {
 				if ra, ok := ParseRetryAfter(hdr.Get("Retry-After"), c.now()); ok {
 					a.RetryAfter = ra
-					w = min(max(w, ra), pol.Cap)
+					if c.Budget > 0 {
+						w = max(w, ra)
+					} else {
+						w = min(max(w, ra), pol.Cap)
+					}
 				}
 			}
-			a.Wait = w
-		} else if hdr != nil {
+			if c.Budget > 0 && c.now().Sub(start)+w > c.Budget {
+				last = true // the next answer would come too late
+			} else {
+				a.Wait = w
+			}
+		}
+		if last && hdr != nil && a.RetryAfter == 0 {
 			a.RetryAfter, _ = ParseRetryAfter(hdr.Get("Retry-After"), c.now())
 		}
 		res.Attempts = append(res.Attempts, a)

@@ -535,3 +535,75 @@ func (e *expiringContext) Err() error {
 }
 
 func (e *expiringContext) expire() { e.once.Do(func() { close(e.done) }) }
+
+func TestRetryClientStopsAtAFinalAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer func(http.ResponseWriter, *http.Request)
+	}{
+		{"a replayed 500", status(500, "Idempotent-Replayed", "true")},
+		{"a saved 500 the server says a retry cannot change", status(500, "Stripe-Should-Retry", "false")},
+		{"a 502 the server says a retry cannot change", status(502, "Stripe-Should-Retry", "False")},
+	} {
+		t.Run(tc.name+" is not sent again", func(t *testing.T) {
+			srv := newPayServer(t, tc.answer)
+			rec := &recorder{}
+			res, err := testClient(srv, rec).Pay(context.Background(), order)
+			if err != nil || len(res.Attempts) != 1 || len(rec.sleeps) != 0 || res.GaveUp || srv.log().calls != 1 {
+				t.Errorf("err %v, %d attempts, %d sleeps, gave up %v, %d calls", err, len(res.Attempts), len(rec.sleeps), res.GaveUp, srv.log().calls)
+			}
+		})
+	}
+	t.Run("a 409 that invites a retry is sent again", func(t *testing.T) {
+		srv := newPayServer(t, status(409, "Stripe-Should-Retry", "true"), status(201))
+		res, err := testClient(srv, &recorder{}).Pay(context.Background(), order)
+		if err != nil || len(res.Attempts) != 2 || res.Status != 201 {
+			t.Errorf("err %v, %d attempts, status %d", err, len(res.Attempts), res.Status)
+		}
+	})
+}
+
+func TestRetryClientHonoursRetryAfterWithinItsBudget(t *testing.T) {
+	// A clock that the waits move: the budget counts waits as they pass.
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	client := func(srv *payServer, budget time.Duration, sleeps *[]time.Duration) *RetryClient {
+		c := testClient(srv, nil)
+		c.Budget = budget
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		c.Sleep = func(ctx context.Context, d time.Duration) error {
+			mu.Lock()
+			defer mu.Unlock()
+			*sleeps = append(*sleeps, d)
+			now = now.Add(d)
+			return ctx.Err()
+		}
+		return c
+	}
+	t.Run("a 504's hint beyond the backoff cap is waited in full", func(t *testing.T) {
+		srv := newPayServer(t, status(504, "Retry-After", "35"), status(409, "Retry-After", "20"), status(201))
+		var sleeps []time.Duration
+		res, err := client(srv, time.Minute, &sleeps).Pay(context.Background(), order)
+		if err != nil || res.Status != 201 || len(sleeps) != 2 || sleeps[0] != 35*time.Second || sleeps[1] != 20*time.Second {
+			t.Errorf("err %v, status %d, waits %v; want 35 s then 20 s", err, res.Status, sleeps)
+		}
+	})
+	t.Run("a wait that would end past the budget is not made", func(t *testing.T) {
+		srv := newPayServer(t, status(504, "Retry-After", "35"), status(409, "Retry-After", "30"), status(201))
+		var sleeps []time.Duration
+		res, err := client(srv, time.Minute, &sleeps).Pay(context.Background(), order)
+		if err != nil || !res.GaveUp || res.Status != 409 || len(res.Attempts) != 2 || len(sleeps) != 1 {
+			t.Errorf("err %v, gave up %v, status %d, %d attempts, waits %v", err, res.GaveUp, res.Status, len(res.Attempts), sleeps)
+		}
+		if last := res.Attempts[1]; last.RetryAfter != 30*time.Second || last.Wait != 0 {
+			t.Errorf("last attempt %+v", last)
+		}
+	})
+	t.Run("without a budget the hint is capped", func(t *testing.T) {
+		srv := newPayServer(t, status(504, "Retry-After", "35"), status(201))
+		rec := &recorder{}
+		if _, err := testClient(srv, rec).Pay(context.Background(), order); err != nil || len(rec.sleeps) != 1 || rec.sleeps[0] != DefaultPolicy().Cap {
+			t.Errorf("err %v, waits %v", err, rec.sleeps)
+		}
+	})
+}
