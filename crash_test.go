@@ -142,6 +142,10 @@ func TestCrashRecovery(t *testing.T) {
 
 	// 2. Second life: the start-up sweep runs before the URL is printed.
 	second := startServer(ctx, t, bin, dbPath)
+	// It said what it closed, one line per key the crash left started.
+	if n := strings.Count(second.stdout.String(), "start-up sweep: key "); n != startedAtCrash {
+		t.Fatalf("the start-up sweep reported %d keys, want %d:\n%s", n, startedAtCrash, second.stdout.String())
+	}
 	// Every client whose request died retries with its key: it must end
 	// with 201, charged once, whether the sweep found the charge or not.
 	for _, key := range sent {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/web"
 )
@@ -189,9 +190,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// On a database other servers share, their requests may be running:
 	// the sweepers' lock timeout decides there.
 	if !st.peers.Shared() {
-		if _, err := srv.SweepOrphans(ctx); err != nil {
+		closed, err := srv.SweepOrphans(ctx)
+		if err != nil {
 			return fmt.Errorf("start-up sweep: %w", err)
 		}
+		printStartupSweep(stdout, closed)
 	}
 	jobs := make(chan struct{})
 	go func() { defer close(jobs); srv.RunJobs(ctx) }()
@@ -292,5 +295,21 @@ func printURLs(w io.Writer, addr *net.TCPAddr, presenterToken string) {
 	}
 	if presenterToken != "" {
 		fmt.Fprintf(w, "presenter board: http://%s/board?token=%s\n", net.JoinHostPort(hosts[0], fmt.Sprint(addr.Port)), presenterToken)
+	}
+}
+
+// printStartupSweep says what the start-up sweep closed: keys a crash left
+// started, each asked of the gateway. A server that says nothing here had
+// none.
+func printStartupSweep(w io.Writer, closed []pay.SweepOutcome) {
+	for _, o := range closed {
+		what := "the gateway had not charged: released, a retry runs afresh"
+		switch {
+		case o.Err != nil:
+			what = "could not be closed (" + pay.ErrorMessage(o.Err) + "): the sweeper tries again"
+		case o.Charged:
+			what = "the gateway had charged: charge " + o.Charge.ID + " recorded, the key answers 201"
+		}
+		fmt.Fprintf(w, "start-up sweep: key %q (order %s), left started by an earlier run: %s\n", o.Row.Key, o.Row.OrderID, what)
 	}
 }

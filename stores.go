@@ -49,8 +49,14 @@ func openStores(ctx context.Context, dbArg, gatewayArg string, now func() time.T
 		s.closers = append(s.closers, db.Close)
 		gatewayArg = cmp.Or(gatewayArg, dbArg)
 	} else {
+		release, err := holdSQLiteFile(dbArg)
+		if err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, release)
 		db, err := store.Open(dbArg, store.Options{Now: now, Synchronous: syncMode, Schema: pay.SchemaPayments})
 		if err != nil {
+			s.Close()
 			return nil, err
 		}
 		s.db, s.peers = db, room.Memory()

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"paytwice/pay"
 )
@@ -74,11 +76,43 @@ func workMillis(d time.Duration) int64 {
 //
 // A database that refuses the connection (too many clients, starting up,
 // unreachable) is an EUNAVAILABLE: nothing was claimed, and the caller
-// may retry with the same key.
+// may retry with the same key. So is a claim that waited ClaimLockWait
+// for the key's row (another server inside its save transaction, perhaps
+// paused, holds it), and one whose connection was terminated (57P01): a
+// wait without a bound would take a connection per retry until the pool
+// had none left for other keys.
 func (db *DB) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, error) {
 	res, err := db.claim(ctx, c)
-	return res, unreachable(err)
+	return res, claimNotTaken(unreachable(err))
 }
+
+// ClaimLockWait bounds how long a claim waits for the lock on its key's
+// row (lock_timeout), which another transaction may hold for as long as
+// it likes.
+const ClaimLockWait = 2 * time.Second
+
+// claimNotTaken turns the errors of a claim that the database ended
+// before it committed into EUNAVAILABLE: a lock wait past ClaimLockWait
+// (55P03) and a terminated connection (57P01). The claim's statement
+// commits on its own, so it did not happen, and a retry with the same key
+// runs afresh.
+func claimNotTaken(err error) error {
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe) && pe.Code == "55P03":
+		return fmt.Errorf("%w (%v)", errKeyLocked, err)
+	case errors.As(err, &pe) && pe.Code == "57P01":
+		return fmt.Errorf("%w (%v)", errClaimTerminated, err)
+	}
+	return err
+}
+
+var (
+	errKeyLocked = &pay.Error{Code: pay.EUNAVAILABLE,
+		Message: "Another server holds this key's row in a transaction that has not finished; nothing was recorded: retry with the same key."}
+	errClaimTerminated = &pay.Error{Code: pay.EUNAVAILABLE,
+		Message: "The database ended the connection of this request's claim before it was recorded; nothing was recorded: retry with the same key."}
+)
 
 func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, error) {
 	if err := db.need("payments"); err != nil {
@@ -111,14 +145,26 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	token := pay.NewToken()
 	for range claimAttempts {
 		var claim string
-		err := db.pool.QueryRow(ctx, `INSERT INTO idempotency_keys
+		// One round trip: the batch runs as one implicit transaction, so
+		// the lock wait it bounds is the insert's own.
+		b := &pgx.Batch{}
+		b.Queue(`SELECT set_config('lock_timeout', $1, true)`, strconv.FormatInt(ClaimLockWait.Milliseconds(), 10))
+		b.Queue(`INSERT INTO idempotency_keys
 			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
 			 claimed_by, work_until)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
 			 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END)
 			ON CONFLICT (scope, key) DO NOTHING RETURNING claim`,
 			c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, token, c.ChargeKey,
-			db.server, workMillis(c.WorkFor)).Scan(&claim)
+			db.server, workMillis(c.WorkFor))
+		br := db.pool.SendBatch(ctx, b)
+		_, err := br.Exec()
+		if err == nil {
+			err = br.QueryRow().Scan(&claim)
+		}
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
 		if err == nil {
 			return pay.ClaimResult{Claimed: true, Claim: claim}, nil
 		}

@@ -369,3 +369,76 @@ func TestAnotherServerSweepsAKeyOnlyAfterItsWorkDeadline(t *testing.T) {
 		t.Fatalf("after the work deadline: %+v %v", rows, err)
 	}
 }
+
+// holdKeyRow locks the key's row in a transaction that stays open, as a
+// server paused inside its save transaction would, until release.
+func holdKeyRow(t *testing.T, db *postgres.DB, key string) (release func()) {
+	t.Helper()
+	tx, err := db.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE idempotency_keys SET locked_at = locked_at WHERE scope = 's' AND key = $1`, key); err != nil {
+		t.Fatal(err)
+	}
+	return func() { _ = tx.Rollback(ctx) }
+}
+
+func TestAClaimWaitsForALockedKeyRowOnlySoLong(t *testing.T) {
+	dbs := servers(t, 2, postgres.Options{})
+	if res, err := dbs[0].Claim(ctx, request("held")); err != nil || !res.Claimed {
+		t.Fatalf("first claim: %+v %v", res, err)
+	}
+	release := holdKeyRow(t, dbs[0], "held")
+	defer release()
+
+	_, err := dbs[1].Claim(ctx, request("held"))
+	if pay.ErrorCode(err) != pay.EUNAVAILABLE {
+		t.Fatalf("a claim of a locked row: %v, want EUNAVAILABLE once the lock wait ran out", err)
+	}
+	// The bound was the claim's own: the same connections go on serving
+	// other keys, and the lock_timeout did not outlive the claim.
+	if res, err := dbs[1].Claim(ctx, request("other")); err != nil || !res.Claimed {
+		t.Fatalf("another key meanwhile: %+v %v", res, err)
+	}
+	var setting string
+	if err := dbs[1].Pool().QueryRow(ctx, `SHOW lock_timeout`).Scan(&setting); err != nil || setting != "0" {
+		t.Fatalf("lock_timeout after the claim: %q %v", setting, err)
+	}
+}
+
+func TestAClaimWhoseConnectionIsTerminatedIsUnavailable(t *testing.T) {
+	dbs := servers(t, 2, postgres.Options{})
+	if res, err := dbs[0].Claim(ctx, request("ended")); err != nil || !res.Claimed {
+		t.Fatalf("first claim: %+v %v", res, err)
+	}
+	release := holdKeyRow(t, dbs[0], "ended")
+	defer release()
+	done := make(chan error, 1)
+	go func() { _, err := dbs[1].Claim(ctx, request("ended")); done <- err }()
+	// Terminate the claim's backend while it waits for the row.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		err := dbs[0].Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO idempotency_keys%'`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the claim ended before it could be terminated: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the claim never waited for the row")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := <-done; pay.ErrorCode(err) != pay.EUNAVAILABLE {
+		t.Fatalf("a claim on a terminated connection: %v, want EUNAVAILABLE", err)
+	}
+}
