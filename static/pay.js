@@ -494,7 +494,7 @@
       if (res.status < 300) {
         r.words = res.replayed ? "the saved answer, sent again: nothing charged again" : "created";
       } else if (res.status === 409) {
-        r.words = "refused: this key's first request has not finished, and the server runs a key only once";
+        r.words = "refused: another request with this key has started and not finished, and the server runs a key only once";
       } else {
         r.words = (res.body && res.body.title) || "error";
         if (res.replayed) { r.words += " (the saved answer, sent again)"; }
@@ -616,6 +616,31 @@
         return settle("true", "paid", "ok", "the order is paid (" + charges[0].charge_id + ")", "paid", charges);
       }
       return settle("false", "not paid", "mute", "no charge for this order", "none", []);
+    }
+
+    // The lab's server mode, as the presenter set it for the room:
+    // "correct" unless one of its mistakes is on.
+    function labServerMode() {
+      var boxes = document.querySelectorAll("[data-lab-mode]");
+      for (var i = 0; i < boxes.length; i++) {
+        if (boxes[i].checked) { return boxes[i].getAttribute("data-lab-mode"); }
+      }
+      var check = document.querySelector('select[data-lab="server.mode"]');
+      return (check && check.value) || "correct";
+    }
+    function lessonSlug() {
+      var l = $("lesson");
+      return (l && l.getAttribute("data-slug")) || "";
+    }
+    // againWords says what paying again with the same key does: safe with
+    // a server that runs a key once, not with the lab's servers that do
+    // not.
+    function againWords() {
+      var mode = labServerMode();
+      if (mode === "correct" || mode === "check_then_insert_constrained") {
+        return "Paying again with the same key is safe: the server runs a key at most once.";
+      }
+      return "Careful: the server is running one of the lab's mistakes and does not guard the key, so paying again may charge again.";
     }
 
     // The lab's client mistakes, as the presenter set them for every
@@ -783,9 +808,23 @@
       drawTwice(ord, n);
     }
 
+    // sameKeyWhy says how one key was charged more than once, by what the
+    // room is showing.
+    function sameKeyWhy() {
+      var mode = labServerMode();
+      if (lessonSlug() === "prune-too-soon" || mode === "key_table_only" || mode === "correct") {
+        return " Every request carried the same key, and the server ran it once; then the key was pruned, so a later request with it was a new payment to the server.";
+      }
+      switch (mode) {
+      case "no_key": return " Every request carried the same key, but this server ignores keys, so it ran each one.";
+      case "check_then_insert": return " Every request carried the same key, but each looked the key up before any had written it, and nothing in the table refused the second insert.";
+      case "memory_lock": return " Every request carried the same key, but each server locks keys in its own memory, so requests on different servers never waited for each other.";
+      }
+      return " Every request carried the same key, yet the server ran it more than once.";
+    }
+
     function drawTwice(ord, n) {
-      var why = ord.keys.length > 1 ? " Each request had a key of its own, so the server saw " + n + " different payments and ran each one." :
-        " Every request carried the same key, but the server did not use it, so it ran each one.";
+      var why = ord.keys.length > 1 ? " Each request had a key of its own, so the server saw " + n + " different payments and ran each one." : sameKeyWhy();
       setStatus("twice", [badge("charged " + times(n), "bad"), " Order " + ord.orderId + " was charged " + times(n) + ": " + n + " \u00d7 \u0e3f" +
         formatBaht(ord.paid ? ord.paid.amount : ord.amount) + "." + why], n);
       setExplain([el("strong", "", "Charged " + times(n) + ". "),
@@ -835,14 +874,20 @@
       });
     }
 
-    // The key is held by a request that never answered: the server will
+    // The key is held by a request that did not finish: the server will
     // not run it again until the sweeper has asked the gateway. Count
     // down to then, and look the order up once the sweeper has been.
     function drawHeld(ord, my, req) {
       var since = ord.firstSent[req.key] || Date.now();
       var due = since + cfg.lockMS;
       var when = el("strong", "when", "");
-      setStatus("held", [badge("key held", "warn"), " The first request with this key never answered (its connection dropped), and its key is still marked started: " +
+      // What this page heard from the key's earlier requests.
+      var earlier = ord.rows.filter(function (r) { return r.kind === "send" && r.key === req.key && r.status && r.status !== "409"; })
+        .map(function (r) { return r.status; });
+      var first = earlier.indexOf("network") >= 0 ? "An earlier request with this key never answered (its connection dropped)" :
+        earlier.some(function (st) { return st.charAt(0) === "5"; }) ? "An earlier request with this key answered " + earlier.filter(function (st) { return st.charAt(0) === "5"; })[0] + " after it started" :
+          "A request with this key has started and not finished";
+      setStatus("held", [badge("key held", "warn"), " " + first + ", and its key is still marked started: " +
         "the server refuses to run it again while it cannot tell whether the gateway charged. The sweeper asks the gateway once the key is " +
         secondsText(cfg.lockMS) + " old: ", when, "."]);
       setExplain([el("strong", "", "Why 409 every time? "), "Nobody is left to finish the first request, so only the sweeper can close its key: it asks the gateway whether a charge with this key exists, and saves that as the answer. Until then a retry with the same key gets 409, and that is what keeps the order from being charged twice. ",
@@ -868,7 +913,7 @@
           } else if (found.state === "none") {
             setStatus("ready", [badge("not paid", "mute"), " No charge for this order. Pay again with the same key: the server answers what the sweeper saved, or runs it afresh."], 0);
           } else {
-            setStatus("unknown", [badge("unknown", "warn"), " The look-up failed: whether this order is paid is unknown. Pay again with the same key; it is safe."]);
+            setStatus("unknown", [badge("unknown", "warn"), " The look-up failed: whether this order is paid is unknown. " + againWords()]);
           }
         });
       }
@@ -916,13 +961,14 @@
         return;
       }
       if (res.network) {
-        setStatus("unknown", [badge("no response", "bad"), " The request may or may not have charged. Paying again with the same key is safe: the server will run it at most once."]);
+        setStatus("unknown", [badge("no response", "bad"), " The request may or may not have charged. " + againWords()]);
         setExplain(null);
         return;
       }
       var b = res.body || {};
       var tone = res.status === 429 ? "warn" : "bad";
-      var detail = res.status === 500 && res.lookup === "none" ? "The order has no charge: paying again with the same key is safe." :
+      var detail = res.status === 500 && res.lookup === "none" ? "A 500 means the outcome is unknown: the server may have failed before or after the gateway charged. " +
+        "Looking the order up finds no charge recorded for it (yet). " + againWords() :
         res.status === 500 && res.lookup === "unknown" ? "The look-up failed, so whether the order is paid is unknown." : (b.detail || "");
       setStatus(res.lookup === "unknown" ? "unknown" : "error", [badge(String(res.status), tone), " " + (b.title || "Error") + ". " + detail].concat(wastedNote(res)),
         res.lookup === "none" ? 0 : undefined);
@@ -982,9 +1028,9 @@
           save();
           drawPaid("Looked up after the reload.");
         } else if (found.state === "none") {
-          setStatus("ready", [badge("not paid", "mute"), " Requests were sent before the reload, and the order has no charge yet. Paying again with the same key is safe."], 0);
+          setStatus("ready", [badge("not paid", "mute"), " Requests were sent before the reload, and the order has no charge yet. " + againWords()], 0);
         } else {
-          setStatus("unknown", [badge("unknown", "warn"), " The look-up failed: whether this order is paid is unknown. Paying again with the same key is safe."]);
+          setStatus("unknown", [badge("unknown", "warn"), " The look-up failed: whether this order is paid is unknown. " + againWords()]);
         }
       });
       return true;

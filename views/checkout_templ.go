@@ -518,33 +518,46 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, " times.</p></div><div class=\"switch-row mistake-switch\"><input type=\"checkbox\" id=\"opt-newkey\"> <label for=\"opt-newkey\">Mistake: a new key on every click</label><p class=\"hint\">What a client without idempotency looks like. Turn on a delay and double-click.</p></div><p class=\"hint\"><a href=\"#lab\">Six more mistakes to make on purpose: the common-mistakes lab ↓</a></p></div><details class=\"explain\"><summary>What am I looking at?</summary><p>The key is made once, when the order starts, and kept in this browser (even across a reload) until you press New order. Every click and every retry sends it in the <code>Idempotency-Key</code> header. The server runs the first request that brings a key and answers the others from its memory.</p><p>Each click sends a request at once, like a real double-click. The list above shows every request this page sent and how it ended. Keys are kept ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, " times.</p></div><div class=\"switch-row mistake-switch\"><input type=\"checkbox\" id=\"opt-newkey\"> <label for=\"opt-newkey\">Mistake: a new key on every click</label><p class=\"hint\">What a client without idempotency looks like. Turn on a delay and double-click.</p></div><p class=\"hint\"><a href=\"#lab\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var31 string
-		templ_7745c5c3_Var31, templ_7745c5c3_Err = templ.JoinStringErrs(d.Retention)
+		templ_7745c5c3_Var31, templ_7745c5c3_Err = templ.JoinStringErrs(labMoreMistakes())
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 134, Col: 163}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 129, Col: 53}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var31))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, "; a key stuck in started is swept after ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, " more mistakes to make on purpose: the common-mistakes lab ↓</a></p></div><details class=\"explain\"><summary>What am I looking at?</summary><p>The key is made once, when the order starts, and kept in this browser (even across a reload) until you press New order. Every click and every retry sends it in the <code>Idempotency-Key</code> header. The server runs the first request that brings a key and answers the others from its memory.</p><p>Each click sends a request at once, like a real double-click. The list above shows every request this page sent and how it ended. Keys are kept ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var32 string
-		templ_7745c5c3_Var32, templ_7745c5c3_Err = templ.JoinStringErrs(d.LockTimeout)
+		templ_7745c5c3_Var32, templ_7745c5c3_Err = templ.JoinStringErrs(d.Retention)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 134, Col: 220}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 134, Col: 163}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var32))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, " (<a href=\"/v1/idempotency-policy\">the published policy</a>).</p></details></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "; a key stuck in started is swept after ")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var33 string
+		templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(d.LockTimeout)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 134, Col: 220}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var33))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, " (<a href=\"/v1/idempotency-policy\">the published policy</a>).</p></details></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -577,7 +590,7 @@ func FaultPanel(f FaultSwitches, presenter, locked bool) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "<section class=\"card faults\" aria-labelledby=\"faults-h\"><h2 id=\"faults-h\">Fault switches</h2>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "<section class=\"card faults\" aria-labelledby=\"faults-h\"><h2 id=\"faults-h\">Fault switches</h2>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -586,22 +599,22 @@ func FaultPanel(f FaultSwitches, presenter, locked bool) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		if !presenter {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "<p class=\"locked-note\"><span class=\"badge warn\">presenter only</span> The presenter controls these switches. You can still pay and watch.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "<p class=\"locked-note\"><span class=\"badge warn\">presenter only</span> The presenter controls these switches. You can still pay and watch.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "<fieldset id=\"faults\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "<fieldset id=\"faults\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if !presenter {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, " disabled")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, " disabled")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "><legend class=\"sr-only\">Failure modes of the server and of the gateway</legend>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "><legend class=\"sr-only\">Failure modes of the server and of the gateway</legend>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -609,22 +622,31 @@ func FaultPanel(f FaultSwitches, presenter, locked bool) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<div class=\"admin-buttons\"><button type=\"button\" id=\"sweep-now\">Sweep now</button> <button type=\"button\" id=\"reset-demo\">Reset</button></div></fieldset><p id=\"faults-status\" class=\"faults-status\" role=\"status\" aria-live=\"polite\"></p><details class=\"explain\"><summary>What am I looking at?</summary><p>Each switch reproduces one way a payment can fail in real life. The first three are the cases from Stripe's post on idempotency: the connection never happens, the work fails halfway, and the work succeeds but the response is lost. Turn one on, pay, and watch the timeline.</p><p>Sweep now closes keys stuck in started for longer than the lock timeout by asking the gateway what happened. Reset clears keys, charges and the timeline for the next demonstration. Errors: <a href=\"/problems/server-error\">500</a>, <a href=\"/problems/gateway-error\">502</a>, <a href=\"/problems/payment-declined\">402</a>.</p>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "<div class=\"admin-buttons\"><button type=\"button\" id=\"sweep-now\">Sweep now</button> <button type=\"button\" id=\"reset-demo\">Reset</button></div></fieldset><p id=\"faults-status\" class=\"faults-status\" role=\"status\" aria-live=\"polite\"></p><details class=\"explain\"><summary>What am I looking at?</summary><p>Each switch reproduces one way a payment can fail in real life. The first three are the cases from Stripe's post on idempotency: the connection never happens, the work fails halfway, and the work succeeds but the response is lost. Turn one on, pay, and watch the timeline.</p><p>Sweep now closes keys stuck in started for longer than the lock timeout by asking the gateway what happened. Reset clears keys, charges and the timeline for the next demonstration. Errors: <a href=\"/problems/server-error\">500</a>, <a href=\"/problems/gateway-error\">502</a>, <a href=\"/problems/payment-declined\">402</a>.</p>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if locked {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "<p>This classroom has a presenter: only the browser that opened the board with the presenter's link can change switches.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "<p>This classroom has a presenter: only the browser that opened the board with the presenter's link can change switches.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "</details></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "</details></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		return nil
 	})
+}
+
+// labMoreMistakes is how many mistakes the lab has, in words.
+func labMoreMistakes() string {
+	words := []string{"No", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten"}
+	if n := len(LabMistakeNumbers()); n < len(words) {
+		return words[n]
+	}
+	return itoa(len(LabMistakeNumbers()))
 }
 
 var _ = templruntime.GeneratedTemplate

@@ -174,7 +174,7 @@ func (s *Server) resetHere() {
 
 // handleReset is POST /api/reset.
 func (s *Server) handleReset(c echo.Context) error {
-	if err := s.resetDemo(c.Request().Context(), "JSON API"); err != nil {
+	if err := s.resetDemo(c.Request().Context(), changedBy(c.Request())); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"reset": true, "faults": s.currentFaults()})
@@ -237,7 +237,7 @@ func (s *Server) handleClockAdvance(c echo.Context) error {
 	if req.Seconds <= 0 || req.Seconds > int64(MaxClockAdvance/time.Second) {
 		return pay.Errorf(pay.EINVALID, "seconds must be between 1 and %d, not %d.", int64(MaxClockAdvance/time.Second), req.Seconds)
 	}
-	if err := s.advanceClock(c.Request().Context(), time.Duration(req.Seconds)*time.Second, "JSON API"); err != nil {
+	if err := s.advanceClock(c.Request().Context(), time.Duration(req.Seconds)*time.Second, changedBy(c.Request())); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, s.clockState())

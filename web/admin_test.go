@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,24 @@ func TestSweepEndpointReportsNothingWhenNothingIsStuck(t *testing.T) {
 	r := env.must(http.MethodPost, "/api/sweep", "")
 	if r.Status != 200 || strings.TrimSpace(string(r.Body)) != `{"lock_timeout_seconds":30,"closed":[]}` {
 		t.Fatalf("got %d %s", r.Status, r.Body)
+	}
+}
+
+func TestChangedByNamesThePage(t *testing.T) {
+	for _, tc := range []struct{ name, referer, want string }{
+		{"curl sends no Referer", "", "JSON API"},
+		{"a board button", "http://class.test/board", "the board"},
+		{"a switch on the checkout page", "http://class.test/?lesson=no-key", "the checkout page"},
+		{"another site's page", "http://elsewhere.test/board", "JSON API"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPut, "http://class.test/api/step", nil)
+			if tc.referer != "" {
+				r.Header.Set("Referer", tc.referer)
+			}
+			if got := changedBy(r); got != tc.want {
+				t.Fatalf("changedBy: %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -93,6 +93,14 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 		},
 		"retry-every-4xx": func() { pay(false); pay(false) },
 	}
+	// What a card must say after some chapters, when its state is the
+	// one named: each explanation fits what happened.
+	words := map[string]struct{ state, re string }{
+		"fails-halfway":     {"held", `answered 500 after it started`},
+		"no-key":            {"twice", `this server ignores keys`},
+		"check-then-insert": {"twice", `looked the key up before any had written it`},
+		"prune-too-soon":    {"twice", `the key was pruned`},
+	}
 	before := make([]string, len(phones))
 	for n, ch := range buildChapters(env.Server.cfg) {
 		if err := env.Server.startLesson(ctx, ch.Slug, "presenter"); err != nil {
@@ -117,6 +125,11 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 		for i, p := range phones {
 			before[i] = liveEval[string](t, p, `document.getElementById("order-id").textContent`)
 			t.Logf("%s phone %d: %s", ch.Slug, i+1, liveEval[string](t, p, `document.getElementById("pay-status").textContent`))
+			if w, ok := words[ch.Slug]; ok {
+				if got := liveEval[bool](t, p, fmt.Sprintf(`(() => { const st = document.getElementById("pay-status"); return st.dataset.state !== %q || new RegExp(%q).test(st.textContent); })()`, w.state, w.re)); !got {
+					t.Errorf("after %s, phone %d: the card does not say %q", ch.Slug, i+1, w.re)
+				}
+			}
 			if got := liveEval[string](t, p, cardAgrees); got != "ok" {
 				t.Errorf("after chapter %d %s, phone %d: %s", n+1, ch.Slug, i+1, got)
 			}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"net/url"
 
 	"paytwice/pay"
 )
@@ -23,4 +24,25 @@ func crossOriginGuard(h http.Handler) http.Handler {
 		_, _ = w.Write(body)
 	}))
 	return cop.Handler(h)
+}
+
+// changedBy names, for the timeline, where a change of the room came from:
+// the page whose button sent it (the Referer, which the Referrer-Policy
+// sends to this origin only), else the JSON API.
+func changedBy(r *http.Request) string {
+	ref := r.Referer()
+	if ref == "" {
+		return "JSON API"
+	}
+	u, err := url.Parse(ref)
+	if err != nil || u.Host != r.Host {
+		return "JSON API"
+	}
+	switch u.Path {
+	case "/board":
+		return "the board"
+	case "/":
+		return "the checkout page"
+	}
+	return "a page"
 }

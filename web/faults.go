@@ -136,7 +136,7 @@ func (s *Server) handlePutFaults(c echo.Context) error {
 	if err := decodeAdminJSON(c.Request(), &f); err != nil {
 		return err
 	}
-	if err := s.applyFaults(c.Request().Context(), f, "JSON API"); err != nil {
+	if err := s.applyFaults(c.Request().Context(), f, changedBy(c.Request())); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, s.currentFaults())
@@ -166,7 +166,7 @@ func (s *Server) handlePatchFaults(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.publishFaultChanges(old.Faults, next.Faults, "JSON API")
+	s.publishFaultChanges(old.Faults, next.Faults, changedBy(c.Request()))
 	return c.JSON(http.StatusOK, next.Faults)
 }
 

@@ -276,7 +276,7 @@ func (s *Server) handlePutLab(c echo.Context) error {
 	if err := decodeAdminJSON(c.Request(), &next); err != nil {
 		return err
 	}
-	if err := s.applyLab(c.Request().Context(), next, "JSON API"); err != nil {
+	if err := s.applyLab(c.Request().Context(), next, changedBy(c.Request())); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, s.lab.Settings())
@@ -305,7 +305,7 @@ func (s *Server) handlePatchLab(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.publishLabChanges(old.Lab, next.Lab, "JSON API")
+	s.publishLabChanges(old.Lab, next.Lab, changedBy(c.Request()))
 	return c.JSON(http.StatusOK, next.Lab)
 }
 

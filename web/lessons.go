@@ -308,7 +308,7 @@ func (s *Server) handlePutLesson(c echo.Context) error {
 	if err := decodeAdminJSON(c.Request(), &req); err != nil {
 		return err
 	}
-	if err := s.startLesson(c.Request().Context(), req.Slug, "JSON API"); err != nil {
+	if err := s.startLesson(c.Request().Context(), req.Slug, changedBy(c.Request())); err != nil {
 		return err
 	}
 	out := LessonStarted{Current: s.lab.Lesson(), Of: len(s.lab.chapters), Faults: s.currentFaults(), Lab: s.lab.Settings()}

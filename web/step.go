@@ -387,7 +387,7 @@ func (s *Server) handlePutStep(c echo.Context) error {
 	if req.On == nil {
 		return pay.Errorf(pay.EINVALID, `Say whether step mode is on: {"on": true} or {"on": false}.`)
 	}
-	if err := s.steps.turn(*req.On, "JSON API"); err != nil {
+	if err := s.steps.turn(*req.On, changedBy(c.Request())); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, s.steps.state())
