@@ -3,10 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -14,42 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"paytwice/sim"
-	"paytwice/store/postgres"
-	"paytwice/store/postgres/pgtest"
 	"paytwice/web/live"
 	"paytwice/web/room"
 )
-
-// pgServerConfig starts one server with cfg on the database at url, in
-// this process, behind its own listener on 127.0.0.1 and on the real
-// clock, and waits until it follows the room.
-func pgServerConfig(t *testing.T, url string, cfg Config) (*testEnv, *postgres.DB) {
-	t.Helper()
-	return pgServerConfigWith(t, url, cfg, nil)
-}
-
-// pgServerConfigWith is pgServerConfig where wrap, unless nil, wraps the
-// server's peers.
-func pgServerConfigWith(t *testing.T, url string, cfg Config, wrap func(*postgres.DB) room.Peers) (*testEnv, *postgres.DB) {
-	t.Helper()
-	clock := sim.NewClock(nil)
-	db, err := postgres.Open(context.Background(), url, postgres.Options{Now: clock.Now, MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = log.New(io.Discard, "", 0)
-	}
-	cfg.Ledger, cfg.Peers = db, db
-	if wrap != nil {
-		cfg.Peers = wrap(db)
-	}
-	srv := NewServer(cfg, db, clock)
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { srv.Close(); hs.Close(); db.Close() })
-	return &testEnv{t: t, tb: t, URL: hs.URL, Server: srv, HTTP: hs}, db
-}
 
 // heldOn turns step mode on for env, with holds that end only when the
 // test lets them go (no time limit), and returns a view of its events for
@@ -76,26 +40,12 @@ func (e *stepEnv) holdAt(cp Checkpoint) {
 	e.waitHeld(cp.String())
 }
 
-// books counts the local charges and the gateway's.
-func books(t *testing.T, db *postgres.DB) (local, gateway int) {
-	t.Helper()
-	ctx := context.Background()
-	local, err := db.CountCharges(ctx)
-	if err == nil {
-		gateway, err = db.CountGatewayCharges(ctx)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return local, gateway
-}
-
 // heldFor reports whether key has been held for longer than d on the
 // database's clock.
-func heldFor(t *testing.T, db *postgres.DB, key string, d time.Duration) bool {
+func heldFor(t *testing.T, c *class, key string, d time.Duration) bool {
 	t.Helper()
 	var past bool
-	if err := db.Pool().QueryRow(context.Background(), `SELECT clock_timestamp() - claimed_at > $2 * interval '1 millisecond'
+	if err := c.pg.Pool().QueryRow(context.Background(), `SELECT clock_timestamp() - claimed_at > $2 * interval '1 millisecond'
 		FROM idempotency_keys WHERE key = $1`, key, d.Milliseconds()).Scan(&past); err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +53,10 @@ func heldFor(t *testing.T, db *postgres.DB, key string, d time.Duration) bool {
 }
 
 // keyStatus is the status of key's row, "" when there is none.
-func keyStatus(t *testing.T, db *postgres.DB, key string) string {
+func keyStatus(t *testing.T, c *class, key string) string {
 	t.Helper()
 	var status string
-	_ = db.Pool().QueryRow(context.Background(), `SELECT status FROM idempotency_keys WHERE key = $1`, key).Scan(&status)
+	_ = c.pg.Pool().QueryRow(context.Background(), `SELECT status FROM idempotency_keys WHERE key = $1`, key).Scan(&status)
 	return status
 }
 
@@ -114,15 +64,18 @@ func keyStatus(t *testing.T, db *postgres.DB, key string) string {
 // The claim records the request's work deadline, and another server's
 // sweeper leaves the key alone until that deadline has passed, so a
 // retry still gets its 409 rather than running afresh.
+//
+// It is PostgreSQL's: a SQLite file is one server's, and its store does
+// not record the work deadline.
 func TestAnotherServersSweeperLeavesAKeyHeldInStepModeUntilItsDeadline(t *testing.T) {
-	url := pgtest.NewDatabase(t)
+	db := newPostgresClass(t)
 	// Work may take the gateway time-out plus step mode's allowance (four
 	// step limits): 300 ms + 4 s, far past the lock timeout of 600 ms.
 	cfg := Config{LockTimeout: 600 * time.Millisecond, GatewayTimeout: 300 * time.Millisecond, StepLimit: time.Second}
 	cfg.Name = "s1"
-	a, db := pgServerConfig(t, url, cfg)
+	a := db.server(cfg, nil)
 	cfg.Name = "s2"
-	b, _ := pgServerConfig(t, url, cfg)
+	b := db.server(cfg, nil)
 	held := heldOn(t, b)
 	ans := held.payAsync("held-key", "A-1")
 	held.holdAt(CheckClaimed)
@@ -159,7 +112,7 @@ func TestAnotherServersSweeperLeavesAKeyHeldInStepModeUntilItsDeadline(t *testin
 	case <-time.After(10 * time.Second):
 		t.Fatal("the held request never answered")
 	}
-	if local, gateway := books(t, db); local != gateway {
+	if local, gateway := db.books(); local != gateway {
 		t.Fatalf("%d local charges, %d at the gateway", local, gateway)
 	}
 }
@@ -206,15 +159,15 @@ func resetMessage(t *testing.T, env *testEnv) string {
 // a payment held between its gateway charge and its save on s2 finishes
 // before s1 empties the tables, so the books still balance.
 func TestResetOnOneServerWaitsForAPaymentInFlightOnAnother(t *testing.T) {
-	url := pgtest.NewDatabase(t)
+	db := newClass(t)
 	cfg := Config{GatewayTimeout: 300 * time.Millisecond, Name: "s1"}
-	a, db := pgServerConfig(t, url, cfg)
+	a := db.server(cfg, nil)
 	cfg.Name = "s2"
-	b, _ := pgServerConfig(t, url, cfg)
+	b := db.server(cfg, nil)
 	held := heldOn(t, b)
 	ans := held.payAsync("in-flight", "A-1")
 	held.holdAt(CheckGatewayAnswered)
-	if local, gateway := books(t, db); local != 0 || gateway != 1 {
+	if local, gateway := db.books(); local != 0 || gateway != 1 {
 		t.Fatalf("held after the gateway: %d local charges, %d at the gateway", local, gateway)
 	}
 
@@ -225,7 +178,7 @@ func TestResetOnOneServerWaitsForAPaymentInFlightOnAnother(t *testing.T) {
 	if r := answerOf(t, "the payment", ans); r.Status != http.StatusCreated {
 		t.Fatalf("payment: %d %s", r.Status, r.Body)
 	}
-	if local, gateway := books(t, db); local != gateway {
+	if local, gateway := db.books(); local != gateway {
 		t.Fatalf("after the reset: %d local charges, %d at the gateway", local, gateway)
 	}
 	if m := resetMessage(t, a); strings.Contains(m, "not waited for") {
@@ -239,9 +192,9 @@ func TestResetOnOneServerWaitsForAPaymentInFlightOnAnother(t *testing.T) {
 	}
 }
 
-// roomDeaf is a server's store whose room follower never listens: the
+// roomDeaf is a server's peers whose room follower never listens: the
 // server's listening connection is down for good.
-type roomDeaf struct{ *postgres.DB }
+type roomDeaf struct{ room.Peers }
 
 func (roomDeaf) ListenRoom(ctx context.Context, _ string, _ func(), _ func(string)) error {
 	<-ctx.Done()
@@ -255,13 +208,13 @@ func (roomDeaf) ListenRoom(ctx context.Context, _ string, _ func(), _ func(strin
 func TestResetDoesNotWaitForServersThatCannotAnswer(t *testing.T) {
 	cfg := Config{GatewayTimeout: 300 * time.Millisecond}
 	t.Run("a server that died or stopped listening is not waited for", func(t *testing.T) {
-		url := pgtest.NewDatabase(t)
+		db := newClass(t)
 		cfg.Name = "s1"
-		a, db := pgServerConfig(t, url, cfg)
+		a := db.server(cfg, nil)
 		cfg.Name = "s2"
-		dead, _ := pgServerConfig(t, url, cfg)
+		dead := db.server(cfg, nil)
 		cfg.Name = "s3"
-		pgServerConfigWith(t, url, cfg, func(db *postgres.DB) room.Peers { return roomDeaf{db} })
+		db.server(cfg, func(p room.Peers) room.Peers { return roomDeaf{p} })
 		dead.Server.Close()
 		waitUntil(t, "s2's listening connection to end", func() bool {
 			m, err := db.RoomMembers(context.Background())
@@ -275,14 +228,14 @@ func TestResetDoesNotWaitForServersThatCannotAnswer(t *testing.T) {
 		}
 	})
 	t.Run("a server that follows the room but never answers is waited for within the bound", func(t *testing.T) {
-		url := pgtest.NewDatabase(t)
+		db := newPostgresClass(t)
 		cfg.Name = "s1"
-		a, db := pgServerConfig(t, url, cfg)
+		a := db.server(cfg, nil)
 		cfg.Name = "s2"
-		b, _ := pgServerConfig(t, url, cfg)
+		b := db.server(cfg, nil)
 		// A member that listens and never answers: a server hung, or a
 		// machine gone whose connection PostgreSQL has not closed yet.
-		conf := db.Pool().Config().ConnConfig.Copy()
+		conf := db.pg.Pool().Config().ConnConfig.Copy()
 		conf.RuntimeParams["application_name"] = "paytwice-room 0123456789abcdef s9"
 		hung, err := pgx.ConnectConfig(context.Background(), conf)
 		if err != nil {
@@ -314,8 +267,8 @@ func TestResetDoesNotWaitForServersThatCannotAnswer(t *testing.T) {
 // barrier's time is up: a resetting server that died holds nobody for
 // longer.
 func TestAServerHoldsItsPaymentsForAResetOnlyUntilItsBound(t *testing.T) {
-	url := pgtest.NewDatabase(t)
-	b, db := pgServerConfig(t, url, Config{Name: "s2"})
+	db := newClass(t)
+	b := db.server(Config{Name: "s2"}, nil)
 	until := time.Now().Add(2 * time.Second)
 	// A barrier by a server that is gone.
 	if _, _, err := db.UpdateRoom(context.Background(), func(old []byte) ([]byte, error) {
@@ -345,7 +298,7 @@ func TestAServerHoldsItsPaymentsForAResetOnlyUntilItsBound(t *testing.T) {
 // Resets sent to two servers at once run one after the other, and both
 // complete.
 func TestResetsOnTwoServersAtOnce(t *testing.T) {
-	envs, db := pgServers(t, "s1", "s2")
+	envs, db := classServers(t, "s1", "s2")
 	envs[0].pay("k1", `{"order_id":"A-1","amount_satang":100}`)
 	first, second := resetOn(envs[0]), resetOn(envs[1])
 	for _, ch := range []<-chan response{first, second} {
@@ -353,12 +306,12 @@ func TestResetsOnTwoServersAtOnce(t *testing.T) {
 			t.Fatalf("reset: %d %s", r.Status, r.Body)
 		}
 	}
-	if local, gateway := books(t, db); local != 0 || gateway != 0 {
+	if local, gateway := db.books(); local != 0 || gateway != 0 {
 		t.Fatalf("after the resets: %d local charges, %d at the gateway", local, gateway)
 	}
+	// The last reset's end reaches the other server with the room's
+	// notification, after that reset has answered.
 	for _, env := range envs {
-		if bar, _ := env.Server.room.barrier(); bar != nil {
-			t.Errorf("%s still sees the barrier %+v", env.Server.cfg.Name, bar)
-		}
+		waitUntil(t, env.Server.cfg.Name+" to see the barrier end", func() bool { bar, _ := env.Server.room.barrier(); return bar == nil })
 	}
 }

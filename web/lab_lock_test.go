@@ -184,7 +184,7 @@ func TestLabMistakeMemoryLock(t *testing.T) {
 
 	t.Run("on three servers on one database each server's lock lets its request charge", func(t *testing.T) {
 		const keys, servers = 4, 3
-		envs, _ := pgServers(t, "s1", "s2", "s3")
+		envs, _ := classServers(t, "s1", "s2", "s3")
 		// The chapter runs on the first server; the others follow its
 		// reset through the relay, which puts their lab switches off.
 		resets := make([]*live.Subscription, 0, servers-1)

@@ -29,7 +29,7 @@ func TestRelayScreenshots(t *testing.T) {
 		{"long", []string{"192.168.100.200:8081", "paytwice-classroom-eu-west.internal:8443", "10.0.0.3:8083"}},
 	} {
 		t.Run(tc.name+" names", func(t *testing.T) {
-			envs, _ := pgServers(t, tc.servers...)
+			envs, _ := classServers(t, tc.servers...)
 			a, b, c := envs[0], envs[1], envs[2]
 			ctx := liveBrowser(t, 1280, 720)
 			liveStill(t, ctx)

@@ -3,77 +3,17 @@ package web
 import (
 	"context"
 	"fmt"
-	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"paytwice/sim"
-	"paytwice/store/postgres"
-	"paytwice/store/postgres/pgtest"
 	"paytwice/views"
 	"paytwice/web/live"
 	"paytwice/web/room"
 )
-
-// pgServers starts one server per name, in this process, all on one new
-// PostgreSQL database, each behind its own listener on 127.0.0.1 and on
-// the real clock, and waits until every relay listens. The first one's
-// store is returned for reading the tables.
-func pgServers(t *testing.T, names ...string) ([]*testEnv, *postgres.DB) {
-	t.Helper()
-	return pgServersWith(t, nil, names...)
-}
-
-// pgServersWith is pgServers where wrap, when set, gives each server the
-// store it is to use around its own connection to the database.
-func pgServersWith(t *testing.T, wrap func(i int, db *postgres.DB) room.Peers, names ...string) ([]*testEnv, *postgres.DB) {
-	t.Helper()
-	url := pgtest.NewDatabase(t)
-	var envs []*testEnv
-	var first *postgres.DB
-	for i, name := range names {
-		var wrapOne func(*postgres.DB) room.Peers
-		if wrap != nil {
-			wrapOne = func(db *postgres.DB) room.Peers { return wrap(i, db) }
-		}
-		env, db := pgServer(t, url, name, wrapOne)
-		if first == nil {
-			first = db
-		}
-		envs = append(envs, env)
-	}
-	for _, e := range envs {
-		e.Server.live() // the projector draws from its start on
-		waitUntil(t, "the relay to listen", func() bool { return e.Server.relay.listening.Load() > 0 })
-	}
-	return envs, first
-}
-
-// pgServer starts one server called name on the database at url, in this
-// process, behind its own listener on 127.0.0.1 and on the real clock.
-// wrap, unless nil, wraps the server's peers.
-func pgServer(t *testing.T, url, name string, wrap func(*postgres.DB) room.Peers) (*testEnv, *postgres.DB) {
-	t.Helper()
-	clock := sim.NewClock(nil)
-	db, err := postgres.Open(context.Background(), url, postgres.Options{Now: clock.Now, MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var peers room.Peers = db
-	if wrap != nil {
-		peers = wrap(db)
-	}
-	srv := NewServer(Config{Name: name, Logger: log.New(io.Discard, "", 0), Ledger: db, Peers: peers}, db, clock)
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { srv.Close(); hs.Close(); db.Close() })
-	return &testEnv{t: t, tb: t, URL: hs.URL, Server: srv, HTTP: hs}, db
-}
 
 // rowsOf returns the timeline rows a server's pages show now, once its
 // projector has applied every event its hub holds.
@@ -111,7 +51,7 @@ func claimedOn(key, server string) func(views.TimelineRow) bool {
 	}
 }
 
-func countCharges(t *testing.T, db *postgres.DB) int {
+func countCharges(t *testing.T, db Store) int {
 	t.Helper()
 	n, err := db.CountCharges(context.Background())
 	if err != nil {
@@ -121,7 +61,7 @@ func countCharges(t *testing.T, db *postgres.DB) int {
 }
 
 func TestRelayShowsAPaymentOnEveryServer(t *testing.T) {
-	envs, _ := pgServers(t, "s1", "s2")
+	envs, _ := classServers(t, "s1", "s2")
 	a, b := envs[0], envs[1]
 	stream := openStream(t, b, "")
 	stream.nextFrame() // the first drawing
@@ -172,7 +112,7 @@ func TestRelayShowsAPaymentOnEveryServer(t *testing.T) {
 }
 
 func TestRelayDoubleClickOnTwoServersShowsBothAndChargesOnce(t *testing.T) {
-	envs, db := pgServers(t, "s1", "s2", "s3")
+	envs, db := classServers(t, "s1", "s2", "s3")
 	a, b := envs[0], envs[1]
 	release := a.holdGateway()
 	body := `{"order_id":"A-2","amount_satang":1500}`
@@ -203,7 +143,7 @@ func TestRelayDoubleClickOnTwoServersShowsBothAndChargesOnce(t *testing.T) {
 }
 
 func TestRelayResetOnOneServerClearsEveryTimeline(t *testing.T) {
-	envs, _ := pgServers(t, "s1", "s2")
+	envs, _ := classServers(t, "s1", "s2")
 	a, b := envs[0], envs[1]
 	a.pay("relay-r1", `{"order_id":"A-3","amount_satang":700}`)
 	b.pay("relay-r2", `{"order_id":"A-4","amount_satang":700}`)
@@ -238,7 +178,7 @@ func (n *recordingNotifier) Notify(ctx context.Context, channel, payload string)
 }
 
 func TestRelayBatchesKeepOrderAndFitTheLimit(t *testing.T) {
-	envs, _ := pgServers(t, "s1", "s2")
+	envs, _ := classServers(t, "s1", "s2")
 	a, b := envs[0], envs[1]
 	const limit = 1000
 	rec := &recordingNotifier{Peers: a.Server.relay.peers}
@@ -284,12 +224,13 @@ func TestRelayBatchesKeepOrderAndFitTheLimit(t *testing.T) {
 }
 
 func TestRelayRecoversAKilledListenerAndRedrawsThePages(t *testing.T) {
-	envs, db := pgServers(t, "s1", "s2")
+	db := newPostgresClass(t)
+	envs := db.servers(nil, "s1", "s2")
 	a, b := envs[0], envs[1]
 	stream := openStream(t, b, "")
 	stream.nextFrame()
 	var killed int
-	if err := db.Pool().QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+	if err := db.pg.Pool().QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = 'LISTEN "'||$1||'"'`, relayChannel).Scan(&killed); err != nil {
 		t.Fatal(err)
 	}
@@ -310,10 +251,10 @@ func TestRelayRecoversAKilledListenerAndRedrawsThePages(t *testing.T) {
 	waitRow(t, b, "s1's payment after the reconnection", keyed("relay-after", "s1", "201 paid"))
 }
 
-// stalledNotify is a store whose notifications wait until the gate opens,
+// stalledNotify is peers whose notifications wait until the gate opens,
 // like a database that stopped answering.
 type stalledNotify struct {
-	*postgres.DB
+	room.Peers
 	gate    chan struct{}
 	waiting chan struct{} // receives when a notification starts waiting
 }
@@ -328,16 +269,16 @@ func (s stalledNotify) Notify(ctx context.Context, channel, payload string) erro
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return s.DB.Notify(ctx, channel, payload)
+	return s.Peers.Notify(ctx, channel, payload)
 }
 
 func TestRelayThatFallsBehindSkipsCountsAndSaysSo(t *testing.T) {
 	stalled := stalledNotify{gate: make(chan struct{}), waiting: make(chan struct{}, 1)}
-	envs, _ := pgServersWith(t, func(i int, db *postgres.DB) room.Peers {
+	envs := newClass(t).servers(func(i int, peers room.Peers) room.Peers {
 		if i > 0 {
-			return db
+			return peers
 		}
-		stalled.DB = db
+		stalled.Peers = peers
 		return stalled
 	}, "s1", "s2")
 	a, b := envs[0], envs[1]

@@ -13,8 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"paytwice/sim"
-	"paytwice/store/postgres"
-	"paytwice/store/postgres/pgtest"
 	"paytwice/web/live"
 )
 
@@ -57,11 +55,10 @@ func (e *testEnv) lesson() string {
 }
 
 func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
-	url := pgtest.NewDatabase(t)
+	class := newClass(t)
 	var servers []*testEnv
 	for _, name := range []string{"A", "B", "C"} {
-		env, _ := pgServer(t, url, name, nil)
-		servers = append(servers, env)
+		servers = append(servers, class.server(Config{Name: name}, nil))
 	}
 	// each returns the servers as subtest t sees them.
 	each := func(t *testing.T) (a, b, c *testEnv, all []*testEnv) {
@@ -186,17 +183,18 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 	})
 
 	t.Run("a server that starts later adopts the room", func(t *testing.T) {
-		d, _ := pgServer(t, url, "D", nil)
+		d := class.server(Config{Name: "D"}, nil)
 		if d.lesson() != "fails-halfway" || !d.faults().Server.FailHalfway {
 			t.Fatalf("D starts with lesson %q and faults %+v", d.lesson(), d.faults())
 		}
 	})
 
 	t.Run("an event of a change of the room is drawn with the room after it", func(t *testing.T) {
+		class.postgresOnly(t)
 		_, b, _, _ := each(t)
 		// A change whose own notification has not reached B: only the
 		// relayed event tells B of it.
-		if _, err := b.Server.db.(*postgres.DB).Pool().Exec(t.Context(), `UPDATE room SET version = version + 1,
+		if _, err := class.pg.Pool().Exec(t.Context(), `UPDATE room SET version = version + 1,
 			state = jsonb_set(state, '{faults,gateway,error}', 'true')`); err != nil {
 			t.Fatal(err)
 		}
@@ -211,8 +209,9 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 	})
 
 	t.Run("a server whose listener is cut reconnects and catches up", func(t *testing.T) {
+		class.postgresOnly(t)
 		a, _, c, all := each(t)
-		conn, err := pgx.Connect(t.Context(), url)
+		conn, err := pgx.Connect(t.Context(), class.url)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,20 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"paytwice/store/postgres"
 	"paytwice/web/live"
 )
 
-// stepServers starts servers s1, s2, … on one PostgreSQL database, each
+// stepServers starts servers s1, s2, … of one class, each
 // listening for step commands, and returns each with a view of its
 // events. Holds end only when the test lets them go (no time limit).
-func stepServers(t *testing.T, n int) ([]*stepEnv, *postgres.DB) {
+func stepServers(t *testing.T, n int) ([]*stepEnv, *class) {
 	t.Helper()
 	var names []string
 	for i := range n {
 		names = append(names, fmt.Sprintf("s%d", i+1))
 	}
-	envs, db := pgServers(t, names...)
+	envs, db := classServers(t, names...)
 	var out []*stepEnv
 	for _, env := range envs {
 		st := env.Server.steps
