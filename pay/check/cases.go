@@ -513,7 +513,7 @@ func plural(n int, one, many string) string {
 // Case 10: a slow key does not hold other keys back.
 func caseNoQueue(ctx context.Context, r *run) Result {
 	if !r.gatewayUsed {
-		return skip("needs a slow request: give -gateway, the simulated gateway the endpoint charges through")
+		return noQueueWhileArriving(ctx, r)
 	}
 	slow, fast := r.action(10), r.action(10)
 	fast.group = slow.group
@@ -536,6 +536,36 @@ func caseNoQueue(ctx context.Context, r *run) Result {
 		return fail(false, "another key waited for the slow one: answered %s after it (the keys queue behind one lock)", b.End.Sub(a.End).Round(time.Millisecond))
 	}
 	return pass("another key was answered in %s while the slow one was at the gateway", b.End.Sub(b.Start).Round(100*time.Microsecond))
+}
+
+// noQueueWhileArriving is case 10 without a gateway to slow the work: a
+// request whose body has not all arrived holds its connection open while
+// a request with another key is sent. A server that takes one lock for
+// every request before it reads the body makes the second one wait.
+func noQueueWhileArriving(ctx context.Context, r *run) Result {
+	slow, fast := r.action(10), r.action(10)
+	fast.group = slow.group
+	c, err := r.dialRaw(ctx, slow)
+	if err != nil {
+		return fail(false, "opening a connection: %v", err)
+	}
+	limit := min(r.cfg.Timeout, 5*time.Second)
+	fastCtx, cancel := context.WithTimeout(ctx, limit)
+	b := r.send(fastCtx, fast)
+	cancel()
+	if err := c.release(); err != nil {
+		c.conn.Close()
+	} else {
+		hr, _, _ := r.newRequest(ctx, slow)
+		r.record(c.read(hr).Record)
+	}
+	switch {
+	case b.NoAnswer:
+		return fail(false, "another key got no answer within %s while a request with a key of its own was still sending its body: the keys queue behind one lock", limit)
+	case !b.ok():
+		return fail(false, "another key, sent while a request was still arriving, was answered %s%s", b, excerpt(b))
+	}
+	return pass("another key was answered in %s while a request was still sending its body (-gateway also holds one at the gateway)", b.End.Sub(b.Start).Round(100*time.Microsecond))
 }
 
 // Case 11: the key policy is published (informational).
