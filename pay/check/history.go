@@ -509,6 +509,18 @@ func CheckHistory(records []Record, timeout time.Duration, htmlPath string) (Lin
 			}
 		}
 		if htmlPath != "" {
+			// Only the offending operations, one row each: the view is for
+			// finding the violation, not for reading the whole run.
+			var bad []porcupine.Operation
+			for _, op := range ops {
+				if slices.Contains(lin.Groups, op.Metadata.(string)) {
+					op.ClientId = len(bad)
+					bad = append(bad, op)
+				}
+			}
+			if len(bad) > 0 {
+				_, info = porcupine.CheckOperationsVerbose(m, bad, timeout)
+			}
 			f, err := os.Create(htmlPath)
 			if err != nil {
 				return lin, err
