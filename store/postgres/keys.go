@@ -118,20 +118,45 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	if err := db.need("payments"); err != nil {
 		return pay.ClaimResult{}, err
 	}
-	// The charge is looked up first, so that a refused claim writes
-	// nothing and the claim stays a single statement.
-	ch, err := scanCharge(db.pool.QueryRow(ctx, `SELECT `+chargeColumns+` FROM charges
-		WHERE scope = $1 AND idempotency_key = $2`, c.Scope, c.ChargeKeyOrKey()))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
+	now := db.now()
+	token := pay.NewToken()
+	// One statement both looks for the key's charge and, when there is
+	// none, inserts the claim: a new payment's claim is one round trip,
+	// and a refused claim writes nothing.
+	var claim, chID, chScope, chKey, chOrder, chRef *string
+	var chAmount *int64
+	var chCreated *time.Time
+	err := db.withLockWait(ctx, func(row pgx.Row) error {
+		return row.Scan(&claim, &chID, &chScope, &chKey, &chOrder, &chAmount, &chRef, &chCreated)
+	}, `WITH ch AS (
+			SELECT `+chargeColumns+` FROM charges WHERE scope = $1 AND idempotency_key = $13
+		), ins AS (
+			INSERT INTO idempotency_keys
+			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
+			 claimed_by, work_until)
+			SELECT $1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
+			 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END
+			WHERE NOT EXISTS (SELECT 1 FROM ch)
+			ON CONFLICT (scope, key) DO NOTHING RETURNING claim
+		)
+		SELECT ins.claim, ch.id, ch.scope, ch.idempotency_key, ch.order_id, ch.amount_satang, ch.gateway_ref, ch.created_at
+		FROM (SELECT 1) AS one LEFT JOIN ins ON true LEFT JOIN ch ON true`,
+		c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, token, c.ChargeKey,
+		db.server, workMillis(c.WorkFor), c.ChargeKeyOrKey())
+	if err != nil {
 		return pay.ClaimResult{}, err
-	case ch.OrderID != c.OrderID || ch.AmountSatang != c.AmountSatang:
-		return pay.ClaimResult{Reused: &ch}, nil
-	default:
+	}
+	if claim != nil {
+		return pay.ClaimResult{Claimed: true, Claim: *claim}, nil
+	}
+	if chID != nil {
+		ch := pay.Charge{ID: *chID, Scope: *chScope, Key: *chKey, OrderID: *chOrder, AmountSatang: *chAmount,
+			GatewayRef: *chRef, CreatedAt: chCreated.UTC()}
+		if ch.OrderID != c.OrderID || ch.AmountSatang != c.AmountSatang {
+			return pay.ClaimResult{Reused: &ch}, nil
+		}
 		// The key's charge is recorded, so its row is almost surely there
-		// and done: read it instead of an insert that would conflict. A
-		// replay costs two statements, not three.
+		// and done: read it. A replay costs two statements.
 		row, err := db.GetKey(ctx, c.Scope, c.Key)
 		if err == nil {
 			return pay.ClaimResult{Existing: row}, nil
@@ -140,50 +165,67 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 			return pay.ClaimResult{}, err
 		}
 		// Pruned: a late retry of the same order may claim the key again.
+		return db.insertClaim(ctx, c, now, token, claimAttempts)
 	}
-	now := db.now()
-	token := pay.NewToken()
-	for range claimAttempts {
-		var claim string
-		// One round trip: the batch runs as one implicit transaction, so
-		// the lock wait it bounds is the insert's own.
-		b := &pgx.Batch{}
-		b.Queue(`SELECT set_config('lock_timeout', $1, true)`, strconv.FormatInt(ClaimLockWait.Milliseconds(), 10))
-		b.Queue(`INSERT INTO idempotency_keys
-			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
-			 claimed_by, work_until)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
-			 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END)
-			ON CONFLICT (scope, key) DO NOTHING RETURNING claim`,
-			c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, token, c.ChargeKey,
-			db.server, workMillis(c.WorkFor))
-		br := db.pool.SendBatch(ctx, b)
-		_, err := br.Exec()
-		if err == nil {
-			err = br.QueryRow().Scan(&claim)
-		}
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = cerr
-		}
-		if err == nil {
-			return pay.ClaimResult{Claimed: true, Claim: claim}, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return pay.ClaimResult{}, err
-		}
-		// The key is held. Under READ COMMITTED this read sees the row
-		// the insert conflicted with, unless it was released since: then
-		// the key is free again and the insert is retried.
-		row, err := db.GetKey(ctx, c.Scope, c.Key)
-		if pay.ErrorCode(err) == pay.ENOTFOUND {
-			continue
-		}
-		if err != nil {
-			return pay.ClaimResult{}, err
-		}
-		return pay.ClaimResult{Existing: row}, nil
+	// The key is held: read who holds it.
+	return db.holder(ctx, c, now, token, claimAttempts)
+}
+
+// withLockWait runs one statement that returns a row, whose lock waits
+// last at most ClaimLockWait, and scans its row. One round trip: the batch
+// runs as one implicit transaction, so the lock wait it bounds is the
+// statement's own.
+func (db *DB) withLockWait(ctx context.Context, scan func(pgx.Row) error, sql string, args ...any) error {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('lock_timeout', $1, true)`, strconv.FormatInt(ClaimLockWait.Milliseconds(), 10))
+	b.Queue(sql, args...)
+	br := db.pool.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		err = scan(br.QueryRow())
 	}
-	return pay.ClaimResult{}, errKeyChurning
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return err
+}
+
+// insertClaim inserts the claim unless the key is held, then reads the
+// holder; attempts bounds how often a holder that vanished is retried.
+func (db *DB) insertClaim(ctx context.Context, c pay.ClaimRequest, now time.Time, token string, attempts int) (pay.ClaimResult, error) {
+	if attempts <= 0 {
+		return pay.ClaimResult{}, errKeyChurning
+	}
+	var claim string
+	err := db.withLockWait(ctx, func(row pgx.Row) error { return row.Scan(&claim) }, `INSERT INTO idempotency_keys
+		(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
+		 claimed_by, work_until)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
+		 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END)
+		ON CONFLICT (scope, key) DO NOTHING RETURNING claim`,
+		c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, token, c.ChargeKey,
+		db.server, workMillis(c.WorkFor))
+	if err == nil {
+		return pay.ClaimResult{Claimed: true, Claim: claim}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return pay.ClaimResult{}, err
+	}
+	return db.holder(ctx, c, now, token, attempts-1)
+}
+
+// holder reads the row a claim conflicted with. Under READ COMMITTED this
+// read sees it, unless it was released since: then the key is free again
+// and the insert is tried again.
+func (db *DB) holder(ctx context.Context, c pay.ClaimRequest, now time.Time, token string, attempts int) (pay.ClaimResult, error) {
+	row, err := db.GetKey(ctx, c.Scope, c.Key)
+	if pay.ErrorCode(err) == pay.ENOTFOUND {
+		return db.insertClaim(ctx, c, now, token, attempts)
+	}
+	if err != nil {
+		return pay.ClaimResult{}, err
+	}
+	return pay.ClaimResult{Existing: row}, nil
 }
 
 // CachedResponse always misses: a replay reads the key's row. Servers
@@ -199,10 +241,27 @@ func (db *DB) Complete(ctx context.Context, c pay.Completion) (pay.Completed, er
 		return pay.Completed{}, err
 	}
 	now := db.now()
+	// The usual save is one statement, which commits on its own: the
+	// charge inserted and the key, named by its fencing token, marked
+	// done. A fault that must act before the commit needs a transaction.
+	var done *fastSave
+	if c.BeforeCommit == nil {
+		f, err := db.saveFast(ctx, c, now)
+		if err != nil {
+			return pay.Completed{}, err
+		}
+		if f.marked {
+			return pay.Completed{Response: pay.Response{Fingerprint: c.Fingerprint, Status: c.Status, Body: c.Body}}, nil
+		}
+		done = &f
+	}
+	// Something was not as usual (the claim was lost, or the charge was
+	// already recorded): the save rule decides, in a transaction, knowing
+	// what the single statement did.
 	var out pay.Completed
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		var err error
-		if out, _, err = pay.SaveCompletion(saveTx{ctx, tx, now}, c); err != nil {
+		if out, _, err = pay.SaveCompletion(saveTx{ctx, tx, now, done}, c); err != nil {
 			return err
 		}
 		if c.BeforeCommit != nil {
@@ -216,14 +275,54 @@ func (db *DB) Complete(ctx context.Context, c pay.Completion) (pay.Completed, er
 	return out, nil
 }
 
-// saveTx is a transaction as the save rule uses it.
+// fastSave is what the single statement of a save did.
+type fastSave struct {
+	inserted bool // the charge was inserted
+	marked   bool // the key was marked done (only ever with the charge inserted, when there is one)
+}
+
+// saveFast inserts c's charge, if any, and marks the key done through its
+// claim only if the charge was inserted: one statement, so both or the
+// charge alone are committed, never the key without its charge.
+func (db *DB) saveFast(ctx context.Context, c pay.Completion, now time.Time) (fastSave, error) {
+	if c.Charge == nil {
+		tag, err := db.pool.Exec(ctx, `UPDATE idempotency_keys
+			SET status = 'done', response_status = $1, response_body = $2, completed_at = $3
+			WHERE scope = $4 AND key = $5 AND claim = $6 AND status = 'started'`,
+			c.Status, c.Body, now, c.Scope, c.Key, c.Claim)
+		return fastSave{marked: err == nil && tag.RowsAffected() == 1}, err
+	}
+	ch := c.Charge
+	var f fastSave
+	err := db.pool.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO charges (`+chargeColumns+`)
+			VALUES ($7, $4, $8, $9, $10, $11, $12) ON CONFLICT (scope, idempotency_key) DO NOTHING RETURNING 1
+		), upd AS (
+			UPDATE idempotency_keys
+			SET status = 'done', response_status = $1, response_body = $2, completed_at = $3
+			WHERE scope = $4 AND key = $5 AND claim = $6 AND status = 'started' AND EXISTS (SELECT 1 FROM ins)
+			RETURNING 1
+		)
+		SELECT EXISTS (SELECT 1 FROM ins), EXISTS (SELECT 1 FROM upd)`,
+		c.Status, c.Body, now, c.Scope, c.Key, c.Claim,
+		ch.ID, c.ChargeKeyOrKey(), ch.OrderID, ch.AmountSatang, ch.GatewayRef, ch.CreatedAt).Scan(&f.inserted, &f.marked)
+	return f, err
+}
+
+// saveTx is a transaction as the save rule uses it. fast, when set, is
+// what the single statement already did: its steps are not done again.
 type saveTx struct {
-	ctx context.Context
-	tx  pgx.Tx
-	now time.Time
+	ctx  context.Context
+	tx   pgx.Tx
+	now  time.Time
+	fast *fastSave
 }
 
 func (t saveTx) MarkDone(c pay.Completion) (bool, error) {
+	if t.fast != nil && (c.Charge == nil || t.fast.inserted) {
+		// Tried, with the charge inserted: the claim is lost.
+		return t.fast.marked, nil
+	}
 	tag, err := t.tx.Exec(t.ctx, `UPDATE idempotency_keys
 		SET status = 'done', response_status = $1, response_body = $2, completed_at = $3
 		WHERE scope = $4 AND key = $5 AND claim = $6 AND status = 'started'`,
@@ -232,6 +331,9 @@ func (t saveTx) MarkDone(c pay.Completion) (bool, error) {
 }
 
 func (t saveTx) InsertCharge(c pay.Completion) (bool, error) {
+	if t.fast != nil && t.fast.inserted {
+		return true, nil
+	}
 	ch := c.Charge
 	tag, err := t.tx.Exec(t.ctx, `INSERT INTO charges (`+chargeColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (scope, idempotency_key) DO NOTHING`,

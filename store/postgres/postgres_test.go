@@ -421,7 +421,7 @@ func TestAClaimWhoseConnectionIsTerminatedIsUnavailable(t *testing.T) {
 	for {
 		var n int
 		err := dbs[0].Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO idempotency_keys%'`).Scan(&n)
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO idempotency_keys%'`).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}
