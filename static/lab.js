@@ -54,6 +54,8 @@
 
   var timer = null;
   var busy = false;
+  // The room's version this page has seen ("new" until the first answer).
+  var roomVersion = "new";
   var again = false;
 
   function query() {
@@ -66,7 +68,8 @@
       if (lesson.classList.contains("lesson-board")) { q.push("board=1"); }
     }
     var card = $("checkout");
-    if (card) { q.push("r=" + card.dataset.roomEpoch, "c=" + card.dataset.roomVersion); }
+    if (card) { q.push("r=" + card.dataset.roomEpoch); }
+    if (q.length) { q.push("c=" + roomVersion); }
     return q.join("&");
   }
 
@@ -186,12 +189,14 @@
     if (lessonChanged) { lessonStarted(); }
     // The checkout card (pay.js) follows the room: a new order after a
     // reset, a check of what it says after any change.
+    // The demo clock, for the key ages (pay.js).
+    if (data.now) { document.dispatchEvent(new CustomEvent("paytwice:clock", { detail: { now: data.now } })); }
+    var changed = data.v.c !== undefined && roomVersion !== String(data.v.c);
+    if (data.v.c !== undefined) { roomVersion = String(data.v.c); }
     var card = $("checkout");
     if (card && data.v.r !== undefined) {
       var reset = card.dataset.roomEpoch !== String(data.v.r);
-      var changed = card.dataset.roomVersion !== String(data.v.c);
       card.dataset.roomEpoch = String(data.v.r);
-      card.dataset.roomVersion = String(data.v.c);
       if (reset || changed) {
         document.dispatchEvent(new CustomEvent("paytwice:room", { detail: { reset: reset, epoch: String(data.v.r) } }));
       }
@@ -312,13 +317,26 @@
     say(out, [badge("working", "mute")]);
     btn.disabled = true;
     fn(btn).then(function (res) {
+      var target = current(out, '[data-lab-action="' + id + '"]');
       if (res.ok) {
-        say(out, [badge("done", res.tone || "ok"), " " + describeAction(id, res)]);
+        say(target, [badge("done", res.tone || "ok"), " " + describeAction(id, res)]);
       } else {
-        say(out, [badge(String(res.status || "error"), "bad"), " " + refusal(res)]);
+        say(target, [badge(String(res.status || "error"), "bad"), " " + refusal(res)]);
       }
       schedule();
     }).finally(function () { btn.disabled = false; });
+  }
+
+  // current finds where an answer goes once it is back: the panel may
+  // have been redrawn meanwhile (a lesson panel is replaced whole), and
+  // an answer written into the old one would never be seen. It is the
+  // same element if it is still on the page, else the one with its id,
+  // else the result line next to the button sel.
+  function current(out, sel) {
+    if (!out || out.isConnected) { return out; }
+    if (out.id && $(out.id)) { return $(out.id); }
+    var btn = document.querySelector(sel);
+    return (btn && btn.parentElement.querySelector(".lab-result")) || null;
   }
 
   // ------------------------------------------------------------- switches
@@ -367,7 +385,7 @@
     api("PUT", "/api/lessons/current", { slug: slug }).then(function (res) {
       if (!res.ok) {
         btn.disabled = false;
-        say(out, [badge(String(res.status || "error"), "bad"), " " + refusal(res)]);
+        say(current(out, "#lesson-status"), [badge(String(res.status || "error"), "bad"), " " + refusal(res)]);
         return;
       }
       schedule();

@@ -1207,6 +1207,12 @@
     if (live) {
       var serverNow = parseInt(live.getAttribute("data-server-now"), 10);
       if (!isNaN(serverNow)) { clockSkew = serverNow - Date.now(); }
+      // The demo clock moves when the presenter warps it or resets: lab.js
+      // passes it on after each change of the room.
+      document.addEventListener("paytwice:clock", function (ev) {
+        clockSkew = ev.detail.now - Date.now();
+        tickAges();
+      });
       setInterval(tickAges, 1000);
     }
     var card = $("checkout");

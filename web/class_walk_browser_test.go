@@ -184,3 +184,30 @@ func TestBrowserStepModeAtATeachersPace(t *testing.T) {
 		t.Fatalf("the server let a held request go because its client left: %s", tl)
 	}
 }
+
+// TestBrowserKeyAgesFollowTheDemoClock: the board's key ages follow the
+// demo clock live, not the clock the page read when it loaded: after the
+// presenter warps it ten minutes a key is ten minutes old, and after a
+// reset (which puts the clock back) a new key is seconds old.
+func TestBrowserKeyAgesFollowTheDemoClock(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	ctx := liveBrowser(t, 1920, 1080)
+	if r := env.pay("age-1", `{"order_id":"A-1","amount_satang":100}`); r.Status != http.StatusCreated {
+		t.Fatalf("pay: %d", r.Status)
+	}
+	liveOpen(t, ctx, env.URL+"/board")
+	const firstAge = `(document.querySelector("#keys-body time.age")||{}).textContent`
+	liveWait(t, ctx, "the key's age", 5*time.Second, `/^(now|\d+ s)$/.test(`+firstAge+`)`)
+	if r := env.send(http.MethodPost, "/api/clock/advance", map[string]int{"seconds": 600}); r.Status != http.StatusOK {
+		t.Fatalf("advance: %d %s", r.Status, r.Body)
+	}
+	liveWait(t, ctx, "the key ten minutes old", 5*time.Second, firstAge+` === "10 min"`)
+	if r := env.send(http.MethodPost, "/api/reset", nil); r.Status != http.StatusOK {
+		t.Fatalf("reset: %d %s", r.Status, r.Body)
+	}
+	if r := env.pay("age-2", `{"order_id":"A-2","amount_satang":100}`); r.Status != http.StatusCreated {
+		t.Fatalf("pay: %d", r.Status)
+	}
+	liveWait(t, ctx, "the new key seconds old", 5*time.Second,
+		`document.querySelectorAll("#keys-body time.age").length === 1 && /^(now|[0-4] s)$/.test(`+firstAge+`)`)
+}

@@ -380,6 +380,9 @@ func (s *Server) labView(ctx context.Context, presenter bool) views.Lab {
 type LabLive struct {
 	V    map[string]uint64 `json:"v"`
 	HTML map[string]string `json:"html"`
+	// Now is the demo clock in Unix milliseconds, sent when the room
+	// changed.
+	Now int64 `json:"now,omitempty"`
 }
 
 // handleLabLive is GET /lab/live?s=…&o=…&l=…&r=…&c=…: lab.js asks after each
@@ -460,12 +463,22 @@ func (s *Server) handleLabLive(c echo.Context) error {
 	// The checkout card asks for the room's resets (r) and changes (c):
 	// after a reset it starts a new order, after any change it checks its
 	// card against the server (static/pay.js).
+	// Every live page asks for the room's changes (c): a change may have
+	// moved the demo clock, so the answer carries the clock (now), which
+	// keeps the pages' key ages true.
 	moved := false
+	epoch, changes := s.roomEpoch()
+	if c.QueryParam("c") != "" {
+		cv, ok := version("c")
+		out.V["c"] = changes
+		moved = !ok || cv != changes
+	}
 	if rv, ok := version("r"); ok {
-		epoch, changes := s.roomEpoch()
-		out.V["r"], out.V["c"] = epoch, changes
-		cv, _ := version("c")
-		moved = rv != epoch || cv != changes
+		out.V["r"] = epoch
+		moved = moved || rv != epoch
+	}
+	if moved {
+		out.Now = s.clock.Now().UnixMilli()
 	}
 	if len(out.HTML) == 0 && !moved {
 		return c.NoContent(http.StatusNoContent)

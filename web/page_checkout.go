@@ -64,10 +64,9 @@ func (s *Server) handleCheckout(c echo.Context) error {
 	if v, err := strconv.Atoi(c.QueryParam("attempt_ms")); err == nil && v >= 1 && v <= attemptTimeoutMS {
 		attempt = v
 	}
-	epoch, roomVersion := s.roomEpoch()
+	epoch, _ := s.roomEpoch()
 	d := views.Checkout{
 		RoomEpoch:        epoch,
-		RoomVersion:      roomVersion,
 		Live:             s.live().snapshot(),
 		Presenter:        s.isPresenter(r),
 		Locked:           s.cfg.PresenterToken != "",
