@@ -185,37 +185,57 @@ func (db *DB) Release(ctx context.Context, scope, key, claim string) (bool, erro
 	return released, err
 }
 
+// pruneBatch is how many keys one of a prune's writes deletes: a few
+// milliseconds of the single writer, so that a payment queued behind it
+// waits no longer, whatever the number of keys to prune.
+const pruneBatch = 500
+
 // Prune deletes done keys created before cutoff. Started keys are never
 // pruned: their outcome is unknown, and only the sweeper may close them.
+//
+// It deletes pruneBatch keys per write, oldest first, and hands each
+// batch to the writer on its own: the payments that queued meanwhile
+// commit between two batches, so a prune of a million keys never holds
+// the writer for more than one batch. It stops when ctx ends, with what
+// it pruned so far.
 func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]pay.PrunedKey, error) {
 	var pruned []pay.PrunedKey
 	if err := db.need("payments"); err != nil {
 		return nil, err
 	}
-	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
-		pruned = pruned[:0]
-		rows, err := db.conn.QueryContext(ctx, `DELETE FROM idempotency_keys
-			WHERE status = 'done' AND created_at < ? RETURNING scope, key`, toMillis(cutoff))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var p pay.PrunedKey
-			if err := rows.Scan(&p.Scope, &p.Key); err != nil {
+	for ctx.Err() == nil {
+		var batch []pay.PrunedKey
+		err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
+			batch = batch[:0]
+			rows, err := db.conn.QueryContext(ctx, `DELETE FROM idempotency_keys
+				WHERE (scope, key) IN (SELECT scope, key FROM idempotency_keys
+					WHERE status = 'done' AND created_at < ? ORDER BY created_at LIMIT ?)
+				RETURNING scope, key`, toMillis(cutoff), pruneBatch)
+			if err != nil {
 				return err
 			}
-			pruned = append(pruned, p)
+			defer rows.Close()
+			for rows.Next() {
+				var p pay.PrunedKey
+				if err := rows.Scan(&p.Scope, &p.Key); err != nil {
+					return err
+				}
+				batch = append(batch, p)
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			return pruned, err
 		}
-		return rows.Err()
-	})
-	if err != nil {
-		return nil, err
+		for _, p := range batch {
+			db.cache.drop(p.Scope, p.Key)
+		}
+		pruned = append(pruned, batch...)
+		if len(batch) < pruneBatch {
+			return pruned, nil
+		}
 	}
-	for _, p := range pruned {
-		db.cache.drop(p.Scope, p.Key)
-	}
-	return pruned, nil
+	return pruned, ctx.Err()
 }
 
 // Reset deletes every key, charge and gateway record the file holds: a
