@@ -843,7 +843,7 @@ func backoffResult(r *BackoffResult) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 66, "<div class=\"table-scroll\"><table class=\"grid schedule\"><thead><tr><th class=\"num\" scope=\"col\">Retry</th><th class=\"num\" scope=\"col\">n</th><th class=\"num\" scope=\"col\">Ceiling c</th><th class=\"num\" scope=\"col\">Actual wait</th><th class=\"num\" scope=\"col\">Mean</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 66, "<div class=\"table-scroll\" tabindex=\"0\" role=\"region\" aria-label=\"Table, scrollable\"><table class=\"grid schedule\"><thead><tr><th class=\"num\" scope=\"col\">Retry</th><th class=\"num\" scope=\"col\">n</th><th class=\"num\" scope=\"col\">Ceiling c</th><th class=\"num\" scope=\"col\">Actual wait</th><th class=\"num\" scope=\"col\">Mean</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1239,7 +1239,7 @@ func backoffResult(r *BackoffResult) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 107, " ms.</figcaption></figure></div><h3>The same crowd with every strategy</h3><div class=\"table-scroll\"><table class=\"grid compare\"><thead><tr><th scope=\"col\">Strategy</th><th class=\"num\" scope=\"col\">First round lands</th><th class=\"num\" scope=\"col\">Average per ms</th><th class=\"num\" scope=\"col\">Busiest ms, first round</th><th class=\"num\" scope=\"col\">Busiest ms, all retries</th><th class=\"num\" scope=\"col\">Last retry</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 107, " ms.</figcaption></figure></div><h3>The same crowd with every strategy</h3><div class=\"table-scroll\" tabindex=\"0\" role=\"region\" aria-label=\"Table, scrollable\"><table class=\"grid compare\"><thead><tr><th scope=\"col\">Strategy</th><th class=\"num\" scope=\"col\">First round lands</th><th class=\"num\" scope=\"col\">Average per ms</th><th class=\"num\" scope=\"col\">Busiest ms, first round</th><th class=\"num\" scope=\"col\">Busiest ms, all retries</th><th class=\"num\" scope=\"col\">Last retry</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

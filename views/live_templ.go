@@ -156,7 +156,7 @@ func LivePanels(l Live, board bool) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<div class=\"table-wrap\"><table class=\"grid charges\"><caption class=\"sr-only\">Charges, newest first</caption> <thead><tr><th scope=\"col\">Order</th><th scope=\"col\" class=\"num\">Amount</th><th scope=\"col\">Charge</th><th scope=\"col\">Key</th><th scope=\"col\">Who</th><th scope=\"col\">Age</th></tr></thead>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"Charges table, scrollable\"><table class=\"grid charges\"><caption class=\"sr-only\">Charges, newest first</caption> <thead><tr><th scope=\"col\">Order</th><th scope=\"col\" class=\"num\">Amount</th><th scope=\"col\">Charge</th><th scope=\"col\">Key</th><th scope=\"col\">Who</th><th scope=\"col\">Age</th></tr></thead>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -172,7 +172,7 @@ func LivePanels(l Live, board bool) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<div class=\"table-wrap\"><table class=\"grid keys\"><caption class=\"sr-only\">Idempotency key rows, newest first</caption> <thead><tr><th scope=\"col\">Key</th><th scope=\"col\">Status</th><th scope=\"col\" class=\"num\">Code</th><th scope=\"col\">Fingerprint</th><th scope=\"col\">Order</th><th scope=\"col\">Who</th><th scope=\"col\">Age</th><th scope=\"col\" class=\"num\">Seen</th></tr></thead>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<div class=\"table-wrap\" tabindex=\"0\" role=\"region\" aria-label=\"Key rows table, scrollable\"><table class=\"grid keys\"><caption class=\"sr-only\">Idempotency key rows, newest first</caption> <thead><tr><th scope=\"col\">Key</th><th scope=\"col\">Status</th><th scope=\"col\" class=\"num\">Code</th><th scope=\"col\">Fingerprint</th><th scope=\"col\">Order</th><th scope=\"col\">Who</th><th scope=\"col\">Age</th><th scope=\"col\" class=\"num\">Seen</th></tr></thead>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

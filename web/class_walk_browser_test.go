@@ -211,3 +211,50 @@ func TestBrowserKeyAgesFollowTheDemoClock(t *testing.T) {
 	liveWait(t, ctx, "the new key seconds old", 5*time.Second,
 		`document.querySelectorAll("#keys-body time.age").length === 1 && /^(now|[0-4] s)$/.test(`+firstAge+`)`)
 }
+
+// scrollRegionsReachable lists the page's scrolling regions a keyboard
+// cannot reach (axe's scrollable-region-focusable): each one must take
+// the focus itself, with a name, or hold something that does.
+const scrollRegionsReachable = `(() => {
+	const focusable = "a[href], button, input, select, textarea, summary, [tabindex]";
+	const bad = [];
+	for (const el of document.querySelectorAll("body *")) {
+		const cs = getComputedStyle(el);
+		const scrolls = (/(auto|scroll)/.test(cs.overflowY) && el.scrollHeight > el.clientHeight + 1) ||
+			(/(auto|scroll)/.test(cs.overflowX) && el.scrollWidth > el.clientWidth + 1);
+		if (!scrolls || !el.checkVisibility()) { continue; }
+		const named = el.getAttribute("aria-label") || el.getAttribute("aria-labelledby");
+		if ((el.tabIndex >= 0 && named) || el.querySelector(focusable)) { continue; }
+		bad.push(el.tagName + (el.id ? "#" + el.id : "") + "." + el.className);
+	}
+	return bad;
+})()`
+
+// TestBrowserPagesReachableByKeyboard: on a phone, every scrolling region
+// of the checkout page during a chapter takes the keyboard's focus, and
+// the board during a chapter keeps a level-one heading.
+func TestBrowserPagesReachableByKeyboard(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	if err := env.Server.startLesson(context.Background(), "prune-too-soon", "test"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 12 {
+		env.pay(fmt.Sprintf("kb-%d", i), fmt.Sprintf(`{"order_id":"A-%d","amount_satang":100}`, 1000+i))
+	}
+	ctx := liveBrowser(t, 390, 844)
+	liveDo(t, ctx, "phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
+	liveOpen(t, ctx, env.URL+"/")
+	liveWait(t, ctx, "the key rows", 5*time.Second, `document.querySelectorAll("#keys-body tr").length >= 12`)
+	if bad := liveEval[[]string](t, ctx, scrollRegionsReachable); len(bad) > 0 {
+		t.Errorf("checkout on a phone: scrolling regions the keyboard cannot reach: %v", bad)
+	}
+	board := liveTab(t, ctx, false)
+	liveDo(t, board, "projector size", chromedp.EmulateViewport(1920, 1080))
+	liveOpen(t, board, env.URL+"/board")
+	if !liveEval[bool](t, board, `[...document.querySelectorAll("h1")].some(h => h.checkVisibility())`) {
+		t.Error("the board during a chapter has no level-one heading")
+	}
+	if bad := liveEval[[]string](t, board, scrollRegionsReachable); len(bad) > 0 {
+		t.Errorf("board: scrolling regions the keyboard cannot reach: %v", bad)
+	}
+}
