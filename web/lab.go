@@ -197,6 +197,7 @@ func (s *Server) labRoutes(e *echo.Echo) {
 	e.PATCH("/api/lab", s.handlePatchLab, s.presenterOnly)
 	e.GET("/api/lab/outcomes", s.handleLabOutcomes)
 	e.POST("/api/lab/prune", s.handleLabPrune, s.presenterOnly)
+	e.POST("/lab/check", s.handleLabCheck, s.presenterOnly)
 	e.GET("/lab/live", s.handleLabLive)
 	s.lessonRoutes(e)
 	s.exportRoutes(e)

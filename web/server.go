@@ -161,6 +161,8 @@ type Server struct {
 
 	// The common-mistakes lab and the lessons (web/lab.go).
 	lab *labState
+	// labChecking is set while the lab page's checker runs (lab_check.go).
+	labChecking atomic.Bool
 
 	// listenAddr is the listener's address, for the join address (join.go).
 	listenAddr atomic.Pointer[net.TCPAddr]

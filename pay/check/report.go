@@ -99,7 +99,7 @@ func (rep *Report) WriteText(w io.Writer) {
 		fmt.Fprintln(w, resultLine(r))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, rep.historyLine())
+	fmt.Fprintln(w, rep.HistoryLine())
 	fmt.Fprintln(w, rep.Summary())
 }
 
@@ -114,7 +114,8 @@ func resultLine(r Result) string {
 	return fmt.Sprintf("%2d  %-27s %-15s %s", r.Case, r.Name, v, r.Detail)
 }
 
-func (rep *Report) historyLine() string {
+// HistoryLine says whether the run's history is linearizable.
+func (rep *Report) HistoryLine() string {
 	l := rep.Linearizability
 	switch l.Result {
 	case "ok":
@@ -179,9 +180,9 @@ func (rep *Report) WriteJUnit(w io.Writer) error {
 		}
 		s.Cases = append(s.Cases, tc)
 	}
-	hist := testcase{Name: "history linearizable", Classname: "idempotency", SystemOut: rep.historyLine()}
+	hist := testcase{Name: "history linearizable", Classname: "idempotency", SystemOut: rep.HistoryLine()}
 	if rep.Linearizability.Result == "violation" {
-		hist.Failure = &failure{Message: rep.historyLine()}
+		hist.Failure = &failure{Message: rep.HistoryLine()}
 		s.Failures++
 	}
 	s.Cases = append(s.Cases, hist)
