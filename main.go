@@ -218,6 +218,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// and answer before the store closes. The hub stays open until then,
 	// so that those payments' steps still reach the other servers.
 	srv.EndStreams()
+	// Nobody will step a request held in step mode any more: let them all
+	// run to their end now, rather than wait for them until the time-out.
+	if n := srv.LetHeldGo(); n > 0 {
+		fmt.Fprintf(stdout, "let %d held request(s) go on to their end\n", n)
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	err = hs.Shutdown(shutdownCtx)

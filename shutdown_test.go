@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -120,4 +122,70 @@ func openEventStream(ctx context.Context, t *testing.T, base string) <-chan stru
 		_, _ = io.Copy(io.Discard, r)
 	}()
 	return ended
+}
+
+// TestShutdownLetsHeldRequestsGo sends SIGTERM while step mode holds 500
+// payments at their first checkpoint: nobody will step them any more, so
+// the server lets them all run to their end at once, answers every one
+// 201, leaves no key started, and exits with status 0 (the time it took
+// is logged; the README gives it).
+func TestShutdownLetsHeldRequestsGo(t *testing.T) {
+	const held = 500
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dbPath := filepath.Join(t.TempDir(), "held.db")
+	srv := startServer(ctx, t, binary(t), dbPath)
+	if r := srv.do(ctx, http.MethodPut, "/api/step", "", `{"on":true}`); r.status != http.StatusOK {
+		t.Fatalf("PUT /api/step: %d %s", r.status, r.body)
+	}
+	answers := make(chan result, held)
+	for i := range held {
+		go func() {
+			answers <- srv.do(ctx, http.MethodPost, "/v1/payments", fmt.Sprintf("held-%d", i), fmt.Sprintf(`{"order_id":"H-%d","amount_satang":100}`, i))
+		}()
+	}
+	// Wait until every payment is held: GET /api/step lists them.
+	all := false
+	for range 2000 {
+		r := srv.do(ctx, http.MethodGet, "/api/step", "", "")
+		var st struct {
+			Held []json.RawMessage `json:"held"`
+		}
+		if r.err == nil && json.Unmarshal(r.body, &st) == nil && len(st.Held) == held {
+			all = true
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !all {
+		t.Fatalf("%d payments were never all held", held)
+	}
+	sent := time.Now()
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-srv.exited:
+	case <-ctx.Done():
+		t.Fatalf("the server did not exit after SIGTERM: %s", srv.stderr.String())
+	}
+	t.Logf("SIGTERM with %d held requests: exited %s later", held, time.Since(sent).Round(time.Millisecond))
+	if code := srv.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d: %s", code, srv.stderr.String())
+	}
+	for range held {
+		if r := <-answers; r.err != nil || r.status != http.StatusCreated {
+			t.Fatalf("a held payment at shutdown got %v %d %s, want 201", r.err, r.status, r.body)
+		}
+	}
+	db, err := store.Open(dbPath, store.Options{Schema: pay.SchemaPayments})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	started, done, err := db.KeyCounts(ctx)
+	n, _ := db.CountCharges(ctx)
+	if err != nil || started != 0 || done != held || n != held {
+		t.Fatalf("after shutdown: %d started, %d done, %d charges (%v), want 0, %d, %d", started, done, n, err, held, held)
+	}
 }

@@ -104,6 +104,10 @@ type stepper struct {
 	// after starts the time limit; tests replace it to end holds at will.
 	after func(time.Duration) <-chan time.Time
 
+	// closing is set at shutdown: nobody will step a request any more, so
+	// none is held (LetHeldGo).
+	closing atomic.Bool
+
 	mu   sync.Mutex
 	held []*heldRequest // oldest first
 	off  chan struct{}  // closed when step mode is turned off: every hold ends
@@ -132,13 +136,13 @@ func (st *stepper) at(p *payment, k live.Kind) {
 
 // hold waits at checkpoint cp until the presenter lets p go on.
 func (st *stepper) hold(p *payment, cp Checkpoint) {
-	if !st.on.Load() || p.step.free.Load() || cp <= p.step.past {
+	if !st.on.Load() || st.closing.Load() || p.step.free.Load() || cp <= p.step.past {
 		return
 	}
 	p.step.past = cp
 	h := &heldRequest{p: p, at: cp, since: st.s.clock.Now(), next: make(chan struct{})}
 	st.mu.Lock()
-	if !st.on.Load() {
+	if !st.on.Load() || st.closing.Load() {
 		st.mu.Unlock()
 		return
 	}
@@ -196,6 +200,16 @@ func (st *stepper) next(id string, toEnd bool) (string, error) {
 	}
 	st.letGo(h)
 	return h.p.id, nil
+}
+
+// LetHeldGo is for shutdown: every request step mode holds on this server
+// runs to its end at once, and none is held from now on, so that the
+// server's wait for its requests in flight ends as soon as their work
+// does. The room's step mode stays as it is for the other servers. It
+// returns how many requests it let go.
+func (s *Server) LetHeldGo() int {
+	s.steps.closing.Store(true)
+	return s.steps.play()
 }
 
 // play lets every held request run to the end; step mode stays on for the
