@@ -259,9 +259,12 @@ func waitUntilServing(ctx context.Context, children []*child) error {
 				if err != nil {
 					// The listener is the server's alone: a connection it
 					// dropped means it is exiting, and its exit says more.
+					// Interrupted (Ctrl-C), the cluster stops at once.
 					select {
 					case <-c.exited:
 						err = exitedFirst()
+					case <-ctx.Done():
+						err = fmt.Errorf("server %s did not answer at %s: %w", c.name, c.url, err)
 					case <-time.After(5 * time.Second):
 						err = fmt.Errorf("server %s did not answer at %s: %w", c.name, c.url, err)
 					}

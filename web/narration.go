@@ -32,6 +32,57 @@ type narrationState struct {
 	keyEvents    map[string]map[live.Kind]int
 	pruned       bool
 	twiceOrder   string // the first order charged twice
+	// The keys and orders remembered, in rings: beyond narrationLimit of
+	// each the oldest are forgotten, so that a lesson that runs for hours
+	// holds no more than a few megabytes.
+	keysIn, ordersIn recentRing
+}
+
+// recentRing holds the last narrationLimit strings added.
+type recentRing struct {
+	ring []string
+	next int
+}
+
+// add puts s in the ring and returns the string it pushed out, if any.
+func (r *recentRing) add(s string) (out string, full bool) {
+	if len(r.ring) < narrationLimit {
+		r.ring = append(r.ring, s)
+		return "", false
+	}
+	out, r.ring[r.next] = r.ring[r.next], s
+	r.next = (r.next + 1) % narrationLimit
+	return out, true
+}
+
+// narrationLimit bounds the keys and the orders a chapter's checks
+// remember. A chapter's point is made by a few requests in a row; a key
+// ten thousand keys ago makes none.
+const narrationLimit = 10_000
+
+// rememberKey notes that key is remembered, forgetting the oldest beyond
+// the limit.
+func (st *narrationState) rememberKey(key string) {
+	if _, ok := st.keyEvents[key]; ok {
+		return
+	}
+	st.keyEvents[key] = map[live.Kind]int{}
+	if old, full := st.keysIn.add(key); full {
+		delete(st.keyEvents, old)
+		delete(st.keyCharges, old)
+	}
+}
+
+// rememberOrder is rememberKey for orders.
+func (st *narrationState) rememberOrder(order string) {
+	if _, ok := st.orderCharges[order]; ok {
+		return
+	}
+	st.orderCharges[order] = 0
+	if old, full := st.ordersIn.add(order); full {
+		delete(st.orderCharges, old)
+		delete(st.orderKeys, old)
+	}
 }
 
 func newNarrationState() narrationState {
@@ -116,10 +167,11 @@ func (n *narrator) see(e live.Event) bool {
 	st := &n.st
 	order, key := e.Scope+"\x00"+e.OrderID, e.Scope+"\x00"+e.Key
 	if e.Key != "" {
-		if st.keyEvents[key] == nil {
-			st.keyEvents[key] = map[live.Kind]int{}
-		}
+		st.rememberKey(key)
 		st.keyEvents[key][e.Kind]++
+	}
+	if e.OrderID != "" {
+		st.rememberOrder(order)
 	}
 	switch e.Kind {
 	case live.Received:

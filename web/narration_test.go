@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -97,4 +98,25 @@ func TestNarrationTicksWhatTheServerSees(t *testing.T) {
 			t.Fatalf("%+v", got)
 		}
 	})
+}
+
+// A lesson that runs for hours remembers at most narrationLimit keys and
+// orders: the oldest are forgotten.
+func TestNarrationMemoryIsBounded(t *testing.T) {
+	n := &narrator{slug: "no-key", ticks: make([]watchTick, 2), st: newNarrationState()}
+	for i := range narrationLimit + 500 {
+		k := fmt.Sprint("k-", i)
+		n.see(live.Event{Kind: live.Received, Scope: "s", Key: k, OrderID: "O-" + k})
+		n.see(live.Event{Kind: live.Charged, Scope: "s", Key: k, OrderID: "O-" + k})
+	}
+	st := n.st
+	if len(st.keyEvents) > narrationLimit || len(st.keyCharges) > narrationLimit || len(st.orderCharges) > narrationLimit || len(st.orderKeys) > narrationLimit {
+		t.Fatalf("remembered %d keys, %d key charges, %d orders, %d order keys; limit %d",
+			len(st.keyEvents), len(st.keyCharges), len(st.orderCharges), len(st.orderKeys), narrationLimit)
+	}
+	// The newest are still there, and count.
+	last := "s\x00k-" + fmt.Sprint(narrationLimit+499)
+	if st.keyCharges[last] != 1 || st.keyEvents[last][live.Charged] != 1 {
+		t.Fatalf("the newest key: %d charges, events %v", st.keyCharges[last], st.keyEvents[last])
+	}
 }

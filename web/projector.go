@@ -307,9 +307,17 @@ func (p *projector) refresh() {
 		views.StepView(busy.Steps[0], true), views.Outcome(busy.ID, busy.Outcome, true)})
 }
 
+// projectorLoadTimeout bounds a reload of the model from the database;
+// what it could not read is missing from the panels until the next one.
+const projectorLoadTimeout = 5 * time.Second
+
 // load fills the model from the database, for a start, after the
 // projector fell behind, or after other servers' events were lost.
 func (p *projector) load(ctx context.Context) {
+	// The projector applies no event while it loads: a database that
+	// does not answer must not stop the live pages for longer than this.
+	ctx, cancel := context.WithTimeout(ctx, projectorLoadTimeout)
+	defer cancel()
 	keys, err := p.s.db.RecentKeys(ctx, liveKeys)
 	if err != nil && ctx.Err() == nil {
 		p.s.logf("live: loading keys: %v", err)
@@ -918,7 +926,9 @@ func (p *projector) snapshotKeysLocked() []views.KeyRow {
 
 // loadKeys reads the newest key rows, after a prune.
 func (p *projector) loadKeys() []views.KeyRow {
-	keys, err := p.s.db.RecentKeys(p.s.baseCtx, liveKeys)
+	ctx, cancel := context.WithTimeout(p.s.baseCtx, projectorLoadTimeout)
+	defer cancel()
+	keys, err := p.s.db.RecentKeys(ctx, liveKeys)
 	if err != nil {
 		p.s.logf("live: loading keys: %v", err)
 	}
