@@ -24,6 +24,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"paytwice/pay"
 	"paytwice/store/postgres/pgtest"
 	"paytwice/web"
 )
@@ -58,13 +59,13 @@ func startCluster(ctx context.Context, t *testing.T, bin, dbURL string, flags ..
 func (c *cluster) setFaults(ctx context.Context, t *testing.T, body string) {
 	t.Helper()
 	status, b := c.asPresenter(ctx, t, http.MethodPatch, c.url+"/api/faults", body)
-	var want web.FaultSettings
+	var want pay.Faults
 	if status != http.StatusOK || json.Unmarshal(b, &want) != nil {
 		t.Fatalf("PATCH /api/faults %s: %d %s", body, status, b)
 	}
 	for name, u := range c.servers {
 		poll(ctx, t, "the switches on "+name, func() bool {
-			var got web.FaultSettings
+			var got pay.Faults
 			status, b := c.asPresenter(ctx, t, http.MethodGet, u+"/api/faults", "")
 			return status == http.StatusOK && json.Unmarshal(b, &got) == nil && got == want
 		})

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"paytwice/pay"
 	"paytwice/store/postgres/pgtest"
-	"paytwice/web"
 )
 
 // TestSameKeyStormOnThreeServers runs the real binary three times on one
@@ -277,13 +277,13 @@ func TestKillOneOfThreeServers(t *testing.T) {
 func patchFaults(ctx context.Context, t *testing.T, body string, servers ...*process) {
 	t.Helper()
 	r := servers[0].do(ctx, http.MethodPatch, "/api/faults", "", body)
-	var want web.FaultSettings
+	var want pay.Faults
 	if r.status != http.StatusOK || json.Unmarshal(r.body, &want) != nil {
 		t.Fatalf("PATCH /api/faults %s: %d %s %v", body, r.status, r.body, r.err)
 	}
 	for _, s := range servers[1:] {
 		poll(ctx, t, "the switches on "+s.url, func() bool {
-			var got web.FaultSettings
+			var got pay.Faults
 			r := s.do(ctx, http.MethodGet, "/api/faults", "", "")
 			return r.status == http.StatusOK && json.Unmarshal(r.body, &got) == nil && got == want
 		})

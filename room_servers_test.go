@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/store/postgres/pgtest"
 	"paytwice/web"
 )
@@ -31,7 +32,7 @@ func TestRoomOnThreeServers(t *testing.T) {
 			t.Fatalf("GET %s: %v", path, err)
 		}
 	}
-	faults := func(s *process) (f web.FaultSettings) { get(s, "/api/faults", &f); return f }
+	faults := func(s *process) (f pay.Faults) { get(s, "/api/faults", &f); return f }
 	lesson := func(s *process) (l web.LessonsState) { get(s, "/api/lessons", &l); return l }
 
 	patchFaults(ctx, t, `{"server":{"server_error":true},"gateway":{"latency_ms":25}}`, servers[0])

@@ -56,7 +56,7 @@ type Payment struct {
 	ChargeKey string
 	// Faults are what the simulated world does to this request; the zero
 	// value is a healthy server.
-	Faults Faults
+	Faults ServerFaults
 	// Gateway, when set, is used instead of the service's for this
 	// payment (the switches a request drew).
 	Gateway Gateway
@@ -66,14 +66,6 @@ type Payment struct {
 	// Observe, when set, is told every step, in order, on the payment's
 	// own goroutine: it may block to hold the payment at that step.
 	Observe func(Step)
-}
-
-// Faults are the failures the teaching switches inject into one payment.
-type Faults struct {
-	Delay       time.Duration // hold the key started this long before the work
-	CrashMidway bool          // stop right after the gateway call: nothing saved, key left started
-	ServerError bool          // after the charge, answer (and save) a 500
-	FailHalfway bool          // the transaction recording the outcome rolls back
 }
 
 // Fingerprint is the payment's fingerprint.
@@ -292,7 +284,7 @@ func (s *Service) Execute(ctx context.Context, p *Payment, claim string) Outcome
 	defer s.running.remove(claim)
 	c := p.claimRequest()
 
-	if d := p.Faults.Delay; d > 0 {
+	if d := p.Faults.Delay(); d > 0 {
 		p.observeFault(StepDelayed, 0, "holding the key started for "+d.String())
 		if err := s.sleep(ctx, d); err != nil {
 			// Nothing left the building yet: a retry may run afresh.

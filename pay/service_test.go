@@ -137,7 +137,7 @@ func TestPayOutcomes(t *testing.T) {
 		w := newWorld(t)
 		w.svc.Sleep = func(context.Context, time.Duration) error { return context.Canceled }
 		p := payment("k", "A-1", 100)
-		p.Faults.Delay = time.Second
+		p.Faults.DelayMS = 1000
 		if o := w.svc.Pay(ctx, p); o.Kind != pay.Released || !errors.Is(o.Err, pay.ErrInterrupted) {
 			t.Fatalf("interrupted: %+v", o)
 		}

@@ -1,13 +1,14 @@
 package sim
 
 import (
+	"paytwice/pay"
 	"reflect"
 	"testing"
 )
 
 func TestFaultPlanDraw(t *testing.T) {
-	all := Faults{DelayMS: 500, ConnectionNeverHappens: true, FailHalfway: true, ServerError: true, ResponseLost: true, CrashMidway: true}
-	allGW := GatewaySwitches{LatencyMS: 300, Decline: true, Error: true, Timeout: true}
+	all := pay.ServerFaults{DelayMS: 500, ConnectionNeverHappens: true, FailHalfway: true, ServerError: true, ResponseLost: true, CrashMidway: true}
+	allGW := pay.GatewayFaults{LatencyMS: 300, Decline: true, Error: true, Timeout: true}
 
 	draws := func(p *FaultPlan, n int) [][2]any {
 		var out [][2]any
@@ -30,17 +31,17 @@ func TestFaultPlanDraw(t *testing.T) {
 		a, b := NewFaultPlan(), NewFaultPlan()
 		for _, p := range []*FaultPlan{a, b} {
 			p.Store(all)
-			p.SetRandom(RandomMode{Enabled: true, Seed: 42, Probability: 0.5})
+			p.SetRandom(pay.RandomFaults{Enabled: true, Seed: 42, Probability: 0.5})
 		}
 		first := draws(a, 50)
 		if !reflect.DeepEqual(first, draws(b, 50)) {
 			t.Fatal("two plans with one seed disagree")
 		}
-		a.SetRandom(RandomMode{Enabled: true, Seed: 42, Probability: 0.5})
+		a.SetRandom(pay.RandomFaults{Enabled: true, Seed: 42, Probability: 0.5})
 		if !reflect.DeepEqual(first, draws(a, 50)) {
 			t.Fatal("setting the seed again did not restart the sequence")
 		}
-		a.SetRandom(RandomMode{Enabled: true, Seed: 43, Probability: 0.5})
+		a.SetRandom(pay.RandomFaults{Enabled: true, Seed: 43, Probability: 0.5})
 		if reflect.DeepEqual(first, draws(a, 50)) {
 			t.Fatal("another seed gave the same 50 draws")
 		}
@@ -48,12 +49,12 @@ func TestFaultPlanDraw(t *testing.T) {
 	t.Run("which switches are on does not shift the sequence", func(t *testing.T) {
 		a, b := NewFaultPlan(), NewFaultPlan()
 		a.Store(all)
-		b.Store(Faults{ServerError: true})
-		a.SetRandom(RandomMode{Enabled: true, Seed: 7, Probability: 0.5})
-		b.SetRandom(RandomMode{Enabled: true, Seed: 7, Probability: 0.5})
+		b.Store(pay.ServerFaults{ServerError: true})
+		a.SetRandom(pay.RandomFaults{Enabled: true, Seed: 7, Probability: 0.5})
+		b.SetRandom(pay.RandomFaults{Enabled: true, Seed: 7, Probability: 0.5})
 		for i := range 50 {
 			fa, _ := a.Draw(allGW)
-			fb, _ := b.Draw(GatewaySwitches{})
+			fb, _ := b.Draw(pay.GatewayFaults{})
 			if fa.ServerError != fb.ServerError {
 				t.Fatalf("draw %d: server_error %v with every switch on, %v alone", i, fa.ServerError, fb.ServerError)
 			}
@@ -61,12 +62,12 @@ func TestFaultPlanDraw(t *testing.T) {
 	})
 	t.Run("a switch that is off never fires, and each on switch fires about as often as asked", func(t *testing.T) {
 		p := NewFaultPlan()
-		p.Store(Faults{ServerError: true})
-		p.SetRandom(RandomMode{Enabled: true, Seed: 1, Probability: 0.3})
+		p.Store(pay.ServerFaults{ServerError: true})
+		p.SetRandom(pay.RandomFaults{Enabled: true, Seed: 1, Probability: 0.3})
 		fired := 0
 		const n = 2000
 		for range n {
-			f, g := p.Draw(GatewaySwitches{})
+			f, g := p.Draw(pay.GatewayFaults{})
 			if f.FailHalfway || f.CrashMidway || g.Decline || f.DelayMS != 0 {
 				t.Fatalf("an off switch fired: %+v %+v", f, g)
 			}

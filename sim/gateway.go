@@ -16,14 +16,6 @@ type Ledger interface {
 	LookupGatewayCharge(ctx context.Context, key string) (pay.GatewayCharge, bool, error)
 }
 
-// GatewaySwitches are the fake provider's own failure modes.
-type GatewaySwitches struct {
-	LatencyMS int  `json:"latency_ms"` // how long every charge takes
-	Decline   bool `json:"decline"`    // refuse the card: a definite "no", saved and replayed as 402
-	Error     bool `json:"error"`      // answer with a failure before charging: saved and replayed as 502
-	Timeout   bool `json:"timeout"`    // charge, then never answer: the caller cannot know what happened
-}
-
 // Gateway is an in-process fake payment provider. Like a real one it is
 // idempotent by the key the merchant passes: charging the same key twice
 // returns the first charge. It is always called outside any transaction
@@ -31,7 +23,7 @@ type GatewaySwitches struct {
 type Gateway struct {
 	ledger   Ledger
 	now      func() time.Time
-	switches atomic.Pointer[GatewaySwitches]
+	switches atomic.Pointer[pay.GatewayFaults]
 	// sleep waits for d or until ctx ends; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 }
@@ -39,21 +31,21 @@ type Gateway struct {
 // NewGateway returns a gateway that keeps its charges in ledger.
 func NewGateway(ledger Ledger, now func() time.Time) *Gateway {
 	g := &Gateway{ledger: ledger, now: now, sleep: pay.Sleep}
-	g.switches.Store(&GatewaySwitches{})
+	g.switches.Store(&pay.GatewayFaults{})
 	return g
 }
 
 // Switches returns the gateway's current switches.
-func (g *Gateway) Switches() GatewaySwitches { return *g.switches.Load() }
+func (g *Gateway) Switches() pay.GatewayFaults { return *g.switches.Load() }
 
 // SetSwitches replaces the gateway's switches; requests already past the
 // point where they read them are not affected.
-func (g *Gateway) SetSwitches(s GatewaySwitches) { g.switches.Store(&s) }
+func (g *Gateway) SetSwitches(s pay.GatewayFaults) { g.switches.Store(&s) }
 
 // ChargeWith takes amountSatang for orderID under the merchant's key, with
 // the switches sw rather than the current ones: a request that drew its
 // faults once (FaultPlan.Draw) charges with them.
-func (g *Gateway) ChargeWith(ctx context.Context, sw GatewaySwitches, key, orderID string, amountSatang int64) (pay.GatewayCharge, error) {
+func (g *Gateway) ChargeWith(ctx context.Context, sw pay.GatewayFaults, key, orderID string, amountSatang int64) (pay.GatewayCharge, error) {
 	if sw.LatencyMS > 0 {
 		if err := g.sleep(ctx, time.Duration(sw.LatencyMS)*time.Millisecond); err != nil {
 			// The request never reached the provider's ledger: nothing charged,
@@ -81,11 +73,11 @@ func (g *Gateway) ChargeWith(ctx context.Context, sw GatewaySwitches, key, order
 
 // With is the gateway as the protocol sees it, charging under the
 // switches sw: a request that drew its faults once charges with them.
-func (g *Gateway) With(sw GatewaySwitches) pay.Gateway { return switched{g, sw} }
+func (g *Gateway) With(sw pay.GatewayFaults) pay.Gateway { return switched{g, sw} }
 
 type switched struct {
 	g  *Gateway
-	sw GatewaySwitches
+	sw pay.GatewayFaults
 }
 
 func (s switched) Charge(ctx context.Context, key, orderID string, amountSatang int64) (pay.GatewayCharge, error) {

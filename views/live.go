@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"paytwice/pay"
 )
 
 // This file holds the plain data the live panels draw. The web package
@@ -129,20 +131,11 @@ type Counters struct {
 	Twice int
 }
 
-// FaultSwitches is what the switch panel shows.
+// FaultSwitches is what the switch panel shows: the room's fault switches
+// and how far its clock runs ahead.
 type FaultSwitches struct {
-	DelayMS                int
-	ConnectionNeverHappens bool
-	FailHalfway            bool
-	ServerError            bool
-	ResponseLost           bool
-	CrashMidway            bool
-	GatewayLatencyMS       int
-	GatewayDecline         bool
-	GatewayError           bool
-	GatewayTimeout         bool
-	Random                 bool
-	ClockOffset            time.Duration
+	pay.Faults
+	ClockOffset time.Duration
 }
 
 // Live is everything the live panels show at one moment: the state after
@@ -298,6 +291,21 @@ func amountText(satang int64) string {
 	return "฿" + Baht(satang)
 }
 
+// serverSwitches and gatewaySwitches are the on/off switches of each
+// part, in the order the panel shows them.
+func serverSwitches() []pay.FaultSwitch  { return switchesOf(false) }
+func gatewaySwitches() []pay.FaultSwitch { return switchesOf(true) }
+
+func switchesOf(gateway bool) []pay.FaultSwitch {
+	var out []pay.FaultSwitch
+	for _, sw := range pay.FaultSwitches {
+		if sw.Gateway == gateway {
+			out = append(out, sw)
+		}
+	}
+	return out
+}
+
 // activeFaults names the switches that are on.
 func activeFaults(f FaultSwitches) []string {
 	var on []string
@@ -306,17 +314,15 @@ func activeFaults(f FaultSwitches) []string {
 			on = append(on, name)
 		}
 	}
-	add(f.DelayMS > 0, "delay "+strconv.Itoa(f.DelayMS)+" ms")
-	add(f.ConnectionNeverHappens, "connection never happens")
-	add(f.FailHalfway, "fails halfway")
-	add(f.ServerError, "server error")
-	add(f.ResponseLost, "response lost")
-	add(f.CrashMidway, "crash midway")
-	add(f.GatewayLatencyMS > 0, "gateway latency "+strconv.Itoa(f.GatewayLatencyMS)+" ms")
-	add(f.GatewayDecline, "gateway declines")
-	add(f.GatewayError, "gateway error")
-	add(f.GatewayTimeout, "gateway times out")
-	add(f.Random, "random mode")
+	add(f.Server.DelayMS > 0, "delay "+strconv.Itoa(f.Server.DelayMS)+" ms")
+	for _, sw := range serverSwitches() {
+		add(f.IsOn(sw), sw.Short)
+	}
+	add(f.Gateway.LatencyMS > 0, "gateway latency "+strconv.Itoa(f.Gateway.LatencyMS)+" ms")
+	for _, sw := range gatewaySwitches() {
+		add(f.IsOn(sw), sw.Short)
+	}
+	add(f.Random.Enabled, "random mode")
 	return on
 }
 

@@ -3,6 +3,7 @@ package views
 import (
 	"bytes"
 	"context"
+	"paytwice/pay"
 	"strings"
 	"testing"
 	"time"
@@ -265,7 +266,7 @@ func TestCounters(t *testing.T) {
 }
 
 func TestFaultFields(t *testing.T) {
-	f := FaultSwitches{DelayMS: 800, ResponseLost: true, GatewayLatencyMS: 1234}
+	f := FaultSwitches{Faults: pay.Faults{Server: pay.ServerFaults{DelayMS: 800, ResponseLost: true}, Gateway: pay.GatewayFaults{LatencyMS: 1234}}}
 	doc := render(t, FaultFields(f, false))
 	inputs := findAll(doc, func(n *html.Node) bool { _, ok := attr(n, "data-fault"); return ok })
 	if len(inputs) != 10 {

@@ -32,7 +32,7 @@ func TestReset(t *testing.T) {
 		}
 	})
 	t.Run("every switch is off and the clock is back", func(t *testing.T) {
-		if f := getFaults(t, env); f != (FaultSettings{}) {
+		if f := getFaults(t, env); f != (pay.Faults{}) {
 			t.Fatalf("switches %+v", f)
 		}
 		if off := env.Server.clock.Offset(); off != 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"paytwice/pay"
 	"strings"
 	"testing"
 	"time"
@@ -223,7 +224,7 @@ func TestBrowserBoardFitsServerNames(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The chapter's fault off, so that every answer arrives.
-			if err := env.Server.applyFaults(context.Background(), FaultSettings{}, "test"); err != nil {
+			if err := env.Server.applyFaults(context.Background(), pay.Faults{}, "test"); err != nil {
 				t.Fatal(err)
 			}
 			liveWait(t, ctx, "the chapter on the board", 10*time.Second, `!!document.querySelector(".lesson-caption")`)

@@ -17,7 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
-	"paytwice/sim"
+	"paytwice/pay"
 )
 
 // The live page's browser tests drive Debian's Chromium with chromedp.
@@ -176,16 +176,16 @@ func liveType(sel, text string) chromedp.Action[chromedp.Void] {
 }
 
 // setFaults sets the switches the way the JSON API does.
-func setFaults(t *testing.T, env *testEnv, f sim.Faults) {
+func setFaults(t *testing.T, env *testEnv, f pay.ServerFaults) {
 	t.Helper()
-	if err := env.Server.applyFaults(context.Background(), FaultSettings{Server: f}, "test"); err != nil {
+	if err := env.Server.applyFaults(context.Background(), pay.Faults{Server: f}, "test"); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // livePayWithRetries starts a server with the faults f, opens the checkout
 // at path in a desktop-sized browser, turns retries on and pays once.
-func livePayWithRetries(t *testing.T, f sim.Faults, path string) (*testEnv, context.Context) {
+func livePayWithRetries(t *testing.T, f pay.ServerFaults, path string) (*testEnv, context.Context) {
 	t.Helper()
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, f)
@@ -203,7 +203,7 @@ const (
 
 func TestBrowserDoubleClickWithDelayChargesOnce(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{DelayMS: 800})
+	setFaults(t, env, pay.ServerFaults{DelayMS: 800})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 
@@ -232,7 +232,7 @@ func TestBrowserDoubleClickWithDelayChargesOnce(t *testing.T) {
 
 func TestBrowserResponseLostThenRetryReplays(t *testing.T) {
 	// backoff_ms shrinks the retry delays from 0.5 s to 20 ms.
-	env, ctx := livePayWithRetries(t, sim.Faults{ResponseLost: true}, "/?backoff_ms=20")
+	env, ctx := livePayWithRetries(t, pay.ServerFaults{ResponseLost: true}, "/?backoff_ms=20")
 
 	liveWait(t, ctx, "the page to end paid", 10*time.Second, paidNow)
 	t.Run("the page saw no response, waited, and retried with the same key", func(t *testing.T) {
@@ -340,7 +340,7 @@ func TestBrowserStudentCannotFlipSwitches(t *testing.T) {
 		liveWait(t, student, "the switch on the timeline", 2*time.Second, timelineText+`.includes("response_lost on")`)
 	})
 	t.Run("the student can still pay", func(t *testing.T) {
-		setFaults(t, env, sim.Faults{})
+		setFaults(t, env, pay.ServerFaults{})
 		liveDo(t, student, "paying", liveClick("#pay"))
 		liveWait(t, student, "paid", 10*time.Second, paidNow)
 	})
@@ -491,7 +491,7 @@ func TestBrowserKeyboardOnly(t *testing.T) {
 // and the board says so in red.
 func TestBrowserNewKeyPerClickChargesTwice(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{DelayMS: 300})
+	setFaults(t, env, pay.ServerFaults{DelayMS: 300})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "the mistake on, then a double-click", liveClick("#opt-newkey"), liveClick("#pay"), liveClick("#pay"))

@@ -13,7 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
-	"paytwice/sim"
+	"paytwice/pay"
 )
 
 // The checkout card's browser tests: each failure switch really happens
@@ -33,7 +33,7 @@ const (
 // the timeline), and each order is charged once.
 func TestBrowserLostResponseEveryTime(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{ResponseLost: true})
+	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/?backoff_ms=20")
 	liveDo(t, ctx, "turning retries on", liveClick("#opt-retry"))
@@ -60,7 +60,7 @@ func TestBrowserLostResponseEveryTime(t *testing.T) {
 // TestBrowserConnectionNeverHappensOncePerAttempt: every attempt the page
 // makes reaches the server once, so the timeline has one row per attempt.
 func TestBrowserConnectionNeverHappensOncePerAttempt(t *testing.T) {
-	_, ctx := livePayWithRetries(t, sim.Faults{ConnectionNeverHappens: true}, "/?backoff_ms=5")
+	_, ctx := livePayWithRetries(t, pay.ServerFaults{ConnectionNeverHappens: true}, "/?backoff_ms=5")
 	liveWait(t, ctx, "six attempts, all unanswered", 20*time.Second,
 		`document.querySelectorAll('#attempts li[data-status="network"]').length === 6 && `+statusState+` === "unknown"`)
 	liveWait(t, ctx, "six timeline rows", 5*time.Second, timelineRows+` === 6`)
@@ -75,7 +75,7 @@ func TestBrowserConnectionNeverHappensOncePerAttempt(t *testing.T) {
 // looks the order up once the sweeper has been.
 func TestBrowserCrashMidwayDropsThenHoldsTheKey(t *testing.T) {
 	env := newTestEnv(t, Config{LockTimeout: 3 * time.Second, SweepEvery: 200 * time.Millisecond})
-	setFaults(t, env, sim.Faults{CrashMidway: true})
+	setFaults(t, env, pay.ServerFaults{CrashMidway: true})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "paying", liveClick("#pay"))
@@ -101,7 +101,7 @@ func TestBrowserCrashMidwayDropsThenHoldsTheKey(t *testing.T) {
 // itself says in red that the order was charged twice.
 func TestBrowserNewKeyPerClickRedOnTheCard(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{DelayMS: 300})
+	setFaults(t, env, pay.ServerFaults{DelayMS: 300})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "the mistake on, then a double-click", liveClick("#opt-newkey"), liveClick("#pay"), liveClick("#pay"))
@@ -151,7 +151,7 @@ func TestBrowserGuardShowsSendingAndCountsTheBlockedClick(t *testing.T) {
 // answer.
 func TestBrowserReloadRestoresTheOrder(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{ResponseLost: true})
+	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "paying", liveClick("#pay"))
@@ -164,7 +164,7 @@ func TestBrowserReloadRestoresTheOrder(t *testing.T) {
 // TestBrowserNewOrderStopsPendingRetries: the old order's retries stop at
 // New order and never land in the new order's list.
 func TestBrowserNewOrderStopsPendingRetries(t *testing.T) {
-	env, ctx := livePayWithRetries(t, sim.Faults{ConnectionNeverHappens: true}, "/")
+	env, ctx := livePayWithRetries(t, pay.ServerFaults{ConnectionNeverHappens: true}, "/")
 	// New order is clicked in the same task that finds the row counting
 	// down: the wait is drawn at random and may last a few milliseconds, so
 	// a click sent after the look-up could land after the countdown (during
@@ -176,7 +176,7 @@ func TestBrowserNewOrderStopsPendingRetries(t *testing.T) {
 		t.Fatalf("%d rows in the new order's list, want none", n)
 	}
 	liveDo(t, ctx, "paying the new order", chromedp.Evaluate[chromedp.Void](`document.getElementById("opt-retry").click()`))
-	setFaults(t, env, sim.Faults{})
+	setFaults(t, env, pay.ServerFaults{})
 	liveDo(t, ctx, "pay", liveClick("#pay"))
 	liveWait(t, ctx, "paid with click 1", 10*time.Second, paidNow+` && /^click 1\b/.test(document.querySelector("#attempts li .who").textContent)`)
 }
@@ -184,7 +184,7 @@ func TestBrowserNewOrderStopsPendingRetries(t *testing.T) {
 // TestBrowserReplayedFailureIsFinal: a replayed 500 is not retried again;
 // the page looks the order up at once.
 func TestBrowserReplayedFailureIsFinal(t *testing.T) {
-	_, ctx := livePayWithRetries(t, sim.Faults{ServerError: true}, "/?backoff_ms=5")
+	_, ctx := livePayWithRetries(t, pay.ServerFaults{ServerError: true}, "/?backoff_ms=5")
 	liveWait(t, ctx, "the look-up after the replayed 500", 10*time.Second,
 		paidNow+` && !!document.querySelector('#attempts li[data-kind="reconcile"][data-paid="true"]')`)
 	if got := liveEval[string](t, ctx, attemptStatuses); got != "500 500" {
@@ -383,7 +383,7 @@ func TestBrowserBackoffKeepsResultsAndReads(t *testing.T) {
 func TestBrowserServerWithoutKeysRedOnTheCard(t *testing.T) {
 	env := newTestEnv(t, Config{})
 	env.putLab(LabSettings{Server: LabServer{Mode: LabNoKey}})
-	setFaults(t, env, sim.Faults{DelayMS: 300})
+	setFaults(t, env, pay.ServerFaults{DelayMS: 300})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "double-click", liveClick("#pay"), liveClick("#pay"))
@@ -400,7 +400,7 @@ func TestBrowserServerWithoutKeysRedOnTheCard(t *testing.T) {
 // headers and body, before the page's own request goes.
 func TestBrowserResendIsDrawn(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{ResponseLost: true})
+	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "a fetch that sends every payment twice", chromedp.Evaluate[chromedp.Void](`(() => {

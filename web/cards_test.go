@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"paytwice/sim"
+	"paytwice/pay"
 )
 
 // TestPageAttemptSentTwiceIsNamed: when the browser sends one of the
@@ -14,14 +14,14 @@ import (
 // its answer, so the card can draw it as a step of its own.
 func TestPageAttemptSentTwiceIsNamed(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{ResponseLost: true})
+	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 	key, attempt, session := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	body := `{"order_id":"A-4242","amount_satang":129900}`
 	headers := []string{pageSessionHeader, session, pageAttemptHeader, attempt}
 	if _, err := env.tryPay(key, body, headers...); err == nil {
 		t.Fatal("the first copy was answered: the response should be lost")
 	}
-	setFaults(t, env, sim.Faults{})
+	setFaults(t, env, pay.ServerFaults{})
 	res := env.pay(key, body, headers...)
 	if res.Status != 201 || res.Header.Get("Idempotent-Replayed") != "true" || res.Header.Get(attemptCopiesHeader) != "2" {
 		t.Fatalf("the copy: %d, replayed %q, copies %q", res.Status, res.Header.Get("Idempotent-Replayed"), res.Header.Get(attemptCopiesHeader))

@@ -14,51 +14,22 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
-	"paytwice/sim"
 	"paytwice/web/live"
 )
 
-// FaultSettings is every switch a presenter can flip: the server's own
-// faults, the gateway's, and the random mode that thins them. It is the
-// body of GET, PUT and PATCH /api/faults.
-type FaultSettings struct {
-	Server  sim.Faults          `json:"server"`
-	Gateway sim.GatewaySwitches `json:"gateway"`
-	Random  sim.RandomMode      `json:"random"`
-}
-
-// Bounds on the numeric switches.
-const (
-	MaxDelayMS   = 10_000
-	MaxLatencyMS = 10_000
-	// maxAdminBody bounds the bodies of the admin endpoints.
-	maxAdminBody = 16 << 10
-)
-
-// Validate checks the numeric switches, naming the first field that is
-// out of range.
-func (f FaultSettings) Validate() error {
-	switch {
-	case f.Server.DelayMS < 0 || f.Server.DelayMS > MaxDelayMS:
-		return pay.Errorf(pay.EINVALID, "server.delay_ms must be between 0 and %d milliseconds, not %d.", MaxDelayMS, f.Server.DelayMS)
-	case f.Gateway.LatencyMS < 0 || f.Gateway.LatencyMS > MaxLatencyMS:
-		return pay.Errorf(pay.EINVALID, "gateway.latency_ms must be between 0 and %d milliseconds, not %d.", MaxLatencyMS, f.Gateway.LatencyMS)
-	case !(f.Random.Probability >= 0 && f.Random.Probability <= 1): // also refuses NaN
-		return pay.Errorf(pay.EINVALID, "random.probability must be between 0 and 1, not %g.", f.Random.Probability)
-	}
-	return nil
-}
+// maxAdminBody bounds the bodies of the admin endpoints.
+const maxAdminBody = 16 << 10
 
 // currentFaults reads every switch.
-func (s *Server) currentFaults() FaultSettings {
-	return FaultSettings{Server: s.faults.Load(), Gateway: s.gateway.Switches(), Random: s.faults.Random()}
+func (s *Server) currentFaults() pay.Faults {
+	return pay.Faults{Server: s.faults.Load(), Gateway: s.gateway.Switches(), Random: s.faults.Random()}
 }
 
 // applyFaults validates f, makes it the current set of switches for the
 // whole room, restarts the random sequence from its seed, and publishes
 // one event that says what changed and who changed it. Requests already
 // running keep the switches they drew.
-func (s *Server) applyFaults(ctx context.Context, f FaultSettings, who string) error {
+func (s *Server) applyFaults(ctx context.Context, f pay.Faults, who string) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
@@ -75,7 +46,7 @@ func (s *Server) applyFaults(ctx context.Context, f FaultSettings, who string) e
 
 // publishFaultChanges says on the timeline what changed between old and
 // next, if anything did.
-func (s *Server) publishFaultChanges(old, next FaultSettings, who string) {
+func (s *Server) publishFaultChanges(old, next pay.Faults, who string) {
 	if changes := describeFaultChanges(old, next); len(changes) > 0 {
 		msg := strings.Join(changes, "; ")
 		if who != "" {
@@ -86,7 +57,7 @@ func (s *Server) publishFaultChanges(old, next FaultSettings, who string) {
 }
 
 // describeFaultChanges lists, in words, what differs between old and new.
-func describeFaultChanges(old, new FaultSettings) []string {
+func describeFaultChanges(old, new pay.Faults) []string {
 	var out []string
 	onOff := func(b bool) string {
 		if b {
@@ -105,15 +76,17 @@ func describeFaultChanges(old, new FaultSettings) []string {
 		}
 	}
 	ms("server.delay_ms", old.Server.DelayMS, new.Server.DelayMS)
-	flag("server.connection_never_happens", old.Server.ConnectionNeverHappens, new.Server.ConnectionNeverHappens)
-	flag("server.fail_halfway", old.Server.FailHalfway, new.Server.FailHalfway)
-	flag("server.server_error", old.Server.ServerError, new.Server.ServerError)
-	flag("server.response_lost", old.Server.ResponseLost, new.Server.ResponseLost)
-	flag("server.crash_midway", old.Server.CrashMidway, new.Server.CrashMidway)
+	for _, sw := range pay.FaultSwitches {
+		if !sw.Gateway {
+			flag(sw.Field, old.IsOn(sw), new.IsOn(sw))
+		}
+	}
 	ms("gateway.latency_ms", old.Gateway.LatencyMS, new.Gateway.LatencyMS)
-	flag("gateway.decline", old.Gateway.Decline, new.Gateway.Decline)
-	flag("gateway.error", old.Gateway.Error, new.Gateway.Error)
-	flag("gateway.timeout", old.Gateway.Timeout, new.Gateway.Timeout)
+	for _, sw := range pay.FaultSwitches {
+		if sw.Gateway {
+			flag(sw.Field, old.IsOn(sw), new.IsOn(sw))
+		}
+	}
 	if old.Random != new.Random {
 		if new.Random.Enabled {
 			out = append(out, fmt.Sprintf("random mode on (seed %d, probability %g)", new.Random.Seed, new.Random.Probability))
@@ -132,7 +105,7 @@ func (s *Server) handleGetFaults(c echo.Context) error {
 // handlePutFaults is PUT /api/faults: the body replaces every switch; a
 // switch it leaves out is turned off.
 func (s *Server) handlePutFaults(c echo.Context) error {
-	var f FaultSettings
+	var f pay.Faults
 	if err := decodeAdminJSON(c.Request(), &f); err != nil {
 		return err
 	}

@@ -9,17 +9,17 @@ import (
 	"strings"
 	"testing"
 
-	"paytwice/sim"
+	"paytwice/pay"
 	"paytwice/web/live"
 )
 
-func getFaults(t *testing.T, env *fiEnv) FaultSettings {
+func getFaults(t *testing.T, env *fiEnv) pay.Faults {
 	t.Helper()
 	r := env.must(http.MethodGet, "/api/faults", "")
 	if r.Status != http.StatusOK {
 		t.Fatalf("GET /api/faults: %d %s", r.Status, r.Body)
 	}
-	var f FaultSettings
+	var f pay.Faults
 	if err := json.Unmarshal(r.Body, &f); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestFaultAPI(t *testing.T) {
 		env := newFIEnv(t, Config{})
 		env.setFaults(`{"server":{"delay_ms":800,"fail_halfway":true},"random":{"enabled":true,"seed":3,"probability":0.5}}`)
 		env.setFaults(`{"gateway":{"decline":true}}`)
-		want := FaultSettings{Gateway: sim.GatewaySwitches{Decline: true}}
+		want := pay.Faults{Gateway: pay.GatewayFaults{Decline: true}}
 		if got := getFaults(t, env); got != want {
 			t.Fatalf("got %+v, want %+v", got, want)
 		}
@@ -74,12 +74,12 @@ func TestFaultAPI(t *testing.T) {
 		if r.Status != http.StatusOK {
 			t.Fatalf("PATCH: %d %s", r.Status, r.Body)
 		}
-		want := FaultSettings{
-			Server:  sim.Faults{DelayMS: 800},
-			Gateway: sim.GatewaySwitches{Decline: true, LatencyMS: 200},
-			Random:  sim.RandomMode{Enabled: true, Seed: 9, Probability: 0.25},
+		want := pay.Faults{
+			Server:  pay.ServerFaults{DelayMS: 800},
+			Gateway: pay.GatewayFaults{Decline: true, LatencyMS: 200},
+			Random:  pay.RandomFaults{Enabled: true, Seed: 9, Probability: 0.25},
 		}
-		var echoed FaultSettings
+		var echoed pay.Faults
 		_ = json.Unmarshal(r.Body, &echoed)
 		if got := getFaults(t, env); got != want || echoed != want {
 			t.Fatalf("got %+v (answered %+v), want %+v", got, echoed, want)

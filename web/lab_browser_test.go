@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
+	"paytwice/pay"
 	"paytwice/sim"
 )
 
@@ -48,7 +49,7 @@ const answered = `document.querySelectorAll("#attempts li[data-status]").length`
 
 func TestBrowserLabNoKeyDoubleClick(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{DelayMS: 800})
+	setFaults(t, env, pay.ServerFaults{DelayMS: 800})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 
@@ -82,7 +83,7 @@ func TestBrowserLabNoKeyDoubleClick(t *testing.T) {
 
 func TestBrowserLabNewKeyOnEveryRetry(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{ResponseLost: true})
+	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 	// One connection per request, so Chromium does not quietly re-send a
 	// POST whose response was lost (see TestBrowserResponseLostThenRetryReplays).
 	env.HTTP.Config.SetKeepAlivesEnabled(false)
@@ -121,7 +122,7 @@ func TestBrowserLabNewKeyOnEveryRetry(t *testing.T) {
 
 func TestBrowserLabNewKeyAfter500(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	setFaults(t, env, sim.Faults{ServerError: true})
+	setFaults(t, env, pay.ServerFaults{ServerError: true})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 
@@ -206,7 +207,7 @@ func TestBrowserLessons(t *testing.T) {
 	t.Run("finish leaves the lessons with everything off", func(t *testing.T) {
 		liveDo(t, presenter, "finishing", liveClick("#lesson-next"))
 		liveWait(t, student, "the lesson index", 5*time.Second, `document.getElementById("lesson").dataset.slug === "" && !!document.querySelector("#lesson .lesson-lead")`)
-		if env.Server.Lab() != DefaultLabSettings() || env.Server.currentFaults() != (FaultSettings{}) || env.Server.lab.Lesson() != "" {
+		if env.Server.Lab() != DefaultLabSettings() || env.Server.currentFaults() != (pay.Faults{}) || env.Server.lab.Lesson() != "" {
 			t.Fatalf("after finishing: lab %+v, faults %+v", env.Server.Lab(), env.Server.currentFaults())
 		}
 	})
@@ -283,7 +284,7 @@ func TestLabScreenshots(t *testing.T) {
 	if err := env.Server.startLesson(context.Background(), "no-key", "presenter"); err != nil {
 		t.Fatal(err)
 	}
-	setFaults(t, env, sim.Faults{})
+	setFaults(t, env, pay.ServerFaults{})
 	other(uuid.NewString(), "A-1042")
 	other(uuid.NewString(), "A-1042")
 	env.putLab(LabSettings{Server: LabServer{Mode: LabCheckThenInsert, CheckGapMS: 200}})
@@ -297,7 +298,7 @@ func TestLabScreenshots(t *testing.T) {
 	if err := env.Server.applyLab(context.Background(), LabSettings{Server: LabServer{Mode: LabNoKey, CheckGapMS: 200}}, "presenter"); err != nil {
 		t.Fatal(err)
 	}
-	setFaults(t, env, sim.Faults{DelayMS: 800})
+	setFaults(t, env, pay.ServerFaults{DelayMS: 800})
 
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "double-click", liveClick("#pay"), liveClick("#pay"))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"paytwice/pay"
 	"paytwice/sim"
 )
 
@@ -160,7 +161,7 @@ func TestLabMistakeNewKeyOnEveryRetry(t *testing.T) {
 
 	t.Run("a new key per retry charges on every attempt", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
-		setFaults(t, env, sim.Faults{ResponseLost: true})
+		setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 		c := &labClient{base: env.URL, token: "retry-newkey", retries: 2, newKeyPerRetry: true}
 		res := c.pay(t, uuid.NewString(), req)
 		if len(res.Attempts) != 3 || distinctKeys(res.Attempts) != 3 {
@@ -176,7 +177,7 @@ func TestLabMistakeNewKeyOnEveryRetry(t *testing.T) {
 	})
 	t.Run("the same key on every retry is replayed and charges once", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
-		setFaults(t, env, sim.Faults{ResponseLost: true})
+		setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 		res, err := goodClient(env, "retry-samekey", 2).Pay(context.Background(), req)
 		if err != nil || res.Status != http.StatusCreated || !res.Replayed {
 			t.Fatalf("the retrying client ended with %d (replayed %v), err %v; want the replayed 201", res.Status, res.Replayed, err)
@@ -256,7 +257,7 @@ func TestLabMistakeNewKeyAfter500(t *testing.T) {
 
 	t.Run("a new key after the 500 charges twice", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
-		setFaults(t, env, sim.Faults{ServerError: true})
+		setFaults(t, env, pay.ServerFaults{ServerError: true})
 		c := &labClient{base: env.URL, token: "newkey-500", retries: 0, newKeyAfter500: true}
 		res := c.pay(t, uuid.NewString(), req)
 		if len(res.Attempts) != 2 || distinctKeys(res.Attempts) != 2 || res.Attempts[0].Status != http.StatusInternalServerError {
@@ -271,7 +272,7 @@ func TestLabMistakeNewKeyAfter500(t *testing.T) {
 	})
 	t.Run("looking the order up finds it paid", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
-		setFaults(t, env, sim.Faults{ServerError: true})
+		setFaults(t, env, pay.ServerFaults{ServerError: true})
 		c := &labClient{base: env.URL, token: "reconcile-500", retries: 2}
 		res := c.pay(t, uuid.NewString(), req)
 		if !res.Reconciled {

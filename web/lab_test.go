@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 
 	"paytwice/pay"
-	"paytwice/sim"
 )
 
 // send makes a request with a JSON body (nil for none) and headers as
@@ -123,7 +122,7 @@ func TestLabMistakeNoKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, Config{})
 			env.putLab(LabSettings{Server: LabServer{Mode: tc.mode}})
-			setFaults(t, env, sim.Faults{DelayMS: 300})
+			setFaults(t, env, pay.ServerFaults{DelayMS: 300})
 			rs := env.burst(2, uuid.NewString(), `{"order_id":"A-1001","amount_satang":129900}`)
 			if n := env.charges(); n != tc.want {
 				t.Fatalf("answers %s; %d charges, want %d", statusList(rs), n, tc.want)

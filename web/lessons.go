@@ -12,7 +12,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
-	"paytwice/sim"
 	"paytwice/views"
 	"paytwice/web/live"
 )
@@ -29,9 +28,9 @@ type Chapter struct {
 	Part  string `json:"part"`
 	// The setup: every fault switch and lab switch, and whether each
 	// browser should retry automatically.
-	Faults FaultSettings `json:"faults"`
-	Lab    LabSettings   `json:"lab"`
-	Retry  bool          `json:"retry"`
+	Faults pay.Faults  `json:"faults"`
+	Lab    LabSettings `json:"lab"`
+	Retry  bool        `json:"retry"`
 	// Race marks a chapter about requests racing each other: the board
 	// offers step mode (step.go) to walk the race through.
 	Race bool `json:"race"`
@@ -79,7 +78,7 @@ func buildChapters(cfg Config) []Chapter {
 	return []Chapter{
 		{
 			Slug: "connection-never-happens", Title: "The connection never happens", Part: partFailures,
-			Faults:   FaultSettings{Server: sim.Faults{ConnectionNeverHappens: true}},
+			Faults:   pay.Faults{Server: pay.ServerFaults{ConnectionNeverHappens: true}},
 			Lab:      labWith(nil),
 			SwitchOn: []string{"Connection never happens: the server drops every payment before it reads a byte."},
 			Do:       []string{"Press Pay once.", "Press “Turn the fault off”.", "Press Pay again: same order, same key."},
@@ -95,7 +94,7 @@ func buildChapters(cfg Config) []Chapter {
 		},
 		{
 			Slug: "fails-halfway", Title: "It fails halfway", Part: partFailures,
-			Faults:   FaultSettings{Server: sim.Faults{FailHalfway: true}},
+			Faults:   pay.Faults{Server: pay.ServerFaults{FailHalfway: true}},
 			Lab:      labWith(nil),
 			SwitchOn: []string{"Fails halfway: the transaction that records the charge rolls back after the gateway has taken the money."},
 			Do: []string{"Press Pay once.", "Press Pay again: the key is still started.",
@@ -112,7 +111,7 @@ func buildChapters(cfg Config) []Chapter {
 		},
 		{
 			Slug: "response-lost", Title: "It succeeds, but the response is lost", Part: partFailures,
-			Faults: FaultSettings{Server: sim.Faults{ResponseLost: true}},
+			Faults: pay.Faults{Server: pay.ServerFaults{ResponseLost: true}},
 			Lab:    labWith(nil), Retry: true,
 			SwitchOn: []string{"Response lost: the charge commits, then the connection closes with no answer.",
 				"Retry automatically, on every page."},
@@ -125,7 +124,7 @@ func buildChapters(cfg Config) []Chapter {
 		},
 		{
 			Slug: "no-key", Title: "Mistake: no idempotency key", Part: partMistakes, Race: true,
-			Faults: FaultSettings{Server: sim.Faults{DelayMS: 800}},
+			Faults: pay.Faults{Server: pay.ServerFaults{DelayMS: 800}},
 			Lab:    labWith(func(l *LabSettings) { l.Server.Mode = LabNoKey }),
 			SwitchOn: []string{"Lab: the server ignores the key and executes every request.",
 				"A delay of 800 ms, so the second click arrives while the first is still running."},
@@ -137,7 +136,7 @@ func buildChapters(cfg Config) []Chapter {
 		},
 		{
 			Slug: "new-key-per-retry", Title: "Mistake: a new key on every retry", Part: partMistakes,
-			Faults: FaultSettings{Server: sim.Faults{ResponseLost: true}},
+			Faults: pay.Faults{Server: pay.ServerFaults{ResponseLost: true}},
 			Lab:    labWith(func(l *LabSettings) { l.Client.NewKeyPerRetry = true }), Retry: true,
 			SwitchOn: []string{"Lab: every browser makes a new key for each retry.", "Response lost."},
 			Do:       []string{"Press Pay once, and wait for the retries to end."},
@@ -195,7 +194,7 @@ func buildChapters(cfg Config) []Chapter {
 		},
 		{
 			Slug: "new-key-after-500", Title: "Mistake: a new key after a 500", Part: partMistakes,
-			Faults: FaultSettings{Server: sim.Faults{ServerError: true}},
+			Faults: pay.Faults{Server: pay.ServerFaults{ServerError: true}},
 			Lab:    labWith(func(l *LabSettings) { l.Client.NewKeyAfter500 = true }),
 			SwitchOn: []string{"Server error (500): the server fails after charging, and saves the 500 on the key.",
 				"Lab: every browser pays again under a new key after a 500."},
@@ -291,12 +290,12 @@ type LessonChange struct {
 
 // LessonStarted is the answer to PUT /api/lessons/current.
 type LessonStarted struct {
-	Current string        `json:"current"`
-	Chapter int           `json:"chapter"` // 1-based; 0 when the lessons were left
-	Of      int           `json:"of"`
-	Faults  FaultSettings `json:"faults"`
-	Lab     LabSettings   `json:"lab"`
-	Retry   bool          `json:"retry"`
+	Current string      `json:"current"`
+	Chapter int         `json:"chapter"` // 1-based; 0 when the lessons were left
+	Of      int         `json:"of"`
+	Faults  pay.Faults  `json:"faults"`
+	Lab     LabSettings `json:"lab"`
+	Retry   bool        `json:"retry"`
 }
 
 func (s *Server) handleGetLessons(c echo.Context) error {

@@ -8,12 +8,10 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
-	"paytwice/sim"
 	"paytwice/web/live"
 )
 
@@ -79,10 +77,10 @@ type payment struct {
 	chargeKey string
 	req       pay.PaymentRequest
 	fp        string
-	faults    sim.Faults          // drawn once per request (random mode may thin them)
-	gw        sim.GatewaySwitches // the gateway switches this request charges with
-	step      stepProgress        // where step mode has held it (step.go)
-	aim       atomic.Uint32       // faults the presenter aimed at it (step.go)
+	faults    pay.ServerFaults  // drawn once per request (random mode may thin them)
+	gw        pay.GatewayFaults // the gateway switches this request charges with
+	step      stepProgress      // where step mode has held it (step.go)
+	aim       atomic.Uint32     // faults the presenter aimed at it (step.go)
 }
 
 // newPayment starts carrying one request through the protocol.
@@ -138,10 +136,9 @@ func (p *payment) protocol() *pay.Payment {
 	pp := &pay.Payment{
 		Scope: p.scope, Key: p.key, Method: r.Method, Path: paymentsPath, Request: p.req,
 		ChargeKey: p.chargeKey,
-		Faults: pay.Faults{Delay: time.Duration(p.faults.DelayMS) * time.Millisecond, CrashMidway: p.faults.CrashMidway,
-			ServerError: p.faults.ServerError, FailHalfway: p.faults.FailHalfway},
-		Gateway: p.s.gateway.With(p.gw),
-		Render:  func(err error) (int, []byte) { return problemBody(r, err) },
+		Faults:    p.faults,
+		Gateway:   p.s.gateway.With(p.gw),
+		Render:    func(err error) (int, []byte) { return problemBody(r, err) },
 	}
 	pp.Observe = func(st pay.Step) {
 		p.publishEvent(live.Event{Kind: stepEvents[st.Kind], Status: st.Status, Message: st.Detail, Charge: st.ChargeID, Fault: st.Fault})

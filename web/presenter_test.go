@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"paytwice/pay"
 	"testing"
 )
 
@@ -72,7 +73,7 @@ func TestPresenterGuard(t *testing.T) {
 	t.Run("a refused change leaves the switches as they were", func(t *testing.T) {
 		env := newFIEnv(t, Config{PresenterToken: token})
 		env.must(http.MethodPatch, "/api/faults", `{"gateway":{"decline":true}}`)
-		if f := getFaults(t, env); f != (FaultSettings{}) {
+		if f := getFaults(t, env); f != (pay.Faults{}) {
 			t.Fatalf("switches changed to %+v", f)
 		}
 	})

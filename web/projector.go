@@ -384,14 +384,7 @@ func (p *projector) order(scope, orderID string) *orderState {
 // currentSwitches reads every switch for the panel.
 func (p *projector) currentSwitches() views.FaultSwitches {
 	f := p.s.currentFaults()
-	return views.FaultSwitches{
-		DelayMS: f.Server.DelayMS, ConnectionNeverHappens: f.Server.ConnectionNeverHappens,
-		FailHalfway: f.Server.FailHalfway, ServerError: f.Server.ServerError,
-		ResponseLost: f.Server.ResponseLost, CrashMidway: f.Server.CrashMidway,
-		GatewayLatencyMS: f.Gateway.LatencyMS, GatewayDecline: f.Gateway.Decline,
-		GatewayError: f.Gateway.Error, GatewayTimeout: f.Gateway.Timeout,
-		Random: f.Random.Enabled, ClockOffset: p.s.clock.Offset(),
-	}
+	return views.FaultSwitches{Faults: f, ClockOffset: p.s.clock.Offset()}
 }
 
 // run applies events until the hub closes or the server stops; then it

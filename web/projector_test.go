@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"paytwice/sim"
+	"paytwice/pay"
 	"paytwice/views"
 )
 
@@ -61,7 +61,7 @@ func TestProjector(t *testing.T) {
 	t.Run("a lost response replaces the arrow back to the browser", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		env.Server.live()
-		setFaults(t, env, sim.Faults{ResponseLost: true})
+		setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 		_, _ = env.tryPay("k-1", `{"order_id":"A-1","amount_satang":100}`)
 		l := waitProjector(t, env).snapshot()
 		row := l.Timeline[0]

@@ -26,8 +26,8 @@ import (
 
 // roomState is the room, as stored. Its JSON is the database's copy.
 type roomState struct {
-	Faults FaultSettings `json:"faults"`
-	Lab    LabSettings   `json:"lab"`
+	Faults pay.Faults  `json:"faults"`
+	Lab    LabSettings `json:"lab"`
 	// Lesson is the chapter the class is on, "" for none.
 	Lesson      string        `json:"lesson"`
 	ClockOffset time.Duration `json:"clock_offset_ns"`
@@ -58,7 +58,7 @@ type roomState struct {
 func defaultRoom() roomState { return roomState{Lab: DefaultLabSettings()} }
 
 // setFaults makes f the fault switches.
-func (r *roomState) setFaults(f FaultSettings) {
+func (r *roomState) setFaults(f pay.Faults) {
 	r.Faults = f
 	r.FaultWrites++
 }
@@ -77,7 +77,7 @@ func (r *roomState) reset() {
 	next.FaultWrites, next.LessonRuns = r.FaultWrites, r.LessonRuns
 	next.ResetGen, next.Barrier = r.ResetGen, r.Barrier
 	next.Resets = r.Resets + 1
-	next.setFaults(FaultSettings{})
+	next.setFaults(pay.Faults{})
 	next.setLesson("")
 	*r = next
 }

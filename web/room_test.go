@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/web/live"
 )
@@ -46,8 +47,8 @@ func (e *testEnv) decodeGet(path string, v any) {
 	}
 }
 
-func (e *testEnv) faults() (f FaultSettings) { e.decodeGet("/api/faults", &f); return f }
-func (e *testEnv) labNow() (l LabSettings)   { e.decodeGet("/api/lab", &l); return l }
+func (e *testEnv) faults() (f pay.Faults)  { e.decodeGet("/api/faults", &f); return f }
+func (e *testEnv) labNow() (l LabSettings) { e.decodeGet("/api/lab", &l); return l }
 func (e *testEnv) lesson() string {
 	var l LessonsState
 	e.decodeGet("/api/lessons", &l)
@@ -167,7 +168,7 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 		b.must(http.MethodPost, "/api/reset", "")
 		for _, s := range all {
 			waitUntil(t, "the reset on "+s.Server.cfg.Name, func() bool {
-				return s.faults() == FaultSettings{} && s.labNow() == DefaultLabSettings() && s.lesson() == "" && s.Server.clock.Offset() == 0
+				return s.faults() == pay.Faults{} && s.labNow() == DefaultLabSettings() && s.lesson() == "" && s.Server.clock.Offset() == 0
 			})
 		}
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
+	"paytwice/pay"
 	"paytwice/sim"
 )
 
@@ -42,16 +43,16 @@ func TestScreenshots(t *testing.T) {
 		t.Helper()
 		env.pay(key, fmt.Sprintf(`{"order_id":%q,"amount_satang":%d}`, order, amount), "Cookie", sessionCookie+"="+session)
 	}
-	setFaults := func(t *testing.T, env *testEnv, f sim.Faults) {
+	setFaults := func(t *testing.T, env *testEnv, f pay.ServerFaults) {
 		t.Helper()
-		if err := env.Server.applyFaults(context.Background(), FaultSettings{Server: f}, "presenter"); err != nil {
+		if err := env.Server.applyFaults(context.Background(), pay.Faults{Server: f}, "presenter"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	s1, s2 := uuid.NewString(), uuid.NewString()
 	other(s1, uuid.NewString(), "A-2201", 45000)
 	// A client with no key discipline: two keys, one order, two charges.
-	setFaults(t, env, sim.Faults{DelayMS: 300})
+	setFaults(t, env, pay.ServerFaults{DelayMS: 300})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -61,21 +62,21 @@ func TestScreenshots(t *testing.T) {
 	<-done
 
 	// This browser: a double-click under an 800 ms delay.
-	setFaults(t, env, sim.Faults{DelayMS: 800})
+	setFaults(t, env, pay.ServerFaults{DelayMS: 800})
 	liveDo(t, ctx, "double-click", liveClick("#pay"), liveClick("#pay"))
 	liveWait(t, ctx, "paid", 10*time.Second, paidNow+` && document.querySelectorAll("#attempts li[data-status]").length === 2`)
 
 	// The same key with another amount.
-	setFaults(t, env, sim.Faults{})
+	setFaults(t, env, pay.ServerFaults{})
 	liveDo(t, ctx, "change the amount and pay",
 		chromedp.Clear(chromedp.CSS("#amount")), liveType("#amount", "1,350.00"), liveClick("#pay"))
 	liveWait(t, ctx, "422", 10*time.Second, `document.getElementById("pay-status").dataset.state === "mismatch"`)
 
 	// A lost response: no answer, a wait, the retry's replayed 201.
-	setFaults(t, env, sim.Faults{ResponseLost: true})
+	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 	liveDo(t, ctx, "new order, retry on, pay", liveClick("#new-order"), liveClick("#opt-retry"), liveClick("#pay"))
 	liveWait(t, ctx, "paid again, after a lost response", 10*time.Second, paidNow+` && `+attemptStatuses+` === "network 201"`)
-	setFaults(t, env, sim.Faults{DelayMS: 800, ResponseLost: true})
+	setFaults(t, env, pay.ServerFaults{DelayMS: 800, ResponseLost: true})
 	liveWait(t, ctx, "every charge on the page", 5*time.Second, chargeRows+` === 5`)
 
 	save := func(name string, png []byte) {
@@ -95,11 +96,11 @@ func TestScreenshots(t *testing.T) {
 	liveOpen(t, phone, env.URL+"/")
 	// The mistake on the phone: a new key per click, a double-click, and
 	// the card says in red that the order was charged twice.
-	setFaults(t, env, sim.Faults{DelayMS: 300})
+	setFaults(t, env, pay.ServerFaults{DelayMS: 300})
 	liveDo(t, phone, "new order, the mistake on, retries off, double-click", liveClick("#new-order"), liveClick("#opt-newkey"),
 		liveClick("#opt-retry"), liveClick("#pay"), liveClick("#pay"))
 	liveWait(t, phone, "charged twice on the card", 10*time.Second, `document.getElementById("pay-status").dataset.state === "twice"`)
-	setFaults(t, env, sim.Faults{DelayMS: 800, ResponseLost: true})
+	setFaults(t, env, pay.ServerFaults{DelayMS: 800, ResponseLost: true})
 	liveDo(t, phone, "the mistake off again", liveClick("#opt-newkey"))
 	liveWait(t, phone, "every charge on the phone", 5*time.Second, chargeRows+` === 7`)
 	liveDo(t, phone, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))

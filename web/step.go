@@ -530,7 +530,7 @@ func (st *stepper) aim(id, fault string) error {
 // aimedAt applies the faults aimed at p: into the protocol's faults
 // (while it runs), and into p's own (the lost response, which the HTTP
 // side plays).
-func (p *payment) aimedAt(f *pay.Faults) {
+func (p *payment) aimedAt(f *pay.ServerFaults) {
 	a := p.aim.Load()
 	if a == 0 {
 		return

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"paytwice/sim"
+	"paytwice/pay"
 	"paytwice/web/live"
 )
 
@@ -188,14 +188,14 @@ func TestStepMode(t *testing.T) {
 	})
 	t.Run("with a fault switch: released into a lost response, the charge is kept and replayed", func(t *testing.T) {
 		env := newStepEnv(t, Config{})
-		setFaults(t, env.testEnv, sim.Faults{ResponseLost: true})
+		setFaults(t, env.testEnv, pay.ServerFaults{ResponseLost: true})
 		a := env.payAsync("lost", "A-10")
 		env.waitHeld("received")
 		env.api(http.MethodPost, "/api/step/play", "")
 		if r := <-a; r.Status != -1 {
 			t.Fatalf("the response arrived: %d", r.Status)
 		}
-		setFaults(t, env.testEnv, sim.Faults{})
+		setFaults(t, env.testEnv, pay.ServerFaults{})
 		env.Server.steps.turn(false, "test")
 		r := env.pay("lost", `{"order_id":"A-10","amount_satang":129900}`)
 		if r.Status != http.StatusCreated || !isReplay(r) || env.charges() != 1 {
