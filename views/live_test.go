@@ -269,8 +269,9 @@ func TestFaultFields(t *testing.T) {
 	f := FaultSwitches{Faults: pay.Faults{Server: pay.ServerFaults{DelayMS: 800, ResponseLost: true}, Gateway: pay.GatewayFaults{LatencyMS: 1234}}}
 	doc := render(t, FaultFields(f, false))
 	inputs := findAll(doc, func(n *html.Node) bool { _, ok := attr(n, "data-fault"); return ok })
-	if len(inputs) != 10 {
-		t.Fatalf("%d switches, want 10", len(inputs))
+	// The two delays, then every on/off switch.
+	if want := 2 + len(pay.FaultSwitches); len(inputs) != want {
+		t.Fatalf("%d switches, want %d", len(inputs), want)
 	}
 	for _, in := range inputs {
 		field, _ := attr(in, "data-fault")
