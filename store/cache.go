@@ -65,3 +65,42 @@ func (c *replayCache) clear() {
 	c.next = 0
 	c.mu.Unlock()
 }
+
+// claimsHeld are the keys this process claimed and has not yet completed
+// or released, with their rows as claimed. Only one process serves a
+// SQLite file, so a key held here is started on disk too: a request that
+// repeats one (same fingerprint: a double click, a storm) is answered
+// from here, 409, without queuing behind other keys' commits in the
+// single writer. Anything else goes to the writer as before.
+type claimsHeld struct {
+	mu   sync.Mutex
+	rows map[cacheKey]pay.KeyRow
+}
+
+func (h *claimsHeld) get(scope, key string) (pay.KeyRow, bool) {
+	h.mu.Lock()
+	r, ok := h.rows[cacheKey{scope, key}]
+	h.mu.Unlock()
+	return r, ok
+}
+
+func (h *claimsHeld) put(r pay.KeyRow) {
+	h.mu.Lock()
+	if h.rows == nil {
+		h.rows = map[cacheKey]pay.KeyRow{}
+	}
+	h.rows[cacheKey{r.Scope, r.Key}] = r
+	h.mu.Unlock()
+}
+
+func (h *claimsHeld) drop(scope, key string) {
+	h.mu.Lock()
+	delete(h.rows, cacheKey{scope, key})
+	h.mu.Unlock()
+}
+
+func (h *claimsHeld) clear() {
+	h.mu.Lock()
+	clear(h.rows)
+	h.mu.Unlock()
+}

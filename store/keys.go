@@ -49,6 +49,11 @@ func (db *DB) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	if err := db.need("payments"); err != nil {
 		return res, err
 	}
+	if row, ok := db.held.get(c.Scope, c.Key); ok && row.Fingerprint == c.Fingerprint {
+		// The same request again while this process works on it: on disk
+		// the claim would conflict with this very row.
+		return pay.ClaimResult{Existing: row}, nil
+	}
 	now := toMillis(db.now())
 	token := pay.NewToken()
 	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
@@ -80,6 +85,12 @@ func (db *DB) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	if err == nil && !res.Claimed && res.Existing.Status == pay.StatusDone {
 		db.cache.put(c.Scope, c.Key, pay.Response{Fingerprint: res.Existing.Fingerprint, Status: res.Existing.ResponseStatus, Body: res.Existing.ResponseBody})
 	}
+	if err == nil && res.Claimed {
+		at := fromMillis(now)
+		db.held.put(pay.KeyRow{Scope: c.Scope, Key: c.Key, Method: c.Method, Path: c.Path, Fingerprint: c.Fingerprint,
+			OrderID: c.OrderID, AmountSatang: c.AmountSatang, Status: pay.StatusStarted, CreatedAt: at, LockedAt: at,
+			Claim: token, ChargeKey: c.ChargeKey})
+	}
 	return res, err
 }
 
@@ -109,6 +120,9 @@ func (db *DB) Complete(ctx context.Context, c pay.Completion) (pay.Completed, er
 		}
 		return nil
 	})
+	// Saved or not, the request is no longer working on the key: what is
+	// on disk answers from now on.
+	db.held.drop(c.Scope, c.Key)
 	if err != nil {
 		return pay.Completed{}, err
 	}
@@ -182,6 +196,7 @@ func (db *DB) Release(ctx context.Context, scope, key, claim string) (bool, erro
 		released = n == 1
 		return nil
 	})
+	db.held.drop(scope, key)
 	return released, err
 }
 
@@ -255,6 +270,7 @@ func (db *DB) Reset(ctx context.Context) error {
 		return nil
 	})
 	db.cache.clear()
+	db.held.clear()
 	return err
 }
 

@@ -50,6 +50,7 @@ type DB struct {
 	conn   *sql.Conn // the writer goroutine's connection; nobody else uses it
 	stmts  writeStatements
 	cache  *replayCache
+	held   claimsHeld
 
 	stats      struct{ commits, ops, busy atomic.Int64 }
 	ops        chan *writeOp

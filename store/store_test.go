@@ -107,3 +107,37 @@ func TestSchemasKeepTheirOwnTables(t *testing.T) {
 		t.Fatalf("after reset and reopen: %d, %v", n, err)
 	}
 }
+
+// A request repeated while this process works on its key (a double click,
+// a storm) is answered from memory, the key's started row, without a
+// write; once the key is saved or released, the file answers again.
+func TestARepeatedClaimOfAHeldKeyNeedsNoWrite(t *testing.T) {
+	db := MustOpenDB(t, time.Now)
+	ctx := context.Background()
+	c := pay.ClaimRequest{Scope: "s", Key: "k", Method: "POST", Path: "/v1/payments", Fingerprint: "fp", OrderID: "A-1", AmountSatang: 100}
+	first, err := db.Claim(ctx, c)
+	if err != nil || !first.Claimed {
+		t.Fatalf("claim: %+v %v", first, err)
+	}
+	writes := db.WriterStats().Ops
+	again, err := db.Claim(ctx, c)
+	if err != nil || again.Claimed || again.Existing.Status != pay.StatusStarted || again.Existing.Claim != first.Claim {
+		t.Fatalf("the repeat: %+v %v, want the started row", again, err)
+	}
+	if n := db.WriterStats().Ops; n != writes {
+		t.Fatalf("the repeat took %d writes", n-writes)
+	}
+	// Another request with the key (another fingerprint) still goes to
+	// the file, which tells it apart.
+	other := c
+	other.Fingerprint = "fp2"
+	if res, err := db.Claim(ctx, other); err != nil || res.Claimed || res.Existing.Fingerprint != "fp" {
+		t.Fatalf("another request: %+v %v", res, err)
+	}
+	if _, err := db.Complete(ctx, pay.Completion{ClaimRequest: c, Claim: first.Claim, Status: 201, Body: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := db.Claim(ctx, c); err != nil || res.Existing.Status != pay.StatusDone {
+		t.Fatalf("after the save: %+v %v, want the done row", res, err)
+	}
+}
