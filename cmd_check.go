@@ -79,6 +79,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	verify := fs.String("verify", "", "check a saved history (or a timeline export of paytwice) instead of running; on a violation, write its HTML view next to it")
 	timeout := fs.Duration("timeout", check.DefaultTimeout, "time-out of each request")
 	replayAfter := fs.Duration("replay-after", 0, "wait this long before the replay of case 1 (to test retention)")
+	patience := fs.Duration("patience", check.DefaultPatience, "how long a retry waits for a key whose first request is still running (a server's lock timeout)")
 	fs.Var(&only, "cases", "run only these cases, such as 1,4,9")
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -116,7 +117,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg := check.Config{URL: target, Body: *body, Form: *form, Header: headers.h, OtherAuth: *otherAuth,
 		KeyHeader: *keyHeader, CountURL: *countURL, CountField: *countField, Gateway: *gateway,
-		Storm: *storm, Seed: *seed, Timeout: *timeout, ReplayAfter: *replayAfter, Only: only}
+		Storm: *storm, Seed: *seed, Timeout: *timeout, Patience: *patience, ReplayAfter: *replayAfter, Only: only}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "paytwice check:", err)
 		return errUsage

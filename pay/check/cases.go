@@ -490,7 +490,7 @@ func caseLostResponse(ctx context.Context, r *run) Result {
 	r.record(c.hangUp().Record)
 	retry, tries := r.retryUntilAnswered(ctx, q)
 	if !retry.ok() {
-		return fail(false, "the retry was answered %s after %d tries%s", retry, tries, excerpt(retry))
+		return fail(false, "the retry was answered %s after %d tries in %s (-patience)%s", retry, tries, r.cfg.Patience, excerpt(retry))
 	}
 	again := r.send(ctx, q)
 	if bad, _ := r.checkEffects(ctx, q, 1); bad != nil {

@@ -47,6 +47,11 @@ type Config struct {
 	Seed uint64
 	// Timeout bounds each request.
 	Timeout time.Duration
+	// Patience is how long a retry keeps going while the key's first
+	// request is still running (409, 429, 5xx): a request whose outcome
+	// the server does not know may hold its key until a sweeper closes
+	// it, for the lock timeout the server publishes.
+	Patience time.Duration
 	// ReplayAfter is how long case 1 waits before its replay (0: at once).
 	ReplayAfter time.Duration
 	// Wait waits d; nil sleeps. Tests make it move a server's clock.
@@ -62,10 +67,11 @@ const DefaultBody = `{"order_id":"{{id}}","amount_satang":{{amount}}}`
 const (
 	DefaultStorm     = 20
 	DefaultTimeout   = 10 * time.Second
+	DefaultPatience  = time.Minute
 	DefaultKeyHeader = "Idempotency-Key"
 	maxStorm         = 500
 	maxRetryWait     = 5 * time.Second // the longest Retry-After honoured
-	maxRetries       = 8
+	maxRetries       = 200
 )
 
 // ErrUnreachable says the endpoint could not be reached at all.
@@ -87,6 +93,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("-c must be between 2 and %d", maxStorm)
 	case c.Timeout <= 0:
 		return errors.New("-timeout must be positive")
+	case c.Patience < 0:
+		return errors.New("-patience must not be negative")
 	case c.ReplayAfter < 0:
 		return errors.New("-replay-after must not be negative")
 	case c.CountField != "" && c.CountURL == "":
@@ -148,6 +156,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Patience == 0 {
+		cfg.Patience = DefaultPatience
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -638,10 +649,11 @@ func (r *run) waitPending(ctx context.Context, action string, limit time.Duratio
 }
 
 // retryUntilAnswered sends q until it gets an answer that is not 409,
-// 429 or 5xx, honouring Retry-After (at most maxRetryWait), at most
-// maxRetries times.
+// 429 or 5xx, honouring Retry-After (at most maxRetryWait), for at most
+// cfg.Patience and maxRetries tries.
 func (r *run) retryUntilAnswered(ctx context.Context, q req) (answer, int) {
 	var a answer
+	deadline := time.Now().Add(r.cfg.Patience)
 	for i := range maxRetries {
 		a = r.send(ctx, q)
 		if !a.NoAnswer && a.Status != http.StatusConflict && a.Status != http.StatusTooManyRequests && a.Status < 500 {
@@ -649,9 +661,13 @@ func (r *run) retryUntilAnswered(ctx context.Context, q req) (answer, int) {
 		}
 		wait, ok := a.retryAfter()
 		if !ok {
-			wait = 200 * time.Millisecond << i
+			wait = min(200*time.Millisecond<<min(i, 5), maxRetryWait)
 		}
-		if err := sleep(ctx, min(max(wait, 50*time.Millisecond), maxRetryWait)); err != nil {
+		wait = min(max(wait, 50*time.Millisecond), maxRetryWait)
+		if time.Now().Add(wait).After(deadline) {
+			return a, i + 1
+		}
+		if err := sleep(ctx, wait); err != nil {
 			return a, i + 1
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -167,6 +168,7 @@ func TestWrongServers(t *testing.T) {
 		// switches: its verdicts come from the answers alone.
 		hideGateway bool
 		fail        map[int]string
+		either      []int // cases whose verdict depends on timing: PASS, or FAIL for the same mistake
 	}{
 		{name: "done right, it passes every case, the gateway's ones too"},
 		{name: "a replay that does not compare the body answers another body with the first one's charge",
@@ -176,11 +178,11 @@ func TestWrongServers(t *testing.T) {
 		{name: "one lock for every key, taken before the body is read, holds other keys back while a body arrives",
 			toy: toyKnobs{globalLock: true}, hideGateway: true, fail: map[int]string{10: "the keys queue behind one lock"}},
 		{name: "a key forgotten after a gateway time-out, with a reference of its own, is charged again",
-			toy: toyKnobs{freshGatewayKey: true}, fail: map[int]string{
-				12: "charged again: 2 effects",
-				// A client that hangs up cancels the gateway call too: the
-				// same mistake, found by the lost response.
-				9: "2 effects"}},
+			toy: toyKnobs{freshGatewayKey: true}, fail: map[int]string{12: "charged again: 2 effects"},
+			// A client that hangs up cancels the server's gateway call: when
+			// the gateway had charged by then, the lost response finds the
+			// same mistake; when not, there is nothing to find.
+			either: []int{9}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -197,6 +199,7 @@ func TestWrongServers(t *testing.T) {
 			for _, r := range rep.Results {
 				words, shouldFail := tc.fail[r.Case]
 				switch {
+				case slices.Contains(tc.either, r.Case) && (r.Verdict == check.Pass || r.Verdict == check.Fail && strings.Contains(r.Detail, "2 effects")):
 				case shouldFail && (r.Verdict != check.Fail || !strings.Contains(r.Detail, words)):
 					t.Errorf("case %d: %s %q; want FAIL saying %q", r.Case, r.Verdict, r.Detail, words)
 				case !shouldFail && tc.hideGateway && r.Case == 12 && r.Verdict == check.Skip:
