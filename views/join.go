@@ -52,6 +52,10 @@ type StepBar struct {
 // HeldRow is one held request.
 type HeldRow struct {
 	Request, RowID, Checkpoint, OrderID, Who string
+	// Answer is the status it is about to send ("" before "answered");
+	// CanLose and CanCrash say which aimed faults can still change it.
+	Answer            string
+	CanLose, CanCrash bool
 }
 
 func stepBarClass(b StepBar) string {

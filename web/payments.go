@@ -102,6 +102,9 @@ func (p *payment) publishFault(kind live.Kind, status int, msg string) {
 func (p *payment) publishEvent(e live.Event) {
 	e.Request, e.Scope, e.Key, e.OrderID, e.Amount, e.Fingerprint = p.id, p.scope, p.key, p.req.OrderID, p.req.AmountSatang, p.fp
 	p.s.hub.Publish(e)
+	if e.Status != 0 && checkpointAt(e.Kind) == CheckAnswered {
+		p.step.answer = e.Status // what the step bar says it answers
+	}
 	p.s.steps.at(p, e.Kind) // step mode may hold the request here
 }
 
@@ -118,6 +121,9 @@ func (p *payment) parse(note string) (ok bool, err error) {
 		p.req, err = readPaymentBody(r)
 	}
 	p.publish(live.Received, 0, r.Method+" "+r.URL.Path+note+resentNote(c))
+	if err == nil && p.step.full {
+		err = pay.Errorf(pay.EUNAVAILABLE, "Step mode already holds %d requests on this server, its limit, and this one was not taken in: nothing was saved. Retry with the same key once the presenter has let some go.", p.s.steps.max)
+	}
 	if err != nil {
 		return false, p.refuse(err)
 	}
@@ -167,6 +173,18 @@ var stepEvents = map[pay.StepKind]live.Kind{
 // answer turns the protocol's outcome into the HTTP response.
 func (p *payment) answer(o pay.Outcome) error {
 	c := p.c
+	if p.s.steps.on.Load() {
+		// The step bar says what a request held at "answered" will answer.
+		p.step.answer, p.step.saved = o.Status, o.Kind == pay.Saved
+		switch o.Kind {
+		case pay.InProgress:
+			p.step.answer = http.StatusConflict
+		case pay.Crashed:
+			p.step.answer = 0
+		case pay.Unknown, pay.Failed:
+			p.step.answer, _ = problemBody(c.Request(), o.Err)
+		}
+	}
 	p.s.steps.hold(p, CheckAnswered)
 	p.aimedAt(nil)
 	switch o.Kind {

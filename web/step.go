@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,7 +87,20 @@ const defaultStepLimit = 2 * time.Minute
 type stepProgress struct {
 	past Checkpoint  // the last checkpoint it stopped at (or passed)
 	free atomic.Bool // run to the end without stopping again
+	// full is set when step mode could not take the request in: it
+	// already held maxHeld requests (parse refuses it).
+	full bool
+	// answer is the status the request is about to send, once it is held
+	// at "answered", and saved whether that answer is one the work saved
+	// (the only kind an aimed lost response can lose).
+	answer int
+	saved  bool
 }
+
+// maxHeld bounds the requests one server holds: each is a row of the step
+// bar on every page, and a class steps through a handful. A request that
+// arrives beyond it is refused with a 503 before anything is saved.
+const maxHeld = 500
 
 // heldRequest is a request waiting at a checkpoint.
 type heldRequest struct {
@@ -107,6 +121,8 @@ type stepper struct {
 	// closing is set at shutdown: nobody will step a request any more, so
 	// none is held (LetHeldGo).
 	closing atomic.Bool
+	// max bounds the requests held at once (maxHeld; tests lower it).
+	max int
 
 	mu   sync.Mutex
 	held []*heldRequest // oldest first
@@ -123,7 +139,7 @@ func newStepper(s *Server, limit time.Duration) *stepper {
 	if limit <= 0 {
 		limit = defaultStepLimit
 	}
-	return &stepper{s: s, limit: limit, after: time.After, off: make(chan struct{})}
+	return &stepper{s: s, limit: limit, max: maxHeld, after: time.After, off: make(chan struct{})}
 }
 
 // at holds p at the checkpoint its event kind reaches, if step mode is on
@@ -144,6 +160,12 @@ func (st *stepper) hold(p *payment, cp Checkpoint) {
 	st.mu.Lock()
 	if !st.on.Load() || st.closing.Load() {
 		st.mu.Unlock()
+		return
+	}
+	if cp == CheckReceived && len(st.held) >= st.max {
+		st.mu.Unlock()
+		p.step.full = true
+		p.step.free.Store(true) // its refusal is not held either
 		return
 	}
 	st.held = append(st.held, h)
@@ -319,12 +341,16 @@ type StepState struct {
 
 // HeldRequest is one request waiting at a checkpoint.
 type HeldRequest struct {
-	Request    string    `json:"request"`
-	Checkpoint string    `json:"checkpoint"`
-	Key        string    `json:"key,omitempty"`
-	OrderID    string    `json:"order_id,omitempty"`
-	Scope      string    `json:"-"`
-	Since      time.Time `json:"since"`
+	Request    string `json:"request"`
+	Checkpoint string `json:"checkpoint"`
+	// Answer is the status it is about to send, when held at "answered".
+	Answer int `json:"answer,omitempty"`
+	// Faults names the faults that can still be aimed at it (aimable).
+	Faults  []string  `json:"faults,omitempty"`
+	Key     string    `json:"key,omitempty"`
+	OrderID string    `json:"order_id,omitempty"`
+	Scope   string    `json:"-"`
+	Since   time.Time `json:"since"`
 	// Server names the server that holds it, when several share the
 	// database.
 	Server string `json:"server,omitempty"`
@@ -337,7 +363,7 @@ func (st *stepper) state() StepState {
 	defer st.mu.Unlock()
 	out := StepState{On: st.on.Load(), LimitSeconds: int(st.limit / time.Second), Held: []HeldRequest{}}
 	for _, h := range st.held {
-		out.Held = append(out.Held, HeldRequest{Request: h.p.id, Checkpoint: h.at.String(), Key: h.p.key,
+		out.Held = append(out.Held, HeldRequest{Request: h.p.id, Checkpoint: h.at.String(), Answer: h.p.step.answer, Faults: aimable(h), Key: h.p.key,
 			OrderID: h.p.req.OrderID, Scope: h.p.scope, Since: h.since, Server: st.s.cfg.Name})
 	}
 	if others := st.othersLocked(); len(others) > 0 {
@@ -352,11 +378,16 @@ func (st *stepper) view() views.StepBar {
 	s := st.state()
 	v := views.StepBar{On: s.On}
 	for _, h := range s.Held {
+		if h.Faults == nil {
+			// Another server's request: its events tell only where it is.
+			h.Faults = aimableAt(h.Checkpoint)
+		}
 		who := views.ScopeLabel(h.Scope)
 		if h.Server != "" {
 			who += " on " + h.Server
 		}
-		v.Held = append(v.Held, views.HeldRow{Request: h.Request, RowID: "tl-" + h.Request, Checkpoint: h.Checkpoint,
+		v.Held = append(v.Held, views.HeldRow{Request: h.Request, RowID: "tl-" + h.Request, Checkpoint: h.Checkpoint, Answer: heldAnswerText(h.Answer),
+			CanLose: slices.Contains(h.Faults, "response_lost"), CanCrash: slices.Contains(h.Faults, "crash_midway"),
 			OrderID: h.OrderID, Who: who})
 	}
 	return v
@@ -504,6 +535,47 @@ var aimedFaults = map[string]struct {
 	"crash_midway":  {aimCrashMidway, CheckGatewayAnswered, "crash after this gateway call"},
 }
 
+// aimable names the faults that can still change what happens to the held
+// request h: a crash only before its gateway call has answered, a lost
+// response only while it has one to lose (an answer the work saved; a 409
+// or a replay loses nothing the class would see).
+func aimable(h *heldRequest) []string {
+	out := []string{} // not nil: nil is another server's request (view)
+	if h.at < CheckAnswered || (h.at == CheckAnswered && h.p.step.saved) {
+		out = append(out, "response_lost")
+	}
+	if h.at < CheckGatewayAnswered {
+		out = append(out, "crash_midway")
+	}
+	return out
+}
+
+// aimableAt is aimable for a request known only by its checkpoint's name.
+func aimableAt(name string) []string {
+	for cp, n := range checkpointNames {
+		if n != name {
+			continue
+		}
+		var out []string
+		if cp < CheckAnswered {
+			out = append(out, "response_lost")
+		}
+		if cp < CheckGatewayAnswered {
+			out = append(out, "crash_midway")
+		}
+		return out
+	}
+	return nil
+}
+
+// heldAnswerText is an HTTP status as the step bar writes it, "" for none.
+func heldAnswerText(status int) string {
+	if status == 0 {
+		return ""
+	}
+	return strconv.Itoa(status)
+}
+
 // aim arms a fault for one held request.
 func (st *stepper) aim(id, fault string) error {
 	f, ok := aimedFaults[fault]
@@ -514,6 +586,9 @@ func (st *stepper) aim(id, fault string) error {
 	h, err := st.find(id)
 	if err == nil && h.at >= f.before {
 		err = pay.Errorf(pay.ECONFLICT, "The request %s is already at %q: too late to %s.", h.p.id, h.at.String(), f.label)
+	}
+	if err == nil && !slices.Contains(aimable(h), fault) {
+		err = pay.Errorf(pay.ECONFLICT, "The request %s is about to answer %d, which the work did not save: there is nothing for %s to change.", h.p.id, h.p.step.answer, f.label)
 	}
 	if err != nil {
 		st.mu.Unlock()

@@ -91,6 +91,35 @@ func wantStatus(t *testing.T, ch <-chan response, want int) response {
 }
 
 func TestStepMode(t *testing.T) {
+	t.Run("beyond the bound a request is refused with a 503, nothing saved, and paid once the others go", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		env.Server.steps.max = 3
+		var answers []<-chan response
+		for i := range 3 {
+			answers = append(answers, env.payAsync(fmt.Sprintf("bound-%d", i), fmt.Sprintf("B-%d", i)))
+			env.waitHeld("received")
+		}
+		r := env.pay("bound-3", `{"order_id":"B-3","amount_satang":129900}`)
+		if r.Status != http.StatusServiceUnavailable || !bytes.Contains(r.Body, []byte("holds 3 requests")) {
+			t.Fatalf("the fourth request: %d %s, want a 503 that says why", r.Status, r.Body)
+		}
+		if st := env.api(http.MethodGet, "/api/step", ""); bytes.Count(st.Body, []byte(`"request"`)) != 3 {
+			t.Fatalf("held after the refusal: %s", st.Body)
+		}
+		if r := env.api(http.MethodPost, "/api/step/play", ""); r.Status != http.StatusOK {
+			t.Fatalf("Play: %d %s", r.Status, r.Body)
+		}
+		for _, a := range answers {
+			wantStatus(t, a, http.StatusCreated)
+		}
+		env.Server.steps.turn(false, "test")
+		if r := env.pay("bound-3", `{"order_id":"B-3","amount_satang":129900}`); r.Status != http.StatusCreated {
+			t.Fatalf("the refused request again, with its key: %d %s", r.Status, r.Body)
+		}
+		if n := env.charges(); n != 4 {
+			t.Fatalf("%d charges, want 4", n)
+		}
+	})
 	t.Run("a request stops at every checkpoint, and Next moves it one on", func(t *testing.T) {
 		env := newStepEnv(t, Config{})
 		ans := env.payAsync("step-1", "A-1")
@@ -143,6 +172,15 @@ func TestStepMode(t *testing.T) {
 		id2 := env.waitHeld("received")
 		env.api(http.MethodPost, "/api/step/next", fmt.Sprintf(`{"request":%q}`, id2))
 		env.waitHeld("answered") // the 409, about to be sent
+		// The bar says what it answers, and offers no fault that means
+		// nothing for it: a 409 is not saved, so there is nothing to lose.
+		st := env.api(http.MethodGet, "/api/step", "")
+		if want := fmt.Sprintf(`"request":%q,"checkpoint":"answered","answer":409,"key"`, id2); !bytes.Contains(st.Body, []byte(want)) {
+			t.Fatalf("GET /api/step: %s, want %s", st.Body, want)
+		}
+		if r := env.api(http.MethodPost, "/api/step/aim", fmt.Sprintf(`{"request":%q,"fault":"response_lost"}`, id2)); r.Status != http.StatusConflict {
+			t.Fatalf("losing a 409's response: %d %s, want 409", r.Status, r.Body)
+		}
 		env.api(http.MethodPost, "/api/step/finish", fmt.Sprintf(`{"request":%q}`, id2))
 		wantStatus(t, second, http.StatusConflict)
 		env.api(http.MethodPost, "/api/step/finish", fmt.Sprintf(`{"request":%q}`, id1))
