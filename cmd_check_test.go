@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"net/http"
@@ -93,6 +94,23 @@ func TestCheckCommand(t *testing.T) {
 			if out, code := runBinary(t, args...); code != 2 {
 				t.Errorf("paytwice %s: exit %d, want 2:\n%s", strings.Join(args, " "), code, out)
 			}
+		}
+	})
+
+	t.Run("-json prints the report as JSON", func(t *testing.T) {
+		args := append([]string{"check", "-json", "-cases", "1,6"}, countFlags...)
+		out, code := runBinary(t, append(args, url+"/v1/payments")...)
+		var rep struct {
+			Results []struct {
+				Case    int    `json:"case"`
+				Verdict string `json:"verdict"`
+			} `json:"results"`
+			History struct {
+				Result string `json:"result"`
+			} `json:"history"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Results) != 2 || rep.Results[0].Verdict != "PASS" || rep.History.Result != "ok" {
+			t.Fatalf("exit %d: %+v\n%s", code, rep, out)
 		}
 	})
 

@@ -405,17 +405,7 @@ func (r *run) send(ctx context.Context, q req) answer {
 		return answer{Record: rec}
 	}
 	res, err := r.client.Do(hr)
-	a := answer{Record: rec}
-	if err == nil {
-		var b []byte
-		b, err = io.ReadAll(io.LimitReader(res.Body, maxResponse))
-		res.Body.Close()
-		a.Status, a.Response, a.Header = res.StatusCode, string(b), res.Header
-	}
-	a.End = time.Now()
-	if err != nil {
-		a.NoAnswer, a.Error, a.Status, a.Response = true, shortErr(err), 0, ""
-	}
+	a := finish(rec, res, err)
 	if !q.noRecord {
 		r.record(a.Record)
 	}
@@ -498,8 +488,13 @@ func (c *rawConn) release() error {
 // read reads the answer and closes the connection.
 func (c *rawConn) read(req *http.Request) answer {
 	defer c.conn.Close()
-	a := answer{Record: c.rec}
 	res, err := http.ReadResponse(bufio.NewReader(c.conn), req)
+	return finish(c.rec, res, err)
+}
+
+// finish reads res (or takes err) into rec's answer, ending it now.
+func finish(rec Record, res *http.Response, err error) answer {
+	a := answer{Record: rec}
 	if err == nil {
 		var b []byte
 		b, err = io.ReadAll(io.LimitReader(res.Body, maxResponse))
