@@ -516,7 +516,6 @@ func caseNoQueue(ctx context.Context, r *run) Result {
 		return noQueueWhileArriving(ctx, r)
 	}
 	slow, fast := r.action(10), r.action(10)
-	fast.group = slow.group
 	if err := r.gatewaySwitches(ctx, map[string]any{"latency_ms": 2000, "latency_order_id": slow.action}); err != nil {
 		return fail(false, "setting the gateway's latency: %v", err)
 	}
@@ -544,7 +543,6 @@ func caseNoQueue(ctx context.Context, r *run) Result {
 // every request before it reads the body makes the second one wait.
 func noQueueWhileArriving(ctx context.Context, r *run) Result {
 	slow, fast := r.action(10), r.action(10)
-	fast.group = slow.group
 	c, err := r.dialRaw(ctx, slow)
 	if err != nil {
 		return fail(false, "opening a connection: %v", err)
