@@ -119,7 +119,7 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 	err := s.emptyTables(ctx)
 	// The room's defaults end the barrier, which lets the other servers go
 	// on: written even when the tables could not be emptied.
-	if _, _, rerr := s.changeRoom(ctx, func(r *roomState) error {
+	if _, _, rerr := s.room.Change(ctx, func(r *roomState) error {
 		r.reset()
 		if barrier != nil && r.Barrier != nil && r.Barrier.Gen == barrier.Gen {
 			r.Barrier = nil
@@ -208,7 +208,7 @@ func (s *Server) advanceClock(ctx context.Context, d time.Duration, who string) 
 	if d <= 0 || d > MaxClockAdvance {
 		return pay.Errorf(pay.EINVALID, "seconds must be between 1 and %d, not %d.", int64(MaxClockAdvance/time.Second), int64(d/time.Second))
 	}
-	_, next, err := s.changeRoom(ctx, func(r *roomState) error {
+	_, next, err := s.room.Change(ctx, func(r *roomState) error {
 		offset, ok := sim.AdvanceOffset(r.ClockOffset, d)
 		if !ok {
 			return pay.Errorf(pay.EINVALID, "The clock already runs %s ahead, and it may run at most %d seconds (%d days) ahead in total: advance it by at most %d more seconds, or reset the demo to start again from the real time.",

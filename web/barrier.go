@@ -82,21 +82,16 @@ var errNoChange = errors.New("no change")
 // resetAckWait is how long a reset waits for the others' acknowledgements.
 func (s *Server) resetAckWait() time.Duration { return s.cfg.GatewayTimeout + resetAckMargin }
 
-// member is how this server is named on its listening connection: its
-// room id, then its name for the logs.
-func (r *roomCopy) member() string { return strings.TrimSpace(r.id + " " + r.s.cfg.Name) }
-
 // barrier returns the barrier under way and the channel closed at the
 // next state applied.
-func (r *roomCopy) barrier() (*resetBarrier, <-chan struct{}) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.state.Barrier, r.changed
+func (s *Server) barrier() (*resetBarrier, <-chan struct{}) {
+	st, _, changed := s.room.Watch()
+	return st.Barrier, changed
 }
 
 // open reports whether barrier gen is still under way here.
-func (r *roomCopy) open(gen uint64) bool {
-	b, _ := r.barrier()
+func (s *Server) barrierOpen(gen uint64) bool {
+	b, _ := s.barrier()
 	return b != nil && b.Gen == gen
 }
 
@@ -108,14 +103,14 @@ func (s *Server) startReset(ctx context.Context) (resetBarrier, error) {
 	for attempt := 1; ; attempt++ {
 		var mine resetBarrier
 		var busy resetBarrier
-		_, _, err := s.changeRoom(ctx, func(st *roomState) error {
+		_, _, err := s.room.Change(ctx, func(st *roomState) error {
 			now := time.Now()
 			if b := st.Barrier; b != nil && now.Before(b.Until) {
 				busy = *b
 				return errResetBusy
 			}
 			st.ResetGen++
-			mine = resetBarrier{Gen: st.ResetGen, By: r.id, ByName: s.cfg.Name,
+			mine = resetBarrier{Gen: st.ResetGen, By: r.ID(), ByName: s.cfg.Name,
 				Until: now.Add(s.resetAckWait() + resetHoldMargin)}
 			st.Barrier = &mine
 			return nil
@@ -126,8 +121,8 @@ func (s *Server) startReset(ctx context.Context) (resetBarrier, error) {
 		if attempt == resetBusyAttempts {
 			return mine, pay.Errorf(pay.EUNAVAILABLE, "Another reset is under way on %s; try again in a moment.", nameOr(busy.ByName))
 		}
-		r.reload(ctx) // the barrier may not have reached this server yet
-		if err := r.awaitEnd(ctx, busy.Gen, busy.Until); err != nil {
+		r.Reload(ctx) // the barrier may not have reached this server yet
+		if err := s.awaitEnd(ctx, busy.Gen, busy.Until); err != nil {
 			return mine, err
 		}
 	}
@@ -142,16 +137,16 @@ func (s *Server) awaitAcks(ctx context.Context, b resetBarrier) []string {
 	r := s.room
 	deadline := b.Until.Add(-resetHoldMargin)
 	for {
-		members, err := r.peers.RoomMembers(ctx)
-		r.reload(ctx) // the acknowledgements, even when a notification was lost
+		members, err := r.Members(ctx)
+		r.Reload(ctx) // the acknowledgements, even when a notification was lost
 		var missing []string
 		if err != nil {
 			s.logf("reset: who follows the room: %v", err)
 		}
-		cur, changed := r.barrier()
+		cur, changed := s.barrier()
 		for _, m := range members {
 			id, name, _ := strings.Cut(m, " ")
-			if id == r.id || (cur != nil && cur.Gen == b.Gen && slices.Contains(cur.Acks, id)) {
+			if id == r.ID() || (cur != nil && cur.Gen == b.Gen && slices.Contains(cur.Acks, id)) {
 				continue
 			}
 			missing = append(missing, nameOr(name))
@@ -183,15 +178,15 @@ func (s *Server) joinReset(b resetBarrier) {
 	s.steps.turn(false, "reset on "+nameOr(b.ByName))
 	s.inflight.Lock()
 	defer s.inflight.Unlock()
-	if !r.open(b.Gen) || !time.Now().Before(b.Until) {
+	if !s.barrierOpen(b.Gen) || !time.Now().Before(b.Until) {
 		return // over already, or its server went on without us
 	}
-	_, _, err := s.changeRoom(ctx, func(st *roomState) error {
+	_, _, err := s.room.Change(ctx, func(st *roomState) error {
 		cur := st.Barrier
-		if cur == nil || cur.Gen != b.Gen || slices.Contains(cur.Acks, r.id) {
+		if cur == nil || cur.Gen != b.Gen || slices.Contains(cur.Acks, r.ID()) {
 			return errNoChange
 		}
-		cur.Acks = append(slices.Clip(cur.Acks), r.id)
+		cur.Acks = append(slices.Clip(cur.Acks), r.ID())
 		return nil
 	})
 	if err != nil && !errors.Is(err, errNoChange) {
@@ -200,19 +195,19 @@ func (s *Server) joinReset(b resetBarrier) {
 		}
 		return
 	}
-	_ = r.awaitEnd(ctx, b.Gen, b.Until)
+	_ = s.awaitEnd(ctx, b.Gen, b.Until)
 }
 
 // awaitEnd waits until barrier gen is no longer under way, or until is
 // past. It reloads the room now and then, so that a notification lost
 // with a listening connection does not hold payments until then.
-func (r *roomCopy) awaitEnd(ctx context.Context, gen uint64, until time.Time) error {
+func (s *Server) awaitEnd(ctx context.Context, gen uint64, until time.Time) error {
 	const reloadEvery = 500 * time.Millisecond
 	for {
-		if !r.open(gen) {
+		if !s.barrierOpen(gen) {
 			return nil
 		}
-		_, changed := r.barrier()
+		_, changed := s.barrier()
 		wait := time.Until(until)
 		if wait <= 0 {
 			return nil
@@ -221,7 +216,7 @@ func (r *roomCopy) awaitEnd(ctx context.Context, gen uint64, until time.Time) er
 		select {
 		case <-changed:
 		case <-t.C:
-			r.reload(ctx)
+			s.room.Reload(ctx)
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()

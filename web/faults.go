@@ -33,7 +33,7 @@ func (s *Server) applyFaults(ctx context.Context, f pay.Faults, who string) erro
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	old, next, err := s.changeRoom(ctx, func(r *roomState) error {
+	old, next, err := s.room.Change(ctx, func(r *roomState) error {
 		r.setFaults(f)
 		return nil
 	})
@@ -125,7 +125,7 @@ func (s *Server) handlePatchFaults(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	old, next, err := s.changeRoom(c.Request().Context(), func(r *roomState) error {
+	old, next, err := s.room.Change(c.Request().Context(), func(r *roomState) error {
 		f := r.Faults
 		if err := decodeStrict(body, &f); err != nil {
 			return err

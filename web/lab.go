@@ -213,7 +213,7 @@ func (s *Server) applyLab(ctx context.Context, next LabSettings, who string) err
 	if err := next.Validate(); err != nil {
 		return err
 	}
-	old, changed, err := s.changeRoom(ctx, func(r *roomState) error {
+	old, changed, err := s.room.Change(ctx, func(r *roomState) error {
 		r.Lab = next
 		return nil
 	})
@@ -291,7 +291,7 @@ func (s *Server) handlePatchLab(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	old, next, err := s.changeRoom(c.Request().Context(), func(r *roomState) error {
+	old, next, err := s.room.Change(c.Request().Context(), func(r *roomState) error {
 		l := r.Lab
 		if err := decodeStrict(body, &l); err != nil {
 			return err

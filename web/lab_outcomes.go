@@ -489,8 +489,6 @@ func (s *Server) handleLabLive(c echo.Context) error {
 // roomEpoch returns how many resets the room has had (each chapter starts
 // with one) and the version of the room this server applied.
 func (s *Server) roomEpoch() (resets, version uint64) {
-	r := s.room
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.state.Resets, uint64(max(r.version, 0))
+	st, v, _ := s.room.Watch()
+	return st.Resets, uint64(max(v, 0))
 }

@@ -332,7 +332,7 @@ func (s *Server) startLesson(ctx context.Context, slug, who string) error {
 	}
 	msg := "lessons left; everything reset"
 	if slug != "" {
-		old, next, err := s.changeRoom(ctx, func(r *roomState) error {
+		old, next, err := s.room.Change(ctx, func(r *roomState) error {
 			r.setFaults(ch.Faults)
 			r.Lab = ch.Lab.normalize()
 			r.setLesson(slug)

@@ -281,7 +281,7 @@ func (r *relay) receive(payload string) {
 		return
 	}
 	if slices.ContainsFunc(b.Events, changesRoom) {
-		r.s.room.catchUp(r.s.baseCtx)
+		r.s.room.Reload(r.s.baseCtx)
 	}
 	for _, e := range b.Events {
 		if e.Kind == live.Reset {

@@ -1,11 +1,6 @@
 package web
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"strconv"
-	"sync"
 	"time"
 
 	"paytwice/pay"
@@ -15,14 +10,14 @@ import (
 
 // The room is what the presenter sets for the whole class: the fault
 // switches, the lab's settings, the current lesson and the demo clock.
-// Every change goes through changeRoom, which has one source of truth, the
-// room of the server's peers (web/room): memory when the server is on its
-// own, one row of the database when several servers share it
-// (PostgreSQL), so that a switch flipped on one server is flipped on all
-// of them. Each server applies the
-// room's state to the structures its requests read (the fault plan, the
-// gateway's switches, the lab, the clock); only the server where a change
-// was made publishes the event that describes it.
+// Server.room (a room.Room of roomState) holds it: every change goes
+// through its Change, which has one source of truth, the room of the
+// server's peers (web/room): memory when the server is on its own, one row
+// of the database when several servers share it (PostgreSQL), so that a
+// switch flipped on one server is flipped on all of them. Each server
+// applies the room's state to the structures its requests read (the fault
+// plan, the gateway's switches, the lab, the clock: applyRoom); only the
+// server where a change was made publishes the event that describes it.
 
 // roomState is the room, as stored. Its JSON is the database's copy.
 type roomState struct {
@@ -82,102 +77,11 @@ func (r *roomState) reset() {
 	*r = next
 }
 
-// decodeRoom reads the database's copy. A field it lacks keeps its
-// default ("{}" is the room no one has changed yet), and a field it does
-// not know is ignored: a newer server may have written it.
-func decodeRoom(b []byte) (roomState, error) {
-	r := defaultRoom()
-	if err := json.Unmarshal(b, &r); err != nil {
-		return roomState{}, fmt.Errorf("room state %.60q: %w", b, err)
-	}
-	return r, nil
+// newRoom is the server's room, at the defaults, which every structure
+// the room drives starts with too, until it is loaded.
+func newRoom(s *Server) *room.Room[roomState] {
+	return room.New(s.peers, pay.NewID("")[:16], s.cfg.Name, defaultRoom, s.applyRoom, s.logf)
 }
-
-// roomCopy is this server's copy of the room state.
-type roomCopy struct {
-	s     *Server
-	peers room.Peers
-
-	// mu orders the applications of new states.
-	mu      sync.Mutex
-	state   roomState
-	version int64 // of state; a state of an older version is not applied
-
-	followed chan struct{} // closed when the follower stops
-
-	// id names this server to the others in a reset's barrier: a random
-	// id, as two servers may have been given the same name.
-	id string
-	// changed is closed, and replaced, at each new state applied: a wait
-	// for the barrier to move wakes on it (barrier.go).
-	changed chan struct{}
-	// joined is the last barrier this server took part in.
-	joined uint64
-}
-
-// newRoom starts from the defaults, which every structure the room
-// drives starts with too.
-func newRoom(s *Server) *roomCopy {
-	return &roomCopy{s: s, peers: s.peers, state: defaultRoom(), id: pay.NewID("")[:16], changed: make(chan struct{})}
-}
-
-// roomLoadTimeout bounds how long a starting server waits for the room's
-// state before serving with the defaults; the follower catches up later.
-const roomLoadTimeout = 10 * time.Second
-
-// start adopts the room's current state, so that a server that joins a
-// class late shows the class's switches from its first request, and
-// follows the room's changes until ctx ends.
-func (r *roomCopy) start(ctx context.Context) {
-	loadCtx, cancel := context.WithTimeout(ctx, roomLoadTimeout)
-	r.reload(loadCtx)
-	cancel()
-	r.followed = make(chan struct{})
-	go func() {
-		defer close(r.followed)
-		_ = r.peers.ListenRoom(ctx, r.member(), func() { r.reload(ctx) }, func(payload string) {
-			// A version this server has already applied (its own change,
-			// or one a reload found) needs no reload.
-			if v, err := strconv.ParseInt(payload, 10, 64); err == nil && v <= r.appliedVersion() {
-				return
-			}
-			r.reload(ctx)
-		})
-	}()
-}
-
-// wait returns once the follower has stopped (after ctx ended).
-func (r *roomCopy) wait() { <-r.followed }
-
-func (r *roomCopy) appliedVersion() int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.version
-}
-
-// reload reads the room from the database and applies it if it is newer.
-// After a reconnection it is how a server catches up on the changes it
-// was not told about.
-func (r *roomCopy) reload(ctx context.Context) {
-	b, v, err := r.peers.LoadRoom(ctx)
-	if err == nil {
-		var next roomState
-		if next, err = decodeRoom(b); err == nil {
-			r.apply(next, v)
-			return
-		}
-	}
-	if ctx.Err() == nil {
-		r.s.logf("room: %v", err)
-	}
-}
-
-// catchUp reloads the room before this server draws an event in which
-// another server tells of a change of the room (web/relay.go): that
-// server changed the room before it published the event, so the reload
-// finds the change even when the room's own notification is still on its
-// way, and the pages redrawn for the event show the room after it.
-func (r *roomCopy) catchUp(ctx context.Context) { r.reload(ctx) }
 
 // changesRoom reports whether e tells of a change of the room: switches,
 // clock, reset, lesson, step mode, or the lab's settings (the lab's notes on a
@@ -192,26 +96,12 @@ func changesRoom(e live.Event) bool {
 	return false
 }
 
-// apply makes next this server's room unless it already holds a newer
-// one.
-func (r *roomCopy) apply(next roomState, version int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.applyLocked(next, version)
-}
-
-// applyLocked sets the structures requests read from next; r.mu is held.
-// Requests already running keep the switches they drew.
-func (r *roomCopy) applyLocked(next roomState, version int64) {
-	if version <= r.version {
-		return
-	}
-	s, old := r.s, r.state
-	r.state, r.version = next, version
-	close(r.changed)
-	r.changed = make(chan struct{})
-	if b := next.Barrier; b != nil && b.By != r.id && b.Gen > r.joined {
-		r.joined = b.Gen
+// applyRoom sets the structures requests read from next, the room's new
+// snapshot; the room's lock is held. Requests already running keep the
+// switches they drew.
+func (s *Server) applyRoom(old, next roomState) {
+	if b := next.Barrier; b != nil && b.By != s.room.ID() && b.Gen > s.joinedReset {
+		s.joinedReset = b.Gen
 		go s.joinReset(*b)
 	}
 	s.faults.Store(next.Faults.Server)
@@ -235,31 +125,4 @@ func (r *roomCopy) applyLocked(next roomState, version int64) {
 	if next.StepMode != old.StepMode {
 		s.steps.set(next.StepMode)
 	}
-}
-
-// changeRoom applies edit to the room's current state, atomically for
-// every server on the database, applies the result here, and returns the
-// state before and after: the caller publishes the event that describes
-// the change. An error from edit changes nothing and is returned as it is.
-func (s *Server) changeRoom(ctx context.Context, edit func(*roomState) error) (old, next roomState, err error) {
-	if err := ctx.Err(); err != nil {
-		return old, next, err
-	}
-	r := s.room
-	_, version, err := r.peers.UpdateRoom(ctx, func(b []byte) ([]byte, error) {
-		var err error
-		if old, err = decodeRoom(b); err != nil {
-			return nil, err
-		}
-		next = old
-		if err := edit(&next); err != nil {
-			return nil, err
-		}
-		return json.Marshal(next)
-	})
-	if err != nil {
-		return old, next, err
-	}
-	r.apply(next, version)
-	return old, next, nil
 }

@@ -129,7 +129,10 @@ type Server struct {
 	attempts attemptLog
 	// room holds the switches, the lab, the lesson and the clock, shared
 	// by every server on the database (room.go).
-	room *roomCopy
+	room *room.Room[roomState]
+	// joinedReset is the last reset barrier this server took part in
+	// (applyRoom, under the room's lock).
+	joinedReset uint64
 
 	// baseCtx outlives requests and ends at shutdown: claimed work runs
 	// under it, not under the client's connection.
@@ -216,7 +219,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.echo = s.routes()
 	s.room = newRoom(s)
-	s.room.start(s.baseCtx)
+	s.room.Start(s.baseCtx)
 	s.startRelay()
 	s.steps.startCommands() // after the relay, whose connection may carry them
 	return s
@@ -249,7 +252,7 @@ func (s *Server) EndStreams() {
 // the HTTP server has stopped accepting requests.
 func (s *Server) Close() {
 	s.stop()
-	s.room.wait()
+	s.room.Wait()
 	s.steps.waitCommands()
 	s.hub.Close()
 }

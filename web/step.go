@@ -290,7 +290,7 @@ func (st *stepper) set(on bool) bool {
 // database, and here, and tells every page. Turning it off always lets
 // this server's held requests go, even when the room cannot be written.
 func (st *stepper) turn(on bool, who string) error {
-	_, _, err := st.s.changeRoom(st.s.baseCtx, func(r *roomState) error {
+	_, _, err := st.s.room.Change(st.s.baseCtx, func(r *roomState) error {
 		if r.StepMode == on {
 			return errNoChange
 		}

@@ -311,7 +311,7 @@ func (st *stepper) broadcast(ctx context.Context, cmd stepCommand, ids []string)
 // leaves, so the answer cannot slip past it.
 func (st *stepper) send(ctx context.Context, cmd stepCommand, onRefused func(error)) (*live.Subscription, error) {
 	c := &st.commands
-	cmd.From = st.s.room.id
+	cmd.From = st.s.room.ID()
 	if onRefused != nil {
 		c.mu.Lock()
 		c.waiting[cmd.ID] = onRefused
@@ -346,7 +346,7 @@ func (st *stepper) command(payload string) {
 		st.s.logf("step mode: ignoring a notification that is not a command: %v", err)
 		return
 	}
-	me := st.s.room.id
+	me := st.s.room.ID()
 	if cmd.From == me || st.s.baseCtx.Err() != nil {
 		return // its own, or shutting down: every hold ends anyway
 	}
