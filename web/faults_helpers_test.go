@@ -27,7 +27,7 @@ func newFIEnv(t *testing.T, cfg Config) *fiEnv {
 	t.Helper()
 	tr := &http.Transport{DisableKeepAlives: true}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &fiEnv{testEnv: newTestEnv(t, cfg), client: &http.Client{Transport: tr, Timeout: 20 * time.Second}}
+	return &fiEnv{testEnv: newTestEnv(t, cfg), client: &http.Client{Transport: conformingTransport{tr}, Timeout: 20 * time.Second}}
 }
 
 // call sends one request; body "" sends none. Extra headers come as name,

@@ -112,7 +112,7 @@ func (e *testEnv) tryPay(key, body string, headers ...string) (response, error) 
 }
 
 func do(req *http.Request) (response, error) {
-	res, err := http.DefaultClient.Do(req)
+	res, err := apiClient.Do(req)
 	if err != nil {
 		return response{}, err
 	}

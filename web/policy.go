@@ -43,10 +43,10 @@ func (s *Server) policy() Policy {
 		Scope:      "per caller: the Bearer token (scheme in any case, then spaces or tabs, then visible ASCII), else the browser session, else the shared anonymous scope (no Authorization header); any other Authorization header is 401",
 
 		RetentionSeconds:     int64(s.cfg.Retention.Seconds()),
-		Retention:            "done keys are pruned once older than " + s.cfg.Retention.String() + "; retry within that window, after it a key is a new request",
+		Retention:            "done keys are pruned once older than " + s.cfg.Retention.String() + "; within that window a retry gets the saved answer, after it the key's saved answer is forgotten and only its charge is kept (key_reuse_after_retention)",
 		LockTimeoutSeconds:   int64(s.cfg.LockTimeout.Seconds()),
 		RetryAfterSeconds:    retryAfterSeconds,
-		Fingerprint:          "SHA-256 of method, path and canonical JSON body; a different fingerprint on the same key is 422",
+		Fingerprint:          "SHA-256 of method, path and canonical body (a form body and its JSON twin are one request); a different fingerprint on the same key is 422",
 		Saved:                []string{"201 Created", "402 payment declined", "500 server error after the work started", "502 gateway error", "422 when the gateway already held this key's charge for another order (that charge is recorded)"},
 		NotSaved:             []string{"400 invalid key or body", "409 still running", "413", "415", "422 key reused with another request, or for another order once its key row was pruned", "503 interrupted before anything happened", "504 outcome unknown: the key stays started for the sweeper"},
 		StartedKeys:          "never pruned; the sweeper asks the gateway and closes them after the lock timeout, never while their request is still running",

@@ -287,6 +287,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET(paymentsPath, s.handleListPayments)
 	e.GET(paymentsPath+"/:id", s.handleGetPayment)
 	e.GET("/v1/idempotency-policy", s.handlePolicy)
+	e.GET("/openapi.json", s.handleOpenAPI)
 	e.GET("/problems", s.handleProblemIndex)
 	e.GET("/problems/:code", s.handleProblemPage)
 	s.adminRoutes(e)
