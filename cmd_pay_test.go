@@ -25,6 +25,7 @@ type payTarget struct {
 	t   *testing.T
 	url string
 	srv *web.Server
+	db  *store.DB
 }
 
 func newPayTarget(t *testing.T) *payTarget {
@@ -40,7 +41,7 @@ func newPayTarget(t *testing.T) *payTarget {
 	jobs := make(chan struct{})
 	go func() { defer close(jobs); srv.RunJobs(ctx) }()
 	t.Cleanup(func() { cancel(); <-jobs; hs.Close(); srv.Close(); db.Close() })
-	return &payTarget{t: t, url: hs.URL, srv: srv}
+	return &payTarget{t: t, url: hs.URL, srv: srv, db: db}
 }
 
 func (p *payTarget) setFaults(body string) {
