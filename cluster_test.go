@@ -307,11 +307,11 @@ func TestClusterCommandFlags(t *testing.T) {
 		{"an unknown flag prints the usage", []string{"-bogus"}, 2, "usage: paytwice cluster"},
 		{"a stray argument prints the usage", []string{"-db", pg, "now"}, 2, "usage: paytwice cluster"},
 		{"a count that is not a number prints the usage", []string{"-servers", "three"}, 2, "usage: paytwice cluster"},
-		{"no database is refused", nil, 1, "-db must be a postgres:// URL"},
-		{"a SQLite file is refused", []string{"-db", "paytwice.db"}, 1, "servers on SQLite files of their own would not share"},
-		{"no server is refused", []string{"-db", pg, "-servers", "0"}, 1, "-servers must be between 1 and 16, not 0"},
-		{"seventeen servers are refused", []string{"-db", pg, "-servers", "17"}, 1, "-servers must be between 1 and 16, not 17"},
-		{"a zero lock timeout is refused", []string{"-db", pg, "-lock-timeout", "0s"}, 1, "-lock-timeout and -retention must be positive"},
+		{"no database is refused", nil, 2, "-db must be a postgres:// URL"},
+		{"a SQLite file is refused", []string{"-db", "paytwice.db"}, 2, "servers on SQLite files of their own would not share"},
+		{"no server is refused", []string{"-db", pg, "-servers", "0"}, 2, "-servers must be between 1 and 16, not 0"},
+		{"seventeen servers are refused", []string{"-db", pg, "-servers", "17"}, 2, "-servers must be between 1 and 16, not 17"},
+		{"a zero lock timeout is refused", []string{"-db", pg, "-lock-timeout", "0s"}, 2, "-lock-timeout and -retention must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr, err := runCmd(t, append([]string{"cluster"}, tc.args...)...)

@@ -40,6 +40,16 @@ var commandSummaries = map[string]string{
 // to call the command have been printed; the process exits with status 2.
 var errUsage = errors.New("bad usage; see the message above")
 
+// valueError is a flag or an environment variable with a value the
+// command cannot use: a usage error like any other (exit status 2), said
+// in one line.
+type valueError struct{ error }
+
+func (e valueError) Unwrap() error { return e.error }
+
+// badValue is a valueError with a formatted message.
+func badValue(format string, args ...any) error { return valueError{fmt.Errorf(format, args...)} }
+
 // printUsage prints how to call paytwice: the commands, then the server's
 // flags.
 func printUsage(w io.Writer, fs *flag.FlagSet) {
@@ -60,8 +70,30 @@ commands:
 	fmt.Fprint(w, "\nserver flags (each can also be set by its environment variable):\n")
 	out := fs.Output()
 	fs.SetOutput(w)
-	fs.PrintDefaults()
+	printDefaults(fs)
 	fs.SetOutput(out)
+}
+
+// secretFlags are the flags whose value may hold a password or a token,
+// taken from the environment as their default. Their defaults are never
+// printed: a usage on a projector must not show them.
+var secretFlags = map[string]bool{"db": true, "gateway-db": true, "presenter-token": true}
+
+// printDefaults is fs.PrintDefaults with the defaults of secretFlags
+// hidden: a database URL keeps its shape with its password masked (what
+// url.URL.Redacted shows), and a token is only said to be set.
+func printDefaults(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		if !secretFlags[f.Name] || f.DefValue == "" {
+			return
+		}
+		if u, err := url.Parse(f.DefValue); err == nil && u.User != nil {
+			f.DefValue = u.Redacted()
+		} else if f.Name == "presenter-token" || strings.Contains(f.DefValue, "://") {
+			f.DefValue = "set in the environment, not shown"
+		}
+	})
+	fs.PrintDefaults()
 }
 
 // help is "paytwice help [command]": the usage on stdout, or the command's
@@ -155,7 +187,7 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: paytwice %s [flags]\n\n%s\n\nflags:\n", name, synopsis)
-		fs.PrintDefaults()
+		printDefaults(fs)
 	}
 	return fs
 }
@@ -197,7 +229,7 @@ func flagError(err error) error {
 	for i, e := range fe {
 		parts[i] = "-" + e.Field + " " + e.Msg
 	}
-	return errors.New(strings.Join(parts, "; "))
+	return valueError{errors.New(strings.Join(parts, "; "))}
 }
 
 // writeJSON prints v as indented JSON.

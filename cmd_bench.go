@@ -54,33 +54,33 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	n := *count
 	switch {
 	case !strings.HasPrefix(*baseURL, "http://") && !strings.HasPrefix(*baseURL, "https://"):
-		return fmt.Errorf("-url must start with http:// or https://, not %q", *baseURL)
+		return badValue("-url must start with http:// or https://, not %q", *baseURL)
 	case !strings.HasPrefix(*path, "/"):
-		return fmt.Errorf("-path must start with /, not %q", *path)
+		return badValue("-path must start with /, not %q", *path)
 	case *mode != "new" && *mode != "replay" && *mode != "storm":
-		return fmt.Errorf("-mode must be new, replay or storm, not %q", *mode)
+		return badValue("-mode must be new, replay or storm, not %q", *mode)
 	case *clients < 1 || *clients > 10000:
-		return errors.New("-c must be between 1 and 10000")
+		return badValue("-c must be between 1 and 10000")
 	case n < 0:
-		return errors.New("-n must not be negative")
+		return badValue("-n must not be negative")
 	case *duration < 0:
-		return errors.New("-d must not be negative")
+		return badValue("-d must not be negative")
 	case *duration > 0 && *count > 0:
-		return errors.New("give -n or -d, not both")
+		return badValue("give -n or -d, not both")
 	case *duration > 0 && *mode == "storm":
-		return errors.New("-d does not apply to storms: give the number of storms with -n")
+		return badValue("-d does not apply to storms: give the number of storms with -n")
 	case *keys < 1 || *keys > 1_000_000:
-		return errors.New("-keys must be between 1 and 1000000")
+		return badValue("-keys must be between 1 and 1000000")
 	case *timeout <= 0:
-		return errors.New("-timeout must be positive")
+		return badValue("-timeout must be positive")
 	case *pid < 0:
-		return errors.New("-pid must be a process id")
+		return badValue("-pid must be a process id")
 	case *rate < 0 || *rate > 1e6:
-		return errors.New("-rate must be between 0 (no limit) and 1000000")
+		return badValue("-rate must be between 0 (no limit) and 1000000")
 	case *rate > 0 && *mode == "storm":
-		return errors.New("-rate does not apply to storms")
+		return badValue("-rate does not apply to storms")
 	case *watch < 0 || *watch > 10000:
-		return errors.New("-viewers must be between 0 and 10000")
+		return badValue("-viewers must be between 0 and 10000")
 	}
 	if n == 0 && *duration == 0 {
 		n = 10000

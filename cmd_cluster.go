@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -39,21 +40,39 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"and a round-robin front door before them: the requests of one double-click land on two servers.", stderr)
 	servers := fs.Int("servers", 3, fmt.Sprintf("how many servers to start, 1 to %d", maxClusterServers))
 	dbURL := fs.String("db", os.Getenv("PAYTWICE_DB"), "the postgres:// URL of the database the servers share (env PAYTWICE_DB)")
-	addr := fs.String("addr", "127.0.0.1:8080", "the front door's listen address; use :8080 to let a classroom reach it")
+	addr := fs.String("addr", cmp.Or(os.Getenv("PAYTWICE_ADDR"), "127.0.0.1:8080"), "the front door's listen address; use :8080 to let a classroom reach it (env PAYTWICE_ADDR)")
 	presenter := fs.String("presenter-token", os.Getenv("PAYTWICE_PRESENTER_TOKEN"), "if set, only the presenter may change switches (env PAYTWICE_PRESENTER_TOKEN)")
-	lockTimeout := fs.Duration("lock-timeout", 30*time.Second, "how long a key may stay started before a sweeper closes it")
-	retention := fs.Duration("retention", 24*time.Hour, "how long done keys are kept")
+	// The servers get these as flags, which win over their environment:
+	// so the environment is read here, as a lone server reads it.
+	var envErrs []error
+	envDuration := func(name string, def time.Duration) time.Duration {
+		v := os.Getenv(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			envErrs = append(envErrs, fmt.Errorf("%s must be a positive duration such as 30s or 24h, not %q", name, v))
+			return def
+		}
+		return d
+	}
+	lockTimeout := fs.Duration("lock-timeout", envDuration("PAYTWICE_LOCK_TIMEOUT", 30*time.Second), "how long a key may stay started before a sweeper closes it (env PAYTWICE_LOCK_TIMEOUT)")
+	retention := fs.Duration("retention", envDuration("PAYTWICE_RETENTION", 24*time.Hour), "how long done keys are kept (env PAYTWICE_RETENTION)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
+	if len(envErrs) > 0 {
+		return valueError{errors.Join(envErrs...)}
+	}
 	switch {
 	case !postgres.IsURL(*dbURL):
-		return fmt.Errorf("-db must be a postgres:// URL that every server can reach, such as postgres://user:password@127.0.0.1:5432/paytwice, not %q: "+
+		return badValue("-db must be a postgres:// URL that every server can reach, such as postgres://user:password@127.0.0.1:5432/paytwice, not %q: "+
 			"servers on SQLite files of their own would not share their keys", *dbURL)
 	case *servers < 1 || *servers > maxClusterServers:
-		return fmt.Errorf("-servers must be between 1 and %d, not %d", maxClusterServers, *servers)
+		return badValue("-servers must be between 1 and %d, not %d", maxClusterServers, *servers)
 	case *lockTimeout <= 0 || *retention <= 0:
-		return errors.New("-lock-timeout and -retention must be positive durations such as 30s or 24h")
+		return badValue("-lock-timeout and -retention must be positive durations such as 30s or 24h")
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -48,15 +48,15 @@ func runPay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	switch {
 	case *order == "":
-		return errors.New("-order must not be empty")
+		return badValue("-order must not be empty")
 	case *amount <= 0:
-		return errors.New("-amount must be a positive number of satang")
+		return badValue("-amount must be a positive number of satang")
 	case !strings.HasPrefix(*baseURL, "http://") && !strings.HasPrefix(*baseURL, "https://"):
-		return fmt.Errorf("-url must start with http:// or https://, not %q", *baseURL)
+		return badValue("-url must start with http:// or https://, not %q", *baseURL)
 	case *timeout <= 0:
-		return errors.New("-timeout must be positive")
+		return badValue("-timeout must be positive")
 	case *budget <= 0:
-		return errors.New("-budget must be positive")
+		return badValue("-budget must be positive")
 	}
 	policy := sim.Policy{Base: *base, Cap: *maxWait, MaxRetries: *retries, Strategy: sim.FullJitter}
 	if err := policy.Validate(); err != nil {

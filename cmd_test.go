@@ -317,12 +317,12 @@ func TestCommandLine(t *testing.T) {
 		}
 	})
 
-	t.Run("-h lists the commands and the flags and is not an error", func(t *testing.T) {
-		_, stderr, code := runMain(t, t.TempDir(), nil, "-h")
+	t.Run("-h lists the commands and the flags on stdout, as help does, and is not an error", func(t *testing.T) {
+		stdout, _, code := runMain(t, t.TempDir(), nil, "-h")
 		if code != 0 {
 			t.Errorf("exit %d", code)
 		}
-		listsCommands(t, stderr)
+		listsCommands(t, stdout)
 	})
 
 	t.Run("help prints the usage", func(t *testing.T) {
@@ -378,7 +378,7 @@ func TestCommandLine(t *testing.T) {
 		t.Run(fmt.Sprint(tc.args, tc.env)+" is refused before anything is written", func(t *testing.T) {
 			dir := t.TempDir()
 			_, stderr, code := runMain(t, dir, tc.env, tc.args...)
-			if code != 1 || !strings.Contains(stderr, tc.says) {
+			if code != 2 || !strings.Contains(stderr, tc.says) {
 				t.Errorf("exit %d, stderr:\n%s", code, stderr)
 			}
 			if files, _ := os.ReadDir(dir); len(files) > 0 {
@@ -406,9 +406,10 @@ func TestCommandLine(t *testing.T) {
 		}
 	})
 
-	t.Run("the binary exits 2 for a wrong command line, 0 for -h", func(t *testing.T) {
+	t.Run("the binary exits 2 for a wrong command line, a bad flag value included, 0 for -h", func(t *testing.T) {
 		bin := binary(t)
-		for args, want := range map[string]int{"hred": 2, "-h": 0, "help": 0, "pay -amount 0": 1, "backoff -bogus": 2} {
+		for args, want := range map[string]int{"hred": 2, "-h": 0, "help": 0, "pay -amount 0": 2, "backoff -bogus": 2, "-retention 0s": 2,
+			"-synchronous fast": 2, "cluster": 2} {
 			cmd := exec.Command(bin, strings.Fields(args)...)
 			cmd.Dir = t.TempDir()
 			out, err := cmd.CombinedOutput()
@@ -424,4 +425,36 @@ func TestCommandLine(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestUsageNeverPrintsASecret(t *testing.T) {
+	t.Setenv("PAYTWICE_DB", "postgres://u:hunter2@127.0.0.1:5432/paytwice")
+	t.Setenv("PAYTWICE_PRESENTER_TOKEN", "s3cret")
+	env := map[string]string{"PAYTWICE_DB": "postgres://u:hunter2@127.0.0.1:5432/paytwice", "PAYTWICE_PRESENTER_TOKEN": "s3cret"}
+	for _, args := range [][]string{{"-h"}, {"help"}, {"help", "cluster"}, {"cluster", "-h"}} {
+		out, errOut, _ := runMain(t, "", env, args...)
+		all := out + errOut
+		if strings.Contains(all, "hunter2") || strings.Contains(all, "s3cret") {
+			t.Errorf("%v printed a secret:\n%s", args, all)
+		}
+		if !strings.Contains(all, "-db") {
+			t.Errorf("%v printed no flags:\n%s", args, all)
+		}
+	}
+}
+
+func TestClusterReadsTheServersEnvironment(t *testing.T) {
+	t.Setenv("PAYTWICE_LOCK_TIMEOUT", "45s")
+	t.Setenv("PAYTWICE_RETENTION", "2h")
+	t.Setenv("PAYTWICE_ADDR", "127.0.0.1:9099")
+	_, usage, _ := runMain(t, "", nil, "cluster", "-h")
+	for _, want := range []string{"(default 45s)", "(default 2h0m0s)", `(default "127.0.0.1:9099")`} {
+		if !strings.Contains(usage, want) {
+			t.Errorf("cluster -h lacks %s:\n%s", want, usage)
+		}
+	}
+	t.Setenv("PAYTWICE_LOCK_TIMEOUT", "soon")
+	if _, _, err := runCmd(t, "cluster", "-db", "postgres://127.0.0.1:1/x"); err == nil || !strings.Contains(err.Error(), "PAYTWICE_LOCK_TIMEOUT") {
+		t.Errorf("a bad PAYTWICE_LOCK_TIMEOUT: %v", err)
+	}
 }

@@ -37,6 +37,12 @@ func exitCode(err error, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		return 2
 	}
+	var bad valueError
+	if errors.As(err, &bad) {
+		fmt.Fprintln(stderr, "paytwice:", err)
+		fmt.Fprintln(stderr, "(paytwice -h lists the flags, paytwice help CMD a command's)")
+		return 2
+	}
 	var status exitStatus
 	if errors.As(err, &status) { // the command has printed why
 		return int(status)
@@ -105,8 +111,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	err := fs.Parse(args)
 	switch {
-	case errors.Is(err, flag.ErrHelp):
-		printUsage(stderr, fs)
+	case errors.Is(err, flag.ErrHelp): // asked for, like paytwice help: on stdout
+		printUsage(stdout, fs)
 		return nil
 	case err != nil: // the flag package has said what was wrong
 		printUsage(stderr, fs)
@@ -118,7 +124,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for i := 0; i < len(envErrs); i += 2 {
 		if !set[envErrs[i]] { // a flag on the command line wins over its variable
-			return errors.New(envErrs[i+1])
+			return badValue("%s", envErrs[i+1])
 		}
 	}
 	for _, f := range []struct {
@@ -126,26 +132,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		d    time.Duration
 	}{{"retention", *retention}, {"lock-timeout", *lockTimeout}} {
 		if f.d <= 0 {
-			return fmt.Errorf("-%s must be a positive duration such as 30s or 24h, not %v", f.name, f.d)
+			return badValue("-%s must be a positive duration such as 30s or 24h, not %v", f.name, f.d)
 		}
 	}
 	if *maxStreams <= 0 {
-		return fmt.Errorf("-max-streams must be a positive whole number, not %d", *maxStreams)
+		return badValue("-max-streams must be a positive whole number, not %d", *maxStreams)
 	}
 	if len(*name) > maxServerName || strings.IndexFunc(*name, func(r rune) bool { return !strconv.IsPrint(r) }) >= 0 {
-		return fmt.Errorf("-name must be at most %d printable characters, not %q", maxServerName, *name)
+		return badValue("-name must be at most %d printable characters, not %q", maxServerName, *name)
 	}
 	var public *net.TCPAddr
 	if *publicAddr != "" {
 		if public, err = parsePublicAddr(*publicAddr); err != nil {
-			return err
+			return valueError{err}
 		}
 	}
 	syncMode := strings.ToUpper(*synchronous)
 	switch syncMode {
 	case "FULL", "EXTRA", "NORMAL", "OFF":
 	default:
-		return fmt.Errorf("-synchronous must be FULL, EXTRA, NORMAL or OFF, not %q", *synchronous)
+		return badValue("-synchronous must be FULL, EXTRA, NORMAL or OFF, not %q", *synchronous)
 	}
 
 	// Listen first: a port that is taken must not leave new database files
