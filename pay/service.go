@@ -194,6 +194,9 @@ var (
 	ErrGatewayTimeout = &Error{Code: ETIMEOUT, Message: "The payment gateway did not answer in time: the charge may or may not have happened."}
 )
 
+// MaxClaimWait bounds a claim that its caller can no longer cancel (Pay).
+const MaxClaimWait = 10 * time.Second
+
 // Pay runs the protocol for one payment: a replay from memory, else the
 // claim, then the work.
 func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
@@ -220,7 +223,15 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 
 	// 2. Claim: one INSERT that the primary key lets exactly one request
 	// win. The winner's row carries a fencing token of its own.
-	claim, err := s.Store.Claim(ctx, req)
+	//
+	// The claim runs to its end whatever the caller does: a claim cut off
+	// when the client hangs up may have committed all the same, leaving a
+	// started key that no request works on, and every retry a 409 until
+	// the sweeper. Its waits are bounded by the store (the writer's
+	// queue; on PostgreSQL, the claim's lock_timeout).
+	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), MaxClaimWait)
+	claim, err := s.Store.Claim(claimCtx, req)
+	cancelClaim()
 	switch {
 	case err != nil:
 		return failed(p, err)

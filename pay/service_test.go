@@ -181,3 +181,18 @@ func TestPayOutcomes(t *testing.T) {
 		}
 	})
 }
+
+// A caller that hangs up during its claim must not leave the key started
+// with nobody at work on it: the claim, and the work after it, run to
+// their end.
+func TestAClaimOutlivesItsCaller(t *testing.T) {
+	w := newWorld(t)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if o := w.svc.Pay(gone, payment("k", "A-1", 100)); o.Kind != pay.Saved || o.Status != 201 {
+		t.Fatalf("a payment whose caller left: %+v", o)
+	}
+	if o := w.svc.Pay(context.Background(), payment("k", "A-1", 100)); o.Kind != pay.Replayed {
+		t.Fatalf("its retry: %+v, want the saved answer replayed", o)
+	}
+}
