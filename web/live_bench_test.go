@@ -125,8 +125,10 @@ type viewer struct {
 }
 
 // openViewers opens n event streams and starts draining them; onFrame
-// is called with each frame's id as it arrives.
-func openViewers(tb testing.TB, env *testEnv, n int, onFrame func(id uint64)) func() {
+// is called with each frame's id as it arrives and the id of the frame
+// before it on that stream (a frame may carry several events: every event
+// after prev up to id arrived with it).
+func openViewers(tb testing.TB, env *testEnv, n int, onFrame func(prev, id uint64)) func() {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n + 64}}
@@ -158,10 +160,8 @@ func openViewers(tb testing.TB, env *testEnv, n int, onFrame func(id uint64)) fu
 				}
 				if len(line) > 4 && string(line[:4]) == "id: " {
 					id, _ := strconv.ParseUint(strings.TrimSpace(string(line[4:])), 10, 64)
-					v.seen.Store(id)
-					if onFrame != nil {
-						onFrame(id)
-					}
+					prev := v.seen.Swap(id)
+					onFrame(prev, id)
 				}
 			}
 		}()
@@ -211,8 +211,9 @@ func paymentEvents(i int) []live.Event {
 // BenchmarkSSEFanout publishes the events of b.N payments, one payment
 // every 40 ms (a classroom of thirty all paying at once: 25 payments and
 // 150 events a second, each drawn), to 200 open event streams, and
-// reports how long each event took from Publish to each viewer's reader:
-// p50, p99 and the worst.
+// reports how long each event took from Publish to each viewer's reader
+// (in the frame that carried it: a wake joins the events since the last
+// one into one frame): p50, p99 and the worst.
 func BenchmarkSSEFanout(b *testing.B) {
 	const viewers, perPayment = 200, 6
 	env := newTestEnvTB(b, Config{})
@@ -223,20 +224,22 @@ func BenchmarkSSEFanout(b *testing.B) {
 	var mu sync.Mutex
 	var all []time.Duration
 	var delivered atomic.Int64
-	stop := openViewers(b, env, viewers, func(id uint64) {
-		i := id - base
-		if i == 0 || i >= uint64(len(published)) {
-			return
+	stop := openViewers(b, env, viewers, func(prev, id uint64) {
+		now := time.Now().UnixNano()
+		for seq := max(prev, base) + 1; seq <= id; seq++ {
+			i := seq - base
+			if i >= uint64(len(published)) {
+				return
+			}
+			t := published[i].Load()
+			if t == 0 {
+				continue
+			}
+			mu.Lock()
+			all = append(all, time.Duration(now-t))
+			mu.Unlock()
+			delivered.Add(1)
 		}
-		t := published[i].Load()
-		if t == 0 {
-			return
-		}
-		d := time.Duration(time.Now().UnixNano() - t)
-		mu.Lock()
-		all = append(all, d)
-		mu.Unlock()
-		delivered.Add(1)
 	})
 	defer stop()
 
