@@ -10,7 +10,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,7 +92,13 @@ func (toy *toyServer) pay(w http.ResponseWriter, r *http.Request) {
 		OrderID string `json:"order_id"`
 		Amount  int64  `json:"amount_satang"`
 	}
-	if json.Unmarshal(raw, &body) != nil || body.OrderID == "" || body.Amount <= 0 {
+	bad := json.Unmarshal(raw, &body) != nil
+	if r.Header.Get("Content-Type") == "application/x-www-form-urlencoded" {
+		form, err := url.ParseQuery(string(raw))
+		amount, aerr := strconv.ParseInt(form.Get("amount_satang"), 10, 64)
+		body.OrderID, body.Amount, bad = form.Get("order_id"), amount, err != nil || aerr != nil
+	}
+	if bad || body.OrderID == "" || body.Amount <= 0 {
 		toyProblem(w, http.StatusBadRequest, "invalid body")
 		return
 	}
@@ -167,10 +175,12 @@ func TestWrongServers(t *testing.T) {
 		// hideGateway keeps the checker from the gateway's books and
 		// switches: its verdicts come from the answers alone.
 		hideGateway bool
+		form        bool // the body is a form, not JSON
 		fail        map[int]string
 		either      []int // cases whose verdict depends on timing: PASS, or FAIL for the same mistake
 	}{
 		{name: "done right, it passes every case, the gateway's ones too"},
+		{name: "done right with a form body, it passes every case", form: true},
 		{name: "a replay that does not compare the body answers another body with the first one's charge",
 			toy: toyKnobs{ignoreBody: true}, fail: map[int]string{2: "answered with the first request's saved"}},
 		{name: "one lock for every key makes other keys wait behind a slow one",
@@ -191,6 +201,9 @@ func TestWrongServers(t *testing.T) {
 			cfg := check.Config{URL: url, Gateway: gw, OtherAuth: "Bearer second", Seed: 7}
 			if tc.hideGateway {
 				cfg.Gateway = ""
+			}
+			if tc.form {
+				cfg.Form, cfg.Body = true, "order_id={{id}}&amount_satang={{amount}}"
 			}
 			rep := runCheck(t, cfg)
 			if rep.Oracle != "the gateway's books" && !tc.hideGateway {
