@@ -416,14 +416,14 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</span></button> <button type=\"button\" id=\"new-order\">New order</button></div><div id=\"pay-status\" class=\"pay-status\" role=\"status\" aria-live=\"polite\"><span class=\"badge mute\">ready</span> Nothing sent yet for this order.</div><div id=\"pay-explain\" class=\"pay-explain\" aria-live=\"polite\"></div><div class=\"key-box\"><p class=\"key-label\">Idempotency key for this action <span class=\"badge info\" id=\"key-short\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</span></button> <button type=\"button\" id=\"new-order\">New order</button></div><div id=\"pay-status\" class=\"pay-status\" role=\"status\" aria-live=\"polite\"><span class=\"badge mute\">ready</span> Nothing sent yet for this order.</div><div id=\"pay-explain\" class=\"pay-explain\" aria-live=\"polite\"></div><ol id=\"attempts\" class=\"attempts\" tabindex=\"0\" aria-label=\"Requests sent for this order\"></ol><div class=\"key-box\"><p class=\"key-label\">Idempotency key for this action <span class=\"badge info\" id=\"key-short\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var24 string
 		templ_7745c5c3_Var24, templ_7745c5c3_Err = templ.JoinStringErrs(ShortKey(d.Key))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 103, Col: 113}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 104, Col: 113}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var24))
 		if templ_7745c5c3_Err != nil {
@@ -436,7 +436,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var25 string
 		templ_7745c5c3_Var25, templ_7745c5c3_Err = templ.JoinStringErrs(d.Key)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 104, Col: 47}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 105, Col: 47}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var25))
 		if templ_7745c5c3_Err != nil {
@@ -454,7 +454,7 @@ func CheckoutCard(d Checkout) templ.Component {
 			var templ_7745c5c3_Var26 string
 			templ_7745c5c3_Var26, templ_7745c5c3_Err = templ.JoinStringErrs(d.You)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 106, Col: 76}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 107, Col: 76}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var26))
 			if templ_7745c5c3_Err != nil {
@@ -472,13 +472,13 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var27 string
 		templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(d.Amount, 10))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 109, Col: 141}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 110, Col: 141}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var27))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "</span> (whole satang, never a float). Change it and pay again with the same key to see a 422.</p><ol id=\"attempts\" class=\"attempts\" tabindex=\"0\" aria-label=\"Requests sent for this order\"></ol><div class=\"toggles\" role=\"group\" aria-label=\"Client behaviour\"><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-guard\"> <label for=\"opt-guard\">Guard the button</label><p class=\"hint\">Refuse clicks on Pay while a request is in flight, and count them. It stops double-clicks, not lost responses or retries.</p></div><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-retry\"> <label for=\"opt-retry\">Retry automatically</label><p class=\"hint\">On a network error, 409, 429 or 5xx, wait a random time up to ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "</span> (whole satang, never a float). Change it and pay again with the same key to see a 422.</p><div class=\"toggles\" role=\"group\" aria-label=\"Client behaviour\"><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-guard\"> <label for=\"opt-guard\">Guard the button</label><p class=\"hint\">Refuse clicks on Pay while a request is in flight, and count them. It stops double-clicks, not lost responses or retries.</p></div><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-retry\"> <label for=\"opt-retry\">Retry automatically</label><p class=\"hint\">On a network error, 409, 429 or 5xx, wait a random time up to ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

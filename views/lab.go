@@ -223,6 +223,18 @@ type Chapter struct {
 // WatchSeen reports whether the server has seen "Watch for" item i.
 func (c *Chapter) WatchSeen(i int) bool { return i < len(c.Seen) && c.Seen[i] }
 
+// WatchCount says how many "Watch for" items have been seen, for the fold
+// that holds them on a phone: "2 of 4 seen".
+func (c *Chapter) WatchCount() string {
+	n := 0
+	for i := range c.Watch {
+		if c.WatchSeen(i) {
+			n++
+		}
+	}
+	return strconv.Itoa(n) + " of " + strconv.Itoa(len(c.Watch)) + " seen"
+}
+
 // WatchRow is the timeline row that made item i's point, or "".
 func (c *Chapter) WatchRow(i int) string {
 	if i < len(c.SeenRows) {

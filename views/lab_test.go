@@ -193,7 +193,8 @@ func TestLessonPanel(t *testing.T) {
 		for _, s := range steps {
 			heads = append(heads, text(findAll(s, func(x *html.Node) bool { return x.Data == "h3" })[0]))
 		}
-		if strings.Join(heads, ", ") != "Switched on, Do, Watch for, Why" {
+		// The fold of "Watch for" counts what was seen: nothing yet.
+		if strings.Join(heads, ", ") != "Switched on, Do, Watch for (0 of 1 seen), Why" {
 			t.Errorf("parts %v", heads)
 		}
 		if v, _ := attr(byID(t, doc, "lesson-next"), "data-lesson-go"); v != "no-key" || text(byID(t, doc, "lesson-next")) != "Continue →" {

@@ -127,8 +127,10 @@ type Counters struct {
 	Rejected   int // 400 and the other refusals before any work
 	Lost       int // responses lost
 	Orders     []OrderCount
-	// Twice is how many orders have more than one charge.
-	Twice int
+	// Twice is how many orders have more than one charge, and MoreOrders
+	// how many charged orders the list leaves out.
+	Twice      int
+	MoreOrders int
 }
 
 // FaultSwitches is what the switch panel shows: the room's fault switches

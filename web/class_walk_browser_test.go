@@ -54,6 +54,28 @@ const cardAgrees = `(async () => {
 	return last;
 })()`
 
+// phoneFirstScreen says what of the chapter's step and the card's own
+// requests is not on a phone's first screen, and which text the chapter
+// points at is smaller than 14 px; "" when all is well.
+const phoneFirstScreen = `(() => {
+	const bad = [];
+	const onScreen = e => { const b = e.getBoundingClientRect(); return b.height > 0 && b.top >= 0 && b.bottom <= innerHeight; };
+	const step = document.querySelector("#lesson .lesson-do li");
+	if (!step || !onScreen(step)) bad.push("the chapter's first step is not on the first screen");
+	const first = document.querySelector("#attempts li");
+	const jump = document.querySelector('#lesson a[href="#attempts"]');
+	if (first && !onScreen(first) && !(jump && onScreen(jump))) {
+		bad.push("the card's latest request is at y=" + Math.round(first.getBoundingClientRect().top) + ", and no link to it on the first screen");
+	}
+	for (const sel of ["#attempts li", "#timeline .tl-head", "#timeline .step", "#lesson .lesson-do li"]) {
+		for (const e of document.querySelectorAll(sel)) {
+			const px = parseFloat(getComputedStyle(e).fontSize);
+			if (px < 14) { bad.push(sel + " at " + px + " px"); break; }
+		}
+	}
+	return bad.join("; ");
+})()`
+
 func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 	env := newTestEnv(t, Config{LockTimeout: 2 * time.Second, SweepEvery: 200 * time.Millisecond})
 	browser := liveBrowser(t, 390, 844)
@@ -123,6 +145,12 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 			pay(ch.Race)
 		}
 		for i, p := range phones {
+			// On the first screen: the chapter's step, and this phone's own
+			// requests; the text the chapter points at is 14 px or more.
+			liveDo(t, p, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+			if got := liveEval[string](t, p, phoneFirstScreen); got != "" {
+				t.Errorf("%s, phone %d: %s", ch.Slug, i+1, got)
+			}
 			before[i] = liveEval[string](t, p, `document.getElementById("order-id").textContent`)
 			t.Logf("%s phone %d: %s", ch.Slug, i+1, liveEval[string](t, p, `document.getElementById("pay-status").textContent`))
 			if w, ok := words[ch.Slug]; ok {

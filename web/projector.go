@@ -109,6 +109,7 @@ type projector struct {
 	counters views.Counters
 	faults   views.FaultSwitches
 	twiceN   int // orders charged more than once
+	onceN    int // orders charged exactly once
 
 	fullNext bool // the next frame redraws every panel
 
@@ -361,7 +362,7 @@ func (p *projector) load(ctx context.Context) {
 func (p *projector) forgetCharges() {
 	p.seen = newBoundedSet(liveSeenLimit)
 	p.orders, p.ordersIn = map[string]*orderState{}, nil
-	p.recent, p.twice, p.twiceN = nil, nil, 0
+	p.recent, p.twice, p.twiceN, p.onceN = nil, nil, 0, 0
 }
 
 // order returns the charge count of an order, starting one if needed and
@@ -374,6 +375,9 @@ func (p *projector) order(scope, orderID string) *orderState {
 		p.orders[k] = o
 		p.ordersIn = append(p.ordersIn, k)
 		if len(p.ordersIn) > liveOrderLimit {
+			if p.orders[p.ordersIn[0]].charges == 1 {
+				p.onceN--
+			}
 			delete(p.orders, p.ordersIn[0])
 			p.ordersIn = slices.Delete(p.ordersIn, 0, 1)
 		}
@@ -736,12 +740,27 @@ func (p *projector) countersLocked() views.Counters {
 			c.Orders = append(c.Orders, views.OrderCount{Scope: o.scope, OrderID: o.orderID, Charges: o.charges})
 		}
 	}
+	// The orders charged once that the list leaves out: a student who
+	// does not find theirs learns why.
+	listed := 0
+	for _, o := range c.Orders {
+		if o.Charges == 1 {
+			listed++
+		}
+	}
+	c.MoreOrders = max(p.onceN-listed, 0)
 	return c
 }
 
 // charged counts one more charge for an order.
 func (p *projector) charged(o *orderState) {
 	o.charges++
+	switch o.charges {
+	case 1:
+		p.onceN++
+	case 2:
+		p.onceN--
+	}
 	if o.charges == 2 {
 		p.twiceN++
 		p.twice = append(p.twice, o)

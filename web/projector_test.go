@@ -2,6 +2,7 @@ package web
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -173,4 +174,23 @@ func outcomes(rows []views.TimelineRow) []string {
 		out = append(out, fmt.Sprintf("%s=%s", r.Title, r.Outcome.Text))
 	}
 	return out
+}
+
+// TestOrdersListSaysHowManyMore: with more orders than the board lists, it
+// says how many it leaves out, so a student who does not find theirs
+// knows why.
+func TestOrdersListSaysHowManyMore(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	for i := range liveOrders + 3 {
+		if r := env.pay(fmt.Sprintf("more-%d", i), fmt.Sprintf(`{"order_id":"M-%d","amount_satang":100}`, i)); r.Status != http.StatusCreated {
+			t.Fatalf("pay: %d", r.Status)
+		}
+	}
+	c := waitProjector(t, env).snapshot().Counters
+	if len(c.Orders) != liveOrders || c.MoreOrders != 3 {
+		t.Fatalf("%d orders listed, %d more, want %d and 3", len(c.Orders), c.MoreOrders, liveOrders)
+	}
+	if body := string(env.get("/board").Body); !strings.Contains(body, "and 3 orders more, charged once") {
+		t.Fatal("the board does not say how many orders it leaves out")
+	}
 }
