@@ -96,21 +96,17 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return errUsage
 		}
 		if fs.NArg() > 0 {
-			fmt.Fprintf(stderr, "unexpected argument %q: give one URL\n", fs.Arg(0))
-			return errUsage
+			return badValue("unexpected argument %q: give one URL", fs.Arg(0))
 		}
 	}
 	if *verify != "" {
 		if target != "" {
-			fmt.Fprintln(stderr, "give -verify FILE or a URL, not both")
-			return errUsage
+			return badValue("give -verify FILE or a URL, not both")
 		}
-		return verifyHistory(*verify, stdout, stderr)
+		return verifyHistory(*verify, stdout)
 	}
 	if target == "" {
-		fmt.Fprintln(stderr, "give the endpoint's URL, such as: paytwice check http://127.0.0.1:8080/v1/payments")
-		fs.Usage()
-		return errUsage
+		return badValue("give the endpoint's URL, such as: paytwice check http://127.0.0.1:8080/v1/payments")
 	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
@@ -119,8 +115,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		KeyHeader: *keyHeader, CountURL: *countURL, CountField: *countField, Gateway: *gateway,
 		Storm: *storm, Seed: *seed, Timeout: *timeout, Patience: *patience, ReplayAfter: *replayAfter, Only: only}
 	if err := cfg.Validate(); err != nil {
-		fmt.Fprintln(stderr, "paytwice check:", err)
-		return errUsage
+		return valueError{err}
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
@@ -189,17 +184,15 @@ func writeHistoryFile(path string, records []check.Record) error {
 }
 
 // verifyHistory is -verify FILE.
-func verifyHistory(path string, stdout, stderr io.Writer) error {
+func verifyHistory(path string, stdout io.Writer) error {
 	f, err := os.Open(path)
 	if err != nil {
-		fmt.Fprintln(stderr, "paytwice check:", err)
-		return errUsage
+		return badValue("-verify: %v", err)
 	}
 	records, err := check.ReadHistory(f)
 	f.Close()
 	if err != nil {
-		fmt.Fprintf(stderr, "paytwice check: %s: %v\n", path, err)
-		return errUsage
+		return badValue("-verify %s: %v", path, err)
 	}
 	lin, err := check.CheckHistory(records, time.Minute, check.VisualizationPath(path))
 	if err != nil {
