@@ -192,3 +192,32 @@ func TestAConflictOnAStoppedRequestSaysWhenTheSweeperCanCloseIt(t *testing.T) {
 		t.Fatalf("retry after Retry-After: %d %s", r.Status, r.Body)
 	}
 }
+
+func TestLabSettingsThatCannotWorkAreRefused(t *testing.T) {
+	env := newFIEnv(t, Config{LockTimeout: 30 * time.Second}) // work time-out 15 s
+	put := func(path, body string) response { return env.must(http.MethodPut, path, body) }
+	if r := put("/api/lab", `{"server":{"mode":"memory_lock","check_gap_ms":5000}}`); r.Status != http.StatusOK {
+		t.Fatalf("a lock in memory with a 5 s gap: %d %s", r.Status, r.Body)
+	}
+	r := put("/api/faults", `{"server":{"delay_ms":10000}}`)
+	if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "cannot work together") {
+		t.Fatalf("a 10 s delay on top: %d %s, want 400 saying why", r.Status, r.Body)
+	}
+	if r := put("/api/faults", `{"server":{"delay_ms":5000}}`); r.Status != http.StatusOK {
+		t.Fatalf("a delay that fits: %d %s", r.Status, r.Body)
+	}
+	// The other way round: the switches first, then the lab.
+	if r := put("/api/lab", `{"server":{"mode":"check_then_insert","check_gap_ms":5000}}`); r.Status != http.StatusOK {
+		t.Fatalf("check first, 5 s gap, 5 s delay: %d %s", r.Status, r.Body)
+	}
+	put("/api/faults", `{"server":{"delay_ms":9000}}`)
+	if r := env.must(http.MethodPatch, "/api/lab", `{"server":{"check_gap_ms":7000}}`); r.Status != http.StatusBadRequest {
+		t.Fatalf("a gap that no longer fits: %d %s", r.Status, r.Body)
+	}
+	// The real protocol has no such pause: a long delay there is a lesson
+	// (the gateway's time-out), not a mistake in the settings.
+	put("/api/lab", `{"server":{"mode":"correct"}}`)
+	if r := put("/api/faults", `{"server":{"delay_ms":10000},"gateway":{"latency_ms":10000}}`); r.Status != http.StatusOK {
+		t.Fatalf("the real protocol with long waits: %d %s", r.Status, r.Body)
+	}
+}

@@ -35,7 +35,7 @@ func (s *Server) applyFaults(ctx context.Context, f pay.Faults, who string) erro
 	}
 	old, next, err := s.room.Change(ctx, func(r *roomState) error {
 		r.setFaults(f)
-		return nil
+		return s.workFits(r)
 	})
 	if err != nil {
 		return err
@@ -134,7 +134,7 @@ func (s *Server) handlePatchFaults(c echo.Context) error {
 			return err
 		}
 		r.setFaults(f)
-		return nil
+		return s.workFits(r)
 	})
 	if err != nil {
 		return err

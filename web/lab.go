@@ -206,6 +206,25 @@ func (s *Server) labRoutes(e *echo.Echo) {
 // Lab returns the lab's current settings.
 func (s *Server) Lab() LabSettings { return s.lab.Settings() }
 
+// workFits refuses a room whose lab and switches together leave no
+// payment a chance: in the modes that pause between the check and the
+// insert, the pause, the delay switch and the gateway's latency all run
+// within one request's work time-out, and past it every payment would end
+// in a 500 (and a log line).
+func (s *Server) workFits(r *roomState) error {
+	switch r.Lab.Server.Mode {
+	case LabCheckThenInsert, LabCheckThenInsertConstrained, LabMemoryLock:
+	default:
+		return nil
+	}
+	gap, delay, latency := r.Lab.Server.CheckGapMS, r.Faults.Server.DelayMS, r.Faults.Gateway.LatencyMS
+	if need := time.Duration(gap+delay+latency) * time.Millisecond; need >= s.cfg.GatewayTimeout {
+		return pay.Errorf(pay.EINVALID, "These settings cannot work together: in the lab's %s mode the pause between check and insert (check_gap_ms %d), the delay switch (delay_ms %d) and the gateway's latency (latency_ms %d) add up to %v, and a payment's work must end within %v. Lower one of them.",
+			r.Lab.Server.Mode, gap, delay, latency, need, s.cfg.GatewayTimeout)
+	}
+	return nil
+}
+
 // applyLab validates new settings and makes them the whole room's,
 // publishing what changed. The page and the JSON API come through here.
 func (s *Server) applyLab(ctx context.Context, next LabSettings, who string) error {
@@ -215,7 +234,7 @@ func (s *Server) applyLab(ctx context.Context, next LabSettings, who string) err
 	}
 	old, changed, err := s.room.Change(ctx, func(r *roomState) error {
 		r.Lab = next
-		return nil
+		return s.workFits(r)
 	})
 	if err != nil {
 		return err
@@ -301,7 +320,7 @@ func (s *Server) handlePatchLab(c echo.Context) error {
 			return err
 		}
 		r.Lab = l
-		return nil
+		return s.workFits(r)
 	})
 	if err != nil {
 		return err

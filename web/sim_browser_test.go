@@ -14,9 +14,6 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// simChromium is Debian's browser, the one CI installs.
-const simChromium = "/usr/bin/chromium"
-
 // simBrowser starts a headless Chromium with a fresh profile for one test.
 // Without a browser the test fails in CI (CI=true) and is skipped elsewhere.
 // Every page it opens records Content-Security-Policy violations in
@@ -24,14 +21,16 @@ const simChromium = "/usr/bin/chromium"
 // script or style.
 func simBrowser(t *testing.T, width, height int) context.Context {
 	t.Helper()
-	if _, err := os.Stat(simChromium); err != nil {
+	// The one way every browser test finds its browser (browser_test.go).
+	path := liveBrowserPath()
+	if path == "" {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("browser tests must run in CI, but there is no browser: %v", err)
+			t.Fatal("browser tests must run in CI, but no browser was found (looked at $PAYTWICE_BROWSER and /usr/bin/chromium)")
 		}
-		t.Skipf("no browser at %s: %v", simChromium, err)
+		t.Skip("no browser found; install chromium or set PAYTWICE_BROWSER (in CI this fails)")
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(simChromium),
+		chromedp.ExecPath(path),
 		chromedp.Headless,
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
