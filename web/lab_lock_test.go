@@ -353,7 +353,7 @@ func TestLessonLockInMemory(t *testing.T) {
 				t.Fatal(err)
 			}
 			page := buf.String()
-			want := append([]string{ch.Title, fmt.Sprintf("Chapter %d of %d", i+1, len(env.Server.lab.chapters)), ch.Why}, ch.Watch...)
+			want := append([]string{ch.Title, fmt.Sprintf("Chapter %d of %d", i+1, len(env.Server.lab.chapters)), ch.Why}, watchTexts(ch.Watch)...)
 			if presenter {
 				want = append(want, ch.Do...)
 			} else {

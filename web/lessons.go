@@ -39,10 +39,12 @@ type Chapter struct {
 	Do       []string `json:"-"`
 	// StudentDo is Do as a student reads it, when Do has steps only the
 	// presenter can take: what to do on their own card meanwhile.
-	StudentDo []string             `json:"-"`
-	Watch     []string             `json:"-"`
-	Why       string               `json:"-"`
-	Actions   []views.LessonAction `json:"-"`
+	StudentDo []string `json:"-"`
+	// Watch are the things to watch for, each ticked by the event that
+	// makes its point (narration.go).
+	Watch   []watchFor           `json:"-"`
+	Why     string               `json:"-"`
+	Actions []views.LessonAction `json:"-"`
 }
 
 const (
@@ -84,9 +86,11 @@ func buildChapters(cfg Config) []Chapter {
 			Do:       []string{"Press Pay once.", "Press “Turn the fault off”.", "Press Pay again: same order, same key."},
 			StudentDo: []string{"Press Pay once.", "Wait for the presenter to turn the fault off.",
 				"Press Pay again: same order, same key."},
-			Watch: []string{"The first row ends in a cross: no key row, no charge.",
-				"The second try claims the key and charges once.",
-				"On the checkout card the first failure is only “no response”."},
+			Watch: []watchFor{
+				{"The first row ends in a cross: no key row, no charge.", func(w *seeing) bool { return w.is(live.Dropped) }},
+				{"The second try claims the key and charges once.", func(w *seeing) bool { return w.seen(0) && w.is(live.Charged) }},
+				{"On the checkout card the first failure is only “no response”.", func(w *seeing) bool { return w.is(live.Dropped) }},
+			},
 			Why: "Nothing reached the server, so there is nothing to undo and nothing to remember: trying again is harmless. " +
 				"But all the browser knows is that no answer came, and a lost response (chapter 3) looks exactly the same. " +
 				"So the client always retries with the same key, and the server is the one that remembers.",
@@ -101,9 +105,13 @@ func buildChapters(cfg Config) []Chapter {
 				"Press “Warp past the lock timeout and sweep”.", "Press Pay again."},
 			StudentDo: []string{"Press Pay once.", "Press Pay again: the key is still started.",
 				"Wait while the presenter warps the clock past the lock timeout and sweeps.", "Press Pay again."},
-			Watch: []string{"A 500 that is not saved, and a key row left started; the second Pay gets 409.",
-				"The sweeper asks the gateway, finds the charge, records it and marks the key done.",
-				"The last Pay is a replay of that 201: one charge in all."},
+			Watch: []watchFor{
+				{"A 500 that is not saved, and a key row left started; the second Pay gets 409.", func(w *seeing) bool { return w.is(live.Conflict) && w.keyEvents(live.RolledBack) > 0 }},
+				{"The sweeper asks the gateway, finds the charge, records it and marks the key done.", func(w *seeing) bool { return w.is(live.Swept) && w.e.Sweep == live.SweepCharged }},
+				{"The last Pay is a replay of that 201: one charge in all.", func(w *seeing) bool {
+					return w.seen(1) && w.is(live.Replayed) && w.e.Status == http.StatusCreated && w.orderCharges() == 1
+				}},
+			},
 			Why: "Here the answer to “may I retry?” hangs on what the failure left behind. Our database rolled back, but the gateway had already charged, " +
 				"so the outcome is unknown to us. Keeping the key started (409 to every retry) until the sweeper has asked the gateway " +
 				"turns the unknown into a fact before anyone can pay again.",
@@ -116,9 +124,11 @@ func buildChapters(cfg Config) []Chapter {
 			SwitchOn: []string{"Response lost: the charge commits, then the connection closes with no answer.",
 				"Retry automatically, on every page."},
 			Do: []string{"Press Pay once, and wait."},
-			Watch: []string{"“201 never arrives” on the first row.",
-				"The page waits a random moment, sends the same key again and gets the saved 201 back (replayed).",
-				"One charge."},
+			Watch: []watchFor{
+				{"“201 never arrives” on the first row.", func(w *seeing) bool { return w.is(live.ResponseLost) }},
+				{"The page waits a random moment, sends the same key again and gets the saved 201 back (replayed).", func(w *seeing) bool { return w.replayAfterLost() }},
+				{"One charge.", func(w *seeing) bool { return w.replayAfterLost() && w.orderCharges() == 1 }},
+			},
 			Why: "Of the three, this one costs money: the charge went through, and nothing tells the client so. " +
 				"Its retry is safe only because it carries the same key, so the server answers from the key row instead of charging again.",
 		},
@@ -129,8 +139,10 @@ func buildChapters(cfg Config) []Chapter {
 			SwitchOn: []string{"Lab: the server ignores the key and executes every request.",
 				"A delay of 800 ms, so the second click arrives while the first is still running."},
 			Do: []string{"Double-click Pay."},
-			Watch: []string{"Two rows, two trips to the gateway, two charges for one order, in red.",
-				"The lab's first card counts the order charged twice."},
+			Watch: []watchFor{
+				{"Two rows, two trips to the gateway, two charges for one order, in red.", func(w *seeing) bool { return w.twice() }},
+				{"The lab's first card counts the order charged twice.", func(w *seeing) bool { return w.twice() }},
+			},
 			Why: "Without a key the server cannot tell a second click from a second purchase, so it does what it is asked, twice. " +
 				"Disabling the button would stop this one case, but not a retry after a lost response.",
 		},
@@ -140,8 +152,10 @@ func buildChapters(cfg Config) []Chapter {
 			Lab:    labWith(func(l *LabSettings) { l.Client.NewKeyPerRetry = true }), Retry: true,
 			SwitchOn: []string{"Lab: every browser makes a new key for each retry.", "Response lost."},
 			Do:       []string{"Press Pay once, and wait for the retries to end."},
-			Watch: []string{"The key on the checkout card changes with every retry.",
-				"Every attempt is charged: the same order again and again, in red."},
+			Watch: []watchFor{
+				{"The key on the checkout card changes with every retry.", func(w *seeing) bool { return w.is(live.Received) && w.orderKeys() >= 2 }},
+				{"Every attempt is charged: the same order again and again, in red.", func(w *seeing) bool { return w.twice() }},
+			},
 			Why: "A retry under a new key is a new payment as far as the server can tell: nothing links the two. " +
 				"The key belongs to the action: made once, when the customer starts paying, and kept until it is settled.",
 		},
@@ -153,8 +167,12 @@ func buildChapters(cfg Config) []Chapter {
 				"Press “Put the constraints back”, then send 10 again."},
 			StudentDo: []string{"Press “Send 10 at once with one key”.",
 				"Once the presenter has put the constraints back, send 10 again."},
-			Watch: []string{"First burst: several charges for one key.",
-				"Second burst: one charge; the others get a 500 (the key could not be inserted twice) or, once the row is there, a 409 or a replay."},
+			Watch: []watchFor{
+				{"First burst: several charges for one key.", func(w *seeing) bool { return w.is(live.Charged) && w.keyCharges() == 2 }},
+				{"Second burst: one charge; the others get a 500 (the key could not be inserted twice) or, once the row is there, a 409 or a replay.", func(w *seeing) bool {
+					return w.seen(0) && w.keyCharges() == 1 && (w.is(live.Conflict) || w.is(live.Replayed) || (w.is(live.Rejected) && w.e.Status == http.StatusInternalServerError))
+				}},
+			},
 			Why: "Every request of a burst runs its SELECT before any of them INSERTs, so each one hears “not there”. " +
 				"Only the database can decide such a race, and only with a constraint: the primary key admits one INSERT and refuses the rest. " +
 				"The check may stay as a shortcut; the constraint is what keeps the money safe.",
@@ -171,9 +189,11 @@ func buildChapters(cfg Config) []Chapter {
 				"Run paytwice cluster -servers 3 -db postgres://…, start this chapter there and do it again."},
 			StudentDo: []string{"Double-click Pay, or send 10 at once with one key.",
 				"Once the presenter runs three servers, open the address on the board and do it again."},
-			Watch: []string{"One server: the second click waits for the lock, then replays the first click's 201. One charge.",
-				"Three servers: the two clicks land on two servers, each takes its own lock, and the order is charged twice, in red.",
-				"The lab's eighth card counts the key charged more than once."},
+			Watch: []watchFor{
+				{"One server: the second click waits for the lock, then replays the first click's 201. One charge.", func(w *seeing) bool { return w.is(live.Replayed) && w.keyCharges() == 1 }},
+				{"Three servers: the two clicks land on two servers, each takes its own lock, and the order is charged twice, in red.", func(w *seeing) bool { return w.is(live.Charged) && w.keyCharges() == 2 }},
+				{"The lab's eighth card counts the key charged more than once.", func(w *seeing) bool { return w.is(live.Charged) && w.keyCharges() == 2 }},
+			},
 			Why: "A lock only stops the requests that come to it, and this one lives in one server's memory. " +
 				"Behind a load balancer the two clicks of one double-click often reach two servers: each finds its own lock free, " +
 				"each looks the key up before the other has inserted it, and each charges. " +
@@ -185,8 +205,10 @@ func buildChapters(cfg Config) []Chapter {
 			Lab:      labWith(func(l *LabSettings) { l.Client.RetryEvery4xx = true }),
 			SwitchOn: []string{"Lab: every browser retries 400 and 422 too."},
 			Do:       []string{"Press Pay.", "Press “Pay again with another amount” (the same key, a different body)."},
-			Watch: []string{"422 after 422 in the list of attempts, until the page gives up.",
-				"The lab's fourth card counts the wasted attempts."},
+			Watch: []watchFor{
+				{"422 after 422 in the list of attempts, until the page gives up.", func(w *seeing) bool { return w.is(live.Mismatch) && w.keyEvents(live.Mismatch) >= 2 }},
+				{"The lab's fourth card counts the wasted attempts.", func(w *seeing) bool { return w.is(live.Mismatch) && w.keyEvents(live.Mismatch) >= 2 }},
+			},
 			Why: "A 422 says the key already belongs to another request. Sending the same request again cannot change that, " +
 				"so every retry is wasted, and the customer waits for the backoff to run out before hearing what was wrong. " +
 				"Only network failures, 409, 429 and 5xx can turn out differently next time.",
@@ -201,8 +223,12 @@ func buildChapters(cfg Config) []Chapter {
 			Do: []string{"Press Pay once.", "Press “Switch the mistake off”, then “New order”, then Pay."},
 			StudentDo: []string{"Press Pay once.",
 				"Once the presenter has switched the mistake off, press “New order”, then Pay."},
-			Watch: []string{"First order: a 500, a new key, another 500, two charges.",
-				"Second order: a 500, then the page looks the order up and finds it paid. One charge."},
+			Watch: []watchFor{
+				{"First order: a 500, a new key, another 500, two charges.", func(w *seeing) bool { return w.twice() }},
+				{"Second order: a 500, then the page looks the order up and finds it paid. One charge.", func(w *seeing) bool {
+					return w.seen(0) && w.is(live.Completed) && w.e.Status == http.StatusInternalServerError && w.order != w.st.twiceOrder && w.orderCharges() == 1
+				}},
+			},
 			Why: "A 500 after the work started does not mean “not charged”; here it means the opposite. " +
 				"The same key would only replay the same 500. Looking the order up (GET /v1/payments?order_id=…) settles the question; " +
 				"paying under a new key settles it the expensive way.",
@@ -216,9 +242,11 @@ func buildChapters(cfg Config) []Chapter {
 			Lab:      labWith(func(l *LabSettings) { l.Client.PersonalDataKey = true }),
 			SwitchOn: []string{"Lab: every browser uses the customer's e-mail address as the key."},
 			Do:       []string{"Press Pay.", "Press “New order”, then Pay."},
-			Watch: []string{"The key table flags the key as personal data.",
-				"The lab's sixth card lists where the address is now kept and shown.",
-				"The second order is refused with a 422: one customer, one key."},
+			Watch: []watchFor{
+				{"The key table flags the key as personal data.", func(w *seeing) bool { return w.personalKey() && w.is(live.Claimed) }},
+				{"The lab's sixth card lists where the address is now kept and shown.", func(w *seeing) bool { return w.personalKey() && w.is(live.Claimed) }},
+				{"The second order is refused with a 422: one customer, one key.", func(w *seeing) bool { return w.personalKey() && w.is(live.Mismatch) }},
+			},
 			Why: "A key should be random: unique to one payment and meaningless to whoever reads it. An e-mail address is neither. " +
 				"It ends up in tables, at the gateway, on screens and in exports that were never meant to hold personal data, " +
 				"and one address per customer cannot tell that customer's payments apart.",
@@ -235,9 +263,11 @@ func buildChapters(cfg Config) []Chapter {
 			StudentDo: []string{"Press Pay.", "Wait for the presenter to warp the clock 2 minutes and prune.",
 				"Press Pay again: a late retry with the same key.",
 				"Once the presenter keeps keys 24 hours, press “New order” and do it all again."},
-			Watch: []string{"The key row disappears with the prune.",
-				"The late retry is charged as a new payment.",
-				"With keys kept 24 hours the late retry is replayed instead."},
+			Watch: []watchFor{
+				{"The key row disappears with the prune.", func(w *seeing) bool { return w.is(live.Pruned) }},
+				{"The late retry is charged as a new payment.", func(w *seeing) bool { return w.st.pruned && w.twice() }},
+				{"With keys kept 24 hours the late retry is replayed instead.", func(w *seeing) bool { return w.seen(1) && w.is(live.Replayed) }},
+			},
 			Why: "Retention is a promise to clients: retry within this window and you are safe. A key pruned while a client may still retry breaks it. " +
 				"Keep keys longer than any client retries (Stripe keeps them at least 24 hours), publish the window, " +
 				"and have clients stop and reconcile once it is over.",
@@ -359,7 +389,7 @@ func (s *Server) lessonView(shown string, presenter, board bool) views.Lesson {
 	}
 	if i, c, ok := s.chapter(shown); ok {
 		ch := &views.Chapter{Slug: c.Slug, Title: c.Title, Part: c.Part, N: i + 1, Of: len(s.lab.chapters),
-			SwitchOn: c.SwitchOn, Do: c.Do, StudentDo: c.StudentDo, Watch: c.Watch, Why: c.Why, Actions: c.Actions, Retry: c.Retry, Race: c.Race}
+			SwitchOn: c.SwitchOn, Do: c.Do, StudentDo: c.StudentDo, Watch: watchTexts(c.Watch), Why: c.Why, Actions: c.Actions, Retry: c.Retry, Race: c.Race}
 		if i > 0 {
 			ch.Prev = s.lab.chapters[i-1].Slug
 		}

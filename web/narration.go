@@ -18,6 +18,59 @@ import (
 // The narrator reads the event stream like any viewer, in its own
 // goroutine: the payment path never waits for it.
 
+// watchFor is one "Watch for" item of a chapter: what the pages say, and
+// when it ticks.
+type watchFor struct {
+	Text string
+	// Ticks reports whether the event w sees makes the item's point; the
+	// narration's memory already holds that event.
+	Ticks func(w *seeing) bool
+}
+
+// watchTexts are the items' texts, as the pages show them.
+func watchTexts(items []watchFor) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.Text
+	}
+	return out
+}
+
+// seeing is one event, as the items' checks see it: with what the
+// narration remembers of the events before it, and the items ticked so far.
+type seeing struct {
+	e          live.Event
+	st         *narrationState
+	order, key string // scope and order, scope and key: the memory's keys
+	ticks      []watchTick
+}
+
+// is reports whether the event is of kind k.
+func (w *seeing) is(k live.Kind) bool { return w.e.Kind == k }
+
+// seen reports whether item i has ticked.
+func (w *seeing) seen(i int) bool { return i < len(w.ticks) && w.ticks[i].Seen }
+
+// twice reports whether the event is the second charge of its order.
+func (w *seeing) twice() bool { return w.is(live.Charged) && w.orderCharges() == 2 }
+
+// orderCharges and keyCharges count the charges of the event's order and
+// key; orderKeys the keys its order was sent with; keyEvents the events of
+// kind k of its key.
+func (w *seeing) orderCharges() int         { return w.st.orderCharges[w.order] }
+func (w *seeing) keyCharges() int           { return w.st.keyCharges[w.key] }
+func (w *seeing) orderKeys() int            { return len(w.st.orderKeys[w.order]) }
+func (w *seeing) keyEvents(k live.Kind) int { return w.st.keyEvents[w.key][k] }
+
+// replayAfterLost reports whether the event replays a 201 whose first
+// answer was lost.
+func (w *seeing) replayAfterLost() bool {
+	return w.is(live.Replayed) && w.e.Status == http.StatusCreated && w.keyEvents(live.ResponseLost) > 0
+}
+
+// personalKey reports whether the event's key is personal data.
+func (w *seeing) personalKey() bool { return w.e.Key != "" && PersonalData(w.e.Key) != "" }
+
 // watchTick is one "Watch for" item's state.
 type watchTick struct {
 	Seen bool
@@ -96,6 +149,7 @@ type narrator struct {
 	start sync.Once
 	mu    sync.Mutex
 	slug  string
+	items []watchFor
 	ticks []watchTick
 	st    narrationState
 }
@@ -104,8 +158,9 @@ type narrator struct {
 // makes the pages ask for the lesson again.
 const watchKind live.Kind = "watch"
 
-// begin starts a chapter's narration ("" for none).
-func (n *narrator) begin(slug string, items int) {
+// begin starts the narration of chapter slug ("" for none), whose items
+// are items.
+func (n *narrator) begin(slug string, items []watchFor) {
 	if slug != "" {
 		// Read the events from the first lesson on: a server that never
 		// teaches has no reader here.
@@ -116,7 +171,7 @@ func (n *narrator) begin(slug string, items int) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.slug, n.ticks, n.st = slug, make([]watchTick, items), newNarrationState()
+	n.slug, n.items, n.ticks, n.st = slug, items, make([]watchTick, len(items)), newNarrationState()
 }
 
 // ticked returns the chapter's ticks, if slug is the chapter narrated.
@@ -196,59 +251,13 @@ func (n *narrator) see(e live.Event) bool {
 	if e.Request != "" {
 		row = "tl-" + e.Request
 	}
+	w := &seeing{e: e, st: st, order: order, key: key, ticks: n.ticks}
 	changed := false
-	tick := func(i int, ok bool) {
-		if ok && i < len(n.ticks) && !n.ticks[i].Seen {
+	for i, item := range n.items {
+		if !n.ticks[i].Seen && item.Ticks(w) {
 			n.ticks[i] = watchTick{Seen: true, Row: row}
 			changed = true
 		}
-	}
-	seen := func(i int) bool { return i < len(n.ticks) && n.ticks[i].Seen }
-	twice := e.Kind == live.Charged && st.orderCharges[order] == 2
-	switch n.slug {
-	case "connection-never-happens":
-		tick(0, e.Kind == live.Dropped)
-		tick(2, e.Kind == live.Dropped)
-		tick(1, seen(0) && e.Kind == live.Charged)
-	case "fails-halfway":
-		tick(0, e.Kind == live.Conflict && st.keyEvents[key][live.RolledBack] > 0)
-		tick(1, e.Kind == live.Swept && e.Sweep == live.SweepCharged)
-		tick(2, seen(1) && e.Kind == live.Replayed && e.Status == http.StatusCreated && st.orderCharges[order] == 1)
-	case "response-lost":
-		tick(0, e.Kind == live.ResponseLost)
-		replay := e.Kind == live.Replayed && e.Status == http.StatusCreated && st.keyEvents[key][live.ResponseLost] > 0
-		tick(1, replay)
-		tick(2, replay && st.orderCharges[order] == 1)
-	case "no-key":
-		tick(0, twice)
-		tick(1, twice)
-	case "new-key-per-retry":
-		tick(0, e.Kind == live.Received && len(st.orderKeys[order]) >= 2)
-		tick(1, twice)
-	case "check-then-insert":
-		tick(0, e.Kind == live.Charged && st.keyCharges[key] == 2)
-		tick(1, seen(0) && st.keyCharges[key] == 1 && (e.Kind == live.Conflict || e.Kind == live.Replayed ||
-			(e.Kind == live.Rejected && e.Status == http.StatusInternalServerError)))
-	case "lock-in-memory":
-		tick(0, e.Kind == live.Replayed && st.keyCharges[key] == 1)
-		tick(1, e.Kind == live.Charged && st.keyCharges[key] == 2)
-		tick(2, e.Kind == live.Charged && st.keyCharges[key] == 2)
-	case "retry-every-4xx":
-		again := e.Kind == live.Mismatch && st.keyEvents[key][live.Mismatch] >= 2
-		tick(0, again)
-		tick(1, again)
-	case "new-key-after-500":
-		tick(0, twice)
-		tick(1, seen(0) && e.Kind == live.Completed && e.Status == http.StatusInternalServerError && order != st.twiceOrder && st.orderCharges[order] == 1)
-	case "personal-data-key":
-		pii := e.Key != "" && PersonalData(e.Key) != ""
-		tick(0, pii && e.Kind == live.Claimed)
-		tick(1, pii && e.Kind == live.Claimed)
-		tick(2, pii && e.Kind == live.Mismatch)
-	case "prune-too-soon":
-		tick(0, e.Kind == live.Pruned)
-		tick(1, st.pruned && twice)
-		tick(2, seen(1) && e.Kind == live.Replayed)
 	}
 	return changed
 }

@@ -116,7 +116,7 @@ func (s *Server) applyRoom(old, next roomState) {
 	}
 	if next.Lesson != old.Lesson || next.LessonRuns != old.LessonRuns {
 		_, ch, _ := s.chapter(next.Lesson)
-		s.narration.begin(next.Lesson, len(ch.Watch))
+		s.narration.begin(next.Lesson, ch.Watch)
 		lesson := next.Lesson
 		s.lab.lesson.Store(&lesson)
 		s.lab.lessonSeq.Add(1)
