@@ -95,16 +95,6 @@ func caseReplay(ctx context.Context, r *run) Result {
 	if bad != nil {
 		return *bad
 	}
-	if r.cfg.Gateway != "" {
-		if n, err := r.countAt(ctx, strings.TrimRight(r.cfg.Gateway, "/")+"/charges?order_id="+q.action, "charges"); err == nil && n > 0 {
-			r.gatewayUsed = true
-			r.oracle = "the gateway's books"
-		} else if r.cfg.CountURL != "" {
-			r.oracle = "-count-url"
-		} else {
-			r.oracle = ""
-		}
-	}
 	if r.cfg.ReplayAfter > 0 {
 		if err := r.cfg.Wait(ctx, r.cfg.ReplayAfter); err != nil {
 			return fail(false, "waiting before the replay: %v", err)

@@ -173,17 +173,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 	}}
 	defer r.client.CloseIdleConnections()
+	// Reachable at all? An answer of any status will do.
+	probe := req{group: "probe", action: r.newID(), noRecord: true, key: r.newKey()}
+	if a := r.send(ctx, probe); a.NoAnswer {
+		return nil, fmt.Errorf("%w: POST %s: %s", ErrUnreachable, cfg.URL, a.Error)
+	}
+	// Does the endpoint charge through -gateway? Only then do its books
+	// count, and its switches reach the endpoint's payments.
+	if cfg.Gateway != "" {
+		n, err := r.countAt(ctx, strings.TrimRight(cfg.Gateway, "/")+"/charges?order_id="+url.QueryEscape(probe.action), "charges")
+		r.gatewayUsed = err == nil && n > 0
+	}
 	switch {
-	case cfg.Gateway != "":
+	case r.gatewayUsed:
 		r.oracle = "the gateway's books"
 	case cfg.CountURL != "":
 		r.oracle = "-count-url"
-	}
-
-	// Reachable at all? An answer of any status will do.
-	probe := r.send(ctx, req{group: "probe", action: r.newID(), noRecord: true, key: r.newKey()})
-	if probe.NoAnswer {
-		return nil, fmt.Errorf("%w: POST %s: %s", ErrUnreachable, cfg.URL, probe.Error)
 	}
 
 	rep := &Report{URL: cfg.URL, Seed: cfg.Seed, Storm: cfg.Storm, Oracle: r.oracle}

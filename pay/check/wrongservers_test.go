@@ -165,6 +165,17 @@ func (toy *toyServer) pay(w http.ResponseWriter, r *http.Request) {
 	w.Write(out)
 }
 
+// TestGatewayOracleWithSomeCases: the gateway's books count the effects
+// whichever cases run, the first one or not.
+func TestGatewayOracleWithSomeCases(t *testing.T) {
+	gw := startGateway(t)
+	url := startToy(t, toyKnobs{freshGatewayKey: true}, gw)
+	rep := runCheck(t, check.Config{URL: url, Gateway: gw, Only: []int{12}})
+	if rep.Oracle != "the gateway's books" || rep.Results[0].Verdict != check.Fail {
+		t.Fatalf("oracle %q:\n%s", rep.Oracle, table(rep))
+	}
+}
+
 // TestWrongServers runs the checker against small servers of our own,
 // each wrong in one way the lab does not show, and against the same
 // server done right: each fails only the case that shows its mistake.
