@@ -342,7 +342,7 @@ func TestFrontDoor(t *testing.T) {
 				w.Header().Set("Connection", "close")
 			}
 			w.Header().Set(web.ServerHeader, name)
-			fmt.Fprintf(w, "%s %s %s %s", r.Host, r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Forwarded-Host"), body)
+			fmt.Fprintf(w, "%s %s %s %s %s", r.Host, r.Header.Get("X-Forwarded-For"), r.Header.Get("X-Forwarded-Host"), r.Header.Get(web.FrontDoorHeader), body)
 		}))
 		t.Cleanup(hs.Close)
 		u, _ := url.Parse(hs.URL)
@@ -359,7 +359,7 @@ func TestFrontDoor(t *testing.T) {
 	}
 	exited := func(c *child) *child { close(c.exited); return c }
 	serve := func(servers ...*child) string {
-		hs := httptest.NewServer(newFrontDoor(servers, io.Discard))
+		hs := httptest.NewServer(newFrontDoor(servers, "door-mark", io.Discard))
 		t.Cleanup(hs.Close)
 		return hs.URL
 	}
@@ -384,9 +384,10 @@ func TestFrontDoor(t *testing.T) {
 		u := serve(backend("s1"), backend("s2"), backend("s3"))
 		var got []string
 		for range 6 {
-			res, body := post(t, http.DefaultClient, u, "pay")
+			// A client's own mark is replaced by the door's.
+			res, body := post(t, http.DefaultClient, u, "pay", web.FrontDoorHeader, "forged")
 			got = append(got, res.Header.Get(web.ServerHeader))
-			if want := "classroom.example:8080 127.0.0.1 classroom.example:8080 pay"; body != want {
+			if want := "classroom.example:8080 127.0.0.1 classroom.example:8080 door-mark pay"; body != want {
 				t.Fatalf("the server saw %q, want %q", body, want)
 			}
 		}
@@ -398,7 +399,8 @@ func TestFrontDoor(t *testing.T) {
 	t.Run("a server that exited or refuses is passed over, and the body reaches the next", func(t *testing.T) {
 		u := serve(exited(backend("s1")), refusing("s2"), backend("s3"))
 		for range 3 {
-			res, body := post(t, http.DefaultClient, u, "pay")
+			// A client's own mark is replaced by the door's.
+			res, body := post(t, http.DefaultClient, u, "pay", web.FrontDoorHeader, "forged")
 			if s := res.Header.Get(web.ServerHeader); s != "s3" || !strings.HasSuffix(body, " pay") {
 				t.Fatalf("answered by %q with %q, want s3 with the body", s, body)
 			}

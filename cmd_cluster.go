@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"paytwice/store/postgres"
+	"paytwice/web"
 )
 
 // maxClusterServers bounds -servers: each server is a whole process with
@@ -93,6 +94,11 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	// server makes at each start.
 	cookieKey := make([]byte, 32)
 	_, _ = rand.Read(cookieKey) // crypto/rand.Read never fails
+	// The front door's mark on the requests it forwards: only with it does
+	// a server believe X-Forwarded-For, so a client on this machine that
+	// reaches a server's port directly cannot name itself anyone it likes.
+	doorMark := make([]byte, 16)
+	_, _ = rand.Read(doorMark)
 	serversURL, pool := boundPools(*dbURL, *servers)
 	childArgs := []string{"-public-addr", front.Addr().String(),
 		"-lock-timeout", lockTimeout.String(), "-retention", retention.String()}
@@ -105,6 +111,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			"PAYTWICE_DB=" + serversURL,
 			"PAYTWICE_PRESENTER_TOKEN=" + *presenter,
 			presenterCookieKeyVariable + "=" + hex.EncodeToString(cookieKey),
+			frontDoorMarkVariable + "=" + hex.EncodeToString(doorMark),
 		}, out)
 		if err != nil {
 			return err
@@ -115,7 +122,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 
-	door := newFrontDoor(children, stderr)
+	door := newFrontDoor(children, hex.EncodeToString(doorMark), stderr)
 	out.printf(stdout, "%d servers on one database, each on a loopback port of its own:\n", len(children))
 	for _, c := range children {
 		out.printf(stdout, "  %s  %s  pid %d\n", c.name, c.url, c.cmd.Process.Pid)
@@ -349,7 +356,7 @@ type hop struct {
 
 type hopKey struct{}
 
-func newFrontDoor(servers []*child, stderr io.Writer) *frontDoor {
+func newFrontDoor(servers []*child, mark string, stderr io.Writer) *frontDoor {
 	d := &frontDoor{servers: servers}
 	d.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -360,6 +367,8 @@ func newFrontDoor(servers []*child, stderr io.Writer) *frontDoor {
 			// Only the address this front door saw: a client's own
 			// X-Forwarded-For is not to be believed.
 			pr.SetXForwarded()
+			// Set, never passed on: a client's own copy is overwritten.
+			pr.Out.Header.Set(web.FrontDoorHeader, mark)
 		},
 		// Event streams reach the browser as each event is written.
 		FlushInterval: -1,

@@ -185,6 +185,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	srv := web.NewServer(web.Config{Ledger: st.ledger, Peers: st.peers, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter,
 		MaxStreams: *maxStreams, Name: *name, ListenAddr: public, Command: command, BehindFrontDoor: behindFrontDoor,
+		FrontDoorMark: getenv(frontDoorMarkVariable),
 		// A secret, so an environment variable only, never a flag (command
 		// lines are visible to every user): servers behind one load balancer
 		// share it, so that the presenter's cookie counts on all of them.
@@ -244,6 +245,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // signed with (web.Config.PresenterCookieKey); unset, each server makes
 // its own at start-up.
 const presenterCookieKeyVariable = "PAYTWICE_PRESENTER_COOKIE_KEY"
+
+// frontDoorMarkVariable names the mark paytwice cluster's front door puts
+// on every request it forwards (web.Config.FrontDoorMark).
+const frontDoorMarkVariable = "PAYTWICE_FRONT_DOOR_MARK"
 
 // maxServerName bounds -name: it is shown on every timeline row.
 const maxServerName = 40

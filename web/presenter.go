@@ -130,7 +130,7 @@ func (s *Server) clientIP(r *http.Request) string {
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	if s.cfg.BehindFrontDoor && isLoopbackHost(host) {
+	if s.cfg.BehindFrontDoor && isLoopbackHost(host) && fromFrontDoor(r, s.cfg.FrontDoorMark) {
 		if hops := r.Header.Values("X-Forwarded-For"); len(hops) > 0 {
 			entries := strings.Split(hops[len(hops)-1], ",")
 			if last := strings.TrimSpace(entries[len(entries)-1]); last != "" {
@@ -139,6 +139,15 @@ func (s *Server) clientIP(r *http.Request) string {
 		}
 	}
 	return host
+}
+
+// FrontDoorHeader carries paytwice cluster's front door's mark.
+const FrontDoorHeader = "Paytwice-Front-Door"
+
+// fromFrontDoor reports whether r carries the front door's mark.
+func fromFrontDoor(r *http.Request, mark string) bool {
+	got := r.Header.Get(FrontDoorHeader)
+	return mark != "" && subtle.ConstantTimeCompare([]byte(got), []byte(mark)) == 1
 }
 
 func isSafeMethod(m string) bool {

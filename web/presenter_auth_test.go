@@ -123,19 +123,24 @@ func TestWrongPresenterTokensAreSlowedDown(t *testing.T) {
 // down. A server on its own believes no such header.
 func TestWrongTokensCountByTheClientBehindTheFrontDoor(t *testing.T) {
 	const token = "s3cret-lecture"
-	patch := func(env *fiEnv, tok, client string) response {
-		return env.must(http.MethodPatch, "/api/faults", `{"server":{"delay_ms":1}}`, PresenterHeader, tok, "X-Forwarded-For", client)
-	}
+	const mark = "the-door's-mark"
 	for _, tc := range []struct {
 		name            string
 		behindFrontDoor bool
-		presenter       int // the presenter's status after a student's guesses
+		sentMark        string // what the request carries in FrontDoorHeader
+		presenter       int    // the presenter's status after a student's guesses
 	}{
-		{"behind the front door, the presenter is not slowed down", true, http.StatusOK},
-		{"on its own, the header is not believed", false, http.StatusTooManyRequests},
+		{"behind the front door, the presenter is not slowed down", true, mark, http.StatusOK},
+		{"on its own, the header is not believed", false, mark, http.StatusTooManyRequests},
+		{"behind the front door, a request without the door's mark (sent to the server's port directly) is not believed", true, "", http.StatusTooManyRequests},
+		{"behind the front door, a request with a wrong mark is not believed", true, "guessed", http.StatusTooManyRequests},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := newFIEnv(t, Config{PresenterToken: token, BehindFrontDoor: tc.behindFrontDoor})
+			patch := func(env *fiEnv, tok, client string) response {
+				return env.must(http.MethodPatch, "/api/faults", `{"server":{"delay_ms":1}}`, PresenterHeader, tok, "X-Forwarded-For", client,
+					FrontDoorHeader, tc.sentMark)
+			}
+			env := newFIEnv(t, Config{PresenterToken: token, BehindFrontDoor: tc.behindFrontDoor, FrontDoorMark: mark})
 			for i := range guessBurst {
 				if r := patch(env, "guess-"+strconv.Itoa(i), "192.0.2.7"); r.Status != http.StatusForbidden {
 					t.Fatalf("wrong token %d: %d", i, r.Status)

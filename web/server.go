@@ -69,6 +69,11 @@ type Config struct {
 	// from paytwice cluster's front door, whose X-Forwarded-For names the
 	// client: the presenter's wrong-token limit counts by it.
 	BehindFrontDoor bool
+	// FrontDoorMark is the secret the front door sends in FrontDoorHeader
+	// on every request it forwards: X-Forwarded-For is believed only on a
+	// request that carries it, so a client that reaches this server's port
+	// directly cannot choose the address it is counted by. Empty: never.
+	FrontDoorMark string
 	// Command is what was run to start this server ("paytwice" when
 	// empty): the board tells a presenter whose room cannot reach it how
 	// to start it again.
