@@ -59,7 +59,7 @@ func TestTheArticlesClientOnALostResponse(t *testing.T) {
 
 	t.Run("as written: the lost response is an exception, and calling it again pays twice", func(t *testing.T) {
 		target.setFaults(`{"server":{"response_lost":true}}`)
-		out, code := runPython(t, py, "testdata/article_client.py", url, "ART-1", "129900")
+		out, code := runPython(t, py, "web/clients/article_client.py", url, "ART-1", "129900")
 		// urllib raises http.client's RemoteDisconnected, which its
 		// except clauses do not name: no retry, one attempt.
 		if code != 3 || !strings.Contains(out, "exception RemoteDisconnected") || strings.Count(out, "attempt ") != 1 {
@@ -71,7 +71,7 @@ func TestTheArticlesClientOnALostResponse(t *testing.T) {
 		// The caller retries the only way the function allows: it calls
 		// it again, and a new key is made inside.
 		target.setFaults(`{}`)
-		again, code := runPython(t, py, "testdata/article_client.py", url, "ART-1", "129900")
+		again, code := runPython(t, py, "web/clients/article_client.py", url, "ART-1", "129900")
 		if code != 0 || !strings.Contains(again, "result 201") {
 			t.Fatalf("second call: exit %d:\n%s", code, again)
 		}
@@ -83,7 +83,7 @@ func TestTheArticlesClientOnALostResponse(t *testing.T) {
 	t.Run("corrected: the key belongs to the payment and a lost response is retried", func(t *testing.T) {
 		target.setFaults(`{"server":{"response_lost":true}}`)
 		key := pay.NewID("py-")
-		out, code := runPython(t, py, "testdata/keyed_client.py", url, "ART-2", "129900", key)
+		out, code := runPython(t, py, "web/clients/keyed_client.py", url, "ART-2", "129900", key)
 		if code != 0 || !strings.Contains(out, "result 201") || strings.Count(out, "attempt ") != 2 || strings.Count(out, "key "+key) != 2 {
 			t.Fatalf("exit %d:\n%s", code, out)
 		}
@@ -96,7 +96,7 @@ func TestTheArticlesClientOnALostResponse(t *testing.T) {
 	t.Run("corrected: a saved 500 is final, not sent six times", func(t *testing.T) {
 		target.setFaults(`{"server":{"server_error":true}}`)
 		defer target.setFaults(`{}`)
-		out, code := runPython(t, py, "testdata/keyed_client.py", url, "ART-3", "129900", pay.NewID("py-"))
+		out, code := runPython(t, py, "web/clients/keyed_client.py", url, "ART-3", "129900", pay.NewID("py-"))
 		if code != 0 || !strings.Contains(out, "result 500") || strings.Count(out, "attempt ") != 1 {
 			t.Fatalf("exit %d:\n%s", code, out)
 		}

@@ -176,7 +176,7 @@ func ProblemIndex(ps []Problem) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "<section class=\"card narrow\"><h1>Problem types</h1><p>Every error from the API is an <code>application/problem+json</code> body (RFC 9457) whose <code>type</code> links to one of these pages.</p><table class=\"grid\"><thead><tr><th scope=\"col\">Status</th><th scope=\"col\">Type</th><th scope=\"col\">Replayed</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "<section class=\"card narrow\"><h1>Problem types</h1><p>Every error from the API is an <code>application/problem+json</code> body (RFC 9457) whose <code>type</code> links to one of these pages. <a href=\"/clients\">What real clients do with them</a>.</p><table class=\"grid\"><thead><tr><th scope=\"col\">Status</th><th scope=\"col\">Type</th><th scope=\"col\">Replayed</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

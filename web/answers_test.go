@@ -221,3 +221,21 @@ func TestLabSettingsThatCannotWorkAreRefused(t *testing.T) {
 		t.Fatalf("the real protocol with long waits: %d %s", r.Status, r.Body)
 	}
 }
+
+func TestTheClientsPageShowsTheSDKsAndTheArticlesClient(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	r := env.get("/clients", "Accept", "text/html")
+	body := string(r.Body)
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET /clients: %d", r.Status)
+	}
+	for _, want := range []string{"stripe-go v85", "stripe-node 23.1", "RemoteDisconnected", "def post_payment(url, body, retries=5)",
+		"def post_payment(url, body, key, retries=5)", "Stripe-Should-Retry"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if !strings.Contains(string(env.get("/problems", "Accept", "text/html").Body), `href="/clients"`) {
+		t.Error("the problem index does not link the page")
+	}
+}

@@ -293,6 +293,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET(paymentsPath+"/:id", s.handleGetPayment)
 	e.GET("/v1/idempotency-policy", s.handlePolicy)
 	e.GET("/openapi.json", s.handleOpenAPI)
+	e.GET("/clients", s.handleClients)
 	e.GET("/problems", s.handleProblemIndex)
 	e.GET("/problems/:code", s.handleProblemPage)
 	s.adminRoutes(e)

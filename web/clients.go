@@ -1,0 +1,33 @@
+package web
+
+import (
+	_ "embed"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"paytwice/views"
+)
+
+// The article's Python client as it is described, and corrected. The
+// page shows them; the root package's test runs them against a server.
+var (
+	//go:embed clients/article_client.py
+	articleClientSource string
+	//go:embed clients/keyed_client.py
+	keyedClientSource string
+)
+
+// measuredSDKs is what Stripe's SDKs do with the retry headers, as
+// TestStripeGoSDKRetryRules and bench/stripe-node-retries.cjs measured.
+var measuredSDKs = []views.ClientSDK{
+	{Name: "stripe-go v85", StripeShape: "retried only as a 429 with code lock_timeout; Stripe-Should-Retry not looked at: a 409, 503 or 504 comes back at once as a *stripe.Error",
+		OtherShape: "always retried, whatever the status and Stripe-Should-Retry", RetryAfter: "never read", Wait: "0.5 s, then 0.5 s·(1+n²) up to 5 s"},
+	{Name: "stripe-node 23.1", StripeShape: "Stripe-Should-Retry decides (false stops even a 500); without it, 409 and 5xx are retried",
+		OtherShape: "the same, but a 4xx problem body resolves as if it were a success", RetryAfter: "never read", Wait: "0.5 s, growing"},
+}
+
+// handleClients is GET /clients: what real clients do against this server.
+func (s *Server) handleClients(c echo.Context) error {
+	return render(c, http.StatusOK, views.ClientsPage(measuredSDKs, articleClientSource, keyedClientSource))
+}
