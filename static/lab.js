@@ -178,6 +178,7 @@
       // Keep the chapter list open if it was.
       var idx = old.querySelector(".lesson-index");
       if (idx && idx.open) { fresh.querySelector(".lesson-index").open = true; }
+      if (old.dataset.slug === fresh.dataset.slug) { keepResults(old, fresh); }
       old.replaceWith(fresh);
     });
     if (focused && $(focused) && document.activeElement !== $(focused)) { $(focused).focus(); }
@@ -201,6 +202,25 @@
         document.dispatchEvent(new CustomEvent("paytwice:room", { detail: { reset: reset, epoch: String(data.v.r) } }));
       }
     }
+  }
+
+  // keepResults moves the answers shown under a chapter's buttons into
+  // the chapter's panel drawn again: a "Watch for" item the answer itself
+  // ticked redraws the panel, and the presenter would otherwise see the
+  // answer vanish as soon as it appeared.
+  function keepResults(old, fresh) {
+    old.querySelectorAll(".lab-result").forEach(function (r) {
+      if (!r.childNodes.length) { return; }
+      var twin = r.id ? fresh.querySelector("#" + CSS.escape(r.id)) : null;
+      if (!twin) {
+        var btn = r.parentElement.querySelector("[data-lab-action]");
+        var fb = btn && fresh.querySelector('[data-lab-action="' + btn.dataset.labAction + '"]');
+        twin = fb && fb.parentElement.querySelector(".lab-result");
+      }
+      if (twin && !twin.childNodes.length) {
+        while (r.firstChild) { twin.appendChild(r.firstChild); }
+      }
+    });
   }
 
   // When the class moves to a chapter, this page follows: it drops a
