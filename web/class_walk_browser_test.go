@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -284,5 +285,40 @@ func TestBrowserPagesReachableByKeyboard(t *testing.T) {
 	}
 	if bad := liveEval[[]string](t, board, scrollRegionsReachable); len(bad) > 0 {
 		t.Errorf("board: scrolling regions the keyboard cannot reach: %v", bad)
+	}
+}
+
+// TestBrowserIdleBoardShowsTheTimeline: outside a chapter, with the join
+// panel showing a room's address and QR code, the timeline's newest row is
+// on the projector's screen at 1920x1080 and at 1280x720 (what the
+// presenter shows from the idle board, a crash or step mode, happens
+// there); during a chapter the board keeps a level-one heading.
+func TestBrowserIdleBoardShowsTheTimeline(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	env.Server.listenAddr.Store(&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 8080})
+	ctx := liveBrowser(t, 1920, 1080)
+	liveOpen(t, ctx, env.URL+"/board")
+	for i := range 4 {
+		if r := env.pay(fmt.Sprintf("idle-%d", i), fmt.Sprintf(`{"order_id":"I-%d","amount_satang":100}`, i)); r.Status != http.StatusCreated {
+			t.Fatalf("pay: %d %s", r.Status, r.Body)
+		}
+	}
+	liveWait(t, ctx, "the timeline's rows", 5*time.Second, `document.querySelectorAll("#timeline > li").length >= 4`)
+	for _, size := range [][2]int64{{1920, 1080}, {1280, 720}} {
+		boardViewport(t, ctx, size[0], size[1])
+		liveDo(t, ctx, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+		top := liveEval[float64](t, ctx, `document.querySelector("#timeline > li").getBoundingClientRect().top`)
+		if top > float64(size[1])-60 {
+			t.Errorf("at %dx%d the timeline's newest row starts at y=%.0f", size[0], size[1], top)
+		}
+		boardScreenshot(t, ctx, fmt.Sprintf("board-idle-%dx%d.png", size[0], size[1]))
+	}
+	if err := env.Server.startLesson(context.Background(), "no-key", "test"); err != nil {
+		t.Fatal(err)
+	}
+	boardViewport(t, ctx, 1920, 1080)
+	liveWait(t, ctx, "the chapter on the board", 10*time.Second, `!!document.querySelector(".lesson-caption")`)
+	if !liveEval[bool](t, ctx, `[...document.querySelectorAll("h1")].some(h => h.checkVisibility())`) {
+		t.Error("the board during a chapter has no level-one heading")
 	}
 }
