@@ -133,11 +133,9 @@ const (
 type labState struct {
 	s *Server
 
-	// The room's settings and lesson (room.go applies them), with the
-	// counters that tell the pages to draw them again.
-	settings    atomic.Pointer[LabSettings]
+	// The counters that tell the pages to draw the room's lab settings
+	// and lesson again (room.go and narration.go move them).
 	settingsSeq atomic.Uint64
-	lesson      atomic.Pointer[string] // the chapter the class is on; "" for none
 	lessonSeq   atomic.Uint64
 	chapters    []Chapter // the lessons, built once (lessons.go)
 
@@ -174,20 +172,16 @@ const labMaxTracked = 10_000
 
 func newLab(s *Server) *labState {
 	l := &labState{s: s, seen4xx: map[refusalKey]int{}, personal: map[string]string{}, locks: newKeyLocks(labMaxTracked)}
-	d := DefaultLabSettings()
-	l.settings.Store(&d)
-	empty := ""
-	l.lesson.Store(&empty)
 	l.settingsSeq.Store(1)
 	l.lessonSeq.Store(1)
 	return l
 }
 
-// Settings returns the lab's current settings.
-func (l *labState) Settings() LabSettings { return *l.settings.Load() }
+// Settings returns the lab's current settings: the room's.
+func (l *labState) Settings() LabSettings { return l.s.room.Load().Lab }
 
-// Lesson returns the chapter the class is on, "" when none.
-func (l *labState) Lesson() string { return *l.lesson.Load() }
+// Lesson returns the chapter the class is on, "" when none: the room's.
+func (l *labState) Lesson() string { return l.s.room.Load().Lesson }
 
 // labRoutes registers the lab, the lessons and the timeline export.
 // Which handler POST /v1/payments runs is decided in handleCreatePayment.

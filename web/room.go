@@ -110,15 +110,11 @@ func (s *Server) applyRoom(old, next roomState) {
 		s.faults.SetRandom(next.Faults.Random)
 	}
 	if next.Lab != old.Lab {
-		lab := next.Lab
-		s.lab.settings.Store(&lab)
 		s.lab.settingsSeq.Add(1)
 	}
 	if next.Lesson != old.Lesson || next.LessonRuns != old.LessonRuns {
 		_, ch, _ := s.chapter(next.Lesson)
 		s.narration.begin(next.Lesson, ch.Watch)
-		lesson := next.Lesson
-		s.lab.lesson.Store(&lesson)
 		s.lab.lessonSeq.Add(1)
 	}
 	s.clock.SetOffset(next.ClockOffset)

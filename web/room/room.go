@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,10 @@ type Room[S any] struct {
 	// name; member is what the followers list names it by.
 	id, member string
 
+	// snapshot is state, for Load to read without the lock: requests read
+	// the room on every payment.
+	snapshot atomic.Pointer[S]
+
 	mu      sync.Mutex
 	state   S
 	version int64 // of state; a state of an older version is not applied
@@ -49,18 +54,18 @@ func New[S any](peers Peers, id, name string, defaults func() S, onApply func(ol
 	if name != "" {
 		member += " " + name
 	}
-	return &Room[S]{peers: peers, defaults: defaults, onApply: onApply, logf: logf, id: id, member: member,
+	r := &Room[S]{peers: peers, defaults: defaults, onApply: onApply, logf: logf, id: id, member: member,
 		state: defaults(), changed: make(chan struct{}), followed: make(chan struct{})}
+	first := r.state
+	r.snapshot.Store(&first)
+	return r
 }
 
 // ID is this server's random id in the room.
 func (r *Room[S]) ID() string { return r.id }
 
-// Load returns the snapshot this server applied last.
-func (r *Room[S]) Load() S {
-	s, _, _ := r.Watch()
-	return s
-}
+// Load returns the snapshot this server applied last. It takes no lock.
+func (r *Room[S]) Load() S { return *r.snapshot.Load() }
 
 // Watch returns the snapshot this server applied last, its version, and
 // a channel closed when a newer one is applied.
@@ -151,6 +156,7 @@ func (r *Room[S]) apply(next S, version int64) {
 	}
 	old := r.state
 	r.state, r.version = next, version
+	r.snapshot.Store(&next)
 	close(r.changed)
 	r.changed = make(chan struct{})
 	r.onApply(old, next)
