@@ -290,7 +290,25 @@
     };
   }
 
+  // A payment with no Idempotency-Key header at all: the real server
+  // refuses it with a 400 before anything is saved (the lab's no-key mode
+  // runs it instead).
+  function sendNoKey() {
+    var order = randomOrder("N");
+    return fetch("/v1/payments", {
+      method: "POST", credentials: "same-origin", cache: "no-store",
+      headers: { "Content-Type": "application/json", "Accept": "application/json" },
+      body: JSON.stringify({ order_id: order, amount_satang: 129900 }),
+    }).then(function (r) {
+      return r.json().catch(function () { return {}; }).then(function (b) {
+        var text = "Order " + order + ", no key: " + r.status + (b.title ? " " + b.title : "") + (b.detail ? ". " + b.detail : "");
+        return { ok: true, tone: r.status === 400 ? "ok" : "bad", text: text };
+      });
+    }, function () { return { ok: false, status: 0, body: { detail: "no answer" } }; });
+  }
+
   var actions = {
+    "send-no-key": sendNoKey,
     "burst": burst,
     "faults-off": function () { return api("PUT", "/api/faults", {}); },
     "warp-sweep": chain(

@@ -322,3 +322,19 @@ func TestBrowserIdleBoardShowsTheTimeline(t *testing.T) {
 		t.Error("the board during a chapter has no level-one heading")
 	}
 }
+
+// TestBrowserMissingKeyFromThePage: a student can send a payment with no
+// Idempotency-Key from the lab's first card and see the 400, and nothing is
+// saved or charged.
+func TestBrowserMissingKeyFromThePage(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	ctx := liveBrowser(t, 1366, 900)
+	liveOpen(t, ctx, env.URL+"/")
+	liveDo(t, ctx, "sending with no key", chromedp.ScrollIntoView(chromedp.CSS(`[data-lab-action="send-no-key"]`)),
+		liveClick(`[data-lab-action="send-no-key"]`))
+	liveWait(t, ctx, "the 400 under the button", 10*time.Second, `/no key: 400/.test(document.getElementById("lab-nokey-result").textContent)`)
+	liveWait(t, ctx, "the 400 on the timeline", 5*time.Second, `/400/.test(document.getElementById("timeline").textContent)`)
+	if n := env.charges(); n != 0 {
+		t.Fatalf("%d charges for a request with no key", n)
+	}
+}

@@ -138,11 +138,16 @@ func buildChapters(cfg Config) []Chapter {
 			Lab:    labWith(func(l *LabSettings) { l.Server.Mode = LabNoKey }),
 			SwitchOn: []string{"Lab: the server ignores the key and executes every request.",
 				"A delay of 800 ms, so the second click arrives while the first is still running."},
-			Do: []string{"Double-click Pay."},
+			Do:        []string{"Double-click Pay.", "“Put the key back”, New order, double-click again."},
+			StudentDo: []string{"Double-click Pay.", "Once the key is back: New order, double-click again."},
 			Watch: []watchFor{
 				{"Two rows, two trips to the gateway, two charges for one order, in red.", func(w *seeing) bool { return w.twice() }},
 				{"The lab's first card counts the order charged twice.", func(w *seeing) bool { return w.twice() }},
+				{"Key back: the second click gets 409 or a replay.", func(w *seeing) bool {
+					return w.seen(0) && (w.is(live.Conflict) || w.is(live.Replayed))
+				}},
 			},
+			Actions: []views.LessonAction{{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"mode": LabCorrect}}), Label: "Put the key back", Presenter: true}},
 			Why: "Without a key the server cannot tell a second click from a second purchase, so it does what it is asked, twice. " +
 				"Disabling the button would stop this one case, but not a retry after a lost response.",
 		},
@@ -151,11 +156,18 @@ func buildChapters(cfg Config) []Chapter {
 			Faults: pay.Faults{Server: pay.ServerFaults{ResponseLost: true}},
 			Lab:    labWith(func(l *LabSettings) { l.Client.NewKeyPerRetry = true }), Retry: true,
 			SwitchOn: []string{"Lab: every browser makes a new key for each retry.", "Response lost."},
-			Do:       []string{"Press Pay once, and wait for the retries to end."},
+			Do:       []string{"Press Pay once, and wait for the retries to end.", "“Keep one key per order”, New order, Pay again."},
+			StudentDo: []string{"Press Pay once, and wait for the retries to end.",
+				"Once there is one key per order: New order, Pay again."},
 			Watch: []watchFor{
 				{"The key on the checkout card changes with every retry.", func(w *seeing) bool { return w.is(live.Received) && w.orderKeys() >= 2 }},
 				{"Every attempt is charged: the same order again and again, in red.", func(w *seeing) bool { return w.twice() }},
+				{"One key per order: the retry gets the saved 201 back.", func(w *seeing) bool {
+					return w.seen(1) && w.replayAfterLost()
+				}},
 			},
+			Actions: []views.LessonAction{{ID: "lab-patch", Arg: labPatchArg(map[string]any{"client": map[string]any{"new_key_per_retry": false}}),
+				Label: "Keep one key per order", Presenter: true}},
 			Why: "A retry under a new key is a new payment as far as the server can tell: nothing links the two. " +
 				"The key belongs to the action: made once, when the customer starts paying, and kept until it is settled.",
 		},
@@ -186,33 +198,46 @@ func buildChapters(cfg Config) []Chapter {
 			Lab:      labWith(func(l *LabSettings) { l.Server.Mode, l.Server.CheckGapMS = LabMemoryLock, lockLessonGapMS }),
 			SwitchOn: []string{"Lab: the server locks the key in its own memory, looks it up, waits 1 s (room for a double-click), then INSERTs it, into tables with no constraints."},
 			Do: []string{"On one server, double-click Pay or send 10 at once with one key.",
-				"Run paytwice cluster -servers 3 -db postgres://…, start this chapter there and do it again."},
+				"Run paytwice cluster -servers 3 -db postgres://…, start this chapter there and do it again.",
+				"“Let the database decide”, then send 10 again."},
 			StudentDo: []string{"Double-click Pay, or send 10 at once with one key.",
-				"Once the presenter runs three servers, open the address on the board and do it again."},
+				"Once the presenter runs three servers, open the address on the board and do it again.",
+				"Once the database decides: send 10 again."},
 			Watch: []watchFor{
 				{"One server: the second click waits for the lock, then replays the first click's 201. One charge.", func(w *seeing) bool { return w.is(live.Replayed) && w.keyCharges() == 1 }},
 				{"Three servers: the two clicks land on two servers, each takes its own lock, and the order is charged twice, in red.", func(w *seeing) bool { return w.is(live.Charged) && w.keyCharges() == 2 }},
 				{"The lab's eighth card counts the key charged more than once.", func(w *seeing) bool { return w.is(live.Charged) && w.keyCharges() == 2 }},
+				{"The database deciding: one charge, the others 409.", func(w *seeing) bool {
+					return (w.seen(0) || w.seen(1)) && w.is(live.Conflict)
+				}},
 			},
 			Why: "A lock only stops the requests that come to it, and this one lives in one server's memory. " +
 				"Behind a load balancer the two clicks of one double-click often reach two servers: each finds its own lock free, " +
 				"each looks the key up before the other has inserted it, and each charges. " +
 				"Only what every server shares can decide the race: the database, with a constraint on the key.",
-			Actions: []views.LessonAction{{ID: "burst", Arg: strconv.Itoa(LabBurstSize), Label: "Send 10 at once with one key"}},
+			Actions: []views.LessonAction{{ID: "burst", Arg: strconv.Itoa(LabBurstSize), Label: "Send 10 at once with one key"},
+				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"mode": LabCorrect}}), Label: "Let the database decide", Presenter: true}},
 		},
 		{
 			Slug: "retry-every-4xx", Title: "Mistake: retrying every 4xx", Part: partMistakes,
 			Lab:      labWith(func(l *LabSettings) { l.Client.RetryEvery4xx = true }),
 			SwitchOn: []string{"Lab: every browser retries 400 and 422 too."},
-			Do:       []string{"Press Pay.", "Press “Pay again with another amount” (the same key, a different body)."},
+			Do: []string{"Press Pay.", "Press “Pay again with another amount” (the same key, a different body).",
+				"Press “Retry only what can change”, then New order, Pay, and “Pay again with another amount”."},
+			StudentDo: []string{"Press Pay.", "Press “Pay again with another amount” (the same key, a different body).",
+				"Once the presenter has stopped the retries of 4xx, press New order, Pay, and “Pay again with another amount”."},
 			Watch: []watchFor{
 				{"422 after 422 in the list of attempts, until the page gives up.", func(w *seeing) bool { return w.is(live.Mismatch) && w.keyEvents(live.Mismatch) >= 2 }},
 				{"The lab's fourth card counts the wasted attempts.", func(w *seeing) bool { return w.is(live.Mismatch) && w.keyEvents(live.Mismatch) >= 2 }},
+				{"4xx not retried: one 422, at once.", func(w *seeing) bool {
+					return w.seen(0) && w.is(live.Mismatch) && w.keyEvents(live.Mismatch) == 1
+				}},
 			},
 			Why: "A 422 says the key already belongs to another request. Sending the same request again cannot change that, " +
 				"so every retry is wasted, and the customer waits for the backoff to run out before hearing what was wrong. " +
 				"Only network failures, 409, 429 and 5xx can turn out differently next time.",
-			Actions: []views.LessonAction{{ID: "pay-other-amount", Label: "Pay again with another amount"}},
+			Actions: []views.LessonAction{{ID: "pay-other-amount", Label: "Pay again with another amount"},
+				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"client": map[string]any{"retry_every_4xx": false}}), Label: "Retry only what can change", Presenter: true}},
 		},
 		{
 			Slug: "new-key-after-500", Title: "Mistake: a new key after a 500", Part: partMistakes,
