@@ -44,8 +44,13 @@ type GatewayHandler struct {
 type GatewayHTTPSwitches struct {
 	// LatencyMS is how long a charge takes before it is recorded.
 	LatencyMS int `json:"latency_ms"`
-	// LatencyOrderID, when set, makes only that order's charges slow, so
-	// a test can hold one payment in flight while others go through.
+	// HoldAnswerMS is how long the answer to a charge is held after the
+	// charge is recorded: a caller that gives up meanwhile has been
+	// charged without learning it.
+	HoldAnswerMS int `json:"hold_answer_ms"`
+	// LatencyOrderID, when set, makes only that order's charges slow (and
+	// their answers held), so a test can hold one payment in flight while
+	// others go through.
 	LatencyOrderID string `json:"latency_order_id"`
 	// Timeout records the charge and then closes the connection with no
 	// answer: the caller cannot know that it was charged.
@@ -125,7 +130,8 @@ func (g *GatewayHandler) handleCharge(w http.ResponseWriter, r *http.Request) {
 		gatewayError(w, http.StatusPaymentRequired, "the card was declined")
 		return
 	}
-	if sw.LatencyMS > 0 && (sw.LatencyOrderID == "" || sw.LatencyOrderID == req.OrderID) {
+	slowed := sw.LatencyOrderID == "" || sw.LatencyOrderID == req.OrderID
+	if sw.LatencyMS > 0 && slowed {
 		g.mu.Lock()
 		g.pending[req.OrderID]++
 		g.mu.Unlock()
@@ -147,6 +153,11 @@ func (g *GatewayHandler) handleCharge(w http.ResponseWriter, r *http.Request) {
 	if !fresh && (ch.OrderID != req.OrderID || ch.AmountSatang != req.AmountSatang) {
 		gatewayError(w, http.StatusUnprocessableEntity, "the key %q already charged order %s (%d)", key, ch.OrderID, ch.AmountSatang)
 		return
+	}
+	if sw.HoldAnswerMS > 0 && slowed {
+		if err := g.sleep(r.Context(), time.Duration(sw.HoldAnswerMS)*time.Millisecond); err != nil {
+			return // the caller left: charged, and it will never know
+		}
 	}
 	if sw.Timeout {
 		// Charged, and the answer never leaves.
@@ -211,6 +222,10 @@ func (g *GatewayHandler) handlePutSwitches(w http.ResponseWriter, r *http.Reques
 	}
 	if sw.LatencyMS < 0 || sw.LatencyMS > maxGatewayLatencyMS {
 		gatewayError(w, http.StatusBadRequest, "latency_ms must be between 0 and %d, not %s", maxGatewayLatencyMS, strconv.Itoa(sw.LatencyMS))
+		return
+	}
+	if sw.HoldAnswerMS < 0 || sw.HoldAnswerMS > maxGatewayLatencyMS {
+		gatewayError(w, http.StatusBadRequest, "hold_answer_ms must be between 0 and %d, not %s", maxGatewayLatencyMS, strconv.Itoa(sw.HoldAnswerMS))
 		return
 	}
 	g.mu.Lock()

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -61,6 +62,7 @@ func TestGatewayHandler(t *testing.T) {
 			{"/charges", "k", `{"order_id":"O","amount":0}`},
 			{"/charges", "k", `{"order_id":"O","amount":1,"x":1}`},
 			{"/switches", "", `{"latency_ms":-1}`},
+			{"/switches", "", `{"hold_answer_ms":60001}`},
 		} {
 			method := http.MethodPost
 			if c.path == "/switches" {
@@ -86,5 +88,39 @@ func TestGatewayHandler(t *testing.T) {
 			t.Fatalf("%d charges after the time-out, want 1", n)
 		}
 		do(t, http.MethodPut, "/switches", "", `{}`)
+	})
+	t.Run("a held answer: the charge is in the books before its caller hears of it", func(t *testing.T) {
+		if s, _, _ := do(t, http.MethodPut, "/switches", "", `{"hold_answer_ms":60000,"latency_order_id":"O-4"}`); s != http.StatusOK {
+			t.Fatal(s)
+		}
+		defer do(t, http.MethodPut, "/switches", "", `{}`)
+		if s, _, _ := do(t, http.MethodPost, "/charges", "k-5", `{"order_id":"O-5","amount":1}`); s != http.StatusCreated {
+			t.Fatalf("another order: %d", s)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/charges", strings.NewReader(`{"order_id":"O-4","amount":1}`))
+			req.Header.Set("Idempotency-Key", "k-4")
+			res, err := http.DefaultClient.Do(req)
+			if err == nil {
+				res.Body.Close()
+			}
+			done <- err
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(list(t, "O-4")) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the held charge never reached the books")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("the held answer came")
+		}
+		if n := len(list(t, "O-4")); n != 1 {
+			t.Fatalf("%d charges, want 1", n)
+		}
 	})
 }

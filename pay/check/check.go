@@ -292,6 +292,10 @@ type req struct {
 	other       bool // as the second caller (-other-auth)
 	noRecord    bool
 	caseNum     int
+	// expectContinue asks for "100 Continue" (Expect: 100-continue): a
+	// server sends it once it starts reading the body, which tells the
+	// checker that the request is in the server's hands.
+	expectContinue bool
 }
 
 // body fills the template for q.
@@ -337,6 +341,9 @@ func (r *run) newRequest(ctx context.Context, q req) (*http.Request, string, err
 	}
 	if q.other {
 		hr.Header.Set("Authorization", r.cfg.OtherAuth)
+	}
+	if q.expectContinue {
+		hr.Header.Set("Expect", "100-continue")
 	}
 	switch {
 	case q.noKey:
@@ -437,8 +444,11 @@ func orDefault(s, def string) string {
 // answer is read at all.
 type rawConn struct {
 	conn net.Conn
+	in   *bufio.Reader
 	rest []byte // the bytes not yet sent
 	rec  Record
+	// deadline ends the whole exchange (-timeout).
+	deadline time.Time
 }
 
 // dialRaw opens a connection for q and sends all of it but the last byte.
@@ -474,13 +484,14 @@ func (r *run) dialRaw(ctx context.Context, q req) (*rawConn, error) {
 		conn = tc
 	}
 	data := buf.Bytes()
-	_ = conn.SetDeadline(time.Now().Add(r.cfg.Timeout))
+	deadline := time.Now().Add(r.cfg.Timeout)
+	_ = conn.SetDeadline(deadline)
 	if _, err := conn.Write(data[:len(data)-1]); err != nil {
 		conn.Close()
 		return nil, err
 	}
 	rec := r.recordOf(q, hr.Method, hr.URL.String(), body)
-	return &rawConn{conn: conn, rest: data[len(data)-1:], rec: rec}, nil
+	return &rawConn{conn: conn, in: bufio.NewReader(conn), rest: data[len(data)-1:], rec: rec, deadline: deadline}, nil
 }
 
 // release sends the last byte: the server now has the whole request.
@@ -490,11 +501,36 @@ func (c *rawConn) release() error {
 	return err
 }
 
-// read reads the answer and closes the connection.
+// maxInterim bounds the interim (1xx) answers read before the final one.
+const maxInterim = 10
+
+// read reads the answer, past any interim 1xx, and closes the connection.
 func (c *rawConn) read(req *http.Request) answer {
 	defer c.conn.Close()
-	res, err := http.ReadResponse(bufio.NewReader(c.conn), req)
+	res, err := http.ReadResponse(c.in, req)
+	for i := 0; err == nil && isInterim(res.StatusCode) && i < maxInterim; i++ {
+		res, err = http.ReadResponse(c.in, req)
+	}
 	return finish(c.rec, res, err)
+}
+
+func isInterim(status int) bool {
+	return status >= 100 && status < 200 && status != http.StatusSwitchingProtocols
+}
+
+// awaitContinue waits, for at most limit, for the server's "100
+// Continue" to a request sent with Expect: 100-continue. It reads no
+// further than the first status line; a final answer instead is left
+// for read.
+func (c *rawConn) awaitContinue(limit time.Duration) bool {
+	_ = c.conn.SetReadDeadline(time.Now().Add(limit))
+	defer c.conn.SetReadDeadline(c.deadline)
+	line, err := c.in.Peek(len("HTTP/1.1 100 "))
+	if err != nil || !bytes.HasPrefix(line, []byte("HTTP/1.")) || !bytes.HasSuffix(line, []byte(" 100 ")) {
+		return false
+	}
+	res, err := http.ReadResponse(c.in, &http.Request{Method: http.MethodPost})
+	return err == nil && res.StatusCode == http.StatusContinue
 }
 
 // finish reads res (or takes err) into rec's answer, ending it now.
@@ -639,6 +675,22 @@ func (r *run) waitPending(ctx context.Context, action string, limit time.Duratio
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		if n, err := r.gatewayPending(ctx, action); err == nil && n > 0 {
+			return true
+		}
+		if sleep(ctx, 10*time.Millisecond) != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// waitCharged waits, polling, until the gateway's books hold a charge for
+// action, for at most limit.
+func (r *run) waitCharged(ctx context.Context, action string, limit time.Duration) bool {
+	u := strings.TrimRight(r.cfg.Gateway, "/") + "/charges?order_id=" + url.QueryEscape(action)
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if n, err := r.countAt(ctx, u, "charges"); err == nil && n > 0 {
 			return true
 		}
 		if sleep(ctx, 10*time.Millisecond) != nil {
