@@ -1458,7 +1458,7 @@ func lessonPanel(l Lesson) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 113, " short chapters: the article's three ways a request can fail, then its common mistakes, each made for real and then put right. Each chapter clears the board and sets its own switches.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 113, " short chapters: the article's three ways a request can fail and a crash, then its common mistakes, each made for real and then put right. Each chapter clears the board and sets its own switches.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

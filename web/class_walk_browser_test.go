@@ -108,6 +108,7 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 	walk := map[string]func(){
 		"connection-never-happens": func() { pay(false); presenter(http.MethodPut, "/api/faults", map[string]any{}); pay(false) },
 		"fails-halfway":            func() { pay(false); pay(false) },
+		"crash-midway":             func() { pay(false); pay(false) },
 		"prune-too-soon": func() {
 			pay(false)
 			presenter(http.MethodPost, "/api/clock/advance", map[string]int{"seconds": 120})
@@ -120,6 +121,7 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 	// one named: each explanation fits what happened.
 	words := map[string]struct{ state, re string }{
 		"fails-halfway":     {"held", `answered 500 after it started`},
+		"crash-midway":      {"held", `never answered`},
 		"no-key":            {"twice", `this server ignores keys`},
 		"check-then-insert": {"twice", `looked the key up before any had written it`},
 		"prune-too-soon":    {"twice", `the key was pruned`},

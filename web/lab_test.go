@@ -416,7 +416,7 @@ func TestLabSwitchesAPI(t *testing.T) {
 func TestLessonsAPI(t *testing.T) {
 	env := newTestEnv(t, Config{})
 	var state LessonsState
-	if r := env.get("/api/lessons"); r.Status != http.StatusOK || json.Unmarshal(r.Body, &state) != nil || len(state.Chapters) != 11 || state.Current != "" {
+	if r := env.get("/api/lessons"); r.Status != http.StatusOK || json.Unmarshal(r.Body, &state) != nil || len(state.Chapters) != 12 || state.Current != "" {
 		t.Fatalf("GET /api/lessons: %d %s", r.Status, r.Body)
 	}
 	t.Run("every chapter has its steps and a setup that validates", func(t *testing.T) {
@@ -439,14 +439,14 @@ func TestLessonsAPI(t *testing.T) {
 		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
 			t.Fatalf("PUT: %d %s", r.Status, r.Body)
 		}
-		if got.Current != "no-key" || got.Chapter != 4 || got.Of != 11 || got.Lab.Server.Mode != LabNoKey || got.Faults.Server.DelayMS != 800 {
+		if got.Current != "no-key" || got.Chapter != 5 || got.Of != 12 || got.Lab.Server.Mode != LabNoKey || got.Faults.Server.DelayMS != 800 {
 			t.Fatalf("started %+v", got)
 		}
 		if env.charges() != 0 {
 			t.Fatal("starting a chapter did not reset the charges")
 		}
 		es := env.Server.Hub().Recent(10)
-		if last := es[len(es)-1]; last.Kind != lessonKind || !strings.Contains(last.Message, "chapter 4 of 11") {
+		if last := es[len(es)-1]; last.Kind != lessonKind || !strings.Contains(last.Message, "chapter 5 of 12") {
 			t.Fatalf("last event %+v", last.Event)
 		}
 	})

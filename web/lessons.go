@@ -133,6 +133,29 @@ func buildChapters(cfg Config) []Chapter {
 				"Its retry is safe only because it carries the same key, so the server answers from the key row instead of charging again.",
 		},
 		{
+			Slug: "crash-midway", Title: "The server crashes midway", Part: partFailures,
+			Faults:   pay.Faults{Server: pay.ServerFaults{CrashMidway: true}},
+			Lab:      labWith(nil),
+			SwitchOn: []string{"Crash midway: the server stops right after the gateway charged, before it records anything or answers."},
+			Do: []string{"Press Pay once.", "Press Pay again: the key is still started.",
+				"Press “Warp past the lock timeout and sweep”.", "Press Pay again."},
+			StudentDo: []string{"Press Pay once.", "Press Pay again: the key is still started.",
+				"Wait while the presenter warps the clock past the lock timeout and sweeps.", "Press Pay again."},
+			Watch: []watchFor{
+				{"The first row stops after the gateway: no answer, the key left started; the second Pay gets 409.", func(w *seeing) bool {
+					return w.is(live.Conflict) && w.keyEvents(live.Crashed) > 0
+				}},
+				{"The sweeper asks the gateway, finds the charge, records it and marks the key done.", func(w *seeing) bool { return w.is(live.Swept) && w.e.Sweep == live.SweepCharged }},
+				{"The last Pay is a replay of that 201: one charge in all.", func(w *seeing) bool {
+					return w.seen(1) && w.is(live.Replayed) && w.e.Status == http.StatusCreated && w.orderCharges() == 1
+				}},
+			},
+			Why: "Nobody is left to finish a request whose server stopped: its key stays started, so every retry gets 409 instead of a second charge. " +
+				"Only the sweeper can close it, once the key is older than the lock timeout: it asks the gateway whether a charge with that key exists, " +
+				"and saves the answer, so the next retry is answered from the key.",
+			Actions: []views.LessonAction{{ID: "warp-sweep", Arg: warpSweep, Label: "Warp past the lock timeout and sweep", Presenter: true}},
+		},
+		{
 			Slug: "no-key", Title: "Mistake: no idempotency key", Part: partMistakes, Race: true,
 			Faults: pay.Faults{Server: pay.ServerFaults{DelayMS: 800}},
 			Lab:    labWith(func(l *LabSettings) { l.Server.Mode = LabNoKey }),

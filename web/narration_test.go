@@ -127,3 +127,33 @@ func TestNarrationMemoryIsBounded(t *testing.T) {
 		t.Fatalf("the newest key: %d charges, events %v", st.keyCharges[last], st.keyEvents[last])
 	}
 }
+
+// TestNarrationCrashMidway walks the crash chapter: the crash leaves the
+// key started and the retry gets 409, the sweeper finds the gateway's
+// charge and records it, and the last retry is its replay.
+func TestNarrationCrashMidway(t *testing.T) {
+	env := newTestEnv(t, Config{LockTimeout: 2 * time.Second})
+	sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
+	if err := env.Server.startLesson(context.Background(), "crash-midway", "test"); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"order_id":"C-1","amount_satang":129900}`
+	if _, err := env.tryPay("crash-1", body); err == nil {
+		t.Fatal("the crashed request answered")
+	}
+	if r := env.pay("crash-1", body); r.Status != http.StatusConflict {
+		t.Fatalf("the retry while the key is started: %d", r.Status)
+	}
+	waitTicks(t, env, sub, "crash-midway", []bool{true, false, false})
+	env.Clock.Advance(3 * time.Second)
+	if out, err := env.Server.Sweep(context.Background()); err != nil || len(out) != 1 {
+		t.Fatalf("sweep: %v %v", out, err)
+	}
+	if r := env.pay("crash-1", body); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the retry after the sweep: %d replayed %q", r.Status, r.Header.Get("Idempotent-Replayed"))
+	}
+	waitTicks(t, env, sub, "crash-midway", []bool{true, true, true})
+	if n := env.charges(); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+}
