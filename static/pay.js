@@ -554,6 +554,8 @@
       // Names this attempt, so the server can tell the page if the
       // browser sent it more than once by itself.
       headers["Paytwice-Attempt"] = uuid();
+      // Which click and which retry of it, for the step bar on the board.
+      headers["Paytwice-Click"] = req.click + (req.attempt > 0 ? "." + req.attempt : "");
       return fetch("/v1/payments", {
         method: "POST",
         headers: headers,
@@ -686,6 +688,7 @@
           req.key = uuid();
           changeKey(ord, req.key);
         }
+        req.attempt = attempt;
         if (!ord.firstSent[req.key]) { ord.firstSent[req.key] = Date.now(); }
         var r = addRow(ord, { click: n, attempt: attempt, label: label, key: req.key });
         Object.defineProperty(r, "run", { value: my });
@@ -767,7 +770,7 @@
         setStatus("invalid", [badge("amount", "bad"), " Type an amount in baht, like 1,299.00."]);
         return;
       }
-      var req = { key: ord.key, orderId: ord.orderId, amount: amt };
+      var req = { key: ord.key, orderId: ord.orderId, amount: amt, click: n, attempt: 0 };
       my.inflight++;
       drawGuard();
       if (!ord.paid) { drawSending(); }

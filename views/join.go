@@ -56,6 +56,8 @@ type HeldRow struct {
 	// CanLose and CanCrash say which aimed faults can still change it.
 	Answer            string
 	CanLose, CanCrash bool
+	// Click is which click of its page it is ("click 2"), when known.
+	Click string
 }
 
 func stepBarClass(b StepBar) string {

@@ -185,6 +185,15 @@ func TestBrowserStepModeAtATeachersPace(t *testing.T) {
 	liveDo(t, ctx, "paying", liveClick("#pay"))
 	for i, cp := range []string{"received", "key claimed", "before the gateway", "gateway answered", "saved", "answered"} {
 		id := env.waitHeld(cp)
+		if i == 0 {
+			// The step bar says which click of the page this is.
+			if st := env.api(http.MethodGet, "/api/step", ""); !strings.Contains(string(st.Body), `"click":"1"`) {
+				t.Fatalf("GET /api/step does not name the page's click: %s", st.Body)
+			}
+			if v := env.Server.steps.view(); len(v.Held) != 1 || v.Held[0].Click != "click 1" {
+				t.Fatalf("the step bar: %+v", v.Held)
+			}
+		}
 		liveWait(t, ctx, "the held step on the page's timeline", 5*time.Second,
 			fmt.Sprintf(`!!document.getElementById(%q)`, "tl-"+id+"-held"))
 		pause := 4 * attemptMS

@@ -289,6 +289,9 @@ func truncate(s string, n int) string {
 const (
 	pageSessionHeader = "Paytwice-Session"
 	pageAttemptHeader = "Paytwice-Attempt"
+	// pageClickHeader says which click of the page (and which retry of
+	// it: "2.1") an attempt is, for the step bar.
+	pageClickHeader = "Paytwice-Click"
 	// attemptCopiesHeader answers how many times this attempt reached
 	// the server when that is more than once.
 	attemptCopiesHeader = "Paytwice-Attempt-Copies"
@@ -364,4 +367,24 @@ func (l *attemptLog) see(id string) int {
 	}
 	l.seen[id] = n
 	return n
+}
+
+// pageClick reads which click of the checkout page a request is ("2", or
+// "2.1" for its first retry); "" when the header is missing or is not that.
+func pageClick(r *http.Request) string {
+	v := r.Header.Get(pageClickHeader)
+	if len(v) == 0 || len(v) > 9 {
+		return ""
+	}
+	dots := 0
+	for i, c := range v {
+		switch {
+		case c >= '0' && c <= '9':
+		case c == '.' && i > 0 && i < len(v)-1 && dots == 0:
+			dots++
+		default:
+			return ""
+		}
+	}
+	return v
 }

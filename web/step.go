@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -345,6 +346,9 @@ type HeldRequest struct {
 	Checkpoint string `json:"checkpoint"`
 	// Answer is the status it is about to send, when held at "answered".
 	Answer int `json:"answer,omitempty"`
+	// Click is which click of the checkout page it is ("2", "2.1" for
+	// that click's first retry), when a page sent it.
+	Click string `json:"click,omitempty"`
 	// Faults names the faults that can still be aimed at it (aimable).
 	Faults  []string  `json:"faults,omitempty"`
 	Key     string    `json:"key,omitempty"`
@@ -363,7 +367,7 @@ func (st *stepper) state() StepState {
 	defer st.mu.Unlock()
 	out := StepState{On: st.on.Load(), LimitSeconds: int(st.limit / time.Second), Held: []HeldRequest{}}
 	for _, h := range st.held {
-		out.Held = append(out.Held, HeldRequest{Request: h.p.id, Checkpoint: h.at.String(), Answer: h.p.step.answer, Faults: aimable(h), Key: h.p.key,
+		out.Held = append(out.Held, HeldRequest{Request: h.p.id, Checkpoint: h.at.String(), Answer: h.p.step.answer, Faults: aimable(h), Click: pageClick(h.p.c.Request()), Key: h.p.key,
 			OrderID: h.p.req.OrderID, Scope: h.p.scope, Since: h.since, Server: st.s.cfg.Name})
 	}
 	if others := st.othersLocked(); len(others) > 0 {
@@ -386,7 +390,7 @@ func (st *stepper) view() views.StepBar {
 		if h.Server != "" {
 			who += " on " + h.Server
 		}
-		v.Held = append(v.Held, views.HeldRow{Request: h.Request, RowID: "tl-" + h.Request, Checkpoint: h.Checkpoint, Answer: heldAnswerText(h.Answer),
+		v.Held = append(v.Held, views.HeldRow{Request: h.Request, RowID: "tl-" + h.Request, Checkpoint: h.Checkpoint, Answer: heldAnswerText(h.Answer), Click: clickText(h.Click),
 			CanLose: slices.Contains(h.Faults, "response_lost"), CanCrash: slices.Contains(h.Faults, "crash_midway"),
 			OrderID: h.OrderID, Who: who})
 	}
@@ -566,6 +570,19 @@ func aimableAt(name string) []string {
 		return out
 	}
 	return nil
+}
+
+// clickText names a page's click as the step bar writes it: "click 2",
+// "click 2, retry 1"; "" for a request no page numbered.
+func clickText(click string) string {
+	if click == "" {
+		return ""
+	}
+	n, retry, ok := strings.Cut(click, ".")
+	if !ok {
+		return "click " + n
+	}
+	return "click " + n + ", retry " + retry
 }
 
 // heldAnswerText is an HTTP status as the step bar writes it, "" for none.
