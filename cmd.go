@@ -110,7 +110,7 @@ func help(args []string, stdout, stderr io.Writer, fs *flag.FlagSet) error {
 	if !ok {
 		return badUsage(stderr, fs, unknownCommand(args[0]))
 	}
-	return sub(context.Background(), []string{"-h"}, stdout, stdout)
+	return sub(context.Background(), []string{"-h"}, stdout, stderr)
 }
 
 // badUsage prints what was wrong and the usage, and returns errUsage.
@@ -181,29 +181,56 @@ func listenError(addr string, err error) error {
 	return fmt.Errorf("cannot listen on %s (set by -addr or PAYTWICE_ADDR): %w", addr, err)
 }
 
-// newFlags makes a subcommand's flag set, printing its usage to stderr.
-func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("paytwice "+name, flag.ContinueOnError)
+// cmdFlags is a command's flag set and where its usage goes: to stdout
+// when it is asked for (-h, as paytwice help CMD prints it), to stderr
+// after a wrong command line (exit status 2).
+type cmdFlags struct {
+	*flag.FlagSet
+	stdout io.Writer
+	usage  func(w io.Writer)
+}
+
+// newFlags makes a subcommand's flag set; its errors go to stderr.
+func newFlags(name, synopsis string, stdout, stderr io.Writer) *cmdFlags {
+	fs := &cmdFlags{FlagSet: flag.NewFlagSet("paytwice "+name, flag.ContinueOnError), stdout: stdout}
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: paytwice %s [flags]\n\n%s\n\nflags:\n", name, synopsis)
-		printDefaults(fs)
+	fs.usage = func(w io.Writer) {
+		fmt.Fprintf(w, "usage: paytwice %s [flags]\n\n%s\n\nflags:\n", name, synopsis)
+		out := fs.Output()
+		fs.SetOutput(w)
+		printDefaults(fs.FlagSet)
+		fs.SetOutput(out)
 	}
+	// The flag package calls Usage both for -h and after an error; parse
+	// prints it instead, where it knows which of the two it was.
+	fs.Usage = func() {}
 	return fs
 }
 
-// parseFlags parses args; -h is not an error.
-func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
-	err = fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		return true, nil
-	}
-	if err != nil {
-		return false, errUsage
+// parse parses args, which are flags only; -h is not an error.
+func (fs *cmdFlags) parse(args []string) (help bool, err error) {
+	if help, err := fs.parseSome(args); help || err != nil {
+		return help, err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(fs.Output(), "unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
+		fs.usage(fs.Output())
+		return false, errUsage
+	}
+	return false, nil
+}
+
+// parseSome parses the flags of args up to the first argument that is not
+// one: -h prints the usage on stdout and is not an error; a flag that is
+// wrong prints the usage on stderr, after the flag package's message.
+func (fs *cmdFlags) parseSome(args []string) (help bool, err error) {
+	err = fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.usage(fs.stdout)
+		return true, nil
+	case err != nil:
+		fs.usage(fs.Output())
 		return false, errUsage
 	}
 	return false, nil

@@ -17,7 +17,7 @@ import (
 // GET /api/backoff, as a table or (-json) as the same JSON.
 func runBackoff(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("backoff", "Prints the wait before each retry of a policy (retry 1 uses n = 0), the worst-case and mean\n"+
-		"total wait, and how a crowd of clients that fail at the same instant comes back.", stderr)
+		"total wait, and how a crowd of clients that fail at the same instant comes back.", stdout, stderr)
 	def := report.DefaultBackoffInput()
 	vals := map[string]*string{
 		"base":     fs.String("base", views.Seconds(def.Policy.Base.Seconds()), "first ceiling, in seconds (or a duration such as 500ms)"),
@@ -28,7 +28,7 @@ func runBackoff(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		"seed":     fs.String("seed", fmt.Sprint(def.Seed), "seed of the simulated crowd"),
 	}
 	asJSON := fs.Bool("json", false, "print the JSON of GET /api/backoff instead of tables")
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	rep, err := report.BackoffFor(query(vals))

@@ -28,7 +28,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"  -mode new     every request has a key of its own: each one is a new payment\n"+
 		"  -mode replay  pays -keys keys first (not timed), then sends them again: every answer is a saved one\n"+
 		"  -mode storm   -c requests with one key, all at once, -n times: exactly one should be a fresh 201\n\n"+
-		"In -body, {key} is replaced by the request's idempotency key and {n} by its number.", stderr)
+		"In -body, {key} is replaced by the request's idempotency key and {n} by its number.", stdout, stderr)
 	baseURL := fs.String("url", "http://127.0.0.1:8080", "the server")
 	path := fs.String("path", "/v1/payments", "the idempotent endpoint (POST)")
 	mode := fs.String("mode", "new", "new, replay or storm")
@@ -43,7 +43,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	pid := fs.Int("pid", 0, "the server's process id: also report its CPU time per request (Linux)")
 	rate := fs.Float64("rate", 0, "new and replay modes: send at most this many requests a second, evenly spaced (default: as fast as the clients go)")
 	watch := fs.Int("viewers", 0, "keep this many live pages (GET /events) open during the run, and report how long a payment's 201 took to reach them")
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	b := bench{

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -59,7 +58,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("check", "Tests the Idempotency-Key behaviour of the endpoint at URL from outside, and checks the history\n"+
 		"of what it sent for linearizability (Porcupine). Usage: paytwice check [flags] URL, or paytwice check -verify FILE.\n\n"+
 		"Exit status: 0 every case passed (DIFFERS allowed), 1 a case failed or the history is not linearizable,\n"+
-		"2 a usage error or the endpoint cannot be reached, 3 only DIFFERS, with -strict.", stderr)
+		"2 a usage error or the endpoint cannot be reached, 3 only DIFFERS, with -strict.", stdout, stderr)
 	headers := &headerFlags{h: http.Header{}}
 	var only caseList
 	body := fs.String("body", check.DefaultBody, "request body; {{id}} is a fresh value per action, {{amount}} an integer the checker may change")
@@ -81,19 +80,15 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	replayAfter := fs.Duration("replay-after", 0, "wait this long before the replay of case 1 (to test retention)")
 	patience := fs.Duration("patience", check.DefaultPatience, "how long a retry waits for a key whose first request is still running (a server's lock timeout)")
 	fs.Var(&only, "cases", "run only these cases, such as 1,4,9")
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
-		return errUsage
+	if help, err := fs.parseSome(args); help || err != nil {
+		return err
 	}
 	// Flags may come after the URL too.
 	var target string
 	if fs.NArg() > 0 {
 		target = fs.Arg(0)
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return errUsage
+		if help, err := fs.parseSome(fs.Args()[1:]); help || err != nil {
+			return err
 		}
 		if fs.NArg() > 0 {
 			return badValue("unexpected argument %q: give one URL", fs.Arg(0))

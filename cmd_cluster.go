@@ -38,7 +38,7 @@ const maxClusterServers = 16
 // two servers, and only the database can keep them from charging twice.
 func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("cluster", "Starts several paytwice servers on one PostgreSQL database, each on a loopback port of its own,\n"+
-		"and a round-robin front door before them: the requests of one double-click land on two servers.", stderr)
+		"and a round-robin front door before them: the requests of one double-click land on two servers.", stdout, stderr)
 	servers := fs.Int("servers", 3, fmt.Sprintf("how many servers to start, 1 to %d", maxClusterServers))
 	dbURL := fs.String("db", os.Getenv("PAYTWICE_DB"), "the postgres:// URL of the database the servers share (env PAYTWICE_DB)")
 	addr := fs.String("addr", cmp.Or(os.Getenv("PAYTWICE_ADDR"), "127.0.0.1:8080"), "the front door's listen address; use :8080 to let a classroom reach it (env PAYTWICE_ADDR)")
@@ -60,7 +60,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	lockTimeout := fs.Duration("lock-timeout", envDuration("PAYTWICE_LOCK_TIMEOUT", 30*time.Second), "how long a key may stay started before a sweeper closes it (env PAYTWICE_LOCK_TIMEOUT)")
 	retention := fs.Duration("retention", envDuration("PAYTWICE_RETENTION", 24*time.Hour), "how long done keys are kept (env PAYTWICE_RETENTION)")
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	if len(envErrs) > 0 {

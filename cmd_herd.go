@@ -19,7 +19,7 @@ import (
 // experiment is -max 190 -trials 100. Ctrl-C stops it.
 func runHerd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("herd", "Simulates N clients contending for one versioned row under each backoff strategy\n"+
-		"(base 5 ms, cap 2 s, network hops of about 10 ms) and prints the mean work and completion time.", stderr)
+		"(base 5 ms, cap 2 s, network hops of about 10 ms) and prints the mean work and completion time.", stdout, stderr)
 	def := report.DefaultHerdInput()
 	vals := map[string]*string{
 		"min":    fs.String("min", fmt.Sprint(def.Min), "fewest clients"),
@@ -29,7 +29,7 @@ func runHerd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		"seed":   fs.String("seed", fmt.Sprint(def.Seed), "seed the runs' seeds derive from"),
 	}
 	asJSON := fs.Bool("json", false, "print the JSON of GET /api/herd instead of tables")
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)

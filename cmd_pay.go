@@ -30,7 +30,7 @@ import (
 // itself: the attempts printed are the attempts the server saw.
 func runPay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("pay", "Pays once through POST /v1/payments with one idempotency key, retrying network failures,\n"+
-		"409, 429 and 5xx with full-jitter backoff, and prints each attempt.", stderr)
+		"409, 429 and 5xx with full-jitter backoff, and prints each attempt.", stdout, stderr)
 	def := sim.DefaultPolicy()
 	baseURL := fs.String("url", "http://127.0.0.1:8080", "the paytwice server")
 	order := fs.String("order", "A-1001", "order id")
@@ -43,7 +43,7 @@ func runPay(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	timeout := fs.Duration("timeout", sim.DefaultAttemptTimeout, "time-out of each attempt")
 	budget := fs.Duration("budget", defaultPayBudget, "longest the whole payment may take, waits included; Retry-After is waited in full within it")
 	unquoted := fs.Bool("unquoted", false, "send the key bare, as Stripe does, instead of as a quoted structured-field string")
-	if help, err := parseFlags(fs, args); help || err != nil {
+	if help, err := fs.parse(args); help || err != nil {
 		return err
 	}
 	switch {

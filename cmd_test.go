@@ -84,8 +84,8 @@ func TestBackoffCommand(t *testing.T) {
 	})
 
 	t.Run("-h is help, not an error", func(t *testing.T) {
-		if _, stderr, err := runCmd(t, "backoff", "-h"); err != nil || !strings.Contains(stderr, "-strategy") {
-			t.Errorf("error %v, stderr %q", err, stderr)
+		if stdout, _, err := runCmd(t, "backoff", "-h"); err != nil || !strings.Contains(stdout, "-strategy") {
+			t.Errorf("error %v, stdout %q", err, stdout)
 		}
 	})
 }
@@ -337,6 +337,49 @@ func TestCommandLine(t *testing.T) {
 		}
 	})
 
+	// Every command follows the server's convention: help asked for goes
+	// to stdout and exits 0, whichever way it is asked; a wrong command
+	// line goes to stderr and exits 2.
+	for name := range subcommands {
+		t.Run(name+" -h prints what help "+name+" prints, on stdout", func(t *testing.T) {
+			want, stderr, code := runMain(t, "", nil, "help", name)
+			if code != 0 || stderr != "" || !strings.HasPrefix(want, "usage: paytwice "+name+" [flags]") {
+				t.Fatalf("help %s: exit %d, stderr %q, stdout:\n%s", name, code, stderr, want)
+			}
+			for _, h := range []string{"-h", "-help", "--help"} {
+				stdout, stderr, code := runMain(t, "", nil, name, h)
+				if code != 0 || stderr != "" || stdout != want {
+					t.Errorf("%s %s: exit %d, stderr %q, stdout:\n%s", name, h, code, stderr, stdout)
+				}
+			}
+		})
+		t.Run(name+" with a wrong flag prints the usage on stderr and exits 2", func(t *testing.T) {
+			stdout, stderr, code := runMain(t, t.TempDir(), nil, name, "-bogus")
+			if code != 2 || stdout != "" || !strings.Contains(stderr, "flag provided but not defined: -bogus") ||
+				!strings.Contains(stderr, "usage: paytwice "+name+" [flags]") {
+				t.Errorf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+			}
+		})
+	}
+
+	t.Run("check URL -h is help too, a wrong flag after the URL a usage error", func(t *testing.T) {
+		stdout, stderr, code := runMain(t, "", nil, "check", "http://127.0.0.1:1/v1/payments", "-h")
+		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "usage: paytwice check") {
+			t.Errorf("exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+		}
+		stdout, stderr, code = runMain(t, "", nil, "check", "http://127.0.0.1:1/v1/payments", "-bogus")
+		if code != 2 || stdout != "" || !strings.Contains(stderr, "usage: paytwice check") {
+			t.Errorf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+		}
+	})
+
+	t.Run("an argument a command does not take prints the usage on stderr and exits 2", func(t *testing.T) {
+		stdout, stderr, code := runMain(t, "", nil, "backoff", "now")
+		if code != 2 || stdout != "" || !strings.Contains(stderr, `unexpected argument "now"`) || !strings.Contains(stderr, "usage: paytwice backoff") {
+			t.Errorf("exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+		}
+	})
+
 	// Nothing of these may start the server or create a file.
 	for _, tc := range []struct {
 		args []string
@@ -408,7 +451,7 @@ func TestCommandLine(t *testing.T) {
 
 	t.Run("the binary exits 2 for a wrong command line, a bad flag value included, 0 for -h", func(t *testing.T) {
 		bin := binary(t)
-		for args, want := range map[string]int{"hred": 2, "-h": 0, "help": 0, "pay -amount 0": 2, "backoff -bogus": 2, "-retention 0s": 2,
+		for args, want := range map[string]int{"hred": 2, "-h": 0, "help": 0, "pay -h": 0, "help pay": 0, "pay -amount 0": 2, "backoff -bogus": 2, "-retention 0s": 2,
 			"-synchronous fast": 2, "cluster": 2} {
 			cmd := exec.Command(bin, strings.Fields(args)...)
 			cmd.Dir = t.TempDir()
@@ -447,7 +490,7 @@ func TestClusterReadsTheServersEnvironment(t *testing.T) {
 	t.Setenv("PAYTWICE_LOCK_TIMEOUT", "45s")
 	t.Setenv("PAYTWICE_RETENTION", "2h")
 	t.Setenv("PAYTWICE_ADDR", "127.0.0.1:9099")
-	_, usage, _ := runMain(t, "", nil, "cluster", "-h")
+	usage, _, _ := runMain(t, "", nil, "cluster", "-h")
 	for _, want := range []string{"(default 45s)", "(default 2h0m0s)", `(default "127.0.0.1:9099")`} {
 		if !strings.Contains(usage, want) {
 			t.Errorf("cluster -h lacks %s:\n%s", want, usage)
