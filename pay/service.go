@@ -229,6 +229,12 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 	// started key that no request works on, and every retry a 409 until
 	// the sweeper. Its waits are bounded by the store (the writer's
 	// queue; on PostgreSQL, the claim's lock_timeout).
+	//
+	// The claim counts as running before it commits: a repeat that meets
+	// it the moment it commits is told the truth, that it is at work.
+	req.Token = NewToken()
+	s.running.add(req.Token)
+	defer s.running.remove(req.Token)
 	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), MaxClaimWait)
 	claim, err := s.Store.Claim(claimCtx, req)
 	cancelClaim()
@@ -246,8 +252,6 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 		}
 		return o
 	}
-	s.running.add(claim.Claim)
-	defer s.running.remove(claim.Claim)
 	p.observe(StepClaimed, 0, "key row inserted as started")
 
 	// 3. The work belongs to the server from here, not to the connection.

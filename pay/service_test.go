@@ -196,3 +196,42 @@ func TestAClaimOutlivesItsCaller(t *testing.T) {
 		t.Fatalf("its retry: %+v, want the saved answer replayed", o)
 	}
 }
+
+// repeatOnClaim is the store with a second request for the same payment
+// arriving at the one moment a claim has committed and its Claim has not
+// yet returned: a double click racing the first request's bookkeeping.
+type repeatOnClaim struct {
+	pay.Storage
+	svc    *pay.Service
+	p      func() *pay.Payment
+	once   sync.Once
+	repeat pay.Outcome
+}
+
+func (r *repeatOnClaim) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, error) {
+	res, err := r.Storage.Claim(ctx, c)
+	if err == nil && res.Claimed {
+		r.once.Do(func() {
+			answered := make(chan pay.Outcome)
+			go func() { answered <- r.svc.Pay(context.Background(), r.p()) }()
+			r.repeat = <-answered // this claim returns only once the repeat is answered
+		})
+	}
+	return res, err
+}
+
+// A repeat answered 409 while the first request is at work must say that
+// it is running: the API tells a client of a key whose request is no
+// longer running to wait for the sweeper, and that it may be charged.
+func TestARepeatDuringTheClaimIsToldTheFirstIsRunning(t *testing.T) {
+	w := newWorld(t)
+	r := &repeatOnClaim{Storage: w.db, svc: w.svc, p: func() *pay.Payment { return payment("k", "A-1", 100) }}
+	w.svc.Store = r
+	first := w.svc.Pay(context.Background(), payment("k", "A-1", 100))
+	if first.Kind != pay.Saved {
+		t.Fatalf("first: %+v", first)
+	}
+	if repeat := r.repeat; repeat.Kind != pay.InProgress || !repeat.Running {
+		t.Fatalf("the repeat: kind %v running %v, want a 409 that says the first request is running", r.repeat.Kind, r.repeat.Running)
+	}
+}

@@ -85,6 +85,11 @@ type ClaimRequest struct {
 	// alone until that deadline has passed; a store of one server needs
 	// it not, since its sweeper knows which of its claims are running.
 	WorkFor time.Duration
+	// Token is the fencing token a won claim carries; "" lets the store
+	// make one. Pay makes it, so that the claim counts as running here
+	// from before it commits: a repeat of the request that meets the
+	// claim must never be told that nobody works on it.
+	Token string
 }
 
 // ChargeKeyOrKey is the key the request's charge is recorded under.

@@ -55,7 +55,10 @@ func (db *DB) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 		return pay.ClaimResult{Existing: row}, nil
 	}
 	now := toMillis(db.now())
-	token := pay.NewToken()
+	token := c.Token
+	if token == "" {
+		token = pay.NewToken()
+	}
 	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
 		res = pay.ClaimResult{}
 		// The charge is looked up first, so that a refused claim writes

@@ -119,7 +119,10 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 		return pay.ClaimResult{}, err
 	}
 	now := db.now()
-	token := pay.NewToken()
+	token := c.Token
+	if token == "" {
+		token = pay.NewToken()
+	}
 	// One statement both looks for the key's charge and, when there is
 	// none, inserts the claim: a new payment's claim is one round trip,
 	// and a refused claim writes nothing.
