@@ -379,18 +379,25 @@ func (s *Service) save(ctx context.Context, p *Payment, c ClaimRequest, claim st
 	switch {
 	case saved.ClaimLost:
 		p.observe(StepCompleted, saved.Status, "the key was closed while this request worked; its charge is recorded all the same, nothing charged twice")
-	case charge != nil && saved.ChargeExisted:
+	case charge != nil && saved.ChargeExisted && saved.Status == PaidStatus:
 		p.observe(StepCompleted, saved.Status, "this key's charge was already recorded (its key row had been pruned): nothing charged twice, the original charge is answered")
+	case charge != nil && saved.ChargeExisted:
+		p.observe(StepCompleted, saved.Status, "this key's charge was already recorded (its key row had been pruned): nothing charged twice; this request's own answer is saved on the key")
 	default:
 		if charge != nil {
 			p.observeStep(Step{Kind: StepCharged, ChargeID: charge.ID, Detail: "charge " + charge.ID + " recorded"})
 		}
 		p.observe(StepCompleted, saved.Status, "response saved on the key")
 	}
-	if saved.ChargeExisted {
+	switch {
+	case saved.ChargeExisted && saved.Status == PaidStatus:
 		// The answer is the key's earlier charge, not this request's work:
 		// a replay, though its key row had to be written again.
 		return Outcome{Kind: Replayed, Status: saved.Status, Body: saved.Body}
+	case saved.ChargeExisted:
+		// This request's own answer (a server error after the gateway
+		// call), saved: not a replay, and no charge of its own.
+		return Outcome{Kind: Saved, Status: saved.Status, Body: saved.Body}
 	}
 	return Outcome{Kind: Saved, Status: saved.Status, Body: saved.Body, Charge: charge}
 }

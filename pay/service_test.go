@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -233,5 +234,40 @@ func TestARepeatDuringTheClaimIsToldTheFirstIsRunning(t *testing.T) {
 	}
 	if repeat := r.repeat; repeat.Kind != pay.InProgress || !repeat.Running {
 		t.Fatalf("the repeat: kind %v running %v, want a 409 that says the first request is running", r.repeat.Kind, r.repeat.Running)
+	}
+}
+
+// A late retry of a pruned key that meets its recorded charge is a replay
+// only when it answers that charge's 201. A server error after the
+// gateway call is this request's own answer, saved on the key: it is not
+// a replay, and it does not say the original charge was answered.
+func TestALateRetrysOwnErrorIsNotAReplay(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	w.svc.Pay(ctx, payment("k", "A-1", 100))
+	w.advance(48 * time.Hour)
+	if _, err := w.db.Prune(ctx, w.now().Add(-24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	p := payment("k", "A-1", 100)
+	p.Faults.ServerError = true
+	var completed pay.Step
+	p.Observe = func(st pay.Step) {
+		if st.Kind == pay.StepCompleted {
+			completed = st
+		}
+	}
+	o := w.svc.Pay(ctx, p)
+	if o.Kind != pay.Saved || o.Status != 500 || o.Charge != nil {
+		t.Fatalf("the late retry's own 500: kind %v status %d charge %v, want saved, 500, no new charge", o.Kind, o.Status, o.Charge)
+	}
+	if strings.Contains(completed.Detail, "original charge is answered") {
+		t.Fatalf("the step says %q, but a 500 was answered", completed.Detail)
+	}
+	if again := w.svc.Pay(ctx, payment("k", "A-1", 100)); again.Kind != pay.Replayed || again.Status != 500 {
+		t.Fatalf("its retry: %+v, want the saved 500 replayed", again)
+	}
+	if n, _ := w.db.CountCharges(ctx); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
 	}
 }
