@@ -1,8 +1,11 @@
 package web
 
 import (
+	"context"
 	"sync"
 	"time"
+
+	"paytwice/web/room"
 )
 
 // guessLimiter slows down clients that keep sending wrong presenter
@@ -63,10 +66,24 @@ func (l *guessLimiter) take(ip string) time.Duration {
 
 // refill brings b up to date; callers hold mu.
 func (l *guessLimiter) refill(b *guessBucket, now time.Time) {
-	if elapsed := now.Sub(b.at); elapsed > 0 {
-		b.tries = min(l.burst, b.tries+float64(elapsed)/float64(l.every))
+	b.tries, b.at = l.refilled(b.tries, b.at, now), now
+}
+
+// refilled is how many tries a bucket that had tries at at has at now:
+// those, and those come back since.
+func (l *guessLimiter) refilled(tries float64, at, now time.Time) float64 {
+	if elapsed := now.Sub(at); elapsed > 0 {
+		return min(l.burst, tries+float64(elapsed)/float64(l.every))
 	}
-	b.at = now
+	return tries
+}
+
+// waitFor is how long a bucket with tries left must wait for one.
+func (l *guessLimiter) waitFor(tries float64) time.Duration {
+	if tries >= 1 {
+		return 0
+	}
+	return time.Duration((1 - tries) * float64(l.every))
 }
 
 // wait is how long ip must wait before its next try is looked at: 0 when
@@ -83,12 +100,8 @@ func (l *guessLimiter) wait(ip string) time.Duration {
 		}
 		return 0
 	}
-	now := l.now()
-	l.refill(b, now)
-	if b.tries >= 1 {
-		return 0
-	}
-	return time.Duration((1 - b.tries) * float64(l.every))
+	l.refill(b, l.now())
+	return l.waitFor(b.tries)
 }
 
 // fail records a wrong token from ip.
@@ -118,4 +131,61 @@ func (l *guessLimiter) pruneLocked() bool {
 		}
 	}
 	return len(l.clients) < guessMaxClients
+}
+
+// The presenter's wrong-token limit is one count for the room: on servers
+// that share a database (behind paytwice cluster's front door, or any
+// load balancer) a wrong token sent to one server counts on every one,
+// kept by room.Peers; a server on its own keeps the count in its memory.
+// When the database cannot be reached, a server counts in its memory
+// meanwhile, so that guessing is never free.
+
+// guessTimeout bounds a look at the shared count. The request's own
+// context is not used as it is: a guesser that hangs up at once must not
+// cancel the counting of its guess.
+const guessTimeout = 5 * time.Second
+
+// guessWait is how long ip must wait before its next presenter token is
+// looked at: 0 when it may try now.
+func (s *Server) guessWait(ctx context.Context, ip string) time.Duration {
+	l := s.presenter.tries
+	if !s.peers.Shared() {
+		return l.wait(ip)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guessTimeout)
+	defer cancel()
+	g, ok, err := s.peers.LoadGuesses(ctx, ip)
+	if err != nil {
+		s.logf("paytwice: reading the room's wrong-token count: %v; counting on this server meanwhile", err)
+		return l.wait(ip)
+	}
+	if !ok {
+		return l.wait(ip) // a count kept here while the database was away
+	}
+	return max(l.waitFor(l.refilled(g.Left, g.At, l.now())), l.wait(ip))
+}
+
+// guessFailed counts a wrong presenter token from ip.
+func (s *Server) guessFailed(ctx context.Context, ip string) {
+	l := s.presenter.tries
+	if !s.peers.Shared() {
+		l.fail(ip)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guessTimeout)
+	defer cancel()
+	now := l.now()
+	// A count last changed a whole refill ago is full again: forgotten.
+	full := time.Duration(l.burst * float64(l.every))
+	err := s.peers.UpdateGuesses(ctx, ip, now.Add(-full), func(old room.Guesses, ok bool) room.Guesses {
+		tries := l.burst
+		if ok {
+			tries = l.refilled(old.Left, old.At, now)
+		}
+		return room.Guesses{Left: max(0, tries-1), At: now}
+	})
+	if err != nil {
+		s.logf("paytwice: counting a wrong token for the room: %v; counting it on this server", err)
+		l.fail(ip)
+	}
 }

@@ -60,13 +60,13 @@ func (s *Server) presenterAuth(r *http.Request) (ok bool, wait time.Duration) {
 // the presenter's link) under the per-client limit on wrong guesses.
 func (s *Server) tryPresenterToken(r *http.Request, got string) (ok bool, wait time.Duration) {
 	ip := s.clientIP(r)
-	if wait := s.presenter.tries.wait(ip); wait > 0 {
+	if wait := s.guessWait(r.Context(), ip); wait > 0 {
 		return false, wait
 	}
 	if tokenEqual(got, s.cfg.PresenterToken) {
 		return true, 0
 	}
-	s.presenter.tries.fail(ip)
+	s.guessFailed(r.Context(), ip)
 	return false, 0
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"paytwice/sim"
+	"paytwice/web/room"
 )
 
 // The cookie the presenter's link sets holds something derived from the
@@ -153,5 +154,77 @@ func TestWrongTokensCountByTheClientBehindTheFrontDoor(t *testing.T) {
 				t.Fatalf("the presenter from another client: %d, want %d", r.Status, tc.presenter)
 			}
 		})
+	}
+}
+
+// Servers that share a room share one wrong-token count: guesses sent to
+// one server count on every other, so a class of three servers allows no
+// more guesses than one server does. Run on room.SharedMemory() peers and
+// on one PostgreSQL database.
+func TestWrongTokensCountForTheWholeRoom(t *testing.T) {
+	t.Run("memory peers", func(t *testing.T) {
+		clock := sim.NewClock(nil)
+		db := MustOpenDB(t, clock.Now)
+		wrongTokensAcrossServers(t, &class{t: t, Store: db, Peers: room.SharedMemory(), ledger: db, sqlite: db, clock: clock})
+	})
+	t.Run("PostgreSQL", func(t *testing.T) {
+		wrongTokensAcrossServers(t, newPostgresClass(t))
+	})
+}
+
+func wrongTokensAcrossServers(t *testing.T, c *class) {
+	const token = "s3cret-lecture"
+	const mark = "the-door's-mark"
+	clock := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	cfg := func(name string) Config {
+		return Config{Name: name, PresenterToken: token, BehindFrontDoor: true, FrontDoorMark: mark}
+	}
+	a, b := c.server(cfg("a"), nil), c.server(cfg("b"), nil)
+	a.Server.presenter.tries.now, b.Server.presenter.tries.now = clock.Now, clock.Now
+	patch := func(env *testEnv, tok, client string) response {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPatch, env.URL+"/api/faults", strings.NewReader(`{"server":{"delay_ms":1}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(PresenterHeader, tok)
+		req.Header.Set("X-Forwarded-For", client)
+		req.Header.Set(FrontDoorHeader, mark)
+		r, err := do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	const student, presenter = "192.0.2.7", "198.51.100.1"
+	for i := range guessBurst { // a, b, a, b, a
+		env := []*testEnv{a, b}[i%2]
+		if r := patch(env, "guess-"+strconv.Itoa(i), student); r.Status != http.StatusForbidden {
+			t.Fatalf("wrong token %d: %d %s, want 403", i, r.Status, r.Body)
+		}
+	}
+	for name, env := range map[string]*testEnv{"a": a, "b": b} {
+		r := patch(env, token, student)
+		if r.Status != http.StatusTooManyRequests || problemSlug(t, r) != "too-many-wrong-tokens" || r.Header.Get("Retry-After") != "10" {
+			t.Fatalf("after %d wrong tokens over two servers, the right one on %s: %d Retry-After %q %s; want 429 and 10 s",
+				guessBurst, name, r.Status, r.Header.Get("Retry-After"), r.Body)
+		}
+	}
+	if r := patch(b, token, presenter); r.Status != http.StatusOK {
+		t.Fatalf("another client is slowed down too: %d %s", r.Status, r.Body)
+	}
+	// The try that comes back is one for the room: spent on b, it is
+	// gone on a.
+	clock.Advance(guessEvery)
+	if r := patch(b, "guess-again", student); r.Status != http.StatusForbidden {
+		t.Fatalf("one try is back after 10 s: %d %s", r.Status, r.Body)
+	}
+	if r := patch(a, token, student); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("the try spent on b is still there on a: %d", r.Status)
+	}
+	clock.Advance(guessEvery)
+	if r := patch(a, token, student); r.Status != http.StatusOK {
+		t.Fatalf("the right token after the wait: %d %s", r.Status, r.Body)
 	}
 }

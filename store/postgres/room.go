@@ -2,7 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"math"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -114,4 +117,48 @@ func (db *DB) RoomMembers(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// LoadGuesses reads client's wrong presenter tokens.
+func (db *DB) LoadGuesses(ctx context.Context, client string) (g room.Guesses, ok bool, err error) {
+	if err := db.need("payments"); err != nil {
+		return room.Guesses{}, false, err
+	}
+	err = db.pool.QueryRow(ctx, `SELECT left_tries, at FROM wrong_tokens WHERE client = $1`, client).Scan(&g.Left, &g.At)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return room.Guesses{}, false, nil
+	}
+	return g, err == nil, err
+}
+
+// UpdateGuesses replaces client's wrong tokens with change(old, ok) in one
+// transaction holding the client's row lock, so wrong tokens sent to
+// several servers at once all count. The rows of other clients last
+// changed before forgetBefore are deleted in the same transaction, which
+// keeps the table as small as the clients guessing now.
+func (db *DB) UpdateGuesses(ctx context.Context, client string, forgetBefore time.Time, change func(old room.Guesses, ok bool) room.Guesses) error {
+	if err := db.need("payments"); err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM wrong_tokens WHERE at < $1 AND client <> $2`, forgetBefore, client); err != nil {
+			return err
+		}
+		// The row is made first, so that two first wrong tokens from one
+		// client both wait on its lock instead of racing to insert it.
+		if _, err := tx.Exec(ctx, `INSERT INTO wrong_tokens (client, left_tries, at) VALUES ($1, 'NaN', $2) ON CONFLICT DO NOTHING`, client, forgetBefore); err != nil {
+			return err
+		}
+		var old room.Guesses
+		if err := tx.QueryRow(ctx, `SELECT left_tries, at FROM wrong_tokens WHERE client = $1 FOR UPDATE`, client).Scan(&old.Left, &old.At); err != nil {
+			return err
+		}
+		ok := !math.IsNaN(old.Left) && !old.At.Before(forgetBefore)
+		if !ok {
+			old = room.Guesses{}
+		}
+		next := change(old, ok)
+		_, err := tx.Exec(ctx, `UPDATE wrong_tokens SET left_tries = $2, at = $3 WHERE client = $1`, client, next.Left, next.At)
+		return err
+	})
 }

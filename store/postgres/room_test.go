@@ -7,8 +7,10 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"paytwice/store/postgres"
+	"paytwice/web/room"
 )
 
 // counterRoom is a room state for the tests: one number per server that
@@ -79,4 +81,49 @@ func TestRoomUpdatesOnSeveralServersAllSurvive(t *testing.T) {
 			t.Fatalf("after a failed change the next notification is %q, want %d", got, version+1)
 		}
 	})
+}
+
+// Wrong tokens counted by several servers at once, a client's first ones
+// included, all count; records older than the caller's horizon are
+// forgotten.
+func TestGuessesOnSeveralServersAllCount(t *testing.T) {
+	dbs := servers(t, 3, postgres.Options{})
+	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	if _, ok, err := dbs[0].LoadGuesses(ctx, "192.0.2.7"); ok || err != nil {
+		t.Fatalf("a client with no guesses: ok %v, %v", ok, err)
+	}
+	const each = 10
+	var wg sync.WaitGroup
+	for _, db := range dbs {
+		wg.Go(func() {
+			for range each {
+				err := db.UpdateGuesses(ctx, "192.0.2.7", at.Add(-time.Minute), func(old room.Guesses, ok bool) room.Guesses {
+					if !ok {
+						old.Left = 100
+					}
+					return room.Guesses{Left: old.Left - 1, At: at}
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	g, ok, err := dbs[1].LoadGuesses(ctx, "192.0.2.7")
+	if err != nil || !ok || g.Left != 100-3*each || !g.At.Equal(at) {
+		t.Fatalf("after %d wrong tokens: %+v ok %v, %v; want %d left", 3*each, g, ok, err, 100-3*each)
+	}
+	// A later update of another client with a horizon past the first's
+	// record forgets it.
+	later := at.Add(time.Hour)
+	if err := dbs[2].UpdateGuesses(ctx, "198.51.100.1", later.Add(-time.Minute), func(room.Guesses, bool) room.Guesses {
+		return room.Guesses{Left: 4, At: later}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := dbs[0].LoadGuesses(ctx, "192.0.2.7"); ok || err != nil {
+		t.Fatalf("an old record is kept: ok %v, %v", ok, err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // roomChannel is the channel UpdateRoom announces versions on, apart from
@@ -22,6 +23,7 @@ type MemoryPeers struct {
 	version int64
 	// listeners are the ListenEach and ListenRoom calls under way.
 	listeners map[*listener]struct{}
+	guesses   map[string]Guesses
 }
 
 // Memory is the peers of a server on its own: the room is its memory, and
@@ -34,7 +36,7 @@ func Memory() *MemoryPeers { return newMemory(false) }
 func SharedMemory() *MemoryPeers { return newMemory(true) }
 
 func newMemory(shared bool) *MemoryPeers {
-	return &MemoryPeers{shared: shared, state: []byte("{}"), listeners: map[*listener]struct{}{}}
+	return &MemoryPeers{shared: shared, state: []byte("{}"), listeners: map[*listener]struct{}{}, guesses: map[string]Guesses{}}
 }
 
 // Shared reports whether the servers given m are a class of several.
@@ -106,6 +108,35 @@ func (m *MemoryPeers) Notify(ctx context.Context, channel, payload string) error
 // ListenEach listens on channels until ctx ends.
 func (m *MemoryPeers) ListenEach(ctx context.Context, channels []string, onListen func(), onNotify func(channel, payload string)) error {
 	return m.listen(ctx, "", channels, onListen, onNotify)
+}
+
+// LoadGuesses returns client's wrong tokens.
+func (m *MemoryPeers) LoadGuesses(ctx context.Context, client string) (Guesses, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return Guesses{}, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g, ok := m.guesses[client]
+	return g, ok, nil
+}
+
+// UpdateGuesses replaces client's wrong tokens with change(old, ok) under
+// m's lock, having forgotten the records older than forgetBefore.
+func (m *MemoryPeers) UpdateGuesses(ctx context.Context, client string, forgetBefore time.Time, change func(old Guesses, ok bool) Guesses) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for c, g := range m.guesses {
+		if g.At.Before(forgetBefore) {
+			delete(m.guesses, c)
+		}
+	}
+	old, ok := m.guesses[client]
+	m.guesses[client] = change(old, ok)
+	return nil
 }
 
 // sendLocked queues a notification for every listener of channel; m.mu

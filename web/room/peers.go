@@ -4,12 +4,16 @@
 //
 // Peers is the one seam to the other servers. *postgres.DB implements it
 // for several servers on one PostgreSQL database (the room's row, the
-// sessions that follow it, LISTEN/NOTIFY) and asserts so at compile time;
-// Memory implements it in this process, for a server on its own, and for
-// tests that run several servers in one process without a database.
+// sessions that follow it, LISTEN/NOTIFY, the wrong-token count) and
+// asserts so at compile time; Memory implements it in this process, for a
+// server on its own, and for tests that run several servers in one
+// process without a database.
 package room
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Peers is how a server reaches the other servers of its class: one room
 // they all share, the list of those that follow it, and channels of
@@ -45,6 +49,23 @@ type Peers interface {
 	// does not listen are lost: onListen runs each time it (re)starts
 	// listening.
 	ListenEach(ctx context.Context, channels []string, onListen func(), onNotify func(channel, payload string)) error
+
+	// LoadGuesses reads client's wrong presenter tokens, one count for
+	// every server; ok is false when none are recorded.
+	LoadGuesses(ctx context.Context, client string) (g Guesses, ok bool, err error)
+	// UpdateGuesses replaces client's wrong tokens with change(old, ok),
+	// atomically for every server. Records last changed before
+	// forgetBefore, of any client, are forgotten first: the caller says
+	// when a record is old enough to mean nothing any more.
+	UpdateGuesses(ctx context.Context, client string, forgetBefore time.Time, change func(old Guesses, ok bool) Guesses) error
+}
+
+// Guesses is what the servers know of one client's wrong presenter
+// tokens: Left tries were left at At. How tries come back with time is
+// the web package's rule; the peers only keep the count.
+type Guesses struct {
+	Left float64
+	At   time.Time
 }
 
 // MaxPayload is the largest notification every Peers carries: PostgreSQL
