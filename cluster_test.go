@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -416,8 +417,35 @@ func TestFrontDoor(t *testing.T) {
 		}
 		_ = json.Unmarshal([]byte(body), &p)
 		if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Content-Type") != "application/problem+json" ||
-			p.Status != http.StatusServiceUnavailable || !strings.Contains(p.Detail, "None of the 2 servers") {
+			p.Status != http.StatusServiceUnavailable || !strings.Contains(p.Detail, "None of the 2 servers") ||
+			res.Header.Get("Retry-After") != "1" || res.Header.Get("Stripe-Should-Retry") != "true" {
 			t.Fatalf("%d %s %s", res.StatusCode, res.Header.Get("Content-Type"), body)
+		}
+	})
+
+	t.Run("a server that takes the request and hangs up gets the client a 502 that invites a retry with the key", func(t *testing.T) {
+		var taken atomic.Int32
+		hangingUp := func(name string) *child {
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.ReadAll(r.Body)
+				taken.Add(1)
+				if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+					conn.Close() // acted on it, maybe; answered nothing
+				}
+			}))
+			t.Cleanup(hs.Close)
+			su, _ := url.Parse(hs.URL)
+			return &child{name: name, url: su, exited: make(chan struct{})}
+		}
+		u := serve(hangingUp("s1"), hangingUp("s2"))
+		res, body := post(t, http.DefaultClient, u, "pay")
+		if n := taken.Load(); n != 1 {
+			t.Fatalf("%d servers got the request, want the one that took it and no other", n)
+		}
+		if res.StatusCode != http.StatusBadGateway || res.Header.Get("Retry-After") != "1" ||
+			res.Header.Get("Stripe-Should-Retry") != "true" || !strings.Contains(body, "retry with the same Idempotency-Key") {
+			t.Fatalf("%d Retry-After %q Stripe-Should-Retry %q: %s", res.StatusCode,
+				res.Header.Get("Retry-After"), res.Header.Get("Stripe-Should-Retry"), body)
 		}
 	})
 
