@@ -60,6 +60,10 @@ type Store interface {
 	LabLooseCharges(ctx context.Context) ([]Charge, error)
 	LabReset(ctx context.Context) error
 	LabMeasure(ctx context.Context) (LabChargeGroups, error)
+	// LabRows calls fn with every charge of both charge tables and every
+	// row of the unguarded key table: what the lab's running counts are
+	// rebuilt from.
+	LabRows(ctx context.Context, fn func(LabRow)) error
 	LabScanKeys(ctx context.Context, fn func(where, key string)) error
 }
 

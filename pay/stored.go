@@ -76,6 +76,29 @@ type LabGroup struct {
 	Saved500            bool // one of those keys saved a 500
 }
 
+// LabTable names the table a LabRow was read from.
+type LabTable int
+
+// The tables the lab's counts are made of.
+const (
+	LabCharges      LabTable = iota // charges: the real protocol's and the lab's own, under LabKeyPrefix
+	LabLooseCharges                 // lab_loose_charges, the unguarded charge table
+	LabLooseKeys                    // lab_loose_keys, the unguarded key table
+)
+
+// LabRow is one row the lab's running counts are rebuilt from (LabRows):
+// a charge of either charge table, or a row of the unguarded key table.
+type LabRow struct {
+	Table LabTable
+	// ID is the charge's id, or the loose key row's id in decimal.
+	ID                  string
+	Scope, Key, OrderID string
+	CreatedAt           time.Time
+	// Saved500 says the charge's key row holds a saved 500 (LabCharges
+	// only).
+	Saved500 bool
+}
+
 // LabChargeGroups is what the lab measures in the database.
 type LabChargeGroups struct {
 	// NoKey: charges made by the "no idempotency key" mode, per order.

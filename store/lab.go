@@ -205,6 +205,49 @@ func (db *DB) LabMeasure(ctx context.Context) (pay.LabChargeGroups, error) {
 	return g, err
 }
 
+// LabRows calls fn with every charge of both charge tables and every row
+// of the unguarded key table, for the lab's running counts. It reads the
+// whole tables: the server calls it at start-up and after a reset or a
+// prune, not per request.
+func (db *DB) LabRows(ctx context.Context, fn func(pay.LabRow)) error {
+	if !db.schema.Holds("payments") {
+		return nil
+	}
+	type source struct {
+		table pay.LabTable
+		query string
+	}
+	for _, src := range []source{
+		{pay.LabCharges, `SELECT c.id, c.scope, c.idempotency_key, c.order_id, c.created_at, COALESCE(k.response_status = 500, 0)
+			FROM charges c LEFT JOIN idempotency_keys k ON k.scope = c.scope AND k.key = c.idempotency_key`},
+		{pay.LabLooseCharges, `SELECT id, scope, idempotency_key, order_id, created_at, 0 FROM lab_loose_charges`},
+		{pay.LabLooseKeys, `SELECT CAST(rowid AS TEXT), scope, key, order_id, created_at, 0 FROM lab_loose_keys`},
+	} {
+		if err := db.labRowsOf(ctx, src.table, src.query, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (db *DB) labRowsOf(ctx context.Context, table pay.LabTable, query string, fn func(pay.LabRow)) error {
+	rows, err := db.read.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r := pay.LabRow{Table: table}
+		var created int64
+		if err := rows.Scan(&r.ID, &r.Scope, &r.Key, &r.OrderID, &created, &r.Saved500); err != nil {
+			return err
+		}
+		r.CreatedAt = fromMillis(created)
+		fn(r)
+	}
+	return rows.Err()
+}
+
 func (db *DB) labGroups(ctx context.Context, query string, args ...any) ([]pay.LabGroup, error) {
 	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {

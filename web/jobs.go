@@ -113,6 +113,7 @@ func (s *Server) Prune(ctx context.Context) (int, error) {
 	// the pages hear of those.
 	pruned, err := s.db.Prune(ctx, s.clock.Now().Add(-s.cfg.Retention))
 	if len(pruned) > 0 {
+		s.labTablesChanged() // a pruned key no longer says it saved a 500
 		e := live.Event{Kind: live.Pruned, Message: fmt.Sprintf("%d done key(s) older than %s pruned", len(pruned), s.cfg.Retention)}
 		if len(pruned) == 1 {
 			e.Scope, e.Key = pruned[0].Scope, pruned[0].Key

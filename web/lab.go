@@ -155,11 +155,15 @@ type labState struct {
 	seen4xx  map[refusalKey]int
 	personal map[string]string // scope|key → what kind of personal data
 
-	// The measured outcomes, computed at most once per event.
-	outMu  sync.Mutex
-	outSeq uint64
-	out    labMeasured
-	outOK  bool
+	// tally counts the charge tables as charges are written.
+	tally *labTally
+	// personalOut is the last scan for keys made of personal data, valid
+	// while personalOK; the tally's invalidations and every request with
+	// such a key clear it.
+	personalMu  sync.Mutex
+	personalOut LabPersonalOutcome
+	personalSeq uint64
+	personalOK  bool
 }
 
 type refusalKey struct {
@@ -171,7 +175,7 @@ type refusalKey struct {
 const labMaxTracked = 10_000
 
 func newLab(s *Server) *labState {
-	l := &labState{s: s, seen4xx: map[refusalKey]int{}, personal: map[string]string{}, locks: newKeyLocks(labMaxTracked)}
+	l := &labState{s: s, seen4xx: map[refusalKey]int{}, personal: map[string]string{}, locks: newKeyLocks(labMaxTracked), tally: newLabTally()}
 	l.settingsSeq.Store(1)
 	l.lessonSeq.Store(1)
 	return l
@@ -334,9 +338,7 @@ func (s *Server) clearLabCounts() {
 	clear(l.seen4xx)
 	clear(l.personal)
 	l.seenMu.Unlock()
-	l.outMu.Lock()
-	l.outOK = false
-	l.outMu.Unlock()
+	s.labTablesChanged()
 }
 
 // observePayment counts what the lab measures about every payment
@@ -400,6 +402,9 @@ func (s *Server) handleLabPrune(c echo.Context) error {
 		return err
 	}
 	s.lab.pruned.Add(int64(len(pruned)))
+	if len(pruned) > 0 {
+		s.labTablesChanged()
+	}
 	e := live.Event{Kind: live.Pruned, Message: fmt.Sprintf("lab: %d done key(s) older than %s pruned; a retry with one of them is now a new request", len(pruned), retention)}
 	if len(pruned) == 1 {
 		e.Scope, e.Key = pruned[0].Scope, pruned[0].Key

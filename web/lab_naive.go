@@ -83,7 +83,7 @@ func (s *Server) payNoKey(c echo.Context) error {
 	p.publish(live.GatewayReply, http.StatusOK, "charged "+g.ID)
 	ch := pay.Charge{ID: pay.NewID("ch_"), Scope: p.scope, Key: p.key, OrderID: p.req.OrderID,
 		AmountSatang: p.req.AmountSatang, GatewayRef: g.ID, CreatedAt: s.clock.Now()}
-	if err := s.db.LabRecordCharge(ctx, ch); err != nil {
+	if err := s.labRecordCharge(ctx, ch); err != nil {
 		return p.fail(err)
 	}
 	p.publishEvent(live.Event{Kind: live.Charged, Charge: ch.ID, Message: "charge " + ch.ID + " recorded under " + p.key})
@@ -211,7 +211,7 @@ func (p *payment) checkThenInsertLoose(checkCtx, workCtx context.Context, tableK
 		return p.checkFailed(checkCtx, err)
 	}
 	// 3. The insert, as a write of its own.
-	rowID, rows, err := s.db.LabLooseInsertKey(workCtx, p.claim(tableKey), p.id)
+	rowID, rows, err := s.labLooseInsertKey(workCtx, p.claim(tableKey), p.id)
 	if err != nil {
 		return p.fail(err)
 	}
@@ -235,7 +235,7 @@ func (p *payment) checkThenInsertLoose(checkCtx, workCtx context.Context, tableK
 	p.publish(live.GatewayReply, http.StatusOK, "charged "+g.ID)
 	ch := pay.Charge{ID: pay.NewID("ch_"), Scope: p.scope, Key: tableKey, OrderID: p.req.OrderID,
 		AmountSatang: p.req.AmountSatang, GatewayRef: g.ID, CreatedAt: s.clock.Now()}
-	n, err := s.db.LabLooseComplete(workCtx, rowID, http.StatusCreated, ch.ResponseBody(), &ch, p.id)
+	n, err := s.labLooseComplete(workCtx, rowID, ch, p.id)
 	if err != nil {
 		return p.fail(err)
 	}

@@ -106,84 +106,59 @@ type LabOutcomes struct {
 	ExtraCharges int `json:"extra_charges"`
 }
 
-type labMeasured = LabOutcomes
-
-func chargeOutcome(groups []pay.LabGroup, name func(pay.LabGroup) string) LabChargeOutcome {
-	o := LabChargeOutcome{Twice: []string{}}
-	for _, g := range groups {
-		o.Charges += g.Charges
-		if g.Charges > 1 {
-			o.ChargedTwice++
-			o.ExtraCharges += g.Charges - 1
-			o.Twice = append(o.Twice, name(g))
-		}
-	}
-	return o
-}
-
-func orderName(g pay.LabGroup) string { return g.OrderID }
-
-func keyName(g pay.LabGroup) string { return truncate(g.Key, 40) + " (" + g.OrderID + ")" }
-
-// splitMemoryLock parts the unguarded table's groups into
-// check-then-insert's and the lock in memory's (filed under
-// memoryLockPrefix), and takes the prefix off the latter's keys.
-func splitMemoryLock(groups []pay.LabGroup) (checkFirst, memoryLock []pay.LabGroup) {
-	for _, g := range groups {
-		if k, ok := strings.CutPrefix(g.Key, memoryLockPrefix); ok {
-			g.Key = k
-			memoryLock = append(memoryLock, g)
-		} else {
-			checkFirst = append(checkFirst, g)
-		}
-	}
-	return checkFirst, memoryLock
-}
-
-// labOutcomes measures, once per event: callers between two events share
-// one measurement.
+// labOutcomes answers from the lab's running counts (lab_tally.go) and
+// its own counters: no table is read unless the counts must be rebuilt.
 func (s *Server) labOutcomes(ctx context.Context) (LabOutcomes, error) {
 	l := s.lab
 	seq := s.hub.LastSeq()
-	l.outMu.Lock()
-	defer l.outMu.Unlock()
-	if l.outOK && l.outSeq == seq {
-		return l.out, nil
-	}
-	g, err := s.db.LabMeasure(ctx)
-	if err != nil {
+	var o LabOutcomes
+	if err := l.tally.read(ctx, s.db, func(c *labCounts) { o = c.outcomes() }); err != nil {
 		return LabOutcomes{}, err
 	}
-	o := LabOutcomes{Seq: seq}
-	o.NoKey = chargeOutcome(g.NoKey, orderName)
-	checkFirst, memoryLock := splitMemoryLock(g.Loose)
-	o.CheckThenInsert = LabRaceOutcome{LabChargeOutcome: chargeOutcome(checkFirst, keyName),
-		KeyRows: g.LooseKeyRows, ConstraintRefusals: l.constraintRefusals.Load()}
-	o.MemoryLock = LabLockOutcome{LabChargeOutcome: chargeOutcome(memoryLock, keyName),
-		LockWaits: l.lockWaits.Load(), KeysLocked: l.locks.len()}
-	var retry, after500 []pay.LabGroup
-	for _, mg := range g.ManyKeys {
-		if mg.Saved500 {
-			after500 = append(after500, mg)
-		} else {
-			retry = append(retry, mg)
-		}
-	}
-	o.NewKeyPerRetry = chargeOutcome(retry, orderName)
-	o.NewKeyAfter500 = LabReconcileOutcome{LabChargeOutcome: chargeOutcome(after500, orderName),
-		Reconciliations: l.reconciliations.Load()}
+	o.Seq = seq
+	o.CheckThenInsert.ConstraintRefusals = l.constraintRefusals.Load()
+	o.MemoryLock.LockWaits, o.MemoryLock.KeysLocked = l.lockWaits.Load(), l.locks.len()
+	o.NewKeyAfter500.Reconciliations = l.reconciliations.Load()
 	o.RetryEvery4xx = LabRefusalOutcome{Refusals: l.refusals4xx.Load(), WastedAttempts: l.wasted4xx.Load()}
-	o.PruneTooSoon = LabPruneOutcome{LabChargeOutcome: chargeOutcome(g.KeyOnly, orderName),
-		Pruned: l.pruned.Load(), RetentionSeconds: int64(s.cfg.Retention.Seconds())}
+	o.PruneTooSoon.Pruned, o.PruneTooSoon.RetentionSeconds = l.pruned.Load(), int64(s.cfg.Retention.Seconds())
 	if sec := l.Settings().Server.RetentionSeconds; sec > 0 {
 		o.PruneTooSoon.RetentionSeconds = sec
 	}
-	if o.PersonalDataKey, err = s.personalOutcome(ctx); err != nil {
+	var err error
+	if o.PersonalDataKey, err = s.personalOutcomeCached(ctx, seq); err != nil {
 		return LabOutcomes{}, err
 	}
 	o.ExtraCharges = o.NoKey.ExtraCharges + o.NewKeyPerRetry.ExtraCharges + o.CheckThenInsert.ExtraCharges +
 		o.NewKeyAfter500.ExtraCharges + o.PruneTooSoon.ExtraCharges + o.MemoryLock.ExtraCharges
-	l.out, l.outSeq, l.outOK = o, seq, true
+	return o, nil
+}
+
+// labTablesChanged says the tables changed in a way this server's own
+// writes do not tell (a reset, a prune, another server's write): the
+// counts are rebuilt at the next question.
+func (s *Server) labTablesChanged() {
+	s.lab.tally.invalidate()
+	s.lab.personalMu.Lock()
+	s.lab.personalOK = false
+	s.lab.personalMu.Unlock()
+}
+
+// personalOutcomeCached scans for keys made of personal data only while
+// such keys are in play: once per event after a request on this server
+// carried one, else once after each change labTablesChanged reports (no
+// other write can store such a key).
+func (s *Server) personalOutcomeCached(ctx context.Context, seq uint64) (LabPersonalOutcome, error) {
+	l := s.lab
+	l.personalMu.Lock()
+	defer l.personalMu.Unlock()
+	if l.personalOK && (l.personalRequests.Load() == 0 || l.personalSeq == seq) {
+		return l.personalOut, nil
+	}
+	o, err := s.personalOutcome(ctx)
+	if err != nil {
+		return o, err
+	}
+	l.personalOut, l.personalSeq, l.personalOK = o, seq, true
 	return o, nil
 }
 

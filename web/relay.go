@@ -266,9 +266,19 @@ func (r *relay) relistened() {
 	if r.listening.Add(1) == 1 {
 		return // the first start: there was nothing to miss yet
 	}
+	r.s.labTablesChanged() // other servers' writes in between went unheard
 	r.s.hub.Publish(live.Event{Kind: live.Gap,
 		Message: "the connection to the other servers was lost and restored: their requests in between are not drawn; the tables are reloaded from the database"})
 }
+
+// changesLabCounts are the kinds of another server's events after which
+// this server's lab counts are rebuilt from the tables (lab_tally.go):
+// what records a charge, saves a response, removes keys, or says events
+// were missed. Rebuilding, rather than counting the event, is right
+// whatever the event leaves out (the table and key a lab charge went to,
+// the response a key saved) and however late it arrives.
+var changesLabCounts = map[live.Kind]bool{live.Charged: true, live.Completed: true, live.Swept: true,
+	live.Pruned: true, live.Reset: true, live.Gap: true, live.Claimed: true, labKind: true}
 
 // receive publishes one notification's events, unless this relay sent it.
 func (r *relay) receive(payload string) {
@@ -289,6 +299,9 @@ func (r *relay) receive(payload string) {
 			// one holds in memory, the timeline first, so that the reset
 			// is the first thing drawn after it.
 			r.s.resetHere()
+		}
+		if changesLabCounts[e.Kind] {
+			r.s.labTablesChanged()
 		}
 		// Step mode lists the other servers' held requests before the
 		// pages draw the event.

@@ -216,7 +216,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.narration.s = s
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.idleSweeps = newIdleSweeps(!s.peers.Shared())
-	s.protocol = &pay.Service{Store: countingStorage{Storage: db, g: s.idleSweeps}, Gateway: s.gateway.With(pay.GatewayFaults{}), Now: clock.Now,
+	s.protocol = &pay.Service{Store: countingStorage{Storage: talliedStorage{Storage: db, t: s.lab.tally}, g: s.idleSweeps}, Gateway: s.gateway.With(pay.GatewayFaults{}), Now: clock.Now,
 		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) },
 		WorkContext: func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout+s.steps.allowance())

@@ -183,6 +183,41 @@ func (db *DB) LabMeasure(ctx context.Context) (pay.LabChargeGroups, error) {
 	return g, err
 }
 
+// LabRows calls fn with every charge of both charge tables and every row
+// of the unguarded key table, for the lab's running counts. It reads the
+// whole tables: the server calls it at start-up and after a reset or a
+// prune, not per request.
+func (db *DB) LabRows(ctx context.Context, fn func(pay.LabRow)) error {
+	if !db.schema.Holds("payments") {
+		return nil
+	}
+	type source struct {
+		table pay.LabTable
+		query string
+	}
+	for _, src := range []source{
+		{pay.LabCharges, `SELECT c.id, c.scope, c.idempotency_key, c.order_id, c.created_at, coalesce(k.response_status = 500, false)
+			FROM charges c LEFT JOIN idempotency_keys k ON k.scope = c.scope AND k.key = c.idempotency_key`},
+		{pay.LabLooseCharges, `SELECT id, scope, idempotency_key, order_id, created_at, false FROM lab_loose_charges`},
+		{pay.LabLooseKeys, `SELECT id::text, scope, key, order_id, created_at, false FROM lab_loose_keys`},
+	} {
+		rows, err := db.pool.Query(ctx, src.query)
+		if err != nil {
+			return err
+		}
+		r := pay.LabRow{Table: src.table}
+		_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Scope, &r.Key, &r.OrderID, &r.CreatedAt, &r.Saved500}, func() error {
+			r.CreatedAt = r.CreatedAt.UTC()
+			fn(r)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (db *DB) labGroups(ctx context.Context, query string, args ...any) ([]pay.LabGroup, error) {
 	rows, err := db.pool.Query(ctx, query, args...)
 	if err != nil {

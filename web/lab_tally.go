@@ -1,0 +1,399 @@
+package web
+
+import (
+	"context"
+	"hash/maphash"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"paytwice/pay"
+)
+
+// The lab's charge counts are kept up to date as charges are written, so
+// that GET /lab/live and GET /api/lab/outcomes answer from memory: one
+// map update per charge instead of a scan of the charge tables per
+// question. They are rebuilt from the database (LabRows) when they cannot
+// be known from this server's own writes: at start-up, after a reset, a
+// prune (a pruned key no longer says it saved a 500), and when another
+// server sharing the database wrote something (its relayed events do not
+// say which table or key a lab charge went to, and may arrive after a
+// rebuild already read the row), or its events may have been missed.
+
+// tallyKind is what a charge counts for.
+type tallyKind int
+
+const (
+	tallyNoKey      tallyKind = iota // the "no key" mode's, per order
+	tallyKeyOnly                     // the key table as the only memory, per order
+	tallyGuarded                     // the real protocol's, per order
+	tallyCheckFirst                  // check-then-insert's unguarded table, per key
+	tallyMemoryLock                  // the lock in memory's unguarded table, per key
+	tallyKinds
+)
+
+// tallyGroup is one order's (or one key's) charges.
+type tallyGroup struct {
+	first    int64 // Unix nanoseconds of its first charge: lists are oldest first
+	charges  int32
+	saved500 bool   // one of its keys saved a 500
+	name     string // how the lists name it; set once it has two charges
+}
+
+// labCounts is one complete count of the charge tables.
+type labCounts struct {
+	groups       [tallyKinds]map[uint64]tallyGroup
+	many         [tallyKinds]map[uint64]struct{} // the groups with two charges or more
+	charges      [tallyKinds]int
+	looseKeyRows int
+	// version moves with every row added; report is the outcomes drawn
+	// from the counts at reportV, shared until they change.
+	version, reportV uint64
+	report           *LabOutcomes
+}
+
+func newLabCounts() *labCounts {
+	c := &labCounts{version: 1}
+	for k := range c.groups {
+		c.groups[k] = map[uint64]tallyGroup{}
+		c.many[k] = map[uint64]struct{}{}
+	}
+	return c
+}
+
+// add counts one row, as LabMeasure groups it.
+func (c *labCounts) add(seed maphash.Seed, r pay.LabRow) {
+	var kind tallyKind
+	id, name := r.OrderID, r.OrderID
+	switch r.Table {
+	case pay.LabLooseKeys:
+		if !strings.HasPrefix(r.Key, pay.LabKeyPrefix) {
+			c.looseKeyRows++
+			c.version++
+		}
+		return
+	case pay.LabLooseCharges:
+		kind, id = tallyCheckFirst, r.Key
+		key, memoryLock := strings.CutPrefix(r.Key, memoryLockPrefix)
+		if memoryLock {
+			kind = tallyMemoryLock
+		}
+		name = truncate(key, 40) + " (" + r.OrderID + ")"
+	case pay.LabCharges:
+		switch {
+		case strings.HasPrefix(r.Key, pay.LabKeyPrefix+"no-key "):
+			kind = tallyNoKey
+		case strings.HasPrefix(r.Key, pay.LabKeyPrefix+"key-table-only "):
+			kind = tallyKeyOnly
+		case strings.HasPrefix(r.Key, pay.LabKeyPrefix):
+			return // no mistake files charges there
+		default:
+			kind = tallyGuarded
+		}
+	default:
+		return
+	}
+	// Groups are found by a 64-bit hash of scope and order (or key): the
+	// map then holds no strings for the many orders charged once.
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(r.Scope)
+	h.WriteByte(0)
+	h.WriteString(id)
+	sum := h.Sum64()
+	g := c.groups[kind][sum]
+	if g.charges == 0 || r.CreatedAt.UnixNano() < g.first {
+		g.first = r.CreatedAt.UnixNano()
+	}
+	g.charges++
+	g.saved500 = g.saved500 || r.Saved500
+	if g.charges == 2 {
+		g.name = name
+		c.many[kind][sum] = struct{}{}
+	}
+	c.groups[kind][sum] = g
+	c.charges[kind]++
+	c.version++
+}
+
+// outcome is chargeOutcome for one kind: every charge of the kind when
+// keep is nil, else only the groups charged more than once that keep
+// accepts (the real protocol's orders paid under several keys).
+func (c *labCounts) outcome(kind tallyKind, keep func(tallyGroup) bool) LabChargeOutcome {
+	o := LabChargeOutcome{Twice: []string{}}
+	if keep == nil {
+		o.Charges = c.charges[kind]
+	}
+	many := make([]tallyGroup, 0, len(c.many[kind]))
+	for sum := range c.many[kind] {
+		g := c.groups[kind][sum]
+		if keep != nil && !keep(g) {
+			continue
+		}
+		many = append(many, g)
+		if keep != nil {
+			o.Charges += int(g.charges)
+		}
+		o.ChargedTwice++
+		o.ExtraCharges += int(g.charges) - 1
+	}
+	sort.Slice(many, func(i, j int) bool {
+		if many[i].first != many[j].first {
+			return many[i].first < many[j].first
+		}
+		return many[i].name < many[j].name
+	})
+	for i, g := range many {
+		if i == labMaxListed {
+			break
+		}
+		o.Twice = append(o.Twice, g.name)
+	}
+	return o
+}
+
+// outcomes is the charge counts as GET /api/lab/outcomes reports them,
+// drawn once per change of the counts: the lists are sorted then, not at
+// every question.
+func (c *labCounts) outcomes() LabOutcomes {
+	if c.report != nil && c.reportV == c.version {
+		return *c.report
+	}
+	var o LabOutcomes
+	o.NoKey = c.outcome(tallyNoKey, nil)
+	o.CheckThenInsert = LabRaceOutcome{LabChargeOutcome: c.outcome(tallyCheckFirst, nil), KeyRows: c.looseKeyRows}
+	o.MemoryLock = LabLockOutcome{LabChargeOutcome: c.outcome(tallyMemoryLock, nil)}
+	o.NewKeyPerRetry = c.outcome(tallyGuarded, func(g tallyGroup) bool { return !g.saved500 })
+	o.NewKeyAfter500 = LabReconcileOutcome{LabChargeOutcome: c.outcome(tallyGuarded, func(g tallyGroup) bool { return g.saved500 })}
+	o.PruneTooSoon = LabPruneOutcome{LabChargeOutcome: c.outcome(tallyKeyOnly, nil)}
+	c.report, c.reportV = &o, c.version
+	return o
+}
+
+// labMaxListed bounds each list of what was charged more than once.
+const labMaxListed = 500
+
+// labTally is the lab's running count of the charge tables. Every write
+// that may record a charge runs between begin and end. A rebuild reads
+// the tables while writes go on: a write that ends during the rebuild is
+// held back and counted after it unless the rebuild read its row; one
+// that began before the counts were last invalidated (a reset, a prune,
+// another server's write) cannot be placed and asks for a rebuild again.
+type labTally struct {
+	seed    maphash.Seed
+	rebuild sync.Mutex // one rebuild at a time; readers wait for it
+
+	mu       sync.Mutex
+	counts   *labCounts // nil: to be rebuilt
+	epoch    uint64     // moves at every invalidation and at both ends of a rebuild
+	stale    uint64     // writes begun before this epoch cannot be counted
+	building bool
+	held     []heldRow // written during a rebuild
+	// seen is the rows the last rebuild read, kept while writes begun
+	// before its end are still running; seenBefore is that end.
+	seen       map[string]struct{}
+	seenBefore uint64
+	running    map[uint64]int // writes in flight, by the epoch they began in
+
+	builds atomic.Int64 // how many times the tables were read
+}
+
+type heldRow struct {
+	epoch uint64
+	row   pay.LabRow
+}
+
+func newLabTally() *labTally {
+	return &labTally{seed: maphash.MakeSeed(), running: map[uint64]int{}}
+}
+
+// begin is called before a write that may record a charge; end, with
+// what it recorded, once it returned.
+func (t *labTally) begin() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.running[t.epoch]++
+	return t.epoch
+}
+
+func (t *labTally) end(epoch uint64, rows ...pay.LabRow) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.running[epoch]--; t.running[epoch] <= 0 {
+		delete(t.running, epoch)
+	}
+	for _, r := range rows {
+		switch {
+		case t.building:
+			t.held = append(t.held, heldRow{epoch, r})
+		case t.counts == nil:
+		case epoch < t.stale:
+			t.counts = nil // the write straddled an invalidation: count again
+		case epoch < t.seenBefore:
+			if _, read := t.seen[r.ID]; !read {
+				t.counts.add(t.seed, r)
+			}
+		default:
+			t.counts.add(t.seed, r)
+		}
+	}
+	if t.seen != nil && !t.runningBefore(t.seenBefore) {
+		t.seen = nil
+	}
+}
+
+func (t *labTally) runningBefore(epoch uint64) bool {
+	for e := range t.running {
+		if e < epoch {
+			return true
+		}
+	}
+	return false
+}
+
+// invalidate says the tables changed in a way this server did not write
+// itself: the next question rebuilds the counts.
+func (t *labTally) invalidate() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.epoch++
+	t.stale = t.epoch
+	t.counts = nil
+}
+
+// read calls fn with the current counts, rebuilding them first if needed.
+func (t *labTally) read(ctx context.Context, db pay.Store, fn func(*labCounts)) error {
+	for range 3 {
+		t.mu.Lock()
+		if c := t.counts; c != nil {
+			fn(c)
+			t.mu.Unlock()
+			return nil
+		}
+		t.mu.Unlock()
+		if err := t.build(ctx, db); err != nil {
+			return err
+		}
+	}
+	// Writes kept straddling invalidations: count once more under the
+	// rebuild lock and answer with that.
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.counts == nil {
+		return errTallyUnsettled
+	}
+	fn(t.counts)
+	return nil
+}
+
+var errTallyUnsettled = pay.Errorf(pay.EUNAVAILABLE, "The lab's counts are being rebuilt while the tables keep changing; ask again.")
+
+func (t *labTally) build(ctx context.Context, db pay.Store) error {
+	t.rebuild.Lock()
+	defer t.rebuild.Unlock()
+	t.mu.Lock()
+	if t.counts != nil {
+		t.mu.Unlock()
+		return nil // another reader rebuilt them meanwhile
+	}
+	t.epoch++
+	start := t.epoch
+	t.building, t.held = true, nil
+	t.mu.Unlock()
+
+	t.builds.Add(1)
+	fresh, seen := newLabCounts(), map[string]struct{}{}
+	err := db.LabRows(ctx, func(r pay.LabRow) {
+		fresh.add(t.seed, r)
+		seen[r.ID] = struct{}{}
+	})
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	held := t.held
+	t.building, t.held = false, nil
+	t.epoch++
+	if err != nil {
+		return err
+	}
+	for _, h := range held {
+		if h.epoch < t.stale {
+			return nil // counts stay nil: the next question rebuilds
+		}
+		if _, read := seen[h.row.ID]; !read {
+			fresh.add(t.seed, h.row)
+		}
+	}
+	if t.stale > start { // invalidated during the rebuild
+		return nil
+	}
+	t.counts = fresh
+	t.seen, t.seenBefore = seen, t.epoch
+	if !t.runningBefore(t.seenBefore) {
+		t.seen = nil
+	}
+	return nil
+}
+
+// talliedStorage is the protocol's storage, telling the lab's tally of the
+// charges it records (payments and the sweeper alike).
+type talliedStorage struct {
+	pay.Storage
+	t *labTally
+}
+
+func (s talliedStorage) Complete(ctx context.Context, c pay.Completion) (pay.Completed, error) {
+	epoch := s.t.begin()
+	saved, err := s.Storage.Complete(ctx, c)
+	if err != nil || c.Charge == nil || saved.ChargeExisted {
+		s.t.end(epoch)
+		return saved, err
+	}
+	ch := c.Charge
+	s.t.end(epoch, pay.LabRow{Table: pay.LabCharges, ID: ch.ID, Scope: ch.Scope, Key: ch.Key, OrderID: ch.OrderID,
+		CreatedAt: ch.CreatedAt, Saved500: c.Status == 500})
+	return saved, err
+}
+
+// labRecordCharge is the store's LabRecordCharge, told to the tally.
+func (s *Server) labRecordCharge(ctx context.Context, ch pay.Charge) error {
+	t := s.lab.tally
+	epoch := t.begin()
+	err := s.db.LabRecordCharge(ctx, ch)
+	if err != nil {
+		t.end(epoch)
+		return err
+	}
+	t.end(epoch, pay.LabRow{Table: pay.LabCharges, ID: ch.ID, Scope: ch.Scope, Key: ch.Key, OrderID: ch.OrderID, CreatedAt: ch.CreatedAt})
+	return nil
+}
+
+// labLooseInsertKey is the store's LabLooseInsertKey, told to the tally.
+func (s *Server) labLooseInsertKey(ctx context.Context, c pay.ClaimRequest, request string) (rowID int64, rows int, err error) {
+	t := s.lab.tally
+	epoch := t.begin()
+	rowID, rows, err = s.db.LabLooseInsertKey(ctx, c, request)
+	if err != nil {
+		t.end(epoch)
+		return rowID, rows, err
+	}
+	t.end(epoch, pay.LabRow{Table: pay.LabLooseKeys, ID: strconv.FormatInt(rowID, 10), Scope: c.Scope, Key: c.Key, OrderID: c.OrderID})
+	return rowID, rows, nil
+}
+
+// labLooseComplete is the store's LabLooseComplete with a charge, told to
+// the tally.
+func (s *Server) labLooseComplete(ctx context.Context, rowID int64, ch pay.Charge, request string) (int, error) {
+	t := s.lab.tally
+	epoch := t.begin()
+	n, err := s.db.LabLooseComplete(ctx, rowID, http.StatusCreated, ch.ResponseBody(), &ch, request)
+	if err != nil {
+		t.end(epoch)
+		return n, err
+	}
+	t.end(epoch, pay.LabRow{Table: pay.LabLooseCharges, ID: ch.ID, Scope: ch.Scope, Key: ch.Key, OrderID: ch.OrderID, CreatedAt: ch.CreatedAt})
+	return n, nil
+}

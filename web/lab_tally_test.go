@@ -1,0 +1,182 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"paytwice/pay"
+)
+
+// measuredOutcomes is what the lab reported before it kept running
+// counts: the charge tables grouped by LabMeasure, counted the same way.
+func measuredOutcomes(t *testing.T, env *testEnv) LabOutcomes {
+	t.Helper()
+	g, err := env.DB.LabMeasure(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(groups []pay.LabGroup, name func(pay.LabGroup) string) LabChargeOutcome {
+		o := LabChargeOutcome{Twice: []string{}}
+		for _, lg := range groups {
+			o.Charges += lg.Charges
+			if lg.Charges > 1 {
+				o.ChargedTwice++
+				o.ExtraCharges += lg.Charges - 1
+				o.Twice = append(o.Twice, name(lg))
+			}
+		}
+		return o
+	}
+	byOrder := func(lg pay.LabGroup) string { return lg.OrderID }
+	byKey := func(lg pay.LabGroup) string {
+		return truncate(strings.TrimPrefix(lg.Key, memoryLockPrefix), 40) + " (" + lg.OrderID + ")"
+	}
+	var checkFirst, memoryLock, retry, after500 []pay.LabGroup
+	for _, lg := range g.Loose {
+		if strings.HasPrefix(lg.Key, memoryLockPrefix) {
+			memoryLock = append(memoryLock, lg)
+		} else {
+			checkFirst = append(checkFirst, lg)
+		}
+	}
+	for _, lg := range g.ManyKeys {
+		if lg.Saved500 {
+			after500 = append(after500, lg)
+		} else {
+			retry = append(retry, lg)
+		}
+	}
+	var o LabOutcomes
+	o.NoKey = count(g.NoKey, byOrder)
+	o.PruneTooSoon.LabChargeOutcome = count(g.KeyOnly, byOrder)
+	o.CheckThenInsert.LabChargeOutcome = count(checkFirst, byKey)
+	o.CheckThenInsert.KeyRows = g.LooseKeyRows
+	o.MemoryLock.LabChargeOutcome = count(memoryLock, byKey)
+	o.NewKeyPerRetry = count(retry, byOrder)
+	o.NewKeyAfter500.LabChargeOutcome = count(after500, byOrder)
+	return o
+}
+
+// sameCounts fails unless the running counts say what a fresh
+// measurement of the tables says (lists compared as sets: charges made in
+// the same millisecond have no oldest).
+func sameCounts(t *testing.T, when string, got, want LabOutcomes) {
+	t.Helper()
+	pairs := []struct {
+		name      string
+		got, want LabChargeOutcome
+	}{
+		{"no key", got.NoKey, want.NoKey},
+		{"new key per retry", got.NewKeyPerRetry, want.NewKeyPerRetry},
+		{"check then insert", got.CheckThenInsert.LabChargeOutcome, want.CheckThenInsert.LabChargeOutcome},
+		{"new key after a 500", got.NewKeyAfter500.LabChargeOutcome, want.NewKeyAfter500.LabChargeOutcome},
+		{"prune too soon", got.PruneTooSoon.LabChargeOutcome, want.PruneTooSoon.LabChargeOutcome},
+		{"memory lock", got.MemoryLock.LabChargeOutcome, want.MemoryLock.LabChargeOutcome},
+	}
+	for _, p := range pairs {
+		g, w := p.got, p.want
+		g.Twice, w.Twice = slices.Sorted(slices.Values(g.Twice)), slices.Sorted(slices.Values(w.Twice))
+		if g.Charges != w.Charges || g.ChargedTwice != w.ChargedTwice || g.ExtraCharges != w.ExtraCharges || !slices.Equal(g.Twice, w.Twice) {
+			t.Errorf("%s, %s: counted %+v, the tables say %+v", when, p.name, g, w)
+		}
+	}
+	if got.CheckThenInsert.KeyRows != want.CheckThenInsert.KeyRows {
+		t.Errorf("%s: counted %d loose key rows, the tables hold %d", when, got.CheckThenInsert.KeyRows, want.CheckThenInsert.KeyRows)
+	}
+}
+
+// TestLabCountsFollowPayments: the lab's running counts, updated as
+// charges are written, agree with a fresh measurement of the tables after
+// a mixed run of every mode that charges, a prune and a reset, and they
+// are not read again from the tables for payments this server made.
+func TestLabCountsFollowPayments(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	check := func(when string) LabOutcomes {
+		t.Helper()
+		o := env.outcomes()
+		sameCounts(t, when, o, measuredOutcomes(t, env))
+		return o
+	}
+	payFor := func(key, order string) response {
+		t.Helper()
+		return env.pay(key, `{"order_id":"`+order+`","amount_satang":129900}`)
+	}
+	check("at start-up")
+	builds := env.Server.lab.tally.builds.Load()
+
+	// The real protocol: an order paid under two keys, and an order
+	// charged again under a new key after a 500 saved with its charge.
+	payFor(uuid.NewString(), "R-1")
+	payFor(uuid.NewString(), "R-1")
+	setFaults(t, env, pay.ServerFaults{ServerError: true})
+	if r := payFor(uuid.NewString(), "F-1"); r.Status != http.StatusInternalServerError {
+		t.Fatalf("with server_error: %d %s", r.Status, r.Body)
+	}
+	setFaults(t, env, pay.ServerFaults{})
+	payFor(uuid.NewString(), "F-1")
+	payFor(uuid.NewString(), "ONCE-1")
+	o := check("after the real protocol's payments")
+	if o.NewKeyPerRetry.ChargedTwice != 1 || o.NewKeyAfter500.ChargedTwice != 1 {
+		t.Fatalf("counted %+v and %+v, want R-1 and F-1", o.NewKeyPerRetry, o.NewKeyAfter500)
+	}
+
+	// No key: two clicks at once, and one alone.
+	env.putLab(LabSettings{Server: LabServer{Mode: LabNoKey}})
+	setFaults(t, env, pay.ServerFaults{DelayMS: 200})
+	env.burst(2, uuid.NewString(), `{"order_id":"N-1","amount_satang":129900}`)
+	setFaults(t, env, pay.ServerFaults{})
+	payFor(uuid.NewString(), "N-2")
+
+	// Check first, then insert, with and without constraints; the lock in
+	// memory.
+	for _, mode := range []LabMode{LabCheckThenInsert, LabCheckThenInsertConstrained, LabMemoryLock} {
+		env.putLab(LabSettings{Server: LabServer{Mode: mode, CheckGapMS: 150}})
+		env.burst(4, uuid.NewString(), `{"order_id":"C-`+string(mode)+`","amount_satang":129900}`)
+		payFor(uuid.NewString(), "C-alone")
+	}
+	o = check("after the unguarded modes")
+	if o.NoKey.ChargedTwice != 1 || o.CheckThenInsert.ChargedTwice != 1 || o.MemoryLock.Charges != 2 {
+		t.Fatalf("counted %+v", o)
+	}
+	if n := env.Server.lab.tally.builds.Load(); n != builds {
+		t.Fatalf("the tables were read %d more times for this server's own payments, want none", n-builds)
+	}
+
+	// The key table as the only memory, a prune, and the late retry.
+	env.putLab(LabSettings{Server: LabServer{Mode: LabKeyTableOnly, RetentionSeconds: 60}})
+	late := uuid.NewString()
+	payFor(late, "K-1")
+	check("before the prune")
+	env.send(http.MethodPost, "/api/clock/advance", map[string]int{"seconds": 120})
+	if r := env.send(http.MethodPost, "/api/lab/prune", nil); r.Status != http.StatusOK {
+		t.Fatalf("prune: %d %s", r.Status, r.Body)
+	}
+	payFor(late, "K-1")
+	if o := check("after the prune and the late retry"); o.PruneTooSoon.ChargedTwice != 1 {
+		t.Fatalf("counted %+v, want K-1 charged again", o.PruneTooSoon)
+	}
+
+	// A reset empties the tables and the counts.
+	if r := env.send(http.MethodPost, "/api/reset", nil); r.Status != http.StatusOK && r.Status != http.StatusNoContent {
+		t.Fatalf("reset: %d %s", r.Status, r.Body)
+	}
+	if o := check("after the reset"); o.ExtraCharges != 0 || o.NoKey.Charges != 0 || o.CheckThenInsert.KeyRows != 0 {
+		t.Fatalf("after the reset: %+v", o)
+	}
+	env.putLab(LabSettings{Server: LabServer{Mode: LabNoKey}})
+	payFor(uuid.NewString(), "N-9")
+	payFor(uuid.NewString(), "N-9")
+	if o := check("after the reset and two more payments"); o.NoKey.ChargedTwice != 1 {
+		t.Fatalf("counted %+v", o.NoKey)
+	}
+
+	// Counted from the tables again, the numbers are the same.
+	before := env.outcomes()
+	env.Server.labTablesChanged()
+	sameCounts(t, "rebuilt from the tables", env.outcomes(), before)
+}
