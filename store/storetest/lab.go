@@ -169,6 +169,25 @@ func labMeasure(t *testing.T, open Open) {
 		t.Errorf("loose key rows %d, want 1", g.LooseKeyRows)
 	}
 
+	// LabRows: every charge of both tables and every loose key row, each
+	// once, with its table, key, order and time.
+	var rows []pay.LabRow
+	if err := db.LabRows(ctx, func(r pay.LabRow) { rows = append(rows, r) }); err != nil {
+		t.Fatal(err)
+	}
+	byTable := map[pay.LabTable][]string{}
+	for _, r := range rows {
+		byTable[r.Table] = append(byTable[r.Table], r.Key+" "+r.OrderID)
+		if r.ID == "" || r.Scope == "" || r.CreatedAt.IsZero() || r.Saved500 {
+			t.Errorf("row %+v: want an id, a scope, a time and no saved 500", r)
+		}
+	}
+	slices.Sort(byTable[pay.LabCharges])
+	if want := []string{"first A-1", pay.LabKeyPrefix + "no-key 1 B-1", pay.LabKeyPrefix + "no-key 2 B-1", "second A-1"}; !slices.Equal(byTable[pay.LabCharges], want) ||
+		len(byTable[pay.LabLooseCharges]) != 0 || !slices.Equal(byTable[pay.LabLooseKeys], []string{"loose A-1"}) {
+		t.Errorf("LabRows: %v, want charges %v and the loose key row", byTable, want)
+	}
+
 	seen := map[string][]string{}
 	if err := db.LabScanKeys(ctx, func(where, key string) { seen[where] = append(seen[where], key) }); err != nil {
 		t.Fatal(err)
