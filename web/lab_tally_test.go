@@ -180,3 +180,30 @@ func TestLabCountsFollowPayments(t *testing.T) {
 	env.Server.labTablesChanged()
 	sameCounts(t, "rebuilt from the tables", env.outcomes(), before)
 }
+
+// TestLabCountsFollowOtherServers: two servers on one PostgreSQL
+// database. Once both have counted the tables, the charges one server
+// makes reach the other's counts through the relay.
+func TestLabCountsFollowOtherServers(t *testing.T) {
+	envs, _ := classServers(t, "s1", "s2")
+	here, there := envs[0], envs[1]
+	for _, e := range envs {
+		if o := e.outcomes(); o.NoKey.Charges != 0 || o.ExtraCharges != 0 {
+			t.Fatalf("%s counted %+v before any payment", e.Server.cfg.Name, o)
+		}
+	}
+	there.putLab(LabSettings{Server: LabServer{Mode: LabNoKey}})
+	waitUntil(t, "the mode on s1", func() bool { return here.Server.lab.Settings().Server.Mode == LabNoKey })
+	for range 2 {
+		if r := there.pay(uuid.NewString(), `{"order_id":"N-2","amount_satang":129900}`); r.Status != http.StatusCreated {
+			t.Fatalf("payment on s2: %d %s", r.Status, r.Body)
+		}
+	}
+	if o := there.outcomes().NoKey; o.Charges != 2 || o.ChargedTwice != 1 {
+		t.Fatalf("s2 counted its own payments as %+v", o)
+	}
+	waitUntil(t, "s1 counting s2's charges", func() bool { return here.outcomes().NoKey.Charges == 2 })
+	if o := here.outcomes().NoKey; o.ChargedTwice != 1 || !slices.Equal(o.Twice, []string{"N-2"}) {
+		t.Fatalf("s1 counted s2's payments as %+v", o)
+	}
+}
