@@ -157,13 +157,14 @@ type labState struct {
 
 	// tally counts the charge tables as charges are written.
 	tally *labTally
-	// personalOut is the last scan for keys made of personal data, valid
-	// while personalOK; the tally's invalidations and every request with
-	// such a key clear it.
+	// personalOut is the last scan for keys made of personal data, made
+	// at event personalSeq while the tables were at version personalGen
+	// (labTablesChanged moves tablesGen).
 	personalMu  sync.Mutex
 	personalOut LabPersonalOutcome
 	personalSeq uint64
-	personalOK  bool
+	personalGen uint64
+	tablesGen   atomic.Uint64
 }
 
 type refusalKey struct {

@@ -138,9 +138,7 @@ func (s *Server) labOutcomes(ctx context.Context) (LabOutcomes, error) {
 // counts are rebuilt at the next question.
 func (s *Server) labTablesChanged() {
 	s.lab.tally.invalidate()
-	s.lab.personalMu.Lock()
-	s.lab.personalOK = false
-	s.lab.personalMu.Unlock()
+	s.lab.tablesGen.Add(1)
 }
 
 // personalOutcomeCached scans for keys made of personal data only while
@@ -151,14 +149,15 @@ func (s *Server) personalOutcomeCached(ctx context.Context, seq uint64) (LabPers
 	l := s.lab
 	l.personalMu.Lock()
 	defer l.personalMu.Unlock()
-	if l.personalOK && (l.personalRequests.Load() == 0 || l.personalSeq == seq) {
+	gen := l.tablesGen.Load() + 1 // 0: never scanned
+	if l.personalGen == gen && (l.personalRequests.Load() == 0 || l.personalSeq == seq) {
 		return l.personalOut, nil
 	}
 	o, err := s.personalOutcome(ctx)
 	if err != nil {
 		return o, err
 	}
-	l.personalOut, l.personalSeq, l.personalOK = o, seq, true
+	l.personalOut, l.personalSeq, l.personalGen = o, seq, gen
 	return o, nil
 }
 

@@ -199,6 +199,10 @@ type labTally struct {
 	running    map[uint64]int // writes in flight, by the epoch they began in
 
 	builds atomic.Int64 // how many times the tables were read
+	// buildsBegun numbers the rebuilds; last is the latest one's counts,
+	// lastBegun its number.
+	buildsBegun, lastBegun uint64
+	last                   *labCounts
 }
 
 type heldRow struct {
@@ -265,42 +269,48 @@ func (t *labTally) invalidate() {
 }
 
 // read calls fn with the current counts, rebuilding them first if needed.
+// Counts invalidated while they were rebuilt (another server keeps
+// paying, say) still answer the question that rebuilt them, and every
+// question that was waiting for that rebuild: they are as new as the
+// tables when it began, as a measurement would be. The next question
+// rebuilds again.
 func (t *labTally) read(ctx context.Context, db pay.Store, fn func(*labCounts)) error {
-	for range 3 {
-		t.mu.Lock()
-		if c := t.counts; c != nil {
-			fn(c)
-			t.mu.Unlock()
-			return nil
-		}
+	t.mu.Lock()
+	if c := t.counts; c != nil {
+		fn(c)
 		t.mu.Unlock()
-		if err := t.build(ctx, db); err != nil {
-			return err
-		}
+		return nil
 	}
-	// Writes kept straddling invalidations: count once more under the
-	// rebuild lock and answer with that.
+	asked := t.buildsBegun
+	t.mu.Unlock()
+	c, err := t.build(ctx, db, asked)
+	if err != nil {
+		return err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.counts == nil {
-		return errTallyUnsettled
-	}
-	fn(t.counts)
+	fn(c)
 	return nil
 }
 
-var errTallyUnsettled = pay.Errorf(pay.EUNAVAILABLE, "The lab's counts are being rebuilt while the tables keep changing; ask again.")
-
-func (t *labTally) build(ctx context.Context, db pay.Store) error {
+// build rebuilds the counts from the tables, unless a rebuild that began
+// after the question (asked) has ended meanwhile: then its counts answer.
+func (t *labTally) build(ctx context.Context, db pay.Store, asked uint64) (*labCounts, error) {
 	t.rebuild.Lock()
 	defer t.rebuild.Unlock()
 	t.mu.Lock()
 	if t.counts != nil {
-		t.mu.Unlock()
-		return nil // another reader rebuilt them meanwhile
+		defer t.mu.Unlock()
+		return t.counts, nil
+	}
+	if t.last != nil && t.lastBegun > asked {
+		defer t.mu.Unlock()
+		return t.last, nil
 	}
 	t.epoch++
 	start := t.epoch
+	t.buildsBegun++
+	begun := t.buildsBegun
 	t.building, t.held = true, nil
 	t.mu.Unlock()
 
@@ -317,25 +327,26 @@ func (t *labTally) build(ctx context.Context, db pay.Store) error {
 	t.building, t.held = false, nil
 	t.epoch++
 	if err != nil {
-		return err
+		return nil, err
 	}
+	settled := t.stale <= start // not invalidated since the rebuild began
 	for _, h := range held {
-		if h.epoch < t.stale {
-			return nil // counts stay nil: the next question rebuilds
-		}
+		// A write begun before an invalidation cannot be placed.
+		settled = settled && h.epoch >= t.stale
 		if _, read := seen[h.row.ID]; !read {
 			fresh.add(t.seed, h.row)
 		}
 	}
-	if t.stale > start { // invalidated during the rebuild
-		return nil
+	t.last, t.lastBegun = fresh, begun
+	if !settled {
+		return fresh, nil // answers the waiting questions; the next one rebuilds
 	}
 	t.counts = fresh
 	t.seen, t.seenBefore = seen, t.epoch
 	if !t.runningBefore(t.seenBefore) {
 		t.seen = nil
 	}
-	return nil
+	return fresh, nil
 }
 
 // talliedStorage is the protocol's storage, telling the lab's tally of the

@@ -207,3 +207,79 @@ func TestLabCountsFollowOtherServers(t *testing.T) {
 		t.Fatalf("s1 counted s2's payments as %+v", o)
 	}
 }
+
+// rowsStore serves LabRows from a list, calling during halfway through.
+type rowsStore struct {
+	pay.Store
+	rows   *[]pay.LabRow
+	during func()
+}
+
+func (s rowsStore) LabRows(_ context.Context, fn func(pay.LabRow)) error {
+	for i, r := range *s.rows {
+		if i == len(*s.rows)/2 && s.during != nil {
+			s.during()
+		}
+		fn(r)
+	}
+	return nil
+}
+
+// TestLabTallyWritesDuringRebuild: writes that end while the counts are
+// rebuilt are counted once whether or not the rebuild read their row; a
+// rebuild invalidated halfway still answers, and the next question
+// rebuilds; a write that straddles an invalidation asks for a rebuild.
+func TestLabTallyWritesDuringRebuild(t *testing.T) {
+	row := func(id, order string) pay.LabRow {
+		return pay.LabRow{Table: pay.LabCharges, ID: id, Key: pay.LabKeyPrefix + "no-key " + id, OrderID: order}
+	}
+	charges := func(tl *labTally, db pay.Store) int {
+		t.Helper()
+		var n int
+		if err := tl.read(context.Background(), db, func(c *labCounts) { n = c.outcomes().NoKey.Charges }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	rows := []pay.LabRow{row("1", "A"), row("2", "A"), row("3", "B"), row("4", "C")}
+
+	tl := newLabTally()
+	written := rows[:3]
+	db := rowsStore{rows: &written}
+	// Two writes end during the rebuild: one whose row the rebuild reads
+	// (it committed before), one whose row it does not.
+	readLater := tl.begin()
+	notRead := tl.begin()
+	db.during = func() {
+		tl.end(readLater, rows[2])
+		tl.end(notRead, rows[3])
+	}
+	if n := charges(tl, db); n != 4 {
+		t.Fatalf("after a rebuild with writes during it: %d charges, want 4", n)
+	}
+	if n := tl.builds.Load(); n != 1 {
+		t.Fatalf("%d rebuilds, want 1", n)
+	}
+
+	// Invalidated halfway: the question is answered, the next rebuilds.
+	db.during = tl.invalidate
+	written = rows
+	if tl.invalidate(); charges(tl, db) != 4 || tl.builds.Load() != 2 {
+		t.Fatalf("an invalidated rebuild did not answer its question (%d rebuilds)", tl.builds.Load())
+	}
+	db.during = nil
+	if n := charges(tl, db); n != 4 || tl.builds.Load() != 3 {
+		t.Fatalf("after an invalidated rebuild: %d charges, %d rebuilds, want 4 and 3", n, tl.builds.Load())
+	}
+
+	// A write begun before an invalidation and ended after the rebuild
+	// cannot be placed: the next question rebuilds.
+	straddling := tl.begin()
+	tl.invalidate()
+	charges(tl, db)
+	tl.end(straddling, row("5", "D"))
+	written = append(rows, row("5", "D"))
+	if n := charges(tl, db); n != 5 || tl.builds.Load() != 5 {
+		t.Fatalf("after a straddling write: %d charges, %d rebuilds, want 5 and 5", n, tl.builds.Load())
+	}
+}
