@@ -364,7 +364,13 @@ func (s *Service) save(ctx context.Context, p *Payment, c ClaimRequest, claim st
 	if p.Faults.FailHalfway {
 		done.BeforeCommit = func() error { return ErrHalfway }
 	}
-	saved, err := s.Store.Complete(ctx, done)
+	// The gateway has answered: what it did must be recorded, however
+	// long the save waits for the writer. A save given up at the work's
+	// deadline left a charged key started and the gateway one charge
+	// ahead until the sweeper; a save that comes late is safe, as it acts
+	// only through its claim's token and records a charge the sweeper may
+	// already have recorded once.
+	saved, err := s.Store.Complete(context.WithoutCancel(ctx), done)
 	switch {
 	case errors.Is(err, ErrHalfway) && charge == nil:
 		// The gateway said no: nothing happened outside, so the claim goes.
