@@ -44,6 +44,14 @@ func TestLabPanel(t *testing.T) {
 	doc := render(t, LabPanel(sampleLab(true)))
 	lab := byID(t, doc, "lab")
 
+	t.Run("a card says what real clients do, and links to the measurements", func(t *testing.T) {
+		card := byID(t, lab, "lab-real-clients")
+		links := findAll(card, func(x *html.Node) bool { v, _ := attr(x, "href"); return x.Data == "a" && v == "/clients" })
+		if len(links) != 1 || !strings.Contains(text(card), "RemoteDisconnected") || !strings.Contains(text(card), "two payments") {
+			t.Fatalf("the real clients' card: %q", text(card))
+		}
+	})
+
 	t.Run("one card per mistake, each with its switch and its measured outcome", func(t *testing.T) {
 		for _, n := range LabMistakeNumbers() {
 			card := byID(t, doc, "mistake-"+itoa(n))
