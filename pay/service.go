@@ -64,8 +64,11 @@ type Payment struct {
 	// body a replay sends, as the caller's protocol writes them.
 	Render func(error) (status int, body []byte)
 	// Observe, when set, is told every step, in order, on the payment's
-	// own goroutine: it may block to hold the payment at that step.
+	// own goroutine: it may block to hold the payment at that step, and
+	// should then extend the work's deadline (ExtendWork).
 	Observe func(Step)
+
+	work claimedWork // set once the key is claimed (work.go)
 }
 
 // Fingerprint is the payment's fingerprint.
@@ -252,6 +255,7 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 		}
 		return o
 	}
+	p.work = claimedWork{s: s, ctx: work, claim: claim.Claim}
 	p.observe(StepClaimed, 0, "key row inserted as started")
 
 	// 3. The work belongs to the server from here, not to the connection.
@@ -297,6 +301,7 @@ func KeyUsedForAnotherOrder(key string, ch Charge) error {
 func (s *Service) Execute(ctx context.Context, p *Payment, claim string) Outcome {
 	s.running.add(claim)
 	defer s.running.remove(claim)
+	p.work = claimedWork{s: s, ctx: ctx, claim: claim}
 	c := p.claimRequest()
 
 	if d := p.Faults.Delay(); d > 0 {

@@ -33,6 +33,11 @@ type Storage interface {
 	// StartedBefore lists the keys started before cutoff, oldest first:
 	// the sweeper's candidates.
 	StartedBefore(ctx context.Context, cutoff time.Time) ([]KeyRow, error)
+	// ExtendWork moves by d what the sweepers judge a started key held by
+	// claim by (the work deadline its claim recorded), so that none takes
+	// it while its work is paused; a negative d gives time back. A key
+	// no longer started, or held by another claim, is left alone.
+	ExtendWork(ctx context.Context, scope, key, claim string, d time.Duration) error
 }
 
 // Store is the whole contract of a payments database: the protocol's

@@ -325,6 +325,20 @@ func (db *DB) StartedBefore(ctx context.Context, cutoff time.Time) ([]pay.KeyRow
 	return keys, rows.Err()
 }
 
+// ExtendWork moves a started key's lock time by d, the time its work
+// was paused: the sweepers of every server writing to this file judge a
+// key by its lock time, and this one's work is not over.
+func (db *DB) ExtendWork(ctx context.Context, scope, key, claim string, d time.Duration) error {
+	if err := db.need("payments"); err != nil {
+		return err
+	}
+	return db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
+		_, err := db.conn.ExecContext(ctx, `UPDATE idempotency_keys SET locked_at = locked_at + ?
+			WHERE scope = ? AND key = ? AND claim = ? AND status = 'started'`, d.Milliseconds(), scope, key, claim)
+		return err
+	})
+}
+
 // KeyCounts counts the key rows by status.
 func (db *DB) KeyCounts(ctx context.Context) (started, done int, err error) {
 	err = db.read.QueryRowContext(ctx, `SELECT

@@ -80,6 +80,7 @@ type payment struct {
 	faults    pay.ServerFaults  // drawn once per request (random mode may thin them)
 	gw        pay.GatewayFaults // the gateway switches this request charges with
 	step      stepProgress      // where step mode has held it (step.go)
+	run       *pay.Payment      // the request as the service runs it, once made
 	aim       atomic.Uint32     // faults the presenter aimed at it (step.go)
 }
 
@@ -150,6 +151,7 @@ func (p *payment) protocol() *pay.Payment {
 		p.publishEvent(live.Event{Kind: stepEvents[st.Kind], Status: st.Status, Message: st.Detail, Charge: st.ChargeID, Fault: st.Fault})
 		p.aimedAt(&pp.Faults) // a fault the presenter aimed at this request (step.go)
 	}
+	p.run = pp
 	return pp
 }
 

@@ -219,7 +219,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.protocol = &pay.Service{Store: countingStorage{Storage: talliedStorage{Storage: db, t: s.lab.tally}, g: s.idleSweeps}, Gateway: s.gateway.With(pay.GatewayFaults{}), Now: clock.Now,
 		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) },
 		WorkContext: func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout+s.steps.allowance())
+			return pay.NewWorkContext(s.baseCtx, s.cfg.GatewayTimeout+s.steps.allowance())
 		}}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.echo = s.routes()

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -174,6 +175,14 @@ func (st *stepper) hold(p *payment, cp Checkpoint) {
 	st.mu.Unlock()
 	p.publishStep(heldKind, cp.String())
 
+	// Time spent held is not the work being slow: the work's deadline, and
+	// the one its claim recorded for every sweeper, wait for the presenter.
+	// They move by the longest hold at once, then give back what was not
+	// used, so that no sweeper takes the key while it is held.
+	started := time.Now()
+	p.extendWork(st.limit)
+	defer func() { p.extendWork(time.Since(started) - st.limit) }()
+
 	reason := ""
 	select {
 	case <-h.next:
@@ -191,6 +200,18 @@ func (st *stepper) hold(p *payment, cp Checkpoint) {
 	st.drop(h)
 	st.mu.Unlock()
 	p.publishStep(resumedKind, reason)
+}
+
+// extendWork moves the deadline of p's claimed work by d, if it has one.
+func (p *payment) extendWork(d time.Duration) {
+	if p.run == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.s.baseCtx), pay.MaxClaimWait)
+	defer cancel()
+	if err := p.run.ExtendWork(ctx, d); err != nil {
+		p.s.logf("step mode: moving the work deadline of %s by %s: %v", p.id, d, err)
+	}
 }
 
 // errNothingHeld answers Next or Finish when no request waits.

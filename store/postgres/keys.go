@@ -385,6 +385,18 @@ func (db *DB) Release(ctx context.Context, scope, key, claim string) (bool, erro
 	return err == nil && tag.RowsAffected() == 1, err
 }
 
+// ExtendWork moves a started key's work deadline (work_until) by d, the
+// time its work was paused: another server's sweeper leaves the key alone
+// until that deadline has passed.
+func (db *DB) ExtendWork(ctx context.Context, scope, key, claim string, d time.Duration) error {
+	if err := db.need("payments"); err != nil {
+		return err
+	}
+	_, err := db.pool.Exec(ctx, `UPDATE idempotency_keys SET work_until = work_until + $4 * interval '1 millisecond'
+		WHERE scope = $1 AND key = $2 AND claim = $3 AND status = 'started'`, scope, key, claim, d.Milliseconds())
+	return err
+}
+
 // sweepBatch bounds how many started keys one call of StartedBefore takes.
 const sweepBatch = 500
 

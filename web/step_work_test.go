@@ -1,0 +1,79 @@
+package web
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+// TestStepModeTurnedOnAfterTheClaim: a payment claimed while step mode was
+// off, then held by it for longer than its work may take, is not a slow
+// request: it is answered as a healthy one is, charged once, and no
+// sweeper, on its server or another, takes its key while it is held.
+func TestStepModeTurnedOnAfterTheClaim(t *testing.T) {
+	const lockTimeout, gatewayTimeout = time.Second, 300 * time.Millisecond
+	path := []string{"before the gateway", "gateway answered"}
+	for i, at := range path {
+		t.Run("held at "+at, func(t *testing.T) {
+			c := newClass(t)
+			var envs []*testEnv
+			for _, name := range []string{"s1", "s2"} {
+				envs = append(envs, c.server(Config{Name: name, LockTimeout: lockTimeout, GatewayTimeout: gatewayTimeout}, nil))
+			}
+			for _, e := range envs {
+				e.Server.live()
+				waitUntil(t, "the relay to listen", func() bool { return e.Server.relay.listening.Load() > 0 })
+			}
+			s1 := envs[0]
+			env := &stepEnv{testEnv: s1, sub: s1.Server.hub.Subscribe(s1.Server.hub.LastSeq())}
+
+			// The delay fault pauses the request right after its claim,
+			// until the test has turned step mode on.
+			reached, release := holdGap(s1.Server)
+			if r := s1.must(http.MethodPut, "/api/faults", `{"server":{"delay_ms":1}}`); r.Status != http.StatusOK {
+				t.Fatalf("the delay fault: %d %s", r.Status, r.Body)
+			}
+			ans := env.payAsync("late-step", "L-1")
+			select {
+			case <-reached:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the request never reached its delay")
+			}
+			claimed := time.Now() // the key was claimed before this
+			if err := s1.Server.steps.turn(true, "test"); err != nil {
+				t.Fatal(err)
+			}
+			close(release)
+			id := ""
+			for _, cp := range path[:i+1] {
+				if id != "" {
+					if r := env.api(http.MethodPost, "/api/step/next", `{"request":"`+id+`"}`); r.Status != http.StatusOK {
+						t.Fatalf("Next: %d %s", r.Status, r.Body)
+					}
+				}
+				id = env.waitHeld(cp)
+			}
+
+			// Held past its work time-out and past the lock timeout.
+			waitUntil(t, "the lock timeout to pass since the claim", func() bool {
+				return time.Since(claimed) > lockTimeout+100*time.Millisecond
+			})
+			for _, s := range envs {
+				if out, err := s.Server.Sweep(t.Context()); err != nil || len(out) != 0 {
+					t.Fatalf("%s's sweeper while the request is held: %+v %v, want nothing taken", s.Server.cfg.Name, out, err)
+				}
+			}
+			if started, _, err := c.KeyCounts(t.Context()); err != nil || started != 1 {
+				t.Fatalf("started keys while held: %d %v, want 1", started, err)
+			}
+
+			if r := env.api(http.MethodPost, "/api/step/finish", `{"request":"`+id+`"}`); r.Status != http.StatusOK {
+				t.Fatalf("Finish: %d %s", r.Status, r.Body)
+			}
+			wantStatus(t, ans, http.StatusCreated)
+			if local, gateway := c.books(); local != 1 || gateway != 1 {
+				t.Fatalf("local charges %d, gateway charges %d; want 1 and 1", local, gateway)
+			}
+		})
+	}
+}
