@@ -172,13 +172,16 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 }
 
 // TestBrowserStepModeAtATeachersPace pays from a page whose attempts give
-// up after 300 ms, and steps the request through every checkpoint at a
-// teacher's pace: four times the page's time-out at each checkpoint, and
-// ten times at one. A held request is the presenter's pause, so the page
+// up after 2 s, and steps the request through every checkpoint at a
+// teacher's pace: 4 s at each checkpoint, twice the page's time-out, and
+// 30 s at one. A held request is the presenter's pause, so the page
 // waits: it sends one request, which nobody releases but the presenter,
-// and the card ends with the one charge the server made.
+// and the card ends with the one charge the server made. (Between two
+// checkpoints the request runs, and that time does count: the page's
+// time-out is long enough for the event stream to show the next hold on
+// a loaded machine.)
 func TestBrowserStepModeAtATeachersPace(t *testing.T) {
-	const attemptMS = 300
+	const attemptMS = 2000
 	env := newStepEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+fmt.Sprintf("/?attempt_ms=%d", attemptMS))
@@ -196,9 +199,9 @@ func TestBrowserStepModeAtATeachersPace(t *testing.T) {
 		}
 		liveWait(t, ctx, "the held step on the page's timeline", 5*time.Second,
 			fmt.Sprintf(`!!document.getElementById(%q)`, "tl-"+id+"-held"))
-		pause := 4 * attemptMS
+		pause := 4000
 		if i == 3 {
-			pause = 10 * attemptMS
+			pause = 30000
 		}
 		// The teacher talks: the page's clock runs on while nothing happens.
 		liveWait(t, ctx, "the teacher's pause", time.Duration(pause+5000)*time.Millisecond,
