@@ -93,11 +93,8 @@ func DecodePayment(body []byte) (PaymentRequest, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return bad("The body has data after the JSON object.")
 	}
-	switch {
-	case !seen["order_id"]:
-		return bad("order_id is missing.")
-	case !seen["amount_satang"]:
-		return bad("amount_satang is missing.")
+	if err := requireBoth(seen); err != nil {
+		return PaymentRequest{}, err
 	}
 	return req, nil
 }
@@ -152,11 +149,8 @@ func DecodePaymentForm(body []byte) (PaymentRequest, error) {
 			return PaymentRequest{}, err
 		}
 	}
-	switch {
-	case !seen["order_id"]:
-		return bad("order_id is missing.")
-	case !seen["amount_satang"]:
-		return bad("amount_satang is missing.")
+	if err := requireBoth(seen); err != nil {
+		return PaymentRequest{}, err
 	}
 	return req, nil
 }
@@ -280,4 +274,17 @@ func jsonError(err error) string {
 func (p PaymentRequest) Canonical() []byte {
 	b, _ := json.Marshal(p)
 	return b
+}
+
+// requireBoth is the rule both encodings share: a payment names its
+// order and its amount, each exactly once (repeats are refused as they
+// are read).
+func requireBoth(seen map[string]bool) error {
+	switch {
+	case !seen["order_id"]:
+		return Errorf(EINVALID, "order_id is missing.")
+	case !seen["amount_satang"]:
+		return Errorf(EINVALID, "amount_satang is missing.")
+	}
+	return nil
 }
