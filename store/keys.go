@@ -203,10 +203,14 @@ func (db *DB) Release(ctx context.Context, scope, key, claim string) (bool, erro
 	return released, err
 }
 
-// pruneBatch is how many keys one of a prune's writes deletes: a few
-// milliseconds of the single writer, so that a payment queued behind it
-// waits no longer, whatever the number of keys to prune.
-const pruneBatch = 500
+// pruneBatch is how many keys one of a prune's writes deletes: about a
+// millisecond of the single writer, so that a payment queued behind it
+// waits no longer, whatever the number of keys to prune. With 500 a
+// batch, four clients paying during a prune of a million keys measured a
+// p99 four to five times the p99 they had with no prune; with 100, two to
+// three times, and the prune took no longer: its commits are shared with
+// the payments'.
+const pruneBatch = 100
 
 // Prune deletes done keys created before cutoff. Started keys are never
 // pruned: their outcome is unknown, and only the sweeper may close them.

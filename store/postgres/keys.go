@@ -501,27 +501,55 @@ func (db *DB) KeyCounts(ctx context.Context) (started, done int, err error) {
 	return started, done, err
 }
 
-// Prune deletes done keys created before cutoff. Started keys are never
-// pruned: their outcome is unknown, and only a sweeper may close them.
+// pruneBatch is how many keys one of a prune's statements deletes.
+const pruneBatch = 500
+
+// Prune deletes done keys created before cutoff, oldest first. Started
+// keys are never pruned: their outcome is unknown, and only a sweeper may
+// close them.
+//
+// Each statement deletes at most pruneBatch keys and commits on its own:
+// a prune of a million keys is two thousand short transactions, never one
+// that holds a million row locks and writes all its WAL at once, and a
+// late retry of a key being pruned waits for one batch at most. Rows
+// another server's prune holds are skipped (SKIP LOCKED), so several
+// servers pruning at once share the work instead of queueing. It stops
+// when ctx ends, with what it pruned so far.
 func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]pay.PrunedKey, error) {
 	if err := db.need("payments"); err != nil {
 		return nil, err
 	}
-	rows, err := db.pool.Query(ctx, `DELETE FROM idempotency_keys
-		WHERE status = 'done' AND created_at < $1 RETURNING scope, key`, cutoff)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var pruned []pay.PrunedKey
-	for rows.Next() {
-		var p pay.PrunedKey
-		if err := rows.Scan(&p.Scope, &p.Key); err != nil {
-			return nil, err
+	for ctx.Err() == nil {
+		rows, err := db.pool.Query(ctx, `DELETE FROM idempotency_keys k
+			USING (SELECT scope, key FROM idempotency_keys
+				WHERE status = 'done' AND created_at < $1
+				ORDER BY created_at LIMIT $2
+				FOR UPDATE SKIP LOCKED) old
+			WHERE k.scope = old.scope AND k.key = old.key
+			RETURNING k.scope, k.key`, cutoff, pruneBatch)
+		if err != nil {
+			return pruned, err
 		}
-		pruned = append(pruned, p)
+		n := 0
+		for rows.Next() {
+			var p pay.PrunedKey
+			if err := rows.Scan(&p.Scope, &p.Key); err != nil {
+				rows.Close()
+				return pruned, err
+			}
+			pruned = append(pruned, p)
+			n++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return pruned, err
+		}
+		if n < pruneBatch {
+			return pruned, nil
+		}
 	}
-	return pruned, rows.Err()
+	return pruned, ctx.Err()
 }
 
 // Reset deletes every key and charge, and the gateway's records when this

@@ -1,0 +1,181 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"paytwice/pay"
+	"paytwice/store/postgres"
+	"paytwice/store/postgres/pgtest"
+)
+
+// fillDoneKeys writes n done keys created before createdAt straight into
+// the database, in one statement: a million through the API would take
+// minutes.
+func fillDoneKeys(tb testing.TB, db *postgres.DB, n int, createdAt time.Time) {
+	tb.Helper()
+	if _, err := db.Pool().Exec(context.Background(), `INSERT INTO idempotency_keys
+		(scope, key, method, path, fingerprint, order_id, amount_satang, status,
+		 response_status, response_body, created_at, locked_at, completed_at, claim, charge_key)
+		SELECT 'old', 'key-' || i, 'POST', '/v1/payments', 'fp', 'O-' || i, 100, 'done', 201, '{}',
+		 $2::timestamptz + i * interval '1 millisecond', $2::timestamptz + i * interval '1 millisecond',
+		 $2::timestamptz + i * interval '1 millisecond', 'c', ''
+		FROM generate_series(1, $1::int) AS i`, n, createdAt); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func claimOf(key string) pay.ClaimRequest {
+	return pay.ClaimRequest{Scope: "s", Key: key, Method: "POST", Path: "/v1/payments", Fingerprint: "fp-" + key, OrderID: "O-" + key, AmountSatang: 100}
+}
+
+func TestPruneDeletesEveryOldKeyInBatches(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	db := open(t, func() time.Time { return now })
+	fillDoneKeys(t, db, 1234, now.Add(-48*time.Hour))
+	// A key of today and a started one stay.
+	if res, err := db.Claim(ctx, claimOf("new")); err != nil || !res.Claimed {
+		t.Fatalf("claim: %+v %v", res, err)
+	}
+	pruned, err := db.Prune(ctx, now.Add(-24*time.Hour))
+	if err != nil || len(pruned) != 1234 {
+		t.Fatalf("pruned %d keys (%v), want 1234", len(pruned), err)
+	}
+	seen := map[string]bool{}
+	for _, p := range pruned {
+		if p.Scope != "old" || seen[p.Key] {
+			t.Fatalf("pruned %+v: another scope, or twice", p)
+		}
+		seen[p.Key] = true
+	}
+	started, done, err := db.KeyCounts(ctx)
+	if err != nil || started != 1 || done != 0 {
+		t.Fatalf("after the prune: %d started, %d done (%v)", started, done, err)
+	}
+	if again, err := db.Prune(ctx, now.Add(-24*time.Hour)); err != nil || len(again) != 0 {
+		t.Fatalf("a second prune: %d keys (%v)", len(again), err)
+	}
+}
+
+// Two servers pruning the same keys at once share them: every key is
+// pruned by exactly one of them.
+func TestPruneBySeveralServersAtOnce(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	dbs := servers(t, 3, postgres.Options{Now: func() time.Time { return now }})
+	fillDoneKeys(t, dbs[0], 3000, now.Add(-48*time.Hour))
+	results := make([][]pay.PrunedKey, len(dbs))
+	errs := make([]error, len(dbs))
+	var wg sync.WaitGroup
+	for i, db := range dbs {
+		wg.Go(func() { results[i], errs[i] = db.Prune(ctx, now.Add(-24*time.Hour)) })
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("server %d: %v", i, errs[i])
+		}
+		for _, p := range r {
+			if seen[p.Key] {
+				t.Fatalf("%s pruned twice", p.Key)
+			}
+			seen[p.Key] = true
+		}
+	}
+	if _, done, err := dbs[0].KeyCounts(ctx); err != nil || done != 0 || len(seen) != 3000 {
+		t.Fatalf("%d keys pruned, %d done left (%v); want 3000 and 0", len(seen), done, err)
+	}
+}
+
+// BenchmarkPaymentsDuringPrune prunes 110,000 and 1,000,000 old done keys
+// while four clients pay without pause (claim, then save with a charge),
+// and reports how long the slowest payment took and the p99, with the
+// prune's own duration, next to the same clients' payments in a window as
+// long as the prune right after it, with no prune: on a busy machine the
+// slowest of thousands of payments is slow whatever the prune does, and
+// the difference between the two windows is the prune's. Run it with
+//
+//	PAYTWICE_TEST_POSTGRES=postgres://… go test ./store/postgres -run '^$' -bench PaymentsDuringPrune -benchtime 1x
+func BenchmarkPaymentsDuringPrune(b *testing.B) {
+	for _, n := range []int{110_000, 1_000_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			for range b.N {
+				now := time.Now()
+				db, err := postgres.Open(context.Background(), pgtest.NewDatabase(b), postgres.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				fillDoneKeys(b, db, n, now.Add(-48*time.Hour))
+				run, stop := context.WithCancel(context.Background())
+				var mu sync.Mutex
+				var waits []time.Duration
+				var wg sync.WaitGroup
+				for c := range 4 {
+					wg.Go(func() {
+						for i := 0; run.Err() == nil; i++ {
+							key := fmt.Sprintf("c%d-%d", c, i)
+							t0 := time.Now()
+							res, err := db.Claim(ctx, claimOf(key))
+							if err != nil || !res.Claimed {
+								b.Errorf("claim %s: %+v %v", key, res, err)
+								return
+							}
+							ch := &pay.Charge{ID: "ch_" + key, Scope: "s", Key: key, OrderID: "O-" + key, AmountSatang: 100, GatewayRef: "gw_" + key, CreatedAt: now}
+							if _, err := db.Complete(ctx, pay.Completion{ClaimRequest: claimOf(key), Claim: res.Claim, Status: 201, Body: []byte("{}"), Charge: ch}); err != nil {
+								b.Errorf("save %s: %v", key, err)
+								return
+							}
+							mu.Lock()
+							waits = append(waits, time.Since(t0))
+							mu.Unlock()
+						}
+					})
+				}
+				time.Sleep(time.Second) // the clients under way
+				mu.Lock()
+				waits = waits[:0]
+				mu.Unlock()
+				b.ResetTimer()
+				t0 := time.Now()
+				pruned, err := db.Prune(ctx, now.Add(-24*time.Hour))
+				took := time.Since(t0)
+				b.StopTimer()
+				// The same clients for as long again, with no prune.
+				mu.Lock()
+				during := slices.Clone(waits)
+				waits = waits[:0]
+				mu.Unlock()
+				time.Sleep(took)
+				stop()
+				wg.Wait()
+				after := slices.Clone(waits)
+				db.Close()
+				if err != nil || len(pruned) != n {
+					b.Fatalf("pruned %d of %d (%v)", len(pruned), n, err)
+				}
+				reportWaits(b, took, during, after)
+			}
+		})
+	}
+}
+
+// reportWaits reports the prune's duration and the payments' p99 and
+// slowest during the prune and in the window after it.
+func reportWaits(b *testing.B, took time.Duration, during, after []time.Duration) {
+	if len(during) == 0 || len(after) == 0 {
+		b.Fatalf("%d payments during the prune, %d after", len(during), len(after))
+	}
+	slices.Sort(during)
+	slices.Sort(after)
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	b.ReportMetric(float64(took.Milliseconds()), "prune-ms")
+	b.ReportMetric(float64(len(during)), "payments")
+	b.ReportMetric(ms(during[len(during)*99/100]), "p99-payment-ms")
+	b.ReportMetric(ms(during[len(during)-1]), "max-payment-ms")
+	b.ReportMetric(ms(after[len(after)*99/100]), "p99-payment-ms-no-prune")
+	b.ReportMetric(ms(after[len(after)-1]), "max-payment-ms-no-prune")
+}
