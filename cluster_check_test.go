@@ -10,7 +10,7 @@ import (
 
 	"paytwice/pay/check"
 	"paytwice/store/postgres/pgtest"
-	"paytwice/web"
+	"paytwice/web/room"
 )
 
 // TestCheckOnCluster runs the checker through the front door of "paytwice
@@ -51,13 +51,13 @@ func TestCheckOnCluster(t *testing.T) {
 	t.Run("a lock in memory fails the storm on three servers", func(t *testing.T) {
 		const lab = `{"server":{"mode":"memory_lock","check_gap_ms":200}}`
 		status, b := c.asPresenter(ctx, t, http.MethodPatch, c.url+"/api/lab", lab)
-		var want web.LabSettings
+		var want room.LabSettings
 		if status != http.StatusOK || json.Unmarshal(b, &want) != nil {
 			t.Fatalf("PATCH /api/lab: %d %s", status, b)
 		}
 		for name, u := range c.servers {
 			poll(ctx, t, "the lab on "+name, func() bool {
-				var got web.LabSettings
+				var got room.LabSettings
 				status, b := c.asPresenter(ctx, t, http.MethodGet, u+"/api/lab", "")
 				return status == http.StatusOK && json.Unmarshal(b, &got) == nil && got == want
 			})

@@ -12,6 +12,7 @@ import (
 	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // adminRoutes registers the presenter's endpoints: the fault switches,
@@ -96,7 +97,7 @@ func (s *Server) handleSweep(c echo.Context) error {
 func (s *Server) resetDemo(ctx context.Context, who string) error {
 	// Held requests hold the in-flight lock: let them go first.
 	s.steps.turn(false, who)
-	var barrier *resetBarrier
+	var barrier *room.Barrier
 	if s.peers.Shared() {
 		b, err := s.startReset(ctx)
 		if err != nil {
@@ -119,8 +120,8 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 	err := s.emptyTables(ctx)
 	// The room's defaults end the barrier, which lets the other servers go
 	// on: written even when the tables could not be emptied.
-	if _, _, rerr := s.room.Change(ctx, func(r *roomState) error {
-		r.reset()
+	if _, _, rerr := s.room.Change(ctx, func(r *room.State) error {
+		r.Reset()
 		if barrier != nil && r.Barrier != nil && r.Barrier.Gen == barrier.Gen {
 			r.Barrier = nil
 		}
@@ -180,10 +181,6 @@ func (s *Server) handleReset(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"reset": true, "faults": s.currentFaults()})
 }
 
-// MaxClockAdvance bounds one step of the clock: enough to age keys past
-// a day's retention, not enough to lose track of what was shown.
-const MaxClockAdvance = 7 * 24 * time.Hour
-
 // ClockAdvance is the body of POST /api/clock/advance.
 type ClockAdvance struct {
 	Seconds int64 `json:"seconds"`
@@ -205,10 +202,10 @@ func (s *Server) clockState() ClockState {
 // part of the change, so advances on several servers at once cannot take
 // the clock past it together.
 func (s *Server) advanceClock(ctx context.Context, d time.Duration, who string) error {
-	if d <= 0 || d > MaxClockAdvance {
-		return pay.Errorf(pay.EINVALID, "seconds must be between 1 and %d, not %d.", int64(MaxClockAdvance/time.Second), int64(d/time.Second))
+	if d <= 0 || d > room.MaxClockAdvance {
+		return pay.Errorf(pay.EINVALID, "seconds must be between 1 and %d, not %d.", int64(room.MaxClockAdvance/time.Second), int64(d/time.Second))
 	}
-	_, next, err := s.room.Change(ctx, func(r *roomState) error {
+	_, next, err := s.room.Change(ctx, func(r *room.State) error {
 		offset, ok := sim.AdvanceOffset(r.ClockOffset, d)
 		if !ok {
 			return pay.Errorf(pay.EINVALID, "The clock already runs %s ahead, and it may run at most %d seconds (%d days) ahead in total: advance it by at most %d more seconds, or reset the demo to start again from the real time.",
@@ -234,8 +231,8 @@ func (s *Server) handleClockAdvance(c echo.Context) error {
 	if err := decodeAdminJSON(c.Request(), &req); err != nil {
 		return err
 	}
-	if req.Seconds <= 0 || req.Seconds > int64(MaxClockAdvance/time.Second) {
-		return pay.Errorf(pay.EINVALID, "seconds must be between 1 and %d, not %d.", int64(MaxClockAdvance/time.Second), req.Seconds)
+	if req.Seconds <= 0 || req.Seconds > int64(room.MaxClockAdvance/time.Second) {
+		return pay.Errorf(pay.EINVALID, "seconds must be between 1 and %d, not %d.", int64(room.MaxClockAdvance/time.Second), req.Seconds)
 	}
 	if err := s.advanceClock(c.Request().Context(), time.Duration(req.Seconds)*time.Second, changedBy(c.Request())); err != nil {
 		return err

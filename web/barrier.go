@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"paytwice/pay"
+	"paytwice/web/room"
 )
 
 // A reset's barrier: with several servers on one database, a reset empties
@@ -42,20 +43,6 @@ import (
 // A server on its own (SQLite) has no barrier: its in-flight lock is
 // every payment's.
 
-// resetBarrier is a reset under way, as the room holds it.
-type resetBarrier struct {
-	Gen uint64 `json:"gen"`
-	// By is the resetting server's room id, ByName its name.
-	By     string `json:"by"`
-	ByName string `json:"by_name,omitempty"`
-	// Until is when the other servers stop holding their payments for it
-	// whatever happened (real time).
-	Until time.Time `json:"until"`
-	// Acks are the room ids of the servers that hold their payments for
-	// it, their payments in flight finished.
-	Acks []string `json:"acks,omitempty"`
-}
-
 const (
 	// resetAckMargin is how long, beyond the gateway time-out, a reset
 	// waits for the other servers' acknowledgements: time to hear of the
@@ -84,7 +71,7 @@ func (s *Server) resetAckWait() time.Duration { return s.cfg.GatewayTimeout + re
 
 // barrier returns the barrier under way and the channel closed at the
 // next state applied.
-func (s *Server) barrier() (*resetBarrier, <-chan struct{}) {
+func (s *Server) barrier() (*room.Barrier, <-chan struct{}) {
 	st, _, changed := s.room.Watch()
 	return st.Barrier, changed
 }
@@ -98,19 +85,19 @@ func (s *Server) barrierOpen(gen uint64) bool {
 // startReset writes a barrier of this server's into the room and returns
 // it. While another server's barrier is under way it waits for it to end
 // (a few times at most), then writes its own.
-func (s *Server) startReset(ctx context.Context) (resetBarrier, error) {
+func (s *Server) startReset(ctx context.Context) (room.Barrier, error) {
 	r := s.room
 	for attempt := 1; ; attempt++ {
-		var mine resetBarrier
-		var busy resetBarrier
-		_, _, err := s.room.Change(ctx, func(st *roomState) error {
+		var mine room.Barrier
+		var busy room.Barrier
+		_, _, err := s.room.Change(ctx, func(st *room.State) error {
 			now := time.Now()
 			if b := st.Barrier; b != nil && now.Before(b.Until) {
 				busy = *b
 				return errResetBusy
 			}
 			st.ResetGen++
-			mine = resetBarrier{Gen: st.ResetGen, By: r.ID(), ByName: s.cfg.Name,
+			mine = room.Barrier{Gen: st.ResetGen, By: r.ID(), ByName: s.cfg.Name,
 				Until: now.Add(s.resetAckWait() + resetHoldMargin)}
 			st.Barrier = &mine
 			return nil
@@ -133,7 +120,7 @@ func (s *Server) startReset(ctx context.Context) (resetBarrier, error) {
 // this server's own payments counts in it: the others hold theirs only
 // until b.Until); it returns the names of the live servers that did not
 // answer.
-func (s *Server) awaitAcks(ctx context.Context, b resetBarrier) []string {
+func (s *Server) awaitAcks(ctx context.Context, b room.Barrier) []string {
 	r := s.room
 	deadline := b.Until.Add(-resetHoldMargin)
 	for {
@@ -172,7 +159,7 @@ func (s *Server) awaitAcks(ctx context.Context, b resetBarrier) []string {
 // requests go, wait for this server's payments in flight while admitting
 // no new one, acknowledge, and hold until the barrier ends or its time is
 // up.
-func (s *Server) joinReset(b resetBarrier) {
+func (s *Server) joinReset(b room.Barrier) {
 	ctx, r := s.baseCtx, s.room
 	// Held requests hold the in-flight lock: let them go first.
 	s.steps.turn(false, "reset on "+nameOr(b.ByName))
@@ -181,7 +168,7 @@ func (s *Server) joinReset(b resetBarrier) {
 	if !s.barrierOpen(b.Gen) || !time.Now().Before(b.Until) {
 		return // over already, or its server went on without us
 	}
-	_, _, err := s.room.Change(ctx, func(st *roomState) error {
+	_, _, err := s.room.Change(ctx, func(st *room.State) error {
 		cur := st.Barrier
 		if cur == nil || cur.Gen != b.Gen || slices.Contains(cur.Acks, r.ID()) {
 			return errNoChange

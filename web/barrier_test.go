@@ -272,12 +272,12 @@ func TestAServerHoldsItsPaymentsForAResetOnlyUntilItsBound(t *testing.T) {
 	until := time.Now().Add(2 * time.Second)
 	// A barrier by a server that is gone.
 	if _, _, err := db.UpdateRoom(context.Background(), func(old []byte) ([]byte, error) {
-		st := defaultRoom()
+		st := room.Defaults()
 		if err := json.Unmarshal(old, &st); err != nil {
 			return nil, err
 		}
 		st.ResetGen++
-		st.Barrier = &resetBarrier{Gen: st.ResetGen, By: "gone", ByName: "s1", Until: until}
+		st.Barrier = &room.Barrier{Gen: st.ResetGen, By: "gone", ByName: "s1", Until: until}
 		return json.Marshal(st)
 	}); err != nil {
 		t.Fatal(err)

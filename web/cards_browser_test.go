@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"paytwice/pay"
+	"paytwice/web/room"
 )
 
 // The checkout card's browser tests: each failure switch really happens
@@ -382,7 +383,7 @@ func TestBrowserBackoffKeepsResultsAndReads(t *testing.T) {
 // the card counts the two charge ids and says so in red.
 func TestBrowserServerWithoutKeysRedOnTheCard(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	env.putLab(LabSettings{Server: LabServer{Mode: LabNoKey}})
+	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabNoKey}})
 	setFaults(t, env, pay.ServerFaults{DelayMS: 300})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")

@@ -10,6 +10,7 @@ import (
 
 	"paytwice/pay"
 	"paytwice/sim"
+	"paytwice/web/room"
 )
 
 // The clock may run at most sim.MaxOffset ahead in total. Unbounded, about
@@ -21,14 +22,14 @@ func TestClockAdvanceIsBoundedInTotal(t *testing.T) {
 	env.mustDrop("bound-1", `{"order_id":"K-1","amount_satang":100}`)
 	start := env.Server.clock.Now()
 
-	week := int64(MaxClockAdvance / time.Second)
-	steps := int(sim.MaxOffset / MaxClockAdvance) // whole weeks that fit
+	week := int64(room.MaxClockAdvance / time.Second)
+	steps := int(sim.MaxOffset / room.MaxClockAdvance) // whole weeks that fit
 	for i := range steps {
 		if r := env.must(http.MethodPost, "/api/clock/advance", fmt.Sprintf(`{"seconds":%d}`, week)); r.Status != http.StatusOK {
 			t.Fatalf("step %d: %d %s", i, r.Status, r.Body)
 		}
 	}
-	left := int64((sim.MaxOffset - time.Duration(steps)*MaxClockAdvance) / time.Second)
+	left := int64((sim.MaxOffset - time.Duration(steps)*room.MaxClockAdvance) / time.Second)
 	if left > 0 {
 		if r := env.must(http.MethodPost, "/api/clock/advance", fmt.Sprintf(`{"seconds":%d}`, left)); r.Status != http.StatusOK {
 			t.Fatalf("the last %d s up to the bound: %d %s", left, r.Status, r.Body)

@@ -15,6 +15,7 @@ import (
 
 	"paytwice/pay"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // maxAdminBody bounds the bodies of the admin endpoints.
@@ -33,8 +34,8 @@ func (s *Server) applyFaults(ctx context.Context, f pay.Faults, who string) erro
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	old, next, err := s.room.Change(ctx, func(r *roomState) error {
-		r.setFaults(f)
+	old, next, err := s.room.Change(ctx, func(r *room.State) error {
+		r.SetFaults(f)
 		return s.workFits(r)
 	})
 	if err != nil {
@@ -125,7 +126,7 @@ func (s *Server) handlePatchFaults(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	old, next, err := s.room.Change(c.Request().Context(), func(r *roomState) error {
+	old, next, err := s.room.Change(c.Request().Context(), func(r *room.State) error {
 		f := r.Faults
 		if err := decodeStrict(body, &f); err != nil {
 			return err
@@ -133,7 +134,7 @@ func (s *Server) handlePatchFaults(c echo.Context) error {
 		if err := f.Validate(); err != nil {
 			return err
 		}
-		r.setFaults(f)
+		r.SetFaults(f)
 		return s.workFits(r)
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"paytwice/pay"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // ledgers counts the gateway's charges and the local ones; after any
@@ -133,7 +134,7 @@ func TestResetWaitsForPaymentsInFlight(t *testing.T) {
 		env := newFIEnv(t, Config{})
 		key := uuid.NewString()
 		body := `{"order_id":"F-3","amount_satang":4200}`
-		env.putLab(LabSettings{Server: LabServer{Mode: LabCheckThenInsert, CheckGapMS: 100}})
+		env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabCheckThenInsert, CheckGapMS: 100}})
 		release := env.holdServerDelay() // the gap between check and insert
 		done := env.payAsync(key, body)
 		env.waitForEvent(labKind, key)
@@ -147,7 +148,7 @@ func TestResetWaitsForPaymentsInFlight(t *testing.T) {
 			t.Fatalf("the lab's rows survived the reset: %+v", o)
 		}
 		env.assertLedgersAgree()
-		if env.Server.Lab().Server.Mode != LabCorrect {
+		if env.Server.Lab().Server.Mode != room.LabCorrect {
 			t.Fatalf("lab mode after reset: %s", env.Server.Lab().Server.Mode)
 		}
 		r := env.mustPay(key, body)
@@ -240,16 +241,16 @@ func TestKeyTableOnlyLabFollowsTheProtocol(t *testing.T) {
 		{"a crash midway drops the connection and leaves the key started", `{"server":{"crash_midway":true}}`, 0, http.StatusConflict, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, mode := range []LabMode{LabCorrect, LabKeyTableOnly} {
+			for _, mode := range []room.LabMode{room.LabCorrect, room.LabKeyTableOnly} {
 				env := newFIEnv(t, Config{})
-				env.putLab(LabSettings{Server: LabServer{Mode: mode}})
+				env.putLab(room.LabSettings{Server: room.LabServer{Mode: mode}})
 				env.setFaults(tc.faults)
 				body := `{"order_id":"T-1","amount_satang":700}`
 				first, err := env.payFI("kto", body)
 				if got := first.Status; (err != nil) != (tc.first == 0) || (err == nil && got != tc.first) {
 					t.Fatalf("%s: first answer %d %v, want %d", mode, got, err, tc.first)
 				}
-				env.putLab(LabSettings{Server: LabServer{Mode: LabCorrect}})
+				env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabCorrect}})
 				env.setFaults(`{}`)
 				r := env.mustPay("kto", body)
 				if r.Status != tc.retry || isReplay(r) != tc.replayed {

@@ -13,6 +13,7 @@ import (
 
 	"paytwice/pay"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // The common-mistakes lab. Each of the article's common mistakes can be
@@ -20,107 +21,6 @@ import (
 // POST /v1/payments itself behaves (lab_naive.go), the client-side ones
 // change what every browser's pay.js sends. Nothing is animated: every
 // double charge the lab shows is a row in the database.
-
-// LabMode says how POST /v1/payments claims keys while the lab is on.
-type LabMode = string
-
-// The modes, as the JSON API names them.
-const (
-	// LabCorrect is the real protocol (payments.go).
-	LabCorrect LabMode = "correct"
-	// LabNoKey executes every request: no key is read, nothing remembered.
-	LabNoKey LabMode = "no_key"
-	// LabCheckThenInsert looks the key up with a SELECT, pauses, and
-	// INSERTs it into a copy of the key table with no constraints.
-	LabCheckThenInsert LabMode = "check_then_insert"
-	// LabCheckThenInsertConstrained is the same code on the real,
-	// constrained key table: the primary key refuses the losers' INSERT.
-	LabCheckThenInsertConstrained LabMode = "check_then_insert_constrained"
-	// LabKeyTableOnly is the protocol with the key table as its only
-	// memory: charges and gateway calls are not tied to the key, so a
-	// pruned key charges again.
-	LabKeyTableOnly LabMode = "key_table_only"
-	// LabMemoryLock is check-then-insert on the unguarded tables, run
-	// under a lock per key held in this server's memory: one server
-	// charges once, two servers on one database can both charge.
-	LabMemoryLock LabMode = "memory_lock"
-)
-
-var labModes = []LabMode{LabCorrect, LabNoKey, LabCheckThenInsert, LabCheckThenInsertConstrained, LabKeyTableOnly, LabMemoryLock}
-
-// Bounds on the lab's numbers.
-const (
-	MaxLabCheckGapMS       = 5000
-	defaultLabCheckGapMS   = 200
-	maxLabRetentionSeconds = int64(MaxClockAdvance / time.Second)
-)
-
-// The lab's fixed numbers: the two retentions it offers besides the
-// server's own (one minute, shorter than any client's retry window, and a
-// day), how far its time warp jumps, and how many requests a burst sends.
-const (
-	LabShortRetentionSeconds = 60
-	LabLongRetentionSeconds  = 24 * 3600
-	LabWarpSeconds           = 120
-	LabBurstSize             = 10
-)
-
-// LabServer are the server-side mistakes.
-type LabServer struct {
-	// Mode is how POST /v1/payments claims keys; "" reads as "correct".
-	Mode LabMode `json:"mode"`
-	// CheckGapMS is the pause between the check and the insert in the
-	// check-then-insert modes and the lock in memory (0–5000).
-	CheckGapMS int `json:"check_gap_ms"`
-	// RetentionSeconds is how long POST /api/lab/prune keeps done keys;
-	// 0 means the server's retention (-retention).
-	RetentionSeconds int64 `json:"retention_seconds"`
-}
-
-// LabClient are the client-side mistakes. The server only stores them:
-// every browser's pay.js reads them from the page and makes the mistake.
-type LabClient struct {
-	NewKeyPerRetry  bool `json:"new_key_per_retry"`
-	RetryEvery4xx   bool `json:"retry_every_4xx"`
-	NewKeyAfter500  bool `json:"new_key_after_500"`
-	PersonalDataKey bool `json:"personal_data_key"`
-}
-
-// LabSettings is the body of GET, PUT and PATCH /api/lab.
-type LabSettings struct {
-	Server LabServer `json:"server"`
-	Client LabClient `json:"client"`
-}
-
-// DefaultLabSettings is every mistake off.
-func DefaultLabSettings() LabSettings {
-	return LabSettings{Server: LabServer{Mode: LabCorrect, CheckGapMS: defaultLabCheckGapMS}}
-}
-
-// normalize fills an empty mode.
-func (l LabSettings) normalize() LabSettings {
-	if l.Server.Mode == "" {
-		l.Server.Mode = LabCorrect
-	}
-	return l
-}
-
-// Validate names the first field that is out of range.
-func (l LabSettings) Validate() error {
-	known := false
-	for _, m := range labModes {
-		known = known || l.Server.Mode == m
-	}
-	switch {
-	case !known:
-		return pay.Errorf(pay.EINVALID, "server.mode must be one of %s, not %q.", strings.Join(labModes, ", "), truncate(l.Server.Mode, 40))
-	case l.Server.CheckGapMS < 0 || l.Server.CheckGapMS > MaxLabCheckGapMS:
-		return pay.Errorf(pay.EINVALID, "server.check_gap_ms must be between 0 and %d milliseconds, not %d.", MaxLabCheckGapMS, l.Server.CheckGapMS)
-	case l.Server.RetentionSeconds < 0 || l.Server.RetentionSeconds > maxLabRetentionSeconds:
-		return pay.Errorf(pay.EINVALID, "server.retention_seconds must be between 0 (the server's own retention) and %d, not %d.", maxLabRetentionSeconds, l.Server.RetentionSeconds)
-	}
-	return nil
-}
 
 // labKind and lessonKind are the events the lab and the lessons publish.
 // The projector draws them as notes on the timeline.
@@ -183,7 +83,7 @@ func newLab(s *Server) *labState {
 }
 
 // Settings returns the lab's current settings: the room's.
-func (l *labState) Settings() LabSettings { return l.s.room.Load().Lab }
+func (l *labState) Settings() room.LabSettings { return l.s.room.Load().Lab }
 
 // Lesson returns the chapter the class is on, "" when none: the room's.
 func (l *labState) Lesson() string { return l.s.room.Load().Lesson }
@@ -203,16 +103,16 @@ func (s *Server) labRoutes(e *echo.Echo) {
 }
 
 // Lab returns the lab's current settings.
-func (s *Server) Lab() LabSettings { return s.lab.Settings() }
+func (s *Server) Lab() room.LabSettings { return s.lab.Settings() }
 
 // workFits refuses a room whose lab and switches together leave no
 // payment a chance: in the modes that pause between the check and the
 // insert, the pause, the delay switch and the gateway's latency all run
 // within one request's work time-out, and past it every payment would end
 // in a 500 (and a log line).
-func (s *Server) workFits(r *roomState) error {
+func (s *Server) workFits(r *room.State) error {
 	switch r.Lab.Server.Mode {
-	case LabCheckThenInsert, LabCheckThenInsertConstrained, LabMemoryLock:
+	case room.LabCheckThenInsert, room.LabCheckThenInsertConstrained, room.LabMemoryLock:
 	default:
 		return nil
 	}
@@ -226,12 +126,12 @@ func (s *Server) workFits(r *roomState) error {
 
 // applyLab validates new settings and makes them the whole room's,
 // publishing what changed. The page and the JSON API come through here.
-func (s *Server) applyLab(ctx context.Context, next LabSettings, who string) error {
-	next = next.normalize()
+func (s *Server) applyLab(ctx context.Context, next room.LabSettings, who string) error {
+	next = next.Normalize()
 	if err := next.Validate(); err != nil {
 		return err
 	}
-	old, changed, err := s.room.Change(ctx, func(r *roomState) error {
+	old, changed, err := s.room.Change(ctx, func(r *room.State) error {
 		r.Lab = next
 		return s.workFits(r)
 	})
@@ -244,7 +144,7 @@ func (s *Server) applyLab(ctx context.Context, next LabSettings, who string) err
 
 // publishLabChanges says on the timeline what changed between old and
 // next, if anything did.
-func (s *Server) publishLabChanges(old, next LabSettings, who string) {
+func (s *Server) publishLabChanges(old, next room.LabSettings, who string) {
 	if changes := describeLabChanges(old, next); len(changes) > 0 {
 		msg := "lab: " + strings.Join(changes, "; ")
 		if who != "" {
@@ -254,7 +154,7 @@ func (s *Server) publishLabChanges(old, next LabSettings, who string) {
 	}
 }
 
-func describeLabChanges(old, next LabSettings) []string {
+func describeLabChanges(old, next room.LabSettings) []string {
 	var out []string
 	onOff := func(b bool) string {
 		if b {
@@ -291,7 +191,7 @@ func (s *Server) handleGetLab(c echo.Context) error {
 // handlePutLab is PUT /api/lab: the body replaces every lab switch; what
 // it leaves out is off (and check_gap_ms 0).
 func (s *Server) handlePutLab(c echo.Context) error {
-	var next LabSettings
+	var next room.LabSettings
 	if err := decodeAdminJSON(c.Request(), &next); err != nil {
 		return err
 	}
@@ -309,12 +209,12 @@ func (s *Server) handlePatchLab(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	old, next, err := s.room.Change(c.Request().Context(), func(r *roomState) error {
+	old, next, err := s.room.Change(c.Request().Context(), func(r *room.State) error {
 		l := r.Lab
 		if err := decodeStrict(body, &l); err != nil {
 			return err
 		}
-		l = l.normalize()
+		l = l.Normalize()
 		if err := l.Validate(); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 
 	"paytwice/pay"
 	"paytwice/sim"
+	"paytwice/web/room"
 )
 
 // Browser tests of the common-mistakes lab and the lessons. Like the live
@@ -34,7 +35,7 @@ func jsClick(sel string) chromedp.Action[chromedp.Void] {
 
 // labSwitch flips a lab switch on the page and waits until the server
 // has it.
-func labSwitch(t *testing.T, ctx context.Context, env *testEnv, sel string, check func(LabSettings) bool) {
+func labSwitch(t *testing.T, ctx context.Context, env *testEnv, sel string, check func(room.LabSettings) bool) {
 	t.Helper()
 	liveDo(t, ctx, "flipping "+sel, chromedp.ScrollIntoView(chromedp.CSS(sel)), jsClick(sel))
 	liveWait(t, ctx, "the lab switch saved", 5*time.Second, `document.getElementById("lab-status").textContent.includes("saved")`)
@@ -54,7 +55,7 @@ func TestBrowserLabNoKeyDoubleClick(t *testing.T) {
 	liveOpen(t, ctx, env.URL+"/")
 
 	t.Run("with the lab's no-key switch on, a double-click charges twice", func(t *testing.T) {
-		labSwitch(t, ctx, env, "#lab-nokey", func(l LabSettings) bool { return l.Server.Mode == LabNoKey })
+		labSwitch(t, ctx, env, "#lab-nokey", func(l room.LabSettings) bool { return l.Server.Mode == room.LabNoKey })
 		liveDo(t, ctx, "double-clicking Pay", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"), liveClick("#pay"))
 		liveWait(t, ctx, "two answered attempts", 10*time.Second, answered+` === 2`)
 		if n := env.charges(); n != 2 {
@@ -66,7 +67,7 @@ func TestBrowserLabNoKeyDoubleClick(t *testing.T) {
 			labNumber(1)+` === "1" && document.getElementById("lab-out-1").classList.contains("bad")`)
 	})
 	t.Run("with it off, the same double-click charges once", func(t *testing.T) {
-		labSwitch(t, ctx, env, "#lab-nokey", func(l LabSettings) bool { return l.Server.Mode == LabCorrect })
+		labSwitch(t, ctx, env, "#lab-nokey", func(l room.LabSettings) bool { return l.Server.Mode == room.LabCorrect })
 		liveDo(t, ctx, "new order, double-click", liveClick("#new-order"), liveClick("#pay"), liveClick("#pay"))
 		liveWait(t, ctx, "two answered attempts, paid", 10*time.Second, answered+` === 2 && `+paidNow)
 		if n := env.charges(); n != 3 {
@@ -91,7 +92,7 @@ func TestBrowserLabNewKeyOnEveryRetry(t *testing.T) {
 	liveOpen(t, ctx, env.URL+"/?backoff_ms=5")
 
 	t.Run("a new key per retry charges on every attempt", func(t *testing.T) {
-		labSwitch(t, ctx, env, "#lab-newkey-retry", func(l LabSettings) bool { return l.Client.NewKeyPerRetry })
+		labSwitch(t, ctx, env, "#lab-newkey-retry", func(l room.LabSettings) bool { return l.Client.NewKeyPerRetry })
 		liveDo(t, ctx, "paying once", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"))
 		liveWait(t, ctx, "six attempts, every one lost", 20*time.Second,
 			answered+` === 6 && document.getElementById("pay-status").dataset.state === "unknown"`)
@@ -105,7 +106,7 @@ func TestBrowserLabNewKeyOnEveryRetry(t *testing.T) {
 		liveWait(t, ctx, "the lab's measured outcome", 5*time.Second, labNumber(2)+` === "1"`)
 	})
 	t.Run("the same key on every retry is replayed and charges once", func(t *testing.T) {
-		labSwitch(t, ctx, env, "#lab-newkey-retry", func(l LabSettings) bool { return !l.Client.NewKeyPerRetry })
+		labSwitch(t, ctx, env, "#lab-newkey-retry", func(l room.LabSettings) bool { return !l.Client.NewKeyPerRetry })
 		liveDo(t, ctx, "new order, retries on, paying once", liveClick("#new-order"), liveClick("#opt-retry"), liveClick("#pay"))
 		liveWait(t, ctx, "paid after a retry", 10*time.Second, paidNow+` && `+answered+` === 2`)
 		keys := liveEval[int](t, ctx, `new Set([...document.querySelectorAll("#attempts li")].map(li => li.dataset.key)).size`)
@@ -127,7 +128,7 @@ func TestBrowserLabNewKeyAfter500(t *testing.T) {
 	liveOpen(t, ctx, env.URL+"/")
 
 	t.Run("a new key after the 500 charges twice", func(t *testing.T) {
-		labSwitch(t, ctx, env, "#lab-newkey-500", func(l LabSettings) bool { return l.Client.NewKeyAfter500 })
+		labSwitch(t, ctx, env, "#lab-newkey-500", func(l room.LabSettings) bool { return l.Client.NewKeyAfter500 })
 		liveDo(t, ctx, "paying once", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"))
 		liveWait(t, ctx, "two 500s under two keys, and the explanation", 10*time.Second,
 			answered+` === 2 && document.getElementById("pay-explain").textContent.includes("Paid twice")`)
@@ -137,7 +138,7 @@ func TestBrowserLabNewKeyAfter500(t *testing.T) {
 		liveWait(t, ctx, "the lab's measured outcome", 5*time.Second, labNumber(5)+` === "1"`)
 	})
 	t.Run("looking the order up instead finds it paid", func(t *testing.T) {
-		labSwitch(t, ctx, env, "#lab-newkey-500", func(l LabSettings) bool { return !l.Client.NewKeyAfter500 })
+		labSwitch(t, ctx, env, "#lab-newkey-500", func(l room.LabSettings) bool { return !l.Client.NewKeyAfter500 })
 		liveDo(t, ctx, "new order, paying once", liveClick("#new-order"), liveClick("#pay"))
 		liveWait(t, ctx, "the look-up finds the charge", 10*time.Second,
 			paidNow+` && !!document.querySelector('#attempts li[data-kind="reconcile"][data-paid="true"]')`)
@@ -188,7 +189,7 @@ func TestBrowserLessons(t *testing.T) {
 			if got := env.Server.currentFaults(); got != ch.Faults {
 				t.Fatalf("chapter %s: faults %+v, want %+v", ch.Slug, got, ch.Faults)
 			}
-			if got := env.Server.Lab(); got != ch.Lab.normalize() {
+			if got := env.Server.Lab(); got != ch.Lab.Normalize() {
 				t.Fatalf("chapter %s: lab %+v, want %+v", ch.Slug, got, ch.Lab)
 			}
 			// The student's page shows the same switches.
@@ -197,8 +198,8 @@ func TestBrowserLessons(t *testing.T) {
 					`document.getElementById("lab-check").value === %q && document.getElementById("lab-pii").checked === %v && `+
 					`document.getElementById("f-lost").checked === %v && document.getElementById("f-500").checked === %v && `+
 					`document.getElementById("opt-retry").checked === %v && document.getElementById("lab-memlock").checked === %v`,
-				ch.Lab.Server.Mode == LabNoKey, ch.Lab.Client.NewKeyPerRetry, checkSelect(ch.Lab.Server.Mode), ch.Lab.Client.PersonalDataKey,
-				ch.Faults.Server.ResponseLost, ch.Faults.Server.ServerError, ch.Retry, ch.Lab.Server.Mode == LabMemoryLock))
+				ch.Lab.Server.Mode == room.LabNoKey, ch.Lab.Client.NewKeyPerRetry, checkSelect(ch.Lab.Server.Mode), ch.Lab.Client.PersonalDataKey,
+				ch.Faults.Server.ResponseLost, ch.Faults.Server.ServerError, ch.Retry, ch.Lab.Server.Mode == room.LabMemoryLock))
 			if liveEval[bool](t, student, `!!document.getElementById("lesson-next") && !document.getElementById("lesson-next").disabled`) {
 				t.Fatalf("chapter %s: the student can move the class on", ch.Slug)
 			}
@@ -207,7 +208,7 @@ func TestBrowserLessons(t *testing.T) {
 	t.Run("finish leaves the lessons with everything off", func(t *testing.T) {
 		liveDo(t, presenter, "finishing", liveClick("#lesson-next"))
 		liveWait(t, student, "the lesson index", 5*time.Second, `document.getElementById("lesson").dataset.slug === "" && !!document.querySelector("#lesson .lesson-lead")`)
-		if env.Server.Lab() != DefaultLabSettings() || env.Server.currentFaults() != (pay.Faults{}) || env.Server.lab.Lesson() != "" {
+		if env.Server.Lab() != room.DefaultLabSettings() || env.Server.currentFaults() != (pay.Faults{}) || env.Server.lab.Lesson() != "" {
 			t.Fatalf("after finishing: lab %+v, faults %+v", env.Server.Lab(), env.Server.currentFaults())
 		}
 	})
@@ -215,13 +216,13 @@ func TestBrowserLessons(t *testing.T) {
 		liveOpen(t, presenter, env.URL+"/?lesson=check-then-insert")
 		liveWait(t, presenter, "the linked chapter, not started", 5*time.Second,
 			`document.getElementById("lesson").dataset.slug === "check-then-insert" && document.getElementById("lesson").dataset.running === "false"`)
-		if env.Server.Lab().Server.Mode != LabCorrect {
+		if env.Server.Lab().Server.Mode != room.LabCorrect {
 			t.Fatal("opening a link changed the switches")
 		}
 		liveDo(t, presenter, "starting it", liveClick("#lesson-start"))
 		lessonShows(t, presenter, "check-then-insert")
 		lessonShows(t, student, "check-then-insert")
-		if env.Server.Lab().Server.Mode != LabCheckThenInsert {
+		if env.Server.Lab().Server.Mode != room.LabCheckThenInsert {
 			t.Fatalf("lab %+v", env.Server.Lab())
 		}
 		if u := liveEval[string](t, presenter, `location.search`); u != "" {
@@ -235,7 +236,7 @@ func TestBrowserLessons(t *testing.T) {
 		liveDo(t, presenter, "resetting", chromedp.ScrollIntoView(chromedp.CSS("#reset-demo")), liveClick("#reset-demo"))
 		liveWait(t, student, "the lesson index and the switches off", 5*time.Second,
 			`document.getElementById("lesson").dataset.slug === "" && document.getElementById("lab-check").value === "correct" && `+labNumber(3)+` === "0"`)
-		if env.Server.lab.Lesson() != "" || env.Server.Lab() != DefaultLabSettings() || env.charges() != 0 {
+		if env.Server.lab.Lesson() != "" || env.Server.Lab() != room.DefaultLabSettings() || env.charges() != 0 {
 			t.Fatalf("after the reset: lesson %q, lab %+v, %d charges", env.Server.lab.Lesson(), env.Server.Lab(), env.charges())
 		}
 	})
@@ -249,11 +250,11 @@ func TestBrowserLessons(t *testing.T) {
 }
 
 // checkSelect is the value the check-then-insert select shows for a mode.
-func checkSelect(mode LabMode) string {
-	if mode == LabCheckThenInsert || mode == LabCheckThenInsertConstrained {
+func checkSelect(mode room.LabMode) string {
+	if mode == room.LabCheckThenInsert || mode == room.LabCheckThenInsertConstrained {
 		return mode
 	}
-	return LabCorrect
+	return room.LabCorrect
 }
 
 // TestLabScreenshots photographs the lab and a lesson, at laptop and
@@ -287,15 +288,15 @@ func TestLabScreenshots(t *testing.T) {
 	setFaults(t, env, pay.ServerFaults{})
 	other(uuid.NewString(), "A-1042")
 	other(uuid.NewString(), "A-1042")
-	env.putLab(LabSettings{Server: LabServer{Mode: LabCheckThenInsert, CheckGapMS: 200}})
+	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabCheckThenInsert, CheckGapMS: 200}})
 	env.burst(4, uuid.NewString(), body("B-3310"))
-	env.putLab(LabSettings{})
+	env.putLab(room.LabSettings{})
 	other("somchai.j@example.com", "A-2077")
 	k := uuid.NewString()
 	c := &labClient{base: env.URL, token: "screens", retries: 3, retryEvery4xx: true}
 	c.pay(t, k, sim.PaymentRequest{OrderID: "A-5150", AmountSatang: 129900})
 	c.pay(t, k, sim.PaymentRequest{OrderID: "A-5150", AmountSatang: 99900})
-	if err := env.Server.applyLab(context.Background(), LabSettings{Server: LabServer{Mode: LabNoKey, CheckGapMS: 200}}, "presenter"); err != nil {
+	if err := env.Server.applyLab(context.Background(), room.LabSettings{Server: room.LabServer{Mode: room.LabNoKey, CheckGapMS: 200}}, "presenter"); err != nil {
 		t.Fatal(err)
 	}
 	setFaults(t, env, pay.ServerFaults{DelayMS: 800})
@@ -366,7 +367,7 @@ func TestBrowserLabOtherMistakes(t *testing.T) {
 	liveOpen(t, ctx, env.URL+"/?backoff_ms=5")
 
 	t.Run("retrying every 4xx: the 422 is sent until the page gives up, and counted", func(t *testing.T) {
-		labSwitch(t, ctx, env, "#lab-retry-4xx", func(l LabSettings) bool { return l.Client.RetryEvery4xx })
+		labSwitch(t, ctx, env, "#lab-retry-4xx", func(l room.LabSettings) bool { return l.Client.RetryEvery4xx })
 		liveDo(t, ctx, "paying", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"))
 		liveWait(t, ctx, "paid", 10*time.Second, paidNow)
 		liveDo(t, ctx, "paying again with another amount", chromedp.Clear(chromedp.CSS("#amount")),
@@ -375,7 +376,7 @@ func TestBrowserLabOtherMistakes(t *testing.T) {
 			`document.querySelectorAll('#attempts li[data-status="422"]').length === 6 && document.querySelectorAll("#attempts li[data-wasted]").length === 5 && `+
 				`document.getElementById("pay-status").textContent.includes("5 wasted")`)
 		liveWait(t, ctx, "the lab's count", 5*time.Second, labNumber(4)+` === "5"`)
-		labSwitch(t, ctx, env, "#lab-retry-4xx", func(l LabSettings) bool { return !l.Client.RetryEvery4xx })
+		labSwitch(t, ctx, env, "#lab-retry-4xx", func(l room.LabSettings) bool { return !l.Client.RetryEvery4xx })
 		liveDo(t, ctx, "the same 422 with the switch off", liveClick("#pay"))
 		liveWait(t, ctx, "one more 422, sent once", 10*time.Second, `document.querySelectorAll('#attempts li[data-status="422"]').length === 7`)
 		if got := liveEval[int](t, ctx, `document.querySelectorAll("#attempts li[data-wasted]").length`); got != 5 {
@@ -383,7 +384,7 @@ func TestBrowserLabOtherMistakes(t *testing.T) {
 		}
 	})
 	t.Run("an e-mail address as the key: accepted, flagged, and the next order collides", func(t *testing.T) {
-		labSwitch(t, ctx, env, "#lab-pii", func(l LabSettings) bool { return l.Client.PersonalDataKey })
+		labSwitch(t, ctx, env, "#lab-pii", func(l room.LabSettings) bool { return l.Client.PersonalDataKey })
 		liveDo(t, ctx, "new order, paying", liveClick("#new-order"), liveClick("#pay"))
 		liveWait(t, ctx, "paid under the e-mail address", 10*time.Second,
 			paidNow+` && document.getElementById("key-full").textContent === "somchai.j@example.com"`)
@@ -391,10 +392,10 @@ func TestBrowserLabOtherMistakes(t *testing.T) {
 			`[...document.querySelectorAll("#keys-body tr code")].some(c => c.title === "somchai.j@example.com" && c.parentElement.querySelector(".pii")) && `+labNumber(6)+` === "1"`)
 		liveDo(t, ctx, "another order, paying", liveClick("#new-order"), liveClick("#pay"))
 		liveWait(t, ctx, "the 422", 10*time.Second, `document.getElementById("pay-status").dataset.state === "mismatch"`)
-		labSwitch(t, ctx, env, "#lab-pii", func(l LabSettings) bool { return !l.Client.PersonalDataKey })
+		labSwitch(t, ctx, env, "#lab-pii", func(l room.LabSettings) bool { return !l.Client.PersonalDataKey })
 	})
 	t.Run("keys kept a minute: after the warp and the prune, the late retry pays again", func(t *testing.T) {
-		labSwitch(t, ctx, env, "#lab-keyonly", func(l LabSettings) bool { return l.Server.Mode == LabKeyTableOnly })
+		labSwitch(t, ctx, env, "#lab-keyonly", func(l room.LabSettings) bool { return l.Server.Mode == room.LabKeyTableOnly })
 		liveDo(t, ctx, "keeping keys a minute", chromedp.SetValue(chromedp.CSS("#lab-retention"), "60"),
 			chromedp.Evaluate[chromedp.Void](`document.getElementById("lab-retention").dispatchEvent(new Event("change", {bubbles: true}))`))
 		liveWait(t, ctx, "saved", 5*time.Second, `document.getElementById("lab-status").textContent.includes("saved")`)

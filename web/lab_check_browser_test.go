@@ -3,6 +3,8 @@ package web
 import (
 	"testing"
 	"time"
+
+	"paytwice/web/room"
 )
 
 // TestBrowserLabCheck clicks "Run the checker" on the lab's panel with
@@ -10,7 +12,7 @@ import (
 // names the storm's several charges.
 func TestBrowserLabCheck(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	env.putLab(LabSettings{Server: LabServer{Mode: LabCheckThenInsert, CheckGapMS: 50}})
+	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabCheckThenInsert, CheckGapMS: 50}})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "running the checker", jsClick(`#lab form.lab-check button`))

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"paytwice/web/room"
 )
 
 // TestLabCheck runs the lab page's checker: with the right protocol its
@@ -27,7 +29,7 @@ func TestLabCheck(t *testing.T) {
 		}
 	})
 	t.Run("check then insert fails the storm, and the table says why", func(t *testing.T) {
-		env.putLab(LabSettings{Server: LabServer{Mode: LabCheckThenInsert, CheckGapMS: 50}})
+		env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabCheckThenInsert, CheckGapMS: 50}})
 		page := run(t)
 		i := strings.Index(page, "storm of one key")
 		if !strings.Contains(page, "FAILED") || i < 0 || !strings.Contains(page[i:], "FAIL (safety)") || !strings.Contains(page, "different successful bodies") {

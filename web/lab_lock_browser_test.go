@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"paytwice/web/room"
 )
 
 // TestBrowserLabMemoryLock drives the lock in memory from the lab's card
@@ -24,7 +26,7 @@ func TestBrowserLabMemoryLock(t *testing.T) {
 		return len(ch)
 	}
 
-	labSwitch(t, ctx, env, "#lab-memlock", func(l LabSettings) bool { return l.Server.Mode == LabMemoryLock })
+	labSwitch(t, ctx, env, "#lab-memlock", func(l room.LabSettings) bool { return l.Server.Mode == room.LabMemoryLock })
 	liveDo(t, ctx, "a pause of 1 s", chromedp.Evaluate[chromedp.Void](
 		`(s => { s.value = "1000"; s.dispatchEvent(new Event("change", { bubbles: true })); })(document.getElementById("lab-lock-gap"))`))
 	liveWait(t, ctx, "the pause on both cards", 5*time.Second,

@@ -16,6 +16,7 @@ import (
 
 	"paytwice/views"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 func TestKeyLocks(t *testing.T) {
@@ -137,7 +138,7 @@ func holdGap(s *Server) (reached chan struct{}, release chan struct{}) {
 // different servers take a lock each and are all charged.
 func TestLabMistakeMemoryLock(t *testing.T) {
 	body := `{"order_id":"A-5005","amount_satang":129900}`
-	lockMode := LabSettings{Server: LabServer{Mode: LabMemoryLock, CheckGapMS: 1000}}
+	lockMode := room.LabSettings{Server: room.LabServer{Mode: room.LabMemoryLock, CheckGapMS: 1000}}
 
 	t.Run("on one server a same-key storm waits in line and is charged once", func(t *testing.T) {
 		const n = 10
@@ -275,7 +276,7 @@ func TestLabMistakeMemoryLock(t *testing.T) {
 // key runs, and is the only one charged.
 func TestLabMemoryLockHangUps(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	env.putLab(LabSettings{Server: LabServer{Mode: LabMemoryLock, CheckGapMS: 1000}})
+	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabMemoryLock, CheckGapMS: 1000}})
 	sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
 	reached, release := holdGap(env.Server)
 	key, body := uuid.NewString(), `{"order_id":"A-6006","amount_satang":129900}`
@@ -379,7 +380,7 @@ func TestLessonLockInMemory(t *testing.T) {
 		if err := env.Server.startLesson(ctx, slug, "test"); err != nil {
 			t.Fatal(err)
 		}
-		if got := env.Server.Lab(); got.Server.Mode != LabMemoryLock || got.Server.CheckGapMS != lockLessonGapMS {
+		if got := env.Server.Lab(); got.Server.Mode != room.LabMemoryLock || got.Server.CheckGapMS != lockLessonGapMS {
 			t.Fatalf("the chapter set %+v", got)
 		}
 		_, release := holdGap(env.Server)
@@ -400,7 +401,7 @@ func TestLessonLockInMemory(t *testing.T) {
 // disturbed.
 func TestLabMemoryLockMapFull(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	env.putLab(LabSettings{Server: LabServer{Mode: LabMemoryLock, CheckGapMS: 1000}})
+	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabMemoryLock, CheckGapMS: 1000}})
 	env.Server.lab.locks = newKeyLocks(1)
 	reached, release := holdGap(env.Server)
 	first := make(chan response, 1)

@@ -15,6 +15,7 @@ import (
 	"paytwice/pay"
 	"paytwice/views"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // What the lab measures. Every number comes from the database (charges
@@ -320,15 +321,15 @@ func plural(n int, one, many string) string {
 }
 
 // labModeValues tells the panel the values of the modes it offers.
-var labModeValues = views.LabModes{Correct: LabCorrect, NoKey: LabNoKey, CheckThenInsert: LabCheckThenInsert,
-	CheckThenInsertConstrained: LabCheckThenInsertConstrained, KeyTableOnly: LabKeyTableOnly, MemoryLock: LabMemoryLock}
+var labModeValues = views.LabModes{Correct: room.LabCorrect, NoKey: room.LabNoKey, CheckThenInsert: room.LabCheckThenInsert,
+	CheckThenInsertConstrained: room.LabCheckThenInsertConstrained, KeyTableOnly: room.LabKeyTableOnly, MemoryLock: room.LabMemoryLock}
 
 // labRetentions are the key retentions the panel offers: 0 (the server's
 // own) and the lab's two.
-var labRetentions = []int64{0, LabShortRetentionSeconds, LabLongRetentionSeconds}
+var labRetentions = []int64{0, room.LabShortRetentionSeconds, room.LabLongRetentionSeconds}
 
 // labSwitchesView is the settings as the panel shows them.
-func (s *Server) labSwitchesView(l LabSettings) views.LabSwitches {
+func (s *Server) labSwitchesView(l room.LabSettings) views.LabSwitches {
 	return views.LabSwitches{Mode: l.Server.Mode, Modes: labModeValues, Retentions: labRetentions, CheckGapMS: l.Server.CheckGapMS, RetentionSeconds: l.Server.RetentionSeconds,
 		DefaultRetention: retentionWords(int64(s.cfg.Retention.Seconds())),
 		NewKeyPerRetry:   l.Client.NewKeyPerRetry, RetryEvery4xx: l.Client.RetryEvery4xx,
@@ -339,7 +340,7 @@ func (s *Server) labSwitchesView(l LabSettings) views.LabSwitches {
 // the panel still draws, with the switches and without numbers.
 func (s *Server) labView(ctx context.Context, presenter bool) views.Lab {
 	settingsV := s.lab.settingsSeq.Load()
-	v := views.Lab{Switches: s.labSwitchesView(s.lab.Settings()), BurstSize: LabBurstSize, WarpSeconds: LabWarpSeconds, Presenter: presenter,
+	v := views.Lab{Switches: s.labSwitchesView(s.lab.Settings()), BurstSize: room.LabBurstSize, WarpSeconds: room.LabWarpSeconds, Presenter: presenter,
 		Locked: s.cfg.PresenterToken != "", SettingsV: settingsV}
 	if o, err := s.labOutcomes(ctx); err != nil {
 		s.logf("lab: measuring: %v", err)

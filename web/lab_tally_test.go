@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"paytwice/pay"
+	"paytwice/web/room"
 )
 
 // measuredOutcomes is what the lab reported before it kept running
@@ -126,7 +127,7 @@ func TestLabCountsFollowPayments(t *testing.T) {
 	}
 
 	// No key: two clicks at once, and one alone.
-	env.putLab(LabSettings{Server: LabServer{Mode: LabNoKey}})
+	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabNoKey}})
 	setFaults(t, env, pay.ServerFaults{DelayMS: 200})
 	env.burst(2, uuid.NewString(), `{"order_id":"N-1","amount_satang":129900}`)
 	setFaults(t, env, pay.ServerFaults{})
@@ -134,8 +135,8 @@ func TestLabCountsFollowPayments(t *testing.T) {
 
 	// Check first, then insert, with and without constraints; the lock in
 	// memory.
-	for _, mode := range []LabMode{LabCheckThenInsert, LabCheckThenInsertConstrained, LabMemoryLock} {
-		env.putLab(LabSettings{Server: LabServer{Mode: mode, CheckGapMS: 150}})
+	for _, mode := range []room.LabMode{room.LabCheckThenInsert, room.LabCheckThenInsertConstrained, room.LabMemoryLock} {
+		env.putLab(room.LabSettings{Server: room.LabServer{Mode: mode, CheckGapMS: 150}})
 		env.burst(4, uuid.NewString(), `{"order_id":"C-`+string(mode)+`","amount_satang":129900}`)
 		payFor(uuid.NewString(), "C-alone")
 	}
@@ -148,7 +149,7 @@ func TestLabCountsFollowPayments(t *testing.T) {
 	}
 
 	// The key table as the only memory, a prune, and the late retry.
-	env.putLab(LabSettings{Server: LabServer{Mode: LabKeyTableOnly, RetentionSeconds: 60}})
+	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabKeyTableOnly, RetentionSeconds: 60}})
 	late := uuid.NewString()
 	payFor(late, "K-1")
 	check("before the prune")
@@ -168,7 +169,7 @@ func TestLabCountsFollowPayments(t *testing.T) {
 	if o := check("after the reset"); o.ExtraCharges != 0 || o.NoKey.Charges != 0 || o.CheckThenInsert.KeyRows != 0 {
 		t.Fatalf("after the reset: %+v", o)
 	}
-	env.putLab(LabSettings{Server: LabServer{Mode: LabNoKey}})
+	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabNoKey}})
 	payFor(uuid.NewString(), "N-9")
 	payFor(uuid.NewString(), "N-9")
 	if o := check("after the reset and two more payments"); o.NoKey.ChargedTwice != 1 {
@@ -192,8 +193,8 @@ func TestLabCountsFollowOtherServers(t *testing.T) {
 			t.Fatalf("%s counted %+v before any payment", e.Server.cfg.Name, o)
 		}
 	}
-	there.putLab(LabSettings{Server: LabServer{Mode: LabNoKey}})
-	waitUntil(t, "the mode on s1", func() bool { return here.Server.lab.Settings().Server.Mode == LabNoKey })
+	there.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabNoKey}})
+	waitUntil(t, "the mode on s1", func() bool { return here.Server.lab.Settings().Server.Mode == room.LabNoKey })
 	for range 2 {
 		if r := there.pay(uuid.NewString(), `{"order_id":"N-2","amount_satang":129900}`); r.Status != http.StatusCreated {
 			t.Fatalf("payment on s2: %d %s", r.Status, r.Body)

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"paytwice/pay"
+	"paytwice/web/room"
 )
 
 // send makes a request with a JSON body (nil for none) and headers as
@@ -48,7 +49,7 @@ func (e *testEnv) send(method, path string, body any, headers ...string) respons
 }
 
 // putLab sets every lab switch through the JSON API.
-func (e *testEnv) putLab(l LabSettings) {
+func (e *testEnv) putLab(l room.LabSettings) {
 	e.t.Helper()
 	if r := e.send(http.MethodPut, "/api/lab", l); r.Status != http.StatusOK {
 		e.t.Fatalf("PUT /api/lab: %d %s", r.Status, r.Body)
@@ -113,22 +114,22 @@ func statusList(rs []response) string {
 func TestLabMistakeNoKey(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		mode LabMode
+		mode room.LabMode
 		want int
 	}{
-		{"without a key the server charges both clicks", LabNoKey, 2},
-		{"with the real protocol the second click is refused and one charge is made", LabCorrect, 1},
+		{"without a key the server charges both clicks", room.LabNoKey, 2},
+		{"with the real protocol the second click is refused and one charge is made", room.LabCorrect, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, Config{})
-			env.putLab(LabSettings{Server: LabServer{Mode: tc.mode}})
+			env.putLab(room.LabSettings{Server: room.LabServer{Mode: tc.mode}})
 			setFaults(t, env, pay.ServerFaults{DelayMS: 300})
 			rs := env.burst(2, uuid.NewString(), `{"order_id":"A-1001","amount_satang":129900}`)
 			if n := env.charges(); n != tc.want {
 				t.Fatalf("answers %s; %d charges, want %d", statusList(rs), n, tc.want)
 			}
 			o := env.outcomes()
-			if tc.mode == LabNoKey {
+			if tc.mode == room.LabNoKey {
 				if countStatus(rs, http.StatusCreated) != 2 {
 					t.Fatalf("answers %s, want two 201s", statusList(rs))
 				}
@@ -168,7 +169,7 @@ func TestLabMistakeCheckThenInsert(t *testing.T) {
 
 	t.Run("without constraints the check lets several requests charge", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
-		env.putLab(LabSettings{Server: LabServer{Mode: LabCheckThenInsert, CheckGapMS: 300}})
+		env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabCheckThenInsert, CheckGapMS: 300}})
 		key := uuid.NewString()
 		rs := env.burst(n, key, body)
 		loose, err := env.DB.LabLooseCharges(context.Background())
@@ -203,7 +204,7 @@ func TestLabMistakeCheckThenInsert(t *testing.T) {
 	})
 	t.Run("with the constraints back the losers get an error, not a charge", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
-		env.putLab(LabSettings{Server: LabServer{Mode: LabCheckThenInsertConstrained, CheckGapMS: 300}})
+		env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabCheckThenInsertConstrained, CheckGapMS: 300}})
 		key := uuid.NewString()
 		rs := env.burst(n, key, body)
 		if c := env.charges(); c != 1 {
@@ -247,7 +248,7 @@ func TestLabMistakePruningTooSoon(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t, Config{})
-			env.putLab(LabSettings{Server: LabServer{Mode: LabKeyTableOnly, RetentionSeconds: tc.retention}})
+			env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabKeyTableOnly, RetentionSeconds: tc.retention}})
 			key := uuid.NewString()
 			first := env.pay(key, body)
 			if first.Status != http.StatusCreated {
@@ -280,7 +281,7 @@ func TestLabMistakePruningTooSoon(t *testing.T) {
 		// gateway is idempotent by the key, so even a pruned key cannot
 		// charge twice.
 		env := newTestEnv(t, Config{})
-		env.putLab(LabSettings{Server: LabServer{Mode: LabCorrect, RetentionSeconds: 60}})
+		env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabCorrect, RetentionSeconds: 60}})
 		key := uuid.NewString()
 		first := env.pay(key, body)
 		env.send(http.MethodPost, "/api/clock/advance", map[string]int{"seconds": 120})
@@ -340,11 +341,11 @@ func TestLabSwitchesAPI(t *testing.T) {
 	t.Run("PATCH changes one switch, publishes it and leaves the rest", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		r := env.send(http.MethodPatch, "/api/lab", map[string]any{"client": map[string]any{"retry_every_4xx": true}})
-		var got LabSettings
+		var got room.LabSettings
 		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
 			t.Fatalf("PATCH: %d %s", r.Status, r.Body)
 		}
-		want := DefaultLabSettings()
+		want := room.DefaultLabSettings()
 		want.Client.RetryEvery4xx = true
 		if got != want || env.Server.Lab() != want {
 			t.Fatalf("settings %+v, want %+v", got, want)
@@ -370,7 +371,7 @@ func TestLabSwitchesAPI(t *testing.T) {
 			if r.Status != http.StatusBadRequest || !bytes.Contains(r.Body, []byte(tc.field)) {
 				t.Fatalf("%d %s, want a 400 naming %s", r.Status, r.Body, tc.field)
 			}
-			if env.Server.Lab() != DefaultLabSettings() {
+			if env.Server.Lab() != room.DefaultLabSettings() {
 				t.Fatalf("a refused change changed the lab: %+v", env.Server.Lab())
 			}
 		})
@@ -378,7 +379,7 @@ func TestLabSwitchesAPI(t *testing.T) {
 	t.Run("a student without the token cannot change the lab, prune, or start a lesson", func(t *testing.T) {
 		env := newTestEnv(t, Config{PresenterToken: "t0k"})
 		for _, r := range []response{
-			env.send(http.MethodPut, "/api/lab", LabSettings{Server: LabServer{Mode: LabNoKey}}),
+			env.send(http.MethodPut, "/api/lab", room.LabSettings{Server: room.LabServer{Mode: room.LabNoKey}}),
 			env.send(http.MethodPatch, "/api/lab", map[string]any{"server": map[string]any{"mode": "no_key"}}),
 			env.send(http.MethodPost, "/api/lab/prune", nil),
 			env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "no-key"}),
@@ -396,15 +397,15 @@ func TestLabSwitchesAPI(t *testing.T) {
 	})
 	t.Run("a reset turns every mistake off and empties the lab's tables", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
-		env.putLab(LabSettings{Server: LabServer{Mode: LabCheckThenInsert}, Client: LabClient{NewKeyPerRetry: true}})
+		env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabCheckThenInsert}, Client: room.LabClient{NewKeyPerRetry: true}})
 		env.pay(uuid.NewString(), `{"order_id":"A-1","amount_satang":100}`)
 		env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "no-key"})
-		env.putLab(LabSettings{Server: LabServer{Mode: LabCheckThenInsert}})
+		env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabCheckThenInsert}})
 		env.pay(uuid.NewString(), `{"order_id":"A-1","amount_satang":100}`)
 		if r := env.send(http.MethodPost, "/api/reset", nil); r.Status != http.StatusOK {
 			t.Fatalf("reset: %d", r.Status)
 		}
-		if env.Server.Lab() != DefaultLabSettings() || env.Server.lab.Lesson() != "" {
+		if env.Server.Lab() != room.DefaultLabSettings() || env.Server.lab.Lesson() != "" {
 			t.Fatalf("after a reset: lab %+v, lesson %q", env.Server.Lab(), env.Server.lab.Lesson())
 		}
 		if loose, _ := env.DB.LabLooseCharges(context.Background()); len(loose) != 0 {
@@ -439,7 +440,7 @@ func TestLessonsAPI(t *testing.T) {
 		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &got) != nil {
 			t.Fatalf("PUT: %d %s", r.Status, r.Body)
 		}
-		if got.Current != "no-key" || got.Chapter != 5 || got.Of != 12 || got.Lab.Server.Mode != LabNoKey || got.Faults.Server.DelayMS != 800 {
+		if got.Current != "no-key" || got.Chapter != 5 || got.Of != 12 || got.Lab.Server.Mode != room.LabNoKey || got.Faults.Server.DelayMS != 800 {
 			t.Fatalf("started %+v", got)
 		}
 		if env.charges() != 0 {
@@ -469,7 +470,7 @@ func TestLessonsAPI(t *testing.T) {
 		if r := env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: ""}); r.Status != http.StatusOK {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
-		if env.Server.lab.Lesson() != "" || env.Server.Lab() != DefaultLabSettings() || env.Server.currentFaults().Server.DelayMS != 0 {
+		if env.Server.lab.Lesson() != "" || env.Server.Lab() != room.DefaultLabSettings() || env.Server.currentFaults().Server.DelayMS != 0 {
 			t.Fatal("leaving left switches on")
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"paytwice/pay"
 	"paytwice/views"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // Guided lessons: short chapters, one for each way the article says a
@@ -28,9 +29,9 @@ type Chapter struct {
 	Part  string `json:"part"`
 	// The setup: every fault switch and lab switch, and whether each
 	// browser should retry automatically.
-	Faults pay.Faults  `json:"faults"`
-	Lab    LabSettings `json:"lab"`
-	Retry  bool        `json:"retry"`
+	Faults pay.Faults       `json:"faults"`
+	Lab    room.LabSettings `json:"lab"`
+	Retry  bool             `json:"retry"`
 	// Race marks a chapter about requests racing each other: the board
 	// offers step mode (step.go) to walk the race through.
 	Race bool `json:"race"`
@@ -53,8 +54,8 @@ const (
 )
 
 // labWith is the lab with every mistake off but the ones change sets.
-func labWith(change func(*LabSettings)) LabSettings {
-	l := DefaultLabSettings()
+func labWith(change func(*room.LabSettings)) room.LabSettings {
+	l := room.DefaultLabSettings()
 	if change != nil {
 		change(&l)
 	}
@@ -158,7 +159,7 @@ func buildChapters(cfg Config) []Chapter {
 		{
 			Slug: "no-key", Title: "Mistake: no idempotency key", Part: partMistakes, Race: true,
 			Faults: pay.Faults{Server: pay.ServerFaults{DelayMS: 800}},
-			Lab:    labWith(func(l *LabSettings) { l.Server.Mode = LabNoKey }),
+			Lab:    labWith(func(l *room.LabSettings) { l.Server.Mode = room.LabNoKey }),
 			SwitchOn: []string{"Lab: the server ignores the key and executes every request.",
 				"A delay of 800 ms, so the second click arrives while the first is still running."},
 			Do:        []string{"Double-click Pay.", "“Put the key back”, New order, double-click again."},
@@ -170,14 +171,14 @@ func buildChapters(cfg Config) []Chapter {
 					return w.seen(0) && (w.is(live.Conflict) || w.is(live.Replayed))
 				}},
 			},
-			Actions: []views.LessonAction{{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"mode": LabCorrect}}), Label: "Put the key back", Presenter: true}},
+			Actions: []views.LessonAction{{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"mode": room.LabCorrect}}), Label: "Put the key back", Presenter: true}},
 			Why: "Without a key the server cannot tell a second click from a second purchase, so it does what it is asked, twice. " +
 				"Disabling the button would stop this one case, but not a retry after a lost response.",
 		},
 		{
 			Slug: "new-key-per-retry", Title: "Mistake: a new key on every retry", Part: partMistakes,
 			Faults: pay.Faults{Server: pay.ServerFaults{ResponseLost: true}},
-			Lab:    labWith(func(l *LabSettings) { l.Client.NewKeyPerRetry = true }), Retry: true,
+			Lab:    labWith(func(l *room.LabSettings) { l.Client.NewKeyPerRetry = true }), Retry: true,
 			SwitchOn: []string{"Lab: every browser makes a new key for each retry.", "Response lost."},
 			Do:       []string{"Press Pay once, and wait for the retries to end.", "“Keep one key per order”, New order, Pay again."},
 			StudentDo: []string{"Press Pay once, and wait for the retries to end.",
@@ -196,7 +197,7 @@ func buildChapters(cfg Config) []Chapter {
 		},
 		{
 			Slug: "check-then-insert", Title: "Mistake: check first, then insert", Part: partMistakes, Race: true,
-			Lab:      labWith(func(l *LabSettings) { l.Server.Mode = LabCheckThenInsert }),
+			Lab:      labWith(func(l *room.LabSettings) { l.Server.Mode = room.LabCheckThenInsert }),
 			SwitchOn: []string{"Lab: the server looks for the key with a SELECT, waits 200 ms, then INSERTs it, into tables with no constraints."},
 			Do: []string{"Press “Send 10 at once with one key”.",
 				"Press “Put the constraints back”, then send 10 again."},
@@ -212,13 +213,13 @@ func buildChapters(cfg Config) []Chapter {
 				"Only the database can decide such a race, and only with a constraint: the primary key admits one INSERT and refuses the rest. " +
 				"The check may stay as a shortcut; the constraint is what keeps the money safe.",
 			Actions: []views.LessonAction{
-				{ID: "burst", Arg: strconv.Itoa(LabBurstSize), Label: "Send 10 at once with one key"},
-				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"mode": LabCheckThenInsertConstrained}}), Label: "Put the constraints back", Presenter: true},
+				{ID: "burst", Arg: strconv.Itoa(room.LabBurstSize), Label: "Send 10 at once with one key"},
+				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"mode": room.LabCheckThenInsertConstrained}}), Label: "Put the constraints back", Presenter: true},
 			},
 		},
 		{
 			Slug: "lock-in-memory", Title: "Mistake: a lock in memory", Part: partMistakes, Race: true,
-			Lab:      labWith(func(l *LabSettings) { l.Server.Mode, l.Server.CheckGapMS = LabMemoryLock, lockLessonGapMS }),
+			Lab:      labWith(func(l *room.LabSettings) { l.Server.Mode, l.Server.CheckGapMS = room.LabMemoryLock, lockLessonGapMS }),
 			SwitchOn: []string{"Lab: the server locks the key in its own memory, looks it up, waits 1 s (room for a double-click), then INSERTs it, into tables with no constraints."},
 			Do: []string{"On one server, double-click Pay or send 10 at once with one key.",
 				"Run paytwice cluster -servers 3 -db postgres://…, start this chapter there and do it again.",
@@ -238,12 +239,12 @@ func buildChapters(cfg Config) []Chapter {
 				"Behind a load balancer the two clicks of one double-click often reach two servers: each finds its own lock free, " +
 				"each looks the key up before the other has inserted it, and each charges. " +
 				"Only what every server shares can decide the race: the database, with a constraint on the key.",
-			Actions: []views.LessonAction{{ID: "burst", Arg: strconv.Itoa(LabBurstSize), Label: "Send 10 at once with one key"},
-				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"mode": LabCorrect}}), Label: "Let the database decide", Presenter: true}},
+			Actions: []views.LessonAction{{ID: "burst", Arg: strconv.Itoa(room.LabBurstSize), Label: "Send 10 at once with one key"},
+				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"mode": room.LabCorrect}}), Label: "Let the database decide", Presenter: true}},
 		},
 		{
 			Slug: "retry-every-4xx", Title: "Mistake: retrying every 4xx", Part: partMistakes,
-			Lab:      labWith(func(l *LabSettings) { l.Client.RetryEvery4xx = true }),
+			Lab:      labWith(func(l *room.LabSettings) { l.Client.RetryEvery4xx = true }),
 			SwitchOn: []string{"Lab: every browser retries 400 and 422 too."},
 			Do: []string{"Press Pay.", "Press “Pay again with another amount” (the same key, a different body).",
 				"Press “Retry only what can change”, then New order, Pay, and “Pay again with another amount”."},
@@ -265,7 +266,7 @@ func buildChapters(cfg Config) []Chapter {
 		{
 			Slug: "new-key-after-500", Title: "Mistake: a new key after a 500", Part: partMistakes,
 			Faults: pay.Faults{Server: pay.ServerFaults{ServerError: true}},
-			Lab:    labWith(func(l *LabSettings) { l.Client.NewKeyAfter500 = true }),
+			Lab:    labWith(func(l *room.LabSettings) { l.Client.NewKeyAfter500 = true }),
 			SwitchOn: []string{"Server error (500): the server fails after charging, and saves the 500 on the key.",
 				"Lab: every browser pays again under a new key after a 500."},
 			Do: []string{"Press Pay once.", "Press “Switch the mistake off”, then “New order”, then Pay."},
@@ -287,7 +288,7 @@ func buildChapters(cfg Config) []Chapter {
 		},
 		{
 			Slug: "personal-data-key", Title: "Mistake: personal data as the key", Part: partMistakes,
-			Lab:      labWith(func(l *LabSettings) { l.Client.PersonalDataKey = true }),
+			Lab:      labWith(func(l *room.LabSettings) { l.Client.PersonalDataKey = true }),
 			SwitchOn: []string{"Lab: every browser uses the customer's e-mail address as the key."},
 			Do:       []string{"Press Pay.", "Press “New order”, then Pay."},
 			Watch: []watchFor{
@@ -302,8 +303,8 @@ func buildChapters(cfg Config) []Chapter {
 		},
 		{
 			Slug: "prune-too-soon", Title: "Mistake: pruning keys sooner than clients retry", Part: partMistakes,
-			Lab: labWith(func(l *LabSettings) {
-				l.Server.Mode, l.Server.RetentionSeconds = LabKeyTableOnly, LabShortRetentionSeconds
+			Lab: labWith(func(l *room.LabSettings) {
+				l.Server.Mode, l.Server.RetentionSeconds = room.LabKeyTableOnly, room.LabShortRetentionSeconds
 			}),
 			SwitchOn: []string{"Lab: the key table is the server's only memory of a payment, and it keeps keys for 1 minute."},
 			Do: []string{"Press Pay.", "Press “Warp 2 minutes, then prune”.", "Press Pay again: a late retry with the same key.",
@@ -320,8 +321,8 @@ func buildChapters(cfg Config) []Chapter {
 				"Keep keys longer than any client retries (Stripe keeps them at least 24 hours), publish the window, " +
 				"and have clients stop and reconcile once it is over.",
 			Actions: []views.LessonAction{
-				{ID: "warp-prune", Arg: strconv.Itoa(LabWarpSeconds), Label: "Warp 2 minutes, then prune", Presenter: true},
-				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"retention_seconds": LabLongRetentionSeconds}}), Label: "Keep keys 24 hours", Presenter: true},
+				{ID: "warp-prune", Arg: strconv.Itoa(room.LabWarpSeconds), Label: "Warp 2 minutes, then prune", Presenter: true},
+				{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"retention_seconds": room.LabLongRetentionSeconds}}), Label: "Keep keys 24 hours", Presenter: true},
 				{ID: "new-order", Label: "New order"},
 			},
 		},
@@ -368,12 +369,12 @@ type LessonChange struct {
 
 // LessonStarted is the answer to PUT /api/lessons/current.
 type LessonStarted struct {
-	Current string      `json:"current"`
-	Chapter int         `json:"chapter"` // 1-based; 0 when the lessons were left
-	Of      int         `json:"of"`
-	Faults  pay.Faults  `json:"faults"`
-	Lab     LabSettings `json:"lab"`
-	Retry   bool        `json:"retry"`
+	Current string           `json:"current"`
+	Chapter int              `json:"chapter"` // 1-based; 0 when the lessons were left
+	Of      int              `json:"of"`
+	Faults  pay.Faults       `json:"faults"`
+	Lab     room.LabSettings `json:"lab"`
+	Retry   bool             `json:"retry"`
 }
 
 func (s *Server) handleGetLessons(c echo.Context) error {
@@ -410,10 +411,10 @@ func (s *Server) startLesson(ctx context.Context, slug, who string) error {
 	}
 	msg := "lessons left; everything reset"
 	if slug != "" {
-		old, next, err := s.room.Change(ctx, func(r *roomState) error {
-			r.setFaults(ch.Faults)
-			r.Lab = ch.Lab.normalize()
-			r.setLesson(slug)
+		old, next, err := s.room.Change(ctx, func(r *room.State) error {
+			r.SetFaults(ch.Faults)
+			r.Lab = ch.Lab.Normalize()
+			r.SetLesson(slug)
 			return nil
 		})
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // waitTicks waits, on the event stream, until the chapter's items are
@@ -68,7 +69,7 @@ func TestNarrationTicksWhatTheServerSees(t *testing.T) {
 		}
 		// The fix holding: with the key back, a second request with the
 		// key is answered from the first, not charged.
-		env.putLab(DefaultLabSettings())
+		env.putLab(room.DefaultLabSettings())
 		key := uuid.NewString()
 		env.pay(key, body)
 		env.pay(key, body)

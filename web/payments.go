@@ -13,6 +13,7 @@ import (
 
 	"paytwice/pay"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // This file is the HTTP adapter of the payment protocol. The protocol
@@ -36,15 +37,15 @@ func (s *Server) handleCreatePayment(c echo.Context) error {
 	key := s.lab.observePayment(r)
 	var err error
 	switch s.lab.Settings().Server.Mode {
-	case LabNoKey:
+	case room.LabNoKey:
 		err = s.payNoKey(c)
-	case LabCheckThenInsert:
+	case room.LabCheckThenInsert:
 		err = s.payCheckFirst(c, false)
-	case LabCheckThenInsertConstrained:
+	case room.LabCheckThenInsertConstrained:
 		err = s.payCheckFirst(c, true)
-	case LabKeyTableOnly:
+	case room.LabKeyTableOnly:
 		err = s.payKeyTableOnly(c)
-	case LabMemoryLock:
+	case room.LabMemoryLock:
 		err = s.payMemoryLock(c)
 	default:
 		err = s.payCorrect(c)

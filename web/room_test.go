@@ -15,6 +15,7 @@ import (
 	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // in is the same server seen from test t (a subtest), whose Fatal it
@@ -47,8 +48,8 @@ func (e *testEnv) decodeGet(path string, v any) {
 	}
 }
 
-func (e *testEnv) faults() (f pay.Faults)  { e.decodeGet("/api/faults", &f); return f }
-func (e *testEnv) labNow() (l LabSettings) { e.decodeGet("/api/lab", &l); return l }
+func (e *testEnv) faults() (f pay.Faults)       { e.decodeGet("/api/faults", &f); return f }
+func (e *testEnv) labNow() (l room.LabSettings) { e.decodeGet("/api/lab", &l); return l }
 func (e *testEnv) lesson() string {
 	var l LessonsState
 	e.decodeGet("/api/lessons", &l)
@@ -119,7 +120,7 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 		for _, s := range []*testEnv{b, c} {
 			waitUntil(t, "the lesson on "+s.Server.cfg.Name, func() bool { return s.lesson() == "no-key" })
 			f, l := s.faults(), s.labNow()
-			if f.Server.DelayMS != 800 || f.Server.CrashMidway || f.Gateway.LatencyMS != 0 || l.Server.Mode != LabNoKey || l.Client.RetryEvery4xx {
+			if f.Server.DelayMS != 800 || f.Server.CrashMidway || f.Gateway.LatencyMS != 0 || l.Server.Mode != room.LabNoKey || l.Client.RetryEvery4xx {
 				t.Fatalf("%s: faults %+v, lab %+v: want the chapter's, and nothing from before", s.Server.cfg.Name, f, l)
 			}
 			if len(s.Server.narration.ticked("no-key")) == 0 {
@@ -134,7 +135,7 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 		waitUntil(t, "the clock on B", func() bool { return b.Server.clock.Offset() == time.Hour })
 		// Three servers advancing by a week at once, 20 times each:
 		// together they stop at the bound, never past it.
-		week := json.RawMessage(fmt.Sprintf(`{"seconds":%d}`, int64(MaxClockAdvance/time.Second)))
+		week := json.RawMessage(fmt.Sprintf(`{"seconds":%d}`, int64(room.MaxClockAdvance/time.Second)))
 		var taken atomic.Int64
 		var wg sync.WaitGroup
 		for _, s := range all {
@@ -151,11 +152,11 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		want := int64((sim.MaxOffset - time.Hour) / MaxClockAdvance)
+		want := int64((sim.MaxOffset - time.Hour) / room.MaxClockAdvance)
 		if taken.Load() != want {
 			t.Fatalf("%d weeks taken by three servers, want %d", taken.Load(), want)
 		}
-		offset := time.Hour + time.Duration(want)*MaxClockAdvance
+		offset := time.Hour + time.Duration(want)*room.MaxClockAdvance
 		for _, s := range all {
 			waitUntil(t, "the clock on "+s.Server.cfg.Name, func() bool { return s.Server.clock.Offset() == offset })
 		}
@@ -168,7 +169,7 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 		b.must(http.MethodPost, "/api/reset", "")
 		for _, s := range all {
 			waitUntil(t, "the reset on "+s.Server.cfg.Name, func() bool {
-				return s.faults() == pay.Faults{} && s.labNow() == DefaultLabSettings() && s.lesson() == "" && s.Server.clock.Offset() == 0
+				return s.faults() == pay.Faults{} && s.labNow() == room.DefaultLabSettings() && s.lesson() == "" && s.Server.clock.Offset() == 0
 			})
 		}
 	})

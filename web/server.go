@@ -134,7 +134,7 @@ type Server struct {
 	attempts attemptLog
 	// room holds the switches, the lab, the lesson and the clock, shared
 	// by every server on the database (room.go).
-	room *room.Room[roomState]
+	room *room.Room[room.State]
 	// joinedReset is the last reset barrier this server took part in
 	// (applyRoom, under the room's lock).
 	joinedReset uint64

@@ -17,6 +17,7 @@ import (
 	"paytwice/pay"
 	"paytwice/views"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // Step mode: the presenter pauses the race and walks it through. While it
@@ -312,11 +313,11 @@ func (st *stepper) set(on bool) bool {
 // database, and here, and tells every page. Turning it off always lets
 // this server's held requests go, even when the room cannot be written.
 func (st *stepper) turn(on bool, who string) error {
-	_, _, err := st.s.room.Change(st.s.baseCtx, func(r *roomState) error {
-		if r.StepMode == on {
+	_, _, err := st.s.room.Change(st.s.baseCtx, func(r *room.State) error {
+		if r.Step == on {
 			return errNoChange
 		}
-		r.StepMode = on
+		r.Step = on
 		return nil
 	})
 	changed := err == nil // the room applied it here already

@@ -1,0 +1,101 @@
+package room
+
+import (
+	"time"
+
+	"paytwice/pay"
+)
+
+// State is the room: what the presenter sets for the whole class. A Room
+// holds one State at a time, immutable once applied: every change goes
+// through Change, and whatever a request needs of the room (the fault
+// switches, the lab, the lesson, the demo clock's offset, step mode) it
+// reads from the snapshot Load returns. Its JSON is the stored copy.
+type State struct {
+	Faults pay.Faults  `json:"faults"`
+	Lab    LabSettings `json:"lab"`
+	// Lesson is the chapter the class is on, "" for none.
+	Lesson      string        `json:"lesson"`
+	ClockOffset time.Duration `json:"clock_offset_ns"`
+	// Step is whether payments stop at step mode's checkpoints: a
+	// presenter behind a load balancer turns it on through one server,
+	// and every server holds its own requests.
+	Step bool `json:"step_mode,omitempty"`
+
+	// FaultWrites counts the writes of the fault switches: each one
+	// restarts the random mode's sequence from its seed, on every server,
+	// even when it sets the same seed again.
+	FaultWrites uint64 `json:"fault_writes"`
+	// LessonRuns counts the lessons started and left: each one restarts
+	// the narration on every server, even for the same chapter again.
+	LessonRuns uint64 `json:"lesson_runs"`
+
+	// Resets counts the resets done: a page keeps an order only while it
+	// stays the same, as a reset clears every key and charge.
+	Resets uint64 `json:"resets,omitempty"`
+	// ResetGen counts the resets asked for; Barrier is the one under way,
+	// nil when none is.
+	ResetGen uint64   `json:"reset_gen"`
+	Barrier  *Barrier `json:"barrier,omitempty"`
+}
+
+// Barrier is a reset under way, as the room holds it: with several
+// servers on one database, the resetting server waits until every other
+// one holds its payments before it empties the tables.
+type Barrier struct {
+	Gen uint64 `json:"gen"`
+	// By is the resetting server's room id, ByName its name.
+	By     string `json:"by"`
+	ByName string `json:"by_name,omitempty"`
+	// Until is when the other servers stop holding their payments for it
+	// whatever happened (real time).
+	Until time.Time `json:"until"`
+	// Acks are the room ids of the servers that hold their payments for
+	// it, their payments in flight finished.
+	Acks []string `json:"acks,omitempty"`
+}
+
+// Defaults is every switch off, the lab's defaults, no lesson, the real
+// time.
+func Defaults() State { return State{Lab: DefaultLabSettings()} }
+
+// SetFaults makes f the fault switches.
+func (s *State) SetFaults(f pay.Faults) {
+	s.Faults = f
+	s.FaultWrites++
+}
+
+// SetLesson makes slug the current chapter.
+func (s *State) SetLesson(slug string) {
+	s.Lesson = slug
+	s.LessonRuns++
+}
+
+// Reset is what the presenter's reset leaves: the defaults, the random
+// sequence and the narration restarted. The reset under way (Barrier) is
+// the caller's to end.
+func (s *State) Reset() {
+	next := Defaults()
+	next.FaultWrites, next.LessonRuns = s.FaultWrites, s.LessonRuns
+	next.ResetGen, next.Barrier = s.ResetGen, s.Barrier
+	next.Resets = s.Resets + 1
+	next.SetFaults(pay.Faults{})
+	next.SetLesson("")
+	*s = next
+}
+
+// FaultsRestarted reports whether next wrote the fault switches since s:
+// the random mode's sequence starts again from its seed.
+func (s State) FaultsRestarted(next State) bool {
+	return next.Faults.Random != s.Faults.Random || next.FaultWrites != s.FaultWrites
+}
+
+// LessonRestarted reports whether a lesson was started or left between s
+// and next: its narration starts again.
+func (s State) LessonRestarted(next State) bool {
+	return next.Lesson != s.Lesson || next.LessonRuns != s.LessonRuns
+}
+
+// MaxClockAdvance bounds one step of the demo clock: enough to age keys
+// past a day's retention, and the longest retention the lab offers.
+const MaxClockAdvance = 7 * 24 * time.Hour
