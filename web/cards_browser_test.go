@@ -15,6 +15,7 @@ import (
 
 	"paytwice/pay"
 	"paytwice/web/room"
+	"paytwice/web/room/lesson"
 )
 
 // The checkout card's browser tests: each failure switch really happens
@@ -224,7 +225,7 @@ func TestBrowserLessonFitsWithPay(t *testing.T) {
 		const doStep = document.querySelector("#lesson .lesson-do").getBoundingClientRect();
 		return scrollY === 0 && pay.bottom <= innerHeight && doStep.top >= 0 && doStep.bottom <= innerHeight;
 	})()`
-	for _, ch := range buildChapters(env.Server.cfg) {
+	for _, ch := range lesson.Build(env.Server.cfg.LockTimeout) {
 		if err := env.Server.startLesson(context.Background(), ch.Slug, "presenter"); err != nil {
 			t.Fatal(err)
 		}

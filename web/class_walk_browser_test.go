@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"paytwice/web/room/lesson"
 )
 
 // A class walks every chapter in order on three phones that never press
@@ -127,7 +128,7 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 		"prune-too-soon":    {"twice", `the key was pruned`},
 	}
 	before := make([]string, len(phones))
-	for n, ch := range buildChapters(env.Server.cfg) {
+	for n, ch := range lesson.Build(env.Server.cfg.LockTimeout) {
 		if err := env.Server.startLesson(ctx, ch.Slug, "presenter"); err != nil {
 			t.Fatal(err)
 		}

@@ -33,11 +33,9 @@ const (
 type labState struct {
 	s *Server
 
-	// The counters that tell the pages to draw the room's lab settings
-	// and lesson again (room.go and narration.go move them).
+	// The counter that tells the pages to draw the room's lab settings
+	// again (room.go moves it).
 	settingsSeq atomic.Uint64
-	lessonSeq   atomic.Uint64
-	chapters    []Chapter // the lessons, built once (lessons.go)
 
 	// What the server counts itself (the rest is read from the database).
 	constraintRefusals atomic.Int64 // INSERTs the primary key refused
@@ -78,7 +76,6 @@ const labMaxTracked = 10_000
 func newLab(s *Server) *labState {
 	l := &labState{s: s, seen4xx: map[refusalKey]int{}, personal: map[string]string{}, locks: newKeyLocks(labMaxTracked), tally: newLabTally()}
 	l.settingsSeq.Store(1)
-	l.lessonSeq.Store(1)
 	return l
 }
 
@@ -247,7 +244,7 @@ func (s *Server) clearLabCounts() {
 // flagged. It returns the request's key, "" when it has none or a bad one.
 func (l *labState) observePayment(r *http.Request) string {
 	key, _ := pay.ParseKey(r.Header.Values("Idempotency-Key"))
-	if kind := PersonalData(key); kind != "" {
+	if kind := pay.PersonalData(key); kind != "" {
 		l.s.flagPersonalKey(callerScope(r), key, kind)
 	}
 	return key

@@ -171,7 +171,7 @@ func TestBrowserLessons(t *testing.T) {
 	student := liveTab(t, presenter, true)
 	liveOpen(t, presenter, env.URL+"/board?token="+url.QueryEscape(token))
 	liveOpen(t, student, env.URL+"/")
-	chapters := env.Server.lab.chapters
+	chapters := env.Server.lessons
 
 	t.Run("the student cannot start the lessons", func(t *testing.T) {
 		if liveEval[bool](t, student, `!!document.getElementById("lesson-start")`) {

@@ -17,6 +17,7 @@ import (
 	"paytwice/views"
 	"paytwice/web/live"
 	"paytwice/web/room"
+	"paytwice/web/room/lesson"
 )
 
 func TestKeyLocks(t *testing.T) {
@@ -342,8 +343,8 @@ func TestLessonLockInMemory(t *testing.T) {
 	const slug = "lock-in-memory"
 	ctx := context.Background()
 	env := newTestEnv(t, Config{})
-	i, ch, ok := env.Server.chapter(slug)
-	if !ok || env.Server.lab.chapters[i-1].Slug != "check-then-insert" {
+	i, ch, ok := env.Server.lessons.Find(slug)
+	if !ok || env.Server.lessons[i-1].Slug != "check-then-insert" {
 		t.Fatalf("chapter %q at %d, not after check-then-insert", slug, i+1)
 	}
 
@@ -354,7 +355,7 @@ func TestLessonLockInMemory(t *testing.T) {
 				t.Fatal(err)
 			}
 			page := buf.String()
-			want := append([]string{ch.Title, fmt.Sprintf("Chapter %d of %d", i+1, len(env.Server.lab.chapters)), ch.Why}, watchTexts(ch.Watch)...)
+			want := append([]string{ch.Title, fmt.Sprintf("Chapter %d of %d", i+1, len(env.Server.lessons)), ch.Why}, ch.WatchTexts()...)
 			if presenter {
 				want = append(want, ch.Do...)
 			} else {
@@ -380,7 +381,7 @@ func TestLessonLockInMemory(t *testing.T) {
 		if err := env.Server.startLesson(ctx, slug, "test"); err != nil {
 			t.Fatal(err)
 		}
-		if got := env.Server.Lab(); got.Server.Mode != room.LabMemoryLock || got.Server.CheckGapMS != lockLessonGapMS {
+		if got := env.Server.Lab(); got.Server.Mode != room.LabMemoryLock || got.Server.CheckGapMS != lesson.LockGapMS {
 			t.Fatalf("the chapter set %+v", got)
 		}
 		_, release := holdGap(env.Server)

@@ -171,7 +171,7 @@ func (s *Server) personalOutcome(ctx context.Context) (LabPersonalOutcome, error
 	o.Keys = len(s.lab.personal)
 	s.lab.seenMu.Unlock()
 	count := func(where, key string) {
-		if PersonalData(key) != "" {
+		if pay.PersonalData(key) != "" {
 			o.Stored[where]++
 		}
 	}
@@ -184,7 +184,7 @@ func (s *Server) personalOutcome(ctx context.Context) (LabPersonalOutcome, error
 		}
 	}
 	for _, e := range s.hub.Recent(live.DefaultSize) {
-		if e.Key != "" && PersonalData(e.Key) != "" {
+		if e.Key != "" && pay.PersonalData(e.Key) != "" {
 			o.TimelineEvents++
 		}
 	}
@@ -426,7 +426,7 @@ func (s *Server) handleLabLive(c echo.Context) error {
 		}
 	}
 	if lv, ok := version("l"); ok {
-		cur := s.lab.lessonSeq.Load()
+		cur := s.narration.Version()
 		out.V["l"] = cur
 		if lv != cur {
 			lv := s.lessonView(s.lab.Lesson(), presenter, c.QueryParam("board") == "1")

@@ -421,7 +421,7 @@ func TestLessonsAPI(t *testing.T) {
 		t.Fatalf("GET /api/lessons: %d %s", r.Status, r.Body)
 	}
 	t.Run("every chapter has its steps and a setup that validates", func(t *testing.T) {
-		for _, c := range env.Server.lab.chapters {
+		for _, c := range env.Server.lessons {
 			if c.Title == "" || len(c.SwitchOn) == 0 || len(c.Do) == 0 || len(c.Watch) == 0 || c.Why == "" {
 				t.Errorf("chapter %s is missing text", c.Slug)
 			}

@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,16 +11,17 @@ import (
 
 	"paytwice/web/live"
 	"paytwice/web/room"
+	"paytwice/web/room/lesson"
 )
 
 // waitTicks waits, on the event stream, until the chapter's items are
 // ticked as want says.
-func waitTicks(t *testing.T, env *testEnv, sub *live.Subscription, slug string, want []bool) []watchTick {
+func waitTicks(t *testing.T, env *testEnv, sub *live.Subscription, slug string, want []bool) []lesson.Tick {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	match := func() ([]watchTick, bool) {
-		got := env.Server.narration.ticked(slug)
+	match := func() ([]lesson.Tick, bool) {
+		got := env.Server.narration.Ticked(slug)
 		if len(got) != len(want) {
 			return got, false
 		}
@@ -52,7 +52,7 @@ func TestNarrationTicksWhatTheServerSees(t *testing.T) {
 			t.Fatal(err)
 		}
 		env.pay(uuid.NewString(), body)
-		if got := env.Server.narration.ticked("no-key"); got[0].Seen || got[1].Seen {
+		if got := env.Server.narration.Ticked("no-key"); got[0].Seen || got[1].Seen {
 			t.Fatalf("ticked after one charge: %+v", got)
 		}
 		env.pay(uuid.NewString(), body)
@@ -102,31 +102,10 @@ func TestNarrationTicksWhatTheServerSees(t *testing.T) {
 		if err := env.Server.startLesson(context.Background(), "new-key-per-retry", "test"); err != nil {
 			t.Fatal(err)
 		}
-		if got := env.Server.narration.ticked("new-key-per-retry"); len(got) != 3 || got[0].Seen || got[1].Seen {
+		if got := env.Server.narration.Ticked("new-key-per-retry"); len(got) != 3 || got[0].Seen || got[1].Seen {
 			t.Fatalf("%+v", got)
 		}
 	})
-}
-
-// A lesson that runs for hours remembers at most narrationLimit keys and
-// orders: the oldest are forgotten.
-func TestNarrationMemoryIsBounded(t *testing.T) {
-	n := &narrator{slug: "no-key", ticks: make([]watchTick, 2), st: newNarrationState()}
-	for i := range narrationLimit + 500 {
-		k := fmt.Sprint("k-", i)
-		n.see(live.Event{Kind: live.Received, Scope: "s", Key: k, OrderID: "O-" + k})
-		n.see(live.Event{Kind: live.Charged, Scope: "s", Key: k, OrderID: "O-" + k})
-	}
-	st := n.st
-	if len(st.keyEvents) > narrationLimit || len(st.keyCharges) > narrationLimit || len(st.orderCharges) > narrationLimit || len(st.orderKeys) > narrationLimit {
-		t.Fatalf("remembered %d keys, %d key charges, %d orders, %d order keys; limit %d",
-			len(st.keyEvents), len(st.keyCharges), len(st.orderCharges), len(st.orderKeys), narrationLimit)
-	}
-	// The newest are still there, and count.
-	last := "s\x00k-" + fmt.Sprint(narrationLimit+499)
-	if st.keyCharges[last] != 1 || st.keyEvents[last][live.Charged] != 1 {
-		t.Fatalf("the newest key: %d charges, events %v", st.keyCharges[last], st.keyEvents[last])
-	}
 }
 
 // TestNarrationCrashMidway walks the crash chapter: the crash leaves the

@@ -337,7 +337,7 @@ func (p *projector) load(ctx context.Context) {
 	defer p.mu.Unlock()
 	p.keys = p.keys[:0]
 	for _, k := range keys {
-		p.keys = append(p.keys, &views.KeyRow{ID: keyDOMID(k.Scope, k.Key), Scope: k.Scope, Key: k.Key, PersonalData: PersonalData(k.Key),
+		p.keys = append(p.keys, &views.KeyRow{ID: keyDOMID(k.Scope, k.Key), Scope: k.Scope, Key: k.Key, PersonalData: pay.PersonalData(k.Key),
 			Fingerprint: k.Fingerprint, OrderID: k.OrderID, Amount: k.AmountSatang, Status: k.Status,
 			Code: k.ResponseStatus, Created: k.CreatedAt})
 	}
@@ -946,7 +946,7 @@ func (p *projector) loadKeys() []views.KeyRow {
 	}
 	out := make([]views.KeyRow, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, views.KeyRow{ID: keyDOMID(k.Scope, k.Key), Scope: k.Scope, Key: k.Key, PersonalData: PersonalData(k.Key),
+		out = append(out, views.KeyRow{ID: keyDOMID(k.Scope, k.Key), Scope: k.Scope, Key: k.Key, PersonalData: pay.PersonalData(k.Key),
 			Fingerprint: k.Fingerprint, OrderID: k.OrderID, Amount: k.AmountSatang, Status: k.Status,
 			Code: k.ResponseStatus, Created: k.CreatedAt})
 	}
@@ -1023,7 +1023,7 @@ func (u *update) rowFor(title string) *views.TimelineRow {
 			}
 		}
 	}
-	r := &views.TimelineRow{ID: id, Time: e.Time, Title: title, Server: e.Server, Key: e.Key, PersonalData: PersonalData(e.Key), OrderID: e.OrderID, Amount: e.Amount, Scope: e.Scope}
+	r := &views.TimelineRow{ID: id, Time: e.Time, Title: title, Server: e.Server, Key: e.Key, PersonalData: pay.PersonalData(e.Key), OrderID: e.OrderID, Amount: e.Amount, Scope: e.Scope}
 	if u.quiet {
 		return r // busy: not drawn, not kept
 	}
@@ -1327,7 +1327,7 @@ func (p *projector) upsertKey(u *update, change func(*views.KeyRow)) {
 			return
 		}
 	}
-	k := &views.KeyRow{ID: id, Scope: e.Scope, Key: e.Key, PersonalData: PersonalData(e.Key), Fingerprint: e.Fingerprint, OrderID: e.OrderID, Amount: e.Amount, Created: e.Time}
+	k := &views.KeyRow{ID: id, Scope: e.Scope, Key: e.Key, PersonalData: pay.PersonalData(e.Key), Fingerprint: e.Fingerprint, OrderID: e.OrderID, Amount: e.Amount, Created: e.Time}
 	change(k)
 	p.keys = append([]*views.KeyRow{k}, p.keys...)
 	u.add(views.FrameInsertKey(*k, p.s.clock.Now()))

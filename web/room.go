@@ -52,10 +52,8 @@ func (s *Server) applyRoom(old, next room.State) {
 	if next.Lab != old.Lab {
 		s.lab.settingsSeq.Add(1)
 	}
-	if old.LessonRestarted(next) {
-		_, ch, _ := s.chapter(next.Lesson)
-		s.narration.begin(next.Lesson, ch.Watch)
-		s.lab.lessonSeq.Add(1)
+	if next.Lesson != "" {
+		s.narration.Start(s.baseCtx)
 	}
 	s.clock.SetOffset(next.ClockOffset)
 	if next.Step != old.Step {

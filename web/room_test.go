@@ -123,7 +123,7 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 			if f.Server.DelayMS != 800 || f.Server.CrashMidway || f.Gateway.LatencyMS != 0 || l.Server.Mode != room.LabNoKey || l.Client.RetryEvery4xx {
 				t.Fatalf("%s: faults %+v, lab %+v: want the chapter's, and nothing from before", s.Server.cfg.Name, f, l)
 			}
-			if len(s.Server.narration.ticked("no-key")) == 0 {
+			if len(s.Server.narration.Ticked("no-key")) == 0 {
 				t.Fatalf("%s narrates nothing of the chapter", s.Server.cfg.Name)
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"paytwice/views"
 	"paytwice/web/live"
 	"paytwice/web/room"
+	"paytwice/web/room/lesson"
 )
 
 // Config holds the server's settings.
@@ -181,9 +182,10 @@ type Server struct {
 	presenter presenterAuthState
 	// streamOpens bounds how often one address opens /events.
 	streamOpens *guessLimiter
-	// narration ticks the running chapter's "Watch for" items
-	// (narration.go).
-	narration narrator
+	// lessons are the guided lessons, narration ticks the running
+	// chapter's "Watch for" items (web/room/lesson).
+	lessons   lesson.Book
+	narration *lesson.Narrator
 }
 
 // NewServer wires a server around an open store.
@@ -213,7 +215,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.steps = newStepper(s, cfg.StepLimit)
 	s.presenter = newPresenterAuth(cfg.PresenterToken, cfg.PresenterCookieKey)
 	s.streamOpens = newStreamLimiter(time.Now)
-	s.narration.s = s
+	s.lessons = lesson.Build(cfg.LockTimeout)
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.idleSweeps = newIdleSweeps(!s.peers.Shared())
 	s.protocol = &pay.Service{Store: countingStorage{Storage: talliedStorage{Storage: db, t: s.lab.tally}, g: s.idleSweeps}, Gateway: s.gateway.With(pay.GatewayFaults{}), Now: clock.Now,
@@ -224,6 +226,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.echo = s.routes()
 	s.room = newRoom(s)
+	s.narration = lesson.NewNarrator(s.lessons, s.room, s.hub)
 	s.room.Start(s.baseCtx)
 	s.startRelay()
 	s.steps.startCommands() // after the relay, whose connection may carry them

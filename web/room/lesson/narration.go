@@ -1,12 +1,15 @@
-package web
+package lesson
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
 	"sync"
 
+	"paytwice/pay"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // Narration that follows the room: each chapter's "Watch for" items tick
@@ -16,7 +19,9 @@ import (
 // board highlights.
 //
 // The narrator reads the event stream like any viewer, in its own
-// goroutine: the payment path never waits for it.
+// goroutine: the payment path never waits for it. Which chapter it
+// narrates it reads from the room's snapshot, at each event and each
+// question: a lesson started, here or on another server, restarts it.
 
 // watchFor is one "Watch for" item of a chapter: what the pages say, and
 // when it ticks.
@@ -27,22 +32,13 @@ type watchFor struct {
 	Ticks func(w *seeing) bool
 }
 
-// watchTexts are the items' texts, as the pages show them.
-func watchTexts(items []watchFor) []string {
-	out := make([]string, len(items))
-	for i, it := range items {
-		out[i] = it.Text
-	}
-	return out
-}
-
 // seeing is one event, as the items' checks see it: with what the
 // narration remembers of the events before it, and the items ticked so far.
 type seeing struct {
 	e          live.Event
 	st         *narrationState
 	order, key string // scope and order, scope and key: the memory's keys
-	ticks      []watchTick
+	ticks      []Tick
 }
 
 // is reports whether the event is of kind k.
@@ -69,10 +65,10 @@ func (w *seeing) replayAfterLost() bool {
 }
 
 // personalKey reports whether the event's key is personal data.
-func (w *seeing) personalKey() bool { return w.e.Key != "" && PersonalData(w.e.Key) != "" }
+func (w *seeing) personalKey() bool { return w.e.Key != "" && pay.PersonalData(w.e.Key) != "" }
 
-// watchTick is one "Watch for" item's state.
-type watchTick struct {
+// Tick is one "Watch for" item's state.
+type Tick struct {
 	Seen bool
 	Row  string // the timeline row (DOM id) that made the point
 }
@@ -143,54 +139,85 @@ func newNarrationState() narrationState {
 		keyEvents: map[string]map[live.Kind]int{}}
 }
 
-// narrator ticks the running chapter's items.
-type narrator struct {
-	s     *Server
+// Narrator ticks the items of the chapter the room runs.
+type Narrator struct {
+	book  Book
+	room  *room.Room[room.State]
+	hub   *live.Hub
 	start sync.Once
-	mu    sync.Mutex
+
+	mu sync.Mutex
+	// runs is the room's LessonRuns this narration is of, slug its
+	// chapter ("" for none).
+	runs  uint64
 	slug  string
 	items []watchFor
-	ticks []watchTick
-	st    narrationState
+	ticks []Tick
+	// ticked counts the items ticked since the server started (Version).
+	ticked uint64
+	st     narrationState
 }
 
-// watchKind tells the pages that an item ticked: it draws nothing but
+// NewNarrator narrates book's chapters as the room r runs them, from the
+// events of hub.
+func NewNarrator(book Book, r *room.Room[room.State], hub *live.Hub) *Narrator {
+	return &Narrator{book: book, room: r, hub: hub}
+}
+
+// WatchKind tells the pages that an item ticked: it draws nothing but
 // makes the pages ask for the lesson again.
-const watchKind live.Kind = "watch"
+const WatchKind live.Kind = "watch"
 
-// begin starts the narration of chapter slug ("" for none), whose items
-// are items.
-func (n *narrator) begin(slug string, items []watchFor) {
-	if slug != "" {
-		// Read the events from the first lesson on: a server that never
-		// teaches has no reader here.
-		n.start.Do(func() {
-			sub := n.s.hub.Subscribe(n.s.hub.LastSeq())
-			go n.run(sub)
-		})
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.slug, n.items, n.ticks, n.st = slug, items, make([]watchTick, len(items)), newNarrationState()
+// Start reads the events from now on until ctx ends; a second call does
+// nothing. The server calls it at the room's first lesson: a server that
+// never teaches has no reader here.
+func (n *Narrator) Start(ctx context.Context) {
+	n.start.Do(func() {
+		sub := n.hub.Subscribe(n.hub.LastSeq())
+		go n.run(ctx, sub)
+	})
 }
 
-// ticked returns the chapter's ticks, if slug is the chapter narrated.
-func (n *narrator) ticked(slug string) []watchTick {
+// follow makes the narration the one of the room's snapshot st: a lesson
+// started or left since starts it again. n.mu is held.
+func (n *Narrator) follow(st room.State) {
+	if st.LessonRuns == n.runs && n.ticks != nil {
+		return
+	}
+	_, ch, _ := n.book.Find(st.Lesson)
+	n.runs, n.slug, n.items = st.LessonRuns, st.Lesson, ch.Watch
+	n.ticks, n.st = make([]Tick, len(ch.Watch)), newNarrationState()
+}
+
+// Ticked returns the chapter's ticks, if slug is the chapter the room
+// runs.
+func (n *Narrator) Ticked(slug string) []Tick {
+	st := n.room.Load()
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.follow(st)
 	if slug != n.slug {
 		return nil
 	}
-	return append([]watchTick(nil), n.ticks...)
+	return append([]Tick(nil), n.ticks...)
 }
 
-// run reads the events until the server stops.
-func (n *narrator) run(sub *live.Subscription) {
-	ctx := n.s.baseCtx
+// Version changes whenever the lesson panel does: at each lesson started
+// or left, and at each item ticked. It is never 0, which a page that has
+// no lesson panel yet may send.
+func (n *Narrator) Version() uint64 {
+	runs := n.room.Load().LessonRuns
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return 1 + runs + n.ticked
+}
+
+// run reads the events until ctx ends.
+func (n *Narrator) run(ctx context.Context, sub *live.Subscription) {
 	for {
 		entries, err := sub.Next(ctx)
 		if errors.Is(err, live.ErrTooSlow) {
-			sub = n.s.hub.Subscribe(n.s.hub.LastSeq())
+			sub = n.hub.Subscribe(n.hub.LastSeq())
 			continue
 		}
 		if err != nil {
@@ -203,19 +230,20 @@ func (n *narrator) run(sub *live.Subscription) {
 			}
 		}
 		if changed {
-			n.s.lab.lessonSeq.Add(1)
-			n.s.hub.Publish(live.Event{Kind: watchKind})
+			n.hub.Publish(live.Event{Kind: WatchKind})
 		}
 	}
 }
 
 // see applies one event and reports whether an item ticked.
-func (n *narrator) see(e live.Event) bool {
-	if e.Kind == watchKind {
+func (n *Narrator) see(e live.Event) bool {
+	if e.Kind == WatchKind {
 		return false
 	}
+	snapshot := n.room.Load()
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.follow(snapshot)
 	if n.slug == "" {
 		return false
 	}
@@ -255,7 +283,8 @@ func (n *narrator) see(e live.Event) bool {
 	changed := false
 	for i, item := range n.items {
 		if !n.ticks[i].Seen && item.Ticks(w) {
-			n.ticks[i] = watchTick{Seen: true, Row: row}
+			n.ticks[i] = Tick{Seen: true, Row: row}
+			n.ticked++
 			changed = true
 		}
 	}

@@ -1,0 +1,153 @@
+package lesson
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"paytwice/web/live"
+	"paytwice/web/room"
+)
+
+// narrating is a narrator of the lessons on a room of its own, on
+// memory peers: what a server on its own runs.
+func narrating(t *testing.T) (*Narrator, *room.Room[room.State]) {
+	t.Helper()
+	r := room.New(room.Memory(), "test-id", "", room.Defaults, func(_, _ room.State) {}, t.Logf)
+	ctx, cancel := context.WithCancel(context.Background())
+	r.Start(ctx)
+	t.Cleanup(func() { cancel(); r.Wait() })
+	hub := live.New(live.DefaultSize, time.Now)
+	t.Cleanup(hub.Close)
+	return NewNarrator(Build(30*time.Second), r, hub), r
+}
+
+// startLesson makes slug the room's chapter, as a presenter does.
+func startLesson(t *testing.T, r *room.Room[room.State], slug string) {
+	t.Helper()
+	if _, _, err := r.Change(context.Background(), func(s *room.State) error {
+		s.SetLesson(slug)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func seen(ticks []Tick) []bool {
+	out := make([]bool, len(ticks))
+	for i, t := range ticks {
+		out[i] = t.Seen
+	}
+	return out
+}
+
+func TestNarratorTicksTheRoomsChapter(t *testing.T) {
+	n, r := narrating(t)
+	charge := func(key, request string) {
+		n.see(live.Event{Kind: live.Received, Scope: "s", Key: key, OrderID: "A-1", Request: request})
+		n.see(live.Event{Kind: live.Charged, Scope: "s", Key: key, OrderID: "A-1", Request: request})
+	}
+
+	t.Run("with no lesson, nothing ticks", func(t *testing.T) {
+		charge("k1", "rq_1")
+		charge("k2", "rq_2")
+		if got := n.Ticked(""); len(got) != 0 {
+			t.Fatalf("ticks without a lesson: %+v", got)
+		}
+	})
+
+	t.Run("the second charge of one order ticks the no-key chapter's first two items, naming its row", func(t *testing.T) {
+		startLesson(t, r, "no-key")
+		v := n.Version()
+		charge("k3", "rq_3")
+		if got := seen(n.Ticked("no-key")); fmt.Sprint(got) != "[false false false]" {
+			t.Fatalf("one charge ticked %v", got)
+		}
+		charge("k4", "rq_4")
+		got := n.Ticked("no-key")
+		if fmt.Sprint(seen(got)) != "[true true false]" || got[0].Row != "tl-rq_4" {
+			t.Fatalf("two charges of one order: %+v", got)
+		}
+		if n.Version() == v {
+			t.Fatal("the lesson panel's version did not move when items ticked")
+		}
+		if n.Ticked("new-key-per-retry") != nil {
+			t.Fatal("a chapter the room does not run has ticks")
+		}
+	})
+
+	t.Run("the same chapter started again starts with nothing ticked", func(t *testing.T) {
+		v := n.Version()
+		startLesson(t, r, "no-key")
+		if got := seen(n.Ticked("no-key")); fmt.Sprint(got) != "[false false false]" {
+			t.Fatalf("restarted chapter: %v", got)
+		}
+		if n.Version() == v {
+			t.Fatal("the lesson panel's version did not move at the lesson's start")
+		}
+		// The orders of the run before are forgotten: one charge is one.
+		charge("k5", "rq_5")
+		if got := seen(n.Ticked("no-key")); got[0] {
+			t.Fatalf("a charge counted the last run's: %v", got)
+		}
+	})
+
+	t.Run("a replay of a lost 201 ticks the response-lost chapter", func(t *testing.T) {
+		startLesson(t, r, "response-lost")
+		n.see(live.Event{Kind: live.ResponseLost, Scope: "s", Key: "k6", OrderID: "A-6"})
+		n.see(live.Event{Kind: live.Charged, Scope: "s", Key: "k6", OrderID: "A-6"})
+		n.see(live.Event{Kind: live.Replayed, Scope: "s", Key: "k6", OrderID: "A-6", Status: http.StatusCreated})
+		if got := seen(n.Ticked("response-lost")); fmt.Sprint(got) != "[true true true]" {
+			t.Fatalf("response-lost: %v", got)
+		}
+	})
+}
+
+// A lesson that runs for hours remembers at most narrationLimit keys and
+// orders: the oldest are forgotten.
+func TestNarrationMemoryIsBounded(t *testing.T) {
+	n, r := narrating(t)
+	startLesson(t, r, "no-key")
+	for i := range narrationLimit + 500 {
+		k := fmt.Sprint("k-", i)
+		n.see(live.Event{Kind: live.Received, Scope: "s", Key: k, OrderID: "O-" + k})
+		n.see(live.Event{Kind: live.Charged, Scope: "s", Key: k, OrderID: "O-" + k})
+	}
+	st := n.st
+	if len(st.keyEvents) > narrationLimit || len(st.keyCharges) > narrationLimit || len(st.orderCharges) > narrationLimit || len(st.orderKeys) > narrationLimit {
+		t.Fatalf("remembered %d keys, %d key charges, %d orders, %d order keys; limit %d",
+			len(st.keyEvents), len(st.keyCharges), len(st.orderCharges), len(st.orderKeys), narrationLimit)
+	}
+	// The newest are still there, and count.
+	last := "s\x00k-" + fmt.Sprint(narrationLimit+499)
+	if st.keyCharges[last] != 1 || st.keyEvents[last][live.Charged] != 1 {
+		t.Fatalf("the newest key: %d charges, events %v", st.keyCharges[last], st.keyEvents[last])
+	}
+}
+
+// Every chapter is complete: a slug, a title, things to do and to watch
+// for, and a reason; slugs are unique, and Find and Unknown agree.
+func TestBookChapters(t *testing.T) {
+	b := Build(30 * time.Second)
+	slugs := map[string]bool{}
+	for i, c := range b {
+		if c.Slug == "" || c.Title == "" || len(c.Do) == 0 || len(c.Watch) == 0 || c.Why == "" || slugs[c.Slug] {
+			t.Errorf("chapter %d %q is incomplete or repeated", i+1, c.Slug)
+		}
+		slugs[c.Slug] = true
+		if j, _, ok := b.Find(c.Slug); !ok || j != i {
+			t.Errorf("Find(%q) = %d, %v", c.Slug, j, ok)
+		}
+		if len(c.WatchTexts()) != len(c.Watch) {
+			t.Errorf("%s: %d texts for %d items", c.Slug, len(c.WatchTexts()), len(c.Watch))
+		}
+	}
+	if _, _, ok := b.Find("no-such-chapter"); ok {
+		t.Fatal("found a chapter that is not there")
+	}
+	if err := b.Unknown("no-such-chapter"); err == nil {
+		t.Fatal("no error for an unknown chapter")
+	}
+}
