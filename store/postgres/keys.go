@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -132,7 +131,7 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	err := db.withLockWait(ctx, func(row pgx.Row) error {
 		return row.Scan(&claim, &chID, &chScope, &chKey, &chOrder, &chAmount, &chRef, &chCreated)
 	}, `WITH ch AS (
-			SELECT `+chargeColumns+` FROM charges WHERE scope = $1 AND idempotency_key = $13
+			SELECT `+chargeColumns+` FROM charges WHERE scope = $1 AND idempotency_key = $13 AND `+lockWait+`
 		), ins AS (
 			INSERT INTO idempotency_keys
 			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
@@ -174,23 +173,20 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	return db.holder(ctx, c, now, token, claimAttempts)
 }
 
+// lockWait sets lock_timeout to ClaimLockWait for the rest of the
+// transaction; a claim's statement evaluates it (see withLockWait) before
+// it inserts, so the wait it bounds is that statement's own.
+var lockWait = fmt.Sprintf(`(SELECT set_config('lock_timeout', '%d', true)) IS NOT NULL`, ClaimLockWait.Milliseconds())
+
 // withLockWait runs one statement that returns a row, whose lock waits
-// last at most ClaimLockWait, and scans its row. One round trip: the batch
-// runs as one implicit transaction, so the lock wait it bounds is the
-// statement's own.
+// last at most ClaimLockWait, and scans its row: one statement, one round
+// trip. The statement holds the condition lockWait where PostgreSQL
+// evaluates it before the insert that may wait: an uncorrelated
+// subquery in a WHERE clause is evaluated once, before the first row is
+// produced, and lock_timeout is read when a lock wait begins. A single
+// statement is a transaction of its own, so the setting ends with it.
 func (db *DB) withLockWait(ctx context.Context, scan func(pgx.Row) error, sql string, args ...any) error {
-	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('lock_timeout', $1, true)`, strconv.FormatInt(ClaimLockWait.Milliseconds(), 10))
-	b.Queue(sql, args...)
-	br := db.pool.SendBatch(ctx, b)
-	_, err := br.Exec()
-	if err == nil {
-		err = scan(br.QueryRow())
-	}
-	if cerr := br.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	return err
+	return scan(db.pool.QueryRow(ctx, sql, args...))
 }
 
 // insertClaim inserts the claim unless the key is held, then reads the
@@ -203,8 +199,9 @@ func (db *DB) insertClaim(ctx context.Context, c pay.ClaimRequest, now time.Time
 	err := db.withLockWait(ctx, func(row pgx.Row) error { return row.Scan(&claim) }, `INSERT INTO idempotency_keys
 		(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
 		 claimed_by, work_until)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
-		 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END)
+		SELECT $1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
+		 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END
+		WHERE `+lockWait+`
 		ON CONFLICT (scope, key) DO NOTHING RETURNING claim`,
 		c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, token, c.ChargeKey,
 		db.server, workMillis(c.WorkFor))
