@@ -65,7 +65,7 @@ type Payment struct {
 	Render func(error) (status int, body []byte)
 	// Observe, when set, is told every step, in order, on the payment's
 	// own goroutine: it may block to hold the payment at that step, and
-	// should then extend the work's deadline (ExtendWork).
+	// should then pause the work (PauseWork, RenewWork).
 	Observe func(Step)
 
 	work claimedWork // set once the key is claimed (work.go)
@@ -213,7 +213,7 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 
 	// The work's deadline is fixed before the claim, so that the claim
 	// can record it: another server's sweeper must not close the key
-	// while the work may still run (step mode lengthens it to minutes).
+	// while the work may still run (step mode pauses it, see work.go).
 	work, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
 	if s.WorkContext != nil {
 		work, cancel = s.WorkContext()

@@ -33,11 +33,14 @@ type Storage interface {
 	// StartedBefore lists the keys started before cutoff, oldest first:
 	// the sweeper's candidates.
 	StartedBefore(ctx context.Context, cutoff time.Time) ([]KeyRow, error)
-	// ExtendWork moves by d what the sweepers judge a started key held by
-	// claim by (the work deadline its claim recorded), so that none takes
-	// it while its work is paused; a negative d gives time back. A key
-	// no longer started, or held by another claim, is left alone.
-	ExtendWork(ctx context.Context, scope, key, claim string, d time.Duration) error
+	// RenewWork tells the sweepers that the work of the started key held
+	// by claim is alive though paused: none takes the key for lease from
+	// now (a lease, renewed while the pause lasts, so that the key of a
+	// server that died is free soon after). A key no longer started, or
+	// held by another claim, is left alone. A store that judges keys only
+	// by their lock time (SQLite) makes it now, which keeps the key for
+	// the sweeper's lock timeout: callers pass that as lease.
+	RenewWork(ctx context.Context, scope, key, claim string, lease time.Duration) error
 }
 
 // Store is the whole contract of a payments database: the protocol's
@@ -88,9 +91,9 @@ type ClaimRequest struct {
 	// called with; "" means Key. Only the lab sets it.
 	ChargeKey string
 	// WorkFor is how long the claimed request's work may still run once
-	// the key is claimed (its work context's deadline, step mode's
-	// allowance included); 0 when unknown. A store that several servers
-	// share records it, so that another server's sweeper leaves the key
+	// the key is claimed (its work context's deadline; while step mode
+	// holds the request, RenewWork renews it as a lease); 0 when unknown.
+	// A store that several servers share records it, so that another server's sweeper leaves the key
 	// alone until that deadline has passed; a store of one server needs
 	// it not, since its sweeper knows which of its claims are running.
 	WorkFor time.Duration

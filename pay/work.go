@@ -10,12 +10,16 @@ import (
 // that its claim records, so that no sweeper takes the key while the
 // work may still run. Something outside the protocol may pause the work
 // between two steps (the lab's step mode holds a request until a
-// presenter steps it on): time spent so is not the work being slow, so
-// the deadline, in memory and where the claim recorded it, grows by it.
+// presenter steps it on): time spent so is not the work being slow. While
+// paused, the deadline in memory stops running (PauseWork), and the one
+// the claim recorded is renewed as a short lease (RenewWork), again and
+// again for as long as the pause lasts: a server that dies while it holds
+// a request stops renewing, and its key is free for the sweepers once the
+// lease runs out, as any other key of a dead server is.
 
 // NewWorkContext is a context that ends with parent or once d has passed,
-// whose deadline a payment's ExtendWork moves later (or back) while it
-// runs. Service.WorkContext may return it.
+// whose deadline stops running while a payment's PauseWork holds it.
+// Service.WorkContext may return it.
 func NewWorkContext(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	w := &workContext{Context: ctx, cancel: cancel, deadline: time.Now().Add(d)}
@@ -31,11 +35,18 @@ type workContext struct {
 	mu       sync.Mutex
 	deadline time.Time
 	timer    *time.Timer
+	// left is the time the work had left when it was paused, while
+	// paused is set.
+	left   time.Duration
+	paused bool
 }
 
 func (w *workContext) Deadline() (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.paused {
+		return time.Now().Add(w.left), true
+	}
 	return w.deadline, true
 }
 
@@ -49,39 +60,65 @@ func (w *workContext) Err() error {
 	return err
 }
 
-// extend moves the deadline by d, unless the work has already ended.
-func (w *workContext) extend(d time.Duration) {
+// pause stops the deadline's clock, unless the work has already ended or
+// is paused; it reports whether it paused it.
+func (w *workContext) pause() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.Context.Err() != nil || !w.timer.Stop() {
-		return // ended, or its deadline is firing now
+	if w.paused || w.Context.Err() != nil || !w.timer.Stop() {
+		return false // paused already, ended, or its deadline is firing now
 	}
-	w.deadline = w.deadline.Add(d)
-	w.timer.Reset(max(time.Until(w.deadline), 0))
+	w.left, w.paused = max(time.Until(w.deadline), 0), true
+	return true
+}
+
+// resume starts the deadline's clock again with the time that was left.
+func (w *workContext) resume() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.paused {
+		return
+	}
+	w.paused = false
+	w.deadline = time.Now().Add(w.left)
+	w.timer.Reset(w.left)
 }
 
 // claimedWork is what a payment knows of its claimed work, so that it can
-// extend the work's deadline.
+// pause it.
 type claimedWork struct {
 	s     *Service
 	ctx   context.Context
 	claim string
 }
 
-// ExtendWork moves the deadline of the payment's claimed work by d (a
-// negative d gives back time that turned out unused): its work context's,
-// when Service.WorkContext made it with NewWorkContext, and the one its
-// claim recorded in the store. It does nothing before the claim or once
-// the work is over. It is to be called from Observe, on the payment's own
-// goroutine.
-func (p *Payment) ExtendWork(ctx context.Context, d time.Duration) error {
+// PauseWork stops the deadline of the payment's claimed work from running
+// (when Service.WorkContext made it with NewWorkContext) until resume is
+// called: time spent paused is not the work's. It does nothing before the
+// claim or once the work is over. It is to be called from Observe, on the
+// payment's own goroutine, together with RenewWork for the record the
+// other servers' sweepers read.
+func (p *Payment) PauseWork() (resume func()) {
 	w := p.work
-	if w.s == nil || d == 0 || !w.s.running.has(w.claim) || w.ctx.Err() != nil {
+	if w.s == nil || !w.s.running.has(w.claim) {
+		return func() {}
+	}
+	if wc, ok := w.ctx.(*workContext); ok && wc.pause() {
+		return wc.resume
+	}
+	return func() {}
+}
+
+// RenewWork tells every sweeper that the payment's claimed work is alive
+// though paused: none takes its key for lease from now (Storage.RenewWork).
+// The caller renews well within lease for as long as the pause lasts, so
+// that the key of a server that died is free soon after. It does nothing
+// before the claim or once the work is over.
+func (p *Payment) RenewWork(ctx context.Context, lease time.Duration) error {
+	w := p.work
+	if w.s == nil || !w.s.running.has(w.claim) || w.ctx.Err() != nil {
 		return nil
 	}
-	if wc, ok := w.ctx.(*workContext); ok {
-		wc.extend(d)
-	}
 	c := p.claimRequest()
-	return w.s.Store.ExtendWork(ctx, c.Scope, c.Key, w.claim, d)
+	return w.s.Store.RenewWork(ctx, c.Scope, c.Key, w.claim, lease)
 }

@@ -6,31 +6,34 @@ import (
 	"time"
 )
 
-func TestWorkContextDeadlineMoves(t *testing.T) {
+func TestWorkContextDeadlineStopsWhilePaused(t *testing.T) {
 	ctx, cancel := NewWorkContext(context.Background(), time.Hour)
 	defer cancel()
-	first, _ := ctx.Deadline()
 	w := ctx.(*workContext)
-	w.extend(time.Hour)
-	if d, ok := ctx.Deadline(); !ok || !d.Equal(first.Add(time.Hour)) || ctx.Err() != nil {
-		t.Fatalf("an hour on: deadline %v (first %v), err %v", d, first, ctx.Err())
+	if !w.pause() || w.pause() {
+		t.Fatal("a running work pauses once")
 	}
-	// Giving back more time than is left ends the work at once, as a
-	// deadline that passed does.
-	w.extend(-3 * time.Hour)
+	// While paused, the deadline keeps the time that was left ahead of
+	// now.
+	left := w.left
+	if d, ok := ctx.Deadline(); !ok || d.Before(time.Now().Add(left-time.Second)) || left <= 59*time.Minute {
+		t.Fatalf("paused with %v left: deadline %v", left, d)
+	}
+	// Resumed with no time left, the work ends at once, as a deadline
+	// that passed does.
+	w.left = 0
+	w.resume()
 	select {
 	case <-ctx.Done():
 	case <-time.After(10 * time.Second):
-		t.Fatal("a deadline moved into the past did not end the work")
+		t.Fatal("a work resumed with no time left did not end")
 	}
 	if ctx.Err() != context.DeadlineExceeded {
 		t.Fatalf("err %v, want the deadline's", ctx.Err())
 	}
-	// An ended work's deadline no longer moves.
-	ended, _ := ctx.Deadline()
-	w.extend(time.Hour)
-	if d, _ := ctx.Deadline(); !d.Equal(ended) {
-		t.Fatalf("an ended work's deadline moved from %v to %v", ended, d)
+	// An ended work no longer pauses.
+	if w.pause() {
+		t.Fatal("an ended work paused")
 	}
 	child, stop := context.WithCancel(ctx)
 	defer stop()

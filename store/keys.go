@@ -329,16 +329,19 @@ func (db *DB) StartedBefore(ctx context.Context, cutoff time.Time) ([]pay.KeyRow
 	return keys, rows.Err()
 }
 
-// ExtendWork moves a started key's lock time by d, the time its work
-// was paused: the sweepers of every server writing to this file judge a
-// key by its lock time, and this one's work is not over.
-func (db *DB) ExtendWork(ctx context.Context, scope, key, claim string, d time.Duration) error {
+// RenewWork makes a started key's lock time now, unless it is later
+// already: the sweepers of every server writing to this file judge a key
+// by its lock time, and this one's work is alive though paused. The file
+// records no work deadline, so the key is kept for the sweepers' lock
+// timeout from now, whatever lease says (callers pass that timeout).
+func (db *DB) RenewWork(ctx context.Context, scope, key, claim string, lease time.Duration) error {
 	if err := db.need("payments"); err != nil {
 		return err
 	}
+	now := toMillis(db.now())
 	return db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
-		_, err := db.conn.ExecContext(ctx, `UPDATE idempotency_keys SET locked_at = locked_at + ?
-			WHERE scope = ? AND key = ? AND claim = ? AND status = 'started'`, d.Milliseconds(), scope, key, claim)
+		_, err := db.conn.ExecContext(ctx, `UPDATE idempotency_keys SET locked_at = MAX(locked_at, ?)
+			WHERE scope = ? AND key = ? AND claim = ? AND status = 'started'`, now, scope, key, claim)
 		return err
 	})
 }

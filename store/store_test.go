@@ -141,3 +141,46 @@ func TestARepeatedClaimOfAHeldKeyNeedsNoWrite(t *testing.T) {
 		t.Fatalf("after the save: %+v %v, want the done row", res, err)
 	}
 }
+
+// A renewal makes a paused work's key as fresh as a new lock: the
+// sweepers, which judge a key by its lock time, leave it for the lock
+// timeout from the renewal, and take it once that timeout has passed with
+// no renewal since (its server died), on the file's clock.
+func TestARenewedKeyIsSweptOnlyALockTimeoutAfterTheLastRenewal(t *testing.T) {
+	const lockTimeout = 30 * time.Second
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	db := MustOpenDB(t, func() time.Time { return now })
+	ctx := context.Background()
+	c := pay.ClaimRequest{Scope: "s", Key: "k", Method: "POST", Path: "/v1/payments", Fingerprint: "fp", OrderID: "A-1", AmountSatang: 100}
+	claimed, err := db.Claim(ctx, c)
+	if err != nil || !claimed.Claimed {
+		t.Fatalf("claim: %+v %v", claimed, err)
+	}
+	sweepable := func() bool {
+		rows, err := db.StartedBefore(ctx, now.Add(-lockTimeout))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rows) == 1
+	}
+	// Held for minutes, renewed every third of the lock timeout.
+	for range 12 {
+		now = now.Add(lockTimeout / 3)
+		if sweepable() {
+			t.Fatalf("swept at %v while its work renews its lease", now)
+		}
+		if err := db.RenewWork(ctx, "s", "k", claimed.Claim, lockTimeout); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The server stops renewing: the key is the sweepers' once the lock
+	// timeout has passed since its last renewal, not before.
+	now = now.Add(lockTimeout)
+	if sweepable() {
+		t.Fatal("swept exactly a lock timeout after the last renewal")
+	}
+	now = now.Add(time.Millisecond)
+	if !sweepable() {
+		t.Fatal("not swept a lock timeout after the last renewal")
+	}
+}

@@ -60,63 +60,6 @@ func keyStatus(t *testing.T, c *class, key string) string {
 	return status
 }
 
-// Step mode may hold a request for minutes, far past the lock timeout.
-// The claim records the request's work deadline, and another server's
-// sweeper leaves the key alone until that deadline has passed, so a
-// retry still gets its 409 rather than running afresh.
-//
-// It is PostgreSQL's: a SQLite file is one server's, and its store does
-// not record the work deadline.
-func TestAnotherServersSweeperLeavesAKeyHeldInStepModeUntilItsDeadline(t *testing.T) {
-	db := newPostgresClass(t)
-	// Work may take the gateway time-out plus step mode's allowance (four
-	// step limits): 300 ms + 4 s, far past the lock timeout of 600 ms.
-	cfg := Config{LockTimeout: 600 * time.Millisecond, GatewayTimeout: 300 * time.Millisecond, StepLimit: time.Second}
-	cfg.Name = "s1"
-	a := db.server(cfg, nil)
-	cfg.Name = "s2"
-	b := db.server(cfg, nil)
-	held := heldOn(t, b)
-	ans := held.payAsync("held-key", "A-1")
-	held.holdAt(CheckClaimed)
-
-	waitUntil(t, "the key to be held past the lock timeout", func() bool { return heldFor(t, db, "held-key", cfg.LockTimeout+50*time.Millisecond) })
-	out, err := a.Server.Sweep(context.Background())
-	if err != nil || len(out) != 0 {
-		t.Fatalf("s1's sweep closed %+v (%v) while s2 still holds the request", out, err)
-	}
-	if st := keyStatus(t, db, "held-key"); st != "started" {
-		t.Fatalf("the held key is %q, want started", st)
-	}
-	if r := a.pay("held-key", `{"order_id":"A-1","amount_satang":129900}`); r.Status != 409 {
-		t.Fatalf("a retry on s1 got %d %s, want 409", r.Status, r.Body)
-	}
-
-	// Past the request's work deadline, the key is any server's to close.
-	for bound := time.Now().Add(20 * time.Second); ; {
-		out, err := a.Server.Sweep(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out) == 1 && out[0].Row.Key == "held-key" {
-			break
-		}
-		if time.Now().After(bound) {
-			t.Fatal("s1's sweeper never closed the key past its work deadline")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	b.Server.steps.play()
-	select {
-	case <-ans:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the held request never answered")
-	}
-	if local, gateway := db.books(); local != gateway {
-		t.Fatalf("%d local charges, %d at the gateway", local, gateway)
-	}
-}
-
 // resetOn sends POST /api/reset to env in the background.
 func resetOn(env *testEnv) <-chan response {
 	out := make(chan response, 1)

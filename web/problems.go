@@ -225,8 +225,9 @@ func (s *Server) writeConflict(c echo.Context, key string, o pay.Outcome) error 
 	}
 	now := s.clock.Now()
 	// On a database that several servers share, another server's request
-	// may be at work until its work's deadline.
-	if !s.idleSweeps.private && now.Before(held.LockedAt.Add(s.cfg.GatewayTimeout+s.steps.allowance())) {
+	// may be at work until its work's deadline, or held by step mode for
+	// as long as the presenter takes.
+	if !s.idleSweeps.private && (s.steps.on.Load() || now.Before(held.LockedAt.Add(s.cfg.GatewayTimeout))) {
 		return writeProblem(c, o.Err)
 	}
 	wait := max(held.LockedAt.Add(s.cfg.LockTimeout+s.cfg.SweepEvery).Sub(now), time.Second)

@@ -212,7 +212,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	if a, ok := cfg.ListenAddr.(*net.TCPAddr); ok {
 		s.listenAddr.Store(a)
 	}
-	s.steps = newStepper(s, cfg.StepLimit)
+	s.steps = newStepper(s, cfg.StepLimit, cfg.LockTimeout)
 	s.presenter = newPresenterAuth(cfg.PresenterToken, cfg.PresenterCookieKey)
 	s.streamOpens = newStreamLimiter(time.Now)
 	s.lessons = lesson.Build(cfg.LockTimeout)
@@ -221,7 +221,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.protocol = &pay.Service{Store: countingStorage{Storage: talliedStorage{Storage: db, t: s.lab.tally}, g: s.idleSweeps}, Gateway: s.gateway.With(pay.GatewayFaults{}), Now: clock.Now,
 		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) },
 		WorkContext: func() (context.Context, context.CancelFunc) {
-			return pay.NewWorkContext(s.baseCtx, s.cfg.GatewayTimeout+s.steps.allowance())
+			return pay.NewWorkContext(s.baseCtx, s.cfg.GatewayTimeout)
 		}}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.echo = s.routes()

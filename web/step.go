@@ -120,6 +120,12 @@ type stepper struct {
 	limit time.Duration
 	// after starts the time limit; tests replace it to end holds at will.
 	after func(time.Duration) <-chan time.Time
+	// lease is how long a held request's key is kept from the sweepers
+	// after each renewal (the lock timeout); every starts the renewals'
+	// ticker, which tests replace to renew at will (or never again, as a
+	// server that died).
+	lease time.Duration
+	every func(time.Duration) (<-chan time.Time, func())
 
 	// closing is set at shutdown: nobody will step a request any more, so
 	// none is held (LetHeldGo).
@@ -138,11 +144,16 @@ type stepper struct {
 	commands stepCommands
 }
 
-func newStepper(s *Server, limit time.Duration) *stepper {
+func newStepper(s *Server, limit, lease time.Duration) *stepper {
 	if limit <= 0 {
 		limit = defaultStepLimit
 	}
-	return &stepper{s: s, limit: limit, max: maxHeld, after: time.After, off: make(chan struct{})}
+	st := &stepper{s: s, limit: limit, max: maxHeld, after: time.After, off: make(chan struct{}),
+		lease: lease, every: func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		}}
+	return st
 }
 
 // at holds p at the checkpoint its event kind reaches, if step mode is on
@@ -176,26 +187,37 @@ func (st *stepper) hold(p *payment, cp Checkpoint) {
 	st.mu.Unlock()
 	p.publishStep(heldKind, cp.String())
 
-	// Time spent held is not the work being slow: the work's deadline, and
-	// the one its claim recorded for every sweeper, wait for the presenter.
-	// They move by the longest hold at once, then give back what was not
-	// used, so that no sweeper takes the key while it is held.
-	started := time.Now()
-	p.extendWork(st.limit)
-	defer func() { p.extendWork(time.Since(started) - st.limit) }()
+	// Time spent held is not the work being slow: the work's deadline
+	// stops running, and every sweeper is told the key's work is alive by
+	// a lease of one lock timeout, renewed every third of it while the
+	// request is held. A server killed meanwhile renews no more, and its
+	// keys are free a lock timeout later, as any dead server's are.
+	resume := p.pauseWork()
+	defer resume()
+	p.renewWork(st.lease)
+	renew, stopRenewing := st.every(st.lease / 3)
+	defer stopRenewing()
+	limit := st.after(st.limit)
 
 	reason := ""
-	select {
-	case <-h.next:
-	case <-off:
-	case <-p.c.Request().Context().Done():
-		reason = "the client went away"
-		p.step.free.Store(true)
-	case <-st.s.baseCtx.Done():
-		p.step.free.Store(true)
-	case <-st.after(st.limit):
-		reason = "held for " + st.limit.String() + ": the time limit let it go"
-		p.step.free.Store(true)
+wait:
+	for {
+		select {
+		case <-renew:
+			p.renewWork(st.lease)
+			continue
+		case <-h.next:
+		case <-off:
+		case <-p.c.Request().Context().Done():
+			reason = "the client went away"
+			p.step.free.Store(true)
+		case <-st.s.baseCtx.Done():
+			p.step.free.Store(true)
+		case <-limit:
+			reason = "held for " + st.limit.String() + ": the time limit let it go"
+			p.step.free.Store(true)
+		}
+		break wait
 	}
 	st.mu.Lock()
 	st.drop(h)
@@ -203,15 +225,25 @@ func (st *stepper) hold(p *payment, cp Checkpoint) {
 	p.publishStep(resumedKind, reason)
 }
 
-// extendWork moves the deadline of p's claimed work by d, if it has one.
-func (p *payment) extendWork(d time.Duration) {
+// pauseWork stops the deadline of p's claimed work, if it has one, until
+// resume.
+func (p *payment) pauseWork() (resume func()) {
+	if p.run == nil {
+		return func() {}
+	}
+	return p.run.PauseWork()
+}
+
+// renewWork tells every sweeper that p's claimed work, if it has one, is
+// alive for lease from now.
+func (p *payment) renewWork(lease time.Duration) {
 	if p.run == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.s.baseCtx), pay.MaxClaimWait)
 	defer cancel()
-	if err := p.run.ExtendWork(ctx, d); err != nil {
-		p.s.logf("step mode: moving the work deadline of %s by %s: %v", p.id, d, err)
+	if err := p.run.RenewWork(ctx, lease); err != nil {
+		p.s.logf("step mode: renewing the work lease of %s: %v", p.id, err)
 	}
 }
 
@@ -344,15 +376,6 @@ func (st *stepper) turn(on bool, who string) error {
 	return err
 }
 
-// allowance is how much longer a claimed payment's work may take because
-// step mode may hold it at each of its checkpoints.
-func (st *stepper) allowance() time.Duration {
-	if !st.on.Load() {
-		return 0
-	}
-	return 4 * st.limit
-}
-
 // StepState is the body of GET and PUT /api/step and of the step actions.
 type StepState struct {
 	On           bool          `json:"on"`
@@ -389,14 +412,19 @@ func (st *stepper) state() StepState {
 	defer st.mu.Unlock()
 	out := StepState{On: st.on.Load(), LimitSeconds: int(st.limit / time.Second), Held: []HeldRequest{}}
 	for _, h := range st.held {
-		out.Held = append(out.Held, HeldRequest{Request: h.p.id, Checkpoint: h.at.String(), Answer: h.p.step.answer, Faults: aimable(h), Click: pageClick(h.p.c.Request()), Key: h.p.key,
-			OrderID: h.p.req.OrderID, Scope: h.p.scope, Since: h.since, Server: st.s.cfg.Name})
+		out.Held = append(out.Held, st.rowLocked(h))
 	}
 	if others := st.othersLocked(); len(others) > 0 {
 		out.Held = append(out.Held, others...)
 		slices.SortStableFunc(out.Held, func(a, b HeldRequest) int { return a.Since.Compare(b.Since) })
 	}
 	return out
+}
+
+// rowLocked is h as the API lists it; st.mu is held.
+func (st *stepper) rowLocked(h *heldRequest) HeldRequest {
+	return HeldRequest{Request: h.p.id, Checkpoint: h.at.String(), Answer: h.p.step.answer, Faults: aimable(h), Click: pageClick(h.p.c.Request()), Key: h.p.key,
+		OrderID: h.p.req.OrderID, Scope: h.p.scope, Since: h.since, Server: st.s.cfg.Name}
 }
 
 // view is the step bar as the board draws it.

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -75,5 +76,94 @@ func TestStepModeTurnedOnAfterTheClaim(t *testing.T) {
 				t.Fatalf("local charges %d, gateway charges %d; want 1 and 1", local, gateway)
 			}
 		})
+	}
+}
+
+// A request held in step mode keeps its key from every sweeper by a lease
+// its server renews while it holds it; a server that stops renewing (it
+// was killed) leaves the key to the others' sweepers once the lock
+// timeout has passed since its last renewal, not minutes later. On SQLite
+// the renewals and the lock timeout run on the file's injectable clock; on
+// PostgreSQL the lease runs on the database's own clock.
+func TestAHeldKeyIsFreeALockTimeoutAfterItsServerStopsRenewing(t *testing.T) {
+	c := newClass(t)
+	lockTimeout := 600 * time.Millisecond
+	if c.url != "" {
+		lockTimeout = 2 * time.Second // a sweep follows a renewal well within it
+	}
+	cfg := Config{LockTimeout: lockTimeout, GatewayTimeout: lockTimeout / 2}
+	cfg.Name = "s1"
+	a := c.server(cfg, nil)
+	cfg.Name = "s2"
+	b := c.server(cfg, nil)
+	fileClock := a.Server.clock // SQLite: the file's clock is the first server's
+	ticks := make(chan time.Time)
+	b.Server.steps.every = func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }
+	held := heldOn(t, b)
+	ans := held.payAsync("held-key", "A-1")
+	held.holdAt(CheckClaimed)
+
+	// renew makes the holder renew its lease, and returns once it has: the
+	// tick after it is only taken when the renewal is done.
+	renew := func() {
+		t.Helper()
+		for range 2 {
+			select {
+			case ticks <- time.Now():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the held request no longer renews its lease")
+			}
+		}
+	}
+	sweptByA := func() bool {
+		t.Helper()
+		out, err := a.Server.Sweep(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out) == 1 && out[0].Row.Key == "held-key"
+	}
+	// pass lets d go by for the sweepers.
+	pass := func(d time.Duration) {
+		t.Helper()
+		if c.url == "" {
+			fileClock.SetOffset(fileClock.Offset() + d)
+			return
+		}
+		until := time.Now().Add(d)
+		waitUntil(t, "time to pass on the database", func() bool { return time.Now().After(until) })
+	}
+
+	// Held for several lock timeouts, renewed every third of one.
+	for range 7 {
+		pass(lockTimeout / 3)
+		renew()
+		if sweptByA() {
+			t.Fatal("s1's sweeper took a key whose held request renews its lease")
+		}
+	}
+	if started, _, err := c.KeyCounts(t.Context()); err != nil || started != 1 {
+		t.Fatalf("started keys while held: %d %v, want 1", started, err)
+	}
+
+	// s2 renews no more, as a killed server: the key is s1's to close once
+	// the lock timeout has passed since the last renewal.
+	pass(lockTimeout + time.Millisecond)
+	if c.url == "" {
+		if !sweptByA() {
+			t.Fatal("s1's sweeper did not take the key a lock timeout after its last renewal")
+		}
+	} else {
+		waitUntil(t, "s1's sweeper to take the key after its lease", sweptByA)
+	}
+
+	b.Server.steps.play()
+	select {
+	case <-ans:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held request never answered")
+	}
+	if local, gateway := c.books(); local != gateway {
+		t.Fatalf("%d local charges, %d at the gateway", local, gateway)
 	}
 }

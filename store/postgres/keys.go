@@ -382,15 +382,18 @@ func (db *DB) Release(ctx context.Context, scope, key, claim string) (bool, erro
 	return err == nil && tag.RowsAffected() == 1, err
 }
 
-// ExtendWork moves a started key's work deadline (work_until) by d, the
-// time its work was paused: another server's sweeper leaves the key alone
-// until that deadline has passed.
-func (db *DB) ExtendWork(ctx context.Context, scope, key, claim string, d time.Duration) error {
+// RenewWork makes a started key's work deadline (work_until) lease from
+// now on the database's clock, unless it is later already: another
+// server's sweeper leaves the key alone until that deadline has passed,
+// and a server that stops renewing (it died) leaves its key free soon
+// after.
+func (db *DB) RenewWork(ctx context.Context, scope, key, claim string, lease time.Duration) error {
 	if err := db.need("payments"); err != nil {
 		return err
 	}
-	_, err := db.pool.Exec(ctx, `UPDATE idempotency_keys SET work_until = work_until + $4 * interval '1 millisecond'
-		WHERE scope = $1 AND key = $2 AND claim = $3 AND status = 'started'`, scope, key, claim, d.Milliseconds())
+	_, err := db.pool.Exec(ctx, `UPDATE idempotency_keys
+		SET work_until = GREATEST(work_until, clock_timestamp() + $4 * interval '1 millisecond')
+		WHERE scope = $1 AND key = $2 AND claim = $3 AND status = 'started'`, scope, key, claim, lease.Milliseconds())
 	return err
 }
 

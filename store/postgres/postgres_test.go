@@ -442,3 +442,40 @@ func TestAClaimWhoseConnectionIsTerminatedIsUnavailable(t *testing.T) {
 		t.Fatalf("a claim on a terminated connection: %v, want EUNAVAILABLE", err)
 	}
 }
+
+// A renewal sets a paused work's deadline a lease from now on the
+// database's clock, never earlier than it was: another server's sweeper
+// leaves the key that long, and no longer once the renewals stop.
+func TestARenewalSetsTheWorkDeadlineALeaseFromNow(t *testing.T) {
+	db := servers(t, 1, postgres.Options{})[0]
+	long, short := request("long"), request("short")
+	long.WorkFor, short.WorkFor = time.Hour, time.Millisecond
+	claims := map[string]string{}
+	for _, r := range []pay.ClaimRequest{long, short} {
+		res, err := db.Claim(ctx, r)
+		if err != nil || !res.Claimed {
+			t.Fatalf("claim %s: %+v %v", r.Key, res, err)
+		}
+		claims[r.Key] = res.Claim
+	}
+	const lease = 30 * time.Second
+	for key, claim := range claims {
+		if err := db.RenewWork(ctx, "s", key, claim, lease); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ahead := func(key string) time.Duration {
+		var ms float64
+		if err := db.Pool().QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM work_until - clock_timestamp()) * 1000
+			FROM idempotency_keys WHERE key = $1`, key).Scan(&ms); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ms) * time.Millisecond
+	}
+	if d := ahead("short"); d <= lease-10*time.Second || d > lease {
+		t.Fatalf("the renewed deadline is %v ahead, want about the lease of %v", d, lease)
+	}
+	if d := ahead("long"); d <= lease {
+		t.Fatalf("a renewal brought a later deadline back to %v ahead", d)
+	}
+}
