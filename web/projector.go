@@ -171,6 +171,15 @@ type boundedSet struct {
 	order []string // oldest first
 }
 
+// dropOldest removes the first of s without moving the others: at the
+// limit every new entry drops one, and shifting ten thousand strings for
+// each charge cost more than drawing it. The array's free head is given
+// back when append next grows the slice (it copies only what is kept).
+func dropOldest(s []string) []string {
+	s[0] = ""
+	return s[1:]
+}
+
 func newBoundedSet(limit int) boundedSet {
 	return boundedSet{limit: limit, in: map[string]struct{}{}}
 }
@@ -185,7 +194,7 @@ func (b *boundedSet) add(s string) {
 	b.order = append(b.order, s)
 	if len(b.order) > b.limit {
 		delete(b.in, b.order[0])
-		b.order = slices.Delete(b.order, 0, 1)
+		b.order = dropOldest(b.order)
 	}
 }
 
@@ -379,7 +388,7 @@ func (p *projector) order(scope, orderID string) *orderState {
 				p.onceN--
 			}
 			delete(p.orders, p.ordersIn[0])
-			p.ordersIn = slices.Delete(p.ordersIn, 0, 1)
+			p.ordersIn = dropOldest(p.ordersIn)
 		}
 	}
 	return o
