@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
-# Measures what the live relay (web/relay.go) costs a server on PostgreSQL:
-# new payments/s of one server with the relay (the normal build) and one
-# without it (built with -tags norelay), in alternating rounds of one run,
-# with the ratio taken round by round, so a machine whose speed drifts
-# still gives a fair comparison. Each server has a fresh database of its
-# own on the same PostgreSQL; while one is measured the other is idle.
+# Measures what the live relay (web/relay.go) costs servers that share one
+# PostgreSQL database: three servers built as usual (each sends its events
+# to the others and draws theirs) against three built with -tags norelay
+# (each shows only its own requests), in alternating rounds of one run,
+# with the ratios taken round by round, so a machine whose speed drifts
+# still gives a fair comparison. Each set of servers has a fresh database
+# of its own on the same PostgreSQL; while one set is measured the other
+# is idle. Every server has a live page's projector running, as in a
+# class (the start-up check opens its checkout page).
 #
 # Run it from the repository root with a URL whose role may create
 # databases:
 #
 #	PG=postgres://paytwice:paytwice@127.0.0.1:5432/postgres bench/relay.sh
-#	ROUNDS=5 SECONDS_EACH=8 CLIENTS=16 PG=… bench/relay.sh
+#	ROUNDS=5 SECONDS_EACH=8 SERVERS=3 CLIENTS_EACH=6 PG=… bench/relay.sh
 #
 # Linux only: server CPU comes from /proc.
 set -euo pipefail
 
 : "${PG:?set PG to a postgres:// URL whose role may create databases}"
-ROUNDS=${ROUNDS:-4}
+ROUNDS=${ROUNDS:-5}
 SECONDS_EACH=${SECONDS_EACH:-8}
-CLIENTS=${CLIENTS:-16}
+SERVERS=${SERVERS:-3}
+CLIENTS_EACH=${CLIENTS_EACH:-6}
 PORT=${PORT:-18090}
 
 tmp=$(mktemp -d)
@@ -26,7 +30,8 @@ suffix=$$
 dbs=()
 pids=()
 cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 	for d in "${dbs[@]}"; do psql -q "$PG" -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1 || true; done
 	rm -rf "$tmp"
 }
@@ -35,51 +40,80 @@ trap cleanup EXIT
 go build -o "$tmp/relay" .
 go build -tags norelay -o "$tmp/norelay" .
 
-# start NAME PORT: a server of the build NAME on a fresh database.
+# start BUILD FIRSTPORT: SERVERS servers of BUILD on a fresh database, on
+# ports FIRSTPORT and up; their pids go to $tmp/BUILD.pids.
 start() {
-	local db=paytwice_bench_${1}_$suffix
+	local db=paytwice_bench_${1}_$suffix i port
 	psql -q "$PG" -c "CREATE DATABASE $db" >/dev/null
 	dbs+=("$db")
-	"$tmp/$1" -addr "127.0.0.1:$2" -db "${PG%/*}/$db" -name "$1" >"$tmp/$1.log" 2>&1 &
-	pids+=($!)
-	for _ in $(seq 100); do
-		if curl -s -o /dev/null "http://127.0.0.1:$2/"; then return; fi
-		sleep 0.1
+	# Bounded pools, so that every server's connections fit in
+	# PostgreSQL's default max_connections (as paytwice cluster does).
+	for ((i = 1; i <= SERVERS; i++)); do
+		port=$(($2 + i - 1))
+		"$tmp/$1" -addr "127.0.0.1:$port" -db "${PG%/*}/$db?pool_max_conns=10" -name "s$i" >"$tmp/$1-s$i.log" 2>&1 &
+		pids+=($!)
+		echo "$port $!" >>"$tmp/$1.servers"
 	done
-	echo "the $1 server did not start:" >&2
-	cat "$tmp/$1.log" >&2
-	exit 1
+	while read -r port _; do
+		for _ in $(seq 100); do
+			if curl -s -o /dev/null "http://127.0.0.1:$port/"; then continue 2; fi
+			sleep 0.1
+		done
+		echo "a $1 server did not start:" >&2
+		cat "$tmp/$1"-s*.log >&2
+		exit 1
+	done <"$tmp/$1.servers"
 }
 start relay "$PORT"
-relay_pid=${pids[-1]}
-start norelay "$((PORT + 1))"
-norelay_pid=${pids[-1]}
+start norelay "$((PORT + SERVERS))"
 
-bench() { "$tmp/relay" bench -mode new -c "$CLIENTS" -url "http://127.0.0.1:$1" -pid "$2" "${@:3}"; }
-field() { awk '$1 == "throughput" { print $2 }'; }
-cpu() { awk '$1 == "server" && $2 == "CPU" { print $5 }'; }
+# measure BUILD ARGS…: one `paytwice bench` per server of BUILD, all at
+# once; prints the summed new payments/s and the servers' CPU per payment
+# in ms.
+measure() {
+	local build=$1 i=0 port pid
+	local -a ps
+	while read -r port pid; do
+		"$tmp/relay" bench -mode new -c "$CLIENTS_EACH" -url "http://127.0.0.1:$port" -pid "$pid" "${@:2}" >"$tmp/out-$i" &
+		ps+=($!)
+		i=$((i + 1))
+	done <"$tmp/$build.servers"
+	for p in "${ps[@]}"; do
+		if ! wait "$p"; then
+			echo "a bench against $build failed:" >&2
+			cat "$tmp"/out-* >&2
+			exit 1
+		fi
+	done
+	for ((j = 0; j < i; j++)); do cat "$tmp/out-$j"; done | awk '
+		$1 == "requests" { n += $2 }
+		$1 == "throughput" { t += $2 }
+		$1 == "server" && $2 == "CPU" { cpu += $3 }
+		END { printf "%.0f %.3f\n", t, n ? cpu * 1000 / n : 0 }'
+}
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(go version | cut -d' ' -f3), $(psql -Atq "$PG" -c 'SHOW server_version')" >&2
-bench "$PORT" "$relay_pid" -n 1000 >/dev/null # warm-up
-bench "$((PORT + 1))" "$norelay_pid" -n 1000 >/dev/null
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(go version | cut -d' ' -f3), PostgreSQL $(psql -Atq "$PG" -c 'SHOW server_version')" >&2
+measure relay -n 300 >/dev/null # warm-up
+measure norelay -n 300 >/dev/null
 
 for r in $(seq "$ROUNDS"); do
-	with=$(bench "$PORT" "$relay_pid" -d "${SECONDS_EACH}s")
-	without=$(bench "$((PORT + 1))" "$norelay_pid" -d "${SECONDS_EACH}s")
-	w=$(echo "$with" | field) wo=$(echo "$without" | field)
+	read -r w wcpu <<<"$(measure relay -d "${SECONDS_EACH}s")"
+	read -r wo wocpu <<<"$(measure norelay -d "${SECONDS_EACH}s")"
 	echo "$w" >>"$tmp/with"
 	echo "$wo" >>"$tmp/without"
-	echo "$with" | cpu >>"$tmp/with-cpu"
-	echo "$without" | cpu >>"$tmp/without-cpu"
+	echo "$wcpu" >>"$tmp/with-cpu"
+	echo "$wocpu" >>"$tmp/without-cpu"
 	awk -v a="$w" -v b="$wo" 'BEGIN { printf "%.2f\n", a / b }' >>"$tmp/ratios"
-	echo "round $r: with the relay $w/s, without $wo/s" >&2
+	awk -v a="$wcpu" -v b="$wocpu" 'BEGIN { printf "%.2f\n", a / b }' >>"$tmp/cpu-ratios"
+	echo "round $r: with the relay $w/s ($wcpu ms each), without $wo/s ($wocpu ms each)" >&2
 done
+echo "machine at the end: load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 cat <<OUT
-| one server on PostgreSQL, $CLIENTS clients, median of $ROUNDS alternating rounds of ${SECONDS_EACH} s | new payments/s | server CPU ms per payment |
+| $SERVERS servers on one PostgreSQL, $CLIENTS_EACH clients each, median of $ROUNDS alternating rounds of ${SECONDS_EACH} s | new payments/s (together) | server CPU ms per payment (together) |
 | --- | --- | --- |
 | with the relay | $(median <"$tmp/with") | $(median <"$tmp/with-cpu") |
 | without (-tags norelay) | $(median <"$tmp/without") | $(median <"$tmp/without-cpu") |
-| ratio, round by round | $(median <"$tmp/ratios") ($(paste -sd' ' "$tmp/ratios")) | |
+| ratio, round by round | $(median <"$tmp/ratios") ($(paste -sd' ' "$tmp/ratios")) | $(median <"$tmp/cpu-ratios") ($(paste -sd' ' "$tmp/cpu-ratios")) |
 OUT

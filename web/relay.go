@@ -34,24 +34,41 @@ import (
 const relayChannel = "paytwice_events"
 
 // relayPause is how long the relay lets events gather after sending a
-// batch: however fast payments come, a server sends at most about 200
+// batch: however fast payments come, a server sends at most about 50
 // notifications a second (each one a small commit on the database, and a
-// wake of every other server), and an event still reaches the other
-// servers' pages well within the 50 ms the live panels promise.
-const relayPause = 5 * time.Millisecond
+// wake of every other server, whose cost does not grow with the events
+// it carries), and an event still reaches the other servers' pages well
+// within the 50 ms the live panels promise.
+const relayPause = 20 * time.Millisecond
 
 // relayNotifyTimeout bounds one NOTIFY: meanwhile the relay falls behind,
 // and skips rather than hold anything up.
 const relayNotifyTimeout = 5 * time.Second
 
-// relayBatch is one notification: events of one server, oldest first.
+// relayBatch is a notification as servers of an earlier version sent it,
+// in JSON: events of one server, oldest first. A server still reads it,
+// so that servers being upgraded one by one keep one timeline.
 type relayBatch struct {
-	// From is the sending relay's random id. Two servers may have been
-	// given the same name; they never share an id, so a relay recognises
-	// its own notifications (PostgreSQL sends them to it too) by their
-	// first bytes, which name it.
 	From   string       `json:"from"`
 	Events []live.Event `json:"events"`
+}
+
+// decodeNotification reads the events of a notification, in either form.
+// Its head names the sending relay by a random id: two servers may have
+// been given the same name, but never share an id, so a relay recognises
+// its own notifications (PostgreSQL sends them to it too) by their first
+// bytes.
+func decodeNotification(payload string) ([]live.Event, error) {
+	if rest, ok := strings.CutPrefix(payload, wireHead); ok {
+		_, body, ok := strings.Cut(rest, "\n")
+		if !ok {
+			return nil, errWire
+		}
+		return decodeWire(body)
+	}
+	var b relayBatch
+	err := json.Unmarshal([]byte(payload), &b)
+	return b.Events, err
 }
 
 // notRelayed are the kinds that only concern the server that published
@@ -68,6 +85,8 @@ type relay struct {
 	head string
 	// maxPayload is the largest notification sent (a test lowers it).
 	maxPayload int
+	// wire writes the notifications (only send uses it).
+	wire *wireWriter
 
 	// skipped counts the events of this server the others never got.
 	skipped atomic.Uint64
@@ -100,7 +119,8 @@ func (s *Server) startRelay() {
 }
 
 func newRelay(s *Server, peers room.Peers, id string) *relay {
-	return &relay{s: s, peers: peers, head: `{"from":"` + id + `","events":[`, maxPayload: room.MaxPayload}
+	head := wireHead + id + "\n"
+	return &relay{s: s, peers: peers, head: head, wire: newWireWriter(head), maxPayload: room.MaxPayload}
 }
 
 // send forwards this server's events after seen until the server stops.
@@ -162,17 +182,16 @@ func (r *relay) gapEvent(n uint64) live.Event {
 // whether every notification went out.
 func (r *relay) notify(ctx context.Context, events []live.Event) (failed uint64, ok bool) {
 	ok = true
-	head := r.head
-	const tail = `]}`
-	buf := []byte(head)
-	n, steps := 0, uint64(0) // events in buf, and those of them that are not gaps
+	events = slices.Clone(events) // the records point into it, and shortening changes it
+	w := r.wire
+	w.reset(r.head)
+	steps := uint64(0) // events in w that are not gaps
 	flush := func() {
-		if n == 0 {
+		if w.events == 0 {
 			return
 		}
-		buf = append(buf, tail...)
 		nctx, cancel := context.WithTimeout(ctx, relayNotifyTimeout)
-		err := r.peers.Notify(nctx, relayChannel, string(buf))
+		err := r.peers.Notify(nctx, relayChannel, string(w.buf))
 		cancel()
 		switch {
 		case err != nil:
@@ -186,25 +205,27 @@ func (r *relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 			r.failing = false
 			r.s.logf("live relay: sending events to the other servers again")
 		}
-		buf, n, steps = append(buf[:0], head...), 0, 0
+		w.reset(r.head)
+		steps = 0
 	}
-	space := r.maxPayload - len(head) - len(tail)
-	for _, e := range events {
+	var rec []byte
+	for i := range events {
+		e := &events[i]
 		e.Seq = 0 // the receiving hub numbers it
-		b, fits := encodeFitting(e, space)
-		if !fits {
-			r.s.logf("live relay: a %s event does not fit in a notification; not sent", e.Kind)
-			failed, ok = failed+1, false
-			continue
-		}
-		if n > 0 && len(buf)+1+len(b)+len(tail) > r.maxPayload {
+		rec = w.record(rec[:0], e)
+		if w.events > 0 && len(w.buf)+len(rec) > r.maxPayload {
 			flush()
+			rec = w.record(rec[:0], e)
 		}
-		if n > 0 {
-			buf = append(buf, ',')
+		if len(w.buf)+len(rec) > r.maxPayload {
+			var fits bool
+			if rec, fits = r.shorten(e, rec); !fits {
+				r.s.logf("live relay: a %s event does not fit in a notification; not sent", e.Kind)
+				failed, ok = failed+1, false
+				continue
+			}
 		}
-		buf = append(buf, b...)
-		n++
+		w.add(rec, e)
 		if e.Kind != live.Gap {
 			steps++
 		}
@@ -213,31 +234,28 @@ func (r *relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 	return failed, ok
 }
 
-// encodeFitting encodes e in at most room bytes, shortening its Message
-// (prose for people) if it is too long: an event is worth more than the
-// end of its sentence.
-func encodeFitting(e live.Event, room int) ([]byte, bool) {
+// shorten cuts e's Message (prose for people) until its record, rec, fits
+// in a notification of its own: an event is worth more than the end of
+// its sentence. The relay's writer is empty.
+func (r *relay) shorten(e *live.Event, rec []byte) ([]byte, bool) {
 	for range 4 {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return nil, false
-		}
-		over := len(b) - room
+		over := len(r.head) + len(rec) - r.maxPayload
 		if over <= 0 {
-			return b, true
+			return rec, true
 		}
 		if e.Message == "" {
-			return nil, false
+			return rec, false
 		}
-		// Escaping made each byte cut worth at least one byte of JSON;
-		// "…" takes three.
+		// Each byte cut is worth at least one byte of the record (more
+		// where JSON escapes it); "…" takes three.
 		keep := max(0, len(e.Message)-over-len("…"))
 		for keep > 0 && !utf8.RuneStart(e.Message[keep]) {
 			keep--
 		}
 		e.Message = e.Message[:keep] + "…"
+		rec = r.wire.record(rec[:0], e)
 	}
-	return nil, false
+	return rec, len(r.head)+len(rec) <= r.maxPayload
 }
 
 // listen publishes the other servers' events here until the server stops.
@@ -285,15 +303,15 @@ func (r *relay) receive(payload string) {
 	if strings.HasPrefix(payload, r.head) {
 		return
 	}
-	var b relayBatch
-	if err := json.Unmarshal([]byte(payload), &b); err != nil {
+	events, err := decodeNotification(payload)
+	if err != nil {
 		r.s.logf("live relay: ignoring a notification that is not a batch of events: %v", err)
 		return
 	}
-	if slices.ContainsFunc(b.Events, changesRoom) {
+	if slices.ContainsFunc(events, changesRoom) {
 		r.s.room.Reload(r.s.baseCtx)
 	}
-	for _, e := range b.Events {
+	for _, e := range events {
 		if e.Kind == live.Reset {
 			// The other server emptied the shared tables; empty what this
 			// one holds in memory, the timeline first, so that the reset

@@ -1,0 +1,238 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"paytwice/web/live"
+	"paytwice/web/room"
+)
+
+// paymentEvents are the events one new payment publishes on a server,
+// as the relay sends them.
+func relayedPayment(server string, i int, at time.Time) []live.Event {
+	req := fmt.Sprintf("rq_%08x", i)
+	key := fmt.Sprintf("bench-%08d", i)
+	base := live.Event{Request: req, Scope: "anonymous", Key: key, OrderID: key, Amount: 1000, Server: server}
+	fp := strings.Repeat(fmt.Sprintf("%02x", i%256), 32)
+	steps := []struct {
+		kind    live.Kind
+		fp      bool
+		status  int
+		charge  string
+		message string
+	}{
+		{live.Received, false, 0, "", "POST /v1/payments"},
+		{live.Claimed, true, 0, "", "key row inserted as started"},
+		{live.GatewayCall, true, 0, "", "charging the gateway with the key"},
+		{live.GatewayReply, true, 0, "", "the gateway charged"},
+		{live.Charged, true, 0, fmt.Sprintf("ch_%024x", i), fmt.Sprintf("charge ch_%024x recorded", i)},
+		{live.Completed, true, 201, "", "response saved on the key"},
+	}
+	var out []live.Event
+	for j, s := range steps {
+		e := base
+		e.Kind, e.Status, e.Charge, e.Message = s.kind, s.status, s.charge, s.message
+		e.Time = at.Add(time.Duration(j) * 137 * time.Microsecond)
+		if s.fp {
+			e.Fingerprint = fp
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// wireRoundTrip writes events as one relay's notifications and reads
+// them back as another server does.
+func wireRoundTrip(t *testing.T, events []live.Event, limit int) (got []live.Event, notifications int) {
+	t.Helper()
+	w := newWireWriter(wireHead + "test\n")
+	var rec []byte
+	flush := func() {
+		evs, err := decodeNotification(string(w.buf))
+		if err != nil {
+			t.Fatalf("decoding %q: %v", w.buf, err)
+		}
+		got = append(got, evs...)
+		notifications++
+		w.reset(wireHead + "test\n")
+	}
+	for i := range events {
+		rec = w.record(rec[:0], &events[i])
+		if w.events > 0 && len(w.buf)+len(rec) > limit {
+			flush()
+			rec = w.record(rec[:0], &events[i])
+		}
+		w.add(rec, &events[i])
+	}
+	flush()
+	return got, notifications
+}
+
+func TestRelayWireCarriesEveryFieldOfEveryEvent(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 123456789, time.UTC)
+	var events []live.Event
+	for i := range 5 {
+		events = append(events, relayedPayment("s1", i, at.Add(time.Duration(i)*time.Millisecond))...)
+	}
+	// Two requests' events interleaved, as concurrent payments publish them.
+	events[7], events[8] = events[8], events[7]
+	odd := []live.Event{
+		// A later event of a request that drops what its first one said.
+		{Kind: live.Replayed, Request: "rq_00000001", Time: at, Status: 201},
+		// Times need not grow: the demo clock moves back on a reset.
+		{Kind: live.Swept, Request: "rq_sweep", Scope: "tok", Key: "k:1", Time: at.Add(-time.Hour), Sweep: live.SweepCharged, Charge: "ch_1", Fault: true, Message: "swept"},
+		// No time at all, no request, characters JSON would escape.
+		{Kind: live.Gap, Message: "line one\nline two \"quoted\" é 12:3", Server: "s 1"},
+		// What a notification cannot carry as it is goes as JSON.
+		{Kind: live.Received, Request: "rq_nul", Key: "k\x00ey", OrderID: "bad \xff utf-8", Time: at, Message: "POST /v1/payments"},
+		{Kind: live.Claimed, Request: "rq_nul", Key: "k\x00ey", Time: at, Amount: -5},
+		{Kind: live.Pruned, Message: "3:x", Time: time.Unix(0, 1).UTC()},
+	}
+	events = append(events, odd...)
+
+	for _, limit := range []int{room.MaxPayload, 300} {
+		t.Run(fmt.Sprintf("in notifications of at most %d bytes", limit), func(t *testing.T) {
+			got, n := wireRoundTrip(t, events, limit)
+			if len(got) != len(events) {
+				t.Fatalf("%d events came back of %d", len(got), len(events))
+			}
+			if limit == 300 && n < 5 {
+				t.Errorf("%d notifications, want several", n)
+			}
+			for i := range events {
+				want := events[i]
+				if strings.ContainsRune(want.Key, 0) {
+					// JSON's replacement of what it cannot carry.
+					b, _ := json.Marshal(want)
+					want = live.Event{}
+					_ = json.Unmarshal(b, &want)
+				}
+				if !got[i].Time.Equal(want.Time) {
+					t.Errorf("event %d: time %v, want %v", i, got[i].Time, want.Time)
+				}
+				got[i].Time, want.Time = time.Time{}, time.Time{}
+				if got[i] != want {
+					t.Errorf("event %d:\n got %+v\nwant %+v", i, got[i], want)
+				}
+			}
+		})
+	}
+}
+
+func TestRelayWireIsSmallerThanJSON(t *testing.T) {
+	events := relayedPayment("s1", 7, time.Now())
+	w := newWireWriter(wireHead + "0123456789abcdef\n")
+	var rec []byte
+	for i := range events {
+		rec = w.record(rec[:0], &events[i])
+		w.add(rec, &events[i])
+	}
+	js, _ := json.Marshal(relayBatch{From: "0123456789abcdef", Events: events})
+	// A payment's six events are about a fifth of their JSON.
+	if len(w.buf)*3 > len(js) {
+		t.Errorf("a payment is %d bytes on the wire, %d as JSON: want under a third", len(w.buf), len(js))
+	}
+	t.Logf("a payment's events: %d bytes, %d as JSON", len(w.buf), len(js))
+}
+
+func TestRelayWireRefusesWhatItDidNotWrite(t *testing.T) {
+	for _, body := range []string{
+		"k7:claimed",        // no end of record
+		"k99:claimed\n",     // a length past the end
+		"q1:x\n",            // an unknown field
+		"k1:x" + "M1:5\n",   // a string never sent
+		"k1:xt3:abc\n",      // a time that is not a number
+		"k1:x" + "a-1:5\n",  // a negative length
+		"kx:claimed\n",      // no length
+		"J5:{bad}\n",        // JSON that is not
+		"k1:x" + "c2:2x\n",  // a status that is not a number
+		"k1:x" + "M2:-1\n",  // a negative message number
+		"k1:x" + "a3:1e3\n", // an amount that is not an integer
+		"k1:x" + "t1:\n",    // a length that overruns the value
+		"k1:x\nk1:y",        // the second record unfinished
+		"k1:x" + "m100:a\n", // a message longer than the rest
+		"r2:rq" + "k1:x:\n", // a stray colon
+		"k1:x" + "s:abc\n",  // an empty length
+		"k1:x" + "f01a:x\n", // a length with letters
+	} {
+		if evs, err := decodeWire(body); err == nil {
+			t.Errorf("decodeWire(%q) = %+v, want an error", body, evs)
+		}
+	}
+	if _, err := decodeNotification(wireHead + "no newline"); err == nil {
+		t.Errorf("a head with no end was read")
+	}
+}
+
+// discardPeers takes notifications and keeps the last one.
+type discardPeers struct {
+	room.Peers
+	last     string
+	n, bytes int
+}
+
+func (d *discardPeers) Notify(_ context.Context, _, payload string) error {
+	d.last, d.n, d.bytes = payload, d.n+1, d.bytes+len(payload)
+	return nil
+}
+
+// BenchmarkRelay is the relay's work per payment, on the server that
+// handled it (send: its six events written as notifications) and on each
+// other server (receive: read, and published into the hub its pages draw
+// from, with the projector running). One op is one payment; receive-json
+// reads the same payments as JSON, the form notifications had before:
+//
+//	go test ./web -run '^$' -bench Relay -benchtime 20000x
+func BenchmarkRelay(b *testing.B) {
+	env := newTestEnvTB(b, Config{Name: "s2"})
+	env.Server.live()
+	peers := &discardPeers{}
+	r := newRelay(env.Server, peers, "0123456789abcdef")
+	at := time.Now()
+	const perBatch = 20 // payments in one notification's time
+	batches := make([][]live.Event, 64)
+	for i := range batches {
+		for j := range perBatch {
+			batches[i] = append(batches[i], relayedPayment("s1", i*perBatch+j, at)...)
+		}
+	}
+	b.Run("send", func(b *testing.B) {
+		b.ReportAllocs()
+		peers.bytes = 0
+		for i := range b.N / perBatch {
+			if _, ok := r.notify(context.Background(), batches[i%len(batches)]); !ok {
+				b.Fatal("not sent")
+			}
+		}
+		b.ReportMetric(float64(peers.bytes)/float64(max(1, b.N/perBatch*perBatch)), "bytes/payment")
+	})
+	// The same batches as notifications to receive: as written now, and
+	// as JSON, the form servers of an earlier version sent, for comparison.
+	var payloads, payloadsJSON []string
+	for i := range batches {
+		peers.n = 0
+		if _, ok := r.notify(context.Background(), batches[i]); !ok || peers.n != 1 {
+			b.Fatalf("a batch went out in %d notifications, want 1", peers.n)
+		}
+		payloads = append(payloads, peers.last)
+		js, _ := json.Marshal(relayBatch{From: "0123456789abcdef", Events: batches[i]})
+		payloadsJSON = append(payloadsJSON, string(js))
+	}
+	other := newRelay(env.Server, peers, "fedcba9876543210")
+	for _, form := range []struct {
+		name     string
+		payloads []string
+	}{{"receive", payloads}, {"receive-json", payloadsJSON}} {
+		b.Run(form.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := range b.N / perBatch {
+				other.receive(form.payloads[i%len(form.payloads)])
+			}
+		})
+	}
+}
