@@ -142,7 +142,7 @@ for r in $(seq "$ROUNDS"); do
 		[ "$n" = minimal ] && continue
 		awk -v p="${tput[$n]}" -v m="${tput[minimal]}" 'BEGIN { printf "%.2f\n", p / m }' >>"$tmp/tput.$n"
 		awk -v p="${cpu[$n]}" -v m="${cpu[minimal]}" 'BEGIN { printf "%.2f\n", p / m }' >>"$tmp/cpu.$n"
-		awk -v p="${pgcpu[$n]}" -v m="${pgcpu[minimal]}" 'BEGIN { printf "%.2f\n", m > 0 ? p / m : 0 }' >>"$tmp/pgcpu.$n"
+		awk -v p="${pgcpu[$n]}" -v m="${pgcpu[minimal]}" 'BEGIN { printf "%.2f\n", (m > 0 ? p / m : 0) }' >>"$tmp/pgcpu.$n"
 		awk -v p="${storm[$n]}" -v m="${storm[minimal]}" 'BEGIN { printf "%.2f\n", p / m }' >>"$tmp/storm.$n"
 	done
 	for n in "${names[@]}"; do
