@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures what the live relay (web/relay.go) costs servers that share one
+# Measures what the live relay (web/room/relay.go) costs servers that share one
 # PostgreSQL database: three servers built as usual (each sends its events
 # to the others and draws theirs) against three built with -tags norelay
 # (each shows only its own requests), in alternating rounds of one run,

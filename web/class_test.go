@@ -117,7 +117,7 @@ func (c *class) servers(wrap func(i int, peers room.Peers) room.Peers, names ...
 	}
 	for _, e := range envs {
 		e.Server.live() // the projector draws from its start on
-		waitUntil(c.t, "the relay to listen", func() bool { return e.Server.relay.listening.Load() > 0 })
+		waitUntil(c.t, "the relay to listen", func() bool { return e.Server.relay.Listening() > 0 })
 	}
 	return envs
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -163,66 +162,6 @@ func TestRelayResetOnOneServerClearsEveryTimeline(t *testing.T) {
 	}
 }
 
-// recordingNotifier keeps the size of every notification sent.
-type recordingNotifier struct {
-	room.Peers
-	mu    sync.Mutex
-	sizes []int
-}
-
-func (n *recordingNotifier) Notify(ctx context.Context, channel, payload string) error {
-	n.mu.Lock()
-	n.sizes = append(n.sizes, len(payload))
-	n.mu.Unlock()
-	return n.Peers.Notify(ctx, channel, payload)
-}
-
-func TestRelayBatchesKeepOrderAndFitTheLimit(t *testing.T) {
-	envs, _ := classServers(t, "s1", "s2")
-	a, b := envs[0], envs[1]
-	const limit = 1000
-	rec := &recordingNotifier{Peers: a.Server.relay.peers}
-	r := newRelay(a.Server, rec, "batch-test")
-	r.maxPayload = limit
-
-	var events []live.Event
-	for i := range 40 {
-		events = append(events, live.Event{Kind: live.Pruned, Server: "s1", Time: time.Now(), Message: fmt.Sprintf("event %02d", i)})
-	}
-	// One message longer than a whole notification: it is cut short, not dropped.
-	events[20].Message = "event 20 " + strings.Repeat("é", limit)
-	before := b.Server.hub.LastSeq()
-	if failed, ok := r.notify(context.Background(), events); failed != 0 || !ok {
-		t.Fatalf("notify: %d failed", failed)
-	}
-	if len(rec.sizes) < 3 || len(rec.sizes) > 20 {
-		t.Errorf("40 events went out in %d notifications, want a few batches", len(rec.sizes))
-	}
-	for _, n := range rec.sizes {
-		if n > limit {
-			t.Errorf("a notification of %d bytes, over the limit of %d", n, limit)
-		}
-	}
-	var got []live.Event
-	waitUntil(t, "s2 to receive the 40 events", func() bool {
-		got = got[:0]
-		for _, e := range b.Server.hub.Recent(live.DefaultSize) {
-			if e.Seq > before && e.Kind == live.Pruned {
-				got = append(got, e.Event)
-			}
-		}
-		return len(got) == 40
-	})
-	for i, e := range got {
-		if !strings.HasPrefix(e.Message, fmt.Sprintf("event %02d", i)) || e.Server != "s1" {
-			t.Fatalf("event %d arrived as %q from %q", i, e.Message, e.Server)
-		}
-	}
-	if m := got[20].Message; !strings.HasSuffix(m, "…") || len(m) > limit {
-		t.Errorf("the long message arrived as %d bytes ending %q", len(m), m[max(0, len(m)-10):])
-	}
-}
-
 func TestRelayRecoversAKilledListenerAndRedrawsThePages(t *testing.T) {
 	db := newPostgresClass(t)
 	envs := db.servers(nil, "s1", "s2")
@@ -231,7 +170,7 @@ func TestRelayRecoversAKilledListenerAndRedrawsThePages(t *testing.T) {
 	stream.nextFrame()
 	var killed int
 	if err := db.pg.Pool().QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = 'LISTEN "'||$1||'"'`, relayChannel).Scan(&killed); err != nil {
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND query = 'LISTEN "'||$1||'"'`, room.RelayChannel).Scan(&killed); err != nil {
 		t.Fatal(err)
 	}
 	if killed != 2 {
@@ -245,7 +184,7 @@ func TestRelayRecoversAKilledListenerAndRedrawsThePages(t *testing.T) {
 		}
 	}
 	waitUntil(t, "both relays to listen again", func() bool {
-		return a.Server.relay.listening.Load() == 2 && b.Server.relay.listening.Load() == 2
+		return a.Server.relay.Listening() == 2 && b.Server.relay.Listening() == 2
 	})
 	a.pay("relay-after", `{"order_id":"A-5","amount_satang":900}`)
 	waitRow(t, b, "s1's payment after the reconnection", keyed("relay-after", "s1", "201 paid"))
@@ -293,7 +232,7 @@ func TestRelayThatFallsBehindSkipsCountsAndSaysSo(t *testing.T) {
 		a.Server.hub.Publish(live.Event{Kind: live.Pruned, Message: fmt.Sprint("more ", i)})
 	}
 	close(stalled.gate)
-	waitUntil(t, "the relay to count what it skipped", func() bool { return a.Server.relay.skipped.Load() > 0 })
+	waitUntil(t, "the relay to count what it skipped", func() bool { return a.Server.relay.Skipped() > 0 })
 	// s2 hears of the gap from s1, shows it and redraws its pages.
 	waitRow(t, b, "s1's gap on s2", func(r views.TimelineRow) bool {
 		return r.Title == "Other servers" && r.Server == "s1"
@@ -304,7 +243,7 @@ func TestRelayThatFallsBehindSkipsCountsAndSaysSo(t *testing.T) {
 			break
 		}
 	}
-	if n := a.Server.relay.skipped.Load(); n > live.DefaultSize+10 {
+	if n := a.Server.relay.Skipped(); n > live.DefaultSize+10 {
 		t.Errorf("skipped %d events of %d", n, live.DefaultSize+11)
 	}
 }

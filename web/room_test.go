@@ -200,11 +200,7 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 			state = jsonb_set(state, '{faults,gateway,error}', 'true')`); err != nil {
 			t.Fatal(err)
 		}
-		batch, err := json.Marshal(relayBatch{From: "another server", Events: []live.Event{{Kind: live.Switched, Server: "X", Time: time.Now(), Message: "gateway.error on"}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Server.relay.receive(string(batch))
+		remoteEvents{b.Server}.Heard([]live.Event{{Kind: live.Switched, Server: "X", Time: time.Now(), Message: "gateway.error on"}})
 		if !b.Server.gateway.Switches().Error {
 			t.Fatal("B published the event before it had the room it describes")
 		}

@@ -165,8 +165,9 @@ type Server struct {
 	liveStarted, streamsEnded atomic.Bool
 
 	// relay carries live events between the servers that share one
-	// database (web/relay.go); nil on a server of its own.
-	relay *relay
+	// database (web/room/relay.go, web/relay.go); nil on a server of its
+	// own.
+	relay *room.Relay
 
 	// The common-mistakes lab and the lessons (web/lab.go).
 	lab *labState

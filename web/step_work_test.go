@@ -23,7 +23,7 @@ func TestStepModeTurnedOnAfterTheClaim(t *testing.T) {
 			}
 			for _, e := range envs {
 				e.Server.live()
-				waitUntil(t, "the relay to listen", func() bool { return e.Server.relay.listening.Load() > 0 })
+				waitUntil(t, "the relay to listen", func() bool { return e.Server.relay.Listening() > 0 })
 			}
 			s1 := envs[0]
 			env := &stepEnv{testEnv: s1, sub: s1.Server.hub.Subscribe(s1.Server.hub.LastSeq())}

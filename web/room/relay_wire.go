@@ -1,4 +1,4 @@
-package web
+package room
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package web
+package room
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"paytwice/web/live"
-	"paytwice/web/room"
 )
 
 // paymentEvents are the events one new payment publishes on a server,
@@ -95,7 +94,7 @@ func TestRelayWireCarriesEveryFieldOfEveryEvent(t *testing.T) {
 	}
 	events = append(events, odd...)
 
-	for _, limit := range []int{room.MaxPayload, 300} {
+	for _, limit := range []int{MaxPayload, 300} {
 		t.Run(fmt.Sprintf("in notifications of at most %d bytes", limit), func(t *testing.T) {
 			got, n := wireRoundTrip(t, events, limit)
 			if len(got) != len(events) {
@@ -171,7 +170,7 @@ func TestRelayWireRefusesWhatItDidNotWrite(t *testing.T) {
 
 // discardPeers takes notifications and keeps the last one.
 type discardPeers struct {
-	room.Peers
+	Peers
 	last     string
 	n, bytes int
 }
@@ -183,16 +182,14 @@ func (d *discardPeers) Notify(_ context.Context, _, payload string) error {
 
 // BenchmarkRelay is the relay's work per payment, on the server that
 // handled it (send: its six events written as notifications) and on each
-// other server (receive: read, and published into the hub its pages draw
-// from, with the projector running). One op is one payment; receive-json
+// other server (receive: read, and handed to a sink that publishes them
+// into a hub, as a server's does). One op is one payment; receive-json
 // reads the same payments as JSON, the form notifications had before:
 //
-//	go test ./web -run '^$' -bench Relay -benchtime 20000x
+//	go test ./web/room -run '^$' -bench Relay -benchtime 20000x
 func BenchmarkRelay(b *testing.B) {
-	env := newTestEnvTB(b, Config{Name: "s2"})
-	env.Server.live()
 	peers := &discardPeers{}
-	r := newRelay(env.Server, peers, "0123456789abcdef")
+	r := newRelay(RelayConfig{Peers: peers}, "0123456789abcdef")
 	at := time.Now()
 	const perBatch = 20 // payments in one notification's time
 	batches := make([][]live.Event, 64)
@@ -212,7 +209,7 @@ func BenchmarkRelay(b *testing.B) {
 		b.ReportMetric(float64(peers.bytes)/float64(max(1, b.N/perBatch*perBatch)), "bytes/payment")
 	})
 	// The same batches as notifications to receive: as written now, and
-	// as JSON, the form servers of an earlier version sent, for comparison.
+	// as JSON, for comparison.
 	var payloads, payloadsJSON []string
 	for i := range batches {
 		peers.n = 0
@@ -223,7 +220,7 @@ func BenchmarkRelay(b *testing.B) {
 		js, _ := json.Marshal(relayBatch{From: "0123456789abcdef", Events: batches[i]})
 		payloadsJSON = append(payloadsJSON, string(js))
 	}
-	other := newRelay(env.Server, peers, "fedcba9876543210")
+	other := newRelay(RelayConfig{Peers: peers, Sink: &hubSink{hub: live.New(0, nil)}}, "fedcba9876543210")
 	for _, form := range []struct {
 		name     string
 		payloads []string

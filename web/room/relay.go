@@ -1,0 +1,361 @@
+package room
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"paytwice/web/live"
+)
+
+// The relay joins the hubs of the servers that share one database, so that
+// every page on every server shows every request and the room stays one
+// room.
+//
+// It reads this server's hub like any viewer and sends the events that
+// happened here to the other servers through the peers, and it hands the
+// events they send to this server's sink, which publishes them into its
+// hub with their server's name and time. It runs on goroutines of its
+// own: a payment publishes into the hub, which never waits, and never
+// waits on the database for an event. When the relay falls behind the
+// hub's ring it skips what it missed, counts it and tells the others,
+// whose pages then reload from the database rather than show a silent
+// hole.
+
+// Sink is what the relay hands the other servers' events to: the server's
+// live read model, which publishes them for its pages.
+type Sink interface {
+	// Heard takes the events of one notification of another server,
+	// oldest first.
+	Heard(events []live.Event)
+	// Missed says that notifications were lost (the connection to the
+	// other servers was lost and restored): the events in between will
+	// never come.
+	Missed()
+}
+
+// Listener is another user of the relay's listening connection, on a
+// channel of its own (step mode's commands): a server then holds no more
+// connections for it.
+type Listener struct {
+	Channel string
+	// OnListen runs each time listening (re)starts, OnNotify with each
+	// notification, both on the relay's listening goroutine.
+	OnListen func()
+	OnNotify func(payload string)
+}
+
+// RelayConfig is what a relay needs.
+type RelayConfig struct {
+	Peers Peers
+	// Hub holds this server's events, which the relay sends on.
+	Hub  *live.Hub
+	Sink Sink
+	// Name is this server's, on the gaps it tells the others of.
+	Name string
+	Now  func() time.Time
+	Logf func(format string, args ...any)
+	// Local reports the kinds of this server's events that concern it
+	// alone and are not sent (a gap is never sent as it is).
+	Local func(live.Kind) bool
+	// Also share the relay's listening connection.
+	Also []Listener
+}
+
+// RelayChannel is the channel the servers' events travel on.
+const RelayChannel = "paytwice_events"
+
+// relayPause is how long the relay lets events gather after sending a
+// batch: however fast payments come, a server sends at most about 50
+// notifications a second (each one a small commit on the database, and a
+// wake of every other server, whose cost does not grow with the events
+// it carries), and an event still reaches the other servers' pages well
+// within the 50 ms the live panels promise.
+const relayPause = 20 * time.Millisecond
+
+// relayNotifyTimeout bounds one NOTIFY: meanwhile the relay falls behind,
+// and skips rather than hold anything up.
+const relayNotifyTimeout = 5 * time.Second
+
+// relayBatch is a notification as servers of an earlier version sent it,
+// in JSON: events of one server, oldest first. A server still reads it,
+// so that servers being upgraded one by one keep one timeline.
+type relayBatch struct {
+	From   string       `json:"from"`
+	Events []live.Event `json:"events"`
+}
+
+// decodeNotification reads the events of a notification, in either form.
+// Its head names the sending relay by a random id: two servers may have
+// been given the same name, but never share an id, so a relay recognises
+// its own notifications (PostgreSQL sends them to it too) by their first
+// bytes.
+func decodeNotification(payload string) ([]live.Event, error) {
+	if rest, ok := strings.CutPrefix(payload, wireHead); ok {
+		_, body, ok := strings.Cut(rest, "\n")
+		if !ok {
+			return nil, errWire
+		}
+		return decodeWire(body)
+	}
+	var b relayBatch
+	err := json.Unmarshal([]byte(payload), &b)
+	return b.Events, err
+}
+
+// Relay is one server's relay.
+type Relay struct {
+	cfg RelayConfig
+	// head starts every notification this relay sends and holds its
+	// random id: its own notifications come back to it and are
+	// recognised without being decoded.
+	head string
+	// maxPayload is the largest notification sent (a test lowers it).
+	maxPayload int
+	// wire writes the notifications (only send uses it).
+	wire *wireWriter
+
+	// skipped counts the events of this server the others never got.
+	skipped atomic.Uint64
+	// failing is set while notifications fail (only send uses it).
+	failing bool
+	// listening counts the starts of listening; a start after the first
+	// means notifications may have been lost.
+	listening atomic.Uint64
+}
+
+// relayOff is set in a build with -tags norelay, which never relays:
+// bench/relay.sh measures what the relay costs against it.
+var relayOff bool
+
+// StartRelay starts relaying until ctx ends, when the server has peers
+// to relay to: a server on its own has no others, and then, as in a build
+// with -tags norelay, it returns nil.
+func StartRelay(ctx context.Context, cfg RelayConfig) *Relay {
+	if !cfg.Peers.Shared() || relayOff {
+		return nil
+	}
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	r := newRelay(cfg, hex.EncodeToString(b))
+	// Subscribe now, not on the goroutine: every event published from here
+	// on is relayed.
+	start := cfg.Hub.LastSeq()
+	go r.send(ctx, cfg.Hub.Subscribe(start), start)
+	go r.listen(ctx)
+	return r
+}
+
+func newRelay(cfg RelayConfig, id string) *Relay {
+	if cfg.Local == nil {
+		cfg.Local = func(live.Kind) bool { return false }
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	head := wireHead + id + "\n"
+	return &Relay{cfg: cfg, head: head, wire: newWireWriter(head), maxPayload: MaxPayload}
+}
+
+// Listening counts the starts of listening: 0 until the relay first
+// listens, more after it reconnected.
+func (r *Relay) Listening() uint64 { return r.listening.Load() }
+
+// Skipped counts the events of this server the other servers never got.
+func (r *Relay) Skipped() uint64 { return r.skipped.Load() }
+
+// send forwards this server's events after seen until the server stops.
+func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
+	var owed uint64 // events the others missed, not yet told
+	for {
+		entries, err := sub.Next(ctx)
+		switch {
+		case errors.Is(err, live.ErrTooSlow):
+			// The ring moved past the relay: go on from the newest event.
+			// What was skipped may include other servers' events, which
+			// would not have been sent anyway; count it all, it is rare.
+			start := r.cfg.Hub.LastSeq()
+			owed += start - seen
+			r.skipped.Add(start - seen)
+			seen = start
+			sub = r.cfg.Hub.Subscribe(start)
+			if _, ok := r.notify(ctx, []live.Event{r.gapEvent(owed)}); ok {
+				owed = 0
+			}
+			continue
+		case err != nil:
+			return
+		}
+		seen = entries[len(entries)-1].Seq
+		events := make([]live.Event, 0, len(entries)+1)
+		if owed > 0 {
+			events = append(events, r.gapEvent(owed))
+		}
+		for _, e := range entries {
+			if !e.Remote && e.Kind != live.Gap && !r.cfg.Local(e.Kind) {
+				events = append(events, e.Event)
+			}
+		}
+		failed, ok := r.notify(ctx, events)
+		if ok {
+			owed = 0
+		}
+		owed += failed
+		r.skipped.Add(failed)
+		select {
+		case <-time.After(relayPause):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// gapEvent tells the other servers that n events of this one never
+// reached them.
+func (r *Relay) gapEvent(n uint64) live.Event {
+	return live.Event{Kind: live.Gap, Server: r.cfg.Name, Time: r.cfg.Now(),
+		Message: strconv.FormatUint(n, 10) + " events of this server could not be relayed to the others; the tables are reloaded from the database"}
+}
+
+// notify sends events in as few notifications as fit, in order, and
+// returns how many of this server's events (gaps aside) were not sent and
+// whether every notification went out.
+func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64, ok bool) {
+	ok = true
+	events = slices.Clone(events) // the records point into it, and shortening changes it
+	w := r.wire
+	w.reset(r.head)
+	steps := uint64(0) // events in w that are not gaps
+	flush := func() {
+		if w.events == 0 {
+			return
+		}
+		nctx, cancel := context.WithTimeout(ctx, relayNotifyTimeout)
+		err := r.cfg.Peers.Notify(nctx, RelayChannel, string(w.buf))
+		cancel()
+		switch {
+		case err != nil:
+			failed, ok = failed+steps, false
+			// Say so once, not for every batch while the database is away.
+			if !r.failing && ctx.Err() == nil {
+				r.cfg.Logf("live relay: events not sent to the other servers until the database answers again: %v", err)
+			}
+			r.failing = true
+		case r.failing:
+			r.failing = false
+			r.cfg.Logf("live relay: sending events to the other servers again")
+		}
+		w.reset(r.head)
+		steps = 0
+	}
+	var rec []byte
+	for i := range events {
+		e := &events[i]
+		e.Seq = 0 // the receiving hub numbers it
+		rec = w.record(rec[:0], e)
+		if w.events > 0 && len(w.buf)+len(rec) > r.maxPayload {
+			flush()
+			rec = w.record(rec[:0], e)
+		}
+		if len(w.buf)+len(rec) > r.maxPayload {
+			var fits bool
+			if rec, fits = r.shorten(e, rec); !fits {
+				r.cfg.Logf("live relay: a %s event does not fit in a notification; not sent", e.Kind)
+				failed, ok = failed+1, false
+				continue
+			}
+		}
+		w.add(rec, e)
+		if e.Kind != live.Gap {
+			steps++
+		}
+	}
+	flush()
+	return failed, ok
+}
+
+// shorten cuts e's Message (prose for people) until its record, rec, fits
+// in a notification of its own: an event is worth more than the end of
+// its sentence. The relay's writer is empty.
+func (r *Relay) shorten(e *live.Event, rec []byte) ([]byte, bool) {
+	for range 4 {
+		over := len(r.head) + len(rec) - r.maxPayload
+		if over <= 0 {
+			return rec, true
+		}
+		if e.Message == "" {
+			return rec, false
+		}
+		// Each byte cut is worth at least one byte of the record (more
+		// where JSON escapes it); "…" takes three.
+		keep := max(0, len(e.Message)-over-len("…"))
+		for keep > 0 && !utf8.RuneStart(e.Message[keep]) {
+			keep--
+		}
+		e.Message = e.Message[:keep] + "…"
+		rec = r.wire.record(rec[:0], e)
+	}
+	return rec, len(r.head)+len(rec) <= r.maxPayload
+}
+
+// listen hands the other servers' events to the sink until ctx ends.
+func (r *Relay) listen(ctx context.Context) {
+	channels := make([]string, 0, len(r.cfg.Also)+1)
+	also := map[string]Listener{}
+	for _, l := range r.cfg.Also {
+		channels = append(channels, l.Channel)
+		also[l.Channel] = l
+	}
+	// The relay's channel last: pg_stat_activity shows the connection's
+	// last statement, "LISTEN paytwice_events", as for a relay alone.
+	channels = append(channels, RelayChannel)
+	_ = r.cfg.Peers.ListenEach(ctx, channels, func() {
+		r.relistened()
+		for _, l := range r.cfg.Also {
+			if l.OnListen != nil {
+				l.OnListen()
+			}
+		}
+	}, func(channel, payload string) {
+		if l, ok := also[channel]; ok {
+			l.OnNotify(payload)
+			return
+		}
+		r.receive(payload)
+	})
+}
+
+// relistened runs each time the relay (re)starts listening. Notifications
+// sent while it was not are lost for good: after a reconnection, the sink
+// is told.
+func (r *Relay) relistened() {
+	if r.listening.Add(1) == 1 {
+		return // the first start: there was nothing to miss yet
+	}
+	r.cfg.Sink.Missed()
+}
+
+// receive hands one notification's events to the sink, unless this relay
+// sent it.
+func (r *Relay) receive(payload string) {
+	if strings.HasPrefix(payload, r.head) {
+		return
+	}
+	events, err := decodeNotification(payload)
+	if err != nil {
+		r.cfg.Logf("live relay: ignoring a notification that is not a batch of events: %v", err)
+		return
+	}
+	r.cfg.Sink.Heard(events)
+}

@@ -1,0 +1,162 @@
+package room
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"paytwice/web/live"
+)
+
+// hubSink publishes what it hears into its hub, as a server does.
+type hubSink struct {
+	hub    *live.Hub
+	missed atomic.Int64
+}
+
+func (h *hubSink) Heard(events []live.Event) {
+	for _, e := range events {
+		h.hub.PublishRemote(e)
+	}
+}
+
+func (h *hubSink) Missed() { h.missed.Add(1) }
+
+// relayedServer is one server's hub and relay on peers.
+type relayedServer struct {
+	hub   *live.Hub
+	sink  *hubSink
+	relay *Relay
+}
+
+func startRelayed(t *testing.T, peers Peers, name string, local ...live.Kind) relayedServer {
+	t.Helper()
+	hub := live.New(0, nil)
+	hub.SetServer(name)
+	sink := &hubSink{hub: hub}
+	r := StartRelay(t.Context(), RelayConfig{Peers: peers, Hub: hub, Sink: sink, Name: name,
+		Local: func(k live.Kind) bool {
+			for _, l := range local {
+				if k == l {
+					return true
+				}
+			}
+			return false
+		}})
+	if r == nil {
+		t.Skip("built with -tags norelay")
+	}
+	waitFor(t, "the relay to listen", func() bool { return r.Listening() > 0 })
+	return relayedServer{hub, sink, r}
+}
+
+// waitFor polls cond, a condition on what other goroutines do, for up
+// to ten seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 1000 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// remote returns the events hub received from other servers.
+func remote(hub *live.Hub) []live.Event {
+	var out []live.Event
+	for _, e := range hub.Recent(live.DefaultSize) {
+		if e.Remote {
+			out = append(out, e.Event)
+		}
+	}
+	return out
+}
+
+func TestRelayOnSharedMemory(t *testing.T) {
+	peers := SharedMemory()
+	const mine = live.Kind("mine")
+	a := startRelayed(t, peers, "s1", mine)
+	b := startRelayed(t, peers, "s2")
+
+	a.hub.Publish(live.Event{Kind: mine, Message: "stays on s1"})
+	a.hub.Publish(live.Event{Kind: live.Gap, Message: "stays on s1 too"})
+	a.hub.Publish(live.Event{Kind: live.Received, Request: "rq_1", Key: "k1", Message: "POST /v1/payments"})
+	b.hub.Publish(live.Event{Kind: live.Claimed, Request: "rq_2", Key: "k2"})
+
+	waitFor(t, "each server to hear the other's event", func() bool { return len(remote(a.hub)) == 1 && len(remote(b.hub)) == 1 })
+	if got := remote(b.hub)[0]; got.Kind != live.Received || got.Server != "s1" || got.Key != "k1" {
+		t.Errorf("s2 heard %+v", got)
+	}
+	if got := remote(a.hub)[0]; got.Kind != live.Claimed || got.Server != "s2" {
+		t.Errorf("s1 heard %+v", got)
+	}
+	// Nothing more comes: not s1's own kinds, not its own notifications.
+	b.hub.Publish(live.Event{Kind: live.Completed, Request: "rq_2", Key: "k2"})
+	waitFor(t, "s2's second event on s1", func() bool { return len(remote(a.hub)) == 2 })
+	if n := len(remote(b.hub)); n != 1 {
+		t.Errorf("s2 heard %d events of s1, want only the one it may send: %+v", n, remote(b.hub))
+	}
+	if a.sink.missed.Load() != 0 || b.sink.missed.Load() != 0 {
+		t.Errorf("a relay that never lost its connection said it missed notifications")
+	}
+}
+
+// recordingNotifier keeps the size of every notification sent.
+type recordingNotifier struct {
+	Peers
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (n *recordingNotifier) Notify(ctx context.Context, channel, payload string) error {
+	n.mu.Lock()
+	n.sizes = append(n.sizes, len(payload))
+	n.mu.Unlock()
+	return n.Peers.Notify(ctx, channel, payload)
+}
+
+func TestRelayBatchesKeepOrderAndFitTheLimit(t *testing.T) {
+	peers := SharedMemory()
+	b := startRelayed(t, peers, "s2")
+	const limit = 1000
+	rec := &recordingNotifier{Peers: peers}
+	r := newRelay(RelayConfig{Peers: rec, Name: "s1"}, "batch-test")
+	r.maxPayload = limit
+
+	var events []live.Event
+	for i := range 40 {
+		events = append(events, live.Event{Kind: live.Pruned, Server: "s1", Time: time.Now(), Message: fmt.Sprintf("event %02d", i)})
+	}
+	// One message longer than a whole notification: it is cut short, not dropped.
+	events[20].Message = "event 20 " + strings.Repeat("é", limit)
+	if failed, ok := r.notify(context.Background(), events); failed != 0 || !ok {
+		t.Fatalf("notify: %d failed", failed)
+	}
+	if len(rec.sizes) < 2 || len(rec.sizes) > 20 {
+		t.Errorf("40 events went out in %d notifications, want a few batches", len(rec.sizes))
+	}
+	for _, n := range rec.sizes {
+		if n > limit {
+			t.Errorf("a notification of %d bytes, over the limit of %d", n, limit)
+		}
+	}
+	var got []live.Event
+	waitFor(t, "s2 to receive the 40 events", func() bool {
+		got = remote(b.hub)
+		return len(got) == 40
+	})
+	for i, e := range got {
+		if !strings.HasPrefix(e.Message, fmt.Sprintf("event %02d", i)) || e.Server != "s1" {
+			t.Fatalf("event %d arrived as %q from %q", i, e.Message, e.Server)
+		}
+	}
+	if m := got[20].Message; !strings.HasSuffix(m, "…") || len(m) > limit {
+		t.Errorf("the long message arrived as %d bytes ending %q", len(m), m[max(0, len(m)-10):])
+	}
+}
