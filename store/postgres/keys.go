@@ -133,13 +133,15 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	// One statement both looks for the key's charge and, when there is
 	// none, inserts the claim: a new payment's claim is one round trip,
 	// and a refused claim writes nothing.
-	var claim, chID, chScope, chKey, chOrder, chRef *string
+	// Of the charge it returns only what decides the common case (its
+	// order and amount); the rest is read when the charge refuses the
+	// request, which is rare.
+	var claim, chOrder *string
 	var chAmount *int64
-	var chCreated *time.Time
 	err := db.withLockWait(ctx, func(row pgx.Row) error {
-		return row.Scan(&claim, &chID, &chScope, &chKey, &chOrder, &chAmount, &chRef, &chCreated)
+		return row.Scan(&claim, &chOrder, &chAmount)
 	}, `WITH ch AS (
-			SELECT `+chargeColumns+` FROM charges WHERE scope = $1 AND idempotency_key = $13 AND `+lockWait+`
+			SELECT order_id, amount_satang FROM charges WHERE scope = $1 AND idempotency_key = $13 AND `+lockWait+`
 		), ins AS (
 			INSERT INTO idempotency_keys
 			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
@@ -149,7 +151,7 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 			WHERE NOT EXISTS (SELECT 1 FROM ch)
 			ON CONFLICT (scope, key) DO NOTHING RETURNING claim
 		)
-		SELECT ins.claim, ch.id, ch.scope, ch.idempotency_key, ch.order_id, ch.amount_satang, ch.gateway_ref, ch.created_at
+		SELECT ins.claim, ch.order_id, ch.amount_satang
 		FROM (SELECT 1) AS one LEFT JOIN ins ON true LEFT JOIN ch ON true`,
 		c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, token, c.ChargeKey,
 		db.server, workMillis(c.WorkFor), c.ChargeKeyOrKey())
@@ -159,10 +161,17 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	if claim != nil {
 		return pay.ClaimResult{Claimed: true, Claim: *claim}, nil
 	}
-	if chID != nil {
-		ch := pay.Charge{ID: *chID, Scope: *chScope, Key: *chKey, OrderID: *chOrder, AmountSatang: *chAmount,
-			GatewayRef: *chRef, CreatedAt: chCreated.UTC()}
-		if ch.OrderID != c.OrderID || ch.AmountSatang != c.AmountSatang {
+	if chOrder != nil {
+		if *chOrder != c.OrderID || *chAmount != c.AmountSatang {
+			ch, err := scanCharge(db.pool.QueryRow(ctx, `SELECT `+chargeColumns+` FROM charges
+				WHERE scope = $1 AND idempotency_key = $2`, c.Scope, c.ChargeKeyOrKey()))
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				// Deleted since (a reset): the key is free.
+				return db.insertClaim(ctx, c, now, token, claimAttempts)
+			case err != nil:
+				return pay.ClaimResult{}, err
+			}
 			return pay.ClaimResult{Reused: &ch}, nil
 		}
 		// The key's charge is recorded, so its row is almost surely there

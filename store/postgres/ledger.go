@@ -29,14 +29,13 @@ func (db *DB) RecordGatewayCharge(ctx context.Context, g pay.GatewayCharge) (pay
 	if err := db.need("ledger"); err != nil {
 		return pay.GatewayCharge{}, false, err
 	}
-	var id string
-	err := db.pool.QueryRow(ctx, `INSERT INTO gateway.charges (`+gatewayColumns+`) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (key) DO NOTHING RETURNING id`, g.Key, g.ID, g.OrderID, g.AmountSatang, g.CreatedAt).Scan(&id)
-	if err == nil {
-		return g, true, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	tag, err := db.pool.Exec(ctx, `INSERT INTO gateway.charges (`+gatewayColumns+`) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (key) DO NOTHING`, g.Key, g.ID, g.OrderID, g.AmountSatang, g.CreatedAt)
+	if err != nil {
 		return pay.GatewayCharge{}, false, err
+	}
+	if tag.RowsAffected() == 1 {
+		return g, true, nil
 	}
 	// Gateway records are never deleted except by a reset, so the row
 	// that conflicted is there to read.
