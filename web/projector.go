@@ -1302,7 +1302,7 @@ func (u *update) timeline() {
 		r := u.rowFor("Other servers")
 		u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "gap", Tone: views.ToneWarn}})
 
-	case heldKind, resumedKind, stepKind, watchKind, aimKind:
+	case heldKind, resumedKind, stepKind, watchKind, aimKind, heldListKind:
 		u.stepMode()
 
 	default:

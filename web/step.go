@@ -80,6 +80,9 @@ func checkpointAt(k live.Kind) Checkpoint {
 const (
 	heldKind    live.Kind = "held"      // a request waits at a checkpoint
 	resumedKind live.Kind = "resumed"   // it goes on
+	// heldListKind tells this server's pages that another server's held
+	// requests changed with no event of theirs (step_shared.go).
+	heldListKind live.Kind = "held_list"
 	stepKind    live.Kind = "step_mode" // step mode was turned on or off
 )
 
@@ -138,8 +141,8 @@ type stepper struct {
 	off  chan struct{}  // closed when step mode is turned off: every hold ends
 
 	// The other servers on the database, when there are (step_shared.go):
-	// their held requests as their events told, and the commands this
-	// server forwards to them.
+	// their held requests as their events and announcements told, and
+	// the commands this server forwards to them.
 	others   []remoteHold // st.mu guards it
 	commands stepCommands
 }
@@ -153,6 +156,7 @@ func newStepper(s *Server, limit, lease time.Duration) *stepper {
 			t := time.NewTicker(d)
 			return t.C, t.Stop
 		}}
+	st.commands.changed = make(chan struct{}, 1)
 	return st
 }
 
@@ -182,6 +186,7 @@ func (st *stepper) hold(p *payment, cp Checkpoint) {
 		p.step.free.Store(true) // its refusal is not held either
 		return
 	}
+	st.listChanged()
 	st.held = append(st.held, h)
 	off := st.off
 	st.mu.Unlock()
@@ -317,6 +322,7 @@ func (st *stepper) letGo(h *heldRequest) {
 func (st *stepper) drop(h *heldRequest) {
 	for i, o := range st.held {
 		if o == h {
+			st.listChanged()
 			st.held = append(st.held[:i:i], st.held[i+1:]...)
 			return
 		}
@@ -559,6 +565,8 @@ func (u *update) stepMode() {
 		u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "aimed", Tone: views.ToneBad}})
 	case watchKind:
 		// A "Watch for" item ticked: the step bar's redraw is only there
+	case heldListKind:
+		// Another server's held list changed: the bar shows it.
 		// to make a frame, which makes every page ask for its lesson.
 	case stepKind:
 		r := u.rowFor("Step mode")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,10 +23,17 @@ import (
 //   - On or off is part of the room (room.go): turned on through any
 //     server, every server holds its requests; turned off (or reset),
 //     every server lets them go.
-//   - Each server's pages list every server's held requests: the held and
+//   - Each server's pages list every server's held requests. The held and
 //     resumed events of the others arrive through the relay (relay.go),
-//     which hands them to heard before the pages draw them. "The oldest
-//     held request" is the oldest of that list, whoever holds it.
+//     which hands them to heard before the pages draw them, so a row shows
+//     at once; but the relay may skip events when it falls behind, so
+//     each server also announces its whole list on the command channel
+//     (announce): at once when it changes (at most every
+//     stepAnnounceGap), and every stepAnnounceEvery while it holds
+//     anything. A server's announced list replaces what the others knew
+//     of it; a row no announcement confirmed for stepStaleAfter, or whose
+//     server no longer follows the room (it died), is dropped. "The
+//     oldest held request" is the oldest of that list, whoever holds it.
 //   - A command for a request this server does not hold (Next, Finish,
 //     aim) is sent to the others with NOTIFY on a channel of its own,
 //     naming the request; the server that holds it acts, and its
@@ -47,6 +55,24 @@ const stepForwardWait = 2 * time.Second
 // stepReplyTimeout bounds the NOTIFY of a command or of a refusal.
 const stepReplyTimeout = 2 * time.Second
 
+const (
+	// stepAnnounceGap is the least time between two announcements of a
+	// server's held list: a burst of holds is told in a few of them.
+	stepAnnounceGap = 250 * time.Millisecond
+	// stepAnnounceEvery is how often a server that holds requests
+	// announces its list even when it did not change: what a lost
+	// notification or a skipped event left wrong elsewhere lasts no
+	// longer, and the announcement says its server is alive.
+	stepAnnounceEvery = 2 * time.Second
+	// stepStaleAfter is how long another server's held row lasts without
+	// an announcement that lists it.
+	stepStaleAfter = 3 * stepAnnounceEvery
+	// stepMembersEvery is how often a server that lists other servers'
+	// held requests asks which servers still follow the room, so that the
+	// rows of one that died go at once.
+	stepMembersEvery = time.Second
+)
+
 // Step commands, as they travel.
 const (
 	stepOpNext    = "next"
@@ -54,13 +80,16 @@ const (
 	stepOpPlay    = "play"
 	stepOpAim     = "aim"
 	stepOpRefused = "refused" // a holder's refusal, for the server that asked
+	stepOpHolding = "holding" // part of a server's held list (announce)
 )
 
 // stepCommand is one notification on stepChannel.
 type stepCommand struct {
 	// From is the sending server's room id (not its name, which two
-	// servers may share); a server ignores its own commands.
-	From string `json:"from"`
+	// servers may share); a server ignores its own commands. An
+	// announcement names the sender too (FromName).
+	From     string `json:"from"`
+	FromName string `json:"from_name,omitempty"`
 	// ID names the command, so that a refusal finds the one waiting.
 	ID      string `json:"id"`
 	Op      string `json:"op"`
@@ -71,15 +100,39 @@ type stepCommand struct {
 	To     string   `json:"to,omitempty"`
 	Code   pay.Code `json:"code,omitempty"`
 	Detail string   `json:"detail,omitempty"`
+	// Gen, Part, Parts and Held are an announcement's: the sender's
+	// Gen-th list, in Parts notifications, of which this is the Part-th
+	// (from 1).
+	Gen   uint64     `json:"gen,omitempty"`
+	Part  int        `json:"part,omitempty"`
+	Parts int        `json:"parts,omitempty"`
+	Held  []heldWire `json:"held,omitempty"`
 }
 
-// remoteHold is another server's held request, as its held event told.
+// heldWire is a held request as an announcement carries it: with its
+// scope, which the API does not show.
+type heldWire struct {
+	HeldRequest
+	Scope string `json:"scope,omitempty"`
+}
+
+// remoteHold is another server's held request, as its held event or its
+// server's announcement told.
 type remoteHold struct {
 	HeldRequest
-	// heard is when the event arrived (real time): an entry whose
-	// resumed event never comes (its server died) is forgotten once the
-	// step limit has surely let it go.
+	// holder is the room id of the server that holds it, once an
+	// announcement said so ("" when only its event told of it).
+	holder string
+	// heard is when an event or an announcement last told of it (real
+	// time): one that nothing confirms for stepStaleAfter is forgotten.
 	heard time.Time
+}
+
+// announcing is another server's announcement being received.
+type announcing struct {
+	gen   uint64
+	parts [][]heldWire
+	got   int
 }
 
 // stepCommands is a server's side of the command channel.
@@ -95,6 +148,18 @@ type stepCommands struct {
 	waiting map[string]func(error)
 	// replies counts the refusals being sent.
 	replies sync.WaitGroup
+
+	// changed holds a token when this server's held list changed since
+	// it was last announced.
+	changed chan struct{}
+	// announced maps another server's room id to the generation of its
+	// latest list applied here, receiving to the one being received;
+	// st.mu guards both.
+	announced map[string]uint64
+	receiving map[string]*announcing
+	// holders maps a server's name to its room id, as its latest
+	// announcement told: a held event names its server only by name.
+	holders map[string]string
 }
 
 // startCommands listens for the other servers' step commands, when the
@@ -107,15 +172,204 @@ func (st *stepper) startCommands() {
 	}
 	c := &st.commands
 	c.peers, c.waiting, c.done = peers, map[string]func(error){}, make(chan struct{})
+	st.mu.Lock()
+	c.announced, c.receiving, c.holders = map[string]uint64{}, map[string]*announcing{}, map[string]string{}
+	st.mu.Unlock()
+	var workers sync.WaitGroup
+	workers.Go(st.announce)
+	workers.Go(st.watchMembers)
 	if st.s.relay != nil {
-		close(c.done)
+		go func() { workers.Wait(); close(c.done) }()
 		return
 	}
-	go func() {
-		defer close(c.done)
+	workers.Go(func() {
 		_ = peers.ListenEach(st.s.baseCtx, []string{stepChannel}, func() { c.listening.Store(true) },
 			func(_, payload string) { st.command(payload) })
-	}()
+	})
+	go func() { workers.Wait(); close(c.done) }()
+}
+
+// listChanged notes that this server's held list changed, for announce;
+// st.mu is held.
+func (st *stepper) listChanged() {
+	select {
+	case st.commands.changed <- struct{}{}:
+	default:
+	}
+}
+
+// announce tells the other servers this server's held list, whole, each
+// time it changes (at most every stepAnnounceGap) and every
+// stepAnnounceEvery while it is not empty, until the server stops.
+func (st *stepper) announce() {
+	ctx := st.s.baseCtx
+	refresh := time.NewTicker(stepAnnounceEvery)
+	defer refresh.Stop()
+	var gen uint64
+	emptyTold := true // the others start knowing nothing of this server
+	for {
+		select {
+		case <-st.commands.changed:
+		case <-refresh.C:
+		case <-ctx.Done():
+			return
+		}
+		rows := st.ownRows()
+		if len(rows) == 0 && emptyTold {
+			continue
+		}
+		gen++
+		if err := st.sendList(ctx, gen, rows); err != nil && ctx.Err() == nil {
+			st.s.logf("step mode: announcing the held requests: %v", err)
+		}
+		emptyTold = len(rows) == 0
+		gap := time.NewTimer(stepAnnounceGap)
+		select {
+		case <-gap.C:
+		case <-ctx.Done():
+			gap.Stop()
+			return
+		}
+	}
+}
+
+// ownRows is this server's held list as an announcement carries it.
+func (st *stepper) ownRows() []heldWire {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]heldWire, 0, len(st.held))
+	for _, h := range st.held {
+		r := st.rowLocked(h)
+		out = append(out, heldWire{HeldRequest: r, Scope: r.Scope})
+	}
+	return out
+}
+
+// sendList announces rows as list gen, in as many notifications as fit.
+func (st *stepper) sendList(ctx context.Context, gen uint64, rows []heldWire) error {
+	me := st.s.room.ID()
+	var parts [][]heldWire
+	size, part := 0, []heldWire(nil)
+	// Every notification has room for its envelope; each row is counted
+	// at its own size.
+	const envelope = 200
+	for _, r := range rows {
+		b, _ := json.Marshal(r)
+		if len(part) > 0 && size+len(b)+1 > room.MaxPayload-envelope {
+			parts, part, size = append(parts, part), nil, 0
+		}
+		part = append(part, r)
+		size += len(b) + 1
+	}
+	parts = append(parts, part) // an empty list is one empty part
+	for i, p := range parts {
+		b, _ := json.Marshal(stepCommand{From: me, FromName: st.s.cfg.Name, Op: stepOpHolding, Gen: gen, Part: i + 1, Parts: len(parts), Held: p})
+		nctx, cancel := context.WithTimeout(ctx, stepReplyTimeout)
+		err := st.commands.peers.Notify(nctx, stepChannel, string(b))
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// holding receives one part of another server's announcement; once every
+// part of a list is in, that list replaces what this server knew of the
+// sender's held requests.
+func (st *stepper) holding(cmd stepCommand) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c := &st.commands
+	if cmd.Parts < 1 || cmd.Part < 1 || cmd.Part > cmd.Parts || cmd.Parts > maxHeld || cmd.Gen <= c.announced[cmd.From] {
+		return
+	}
+	a := c.receiving[cmd.From]
+	if a == nil || a.gen != cmd.Gen {
+		if a != nil && a.gen > cmd.Gen {
+			return // a part of an older list, after a newer one began
+		}
+		a = &announcing{gen: cmd.Gen, parts: make([][]heldWire, cmd.Parts)}
+		c.receiving[cmd.From] = a
+	}
+	if len(a.parts) != cmd.Parts || a.parts[cmd.Part-1] != nil {
+		return
+	}
+	a.parts[cmd.Part-1] = append([]heldWire{}, cmd.Held...)
+	if a.got++; a.got < cmd.Parts {
+		return
+	}
+	delete(c.receiving, cmd.From)
+	c.announced[cmd.From] = cmd.Gen
+	name := cmd.FromName
+	if name != "" {
+		c.holders[name] = cmd.From
+	}
+	now := time.Now()
+	var rows []remoteHold
+	for _, p := range a.parts {
+		for _, w := range p {
+			h := w.HeldRequest
+			h.Scope = w.Scope
+			rows = append(rows, remoteHold{HeldRequest: h, holder: cmd.From, heard: now})
+		}
+	}
+	// The sender's rows, whether an announcement or only an event told of
+	// them (those carry its name, not its id), give way to its list.
+	before := len(st.others)
+	st.others = slices.DeleteFunc(st.others, func(h remoteHold) bool {
+		return h.holder == cmd.From || (h.holder == "" && name != "" && h.Server == name)
+	})
+	if before == 0 && len(rows) == 0 {
+		return
+	}
+	st.others = append(st.others, rows...)
+	st.othersChanged()
+}
+
+// othersChanged tells this server's pages that the other servers' held
+// list changed without an event of theirs saying so; st.mu is held. The
+// event is marked remote: it is about the others, and is not relayed.
+func (st *stepper) othersChanged() {
+	st.s.hub.PublishRemote(live.Event{Kind: heldListKind})
+}
+
+// watchMembers drops, every stepMembersEvery, the held rows of the
+// servers that no longer follow the room: a server that died holds
+// nothing any more, and its keys go to the sweepers.
+func (st *stepper) watchMembers() {
+	ctx := st.s.baseCtx
+	t := time.NewTicker(stepMembersEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		st.mu.Lock()
+		any := slices.ContainsFunc(st.others, func(h remoteHold) bool { return h.holder != "" })
+		st.mu.Unlock()
+		if !any {
+			continue
+		}
+		members, err := st.s.room.Members(ctx)
+		if err != nil {
+			continue // who is live is unknown: staleness still applies
+		}
+		live := map[string]bool{}
+		for _, m := range members {
+			id, _, _ := strings.Cut(m, " ")
+			live[id] = true
+		}
+		st.mu.Lock()
+		n := len(st.others)
+		st.others = slices.DeleteFunc(st.others, func(h remoteHold) bool { return h.holder != "" && !live[h.holder] })
+		if len(st.others) != n {
+			st.othersChanged()
+		}
+		st.mu.Unlock()
+	}
 }
 
 // waitCommands returns once the listener, and any refusal being sent,
@@ -138,17 +392,21 @@ func (st *stepper) heard(e live.Event) {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	holder := st.commands.holders[e.Server]
+	if i := slices.IndexFunc(st.others, func(h remoteHold) bool { return h.Request == e.Request }); i >= 0 && st.others[i].holder != "" {
+		holder = st.others[i].holder
+	}
 	st.others = slices.DeleteFunc(st.others, func(h remoteHold) bool { return h.Request == e.Request })
 	if e.Kind == heldKind {
 		st.others = append(st.others, remoteHold{HeldRequest: HeldRequest{Request: e.Request, Checkpoint: e.Message,
-			Key: e.Key, OrderID: e.OrderID, Scope: e.Scope, Since: e.Time, Server: e.Server}, heard: time.Now()})
+			Key: e.Key, OrderID: e.OrderID, Scope: e.Scope, Since: e.Time, Server: e.Server}, holder: holder, heard: time.Now()})
 	}
 }
 
 // othersLocked returns the other servers' held requests, forgetting those
-// held for longer than the step limit allows; st.mu is held.
+// no announcement confirmed for stepStaleAfter; st.mu is held.
 func (st *stepper) othersLocked() []HeldRequest {
-	stale := time.Now().Add(-st.limit - stepForwardWait)
+	stale := time.Now().Add(-stepStaleAfter)
 	st.others = slices.DeleteFunc(st.others, func(h remoteHold) bool { return h.heard.Before(stale) })
 	out := make([]HeldRequest, 0, len(st.others))
 	for _, h := range st.others {
@@ -358,6 +616,8 @@ func (st *stepper) command(payload string) {
 		st.play()
 	case stepOpAim:
 		err = st.aim(cmd.Request, cmd.Fault)
+	case stepOpHolding:
+		st.holding(cmd)
 	case stepOpRefused:
 		if cmd.To == me {
 			c := &st.commands

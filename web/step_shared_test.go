@@ -3,13 +3,17 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // stepServers starts servers s1, s2, … of one class, each
@@ -224,4 +228,153 @@ func TestStepModeAcrossServers(t *testing.T) {
 		s[0].step("/api/step/next", "", http.StatusNotFound)
 		s[0].step("/api/step/next", request("rq_nowhere"), http.StatusNotFound)
 	})
+}
+
+// cutPeers are a server's peers that the test cuts, as a kill -9 would
+// for the other servers: from then on the server tells them nothing and
+// no longer follows the room, while its held requests stay held. Until
+// then it loses every other batch of events the relay sends, as a relay
+// that falls behind skips them.
+type cutPeers struct {
+	room.Peers
+	cut  chan struct{}
+	sent atomic.Uint64
+}
+
+func (c *cutPeers) dead() bool {
+	select {
+	case <-c.cut:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *cutPeers) Notify(ctx context.Context, channel, payload string) error {
+	if c.dead() {
+		return errors.New("cut off")
+	}
+	if channel == room.RelayChannel && c.sent.Add(1)%2 == 0 {
+		return nil // lost on the way
+	}
+	return c.Peers.Notify(ctx, channel, payload)
+}
+
+func (c *cutPeers) ListenRoom(ctx context.Context, member string, onListen func(), onNotify func(string)) error {
+	if c.dead() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.cut:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return c.Peers.ListenRoom(ctx, member, onListen, onNotify)
+}
+
+// heldIDs is the set of requests e lists as held, by the server that
+// holds them.
+func heldIDs(e *stepEnv, server string) map[string]bool {
+	out := map[string]bool{}
+	for _, h := range e.stepState().Held {
+		if h.Server == server {
+			out[h.Request] = true
+		}
+	}
+	return out
+}
+
+// Every server lists exactly what every server holds: as many requests as
+// one server's cap allows show on the others' boards although half of its
+// events never reach them, and go from them after Play; a server that
+// dies with requests held leaves no row behind.
+func TestEveryServerListsExactlyWhatIsHeld(t *testing.T) {
+	c := newClass(t)
+	var cut *cutPeers
+	envs := c.servers(func(i int, p room.Peers) room.Peers {
+		if i != 1 {
+			return p
+		}
+		cut = &cutPeers{Peers: p, cut: make(chan struct{})}
+		return cut
+	}, "s1", "s2", "s3")
+	var s []*stepEnv
+	for _, env := range envs {
+		st := env.Server.steps
+		st.after = func(time.Duration) <-chan time.Time { return nil }
+		st.max = 150
+		waitUntil(t, "the step commands to be listened to", st.commands.listening.Load)
+		s = append(s, &stepEnv{testEnv: env, sub: env.Server.hub.Subscribe(env.Server.hub.LastSeq())})
+	}
+	s[0].step("/api/step", `{"on":true}`, http.StatusOK)
+	s[1].waitStepMode(true)
+
+	// s2 holds as many as its cap allows; the rest are refused.
+	const sent = 170
+	answers := make([]<-chan response, sent)
+	for i := range answers {
+		answers[i] = s[1].payAsync(fmt.Sprintf("k-%d", i), fmt.Sprintf("A-%d", i))
+	}
+	refused := 0
+	waitUntil(t, "the requests beyond the cap to be refused", func() bool {
+		for i, a := range answers {
+			if a == nil {
+				continue
+			}
+			select {
+			case r := <-a:
+				if r.Status != http.StatusServiceUnavailable {
+					t.Fatalf("request %d answered %d %s while held, want 503 beyond the cap", i, r.Status, r.Body)
+				}
+				answers[i] = nil
+				refused++
+			default:
+			}
+		}
+		return refused == sent-150
+	})
+	waitUntil(t, "s2 to hold its cap", func() bool { return len(heldIDs(s[1], "s2")) == 150 })
+	own := heldIDs(s[1], "s2")
+	for _, e := range []*stepEnv{s[0], s[2]} {
+		waitUntil(t, e.Server.cfg.Name+" to list every request s2 holds", func() bool {
+			got := heldIDs(e, "s2")
+			return len(got) == len(own) && maps.Equal(got, own)
+		})
+	}
+	if n := len(s[0].stepState().Held); n != 150 {
+		t.Fatalf("s1 lists %d held requests, want s2's 150 and nothing else", n)
+	}
+
+	// Play through s1: every board empties, and stays empty.
+	s[0].step("/api/step/play", "", http.StatusOK)
+	for _, e := range s {
+		waitUntil(t, e.Server.cfg.Name+" to list nothing after Play", func() bool { return len(e.stepState().Held) == 0 })
+	}
+	for _, a := range answers {
+		if a != nil {
+			wantStatus(t, a, http.StatusCreated)
+		}
+	}
+
+	// s2 holds again, then dies: the others drop its rows.
+	more := []<-chan response{s[1].payAsync("dead-1", "D-1"), s[1].payAsync("dead-2", "D-2")}
+	for _, e := range []*stepEnv{s[0], s[2]} {
+		waitUntil(t, e.Server.cfg.Name+" to list s2's two held requests", func() bool { return len(heldIDs(e, "s2")) == 2 })
+	}
+	close(cut.cut)
+	for _, e := range []*stepEnv{s[0], s[2]} {
+		waitUntil(t, e.Server.cfg.Name+" to drop the rows of s2, which died", func() bool { return len(e.stepState().Held) == 0 })
+	}
+	if n := len(heldIDs(s[1], "s2")); n != 2 {
+		t.Fatalf("s2 itself holds %d, want its 2", n)
+	}
+	s[1].Server.steps.play()
+	for _, a := range more {
+		wantStatus(t, a, http.StatusCreated)
+	}
 }
