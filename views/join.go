@@ -60,6 +60,9 @@ type HeldRow struct {
 	Click string
 }
 
+// HeldRowID is the element id of a held request's row in the step bar.
+func HeldRowID(request string) string { return "held-" + request }
+
 func stepBarClass(b StepBar) string {
 	if b.On {
 		return "card step-bar step-on"

@@ -150,6 +150,8 @@ type Live struct {
 	Charges  []ChargeRow
 	Counters Counters
 	Faults   FaultSwitches
+	// Steps is step mode's bar as the live stream drew it up to Seq.
+	Steps StepBar
 }
 
 // ShortKey shortens a key for tables: its first eight characters.

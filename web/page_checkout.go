@@ -114,10 +114,11 @@ func (s *Server) handleBoard(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	l := s.live().snapshot()
 	d := views.Board{
-		Live:      s.live().snapshot(),
+		Live:      l,
 		Join:      s.joinView(r),
-		Steps:     s.steps.view(),
+		Steps:     l.Steps,
 		Presenter: s.isPresenter(r),
 		Locked:    s.cfg.PresenterToken != "",
 		Lab:       s.labView(r.Context(), s.isPresenter(r)),

@@ -112,6 +112,10 @@ type projector struct {
 	onceN    int // orders charged exactly once
 
 	fullNext bool // the next frame redraws every panel
+	// steps is the step bar as the frames drew it last (step.go's
+	// drawSteps): a page drawn from a snapshot gets it, and the frames
+	// after redraw only what changed since.
+	steps views.StepBar
 
 	// The frames, in a ring that the viewers read. Only events that
 	// change the page have one, so in busy mode viewers wake twice a
@@ -257,6 +261,7 @@ func startProjector(s *Server) *projector {
 	// applying it again is harmless (keys and charges are upserted by id),
 	// whereas the other order would lose it.
 	start := s.hub.LastSeq()
+	p.steps = s.steps.view()
 	p.load(s.baseCtx)
 	// Events up to start have no frames: a viewer resuming from before
 	// them is redrawn.
@@ -720,7 +725,7 @@ func (p *projector) snapshot() views.Live {
 }
 
 func (p *projector) snapshotLocked() views.Live {
-	l := views.Live{Seq: p.modelSeq, Now: p.s.clock.Now(), Counters: p.countersLocked(), Faults: p.faults}
+	l := views.Live{Seq: p.modelSeq, Now: p.s.clock.Now(), Counters: p.countersLocked(), Faults: p.faults, Steps: p.steps}
 	for _, r := range p.rows {
 		c := *r
 		c.Steps = slices.Clone(r.Steps)
@@ -993,8 +998,10 @@ func (r *redrawing) bytes() []byte {
 
 // fullFrameLocked redraws every panel.
 func (p *projector) fullFrameLocked() []templ.Component {
+	p.steps = p.s.steps.view()
 	l := p.snapshotLocked()
 	return []templ.Component{
+		views.StepBarView(l.Steps, true),
 		views.Timeline(l.Timeline, true),
 		inTable(views.KeysBody(l.Keys, l.Now, true)),
 		inTable(views.ChargesBody(l.Charges, l.Now, true)),

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
@@ -80,10 +81,10 @@ func checkpointAt(k live.Kind) Checkpoint {
 const (
 	heldKind    live.Kind = "held"      // a request waits at a checkpoint
 	resumedKind live.Kind = "resumed"   // it goes on
+	stepKind    live.Kind = "step_mode" // step mode was turned on or off
 	// heldListKind tells this server's pages that another server's held
 	// requests changed with no event of theirs (step_shared.go).
 	heldListKind live.Kind = "held_list"
-	stepKind    live.Kind = "step_mode" // step mode was turned on or off
 )
 
 // defaultStepLimit is how long a request may be held at one checkpoint.
@@ -572,7 +573,72 @@ func (u *update) stepMode() {
 		r := u.rowFor("Step mode")
 		u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "step", Tone: views.ToneInfo}})
 	}
-	u.add(views.StepBarView(u.p.s.steps.view(), true))
+	u.drawSteps()
+}
+
+// drawSteps redraws what changed in the step bar since the frames last
+// drew it, so that what a held event costs each viewer does not grow with
+// the requests held: the head when the list empties or fills, and each
+// held row added, changed or gone, by its id. The whole bar is redrawn
+// when step mode is turned on or off, and the whole list when that is
+// shorter than its changes (Play) or when a row must go elsewhere than
+// the end (another server's request that was held earlier).
+func (u *update) drawSteps() {
+	prev, next := u.p.steps, u.p.s.steps.view()
+	u.p.steps = next
+	u.add(stepBarChanges(prev, next)...)
+}
+
+// stepBarChanges are the fragments that turn the step bar prev into next.
+func stepBarChanges(prev, next views.StepBar) []templ.Component {
+	if prev.On != next.On {
+		return []templ.Component{views.StepBarView(next, true)}
+	}
+	var ops []templ.Component
+	if (len(prev.Held) == 0) != (len(next.Held) == 0) {
+		ops = append(ops, views.StepHead(next, true))
+	}
+	was := make(map[string]views.HeldRow, len(prev.Held))
+	for _, h := range prev.Held {
+		was[h.Request] = h
+	}
+	is := make(map[string]bool, len(next.Held))
+	var changed, added []views.HeldRow
+	for _, h := range next.Held {
+		is[h.Request] = true
+		if old, ok := was[h.Request]; !ok {
+			added = append(added, h)
+		} else if old != h {
+			changed = append(changed, h)
+		}
+	}
+	// Rows are only added at the end: the rows of prev still there must
+	// lead next's, in the same order.
+	var gone []string
+	inOrder, i := true, 0
+	for _, h := range prev.Held {
+		if !is[h.Request] {
+			gone = append(gone, h.Request)
+			continue
+		}
+		if next.Held[i].Request != h.Request {
+			inOrder = false
+		}
+		i++
+	}
+	if !inOrder || len(gone)+len(changed)+len(added) > len(next.Held) {
+		return append(ops, views.HeldList(next.Held, true))
+	}
+	for _, id := range gone {
+		ops = append(ops, views.FrameDelete(views.HeldRowID(id)))
+	}
+	for _, h := range changed {
+		ops = append(ops, views.HeldRowView(h, true))
+	}
+	if len(added) > 0 {
+		ops = append(ops, views.FrameHeldRows(added))
+	}
+	return ops
 }
 
 // Faults aimed at one request: from the board the presenter points at a
