@@ -87,7 +87,7 @@ func (s *Server) handleSweep(c echo.Context) error {
 // It first waits for every payment in flight and any sweep under way to
 // finish, and holds new ones back until it is done: on this server
 // through the in-flight lock, and on the others sharing the database
-// through a barrier in the room (barrier.go). A payment that charged the
+// through a barrier in the room (web/room's Barriers). A payment that charged the
 // gateway before the reset and saved after it would leave a local charge
 // the gateway no longer has, or a lab row the real protocol then trips
 // over; waiting keeps gateway and local charges equal. The wait is
@@ -99,7 +99,7 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 	s.steps.turn(false, who)
 	var barrier *room.Barrier
 	if s.peers.Shared() {
-		b, err := s.startReset(ctx)
+		b, err := s.barriers.StartReset(ctx)
 		if err != nil {
 			return err
 		}
@@ -112,9 +112,9 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 	defer s.inflight.Unlock()
 	var unanswered []string
 	if barrier != nil {
-		if unanswered = s.awaitAcks(ctx, *barrier); len(unanswered) > 0 {
+		if unanswered = s.barriers.AwaitAcks(ctx, *barrier); len(unanswered) > 0 {
 			s.logf("reset: %s did not answer within %s; their payments in flight may save after the reset",
-				strings.Join(unanswered, ", "), s.resetAckWait())
+				strings.Join(unanswered, ", "), s.barriers.AckWait)
 		}
 	}
 	err := s.emptyTables(ctx)

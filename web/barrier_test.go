@@ -192,14 +192,14 @@ func TestResetDoesNotWaitForServersThatCannotAnswer(t *testing.T) {
 		if r := answerOf(t, "the reset", resetOn(a)); r.Status != http.StatusOK {
 			t.Fatalf("reset: %d %s", r.Status, r.Body)
 		}
-		if took := time.Since(start); took < a.Server.resetAckWait() {
-			t.Errorf("the reset went on after %s, before its bound of %s", took, a.Server.resetAckWait())
+		if took := time.Since(start); took < a.Server.barriers.AckWait {
+			t.Errorf("the reset went on after %s, before its bound of %s", took, a.Server.barriers.AckWait)
 		}
 		if m := resetMessage(t, a); !strings.Contains(m, "not waited for: s9") || strings.Contains(m, "s2") {
 			t.Errorf("the reset says %q; want s9, and only s9, named as not waited for", m)
 		}
 		// s2 answered, held its payments until the end, and goes on.
-		waitUntil(t, "s2 to see the reset end", func() bool { b, _ := b.Server.barrier(); return b == nil })
+		waitUntil(t, "s2 to see the reset end", func() bool { return b.Server.room.Load().Barrier == nil })
 		if r := b.pay("after", `{"order_id":"A-2","amount_satang":100}`); r.Status != http.StatusCreated {
 			t.Fatalf("payment on s2 after the reset: %d %s", r.Status, r.Body)
 		}
@@ -226,7 +226,7 @@ func TestAServerHoldsItsPaymentsForAResetOnlyUntilItsBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "s2 to acknowledge the barrier", func() bool {
-		bar, _ := b.Server.barrier()
+		bar := b.Server.room.Load().Barrier
 		return bar != nil && slices.Contains(bar.Acks, b.Server.room.ID())
 	})
 	r := b.pay("held-back", `{"order_id":"A-1","amount_satang":100}`)
@@ -255,6 +255,6 @@ func TestResetsOnTwoServersAtOnce(t *testing.T) {
 	// The last reset's end reaches the other server with the room's
 	// notification, after that reset has answered.
 	for _, env := range envs {
-		waitUntil(t, env.Server.cfg.Name+" to see the barrier end", func() bool { bar, _ := env.Server.barrier(); return bar == nil })
+		waitUntil(t, env.Server.cfg.Name+" to see the barrier end", func() bool { return env.Server.room.Load().Barrier == nil })
 	}
 }

@@ -18,9 +18,17 @@ import (
 // server where a change was made publishes the event that describes it.
 
 // newRoom is the server's room, at the defaults, which every structure
-// the room drives starts with too, until it is loaded.
-func newRoom(s *Server) *room.Room[room.State] {
-	return room.New(s.peers, pay.NewID("")[:16], s.cfg.Name, room.Defaults, s.applyRoom, s.logf)
+// the room drives starts with too, until it is loaded, and its side of the
+// reset barrier.
+func newRoom(s *Server) (*room.Room[room.State], *room.Barriers) {
+	r := room.New(s.peers, pay.NewID("")[:16], s.cfg.Name, room.Defaults, s.applyRoom, s.logf)
+	return r, &room.Barriers{Room: r, Name: s.cfg.Name, AckWait: s.cfg.GatewayTimeout + room.ResetAckMargin, Logf: s.logf,
+		Quiesce: func(by string) func() {
+			// Held requests hold the in-flight lock: let them go first.
+			s.steps.turn(false, by)
+			s.inflight.Lock()
+			return s.inflight.Unlock
+		}}
 }
 
 // changesRoom reports whether e tells of a change of the room: switches,
@@ -40,10 +48,7 @@ func changesRoom(e live.Event) bool {
 // snapshot; the room's lock is held. Requests already running keep the
 // switches they drew.
 func (s *Server) applyRoom(old, next room.State) {
-	if b := next.Barrier; b != nil && b.By != s.room.ID() && b.Gen > s.joinedReset {
-		s.joinedReset = b.Gen
-		go s.joinReset(*b)
-	}
+	s.barriers.Applied(s.baseCtx, next)
 	s.faults.Store(next.Faults.Server)
 	s.gateway.SetSwitches(next.Faults.Gateway)
 	if old.FaultsRestarted(next) {

@@ -136,9 +136,9 @@ type Server struct {
 	// room holds the switches, the lab, the lesson and the clock, shared
 	// by every server on the database (room.go).
 	room *room.Room[room.State]
-	// joinedReset is the last reset barrier this server took part in
-	// (applyRoom, under the room's lock).
-	joinedReset uint64
+	// barriers is this server's side of a reset's barrier, with several
+	// servers on the database (web/room).
+	barriers *room.Barriers
 
 	// baseCtx outlives requests and ends at shutdown: claimed work runs
 	// under it, not under the client's connection.
@@ -226,7 +226,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		}}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.echo = s.routes()
-	s.room = newRoom(s)
+	s.room, s.barriers = newRoom(s)
 	s.narration = lesson.NewNarrator(s.lessons, s.room, s.hub)
 	s.room.Start(s.baseCtx)
 	s.startRelay()

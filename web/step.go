@@ -253,6 +253,9 @@ func (p *payment) renewWork(lease time.Duration) {
 	}
 }
 
+// errNoChange is the room edit's way to write nothing.
+var errNoChange = errors.New("no change")
+
 // errNothingHeld answers Next or Finish when no request waits.
 var errNothingHeld = pay.Errorf(pay.ENOTFOUND, "No request is held at a checkpoint. Turn step mode on, then pay.")
 

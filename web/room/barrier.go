@@ -1,4 +1,4 @@
-package web
+package room
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"paytwice/pay"
-	"paytwice/web/room"
 )
 
 // A reset's barrier: with several servers on one database, a reset empties
@@ -16,7 +15,8 @@ import (
 // the gateway before the tables were emptied and saved its charge after
 // would leave the books unbalanced (a local charge the gateway's emptied
 // ledger no longer has), so the reset waits for every server's payments in
-// flight, not only its own (resetDemo's in-flight lock).
+// flight, not only its own (the server's in-flight lock, which every
+// payment holds shared).
 //
 // It goes through the room, which every server follows already:
 //
@@ -43,11 +43,33 @@ import (
 // A server on its own (SQLite) has no barrier: its in-flight lock is
 // every payment's.
 
+// Barriers is one server's side of the reset barrier: the resetting side
+// (StartReset, AwaitAcks) and the side that joins another server's reset
+// (Applied). The server gives it what it needs of itself as fields.
+type Barriers struct {
+	// Room is the server's room; Name its name.
+	Room *Room[State]
+	Name string
+	// AckWait is how long a reset waits for the others'
+	// acknowledgements: the gateway time-out, which bounds a payment's
+	// work once step mode lets it go, plus ResetAckMargin.
+	AckWait time.Duration
+	// Quiesce lets the server's held requests go, then takes its
+	// in-flight lock, which waits for its payments in flight and admits
+	// no new one, until release.
+	Quiesce func(by string) (release func())
+	Logf    func(format string, args ...any)
+
+	// joined is the last barrier this server took part in (Applied runs
+	// under the room's lock).
+	joined uint64
+}
+
 const (
-	// resetAckMargin is how long, beyond the gateway time-out, a reset
+	// ResetAckMargin is how long, beyond the gateway time-out, a reset
 	// waits for the other servers' acknowledgements: time to hear of the
 	// barrier, let held requests go and write the acknowledgement.
-	resetAckMargin = 2 * time.Second
+	ResetAckMargin = 2 * time.Second
 	// resetHoldMargin is how long, beyond that wait, the others hold their
 	// payments at most: time to empty the tables and end the barrier.
 	resetHoldMargin = 5 * time.Second
@@ -66,39 +88,36 @@ var errResetBusy = errors.New("another reset is under way")
 // errNoChange is the room edit's way to write nothing.
 var errNoChange = errors.New("no change")
 
-// resetAckWait is how long a reset waits for the others' acknowledgements.
-func (s *Server) resetAckWait() time.Duration { return s.cfg.GatewayTimeout + resetAckMargin }
-
 // barrier returns the barrier under way and the channel closed at the
 // next state applied.
-func (s *Server) barrier() (*room.Barrier, <-chan struct{}) {
-	st, _, changed := s.room.Watch()
+func (s *Barriers) barrier() (*Barrier, <-chan struct{}) {
+	st, _, changed := s.Room.Watch()
 	return st.Barrier, changed
 }
 
-// open reports whether barrier gen is still under way here.
-func (s *Server) barrierOpen(gen uint64) bool {
+// barrierOpen reports whether barrier gen is still under way here.
+func (s *Barriers) barrierOpen(gen uint64) bool {
 	b, _ := s.barrier()
 	return b != nil && b.Gen == gen
 }
 
-// startReset writes a barrier of this server's into the room and returns
+// StartReset writes a barrier of this server's into the room and returns
 // it. While another server's barrier is under way it waits for it to end
 // (a few times at most), then writes its own.
-func (s *Server) startReset(ctx context.Context) (room.Barrier, error) {
-	r := s.room
+func (s *Barriers) StartReset(ctx context.Context) (Barrier, error) {
+	r := s.Room
 	for attempt := 1; ; attempt++ {
-		var mine room.Barrier
-		var busy room.Barrier
-		_, _, err := s.room.Change(ctx, func(st *room.State) error {
+		var mine Barrier
+		var busy Barrier
+		_, _, err := r.Change(ctx, func(st *State) error {
 			now := time.Now()
 			if b := st.Barrier; b != nil && now.Before(b.Until) {
 				busy = *b
 				return errResetBusy
 			}
 			st.ResetGen++
-			mine = room.Barrier{Gen: st.ResetGen, By: r.ID(), ByName: s.cfg.Name,
-				Until: now.Add(s.resetAckWait() + resetHoldMargin)}
+			mine = Barrier{Gen: st.ResetGen, By: r.ID(), ByName: s.Name,
+				Until: now.Add(s.AckWait + resetHoldMargin)}
 			st.Barrier = &mine
 			return nil
 		})
@@ -115,20 +134,20 @@ func (s *Server) startReset(ctx context.Context) (room.Barrier, error) {
 	}
 }
 
-// awaitAcks waits until every other live server has acknowledged barrier
-// b, for resetAckWait at most since the barrier was written (the wait for
+// AwaitAcks waits until every other live server has acknowledged barrier
+// b, for AckWait at most since the barrier was written (the wait for
 // this server's own payments counts in it: the others hold theirs only
 // until b.Until); it returns the names of the live servers that did not
 // answer.
-func (s *Server) awaitAcks(ctx context.Context, b room.Barrier) []string {
-	r := s.room
+func (s *Barriers) AwaitAcks(ctx context.Context, b Barrier) []string {
+	r := s.Room
 	deadline := b.Until.Add(-resetHoldMargin)
 	for {
 		members, err := r.Members(ctx)
 		r.Reload(ctx) // the acknowledgements, even when a notification was lost
 		var missing []string
 		if err != nil {
-			s.logf("reset: who follows the room: %v", err)
+			s.Logf("reset: who follows the room: %v", err)
 		}
 		cur, changed := s.barrier()
 		for _, m := range members {
@@ -155,20 +174,29 @@ func (s *Server) awaitAcks(ctx context.Context, b room.Barrier) []string {
 	}
 }
 
-// joinReset is another server's side of barrier b: let step mode's held
+// Applied joins another server's reset when next, the room's state the
+// server just applied, has a barrier it has not joined yet; the room's
+// lock is held, so it joins on a goroutine of its own, until ctx ends.
+func (s *Barriers) Applied(ctx context.Context, next State) {
+	if b := next.Barrier; b != nil && b.By != s.Room.ID() && b.Gen > s.joined {
+		s.joined = b.Gen
+		go s.join(ctx, *b)
+	}
+}
+
+// join is another server's side of barrier b: let step mode's held
 // requests go, wait for this server's payments in flight while admitting
 // no new one, acknowledge, and hold until the barrier ends or its time is
 // up.
-func (s *Server) joinReset(b room.Barrier) {
-	ctx, r := s.baseCtx, s.room
-	// Held requests hold the in-flight lock: let them go first.
-	s.steps.turn(false, "reset on "+nameOr(b.ByName))
-	s.inflight.Lock()
-	defer s.inflight.Unlock()
+func (s *Barriers) join(ctx context.Context, b Barrier) {
+	r := s.Room
+	// Held requests hold the in-flight lock: Quiesce lets them go first.
+	release := s.Quiesce("reset on " + nameOr(b.ByName))
+	defer release()
 	if !s.barrierOpen(b.Gen) || !time.Now().Before(b.Until) {
 		return // over already, or its server went on without us
 	}
-	_, _, err := s.room.Change(ctx, func(st *room.State) error {
+	_, _, err := r.Change(ctx, func(st *State) error {
 		cur := st.Barrier
 		if cur == nil || cur.Gen != b.Gen || slices.Contains(cur.Acks, r.ID()) {
 			return errNoChange
@@ -178,7 +206,7 @@ func (s *Server) joinReset(b room.Barrier) {
 	})
 	if err != nil && !errors.Is(err, errNoChange) {
 		if ctx.Err() == nil {
-			s.logf("reset on %s: acknowledging: %v", nameOr(b.ByName), err)
+			s.Logf("reset on %s: acknowledging: %v", nameOr(b.ByName), err)
 		}
 		return
 	}
@@ -188,7 +216,7 @@ func (s *Server) joinReset(b room.Barrier) {
 // awaitEnd waits until barrier gen is no longer under way, or until is
 // past. It reloads the room now and then, so that a notification lost
 // with a listening connection does not hold payments until then.
-func (s *Server) awaitEnd(ctx context.Context, gen uint64, until time.Time) error {
+func (s *Barriers) awaitEnd(ctx context.Context, gen uint64, until time.Time) error {
 	const reloadEvery = 500 * time.Millisecond
 	for {
 		if !s.barrierOpen(gen) {
@@ -203,7 +231,7 @@ func (s *Server) awaitEnd(ctx context.Context, gen uint64, until time.Time) erro
 		select {
 		case <-changed:
 		case <-t.C:
-			s.room.Reload(ctx)
+			s.Room.Reload(ctx)
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
