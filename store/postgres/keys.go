@@ -537,23 +537,32 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]pay.PrunedKey, err
 		return nil, err
 	}
 	var pruned []pay.PrunedKey
+	// Each batch starts where the last one ended (from): the entries the
+	// earlier batches deleted stay in the index, dead, until a vacuum, and
+	// a batch that began at the oldest key would step over all of them,
+	// more with every batch.
+	from := time.Time{}
 	for ctx.Err() == nil {
 		rows, err := db.pool.Query(ctx, `DELETE FROM idempotency_keys k
 			USING (SELECT scope, key FROM idempotency_keys
-				WHERE status = 'done' AND created_at < $1
+				WHERE status = 'done' AND created_at >= $3 AND created_at < $1
 				ORDER BY created_at LIMIT $2
 				FOR UPDATE SKIP LOCKED) old
 			WHERE k.scope = old.scope AND k.key = old.key
-			RETURNING k.scope, k.key`, cutoff, pruneBatch)
+			RETURNING k.scope, k.key, k.created_at`, cutoff, pruneBatch, from)
 		if err != nil {
 			return pruned, err
 		}
 		n := 0
 		for rows.Next() {
 			var p pay.PrunedKey
-			if err := rows.Scan(&p.Scope, &p.Key); err != nil {
+			var created time.Time
+			if err := rows.Scan(&p.Scope, &p.Key, &created); err != nil {
 				rows.Close()
 				return pruned, err
+			}
+			if created.After(from) {
+				from = created
 			}
 			pruned = append(pruned, p)
 			n++
