@@ -10,8 +10,10 @@ import (
 // presenter can advance to show what happens when keys expire. Everything
 // that ages (key retention, the sweeper's lock timeout) reads this clock.
 type Clock struct {
-	base   func() time.Time
-	offset atomic.Int64 // nanoseconds
+	base func() time.Time
+	// offset is how far ahead of base the clock runs, read at every Now:
+	// a fixed offset (SetOffset), or the room's (Follow).
+	offset atomic.Pointer[func() time.Duration]
 }
 
 // NewClock returns a clock reading base plus its offset; nil base means
@@ -20,11 +22,13 @@ func NewClock(base func() time.Time) *Clock {
 	if base == nil {
 		base = time.Now
 	}
-	return &Clock{base: base}
+	c := &Clock{base: base}
+	c.SetOffset(0)
+	return c
 }
 
 // Now returns the current (possibly warped) time.
-func (c *Clock) Now() time.Time { return c.base().Add(time.Duration(c.offset.Load())) }
+func (c *Clock) Now() time.Time { return c.base().Add(c.Offset()) }
 
 // MaxOffset bounds how far ahead of its base the clock may run in total.
 // A year is far past any retention or lock timeout a lesson shows, and
@@ -46,11 +50,18 @@ func AdvanceOffset(cur, d time.Duration) (offset time.Duration, ok bool) {
 }
 
 // Offset reports how far the clock has been advanced.
-func (c *Clock) Offset() time.Duration { return time.Duration(c.offset.Load()) }
+func (c *Clock) Offset() time.Duration { return (*c.offset.Load())() }
 
-// SetOffset sets how far ahead of its base the clock runs: the room's
-// offset, decided once for every server on the database.
-func (c *Clock) SetOffset(d time.Duration) { c.offset.Store(int64(d)) }
+// SetOffset makes the clock run d ahead of its base.
+func (c *Clock) SetOffset(d time.Duration) {
+	f := func() time.Duration { return d }
+	c.offset.Store(&f)
+}
+
+// Follow makes the clock run offset() ahead of its base, asked at every
+// reading: a server's clock follows the room's offset, decided once for
+// every server of the class.
+func (c *Clock) Follow(offset func() time.Duration) { c.offset.Store(&offset) }
 
 // ManualClock is a clock that only moves when told to, for tests.
 type ManualClock struct {

@@ -3,73 +3,46 @@ package sim
 import (
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 
 	"paytwice/pay"
 )
 
-// FaultPlan holds the server's fault switches and the random mode. Requests read
-// it once (Draw), so a switch flipped mid-request never half-applies.
+// FaultPlan is the random mode's sequence. The switches themselves are
+// the room's (web/room): a request reads them once, with the number of
+// writes that set them, and draws from them here (Draw), so a switch
+// flipped mid-request never half-applies.
 type FaultPlan struct {
-	v atomic.Pointer[pay.ServerFaults]
-
-	randomOn atomic.Bool // random.Enabled, read without the lock on every request
-	mu       sync.Mutex  // guards random and rng
-	random   pay.RandomFaults
-	rng      *rand.Rand
+	mu     sync.Mutex // guards the rest
+	seeded bool
+	gen    uint64 // the write of the switches the sequence started at
+	rng    *rand.Rand
 }
 
-// NewFaultPlan returns a plan with every switch off and random mode off.
-func NewFaultPlan() *FaultPlan {
-	p := &FaultPlan{}
-	p.v.Store(&pay.ServerFaults{})
-	p.SetRandom(pay.RandomFaults{})
-	return p
-}
-
-// Load returns the current switches.
-func (p *FaultPlan) Load() pay.ServerFaults { return *p.v.Load() }
-
-// Store replaces the switches.
-func (p *FaultPlan) Store(f pay.ServerFaults) { p.v.Store(&f) }
+// NewFaultPlan returns a plan that has drawn nothing yet.
+func NewFaultPlan() *FaultPlan { return &FaultPlan{} }
 
 // randomStream is the second PCG word; any constant works, it only has
 // to be the same every time.
 const randomStream = 0x9e3779b97f4a7c15
 
-// Random returns the random-mode settings.
-func (p *FaultPlan) Random() pay.RandomFaults {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.random
-}
-
-// SetRandom replaces the random-mode settings and restarts the sequence
-// of draws from the seed.
-func (p *FaultPlan) SetRandom(r pay.RandomFaults) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.random = r
-	p.rng = rand.New(rand.NewPCG(uint64(r.Seed), randomStream))
-	p.randomOn.Store(r.Enabled)
-}
-
-// Draw returns the faults one request runs with: the plan's switches and
-// the gateway switches gw, with each switch that is on kept only if its
-// draw falls under the probability when random mode is enabled. A request
-// calls it once and uses the result throughout.
-func (p *FaultPlan) Draw(gw pay.GatewayFaults) (pay.ServerFaults, pay.GatewayFaults) {
-	f := p.Load()
-	if !p.randomOn.Load() {
-		return f, gw
+// Draw returns the faults one request runs with: the switches f, with
+// each switch that is on kept only if its draw falls under the
+// probability when random mode is enabled. gen counts the writes of the
+// switches: a write newer than the sequence's restarts it from the seed,
+// even one that sets the same seed again. A request calls it once and
+// uses the result throughout.
+func (p *FaultPlan) Draw(f pay.Faults, gen uint64) (pay.ServerFaults, pay.GatewayFaults) {
+	if !f.Random.Enabled {
+		return f.Server, f.Gateway
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.random.Enabled {
-		return f, gw
+	if !p.seeded || gen > p.gen {
+		p.seeded, p.gen = true, gen
+		p.rng = rand.New(rand.NewPCG(uint64(f.Random.Seed), randomStream))
 	}
-	all := pay.Faults{Server: f, Gateway: gw}
-	fires := func() bool { return p.rng.Float64() < p.random.Probability }
+	all := pay.Faults{Server: f.Server, Gateway: f.Gateway}
+	fires := func() bool { return p.rng.Float64() < f.Random.Probability }
 	// One draw per switch, whether it is on or not, so that what the n-th
 	// request gets depends on the seed alone: the delay, the server's
 	// switches, the gateway's latency, the gateway's switches.

@@ -9,69 +9,77 @@ import (
 func TestFaultPlanDraw(t *testing.T) {
 	all := pay.ServerFaults{DelayMS: 500, ConnectionNeverHappens: true, FailHalfway: true, ServerError: true, ResponseLost: true, CrashMidway: true}
 	allGW := pay.GatewayFaults{LatencyMS: 300, Decline: true, Error: true, Timeout: true}
+	random := func(seed int64, p float64) pay.RandomFaults {
+		return pay.RandomFaults{Enabled: true, Seed: seed, Probability: p}
+	}
 
-	draws := func(p *FaultPlan, n int) [][2]any {
+	draws := func(p *FaultPlan, f pay.Faults, gen uint64, n int) [][2]any {
 		var out [][2]any
 		for range n {
-			f, g := p.Draw(allGW)
-			out = append(out, [2]any{f, g})
+			s, g := p.Draw(f, gen)
+			out = append(out, [2]any{s, g})
 		}
 		return out
 	}
 
 	t.Run("with random mode off, a request gets every switch as set", func(t *testing.T) {
-		p := NewFaultPlan()
-		p.Store(all)
-		f, g := p.Draw(allGW)
+		f, g := NewFaultPlan().Draw(pay.Faults{Server: all, Gateway: allGW}, 1)
 		if f != all || g != allGW {
 			t.Fatalf("got %+v %+v", f, g)
 		}
 	})
-	t.Run("the same seed gives the same sequence, and setting it again restarts it", func(t *testing.T) {
+	t.Run("the same seed gives the same sequence, and writing it again restarts it", func(t *testing.T) {
 		a, b := NewFaultPlan(), NewFaultPlan()
-		for _, p := range []*FaultPlan{a, b} {
-			p.Store(all)
-			p.SetRandom(pay.RandomFaults{Enabled: true, Seed: 42, Probability: 0.5})
-		}
-		first := draws(a, 50)
-		if !reflect.DeepEqual(first, draws(b, 50)) {
+		f := pay.Faults{Server: all, Gateway: allGW, Random: random(42, 0.5)}
+		first := draws(a, f, 1, 50)
+		if !reflect.DeepEqual(first, draws(b, f, 1, 50)) {
 			t.Fatal("two plans with one seed disagree")
 		}
-		a.SetRandom(pay.RandomFaults{Enabled: true, Seed: 42, Probability: 0.5})
-		if !reflect.DeepEqual(first, draws(a, 50)) {
-			t.Fatal("setting the seed again did not restart the sequence")
+		if reflect.DeepEqual(first, draws(a, f, 1, 50)) {
+			t.Fatal("the sequence restarted without a write")
 		}
-		a.SetRandom(pay.RandomFaults{Enabled: true, Seed: 43, Probability: 0.5})
-		if reflect.DeepEqual(first, draws(a, 50)) {
+		if !reflect.DeepEqual(first, draws(a, f, 2, 50)) {
+			t.Fatal("writing the seed again did not restart the sequence")
+		}
+		f.Random.Seed = 43
+		if reflect.DeepEqual(first, draws(a, f, 3, 50)) {
 			t.Fatal("another seed gave the same 50 draws")
+		}
+	})
+	t.Run("a request that read an older write draws on from the current sequence", func(t *testing.T) {
+		a, b := NewFaultPlan(), NewFaultPlan()
+		f := pay.Faults{Server: all, Gateway: allGW, Random: random(42, 0.5)}
+		a.Draw(f, 5)
+		a.Draw(f, 4)
+		b.Draw(f, 5)
+		b.Draw(f, 5)
+		if !reflect.DeepEqual(draws(a, f, 5, 20), draws(b, f, 5, 20)) {
+			t.Fatal("an older write restarted the sequence")
 		}
 	})
 	t.Run("which switches are on does not shift the sequence", func(t *testing.T) {
 		a, b := NewFaultPlan(), NewFaultPlan()
-		a.Store(all)
-		b.Store(pay.ServerFaults{ServerError: true})
-		a.SetRandom(pay.RandomFaults{Enabled: true, Seed: 7, Probability: 0.5})
-		b.SetRandom(pay.RandomFaults{Enabled: true, Seed: 7, Probability: 0.5})
+		fa := pay.Faults{Server: all, Gateway: allGW, Random: random(7, 0.5)}
+		fb := pay.Faults{Server: pay.ServerFaults{ServerError: true}, Random: random(7, 0.5)}
 		for i := range 50 {
-			fa, _ := a.Draw(allGW)
-			fb, _ := b.Draw(pay.GatewayFaults{})
-			if fa.ServerError != fb.ServerError {
-				t.Fatalf("draw %d: server_error %v with every switch on, %v alone", i, fa.ServerError, fb.ServerError)
+			sa, _ := a.Draw(fa, 1)
+			sb, _ := b.Draw(fb, 1)
+			if sa.ServerError != sb.ServerError {
+				t.Fatalf("draw %d: server_error %v with every switch on, %v alone", i, sa.ServerError, sb.ServerError)
 			}
 		}
 	})
 	t.Run("a switch that is off never fires, and each on switch fires about as often as asked", func(t *testing.T) {
 		p := NewFaultPlan()
-		p.Store(pay.ServerFaults{ServerError: true})
-		p.SetRandom(pay.RandomFaults{Enabled: true, Seed: 1, Probability: 0.3})
+		f := pay.Faults{Server: pay.ServerFaults{ServerError: true}, Random: random(1, 0.3)}
 		fired := 0
 		const n = 2000
 		for range n {
-			f, g := p.Draw(pay.GatewayFaults{})
-			if f.FailHalfway || f.CrashMidway || g.Decline || f.DelayMS != 0 {
-				t.Fatalf("an off switch fired: %+v %+v", f, g)
+			s, g := p.Draw(f, 1)
+			if s.FailHalfway || s.CrashMidway || g.Decline || s.DelayMS != 0 {
+				t.Fatalf("an off switch fired: %+v %+v", s, g)
 			}
-			if f.ServerError {
+			if s.ServerError {
 				fired++
 			}
 		}

@@ -325,7 +325,7 @@ func TestBrowserStudentCannotFlipSwitches(t *testing.T) {
 			liveClick("#f-lost"))
 		liveWait(t, student, "the refusal", 5*time.Second, `document.getElementById("faults-status").textContent.includes("403")`)
 		liveWait(t, student, "the switch put back", 5*time.Second, `document.getElementById("f-lost").checked === false`)
-		if env.Server.faults.Load().ResponseLost {
+		if env.Server.currentFaults().Server.ResponseLost {
 			t.Fatal("the switch changed on the server")
 		}
 	})
@@ -333,7 +333,7 @@ func TestBrowserStudentCannotFlipSwitches(t *testing.T) {
 		liveDo(t, presenter, "opening the switches and flipping response lost",
 			liveClick(".board-switches summary"), liveClick("#f-lost"))
 		liveWait(t, presenter, "saved", 5*time.Second, `document.getElementById("faults-status").textContent.includes("saved")`)
-		if !env.Server.faults.Load().ResponseLost {
+		if !env.Server.currentFaults().Server.ResponseLost {
 			t.Fatal("the presenter's switch did not reach the server")
 		}
 		liveWait(t, student, "the switch on the student's page", 2*time.Second, `document.getElementById("f-lost").checked === true`)
@@ -481,7 +481,7 @@ func TestBrowserKeyboardOnly(t *testing.T) {
 	}
 	liveDo(t, ctx, "Space on a fault switch", chromedp.Focus(chromedp.CSS("#f-500")), chromedp.KeyEvent(" "))
 	liveWait(t, ctx, "the switch saved", 5*time.Second, `document.getElementById("faults-status").textContent.includes("saved")`)
-	if !env.Server.faults.Load().ServerError {
+	if !env.Server.currentFaults().Server.ServerError {
 		t.Fatal("the server error switch did not reach the server")
 	}
 }

@@ -21,9 +21,15 @@ import (
 // maxAdminBody bounds the bodies of the admin endpoints.
 const maxAdminBody = 16 << 10
 
-// currentFaults reads every switch.
-func (s *Server) currentFaults() pay.Faults {
-	return pay.Faults{Server: s.faults.Load(), Gateway: s.gateway.Switches(), Random: s.faults.Random()}
+// currentFaults reads every switch: the room's.
+func (s *Server) currentFaults() pay.Faults { return s.room.Load().Faults }
+
+// drawFaults returns the faults one request runs with: the room's
+// switches, drawn from in random mode (sim.FaultPlan). A request draws
+// once and keeps what it drew, whatever is switched meanwhile.
+func (s *Server) drawFaults() (pay.ServerFaults, pay.GatewayFaults) {
+	st := s.room.Load()
+	return s.faults.Draw(st.Faults, st.FaultWrites)
 }
 
 // applyFaults validates f, makes it the current set of switches for the

@@ -14,6 +14,7 @@ import (
 
 	"paytwice/sim"
 	"paytwice/store"
+	"paytwice/web/room"
 )
 
 // testEnv is a real server on 127.0.0.1 over a real SQLite file, with a
@@ -160,8 +161,12 @@ func (e *testEnv) holdGateway() (release func()) {
 			return ctx.Err()
 		}
 	})
-	sw := e.Server.gateway.Switches()
-	sw.LatencyMS = 1
-	e.Server.gateway.SetSwitches(sw)
+	// A latency makes the gateway sleep, which the sleep above holds.
+	if _, _, err := e.Server.room.Change(context.Background(), func(r *room.State) error {
+		r.Faults.Gateway.LatencyMS = max(r.Faults.Gateway.LatencyMS, 1)
+		return nil
+	}); err != nil {
+		e.tb.Fatal(err)
+	}
 	return func() { close(ch) }
 }

@@ -20,7 +20,9 @@ import (
 // switched on, and then really happens: the server-side ones change how
 // POST /v1/payments itself behaves (lab_naive.go), the client-side ones
 // change what every browser's pay.js sends. Nothing is animated: every
-// double charge the lab shows is a row in the database.
+// double charge the lab shows is a row in the database. The switches are
+// the room's (room.LabSettings); this file is their API and what the lab
+// counts itself.
 
 // labKind and lessonKind are the events the lab and the lessons publish.
 // The projector draws them as notes on the timeline.
@@ -31,11 +33,11 @@ const (
 
 // labState is the lab's part of the server.
 type labState struct {
-	s *Server
-
-	// The counter that tells the pages to draw the room's lab settings
-	// again (room.go moves it).
-	settingsSeq atomic.Uint64
+	// room holds the lab's settings and the lesson.
+	room *room.Room[room.State]
+	// flagPersonal says on the timeline that a key looks like personal
+	// data (flagPersonalKey).
+	flagPersonal func(scope, key, kind string)
 
 	// What the server counts itself (the rest is read from the database).
 	constraintRefusals atomic.Int64 // INSERTs the primary key refused
@@ -73,17 +75,16 @@ type refusalKey struct {
 // labMaxTracked bounds the maps of the lab's own counts.
 const labMaxTracked = 10_000
 
-func newLab(s *Server) *labState {
-	l := &labState{s: s, seen4xx: map[refusalKey]int{}, personal: map[string]string{}, locks: newKeyLocks(labMaxTracked), tally: newLabTally()}
-	l.settingsSeq.Store(1)
+func newLab(r *room.Room[room.State], flagPersonal func(scope, key, kind string)) *labState {
+	l := &labState{room: r, flagPersonal: flagPersonal, seen4xx: map[refusalKey]int{}, personal: map[string]string{}, locks: newKeyLocks(labMaxTracked), tally: newLabTally()}
 	return l
 }
 
 // Settings returns the lab's current settings: the room's.
-func (l *labState) Settings() room.LabSettings { return l.s.room.Load().Lab }
+func (l *labState) Settings() room.LabSettings { return l.room.Load().Lab }
 
 // Lesson returns the chapter the class is on, "" when none: the room's.
-func (l *labState) Lesson() string { return l.s.room.Load().Lesson }
+func (l *labState) Lesson() string { return l.room.Load().Lesson }
 
 // labRoutes registers the lab, the lessons and the timeline export.
 // Which handler POST /v1/payments runs is decided in handleCreatePayment.
@@ -245,7 +246,7 @@ func (s *Server) clearLabCounts() {
 func (l *labState) observePayment(r *http.Request) string {
 	key, _ := pay.ParseKey(r.Header.Values("Idempotency-Key"))
 	if kind := pay.PersonalData(key); kind != "" {
-		l.s.flagPersonalKey(callerScope(r), key, kind)
+		l.flagPersonal(callerScope(r), key, kind)
 	}
 	return key
 }

@@ -62,7 +62,7 @@ func (s *Server) payNoKey(c echo.Context) error {
 	if err != nil {
 		return p.refuse(err)
 	}
-	p.faults, p.gw = s.faults.Draw(s.gateway.Switches())
+	p.faults, p.gw = s.drawFaults()
 	if p.faults.ConnectionNeverHappens {
 		p.publishFault(live.Dropped, 0, "the connection was dropped before the server did anything")
 		return dropConnection(c)

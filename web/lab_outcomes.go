@@ -3,7 +3,9 @@ package web
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"sort"
 	"strconv"
@@ -336,10 +338,19 @@ func (s *Server) labSwitchesView(l room.LabSettings) views.LabSwitches {
 		NewKeyAfter500: l.Client.NewKeyAfter500, PersonalDataKey: l.Client.PersonalDataKey}
 }
 
+// labSettingsVersion names the lab's settings l for the pages, which ask
+// for the panel again when it changes: a hash, the same on every server,
+// of at most 53 bits, as the pages read it as a JavaScript number.
+func labSettingsVersion(l room.LabSettings) uint64 {
+	h := fnv.New64a()
+	_ = json.NewEncoder(h).Encode(l)
+	return h.Sum64() & (1<<53 - 1)
+}
+
 // labView is the whole lab panel for one viewer. If the measurement fails
 // the panel still draws, with the switches and without numbers.
 func (s *Server) labView(ctx context.Context, presenter bool) views.Lab {
-	settingsV := s.lab.settingsSeq.Load()
+	settingsV := labSettingsVersion(s.lab.Settings())
 	v := views.Lab{Switches: s.labSwitchesView(s.lab.Settings()), BurstSize: room.LabBurstSize, WarpSeconds: room.LabWarpSeconds, Presenter: presenter,
 		Locked: s.cfg.PresenterToken != "", SettingsV: settingsV}
 	if o, err := s.labOutcomes(ctx); err != nil {

@@ -130,7 +130,7 @@ func (p *payment) parse(note string) (ok bool, err error) {
 		return false, p.refuse(err)
 	}
 	p.fp = pay.Fingerprint(r.Method, paymentsPath, p.req.Canonical())
-	p.faults, p.gw = s.faults.Draw(s.gateway.Switches())
+	p.faults, p.gw = s.drawFaults()
 	if p.faults.ConnectionNeverHappens {
 		p.publishFault(live.Dropped, 0, "the connection was dropped before the server did anything")
 		return false, dropConnection(c)

@@ -12,14 +12,15 @@ import (
 // through its Change, which has one source of truth, the room of the
 // server's peers (web/room): memory when the server is on its own, one row
 // of the database when several servers share it (PostgreSQL), so that a
-// switch flipped on one server is flipped on all of them. Each server
-// applies the room's state to the structures its requests read (the fault
-// plan, the gateway's switches, the lab, the clock: applyRoom); only the
-// server where a change was made publishes the event that describes it.
+// switch flipped on one server is flipped on all of them. Nothing keeps a
+// copy: a request reads the switches, the lab and the lesson from the
+// room's snapshot, the clock reads its offset there, and the narration
+// which chapter it follows. Only what must happen when the room changes
+// happens in applyRoom; only the server where a change was made publishes
+// the event that describes it.
 
-// newRoom is the server's room, at the defaults, which every structure
-// the room drives starts with too, until it is loaded, and its side of the
-// reset barrier.
+// newRoom is the server's room, at the defaults until it is loaded, and
+// its side of the reset barrier.
 func newRoom(s *Server) (*room.Room[room.State], *room.Barriers) {
 	r := room.New(s.peers, pay.NewID("")[:16], s.cfg.Name, room.Defaults, s.applyRoom, s.logf)
 	return r, &room.Barriers{Room: r, Name: s.cfg.Name, AckWait: s.cfg.GatewayTimeout + room.ResetAckMargin, Logf: s.logf,
@@ -44,23 +45,14 @@ func changesRoom(e live.Event) bool {
 	return false
 }
 
-// applyRoom sets the structures requests read from next, the room's new
-// snapshot; the room's lock is held. Requests already running keep the
-// switches they drew.
+// applyRoom does what a new snapshot of the room asks of this server: to
+// join another server's reset, to start narrating at the first lesson, to
+// hold or let go step mode's requests. The room's lock is held.
 func (s *Server) applyRoom(old, next room.State) {
 	s.barriers.Applied(s.baseCtx, next)
-	s.faults.Store(next.Faults.Server)
-	s.gateway.SetSwitches(next.Faults.Gateway)
-	if old.FaultsRestarted(next) {
-		s.faults.SetRandom(next.Faults.Random)
-	}
-	if next.Lab != old.Lab {
-		s.lab.settingsSeq.Add(1)
-	}
 	if next.Lesson != "" {
 		s.narration.Start(s.baseCtx)
 	}
-	s.clock.SetOffset(next.ClockOffset)
 	if next.Step != old.Step {
 		s.steps.set(next.Step)
 	}

@@ -80,7 +80,7 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 			})
 		}
 		// What the requests read, not only what the API shows.
-		if f, gw := c.Server.faults.Draw(c.Server.gateway.Switches()); !f.CrashMidway || gw.LatencyMS != 40 {
+		if f, gw := c.Server.drawFaults(); !f.CrashMidway || gw.LatencyMS != 40 {
 			t.Fatalf("C's requests draw %+v %+v", f, gw)
 		}
 	})
@@ -106,10 +106,10 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 
 	t.Run("the lab's settings are the room's", func(t *testing.T) {
 		a, b, _, _ := each(t)
-		seq := a.Server.lab.settingsSeq.Load()
+		seq := labSettingsVersion(a.Server.Lab())
 		b.must(http.MethodPatch, "/api/lab", `{"client":{"retry_every_4xx":true}}`)
 		waitUntil(t, "the lab on A", func() bool { return a.labNow().Client.RetryEvery4xx })
-		if a.Server.lab.settingsSeq.Load() == seq {
+		if labSettingsVersion(a.Server.Lab()) == seq {
 			t.Fatal("A's lab panel version did not move: its pages would not redraw")
 		}
 	})
@@ -201,7 +201,7 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 		remoteEvents{b.Server}.Heard([]live.Event{{Kind: live.Switched, Server: "X", Time: time.Now(), Message: "gateway.error on"}})
-		if !b.Server.gateway.Switches().Error {
+		if !b.Server.currentFaults().Gateway.Error {
 			t.Fatal("B published the event before it had the room it describes")
 		}
 	})

@@ -133,8 +133,9 @@ type Server struct {
 	// attempts are the checkout pages' recent payment attempts, so that
 	// one the browser sent twice shows as such.
 	attempts attemptLog
-	// room holds the switches, the lab, the lesson and the clock, shared
-	// by every server on the database (room.go).
+	// room holds the switches, the lab, the lesson, the clock's offset
+	// and step mode, shared by every server of the class (room.go): what
+	// requests need of them they read from its snapshot.
 	room *room.Room[room.State]
 	// barriers is this server's side of a reset's barrier, with several
 	// servers on the database (web/room).
@@ -169,7 +170,8 @@ type Server struct {
 	// own.
 	relay *room.Relay
 
-	// The common-mistakes lab and the lessons (web/lab.go).
+	// The common-mistakes lab: its counts and locks (web/lab.go); its
+	// settings are the room's.
 	lab *labState
 	// labChecking is set while the lab page's checker runs (lab_check.go).
 	labChecking atomic.Bool
@@ -209,7 +211,9 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	if s.peers == nil {
 		s.peers = room.Memory()
 	}
-	s.lab = newLab(s)
+	s.room, s.barriers = newRoom(s)
+	clock.Follow(func() time.Duration { return s.room.Load().ClockOffset })
+	s.lab = newLab(s.room, s.flagPersonalKey)
 	if a, ok := cfg.ListenAddr.(*net.TCPAddr); ok {
 		s.listenAddr.Store(a)
 	}
@@ -226,7 +230,6 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		}}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.echo = s.routes()
-	s.room, s.barriers = newRoom(s)
 	s.narration = lesson.NewNarrator(s.lessons, s.room, s.hub)
 	s.room.Start(s.baseCtx)
 	s.startRelay()
