@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -42,7 +41,7 @@ func (s *Server) applyFaults(ctx context.Context, f pay.Faults, who string) erro
 	}
 	old, next, err := s.room.Change(ctx, func(r *room.State) error {
 		r.SetFaults(f)
-		return s.workFits(r)
+		return r.WorkFits(s.cfg.GatewayTimeout)
 	})
 	if err != nil {
 		return err
@@ -54,54 +53,13 @@ func (s *Server) applyFaults(ctx context.Context, f pay.Faults, who string) erro
 // publishFaultChanges says on the timeline what changed between old and
 // next, if anything did.
 func (s *Server) publishFaultChanges(old, next pay.Faults, who string) {
-	if changes := describeFaultChanges(old, next); len(changes) > 0 {
+	if changes := room.FaultChanges(old, next); len(changes) > 0 {
 		msg := strings.Join(changes, "; ")
 		if who != "" {
 			msg = who + ": " + msg
 		}
 		s.hub.Publish(live.Event{Kind: live.Switched, Message: msg})
 	}
-}
-
-// describeFaultChanges lists, in words, what differs between old and new.
-func describeFaultChanges(old, new pay.Faults) []string {
-	var out []string
-	onOff := func(b bool) string {
-		if b {
-			return "on"
-		}
-		return "off"
-	}
-	flag := func(name string, was, is bool) {
-		if was != is {
-			out = append(out, name+" "+onOff(is))
-		}
-	}
-	ms := func(name string, was, is int) {
-		if was != is {
-			out = append(out, fmt.Sprintf("%s %d → %d ms", name, was, is))
-		}
-	}
-	ms("server.delay_ms", old.Server.DelayMS, new.Server.DelayMS)
-	for _, sw := range pay.FaultSwitches {
-		if !sw.Gateway {
-			flag(sw.Field, old.IsOn(sw), new.IsOn(sw))
-		}
-	}
-	ms("gateway.latency_ms", old.Gateway.LatencyMS, new.Gateway.LatencyMS)
-	for _, sw := range pay.FaultSwitches {
-		if sw.Gateway {
-			flag(sw.Field, old.IsOn(sw), new.IsOn(sw))
-		}
-	}
-	if old.Random != new.Random {
-		if new.Random.Enabled {
-			out = append(out, fmt.Sprintf("random mode on (seed %d, probability %g)", new.Random.Seed, new.Random.Probability))
-		} else {
-			out = append(out, "random mode off")
-		}
-	}
-	return out
 }
 
 // handleGetFaults is GET /api/faults: every switch, open to anyone.
@@ -141,7 +99,7 @@ func (s *Server) handlePatchFaults(c echo.Context) error {
 			return err
 		}
 		r.SetFaults(f)
-		return s.workFits(r)
+		return r.WorkFits(s.cfg.GatewayTimeout)
 	})
 	if err != nil {
 		return err

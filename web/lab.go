@@ -103,25 +103,6 @@ func (s *Server) labRoutes(e *echo.Echo) {
 // Lab returns the lab's current settings.
 func (s *Server) Lab() room.LabSettings { return s.lab.Settings() }
 
-// workFits refuses a room whose lab and switches together leave no
-// payment a chance: in the modes that pause between the check and the
-// insert, the pause, the delay switch and the gateway's latency all run
-// within one request's work time-out, and past it every payment would end
-// in a 500 (and a log line).
-func (s *Server) workFits(r *room.State) error {
-	switch r.Lab.Server.Mode {
-	case room.LabCheckThenInsert, room.LabCheckThenInsertConstrained, room.LabMemoryLock:
-	default:
-		return nil
-	}
-	gap, delay, latency := r.Lab.Server.CheckGapMS, r.Faults.Server.DelayMS, r.Faults.Gateway.LatencyMS
-	if need := time.Duration(gap+delay+latency) * time.Millisecond; need >= s.cfg.GatewayTimeout {
-		return pay.Errorf(pay.EINVALID, "These settings cannot work together: in the lab's %s mode the pause between check and insert (check_gap_ms %d), the delay switch (delay_ms %d) and the gateway's latency (latency_ms %d) add up to %v, and a payment's work must end within %v. Lower one of them.",
-			r.Lab.Server.Mode, gap, delay, latency, need, s.cfg.GatewayTimeout)
-	}
-	return nil
-}
-
 // applyLab validates new settings and makes them the whole room's,
 // publishing what changed. The page and the JSON API come through here.
 func (s *Server) applyLab(ctx context.Context, next room.LabSettings, who string) error {
@@ -131,7 +112,7 @@ func (s *Server) applyLab(ctx context.Context, next room.LabSettings, who string
 	}
 	old, changed, err := s.room.Change(ctx, func(r *room.State) error {
 		r.Lab = next
-		return s.workFits(r)
+		return r.WorkFits(s.cfg.GatewayTimeout)
 	})
 	if err != nil {
 		return err
@@ -143,42 +124,13 @@ func (s *Server) applyLab(ctx context.Context, next room.LabSettings, who string
 // publishLabChanges says on the timeline what changed between old and
 // next, if anything did.
 func (s *Server) publishLabChanges(old, next room.LabSettings, who string) {
-	if changes := describeLabChanges(old, next); len(changes) > 0 {
+	if changes := room.LabChanges(old, next); len(changes) > 0 {
 		msg := "lab: " + strings.Join(changes, "; ")
 		if who != "" {
 			msg = who + ": " + msg
 		}
 		s.hub.Publish(live.Event{Kind: labKind, Message: msg})
 	}
-}
-
-func describeLabChanges(old, next room.LabSettings) []string {
-	var out []string
-	onOff := func(b bool) string {
-		if b {
-			return "on"
-		}
-		return "off"
-	}
-	if old.Server.Mode != next.Server.Mode {
-		out = append(out, fmt.Sprintf("server.mode %s → %s", old.Server.Mode, next.Server.Mode))
-	}
-	if old.Server.CheckGapMS != next.Server.CheckGapMS {
-		out = append(out, fmt.Sprintf("server.check_gap_ms %d → %d ms", old.Server.CheckGapMS, next.Server.CheckGapMS))
-	}
-	if old.Server.RetentionSeconds != next.Server.RetentionSeconds {
-		out = append(out, fmt.Sprintf("server.retention_seconds %d → %d", old.Server.RetentionSeconds, next.Server.RetentionSeconds))
-	}
-	flag := func(name string, was, is bool) {
-		if was != is {
-			out = append(out, name+" "+onOff(is))
-		}
-	}
-	flag("client.new_key_per_retry", old.Client.NewKeyPerRetry, next.Client.NewKeyPerRetry)
-	flag("client.retry_every_4xx", old.Client.RetryEvery4xx, next.Client.RetryEvery4xx)
-	flag("client.new_key_after_500", old.Client.NewKeyAfter500, next.Client.NewKeyAfter500)
-	flag("client.personal_data_key", old.Client.PersonalDataKey, next.Client.PersonalDataKey)
-	return out
 }
 
 // handleGetLab is GET /api/lab: the lab's switches, open to anyone.
@@ -217,7 +169,7 @@ func (s *Server) handlePatchLab(c echo.Context) error {
 			return err
 		}
 		r.Lab = l
-		return s.workFits(r)
+		return r.WorkFits(s.cfg.GatewayTimeout)
 	})
 	if err != nil {
 		return err

@@ -1,6 +1,10 @@
-// Package room is the classroom's control plane, apart from HTTP: what
-// one server needs of the other servers of its class, and the stand-in
-// for them when a server is on its own.
+// Package room is the classroom's control plane, apart from HTTP: the
+// room the presenter sets for the whole class (State: the fault switches,
+// the lab, the lesson, the clock's offset, step mode, the reset under way)
+// and its rules, this server's copy of it (Room: one immutable snapshot
+// at a time, which requests read instead of keeping copies), what one
+// server needs of the other servers of its class, and the stand-in for
+// them when a server is on its own.
 //
 // Peers is the one seam to the other servers. *postgres.DB implements it
 // for several servers on one PostgreSQL database (the room's row, the
