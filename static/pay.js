@@ -370,6 +370,7 @@
 
     function drawAction() {
       $("order-id").textContent = action.orderId;
+      $("board-order").textContent = action.orderId;
       $("key-full").textContent = action.key;
       $("key-short").textContent = shortKey(action.key);
       $("pay-amount").textContent = formatBaht(action.amount);

@@ -465,85 +465,98 @@ func CheckoutCard(d Checkout) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "</div><p id=\"amount-note\" class=\"hint amount-note\">Sent as <code>amount_satang</code>: <span id=\"amount-satang\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "<p class=\"board-note\">On the board, find <strong id=\"board-order\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var27 string
-		templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(d.Amount, 10))
+		templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(d.OrderID)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 110, Col: 141}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 109, Col: 80}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var27))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "</span> (whole satang, never a float). Change it and pay again with the same key to see a 422.</p><div class=\"toggles\" role=\"group\" aria-label=\"Client behaviour\"><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-guard\"> <label for=\"opt-guard\">Guard the button</label><p class=\"hint\">Refuse clicks on Pay while a request is in flight, and count them. It stops double-clicks, not lost responses or retries.</p></div><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-retry\"> <label for=\"opt-retry\">Retry automatically</label><p class=\"hint\">On a network error, 409, 429 or 5xx, wait a random time up to ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "</strong> under Charges per order: the orders are in number order, and those charged more than once are in red.</p></div><p id=\"amount-note\" class=\"hint amount-note\">Sent as <code>amount_satang</code>: <span id=\"amount-satang\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var28 string
-		templ_7745c5c3_Var28, templ_7745c5c3_Err = templ.JoinStringErrs(backoffText(d))
+		templ_7745c5c3_Var28, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(d.Amount, 10))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 120, Col: 98}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 111, Col: 141}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var28))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, " and send the same key again, at most ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "</span> (whole satang, never a float). Change it and pay again with the same key to see a 422.</p><div class=\"toggles\" role=\"group\" aria-label=\"Client behaviour\"><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-guard\"> <label for=\"opt-guard\">Guard the button</label><p class=\"hint\">Refuse clicks on Pay while a request is in flight, and count them. It stops double-clicks, not lost responses or retries.</p></div><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-retry\"> <label for=\"opt-retry\">Retry automatically</label><p class=\"hint\">On a network error, 409, 429 or 5xx, wait a random time up to ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var29 string
-		templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(itoa(d.MaxRetries))
+		templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(backoffText(d))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 120, Col: 158}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 121, Col: 98}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, " times.</p></div><div class=\"switch-row mistake-switch\"><input type=\"checkbox\" id=\"opt-newkey\"> <label for=\"opt-newkey\">Mistake: a new key on every click</label><p class=\"hint\">What a client without idempotency looks like. Turn on a delay and double-click.</p></div><p class=\"hint\"><a href=\"#lab\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, " and send the same key again, at most ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var30 string
-		templ_7745c5c3_Var30, templ_7745c5c3_Err = templ.JoinStringErrs(labMoreMistakes())
+		templ_7745c5c3_Var30, templ_7745c5c3_Err = templ.JoinStringErrs(itoa(d.MaxRetries))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 127, Col: 53}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 121, Col: 158}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var30))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, " more mistakes to make on purpose: the common-mistakes lab ↓</a></p></div><details class=\"explain\"><summary>What am I looking at?</summary><p>The key is made once, when the order starts, and kept in this browser (even across a reload) until you press New order. Every click and every retry sends it in the <code>Idempotency-Key</code> header. The server runs the first request that brings a key and answers the others from its memory.</p><p>Each click sends a request at once, like a real double-click. The list above shows every request this page sent and how it ended. Keys are kept ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, " times.</p></div><div class=\"switch-row mistake-switch\"><input type=\"checkbox\" id=\"opt-newkey\"> <label for=\"opt-newkey\">Mistake: a new key on every click</label><p class=\"hint\">What a client without idempotency looks like. Turn on a delay and double-click.</p></div><p class=\"hint\"><a href=\"#lab\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var31 string
-		templ_7745c5c3_Var31, templ_7745c5c3_Err = templ.JoinStringErrs(d.Retention)
+		templ_7745c5c3_Var31, templ_7745c5c3_Err = templ.JoinStringErrs(labMoreMistakes())
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 132, Col: 163}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 128, Col: 53}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var31))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, "; a key stuck in started is swept after ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, " more mistakes to make on purpose: the common-mistakes lab ↓</a></p></div><details class=\"explain\"><summary>What am I looking at?</summary><p>The key is made once, when the order starts, and kept in this browser (even across a reload) until you press New order. Every click and every retry sends it in the <code>Idempotency-Key</code> header. The server runs the first request that brings a key and answers the others from its memory.</p><p>Each click sends a request at once, like a real double-click. The list above shows every request this page sent and how it ended. Keys are kept ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var32 string
-		templ_7745c5c3_Var32, templ_7745c5c3_Err = templ.JoinStringErrs(d.LockTimeout)
+		templ_7745c5c3_Var32, templ_7745c5c3_Err = templ.JoinStringErrs(d.Retention)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 132, Col: 220}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 133, Col: 163}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var32))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, " (<a href=\"/v1/idempotency-policy\">the published policy</a>).</p></details></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "; a key stuck in started is swept after ")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var33 string
+		templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(d.LockTimeout)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 133, Col: 220}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var33))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, " (<a href=\"/v1/idempotency-policy\">the published policy</a>).</p></details></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -576,7 +589,7 @@ func FaultPanel(f FaultSwitches, presenter, locked bool) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "<section class=\"card faults\" aria-labelledby=\"faults-h\"><h2 id=\"faults-h\">Fault switches</h2>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "<section class=\"card faults\" aria-labelledby=\"faults-h\"><h2 id=\"faults-h\">Fault switches</h2>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -585,22 +598,22 @@ func FaultPanel(f FaultSwitches, presenter, locked bool) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		if !presenter {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "<p class=\"locked-note\"><span class=\"badge warn\">presenter only</span> The presenter controls these switches. You can still pay and watch.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "<p class=\"locked-note\"><span class=\"badge warn\">presenter only</span> The presenter controls these switches. You can still pay and watch.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "<fieldset id=\"faults\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "<fieldset id=\"faults\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if !presenter {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, " disabled")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, " disabled")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "><legend class=\"sr-only\">Failure modes of the server and of the gateway</legend>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "><legend class=\"sr-only\">Failure modes of the server and of the gateway</legend>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -608,17 +621,17 @@ func FaultPanel(f FaultSwitches, presenter, locked bool) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<div class=\"admin-buttons\"><button type=\"button\" id=\"sweep-now\">Sweep now</button> <button type=\"button\" id=\"reset-demo\">Reset</button></div></fieldset><p id=\"faults-status\" class=\"faults-status\" role=\"status\" aria-live=\"polite\"></p><details class=\"explain\"><summary>What am I looking at?</summary><p>Each switch reproduces one way a payment can fail in real life. The first three are the cases from Stripe's post on idempotency: the connection never happens, the work fails halfway, and the work succeeds but the response is lost. Turn one on, pay, and watch the timeline.</p><p>Sweep now closes keys stuck in started for longer than the lock timeout by asking the gateway what happened. Reset clears keys, charges and the timeline for the next demonstration. Errors: <a href=\"/problems/server-error\">500</a>, <a href=\"/problems/gateway-error\">502</a>, <a href=\"/problems/payment-declined\">402</a>.</p>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "<div class=\"admin-buttons\"><button type=\"button\" id=\"sweep-now\">Sweep now</button> <button type=\"button\" id=\"reset-demo\">Reset</button></div></fieldset><p id=\"faults-status\" class=\"faults-status\" role=\"status\" aria-live=\"polite\"></p><details class=\"explain\"><summary>What am I looking at?</summary><p>Each switch reproduces one way a payment can fail in real life. The first three are the cases from Stripe's post on idempotency: the connection never happens, the work fails halfway, and the work succeeds but the response is lost. Turn one on, pay, and watch the timeline.</p><p>Sweep now closes keys stuck in started for longer than the lock timeout by asking the gateway what happened. Reset clears keys, charges and the timeline for the next demonstration. Errors: <a href=\"/problems/server-error\">500</a>, <a href=\"/problems/gateway-error\">502</a>, <a href=\"/problems/payment-declined\">402</a>.</p>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if locked {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "<p>This classroom has a presenter: only the browser that opened the board with the presenter's link can change switches.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "<p>This classroom has a presenter: only the browser that opened the board with the presenter's link can change switches.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "</details></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "</details></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

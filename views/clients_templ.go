@@ -121,27 +121,27 @@ func ClientsPage(sdks []ClientSDK, articleClient, keyedClient string) templ.Comp
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "</tbody></table><p>So after a 409 or a 504 stripe-go hands the error back at once, and the others after a retry or two: retry the call yourself, with the same key, once its <code>Retry-After</code> has passed.</p><h2>The article's own client</h2><p>The article's Python client retries with full-jitter backoff and catches urllib's <code>HTTPError</code> and <code>URLError</code>. On the case the article is about, a response lost after the charge, urllib raises neither: http.client raises <code>RemoteDisconnected</code>, so the function ends with that exception after one attempt while the order is charged. And its key is made inside the function, so a caller who retries by calling it again pays a second time under a new key.</p><p>Here is a client that behaves as described (<code>web/clients/article_client.py</code>):</p><pre class=\"code\"><code>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "</tbody></table><p>So after a 409 or a 504 stripe-go hands the error back at once, and the others after a retry or two: retry the call yourself, with the same key, once its <code>Retry-After</code> has passed.</p><h2>The article's own client</h2><p>The article's Python client retries with full-jitter backoff and catches urllib's <code>HTTPError</code> and <code>URLError</code>. On the case the article is about, a response lost after the charge, urllib raises neither: http.client raises <code>RemoteDisconnected</code>, so the function ends with that exception after one attempt while the order is charged. And its key is made inside the function, so a caller who retries by calling it again pays a second time under a new key.</p><p>Here is a client that behaves as described (<code>web/clients/article_client.py</code>):</p><pre class=\"code\" tabindex=\"0\" role=\"region\" aria-label=\"The article's client in Python, scrollable\"><code>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var8 string
 			templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(articleClient)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/clients.templ`, Line: 31, Col: 42}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/clients.templ`, Line: 31, Col: 125}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</code></pre><p>And the corrected one (<code>web/clients/keyed_client.py</code>): the caller makes the key once per payment and passes it in; every connection failure is retried, <code>RemoteDisconnected</code> included; <code>Retry-After</code> is a floor on the wait; a replay or <code>Stripe-Should-Retry: false</code> ends the loop, so a saved 500 is not sent again.</p><pre class=\"code\"><code>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</code></pre><p>And the corrected one (<code>web/clients/keyed_client.py</code>): the caller makes the key once per payment and passes it in; every connection failure is retried, <code>RemoteDisconnected</code> included; <code>Retry-After</code> is a floor on the wait; a replay or <code>Stripe-Should-Retry: false</code> ends the loop, so a saved 500 is not sent again.</p><pre class=\"code\" tabindex=\"0\" role=\"region\" aria-label=\"The corrected client in Python, scrollable\"><code>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var9 string
 			templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(keyedClient)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/clients.templ`, Line: 33, Col: 40}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/clients.templ`, Line: 33, Col: 123}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 			if templ_7745c5c3_Err != nil {

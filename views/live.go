@@ -352,3 +352,19 @@ func counterTiles(c Counters) []CounterTile {
 // CounterTiles is counterTiles for the web package, which sends only the
 // numbers that changed.
 func CounterTiles(c Counters) []CounterTile { return counterTiles(c) }
+
+// orderClass marks an order charged more than once.
+func orderClass(o OrderCount) string {
+	if o.Charges > 1 {
+		return "twice"
+	}
+	return "once"
+}
+
+// orderIDShared says whether another listed order has the same number
+// (two browsers that drew the same one): then each says whose it is.
+// The list is in order number, so a twin is a neighbour.
+func orderIDShared(orders []OrderCount, i int) bool {
+	return (i > 0 && orders[i-1].OrderID == orders[i].OrderID) ||
+		(i+1 < len(orders) && orders[i+1].OrderID == orders[i].OrderID)
+}

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"paytwice/pay"
 	"strings"
@@ -233,4 +234,124 @@ func TestBrowserBoardFitsServerNames(t *testing.T) {
 			liveNoCSPViolations(t, ctx)
 		})
 	}
+}
+
+// boardOrders is what TestBrowserBoardThirtyStudents measures.
+type boardOrders struct {
+	ViewW, ViewH, ScrollW, ScrollH float64
+	// Listed are the orders the board lists, as "scope order".
+	Listed []string
+	// Problems lists, in words, what is cut, hidden or off screen.
+	Problems []string
+}
+
+// boardOrdersMeasure checks that every order the charges per order list
+// is wholly visible (in the counters panel, without scrolling it, and on
+// screen), and that the counters panel is not clipped: on screen, and
+// everything in it shown without scrolling.
+const boardOrdersMeasure = `(() => {
+  const out = {ViewW: innerWidth, ViewH: innerHeight, ScrollW: document.scrollingElement.scrollWidth,
+    ScrollH: document.scrollingElement.scrollHeight, Listed: [], Problems: []};
+  const r = e => e.getBoundingClientRect();
+  const inView = b => b.top >= -1 && b.left >= -1 && b.bottom <= innerHeight + 1 && b.right <= innerWidth + 1;
+  const inside = (a, b) => a.left >= b.left - 1 && a.right <= b.right + 1 && a.top >= b.top - 1 && a.bottom <= b.bottom + 1;
+  const text = e => e.textContent.replace(/\s+/g, " ").trim();
+  const panel = document.querySelector(".panel-counters");
+  const pb = r(panel);
+  if (!panel.checkVisibility() || pb.height < 2) out.Problems.push("the counters panel is hidden");
+  else if (!inView(pb)) out.Problems.push("the counters panel is at y=" + pb.top + ".." + pb.bottom + ", x=" + pb.left + ".." + pb.right);
+  if (panel.scrollHeight > panel.clientHeight + 1) out.Problems.push("the counters panel clips " + (panel.scrollHeight - panel.clientHeight) + " px of its content");
+  for (const tile of panel.querySelectorAll(".tile")) {
+    if (!inside(r(tile), pb) || !inView(r(tile))) out.Problems.push("counter cut: " + text(tile));
+    for (const e of [tile, ...tile.querySelectorAll("dt, dd")]) {
+      if (e.scrollWidth > e.clientWidth + 1) out.Problems.push("counter overflows its tile: " + text(tile));
+    }
+  }
+  const list = document.getElementById("orders");
+  if (!list.checkVisibility() || r(list).height < 2) out.Problems.push("the charges per order are hidden");
+  for (const li of list.querySelectorAll("li")) {
+    out.Listed.push(li.dataset.scope + " " + li.dataset.order);
+    const b = r(li);
+    if (!li.checkVisibility() || b.height < 2) out.Problems.push("order hidden: " + text(li));
+    else if (!inside(b, pb) || !inView(b)) out.Problems.push("order cut: " + text(li) + " at y=" + b.top.toFixed(0) + ".." + b.bottom.toFixed(0));
+  }
+  return out;
+})()`
+
+// TestBrowserBoardThirtyStudents projects every chapter at 1920x1080 and
+// at 1280x720 with thirty students' orders paid, some of them twice: the
+// board lists every student's order, each wholly on screen, and the
+// counters are not clipped. The students are thirty real HTTP clients,
+// each with its own session; the board is one page in Chromium.
+func TestBrowserBoardThirtyStudents(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	// A room's address: the join panel shows it and its QR code.
+	env.Server.listenAddr.Store(&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 8080})
+	ctx := liveBrowser(t, 1920, 1080)
+	liveStill(t, ctx)
+	students := make([]string, 30)
+	for i := range students {
+		students[i] = uuid.NewString()
+	}
+	liveOpen(t, ctx, env.URL+"/board")
+	for n, ch := range buildChapters(env.Server.cfg) {
+		if err := env.Server.startLesson(context.Background(), ch.Slug, "test"); err != nil {
+			t.Fatal(err)
+		}
+		// The chapter's faults off, so that every student's order is charged.
+		if err := env.Server.applyFaults(context.Background(), pay.Faults{}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		liveWait(t, ctx, "the chapter on the board", 10*time.Second, fmt.Sprintf(`(document.getElementById("lesson")||{dataset:{}}).dataset.slug === %q`, ch.Slug))
+		want := map[string]bool{}
+		for i, s := range students {
+			order := fmt.Sprintf("A-%d", 1000+(i*2777+n*131)%9000)
+			body := fmt.Sprintf(`{"order_id":%q,"amount_satang":%d}`, order, 1000+i)
+			cookie := sessionCookie + "=" + s
+			if r := env.pay(uuid.NewString(), body, "Cookie", cookie); r.Status != http.StatusCreated {
+				t.Fatalf("%s: student %d pays: %d %s", ch.Slug, i, r.Status, r.Body)
+			}
+			if i%7 == 3 { // a new key for the same order: charged twice
+				env.pay(uuid.NewString(), body, "Cookie", cookie)
+			}
+			want["session:"+scopeID(s)+" "+order] = true
+		}
+		liveWait(t, ctx, "thirty orders on the board", 10*time.Second, `document.querySelectorAll("#orders li").length >= 30`)
+		for _, size := range []struct{ w, h int64 }{{1920, 1080}, {1280, 720}} {
+			boardViewport(t, ctx, size.w, size.h)
+			where := fmt.Sprintf("chapter %d %s at %dx%d", n+1, ch.Slug, size.w, size.h)
+			g := liveEval[boardOrders](t, ctx, boardOrdersMeasure)
+			boardScreenshot(t, ctx, fmt.Sprintf("board-thirty/%02d-%s-%dx%d.png", n+1, ch.Slug, size.w, size.h))
+			for _, p := range g.Problems {
+				t.Errorf("%s: %s", where, p)
+			}
+			if g.ScrollH > g.ViewH+1 || g.ScrollW > g.ViewW+1 {
+				t.Errorf("%s: the page scrolls: %vx%v of content", where, g.ScrollW, g.ScrollH)
+			}
+			listed := map[string]bool{}
+			for _, l := range g.Listed {
+				listed[l] = true
+			}
+			for w := range want {
+				if !listed[w] {
+					t.Errorf("%s: a student's order is not on the board: %s", where, w)
+				}
+			}
+		}
+		boardViewport(t, ctx, 1920, 1080)
+	}
+
+	// A phone's card names its order as the board lists it.
+	phone := liveTab(t, ctx, true)
+	liveDo(t, phone, "phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
+	liveOpen(t, phone, env.URL+"/")
+	liveDo(t, phone, "paying", liveClick("#pay"))
+	liveWait(t, phone, "paid", 10*time.Second, paidNow)
+	order := liveEval[string](t, phone, `document.getElementById("board-order").textContent`)
+	if got := liveEval[string](t, phone, `document.getElementById("order-id").textContent`); got != order {
+		t.Errorf("the card pays %s and sends its student to %s on the board", got, order)
+	}
+	liveWait(t, ctx, "the phone's order on the board", 10*time.Second, fmt.Sprintf(`!!document.querySelector('#orders li[data-order=%q]')`, order))
+	liveNoCSPViolations(t, ctx)
+	liveNoCSPViolations(t, phone)
 }

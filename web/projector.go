@@ -41,7 +41,9 @@ const (
 	liveSteps   = 16
 	liveKeys    = 40
 	liveCharges = 40
-	liveOrders  = 10
+	// liveOrders is how many orders the charges per order list: a class
+	// of forty finds every student's order there.
+	liveOrders = 48
 	// liveFrames is how many frames a viewer may fall behind before it is
 	// dropped (it reconnects and is redrawn).
 	liveFrames = 1024
@@ -742,7 +744,9 @@ func (p *projector) snapshotLocked() views.Live {
 func (p *projector) countersLocked() views.Counters {
 	c := p.counters
 	c.Orders, c.Twice = nil, p.twiceN
-	// Orders charged twice first, then the most recently charged.
+	// Every order charged twice (the newest liveOrders of them), then the
+	// most recently charged, in order number: a student finds theirs as
+	// in an index, and the red ones stand out wherever they fall.
 	for _, o := range p.twice {
 		c.Orders = append(c.Orders, views.OrderCount{Scope: o.scope, OrderID: o.orderID, Charges: o.charges})
 	}
@@ -754,6 +758,13 @@ func (p *projector) countersLocked() views.Counters {
 			c.Orders = append(c.Orders, views.OrderCount{Scope: o.scope, OrderID: o.orderID, Charges: o.charges})
 		}
 	}
+	sort.Slice(c.Orders, func(i, j int) bool {
+		a, b := c.Orders[i], c.Orders[j]
+		if a.OrderID != b.OrderID {
+			return a.OrderID < b.OrderID
+		}
+		return a.Scope < b.Scope
+	})
 	// The orders charged once that the list leaves out: a student who
 	// does not find theirs learns why.
 	listed := 0
