@@ -553,8 +553,10 @@
       var headers = { "Content-Type": "application/json", "Idempotency-Key": req.key, "Accept": "application/json" };
       if (cfg.session) { headers["Paytwice-Session"] = cfg.session; }
       // Names this attempt, so the server can tell the page if the
-      // browser sent it more than once by itself.
-      headers["Paytwice-Attempt"] = uuid();
+      // browser sent it more than once by itself, and the page can say
+      // whether the answer reached it (tellDelivery).
+      var attemptId = uuid();
+      headers["Paytwice-Attempt"] = attemptId;
       // Which click and which retry of it, for the step bar on the board.
       headers["Paytwice-Click"] = req.click + (req.attempt > 0 ? "." + req.attempt : "");
       return fetch("/v1/payments", {
@@ -568,12 +570,27 @@
         return r.text().then(function (text) {
           var body = null;
           try { body = JSON.parse(text); } catch (e) { /* not JSON */ }
+          tellDelivery({ attempt: attemptId, received: true, status: r.status });
           return { status: r.status, body: body, replayed: r.headers.get("Idempotent-Replayed") === "true", retryAfter: r.headers.get("Retry-After"),
             copies: parseInt(r.headers.get("Paytwice-Attempt-Copies") || "1", 10) || 1 };
         });
-      }, function (err) {
-        return { network: err && err.name === "AbortError" ? "timed out: no answer in " + (cfg.attemptMS / 1000) + " s" : "the connection closed with no answer" };
+      }).catch(function (err) {
+        var why = err && err.name === "AbortError" ? "timed out: no answer in " + (cfg.attemptMS / 1000) + " s" : "the connection closed with no answer";
+        tellDelivery({ attempt: attemptId, received: false, why: why });
+        return { network: why };
       }).finally(function () { clearInterval(timer); });
+    }
+
+    // tellDelivery says whether an attempt's answer reached this page: the
+    // server only knows it sent it, and the timeline draws the answer as
+    // arrived only once the page says so. Best effort: a word that is
+    // lost leaves the arrow drawn as sent.
+    function tellDelivery(report) {
+      fetch("/api/delivery", {
+        method: "POST", credentials: "same-origin", cache: "no-store", keepalive: true,
+        headers: { "Content-Type": "application/json", "Accept": "application/json" },
+        body: JSON.stringify(report),
+      }).catch(function () { /* the arrow stays drawn as sent */ });
     }
 
     // heldNow reports whether step mode holds a request of this browser

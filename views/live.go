@@ -57,7 +57,10 @@ type Step struct {
 	To    Lane
 	Label string
 	Badge Badge
-	Lost  bool   // the message never arrived: the arrow ends in a cross
+	Lost  bool // the message never arrived: the arrow ends in a cross
+	// Sent marks an answer sent to a page that has not yet said it
+	// arrived: the arrow is drawn dashed until it does.
+	Sent  bool
 	Title string // the event's full message, for a tooltip
 }
 
@@ -79,6 +82,12 @@ type TimelineRow struct {
 	Scope        string
 	Outcome      Badge
 	Steps        []Step
+	// Attempt is the checkout page's name for the request, when a page
+	// sent it: the page then says whether the answer reached it, and
+	// NotReceived is why it did not ("" until then, or when it did).
+	Attempt     string
+	Received    bool
+	NotReceived string
 }
 
 // KeyRow is one row of the idempotency key table.
@@ -248,6 +257,9 @@ func stepClass(s Step) string {
 	c := "step " + laneSpan(s)
 	if s.Lost {
 		c += " lost"
+	}
+	if s.Sent {
+		c += " sent"
 	}
 	return c
 }

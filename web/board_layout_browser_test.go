@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"paytwice/pay"
+	"paytwice/views"
 	"strings"
 	"testing"
 	"time"
@@ -270,7 +271,7 @@ const boardOrdersMeasure = `(() => {
   const list = document.getElementById("orders");
   if (!list.checkVisibility() || r(list).height < 2) out.Problems.push("the charges per order are hidden");
   for (const li of list.querySelectorAll("li")) {
-    out.Listed.push(li.dataset.scope + " " + li.dataset.order);
+    out.Listed.push(li.title + " " + li.dataset.order);
     const b = r(li);
     if (!li.checkVisibility() || b.height < 2) out.Problems.push("order hidden: " + text(li));
     else if (!inside(b, pb) || !inView(b)) out.Problems.push("order cut: " + text(li) + " at y=" + b.top.toFixed(0) + ".." + b.bottom.toFixed(0));
@@ -314,7 +315,7 @@ func TestBrowserBoardThirtyStudents(t *testing.T) {
 			if i%7 == 3 { // a new key for the same order: charged twice
 				env.pay(uuid.NewString(), body, "Cookie", cookie)
 			}
-			want["session:"+scopeID(s)+" "+order] = true
+			want[views.ScopeLabel("session:"+scopeID(s))+" "+order] = true
 		}
 		liveWait(t, ctx, "thirty orders on the board", 10*time.Second, `document.querySelectorAll("#orders li").length >= 30`)
 		for _, size := range []struct{ w, h int64 }{{1920, 1080}, {1280, 720}} {

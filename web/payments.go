@@ -103,6 +103,9 @@ func (p *payment) publishFault(kind live.Kind, status int, msg string) {
 // fingerprint) and publishes e.
 func (p *payment) publishEvent(e live.Event) {
 	e.Request, e.Scope, e.Key, e.OrderID, e.Amount, e.Fingerprint = p.id, p.scope, p.key, p.req.OrderID, p.req.AmountSatang, p.fp
+	if id := p.c.Request().Header.Get(pageAttemptHeader); e.Kind == live.Received && validSessionID(id) {
+		e.Attempt = id // the page will say whether the answer reached it (delivery.go)
+	}
 	p.s.hub.Publish(e)
 	if e.Status != 0 && checkpointAt(e.Kind) == CheckAnswered {
 		p.step.answer = e.Status // what the step bar says it answers

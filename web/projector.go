@@ -1083,9 +1083,61 @@ func (u *update) step(r *views.TimelineRow, s views.Step) {
 }
 
 // respond draws the answer travelling back to the browser; a later "lost"
-// event replaces it.
+// event replaces it. An answer to a checkout page is drawn as sent, not
+// arrived, until the page says it got it (delivered).
 func (u *update) respond(r *views.TimelineRow, label string, b views.Badge) {
-	u.step(r, views.Step{ID: r.ID + "-resp", From: views.LaneServer, To: views.LaneBrowser, Label: label, Badge: b})
+	s := views.Step{ID: r.ID + "-resp", From: views.LaneServer, To: views.LaneBrowser, Label: label, Badge: b}
+	switch {
+	case r.Attempt == "" || r.Received:
+	case r.NotReceived != "":
+		s = notReceived(s, r.NotReceived)
+	default:
+		s.Sent = true
+	}
+	u.step(r, s)
+}
+
+// notReceived is an answer the page says never reached it.
+func notReceived(s views.Step, why string) views.Step {
+	s.Sent, s.Lost = false, true
+	s.Label = s.Badge.Text + " " + s.Label + " never reached the browser: " + why
+	s.Badge = views.Badge{Text: "not delivered", Tone: views.ToneBad}
+	return s
+}
+
+// delivered applies a page's word on whether an attempt's answer reached
+// it to the attempt's row: the answer's arrow arrives, or ends in a
+// cross. A word on a row no longer shown, or from another scope than
+// the request's, changes nothing.
+func (u *update) delivered() {
+	p, e := u.p, u.e
+	var r *views.TimelineRow
+	for _, row := range p.rows {
+		if row.Attempt == e.Attempt && row.Scope == e.Scope {
+			r = row
+			break
+		}
+	}
+	if r == nil || r.Received || r.NotReceived != "" {
+		return
+	}
+	if e.Kind == live.Delivered {
+		r.Received = true
+	} else {
+		r.NotReceived = e.Message
+	}
+	for i, st := range r.Steps {
+		if st.ID != r.ID+"-resp" || st.Lost {
+			continue
+		}
+		if e.Kind == live.Delivered {
+			st.Sent = false
+		} else {
+			st = notReceived(st, e.Message)
+		}
+		r.Steps[i] = st
+		u.add(views.StepView(st, true))
+	}
 }
 
 func (u *update) outcome(r *views.TimelineRow, b views.Badge) {
@@ -1149,6 +1201,7 @@ func (u *update) timeline() {
 	switch e.Kind {
 	case live.Received:
 		r := u.rowFor(e.Message)
+		r.Attempt = e.Attempt
 		u.step(r, views.Step{From: B, To: S, Label: "POST + key"})
 		p.counters.Requests++
 
@@ -1291,6 +1344,9 @@ func (u *update) timeline() {
 			u.outcome(r, views.Badge{Text: "swept: released", Tone: views.ToneMute})
 			p.removeKey(u)
 		}
+
+	case live.Delivered, live.Undelivered:
+		u.delivered()
 
 	case live.LookedUp:
 		r := u.rowFor("Look-up")

@@ -310,6 +310,7 @@ func (s *Server) routes() *echo.Echo {
 	s.labRoutes(e)
 	s.joinRoutes(e)
 	s.stepRoutes(e)
+	s.deliveryRoutes(e)
 	return e
 }
 

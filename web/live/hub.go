@@ -42,8 +42,12 @@ const (
 	Swept        Kind = "swept"         // the sweeper closed a stuck key
 	Pruned       Kind = "pruned"        // retention removed done keys
 	LookedUp     Kind = "looked_up"     // an order was looked up (GET /v1/payments?order_id=)
-	Switched     Kind = "switched"      // a fault switch changed
-	Reset        Kind = "reset"         // the demonstration was reset
+	// The checkout page says whether an attempt's answer reached it: the
+	// server only knows it sent the answer, not that it arrived.
+	Delivered   Kind = "delivered"   // the page received the answer
+	Undelivered Kind = "undelivered" // the page gave up or its connection closed: no answer reached it
+	Switched    Kind = "switched"    // a fault switch changed
+	Reset       Kind = "reset"       // the demonstration was reset
 	// Gap says that this server's pages may lack other servers' events:
 	// its connection to them was lost and restored, or one of them could
 	// not keep up with its own events. The pages reload from the database.
@@ -81,6 +85,10 @@ type Event struct {
 	Charge string `json:"charge_id,omitempty"`
 	// Sweep is what the sweeper did, on Swept.
 	Sweep SweepResult `json:"sweep,omitempty"`
+	// Attempt is the checkout page's name for one attempt (the
+	// Paytwice-Attempt header), on Received and on the page's own report
+	// of whether the answer reached it (Delivered, Undelivered).
+	Attempt string `json:"attempt,omitempty"`
 	// Fault marks a step that a fault switch caused.
 	Fault   bool   `json:"fault,omitempty"`
 	Message string `json:"message,omitempty"`
