@@ -322,7 +322,9 @@ func TestBrowserBoardThirtyStudents(t *testing.T) {
 			boardViewport(t, ctx, size.w, size.h)
 			where := fmt.Sprintf("chapter %d %s at %dx%d", n+1, ch.Slug, size.w, size.h)
 			g := liveEval[boardOrders](t, ctx, boardOrdersMeasure)
-			boardScreenshot(t, ctx, fmt.Sprintf("board-thirty/%02d-%s-%dx%d.png", n+1, ch.Slug, size.w, size.h))
+			if ch.Slug == "no-key" { // the README's pictures
+				boardScreenshot(t, ctx, fmt.Sprintf("board-thirty-%dx%d.png", size.w, size.h))
+			}
 			for _, p := range g.Problems {
 				t.Errorf("%s: %s", where, p)
 			}
