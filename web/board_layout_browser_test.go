@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"paytwice/pay"
 	"paytwice/views"
+	"paytwice/web/room/lesson"
 	"strings"
 	"testing"
 	"time"
@@ -295,7 +296,7 @@ func TestBrowserBoardThirtyStudents(t *testing.T) {
 		students[i] = uuid.NewString()
 	}
 	liveOpen(t, ctx, env.URL+"/board")
-	for n, ch := range buildChapters(env.Server.cfg) {
+	for n, ch := range lesson.Build(env.Server.cfg.LockTimeout) {
 		if err := env.Server.startLesson(context.Background(), ch.Slug, "test"); err != nil {
 			t.Fatal(err)
 		}
