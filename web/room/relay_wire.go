@@ -56,6 +56,7 @@ const (
 	tagRequestRef  = 'R'
 	tagMessageRef  = 'M'
 	tagServer      = 'v'
+	tagAttempt     = 'p' // the page's name for an attempt
 	tagJSON        = 'J' // the whole event as JSON
 )
 
@@ -131,6 +132,7 @@ func (w *wireWriter) record(dst []byte, e *live.Event) []byte {
 		dst = w.interned(dst, tagMessage, tagMessageRef, e.Message)
 	}
 	dst = changed(dst, tagServer, e.Server, base.Server)
+	dst = changed(dst, tagAttempt, e.Attempt, "")
 	return append(dst, '\n')
 }
 
@@ -178,7 +180,7 @@ func (w *wireWriter) interned(dst []byte, tag, ref byte, v string) []byte {
 // carriable reports whether every string of e can be written as it is.
 func carriable(e *live.Event) bool {
 	for _, s := range [...]string{string(e.Kind), e.Request, e.Scope, e.Key, e.OrderID, e.Fingerprint,
-		e.Charge, string(e.Sweep), e.Message, e.Server} {
+		e.Charge, string(e.Sweep), e.Message, e.Server, e.Attempt} {
 		if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
 			return false
 		}
@@ -302,6 +304,8 @@ func (r *wireReader) set(e *live.Event, tag byte, v string) error {
 		e.Message, err = r.string(tag == tagMessageRef, v)
 	case tagServer:
 		e.Server = v
+	case tagAttempt:
+		e.Attempt = v
 	default:
 		err = errWire
 	}

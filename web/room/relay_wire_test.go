@@ -85,6 +85,7 @@ func TestRelayWireCarriesEveryFieldOfEveryEvent(t *testing.T) {
 		{Kind: live.Replayed, Request: "rq_00000001", Time: at, Status: 201},
 		// Times need not grow: the demo clock moves back on a reset.
 		{Kind: live.Swept, Request: "rq_sweep", Scope: "tok", Key: "k:1", Time: at.Add(-time.Hour), Sweep: live.SweepCharged, Charge: "ch_1", Fault: true, Message: "swept"},
+		{Kind: live.Undelivered, Scope: "tok", Attempt: "0b4e2c1a-6f1e-4c57-9d2a-5d7f1b3e9a10", Time: at, Message: "timed out"},
 		// No time at all, no request, characters JSON would escape.
 		{Kind: live.Gap, Message: "line one\nline two \"quoted\" é 12:3", Server: "s 1"},
 		// What a notification cannot carry as it is goes as JSON.
