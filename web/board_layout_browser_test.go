@@ -296,6 +296,22 @@ func TestBrowserBoardThirtyStudents(t *testing.T) {
 		students[i] = uuid.NewString()
 	}
 	liveOpen(t, ctx, env.URL+"/board")
+	// Outside a chapter, with thirty orders listed, the timeline's newest
+	// row is still on screen.
+	for i, s := range students {
+		body := fmt.Sprintf(`{"order_id":"A-%d","amount_satang":100}`, 1000+(i*2777)%9000)
+		env.pay(uuid.NewString(), body, "Cookie", sessionCookie+"="+s)
+	}
+	liveWait(t, ctx, "thirty orders on the idle board", 10*time.Second, `document.querySelectorAll("#orders li").length >= 30`)
+	for _, size := range [][2]int64{{1920, 1080}, {1280, 720}} {
+		boardViewport(t, ctx, size[0], size[1])
+		liveDo(t, ctx, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+		if top := liveEval[float64](t, ctx, `document.querySelector("#timeline > li").getBoundingClientRect().top`); top > float64(size[1])-60 {
+			t.Errorf("outside a chapter at %dx%d, with thirty orders, the timeline's newest row starts at y=%.0f", size[0], size[1], top)
+		}
+		boardScreenshot(t, ctx, fmt.Sprintf("board-thirty-idle-%dx%d.png", size[0], size[1]))
+	}
+	boardViewport(t, ctx, 1920, 1080)
 	for n, ch := range lesson.Build(env.Server.cfg.LockTimeout) {
 		if err := env.Server.startLesson(context.Background(), ch.Slug, "test"); err != nil {
 			t.Fatal(err)
