@@ -41,7 +41,12 @@ dbs=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	for d in "${dbs[@]}"; do psql -q "$PG" -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1 || true; done
+	for d in "${dbs[@]}"; do
+		# FORCE cannot end an autovacuum worker for a role that is not a
+		# superuser; a plain DROP ends it by itself.
+		psql -q "$PG" -c "DROP DATABASE IF EXISTS $d WITH (FORCE)" >/dev/null 2>&1 ||
+			psql -q "$PG" -c "DROP DATABASE IF EXISTS $d" >/dev/null 2>&1 || true
+	done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -54,16 +59,18 @@ if [ -n "${NORELAY:-}" ]; then
 	names+=(norelay)
 fi
 
-# where NAME: a fresh database for NAME (a URL, or a file in $tmp).
+# where NAME: a fresh database for NAME in $db (a URL, or a file in $tmp).
+# It sets a variable rather than printing: called in $(…) it would note the
+# database in a subshell's copy of dbs, and the cleanup would not drop it.
 where() {
 	if [ -z "$PG" ]; then
-		echo "$tmp/$1.db"
+		db=$tmp/$1.db
 		return
 	fi
-	local db=paytwice_minimal_${1}_$suffix
-	psql -q "$PG" -c "CREATE DATABASE $db" >/dev/null
-	dbs+=("$db")
-	echo "${PG%/*}/$db"
+	local name=paytwice_minimal_${1}_$suffix
+	psql -q "$PG" -c "CREATE DATABASE $name" >/dev/null
+	dbs+=("$name")
+	db=${PG%/*}/$name
 }
 
 declare -A port pid
@@ -82,12 +89,12 @@ start() { # NAME PORT COMMAND…
 	cat "$tmp/$name.log" >&2
 	exit 1
 }
-db=$(where minimal)
+where minimal
 start minimal $((PORT + 1)) "$tmp/minimal" -addr "127.0.0.1:$((PORT + 1))" -db "$db"
-db=$(where paytwice)
+where paytwice
 start paytwice "$PORT" "$tmp/paytwice" -addr "127.0.0.1:$PORT" -db "$db"
 if [ -n "${NORELAY:-}" ]; then
-	db=$(where norelay)
+	where norelay
 	start norelay $((PORT + 2)) "$tmp/norelay" -addr "127.0.0.1:$((PORT + 2))" -db "$db"
 fi
 
