@@ -3,12 +3,14 @@
 // - The lab's switches and the lesson buttons call the JSON API
 //   (/api/lab, /api/lab/prune, /api/lessons/current, and the fault and
 //   clock endpoints); the presenter's cookie goes with them.
-// - The lab has no event stream of its own. After each frame the page's
-//   stream delivers (htmx:sseMessage), it asks /lab/live, with the
-//   versions it shows, for whatever changed: the switches, the measured
-//   outcomes, the lesson, and for the checkout card the room's resets and
-//   changes (pay.js listens for "paytwice:room"). Between events nothing
-//   is sent.
+// - The lab has no event stream of its own. Its measured numbers arrive
+//   with the page's one stream, swapped in by htmx like the other panels.
+//   A frame of an event that changed the room carries a mark
+//   ("<!--room-->"); after one (and when the stream opens again) the page
+//   asks /lab/live, with the versions it shows, for whatever changed: the
+//   switches, the lesson, and for the checkout card the room's resets and
+//   changes (pay.js listens for "paytwice:room"). Payments alone ask
+//   nothing.
 // - pay.js reads the client-side switches from the page when it pays, so
 //   a switch the presenter flips reaches every browser with the next frame.
 (function () {
@@ -62,7 +64,7 @@
     var q = [];
     var lab = $("lab");
     var lesson = $("lesson");
-    if (lab) { q.push("s=" + lab.dataset.vSettings, "o=" + lab.dataset.vOutcomes); }
+    if (lab) { q.push("s=" + lab.dataset.vSettings); }
     if (lesson) {
       q.push("l=" + lesson.dataset.vLesson);
       if (lesson.classList.contains("lesson-board")) { q.push("board=1"); }
@@ -87,7 +89,12 @@
       });
   }
 
-  // A burst of frames asks once, after it.
+  // A frame that changed the room asks; several in a row ask once.
+  function roomChanged(ev) {
+    var data = ev.detail && ev.detail.data;
+    if (typeof data === "string" && data.indexOf("<!--room-->") >= 0) { schedule(); }
+  }
+
   function schedule() {
     clearTimeout(timer);
     timer = setTimeout(refresh, 120);
@@ -361,7 +368,6 @@
       } else {
         say(target, [badge(String(res.status || "error"), "bad"), " " + refusal(res)]);
       }
-      schedule();
     }).finally(function () { btn.disabled = false; });
   }
 
@@ -443,7 +449,8 @@
   // ----------------------------------------------------------------- start
 
   function start() {
-    document.addEventListener("htmx:sseMessage", schedule);
+    document.addEventListener("htmx:sseMessage", roomChanged);
+    document.addEventListener("htmx:sseOpen", schedule);
     document.addEventListener("change", onChange);
     document.addEventListener("click", onClick);
     var email = $("lab-email");

@@ -45,6 +45,23 @@ func labSwitch(t *testing.T, ctx context.Context, env *testEnv, sel string, chec
 	liveDo(t, ctx, "clearing the lab status", chromedp.Evaluate[chromedp.Void](`document.getElementById("lab-status").textContent = ""`))
 }
 
+// countLabLive has the page count its requests to /lab/live from now on,
+// in window.labLiveAsked: the lab's numbers come with the event stream,
+// and a payment must not make the page ask for them.
+func countLabLive(t *testing.T, ctx context.Context) {
+	t.Helper()
+	liveDo(t, ctx, "counting the requests to /lab/live", chromedp.Evaluate[chromedp.Void](`(() => {
+		window.labLiveAsked = 0;
+		if (window.labLiveCounted) { return; }
+		window.labLiveCounted = true;
+		const fetch = window.fetch;
+		window.fetch = function (url) {
+			if (String(url).includes("/lab/live")) { window.labLiveAsked++; }
+			return fetch.apply(this, arguments);
+		};
+	})()`))
+}
+
 // answered counts the attempts the page has an answer (or a failure) for.
 const answered = `document.querySelectorAll("#attempts li[data-status]").length`
 
@@ -55,7 +72,12 @@ func TestBrowserLabNoKeyDoubleClick(t *testing.T) {
 	liveOpen(t, ctx, env.URL+"/")
 
 	t.Run("with the lab's no-key switch on, a double-click charges twice", func(t *testing.T) {
+		countLabLive(t, ctx)
 		labSwitch(t, ctx, env, "#lab-nokey", func(l room.LabSettings) bool { return l.Server.Mode == room.LabNoKey })
+		// The switch changed the room: the page asks /lab/live for the
+		// switches once. Then count again.
+		liveWait(t, ctx, "the page to ask for the switches", 5*time.Second, `window.labLiveAsked === 1`)
+		countLabLive(t, ctx)
 		liveDo(t, ctx, "double-clicking Pay", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"), liveClick("#pay"))
 		liveWait(t, ctx, "two answered attempts", 10*time.Second, answered+` === 2`)
 		if n := env.charges(); n != 2 {
@@ -65,6 +87,10 @@ func TestBrowserLabNoKeyDoubleClick(t *testing.T) {
 			chargeRows+` === 2 && document.querySelectorAll("#charges-body tr.twice").length === 1`)
 		liveWait(t, ctx, "the lab's measured outcome", 5*time.Second,
 			labNumber(1)+` === "1" && document.getElementById("lab-out-1").classList.contains("bad")`)
+		liveWait(t, ctx, "the summary's extra charge", 5*time.Second, `document.getElementById("lab-summary").textContent.includes("1 extra charge")`)
+		if n := liveEval[int](t, ctx, `window.labLiveAsked`); n != 0 {
+			t.Errorf("the page asked /lab/live %d times for a double-click; its numbers come with the event stream", n)
+		}
 	})
 	t.Run("with it off, the same double-click charges once", func(t *testing.T) {
 		labSwitch(t, ctx, env, "#lab-nokey", func(l room.LabSettings) bool { return l.Server.Mode == room.LabCorrect })

@@ -268,6 +268,14 @@ func (t *labTally) invalidate() {
 	t.counts = nil
 }
 
+// fresh reports whether the counts are up to date: reading them then
+// reads no table.
+func (t *labTally) fresh() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.counts != nil
+}
+
 // read calls fn with the current counts, rebuilding them first if needed.
 // Counts invalidated while they were rebuilt (another server keeps
 // paying, say) still answer the question that rebuilt them, and every

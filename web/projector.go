@@ -168,6 +168,9 @@ type projector struct {
 	tickerRuns atomic.Uint64
 	recent     []*orderState // the latest orders charged, newest first
 	twice      []*orderState // the latest orders charged more than once, oldest first
+
+	// lab is the lab's numbers, drawn after events (lab_stream.go).
+	lab labDrawing
 }
 
 // boundedSet remembers the last limit strings added.
@@ -432,6 +435,7 @@ func (p *projector) run(sub *live.Subscription) {
 		for _, e := range entries {
 			p.apply(e.Event)
 		}
+		p.labChanged()
 		if p.busyFlag.Load() || p.viewers.Load() == 0 {
 			// Nobody reads a busy timeline event by event, and nobody
 			// reads an unwatched one at all: take the next events in
@@ -469,6 +473,12 @@ func (p *projector) advanceLocked(seq uint64) {
 	}
 }
 
+// refreshMark starts a refresh frame: it has the id of the event frame
+// before it, and a page that passes frames on to its other tabs, which
+// drops a frame whose id it has seen (static/pay.js), takes it all the
+// same. A refresh sets totals whole: taking one twice is harmless.
+var refreshMark = rawHTML("<!--refresh-->")
+
 // addFrameLocked keeps the fragments that bring a page to event seq, to be
 // rendered when a viewer first needs them, and schedules a wake.
 func (p *projector) addFrameLocked(seq uint64, refresh bool, ops []templ.Component) {
@@ -479,6 +489,9 @@ func (p *projector) addFrameLocked(seq uint64, refresh bool, ops []templ.Compone
 	if p.frames >= uint64(len(p.out)) {
 		old := p.out[next]
 		p.lostSeq, p.lostFresh = old.seq, old.refresh
+	}
+	if refresh {
+		ops = append([]templ.Component{refreshMark}, ops...)
 	}
 	p.frames++
 	p.out[next] = frame{n: p.frames, seq: seq, refresh: refresh, render: &lazyFrame{ops: ops}}
@@ -857,21 +870,26 @@ func (p *projector) apply(e live.Event) {
 	}
 	p.modelSeq = e.Seq
 
+	var mark []templ.Component
+	if marksRoom(e) {
+		mark = []templ.Component{roomMark}
+	}
 	switch {
 	case p.fullNext:
 		p.fullNext = false
-		p.addFrameLocked(e.Seq, false, p.fullFrameLocked())
+		p.addFrameLocked(e.Seq, false, append(p.fullFrameLocked(), mark...))
 		return
 	case p.busy == nil && e.Kind != live.Reset && (p.rate.perSecond(now) > busyEnter || p.rate.recent(now) > busyEnterBurst):
-		p.addFrameLocked(e.Seq, false, p.enterBusy(e, now))
+		p.addFrameLocked(e.Seq, false, append(p.enterBusy(e, now), mark...))
 		return
 	case p.busy != nil:
 		if e.Kind == live.Received {
 			p.busyReqs++
 		}
 		if faults != nil {
-			p.addFrameLocked(e.Seq, false, []templ.Component{views.FaultFields(p.faults, true), views.ActiveFaults(p.faults, true)})
+			mark = append(mark, views.FaultFields(p.faults, true), views.ActiveFaults(p.faults, true))
 		}
+		p.addFrameLocked(e.Seq, false, mark)
 		return
 	}
 
@@ -882,6 +900,7 @@ func (p *projector) apply(e live.Event) {
 	if faults != nil {
 		u.add(views.FaultFields(p.faults, true), views.ActiveFaults(p.faults, true))
 	}
+	u.add(mark...)
 	p.addFrameLocked(e.Seq, false, u.ops)
 }
 

@@ -1,0 +1,122 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/a-h/templ"
+
+	"paytwice/views"
+	"paytwice/web/live"
+)
+
+// The lab's numbers reach the pages through the event stream, like
+// everything else they show: after events, the projector draws the lab's
+// outcomes again, and when the drawing differs from the one it sent last
+// it sends it as a frame that replaces each number where the page shows
+// it. However many pages are open, the numbers are read once per drawing,
+// from the lab's running counts (lab_tally.go), not once per page.
+//
+// The lab's switches, the lesson and the room's version are not numbers
+// that move with every payment: a frame of an event that changes them
+// carries a mark (roomMark), and a page that sees it asks /lab/live what
+// changed (static/lab.js).
+
+// labDrawEvery is the shortest time between two drawings: a burst of
+// payments moves the numbers once or twice, not once per event.
+const labDrawEvery = 250 * time.Millisecond
+
+// labRebuildEvery is the shortest time between two drawings that rebuild
+// the counts from the tables, which another server's writes make
+// necessary (its events do not say which lab table a charge went to).
+const labRebuildEvery = time.Second
+
+// labDrawing is the projector's state of the lab's numbers.
+type labDrawing struct {
+	mu    sync.Mutex
+	armed bool      // a drawing is scheduled
+	last  time.Time // when the last drawing began
+	built time.Time // when the last one that rebuilt the counts began
+	sent  []byte    // what the last frame sent
+	// drawing is held by a drawing: one at a time, in order.
+	drawing sync.Mutex
+}
+
+// labChanged schedules a drawing of the lab's numbers, after events that
+// may have moved them, unless one is scheduled or nobody watches (a page
+// that opens later is drawn with the numbers as they are then).
+func (p *projector) labChanged() {
+	l := &p.lab
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.armed || p.viewers.Load() == 0 {
+		return
+	}
+	l.armed = true
+	wait := labDrawEvery - time.Since(l.last)
+	if !p.s.lab.tally.fresh() {
+		wait = max(wait, labRebuildEvery-time.Since(l.built))
+	}
+	time.AfterFunc(max(0, wait), p.drawLab)
+}
+
+// drawLab draws the lab's numbers and, if they changed, sends them.
+func (p *projector) drawLab() {
+	l := &p.lab
+	l.drawing.Lock()
+	defer l.drawing.Unlock()
+	rebuilds := !p.s.lab.tally.fresh()
+	l.mu.Lock()
+	// Events from here on schedule the next drawing.
+	l.armed, l.last = false, time.Now()
+	if rebuilds {
+		l.built = l.last
+	}
+	l.mu.Unlock()
+	if p.s.baseCtx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.s.baseCtx, projectorLoadTimeout)
+	defer cancel()
+	v := p.s.labView(ctx, false)
+	if v.Outcomes == nil {
+		return // not measured: labView said why
+	}
+	var buf bytes.Buffer
+	if err := views.LabOutcomesSwap(v).Render(ctx, &buf); err != nil {
+		return
+	}
+	l.mu.Lock()
+	same := bytes.Equal(buf.Bytes(), l.sent)
+	l.sent = buf.Bytes()
+	l.mu.Unlock()
+	if same {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// A refresh frame: it sets the numbers whole, so a viewer that gets
+	// it twice, or after a later one, shows them right at the next.
+	p.addFrameLocked(p.modelSeq, true, []templ.Component{redrawOf("lab-outcomes", rawHTML(buf.Bytes()))})
+}
+
+// rawHTML is HTML drawn already.
+type rawHTML []byte
+
+func (h rawHTML) Render(_ context.Context, w io.Writer) error {
+	_, err := w.Write(h)
+	return err
+}
+
+// roomMark marks a frame whose event changed what the lab's switches,
+// the lesson or the checkout card show: a page that sees it asks
+// /lab/live for them (static/lab.js). htmx swaps nothing for a comment.
+var roomMark = rawHTML("<!--room-->")
+
+// marksRoom reports whether e's frame carries roomMark.
+func marksRoom(e live.Event) bool {
+	return changesRoom(e) || e.Kind == watchKind || e.Kind == live.Gap
+}
