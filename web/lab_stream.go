@@ -31,16 +31,23 @@ const labDrawEvery = 250 * time.Millisecond
 
 // labRebuildEvery is the shortest time between two drawings that rebuild
 // the counts from the tables, which another server's writes make
-// necessary (its events do not say which lab table a charge went to).
-const labRebuildEvery = time.Second
+// necessary (its events do not say which lab table a charge went to);
+// and a rebuild is followed by labRebuildRest times as long again before
+// the next, so that tables that take long to read take at most a fifth
+// of a core.
+const (
+	labRebuildEvery = time.Second
+	labRebuildRest  = 4
+)
 
 // labDrawing is the projector's state of the lab's numbers.
 type labDrawing struct {
 	mu    sync.Mutex
-	armed bool      // a drawing is scheduled
-	last  time.Time // when the last drawing began
-	built time.Time // when the last one that rebuilt the counts began
-	sent  []byte    // what the last frame sent
+	armed bool          // a drawing is scheduled
+	last  time.Time     // when the last drawing began
+	built time.Time     // when the last one that rebuilt the counts began
+	took  time.Duration // how long that one took
+	sent  []byte        // what the last frame sent
 	// drawing is held by a drawing: one at a time, in order.
 	drawing sync.Mutex
 }
@@ -58,7 +65,7 @@ func (p *projector) labChanged() {
 	l.armed = true
 	wait := labDrawEvery - time.Since(l.last)
 	if !p.s.lab.tally.fresh() {
-		wait = max(wait, labRebuildEvery-time.Since(l.built))
+		wait = max(wait, max(labRebuildEvery, labRebuildRest*l.took)-time.Since(l.built))
 	}
 	time.AfterFunc(max(0, wait), p.drawLab)
 }
@@ -82,6 +89,11 @@ func (p *projector) drawLab() {
 	ctx, cancel := context.WithTimeout(p.s.baseCtx, projectorLoadTimeout)
 	defer cancel()
 	v := p.s.labView(ctx, false)
+	if rebuilds {
+		l.mu.Lock()
+		l.took = time.Since(l.built)
+		l.mu.Unlock()
+	}
 	if v.Outcomes == nil {
 		return // not measured: labView said why
 	}
