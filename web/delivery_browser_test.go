@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
 	"paytwice/pay"
@@ -85,6 +86,8 @@ func TestBrowserAnswerArrivesWhenThePageSaysSo(t *testing.T) {
 		liveWait(t, phone, "the page gave up", 10*time.Second, `document.querySelectorAll('#attempts li[data-status="network"]').length === 1`)
 		liveWait(t, board, "the answer drawn as never delivered", 10*time.Second,
 			`(s => s && s.classList.contains("lost") && /never reached the browser: timed out/.test(s.textContent))(`+respStep(order)+`)`)
+		liveDo(t, board, "the row on screen", chromedp.Evaluate[chromedp.Void](respStep(order)+`.closest("#timeline > li").scrollIntoView({block: "center"})`))
+		boardScreenshot(t, board, "board-not-delivered.png")
 		if n, err := env.DB.CountCharges(t.Context()); err != nil || n != 4 {
 			t.Errorf("%d charges (%v): want 4: the order the page gave up on is still charged once", n, err)
 		}
