@@ -151,12 +151,14 @@ func (w *wireWriter) add(rec []byte, e *live.Event) {
 		w.time = e.Time.UnixNano()
 	}
 	// Number the strings record wrote as they are, in its order, as the
-	// reader does; a string written twice in one record counts twice.
+	// reader does; a string written twice in one record counts twice. The
+	// kind is always written, even empty; a request or message only when
+	// it is not.
 	kinds := [3]string{e.Request, string(e.Kind), e.Message}
 	var literal [3]bool
 	for i, v := range kinds {
 		_, known := w.strings[v]
-		literal[i] = v != "" && !known
+		literal[i] = (v != "" || i == 1) && !known
 	}
 	for i, v := range kinds {
 		if literal[i] {

@@ -234,3 +234,29 @@ func BenchmarkRelay(b *testing.B) {
 		})
 	}
 }
+
+// An event with no kind still writes its kind as a string, which the
+// reader numbers like any other: the strings sent after it keep the
+// numbers the writer gave them.
+func TestRelayWireNumbersAnEmptyKindAsTheReaderDoes(t *testing.T) {
+	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	events := []live.Event{
+		{Request: "rq_1", Time: at},
+		{Kind: live.Received, Request: "rq_2", Time: at, Message: "POST /v1/payments"},
+		{Kind: live.Received, Request: "rq_1", Time: at, Message: "POST /v1/payments"},
+		{Request: "rq_3", Time: at},
+	}
+	got, _ := wireRoundTrip(t, events, MaxPayload)
+	if len(got) != len(events) {
+		t.Fatalf("%d events came back of %d", len(got), len(events))
+	}
+	for i := range events {
+		if !got[i].Time.Equal(events[i].Time) {
+			t.Errorf("event %d: time %v, want %v", i, got[i].Time, events[i].Time)
+		}
+		got[i].Time = events[i].Time
+		if got[i] != events[i] {
+			t.Errorf("event %d:\n got %+v\nwant %+v", i, got[i], events[i])
+		}
+	}
+}
