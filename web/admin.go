@@ -96,7 +96,7 @@ func (s *Server) handleSweep(c echo.Context) error {
 // and not waited for any longer.
 func (s *Server) resetDemo(ctx context.Context, who string) error {
 	// Held requests hold the in-flight lock: let them go first.
-	s.steps.turn(false, who)
+	s.steps.Turn(false, who)
 	var barrier *room.Barrier
 	if s.peers.Shared() {
 		b, err := s.barriers.StartReset(ctx)

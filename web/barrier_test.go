@@ -13,6 +13,7 @@ import (
 
 	"paytwice/web/live"
 	"paytwice/web/room"
+	"paytwice/web/room/step"
 )
 
 // heldOn turns step mode on for env, with holds that end only when the
@@ -21,19 +22,19 @@ import (
 func heldOn(t *testing.T, env *testEnv) *stepEnv {
 	t.Helper()
 	st := env.Server.steps
-	st.after = func(time.Duration) <-chan time.Time { return nil }
+	st.After = func(time.Duration) <-chan time.Time { return nil }
 	e := &stepEnv{testEnv: env, sub: env.Server.hub.Subscribe(env.Server.hub.LastSeq())}
-	st.turn(true, "test")
+	st.Turn(true, "test")
 	return e
 }
 
 // holdAt lets env's held request go on from checkpoint to checkpoint
 // until it is held at cp.
-func (e *stepEnv) holdAt(cp Checkpoint) {
+func (e *stepEnv) holdAt(cp step.Checkpoint) {
 	e.t.Helper()
-	for c := CheckReceived; c < cp; c++ {
+	for c := step.CheckReceived; c < cp; c++ {
 		e.waitHeld(c.String())
-		if _, err := e.Server.steps.next("", false); err != nil {
+		if _, err := e.Server.steps.Next("", false); err != nil {
 			e.t.Fatal(err)
 		}
 	}
@@ -109,7 +110,7 @@ func TestResetOnOneServerWaitsForAPaymentInFlightOnAnother(t *testing.T) {
 	b := db.server(cfg, nil)
 	held := heldOn(t, b)
 	ans := held.payAsync("in-flight", "A-1")
-	held.holdAt(CheckGatewayAnswered)
+	held.holdAt(step.CheckGatewayAnswered)
 	if local, gateway := db.books(); local != 0 || gateway != 1 {
 		t.Fatalf("held after the gateway: %d local charges, %d at the gateway", local, gateway)
 	}
@@ -117,7 +118,7 @@ func TestResetOnOneServerWaitsForAPaymentInFlightOnAnother(t *testing.T) {
 	if r := answerOf(t, "the reset", resetOn(a)); r.Status != http.StatusOK {
 		t.Fatalf("reset: %d %s", r.Status, r.Body)
 	}
-	b.Server.steps.play() // had the reset not let it go
+	b.Server.steps.Play() // had the reset not let it go
 	if r := answerOf(t, "the payment", ans); r.Status != http.StatusCreated {
 		t.Fatalf("payment: %d %s", r.Status, r.Body)
 	}

@@ -194,7 +194,7 @@ func TestBrowserStepModeAtATeachersPace(t *testing.T) {
 			if st := env.api(http.MethodGet, "/api/step", ""); !strings.Contains(string(st.Body), `"click":"1"`) {
 				t.Fatalf("GET /api/step does not name the page's click: %s", st.Body)
 			}
-			if v := env.Server.steps.view(); len(v.Held) != 1 || v.Held[0].Click != "click 1" {
+			if v := stepView(env.Server.steps); len(v.Held) != 1 || v.Held[0].Click != "click 1" {
 				t.Fatalf("the step bar: %+v", v.Held)
 			}
 		}

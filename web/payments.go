@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
 	"paytwice/web/live"
 	"paytwice/web/room"
+	"paytwice/web/room/step"
 )
 
 // This file is the HTTP adapter of the payment protocol. The protocol
@@ -80,9 +80,8 @@ type payment struct {
 	fp        string
 	faults    pay.ServerFaults  // drawn once per request (random mode may thin them)
 	gw        pay.GatewayFaults // the gateway switches this request charges with
-	step      stepProgress      // where step mode has held it (step.go)
+	step      step.Progress     // where step mode has held it (web/room/step)
 	run       *pay.Payment      // the request as the service runs it, once made
-	aim       atomic.Uint32     // faults the presenter aimed at it (step.go)
 }
 
 // newPayment starts carrying one request through the protocol.
@@ -107,10 +106,10 @@ func (p *payment) publishEvent(e live.Event) {
 		e.Attempt = id // the page will say whether the answer reached it (delivery.go)
 	}
 	p.s.hub.Publish(e)
-	if e.Status != 0 && checkpointAt(e.Kind) == CheckAnswered {
-		p.step.answer = e.Status // what the step bar says it answers
+	if e.Status != 0 && step.At(e.Kind) == step.CheckAnswered {
+		p.step.Answer = e.Status // what the step bar says it answers
 	}
-	p.s.steps.at(p, e.Kind) // step mode may hold the request here
+	p.s.steps.At(p, e.Kind) // step mode may hold the request here
 }
 
 // parse reads the key and the body and draws the request's faults. A bad
@@ -126,8 +125,8 @@ func (p *payment) parse(note string) (ok bool, err error) {
 		p.req, err = readPaymentBody(r)
 	}
 	p.publish(live.Received, 0, r.Method+" "+r.URL.Path+note+resentNote(c))
-	if err == nil && p.step.full {
-		err = pay.Errorf(pay.EUNAVAILABLE, "Step mode already holds %d requests on this server, its limit, and this one was not taken in: nothing was saved. Retry with the same key once the presenter has let some go.", p.s.steps.max)
+	if err == nil && p.step.Full() {
+		err = pay.Errorf(pay.EUNAVAILABLE, "Step mode already holds %d requests on this server, its limit, and this one was not taken in: nothing was saved. Retry with the same key once the presenter has let some go.", p.s.steps.Max)
 	}
 	if err != nil {
 		return false, p.refuse(err)
@@ -179,19 +178,19 @@ var stepEvents = map[pay.StepKind]live.Kind{
 // answer turns the protocol's outcome into the HTTP response.
 func (p *payment) answer(o pay.Outcome) error {
 	c := p.c
-	if p.s.steps.on.Load() {
+	if p.s.steps.On() {
 		// The step bar says what a request held at "answered" will answer.
-		p.step.answer, p.step.saved = o.Status, o.Kind == pay.Saved
+		p.step.Answer, p.step.Saved = o.Status, o.Kind == pay.Saved
 		switch o.Kind {
 		case pay.InProgress:
-			p.step.answer = http.StatusConflict
+			p.step.Answer = http.StatusConflict
 		case pay.Crashed:
-			p.step.answer = 0
+			p.step.Answer = 0
 		case pay.Unknown, pay.Failed:
-			p.step.answer, _ = problemBody(c.Request(), o.Err)
+			p.step.Answer, _ = problemBody(c.Request(), o.Err)
 		}
 	}
-	p.s.steps.hold(p, CheckAnswered)
+	p.s.steps.Hold(p, step.CheckAnswered)
 	p.aimedAt(nil)
 	switch o.Kind {
 	case pay.Saved:

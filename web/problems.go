@@ -227,7 +227,7 @@ func (s *Server) writeConflict(c echo.Context, key string, o pay.Outcome) error 
 	// On a database that several servers share, another server's request
 	// may be at work until its work's deadline, or held by step mode for
 	// as long as the presenter takes.
-	if !s.idleSweeps.private && (s.steps.on.Load() || now.Before(held.LockedAt.Add(s.cfg.GatewayTimeout))) {
+	if !s.idleSweeps.private && (s.steps.On() || now.Before(held.LockedAt.Add(s.cfg.GatewayTimeout))) {
 		return writeProblem(c, o.Err)
 	}
 	wait := max(held.LockedAt.Add(s.cfg.LockTimeout+s.cfg.SweepEvery).Sub(now), time.Second)

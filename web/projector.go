@@ -19,6 +19,7 @@ import (
 	"paytwice/pay"
 	"paytwice/views"
 	"paytwice/web/live"
+	"paytwice/web/room/step"
 )
 
 // The projector turns the event stream into what the live panels show.
@@ -266,7 +267,7 @@ func startProjector(s *Server) *projector {
 	// applying it again is harmless (keys and charges are upserted by id),
 	// whereas the other order would lose it.
 	start := s.hub.LastSeq()
-	p.steps = s.steps.view()
+	p.steps = stepView(s.steps)
 	p.load(s.baseCtx)
 	// Events up to start have no frames: a viewer resuming from before
 	// them is redrawn.
@@ -1028,7 +1029,7 @@ func (r *redrawing) bytes() []byte {
 
 // fullFrameLocked redraws every panel.
 func (p *projector) fullFrameLocked() []templ.Component {
-	p.steps = p.s.steps.view()
+	p.steps = stepView(p.s.steps)
 	l := p.snapshotLocked()
 	return []templ.Component{
 		views.StepBarView(l.Steps, true),
@@ -1395,7 +1396,7 @@ func (u *update) timeline() {
 		r := u.rowFor("Other servers")
 		u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "gap", Tone: views.ToneWarn}})
 
-	case heldKind, resumedKind, stepKind, watchKind, aimKind, heldListKind:
+	case step.KindHeld, step.KindResumed, step.KindMode, watchKind, step.KindAimed, step.KindHeldList:
 		u.stepMode()
 
 	default:

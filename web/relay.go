@@ -5,6 +5,7 @@ import (
 
 	"paytwice/web/live"
 	"paytwice/web/room"
+	"paytwice/web/room/step"
 )
 
 // The relay (web/room) carries live events between the servers that share
@@ -21,9 +22,7 @@ func (s *Server) startRelay() {
 		// Every server derives its own ticks of a lesson's "watch for"
 		// items from the events it sees.
 		Local: func(k live.Kind) bool { return k == watchKind },
-		Also: []room.Listener{{Channel: stepChannel,
-			OnListen: func() { steps.commands.listening.Store(true) },
-			OnNotify: steps.command}},
+		Also:  []room.Listener{{Channel: step.Channel, OnListen: steps.CommandsListened, OnNotify: steps.Command}},
 	})
 }
 
@@ -58,7 +57,7 @@ func (r remoteEvents) Heard(events []live.Event) {
 		}
 		// Step mode lists the other servers' held requests before the
 		// pages draw the event.
-		s.steps.heard(e)
+		s.steps.Heard(e)
 		s.hub.PublishRemote(e)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"paytwice/pay"
 	"paytwice/web/live"
 	"paytwice/web/room"
+	"paytwice/web/room/step"
 )
 
 // The room is what the presenter sets for the whole class: the fault
@@ -26,7 +27,7 @@ func newRoom(s *Server) (*room.Room[room.State], *room.Barriers) {
 	return r, &room.Barriers{Room: r, Name: s.cfg.Name, AckWait: s.cfg.GatewayTimeout + room.ResetAckMargin, Logf: s.logf,
 		Quiesce: func(by string) func() {
 			// Held requests hold the in-flight lock: let them go first.
-			s.steps.turn(false, by)
+			s.steps.Turn(false, by)
 			s.inflight.Lock()
 			return s.inflight.Unlock
 		}}
@@ -37,7 +38,7 @@ func newRoom(s *Server) (*room.Room[room.State], *room.Barriers) {
 // request name its key).
 func changesRoom(e live.Event) bool {
 	switch e.Kind {
-	case live.Switched, live.Reset, lessonKind, stepKind:
+	case live.Switched, live.Reset, lessonKind, step.KindMode:
 		return true
 	case labKind:
 		return e.Key == ""
@@ -54,6 +55,6 @@ func (s *Server) applyRoom(old, next room.State) {
 		s.narration.Start(s.baseCtx)
 	}
 	if next.Step != old.Step {
-		s.steps.set(next.Step)
+		s.steps.Set(next.Step)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"paytwice/web/live"
 	"paytwice/web/room"
 	"paytwice/web/room/lesson"
+	"paytwice/web/room/step"
 )
 
 // Config holds the server's settings.
@@ -178,8 +179,9 @@ type Server struct {
 
 	// listenAddr is the listener's address, for the join address (join.go).
 	listenAddr atomic.Pointer[net.TCPAddr]
-	// steps holds payments in step mode (step.go).
-	steps *stepper
+	// steps holds payments in step mode (web/room/step; its HTTP side in
+	// step.go).
+	steps *step.Stepper
 
 	// How the presenter is recognised (web/presenter.go).
 	presenter presenterAuthState
@@ -217,7 +219,6 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	if a, ok := cfg.ListenAddr.(*net.TCPAddr); ok {
 		s.listenAddr.Store(a)
 	}
-	s.steps = newStepper(s, cfg.StepLimit, cfg.LockTimeout)
 	s.presenter = newPresenterAuth(cfg.PresenterToken, cfg.PresenterCookieKey)
 	s.streamOpens = newStreamLimiter(time.Now)
 	s.lessons = lesson.Build(cfg.LockTimeout)
@@ -230,10 +231,12 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		}}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
 	s.echo = s.routes()
+	s.steps = step.New(s.baseCtx, step.Config{Name: cfg.Name, Limit: cfg.StepLimit, Lease: cfg.LockTimeout,
+		Room: s.room, Peers: s.peers, Hub: s.hub, Now: s.clock.Now, Logf: s.logf})
 	s.narration = lesson.NewNarrator(s.lessons, s.room, s.hub)
 	s.room.Start(s.baseCtx)
 	s.startRelay()
-	s.steps.startCommands() // after the relay, whose connection may carry them
+	s.steps.StartCommands(s.relay != nil) // after the relay, whose connection may carry them
 	return s
 }
 
@@ -265,7 +268,7 @@ func (s *Server) EndStreams() {
 func (s *Server) Close() {
 	s.stop()
 	s.room.Wait()
-	s.steps.waitCommands()
+	s.steps.WaitCommands()
 	s.hub.Close()
 }
 

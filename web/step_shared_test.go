@@ -14,6 +14,7 @@ import (
 
 	"paytwice/web/live"
 	"paytwice/web/room"
+	"paytwice/web/room/step"
 )
 
 // stepServers starts servers s1, s2, … of one class, each
@@ -29,8 +30,8 @@ func stepServers(t *testing.T, n int) ([]*stepEnv, *class) {
 	var out []*stepEnv
 	for _, env := range envs {
 		st := env.Server.steps
-		st.after = func(time.Duration) <-chan time.Time { return nil }
-		waitUntil(t, "the step commands to be listened to", st.commands.listening.Load)
+		st.After = func(time.Duration) <-chan time.Time { return nil }
+		waitUntil(t, "the step commands to be listened to", st.Listening)
 		out = append(out, &stepEnv{testEnv: env, sub: env.Server.hub.Subscribe(env.Server.hub.LastSeq())})
 	}
 	return out, db
@@ -64,7 +65,7 @@ func (e *stepEnv) waitListed(id, checkpoint string) {
 func (e *stepEnv) waitHeldHere(checkpoint string) string {
 	e.t.Helper()
 	return e.waitOwn(fmt.Sprintf("a request held at %q", checkpoint), func(ev live.Event) bool {
-		return ev.Kind == heldKind && ev.Message == checkpoint
+		return ev.Kind == step.KindHeld && ev.Message == checkpoint
 	})
 }
 
@@ -206,7 +207,7 @@ func TestStepModeAcrossServers(t *testing.T) {
 		id := s[1].waitHeldHere("received")
 		s[0].waitListed(id, "received")
 		s[0].step("/api/step/aim", fmt.Sprintf(`{"request":%q,"fault":"response_lost"}`, id), http.StatusOK)
-		if got := s[1].waitEventHere(aimKind); got != id {
+		if got := s[1].waitEventHere(step.KindAimed); got != id {
 			t.Fatalf("s2 aimed at %s, want %s", got, id)
 		}
 		for _, cp := range []string{"key claimed", "before the gateway", "gateway answered"} {
@@ -306,9 +307,9 @@ func TestEveryServerListsExactlyWhatIsHeld(t *testing.T) {
 	var s []*stepEnv
 	for _, env := range envs {
 		st := env.Server.steps
-		st.after = func(time.Duration) <-chan time.Time { return nil }
-		st.max = 150
-		waitUntil(t, "the step commands to be listened to", st.commands.listening.Load)
+		st.After = func(time.Duration) <-chan time.Time { return nil }
+		st.Max = 150
+		waitUntil(t, "the step commands to be listened to", st.Listening)
 		s = append(s, &stepEnv{testEnv: env, sub: env.Server.hub.Subscribe(env.Server.hub.LastSeq())})
 	}
 	s[0].step("/api/step", `{"on":true}`, http.StatusOK)
@@ -373,7 +374,7 @@ func TestEveryServerListsExactlyWhatIsHeld(t *testing.T) {
 	if n := len(heldIDs(s[1], "s2")); n != 2 {
 		t.Fatalf("s2 itself holds %d, want its 2", n)
 	}
-	s[1].Server.steps.play()
+	s[1].Server.steps.Play()
 	for _, a := range more {
 		wantStatus(t, a, http.StatusCreated)
 	}

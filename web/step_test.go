@@ -10,6 +10,7 @@ import (
 
 	"paytwice/pay"
 	"paytwice/web/live"
+	"paytwice/web/room/step"
 )
 
 // stepEnv is a server with step mode on and a view of its events.
@@ -22,7 +23,7 @@ func newStepEnv(t *testing.T, cfg Config) *stepEnv {
 	t.Helper()
 	env := &stepEnv{testEnv: newTestEnv(t, cfg)}
 	env.sub = env.Server.hub.Subscribe(env.Server.hub.LastSeq())
-	env.Server.steps.turn(true, "test")
+	env.Server.steps.Turn(true, "test")
 	return env
 }
 
@@ -55,7 +56,7 @@ func (e *stepEnv) waitHeld(checkpoint string) string {
 			e.t.Fatalf("waiting for a request held at %q: %v", checkpoint, err)
 		}
 		for _, en := range entries {
-			if en.Kind == heldKind && en.Message == checkpoint {
+			if en.Kind == step.KindHeld && en.Message == checkpoint {
 				return en.Request
 			}
 		}
@@ -93,7 +94,7 @@ func wantStatus(t *testing.T, ch <-chan response, want int) response {
 func TestStepMode(t *testing.T) {
 	t.Run("beyond the bound a request is refused with a 503, nothing saved, and paid once the others go", func(t *testing.T) {
 		env := newStepEnv(t, Config{})
-		env.Server.steps.max = 3
+		env.Server.steps.Max = 3
 		var answers []<-chan response
 		for i := range 3 {
 			answers = append(answers, env.payAsync(fmt.Sprintf("bound-%d", i), fmt.Sprintf("B-%d", i)))
@@ -112,7 +113,7 @@ func TestStepMode(t *testing.T) {
 		for _, a := range answers {
 			wantStatus(t, a, http.StatusCreated)
 		}
-		env.Server.steps.turn(false, "test")
+		env.Server.steps.Turn(false, "test")
 		if r := env.pay("bound-3", `{"order_id":"B-3","amount_satang":129900}`); r.Status != http.StatusCreated {
 			t.Fatalf("the refused request again, with its key: %d %s", r.Status, r.Body)
 		}
@@ -211,14 +212,14 @@ func TestStepMode(t *testing.T) {
 			t.Fatalf("reset: %d %s", r.Status, r.Body)
 		}
 		wantStatus(t, a, http.StatusCreated)
-		if env.Server.steps.on.Load() {
+		if env.Server.steps.On() {
 			t.Fatal("step mode is still on after the reset")
 		}
 	})
 	t.Run("the time limit lets a forgotten request go, to the end", func(t *testing.T) {
 		env := newStepEnv(t, Config{})
 		expire := make(chan time.Time)
-		env.Server.steps.after = func(time.Duration) <-chan time.Time { return expire }
+		env.Server.steps.After = func(time.Duration) <-chan time.Time { return expire }
 		a := env.payAsync("limit", "A-9")
 		env.waitHeld("received")
 		close(expire) // the limit passes
@@ -234,7 +235,7 @@ func TestStepMode(t *testing.T) {
 			t.Fatalf("the response arrived: %d", r.Status)
 		}
 		setFaults(t, env.testEnv, pay.ServerFaults{})
-		env.Server.steps.turn(false, "test")
+		env.Server.steps.Turn(false, "test")
 		r := env.pay("lost", `{"order_id":"A-10","amount_satang":129900}`)
 		if r.Status != http.StatusCreated || !isReplay(r) || env.charges() != 1 {
 			t.Fatalf("retry: %d replayed=%v, %d charges", r.Status, isReplay(r), env.charges())
@@ -277,7 +278,7 @@ func TestStepMode(t *testing.T) {
 			t.Fatalf("the aimed request's response arrived: %d", r.Status)
 		}
 		wantStatus(t, b, http.StatusCreated)
-		env.Server.steps.turn(false, "test")
+		env.Server.steps.Turn(false, "test")
 		if r := env.pay("aim-lost", `{"order_id":"A-11","amount_satang":129900}`); r.Status != http.StatusCreated || !isReplay(r) {
 			t.Fatalf("retry: %d replayed=%v", r.Status, isReplay(r))
 		}

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"net/http"
+	"paytwice/web/room/step"
 	"testing"
 	"time"
 )
@@ -41,7 +42,7 @@ func TestStepModeTurnedOnAfterTheClaim(t *testing.T) {
 				t.Fatal("the request never reached its delay")
 			}
 			claimed := time.Now() // the key was claimed before this
-			if err := s1.Server.steps.turn(true, "test"); err != nil {
+			if err := s1.Server.steps.Turn(true, "test"); err != nil {
 				t.Fatal(err)
 			}
 			close(release)
@@ -98,10 +99,10 @@ func TestAHeldKeyIsFreeALockTimeoutAfterItsServerStopsRenewing(t *testing.T) {
 	b := c.server(cfg, nil)
 	fileClock := a.Server.clock // SQLite: the file's clock is the first server's
 	ticks := make(chan time.Time)
-	b.Server.steps.every = func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }
+	b.Server.steps.Every = func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }
 	held := heldOn(t, b)
 	ans := held.payAsync("held-key", "A-1")
-	held.holdAt(CheckClaimed)
+	held.holdAt(step.CheckClaimed)
 
 	// renew makes the holder renew its lease, and returns once it has: the
 	// tick after it is only taken when the renewal is done.
@@ -157,7 +158,7 @@ func TestAHeldKeyIsFreeALockTimeoutAfterItsServerStopsRenewing(t *testing.T) {
 		waitUntil(t, "s1's sweeper to take the key after its lease", sweptByA)
 	}
 
-	b.Server.steps.play()
+	b.Server.steps.Play()
 	select {
 	case <-ans:
 	case <-time.After(10 * time.Second):

@@ -1,4 +1,4 @@
-package web
+package step
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 //     server, every server holds its requests; turned off (or reset),
 //     every server lets them go.
 //   - Each server's pages list every server's held requests. The held and
-//     resumed events of the others arrive through the relay (relay.go),
+//     resumed events of the others arrive through the relay (web/room/relay.go),
 //     which hands them to heard before the pages draw them, so a row shows
 //     at once; but the relay may skip events when it falls behind, so
 //     each server also announces its whole list on the command channel
@@ -162,11 +162,17 @@ type stepCommands struct {
 	holders map[string]string
 }
 
-// startCommands listens for the other servers' step commands, when the
-// server has peers, on the relay's connection if it relays, else on one of
-// their own; it stops with the server.
-func (st *stepper) startCommands() {
-	peers := st.s.peers
+// Channel is the channel step mode's commands travel on; a server that
+// relays listens to it on the relay's connection (relayed), handing each
+// notification to Command.
+const Channel = stepChannel
+
+// StartCommands listens for the other servers' step commands, when the
+// server has peers, and announces its held list to them: on the relay's
+// connection if relayed (which calls CommandsListened and Command), else
+// on one of their own; it stops with the server.
+func (st *Stepper) StartCommands(relayed bool) {
+	peers := st.cfg.Peers
 	if !peers.Shared() {
 		return
 	}
@@ -178,20 +184,20 @@ func (st *stepper) startCommands() {
 	var workers sync.WaitGroup
 	workers.Go(st.announce)
 	workers.Go(st.watchMembers)
-	if st.s.relay != nil {
+	if relayed {
 		go func() { workers.Wait(); close(c.done) }()
 		return
 	}
 	workers.Go(func() {
-		_ = peers.ListenEach(st.s.baseCtx, []string{stepChannel}, func() { c.listening.Store(true) },
-			func(_, payload string) { st.command(payload) })
+		_ = peers.ListenEach(st.ctx, []string{stepChannel}, func() { c.listening.Store(true) },
+			func(_, payload string) { st.Command(payload) })
 	})
 	go func() { workers.Wait(); close(c.done) }()
 }
 
 // listChanged notes that this server's held list changed, for announce;
 // st.mu is held.
-func (st *stepper) listChanged() {
+func (st *Stepper) listChanged() {
 	select {
 	case st.commands.changed <- struct{}{}:
 	default:
@@ -201,8 +207,8 @@ func (st *stepper) listChanged() {
 // announce tells the other servers this server's held list, whole, each
 // time it changes (at most every stepAnnounceGap) and every
 // stepAnnounceEvery while it is not empty, until the server stops.
-func (st *stepper) announce() {
-	ctx := st.s.baseCtx
+func (st *Stepper) announce() {
+	ctx := st.ctx
 	refresh := time.NewTicker(stepAnnounceEvery)
 	defer refresh.Stop()
 	var gen uint64
@@ -220,7 +226,7 @@ func (st *stepper) announce() {
 		}
 		gen++
 		if err := st.sendList(ctx, gen, rows); err != nil && ctx.Err() == nil {
-			st.s.logf("step mode: announcing the held requests: %v", err)
+			st.cfg.Logf("step mode: announcing the held requests: %v", err)
 		}
 		emptyTold = len(rows) == 0
 		gap := time.NewTimer(stepAnnounceGap)
@@ -234,7 +240,7 @@ func (st *stepper) announce() {
 }
 
 // ownRows is this server's held list as an announcement carries it.
-func (st *stepper) ownRows() []heldWire {
+func (st *Stepper) ownRows() []heldWire {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	out := make([]heldWire, 0, len(st.held))
@@ -246,8 +252,8 @@ func (st *stepper) ownRows() []heldWire {
 }
 
 // sendList announces rows as list gen, in as many notifications as fit.
-func (st *stepper) sendList(ctx context.Context, gen uint64, rows []heldWire) error {
-	me := st.s.room.ID()
+func (st *Stepper) sendList(ctx context.Context, gen uint64, rows []heldWire) error {
+	me := st.cfg.Room.ID()
 	var parts [][]heldWire
 	size, part := 0, []heldWire(nil)
 	// Every notification has room for its envelope; each row is counted
@@ -263,7 +269,7 @@ func (st *stepper) sendList(ctx context.Context, gen uint64, rows []heldWire) er
 	}
 	parts = append(parts, part) // an empty list is one empty part
 	for i, p := range parts {
-		b, _ := json.Marshal(stepCommand{From: me, FromName: st.s.cfg.Name, Op: stepOpHolding, Gen: gen, Part: i + 1, Parts: len(parts), Held: p})
+		b, _ := json.Marshal(stepCommand{From: me, FromName: st.cfg.Name, Op: stepOpHolding, Gen: gen, Part: i + 1, Parts: len(parts), Held: p})
 		nctx, cancel := context.WithTimeout(ctx, stepReplyTimeout)
 		err := st.commands.peers.Notify(nctx, stepChannel, string(b))
 		cancel()
@@ -277,11 +283,11 @@ func (st *stepper) sendList(ctx context.Context, gen uint64, rows []heldWire) er
 // holding receives one part of another server's announcement; once every
 // part of a list is in, that list replaces what this server knew of the
 // sender's held requests.
-func (st *stepper) holding(cmd stepCommand) {
+func (st *Stepper) holding(cmd stepCommand) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	c := &st.commands
-	if cmd.Parts < 1 || cmd.Part < 1 || cmd.Part > cmd.Parts || cmd.Parts > maxHeld || cmd.Gen <= c.announced[cmd.From] {
+	if cmd.Parts < 1 || cmd.Part < 1 || cmd.Part > cmd.Parts || cmd.Parts > MaxHeld || cmd.Gen <= c.announced[cmd.From] {
 		return
 	}
 	a := c.receiving[cmd.From]
@@ -330,15 +336,15 @@ func (st *stepper) holding(cmd stepCommand) {
 // othersChanged tells this server's pages that the other servers' held
 // list changed without an event of theirs saying so; st.mu is held. The
 // event is marked remote: it is about the others, and is not relayed.
-func (st *stepper) othersChanged() {
-	st.s.hub.PublishRemote(live.Event{Kind: heldListKind})
+func (st *Stepper) othersChanged() {
+	st.cfg.Hub.PublishRemote(live.Event{Kind: KindHeldList})
 }
 
 // watchMembers drops, every stepMembersEvery, the held rows of the
 // servers that no longer follow the room: a server that died holds
 // nothing any more, and its keys go to the sweepers.
-func (st *stepper) watchMembers() {
-	ctx := st.s.baseCtx
+func (st *Stepper) watchMembers() {
+	ctx := st.ctx
 	t := time.NewTicker(stepMembersEvery)
 	defer t.Stop()
 	for {
@@ -353,7 +359,7 @@ func (st *stepper) watchMembers() {
 		if !any {
 			continue
 		}
-		members, err := st.s.room.Members(ctx)
+		members, err := st.cfg.Room.Members(ctx)
 		if err != nil {
 			continue // who is live is unknown: staleness still applies
 		}
@@ -372,9 +378,9 @@ func (st *stepper) watchMembers() {
 	}
 }
 
-// waitCommands returns once the listener, and any refusal being sent,
+// WaitCommands returns once the listener, and any refusal being sent,
 // have stopped (after shutdown).
-func (st *stepper) waitCommands() {
+func (st *Stepper) WaitCommands() {
 	if st.commands.done != nil {
 		<-st.commands.done
 	}
@@ -382,12 +388,12 @@ func (st *stepper) waitCommands() {
 }
 
 // shared reports whether other servers may hold requests.
-func (st *stepper) shared() bool { return st.commands.peers != nil }
+func (st *Stepper) shared() bool { return st.commands.peers != nil }
 
-// heard records another server's held or resumed event, before this
+// Heard records another server's held or resumed event, before this
 // server's pages draw it.
-func (st *stepper) heard(e live.Event) {
-	if e.Request == "" || (e.Kind != heldKind && e.Kind != resumedKind) {
+func (st *Stepper) Heard(e live.Event) {
+	if e.Request == "" || (e.Kind != KindHeld && e.Kind != KindResumed) {
 		return
 	}
 	st.mu.Lock()
@@ -397,7 +403,7 @@ func (st *stepper) heard(e live.Event) {
 		holder = st.others[i].holder
 	}
 	st.others = slices.DeleteFunc(st.others, func(h remoteHold) bool { return h.Request == e.Request })
-	if e.Kind == heldKind {
+	if e.Kind == KindHeld {
 		st.others = append(st.others, remoteHold{HeldRequest: HeldRequest{Request: e.Request, Checkpoint: e.Message,
 			Key: e.Key, OrderID: e.OrderID, Scope: e.Scope, Since: e.Time, Server: e.Server}, holder: holder, heard: time.Now()})
 	}
@@ -405,7 +411,7 @@ func (st *stepper) heard(e live.Event) {
 
 // othersLocked returns the other servers' held requests, forgetting those
 // no announcement confirmed for stepStaleAfter; st.mu is held.
-func (st *stepper) othersLocked() []HeldRequest {
+func (st *Stepper) othersLocked() []HeldRequest {
 	stale := time.Now().Add(-stepStaleAfter)
 	st.others = slices.DeleteFunc(st.others, func(h remoteHold) bool { return h.heard.Before(stale) })
 	out := make([]HeldRequest, 0, len(st.others))
@@ -417,7 +423,7 @@ func (st *stepper) othersLocked() []HeldRequest {
 
 // forget drops another server's held request that no server acted on:
 // its server is gone, or it went on meanwhile.
-func (st *stepper) forget(id string) {
+func (st *Stepper) forget(id string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.others = slices.DeleteFunc(st.others, func(h remoteHold) bool { return h.Request == id })
@@ -425,25 +431,25 @@ func (st *stepper) forget(id string) {
 
 // target is the request an action names, or the oldest held on any
 // server when it names none.
-func (st *stepper) target(id string) (string, error) {
+func (st *Stepper) target(id string) (string, error) {
 	if id != "" {
 		return id, nil
 	}
-	if held := st.state().Held; len(held) > 0 {
+	if held := st.State().Held; len(held) > 0 {
 		return held[0].Request, nil
 	}
 	return "", errNothingHeld
 }
 
-// release is Next (toEnd false) or Finish for the request id, or the
+// Release is Next (toEnd false) or Finish for the request id, or the
 // oldest held: here if this server holds it, else by the server that
 // does. It returns the request let go.
-func (st *stepper) release(ctx context.Context, id string, toEnd bool) (string, error) {
+func (st *Stepper) Release(ctx context.Context, id string, toEnd bool) (string, error) {
 	id, err := st.target(id)
 	if err != nil {
 		return "", err
 	}
-	released, err := st.next(id, toEnd)
+	released, err := st.Next(id, toEnd)
 	if !st.shared() || pay.ErrorCode(err) != pay.ENOTFOUND {
 		return released, err
 	}
@@ -451,15 +457,15 @@ func (st *stepper) release(ctx context.Context, id string, toEnd bool) (string, 
 	if toEnd {
 		op = stepOpFinish
 	}
-	if err := st.forward(ctx, stepCommand{Op: op, Request: id}, resumedKind); err != nil {
+	if err := st.forward(ctx, stepCommand{Op: op, Request: id}, KindResumed); err != nil {
 		return "", err
 	}
 	return id, nil
 }
 
-// aimAny aims fault at the request id, or the oldest held, wherever it
+// AimAny aims fault at the request id, or the oldest held, wherever it
 // is held.
-func (st *stepper) aimAny(ctx context.Context, id, fault string) error {
+func (st *Stepper) AimAny(ctx context.Context, id, fault string) error {
 	id, err := st.target(id)
 	if err == nil {
 		err = st.aim(id, fault)
@@ -467,19 +473,19 @@ func (st *stepper) aimAny(ctx context.Context, id, fault string) error {
 	if !st.shared() || id == "" || pay.ErrorCode(err) != pay.ENOTFOUND {
 		return err
 	}
-	return st.forward(ctx, stepCommand{Op: stepOpAim, Request: id, Fault: fault}, aimKind)
+	return st.forward(ctx, stepCommand{Op: stepOpAim, Request: id, Fault: fault}, KindAimed)
 }
 
-// playAll lets every held request run to the end, on every server, and
+// PlayAll lets every held request run to the end, on every server, and
 // returns how many this server saw go: its own, and the others' that its
 // pages listed and whose resumed events came back in time.
-func (st *stepper) playAll(ctx context.Context) int {
-	n := st.play()
+func (st *Stepper) PlayAll(ctx context.Context) int {
+	n := st.Play()
 	if !st.shared() {
 		return n
 	}
 	var ids []string
-	for _, h := range st.state().Held {
+	for _, h := range st.State().Held {
 		ids = append(ids, h.Request)
 	}
 	return n + st.broadcast(ctx, stepCommand{Op: stepOpPlay}, ids)
@@ -489,7 +495,7 @@ func (st *stepper) playAll(ctx context.Context) int {
 // names shows the event want (the holder acted), a refusal comes back, or
 // stepForwardWait passes: then no server holds the request any more, and
 // this server's pages stop listing it.
-func (st *stepper) forward(ctx context.Context, cmd stepCommand, want live.Kind) error {
+func (st *Stepper) forward(ctx context.Context, cmd stepCommand, want live.Kind) error {
 	// A refusal ends the wait, not the sending: it can come back from
 	// the holder before the database has answered the NOTIFY that carried
 	// the command, and must not make that NOTIFY look failed.
@@ -506,7 +512,7 @@ func (st *stepper) forward(ctx context.Context, cmd stepCommand, want live.Kind)
 	for {
 		entries, err := sub.Next(wait)
 		if errors.Is(err, live.ErrTooSlow) {
-			sub = st.s.hub.Subscribe(st.s.hub.LastSeq())
+			sub = st.cfg.Hub.Subscribe(st.cfg.Hub.LastSeq())
 			continue
 		}
 		if err != nil {
@@ -531,13 +537,13 @@ func (st *stepper) forward(ctx context.Context, cmd stepCommand, want live.Kind)
 // broadcast sends cmd to every other server and waits, for
 // stepForwardWait at most, until each request of ids has resumed; it
 // returns how many did.
-func (st *stepper) broadcast(ctx context.Context, cmd stepCommand, ids []string) int {
+func (st *Stepper) broadcast(ctx context.Context, cmd stepCommand, ids []string) int {
 	ctx, cancel := context.WithTimeout(ctx, stepForwardWait)
 	defer cancel()
 	cmd.ID = pay.NewID("sc_")
 	sub, err := st.send(ctx, cmd, nil)
 	if err != nil {
-		st.s.logf("step mode: %v", err)
+		st.cfg.Logf("step mode: %v", err)
 		return 0
 	}
 	defer st.unregister(cmd.ID)
@@ -545,7 +551,7 @@ func (st *stepper) broadcast(ctx context.Context, cmd stepCommand, ids []string)
 	for len(left) > 0 {
 		entries, err := sub.Next(ctx)
 		if errors.Is(err, live.ErrTooSlow) {
-			sub = st.s.hub.Subscribe(st.s.hub.LastSeq())
+			sub = st.cfg.Hub.Subscribe(st.cfg.Hub.LastSeq())
 			continue
 		}
 		if err != nil {
@@ -555,7 +561,7 @@ func (st *stepper) broadcast(ctx context.Context, cmd stepCommand, ids []string)
 			break
 		}
 		for _, e := range entries {
-			if e.Kind == resumedKind && slices.Contains(left, e.Request) {
+			if e.Kind == KindResumed && slices.Contains(left, e.Request) {
 				left = slices.DeleteFunc(left, func(id string) bool { return id == e.Request })
 				n++
 			}
@@ -567,15 +573,15 @@ func (st *stepper) broadcast(ctx context.Context, cmd stepCommand, ids []string)
 // send registers cmd's refusal handler (unless nil), starts watching this
 // server's events and sends cmd: the watch starts before the command
 // leaves, so the answer cannot slip past it.
-func (st *stepper) send(ctx context.Context, cmd stepCommand, onRefused func(error)) (*live.Subscription, error) {
+func (st *Stepper) send(ctx context.Context, cmd stepCommand, onRefused func(error)) (*live.Subscription, error) {
 	c := &st.commands
-	cmd.From = st.s.room.ID()
+	cmd.From = st.cfg.Room.ID()
 	if onRefused != nil {
 		c.mu.Lock()
 		c.waiting[cmd.ID] = onRefused
 		c.mu.Unlock()
 	}
-	sub := st.s.hub.Subscribe(st.s.hub.LastSeq())
+	sub := st.cfg.Hub.Subscribe(st.cfg.Hub.LastSeq())
 	b, _ := json.Marshal(cmd)
 	nctx, cancel := context.WithTimeout(ctx, stepReplyTimeout)
 	defer cancel()
@@ -586,34 +592,34 @@ func (st *stepper) send(ctx context.Context, cmd stepCommand, onRefused func(err
 	return sub, nil
 }
 
-func (st *stepper) unregister(id string) {
+func (st *Stepper) unregister(id string) {
 	c := &st.commands
 	c.mu.Lock()
 	delete(c.waiting, id)
 	c.mu.Unlock()
 }
 
-// command carries out another server's command on this server's held
+// Command carries out another server's command on this server's held
 // requests. A request this server does not hold is another's: it stays
 // silent. It runs on the listener's goroutine, which may be the relay's:
 // it only takes the stepper's lock, and a refusal goes out on a goroutine
 // of its own, bounded by stepReplyTimeout.
-func (st *stepper) command(payload string) {
+func (st *Stepper) Command(payload string) {
 	var cmd stepCommand
 	if err := json.Unmarshal([]byte(payload), &cmd); err != nil {
-		st.s.logf("step mode: ignoring a notification that is not a command: %v", err)
+		st.cfg.Logf("step mode: ignoring a notification that is not a command: %v", err)
 		return
 	}
-	me := st.s.room.ID()
-	if cmd.From == me || st.s.baseCtx.Err() != nil {
+	me := st.cfg.Room.ID()
+	if cmd.From == me || st.ctx.Err() != nil {
 		return // its own, or shutting down: every hold ends anyway
 	}
 	var err error
 	switch cmd.Op {
 	case stepOpNext, stepOpFinish:
-		_, err = st.next(cmd.Request, cmd.Op == stepOpFinish)
+		_, err = st.Next(cmd.Request, cmd.Op == stepOpFinish)
 	case stepOpPlay:
-		st.play()
+		st.Play()
 	case stepOpAim:
 		err = st.aim(cmd.Request, cmd.Fault)
 	case stepOpHolding:
@@ -634,10 +640,25 @@ func (st *stepper) command(payload string) {
 	b, _ := json.Marshal(stepCommand{From: me, ID: cmd.ID, Op: stepOpRefused, To: cmd.From,
 		Code: pay.ErrorCode(err), Detail: pay.ErrorMessage(err)})
 	st.commands.replies.Go(func() {
-		ctx, cancel := context.WithTimeout(st.s.baseCtx, stepReplyTimeout)
+		ctx, cancel := context.WithTimeout(st.ctx, stepReplyTimeout)
 		defer cancel()
 		if err := st.commands.peers.Notify(ctx, stepChannel, string(b)); err != nil && ctx.Err() == nil {
-			st.s.logf("step mode: refusing %s for %s: %v", cmd.Op, cmd.From, err)
+			st.cfg.Logf("step mode: refusing %s for %s: %v", cmd.Op, cmd.From, err)
 		}
 	})
+}
+
+// CommandsListened notes that the command channel is listened to (by the
+// relay, when relayed).
+func (st *Stepper) CommandsListened() { st.commands.listening.Store(true) }
+
+// Listening reports whether the command channel is listened to.
+func (st *Stepper) Listening() bool { return st.commands.listening.Load() }
+
+// truncate shortens s to n bytes for a message, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

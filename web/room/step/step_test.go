@@ -1,0 +1,80 @@
+package step_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"paytwice/web/live"
+	"paytwice/web/room"
+	"paytwice/web/room/step"
+)
+
+// request is a step.Request with nothing behind it: no HTTP, no database.
+type request struct {
+	id       string
+	progress step.Progress
+	done     chan struct{}
+	hub      *live.Hub
+	renewals chan time.Duration
+}
+
+func (r *request) ID() string                 { return r.id }
+func (r *request) Step() *step.Progress       { return &r.progress }
+func (r *request) Done() <-chan struct{}      { return r.done }
+func (r *request) PauseWork() (resume func()) { return func() {} }
+func (r *request) RenewWork(lease time.Duration) {
+	r.renewals <- lease
+}
+func (r *request) Describe() step.HeldRequest {
+	return step.HeldRequest{Request: r.id, Key: "k", OrderID: "A-1", Scope: "s"}
+}
+func (r *request) Publish(kind live.Kind, msg string) {
+	r.hub.Publish(live.Event{Kind: kind, Request: r.id, Message: msg})
+}
+
+// The stepper holds a request at each checkpoint it reaches while step
+// mode is on, renews its work's lease while it waits, and lets it go on
+// Next; it needs only the room, the hub and the clock it is given.
+func TestStepperHoldsARequestUntilNext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hub := live.New(0, nil)
+	r := room.New(room.Memory(), "id", "s1", room.Defaults, func(old, next room.State) {}, t.Logf)
+	st := step.New(ctx, step.Config{Name: "s1", Lease: 30 * time.Second, Room: r, Hub: hub, Now: time.Now, Logf: t.Logf})
+	st.After = func(time.Duration) <-chan time.Time { return nil }
+	if err := st.Turn(true, "test"); err != nil || !st.On() {
+		t.Fatalf("turn on: %v, on %v", err, st.On())
+	}
+	req := &request{id: "rq_1", done: make(chan struct{}), hub: hub, renewals: make(chan time.Duration, 10)}
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		st.At(req, live.Claimed)
+	}()
+	select {
+	case lease := <-req.renewals:
+		if lease != 30*time.Second {
+			t.Fatalf("lease %v", lease)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held request's lease was never renewed")
+	}
+	held := st.State().Held
+	if len(held) != 1 || held[0].Request != "rq_1" || held[0].Checkpoint != step.CheckClaimed.String() || held[0].Server != "s1" {
+		t.Fatalf("held: %+v", held)
+	}
+	if id, err := st.Next("", false); err != nil || id != "rq_1" {
+		t.Fatalf("next: %q %v", id, err)
+	}
+	select {
+	case <-gone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Next did not let the request go on")
+	}
+	// A checkpoint it passed already does not hold it again.
+	st.At(req, live.Received)
+	if n := len(st.State().Held); n != 0 {
+		t.Fatalf("%d held after Next", n)
+	}
+}
