@@ -93,9 +93,10 @@ type ClaimRequest struct {
 	// WorkFor is how long the claimed request's work may still run once
 	// the key is claimed (its work context's deadline; while step mode
 	// holds the request, RenewWork renews it as a lease); 0 when unknown.
-	// A store that several servers share records it, so that another server's sweeper leaves the key
-	// alone until that deadline has passed; a store of one server needs
-	// it not, since its sweeper knows which of its claims are running.
+	// A store that several servers share records it, so that another
+	// server's sweeper leaves the key alone until that deadline has
+	// passed; a store of one server needs it not, since its sweeper knows
+	// which of its claims are running.
 	WorkFor time.Duration
 	// Token is the fencing token a won claim carries; "" lets the store
 	// make one. Pay makes it, so that the claim counts as running here
