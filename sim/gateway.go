@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"paytwice/pay"
@@ -21,9 +20,8 @@ type Ledger interface {
 // returns the first charge. It is always called outside any transaction
 // of ours, because it stands for a network call to another company.
 type Gateway struct {
-	ledger   Ledger
-	now      func() time.Time
-	switches atomic.Pointer[pay.GatewayFaults]
+	ledger Ledger
+	now    func() time.Time
 	// sleep waits for d or until ctx ends; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 }
@@ -31,20 +29,12 @@ type Gateway struct {
 // NewGateway returns a gateway that keeps its charges in ledger.
 func NewGateway(ledger Ledger, now func() time.Time) *Gateway {
 	g := &Gateway{ledger: ledger, now: now, sleep: pay.Sleep}
-	g.switches.Store(&pay.GatewayFaults{})
 	return g
 }
 
-// Switches returns the gateway's current switches.
-func (g *Gateway) Switches() pay.GatewayFaults { return *g.switches.Load() }
-
-// SetSwitches replaces the gateway's switches; requests already past the
-// point where they read them are not affected.
-func (g *Gateway) SetSwitches(s pay.GatewayFaults) { g.switches.Store(&s) }
-
 // ChargeWith takes amountSatang for orderID under the merchant's key, with
-// the switches sw rather than the current ones: a request that drew its
-// faults once (FaultPlan.Draw) charges with them.
+// the switches sw: a request that drew its faults once (FaultPlan.Draw)
+// charges with them.
 func (g *Gateway) ChargeWith(ctx context.Context, sw pay.GatewayFaults, key, orderID string, amountSatang int64) (pay.GatewayCharge, error) {
 	if sw.LatencyMS > 0 {
 		if err := g.sleep(ctx, time.Duration(sw.LatencyMS)*time.Millisecond); err != nil {

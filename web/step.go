@@ -200,9 +200,9 @@ func (u *update) stepMode() {
 		u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "aimed", Tone: views.ToneBad}})
 	case watchKind:
 		// A "Watch for" item ticked: the step bar's redraw is only there
+		// to make a frame, which makes every page ask for its lesson.
 	case step.KindHeldList:
 		// Another server's held list changed: the bar shows it.
-		// to make a frame, which makes every page ask for its lesson.
 	case step.KindMode:
 		r := u.rowFor("Step mode")
 		u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "step", Tone: views.ToneInfo}})
