@@ -313,6 +313,7 @@ func TestClusterCommandFlags(t *testing.T) {
 		{"no server is refused", []string{"-db", pg, "-servers", "0"}, 2, "-servers must be between 1 and 16, not 0"},
 		{"seventeen servers are refused", []string{"-db", pg, "-servers", "17"}, 2, "-servers must be between 1 and 16, not 17"},
 		{"a zero lock timeout is refused", []string{"-db", pg, "-lock-timeout", "0s"}, 2, "-lock-timeout and -retention must be positive"},
+		{"a lock timeout under a second is refused", []string{"-db", pg, "-lock-timeout", "2ns"}, 2, "-lock-timeout must be at least 1s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr, err := runCmd(t, append([]string{"cluster"}, tc.args...)...)

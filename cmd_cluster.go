@@ -74,6 +74,8 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return badValue("-servers must be between 1 and %d, not %d", maxClusterServers, *servers)
 	case *lockTimeout <= 0 || *retention <= 0:
 		return badValue("-lock-timeout and -retention must be positive durations such as 30s or 24h")
+	case *lockTimeout < minLockTimeout:
+		return badValue("-lock-timeout must be at least %v, not %v", minLockTimeout, *lockTimeout)
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -415,6 +415,8 @@ func TestCommandLine(t *testing.T) {
 	}{
 		{[]string{"-retention", "0s"}, nil, "-retention must be a positive duration such as 30s or 24h, not 0s"},
 		{[]string{"-lock-timeout", "-5s"}, nil, "-lock-timeout must be a positive duration"},
+		{[]string{"-lock-timeout", "2ns"}, nil, "-lock-timeout must be at least 1s"},
+		{nil, map[string]string{"PAYTWICE_LOCK_TIMEOUT": "500ms"}, "-lock-timeout must be at least 1s (a held request renews its key's lease every third of it), not 500ms"},
 		{nil, map[string]string{"PAYTWICE_RETENTION": "1 day"}, `PAYTWICE_RETENTION must be a positive duration such as 30s or 24h, not "1 day"`},
 		{nil, map[string]string{"PAYTWICE_SYNCHRONOUS": "sometimes"}, `-synchronous must be FULL, EXTRA, NORMAL or OFF, not "sometimes"`},
 	} {

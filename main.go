@@ -135,6 +135,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return badValue("-%s must be a positive duration such as 30s or 24h, not %v", f.name, f.d)
 		}
 	}
+	if *lockTimeout < minLockTimeout {
+		return badValue("-lock-timeout must be at least %v (a held request renews its key's lease every third of it), not %v", minLockTimeout, *lockTimeout)
+	}
 	if *maxStreams <= 0 {
 		return badValue("-max-streams must be a positive whole number, not %d", *maxStreams)
 	}
@@ -252,6 +255,11 @@ const frontDoorMarkVariable = "PAYTWICE_FRONT_DOOR_MARK"
 
 // maxServerName bounds -name: it is shown on every timeline row.
 const maxServerName = 40
+
+// minLockTimeout is the shortest -lock-timeout taken: a key's lease is
+// renewed every third of it, and a lock timeout shorter than a second
+// would have the sweepers closing keys whose work is merely slow.
+const minLockTimeout = time.Second
 
 // defaultServerName names a server that shares its database and was not
 // given -name: the machine's host name and the port, which tell the

@@ -255,7 +255,9 @@ func (st *Stepper) Hold(p Request, cp Checkpoint) {
 	p.RenewWork(st.lease)
 	renew, stopRenewing := (<-chan time.Time)(nil), func() {}
 	if st.lease > 0 {
-		renew, stopRenewing = st.Every(st.lease / 3)
+		// A floor on the period: a ticker of 0 panics, and renewing more
+		// often than every millisecond would only load the database.
+		renew, stopRenewing = st.Every(max(st.lease/3, time.Millisecond))
 	}
 	defer stopRenewing()
 	limit := st.After(st.limit)
@@ -280,6 +282,10 @@ wait:
 		}
 		break wait
 	}
+	// The last renewal may be nearly a lease old, and the work goes on
+	// now with as much of its deadline as it had left: one renewal more
+	// keeps the sweepers off the key for a full lease from the resume.
+	p.RenewWork(st.lease)
 	st.mu.Lock()
 	st.drop(h)
 	st.mu.Unlock()

@@ -78,3 +78,65 @@ func TestStepperHoldsARequestUntilNext(t *testing.T) {
 		t.Fatalf("%d held after Next", n)
 	}
 }
+
+// holdThenNext holds a request of st at "key claimed" and lets it go on
+// with Next, returning the leases its work was renewed with meanwhile.
+func holdThenNext(t *testing.T, st *step.Stepper, hub *live.Hub) []time.Duration {
+	t.Helper()
+	if err := st.Turn(true, "test"); err != nil {
+		t.Fatal(err)
+	}
+	req := &request{id: "rq_1", done: make(chan struct{}), hub: hub, renewals: make(chan time.Duration)}
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		st.At(req, live.Claimed)
+	}()
+	var leases []time.Duration
+	for i := 0; ; i++ {
+		if i > 10000 {
+			t.Fatal("the held request renews its lease without end")
+		}
+		select {
+		case l := <-req.renewals:
+			leases = append(leases, l)
+			if len(leases) == 1 { // it is held now
+				if _, err := st.Next("", false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			continue
+		case <-gone:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Next did not let the request go on")
+		}
+		return leases
+	}
+}
+
+// A hold that ends renews the lease once more: the work resumes with as
+// much of its deadline as it had, and the sweepers must not take its key
+// as soon as a lease from the last renewal during the hold runs out.
+func TestStepperRenewsTheLeaseWhenTheHoldEnds(t *testing.T) {
+	hub := live.New(0, nil)
+	r := room.New(room.Memory(), "id", "s1", room.Defaults, func(old, next room.State) {}, t.Logf)
+	st := step.New(t.Context(), step.Config{Name: "s1", Lease: 30 * time.Second, Room: r, Hub: hub, Now: time.Now, Logf: t.Logf})
+	st.After = func(time.Duration) <-chan time.Time { return nil }
+	st.Every = func(time.Duration) (<-chan time.Time, func()) { return nil, func() {} } // no tick during the hold
+	leases := holdThenNext(t, st, hub)
+	if len(leases) != 2 || leases[0] != 30*time.Second || leases[1] != 30*time.Second {
+		t.Fatalf("leases renewed %v, want one when held and one when let go", leases)
+	}
+}
+
+// A lease of a few nanoseconds (a lock timeout that small) renews on a
+// ticker of a millisecond rather than panicking on a zero period.
+func TestStepperRenewsATinyLeaseWithoutPanicking(t *testing.T) {
+	hub := live.New(0, nil)
+	r := room.New(room.Memory(), "id", "s1", room.Defaults, func(old, next room.State) {}, t.Logf)
+	st := step.New(t.Context(), step.Config{Name: "s1", Lease: 2 * time.Nanosecond, Room: r, Hub: hub, Now: time.Now, Logf: t.Logf})
+	st.After = func(time.Duration) <-chan time.Time { return nil }
+	if leases := holdThenNext(t, st, hub); len(leases) < 2 {
+		t.Fatalf("leases renewed %v", leases)
+	}
+}
