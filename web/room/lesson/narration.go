@@ -3,6 +3,8 @@ package lesson
 import (
 	"context"
 	"errors"
+	"fmt"
+	"hash/fnv"
 	"net/http"
 	"slices"
 	"sync"
@@ -153,9 +155,7 @@ type Narrator struct {
 	slug  string
 	items []watchFor
 	ticks []Tick
-	// ticked counts the items ticked since the server started (Version).
-	ticked uint64
-	st     narrationState
+	st    narrationState
 }
 
 // NewNarrator narrates book's chapters as the room r runs them, from the
@@ -203,13 +203,26 @@ func (n *Narrator) Ticked(slug string) []Tick {
 }
 
 // Version changes whenever the lesson panel does: at each lesson started
-// or left, and at each item ticked. It is never 0, which a page that has
-// no lesson panel yet may send.
+// or left, and at each item ticked. It is a hash of what the panel shows
+// (the chapter, which run of it, the items ticked and by which row), not
+// a count of this server's: a page that the front door sends to another
+// server gets the same version for the same panel, and a new one for
+// another. It is never 0, which a page with no lesson panel yet may send,
+// and below 2^53 so that it survives JavaScript's numbers.
 func (n *Narrator) Version() uint64 {
-	runs := n.room.Load().LessonRuns
+	st := n.room.Load()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return 1 + runs + n.ticked
+	n.follow(st)
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%q %d", n.slug, n.runs)
+	for _, t := range n.ticks {
+		fmt.Fprintf(h, " %t %q", t.Seen, t.Row)
+	}
+	if v := h.Sum64() & (1<<53 - 1); v != 0 {
+		return v
+	}
+	return 1
 }
 
 // run reads the events until ctx ends.
@@ -284,7 +297,6 @@ func (n *Narrator) see(e live.Event) bool {
 	for i, item := range n.items {
 		if !n.ticks[i].Seen && item.Ticks(w) {
 			n.ticks[i] = Tick{Seen: true, Row: row}
-			n.ticked++
 			changed = true
 		}
 	}

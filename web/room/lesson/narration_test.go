@@ -151,3 +151,37 @@ func TestBookChapters(t *testing.T) {
 		t.Fatal("no error for an unknown chapter")
 	}
 }
+
+// Two servers on one room give the lesson panel the same version when
+// they show the same panel, whatever each ticked in the runs before, and
+// different versions when they show different ones: a page the front
+// door sends to the other server asks again only when the panel differs.
+func TestNarrationVersionIsThePanelsNotTheServers(t *testing.T) {
+	a, r := narrating(t)
+	hub := live.New(live.DefaultSize, time.Now)
+	t.Cleanup(hub.Close)
+	b := NewNarrator(Build(30*time.Second), r, hub)
+	charge := func(n *Narrator, key, request string) {
+		n.see(live.Event{Kind: live.Received, Scope: "s", Key: key, OrderID: "A-1", Request: request})
+		n.see(live.Event{Kind: live.Charged, Scope: "s", Key: key, OrderID: "A-1", Request: request})
+	}
+
+	startLesson(t, r, "no-key")
+	charge(a, "k1", "rq_1")
+	charge(a, "k2", "rq_2") // only a saw the charges: two items tick there
+	if a.Version() == b.Version() {
+		t.Fatalf("a panel with two items ticked and one with none share the version %d", a.Version())
+	}
+	if v := a.Version(); v == 0 || v >= 1<<53 {
+		t.Fatalf("version %d", v)
+	}
+
+	startLesson(t, r, "no-key") // the chapter again: nothing ticked on either
+	if va, vb := a.Version(), b.Version(); va != vb {
+		t.Fatalf("the same panel has the version %d on one server and %d on the other", va, vb)
+	}
+	startLesson(t, r, "")
+	if va, vb := a.Version(), b.Version(); va != vb {
+		t.Fatalf("no lesson: versions %d and %d", va, vb)
+	}
+}
