@@ -190,7 +190,7 @@ func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 			r.skipped.Add(start - seen)
 			seen = start
 			sub = r.cfg.Hub.Subscribe(start)
-			if _, ok := r.notify(ctx, []live.Event{r.gapEvent(owed)}); ok {
+			if _, gapLost := r.notify(ctx, []live.Event{r.gapEvent(owed)}); !gapLost {
 				owed = 0
 			}
 			continue
@@ -207,8 +207,10 @@ func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 				events = append(events, e.Event)
 			}
 		}
-		failed, ok := r.notify(ctx, events)
-		if ok {
+		// The gap went out or it did not: what a later notification of the
+		// batch failed to send is owed afresh, and counted once.
+		failed, gapLost := r.notify(ctx, events)
+		if !gapLost {
 			owed = 0
 		}
 		owed += failed
@@ -230,13 +232,13 @@ func (r *Relay) gapEvent(n uint64) live.Event {
 
 // notify sends events in as few notifications as fit, in order, and
 // returns how many of this server's events (gaps aside) were not sent and
-// whether every notification went out.
-func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64, ok bool) {
-	ok = true
+// whether a gap among events was not sent either.
+func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64, gapLost bool) {
 	events = slices.Clone(events) // the records point into it, and shortening changes it
 	w := r.wire
 	w.reset(r.head)
 	steps := uint64(0) // events in w that are not gaps
+	gaps := false      // whether w holds a gap
 	flush := func() {
 		if w.events == 0 {
 			return
@@ -246,7 +248,7 @@ func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 		cancel()
 		switch {
 		case err != nil:
-			failed, ok = failed+steps, false
+			failed, gapLost = failed+steps, gapLost || gaps
 			// Say so once, not for every batch while the database is away.
 			if !r.failing && ctx.Err() == nil {
 				r.cfg.Logf("live relay: events not sent to the other servers until the database answers again: %v", err)
@@ -257,7 +259,7 @@ func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 			r.cfg.Logf("live relay: sending events to the other servers again")
 		}
 		w.reset(r.head)
-		steps = 0
+		steps, gaps = 0, false
 	}
 	var rec []byte
 	for i := range events {
@@ -272,17 +274,23 @@ func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 			var fits bool
 			if rec, fits = r.shorten(e, rec); !fits {
 				r.cfg.Logf("live relay: a %s event does not fit in a notification; not sent", e.Kind)
-				failed, ok = failed+1, false
+				if e.Kind == live.Gap {
+					gapLost = true
+				} else {
+					failed++
+				}
 				continue
 			}
 		}
 		w.add(rec, e)
 		if e.Kind != live.Gap {
 			steps++
+		} else {
+			gaps = true
 		}
 	}
 	flush()
-	return failed, ok
+	return failed, gapLost
 }
 
 // shorten cuts e's Message (prose for people) until its record, rec, fits

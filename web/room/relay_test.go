@@ -2,7 +2,9 @@ package room
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -135,7 +137,7 @@ func TestRelayBatchesKeepOrderAndFitTheLimit(t *testing.T) {
 	}
 	// One message longer than a whole notification: it is cut short, not dropped.
 	events[20].Message = "event 20 " + strings.Repeat("é", limit)
-	if failed, ok := r.notify(context.Background(), events); failed != 0 || !ok {
+	if failed, gapLost := r.notify(context.Background(), events); failed != 0 || gapLost {
 		t.Fatalf("notify: %d failed", failed)
 	}
 	if len(rec.sizes) < 2 || len(rec.sizes) > 20 {
@@ -159,4 +161,83 @@ func TestRelayBatchesKeepOrderAndFitTheLimit(t *testing.T) {
 	if m := got[20].Message; !strings.HasSuffix(m, "…") || len(m) > limit {
 		t.Errorf("the long message arrived as %d bytes ending %q", len(m), m[max(0, len(m)-10):])
 	}
+}
+
+// gatedNotifier fails every notification that carries "drop", and holds
+// the first one until gate is closed.
+type gatedNotifier struct {
+	Peers
+	entered, gate chan struct{}
+	once          sync.Once
+}
+
+func (n *gatedNotifier) Notify(ctx context.Context, channel, payload string) error {
+	n.once.Do(func() {
+		close(n.entered)
+		<-n.gate
+	})
+	if strings.Contains(payload, "drop") {
+		return errors.New("the database is away")
+	}
+	return n.Peers.Notify(ctx, channel, payload)
+}
+
+// The relay tells the others each event they missed once: when the
+// notification with the gap goes out but a later one of the same batch
+// fails, the gap told is not told again with the new one.
+func TestRelayTellsEachMissedEventOnce(t *testing.T) {
+	peers := SharedMemory()
+	b := startRelayed(t, peers, "s2")
+	hub := live.New(0, nil)
+	hub.SetServer("s1")
+	n := &gatedNotifier{Peers: peers, entered: make(chan struct{}), gate: make(chan struct{})}
+	r := newRelay(RelayConfig{Peers: n, Hub: hub, Name: "s1"}, "gap-once")
+	r.maxPayload = 600 // each event below a notification of its own
+	start := hub.LastSeq()
+	go r.send(t.Context(), hub.Subscribe(start), start)
+	pad := strings.Repeat("x", 450)
+	publish := func(msg string) {
+		hub.Publish(live.Event{Kind: live.Pruned, Server: "s1", Time: time.Now(), Message: msg + " " + pad})
+	}
+
+	publish("drop 1") // fails: one event missed
+	select {
+	case <-n.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relay never sent")
+	}
+	// While the first batch is on its way, the next one gathers: the gap
+	// and "keep 2" go out, "drop 3" fails.
+	publish("keep 2")
+	publish("drop 3")
+	close(n.gate)
+	waitFor(t, "s2 to receive keep 2", func() bool { return received(b.hub, "keep 2") })
+	publish("keep 4") // goes out after the gap of "drop 3"
+	waitFor(t, "s2 to receive keep 4", func() bool { return received(b.hub, "keep 4") })
+
+	told := 0
+	for _, e := range remote(b.hub) {
+		if e.Kind == live.Gap {
+			count, _, _ := strings.Cut(e.Message, " ")
+			c, err := strconv.Atoi(count)
+			if err != nil {
+				t.Fatalf("gap %q", e.Message)
+			}
+			told += c
+		}
+	}
+	if told != 2 || r.Skipped() != 2 {
+		t.Fatalf("two events missed; the gaps told %d, the relay counts %d skipped", told, r.Skipped())
+	}
+}
+
+// received reports whether hub got from another server an event whose
+// message starts with msg.
+func received(hub *live.Hub, msg string) bool {
+	for _, e := range remote(hub) {
+		if strings.HasPrefix(e.Message, msg+" ") {
+			return true
+		}
+	}
+	return false
 }

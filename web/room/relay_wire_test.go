@@ -203,7 +203,7 @@ func BenchmarkRelay(b *testing.B) {
 		b.ReportAllocs()
 		peers.bytes = 0
 		for i := range b.N / perBatch {
-			if _, ok := r.notify(context.Background(), batches[i%len(batches)]); !ok {
+			if failed, _ := r.notify(context.Background(), batches[i%len(batches)]); failed != 0 {
 				b.Fatal("not sent")
 			}
 		}
@@ -214,7 +214,7 @@ func BenchmarkRelay(b *testing.B) {
 	var payloads, payloadsJSON []string
 	for i := range batches {
 		peers.n = 0
-		if _, ok := r.notify(context.Background(), batches[i]); !ok || peers.n != 1 {
+		if failed, _ := r.notify(context.Background(), batches[i]); failed != 0 || peers.n != 1 {
 			b.Fatalf("a batch went out in %d notifications, want 1", peers.n)
 		}
 		payloads = append(payloads, peers.last)
