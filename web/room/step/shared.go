@@ -209,14 +209,14 @@ func (st *Stepper) listChanged() {
 // stepAnnounceEvery while it is not empty, until the server stops.
 func (st *Stepper) announce() {
 	ctx := st.ctx
-	refresh := time.NewTicker(stepAnnounceEvery)
-	defer refresh.Stop()
+	refresh, stop := st.ticker(stepAnnounceEvery)
+	defer stop()
 	var gen uint64
 	emptyTold := true // the others start knowing nothing of this server
 	for {
 		select {
 		case <-st.commands.changed:
-		case <-refresh.C:
+		case <-refresh:
 		case <-ctx.Done():
 			return
 		}
@@ -225,10 +225,14 @@ func (st *Stepper) announce() {
 			continue
 		}
 		gen++
-		if err := st.sendList(ctx, gen, rows); err != nil && ctx.Err() == nil {
+		err := st.sendList(ctx, gen, rows)
+		if err != nil && ctx.Err() == nil {
 			st.cfg.Logf("step mode: announcing the held requests: %v", err)
 		}
-		emptyTold = len(rows) == 0
+		// An empty list that did not go out is sent again at the next
+		// refresh: else the others would list rows that are gone until
+		// they go stale.
+		emptyTold = len(rows) == 0 && err == nil
 		gap := time.NewTimer(stepAnnounceGap)
 		select {
 		case <-gap.C:
@@ -311,7 +315,7 @@ func (st *Stepper) holding(cmd stepCommand) {
 	if name != "" {
 		c.holders[name] = cmd.From
 	}
-	now := time.Now()
+	now := st.wallNow()
 	var rows []remoteHold
 	for _, p := range a.parts {
 		for _, w := range p {
@@ -340,20 +344,28 @@ func (st *Stepper) othersChanged() {
 	st.cfg.Hub.PublishRemote(live.Event{Kind: KindHeldList})
 }
 
-// watchMembers drops, every stepMembersEvery, the held rows of the
-// servers that no longer follow the room: a server that died holds
-// nothing any more, and its keys go to the sweepers.
+// watchMembers drops, every stepMembersEvery, the held rows no
+// announcement confirmed for stepStaleAfter and those of the servers that
+// no longer follow the room (a server that died holds nothing any more,
+// and its keys go to the sweepers), and tells the pages when it dropped
+// any: the board draws the step bar from a copy it keeps.
 func (st *Stepper) watchMembers() {
 	ctx := st.ctx
-	t := time.NewTicker(stepMembersEvery)
-	defer t.Stop()
+	tick, stop := st.ticker(stepMembersEvery)
+	defer stop()
 	for {
 		select {
-		case <-t.C:
+		case <-tick:
 		case <-ctx.Done():
 			return
 		}
 		st.mu.Lock()
+		stale := st.wallNow().Add(-stepStaleAfter)
+		n := len(st.others)
+		st.others = slices.DeleteFunc(st.others, func(h remoteHold) bool { return h.heard.Before(stale) })
+		if len(st.others) != n {
+			st.othersChanged()
+		}
 		any := slices.ContainsFunc(st.others, func(h remoteHold) bool { return h.holder != "" })
 		st.mu.Unlock()
 		if !any {
@@ -369,7 +381,7 @@ func (st *Stepper) watchMembers() {
 			live[id] = true
 		}
 		st.mu.Lock()
-		n := len(st.others)
+		n = len(st.others)
 		st.others = slices.DeleteFunc(st.others, func(h remoteHold) bool { return h.holder != "" && !live[h.holder] })
 		if len(st.others) != n {
 			st.othersChanged()
@@ -405,18 +417,20 @@ func (st *Stepper) Heard(e live.Event) {
 	st.others = slices.DeleteFunc(st.others, func(h remoteHold) bool { return h.Request == e.Request })
 	if e.Kind == KindHeld {
 		st.others = append(st.others, remoteHold{HeldRequest: HeldRequest{Request: e.Request, Checkpoint: e.Message,
-			Key: e.Key, OrderID: e.OrderID, Scope: e.Scope, Since: e.Time, Server: e.Server}, holder: holder, heard: time.Now()})
+			Key: e.Key, OrderID: e.OrderID, Scope: e.Scope, Since: e.Time, Server: e.Server}, holder: holder, heard: st.wallNow()})
 	}
 }
 
-// othersLocked returns the other servers' held requests, forgetting those
-// no announcement confirmed for stepStaleAfter; st.mu is held.
+// othersLocked returns the other servers' held requests, but for those
+// no announcement confirmed for stepStaleAfter, which watchMembers drops
+// at its next tick and tells the pages of; st.mu is held.
 func (st *Stepper) othersLocked() []HeldRequest {
-	stale := time.Now().Add(-stepStaleAfter)
-	st.others = slices.DeleteFunc(st.others, func(h remoteHold) bool { return h.heard.Before(stale) })
+	stale := st.wallNow().Add(-stepStaleAfter)
 	out := make([]HeldRequest, 0, len(st.others))
 	for _, h := range st.others {
-		out = append(out, h.HeldRequest)
+		if !h.heard.Before(stale) {
+			out = append(out, h.HeldRequest)
+		}
 	}
 	return out
 }

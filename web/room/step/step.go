@@ -178,6 +178,12 @@ type Stepper struct {
 	// replace to renew at will (or never again, as a server that died).
 	lease time.Duration
 	Every func(time.Duration) (<-chan time.Time, func())
+	// ticker starts the tickers of the announcements and of the watch on
+	// the other servers (shared.go), and wallNow is the real time that
+	// ages the other servers' rows; tests replace both before
+	// StartCommands.
+	ticker  func(time.Duration) (<-chan time.Time, func())
+	wallNow func() time.Time
 
 	// closing is set at shutdown: nobody will step a request any more, so
 	// none is held (LetHeldGo).
@@ -203,11 +209,12 @@ func New(ctx context.Context, cfg Config) *Stepper {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
+	tick := func(d time.Duration) (<-chan time.Time, func()) {
+		t := time.NewTicker(d)
+		return t.C, t.Stop
+	}
 	st := &Stepper{cfg: cfg, ctx: ctx, limit: limit, Max: MaxHeld, After: time.After, off: make(chan struct{}),
-		lease: cfg.Lease, Every: func(d time.Duration) (<-chan time.Time, func()) {
-			t := time.NewTicker(d)
-			return t.C, t.Stop
-		}}
+		lease: cfg.Lease, Every: tick, ticker: tick, wallNow: time.Now}
 	st.commands.changed = make(chan struct{}, 1)
 	return st
 }
