@@ -66,7 +66,7 @@ func unquoteSFString(v string) (string, error) {
 			b.WriteByte(v[i])
 		case c == '"':
 			if rest := v[i+1:]; rest != "" {
-				return "", Errorf(EINVALIDKEY, "The Idempotency-Key has %q after its closing quote; send a single quoted string.", truncate(rest, 20))
+				return "", Errorf(EINVALIDKEY, "The Idempotency-Key has %q after its closing quote; send a single quoted string.", Truncate(rest, 20))
 			}
 			return b.String(), nil
 		case c < 0x20 || c > 0x7e:
@@ -93,7 +93,9 @@ func describeByte(c byte) string {
 	return "the character " + string(rune(c))
 }
 
-func truncate(s string, n int) string {
+// Truncate shortens s to n bytes for an error message, marking the cut:
+// a message quotes what the client sent, which may be long.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

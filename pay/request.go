@@ -84,7 +84,7 @@ func DecodePayment(body []byte) (PaymentRequest, error) {
 			}
 			req.AmountSatang = v
 		default:
-			return bad("Unknown field %q; the body takes only order_id and amount_satang.", truncate(name, 40))
+			return bad("Unknown field %q; the body takes only order_id and amount_satang.", Truncate(name, 40))
 		}
 	}
 	if _, err := dec.Token(); err != nil {
@@ -128,7 +128,7 @@ func DecodePaymentForm(body []byte) (PaymentRequest, error) {
 			if !utf8.ValidString(name) {
 				return bad("The form has a field name that is not UTF-8 text.")
 			}
-			return bad("Unknown field %q; the body takes only order_id and amount_satang.", truncate(name, 40))
+			return bad("Unknown field %q; the body takes only order_id and amount_satang.", Truncate(name, 40))
 		case seen[name]:
 			return bad("The field %q appears twice.", name)
 		case !hasValue:
@@ -184,11 +184,11 @@ func parseAmount(n string) (int64, error) {
 	v, err := strconv.ParseInt(n, 10, 64)
 	switch {
 	case err != nil && isInteger(n) && n[0] == '-':
-		return bad("amount_satang must be positive, not %s.", truncate(n, 24))
+		return bad("amount_satang must be positive, not %s.", Truncate(n, 24))
 	case err != nil && isInteger(n):
 		return bad("amount_satang is too large; the limit is %d satang.", MaxAmountSatang)
 	case err != nil:
-		return bad("amount_satang must be a whole number of satang, not %s: money is never a float.", truncate(n, 24))
+		return bad("amount_satang must be a whole number of satang, not %s: money is never a float.", Truncate(n, 24))
 	case v <= 0:
 		return bad("amount_satang must be positive, not %d.", v)
 	case v > MaxAmountSatang:

@@ -277,10 +277,10 @@ func answerExisting(p *Payment, fp, status string, savedStatus int, savedBody []
 	switch {
 	case savedFP != fp:
 		p.observe(StepMismatch, 422, "same key, different body")
-		return Outcome{Kind: Mismatch, Err: Errorf(EMISMATCH, "The key %q was first used with a different request; it was not run again, and the original is untouched.", truncate(p.Key, 64))}
+		return Outcome{Kind: Mismatch, Err: Errorf(EMISMATCH, "The key %q was first used with a different request; it was not run again, and the original is untouched.", Truncate(p.Key, 64))}
 	case status == StatusStarted:
 		p.observe(StepConflict, 409, "first request still running")
-		return Outcome{Kind: InProgress, Err: Errorf(ECONFLICT, "A request with the key %q is still being processed. Retry with the same key after the Retry-After seconds.", truncate(p.Key, 64))}
+		return Outcome{Kind: InProgress, Err: Errorf(ECONFLICT, "A request with the key %q is still being processed. Retry with the same key after the Retry-After seconds.", Truncate(p.Key, 64))}
 	}
 	p.observe(StepReplayed, savedStatus, "saved response sent again; nothing executed")
 	return Outcome{Kind: Replayed, Status: savedStatus, Body: savedBody}
@@ -291,7 +291,7 @@ func answerExisting(p *Payment, fp, status string, savedStatus int, savedBody []
 // answered with another order's charge.
 func KeyUsedForAnotherOrder(key string, ch Charge) error {
 	return Errorf(EMISMATCH, "The key %q was already used for order %s (%d satang) on %s, and that charge is kept. It was not charged again, and this request was not run: use a new key for a new order.",
-		truncate(key, 64), truncate(ch.OrderID, 64), ch.AmountSatang, ch.CreatedAt.UTC().Format(time.DateOnly))
+		Truncate(key, 64), Truncate(ch.OrderID, 64), ch.AmountSatang, ch.CreatedAt.UTC().Format(time.DateOnly))
 }
 
 // Execute does a claimed payment's work under the claim's fencing token:

@@ -122,7 +122,7 @@ func decodeAdminJSON(r *http.Request, v any) error {
 func readAdminBody(r *http.Request) ([]byte, error) {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != echo.MIMEApplicationJSON {
-		return nil, pay.Errorf(pay.EMEDIATYPE, "Send the body as JSON with Content-Type: application/json (got %q).", truncate(r.Header.Get("Content-Type"), 40))
+		return nil, pay.Errorf(pay.EMEDIATYPE, "Send the body as JSON with Content-Type: application/json (got %q).", pay.Truncate(r.Header.Get("Content-Type"), 40))
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
 	if err != nil {
@@ -157,7 +157,7 @@ func decodeStrict(body []byte, v any) error {
 			return bad("The body is not valid JSON: it ends too early.")
 		}
 		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return bad("Unknown field %s.", truncate(name, 60))
+			return bad("Unknown field %s.", pay.Truncate(name, 60))
 		}
 		return bad("The body is not valid JSON: %s.", err.Error())
 	}

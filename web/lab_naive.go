@@ -137,7 +137,7 @@ func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
 		detail := strings.TrimPrefix(err.Error(), pay.ErrConstraint.Error()+": ")
 		p.note(http.StatusInternalServerError, "INSERT refused by the table's primary key ("+detail+"): the check had said the key was free; the constraint stopped a second charge")
 		return writeProblem(c, pay.Errorf(pay.EINTERNAL,
-			"The database refused to insert the key %q a second time (%s). This server checked for the key first and found nothing, but another request inserted it in between: the constraint, not the check, stopped a second charge. Retry with the same key to get the first request's answer.", truncate(p.key, 64), detail))
+			"The database refused to insert the key %q a second time (%s). This server checked for the key first and found nothing, but another request inserted it in between: the constraint, not the check, stopped a second charge. Retry with the same key to get the first request's answer.", pay.Truncate(p.key, 64), detail))
 	}
 	if err != nil {
 		return p.fail(err)

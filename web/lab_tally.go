@@ -81,7 +81,7 @@ func (c *labCounts) add(seed maphash.Seed, r pay.LabRow) {
 		if memoryLock {
 			kind = tallyMemoryLock
 		}
-		name = truncate(key, 40) + " (" + r.OrderID + ")"
+		name = pay.Truncate(key, 40) + " (" + r.OrderID + ")"
 	case pay.LabCharges:
 		switch {
 		case strings.HasPrefix(r.Key, pay.LabKeyPrefix+"no-key "):

@@ -35,7 +35,7 @@ func measuredOutcomes(t *testing.T, env *testEnv) LabOutcomes {
 	}
 	byOrder := func(lg pay.LabGroup) string { return lg.OrderID }
 	byKey := func(lg pay.LabGroup) string {
-		return truncate(strings.TrimPrefix(lg.Key, memoryLockPrefix), 40) + " (" + lg.OrderID + ")"
+		return pay.Truncate(strings.TrimPrefix(lg.Key, memoryLockPrefix), 40) + " (" + lg.OrderID + ")"
 	}
 	var checkFirst, memoryLock, retry, after500 []pay.LabGroup
 	for _, lg := range g.Loose {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
+
+	"paytwice/pay"
 )
 
 // The OpenAPI description is checked twice: as a document, with a
@@ -109,7 +111,7 @@ func (t conformingTransport) RoundTrip(req *http.Request) (*http.Response, error
 			}
 			msgs = append(msgs, msg)
 		}
-		recordNonConforming(fmt.Sprintf("%s %s → %d %s: %s", req.Method, req.URL.Path, res.StatusCode, truncate(string(body), 200), strings.Join(msgs, " | ")))
+		recordNonConforming(fmt.Sprintf("%s %s → %d %s: %s", req.Method, req.URL.Path, res.StatusCode, pay.Truncate(string(body), 200), strings.Join(msgs, " | ")))
 	}
 	return res, nil
 }

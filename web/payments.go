@@ -253,7 +253,7 @@ func readPaymentBody(r *http.Request) (pay.PaymentRequest, error) {
 		err = errUnsupportedMediaType
 	}
 	if err != nil {
-		return pay.PaymentRequest{}, pay.Errorf(pay.EMEDIATYPE, "Send the body as JSON (Content-Type: application/json) or as a form (application/x-www-form-urlencoded); got %q.", truncate(r.Header.Get("Content-Type"), 40))
+		return pay.PaymentRequest{}, pay.Errorf(pay.EMEDIATYPE, "Send the body as JSON (Content-Type: application/json) or as a form (application/x-www-form-urlencoded); got %q.", pay.Truncate(r.Header.Get("Content-Type"), 40))
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, pay.MaxBodyBytes+1))
 	if err != nil {
@@ -277,14 +277,6 @@ func dropConnection(c echo.Context) error {
 		panic(http.ErrAbortHandler)
 	}
 	return conn.Close()
-}
-
-// truncate shortens s to n bytes for a message, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // pageSessionHeader carries the checkout page's session on its payment

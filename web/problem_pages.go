@@ -18,7 +18,7 @@ func problemView(p ProblemType) views.Problem {
 func (s *Server) handleProblemPage(c echo.Context) error {
 	p, ok := problemsByCode[pay.Code(c.Param("code"))]
 	if !ok {
-		return pay.Errorf(pay.ENOTFOUND, "There is no problem type %q.", truncate(c.Param("code"), 40))
+		return pay.Errorf(pay.ENOTFOUND, "There is no problem type %q.", pay.Truncate(c.Param("code"), 40))
 	}
 	return render(c, http.StatusOK, views.ProblemPage(problemView(p)))
 }

@@ -233,7 +233,7 @@ func (s *Server) writeConflict(c echo.Context, key string, o pay.Outcome) error 
 	wait := max(held.LockedAt.Add(s.cfg.LockTimeout+s.cfg.SweepEvery).Sub(now), time.Second)
 	secs := int64((wait + time.Second - 1) / time.Second)
 	c.Response().Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	return writeProblem(c, pay.Errorf(pay.ECONFLICT, "The request that claimed the key %q is no longer running: it stopped before saving its outcome, which may include a charge. The sweeper will ask the gateway what happened and close the key within %d s; retry with the same key then, and never with a new one.", truncate(key, 64), secs))
+	return writeProblem(c, pay.Errorf(pay.ECONFLICT, "The request that claimed the key %q is no longer running: it stopped before saving its outcome, which may include a charge. The sweeper will ask the gateway what happened and close the key within %d s; retry with the same key then, and never with a new one.", pay.Truncate(key, 64), secs))
 }
 
 // retryAfterSeconds is what a 409 or a 503 asks the client to wait.

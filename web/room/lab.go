@@ -105,19 +105,11 @@ func (l LabSettings) Validate() error {
 	}
 	switch {
 	case !known:
-		return pay.Errorf(pay.EINVALID, "server.mode must be one of %s, not %q.", strings.Join(LabModes, ", "), truncate(l.Server.Mode, 40))
+		return pay.Errorf(pay.EINVALID, "server.mode must be one of %s, not %q.", strings.Join(LabModes, ", "), pay.Truncate(l.Server.Mode, 40))
 	case l.Server.CheckGapMS < 0 || l.Server.CheckGapMS > MaxLabCheckGapMS:
 		return pay.Errorf(pay.EINVALID, "server.check_gap_ms must be between 0 and %d milliseconds, not %d.", MaxLabCheckGapMS, l.Server.CheckGapMS)
 	case l.Server.RetentionSeconds < 0 || l.Server.RetentionSeconds > MaxLabRetentionSeconds:
 		return pay.Errorf(pay.EINVALID, "server.retention_seconds must be between 0 (the server's own retention) and %d, not %d.", MaxLabRetentionSeconds, l.Server.RetentionSeconds)
 	}
 	return nil
-}
-
-// truncate cuts s to n bytes for an error message.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

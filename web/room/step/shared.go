@@ -538,7 +538,7 @@ func (st *Stepper) forward(ctx context.Context, cmd stepCommand, want live.Kind)
 			}
 			st.forget(cmd.Request)
 			return pay.Errorf(pay.ENOTFOUND, "No server let the request %q go within %s: it is not held at a checkpoint (it may be running between two, or finished, or its server stopped).",
-				truncate(cmd.Request, 40), stepForwardWait)
+				pay.Truncate(cmd.Request, 40), stepForwardWait)
 		}
 		for _, e := range entries {
 			if e.Request == cmd.Request && e.Kind == want {
@@ -668,11 +668,3 @@ func (st *Stepper) CommandsListened() { st.commands.listening.Store(true) }
 
 // Listening reports whether the command channel is listened to.
 func (st *Stepper) Listening() bool { return st.commands.listening.Load() }
-
-// truncate shortens s to n bytes for a message, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}

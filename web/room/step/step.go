@@ -313,7 +313,7 @@ func (st *Stepper) find(id string) (*heldRequest, error) {
 		}
 	}
 	if id != "" {
-		return nil, pay.Errorf(pay.ENOTFOUND, "The request %q is not held at a checkpoint (it may be running between two, or finished).", truncate(id, 40))
+		return nil, pay.Errorf(pay.ENOTFOUND, "The request %q is not held at a checkpoint (it may be running between two, or finished).", pay.Truncate(id, 40))
 	}
 	return nil, errNothingHeld
 }
@@ -534,7 +534,7 @@ func AimableAt(name string) []string {
 func (st *Stepper) aim(id, fault string) error {
 	f, ok := aimedFaults[fault]
 	if !ok {
-		return pay.Errorf(pay.EINVALID, `Aim "response_lost" or "crash_midway" at a request, not %q.`, truncate(fault, 40))
+		return pay.Errorf(pay.EINVALID, `Aim "response_lost" or "crash_midway" at a request, not %q.`, pay.Truncate(fault, 40))
 	}
 	st.mu.Lock()
 	h, err := st.find(id)
