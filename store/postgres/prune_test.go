@@ -11,6 +11,7 @@ import (
 	"paytwice/pay"
 	"paytwice/store/postgres"
 	"paytwice/store/postgres/pgtest"
+	"paytwice/store/storetest"
 )
 
 // fillDoneKeys writes n done keys created before createdAt straight into
@@ -157,25 +158,8 @@ func BenchmarkPaymentsDuringPrune(b *testing.B) {
 				if err != nil || len(pruned) != n {
 					b.Fatalf("pruned %d of %d (%v)", len(pruned), n, err)
 				}
-				reportWaits(b, took, during, after)
+				storetest.ReportPruneWaits(b, took, during, after)
 			}
 		})
 	}
-}
-
-// reportWaits reports the prune's duration and the payments' p99 and
-// slowest during the prune and in the window after it.
-func reportWaits(b *testing.B, took time.Duration, during, after []time.Duration) {
-	if len(during) == 0 || len(after) == 0 {
-		b.Fatalf("%d payments during the prune, %d after", len(during), len(after))
-	}
-	slices.Sort(during)
-	slices.Sort(after)
-	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-	b.ReportMetric(float64(took.Milliseconds()), "prune-ms")
-	b.ReportMetric(float64(len(during)), "payments")
-	b.ReportMetric(ms(during[len(during)*99/100]), "p99-payment-ms")
-	b.ReportMetric(ms(during[len(during)-1]), "max-payment-ms")
-	b.ReportMetric(ms(after[len(after)*99/100]), "p99-payment-ms-no-prune")
-	b.ReportMetric(ms(after[len(after)-1]), "max-payment-ms-no-prune")
 }
