@@ -2,6 +2,7 @@ package pay
 
 import (
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxKeyLength is the longest idempotency key accepted, as Stripe allows.
@@ -93,11 +94,15 @@ func describeByte(c byte) string {
 	return "the character " + string(rune(c))
 }
 
-// Truncate shortens s to n bytes for an error message, marking the cut:
-// a message quotes what the client sent, which may be long.
+// Truncate shortens s to at most n bytes for an error message, marking the
+// cut: a message quotes what the client sent, which may be long. The cut
+// falls between characters, so a quote of valid UTF-8 stays valid.
 func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

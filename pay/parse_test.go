@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParseKey(t *testing.T) {
@@ -257,4 +258,23 @@ func FuzzDecodePaymentForm(f *testing.F) {
 			t.Fatalf("form %q gave %+v, whose JSON twin decodes to %+v, %v", body, p, twin, err)
 		}
 	})
+}
+
+func TestTruncateCutsBetweenCharacters(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "abc…"},
+		{"ab฿cd", 3, "ab…"}, // ฿ is three bytes: the cut moves back before it
+		{"ab฿cd", 5, "ab฿…"},
+		{"฿฿", 1, "…"},
+	} {
+		got := Truncate(tc.in, tc.n)
+		if got != tc.want || !utf8.ValidString(got) {
+			t.Errorf("Truncate(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
 }
