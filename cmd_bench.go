@@ -47,8 +47,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	b := bench{
-		url: strings.TrimRight(*baseURL, "/") + *path, body: *body, auth: *auth,
-		unquoted: *unquoted, clients: *clients, pid: *pid, rate: *rate,
+		url:      strings.TrimRight(*baseURL, "/") + *path,
+		unquoted: *unquoted, timeout: *timeout, clients: *clients, pid: *pid, rate: *rate,
 		prefix: "bench-" + randomHex(4) + "-",
 	}
 	n := *count
@@ -88,10 +88,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			n = 1
 		}
 	}
-	b.client = &http.Client{Timeout: *timeout, Transport: &http.Transport{
-		MaxIdleConns: *clients, MaxIdleConnsPerHost: *clients, DisableCompression: true,
-	}}
-	defer b.client.CloseIdleConnections()
+	tmpl, err := newRequestTemplate(b.url, *body, *auth)
+	if err != nil {
+		return badValue("-url: %v", err)
+	}
+	b.tmpl = tmpl
+	defer b.closeConns()
 	if *pid > 0 {
 		if _, err := processCPU(*pid); err != nil {
 			return fmt.Errorf("-pid %d: %w", *pid, err)
@@ -109,7 +111,6 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer v.close()
 	}
 	var res benchResult
-	var err error
 	switch *mode {
 	case "new":
 		fmt.Fprintf(stdout, "new payments: %d clients, %s to POST %s\n", *clients, amount(n, *duration), b.url)
@@ -142,12 +143,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // bench is one run's settings.
 type bench struct {
-	url, body, auth, prefix string
-	unquoted                bool
-	clients, pid            int
-	rate                    float64 // requests a second, 0 for no limit
-	client                  *http.Client
-	viewers                 *viewers // open during the run, or nil
+	url, prefix  string
+	tmpl         *requestTemplate
+	unquoted     bool
+	timeout      time.Duration // of each request
+	clients, pid int
+	rate         float64      // requests a second, 0 for no limit
+	conns        []*benchConn // one per client, kept from one phase to the next
+	viewers      *viewers     // open during the run, or nil
 }
 
 // benchResult is what a run measured.
@@ -188,64 +191,33 @@ type answer struct {
 	replayed bool
 	body     string // kept only when asked for
 	latency  time.Duration
+	done     time.Time // when the answer had been read
 	err      error
 }
 
-// send posts one payment with key; keepBody keeps the answer's body.
-func (b *bench) send(ctx context.Context, key string, n int, keepBody bool) answer {
-	body := strings.NewReplacer("{key}", key, "{n}", strconv.Itoa(n)).Replace(b.body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url, strings.NewReader(body))
-	if err != nil {
-		return answer{err: err}
+// warm gives each of the first n clients its connection before the
+// clock starts, so that the run measures payments rather than TCP
+// handshakes. A client that cannot connect now tries again, and reports
+// the error, when it sends.
+func (b *bench) warm(ctx context.Context, n int) []*benchConn {
+	for len(b.conns) < n {
+		b.conns = append(b.conns, &benchConn{t: b.tmpl, unquoted: b.unquoted, timeout: b.timeout})
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if b.unquoted {
-		req.Header.Set("Idempotency-Key", key)
-	} else {
-		req.Header.Set("Idempotency-Key", strconv.Quote(key))
-	}
-	if b.auth != "" {
-		req.Header.Set("Authorization", b.auth)
-	}
-	t0 := time.Now()
-	res, err := b.client.Do(req)
-	if err != nil {
-		return answer{err: err, latency: time.Since(t0)}
-	}
-	a := answer{status: res.StatusCode, replayed: strings.EqualFold(res.Header.Get("Idempotent-Replayed"), "true")}
-	if keepBody {
-		var sb strings.Builder
-		_, err = io.Copy(&sb, res.Body)
-		a.body = sb.String()
-	} else {
-		_, err = io.Copy(io.Discard, res.Body)
-	}
-	res.Body.Close()
-	a.latency, a.err = time.Since(t0), err
-	return a
-}
-
-// warm opens the clients' connections before the clock starts, so that
-// the run measures payments rather than TCP handshakes. Any answer will
-// do: a GET on the endpoint is refused or listed, never charged.
-func (b *bench) warm(ctx context.Context, conns int) {
+	conns := b.conns[:n]
 	var wg sync.WaitGroup
-	for range conns {
-		wg.Go(func() {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.url, nil)
-			if err != nil {
-				return
-			}
-			if b.auth != "" {
-				req.Header.Set("Authorization", b.auth)
-			}
-			if res, err := b.client.Do(req); err == nil {
-				_, _ = io.Copy(io.Discard, res.Body)
-				res.Body.Close()
-			}
-		})
+	for _, c := range conns {
+		if c.conn == nil {
+			wg.Go(func() { _ = c.dial(ctx) })
+		}
 	}
 	wg.Wait()
+	return conns
+}
+
+func (b *bench) closeConns() {
+	for _, c := range b.conns {
+		c.close()
+	}
 }
 
 // prepare pays keys 0..n-1 for replay mode.
@@ -263,7 +235,7 @@ func (b *bench) prepare(ctx context.Context, n int) error {
 // run sends n requests (or, with d > 0, as many as fit in d) from
 // b.clients goroutines; key names request i's key.
 func (b *bench) run(ctx context.Context, n int, d time.Duration, key func(i int) string) (benchResult, error) {
-	b.warm(ctx, b.clients)
+	conns := b.warm(ctx, b.clients)
 	limit := n
 	if d > 0 {
 		limit = 1 << 30
@@ -278,10 +250,16 @@ func (b *bench) run(ctx context.Context, n int, d time.Duration, key func(i int)
 	}
 	var wg sync.WaitGroup
 	for w := range parts {
-		part := &parts[w]
+		part, c := &parts[w], conns[w]
 		part.statuses = map[int]int{}
+		part.latencies = make([]time.Duration, 0, 1024)
 		wg.Go(func() {
-			for ctx.Err() == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
+			// No request starts after the deadline; those in flight
+			// then are read and counted, which adds at most one
+			// request's time to the run and one request per client
+			// to its count.
+			now := start
+			for ctx.Err() == nil && (deadline.IsZero() || now.Before(deadline)) {
 				i := int(next.Add(1)) - 1
 				if i >= limit {
 					return
@@ -296,9 +274,10 @@ func (b *bench) run(ctx context.Context, n int, d time.Duration, key func(i int)
 					}
 				}
 				k := key(i)
-				a := b.send(ctx, k, i, false)
+				a := c.send(ctx, k, i, false)
+				now = a.done
 				if b.viewers != nil && a.err == nil && a.status == http.StatusCreated {
-					b.viewers.paidAt(k, time.Now())
+					b.viewers.paidAt(k, now)
 				}
 				part.add(a)
 			}
@@ -330,7 +309,7 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 // storms sends n storms one after the other: each is b.clients requests
 // with one new key, released together.
 func (b *bench) storms(ctx context.Context, n int) (benchResult, error) {
-	b.warm(ctx, b.clients)
+	conns := b.warm(ctx, b.clients)
 	total := benchResult{statuses: map[int]int{}, stormClient: b.clients, serverCPU: -1}
 	cpu0, _ := processCPU(b.pid)
 	var cpu time.Duration
@@ -339,12 +318,12 @@ func (b *bench) storms(ctx context.Context, n int) (benchResult, error) {
 		answers := make([]answer, b.clients)
 		release := make(chan struct{})
 		var ready, wg sync.WaitGroup
-		for i := range answers {
+		for i, c := range conns {
 			ready.Add(1)
 			wg.Go(func() {
 				ready.Done()
 				<-release
-				answers[i] = b.send(ctx, key, s, true)
+				answers[i] = c.send(ctx, key, s, true)
 			})
 		}
 		ready.Wait()

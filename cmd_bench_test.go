@@ -1,14 +1,21 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestBenchCommand(t *testing.T) {
@@ -110,5 +117,211 @@ func TestBenchCommandCatchesDoubleCharges(t *testing.T) {
 	}
 	if len(auths) != 10 || auths[0] != "Bearer alice" || keys[0] != keys[9] || !strings.HasPrefix(keys[0], `"bench-`) {
 		t.Errorf("authorization %q, keys %q", auths, keys)
+	}
+}
+
+// rawServer answers on 127.0.0.1 with whatever serve writes: the answers
+// a well-behaved Go server never sends, byte for byte. serve gets each
+// accepted connection and its number.
+func rawServer(t *testing.T, serve func(n int, conn net.Conn, br *bufio.Reader)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for n := 0; ; n++ {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer conn.Close()
+				serve(n, conn, bufio.NewReader(conn))
+			})
+		}
+	})
+	return "http://" + ln.Addr().String() + "/v1/payments"
+}
+
+func testConn(t *testing.T, url, body, auth string) *benchConn {
+	t.Helper()
+	tmpl, err := newRequestTemplate(url, body, auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &benchConn{t: tmpl, timeout: 10 * time.Second}
+	t.Cleanup(c.close)
+	return c
+}
+
+// The client writes its requests by hand: each must be one that net/http
+// reads as the request the flags describe.
+func TestBenchRequestsAreWellFormed(t *testing.T) {
+	got := make(chan *http.Request, 3)
+	bodies := make(chan string, 3)
+	url := rawServer(t, func(_ int, conn net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			b, _ := io.ReadAll(req.Body)
+			got <- req
+			bodies <- string(b)
+			io.WriteString(conn, "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}")
+		}
+	})
+	c := testConn(t, url, `{"order_id":"{key}","n":{n},"again":"{key}{n}"}`, "Bearer alice")
+	for i, key := range []string{"k-1", `quote"d`} {
+		if a := c.send(context.Background(), key, 7+i, false); a.err != nil || a.status != http.StatusCreated {
+			t.Fatalf("answer %+v", a)
+		}
+		req, body := <-got, <-bodies
+		wantKey := strconv.Quote(key)
+		if req.Method != http.MethodPost || req.URL.Path != "/v1/payments" || req.Host == "" ||
+			req.Header.Get("Idempotency-Key") != wantKey || req.Header.Get("Authorization") != "Bearer alice" ||
+			req.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("request %s %s host %q header %v", req.Method, req.URL, req.Host, req.Header)
+		}
+		n := strconv.Itoa(7 + i)
+		if want := `{"order_id":"` + key + `","n":` + n + `,"again":"` + key + n + `"}`; body != want || req.ContentLength != int64(len(want)) {
+			t.Errorf("body %q (length %d), want %q", body, req.ContentLength, want)
+		}
+	}
+	c.unquoted = true
+	c.send(context.Background(), "bare", 0, false)
+	if req := <-got; req.Header.Get("Idempotency-Key") != "bare" {
+		t.Errorf("-unquoted sent %q", req.Header.Get("Idempotency-Key"))
+	}
+	<-bodies
+}
+
+// Answers are read however a server ends them, and one connection carries
+// every request it can.
+func TestBenchReadsEveryShapeOfAnswer(t *testing.T) {
+	answers := []string{
+		"HTTP/1.1 201 Created\r\nContent-Length: 9\r\ncontent-type: application/json\r\n\r\n{\"id\":1}\n",
+		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nidempotent-replayed: TRUE\r\nContent-Length: 3\r\n\r\nabc",
+		"HTTP/1.1 409 Conflict\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbusy\r\n3;ext=1\r\n!!!\r\n0\r\nX-Trailer: 1\r\n\r\n",
+		"HTTP/1.1 204 No Content\r\n\r\n",
+		"HTTP/1.1 201 Created\r\nConnection: close\r\nContent-Length: 4\r\n\r\nlast",
+	}
+	var conns atomic.Int64
+	url := rawServer(t, func(_ int, conn net.Conn, br *bufio.Reader) {
+		conns.Add(1)
+		for _, a := range answers {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			io.WriteString(conn, a)
+			if strings.Contains(a, "Connection: close") {
+				return
+			}
+		}
+	})
+	c := testConn(t, url, "{}", "")
+	type seen struct {
+		status   int
+		replayed bool
+		body     string
+	}
+	want := []seen{{201, false, "{\"id\":1}\n"}, {200, true, "abc"}, {409, false, "busy!!!"}, {204, false, ""}, {201, false, "last"}, {201, false, "{\"id\":1}\n"}}
+	for i, w := range want {
+		a := c.send(context.Background(), "k", i, true)
+		if a.err != nil || (seen{a.status, a.replayed, a.body}) != w {
+			t.Errorf("answer %d: %+v, want %+v", i, a, w)
+		}
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2: one until the server closed it, then another", n)
+	}
+
+	// HTTP/1.0 without a length: the body is all the connection carries.
+	url = rawServer(t, func(_ int, conn net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err == nil {
+			io.WriteString(conn, "HTTP/1.0 201 Created\r\n\r\nuntil the end")
+		}
+	})
+	c = testConn(t, url, "{}", "")
+	if a := c.send(context.Background(), "k", 0, true); a.err != nil || a.status != 201 || a.body != "until the end" || c.conn != nil {
+		t.Errorf("answer %+v, connection left open: %v", a, c.conn != nil)
+	}
+
+	for _, bad := range []string{"HTTP/1.1 2x1 Created\r\n\r\n", "SPDY 201\r\n\r\n", "HTTP/1.1 201 Created\r\nContent-Length: -4\r\n\r\n", "HTTP/1.1 201 Created\r\nContent-Length: 10\r\n\r\nshort"} {
+		url := rawServer(t, func(_ int, conn net.Conn, br *bufio.Reader) {
+			if _, err := http.ReadRequest(br); err == nil {
+				io.WriteString(conn, bad)
+			}
+		})
+		if a := testConn(t, url, "{}", "").send(context.Background(), "k", 0, false); a.err == nil {
+			t.Errorf("%q: no error, answer %+v", bad, a)
+		}
+	}
+}
+
+// A kept-alive connection that the server closed while it sat idle is
+// replaced and the request sent again, once; a new connection that breaks
+// is an error.
+func TestBenchReplacesAConnectionClosedWhileIdle(t *testing.T) {
+	var requests atomic.Int64
+	url := rawServer(t, func(n int, conn net.Conn, br *bufio.Reader) {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		requests.Add(1)
+		io.WriteString(conn, "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
+		// Then the connection closes, as after an idle time-out, with
+		// the next request unanswered.
+		http.ReadRequest(br)
+	})
+	c := testConn(t, url, "{}", "")
+	for i := range 3 {
+		if a := c.send(context.Background(), "k", i, false); a.err != nil || a.status != 201 {
+			t.Fatalf("request %d: %+v", i, a)
+		}
+	}
+	if n := requests.Load(); n != 3 {
+		t.Errorf("%d requests answered, want 3", n)
+	}
+
+	url = rawServer(t, func(int, net.Conn, *bufio.Reader) {})
+	if a := testConn(t, url, "{}", "").send(context.Background(), "k", 0, false); a.err == nil {
+		t.Errorf("a connection closed at once answered %+v", a)
+	}
+}
+
+// A request without an answer ends at the time-out, or when the run is
+// stopped, whichever is first.
+func TestBenchGivesUpOnASilentServer(t *testing.T) {
+	stop, received := make(chan struct{}), make(chan bool, 2)
+	defer close(stop)
+	url := rawServer(t, func(_ int, _ net.Conn, br *bufio.Reader) {
+		_, err := http.ReadRequest(br)
+		received <- err == nil
+		<-stop
+	})
+	c := testConn(t, url, "{}", "")
+	c.timeout = 50 * time.Millisecond
+	if a := c.send(context.Background(), "k", 0, false); !errors.Is(a.err, os.ErrDeadlineExceeded) {
+		t.Errorf("after the time-out: %v", a.err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	c = testConn(t, url, "{}", "")
+	done := make(chan answer)
+	go func() { done <- c.send(ctx, "k", 0, false) }()
+	if !<-received || !<-received {
+		t.Fatal("the server did not read the requests")
+	}
+	cancel()
+	if a := <-done; !errors.Is(a.err, context.Canceled) {
+		t.Errorf("after the run was stopped: %v", a.err)
 	}
 }
