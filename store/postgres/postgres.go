@@ -21,7 +21,9 @@ import (
 	"fmt"
 	"io/fs"
 	"log"
+	"net"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -88,7 +90,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if opts.Logf == nil {
 		opts.Logf = log.Printf
 	}
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := pgxpool.ParseConfig(plainOnLoopback(url))
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err) // pgx redacts the password
 	}
@@ -110,6 +112,33 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("postgres %s: migrate: %w", redact(url), err)
 	}
 	return &DB{pool: pool, now: opts.Now, schema: opts.Schema, server: randomHex(8), lease: opts.SweepLease, logf: opts.Logf}, nil
+}
+
+// plainOnLoopback adds sslmode=disable to a URL whose hosts are all on
+// this machine (localhost, 127.0.0.0/8, ::1) and that says nothing of TLS
+// itself, nor through PGSSLMODE. pgx's default, sslmode=prefer, would
+// wrap every statement in TLS whenever the server offers it; over
+// loopback the encryption guards against nobody, and it costs a payment
+// about a tenth of the server's CPU. A URL that asks for TLS gets it.
+func plainOnLoopback(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Query().Has("sslmode") || os.Getenv("PGSSLMODE") != "" || u.Host == "" {
+		return rawURL
+	}
+	for _, hp := range strings.Split(u.Host, ",") {
+		host := hp
+		if h, _, err := net.SplitHostPort(hp); err == nil {
+			host = h
+		}
+		host = strings.Trim(host, "[]")
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return rawURL
+		}
+	}
+	q := u.Query()
+	q.Set("sslmode", "disable")
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // namesPoolSize reports whether a URL's query sets pool_max_conns (and
