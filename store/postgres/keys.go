@@ -501,10 +501,17 @@ func (db *DB) GetKey(ctx context.Context, scope, key string) (pay.KeyRow, error)
 	return k, err
 }
 
-// RecentKeys returns up to limit keys, newest first.
+// RecentKeys returns up to limit keys, newest first (by locked_at, then
+// key). There is no index of every key by time: each of the two partial
+// indexes (started keys by locked_at, done keys by created_at, which
+// equals locked_at in this store) gives its newest keys in order, and the
+// two short lists are merged.
 func (db *DB) RecentKeys(ctx context.Context, limit int) ([]pay.KeyRow, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+keyColumns+` FROM idempotency_keys
-		ORDER BY locked_at DESC, key LIMIT $1`, limit)
+	rows, err := db.pool.Query(ctx, `SELECT `+keyColumns+` FROM (
+			(SELECT * FROM idempotency_keys WHERE status = 'started' ORDER BY locked_at DESC, key LIMIT $1)
+			UNION ALL
+			(SELECT * FROM idempotency_keys WHERE status = 'done' ORDER BY created_at DESC, key LIMIT $1)
+		) recent ORDER BY locked_at DESC, key LIMIT $1`, limit)
 	if err != nil {
 		return nil, err
 	}

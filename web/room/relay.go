@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -177,7 +176,8 @@ func (r *Relay) Skipped() uint64 { return r.skipped.Load() }
 
 // send forwards this server's events after seen until the server stops.
 func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
-	var owed uint64 // events the others missed, not yet told
+	var owed uint64         // events the others missed, not yet told
+	var events []live.Event // reused: notify is done with it when it returns
 	for {
 		entries, err := sub.Next(ctx)
 		switch {
@@ -198,7 +198,7 @@ func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 			return
 		}
 		seen = entries[len(entries)-1].Seq
-		events := make([]live.Event, 0, len(entries)+1)
+		events = events[:0]
 		if owed > 0 {
 			events = append(events, r.gapEvent(owed))
 		}
@@ -232,9 +232,10 @@ func (r *Relay) gapEvent(n uint64) live.Event {
 
 // notify sends events in as few notifications as fit, in order, and
 // returns how many of this server's events (gaps aside) were not sent and
-// whether a gap among events was not sent either.
+// whether a gap among events was not sent either. It may change events
+// (a message too long is shortened), and the writer's records point into
+// them until the next notify.
 func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64, gapLost bool) {
-	events = slices.Clone(events) // the records point into it, and shortening changes it
 	w := r.wire
 	w.reset(r.head)
 	steps := uint64(0) // events in w that are not gaps
