@@ -35,6 +35,8 @@ type class struct {
 
 	sqlite *store.DB  // SQLite: every server's store
 	clock  *sim.Clock // SQLite: the store's clock, which the first server gets
+
+	started []*testEnv // the servers started so far
 }
 
 // newClass is a class on a new database: PostgreSQL when the test has
@@ -100,7 +102,26 @@ func (c *class) server(cfg Config, wrap func(room.Peers) room.Peers) *testEnv {
 	srv := NewServer(cfg, db, clock)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { srv.Close(); hs.Close(); closeDB() })
-	return &testEnv{t: t, tb: t, URL: hs.URL, Server: srv, HTTP: hs}
+	env := &testEnv{t: t, tb: t, URL: hs.URL, Server: srv, HTTP: hs}
+	c.join(env)
+	return env
+}
+
+// join waits until env's relay and those of the servers started before
+// it have each heard another: a relay that has heard none keeps its
+// events to itself, so a test that starts a second server and pays at
+// once would otherwise see a gap where it expects the payment.
+func (c *class) join(env *testEnv) {
+	c.t.Helper()
+	c.started = append(c.started, env)
+	if env.Server.relay == nil || len(c.started) < 2 {
+		return
+	}
+	for _, e := range c.started {
+		if e.Server.relay != nil {
+			waitUntil(c.t, "the relays to hear each other", func() bool { return e.Server.relay.Others() > 0 })
+		}
+	}
 }
 
 // servers starts one server of the class per name, with wrap (unless nil)

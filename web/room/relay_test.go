@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,6 +57,15 @@ func startRelayed(t *testing.T, peers Peers, name string, local ...live.Kind) re
 	return relayedServer{hub, sink, r}
 }
 
+// waitJoined waits until each relay has heard every other: until then a
+// relay keeps its events to itself.
+func waitJoined(t *testing.T, servers ...relayedServer) {
+	t.Helper()
+	for _, s := range servers {
+		waitFor(t, "the relays to hear each other", func() bool { return s.relay.Others() >= len(servers)-1 })
+	}
+}
+
 // waitFor polls cond, a condition on what other goroutines do, for up
 // to ten seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -85,6 +95,7 @@ func TestRelayOnSharedMemory(t *testing.T) {
 	const mine = live.Kind("mine")
 	a := startRelayed(t, peers, "s1", mine)
 	b := startRelayed(t, peers, "s2")
+	waitJoined(t, a, b)
 
 	a.hub.Publish(live.Event{Kind: mine, Message: "stays on s1"})
 	a.hub.Publish(live.Event{Kind: live.Gap, Message: "stays on s1 too"})
@@ -192,7 +203,8 @@ func TestRelayTellsEachMissedEventOnce(t *testing.T) {
 	hub.SetServer("s1")
 	n := &gatedNotifier{Peers: peers, entered: make(chan struct{}), gate: make(chan struct{})}
 	r := newRelay(RelayConfig{Peers: n, Hub: hub, Name: "s1"}, "gap-once")
-	r.maxPayload = 600 // each event below a notification of its own
+	r.maxPayload = 600   // each event below a notification of its own
+	r.joined.Store(true) // as if it had heard s2 (it does not listen)
 	start := hub.LastSeq()
 	go r.send(t.Context(), hub.Subscribe(start), start)
 	pad := strings.Repeat("x", 450)
@@ -240,4 +252,81 @@ func received(hub *live.Hub, msg string) bool {
 		}
 	}
 	return false
+}
+
+// A relay that has heard no other sends nothing but its hello. A second
+// relay's hello makes the two know of each other; the events the first
+// kept to itself just before are told to the newcomer as a gap, never
+// silently lost, and from then on events travel.
+func TestARelayAloneSendsOnlyItsHello(t *testing.T) {
+	peers := SharedMemory()
+	rec := &recordingNotifier{Peers: peers}
+	a := startRelayed(t, rec, "s1")
+	a.hub.Publish(live.Event{Kind: live.Received, Request: "rq_1", Key: "k1"})
+	a.hub.Publish(live.Event{Kind: live.Claimed, Request: "rq_1", Key: "k1"})
+	waitFor(t, "s1's relay to keep its two events", func() bool { return a.relay.Kept() == 2 })
+	rec.mu.Lock()
+	sent := slices.Clone(rec.sizes)
+	rec.mu.Unlock()
+	for _, n := range sent {
+		if n != len(a.relay.head) {
+			t.Fatalf("a relay alone sent a notification of %d bytes; only hellos (%d bytes) were due: %v", n, len(a.relay.head), sent)
+		}
+	}
+	if len(sent) == 0 {
+		t.Fatal("the relay never said hello")
+	}
+
+	b := startRelayed(t, peers, "s2")
+	waitJoined(t, a, b)
+	a.hub.Publish(live.Event{Kind: live.Completed, Request: "rq_1", Key: "k1", Status: 201})
+	waitFor(t, "s2 to hear s1's event after joining", func() bool {
+		return slices.ContainsFunc(remote(b.hub), func(e live.Event) bool { return e.Kind == live.Completed })
+	})
+	var gaps []string
+	for _, e := range remote(b.hub) {
+		switch e.Kind {
+		case live.Gap:
+			gaps = append(gaps, e.Message)
+		case live.Received, live.Claimed:
+			t.Errorf("s2 heard an event s1 kept while alone: %+v", e)
+		}
+	}
+	if len(gaps) != 1 || !strings.HasPrefix(gaps[0], "2 events") {
+		t.Errorf("s2 was told of the kept events as %q, want one gap of 2 events", gaps)
+	}
+}
+
+// Events a relay kept to itself long before another relay came are owed
+// to nobody: the newcomer was not listening then.
+func TestARelayOwesNothingKeptBeforeTheJoinWindow(t *testing.T) {
+	peers := SharedMemory()
+	hub := live.New(0, nil)
+	hub.SetServer("s1")
+	var mu sync.Mutex
+	now := time.Now()
+	r := newRelay(RelayConfig{Peers: peers, Hub: hub, Sink: &hubSink{hub: live.New(0, nil)}, Name: "s1"}, "window-test")
+	r.realNow = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	start := hub.LastSeq()
+	go r.send(t.Context(), hub.Subscribe(start), start)
+	go r.greet(t.Context())
+	go r.listen(t.Context())
+	waitFor(t, "s1's relay to listen", func() bool { return r.Listening() > 0 })
+
+	hub.Publish(live.Event{Kind: live.Received, Request: "rq_1", Key: "k1"})
+	waitFor(t, "s1's relay to keep the event", func() bool { return r.Kept() == 1 })
+	mu.Lock()
+	now = now.Add(relayJoinWindow + time.Second)
+	mu.Unlock()
+
+	b := startRelayed(t, peers, "s2")
+	waitFor(t, "the relays to hear each other", func() bool { return r.Others() == 1 && b.relay.Others() == 1 })
+	hub.Publish(live.Event{Kind: live.Completed, Request: "rq_1", Key: "k1", Status: 201})
+	waitFor(t, "s2 to hear s1's event", func() bool { return len(remote(b.hub)) > 0 })
+	if got := remote(b.hub); len(got) != 1 || got[0].Kind != live.Completed {
+		t.Errorf("s2 heard %+v, want s1's one event after the join and no gap", got)
+	}
+	if r.Skipped() != 0 {
+		t.Errorf("the relay counts %d events skipped; none were owed", r.Skipped())
+	}
 }
