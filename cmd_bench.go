@@ -71,6 +71,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return badValue("-d does not apply to storms: give the number of storms with -n")
 	case *keys < 1 || *keys > 1_000_000:
 		return badValue("-keys must be between 1 and 1000000")
+	case strings.ContainsAny(*auth, "\r\n"):
+		return badValue("-auth must be one line")
 	case *timeout <= 0:
 		return badValue("-timeout must be positive")
 	case *pid < 0:

@@ -80,6 +80,7 @@ func TestBenchCommand(t *testing.T) {
 			{"bench", "-url", url, "-rate", "-1"},
 			{"bench", "-url", url, "-mode", "storm", "-rate", "5"},
 			{"bench", "-url", url, "-viewers", "-2"},
+			{"bench", "-url", url, "-auth", "Bearer a\r\nX-Injected: 1"},
 		} {
 			if _, _, err := runCmd(t, args...); err == nil {
 				t.Errorf("%v: no error", args)
