@@ -57,7 +57,7 @@ type Store interface {
 	ChargesByOrder(ctx context.Context, scope, orderID string) ([]Charge, error)
 	RecentCharges(ctx context.Context, limit int) ([]Charge, error)
 	CountCharges(ctx context.Context) (int, error)
-	Prune(ctx context.Context, cutoff time.Time) ([]PrunedKey, error)
+	Prune(ctx context.Context, cutoff time.Time) (Pruned, error)
 	Reset(ctx context.Context) error
 
 	LabInsertKeyUnguarded(ctx context.Context, c ClaimRequest) (string, error)

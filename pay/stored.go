@@ -42,6 +42,26 @@ var ErrChargeDiffers = &Error{Code: EINTERNAL, Message: "This key already holds 
 // PrunedKey identifies a key removed by Prune.
 type PrunedKey struct{ Scope, Key string }
 
+// Pruned is what a prune deleted: how many keys, and one of them (the
+// only one when Keys is 1, which the pages name). A prune does not return every key
+// it deleted: a million of them held until it ends would be a heap the
+// garbage collector marks again and again while payments wait for it.
+type Pruned struct {
+	Keys  int
+	First PrunedKey
+}
+
+// Add counts a batch of deleted keys.
+func (p *Pruned) Add(batch []PrunedKey) {
+	if len(batch) == 0 {
+		return
+	}
+	if p.Keys == 0 {
+		p.First = batch[0]
+	}
+	p.Keys += len(batch)
+}
+
 // LabKeyPrefix starts every key that the lab records on a charge on its
 // own behalf. It contains a space, which a client's Idempotency-Key can
 // never contain (only visible ASCII is accepted), so a lab charge can be

@@ -219,14 +219,14 @@ const pruneBatch = 100
 // batch to the writer on its own: the payments that queued meanwhile
 // commit between two batches, so a prune of a million keys never holds
 // the writer for more than one batch. It stops when ctx ends, with what
-// it pruned so far.
-func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]pay.PrunedKey, error) {
-	var pruned []pay.PrunedKey
+// it pruned so far. It keeps no key beyond its batch (see pay.Pruned).
+func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
+	var pruned pay.Pruned
 	if err := db.need("payments"); err != nil {
-		return nil, err
+		return pruned, err
 	}
+	batch := make([]pay.PrunedKey, 0, pruneBatch)
 	for ctx.Err() == nil {
-		var batch []pay.PrunedKey
 		err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
 			batch = batch[:0]
 			rows, err := db.conn.QueryContext(ctx, `DELETE FROM idempotency_keys
@@ -252,7 +252,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]pay.PrunedKey, err
 		for _, p := range batch {
 			db.cache.drop(p.Scope, p.Key)
 		}
-		pruned = append(pruned, batch...)
+		pruned.Add(batch)
 		if len(batch) < pruneBatch {
 			return pruned, nil
 		}

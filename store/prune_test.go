@@ -56,15 +56,15 @@ func TestPruneDeletesEveryOldKeyInBatches(t *testing.T) {
 		t.Fatalf("claim: %+v %v", res, err)
 	}
 	pruned, err := db.Prune(ctx, now.Add(-24*time.Hour))
-	if err != nil || len(pruned) != 1234 {
-		t.Fatalf("pruned %d keys (%v), want 1234", len(pruned), err)
+	if err != nil || pruned.Keys != 1234 {
+		t.Fatalf("pruned %d keys (%v), want 1234", pruned.Keys, err)
 	}
 	started, done, err := db.KeyCounts(ctx)
 	if err != nil || started != 1 || done != 0 {
 		t.Fatalf("after the prune: %d started, %d done (%v)", started, done, err)
 	}
-	if again, err := db.Prune(ctx, now.Add(-24*time.Hour)); err != nil || len(again) != 0 {
-		t.Fatalf("a second prune: %d keys (%v)", len(again), err)
+	if again, err := db.Prune(ctx, now.Add(-24*time.Hour)); err != nil || again.Keys != 0 {
+		t.Fatalf("a second prune: %d keys (%v)", again.Keys, err)
 	}
 }
 
@@ -130,8 +130,8 @@ func BenchmarkPaymentsDuringPrune(b *testing.B) {
 				stop()
 				wg.Wait()
 				after := slices.Clone(waits)
-				if err != nil || len(pruned) != n {
-					b.Fatalf("pruned %d of %d (%v)", len(pruned), n, err)
+				if err != nil || pruned.Keys != n {
+					b.Fatalf("pruned %d of %d (%v)", pruned.Keys, n, err)
 				}
 				storetest.ReportPruneWaits(b, took, during, after)
 			}

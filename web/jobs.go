@@ -112,13 +112,13 @@ func (s *Server) Prune(ctx context.Context) (int, error) {
 	// A prune that stopped part way (shutdown) deleted keys all the same:
 	// the pages hear of those.
 	pruned, err := s.db.Prune(ctx, s.clock.Now().Add(-s.cfg.Retention))
-	if len(pruned) > 0 {
+	if pruned.Keys > 0 {
 		s.labTablesChanged() // a pruned key no longer says it saved a 500
-		e := live.Event{Kind: live.Pruned, Message: fmt.Sprintf("%d done key(s) older than %s pruned", len(pruned), s.cfg.Retention)}
-		if len(pruned) == 1 {
-			e.Scope, e.Key = pruned[0].Scope, pruned[0].Key
+		e := live.Event{Kind: live.Pruned, Message: fmt.Sprintf("%d done key(s) older than %s pruned", pruned.Keys, s.cfg.Retention)}
+		if pruned.Keys == 1 {
+			e.Scope, e.Key = pruned.First.Scope, pruned.First.Key
 		}
 		s.hub.Publish(e)
 	}
-	return len(pruned), err
+	return pruned.Keys, err
 }

@@ -252,22 +252,22 @@ func (s *Server) handleLabPrune(c echo.Context) error {
 	// A prune that stopped part way deleted its first batches all the
 	// same: the lab counts them and the pages hear of them before the
 	// error is answered.
-	if err != nil && len(pruned) == 0 {
+	if err != nil && pruned.Keys == 0 {
 		return err
 	}
-	s.lab.pruned.Add(int64(len(pruned)))
-	if len(pruned) > 0 {
+	s.lab.pruned.Add(int64(pruned.Keys))
+	if pruned.Keys > 0 {
 		s.labTablesChanged()
 	}
-	e := live.Event{Kind: live.Pruned, Message: fmt.Sprintf("lab: %d done key(s) older than %s pruned; a retry with one of them is now a new request", len(pruned), retention)}
-	if len(pruned) == 1 {
-		e.Scope, e.Key = pruned[0].Scope, pruned[0].Key
+	e := live.Event{Kind: live.Pruned, Message: fmt.Sprintf("lab: %d done key(s) older than %s pruned; a retry with one of them is now a new request", pruned.Keys, retention)}
+	if pruned.Keys == 1 {
+		e.Scope, e.Key = pruned.First.Scope, pruned.First.Key
 	}
 	s.hub.Publish(e)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, LabPruneReport{RetentionSeconds: int64(retention / time.Second), Pruned: len(pruned), Now: s.clock.Now().UTC()})
+	return c.JSON(http.StatusOK, LabPruneReport{RetentionSeconds: int64(retention / time.Second), Pruned: pruned.Keys, Now: s.clock.Now().UTC()})
 }
 
 // LabPruneReport is the body of POST /api/lab/prune.

@@ -25,7 +25,7 @@ type prunesThenFails struct{ pay.Store }
 
 var errPruneCut = errors.New("the database went away between two batches")
 
-func (s prunesThenFails) Prune(ctx context.Context, cutoff time.Time) ([]pay.PrunedKey, error) {
+func (s prunesThenFails) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 	pruned, err := s.Store.Prune(ctx, cutoff)
 	if err != nil {
 		return pruned, err

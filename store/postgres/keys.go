@@ -538,12 +538,14 @@ const pruneBatch = 500
 // late retry of a key being pruned waits for one batch at most. Rows
 // another server's prune holds are skipped (SKIP LOCKED), so several
 // servers pruning at once share the work instead of queueing. It stops
-// when ctx ends, with what it pruned so far.
-func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]pay.PrunedKey, error) {
+// when ctx ends, with what it pruned so far. It keeps no key beyond its
+// batch (see pay.Pruned).
+func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
+	var pruned pay.Pruned
 	if err := db.need("payments"); err != nil {
-		return nil, err
+		return pruned, err
 	}
-	var pruned []pay.PrunedKey
+	batch := make([]pay.PrunedKey, 0, pruneBatch)
 	// Each batch starts where the last one ended (from): the entries the
 	// earlier batches deleted stay in the index, dead, until a vacuum, and
 	// a batch that began at the oldest key would step over all of them,
@@ -560,7 +562,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]pay.PrunedKey, err
 		if err != nil {
 			return pruned, err
 		}
-		n := 0
+		batch = batch[:0]
 		for rows.Next() {
 			var p pay.PrunedKey
 			var created time.Time
@@ -571,14 +573,14 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) ([]pay.PrunedKey, err
 			if created.After(from) {
 				from = created
 			}
-			pruned = append(pruned, p)
-			n++
+			batch = append(batch, p)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return pruned, err
 		}
-		if n < pruneBatch {
+		pruned.Add(batch)
+		if len(batch) < pruneBatch {
 			return pruned, nil
 		}
 	}

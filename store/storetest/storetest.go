@@ -174,7 +174,7 @@ func prune(t *testing.T, open Open) {
 	clock.Advance(25 * time.Hour)
 	complete(t, db, "new-done", claim(t, db, "new-done"), clock.Now())
 	pruned, err := db.Prune(ctx, clock.Now().Add(-24*time.Hour))
-	if err != nil || len(pruned) != 1 || pruned[0].Key != "old-done" {
+	if err != nil || pruned.Keys != 1 || pruned.First.Key != "old-done" {
 		t.Fatalf("pruned %v %v, want only old-done", pruned, err)
 	}
 	for key, want := range map[string]string{"old-started": pay.StatusStarted, "new-done": pay.StatusDone} {
