@@ -140,19 +140,7 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	var chAmount *int64
 	err := db.withLockWait(ctx, func(row pgx.Row) error {
 		return row.Scan(&claim, &chOrder, &chAmount)
-	}, `WITH ch AS (
-			SELECT order_id, amount_satang FROM charges WHERE scope = $1 AND idempotency_key = $13 AND `+lockWait+`
-		), ins AS (
-			INSERT INTO idempotency_keys
-			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
-			 claimed_by, work_until)
-			SELECT $1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
-			 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END
-			WHERE NOT EXISTS (SELECT 1 FROM ch)
-			ON CONFLICT (scope, key) DO NOTHING RETURNING claim
-		)
-		SELECT ins.claim, ch.order_id, ch.amount_satang
-		FROM (SELECT 1) AS one LEFT JOIN ins ON true LEFT JOIN ch ON true`,
+	}, claimSQL,
 		c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, token, c.ChargeKey,
 		db.server, workMillis(c.WorkFor), c.ChargeKeyOrKey())
 	if err != nil {
@@ -195,6 +183,33 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 // it inserts, so the wait it bounds is that statement's own.
 var lockWait = fmt.Sprintf(`(SELECT set_config('lock_timeout', '%d', true)) IS NOT NULL`, ClaimLockWait.Milliseconds())
 
+// claimSQL is a claim's statement when the key may have a charge: one
+// statement both looks for the key's charge and, when there is none,
+// inserts the claim. It is built once, not per claim: pgx finds its
+// prepared statement by the text.
+var claimSQL = `WITH ch AS (
+			SELECT order_id, amount_satang FROM charges WHERE scope = $1 AND idempotency_key = $13 AND ` + lockWait + `
+		), ins AS (
+			INSERT INTO idempotency_keys
+			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
+			 claimed_by, work_until)
+			SELECT $1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
+			 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END
+			WHERE NOT EXISTS (SELECT 1 FROM ch)
+			ON CONFLICT (scope, key) DO NOTHING RETURNING claim
+		)
+		SELECT ins.claim, ch.order_id, ch.amount_satang
+		FROM (SELECT 1) AS one LEFT JOIN ins ON true LEFT JOIN ch ON true`
+
+// insertClaimSQL inserts a claim unless the key is held.
+var insertClaimSQL = `INSERT INTO idempotency_keys
+		(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
+		 claimed_by, work_until)
+		SELECT $1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
+		 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END
+		WHERE ` + lockWait + `
+		ON CONFLICT (scope, key) DO NOTHING RETURNING claim`
+
 // withLockWait runs one statement that returns a row, whose lock waits
 // last at most ClaimLockWait, and scans its row: one statement, one round
 // trip. The statement holds the condition lockWait where PostgreSQL
@@ -213,13 +228,7 @@ func (db *DB) insertClaim(ctx context.Context, c pay.ClaimRequest, now time.Time
 		return pay.ClaimResult{}, errKeyChurning
 	}
 	var claim string
-	err := db.withLockWait(ctx, func(row pgx.Row) error { return row.Scan(&claim) }, `INSERT INTO idempotency_keys
-		(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
-		 claimed_by, work_until)
-		SELECT $1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
-		 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END
-		WHERE `+lockWait+`
-		ON CONFLICT (scope, key) DO NOTHING RETURNING claim`,
+	err := db.withLockWait(ctx, func(row pgx.Row) error { return row.Scan(&claim) }, insertClaimSQL,
 		c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, token, c.ChargeKey,
 		db.server, workMillis(c.WorkFor))
 	if err == nil {
