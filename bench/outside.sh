@@ -48,39 +48,58 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 
-# Each prints its throughput and its own CPU per request in µs (user+system,
+# Each runs with $1 connections, keeps its files under the name $2, and
+# prints its throughput and its own CPU per request in µs (user+system,
 # from bash's time): the CPU a load generator takes from the cores the
 # server shares is the likeliest reason for the two to disagree.
 TIMEFORMAT='%3U %3S'
 ours() {
-	{ time "$tmp/paytwice" bench -url "$URL" -mode new -c 16 -d "${SECONDS_EACH}s" >"$tmp/out"; } 2>"$tmp/cpu"
-	awk -v cpu="$(cat "$tmp/cpu")" '$1 == "requests" { n = $2 } $1 == "throughput" { t = $2 }
-		END { split(cpu, c, " "); printf "%s %.0f\n", t, (c[1] + c[2]) / n * 1e6 }' "$tmp/out"
+	{ time "$tmp/paytwice" bench -url "$URL" -mode new -c "$1" -d "${SECONDS_EACH}s" >"$tmp/$2.out"; } 2>"$tmp/$2.time"
+	awk -v cpu="$(cat "$tmp/$2.time")" '$1 == "requests" { n = $2 } $1 == "throughput" { t = $2 }
+		END { split(cpu, c, " "); printf "%s %.0f\n", t, (c[1] + c[2]) / n * 1e6 }' "$tmp/$2.out"
 }
 theirs() {
-	{ time wrk -t2 -c16 -d"${SECONDS_EACH}s" -s bench/wrk-payments.lua "$URL" >"$tmp/out"; } 2>"$tmp/cpu"
-	awk -v cpu="$(cat "$tmp/cpu")" '$2 == "requests" && $3 == "in" { n = $1 } $1 == "throughput" { t = $2 }
-		END { split(cpu, c, " "); printf "%s %.0f\n", t, (c[1] + c[2]) / n * 1e6 }' "$tmp/out"
+	{ time wrk -t2 -c"$1" -d"${SECONDS_EACH}s" -s bench/wrk-payments.lua "$URL" >"$tmp/$2.out"; } 2>"$tmp/$2.time"
+	awk -v cpu="$(cat "$tmp/$2.time")" '$2 == "requests" && $3 == "in" { n = $1 } $1 == "throughput" { t = $2 }
+		END { split(cpu, c, " "); printf "%s %.0f\n", t, (c[1] + c[2]) / n * 1e6 }' "$tmp/$2.out"
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", a / b }'; }
 
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2)" >&2
 "$tmp/paytwice" bench -url "$URL" -mode new -c 16 -n 2000 >/dev/null # warm-up
-: >"$tmp/ratios"
-: >"$tmp/ours.cpu"
-: >"$tmp/theirs.cpu"
-read -r w wcpu <<<"$(theirs)"
-echo "$wcpu" >>"$tmp/theirs.cpu"
+for f in turns turns.ours turns.theirs once once.ours once.theirs; do : >"$tmp/$f"; done
+
+# Taking turns: what each reports when it has the server to itself.
+read -r w wcpu <<<"$(theirs 16 w)"
+echo "$wcpu" >>"$tmp/turns.theirs"
 echo "wrk $w/s ($wcpu µs/request)" >&2
 for r in $(seq "$ROUNDS"); do
 	before=$w
-	read -r p pcpu <<<"$(ours)"
-	read -r w wcpu <<<"$(theirs)"
-	awk -v p="$p" -v a="$before" -v b="$w" 'BEGIN { printf "%.2f\n", p / ((a + b) / 2) }' >>"$tmp/ratios"
-	echo "$pcpu" >>"$tmp/ours.cpu"
-	echo "$wcpu" >>"$tmp/theirs.cpu"
-	echo "round $r (load $(cut -d' ' -f1 /proc/loadavg)): paytwice bench $p/s (its CPU $pcpu µs/request), then wrk $w/s ($wcpu µs/request): $(tail -1 "$tmp/ratios")" >&2
+	read -r p pcpu <<<"$(ours 16 p)"
+	read -r w wcpu <<<"$(theirs 16 w)"
+	ratio "$p" "$(awk -v a="$before" -v b="$w" 'BEGIN { print (a + b) / 2 }')" >>"$tmp/turns"
+	echo "$pcpu" >>"$tmp/turns.ours"
+	echo "$wcpu" >>"$tmp/turns.theirs"
+	echo "round $r (load $(cut -d' ' -f1 /proc/loadavg)): paytwice bench $p/s (its CPU $pcpu µs/request), then wrk $w/s ($wcpu µs/request): $(tail -1 "$tmp/turns")" >&2
 done
-echo "| new payments/s, 16 connections, $ROUNDS rounds of ${SECONDS_EACH} s, each between two of wrk | paytwice bench over wrk | each one's own CPU per request (medians) |"
+
+# At once, half the connections each: both see the same server at the same
+# moment, so the machine's other load cancels out of the ratio, and what is
+# left is how each counts and how soon each sends its next request.
+for r in $(seq "$ROUNDS"); do
+	ours 8 p >"$tmp/p.res" &
+	theirs 8 w >"$tmp/w.res"
+	wait $!
+	read -r p pcpu <"$tmp/p.res"
+	read -r w wcpu <"$tmp/w.res"
+	ratio "$p" "$w" >>"$tmp/once"
+	echo "$pcpu" >>"$tmp/once.ours"
+	echo "$wcpu" >>"$tmp/once.theirs"
+	echo "at once $r (load $(cut -d' ' -f1 /proc/loadavg)): paytwice bench $p/s (its CPU $pcpu µs/request), wrk $w/s ($wcpu µs/request): $(tail -1 "$tmp/once")" >&2
+done
+
+echo "| $store, new payments/s, rounds of ${SECONDS_EACH} s | paytwice bench over wrk | each one's own CPU per request (medians) |"
 echo "| --- | --- | --- |"
-echo "| $store | **$(median <"$tmp/ratios")×** (rounds: $(paste -sd' ' "$tmp/ratios")) | paytwice bench $(median <"$tmp/ours.cpu") µs, wrk $(median <"$tmp/theirs.cpu") µs |"
+echo "| taking turns, 16 connections, $ROUNDS rounds (each against the wrk runs before and after it) | **$(median <"$tmp/turns")×** (rounds: $(paste -sd' ' "$tmp/turns")) | paytwice bench $(median <"$tmp/turns.ours") µs, wrk $(median <"$tmp/turns.theirs") µs |"
+echo "| at once, 8 connections each, $ROUNDS rounds | **$(median <"$tmp/once")×** (rounds: $(paste -sd' ' "$tmp/once")) | paytwice bench $(median <"$tmp/once.ours") µs, wrk $(median <"$tmp/once.theirs") µs |"
