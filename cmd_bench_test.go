@@ -326,3 +326,29 @@ func TestBenchGivesUpOnASilentServer(t *testing.T) {
 		t.Errorf("after the run was stopped: %v", a.err)
 	}
 }
+
+// An https:// endpoint is spoken to over TLS, one handshake per client.
+func TestBenchOverTLS(t *testing.T) {
+	var conns atomic.Int64
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, r.Header.Get("Idempotency-Key"))
+	}))
+	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	hs.StartTLS()
+	defer hs.Close()
+	c := testConn(t, hs.URL+"/v1/payments", "{}", "")
+	c.t.tlsConfig.RootCAs = hs.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	for i := range 3 {
+		if a := c.send(context.Background(), "k"+strconv.Itoa(i), i, true); a.err != nil || a.status != http.StatusCreated || a.body != strconv.Quote("k"+strconv.Itoa(i)) {
+			t.Fatalf("answer %d: %+v", i, a)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections for three requests", n)
+	}
+}
