@@ -218,8 +218,11 @@ const pruneBatch = 100
 // It deletes pruneBatch keys per write, oldest first, and hands each
 // batch to the writer on its own: the payments that queued meanwhile
 // commit between two batches, so a prune of a million keys never holds
-// the writer for more than one batch. It stops when ctx ends, with what
-// it pruned so far. It keeps no key beyond its batch (see pay.Pruned).
+// the writer for more than one batch. After each batch it waits as long
+// as the batch took (see pay.PacePrune), so the payments have the writer
+// and the CPU to themselves half the time. It stops when ctx ends, with
+// what it pruned so far. It keeps no key beyond its batch (see
+// pay.Pruned).
 func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 	var pruned pay.Pruned
 	if err := db.need("payments"); err != nil {
@@ -227,6 +230,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 	}
 	batch := make([]pay.PrunedKey, 0, pruneBatch)
 	for ctx.Err() == nil {
+		t0 := time.Now()
 		err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
 			batch = batch[:0]
 			rows, err := db.conn.QueryContext(ctx, `DELETE FROM idempotency_keys
@@ -255,6 +259,9 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 		pruned.Add(batch)
 		if len(batch) < pruneBatch {
 			return pruned, nil
+		}
+		if err := pay.PacePrune(ctx, time.Since(t0)); err != nil {
+			return pruned, err
 		}
 	}
 	return pruned, ctx.Err()

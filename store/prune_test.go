@@ -68,6 +68,12 @@ func TestPruneDeletesEveryOldKeyInBatches(t *testing.T) {
 	}
 }
 
+func TestPruneStopsWhenItsContextEnds(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	db := openWithKeys(t, 20_000, func() time.Time { return now })
+	storetest.PruneStopsWhenCtxEnds(t, db, now.Add(-24*time.Hour), 20_000)
+}
+
 func claimOf(key string) pay.ClaimRequest {
 	return pay.ClaimRequest{Scope: "s", Key: key, Method: "POST", Path: "/v1/payments", Fingerprint: "fp-" + key, OrderID: "O-" + key, AmountSatang: 100}
 }

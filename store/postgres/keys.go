@@ -546,7 +546,8 @@ const pruneBatch = 500
 // that holds a million row locks and writes all its WAL at once, and a
 // late retry of a key being pruned waits for one batch at most. Rows
 // another server's prune holds are skipped (SKIP LOCKED), so several
-// servers pruning at once share the work instead of queueing. It stops
+// servers pruning at once share the work instead of queueing. After each
+// batch it waits as long as the batch took (see pay.PacePrune). It stops
 // when ctx ends, with what it pruned so far. It keeps no key beyond its
 // batch (see pay.Pruned).
 func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
@@ -561,6 +562,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 	// more with every batch.
 	from := time.Time{}
 	for ctx.Err() == nil {
+		t0 := time.Now()
 		rows, err := db.pool.Query(ctx, `DELETE FROM idempotency_keys k
 			USING (SELECT scope, key FROM idempotency_keys
 				WHERE status = 'done' AND created_at >= $3 AND created_at < $1
@@ -591,6 +593,9 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 		pruned.Add(batch)
 		if len(batch) < pruneBatch {
 			return pruned, nil
+		}
+		if err := pay.PacePrune(ctx, time.Since(t0)); err != nil {
+			return pruned, err
 		}
 	}
 	return pruned, ctx.Err()

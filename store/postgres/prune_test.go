@@ -55,6 +55,13 @@ func TestPruneDeletesEveryOldKeyInBatches(t *testing.T) {
 	}
 }
 
+func TestPruneStopsWhenItsContextEnds(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	db := open(t, func() time.Time { return now })
+	fillDoneKeys(t, db, 20_000, now.Add(-48*time.Hour))
+	storetest.PruneStopsWhenCtxEnds(t, db, now.Add(-24*time.Hour), 20_000)
+}
+
 // Servers pruning the same keys at once share them: every key is pruned
 // by exactly one of them. A row is deleted once, so the prunes' counts
 // add up to the keys there were only if none counted a key another one
