@@ -76,7 +76,9 @@ func workMillis(d time.Duration) int64 {
 // any number of requests on any number of servers, the primary key lets
 // exactly one insert the row, and PostgreSQL makes the others wait until
 // that insert commits or rolls back before they conflict. It commits on
-// its own, so the claim is durable when Claim returns.
+// its own, so the claim is durable when Claim returns. A row committed
+// before the statement began is read instead, without waiting for any
+// lock on it, and answers the request.
 //
 // A key whose key row was pruned may still have its charge recorded. If
 // that charge is for another order or amount, the key is not claimed.
@@ -84,8 +86,8 @@ func workMillis(d time.Duration) int64 {
 // A database that refuses the connection (too many clients, starting up,
 // unreachable) is an EUNAVAILABLE: nothing was claimed, and the caller
 // may retry with the same key. So is a claim that waited ClaimLockWait
-// for the key's row (another server inside its save transaction, perhaps
-// paused, holds it), and one whose connection was terminated (57P01): a
+// for another claim of the key that has not committed (its server paused
+// mid-statement), and one whose connection was terminated (57P01): a
 // wait without a bound would take a connection per retry until the pool
 // had none left for other keys.
 func (db *DB) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, error) {
@@ -130,16 +132,19 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	if token == "" {
 		token = pay.NewToken()
 	}
-	// One statement both looks for the key's charge and, when there is
-	// none, inserts the claim: a new payment's claim is one round trip,
-	// and a refused claim writes nothing.
+	// One statement looks for the key's charge and its row and, when there
+	// is neither, inserts the claim: a new payment's claim is one round
+	// trip, a refused claim writes nothing, and a repeat of a request that
+	// is done or at work (a replay, the losers of a storm) is answered
+	// from the row it read, in the same round trip.
 	// Of the charge it returns only what decides the common case (its
 	// order and amount); the rest is read when the charge refuses the
 	// request, which is rare.
 	var claim, chOrder *string
 	var chAmount *int64
+	var held maybeKey
 	err := db.withLockWait(ctx, func(row pgx.Row) error {
-		return row.Scan(&claim, &chOrder, &chAmount)
+		return row.Scan(append([]any{&claim, &chOrder, &chAmount}, held.dest()...)...)
 	}, claimSQL,
 		c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, token, c.ChargeKey,
 		db.server, workMillis(c.WorkFor), c.ChargeKeyOrKey())
@@ -162,20 +167,51 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 			}
 			return pay.ClaimResult{Reused: &ch}, nil
 		}
-		// The key's charge is recorded, so its row is almost surely there
-		// and done: read it. A replay costs two statements.
-		row, err := db.GetKey(ctx, c.Scope, c.Key)
-		if err == nil {
+		if row, ok := held.row(); ok {
 			return pay.ClaimResult{Existing: row}, nil
-		}
-		if pay.ErrorCode(err) != pay.ENOTFOUND {
-			return pay.ClaimResult{}, err
 		}
 		// Pruned: a late retry of the same order may claim the key again.
 		return db.insertClaim(ctx, c, now, token, claimAttempts)
 	}
-	// The key is held: read who holds it.
+	if row, ok := held.row(); ok {
+		return pay.ClaimResult{Existing: row}, nil
+	}
+	// The insert met a claim that was not committed when the statement
+	// began: read who holds it now.
 	return db.holder(ctx, c, now, token, claimAttempts)
+}
+
+// maybeKey is a key row that a statement may not have found: every
+// column NULL.
+type maybeKey struct {
+	scope, key, method, path, fingerprint, orderID, status, claim, chargeKey *string
+	amount                                                                   *int64
+	responseStatus                                                           *int32
+	responseBody                                                             []byte
+	created, locked, completed                                               *time.Time
+}
+
+// dest is where to scan keyColumns.
+func (m *maybeKey) dest() []any {
+	return []any{&m.scope, &m.key, &m.method, &m.path, &m.fingerprint, &m.orderID, &m.amount,
+		&m.status, &m.responseStatus, &m.responseBody, &m.created, &m.locked, &m.completed, &m.claim, &m.chargeKey}
+}
+
+// row is the key row, if the statement found one.
+func (m *maybeKey) row() (pay.KeyRow, bool) {
+	if m.key == nil {
+		return pay.KeyRow{}, false
+	}
+	k := pay.KeyRow{Scope: *m.scope, Key: *m.key, Method: *m.method, Path: *m.path, Fingerprint: *m.fingerprint,
+		OrderID: *m.orderID, AmountSatang: *m.amount, Status: *m.status, ResponseBody: m.responseBody,
+		CreatedAt: m.created.UTC(), LockedAt: m.locked.UTC(), Claim: *m.claim, ChargeKey: *m.chargeKey}
+	if m.responseStatus != nil {
+		k.ResponseStatus = int(*m.responseStatus)
+	}
+	if m.completed != nil {
+		k.CompletedAt = m.completed.UTC()
+	}
+	return k, true
 }
 
 // lockWait sets lock_timeout to ClaimLockWait for the rest of the
@@ -183,23 +219,28 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 // it inserts, so the wait it bounds is that statement's own.
 var lockWait = fmt.Sprintf(`(SELECT set_config('lock_timeout', '%d', true)) IS NOT NULL`, ClaimLockWait.Milliseconds())
 
-// claimSQL is a claim's statement when the key may have a charge: one
-// statement both looks for the key's charge and, when there is none,
-// inserts the claim. It is built once, not per claim: pgx finds its
-// prepared statement by the text.
+// claimSQL is a claim's statement: it looks for the key's charge and the
+// key's row and, when there is neither, inserts the claim. The three
+// parts see one snapshot, taken as the statement begins: a row committed
+// by then is read and answers the request, and the insert is not tried;
+// a claim that commits later makes the insert wait for it and do nothing.
+// It is built once, not per claim: pgx finds its prepared statement by
+// the text.
 var claimSQL = `WITH ch AS (
 			SELECT order_id, amount_satang FROM charges WHERE scope = $1 AND idempotency_key = $13 AND ` + lockWait + `
+		), kr AS (
+			SELECT ` + keyColumns + ` FROM idempotency_keys WHERE scope = $1 AND key = $2
 		), ins AS (
 			INSERT INTO idempotency_keys
 			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
 			 claimed_by, work_until)
 			SELECT $1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
 			 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END
-			WHERE NOT EXISTS (SELECT 1 FROM ch)
+			WHERE NOT EXISTS (SELECT 1 FROM ch) AND NOT EXISTS (SELECT 1 FROM kr)
 			ON CONFLICT (scope, key) DO NOTHING RETURNING claim
 		)
-		SELECT ins.claim, ch.order_id, ch.amount_satang
-		FROM (SELECT 1) AS one LEFT JOIN ins ON true LEFT JOIN ch ON true`
+		SELECT ins.claim, ch.order_id, ch.amount_satang, ` + prefixed("kr.", keyColumns) + `
+		FROM (SELECT 1) AS one LEFT JOIN ins ON true LEFT JOIN ch ON true LEFT JOIN kr ON true`
 
 // insertClaimSQL inserts a claim unless the key is held.
 var insertClaimSQL = `INSERT INTO idempotency_keys

@@ -384,12 +384,42 @@ func holdKeyRow(t *testing.T, db *postgres.DB, key string) (release func()) {
 	return func() { _ = tx.Rollback(ctx) }
 }
 
-func TestAClaimWaitsForALockedKeyRowOnlySoLong(t *testing.T) {
+// holdUncommittedKeyRow inserts the key's row in a transaction that stays
+// open until release: a claim that has not committed, which another
+// claim of the key can only wait for.
+func holdUncommittedKeyRow(t *testing.T, db *postgres.DB, key string) (release func()) {
+	t.Helper()
+	tx, err := db.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (scope, key, method, path, fingerprint, order_id, amount_satang,
+		status, created_at, locked_at, claim) VALUES ('s', $1, 'POST', '/v1/payments', 'fp', 'A-1', 100, 'started', now(), now(), 'uncommitted')`, key); err != nil {
+		t.Fatal(err)
+	}
+	return func() { _ = tx.Rollback(ctx) }
+}
+
+// A claim of a key whose row is committed but locked (its server is
+// inside its save transaction) does not wait: the row as committed
+// answers it, still at work.
+func TestAClaimOfALockedKeyRowIsAnsweredFromTheCommittedRow(t *testing.T) {
 	dbs := servers(t, 2, postgres.Options{})
-	if res, err := dbs[0].Claim(ctx, request("held")); err != nil || !res.Claimed {
-		t.Fatalf("first claim: %+v %v", res, err)
+	first, err := dbs[0].Claim(ctx, request("held"))
+	if err != nil || !first.Claimed {
+		t.Fatalf("first claim: %+v %v", first, err)
 	}
 	release := holdKeyRow(t, dbs[0], "held")
+	defer release()
+	res, err := dbs[1].Claim(ctx, request("held"))
+	if err != nil || res.Claimed || res.Existing.Status != pay.StatusStarted || res.Existing.Claim != first.Claim {
+		t.Fatalf("a claim of a locked row: %+v %v, want the started row of the first claim", res, err)
+	}
+}
+
+func TestAClaimWaitsForAnUncommittedClaimOnlySoLong(t *testing.T) {
+	dbs := servers(t, 2, postgres.Options{})
+	release := holdUncommittedKeyRow(t, dbs[0], "held")
 	defer release()
 
 	_, err := dbs[1].Claim(ctx, request("held"))
@@ -409,10 +439,7 @@ func TestAClaimWaitsForALockedKeyRowOnlySoLong(t *testing.T) {
 
 func TestAClaimWhoseConnectionIsTerminatedIsUnavailable(t *testing.T) {
 	dbs := servers(t, 2, postgres.Options{})
-	if res, err := dbs[0].Claim(ctx, request("ended")); err != nil || !res.Claimed {
-		t.Fatalf("first claim: %+v %v", res, err)
-	}
-	release := holdKeyRow(t, dbs[0], "ended")
+	release := holdUncommittedKeyRow(t, dbs[0], "ended")
 	defer release()
 	done := make(chan error, 1)
 	go func() { _, err := dbs[1].Claim(ctx, request("ended")); done <- err }()
