@@ -157,8 +157,9 @@ type Relay struct {
 	listening atomic.Uint64
 
 	// joined is set once another relay was heard: from then on the relay
-	// sends its events.
-	joined atomic.Bool
+	// sends its events. joinedAt is when, on realNow, set just before.
+	joined   atomic.Bool
+	joinedAt atomic.Pointer[time.Time]
 	// hello holds a hello to send (capacity 1).
 	hello chan struct{}
 	// known holds the ids of the other relays heard (only the listening
@@ -324,12 +325,18 @@ func (r *Relay) keep(entries []*live.Entry) {
 	r.kept = append(r.kept[i:], keptBatch{now, n})
 }
 
-// keptRecently counts the events kept within relayJoinWindow.
+// keptRecently counts the events kept within relayJoinWindow before the
+// relay joined the others (or after: send may keep a batch as the join
+// happens). It is counted back from the join, not from now: send owes
+// them at its next event, which may come long after.
 func (r *Relay) keptRecently() uint64 {
 	var n uint64
-	now := r.realNow()
+	joined := r.realNow()
+	if at := r.joinedAt.Load(); at != nil {
+		joined = *at
+	}
 	for _, k := range r.kept {
-		if now.Sub(k.at) <= relayJoinWindow {
+		if joined.Sub(k.at) <= relayJoinWindow {
 			n += k.n
 		}
 	}
@@ -523,7 +530,11 @@ func (r *Relay) receive(payload string) {
 // knows of it too. A notification in the JSON of an earlier version names
 // no relay; its sender sends its events anyway.
 func (r *Relay) heard(payload string) {
-	r.joined.Store(true)
+	if !r.joined.Load() {
+		at := r.realNow()
+		r.joinedAt.Store(&at)
+		r.joined.Store(true)
+	}
 	rest, ok := strings.CutPrefix(payload, wireHead)
 	if !ok {
 		return

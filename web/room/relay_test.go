@@ -330,3 +330,43 @@ func TestARelayOwesNothingKeptBeforeTheJoinWindow(t *testing.T) {
 		t.Errorf("the relay counts %d events skipped; none were owed", r.Skipped())
 	}
 }
+
+// The events a relay kept just before another relay joined are owed to
+// it however long the relay then waits for its next event: the join
+// window is counted back from the join, not from the next event.
+func TestARelayOwesWhatItKeptJustBeforeTheJoinWhenItsNextEventIsLate(t *testing.T) {
+	peers := SharedMemory()
+	hub := live.New(0, nil)
+	hub.SetServer("s1")
+	var mu sync.Mutex
+	now := time.Now()
+	r := newRelay(RelayConfig{Peers: peers, Hub: hub, Sink: &hubSink{hub: live.New(0, nil)}, Name: "s1"}, "late-test")
+	r.realNow = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	start := hub.LastSeq()
+	go r.send(t.Context(), hub.Subscribe(start), start)
+	go r.greet(t.Context())
+	go r.listen(t.Context())
+	waitFor(t, "s1's relay to listen", func() bool { return r.Listening() > 0 })
+
+	hub.Publish(live.Event{Kind: live.Received, Request: "rq_1", Key: "k1"})
+	waitFor(t, "s1's relay to keep the event", func() bool { return r.Kept() == 1 })
+	b := startRelayed(t, peers, "s2")
+	waitFor(t, "the relays to hear each other", func() bool { return r.Others() == 1 && b.relay.Others() == 1 })
+	// s1 publishes nothing for longer than the window after the join.
+	mu.Lock()
+	now = now.Add(relayJoinWindow + time.Second)
+	mu.Unlock()
+	hub.Publish(live.Event{Kind: live.Completed, Request: "rq_1", Key: "k1", Status: 201})
+	waitFor(t, "s2 to hear s1's event", func() bool {
+		return slices.ContainsFunc(remote(b.hub), func(e live.Event) bool { return e.Kind == live.Completed })
+	})
+	var gaps []string
+	for _, e := range remote(b.hub) {
+		if e.Kind == live.Gap {
+			gaps = append(gaps, e.Message)
+		}
+	}
+	if len(gaps) != 1 || !strings.HasPrefix(gaps[0], "1 events") {
+		t.Errorf("s2 was told of the event kept just before it joined as %q, want one gap of 1 event", gaps)
+	}
+}
