@@ -116,14 +116,25 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 
 // plainOnLoopback adds sslmode=disable to a URL whose hosts are all on
 // this machine (localhost, 127.0.0.0/8, ::1) and that says nothing of TLS
-// itself, nor through PGSSLMODE. pgx's default, sslmode=prefer, would
-// wrap every statement in TLS whenever the server offers it; over
-// loopback the encryption guards against nobody, and it costs a payment
-// about a tenth of the server's CPU. A URL that asks for TLS gets it.
+// itself (no ssl… parameter, pgx's ssl=true among them), nor through the
+// environment (PGSSL…). pgx's default, sslmode=prefer, would wrap every
+// statement in TLS whenever the server offers it; over loopback the
+// encryption guards against nobody, and it costs a payment about a tenth
+// of the server's CPU. A URL that asks for TLS gets it.
+//
+// The parameter is appended to the URL's text, which is otherwise kept
+// as given: pgx reads a URL as libpq does, not as Go's net/url, which
+// would write a space back as "+" (a literal plus to pgx).
 func plainOnLoopback(rawURL string) string {
 	u, err := url.Parse(rawURL)
-	if err != nil || u.Query().Has("sslmode") || os.Getenv("PGSSLMODE") != "" || u.Host == "" {
+	if err != nil || u.Host == "" || u.Fragment != "" || asksForTLS() {
 		return rawURL
+	}
+	for pair := range strings.SplitSeq(u.RawQuery, "&") {
+		k, _, _ := strings.Cut(pair, "=")
+		if k, err := url.PathUnescape(k); err != nil || strings.HasPrefix(k, "ssl") || k == "host" || k == "hostaddr" {
+			return rawURL // TLS asked for, or hosts named here
+		}
 	}
 	for _, hp := range strings.Split(u.Host, ",") {
 		host := hp
@@ -135,10 +146,24 @@ func plainOnLoopback(rawURL string) string {
 			return rawURL
 		}
 	}
-	q := u.Query()
-	q.Set("sslmode", "disable")
-	u.RawQuery = q.Encode()
-	return u.String()
+	switch {
+	case u.RawQuery != "":
+		return rawURL + "&sslmode=disable"
+	case strings.HasSuffix(rawURL, "?"):
+		return rawURL + "sslmode=disable"
+	}
+	return rawURL + "?sslmode=disable"
+}
+
+// asksForTLS reports whether the environment says anything of TLS to
+// pgx (PGSSLMODE, PGSSLCERT, PGSSLROOTCERT, …).
+func asksForTLS() bool {
+	for _, kv := range os.Environ() {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "PGSSL") && v != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // namesPoolSize reports whether a URL's query sets pool_max_conns (and
