@@ -775,7 +775,7 @@ func (p *projector) countersLocked() views.Counters {
 	sort.Slice(c.Orders, func(i, j int) bool {
 		a, b := c.Orders[i], c.Orders[j]
 		if a.OrderID != b.OrderID {
-			return a.OrderID < b.OrderID
+			return orderNumberLess(a.OrderID, b.OrderID)
 		}
 		return a.Scope < b.Scope
 	})
