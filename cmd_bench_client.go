@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -202,11 +203,13 @@ func (c *benchConn) roundTrip(ctx context.Context, t0 time.Time, keepBody bool) 
 	if err := c.conn.SetDeadline(t0.Add(c.timeout)); err != nil {
 		return c.fail(ctx, err, false)
 	}
+	// A time-out is not a connection the server closed while it sat
+	// idle: the request's time is over, and it is not sent again.
 	if _, err := c.conn.Write(c.req); err != nil {
-		return c.fail(ctx, err, reused)
+		return c.fail(ctx, err, reused && !errors.Is(err, os.ErrDeadlineExceeded))
 	}
 	if _, err := c.br.Peek(1); err != nil {
-		return c.fail(ctx, err, reused)
+		return c.fail(ctx, err, reused && !errors.Is(err, os.ErrDeadlineExceeded))
 	}
 	a, err := c.readAnswer(keepBody)
 	if err != nil {

@@ -352,3 +352,37 @@ func TestBenchOverTLS(t *testing.T) {
 		t.Errorf("%d connections for three requests", n)
 	}
 }
+
+// A request that timed out on a kept connection is not sent again on a
+// new one: the server has it, and the time it had is over. The next
+// request dials the run's second connection, not a third.
+func TestBenchDoesNotRedialARequestThatTimedOut(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	url := rawServer(t, func(n int, conn net.Conn, br *bufio.Reader) {
+		for i := 0; ; i++ {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			if n == 0 && i == 1 {
+				<-stop // the first connection's second request is never answered
+				return
+			}
+			fmt.Fprintf(conn, "HTTP/1.1 201 Created\r\nContent-Length: %d\r\n\r\n%d", len(strconv.Itoa(n)), n)
+		}
+	})
+	c := testConn(t, url, "{}", "")
+	if a := c.send(context.Background(), "k", 0, true); a.err != nil || a.body != "0" {
+		t.Fatalf("the first request: %+v", a)
+	}
+	c.timeout = 50 * time.Millisecond
+	if a := c.send(context.Background(), "k", 1, false); !errors.Is(a.err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the unanswered request: %+v", a)
+	}
+	c.timeout = 10 * time.Second
+	if a := c.send(context.Background(), "k", 2, true); a.err != nil || a.body != "1" {
+		t.Errorf("the request after the time-out was answered on connection %q (%v), want the second one, 1", a.body, a.err)
+	}
+}
