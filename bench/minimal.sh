@@ -134,8 +134,11 @@ for r in $(seq "$ROUNDS"); do
 		cpu[$name]=$(echo "$out" | awk '$1 == "server" && $2 == "CPU" { print $5 }')
 		ok=$(echo "$out" | awk '$1 == "requests" { print $2 }')
 		pgcpu[$name]=$(awk -v t=$((t1 - t0)) -v n="$ok" 'BEGIN { printf "%.3f", n ? t * 10 / n : 0 }')
-		# A storm under load: 8 clients pay while the storms run.
-		bench "$name" -mode new -c 8 -d 30s >/dev/null 2>&1 &
+		# A storm under load: 8 clients pay while the storms run. The
+		# load generator is started itself, not through the bench
+		# function: $! would then be a subshell, and killing it would
+		# leave the load running for its 30 s, into the next rounds.
+		"$tmp/paytwice" bench -url "http://127.0.0.1:${port[$name]}" -mode new -c 8 -d 30s >/dev/null 2>&1 &
 		load=$!
 		sleep 1
 		s=$(bench "$name" -mode storm -c 1000 -n "$STORMS")
