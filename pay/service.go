@@ -67,13 +67,22 @@ type Payment struct {
 	// own goroutine: it may block to hold the payment at that step, and
 	// should then pause the work (PauseWork, RenewWork).
 	Observe func(Step)
+	// KnownFingerprint is Fingerprint's answer when the caller has
+	// computed it already from the same method, path and request; ""
+	// has Fingerprint compute it (once).
+	KnownFingerprint string
 
 	work claimedWork // set once the key is claimed (work.go)
 }
 
-// Fingerprint is the payment's fingerprint.
+// Fingerprint is the payment's fingerprint. It is computed once: a
+// payment needs it several times, and each time would encode the request
+// and hash it again.
 func (p *Payment) Fingerprint() string {
-	return Fingerprint(p.Method, p.Path, p.Request.Canonical())
+	if p.KnownFingerprint == "" {
+		p.KnownFingerprint = Fingerprint(p.Method, p.Path, p.Request.Canonical())
+	}
+	return p.KnownFingerprint
 }
 
 func (p *Payment) claimRequest() ClaimRequest {

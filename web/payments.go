@@ -145,10 +145,11 @@ func (p *payment) protocol() *pay.Payment {
 	r := p.c.Request()
 	pp := &pay.Payment{
 		Scope: p.scope, Key: p.key, Method: r.Method, Path: paymentsPath, Request: p.req,
-		ChargeKey: p.chargeKey,
-		Faults:    p.faults,
-		Gateway:   p.s.gateway.With(p.gw),
-		Render:    func(err error) (int, []byte) { return problemBody(r, err) },
+		KnownFingerprint: p.fp, // computed by parse from the same method, path and request
+		ChargeKey:        p.chargeKey,
+		Faults:           p.faults,
+		Gateway:          p.s.gateway.With(p.gw),
+		Render:           func(err error) (int, []byte) { return problemBody(r, err) },
 	}
 	pp.Observe = func(st pay.Step) {
 		p.publishEvent(live.Event{Kind: stepEvents[st.Kind], Status: st.Status, Message: st.Detail, Charge: st.ChargeID, Fault: st.Fault})
