@@ -11,6 +11,11 @@
 #     (STORMS storms a round): the slowest storm fully answered, and how
 #     many fresh 201s each storm got.
 #
+# PAGE=1 opens paytwice's checkout page once before the rounds, so that
+# its live pages' read model follows every payment, unwatched, as on a
+# server whose pages were opened and closed; without it paytwice serves
+# the API only, as the minimal server does.
+#
 # NORELAY=1 adds a third server, paytwice built with -tags norelay (no
 # live relay between servers), to show what the relay costs one server.
 #
@@ -74,15 +79,20 @@ where() {
 }
 
 declare -A port pid
-start() { # NAME PORT COMMAND…
-	local name=$1 p=$2
-	shift 2
+# start NAME PORT PROBE COMMAND…: PROBE is a path that answers once the
+# server is up. paytwice's is an API path: its checkout page would start
+# the live pages' read model, which a server that only serves the API
+# never runs (PAGE=1 opens that page once, for a server whose pages were
+# opened before and are closed now).
+start() {
+	local name=$1 p=$2 probe=$3
+	shift 3
 	"$@" >"$tmp/$name.log" 2>&1 &
 	pids+=($!)
 	pid[$name]=$!
 	port[$name]=$p
 	for _ in $(seq 100); do
-		if curl -s -o /dev/null "http://127.0.0.1:$p/"; then return; fi
+		if curl -s -o /dev/null "http://127.0.0.1:$p$probe"; then return; fi
 		sleep 0.1
 	done
 	echo "$name did not start:" >&2
@@ -90,12 +100,17 @@ start() { # NAME PORT COMMAND…
 	exit 1
 }
 where minimal
-start minimal $((PORT + 1)) "$tmp/minimal" -addr "127.0.0.1:$((PORT + 1))" -db "$db"
+start minimal $((PORT + 1)) / "$tmp/minimal" -addr "127.0.0.1:$((PORT + 1))" -db "$db"
 where paytwice
-start paytwice "$PORT" "$tmp/paytwice" -addr "127.0.0.1:$PORT" -db "$db"
+start paytwice "$PORT" /v1/idempotency-policy "$tmp/paytwice" -addr "127.0.0.1:$PORT" -db "$db"
 if [ -n "${NORELAY:-}" ]; then
 	where norelay
-	start norelay $((PORT + 2)) "$tmp/norelay" -addr "127.0.0.1:$((PORT + 2))" -db "$db"
+	start norelay $((PORT + 2)) /v1/idempotency-policy "$tmp/norelay" -addr "127.0.0.1:$((PORT + 2))" -db "$db"
+fi
+if [ -n "${PAGE:-}" ]; then
+	for name in "${names[@]}"; do
+		[ "$name" = minimal ] || curl -s -o /dev/null "http://127.0.0.1:${port[$name]}/"
+	done
 fi
 
 bench() { # NAME ARGS…
@@ -116,7 +131,7 @@ pgticks() {
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(go version | cut -d' ' -f3), store: $store" >&2
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(go version | cut -d' ' -f3), store: $store${PAGE:+, with paytwice checkout page opened once}" >&2
 for name in "${names[@]}"; do bench "$name" -mode new -c "$CLIENTS" -n 2000 >/dev/null; done # warm-up
 
 for n in "${names[@]}"; do : >"$tmp/tput.$n" && : >"$tmp/cpu.$n" && : >"$tmp/pgcpu.$n" && : >"$tmp/storm.$n"; done
