@@ -575,6 +575,10 @@ func (db *DB) KeyCounts(ctx context.Context) (started, done int, err error) {
 	return started, done, err
 }
 
+// pruneBatchTimeout bounds one of a prune's statements, which the prune's
+// own context does not cut off.
+const pruneBatchTimeout = 30 * time.Second
+
 // pruneBatch is how many keys one of a prune's statements deletes.
 const pruneBatch = 500
 
@@ -589,8 +593,8 @@ const pruneBatch = 500
 // another server's prune holds are skipped (SKIP LOCKED), so several
 // servers pruning at once share the work instead of queueing. After each
 // batch it waits as long as the batch took (see pay.PacePrune). It stops
-// when ctx ends, with what it pruned so far. It keeps no key beyond its
-// batch (see pay.Pruned).
+// when ctx ends, once the batch under way has committed, with what it
+// pruned so far. It keeps no key beyond its batch (see pay.Pruned).
 func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 	var pruned pay.Pruned
 	if err := db.need("payments"); err != nil {
@@ -604,7 +608,12 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 	from := time.Time{}
 	for ctx.Err() == nil {
 		t0 := time.Now()
-		rows, err := db.pool.Query(ctx, `DELETE FROM idempotency_keys k
+		// A batch is not cut off when ctx ends: its DELETE commits on its
+		// own, and a statement cancelled after it committed would delete
+		// keys that the prune never counts. ctx stops the prune between
+		// batches; pruneBatchTimeout bounds one batch all the same.
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pruneBatchTimeout)
+		rows, err := db.pool.Query(bctx, `DELETE FROM idempotency_keys k
 			USING (SELECT scope, key FROM idempotency_keys
 				WHERE status = 'done' AND created_at >= $3 AND created_at < $1
 				ORDER BY created_at LIMIT $2
@@ -612,6 +621,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 			WHERE k.scope = old.scope AND k.key = old.key
 			RETURNING k.scope, k.key, k.created_at`, cutoff, pruneBatch, from)
 		if err != nil {
+			cancel()
 			return pruned, err
 		}
 		batch = batch[:0]
@@ -620,6 +630,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 			var created time.Time
 			if err := rows.Scan(&p.Scope, &p.Key, &created); err != nil {
 				rows.Close()
+				cancel()
 				return pruned, err
 			}
 			if created.After(from) {
@@ -628,6 +639,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 			batch = append(batch, p)
 		}
 		rows.Close()
+		cancel()
 		if err := rows.Err(); err != nil {
 			return pruned, err
 		}
