@@ -10,10 +10,10 @@ import (
 func TestPlainOnLoopback(t *testing.T) {
 	t.Setenv("PGSSLMODE", "")
 	for _, c := range []struct{ in, want string }{
-		{"postgres://u:p@127.0.0.1:5432/pay", "postgres://u:p@127.0.0.1:5432/pay?sslmode=disable"},
-		{"postgres://u:p@localhost/pay?pool_max_conns=4", "postgres://u:p@localhost/pay?pool_max_conns=4&sslmode=disable"},
-		{"postgres://u@[::1]:5433/pay", "postgres://u@[::1]:5433/pay?sslmode=disable"},
-		{"postgresql://127.0.0.2,127.0.0.3:5433/pay", "postgresql://127.0.0.2,127.0.0.3:5433/pay?sslmode=disable"},
+		{"postgres://u:p@127.0.0.1:5432/pay", "postgres://u:p@127.0.0.1:5432/pay?sslmode=allow"},
+		{"postgres://u:p@localhost/pay?pool_max_conns=4", "postgres://u:p@localhost/pay?pool_max_conns=4&sslmode=allow"},
+		{"postgres://u@[::1]:5433/pay", "postgres://u@[::1]:5433/pay?sslmode=allow"},
+		{"postgresql://127.0.0.2,127.0.0.3:5433/pay", "postgresql://127.0.0.2,127.0.0.3:5433/pay?sslmode=allow"},
 		// Asked for, or not on this machine: as given.
 		{"postgres://u:p@127.0.0.1/pay?sslmode=require", "postgres://u:p@127.0.0.1/pay?sslmode=require"},
 		{"postgres://u:p@127.0.0.1/pay?sslmode=prefer", "postgres://u:p@127.0.0.1/pay?sslmode=prefer"},

@@ -114,13 +114,16 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	return &DB{pool: pool, now: opts.Now, schema: opts.Schema, server: randomHex(8), lease: opts.SweepLease, logf: opts.Logf}, nil
 }
 
-// plainOnLoopback adds sslmode=disable to a URL whose hosts are all on
+// plainOnLoopback adds sslmode=allow to a URL whose hosts are all on
 // this machine (localhost, 127.0.0.0/8, ::1) and that says nothing of TLS
 // itself (no ssl… parameter, pgx's ssl=true among them), nor through the
 // environment (PGSSL…). pgx's default, sslmode=prefer, would wrap every
 // statement in TLS whenever the server offers it; over loopback the
 // encryption guards against nobody, and it costs a payment about a tenth
-// of the server's CPU. A URL that asks for TLS gets it.
+// of the server's CPU. "allow" connects without TLS first and with TLS
+// only if the server refuses that (a pg_hba.conf of hostssl lines), so a
+// server that insists on TLS still gets it. A URL that asks for TLS gets
+// it.
 //
 // The parameter is appended to the URL's text, which is otherwise kept
 // as given: pgx reads a URL as libpq does, not as Go's net/url, which
@@ -148,11 +151,11 @@ func plainOnLoopback(rawURL string) string {
 	}
 	switch {
 	case u.RawQuery != "":
-		return rawURL + "&sslmode=disable"
+		return rawURL + "&sslmode=allow"
 	case strings.HasSuffix(rawURL, "?"):
-		return rawURL + "sslmode=disable"
+		return rawURL + "sslmode=allow"
 	}
-	return rawURL + "?sslmode=disable"
+	return rawURL + "?sslmode=allow"
 }
 
 // asksForTLS reports whether the environment says anything of TLS to
