@@ -297,27 +297,33 @@ func TestARelayAloneSendsOnlyItsHello(t *testing.T) {
 	}
 }
 
-// Events a relay kept to itself long before another relay came are owed
-// to nobody: the newcomer was not listening then.
-func TestARelayOwesNothingKeptBeforeTheJoinWindow(t *testing.T) {
-	peers := SharedMemory()
-	hub := live.New(0, nil)
+// startOnAClock starts s1's relay, with id, on a real-time clock that only
+// advance moves.
+func startOnAClock(t *testing.T, peers Peers, id string) (r *Relay, hub *live.Hub, advance func(time.Duration)) {
+	t.Helper()
+	hub = live.New(0, nil)
 	hub.SetServer("s1")
 	var mu sync.Mutex
 	now := time.Now()
-	r := newRelay(RelayConfig{Peers: peers, Hub: hub, Sink: &hubSink{hub: live.New(0, nil)}, Name: "s1"}, "window-test")
+	r = newRelay(RelayConfig{Peers: peers, Hub: hub, Sink: &hubSink{hub: live.New(0, nil)}, Name: "s1"}, id)
 	r.realNow = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	start := hub.LastSeq()
 	go r.send(t.Context(), hub.Subscribe(start), start)
 	go r.greet(t.Context())
 	go r.listen(t.Context())
 	waitFor(t, "s1's relay to listen", func() bool { return r.Listening() > 0 })
+	return r, hub, func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+}
+
+// Events a relay kept to itself long before another relay came are owed
+// to nobody: the newcomer was not listening then.
+func TestARelayOwesNothingKeptBeforeTheJoinWindow(t *testing.T) {
+	peers := SharedMemory()
+	r, hub, advance := startOnAClock(t, peers, "window-test")
 
 	hub.Publish(live.Event{Kind: live.Received, Request: "rq_1", Key: "k1"})
 	waitFor(t, "s1's relay to keep the event", func() bool { return r.Kept() == 1 })
-	mu.Lock()
-	now = now.Add(relayJoinWindow + time.Second)
-	mu.Unlock()
+	advance(relayJoinWindow + time.Second)
 
 	b := startRelayed(t, peers, "s2")
 	waitFor(t, "the relays to hear each other", func() bool { return r.Others() == 1 && b.relay.Others() == 1 })
@@ -336,26 +342,14 @@ func TestARelayOwesNothingKeptBeforeTheJoinWindow(t *testing.T) {
 // window is counted back from the join, not from the next event.
 func TestARelayOwesWhatItKeptJustBeforeTheJoinWhenItsNextEventIsLate(t *testing.T) {
 	peers := SharedMemory()
-	hub := live.New(0, nil)
-	hub.SetServer("s1")
-	var mu sync.Mutex
-	now := time.Now()
-	r := newRelay(RelayConfig{Peers: peers, Hub: hub, Sink: &hubSink{hub: live.New(0, nil)}, Name: "s1"}, "late-test")
-	r.realNow = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	start := hub.LastSeq()
-	go r.send(t.Context(), hub.Subscribe(start), start)
-	go r.greet(t.Context())
-	go r.listen(t.Context())
-	waitFor(t, "s1's relay to listen", func() bool { return r.Listening() > 0 })
+	r, hub, advance := startOnAClock(t, peers, "late-test")
 
 	hub.Publish(live.Event{Kind: live.Received, Request: "rq_1", Key: "k1"})
 	waitFor(t, "s1's relay to keep the event", func() bool { return r.Kept() == 1 })
 	b := startRelayed(t, peers, "s2")
 	waitFor(t, "the relays to hear each other", func() bool { return r.Others() == 1 && b.relay.Others() == 1 })
 	// s1 publishes nothing for longer than the window after the join.
-	mu.Lock()
-	now = now.Add(relayJoinWindow + time.Second)
-	mu.Unlock()
+	advance(relayJoinWindow + time.Second)
 	hub.Publish(live.Event{Kind: live.Completed, Request: "rq_1", Key: "k1", Status: 201})
 	waitFor(t, "s2 to hear s1's event", func() bool {
 		return slices.ContainsFunc(remote(b.hub), func(e live.Event) bool { return e.Kind == live.Completed })
