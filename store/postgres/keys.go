@@ -26,21 +26,11 @@ const keyColumns = `scope, key, method, path, fingerprint, order_id, amount_sata
 	response_status, response_body, created_at, locked_at, completed_at, claim, charge_key`
 
 func scanKey(r pgx.Row) (pay.KeyRow, error) {
-	var k pay.KeyRow
-	var status *int32
-	var completed *time.Time
-	err := r.Scan(&k.Scope, &k.Key, &k.Method, &k.Path, &k.Fingerprint, &k.OrderID, &k.AmountSatang,
-		&k.Status, &status, &k.ResponseBody, &k.CreatedAt, &k.LockedAt, &completed, &k.Claim, &k.ChargeKey)
-	if err != nil {
-		return k, err
+	var m maybeKey
+	if err := r.Scan(m.dest()...); err != nil {
+		return pay.KeyRow{}, err
 	}
-	if status != nil {
-		k.ResponseStatus = int(*status)
-	}
-	k.CreatedAt, k.LockedAt = k.CreatedAt.UTC(), k.LockedAt.UTC()
-	if completed != nil {
-		k.CompletedAt = completed.UTC()
-	}
+	k, _ := m.row() // every column but the answer's is NOT NULL
 	return k, nil
 }
 
@@ -181,8 +171,8 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	return db.holder(ctx, c, now, token, claimAttempts)
 }
 
-// maybeKey is a key row that a statement may not have found: every
-// column NULL.
+// maybeKey is a key row as keyColumns reads it, which a statement may
+// not have found (every column NULL, as a LEFT JOIN gives it).
 type maybeKey struct {
 	scope, key, method, path, fingerprint, orderID, status, claim, chargeKey *string
 	amount                                                                   *int64
