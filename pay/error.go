@@ -51,8 +51,7 @@ func Errorf(code Code, format string, args ...any) *Error {
 // ErrorCode returns the code of err if it is (or wraps) an *Error, and
 // EINTERNAL for anything else: an unexpected error is our fault.
 func ErrorCode(err error) Code {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
 	}
 	return EINTERNAL
@@ -61,8 +60,7 @@ func ErrorCode(err error) Code {
 // ErrorMessage returns the human message of err if it is an *Error, and a
 // generic message otherwise, so internal details never reach a caller.
 func ErrorMessage(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Message
 	}
 	return "The server failed while handling the request."

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -147,6 +148,13 @@ func FuzzDecodePayment(f *testing.F) {
 		if p.AmountSatang <= 0 || p.AmountSatang > MaxAmountSatang || p.OrderID == "" || len(p.OrderID) > MaxOrderIDLen {
 			t.Fatalf("accepted %+v", p)
 		}
+		// A body read without the decoder is one the decoder reads the
+		// same way.
+		if _, plain := decodePlain(body); plain {
+			if full, err := decodeTokens(body); err != nil || full != p {
+				t.Fatalf("%q read as %+v, but the decoder reads %+v, %v", body, p, full, err)
+			}
+		}
 		// The canonical form decodes to the same request: the fingerprint
 		// depends only on what was asked.
 		again, err := DecodePayment(p.Canonical())
@@ -157,7 +165,88 @@ func FuzzDecodePayment(f *testing.F) {
 		if json.Unmarshal(body, &m) != nil {
 			t.Fatalf("accepted a body encoding/json refuses: %q", body)
 		}
+		if marshaled, _ := json.Marshal(p); string(marshaled) != string(p.Canonical()) {
+			t.Fatalf("canonical form %s, json.Marshal writes %s", p.Canonical(), marshaled)
+		}
 	})
+}
+
+// TestPlainBodiesAreReadAsTheDecoderReadsThem: the bodies read without
+// the JSON decoder, and those left to it, give what the decoder gives.
+func TestPlainBodiesAreReadAsTheDecoderReadsThem(t *testing.T) {
+	for _, tt := range []struct {
+		body  string
+		plain bool // read without the decoder
+	}{
+		{`{"order_id":"A-1001","amount_satang":129900}`, true},
+		{`{"amount_satang": 129900, "order_id": "A-1001"}`, true},
+		{" {\n\"order_id\" : \"A 1001~!\" ,\t\"amount_satang\":10000000000 }\r\n", true},
+		{`{"order_id":"` + strings.Repeat("x", 64) + `","amount_satang":1}`, true},
+		{`{"order_id":"` + strings.Repeat("x", 65) + `","amount_satang":1}`, false},
+		{`{"order_id":"A","amount_satang":10000000001}`, false},
+		{`{"order_id":"A","amount_satang":012}`, false},
+		{`{"order_id":"A","amount_satang":0}`, false},
+		{`{"order_id":"A","amount_satang":-1}`, false},
+		{`{"order_id":"A","amount_satang":1.0}`, false},
+		{`{"order_id":"A","amount_satang":1e2}`, false},
+		{`{"order_id":"A\u0042","amount_satang":1}`, false},
+		{`{"order_id":"A\"","amount_satang":1}`, false},
+		{`{"order_id":"ก","amount_satang":1}`, false},
+		{`{"order_id":"","amount_satang":1}`, false},
+		{`{"order_id":"A","order_id":"B"}`, false},
+		{`{"order_id":"A","amount_satang":1,}`, false},
+		{`{"order_id":"A","amount_satang":1} x`, false},
+		{`{"order_id":"A"}`, false},
+		{`{"order_id":"A","amount_satang":1,"x":1}`, false},
+		{`{"order_id" "A","amount_satang":1}`, false},
+		{`{"order_id":"A" "amount_satang":1}`, false},
+		{`{"order_id":"A","amount_satang":1`, false},
+		{`{"order_i":"A","amount_satang":1}`, false},
+		{"\ufeff" + `{"order_id":"A","amount_satang":1}`, false},
+		{``, false},
+	} {
+		got, plain := decodePlain([]byte(tt.body))
+		if plain != tt.plain {
+			t.Errorf("%q: read without the decoder %v, want %v", tt.body, plain, tt.plain)
+		}
+		want, err := decodeTokens([]byte(tt.body))
+		if plain && (err != nil || got != want) {
+			t.Errorf("%q: read as %+v, the decoder reads %+v, %v", tt.body, got, want, err)
+		}
+		again, err2 := DecodePayment([]byte(tt.body))
+		if again != want || (err == nil) != (err2 == nil) || (err != nil && err.Error() != err2.Error()) {
+			t.Errorf("%q: DecodePayment gives %+v, %v; the decoder %+v, %v", tt.body, again, err2, want, err)
+		}
+	}
+}
+
+// TestCanonicalIsWhatJSONMarshalWrites: the fingerprints of requests
+// already saved must not change.
+func TestCanonicalIsWhatJSONMarshalWrites(t *testing.T) {
+	for _, id := range []string{"A-1001", "a b~!?", `a"b`, `a\b`, "<b>&", "ก", "a\u2028b", "\x01", "\x7f", "\xff", ""} {
+		p := PaymentRequest{OrderID: id, AmountSatang: 129900}
+		want, _ := json.Marshal(p)
+		if got := p.Canonical(); string(got) != string(want) {
+			t.Errorf("%q: canonical %s, json.Marshal %s", id, got, want)
+		}
+	}
+}
+
+// TestResponseBodyIsWhatJSONMarshalWrites: a replay sends the bytes a
+// live request sent, whichever version saved them.
+func TestResponseBodyIsWhatJSONMarshalWrites(t *testing.T) {
+	at := time.Date(2026, 11, 30, 9, 1, 2, 345678900, time.FixedZone("ICT", 7*3600))
+	for _, c := range []Charge{
+		{ID: "ch_0123456789abcdef01234567", OrderID: "A-1001", AmountSatang: 129900, GatewayRef: "gw_ab", CreatedAt: at},
+		{ID: "ch_1", OrderID: "<A&B>", AmountSatang: 1, GatewayRef: "gw_1", CreatedAt: at.Truncate(time.Second)},
+		{ID: "ch_1", OrderID: "ก", AmountSatang: 1, GatewayRef: "gw_1", CreatedAt: time.Time{}},
+		{ID: "ch_1", OrderID: "A", AmountSatang: 1, GatewayRef: "gw_1", CreatedAt: time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		want := c.marshalResponseBody(c.CreatedAt.UTC().Truncate(time.Millisecond))
+		if got := c.ResponseBody(); string(got) != string(want) {
+			t.Errorf("%+v: body %s, json.Marshal %s", c, got, want)
+		}
+	}
 }
 
 func TestDecodePaymentRefusesTextThatIsNotUTF8(t *testing.T) {
