@@ -44,6 +44,9 @@ type Service struct {
 	WorkContext func() (context.Context, context.CancelFunc)
 
 	running runningClaims
+	// working lists the keys at work here, so that a repeat is answered
+	// without the store (working.go).
+	working workingKeys
 }
 
 // Payment is one request to pay, parsed by the caller.
@@ -219,6 +222,13 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 	if saved, ok := s.Store.CachedResponse(p.Scope, p.Key); ok {
 		return answerExisting(p, fp, StatusDone, saved.Status, saved.Body, saved.Fingerprint)
 	}
+	// A repeat of a request at work here: its row is started, held by
+	// that request's claim, and would answer 409 (working.go).
+	if s.working.running(p.Scope, p.Key, fp) {
+		o := answerExisting(p, fp, StatusStarted, 0, nil, fp)
+		o.Running = true
+		return o
+	}
 
 	// The work's deadline is fixed before the claim, so that the claim
 	// can record it: another server's sweeper must not close the key
@@ -265,6 +275,8 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 		return o
 	}
 	p.work = claimedWork{s: s, ctx: work, claim: claim.Claim}
+	s.working.add(p.Scope, p.Key, claim.Claim, fp)
+	defer s.working.remove(p.Scope, p.Key, claim.Claim)
 	p.observe(StepClaimed, 0, "key row inserted as started")
 
 	// 3. The work belongs to the server from here, not to the connection.
@@ -378,6 +390,7 @@ func (s *Service) save(ctx context.Context, p *Payment, c ClaimRequest, claim st
 	if p.Faults.FailHalfway {
 		done.BeforeCommit = func() error { return ErrHalfway }
 	}
+	s.working.remove(p.Scope, p.Key, claim) // the row may change from here
 	// The gateway has answered: what it did must be recorded, however
 	// long the save waits for the writer. A save given up at the work's
 	// deadline left a charged key started and the gateway one charge
@@ -425,6 +438,7 @@ func (s *Service) save(ctx context.Context, p *Payment, c ClaimRequest, claim st
 // release deletes the claim after a failure that happened before any
 // external side effect, so a retry runs afresh.
 func (s *Service) release(ctx context.Context, p *Payment, c ClaimRequest, claim string) Outcome {
+	s.working.remove(p.Scope, p.Key, claim) // the row may change from here
 	if _, err := s.Store.Release(context.WithoutCancel(ctx), c.Scope, c.Key, claim); err != nil {
 		return failed(p, err)
 	}

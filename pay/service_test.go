@@ -271,3 +271,68 @@ func TestALateRetrysOwnErrorIsNotAReplay(t *testing.T) {
 		t.Fatalf("%d charges, want 1", n)
 	}
 }
+
+// countedClaims is the store, counting the claims it is asked for.
+type countedClaims struct {
+	pay.Storage
+	mu     sync.Mutex
+	claims int
+}
+
+func (c *countedClaims) Claim(ctx context.Context, r pay.ClaimRequest) (pay.ClaimResult, error) {
+	c.mu.Lock()
+	c.claims++
+	c.mu.Unlock()
+	return c.Storage.Claim(ctx, r)
+}
+
+func (c *countedClaims) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.claims
+}
+
+// While a payment is at work here, its key's row is started and held by
+// its claim: a repeat of the same request is told so (409, running)
+// without asking the store, as a storm's losers are. A request with
+// another body still asks the store, which refuses it; once the work has
+// written its outcome, a repeat gets the saved answer.
+func TestARepeatOfWorkHereIsAnsweredWithoutTheStore(t *testing.T) {
+	w := newWorld(t)
+	store := &countedClaims{Storage: w.db}
+	w.svc.Store = store
+	w.gw.hold, w.gw.called = make(chan struct{}), make(chan struct{})
+	first := make(chan pay.Outcome)
+	go func() { first <- w.svc.Pay(context.Background(), payment("k", "A-1", 100)) }()
+	<-w.gw.called // the first request is at the gateway: claimed, at work
+
+	var steps []pay.Step
+	repeat := payment("k", "A-1", 100)
+	repeat.Observe = func(st pay.Step) { steps = append(steps, st) }
+	if o := w.svc.Pay(context.Background(), repeat); o.Kind != pay.InProgress || !o.Running || pay.ErrorCode(o.Err) != pay.ECONFLICT {
+		t.Fatalf("a repeat during the work: kind %v running %v err %v, want a 409 that says the first is running", o.Kind, o.Running, o.Err)
+	}
+	if len(steps) != 1 || steps[0].Kind != pay.StepConflict || steps[0].Status != 409 {
+		t.Fatalf("the repeat's steps: %+v, want one conflict step", steps)
+	}
+	if n := store.count(); n != 1 {
+		t.Fatalf("%d claims asked of the store, want 1 (the first request's)", n)
+	}
+	if o := w.svc.Pay(context.Background(), payment("k", "B-2", 100)); o.Kind != pay.Mismatch {
+		t.Fatalf("another body with the key during the work: %+v, want a mismatch", o)
+	}
+	if n := store.count(); n != 2 {
+		t.Fatalf("%d claims asked of the store, want 2: another body is the store's to answer", n)
+	}
+
+	close(w.gw.hold)
+	if o := <-first; o.Kind != pay.Saved || o.Status != 201 {
+		t.Fatalf("first: %+v", o)
+	}
+	if o := w.svc.Pay(context.Background(), payment("k", "A-1", 100)); o.Kind != pay.Replayed || o.Status != 201 {
+		t.Fatalf("a repeat after the work: %+v, want the saved 201 replayed", o)
+	}
+	if n, _ := w.db.CountCharges(context.Background()); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+}
