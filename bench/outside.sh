@@ -6,7 +6,9 @@
 # so that a server slowing down as its tables grow favours neither, and a
 # burst of other load on the machine lands on one run of one of them, not
 # on two runs of the same one back to back. The two should agree within
-# ±20%.
+# ±20%. Every such round is followed by a control round, in which wrk
+# takes paytwice bench's place (wrk, wrk, wrk): its ratio is wrk against
+# itself, the spread that the machine alone gives a ratio of two runs.
 #
 # Run it from the repository root (wrk: `apt-get install wrk`):
 #
@@ -68,7 +70,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", a / b }'; }
 
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2)" >&2
 "$tmp/paytwice" bench -url "$URL" -mode new -c 16 -n 2000 >/dev/null # warm-up
-for f in turns turns.ours turns.theirs once once.ours once.theirs; do : >"$tmp/$f"; done
+for f in turns turns.ours turns.theirs control once once.ours once.theirs; do : >"$tmp/$f"; done
 
 # Taking turns: what each reports when it has the server to itself.
 read -r w wcpu <<<"$(theirs 16 w)"
@@ -82,6 +84,11 @@ for r in $(seq "$ROUNDS"); do
 	echo "$pcpu" >>"$tmp/turns.ours"
 	echo "$wcpu" >>"$tmp/turns.theirs"
 	echo "round $r (load $(cut -d' ' -f1 /proc/loadavg)): paytwice bench $p/s (its CPU $pcpu µs/request), then wrk $w/s ($wcpu µs/request): $(tail -1 "$tmp/turns")" >&2
+	before=$w
+	read -r c _ <<<"$(theirs 16 c)"
+	read -r w wcpu <<<"$(theirs 16 w)"
+	ratio "$c" "$(awk -v a="$before" -v b="$w" 'BEGIN { print (a + b) / 2 }')" >>"$tmp/control"
+	echo "control $r (load $(cut -d' ' -f1 /proc/loadavg)): wrk $c/s in paytwice bench's place, then wrk $w/s: $(tail -1 "$tmp/control")" >&2
 done
 
 # At once, half the connections each: both see the same server at the same
@@ -102,4 +109,5 @@ done
 echo "| $store, new payments/s, rounds of ${SECONDS_EACH} s | paytwice bench over wrk | each one's own CPU per request (medians) |"
 echo "| --- | --- | --- |"
 echo "| taking turns, 16 connections, $ROUNDS rounds (each against the wrk runs before and after it) | **$(median <"$tmp/turns")×** (rounds: $(paste -sd' ' "$tmp/turns")) | paytwice bench $(median <"$tmp/turns.ours") µs, wrk $(median <"$tmp/turns.theirs") µs |"
+echo "| control: wrk in paytwice bench's place, $ROUNDS rounds taken the same way | **$(median <"$tmp/control")×** (rounds: $(paste -sd' ' "$tmp/control")) | |"
 echo "| at once, 8 connections each, $ROUNDS rounds | **$(median <"$tmp/once")×** (rounds: $(paste -sd' ' "$tmp/once")) | paytwice bench $(median <"$tmp/once.ours") µs, wrk $(median <"$tmp/once.theirs") µs |"
