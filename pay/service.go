@@ -280,7 +280,10 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 	p.observe(StepClaimed, 0, "key row inserted as started")
 
 	// 3. The work belongs to the server from here, not to the connection.
-	return s.Execute(work, p, claim.Claim)
+	if claim.Claim != req.Token {
+		return s.Execute(work, p, claim.Claim) // a store that made a token of its own
+	}
+	return s.execute(work, p, claim.Claim) // counted as running since before the claim
 }
 
 // AnswerHeld answers the payment from the row that already holds its key:
@@ -322,6 +325,11 @@ func KeyUsedForAnotherOrder(key string, ch Charge) error {
 func (s *Service) Execute(ctx context.Context, p *Payment, claim string) Outcome {
 	s.running.add(claim)
 	defer s.running.remove(claim)
+	return s.execute(ctx, p, claim)
+}
+
+// execute is Execute for a claim that already counts as running.
+func (s *Service) execute(ctx context.Context, p *Payment, claim string) Outcome {
 	p.work = claimedWork{s: s, ctx: ctx, claim: claim}
 	c := p.claimRequest()
 

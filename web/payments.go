@@ -102,8 +102,10 @@ func (p *payment) publishFault(kind live.Kind, status int, msg string) {
 // fingerprint) and publishes e.
 func (p *payment) publishEvent(e live.Event) {
 	e.Request, e.Scope, e.Key, e.OrderID, e.Amount, e.Fingerprint = p.id, p.scope, p.key, p.req.OrderID, p.req.AmountSatang, p.fp
-	if id := p.c.Request().Header.Get(pageAttemptHeader); e.Kind == live.Received && validSessionID(id) {
-		e.Attempt = id // the page will say whether the answer reached it (delivery.go)
+	if e.Kind == live.Received {
+		if id := p.c.Request().Header.Get(pageAttemptHeader); validSessionID(id) {
+			e.Attempt = id // the page will say whether the answer reached it (delivery.go)
+		}
 	}
 	p.s.hub.Publish(e)
 	if e.Status != 0 && step.At(e.Kind) == step.CheckAnswered {
@@ -148,7 +150,7 @@ func (p *payment) protocol() *pay.Payment {
 		KnownFingerprint: p.fp, // computed by parse from the same method, path and request
 		ChargeKey:        p.chargeKey,
 		Faults:           p.faults,
-		Gateway:          p.s.gateway.With(p.gw),
+		Gateway:          p.gateway(),
 		Render:           func(err error) (int, []byte) { return problemBody(r, err) },
 	}
 	pp.Observe = func(st pay.Step) {
@@ -157,6 +159,15 @@ func (p *payment) protocol() *pay.Payment {
 	}
 	p.run = pp
 	return pp
+}
+
+// gateway is the gateway as this request charges it: with the switches
+// it drew, or nil, the service's own, when it drew none.
+func (p *payment) gateway() pay.Gateway {
+	if p.gw == (pay.GatewayFaults{}) {
+		return nil
+	}
+	return p.s.gateway.With(p.gw)
 }
 
 // stepEvents are the timeline's names for the protocol's steps.

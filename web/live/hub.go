@@ -116,8 +116,13 @@ type Hub struct {
 
 	mu   sync.Mutex
 	ring []*Entry
-	next uint64 // the next event's Seq; Seqs start at 1
-	wake chan struct{}
+	// spare are entries made ahead, a batch at a time: one allocation
+	// for entrySlab events rather than one each. A batch lives as long as
+	// any of its entries does, and the ring keeps the last size of them
+	// anyway.
+	spare []Entry
+	next  uint64 // the next event's Seq; Seqs start at 1
+	wake  chan struct{}
 	// watched is set once wake has been handed to a viewer.
 	watched bool
 	closed  bool
@@ -143,17 +148,26 @@ func (h *Hub) SetServer(name string) { h.server = name }
 // stores it and wakes the viewers. It never blocks on a viewer.
 func (h *Hub) Publish(e Event) Event {
 	e.Server = h.server
-	return h.publish(&Entry{Event: e})
+	return h.publish(&e, false)
 }
 
 // PublishRemote publishes an event that another server published: it
 // keeps that server's name and time, and gets a number of this hub's.
 func (h *Hub) PublishRemote(e Event) Event {
-	return h.publish(&Entry{Event: e, Remote: true})
+	return h.publish(&e, true)
 }
 
-func (h *Hub) publish(entry *Entry) Event {
+// entrySlab is how many entries the hub makes at a time.
+const entrySlab = 64
+
+func (h *Hub) publish(e *Event, remote bool) Event {
 	h.mu.Lock()
+	if len(h.spare) == 0 {
+		h.spare = make([]Entry, entrySlab)
+	}
+	entry := &h.spare[0]
+	h.spare = h.spare[1:]
+	entry.Event, entry.Remote = *e, remote
 	entry.Seq = h.next
 	if entry.Time.IsZero() {
 		entry.Time = h.now()
