@@ -24,10 +24,12 @@ func PersonalData(key string) string {
 	if countDigits(key) < 9 {
 		return "" // too few digits for a phone number: most keys stop here
 	}
-	for _, tok := range strings.FieldsFunc(key, func(r rune) bool {
+	for tok := range strings.FieldsFuncSeq(key, func(r rune) bool {
 		return r == '|' || r == ' ' || r == ':' || r == '/' || r == '_' || r == ','
 	}) {
-		if !phonePattern.MatchString(tok) {
+		// Most keys with digits enough (a UUID) have a letter in every
+		// part: no phone number, and no need to run the pattern.
+		if !onlyPhoneCharacters(tok) || !phonePattern.MatchString(tok) {
 			continue
 		}
 		if digits := countDigits(tok); digits >= 9 && digits <= 15 {
@@ -35,6 +37,19 @@ func PersonalData(key string) string {
 		}
 	}
 	return ""
+}
+
+// onlyPhoneCharacters reports whether s holds only characters that
+// phonePattern allows.
+func onlyPhoneCharacters(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9', c == '+', c == '(', c == ')', c == '.', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func countDigits(s string) int {

@@ -15,6 +15,8 @@ func TestPersonalData(t *testing.T) {
 		{"lab no-key rq_1a2b3c4d", ""},
 		{"user@localhost", ""},
 		{"1234567", ""},
+		{"bench-1a2b3c4d-123456789", ""},
+		{"bench-1a2b3c4d|0812345678", "a phone number"},
 	} {
 		if got := PersonalData(tc.key); got != tc.want {
 			t.Errorf("PersonalData(%q) = %q, want %q", tc.key, got, tc.want)
