@@ -76,6 +76,9 @@ type Payment struct {
 	KnownFingerprint string
 
 	work claimedWork // set once the key is claimed (work.go)
+	// listed says the key is on the service's list of keys at work here
+	// (working.go).
+	listed bool
 }
 
 // Fingerprint is the payment's fingerprint. It is computed once: a
@@ -276,7 +279,8 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 	}
 	p.work = claimedWork{s: s, ctx: work, claim: claim.Claim}
 	s.working.add(p.Scope, p.Key, claim.Claim, fp)
-	defer s.working.remove(p.Scope, p.Key, claim.Claim)
+	p.listed = true
+	defer s.unlist(p, claim.Claim)
 	p.observe(StepClaimed, 0, "key row inserted as started")
 
 	// 3. The work belongs to the server from here, not to the connection.
@@ -398,7 +402,7 @@ func (s *Service) save(ctx context.Context, p *Payment, c ClaimRequest, claim st
 	if p.Faults.FailHalfway {
 		done.BeforeCommit = func() error { return ErrHalfway }
 	}
-	s.working.remove(p.Scope, p.Key, claim) // the row may change from here
+	s.unlist(p, claim) // the row may change from here
 	// The gateway has answered: what it did must be recorded, however
 	// long the save waits for the writer. A save given up at the work's
 	// deadline left a charged key started and the gateway one charge
@@ -446,7 +450,7 @@ func (s *Service) save(ctx context.Context, p *Payment, c ClaimRequest, claim st
 // release deletes the claim after a failure that happened before any
 // external side effect, so a retry runs afresh.
 func (s *Service) release(ctx context.Context, p *Payment, c ClaimRequest, claim string) Outcome {
-	s.working.remove(p.Scope, p.Key, claim) // the row may change from here
+	s.unlist(p, claim) // the row may change from here
 	if _, err := s.Store.Release(context.WithoutCancel(ctx), c.Scope, c.Key, claim); err != nil {
 		return failed(p, err)
 	}

@@ -55,3 +55,12 @@ func (w *workingKeys) running(scope, key, fingerprint string) bool {
 	w.mu.Unlock()
 	return ok && c.fingerprint == fingerprint
 }
+
+// unlist takes p's key off the list, if p put it there and it is still
+// on it.
+func (s *Service) unlist(p *Payment, claim string) {
+	if p.listed {
+		s.working.remove(p.Scope, p.Key, claim)
+		p.listed = false
+	}
+}

@@ -114,15 +114,18 @@ type Hub struct {
 	// server is the name stamped on this server's own events (SetServer).
 	server string
 
-	mu   sync.Mutex
-	ring []*Entry
 	// spare are entries made ahead, a batch at a time: one allocation
 	// for entrySlab events rather than one each. A batch lives as long as
 	// any of its entries does, and the ring keeps the last size of them
-	// anyway.
-	spare []Entry
-	next  uint64 // the next event's Seq; Seqs start at 1
-	wake  chan struct{}
+	// anyway. spareMu guards it, apart from mu, so that an event is copied
+	// into its entry before mu is taken.
+	spareMu sync.Mutex
+	spare   []Entry
+
+	mu   sync.Mutex
+	ring []*Entry
+	next uint64 // the next event's Seq; Seqs start at 1
+	wake chan struct{}
 	// watched is set once wake has been handed to a viewer.
 	watched bool
 	closed  bool
@@ -161,13 +164,9 @@ func (h *Hub) PublishRemote(e Event) Event {
 const entrySlab = 64
 
 func (h *Hub) publish(e *Event, remote bool) Event {
-	h.mu.Lock()
-	if len(h.spare) == 0 {
-		h.spare = make([]Entry, entrySlab)
-	}
-	entry := &h.spare[0]
-	h.spare = h.spare[1:]
+	entry := h.newEntry()
 	entry.Event, entry.Remote = *e, remote
+	h.mu.Lock()
 	entry.Seq = h.next
 	if entry.Time.IsZero() {
 		entry.Time = h.now()
@@ -185,6 +184,24 @@ func (h *Hub) publish(e *Event, remote bool) Event {
 		close(wake)
 	}
 	return entry.Event
+}
+
+// newEntry takes an entry from the batch made ahead, making the next
+// batch, outside any lock, once it is used up.
+func (h *Hub) newEntry() *Entry {
+	h.spareMu.Lock()
+	if len(h.spare) == 0 {
+		h.spareMu.Unlock()
+		batch := make([]Entry, entrySlab)
+		h.spareMu.Lock()
+		if len(h.spare) == 0 {
+			h.spare = batch
+		}
+	}
+	entry := &h.spare[0]
+	h.spare = h.spare[1:]
+	h.spareMu.Unlock()
+	return entry
 }
 
 // LastSeq returns the Seq of the newest event, 0 if none.
