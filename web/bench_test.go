@@ -2,9 +2,12 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -12,7 +15,10 @@ import (
 	"time"
 
 	"paytwice/pay"
+	"paytwice/sim"
 	"paytwice/store"
+	"paytwice/store/postgres"
+	"paytwice/store/postgres/pgtest"
 )
 
 // The payment-path benchmarks run over real HTTP on 127.0.0.1 against a
@@ -81,6 +87,37 @@ func newBenchEnv(b *testing.B) *testEnv {
 	return newTestEnvTB(b, Config{Ledger: ledger})
 }
 
+// newPostgresBenchEnv runs the server as main does on PostgreSQL
+// (PAYTWICE_TEST_POSTGRES, a fresh database): the payments and, in a pool
+// of its own, the gateway's ledger in one database, and the relay
+// between servers listening on it.
+func newPostgresBenchEnv(b *testing.B) *testEnv {
+	url := pgtest.NewDatabase(b)
+	ctx := context.Background()
+	clock := sim.NewClock(nil)
+	db, err := postgres.Open(ctx, url, postgres.Options{Now: clock.Now, Schema: pay.SchemaPayments})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ledger, err := postgres.Open(ctx, url, postgres.Options{Now: clock.Now, Schema: pay.SchemaLedger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := NewServer(Config{Ledger: ledger, Peers: db, Logger: log.New(io.Discard, "", 0)}, db, clock)
+	hs := httptest.NewServer(srv.Handler())
+	b.Cleanup(func() { srv.Close(); hs.Close(); ledger.Close(); db.Close() })
+	return &testEnv{tb: b, URL: hs.URL, Server: srv, HTTP: hs}
+}
+
+// chargesOf counts the charges recorded, whatever the store.
+func chargesOf(b *testing.B, env *testEnv) int {
+	n, err := env.Server.db.CountCharges(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
 func BenchmarkNewPayments(b *testing.B) {
 	env := newBenchEnv(b)
 	c := benchClient(16)
@@ -97,6 +134,31 @@ func BenchmarkNewPayments(b *testing.B) {
 	ws := env.DB.WriterStats()
 	b.ReportMetric(float64(ws.Ops)/float64(ws.Commits), "writes/commit")
 	if n := env.charges(); n != b.N {
+		b.Fatalf("%d charges for %d payments", n, b.N)
+	}
+}
+
+// BenchmarkNewPaymentsPostgres is BenchmarkNewPayments on PostgreSQL:
+//
+//	PAYTWICE_TEST_POSTGRES=postgres://… go test ./web -run '^$' -bench 'Postgres' -benchtime 20000x
+//
+// allocs/op counts the whole server's allocations per payment (the
+// client's too: it runs in the same process).
+func BenchmarkNewPaymentsPostgres(b *testing.B) {
+	env := newPostgresBenchEnv(b)
+	c := benchClient(16)
+	b.ReportAllocs()
+	b.ResetTimer()
+	elapsed := runClients(b, 16, b.N, func(i int) error {
+		status, err := benchPay(c, env.URL, fmt.Sprint("new-", i), fmt.Sprintf(`{"order_id":"B-%d","amount_satang":%d}`, i, 100+i%1000))
+		if err == nil && status != http.StatusCreated {
+			err = fmt.Errorf("payment %d: status %d", i, status)
+		}
+		return err
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "payments/s")
+	if n := chargesOf(b, env); n != b.N {
 		b.Fatalf("%d charges for %d payments", n, b.N)
 	}
 }
@@ -128,8 +190,12 @@ func BenchmarkReplays(b *testing.B) {
 
 // BenchmarkStorm1000 sends 1,000 concurrent requests with one key per
 // iteration and reports how long the slowest took to be answered.
-func BenchmarkStorm1000(b *testing.B) {
-	env := newBenchEnv(b)
+func BenchmarkStorm1000(b *testing.B) { benchStorm(b, newBenchEnv(b)) }
+
+// BenchmarkStorm1000Postgres is BenchmarkStorm1000 on PostgreSQL.
+func BenchmarkStorm1000Postgres(b *testing.B) { benchStorm(b, newPostgresBenchEnv(b)) }
+
+func benchStorm(b *testing.B, env *testEnv) {
 	c := benchClient(1000)
 	var worst time.Duration
 	for it := range b.N {
@@ -155,7 +221,7 @@ func BenchmarkStorm1000(b *testing.B) {
 				b.Fatalf("request %d: %d %v", i, statuses[i], errs[i])
 			}
 		}
-		if n := env.charges(); n != it+1 {
+		if n := chargesOf(b, env); n != it+1 {
 			b.Fatalf("%d charges after %d storms", n, it+1)
 		}
 	}
