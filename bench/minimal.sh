@@ -149,7 +149,7 @@ for r in $(seq "$ROUNDS"); do
 		# The server's CPU over the run divided by its payments here, to
 		# four places: the per-request figure the load generator prints is
 		# rounded to 0.01 ms, a few percent of a payment's.
-		cpu[$name]=$(echo "$out" | awk '$1 == "requests" { n = $2 } $1 == "server" && $2 == "CPU" { printf "%.4f", $3 * 1000 / n }')
+		cpu[$name]=$(echo "$out" | awk '$1 == "requests" { n = $2 } $1 == "server" && $2 == "CPU" { printf "%.4f", n ? $3 * 1000 / n : 0 }')
 		ok=$(echo "$out" | awk '$1 == "requests" { print $2 }')
 		pgcpu[$name]=$(awk -v t=$((t1 - t0)) -v n="$ok" 'BEGIN { printf "%.3f", n ? t * 10 / n : 0 }')
 		# A storm under load: 8 clients pay while the storms run. The
