@@ -109,6 +109,16 @@ func newPostgresBenchEnv(b *testing.B) *testEnv {
 	return &testEnv{tb: b, URL: hs.URL, Server: srv, HTTP: hs}
 }
 
+// payNew makes the i-th new payment of a benchmark, with a key and an
+// order of its own, and expects its 201.
+func payNew(c *http.Client, url string, i int) error {
+	status, err := benchPay(c, url, fmt.Sprint("new-", i), fmt.Sprintf(`{"order_id":"B-%d","amount_satang":%d}`, i, 100+i%1000))
+	if err == nil && status != http.StatusCreated {
+		err = fmt.Errorf("payment %d: status %d", i, status)
+	}
+	return err
+}
+
 // chargesOf counts the charges recorded, whatever the store.
 func chargesOf(b *testing.B, env *testEnv) int {
 	n, err := env.Server.db.CountCharges(context.Background())
@@ -122,13 +132,7 @@ func BenchmarkNewPayments(b *testing.B) {
 	env := newBenchEnv(b)
 	c := benchClient(16)
 	b.ResetTimer()
-	elapsed := runClients(b, 16, b.N, func(i int) error {
-		status, err := benchPay(c, env.URL, fmt.Sprint("new-", i), fmt.Sprintf(`{"order_id":"B-%d","amount_satang":%d}`, i, 100+i%1000))
-		if err == nil && status != http.StatusCreated {
-			err = fmt.Errorf("payment %d: status %d", i, status)
-		}
-		return err
-	})
+	elapsed := runClients(b, 16, b.N, func(i int) error { return payNew(c, env.URL, i) })
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "payments/s")
 	ws := env.DB.WriterStats()
@@ -149,13 +153,7 @@ func BenchmarkNewPaymentsPostgres(b *testing.B) {
 	c := benchClient(16)
 	b.ReportAllocs()
 	b.ResetTimer()
-	elapsed := runClients(b, 16, b.N, func(i int) error {
-		status, err := benchPay(c, env.URL, fmt.Sprint("new-", i), fmt.Sprintf(`{"order_id":"B-%d","amount_satang":%d}`, i, 100+i%1000))
-		if err == nil && status != http.StatusCreated {
-			err = fmt.Errorf("payment %d: status %d", i, status)
-		}
-		return err
-	})
+	elapsed := runClients(b, 16, b.N, func(i int) error { return payNew(c, env.URL, i) })
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "payments/s")
 	if n := chargesOf(b, env); n != b.N {
