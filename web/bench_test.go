@@ -119,15 +119,6 @@ func payNew(c *http.Client, url string, i int) error {
 	return err
 }
 
-// chargesOf counts the charges recorded, whatever the store.
-func chargesOf(b *testing.B, env *testEnv) int {
-	n, err := env.Server.db.CountCharges(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	return n
-}
-
 func BenchmarkNewPayments(b *testing.B) {
 	env := newBenchEnv(b)
 	c := benchClient(16)
@@ -156,7 +147,7 @@ func BenchmarkNewPaymentsPostgres(b *testing.B) {
 	elapsed := runClients(b, 16, b.N, func(i int) error { return payNew(c, env.URL, i) })
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "payments/s")
-	if n := chargesOf(b, env); n != b.N {
+	if n := env.charges(); n != b.N {
 		b.Fatalf("%d charges for %d payments", n, b.N)
 	}
 }
@@ -219,7 +210,7 @@ func benchStorm(b *testing.B, env *testEnv) {
 				b.Fatalf("request %d: %d %v", i, statuses[i], errs[i])
 			}
 		}
-		if n := chargesOf(b, env); n != it+1 {
+		if n := env.charges(); n != it+1 {
 			b.Fatalf("%d charges after %d storms", n, it+1)
 		}
 	}

@@ -142,7 +142,7 @@ func (e *testEnv) get(path string, headers ...string) response {
 // charges counts the charges in the database.
 func (e *testEnv) charges() int {
 	e.tb.Helper()
-	n, err := e.DB.CountCharges(context.Background())
+	n, err := e.Server.db.CountCharges(context.Background()) // whatever the store: SQLite or PostgreSQL
 	if err != nil {
 		e.tb.Fatal(err)
 	}
