@@ -187,16 +187,11 @@ func (h *Hub) publish(e *Event, remote bool) Event {
 }
 
 // newEntry takes an entry from the batch made ahead, making the next
-// batch, outside any lock, once it is used up.
+// batch once it is used up.
 func (h *Hub) newEntry() *Entry {
 	h.spareMu.Lock()
 	if len(h.spare) == 0 {
-		h.spareMu.Unlock()
-		batch := make([]Entry, entrySlab)
-		h.spareMu.Lock()
-		if len(h.spare) == 0 {
-			h.spare = batch
-		}
+		h.spare = make([]Entry, entrySlab)
 	}
 	entry := &h.spare[0]
 	h.spare = h.spare[1:]
