@@ -176,6 +176,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if public == nil {
 		public = ln.Addr().(*net.TCPAddr)
 	}
+	raiseHeapFloor()
 	clock := sim.NewClock(nil)
 	st, err := openStores(ctx, *dbPath, *gatewayDB, clock.Now, syncMode)
 	if err != nil {
