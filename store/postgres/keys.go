@@ -134,11 +134,23 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	var claim, chOrder pgtype.Text
 	var chAmount pgtype.Int8
 	var held maybeKey
-	err := db.withLockWait(ctx, func(row pgx.Row) error {
-		return row.Scan(append([]any{&claim, &chOrder, &chAmount}, held.dest()...)...)
-	}, claimSQL,
-		c.Scope, c.Key, c.Method, c.Path, c.Fingerprint, c.OrderID, c.AmountSatang, now, token, c.ChargeKey,
-		db.server, workMillis(c.WorkFor), c.ChargeKeyOrKey())
+	rows := 0
+	_, err := db.direct(ctx, claimStatement, func(a *args) {
+		a.text(c.Scope).text(c.Key).text(c.Method).text(c.Path).text(c.Fingerprint).text(c.OrderID).int(c.AmountSatang).
+			time(now).text(token).text(c.ChargeKey).text(db.server).int(workMillis(c.WorkFor)).text(c.ChargeKeyOrKey())
+	}, func(r directRow) error {
+		rows++
+		// A new key's row holds its claim and nothing else: only a row
+		// without one is scanned whole.
+		if r.vals[0] != nil {
+			claim = pgtype.Text{String: string(r.vals[0]), Valid: true}
+			return nil
+		}
+		return r.scan(append([]any{&claim, &chOrder, &chAmount}, held.dest()...)...)
+	})
+	if err == nil && rows != 1 {
+		err = fmt.Errorf("postgres: the claim's statement returned %d rows, not one", rows)
+	}
 	if err != nil {
 		return pay.ClaimResult{}, err
 	}
@@ -222,8 +234,7 @@ var lockWait = fmt.Sprintf(`(SELECT set_config('lock_timeout', '%d', true)) IS N
 // parts see one snapshot, taken as the statement begins: a row committed
 // by then is read and answers the request, and the insert is not tried;
 // a claim that commits later makes the insert wait for it and do nothing.
-// It is built once, not per claim: pgx finds its prepared statement by
-// the text.
+// It is built once, not per claim.
 var claimSQL = `WITH ch AS (
 			SELECT order_id, amount_satang FROM charges WHERE scope = $1 AND idempotency_key = $13 AND ` + lockWait + `
 		), kr AS (
@@ -239,6 +250,9 @@ var claimSQL = `WITH ch AS (
 		)
 		SELECT ins.claim, ch.order_id, ch.amount_satang, ` + prefixed("kr.", keyColumns) + `
 		FROM (SELECT 1) AS one LEFT JOIN ins ON true LEFT JOIN ch ON true LEFT JOIN kr ON true`
+
+// claimStatement is claimSQL, prepared on each connection (direct.go).
+var claimStatement = statement{name: "paytwice_claim", sql: claimSQL}
 
 // insertClaimSQL inserts a claim unless the key is held.
 var insertClaimSQL = `INSERT INTO idempotency_keys
@@ -359,8 +373,24 @@ func (db *DB) saveFast(ctx context.Context, c pay.Completion, now time.Time) (fa
 	}
 	ch := c.Charge
 	var f fastSave
-	err := db.pool.QueryRow(ctx, `WITH ins AS (
-			INSERT INTO charges (`+chargeColumns+`)
+	rows := 0
+	_, err := db.direct(ctx, saveStatement, func(a *args) {
+		a.int(int64(c.Status)).bytes(c.Body).time(now).text(c.Scope).text(c.Key).text(c.Claim).
+			text(ch.ID).text(c.ChargeKeyOrKey()).text(ch.OrderID).int(ch.AmountSatang).text(ch.GatewayRef).time(ch.CreatedAt)
+	}, func(r directRow) error {
+		rows++
+		return r.scan(&f.inserted, &f.marked)
+	})
+	if err == nil && rows != 1 {
+		err = fmt.Errorf("postgres: the save's statement returned %d rows, not one", rows)
+	}
+	return f, err
+}
+
+// saveStatement is the usual save, one statement: the charge inserted
+// and the key, named by its fencing token, marked done.
+var saveStatement = statement{name: "paytwice_save", sql: `WITH ins AS (
+			INSERT INTO charges (` + chargeColumns + `)
 			VALUES ($7, $4, $8, $9, $10, $11, $12) ON CONFLICT (scope, idempotency_key) DO NOTHING RETURNING 1
 		), upd AS (
 			UPDATE idempotency_keys
@@ -368,11 +398,7 @@ func (db *DB) saveFast(ctx context.Context, c pay.Completion, now time.Time) (fa
 			WHERE scope = $4 AND key = $5 AND claim = $6 AND status <> 'done' AND EXISTS (SELECT 1 FROM ins)
 			RETURNING 1
 		)
-		SELECT EXISTS (SELECT 1 FROM ins), EXISTS (SELECT 1 FROM upd)`,
-		c.Status, c.Body, now, c.Scope, c.Key, c.Claim,
-		ch.ID, c.ChargeKeyOrKey(), ch.OrderID, ch.AmountSatang, ch.GatewayRef, ch.CreatedAt).Scan(&f.inserted, &f.marked)
-	return f, err
-}
+		SELECT EXISTS (SELECT 1 FROM ins), EXISTS (SELECT 1 FROM upd)`}
 
 // saveTx is a transaction as the save rule uses it. fast, when set, is
 // what the single statement already did: its steps are not done again.

@@ -29,8 +29,9 @@ func (db *DB) RecordGatewayCharge(ctx context.Context, g pay.GatewayCharge) (pay
 	if err := db.need("ledger"); err != nil {
 		return pay.GatewayCharge{}, false, err
 	}
-	tag, err := db.pool.Exec(ctx, `INSERT INTO gateway.charges (`+gatewayColumns+`) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (key) DO NOTHING`, g.Key, g.ID, g.OrderID, g.AmountSatang, g.CreatedAt)
+	tag, err := db.direct(ctx, recordGatewayStatement, func(a *args) {
+		a.text(g.Key).text(g.ID).text(g.OrderID).int(g.AmountSatang).time(g.CreatedAt)
+	}, nil)
 	if err != nil {
 		return pay.GatewayCharge{}, false, err
 	}
@@ -45,6 +46,11 @@ func (db *DB) RecordGatewayCharge(ctx context.Context, g pay.GatewayCharge) (pay
 	}
 	return existing, false, err
 }
+
+// recordGatewayStatement records a gateway charge unless its key is
+// recorded, prepared on each connection (direct.go).
+var recordGatewayStatement = statement{name: "paytwice_record_gateway", sql: `INSERT INTO gateway.charges (` + gatewayColumns + `)
+	VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key) DO NOTHING`}
 
 // LookupGatewayCharge finds the gateway's record for a key.
 func (db *DB) LookupGatewayCharge(ctx context.Context, key string) (pay.GatewayCharge, bool, error) {
