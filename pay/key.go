@@ -53,6 +53,7 @@ func ParseKey(values []string) (string, error) {
 // whole value: a parameter or a second list member after it is refused.
 func unquoteSFString(v string) (string, error) {
 	var b strings.Builder
+	b.Grow(min(len(v), MaxKeyLength+2)) // one allocation, not one per doubling
 	for i := 1; i < len(v); i++ {
 		c := v[i]
 		switch {

@@ -236,9 +236,12 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 	// The work's deadline is fixed before the claim, so that the claim
 	// can record it: another server's sweeper must not close the key
 	// while the work may still run (step mode pauses it, see work.go).
-	work, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	var work context.Context
+	cancel := context.CancelFunc(func() {})
 	if s.WorkContext != nil {
 		work, cancel = s.WorkContext()
+	} else {
+		work = context.WithoutCancel(ctx)
 	}
 	defer cancel()
 	req := p.claimRequest()

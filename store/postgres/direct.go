@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -37,8 +38,29 @@ type args struct {
 	err  error
 }
 
+// argsPool keeps args between statements: a statement's arguments are
+// copied into the connection's buffer as it is sent, and every payment
+// writes three statements' worth.
+var argsPool = sync.Pool{New: func() any { return &args{buf: make([]byte, 0, 512), vals: make([][]byte, 0, 16)} }}
+
+// maxPooledArgs bounds the buffer an args goes back to the pool with, so
+// that one large body does not stay in memory for good.
+const maxPooledArgs = 4096
+
 func newArgs(oids []uint32) *args {
-	return &args{oids: oids, buf: make([]byte, 0, 512), vals: make([][]byte, 0, len(oids))}
+	a := argsPool.Get().(*args)
+	a.oids, a.buf, a.vals, a.err = oids, a.buf[:0], a.vals[:0], nil
+	return a
+}
+
+// free returns a to the pool; it must not be used after.
+func (a *args) free() {
+	if cap(a.buf) > maxPooledArgs {
+		return
+	}
+	clear(a.vals[:cap(a.vals)])
+	a.oids, a.err = nil, nil
+	argsPool.Put(a)
 }
 
 // oid is the type of the next parameter, 0 past the last.
@@ -161,6 +183,7 @@ func (db *DB) direct(ctx context.Context, st statement, fill func(*args), row fu
 		return pgconn.CommandTag{}, err
 	}
 	a := newArgs(sd.ParamOIDs)
+	defer a.free()
 	fill(a)
 	if a.err == nil && len(a.vals) != len(sd.ParamOIDs) {
 		a.err = fmt.Errorf("postgres: %d arguments for %d parameters", len(a.vals), len(sd.ParamOIDs))
