@@ -16,13 +16,13 @@ import (
 )
 
 // A statement that acts on one key through its claim says the key must
-// be started as status <> 'done', which the CHECK on status makes the
-// same thing: written status = 'started', it matches the predicate of the
-// partial index of started keys (the sweeper's), and PostgreSQL's planner,
-// which expects that index to hold a row or two, scans all of it, dead
-// entries included, and filters by key, instead of looking the key up in
-// the primary key. At 16 clients that read about a hundred index entries
-// per save.
+// be started as status <> 'done', which the status's type (two values)
+// makes the same thing: written status = 'started', it matches the index
+// of keys by status, and PostgreSQL's planner, which expects few started
+// keys, may scan all of them, dead entries included, and filter by key,
+// instead of looking the key up in the primary key. With the partial
+// index of started keys that an earlier schema had, at 16 clients, that
+// read about a hundred index entries per save.
 const keyColumns = `scope, key, method, path, fingerprint, order_id, amount_satang, status,
 	response_status, response_body, created_at, locked_at, completed_at, claim, charge_key`
 
@@ -511,6 +511,8 @@ const sweepBatch = 500
 // and marks the rest as this server's. Two servers therefore never close
 // the same key; and if one did anyway (a lease outlived by a slow
 // gateway), the fencing token would let only the first close count.
+// Keys are found by created_at, which equals locked_at in every row, in
+// the index of keys by status and creation time.
 //
 // Taking a key changes neither its claim nor its lock time: a request
 // still running on this server keeps its key, and a key this server
@@ -530,11 +532,11 @@ func (db *DB) StartedBefore(ctx context.Context, cutoff time.Time) ([]pay.KeyRow
 	rows, err := db.pool.Query(ctx, `UPDATE idempotency_keys k
 		SET sweep_owner = $2, sweep_until = clock_timestamp() + $3 * interval '1 millisecond'
 		FROM (SELECT scope, key FROM idempotency_keys
-			WHERE status = 'started' AND locked_at < $1
+			WHERE status = 'started' AND created_at < $1
 			  AND (claimed_by = $2 OR (claimed_at < clock_timestamp() - $5 * interval '1 millisecond'
 			       AND (work_until IS NULL OR work_until < clock_timestamp())))
 			  AND (sweep_owner IS NULL OR sweep_owner = $2 OR sweep_until < clock_timestamp())
-			ORDER BY locked_at, key
+			ORDER BY created_at, key
 			LIMIT $4
 			FOR UPDATE SKIP LOCKED) pick
 		WHERE k.scope = pick.scope AND k.key = pick.key
@@ -588,13 +590,12 @@ func (db *DB) GetKey(ctx context.Context, scope, key string) (pay.KeyRow, error)
 }
 
 // RecentKeys returns up to limit keys, newest first (by locked_at, then
-// key). There is no index of every key by time: each of the two partial
-// indexes (started keys by locked_at, done keys by created_at, which
-// equals locked_at in this store) gives its newest keys in order, and the
-// two short lists are merged.
+// key). The index of keys by status and creation time (which equals
+// locked_at in this store) gives the newest keys of each status in order,
+// and the two short lists are merged.
 func (db *DB) RecentKeys(ctx context.Context, limit int) ([]pay.KeyRow, error) {
 	rows, err := db.pool.Query(ctx, `SELECT `+keyColumns+` FROM (
-			(SELECT * FROM idempotency_keys WHERE status = 'started' ORDER BY locked_at DESC, key LIMIT $1)
+			(SELECT * FROM idempotency_keys WHERE status = 'started' ORDER BY created_at DESC, key LIMIT $1)
 			UNION ALL
 			(SELECT * FROM idempotency_keys WHERE status = 'done' ORDER BY created_at DESC, key LIMIT $1)
 		) recent ORDER BY locked_at DESC, key LIMIT $1`, limit)

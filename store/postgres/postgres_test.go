@@ -354,7 +354,8 @@ func TestAnotherServerSweepsAKeyOnlyAfterItsWorkDeadline(t *testing.T) {
 	}
 	// Both keys have really been held past a lock timeout of 30 s.
 	if _, err := claiming.Pool().Exec(ctx, `UPDATE idempotency_keys
-		SET claimed_at = clock_timestamp() - interval '31 seconds', locked_at = locked_at - interval '31 seconds'`); err != nil {
+		SET claimed_at = clock_timestamp() - interval '31 seconds', locked_at = locked_at - interval '31 seconds',
+		    created_at = created_at - interval '31 seconds'`); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := other.StartedBefore(ctx, other.Now().Add(-30*time.Second))
