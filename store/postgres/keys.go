@@ -384,33 +384,49 @@ func (db *DB) saveFast(ctx context.Context, c pay.Completion, now time.Time) (fa
 		return fastSave{marked: err == nil && tag.RowsAffected() == 1}, err
 	}
 	ch := c.Charge
-	var f fastSave
 	rows := 0
 	_, err := db.direct(ctx, saveStatement, func(a *args) {
 		a.int(int64(c.Status)).bytes(c.Body).time(now).text(c.Scope).text(c.Key).text(c.Claim).
 			text(ch.ID).text(c.ChargeKeyOrKey()).text(ch.OrderID).int(ch.AmountSatang).text(ch.GatewayRef).time(ch.CreatedAt)
 	}, func(r directRow) error {
 		rows++
-		return r.scan(&f.inserted, &f.marked)
+		return nil
 	})
-	if err == nil && rows != 1 {
-		err = fmt.Errorf("postgres: the save's statement returned %d rows, not one", rows)
+	switch {
+	case err != nil:
+		return fastSave{}, err
+	case rows == 1:
+		return fastSave{inserted: true, marked: true}, nil
 	}
-	return f, err
+	// The key was not marked: either the charge was recorded already (by
+	// the sweeper, or an earlier try), or the claim was lost after the
+	// charge went in. Which one, the charge's id tells: this completion's
+	// own is new.
+	var id string
+	err = db.pool.QueryRow(ctx, `SELECT id FROM charges WHERE scope = $1 AND idempotency_key = $2`,
+		c.Scope, c.ChargeKeyOrKey()).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fastSave{}, nil // deleted since (a reset)
+	}
+	return fastSave{inserted: err == nil && id == ch.ID}, err
 }
 
 // saveStatement is the usual save, one statement: the charge inserted
-// and the key, named by its fencing token, marked done.
+// and the key, named by its fencing token, marked done only if the
+// charge was inserted. It returns a row when the key was marked. The
+// UPDATE is the statement itself, not a third part beside two CTEs whose
+// results are selected: a plan with fewer parts to prepare at every
+// execution, about a twelfth less of PostgreSQL's CPU for a claim and a
+// save (pgbench, prepared statements); what the charge's insert did is
+// read afterwards when the key was not marked, which is rare.
 var saveStatement = statement{name: "paytwice_save", sql: `WITH ins AS (
 			INSERT INTO charges (` + chargeColumns + `)
 			VALUES ($7, $4, $8, $9, $10, $11, $12) ON CONFLICT (scope, idempotency_key) DO NOTHING RETURNING 1
-		), upd AS (
-			UPDATE idempotency_keys
-			SET status = 'done', response_status = $1, response_body = $2, completed_at = $3
-			WHERE scope = $4 AND key = $5 AND claim = $6 AND status <> 'done' AND EXISTS (SELECT 1 FROM ins)
-			RETURNING 1
 		)
-		SELECT EXISTS (SELECT 1 FROM ins), EXISTS (SELECT 1 FROM upd)`}
+		UPDATE idempotency_keys
+		SET status = 'done', response_status = $1, response_body = $2, completed_at = $3
+		WHERE scope = $4 AND key = $5 AND claim = $6 AND status <> 'done' AND EXISTS (SELECT 1 FROM ins)
+		RETURNING 1`}
 
 // saveTx is a transaction as the save rule uses it. fast, when set, is
 // what the single statement already did: its steps are not done again.
