@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -123,11 +124,19 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	if token == "" {
 		token = pay.NewToken()
 	}
-	// One statement inserts the claim unless the key's charge or its row is
-	// recorded: a new payment's claim is one round trip, and a refused
-	// claim writes nothing. A claim it did not insert (a replay, the losers
-	// of a storm, a key whose charge refuses the request) reads why in a
-	// second statement, which sees whatever the insert met.
+	// A key this store claimed lately (a storm's losers, a replay of a
+	// payment made here) is most likely held: one statement reads its row
+	// and charge and inserts only if there is neither, so the repeat is
+	// answered in one round trip.
+	if db.recent.seen(c.Scope, c.Key) {
+		return db.claimRepeat(ctx, c, now, token)
+	}
+	// Any other key is most likely new. One statement inserts the claim
+	// unless the key's charge or its row is recorded: a new payment's claim
+	// is one round trip, and a refused claim writes nothing. A claim it did
+	// not insert (a replay of a payment made on another server, a key whose
+	// charge refuses the request) reads why in a second statement, which
+	// sees whatever the insert met.
 	var claim string
 	rows := 0
 	_, err := db.direct(ctx, claimStatement, func(a *args) {
@@ -147,11 +156,46 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	return db.refused(ctx, c, now, token, claimAttempts)
 }
 
+// claimRepeat claims a key that is most likely held, with the statement
+// that also reads the key's row and charge (repeatSQL).
+func (db *DB) claimRepeat(ctx context.Context, c pay.ClaimRequest, now time.Time, token string) (pay.ClaimResult, error) {
+	var claim, chOrder pgtype.Text
+	var chAmount pgtype.Int8
+	var held maybeKey
+	rows := 0
+	_, err := db.direct(ctx, repeatStatement, func(a *args) {
+		a.text(c.Scope).text(c.Key).text(c.Method).text(c.Path).text(c.Fingerprint).text(c.OrderID).int(c.AmountSatang).
+			time(now).text(token).text(c.ChargeKey).text(db.server).int(workMillis(c.WorkFor)).text(c.ChargeKeyOrKey())
+	}, func(r directRow) error {
+		rows++
+		// A new key's row holds its claim and nothing else: only a row
+		// without one is scanned whole.
+		if r.vals[0] != nil {
+			claim = pgtype.Text{String: string(r.vals[0]), Valid: true}
+			return nil
+		}
+		return r.scan(append([]any{&claim, &chOrder, &chAmount}, held.dest()...)...)
+	})
+	if err == nil && rows != 1 {
+		err = fmt.Errorf("postgres: the claim's statement returned %d rows, not one", rows)
+	}
+	if err != nil {
+		return pay.ClaimResult{}, err
+	}
+	if claim.Valid {
+		return pay.ClaimResult{Claimed: true, Claim: claim.String}, nil
+	}
+	if res, ok, err := db.fromRead(ctx, c, now, token, claimAttempts, chOrder, chAmount, &held); ok || err != nil {
+		return res, err
+	}
+	// The insert met a claim that was not committed when the statement
+	// began: read who holds it now.
+	return db.holder(ctx, c, now, token, claimAttempts)
+}
+
 // refused reads why a claim was not inserted: the key's charge and its
-// row, in one statement. Of the charge it reads only what decides the
-// common case (its order and amount); the rest is read when the charge
-// refuses the request, which is rare. attempts bounds how often a holder
-// that vanished is retried.
+// row, in one statement. attempts bounds how often a holder that vanished
+// is retried.
 func (db *DB) refused(ctx context.Context, c pay.ClaimRequest, now time.Time, token string, attempts int) (pay.ClaimResult, error) {
 	var chOrder pgtype.Text
 	var chAmount pgtype.Int8
@@ -161,6 +205,20 @@ func (db *DB) refused(ctx context.Context, c pay.ClaimRequest, now time.Time, to
 	if err != nil {
 		return pay.ClaimResult{}, err
 	}
+	if res, ok, err := db.fromRead(ctx, c, now, token, attempts, chOrder, chAmount, &held); ok || err != nil {
+		return res, err
+	}
+	// The claim the insert met was released since: the key is free again.
+	return db.insertClaim(ctx, c, now, token, attempts-1)
+}
+
+// fromRead answers a claim that was not inserted from what was read of
+// the key's charge and row; ok is false when neither was there. Of the
+// charge only what decides the common case was read (its order and
+// amount); the rest is read when the charge refuses the request, which
+// is rare.
+func (db *DB) fromRead(ctx context.Context, c pay.ClaimRequest, now time.Time, token string, attempts int,
+	chOrder pgtype.Text, chAmount pgtype.Int8, held *maybeKey) (res pay.ClaimResult, ok bool, err error) {
 	if chOrder.Valid {
 		if chOrder.String != c.OrderID || chAmount.Int64 != c.AmountSatang {
 			ch, err := scanCharge(db.pool.QueryRow(ctx, `SELECT `+chargeColumns+` FROM charges
@@ -168,23 +226,53 @@ func (db *DB) refused(ctx context.Context, c pay.ClaimRequest, now time.Time, to
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
 				// Deleted since (a reset): the key is free.
-				return db.insertClaim(ctx, c, now, token, attempts)
+				res, err = db.insertClaim(ctx, c, now, token, attempts)
+				return res, true, err
 			case err != nil:
-				return pay.ClaimResult{}, err
+				return pay.ClaimResult{}, true, err
 			}
-			return pay.ClaimResult{Reused: &ch}, nil
+			return pay.ClaimResult{Reused: &ch}, true, nil
 		}
 		if row, ok := held.row(); ok {
-			return pay.ClaimResult{Existing: row}, nil
+			return pay.ClaimResult{Existing: row}, true, nil
 		}
 		// Pruned: a late retry of the same order may claim the key again.
-		return db.insertClaim(ctx, c, now, token, attempts)
+		res, err = db.insertClaim(ctx, c, now, token, attempts)
+		return res, true, err
 	}
 	if row, ok := held.row(); ok {
-		return pay.ClaimResult{Existing: row}, nil
+		return pay.ClaimResult{Existing: row}, true, nil
 	}
-	// The claim the insert met was released since: the key is free again.
-	return db.insertClaim(ctx, c, now, token, attempts-1)
+	return pay.ClaimResult{}, false, nil
+}
+
+// recentKeys remembers the keys a store claimed lately, up to twice
+// recentKeysKept of them: the newest in cur, the ones before in prev.
+type recentKeys struct {
+	mu        sync.Mutex
+	cur, prev map[scopedKey]struct{}
+}
+
+type scopedKey struct{ scope, key string }
+
+const recentKeysKept = 4096
+
+// seen reports whether the key was noted lately, and notes it.
+func (r *recentKeys) seen(scope, key string) bool {
+	k := scopedKey{scope, key}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.cur[k]; ok {
+		return true
+	}
+	if _, ok := r.prev[k]; ok {
+		return true
+	}
+	if r.cur == nil || len(r.cur) >= recentKeysKept {
+		r.prev, r.cur = r.cur, make(map[scopedKey]struct{}, recentKeysKept)
+	}
+	r.cur[k] = struct{}{}
+	return false
 }
 
 // maybeKey is a key row as keyColumns reads it, which a statement may
@@ -255,6 +343,32 @@ var claimSQL = `INSERT INTO idempotency_keys
 		  AND NOT EXISTS (SELECT 1 FROM charges WHERE scope = $1 AND idempotency_key = $13)
 		  AND NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE scope = $1 AND key = $2)
 		ON CONFLICT (scope, key) DO NOTHING RETURNING claim`
+
+// repeatSQL is the claim of a key that is most likely held: it looks for
+// the key's charge and row and, when there is neither, inserts the claim.
+// The three parts see one snapshot, taken as the statement begins: a row
+// committed by then is read and answers the request, and the insert is
+// not tried; a claim that commits later makes the insert wait for it and
+// do nothing. Its plan has more parts for PostgreSQL to prepare than
+// claimSQL's, which is why a key not seen lately is claimed by claimSQL.
+var repeatSQL = `WITH ch AS (
+			SELECT order_id, amount_satang FROM charges WHERE scope = $1 AND idempotency_key = $13 AND ` + lockWait + `
+		), kr AS (
+			SELECT ` + keyColumns + ` FROM idempotency_keys WHERE scope = $1 AND key = $2
+		), ins AS (
+			INSERT INTO idempotency_keys
+			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
+			 claimed_by, work_until)
+			SELECT $1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
+			 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END
+			WHERE NOT EXISTS (SELECT 1 FROM ch) AND NOT EXISTS (SELECT 1 FROM kr)
+			ON CONFLICT (scope, key) DO NOTHING RETURNING claim
+		)
+		SELECT ins.claim, ch.order_id, ch.amount_satang, ` + prefixed("kr.", keyColumns) + `
+		FROM (SELECT 1) AS one LEFT JOIN ins ON true LEFT JOIN ch ON true LEFT JOIN kr ON true`
+
+// repeatStatement is repeatSQL, prepared on each connection (direct.go).
+var repeatStatement = statement{name: "paytwice_claim_repeat", sql: repeatSQL}
 
 // refusedSQL reads what refused a claim: the key's charge (its order and
 // amount) and the key's row, either possibly missing.

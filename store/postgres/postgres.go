@@ -70,6 +70,9 @@ type DB struct {
 	server string
 	lease  time.Duration
 	logf   func(format string, args ...any)
+	// recent are the keys claimed lately, which a repeat most likely finds
+	// held (see claim).
+	recent recentKeys
 }
 
 // IsURL reports whether s names a PostgreSQL database rather than a
