@@ -104,6 +104,12 @@ func claimNotTaken(err error) error {
 		return fmt.Errorf("%w (%v)", errKeyLocked, err)
 	case errors.As(err, &pe) && pe.Code == "57P01":
 		return fmt.Errorf("%w (%v)", errClaimTerminated, err)
+	case errors.As(err, &pe) && pe.Code == "0A000":
+		// A statement prepared before another server changed its tables
+		// (a newer build's migration) is refused, once per connection,
+		// before it runs: the refused statement is prepared afresh next
+		// time, and this one recorded nothing.
+		return fmt.Errorf("%w (%v)", errTablesChanged, err)
 	}
 	return err
 }
@@ -111,6 +117,8 @@ func claimNotTaken(err error) error {
 var (
 	errKeyLocked = &pay.Error{Code: pay.EUNAVAILABLE,
 		Message: "Another server holds this key's row in a transaction that has not finished; nothing was recorded: retry with the same key."}
+	errTablesChanged = &pay.Error{Code: pay.EUNAVAILABLE,
+		Message: "The database's tables changed while this request was claiming its key (a newer server updated them); nothing was recorded: retry with the same key."}
 	errClaimTerminated = &pay.Error{Code: pay.EUNAVAILABLE,
 		Message: "The database ended the connection of this request's claim before it was recorded; nothing was recorded: retry with the same key."}
 )

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	neturl "net/url"
+	"strings"
 	"sync"
 
 	"context"
@@ -518,4 +519,47 @@ func TestARenewalSetsTheWorkDeadlineALeaseFromNow(t *testing.T) {
 	if d := ahead("long"); d <= lease {
 		t.Fatalf("a renewal brought a later deadline back to %v ahead", d)
 	}
+}
+
+// A newer server may change a column's type while this one runs (a
+// migration): the statements this one prepared before then are refused
+// once on each connection. A claim refused so recorded nothing, and its
+// request is told to retry, not that the server failed; the retry is
+// answered.
+func TestAClaimWhoseStatementsTablesChangedIsUnavailable(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	if strings.Contains(url, "?") {
+		url += "&pool_max_conns=1"
+	} else {
+		url += "?pool_max_conns=1"
+	}
+	db, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Claim(ctx, request("migrated")); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := db.Claim(ctx, request("migrated")); err != nil || res.Claimed {
+		t.Fatalf("a repeat before the change: %+v, %v", res, err)
+	}
+	if _, err := db.Pool().Exec(ctx, `ALTER TABLE idempotency_keys ALTER COLUMN method TYPE varchar(16)`); err != nil {
+		t.Fatal(err)
+	}
+	var unavailable int
+	for range 3 {
+		res, err := db.Claim(ctx, request("migrated"))
+		switch {
+		case pay.ErrorCode(err) == pay.EUNAVAILABLE:
+			unavailable++
+			continue
+		case err != nil:
+			t.Fatalf("a repeat after the change: %v, want EUNAVAILABLE or its answer", err)
+		case res.Claimed || res.Existing.Claim == "":
+			t.Fatalf("a repeat after the change: %+v, want the held row", res)
+		}
+		return
+	}
+	t.Fatalf("three repeats after the change, %d of them unavailable, none answered", unavailable)
 }
