@@ -223,7 +223,11 @@ func decodeWire(body string) ([]live.Event, error) {
 	// is enough room, seldom more than needed.
 	r := wireReader{last: map[string]int{}, out: make([]live.Event, 0, strings.Count(body, "\n"))}
 	for body != "" {
-		var e live.Event
+		// Each event is read where it ends up: one of its own would move
+		// to the heap, a garbage event for every event another server
+		// sends.
+		r.out = append(r.out, live.Event{})
+		e := &r.out[len(r.out)-1]
 		isJSON := false
 		for {
 			if body == "" {
@@ -244,15 +248,14 @@ func decodeWire(body string) ([]live.Event, error) {
 			}
 			v := body[colon+1 : colon+1+n]
 			body = body[colon+1+n:]
-			if err := r.set(&e, tag, v); err != nil {
+			if err := r.set(e, tag, v); err != nil {
 				return nil, err
 			}
 			isJSON = isJSON || tag == tagJSON
 		}
 		if e.Request != "" && !isJSON {
-			r.last[e.Request] = len(r.out)
+			r.last[e.Request] = len(r.out) - 1
 		}
-		r.out = append(r.out, e)
 	}
 	return r.out, nil
 }
