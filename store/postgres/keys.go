@@ -147,10 +147,7 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	// sees whatever the insert met.
 	var claim string
 	rows := 0
-	_, err := db.direct(ctx, claimStatement, func(a *args) {
-		a.text(c.Scope).text(c.Key).text(c.Method).text(c.Path).text(c.Fingerprint).text(c.OrderID).int(c.AmountSatang).
-			time(now).text(token).text(c.ChargeKey).text(db.server).int(workMillis(c.WorkFor)).text(c.ChargeKeyOrKey())
-	}, func(r directRow) error {
+	_, err := db.direct(ctx, claimStatement, db.claimArgs(c, now, token), func(r directRow) error {
 		rows++
 		claim = string(r.vals[0])
 		return nil
@@ -164,6 +161,15 @@ func (db *DB) claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 	return db.refused(ctx, c, now, token, claimAttempts)
 }
 
+// claimArgs writes the arguments of both claim statements (claimSQL and
+// repeatSQL), which take the same thirteen.
+func (db *DB) claimArgs(c pay.ClaimRequest, now time.Time, token string) func(*args) {
+	return func(a *args) {
+		a.text(c.Scope).text(c.Key).text(c.Method).text(c.Path).text(c.Fingerprint).text(c.OrderID).int(c.AmountSatang).
+			time(now).text(token).text(c.ChargeKey).text(db.server).int(workMillis(c.WorkFor)).text(c.ChargeKeyOrKey())
+	}
+}
+
 // claimRepeat claims a key that is most likely held, with the statement
 // that also reads the key's row and charge (repeatSQL).
 func (db *DB) claimRepeat(ctx context.Context, c pay.ClaimRequest, now time.Time, token string) (pay.ClaimResult, error) {
@@ -171,10 +177,7 @@ func (db *DB) claimRepeat(ctx context.Context, c pay.ClaimRequest, now time.Time
 	var chAmount pgtype.Int8
 	var held maybeKey
 	rows := 0
-	_, err := db.direct(ctx, repeatStatement, func(a *args) {
-		a.text(c.Scope).text(c.Key).text(c.Method).text(c.Path).text(c.Fingerprint).text(c.OrderID).int(c.AmountSatang).
-			time(now).text(token).text(c.ChargeKey).text(db.server).int(workMillis(c.WorkFor)).text(c.ChargeKeyOrKey())
-	}, func(r directRow) error {
+	_, err := db.direct(ctx, repeatStatement, db.claimArgs(c, now, token), func(r directRow) error {
 		rows++
 		// A new key's row holds its claim and nothing else: only a row
 		// without one is scanned whole.
