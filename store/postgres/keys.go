@@ -331,6 +331,15 @@ func (m *maybeKey) row() (pay.KeyRow, bool) {
 // it inserts, so the wait it bounds is that statement's own.
 var lockWait = fmt.Sprintf(`(SELECT set_config('lock_timeout', '%d', true)) IS NOT NULL`, ClaimLockWait.Milliseconds())
 
+// insertClaimRow is the start of every claim's insert, up to its
+// condition: the new started row, holding the claim's token and its work
+// deadline ($12 milliseconds from now on the database's clock, if any).
+const insertClaimRow = `INSERT INTO idempotency_keys
+		(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
+		 claimed_by, work_until)
+		SELECT $1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
+		 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END`
+
 // claimSQL is a claim's statement: it inserts the claim unless the key's
 // charge is recorded (a key whose row was pruned) or its row is, and
 // returns the claim it inserted. Its three conditions see one snapshot,
@@ -345,11 +354,7 @@ var lockWait = fmt.Sprintf(`(SELECT set_config('lock_timeout', '%d', true)) IS N
 // insert a new payment's claim cost its backend about a tenth more CPU
 // (pgbench, prepared statements) to save a replay one round trip.
 // It is built once, not per claim.
-var claimSQL = `INSERT INTO idempotency_keys
-		(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
-		 claimed_by, work_until)
-		SELECT $1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
-		 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END
+var claimSQL = insertClaimRow + `
 		WHERE ` + lockWait + `
 		  AND NOT EXISTS (SELECT 1 FROM charges WHERE scope = $1 AND idempotency_key = $13)
 		  AND NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE scope = $1 AND key = $2)
@@ -367,11 +372,7 @@ var repeatSQL = `WITH ch AS (
 		), kr AS (
 			SELECT ` + keyColumns + ` FROM idempotency_keys WHERE scope = $1 AND key = $2
 		), ins AS (
-			INSERT INTO idempotency_keys
-			(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
-			 claimed_by, work_until)
-			SELECT $1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
-			 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END
+			` + insertClaimRow + `
 			WHERE NOT EXISTS (SELECT 1 FROM ch) AND NOT EXISTS (SELECT 1 FROM kr)
 			ON CONFLICT (scope, key) DO NOTHING RETURNING claim
 		)
@@ -392,11 +393,7 @@ var refusedSQL = `SELECT ch.order_id, ch.amount_satang, ` + prefixed("kr.", keyC
 var claimStatement = statement{name: "paytwice_claim", sql: claimSQL}
 
 // insertClaimSQL inserts a claim unless the key is held.
-var insertClaimSQL = `INSERT INTO idempotency_keys
-		(scope, key, method, path, fingerprint, order_id, amount_satang, status, created_at, locked_at, claim, charge_key,
-		 claimed_by, work_until)
-		SELECT $1, $2, $3, $4, $5, $6, $7, 'started', $8, $8, $9, $10, $11,
-		 CASE WHEN $12::bigint > 0 THEN clock_timestamp() + $12::bigint * interval '1 millisecond' END
+var insertClaimSQL = insertClaimRow + `
 		WHERE ` + lockWait + `
 		ON CONFLICT (scope, key) DO NOTHING RETURNING claim`
 
