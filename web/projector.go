@@ -94,6 +94,11 @@ type orderState struct {
 	charges        int
 }
 
+// orderRef names an order within its scope: the projector's map key for
+// it, compared field by field, so that finding an order allocates
+// nothing.
+type orderRef struct{ scope, orderID string }
+
 type projector struct {
 	s *Server
 	// viewers counts the open event streams; it changes under mu.
@@ -106,9 +111,9 @@ type projector struct {
 	rows     []*views.TimelineRow
 	keys     []*views.KeyRow
 	charges  []views.ChargeRow
-	seen     boundedSet             // charge ids counted, so none counts twice
-	orders   map[string]*orderState // at most liveOrderLimit
-	ordersIn []string               // the orders' map keys, oldest first
+	seen     boundedSet               // charge ids counted, so none counts twice
+	orders   map[orderRef]*orderState // at most liveOrderLimit
+	ordersIn []orderRef               // the orders' map keys, oldest first
 	counters views.Counters
 	faults   views.FaultSwitches
 	twiceN   int // orders charged more than once
@@ -185,8 +190,9 @@ type boundedSet struct {
 // limit every new entry drops one, and shifting ten thousand strings for
 // each charge cost more than drawing it. The array's free head is given
 // back when append next grows the slice (it copies only what is kept).
-func dropOldest(s []string) []string {
-	s[0] = ""
+func dropOldest[T any](s []T) []T {
+	var zero T
+	s[0] = zero
 	return s[1:]
 }
 
@@ -381,14 +387,14 @@ func (p *projector) load(ctx context.Context) {
 // forgetCharges empties what the projector knows of charges and orders.
 func (p *projector) forgetCharges() {
 	p.seen = newBoundedSet(liveSeenLimit)
-	p.orders, p.ordersIn = map[string]*orderState{}, nil
+	p.orders, p.ordersIn = map[orderRef]*orderState{}, nil
 	p.recent, p.twice, p.twiceN, p.onceN = nil, nil, 0, 0
 }
 
 // order returns the charge count of an order, starting one if needed and
 // forgetting the oldest beyond liveOrderLimit.
 func (p *projector) order(scope, orderID string) *orderState {
-	k := scope + "\x00" + orderID
+	k := orderRef{scope, orderID}
 	o := p.orders[k]
 	if o == nil {
 		o = &orderState{scope: scope, orderID: orderID}
@@ -1051,7 +1057,8 @@ type update struct {
 	keysChanged bool
 }
 
-// add queues fragments for the frame.
+// add queues fragments for the frame. In busy mode it drops them: the
+// busiest callers check u.quiet first and make none, which allocates.
 func (u *update) add(ops ...templ.Component) {
 	if !u.quiet {
 		u.ops = append(u.ops, ops...)
@@ -1422,33 +1429,47 @@ func (p *projector) upsertKey(u *update, change func(*views.KeyRow)) {
 	if e.Key == "" {
 		return
 	}
-	id := keyDOMID(e.Scope, e.Key)
-	for _, k := range p.keys {
-		if k.ID == id {
-			change(k)
+	if k := p.findKey(e.Scope, e.Key); k != nil {
+		change(k)
+		if !u.quiet {
 			u.add(redrawOf(k.ID, inTable(views.KeyRowView(*k, p.s.clock.Now(), true))))
-			return
 		}
+		return
 	}
-	k := &views.KeyRow{ID: id, Scope: e.Scope, Key: e.Key, PersonalData: pay.PersonalData(e.Key), Fingerprint: e.Fingerprint, OrderID: e.OrderID, Amount: e.Amount, Created: e.Time}
+	k := &views.KeyRow{ID: keyDOMID(e.Scope, e.Key), Scope: e.Scope, Key: e.Key, PersonalData: pay.PersonalData(e.Key), Fingerprint: e.Fingerprint, OrderID: e.OrderID, Amount: e.Amount, Created: e.Time}
 	change(k)
-	p.keys = append([]*views.KeyRow{k}, p.keys...)
-	u.add(views.FrameInsertKey(*k, p.s.clock.Now()))
+	p.keys = slices.Insert(p.keys, 0, k)
+	if !u.quiet {
+		u.add(views.FrameInsertKey(*k, p.s.clock.Now()))
+	}
 	if len(p.keys) > liveKeys {
 		old := p.keys[len(p.keys)-1]
+		p.keys[len(p.keys)-1] = nil
 		p.keys = p.keys[:len(p.keys)-1]
-		u.add(views.FrameDelete(old.ID))
+		if !u.quiet {
+			u.add(views.FrameDelete(old.ID))
+		}
 	}
+}
+
+// findKey returns the row of a key the table shows, nil if none. A row is
+// found by its scope and key rather than by its id, which would have to
+// be made (and allocated) for every event in busy mode.
+func (p *projector) findKey(scope, key string) *views.KeyRow {
+	for _, k := range p.keys {
+		if k.Key == key && k.Scope == scope {
+			return k
+		}
+	}
+	return nil
 }
 
 // hitKey counts a request that found its key already there.
 func (p *projector) hitKey(u *update) {
-	id := keyDOMID(u.e.Scope, u.e.Key)
-	for _, k := range p.keys {
-		if k.ID == id {
-			k.Hits++
+	if k := p.findKey(u.e.Scope, u.e.Key); k != nil {
+		k.Hits++
+		if !u.quiet {
 			u.add(redrawOf(k.ID, inTable(views.KeyRowView(*k, p.s.clock.Now(), true))))
-			return
 		}
 	}
 }
@@ -1478,11 +1499,15 @@ func (p *projector) addCharge(u *update, chargeID string) {
 	c := views.ChargeRow{ID: chargeDOMID(chargeID, e.Scope, e.Key), Charge: chargeID, Scope: e.Scope, Key: e.Key,
 		OrderID: e.OrderID, Amount: e.Amount, Time: e.Time, Repeat: o.charges > 1}
 	p.charges = append(p.charges, c) // oldest first
-	u.add(views.FrameInsertCharge(c, p.s.clock.Now()))
+	if !u.quiet {
+		u.add(views.FrameInsertCharge(c, p.s.clock.Now()))
+	}
 	if len(p.charges) > liveCharges {
 		old := p.charges[0]
 		p.charges = p.charges[1:]
-		u.add(views.FrameDelete(old.ID))
+		if !u.quiet {
+			u.add(views.FrameDelete(old.ID))
+		}
 	}
 	p.counters.Charges++
 }

@@ -30,35 +30,52 @@ func (s *Server) startRelay() {
 // having first brought up to date what the pages draw them with.
 type remoteEvents struct{ s *Server }
 
-// changesLabCounts are the kinds of another server's events after which
-// this server's lab counts are rebuilt from the tables (lab_tally.go):
-// what records a charge, saves a response, removes keys, or says events
-// were missed. Rebuilding, rather than counting the event, is right
-// whatever the event leaves out (the table and key a lab charge went to,
-// the response a key saved) and however late it arrives.
-var changesLabCounts = map[live.Kind]bool{live.Charged: true, live.Completed: true, live.Swept: true,
-	live.Pruned: true, live.Reset: true, live.Gap: true, live.Claimed: true, labKind: true}
+// changesLabCounts reports the kinds of another server's events after
+// which this server's lab counts are rebuilt from the tables
+// (lab_tally.go): what records a charge, saves a response, removes keys,
+// or says events were missed. Rebuilding, rather than counting the event,
+// is right whatever the event leaves out (the table and key a lab charge
+// went to, the response a key saved) and however late it arrives.
+func changesLabCounts(k live.Kind) bool {
+	switch k {
+	case live.Charged, live.Completed, live.Swept, live.Pruned, live.Reset, live.Gap, live.Claimed, labKind:
+		return true
+	}
+	return false
+}
 
-// Heard publishes one notification's events of another server.
-func (r remoteEvents) Heard(events []live.Event) {
+// Heard publishes one notification's events of another server, all at
+// once but for a reset, which empties what this server holds in memory
+// between the events before it and the reset itself.
+func (r remoteEvents) Heard(entries []live.Entry) {
 	s := r.s
-	if slices.ContainsFunc(events, changesRoom) {
+	if slices.ContainsFunc(entries, func(e live.Entry) bool { return changesRoom(e.Event) }) {
 		s.room.Reload(s.baseCtx)
 	}
-	for _, e := range events {
-		if e.Kind == live.Reset {
+	for len(entries) > 0 {
+		n := 1 + slices.IndexFunc(entries[1:], func(e live.Entry) bool { return e.Kind == live.Reset })
+		if n == 0 {
+			n = len(entries)
+		}
+		batch := entries[:n]
+		entries = entries[n:]
+		if batch[0].Kind == live.Reset {
 			// The other server emptied the shared tables; empty what this
 			// one holds in memory, the timeline first, so that the reset
 			// is the first thing drawn after it.
 			s.resetHere()
 		}
-		if changesLabCounts[e.Kind] {
+		labChanged := false
+		for i := range batch {
+			labChanged = labChanged || changesLabCounts(batch[i].Kind)
+			// Step mode lists the other servers' held requests before the
+			// pages draw the event.
+			s.steps.Heard(batch[i].Event)
+		}
+		if labChanged {
 			s.labTablesChanged()
 		}
-		// Step mode lists the other servers' held requests before the
-		// pages draw the event.
-		s.steps.Heard(e)
-		s.hub.PublishRemote(e)
+		s.hub.PublishRemoteAll(batch)
 	}
 }
 

@@ -200,7 +200,7 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 			state = jsonb_set(state, '{faults,gateway,error}', 'true')`); err != nil {
 			t.Fatal(err)
 		}
-		remoteEvents{b.Server}.Heard([]live.Event{{Kind: live.Switched, Server: "X", Time: time.Now(), Message: "gateway.error on"}})
+		remoteEvents{b.Server}.Heard([]live.Entry{{Event: live.Event{Kind: live.Switched, Server: "X", Time: time.Now(), Message: "gateway.error on"}}})
 		if !b.Server.currentFaults().Gateway.Error {
 			t.Fatal("B published the event before it had the room it describes")
 		}

@@ -160,6 +160,36 @@ func (h *Hub) PublishRemote(e Event) Event {
 	return h.publish(&e, true)
 }
 
+// PublishRemoteAll publishes, in order, the events of one notification
+// of another server, as PublishRemote does each, and takes the entries
+// themselves into the ring: the caller hands them over and keeps no
+// reference. One lock and one wake of the viewers serve them all, rather
+// than a wake for each event that a viewer catching up could see.
+func (h *Hub) PublishRemoteAll(entries []Entry) {
+	if len(entries) == 0 {
+		return
+	}
+	h.mu.Lock()
+	for i := range entries {
+		entry := &entries[i]
+		entry.Remote = true
+		entry.Seq = h.next
+		if entry.Time.IsZero() {
+			entry.Time = h.now()
+		}
+		h.next++
+		h.ring[entry.Seq%uint64(len(h.ring))] = entry
+	}
+	var wake chan struct{}
+	if h.watched {
+		wake, h.wake, h.watched = h.wake, make(chan struct{}), false
+	}
+	h.mu.Unlock()
+	if wake != nil {
+		close(wake)
+	}
+}
+
 // entrySlab is how many entries the hub makes at a time.
 const entrySlab = 64
 

@@ -44,8 +44,9 @@ import (
 // live read model, which publishes them for its pages.
 type Sink interface {
 	// Heard takes the events of one notification of another server,
-	// oldest first.
-	Heard(events []live.Event)
+	// oldest first, in entries it may hand to its hub as they are
+	// (live.Hub.PublishRemoteAll).
+	Heard(entries []live.Entry)
 	// Missed says that notifications were lost (the connection to the
 	// other servers was lost and restored): the events in between will
 	// never come.
@@ -83,13 +84,31 @@ type RelayConfig struct {
 // RelayChannel is the channel the servers' events travel on.
 const RelayChannel = "paytwice_events"
 
-// relayPause is how long the relay lets events gather after sending a
-// batch: however fast payments come, a server sends at most about 50
-// notifications a second (each one a small commit on the database, and a
-// wake of every other server, whose cost does not grow with the events
-// it carries), and an event still reaches the other servers' pages well
-// within the 50 ms the live panels promise.
-const relayPause = 20 * time.Millisecond
+// relayPause and relayPauseMax bound how long the relay lets events
+// gather after sending a batch. Each notification is a small commit on
+// the database and a wake of every listening server, whose cost hardly
+// grows with the events it carries, so the relay aims to fill them: the
+// pause is what fills relayFill of a notification at the rate events came
+// in the last batch, never under relayPause (at most 50 notifications a
+// second however fast payments come) nor over relayPauseMax (what a page
+// of another server waits at most for an event, on top of its own
+// fan-out). A lone event after a quiet spell goes out at once.
+const (
+	relayPause    = 20 * time.Millisecond
+	relayPauseMax = 50 * time.Millisecond
+	relayFill     = 0.85
+)
+
+// pauseAfter is how long to let events gather after sending a batch of
+// n bytes, the events that came in the span since the previous batch
+// went out.
+func (r *Relay) pauseAfter(n int, span time.Duration) time.Duration {
+	if n <= 0 || span <= 0 {
+		return relayPause
+	}
+	fill := time.Duration(float64(span) * relayFill * float64(r.maxPayload) / float64(n))
+	return min(relayPauseMax, max(relayPause, fill))
+}
 
 // relayJoinWindow is how far back the events a relay kept to itself,
 // alone, are owed to a relay it then hears of: the newcomer listened
@@ -123,7 +142,7 @@ type relayBatch struct {
 // been given the same name, but never share an id, so a relay recognises
 // its own notifications (PostgreSQL sends them to it too) by their first
 // bytes.
-func decodeNotification(payload string) ([]live.Event, error) {
+func decodeNotification(payload string) ([]live.Entry, error) {
 	if rest, ok := strings.CutPrefix(payload, wireHead); ok {
 		_, body, ok := strings.Cut(rest, "\n")
 		if !ok {
@@ -132,8 +151,14 @@ func decodeNotification(payload string) ([]live.Event, error) {
 		return decodeWire(body)
 	}
 	var b relayBatch
-	err := json.Unmarshal([]byte(payload), &b)
-	return b.Events, err
+	if err := json.Unmarshal([]byte(payload), &b); err != nil {
+		return nil, err
+	}
+	entries := make([]live.Entry, len(b.Events))
+	for i, e := range b.Events {
+		entries[i].Event = e
+	}
+	return entries, nil
 }
 
 // Relay is one server's relay.
@@ -145,8 +170,10 @@ type Relay struct {
 	head string
 	// maxPayload is the largest notification sent (a test lowers it).
 	maxPayload int
-	// wire writes the notifications (only send uses it).
-	wire *wireWriter
+	// wire writes the notifications (only send uses it), and sentBytes
+	// counts the bytes of those the last notify sent.
+	wire      *wireWriter
+	sentBytes int
 
 	// skipped counts the events of this server the others never got.
 	skipped atomic.Uint64
@@ -239,6 +266,7 @@ func (r *Relay) Others() int { return int(r.others.Load()) }
 func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 	var owed uint64         // events the others missed, not yet told
 	var events []live.Event // reused: notify is done with it when it returns
+	lastSent := r.realNow() // when the previous batch went out
 	for {
 		entries, err := sub.Next(ctx)
 		switch {
@@ -287,14 +315,17 @@ func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 		}
 		// The gap went out or it did not: what a later notification of the
 		// batch failed to send is owed afresh, and counted once.
+		now := r.realNow()
 		failed, gapLost := r.notify(ctx, events)
 		if !gapLost {
 			owed = 0
 		}
 		owed += failed
 		r.skipped.Add(failed)
+		pause := r.pauseAfter(r.sentBytes, now.Sub(lastSent))
+		lastSent = now
 		select {
-		case <-time.After(relayPause):
+		case <-time.After(pause):
 		case <-ctx.Done():
 			return
 		}
@@ -389,6 +420,7 @@ func (r *Relay) gapEvent(n uint64) live.Event {
 func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64, gapLost bool) {
 	w := r.wire
 	w.reset(r.head)
+	r.sentBytes = 0
 	steps := uint64(0) // events in w that are not gaps
 	gaps := false      // whether w holds a gap
 	flush := func() {
@@ -409,6 +441,9 @@ func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 		case r.failing:
 			r.failing = false
 			r.cfg.Logf("live relay: sending events to the other servers again")
+		}
+		if err == nil {
+			r.sentBytes += len(w.buf)
 		}
 		w.reset(r.head)
 		steps, gaps = 0, false

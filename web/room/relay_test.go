@@ -21,11 +21,7 @@ type hubSink struct {
 	missed atomic.Int64
 }
 
-func (h *hubSink) Heard(events []live.Event) {
-	for _, e := range events {
-		h.hub.PublishRemote(e)
-	}
-}
+func (h *hubSink) Heard(entries []live.Entry) { h.hub.PublishRemoteAll(entries) }
 
 func (h *hubSink) Missed() { h.missed.Add(1) }
 

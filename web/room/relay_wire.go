@@ -210,24 +210,26 @@ var errWire = errors.New("malformed record")
 // wireReader reads one notification, as the wireWriter that wrote it
 // kept track.
 type wireReader struct {
-	out     []live.Event
+	out     []live.Entry
 	last    map[string]int // request → its previous event in out
 	strings []string       // the kinds, requests and messages sent as they are
 	time    int64
 }
 
-// decodeWire reads the events of body, a notification without its head.
-// The events' strings share body's memory.
-func decodeWire(body string) ([]live.Event, error) {
+// decodeWire reads the events of body, a notification without its head,
+// into entries of the hub they are published into. The events' strings
+// share body's memory.
+func decodeWire(body string) ([]live.Entry, error) {
 	// A record ends with a newline; a value may hold some too, so this
 	// is enough room, seldom more than needed.
-	r := wireReader{last: map[string]int{}, out: make([]live.Event, 0, strings.Count(body, "\n"))}
+	r := wireReader{last: map[string]int{}, out: make([]live.Entry, 0, strings.Count(body, "\n"))}
 	for body != "" {
-		// Each event is read where it ends up: one of its own would move
-		// to the heap, a garbage event for every event another server
-		// sends.
-		r.out = append(r.out, live.Event{})
-		e := &r.out[len(r.out)-1]
+		// Each event is read where it ends up, in the entry the hub's ring
+		// will point to: one of its own would move to the heap, and a copy
+		// into another entry would be a second garbage event for every
+		// event another server sends.
+		r.out = append(r.out, live.Entry{})
+		e := &r.out[len(r.out)-1].Event
 		isJSON := false
 		for {
 			if body == "" {
@@ -275,7 +277,7 @@ func (r *wireReader) set(e *live.Event, tag byte, v string) error {
 		}
 		e.Request = v
 		if i, ok := r.last[v]; ok {
-			prev := r.out[i]
+			prev := &r.out[i].Event
 			e.Scope, e.Key, e.OrderID, e.Amount = prev.Scope, prev.Key, prev.OrderID, prev.Amount
 			e.Fingerprint, e.Server = prev.Fingerprint, prev.Server
 		}

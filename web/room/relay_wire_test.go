@@ -56,7 +56,9 @@ func wireRoundTrip(t *testing.T, events []live.Event, limit int) (got []live.Eve
 		if err != nil {
 			t.Fatalf("decoding %q: %v", w.buf, err)
 		}
-		got = append(got, evs...)
+		for _, e := range evs {
+			got = append(got, e.Event)
+		}
 		notifications++
 		w.reset(wireHead + "test\n")
 	}
