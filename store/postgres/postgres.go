@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -106,6 +107,9 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	case !namesPoolSize(url):
 		cfg.MaxConns = defaultMaxConns
 	}
+	// Every connection bounds its lock waits from the start (see
+	// ClaimLockWait).
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt(ClaimLockWait.Milliseconds(), 10)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
@@ -218,6 +222,13 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema pay.Schema) error {
 		names = append(names, found...)
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// Another server's migration may hold the lock for as long as its
+		// statements take, and a table in use is altered only once the
+		// statements under way on it end: unlike the store's other
+		// statements (ClaimLockWait), these waits have no bound.
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = 0`); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
 			return err
 		}

@@ -428,14 +428,50 @@ func TestAClaimWaitsForAnUncommittedClaimOnlySoLong(t *testing.T) {
 	if pay.ErrorCode(err) != pay.EUNAVAILABLE {
 		t.Fatalf("a claim of a locked row: %v, want EUNAVAILABLE once the lock wait ran out", err)
 	}
-	// The bound was the claim's own: the same connections go on serving
-	// other keys, and the lock_timeout did not outlive the claim.
+	// The same connections go on serving other keys.
 	if res, err := dbs[1].Claim(ctx, request("other")); err != nil || !res.Claimed {
 		t.Fatalf("another key meanwhile: %+v %v", res, err)
 	}
-	var setting string
-	if err := dbs[1].Pool().QueryRow(ctx, `SHOW lock_timeout`).Scan(&setting); err != nil || setting != "0" {
-		t.Fatalf("lock_timeout after the claim: %q %v", setting, err)
+}
+
+// The store's connections bound their lock waits by ClaimLockWait, but a
+// server starting while another migrates waits for it as long as it
+// takes: here past the bound, until the migration's lock is released.
+func TestAServerStartingWaitsForAnotherServersMigrationWithoutABound(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	first, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	tx, err := first.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	const migrationLock int64 = 0x7061797477696365 // postgres.go's
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		db, err := postgres.Open(ctx, url, postgres.Options{})
+		if err == nil {
+			db.Close()
+		}
+		opened <- err
+	}()
+	// Held past the bound every other statement of the store has.
+	select {
+	case err := <-opened:
+		t.Fatalf("the second server started while the first held the migration lock: %v", err)
+	case <-time.After(postgres.ClaimLockWait + time.Second):
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Fatalf("the second server, once the migration lock was released: %v", err)
 	}
 }
 
