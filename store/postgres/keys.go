@@ -93,10 +93,11 @@ func (db *DB) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 // (see Open), not by each claim: set in the claim's own statement, it
 // cost PostgreSQL more CPU per new payment than the claim's two index
 // lookups together. So it bounds the lock waits of the store's other
-// statements too (a save or a release waiting on a row that a paused
-// transaction holds fails as the claim does, and nothing it would have
-// written is written); only the migrations wait without a bound, for
-// another server migrating the same database.
+// statements too: a release, a renewal or a room change waiting on a row
+// that a paused transaction holds fails as the claim does, with nothing
+// written; a save is tried again until it is saved (see Complete); the
+// migrations lift the bound, to wait for another server migrating the
+// same database.
 const ClaimLockWait = 2 * time.Second
 
 // claimNotTaken turns the errors of a claim that the database ended
@@ -107,7 +108,7 @@ const ClaimLockWait = 2 * time.Second
 func claimNotTaken(err error) error {
 	var pe *pgconn.PgError
 	switch {
-	case errors.As(err, &pe) && pe.Code == "55P03":
+	case lockWaitEnded(err):
 		return fmt.Errorf("%w (%v)", errKeyLocked, err)
 	case errors.As(err, &pe) && pe.Code == "57P01":
 		return fmt.Errorf("%w (%v)", errClaimTerminated, err)
@@ -438,11 +439,37 @@ func (db *DB) CachedResponse(scope, key string) (pay.Response, bool) { return pa
 // Complete saves the response on the key the claim holds, with its charge
 // if any, by the save rule (pay.SaveCompletion), in one transaction, and
 // returns what was saved.
+//
+// A save waits for the locks it needs for as long as they are held: the
+// gateway has answered, and what it did must be recorded. The lock waits
+// of the store's connections end at ClaimLockWait, with nothing written,
+// so a save whose wait ended so is tried again, until it is saved, fails
+// otherwise, or ctx ends. Trying again is safe: the save acts through the
+// claim's token, and tells its own charge from one recorded before it by
+// the charge's id.
 func (db *DB) Complete(ctx context.Context, c pay.Completion) (pay.Completed, error) {
 	if err := db.need("payments"); err != nil {
 		return pay.Completed{}, err
 	}
 	now := db.now()
+	for {
+		out, err := db.complete(ctx, c, now)
+		if !lockWaitEnded(err) || ctx.Err() != nil {
+			return out, err
+		}
+	}
+}
+
+// lockWaitEnded reports whether err is a statement's lock wait ended by
+// lock_timeout (55P03), which leaves nothing of the statement's
+// transaction.
+func lockWaitEnded(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
+}
+
+// complete is one try of Complete.
+func (db *DB) complete(ctx context.Context, c pay.Completion, now time.Time) (pay.Completed, error) {
 	// The usual save is one statement, which commits on its own: the
 	// charge inserted and the key, named by its fencing token, marked
 	// done. A fault that must act before the commit needs a transaction.

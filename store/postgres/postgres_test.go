@@ -434,6 +434,41 @@ func TestAClaimWaitsForAnUncommittedClaimOnlySoLong(t *testing.T) {
 	}
 }
 
+// A save waits for its key's row however long another transaction holds
+// it, past the bound of the store's lock waits: the gateway has charged,
+// and the charge must be recorded.
+func TestASaveWaitsForAHeldKeyRowPastTheLockWaitBound(t *testing.T) {
+	dbs := servers(t, 2, postgres.Options{})
+	c := request("saved late")
+	res, err := dbs[0].Claim(ctx, c)
+	if err != nil || !res.Claimed {
+		t.Fatalf("claim: %+v %v", res, err)
+	}
+	release := holdKeyRow(t, dbs[1], c.Key)
+	defer release()
+	ch := &pay.Charge{ID: "ch_late", Scope: c.Scope, Key: c.Key, OrderID: c.OrderID, AmountSatang: c.AmountSatang, GatewayRef: "gw_late", CreatedAt: time.Now()}
+	saved := make(chan error, 1)
+	go func() {
+		_, err := dbs[0].Complete(ctx, pay.Completion{ClaimRequest: c, Claim: res.Claim, Status: 201, Body: ch.ResponseBody(), Charge: ch})
+		saved <- err
+	}()
+	select {
+	case err := <-saved:
+		t.Fatalf("the save ended while another transaction held the key's row: %v", err)
+	case <-time.After(postgres.ClaimLockWait + time.Second):
+	}
+	release()
+	if err := <-saved; err != nil {
+		t.Fatalf("the save, once the row was released: %v", err)
+	}
+	if k, err := dbs[1].GetKey(ctx, c.Scope, c.Key); err != nil || k.Status != pay.StatusDone || k.ResponseStatus != 201 {
+		t.Fatalf("key after the save: %+v %v", k, err)
+	}
+	if got, err := dbs[1].GetCharge(ctx, c.Scope, ch.ID); err != nil || got.ID != ch.ID {
+		t.Fatalf("charge after the save: %+v %v", got, err)
+	}
+}
+
 // The store's connections bound their lock waits by ClaimLockWait, but a
 // server starting while another migrates waits for it as long as it
 // takes: here past the bound, until the migration's lock is released.
