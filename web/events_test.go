@@ -336,8 +336,13 @@ func TestEventStreamLimits(t *testing.T) {
 		waitProjector(t, env)
 		proj.mu.Lock()
 		defer proj.mu.Unlock()
-		if len(proj.orders) > liveOrderLimit || len(proj.ordersIn) > liveOrderLimit || len(proj.seen.in) > liveSeenLimit {
-			t.Fatalf("%d orders, %d charge ids held", len(proj.orders), len(proj.seen.in))
+		if proj.orders.len() > liveOrderLimit || proj.seen.len() > liveSeenLimit {
+			t.Fatalf("%d orders, %d charge ids held", proj.orders.len(), proj.seen.len())
+		}
+		// Every order was charged once: the count of such orders forgets
+		// the orders forgotten, and no other.
+		if proj.onceN != proj.orders.len() || proj.orders.len() < liveOrderLimit/2 {
+			t.Fatalf("%d orders held, %d of them counted as charged once", proj.orders.len(), proj.onceN)
 		}
 		if proj.counters.Charges != n {
 			t.Fatalf("%d charges counted, want %d", proj.counters.Charges, n)

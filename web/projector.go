@@ -49,9 +49,10 @@ const (
 	// dropped (it reconnects and is redrawn).
 	liveFrames = 1024
 	// liveOrderLimit bounds the orders the projector counts charges for
-	// (to spot an order charged twice). Beyond it the orders charged
-	// longest ago are forgotten: a second charge for one of those is
-	// still counted and listed, but not flagged as a repeat.
+	// (to spot an order charged twice): it remembers the last half of it
+	// to all of it (boundedMap). The orders first charged longest ago are
+	// forgotten: a second charge for one of those is still counted and
+	// listed, but not flagged as a repeat.
 	liveOrderLimit = 10_000
 	// liveSeenLimit bounds the charge ids remembered so that a charge
 	// both loaded from the database and seen as an event counts once.
@@ -111,9 +112,8 @@ type projector struct {
 	rows     []*views.TimelineRow
 	keys     []*views.KeyRow
 	charges  []views.ChargeRow
-	seen     boundedSet               // charge ids counted, so none counts twice
-	orders   map[orderRef]*orderState // at most liveOrderLimit
-	ordersIn []orderRef               // the orders' map keys, oldest first
+	seen     boundedMap[string, struct{}]      // charge ids counted, so none counts twice
+	orders   boundedMap[orderRef, *orderState] // the orders charged lately
 	counters views.Counters
 	faults   views.FaultSwitches
 	twiceN   int // orders charged more than once
@@ -179,39 +179,42 @@ type projector struct {
 	lab labDrawing
 }
 
-// boundedSet remembers the last limit strings added.
-type boundedSet struct {
-	limit int
-	in    map[string]struct{}
-	order []string // oldest first
+// boundedMap remembers the entries put in it lately, in two generations:
+// the current one takes new entries until it holds half the limit, then
+// becomes the previous one, and the previous one is forgotten whole. It
+// holds between half the limit and the limit of the newest entries.
+// Forgetting the oldest entry at each addition instead (a lookup, an
+// insert and a delete in a map of thousands, for every charge) cost more
+// than twice as much, and three servers' charges reach every server.
+type boundedMap[K comparable, V any] struct {
+	half      int
+	cur, prev map[K]V
 }
 
-// dropOldest removes the first of s without moving the others: at the
-// limit every new entry drops one, and shifting ten thousand strings for
-// each charge cost more than drawing it. The array's free head is given
-// back when append next grows the slice (it copies only what is kept).
-func dropOldest[T any](s []T) []T {
-	var zero T
-	s[0] = zero
-	return s[1:]
+func newBoundedMap[K comparable, V any](limit int) boundedMap[K, V] {
+	half := max(1, limit/2)
+	return boundedMap[K, V]{half: half, cur: make(map[K]V, half)}
 }
 
-func newBoundedSet(limit int) boundedSet {
-	return boundedSet{limit: limit, in: map[string]struct{}{}}
-}
-
-func (b *boundedSet) has(s string) bool { _, ok := b.in[s]; return ok }
-
-func (b *boundedSet) add(s string) {
-	if b.has(s) {
-		return
+func (b *boundedMap[K, V]) get(k K) (V, bool) {
+	if v, ok := b.cur[k]; ok {
+		return v, true
 	}
-	b.in[s] = struct{}{}
-	b.order = append(b.order, s)
-	if len(b.order) > b.limit {
-		delete(b.in, b.order[0])
-		b.order = dropOldest(b.order)
+	v, ok := b.prev[k]
+	return v, ok
+}
+
+// len is how many entries b holds.
+func (b *boundedMap[K, V]) len() int { return len(b.cur) + len(b.prev) }
+
+// put adds k, which get did not find, and returns the generation it
+// forgot to make room, if it forgot one.
+func (b *boundedMap[K, V]) put(k K, v V) (forgotten map[K]V) {
+	if len(b.cur) >= b.half {
+		forgotten, b.prev, b.cur = b.prev, b.cur, make(map[K]V, b.half)
 	}
+	b.cur[k] = v
+	return forgotten
 }
 
 // Busy mode's thresholds. A request is six to nine events; a class of
@@ -266,7 +269,7 @@ func (s *Server) live() *projector {
 
 func startProjector(s *Server) *projector {
 	p := &projector{s: s, out: make([]frame, liveFrames), busyStart: make(chan struct{}, 1),
-		heartbeat: heartbeatEvery, writeTimeout: writeTimeout, seen: newBoundedSet(liveSeenLimit),
+		heartbeat: heartbeatEvery, writeTimeout: writeTimeout, seen: newBoundedMap[string, struct{}](liveSeenLimit),
 		tip: &wake{done: make(chan struct{})}, streams: map[io.Closer]struct{}{}}
 	// Read the hub's position before the database: an event that lands in
 	// between is then both in the loaded state and in the stream, and
@@ -372,7 +375,9 @@ func (p *projector) load(ctx context.Context) {
 	// Oldest first, so that "charged again" marks the later charge.
 	for i := len(recent) - 1; i >= 0; i-- {
 		c := recent[i]
-		p.seen.add(c.ID)
+		if _, ok := p.seen.get(c.ID); !ok {
+			p.seen.put(c.ID, struct{}{})
+		}
 		o := p.order(c.Scope, c.OrderID)
 		p.charged(o)
 		if i < liveCharges {
@@ -386,26 +391,22 @@ func (p *projector) load(ctx context.Context) {
 
 // forgetCharges empties what the projector knows of charges and orders.
 func (p *projector) forgetCharges() {
-	p.seen = newBoundedSet(liveSeenLimit)
-	p.orders, p.ordersIn = map[orderRef]*orderState{}, nil
+	p.seen = newBoundedMap[string, struct{}](liveSeenLimit)
+	p.orders = newBoundedMap[orderRef, *orderState](liveOrderLimit)
 	p.recent, p.twice, p.twiceN, p.onceN = nil, nil, 0, 0
 }
 
-// order returns the charge count of an order, starting one if needed and
-// forgetting the oldest beyond liveOrderLimit.
+// order returns the charge count of an order, starting one if needed; the
+// orders of the generation that makes room are forgotten.
 func (p *projector) order(scope, orderID string) *orderState {
 	k := orderRef{scope, orderID}
-	o := p.orders[k]
-	if o == nil {
-		o = &orderState{scope: scope, orderID: orderID}
-		p.orders[k] = o
-		p.ordersIn = append(p.ordersIn, k)
-		if len(p.ordersIn) > liveOrderLimit {
-			if p.orders[p.ordersIn[0]].charges == 1 {
-				p.onceN--
-			}
-			delete(p.orders, p.ordersIn[0])
-			p.ordersIn = dropOldest(p.ordersIn)
+	if o, ok := p.orders.get(k); ok {
+		return o
+	}
+	o := &orderState{scope: scope, orderID: orderID}
+	for _, old := range p.orders.put(k, o) {
+		if old.charges == 1 {
+			p.onceN--
 		}
 	}
 	return o
@@ -1489,10 +1490,10 @@ func (p *projector) removeKey(u *update) {
 func (p *projector) addCharge(u *update, chargeID string) {
 	e := u.e
 	if chargeID != "" {
-		if p.seen.has(chargeID) {
+		if _, ok := p.seen.get(chargeID); ok {
 			return
 		}
-		p.seen.add(chargeID)
+		p.seen.put(chargeID, struct{}{})
 	}
 	o := p.order(e.Scope, e.OrderID)
 	p.charged(o)
