@@ -202,9 +202,9 @@ type stalledNotify struct {
 	armed *atomic.Bool
 }
 
-func (s stalledNotify) Notify(ctx context.Context, channel, payload string) error {
+func (s stalledNotify) Notify(ctx context.Context, channel string, payloads ...string) error {
 	if !s.armed.Load() {
-		return s.Peers.Notify(ctx, channel, payload)
+		return s.Peers.Notify(ctx, channel, payloads...)
 	}
 	select {
 	case s.waiting <- struct{}{}:
@@ -215,7 +215,7 @@ func (s stalledNotify) Notify(ctx context.Context, channel, payload string) erro
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return s.Peers.Notify(ctx, channel, payload)
+	return s.Peers.Notify(ctx, channel, payloads...)
 }
 
 func TestRelayThatFallsBehindSkipsCountsAndSaysSo(t *testing.T) {

@@ -251,14 +251,14 @@ func (c *cutPeers) dead() bool {
 	}
 }
 
-func (c *cutPeers) Notify(ctx context.Context, channel, payload string) error {
+func (c *cutPeers) Notify(ctx context.Context, channel string, payloads ...string) error {
 	if c.dead() {
 		return errors.New("cut off")
 	}
 	if channel == room.RelayChannel && c.sent.Add(1)%2 == 0 {
 		return nil // lost on the way
 	}
-	return c.Peers.Notify(ctx, channel, payload)
+	return c.Peers.Notify(ctx, channel, payloads...)
 }
 
 func (c *cutPeers) ListenRoom(ctx context.Context, member string, onListen func(), onNotify func(string)) error {

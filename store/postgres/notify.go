@@ -17,9 +17,11 @@ import (
 // refuses NOTIFY payloads of 8000 bytes or more.
 const MaxNotifyPayload = room.MaxPayload
 
-// Notify sends payload to every session listening on channel in this
-// database, the sender's own listeners included. PostgreSQL delivers it
-// once the statement commits, in the order notifications were sent.
+// Notify sends each of payloads to every session listening on channel in
+// this database, the sender's own listeners included. PostgreSQL
+// delivers them once their transaction commits, in the order they were
+// sent; several go in one transaction (one round trip, one commit, and
+// each listener reads them together).
 //
 // A notification's transaction gets a transaction id and a commit record
 // of its own, which PostgreSQL would flush to disk before answering, as
@@ -27,12 +29,28 @@ const MaxNotifyPayload = room.MaxPayload
 // notification does not outlive the listeners' connections anyway), and
 // it would compete with the payments' commits for the disk, so this one
 // transaction commits without waiting for it.
-func (db *DB) Notify(ctx context.Context, channel, payload string) error {
-	if len(payload) > MaxNotifyPayload {
-		return fmt.Errorf("postgres: notify %s: payload of %d bytes is over the limit of %d", channel, len(payload), MaxNotifyPayload)
+func (db *DB) Notify(ctx context.Context, channel string, payloads ...string) error {
+	for _, payload := range payloads {
+		if len(payload) > MaxNotifyPayload {
+			return fmt.Errorf("postgres: notify %s: payload of %d bytes is over the limit of %d", channel, len(payload), MaxNotifyPayload)
+		}
 	}
-	_, err := db.pool.Exec(ctx, `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, channel, payload)
-	return err
+	switch len(payloads) {
+	case 0:
+		return nil
+	case 1:
+		_, err := db.pool.Exec(ctx, `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, channel, payloads[0])
+		return err
+	}
+	// A batch's statements up to its one Sync are one implicit
+	// transaction: the setting holds for all of them, and the
+	// notifications are delivered in order, all or none.
+	var b pgx.Batch
+	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
+	for _, payload := range payloads {
+		b.Queue(`SELECT pg_notify($1, $2)`, channel, payload)
+	}
+	return db.pool.SendBatch(ctx, &b).Close()
 }
 
 // Listen calls onNotify with the payload of each notification sent on

@@ -58,8 +58,13 @@ func TestNotifyReachesEveryServerInOrder(t *testing.T) {
 	if err := dbs[0].Notify(ctx, "another channel", "not for them"); err != nil {
 		t.Fatal(err)
 	}
+	// Several in one call: one transaction, delivered in order after the
+	// others.
+	if err := dbs[1].Notify(ctx, "room events", "5", "6", "7"); err != nil {
+		t.Fatal(err)
+	}
 	for s, c := range got {
-		for i := range 5 {
+		for i := range 8 {
 			if p := receive(t, c, "notification"); p != fmt.Sprint(i) {
 				t.Fatalf("server %d got %q as notification %d", s, p, i)
 			}
@@ -75,6 +80,19 @@ func TestNotifyRefusesAnOversizedPayload(t *testing.T) {
 	err := db.Notify(ctx, "c", strings.Repeat("x", postgres.MaxNotifyPayload+1))
 	if err == nil || !strings.Contains(err.Error(), "over the limit") {
 		t.Fatalf("oversized payload: %v", err)
+	}
+	// With an oversized payload among several, none is sent.
+	c, listening := listen(t, db, "c")
+	receive(t, listening, "start of listening")
+	err = db.Notify(ctx, "c", "first", strings.Repeat("x", postgres.MaxNotifyPayload+1))
+	if err == nil || !strings.Contains(err.Error(), "over the limit") {
+		t.Fatalf("oversized payload among two: %v", err)
+	}
+	if err := db.Notify(ctx, "c", "after"); err != nil {
+		t.Fatal(err)
+	}
+	if p := receive(t, c, "notification"); p != "after" {
+		t.Fatalf("got %q first, want the notification sent after the refused ones", p)
 	}
 }
 

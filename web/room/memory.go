@@ -91,17 +91,21 @@ func (m *MemoryPeers) RoomMembers(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// Notify hands payload to every listener of channel.
-func (m *MemoryPeers) Notify(ctx context.Context, channel, payload string) error {
-	if len(payload) > MaxPayload {
-		return fmt.Errorf("room: notify %s: payload of %d bytes is over the limit of %d", channel, len(payload), MaxPayload)
+// Notify hands each of payloads to every listener of channel.
+func (m *MemoryPeers) Notify(ctx context.Context, channel string, payloads ...string) error {
+	for _, payload := range payloads {
+		if len(payload) > MaxPayload {
+			return fmt.Errorf("room: notify %s: payload of %d bytes is over the limit of %d", channel, len(payload), MaxPayload)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.sendLocked(channel, payload)
+	for _, payload := range payloads {
+		m.sendLocked(channel, payload)
+	}
 	return nil
 }
 

@@ -45,9 +45,11 @@ type Peers interface {
 	// RoomMembers lists the members that follow the room now.
 	RoomMembers(ctx context.Context) ([]string, error)
 
-	// Notify sends payload, of MaxPayload bytes at most, to every
-	// listener of channel, the sender's own included, in the order sent.
-	Notify(ctx context.Context, channel, payload string) error
+	// Notify sends each of payloads, of MaxPayload bytes at most, to
+	// every listener of channel, the sender's own included, in the order
+	// sent: all of them or, with an error, none. Several sent at once
+	// cost the database one commit, and reach each listener together.
+	Notify(ctx context.Context, channel string, payloads ...string) error
 	// ListenEach calls onNotify with each notification on any of
 	// channels, in order, until ctx ends. Notifications sent while it
 	// does not listen are lost: onListen runs each time it (re)starts

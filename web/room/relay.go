@@ -84,31 +84,14 @@ type RelayConfig struct {
 // RelayChannel is the channel the servers' events travel on.
 const RelayChannel = "paytwice_events"
 
-// relayPause and relayPauseMax bound how long the relay lets events
-// gather after sending a batch. Each notification is a small commit on
-// the database and a wake of every listening server, whose cost hardly
-// grows with the events it carries, so the relay aims to fill them: the
-// pause is what fills relayFill of a notification at the rate events came
-// in the last batch, never under relayPause (at most 50 notifications a
-// second however fast payments come) nor over relayPauseMax (what a page
-// of another server waits at most for an event, on top of its own
-// fan-out). A lone event after a quiet spell goes out at once.
-const (
-	relayPause    = 20 * time.Millisecond
-	relayPauseMax = 50 * time.Millisecond
-	relayFill     = 0.85
-)
-
-// pauseAfter is how long to let events gather after sending a batch of
-// n bytes, the events that came in the span since the previous batch
-// went out.
-func (r *Relay) pauseAfter(n int, span time.Duration) time.Duration {
-	if n <= 0 || span <= 0 {
-		return relayPause
-	}
-	fill := time.Duration(float64(span) * relayFill * float64(r.maxPayload) / float64(n))
-	return min(relayPauseMax, max(relayPause, fill))
-}
+// relayPause is how long the relay lets events gather after sending a
+// batch. A batch goes out as one commit on the database, however many
+// notifications it fills, and each other server reads it at once: a
+// server sends at most 20 batches a second however fast payments come,
+// and an event reaches the other servers' pages at most this much later
+// than its own (their fan-out aside). A lone event after a quiet spell
+// goes out at once.
+const relayPause = 50 * time.Millisecond
 
 // relayJoinWindow is how far back the events a relay kept to itself,
 // alone, are owed to a relay it then hears of: the newcomer listened
@@ -170,10 +153,10 @@ type Relay struct {
 	head string
 	// maxPayload is the largest notification sent (a test lowers it).
 	maxPayload int
-	// wire writes the notifications (only send uses it), and sentBytes
-	// counts the bytes of those the last notify sent.
-	wire      *wireWriter
-	sentBytes int
+	// wire writes the notifications, payloads holds them until they are
+	// sent (only send uses them).
+	wire     *wireWriter
+	payloads []string
 
 	// skipped counts the events of this server the others never got.
 	skipped atomic.Uint64
@@ -266,7 +249,6 @@ func (r *Relay) Others() int { return int(r.others.Load()) }
 func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 	var owed uint64         // events the others missed, not yet told
 	var events []live.Event // reused: notify is done with it when it returns
-	lastSent := r.realNow() // when the previous batch went out
 	for {
 		entries, err := sub.Next(ctx)
 		switch {
@@ -315,17 +297,14 @@ func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 		}
 		// The gap went out or it did not: what a later notification of the
 		// batch failed to send is owed afresh, and counted once.
-		now := r.realNow()
 		failed, gapLost := r.notify(ctx, events)
 		if !gapLost {
 			owed = 0
 		}
 		owed += failed
 		r.skipped.Add(failed)
-		pause := r.pauseAfter(r.sentBytes, now.Sub(lastSent))
-		lastSent = now
 		select {
-		case <-time.After(pause):
+		case <-time.After(relayPause):
 		case <-ctx.Done():
 			return
 		}
@@ -412,41 +391,23 @@ func (r *Relay) gapEvent(n uint64) live.Event {
 		Message: strconv.FormatUint(n, 10) + " events of this server could not be relayed to the others; the tables are reloaded from the database"}
 }
 
-// notify sends events in as few notifications as fit, in order, and
-// returns how many of this server's events (gaps aside) were not sent and
-// whether a gap among events was not sent either. It may change events
-// (a message too long is shortened), and the writer's records point into
-// them until the next notify.
+// notify sends events in as few notifications as fit, in order, all in
+// one call of the peers (one commit on the database), and returns how
+// many of this server's events (gaps aside) were not sent and whether a
+// gap among events was not sent either. It may change events (a message
+// too long is shortened), and the writer's records point into them until
+// the next notify.
 func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64, gapLost bool) {
 	w := r.wire
 	w.reset(r.head)
-	r.sentBytes = 0
-	steps := uint64(0) // events in w that are not gaps
-	gaps := false      // whether w holds a gap
-	flush := func() {
-		if w.events == 0 {
-			return
+	payloads := r.payloads[:0]
+	steps := uint64(0) // events written that are not gaps
+	gaps := false      // whether a gap was written
+	end := func() {    // ends the notification being written
+		if w.events > 0 {
+			payloads = append(payloads, string(w.buf))
+			w.reset(r.head)
 		}
-		nctx, cancel := context.WithTimeout(ctx, relayNotifyTimeout)
-		err := r.cfg.Peers.Notify(nctx, RelayChannel, string(w.buf))
-		cancel()
-		switch {
-		case err != nil:
-			failed, gapLost = failed+steps, gapLost || gaps
-			// Say so once, not for every batch while the database is away.
-			if !r.failing && ctx.Err() == nil {
-				r.cfg.Logf("live relay: events not sent to the other servers until the database answers again: %v", err)
-			}
-			r.failing = true
-		case r.failing:
-			r.failing = false
-			r.cfg.Logf("live relay: sending events to the other servers again")
-		}
-		if err == nil {
-			r.sentBytes += len(w.buf)
-		}
-		w.reset(r.head)
-		steps, gaps = 0, false
 	}
 	var rec []byte
 	for i := range events {
@@ -454,7 +415,7 @@ func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 		e.Seq = 0 // the receiving hub numbers it
 		rec = w.record(rec[:0], e)
 		if w.events > 0 && len(w.buf)+len(rec) > r.maxPayload {
-			flush()
+			end()
 			rec = w.record(rec[:0], e)
 		}
 		if len(w.buf)+len(rec) > r.maxPayload {
@@ -476,7 +437,29 @@ func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 			gaps = true
 		}
 	}
-	flush()
+	end()
+	defer func() {
+		clear(payloads) // the next batch's strings, not this one's, stay referenced
+		r.payloads = payloads[:0]
+	}()
+	if len(payloads) == 0 {
+		return failed, gapLost
+	}
+	nctx, cancel := context.WithTimeout(ctx, relayNotifyTimeout)
+	err := r.cfg.Peers.Notify(nctx, RelayChannel, payloads...)
+	cancel()
+	switch {
+	case err != nil:
+		failed, gapLost = failed+steps, gapLost || gaps
+		// Say so once, not for every batch while the database is away.
+		if !r.failing && ctx.Err() == nil {
+			r.cfg.Logf("live relay: events not sent to the other servers until the database answers again: %v", err)
+		}
+		r.failing = true
+	case r.failing:
+		r.failing = false
+		r.cfg.Logf("live relay: sending events to the other servers again")
+	}
 	return failed, gapLost
 }
 

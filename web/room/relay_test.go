@@ -120,14 +120,18 @@ func TestRelayOnSharedMemory(t *testing.T) {
 type recordingNotifier struct {
 	Peers
 	mu    sync.Mutex
-	sizes []int
+	sizes []int // of every notification
+	calls int   // of Notify
 }
 
-func (n *recordingNotifier) Notify(ctx context.Context, channel, payload string) error {
+func (n *recordingNotifier) Notify(ctx context.Context, channel string, payloads ...string) error {
 	n.mu.Lock()
-	n.sizes = append(n.sizes, len(payload))
+	for _, p := range payloads {
+		n.sizes = append(n.sizes, len(p))
+	}
+	n.calls++
 	n.mu.Unlock()
-	return n.Peers.Notify(ctx, channel, payload)
+	return n.Peers.Notify(ctx, channel, payloads...)
 }
 
 func TestRelayBatchesKeepOrderAndFitTheLimit(t *testing.T) {
@@ -148,7 +152,10 @@ func TestRelayBatchesKeepOrderAndFitTheLimit(t *testing.T) {
 		t.Fatalf("notify: %d failed", failed)
 	}
 	if len(rec.sizes) < 2 || len(rec.sizes) > 20 {
-		t.Errorf("40 events went out in %d notifications, want a few batches", len(rec.sizes))
+		t.Errorf("40 events went out in %d notifications, want a few", len(rec.sizes))
+	}
+	if rec.calls != 1 {
+		t.Errorf("one batch was sent in %d calls, want 1 (one commit)", rec.calls)
 	}
 	for _, n := range rec.sizes {
 		if n > limit {
@@ -178,20 +185,22 @@ type gatedNotifier struct {
 	once          sync.Once
 }
 
-func (n *gatedNotifier) Notify(ctx context.Context, channel, payload string) error {
+func (n *gatedNotifier) Notify(ctx context.Context, channel string, payloads ...string) error {
 	n.once.Do(func() {
 		close(n.entered)
 		<-n.gate
 	})
-	if strings.Contains(payload, "drop") {
-		return errors.New("the database is away")
+	for _, p := range payloads {
+		if strings.Contains(p, "drop") {
+			return errors.New("the database is away")
+		}
 	}
-	return n.Peers.Notify(ctx, channel, payload)
+	return n.Peers.Notify(ctx, channel, payloads...)
 }
 
-// The relay tells the others each event they missed once: when the
-// notification with the gap goes out but a later one of the same batch
-// fails, the gap told is not told again with the new one.
+// The relay tells the others each event they missed once. A batch goes
+// out whole or not at all: one that fails is owed whole, the gap it
+// carried included, and told in the next batch's gap, once.
 func TestRelayTellsEachMissedEventOnce(t *testing.T) {
 	peers := SharedMemory()
 	b := startRelayed(t, peers, "s2")
@@ -215,13 +224,16 @@ func TestRelayTellsEachMissedEventOnce(t *testing.T) {
 		t.Fatal("the relay never sent")
 	}
 	// While the first batch is on its way, the next one gathers: the gap
-	// and "keep 2" go out, "drop 3" fails.
+	// of "drop 1", "keep 2" and "drop 3", which fails whole.
 	publish("keep 2")
 	publish("drop 3")
 	close(n.gate)
-	waitFor(t, "s2 to receive keep 2", func() bool { return received(b.hub, "keep 2") })
-	publish("keep 4") // goes out after the gap of "drop 3"
+	waitFor(t, "the second batch to fail", func() bool { return r.Skipped() == 3 })
+	publish("keep 4") // goes out after the gap of all three
 	waitFor(t, "s2 to receive keep 4", func() bool { return received(b.hub, "keep 4") })
+	if received(b.hub, "keep 2") {
+		t.Fatal("keep 2 arrived, from a batch that failed")
+	}
 
 	told := 0
 	for _, e := range remote(b.hub) {
@@ -234,8 +246,8 @@ func TestRelayTellsEachMissedEventOnce(t *testing.T) {
 			told += c
 		}
 	}
-	if told != 2 || r.Skipped() != 2 {
-		t.Fatalf("two events missed; the gaps told %d, the relay counts %d skipped", told, r.Skipped())
+	if told != 3 || r.Skipped() != 3 {
+		t.Fatalf("three events missed; the gaps told %d, the relay counts %d skipped", told, r.Skipped())
 	}
 }
 

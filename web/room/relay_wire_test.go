@@ -178,8 +178,10 @@ type discardPeers struct {
 	n, bytes int
 }
 
-func (d *discardPeers) Notify(_ context.Context, _, payload string) error {
-	d.last, d.n, d.bytes = payload, d.n+1, d.bytes+len(payload)
+func (d *discardPeers) Notify(_ context.Context, _ string, payloads ...string) error {
+	for _, p := range payloads {
+		d.last, d.n, d.bytes = p, d.n+1, d.bytes+len(p)
+	}
 	return nil
 }
 

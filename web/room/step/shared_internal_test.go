@@ -44,7 +44,11 @@ type announcements struct {
 	lists   [][]heldWire // those that went out
 }
 
-func (a *announcements) Notify(ctx context.Context, channel, payload string) error {
+func (a *announcements) Notify(ctx context.Context, channel string, payloads ...string) error {
+	if len(payloads) != 1 {
+		return a.Peers.Notify(ctx, channel, payloads...)
+	}
+	payload := payloads[0]
 	var cmd stepCommand
 	if json.Unmarshal([]byte(payload), &cmd) != nil || cmd.Op != stepOpHolding {
 		return a.Peers.Notify(ctx, channel, payload)
