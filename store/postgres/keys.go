@@ -847,7 +847,11 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 
 // Reset deletes every key and charge, and the gateway's records when this
 // store holds them: a clean slate for the next demonstration, for every
-// server on the database at once.
+// server on the database at once. Its TRUNCATE waits for the transactions
+// under way on those tables, however long they take (a lab's transaction
+// may be held by a fault), rather than fail after the pool's
+// ClaimLockWait: a presenter's reset is not to be refused because a
+// payment was slow.
 func (db *DB) Reset(ctx context.Context) error {
 	var tables []string
 	if db.schema.Holds("payments") {
@@ -859,8 +863,13 @@ func (db *DB) Reset(ctx context.Context) error {
 	if len(tables) == 0 {
 		return nil
 	}
-	_, err := db.pool.Exec(ctx, fmt.Sprintf("TRUNCATE %s", strings.Join(tables, ", ")))
-	return err
+	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = 0`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, fmt.Sprintf("TRUNCATE %s", strings.Join(tables, ", ")))
+		return err
+	})
 }
 
 // GetCharge reads one charge of a scope by its id. Another scope's charge

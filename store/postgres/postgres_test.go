@@ -634,3 +634,27 @@ func TestAClaimWhoseStatementsTablesChangedIsUnavailable(t *testing.T) {
 	}
 	t.Fatalf("three repeats after the change, %d of them unavailable, none answered", unavailable)
 }
+
+// A reset waits for a transaction under way on the tables however long it
+// takes, past the bound the pool sets on every other lock wait, and then
+// empties them.
+func TestAResetWaitsForATransactionUnderWayWithoutABound(t *testing.T) {
+	dbs := servers(t, 2, postgres.Options{})
+	release := holdUncommittedKeyRow(t, dbs[0], "slow")
+	reset := make(chan error, 1)
+	go func() { reset <- dbs[1].Reset(ctx) }()
+	select {
+	case err := <-reset:
+		release()
+		t.Fatalf("the reset ended while a transaction held a key row: %v", err)
+	case <-time.After(postgres.ClaimLockWait + time.Second):
+	}
+	release()
+	if err := <-reset; err != nil {
+		t.Fatalf("the reset, once the transaction ended: %v", err)
+	}
+	var n int
+	if err := dbs[1].Pool().QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d key rows after the reset (%v)", n, err)
+	}
+}
