@@ -7,7 +7,10 @@
 # still gives a fair comparison. Each set of servers has a fresh database
 # of its own on the same PostgreSQL; while one set is measured the other
 # is idle. Every server has a live page's projector running, as in a
-# class (the start-up check opens its checkout page).
+# class (the start-up check opens its checkout page). PostgreSQL's CPU
+# per payment is that of the backends serving each set's database (read
+# from /proc: PostgreSQL on this machine), since the relay's
+# notifications cost the database too.
 #
 # Run it from the repository root with a URL whose role may create
 # databases:
@@ -67,12 +70,24 @@ start() {
 start relay "$PORT"
 start norelay "$((PORT + SERVERS))"
 
+# pgticks BUILD: the CPU ticks of the PostgreSQL backends serving BUILD's
+# database, the servers' listening connections included (the WAL writer
+# and checkpointer, shared, are left out).
+pgticks() {
+	local t=0 p
+	for p in $(psql -qtA "$PG" -c "SELECT pid FROM pg_stat_activity WHERE datname = 'paytwice_bench_${1}_$suffix'"); do
+		t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null || echo 0)))
+	done
+	echo "$t"
+}
+
 # measure BUILD ARGS…: one `paytwice bench` per server of BUILD, all at
-# once; prints the summed new payments/s and the servers' CPU per payment
-# in ms.
+# once; prints the summed new payments/s, the servers' CPU per payment
+# and PostgreSQL's (its backends for BUILD), in ms.
 measure() {
-	local build=$1 i=0 port pid
+	local build=$1 i=0 port pid t0 t1
 	local -a ps
+	t0=$(pgticks "$build")
 	while read -r port pid; do
 		"$tmp/relay" bench -mode new -c "$CLIENTS_EACH" -url "http://127.0.0.1:$port" -pid "$pid" "${@:2}" >"$tmp/out-$i" &
 		ps+=($!)
@@ -85,11 +100,12 @@ measure() {
 			exit 1
 		fi
 	done
-	for ((j = 0; j < i; j++)); do cat "$tmp/out-$j"; done | awk '
+	t1=$(pgticks "$build")
+	for ((j = 0; j < i; j++)); do cat "$tmp/out-$j"; done | awk -v pg=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" '
 		$1 == "requests" { n += $2 }
 		$1 == "throughput" { t += $2 }
 		$1 == "server" && $2 == "CPU" { cpu += $3 }
-		END { printf "%.0f %.3f\n", t, n ? cpu * 1000 / n : 0 }'
+		END { printf "%.0f %.3f %.3f\n", t, n ? cpu * 1000 / n : 0, n ? pg * 1000 / hz / n : 0 }'
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
@@ -98,22 +114,25 @@ measure relay -n 300 >/dev/null # warm-up
 measure norelay -n 300 >/dev/null
 
 for r in $(seq "$ROUNDS"); do
-	read -r w wcpu <<<"$(measure relay -d "${SECONDS_EACH}s")"
-	read -r wo wocpu <<<"$(measure norelay -d "${SECONDS_EACH}s")"
+	read -r w wcpu wpg <<<"$(measure relay -d "${SECONDS_EACH}s")"
+	read -r wo wocpu wopg <<<"$(measure norelay -d "${SECONDS_EACH}s")"
 	echo "$w" >>"$tmp/with"
 	echo "$wo" >>"$tmp/without"
 	echo "$wcpu" >>"$tmp/with-cpu"
 	echo "$wocpu" >>"$tmp/without-cpu"
+	echo "$wpg" >>"$tmp/with-pg"
+	echo "$wopg" >>"$tmp/without-pg"
 	awk -v a="$w" -v b="$wo" 'BEGIN { printf "%.2f\n", a / b }' >>"$tmp/ratios"
 	awk -v a="$wcpu" -v b="$wocpu" 'BEGIN { printf "%.2f\n", a / b }' >>"$tmp/cpu-ratios"
-	echo "round $r: with the relay $w/s ($wcpu ms each), without $wo/s ($wocpu ms each)" >&2
+	awk -v a="$wpg" -v b="$wopg" 'BEGIN { printf "%.2f\n", b > 0 ? a / b : 0 }' >>"$tmp/pg-ratios"
+	echo "round $r: with the relay $w/s ($wcpu ms each, PostgreSQL $wpg ms), without $wo/s ($wocpu ms each, PostgreSQL $wopg ms)" >&2
 done
 echo "machine at the end: load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 cat <<OUT
-| $SERVERS servers on one PostgreSQL, $CLIENTS_EACH clients each, median of $ROUNDS alternating rounds of ${SECONDS_EACH} s | new payments/s (together) | server CPU ms per payment (together) |
-| --- | --- | --- |
-| with the relay | $(median <"$tmp/with") | $(median <"$tmp/with-cpu") |
-| without (-tags norelay) | $(median <"$tmp/without") | $(median <"$tmp/without-cpu") |
-| ratio, round by round | $(median <"$tmp/ratios") ($(paste -sd' ' "$tmp/ratios")) | $(median <"$tmp/cpu-ratios") ($(paste -sd' ' "$tmp/cpu-ratios")) |
+| $SERVERS servers on one PostgreSQL, $CLIENTS_EACH clients each, median of $ROUNDS alternating rounds of ${SECONDS_EACH} s | new payments/s (together) | server CPU ms per payment (together) | PostgreSQL's CPU ms per payment (its backends) |
+| --- | --- | --- | --- |
+| with the relay | $(median <"$tmp/with") | $(median <"$tmp/with-cpu") | $(median <"$tmp/with-pg") |
+| without (-tags norelay) | $(median <"$tmp/without") | $(median <"$tmp/without-cpu") | $(median <"$tmp/without-pg") |
+| ratio, round by round | $(median <"$tmp/ratios") ($(paste -sd' ' "$tmp/ratios")) | $(median <"$tmp/cpu-ratios") ($(paste -sd' ' "$tmp/cpu-ratios")) | $(median <"$tmp/pg-ratios") ($(paste -sd' ' "$tmp/pg-ratios")) |
 OUT
