@@ -124,7 +124,7 @@ for r in $(seq "$ROUNDS"); do
 	echo "$wopg" >>"$tmp/without-pg"
 	awk -v a="$w" -v b="$wo" 'BEGIN { printf "%.2f\n", a / b }' >>"$tmp/ratios"
 	awk -v a="$wcpu" -v b="$wocpu" 'BEGIN { printf "%.2f\n", a / b }' >>"$tmp/cpu-ratios"
-	awk -v a="$wpg" -v b="$wopg" 'BEGIN { printf "%.2f\n", b > 0 ? a / b : 0 }' >>"$tmp/pg-ratios"
+	awk -v a="$wpg" -v b="$wopg" 'BEGIN { printf "%.2f\n", (b > 0 ? a / b : 0) }' >>"$tmp/pg-ratios"
 	echo "round $r: with the relay $w/s ($wcpu ms each, PostgreSQL $wpg ms), without $wo/s ($wocpu ms each, PostgreSQL $wopg ms)" >&2
 done
 echo "machine at the end: load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
