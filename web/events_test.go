@@ -351,7 +351,7 @@ func TestEventStreamLimits(t *testing.T) {
 }
 
 // waitUntil polls cond every few milliseconds for up to five seconds.
-func waitUntil(t *testing.T, what string, cond func() bool) {
+func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {

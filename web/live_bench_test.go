@@ -392,17 +392,7 @@ func BenchmarkEventCost(b *testing.B) {
 			}
 			// Let the projector and the viewers finish the last events.
 			if tc.start {
-				deadline := time.Now().Add(10 * time.Second)
-				p := env.Server.live()
-				for time.Now().Before(deadline) {
-					p.mu.Lock()
-					done := p.frameSeq >= hub.LastSeq()
-					p.mu.Unlock()
-					if done {
-						break
-					}
-					time.Sleep(time.Millisecond)
-				}
+				waitProjector(b, env)
 				time.Sleep(150 * time.Millisecond) // one fan-out interval and the writes
 			}
 			cpu := processCPU() - cpu0

@@ -11,7 +11,7 @@ import (
 )
 
 // waitProjector waits until the projector has drawn every event published.
-func waitProjector(t *testing.T, env *testEnv) *projector {
+func waitProjector(t testing.TB, env *testEnv) *projector {
 	t.Helper()
 	p := env.Server.live()
 	waitUntil(t, "the projector to catch up", func() bool {

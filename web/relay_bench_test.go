@@ -44,7 +44,6 @@ func BenchmarkRemotePayments(b *testing.B) {
 					}
 				}
 			}
-			hub := env.Server.hub
 			tick := time.NewTicker(7 * time.Millisecond)
 			defer tick.Stop()
 			b.ReportAllocs()
@@ -58,17 +57,7 @@ func BenchmarkRemotePayments(b *testing.B) {
 				}
 			}
 			if tc.page {
-				p := env.Server.live()
-				deadline := time.Now().Add(10 * time.Second)
-				for time.Now().Before(deadline) {
-					p.mu.Lock()
-					done := p.modelSeq >= hub.LastSeq()
-					p.mu.Unlock()
-					if done {
-						break
-					}
-					time.Sleep(time.Millisecond)
-				}
+				waitProjector(b, env)
 			}
 			cpu := processCPU() - cpu0
 			b.StopTimer()

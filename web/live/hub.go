@@ -171,19 +171,10 @@ func (h *Hub) PublishRemoteAll(entries []Entry) {
 	}
 	h.mu.Lock()
 	for i := range entries {
-		entry := &entries[i]
-		entry.Remote = true
-		entry.Seq = h.next
-		if entry.Time.IsZero() {
-			entry.Time = h.now()
-		}
-		h.next++
-		h.ring[entry.Seq%uint64(len(h.ring))] = entry
+		entries[i].Remote = true
+		h.ringLocked(&entries[i])
 	}
-	var wake chan struct{}
-	if h.watched {
-		wake, h.wake, h.watched = h.wake, make(chan struct{}), false
-	}
+	wake := h.wakeLocked()
 	h.mu.Unlock()
 	if wake != nil {
 		close(wake)
@@ -197,23 +188,38 @@ func (h *Hub) publish(e *Event, remote bool) Event {
 	entry := h.newEntry()
 	entry.Event, entry.Remote = *e, remote
 	h.mu.Lock()
+	h.ringLocked(entry)
+	wake := h.wakeLocked()
+	h.mu.Unlock()
+	if wake != nil {
+		close(wake)
+	}
+	return entry.Event
+}
+
+// ringLocked numbers entry, stamps it with the time if it has none, and
+// stores it in the ring. Callers hold h.mu.
+func (h *Hub) ringLocked(entry *Entry) {
 	entry.Seq = h.next
 	if entry.Time.IsZero() {
 		entry.Time = h.now()
 	}
 	h.next++
 	h.ring[entry.Seq%uint64(len(h.ring))] = entry
-	// Only a channel some viewer holds needs closing; with nobody
-	// watching, publishing allocates nothing but the entry.
-	var wake chan struct{}
-	if h.watched {
-		wake, h.wake, h.watched = h.wake, make(chan struct{}), false
+}
+
+// wakeLocked returns the channel to close, once h.mu is released, to wake
+// the viewers waiting for events, and makes the next one; nil when no
+// viewer holds it. Only a channel some viewer holds needs closing: with
+// nobody watching, publishing allocates nothing but the entry. Callers
+// hold h.mu.
+func (h *Hub) wakeLocked() chan struct{} {
+	if !h.watched {
+		return nil
 	}
-	h.mu.Unlock()
-	if wake != nil {
-		close(wake)
-	}
-	return entry.Event
+	wake := h.wake
+	h.wake, h.watched = make(chan struct{}), false
+	return wake
 }
 
 // newEntry takes an entry from the batch made ahead, making the next
