@@ -396,14 +396,21 @@ func (p *projector) forgetCharges() {
 	p.recent, p.twice, p.twiceN, p.onceN = nil, nil, 0, 0
 }
 
-// order returns the charge count of an order, starting one if needed; the
+// order returns the charge count of an order, starting one if needed. An
+// order charged again moves to the newer generation, so that an order
+// charged twice is not forgotten sooner than one charged once since; the
 // orders of the generation that makes room are forgotten.
 func (p *projector) order(scope, orderID string) *orderState {
 	k := orderRef{scope, orderID}
-	if o, ok := p.orders.get(k); ok {
+	if o, ok := p.orders.cur[k]; ok {
 		return o
 	}
-	o := &orderState{scope: scope, orderID: orderID}
+	o, ok := p.orders.prev[k]
+	if ok {
+		delete(p.orders.prev, k)
+	} else {
+		o = &orderState{scope: scope, orderID: orderID}
+	}
 	for _, old := range p.orders.put(k, o) {
 		if old.charges == 1 {
 			p.onceN--

@@ -255,3 +255,26 @@ func TestRelayThatFallsBehindSkipsCountsAndSaysSo(t *testing.T) {
 		t.Errorf("skipped %d events of %d", n, live.DefaultSize+11)
 	}
 }
+
+// Another server's notification that holds a reset is published in two
+// runs: the events before the reset, then this server's memory emptied,
+// then the reset and what followed it, each marked as another server's.
+func TestAnotherServersResetEmptiesWhatCameBeforeItInItsNotification(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	at := time.Now()
+	remoteEvents{env.Server}.Heard([]live.Entry{
+		{Event: live.Event{Kind: live.Received, Request: "rq_before", Server: "X", Time: at}},
+		{Event: live.Event{Kind: live.Reset, Server: "X", Time: at, Message: "reset"}},
+		{Event: live.Event{Kind: live.Received, Request: "rq_after", Server: "X", Time: at}},
+	})
+	var got []string
+	for _, e := range env.Server.hub.Recent(live.DefaultSize) {
+		if !e.Remote || e.Server != "X" {
+			t.Errorf("event %s %q held as this server's own", e.Kind, e.Request)
+		}
+		got = append(got, string(e.Kind)+" "+e.Request)
+	}
+	if want := []string{"reset ", "received rq_after"}; !slices.Equal(got, want) {
+		t.Fatalf("the hub holds %q, want %q", got, want)
+	}
+}

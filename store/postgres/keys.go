@@ -845,13 +845,21 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 	return pruned, ctx.Err()
 }
 
+// ResetLockWait bounds how long a reset's TRUNCATE waits for the
+// transactions under way on the tables: longer than the pool's
+// ClaimLockWait, since a presenter's reset is not to be refused because a
+// payment was slow (a lab's transaction may be held by a fault), but not
+// for ever, since a session left open in a transaction would otherwise
+// hold the reset, and the room with it.
+const ResetLockWait = 15 * time.Second
+
+// errResetLocked is a reset that waited ResetLockWait in vain.
+var errResetLocked = &pay.Error{Code: pay.EUNAVAILABLE,
+	Message: fmt.Sprintf("A transaction on the payment tables did not finish within %s, so they were not emptied; try the reset again.", ResetLockWait)}
+
 // Reset deletes every key and charge, and the gateway's records when this
 // store holds them: a clean slate for the next demonstration, for every
-// server on the database at once. Its TRUNCATE waits for the transactions
-// under way on those tables, however long they take (a lab's transaction
-// may be held by a fault), rather than fail after the pool's
-// ClaimLockWait: a presenter's reset is not to be refused because a
-// payment was slow.
+// server on the database at once.
 func (db *DB) Reset(ctx context.Context) error {
 	var tables []string
 	if db.schema.Holds("payments") {
@@ -863,13 +871,17 @@ func (db *DB) Reset(ctx context.Context) error {
 	if len(tables) == 0 {
 		return nil
 	}
-	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = 0`); err != nil {
+	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", ResetLockWait.Milliseconds())); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, fmt.Sprintf("TRUNCATE %s", strings.Join(tables, ", ")))
 		return err
 	})
+	if lockWaitEnded(err) {
+		return fmt.Errorf("%w (%v)", errResetLocked, err)
+	}
+	return err
 }
 
 // GetCharge reads one charge of a scope by its id. Another scope's charge

@@ -44,7 +44,9 @@ func (db *DB) Notify(ctx context.Context, channel string, payloads ...string) er
 	}
 	// A batch's statements up to its one Sync are one implicit
 	// transaction: the setting holds for all of them, and the
-	// notifications are delivered in order, all or none.
+	// notifications are delivered in order, all or none. (PostgreSQL
+	// drops a notification that repeats one of the same transaction;
+	// the relay's never do, each starting with its first event's time.)
 	var b pgx.Batch
 	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
 	for _, payload := range payloads {

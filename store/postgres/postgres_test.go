@@ -635,22 +635,31 @@ func TestAClaimWhoseStatementsTablesChangedIsUnavailable(t *testing.T) {
 	t.Fatalf("three repeats after the change, %d of them unavailable, none answered", unavailable)
 }
 
-// A reset waits for a transaction under way on the tables however long it
-// takes, past the bound the pool sets on every other lock wait, and then
-// empties them.
-func TestAResetWaitsForATransactionUnderWayWithoutABound(t *testing.T) {
+// A reset waits for a transaction under way on the tables past the bound
+// the pool sets on every other lock wait, up to ResetLockWait; then it
+// says the tables were not emptied, and a reset once the transaction
+// ended empties them.
+func TestAResetWaitsForATransactionUnderWayUpToItsOwnBound(t *testing.T) {
 	dbs := servers(t, 2, postgres.Options{})
 	release := holdUncommittedKeyRow(t, dbs[0], "slow")
+	defer release()
 	reset := make(chan error, 1)
+	start := time.Now()
 	go func() { reset <- dbs[1].Reset(ctx) }()
 	select {
 	case err := <-reset:
-		release()
 		t.Fatalf("the reset ended while a transaction held a key row: %v", err)
 	case <-time.After(postgres.ClaimLockWait + time.Second):
 	}
+	err := <-reset
+	if pay.ErrorCode(err) != pay.EUNAVAILABLE || !strings.Contains(pay.ErrorMessage(err), "try the reset again") {
+		t.Fatalf("a reset held past its bound: %v (code %q)", err, pay.ErrorCode(err))
+	}
+	if waited := time.Since(start); waited < postgres.ResetLockWait {
+		t.Fatalf("the reset gave up after %s, before its bound of %s", waited, postgres.ResetLockWait)
+	}
 	release()
-	if err := <-reset; err != nil {
+	if err := dbs[1].Reset(ctx); err != nil {
 		t.Fatalf("the reset, once the transaction ended: %v", err)
 	}
 	var n int

@@ -2,7 +2,7 @@
 // request is published here, numbered, and kept in a bounded ring that
 // the live pages stream from. When several servers share one database,
 // each event names its server, and the other servers' events are
-// published here too (PublishRemote, from the web package's relay).
+// published here too (PublishRemoteAll, from the web package's relay).
 //
 // Publishing is O(1) whatever the number of viewers: an event is appended
 // to the ring and one channel is closed to wake every waiting viewer.

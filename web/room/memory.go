@@ -93,6 +93,9 @@ func (m *MemoryPeers) RoomMembers(ctx context.Context) ([]string, error) {
 
 // Notify hands each of payloads to every listener of channel.
 func (m *MemoryPeers) Notify(ctx context.Context, channel string, payloads ...string) error {
+	if len(payloads) == 0 {
+		return nil
+	}
 	for _, payload := range payloads {
 		if len(payload) > MaxPayload {
 			return fmt.Errorf("room: notify %s: payload of %d bytes is over the limit of %d", channel, len(payload), MaxPayload)

@@ -47,8 +47,9 @@ type Peers interface {
 
 	// Notify sends each of payloads, of MaxPayload bytes at most, to
 	// every listener of channel, the sender's own included, in the order
-	// sent: all of them or, with an error, none. Several sent at once
-	// cost the database one commit, and reach each listener together.
+	// sent: all of them or, with an error, none (or all, when the answer
+	// to a commit that happened was lost). Several sent at once cost the
+	// database one commit, and reach each listener together.
 	Notify(ctx context.Context, channel string, payloads ...string) error
 	// ListenEach calls onNotify with each notification on any of
 	// channels, in order, until ctx ends. Notifications sent while it

@@ -88,8 +88,8 @@ const RelayChannel = "paytwice_events"
 // batch. A batch goes out as one commit on the database, however many
 // notifications it fills, and each other server reads it at once: a
 // server sends at most 20 batches a second however fast payments come,
-// and an event reaches the other servers' pages at most this much later
-// than its own (their fan-out aside). A lone event after a quiet spell
+// and an event reaches the other servers' pages about this much later
+// than its own (the previous batch's commit and their fan-out aside). A lone event after a quiet spell
 // goes out at once.
 const relayPause = 50 * time.Millisecond
 
@@ -295,8 +295,8 @@ func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 				events = append(events, e.Event)
 			}
 		}
-		// The gap went out or it did not: what a later notification of the
-		// batch failed to send is owed afresh, and counted once.
+		// A batch that went out clears what was owed; one that failed is
+		// owed whole, its gap included, and counted once.
 		failed, gapLost := r.notify(ctx, events)
 		if !gapLost {
 			owed = 0
