@@ -452,11 +452,7 @@ func TestASaveWaitsForAHeldKeyRowPastTheLockWaitBound(t *testing.T) {
 		_, err := dbs[0].Complete(ctx, pay.Completion{ClaimRequest: c, Claim: res.Claim, Status: 201, Body: ch.ResponseBody(), Charge: ch})
 		saved <- err
 	}()
-	select {
-	case err := <-saved:
-		t.Fatalf("the save ended while another transaction held the key's row: %v", err)
-	case <-time.After(postgres.ClaimLockWait + time.Second):
-	}
+	stillWaiting(t, saved, "the save, while another transaction held the key's row")
 	release()
 	if err := <-saved; err != nil {
 		t.Fatalf("the save, once the row was released: %v", err)
@@ -496,12 +492,7 @@ func TestAServerStartingWaitsForAnotherServersMigrationWithoutABound(t *testing.
 		}
 		opened <- err
 	}()
-	// Held past the bound every other statement of the store has.
-	select {
-	case err := <-opened:
-		t.Fatalf("the second server started while the first held the migration lock: %v", err)
-	case <-time.After(postgres.ClaimLockWait + time.Second):
-	}
+	stillWaiting(t, opened, "the second server's start, while the first held the migration lock")
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -646,11 +637,7 @@ func TestAResetWaitsForATransactionUnderWayUpToItsOwnBound(t *testing.T) {
 	reset := make(chan error, 1)
 	start := time.Now()
 	go func() { reset <- dbs[1].Reset(ctx) }()
-	select {
-	case err := <-reset:
-		t.Fatalf("the reset ended while a transaction held a key row: %v", err)
-	case <-time.After(postgres.ClaimLockWait + time.Second):
-	}
+	stillWaiting(t, reset, "the reset, while a transaction held a key row")
 	err := <-reset
 	if pay.ErrorCode(err) != pay.EUNAVAILABLE || !strings.Contains(pay.ErrorMessage(err), "try the reset again") {
 		t.Fatalf("a reset held past its bound: %v (code %q)", err, pay.ErrorCode(err))
@@ -665,5 +652,17 @@ func TestAResetWaitsForATransactionUnderWayUpToItsOwnBound(t *testing.T) {
 	var n int
 	if err := dbs[1].Pool().QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d key rows after the reset (%v)", n, err)
+	}
+}
+
+// stillWaiting fails the test if done delivers within a second past
+// ClaimLockWait, the bound the pool sets on every lock wait: what
+// sends on done was to wait longer than that.
+func stillWaiting(t *testing.T, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("%s ended within the pool's lock-wait bound: %v", what, err)
+	case <-time.After(postgres.ClaimLockWait + time.Second):
 	}
 }
