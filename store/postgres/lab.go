@@ -239,7 +239,10 @@ func (db *DB) labGroups(ctx context.Context, query string, args ...any) ([]pay.L
 const labScanLimit = 2_000
 
 // LabScanKeys calls fn with every idempotency key stored in this store's
-// tables (the newest labScanLimit of each) and the table it is in.
+// tables (the newest labScanLimit of each) and the table it is in. Only
+// the key table has an index by time: the others are scanned whole, which
+// a lab's scan, asked for by a presenter, can afford and a payment's
+// insert, paying for an index at every charge, could not.
 func (db *DB) LabScanKeys(ctx context.Context, fn func(where, key string)) error {
 	type source struct{ where, query string }
 	var sources []source
