@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -211,8 +210,7 @@ func (db *DB) direct(ctx context.Context, st statement, fill func(*args), row fu
 // statement is gone), so that the next call prepares it afresh, as pgx
 // does with the statements it caches.
 func forgetStaleStatement(c *pgxpool.Conn, st statement, err error) {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || (pe.Code != "0A000" && pe.Code != "26000") || c.Conn().IsClosed() {
+	if code := sqlState(err); (code != "0A000" && code != "26000") || c.Conn().IsClosed() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

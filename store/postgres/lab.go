@@ -20,8 +20,7 @@ import (
 // constraintError turns PostgreSQL's unique violation into
 // pay.ErrConstraint, keeping PostgreSQL's own words.
 func constraintError(err error) error {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "23505" { // unique_violation
 		return fmt.Errorf("%w: %s", pay.ErrConstraint, pe.Message)
 	}
 	return err

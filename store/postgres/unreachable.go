@@ -23,9 +23,10 @@ func unreachable(err error) error {
 	if err == nil {
 		return nil
 	}
-	var pe *pgconn.PgError
-	var ce *pgconn.ConnectError
-	if errors.As(err, &pe) && (pe.Code == "53300" || pe.Code == "57P03") || errors.As(err, &ce) {
+	if code := sqlState(err); code == "53300" || code == "57P03" {
+		return fmt.Errorf("%w (%v)", errRefused, err)
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
 		return fmt.Errorf("%w (%v)", errRefused, err)
 	}
 	return err
