@@ -65,6 +65,12 @@ type labState struct {
 	personalSeq uint64
 	personalGen uint64
 	tablesGen   atomic.Uint64
+	// personalElsewhere says another server flagged a key of personal
+	// data since the last reset, and personalStored that the last scan
+	// found some in the tables: either puts such keys in play for the
+	// other servers' writes (otherServersWrote).
+	personalElsewhere atomic.Bool
+	personalStored    atomic.Bool
 }
 
 type refusalKey struct {
@@ -189,6 +195,7 @@ func (s *Server) clearLabCounts() {
 	clear(l.seen4xx)
 	clear(l.personal)
 	l.seenMu.Unlock()
+	l.personalElsewhere.Store(false)
 	s.labTablesChanged()
 }
 

@@ -144,10 +144,37 @@ func (s *Server) labTablesChanged() {
 	s.lab.tablesGen.Add(1)
 }
 
+// otherServersWrote is labTablesChanged for the writes of one
+// notification of other servers' events (changesLabCounts): the counts
+// are rebuilt all the same, but the scan for keys made of personal data,
+// which reads three tables whole, runs again only when the tables may
+// hold more or fewer of them than it found: keys were removed, events
+// were missed, or such keys are in play (a server flagged one, or the
+// last scan found some). Without that, every payment of another server
+// made the next page view scan the tables.
+func (s *Server) otherServersWrote(batch []live.Entry) {
+	l := s.lab
+	l.tally.invalidate()
+	again := l.personalRequests.Load() > 0 || l.personalElsewhere.Load() || l.personalStored.Load()
+	for i := range batch {
+		switch e := &batch[i]; {
+		case e.Kind == labKind && e.Key != "" && pay.PersonalData(e.Key) != "":
+			l.personalElsewhere.Store(true)
+			again = true
+		case e.Kind == live.Pruned, e.Kind == live.Gap, e.Kind == live.Reset:
+			again = true
+		}
+	}
+	if again {
+		l.tablesGen.Add(1)
+	}
+}
+
 // personalOutcomeCached scans for keys made of personal data only while
 // such keys are in play: once per event after a request on this server
-// carried one, else once after each change labTablesChanged reports (no
-// other write can store such a key).
+// carried one, else once after each change labTablesChanged (or, for
+// other servers' writes, otherServersWrote) reports: no other write can
+// store such a key.
 func (s *Server) personalOutcomeCached(ctx context.Context, seq uint64) (LabPersonalOutcome, error) {
 	l := s.lab
 	l.personalMu.Lock()
@@ -161,6 +188,7 @@ func (s *Server) personalOutcomeCached(ctx context.Context, seq uint64) (LabPers
 		return o, err
 	}
 	l.personalOut, l.personalSeq, l.personalGen = o, seq, gen
+	l.personalStored.Store(o.Stored[pay.WhereKeyTable]+o.Stored[pay.WhereCharges]+o.Stored[pay.WhereGateway] > 0)
 	return o, nil
 }
 

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"paytwice/pay"
+	"paytwice/web/live"
 	"paytwice/web/room"
 )
 
@@ -206,6 +208,62 @@ func TestLabCountsFollowOtherServers(t *testing.T) {
 	waitUntil(t, "s1 counting s2's charges", func() bool { return here.outcomes().NoKey.Charges == 2 })
 	if o := here.outcomes().NoKey; o.ChargedTwice != 1 || !slices.Equal(o.Twice, []string{"N-2"}) {
 		t.Fatalf("s1 counted s2's payments as %+v", o)
+	}
+}
+
+// TestPersonalDataScanFollowsOtherServers: the scan for keys made of
+// personal data reads three tables whole, so another server's payments
+// make it run again only while such keys are in play. Before one is,
+// they leave it cached; once another server has stored one, this
+// server's lab finds it, and goes on scanning after each of the other's
+// payments.
+func TestPersonalDataScanFollowsOtherServers(t *testing.T) {
+	envs, _ := classServers(t, "s1", "s2")
+	here, there := envs[0], envs[1]
+	l := here.Server.lab
+	heard := func(key string) {
+		t.Helper()
+		waitUntil(t, "s1 hearing s2's charge for "+key, func() bool {
+			for _, e := range here.Server.Hub().Recent(200) {
+				if e.Kind == live.Charged && e.Key == key {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if o := here.outcomes().PersonalDataKey; o.Stored[pay.WhereKeyTable] != 0 {
+		t.Fatalf("s1 found %+v before any payment", o)
+	}
+	before := l.tablesGen.Load()
+	for i := range 3 {
+		key := uuid.NewString()
+		if r := there.pay(key, fmt.Sprintf(`{"order_id":"P-%d","amount_satang":100}`, i)); r.Status != http.StatusCreated {
+			t.Fatalf("payment on s2: %d %s", r.Status, r.Body)
+		}
+		heard(key)
+	}
+	if after := l.tablesGen.Load(); after != before {
+		t.Fatalf("s2's payments with plain keys made s1 scan for personal data again (tables version %d → %d)", before, after)
+	}
+
+	const email = "malee.k@example.com"
+	if r := there.pay(email, `{"order_id":"P-9","amount_satang":100}`); r.Status != http.StatusCreated {
+		t.Fatalf("payment on s2: %d %s", r.Status, r.Body)
+	}
+	heard(email)
+	if o := here.outcomes().PersonalDataKey; o.Stored[pay.WhereKeyTable] != 1 || o.Stored[pay.WhereCharges] != 1 ||
+		o.Stored[pay.WhereGateway] != 1 {
+		t.Fatalf("s1 found %+v after s2 stored %s", o, email)
+	}
+	inPlay := l.tablesGen.Load()
+	key := uuid.NewString()
+	if r := there.pay(key, `{"order_id":"P-10","amount_satang":100}`); r.Status != http.StatusCreated {
+		t.Fatalf("payment on s2: %d %s", r.Status, r.Body)
+	}
+	heard(key)
+	if l.tablesGen.Load() == inPlay {
+		t.Fatal("with a key of personal data stored, s2's next payment left s1's scan as it was")
 	}
 }
 

@@ -73,7 +73,7 @@ func (r remoteEvents) Heard(entries []live.Entry) {
 			s.steps.Heard(batch[i].Event)
 		}
 		if labChanged {
-			s.labTablesChanged()
+			s.otherServersWrote(batch)
 		}
 		s.hub.PublishRemoteAll(batch)
 	}

@@ -931,8 +931,9 @@ func (db *DB) ChargesByOrder(ctx context.Context, scope, orderID string) ([]pay.
 
 // RecentCharges returns up to limit charges of every scope, newest first.
 // No index orders charges by time (see migration 009): it scans the table
-// and keeps the newest limit, which only a live page model's first load
-// and a reload after a gap ask for, beside a count of the whole table.
+// and keeps the newest limit, which only the live pages' model asks for
+// as it loads (at its start, after a gap, after it fell behind), beside a
+// count of the whole table.
 func (db *DB) RecentCharges(ctx context.Context, limit int) ([]pay.Charge, error) {
 	return db.queryCharges(ctx, `SELECT `+chargeColumns+` FROM charges ORDER BY created_at DESC, id DESC LIMIT $1`, limit)
 }

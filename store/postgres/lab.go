@@ -238,16 +238,24 @@ func (db *DB) labGroups(ctx context.Context, query string, args ...any) ([]pay.L
 const labScanLimit = 2_000
 
 // LabScanKeys calls fn with every idempotency key stored in this store's
-// tables (the newest labScanLimit of each) and the table it is in. Only
-// the key table has an index by time: the others are scanned whole, which
-// a lab's scan, asked for by a presenter, can afford and a payment's
-// insert, paying for an index at every charge, could not.
+// tables (the newest labScanLimit of each) and the table it is in. The
+// key table's newest are found through its index by status and time; no
+// index gives the charge tables' or the gateway's, which are read whole
+// and their newest kept. The lab asks again only when the tables may
+// hold more or fewer keys of personal data than it found
+// (web/lab_outcomes.go), not after every payment.
 func (db *DB) LabScanKeys(ctx context.Context, fn func(where, key string)) error {
 	type source struct{ where, query string }
 	var sources []source
 	if db.schema.Holds("payments") {
 		sources = append(sources,
-			source{pay.WhereKeyTable, `SELECT key FROM idempotency_keys ORDER BY created_at DESC LIMIT $1`},
+			// The newest keys of each status, through the index by status
+			// and time, then the newest of both (as RecentKeys).
+			source{pay.WhereKeyTable, `SELECT key FROM (
+				(SELECT key, created_at FROM idempotency_keys WHERE status = 'started' ORDER BY created_at DESC LIMIT $1)
+				UNION ALL
+				(SELECT key, created_at FROM idempotency_keys WHERE status = 'done' ORDER BY created_at DESC LIMIT $1)
+			) recent ORDER BY created_at DESC LIMIT $1`},
 			source{pay.WhereCharges, `SELECT idempotency_key FROM charges ORDER BY created_at DESC LIMIT $1`},
 			source{pay.WhereCharges, `SELECT idempotency_key FROM lab_loose_charges ORDER BY created_at DESC LIMIT $1`})
 	}

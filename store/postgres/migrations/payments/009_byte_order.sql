@@ -21,10 +21,10 @@ ALTER TABLE lab_loose_charges
   ALTER COLUMN idempotency_key TYPE text COLLATE "C",
   ALTER COLUMN order_id TYPE text COLLATE "C";
 
--- The index of charges by time served only reads that run seldom (a live
--- page model's first load, the lab's scan of stored keys), and every
--- charge paid for it with an entry at the right edge of the index, where
--- every payment's insert meets the others'. Those reads now scan the
--- table and keep the newest rows, as the count of charges beside the
--- first load always did.
+-- The index of charges by time served only reads that run seldom (the
+-- live pages' model loading: at its start, after a gap, after it fell
+-- behind; the lab's scan for keys of personal data, while such keys are
+-- in play), and every charge paid for it with an entry at the right edge
+-- of the index, where every payment's insert meets the others'. Those
+-- reads now scan the table and keep the newest rows.
 DROP INDEX IF EXISTS charges_created;
