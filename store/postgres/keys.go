@@ -929,14 +929,15 @@ func (db *DB) ChargesByOrder(ctx context.Context, scope, orderID string) ([]pay.
 		ORDER BY created_at, id`, scope, orderID)
 }
 
-// RecentCharges returns up to limit charges of every scope, newest first.
-// No index orders charges by time (see migration 009): it scans the table
-// and keeps the newest limit, which only the live pages' model asks for
-// as it loads (at its start, after a gap, after it fell behind), beside a
-// count of the whole table.
+// RecentCharges returns up to limit charges of every scope, newest first,
+// through the index of charges by time: the live pages' model asks for
+// them each time it loads, which under load is often (see migration 010).
 func (db *DB) RecentCharges(ctx context.Context, limit int) ([]pay.Charge, error) {
-	return db.queryCharges(ctx, `SELECT `+chargeColumns+` FROM charges ORDER BY created_at DESC, id DESC LIMIT $1`, limit)
+	return db.queryCharges(ctx, recentChargesSQL, limit)
 }
+
+// recentChargesSQL reads the newest $1 charges.
+const recentChargesSQL = `SELECT ` + chargeColumns + ` FROM charges ORDER BY created_at DESC, id DESC LIMIT $1`
 
 // CountCharges counts every charge.
 func (db *DB) CountCharges(ctx context.Context) (int, error) {

@@ -239,11 +239,12 @@ const labScanLimit = 2_000
 
 // LabScanKeys calls fn with every idempotency key stored in this store's
 // tables (the newest labScanLimit of each) and the table it is in. The
-// key table's newest are found through its index by status and time; no
-// index gives the charge tables' or the gateway's, which are read whole
-// and their newest kept. The lab asks again only when the tables may
-// hold more or fewer keys of personal data than it found
-// (web/lab_outcomes.go), not after every payment.
+// key table's newest are found through its index by status and time and
+// the charge table's through its index by time; the lab's loose charges
+// and the gateway's records, which have none, are read whole and their
+// newest kept. The lab asks again only when the tables may hold more or
+// fewer keys of personal data than it found (web/lab_outcomes.go), not
+// after every payment.
 func (db *DB) LabScanKeys(ctx context.Context, fn func(where, key string)) error {
 	type source struct{ where, query string }
 	var sources []source
