@@ -109,10 +109,10 @@ type Entry struct {
 // its export, the ring is where the live relay reads the events it sends
 // (web/room/relay.go), and every server's events pass through every
 // server's ring: with 1,024, three servers under full load
-// (bench/relay.sh) filled it in a fraction of a second, a relay that
-// waited for its commit and for a core fell off it about once a second,
-// and every other server, told of a gap, reloaded its pages' model from
-// the database.
+// (bench/relay.sh) filled it in a fraction of a second, a relay fell
+// just over a ring behind about once a second (between one batch's
+// commit and the next, on two busy cores), and every other server, told
+// of a gap, reloaded its pages' model from the database.
 const DefaultSize = 4096
 
 // Hub is the event hub. The zero value is not usable; call New.
