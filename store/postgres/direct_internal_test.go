@@ -19,11 +19,7 @@ import (
 // as it went.
 func TestDirectArgumentsAreWhatPgxSends(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, pgtest.NewDatabase(t), Options{Schema: pay.SchemaPayments})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := mustOpenPayments(t, Options{})
 
 	at := time.Date(2026, 12, 2, 3, 4, 5, 678901234, time.FixedZone("ICT", 7*3600))
 	st := statement{name: "test_roundtrip", sql: `SELECT $1::text, $2::bigint, $3::int, $4::timestamptz, $5::bytea, $6::bytea IS NULL, $7::text`}
@@ -34,7 +30,7 @@ func TestDirectArgumentsAreWhatPgxSends(t *testing.T) {
 	var body []byte
 	var null bool
 	rows := 0
-	_, err = db.direct(ctx, st, func(a *args) {
+	_, err := db.direct(ctx, st, func(a *args) {
 		a.text("ключ \"1\"").int(-1 << 40).int(201).time(at).bytes([]byte{0, 1, 255}).bytes(nil).text("")
 	}, func(r directRow) error {
 		rows++
@@ -60,11 +56,7 @@ func TestDirectArgumentsAreWhatPgxSends(t *testing.T) {
 // an integer that does not fit the parameter.
 func TestDirectRefusesArgumentsOfAnotherType(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, pgtest.NewDatabase(t), Options{Schema: pay.SchemaPayments})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := mustOpenPayments(t, Options{})
 
 	st := statement{name: "test_types", sql: `SELECT $1::bigint, $2::int`}
 	for name, fill := range map[string]func(*args){
@@ -91,11 +83,7 @@ func TestDirectRefusesArgumentsOfAnotherType(t *testing.T) {
 // statements do, and is prepared afresh on the next call.
 func TestDirectPreparesAgainAfterItsTableChanged(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, pgtest.NewDatabase(t), Options{Schema: pay.SchemaPayments, MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := mustOpenPayments(t, Options{MaxConns: 1})
 	if _, err := db.pool.Exec(ctx, `CREATE TABLE direct_test (a int); INSERT INTO direct_test VALUES (1)`); err != nil {
 		t.Fatal(err)
 	}
@@ -118,4 +106,17 @@ func TestDirectPreparesAgainAfterItsTableChanged(t *testing.T) {
 	if n, err := columns(); err != nil || n != 2 {
 		t.Fatalf("after: %d columns, %v", n, err)
 	}
+}
+
+// mustOpenPayments opens a store of the payment tables on a new database,
+// closed when t ends.
+func mustOpenPayments(t *testing.T, opts Options) *DB {
+	t.Helper()
+	opts.Schema = pay.SchemaPayments
+	db, err := Open(context.Background(), pgtest.NewDatabase(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }

@@ -752,16 +752,10 @@ func (db *DB) GetKey(ctx context.Context, scope, key string) (pay.KeyRow, error)
 	return k, err
 }
 
-// RecentKeys returns up to limit keys, newest first (by locked_at, then
-// key). The index of keys by status and creation time (which equals
-// locked_at in this store) gives the newest keys of each status in order,
-// and the two short lists are merged.
+// RecentKeys returns up to limit keys, newest first (by created_at, which
+// equals locked_at in this store, then key), read by newestKeysSQL.
 func (db *DB) RecentKeys(ctx context.Context, limit int) ([]pay.KeyRow, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+keyColumns+` FROM (
-			(SELECT * FROM idempotency_keys WHERE status = 'started' ORDER BY created_at DESC, key LIMIT $1)
-			UNION ALL
-			(SELECT * FROM idempotency_keys WHERE status = 'done' ORDER BY created_at DESC, key LIMIT $1)
-		) recent ORDER BY locked_at DESC, key LIMIT $1`, limit)
+	rows, err := db.pool.Query(ctx, recentKeysSQL, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -945,3 +939,17 @@ func (db *DB) CountCharges(ctx context.Context) (int, error) {
 	err := db.pool.QueryRow(ctx, `SELECT count(*) FROM charges`).Scan(&n)
 	return n, err
 }
+
+// newestKeysSQL selects columns of the newest $1 keys, newest first:
+// the newest of each status through the index of keys by status and
+// creation time, then the newest of both.
+func newestKeysSQL(columns string) string {
+	return `SELECT ` + columns + ` FROM (
+			(SELECT * FROM idempotency_keys WHERE status = 'started' ORDER BY created_at DESC, key LIMIT $1)
+			UNION ALL
+			(SELECT * FROM idempotency_keys WHERE status = 'done' ORDER BY created_at DESC, key LIMIT $1)
+		) recent ORDER BY created_at DESC, key LIMIT $1`
+}
+
+// recentKeysSQL reads the newest $1 key rows (RecentKeys).
+var recentKeysSQL = newestKeysSQL(keyColumns)

@@ -250,13 +250,7 @@ func (db *DB) LabScanKeys(ctx context.Context, fn func(where, key string)) error
 	var sources []source
 	if db.schema.Holds("payments") {
 		sources = append(sources,
-			// The newest keys of each status, through the index by status
-			// and time, then the newest of both (as RecentKeys).
-			source{pay.WhereKeyTable, `SELECT key FROM (
-				(SELECT key, created_at FROM idempotency_keys WHERE status = 'started' ORDER BY created_at DESC LIMIT $1)
-				UNION ALL
-				(SELECT key, created_at FROM idempotency_keys WHERE status = 'done' ORDER BY created_at DESC LIMIT $1)
-			) recent ORDER BY created_at DESC LIMIT $1`},
+			source{pay.WhereKeyTable, newestKeysSQL("key")},
 			source{pay.WhereCharges, `SELECT idempotency_key FROM charges ORDER BY created_at DESC LIMIT $1`},
 			source{pay.WhereCharges, `SELECT idempotency_key FROM lab_loose_charges ORDER BY created_at DESC LIMIT $1`})
 	}

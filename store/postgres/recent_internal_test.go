@@ -4,9 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-
-	"paytwice/pay"
-	"paytwice/store/postgres/pgtest"
 )
 
 // The live pages' model reads the newest charges each time it loads,
@@ -16,11 +13,7 @@ import (
 // (see migration 010).
 func TestTheNewestChargesAreReadThroughAnIndex(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, pgtest.NewDatabase(t), Options{Schema: pay.SchemaPayments})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := mustOpenPayments(t, Options{})
 	if _, err := db.pool.Exec(ctx, `INSERT INTO charges (id, scope, idempotency_key, order_id, amount_satang, gateway_ref, created_at)
 		SELECT 'ch_' || g, 'anonymous', 'key-' || g, 'A-' || g, 100, 'gw_' || g, now() - g * interval '1 ms'
 		FROM generate_series(1, 50000) g`); err != nil {
