@@ -209,7 +209,7 @@ func TestBrowserStepModeDoubleClick(t *testing.T) {
 	liveWait(t, board, "the second about to answer 409", 10*time.Second,
 		heldAt("answered")+` !== undefined && document.getElementById("timeline").textContent.includes("409")`)
 	if os.Getenv("PAYTWICE_SCREENSHOTS") != "" {
-		liveEval[bool](t, board, `document.getElementById("step-bar").scrollIntoView() || true`)
+		liveEval[bool](t, board, `document.getElementById("step-bar").scrollIntoView(), true`)
 		boardScreenshot(t, board, "board-step-mode.png")
 	}
 	liveEval[bool](t, board, heldAt("answered")+`.querySelector('button[data-step="finish"]').click() || true`)

@@ -25,7 +25,7 @@ func TestBrowserStepModeAcrossServers(t *testing.T) {
 	ans := s[1].payAsync("board-across", "A-1")
 	liveWait(t, board, "s2's request held on s1's board", 10*time.Second,
 		heldAt("received")+` !== undefined && `+heldAt("received")+`.textContent.includes("on s2")`)
-	liveEval[bool](t, board, `document.getElementById("step-bar").scrollIntoView() || true`)
+	liveEval[bool](t, board, `document.getElementById("step-bar").scrollIntoView(), true`)
 	boardScreenshot(t, board, "board-step-servers.png")
 	liveDo(t, board, "pressing N", chromedp.KeyEvent("n"))
 	liveWait(t, board, "s2's request held after its claim", 10*time.Second, heldAt("key claimed")+` !== undefined`)
