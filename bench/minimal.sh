@@ -19,14 +19,22 @@
 # NORELAY=1 adds a third server, paytwice built with -tags norelay (no
 # live relay between servers), to show what the relay costs one server.
 #
+# VARIANT_SQL='…' (PostgreSQL only) adds a server named variant: paytwice
+# whose database, once migrated, is changed by that SQL, such as an index
+# dropped or built another way, to measure a schema change beside the
+# current one before writing its migration:
+#
+#	VARIANT_SQL='DROP INDEX charges_scope_order' PGSSLMODE=disable PG=… bench/minimal.sh
+#
 # Run it from the repository root:
 #
 #	PG=postgres://paytwice:paytwice@127.0.0.1:5432/postgres bench/minimal.sh   # PostgreSQL
 #	bench/minimal.sh                                                          # SQLite
 #	ROUNDS=5 SECONDS_EACH=8 PG=… bench/minimal.sh
 #
-# With PG set, its role must be allowed to create databases; the two it
-# creates are dropped at the end. PORT (18200) and PORT+1 are served on.
+# With PG set, its role must be allowed to create databases; those it
+# creates are dropped at the end. PORT (18200) and PORT+1 are served on
+# (PORT+2 with NORELAY, PORT+3 with VARIANT_SQL).
 # Linux only.
 set -euo pipefail
 
@@ -62,6 +70,13 @@ names=(minimal paytwice)
 if [ -n "${NORELAY:-}" ]; then
 	go build -tags norelay -o "$tmp/norelay" .
 	names+=(norelay)
+fi
+if [ -n "${VARIANT_SQL:-}" ]; then
+	if [ -z "$PG" ]; then
+		echo "VARIANT_SQL needs PG: it changes a PostgreSQL database" >&2
+		exit 2
+	fi
+	names+=(variant)
 fi
 
 # where NAME: a fresh database for NAME in $db (a URL, or a file in $tmp).
@@ -106,6 +121,13 @@ start paytwice "$PORT" /v1/idempotency-policy "$tmp/paytwice" -addr "127.0.0.1:$
 if [ -n "${NORELAY:-}" ]; then
 	where norelay
 	start norelay $((PORT + 2)) /v1/idempotency-policy "$tmp/norelay" -addr "127.0.0.1:$((PORT + 2))" -db "$db"
+fi
+if [ -n "${VARIANT_SQL:-}" ]; then
+	where variant
+	# The probe answers once the migrations are done: the server opens
+	# its store before it listens.
+	start variant $((PORT + 3)) /v1/idempotency-policy "$tmp/paytwice" -addr "127.0.0.1:$((PORT + 3))" -db "$db"
+	psql -q -v ON_ERROR_STOP=1 "$db" -c "$VARIANT_SQL" >/dev/null
 fi
 if [ -n "${PAGE:-}" ]; then
 	for name in "${names[@]}"; do
