@@ -124,8 +124,9 @@ if [ -n "${NORELAY:-}" ]; then
 fi
 if [ -n "${VARIANT_SQL:-}" ]; then
 	where variant
-	# The probe answers once the migrations are done: the server opens
-	# its store before it listens.
+	# The probe's answer means the migrations are done: the server
+	# listens first, but serves only once its store is open, and the
+	# probe's connection waits in the listen queue until then.
 	start variant $((PORT + 3)) /v1/idempotency-policy "$tmp/paytwice" -addr "127.0.0.1:$((PORT + 3))" -db "$db"
 	psql -q -v ON_ERROR_STOP=1 "$db" -c "$VARIANT_SQL" >/dev/null
 fi
