@@ -539,18 +539,18 @@ func TestBoundPools(t *testing.T) {
 		n         int
 		want      string
 		wantPool  int
-		wantTotal int // at most, over all servers: two pools and two listeners each
+		wantTotal int // at most, over all servers: a pool and two listeners each
 	}{
 		{"postgres://u:p@127.0.0.1:5432/pay", 1, "postgres://u:p@127.0.0.1:5432/pay?pool_max_conns=16", 16, 90},
-		{"postgres://u:p@127.0.0.1:5432/pay?sslmode=disable", 3, "postgres://u:p@127.0.0.1:5432/pay?pool_max_conns=14&sslmode=disable", 14, 90},
-		{"postgres://u:p@127.0.0.1:5432/pay", 16, "postgres://u:p@127.0.0.1:5432/pay?pool_max_conns=2", 2, 100},
+		{"postgres://u:p@127.0.0.1:5432/pay?sslmode=disable", 3, "postgres://u:p@127.0.0.1:5432/pay?pool_max_conns=16&sslmode=disable", 16, 90},
+		{"postgres://u:p@127.0.0.1:5432/pay", 16, "postgres://u:p@127.0.0.1:5432/pay?pool_max_conns=3", 3, 90},
 		{"postgres://u:p@127.0.0.1:5432/pay?pool_max_conns=40", 3, "postgres://u:p@127.0.0.1:5432/pay?pool_max_conns=40", 0, 0},
 	} {
 		got, pool := boundPools(c.url, c.n)
 		if got != c.want || pool != c.wantPool {
 			t.Errorf("boundPools(%q, %d) = %q, %d; want %q, %d", c.url, c.n, got, pool, c.want, c.wantPool)
 		}
-		if total := c.n * (2*pool + 2); pool > 0 && total > c.wantTotal {
+		if total := c.n * (pool + 2); pool > 0 && total > c.wantTotal {
 			t.Errorf("%d servers with pools of %d hold up to %d connections, over %d", c.n, pool, total, c.wantTotal)
 		}
 	}

@@ -131,7 +131,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	out.printf(stdout, "and a front door that hands each request to the next of them in turn.\n")
 	if pool > 0 {
-		out.printf(stdout, "Each server's two connection pools hold at most %d connections each (pool_max_conns), so the servers fit within PostgreSQL's default of 100.\n", pool)
+		out.printf(stdout, "Each server's connection pool holds at most %d connections (pool_max_conns), so the servers fit within PostgreSQL's default of 100.\n", pool)
 	}
 	out.mu.Lock()
 	printURLs(stdout, front.Addr().(*net.TCPAddr), *presenter)
@@ -508,12 +508,12 @@ func (p *prefixedLines) flush() {
 	}
 }
 
-// boundPools gives each of n servers connection pools small enough that
+// boundPools gives each of n servers a connection pool small enough that
 // all of them fit within PostgreSQL's default max_connections of 100: a
-// server holds two pools (payments and the gateway's ledger) and two
-// listening connections, and ten connections are left for psql and the
-// like. A URL that already names pool_max_conns is left as it is (pool
-// 0): the operator has chosen.
+// server holds one pool (the payments and the gateway's ledger, which
+// share the database) and two listening connections, and ten connections
+// are left for psql and the like. A URL that already names pool_max_conns
+// is left as it is (pool 0): the operator has chosen.
 func boundPools(dbURL string, n int) (string, int) {
 	u, err := url.Parse(dbURL)
 	if err != nil {
@@ -523,7 +523,7 @@ func boundPools(dbURL string, n int) (string, int) {
 	if q.Has("pool_max_conns") {
 		return dbURL, 0
 	}
-	pool := min(max((90/n-2)/2, 2), 16)
+	pool := min(max(90/n-2, 2), 16)
 	q.Set("pool_max_conns", strconv.Itoa(pool))
 	u.RawQuery = q.Encode()
 	return u.String(), pool

@@ -26,6 +26,13 @@
 #
 #	VARIANT_SQL='DROP INDEX charges_scope_order' PGSSLMODE=disable PG=… bench/minimal.sh
 #
+# BASE=path adds a server named base: another paytwice binary, such as
+# one built from an earlier commit, to measure a change beside the build
+# before it, in the same rounds (PORT+4):
+#
+#	git worktree add /tmp/before HEAD~1 && (cd /tmp/before && go build -o /tmp/paytwice-before .)
+#	BASE=/tmp/paytwice-before PGSSLMODE=disable PG=… bench/minimal.sh
+#
 # Run it from the repository root:
 #
 #	PG=postgres://paytwice:paytwice@127.0.0.1:5432/postgres bench/minimal.sh   # PostgreSQL
@@ -34,7 +41,7 @@
 #
 # With PG set, its role must be allowed to create databases; those it
 # creates are dropped at the end. PORT (18200) and PORT+1 are served on
-# (PORT+2 with NORELAY, PORT+3 with VARIANT_SQL).
+# (PORT+2 with NORELAY, PORT+3 with VARIANT_SQL, PORT+4 with BASE).
 # Linux only.
 set -euo pipefail
 
@@ -77,6 +84,14 @@ if [ -n "${VARIANT_SQL:-}" ]; then
 		exit 2
 	fi
 	names+=(variant)
+fi
+if [ -n "${BASE:-}" ]; then
+	if [ ! -x "$BASE" ]; then
+		echo "BASE=$BASE is not an executable paytwice binary" >&2
+		exit 2
+	fi
+	cp "$BASE" "$tmp/base"
+	names+=(base)
 fi
 
 # where NAME: a fresh database for NAME in $db (a URL, or a file in $tmp).
@@ -129,6 +144,10 @@ if [ -n "${VARIANT_SQL:-}" ]; then
 	# probe's connection waits in the listen queue until then.
 	start variant $((PORT + 3)) /v1/idempotency-policy "$tmp/paytwice" -addr "127.0.0.1:$((PORT + 3))" -db "$db"
 	psql -q -v ON_ERROR_STOP=1 "$db" -c "$VARIANT_SQL" >/dev/null
+fi
+if [ -n "${BASE:-}" ]; then
+	where base
+	start base $((PORT + 4)) /v1/idempotency-policy "$tmp/base" -addr "127.0.0.1:$((PORT + 4))" -db "$db"
 fi
 if [ -n "${PAGE:-}" ]; then
 	for name in "${names[@]}"; do
