@@ -16,7 +16,7 @@ import (
 )
 
 // subcommands are the commands that run instead of the server when their
-// name is the first argument: paytwice backoff|bench|check|cluster|herd|pay [flags].
+// name is the first argument: paytwice backoff|bench|check|cluster|herd|pay|version [flags].
 var subcommands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
 	"backoff": runBackoff,
 	"bench":   runBench,
@@ -24,6 +24,7 @@ var subcommands = map[string]func(ctx context.Context, args []string, stdout, st
 	"cluster": runCluster,
 	"herd":    runHerd,
 	"pay":     runPay,
+	"version": runVersion,
 }
 
 // commandSummaries say in one line what each command does, for the usage.
@@ -34,6 +35,7 @@ var commandSummaries = map[string]string{
 	"bench":   "send payments to an idempotent endpoint and measure throughput and latency",
 	"check":   "test an endpoint's Idempotency-Key behaviour from outside, and check the history for linearizability",
 	"cluster": "run several servers on one PostgreSQL database behind a round-robin front door",
+	"version": "print the module version and the VCS revision this binary was built from",
 }
 
 // errUsage is returned once what was wrong with the command line and how

@@ -136,11 +136,13 @@ var testBinary = sync.OnceValues(func() (string, error) {
 	}
 	bin := filepath.Join(dir, "paytwice")
 	// go test puts the go command that runs it first on PATH.
+	// -buildvcs=auto stamps the revision as a plain go build in a
+	// checkout does, whatever GOFLAGS says (paytwice version shows it).
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		return "", err
 	}
-	if out, err := exec.Command(goCmd, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command(goCmd, "build", "-buildvcs=auto", "-o", bin, ".").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return bin, nil

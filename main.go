@@ -100,6 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	name := fs.String("name", env("PAYTWICE_NAME", ""), "this server's name on the timeline when several servers share one PostgreSQL database (env PAYTWICE_NAME; default there: host:port)")
 	publicAddr := fs.String("public-addr", env("PAYTWICE_PUBLIC_ADDR", ""), "behind a proxy or load balancer, the address students reach it at, such as :8080 or 192.168.1.20:8080: the board and /join show it instead of -addr (env PAYTWICE_PUBLIC_ADDR)")
 	synchronous := fs.String("synchronous", env("PAYTWICE_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL survives power loss (env PAYTWICE_SYNCHRONOUS)")
+	showVersion := fs.Bool("version", false, "print the module version and the VCS revision, as paytwice version does, and exit")
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		if sub, ok := subcommands[args[0]]; ok {
 			return sub(ctx, args[1:], stdout, stderr)
@@ -119,6 +120,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return errUsage
 	case fs.NArg() > 0:
 		return badUsage(stderr, fs, unexpectedArg(fs.Arg(0)))
+	}
+	if *showVersion {
+		return runVersion(ctx, nil, stdout, stderr)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
