@@ -74,7 +74,27 @@ commands:
 	fs.SetOutput(w)
 	printDefaults(fs)
 	fs.SetOutput(out)
+	fmt.Fprint(w, environmentUsage)
 }
+
+// environmentUsage lists the environment variables the program reads
+// besides the flags' own: every one of them is in the usage
+// (TestUsageNamesEveryEnvironmentVariable reads the code for them).
+const environmentUsage = `
+environment, besides the variable of each flag above:
+  PAYTWICE_PRESENTER_COOKIE_KEY
+    	the key that signs the presenter's cookie; give the servers behind one load balancer the
+    	same one (default: a random key at each start). A variable only, never a flag: a command
+    	line is visible to every user of the machine
+  GOGC, GOMEMLIMIT
+    	when either is set, the server leaves the garbage collector to them and keeps no heap floor
+  PGSSLMODE and the other PG... variables
+    	with a postgres:// -db, read by the PostgreSQL driver (pgx); a PGSSL... variable keeps TLS
+    	to a PostgreSQL on this machine, which is otherwise reached without it
+  PAYTWICE_LISTEN_FD, PAYTWICE_FRONT_DOOR_MARK
+    	set by paytwice cluster for the servers it starts (the socket each listens on, the mark of
+    	its front door); not for setting by hand
+`
 
 // secretFlags are the flags whose value may hold a password or a token,
 // taken from the environment as their default. Their defaults are never
