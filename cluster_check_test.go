@@ -39,7 +39,9 @@ func TestCheckOnCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range rep.Results {
-			if r.Verdict != check.Pass && r.Verdict != check.Info && !(r.Verdict == check.Skip && r.Case == 12) {
+			// 12 and 17 need a gateway the endpoint charges through, 18
+			// -replay-after.
+			if r.Verdict != check.Pass && r.Verdict != check.Info && !(r.Verdict == check.Skip && (r.Case == 12 || r.Case == 17 || r.Case == 18)) {
 				t.Errorf("case %d %s: %s %s", r.Case, r.Name, r.Verdict, r.Detail)
 			}
 		}
@@ -64,6 +66,9 @@ func TestCheckOnCluster(t *testing.T) {
 		}
 		storm := cfg
 		storm.Only = []int{4}
+		// Other keys and orders than the first run's: its payments are
+		// still in the books.
+		storm.Seed = 12
 		rep, err := check.Run(ctx, storm)
 		if err != nil {
 			t.Fatal(err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -58,7 +59,9 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("check", "Tests the Idempotency-Key behaviour of the endpoint at URL from outside, and checks the history\n"+
 		"of what it sent for linearizability (Porcupine). Usage: paytwice check [flags] URL, or paytwice check -verify FILE.\n\n"+
 		"Exit status: 0 every case passed (DIFFERS allowed), 1 a case failed or the history is not linearizable,\n"+
-		"2 a usage error or the endpoint cannot be reached, 3 only DIFFERS, with -strict.", stdout, stderr)
+		"2 a usage error, or nothing could be tested: the endpoint cannot be reached, does not take a good payment,\n"+
+		"or an oracle (-count-url, -gateway) does not count that payment's one effect; 3 only DIFFERS, with -strict.\n"+
+		"The report's first line: paytwice check: N PASS, N DIFFERS, N FAIL, N SKIP (oracle: gateway|count-url|none) — exit N.", stdout, stderr)
 	headers := &headerFlags{h: http.Header{}}
 	var only caseList
 	body := fs.String("body", check.DefaultBody, "request body; {{id}} is a fresh value per action, {{amount}} an integer the checker may change")
@@ -80,6 +83,14 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	replayAfter := fs.Duration("replay-after", 0, "wait this long before the replay of case 1 (to test retention)")
 	patience := fs.Duration("patience", check.DefaultPatience, "how long a retry waits for a key whose first request is still running (a server's lock timeout)")
 	fs.Var(&only, "cases", "run only these cases, such as 1,4,9")
+	rounds := fs.Int("rounds", check.DefaultRounds, "storms of one key in case 4, each with a key of its own")
+	otherPath := fs.String("other-path", "", "a second POST path of the API, such as /v1/refunds: case 3 sends a payment's key there too")
+	profile := fs.String("profile", check.ProfileDraft, "the conventions DIFFERS is measured against: draft (the IETF draft) or stripe")
+	maxHeader := fs.Int64("max-header-bytes", check.DefaultMaxHeaderBytes, "bound on one answer's headers")
+	maxBody := fs.Int64("max-body-bytes", check.DefaultMaxBodyBytes, "bound on one answer's body (bodies are compared whole, by hash, up to it)")
+	verifyTimeout := fs.Duration("verify-timeout", check.DefaultVerifyTimeout, "bound on the check of the history: past it, the history is reported not decided")
+	insecure := fs.Bool("insecure", false, "do not verify the endpoint's TLS certificate")
+	cacert := fs.String("cacert", "", "PEM file of the certificate authorities to trust for TLS endpoints (instead of the system's)")
 	if help, err := fs.parseSome(args); help || err != nil {
 		return err
 	}
@@ -98,7 +109,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if target != "" {
 			return badValue("give -verify FILE or a URL, not both")
 		}
-		return verifyHistory(*verify, stdout)
+		return verifyHistory(*verify, *verifyTimeout, stdout)
 	}
 	if target == "" {
 		return badValue("give the endpoint's URL, such as: paytwice check http://127.0.0.1:8080/v1/payments")
@@ -108,15 +119,31 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg := check.Config{URL: target, Body: *body, Form: *form, Header: headers.h, OtherAuth: *otherAuth,
 		KeyHeader: *keyHeader, CountURL: *countURL, CountField: *countField, Gateway: *gateway,
-		Storm: *storm, Seed: *seed, Timeout: *timeout, Patience: *patience, ReplayAfter: *replayAfter, Only: only}
+		Storm: *storm, Seed: *seed, Timeout: *timeout, Patience: *patience, ReplayAfter: *replayAfter, Only: only,
+		Rounds: *rounds, OtherPath: *otherPath, Profile: *profile, Strict: *strict,
+		MaxHeaderBytes: *maxHeader, MaxBodyBytes: *maxBody, VerifyTimeout: *verifyTimeout, Insecure: *insecure}
+	if *rounds < 1 || *maxHeader < 1 || *maxBody < 1 || *verifyTimeout <= 0 {
+		return badValue("-rounds, -max-header-bytes, -max-body-bytes and -verify-timeout must be positive")
+	}
+	if *cacert != "" {
+		pem, err := os.ReadFile(*cacert)
+		if err != nil {
+			return badValue("-cacert: %v", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return badValue("-cacert %s: no PEM certificate in it", *cacert)
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return valueError{err}
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	rep, err := check.Run(ctx, cfg)
-	if errors.Is(err, check.ErrUnreachable) {
-		fmt.Fprintln(stderr, "paytwice check:", err)
+	if errors.Is(err, check.ErrUnreachable) || errors.Is(err, check.ErrNotAccepted) || errors.Is(err, check.ErrOracle) {
+		// Nothing was tested: no verdict is printed, only why.
+		fmt.Fprintln(stderr, "paytwice check: nothing tested:", err)
 		return exitStatus(check.ExitUsage)
 	}
 	if err != nil {
@@ -128,7 +155,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if rep.Linearizability.Result == "violation" {
 			html := check.VisualizationPath(*history)
-			if lin, err := check.CheckHistory(rep.History, 30*time.Second, html); err == nil {
+			if lin, err := check.CheckHistory(rep.History, *verifyTimeout, html); err == nil {
 				rep.Linearizability = lin
 			}
 		}
@@ -179,7 +206,7 @@ func writeHistoryFile(path string, records []check.Record) error {
 }
 
 // verifyHistory is -verify FILE.
-func verifyHistory(path string, stdout io.Writer) error {
+func verifyHistory(path string, timeout time.Duration, stdout io.Writer) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return badValue("-verify: %v", err)
@@ -189,7 +216,7 @@ func verifyHistory(path string, stdout io.Writer) error {
 	if err != nil {
 		return badValue("-verify %s: %v", path, err)
 	}
-	lin, err := check.CheckHistory(records, time.Minute, check.VisualizationPath(path))
+	lin, err := check.CheckHistory(records, timeout, check.VisualizationPath(path))
 	if err != nil {
 		return err
 	}
@@ -203,6 +230,6 @@ func verifyHistory(path string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "the violation is drawn in %s (open it in a browser)\n", lin.Visualization)
 		return exitStatus(check.ExitFailed)
 	}
-	fmt.Fprintf(stdout, "%s: %d operations; the check ran out of time before deciding\n", path, lin.Operations)
+	fmt.Fprintf(stdout, "%s: %d operations; not decided in %.0f s (-verify-timeout)\n", path, lin.Operations, timeout.Seconds())
 	return exitStatus(check.ExitFailed)
 }

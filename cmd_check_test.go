@@ -43,7 +43,9 @@ func TestCheckCommand(t *testing.T) {
 		junit := filepath.Join(dir, "report.xml")
 		args := append([]string{"check", "-junit", junit, "-history", filepath.Join(dir, "good.jsonl")}, countFlags...)
 		out, code := runBinary(t, append(args, url+"/v1/payments")...)
-		if code != 0 || strings.Contains(out, "FAIL") || !strings.Contains(out, "linearizable against the model") {
+		headline, _, _ := strings.Cut(out, "\n")
+		if code != 0 || !strings.HasPrefix(headline, "paytwice check: ") || !strings.Contains(headline, " 0 FAIL, ") ||
+			!strings.HasSuffix(headline, "(oracle: count-url) — exit 0") || !strings.Contains(out, "linearizable against the model") {
 			t.Fatalf("exit %d:\n%s", code, out)
 		}
 		b, err := os.ReadFile(junit)
@@ -51,7 +53,7 @@ func TestCheckCommand(t *testing.T) {
 			Tests    int `xml:"tests,attr"`
 			Failures int `xml:"failures,attr"`
 		}
-		if err != nil || xml.Unmarshal(b, &suite) != nil || suite.Tests != 13 || suite.Failures != 0 {
+		if err != nil || xml.Unmarshal(b, &suite) != nil || suite.Tests != 20 || suite.Failures != 0 {
 			t.Fatalf("JUnit report %+v (%v):\n%s", suite, err, b)
 		}
 		if out, code := runBinary(t, "check", "-verify", filepath.Join(dir, "good.jsonl")); code != 0 || !strings.Contains(out, "linearizable") {

@@ -2,9 +2,13 @@ package check
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +37,14 @@ var cases = []aCase{
 	{10, "keys do not queue", false, caseNoQueue},
 	{11, "key policy published", false, casePolicy},
 	{12, "time-out after the charge", true, caseGatewayTimeout},
+	{13, "a key on a GET is ignored", false, caseSafeMethod},
+	{14, "header name in any case", true, caseHeaderCase},
+	{15, "reordered JSON, one request", true, caseReordered},
+	{16, "replays say so", false, caseReplayMarker},
+	{17, "4xx and 5xx under a key", true, caseFailurePolicy},
+	{18, "key reused after retention", true, caseReuseAfterRetention},
+	// Last: it reads the refusals every case before it provoked.
+	{19, "409 and 422 are problem+json", false, caseProblemJSON},
 }
 
 func pass(format string, args ...any) Result {
@@ -57,21 +69,31 @@ func (r *run) action(caseNum int) req {
 	return req{group: fmt.Sprintf("case %d %s", caseNum, id), action: id, key: r.newKey(), amount: r.newAmount(), caseNum: caseNum}
 }
 
-// firstPayment sends q and explains an answer that is not a success.
+// firstPayment sends q and explains an answer that is not a success. An
+// endpoint that takes no fresh payment either any more stops the run.
 func (r *run) firstPayment(ctx context.Context, q req) (answer, *Result) {
 	a := r.send(ctx, q)
 	if !a.ok() {
-		res := fail(false, "the first request, a plain payment, was answered %s%s: the endpoint does not take this body (see -body and -H)", a, excerpt(a))
+		r.alive(ctx, fmt.Sprintf("the first request of case %d, a plain payment, was answered %s", q.caseNum, a))
+		res := fail(false, "the first request, a plain payment, was answered %s%s, though the endpoint took one at the start", a, excerpt(a))
 		return a, &res
 	}
 	return a, nil
 }
 
+// excerpt quotes the start of an answer's body, for a hint about it.
 func excerpt(a answer) string {
-	if a.NoAnswer || a.Response == "" {
+	if a.NoAnswer {
 		return ""
 	}
-	return ": " + short(strings.Join(strings.Fields(a.Response), " "), 160)
+	return excerptOf(a.Response)
+}
+
+func excerptOf(body string) string {
+	if body == "" {
+		return ""
+	}
+	return ": " + short(strings.Join(strings.Fields(body), " "), 160)
 }
 
 // checkEffects counts action's effects; want is how many there should
@@ -82,6 +104,7 @@ func (r *run) checkEffects(ctx context.Context, q req, want int) (bad *Result, n
 		return nil, why
 	}
 	if n != want {
+		r.effectFail = true
 		res := fail(n > want, "%d effects for one action (counted by %s), want %d", n, r.oracle, want)
 		return &res, ""
 	}
@@ -96,6 +119,12 @@ func caseReplay(ctx context.Context, r *run) Result {
 		return *bad
 	}
 	if r.cfg.ReplayAfter > 0 {
+		// A second key is paid with now, for case 19 to reuse once the
+		// wait is over.
+		reuse := r.action(19)
+		if a := r.send(ctx, reuse); a.ok() {
+			r.reuse = &reusedKey{q: reuse, first: a, at: time.Now()}
+		}
 		if err := r.cfg.Wait(ctx, r.cfg.ReplayAfter); err != nil {
 			return fail(false, "waiting before the replay: %v", err)
 		}
@@ -110,12 +139,12 @@ func caseReplay(ctx context.Context, r *run) Result {
 		return fail(false, "the replay got %s", second)
 	case second.Status != first.Status:
 		return fail(true, "the replay was answered %s, the first request %s%s", second, first, excerpt(second))
-	case second.Response != first.Response:
+	case !second.sameBody(first):
 		return fail(true, "the replay's body is not the first answer's bytes: a second payment, or a saved answer changed%s", diffNote(first, second))
 	}
 	marker := ""
-	if second.Header.Get("Idempotent-Replayed") != "" {
-		marker = ", marked Idempotent-Replayed"
+	if second.Replayed != "" {
+		marker = ", marked " + second.Replayed
 	}
 	after := ""
 	if r.cfg.ReplayAfter > 0 {
@@ -149,7 +178,7 @@ func caseOtherBody(ctx context.Context, r *run) Result {
 	again := r.send(ctx, q)
 	badEffects, _ := r.checkEffects(ctx, q, 1)
 	switch {
-	case a.ok() && a.Response == first.Response:
+	case a.ok() && a.sameBody(first):
 		return fail(true, "%s: answered with the first request's saved %s, as if it had been charged that amount", sent, a)
 	case a.ok():
 		return fail(true, "%s: accepted as a new payment (%s) under a key already used", sent, a)
@@ -157,12 +186,16 @@ func caseOtherBody(ctx context.Context, r *run) Result {
 		return *badEffects
 	case !again.same(first):
 		return fail(true, "%s: refused with %s, but then the original request was answered %s, not its saved answer", sent, a, again)
-	case a.Status == http.StatusUnprocessableEntity:
+	case a.Status == http.StatusUnprocessableEntity && r.cfg.Profile == ProfileDraft:
 		return pass("%s: refused with 422; the original still replays", sent)
+	case a.Status == http.StatusBadRequest && r.cfg.Profile == ProfileStripe && strings.Contains(a.Response, "idempotency_error"):
+		return pass("%s: refused with 400 idempotency_error, as Stripe does; the original still replays", sent)
 	case a.NoAnswer || a.Status >= 500:
-		return fail(false, "%s: %s", sent, a)
+		return fail(false, "%s: %s%s", sent, a, excerpt(a))
+	case r.cfg.Profile == ProfileStripe:
+		return differs("%s: refused with %s%s; Stripe answers 400 with an idempotency_error. The original still replays", sent, a, excerpt(a))
 	}
-	return differs("%s: refused with %s; the draft says 422. The original still replays", sent, a)
+	return differs("%s: refused with %s%s; the draft says 422. The original still replays", sent, a, excerpt(a))
 }
 
 // Case 3: the same key on another method is not a replay.
@@ -178,16 +211,66 @@ func caseOtherMethod(ctx context.Context, r *run) Result {
 	switch {
 	case a.same(first):
 		return fail(true, "PUT with the key of a POST was answered with the POST's saved %s: the key is not bound to the method", a)
-	case a.Header.Get("Idempotent-Replayed") != "":
-		return fail(true, "PUT with the key of a POST was answered %s marked Idempotent-Replayed", a)
+	case a.Replayed != "":
+		return fail(true, "PUT with the key of a POST was answered %s marked %s", a, a.Replayed)
 	}
-	return pass("PUT with the same key and body was answered %s, not the POST's saved answer", a)
+	detail := fmt.Sprintf("PUT with the same key and body was answered %s, not the POST's saved answer", a)
+	if r.cfg.OtherPath == "" {
+		return pass("%s (-other-path names a second POST path to send the key to as well)", detail)
+	}
+	other := q
+	other.url = r.otherPathURL()
+	b := r.send(ctx, other)
+	switch {
+	case b.same(first) || (b.ok() && b.sameBody(first)):
+		return fail(true, "POST %s with the key and body of a payment was answered with the payment's saved %s: the key is not bound to the path", r.cfg.OtherPath, b)
+	case b.Replayed != "":
+		return fail(true, "POST %s with the key of a payment was answered %s marked %s", r.cfg.OtherPath, b, b.Replayed)
+	}
+	return pass("%s; POST %s with them was answered %s, not a replay", detail, r.cfg.OtherPath, b)
 }
 
-// Case 4: a storm of requests with one key, released together.
+// Case 4: storms of requests with one key, released together.
+//
+// A race between requests of one key is found by design, not by chance:
+// every connection is opened and every request sent but its last byte,
+// then the last bytes go at once, so that the server starts them all
+// within a fraction of a millisecond; and -rounds storms, each with a
+// key of its own, leave a race window of a millisecond nowhere to hide.
+// With -gateway, the storm's charge is held at the gateway: a server
+// that looks its key up, charges, then writes its key holds the window
+// open for as long.
 func caseStorm(ctx context.Context, r *run) Result {
+	var last Result
+	for round := 1; round <= r.cfg.Rounds; round++ {
+		res, failed := stormRound(ctx, r)
+		if failed || res.Verdict != Pass {
+			if r.cfg.Rounds > 1 {
+				res.Detail = fmt.Sprintf("round %d of %d: %s", round, r.cfg.Rounds, res.Detail)
+			}
+			return res
+		}
+		last = res
+	}
+	if r.cfg.Rounds > 1 {
+		last.Detail = fmt.Sprintf("%d rounds, each with a key of its own; the last: %s", r.cfg.Rounds, last.Detail)
+	}
+	return last
+}
+
+// stormHold is how long the gateway holds a storm's charge.
+const stormHold = 300 * time.Millisecond
+
+// stormRound sends one storm; failed says it showed a failure.
+func stormRound(ctx context.Context, r *run) (Result, bool) {
 	q := r.action(4)
 	n := r.cfg.Storm
+	if r.gatewayUsed {
+		if err := r.gatewaySwitches(ctx, map[string]any{"latency_ms": stormHold.Milliseconds(), "latency_order_id": q.action}); err != nil {
+			return fail(false, "setting the gateway's latency: %v", err), true
+		}
+		defer r.gatewaySwitches(context.WithoutCancel(ctx), map[string]any{})
+	}
 	conns := make([]*rawConn, 0, n)
 	defer func() {
 		for _, c := range conns {
@@ -197,21 +280,26 @@ func caseStorm(ctx context.Context, r *run) Result {
 	for range n {
 		c, err := r.dialRaw(ctx, q)
 		if err != nil {
-			return fail(false, "opening %d connections: %v", n, err)
+			return fail(false, "opening %d connections: %v", n, err), true
 		}
 		conns = append(conns, c)
 	}
-	// The last byte of every request at once.
+	// The last byte of every request at once: each goroutine waits at
+	// the barrier, then writes.
 	var wg sync.WaitGroup
+	var ready sync.WaitGroup
+	ready.Add(n)
 	start := make(chan struct{})
 	sent := make([]time.Time, n)
 	for i, c := range conns {
 		wg.Go(func() {
+			ready.Done()
 			<-start
 			_ = c.release()
 			sent[i] = time.Now()
 		})
 	}
+	ready.Wait()
 	close(start)
 	wg.Wait()
 	spread := slices.MaxFunc(sent, time.Time.Compare).Sub(slices.MinFunc(sent, time.Time.Compare))
@@ -219,7 +307,7 @@ func caseStorm(ctx context.Context, r *run) Result {
 	for i, c := range conns {
 		wg.Go(func() {
 			hr, _, _ := r.newRequest(ctx, q)
-			answers[i] = c.read(hr)
+			answers[i] = c.read(r, hr)
 		})
 	}
 	wg.Wait()
@@ -237,7 +325,7 @@ func caseStorm(ctx context.Context, r *run) Result {
 			lost++
 			continue
 		case a.ok():
-			bodies[a.Response] = true
+			bodies[a.BodySHA256] = true
 			ok = a
 		case a.Status == http.StatusConflict || a.Status == http.StatusTooManyRequests:
 			if _, has := a.retryAfter(); !has {
@@ -251,28 +339,28 @@ func caseStorm(ctx context.Context, r *run) Result {
 	tally := tallyStatuses(statuses, lost)
 	head := fmt.Sprintf("%d requests released within %s: %s", n, spread.Round(10*time.Microsecond), tally)
 	if len(bodies) > 1 {
-		return fail(true, "%s; %d different successful bodies for one key: %d payments", head, len(bodies), len(bodies))
+		return fail(true, "%s; %d different successful bodies for one key: %d payments", head, len(bodies), len(bodies)), true
 	}
 	if bad, _ := r.checkEffects(ctx, q, 1); bad != nil {
 		bad.Detail = head + "; " + bad.Detail
-		return *bad
+		return *bad, true
 	}
 	if len(bodies) == 0 {
-		return fail(false, "%s; none succeeded", head)
+		return fail(false, "%s; none succeeded", head), true
 	}
 	again := r.send(ctx, q)
 	if !again.same(ok) {
-		return fail(true, "%s; a replay afterwards was answered %s, not the storm's success", head, again)
+		return fail(true, "%s; a replay afterwards was answered %s, not the storm's success", head, again), true
 	}
 	switch {
 	case lost > 0:
-		return fail(false, "%s; %d got no answer", head, lost)
+		return fail(false, "%s; %d got no answer", head, lost), true
 	case other > 0:
-		return differs("%s; the others should be 409 (or 429) with Retry-After", head)
+		return differs("%s; the others should be 409 (or 429) with Retry-After", head), false
 	case noRetryAfter > 0:
-		return differs("%s; %d of the refusals had no Retry-After", head, noRetryAfter)
+		return differs("%s; %d of the refusals had no Retry-After", head, noRetryAfter), false
 	}
-	return pass("%s", head)
+	return pass("%s", head), false
 }
 
 func tallyStatuses(statuses map[int]int, lost int) string {
@@ -313,7 +401,7 @@ func caseWhileRunning(ctx context.Context, r *run) Result {
 	firstDone := make(chan answer, 1)
 	go func() {
 		hr, _, _ := r.newRequest(ctx, q)
-		firstDone <- c.read(hr)
+		firstDone <- c.read(r, hr)
 	}()
 	if slowed && !r.waitPending(ctx, q.action, r.cfg.Timeout) {
 		first := <-firstDone
@@ -335,7 +423,7 @@ func caseWhileRunning(ctx context.Context, r *run) Result {
 	switch {
 	case !ran.ok():
 		return fail(false, "neither request succeeded: %s and %s%s", first, second, excerpt(first))
-	case other.ok() && other.Response != ran.Response:
+	case other.ok() && !other.sameBody(ran):
 		return fail(true, "two requests with one key, the second sent while the first was running, were both charged%s", diffNote(ran, other))
 	case other.ok():
 		how := "the second waited for the first one, then got its answer"
@@ -365,38 +453,45 @@ func caseKeyForms(ctx context.Context, r *run) Result {
 		a := r.send(ctx, q)
 		switch {
 		case a.NoAnswer || a.Status >= 500:
-			problems = append(problems, fmt.Sprintf("%s: %s", what, a))
+			problems = append(problems, fmt.Sprintf("%s: %s%s", what, a, excerpt(a)))
 		case a.Status == http.StatusBadRequest:
 			notes = append(notes, what+" 400")
 		case a.ok():
 			problems = append(problems, fmt.Sprintf("%s: accepted (%d), charged with no usable key", what, a.Status))
 		default:
-			problems = append(problems, fmt.Sprintf("%s: %d, the draft says 400", what, a.Status))
+			problems = append(problems, fmt.Sprintf("%s: %s%s, the draft says 400", what, a, excerpt(a)))
 		}
 	}
 	check("no key", func(q *req) { q.noKey = true })
 	check("empty key", func(q *req) { q.key, q.header = "", "" })
-	check("256-character key", func(q *req) { q.key = strings.Repeat("k", 256); q.header = q.key })
+	check("256-character key", func(q *req) { q.key = r.randomKey(256); q.header = q.key })
 
-	// The draft's quoted form, then the same key bare: one key.
+	// The draft's quoted form, then the same key bare. Both are legal
+	// readings: one key (the draft's), or two. The server's answers say
+	// which, and the history records them so.
 	q := r.action(6)
 	q.header = `"` + q.key + `"`
+	q.noRecord = true
 	quoted := r.send(ctx, q)
 	bare := q
 	bare.header = ""
 	switch {
 	case !quoted.ok():
-		problems = append(problems, fmt.Sprintf("the draft's quoted form \"…\" was answered %s", quoted))
+		r.record(quoted.Record)
+		problems = append(problems, fmt.Sprintf("the draft's quoted form \"…\" was answered %s%s", quoted, excerpt(quoted)))
 	default:
 		again := r.send(ctx, bare)
 		switch {
 		case again.same(quoted):
+			quoted.Key = q.key // one key: the history says so
 			notes = append(notes, `"key" and key are one key`)
 		case again.ok():
-			problems = append(problems, fmt.Sprintf("the quoted form \"%s\" and the bare %s are two keys here: two payments", short(q.key, 8), short(q.key, 8)))
+			notes = append(notes, fmt.Sprintf("the quoted form \"%s…\" and the bare %s… are two keys here (legal, but a client that sends both pays twice)", short(q.key, 8), short(q.key, 8)))
 		default:
-			problems = append(problems, fmt.Sprintf("the bare form of a key first sent quoted was answered %s", again))
+			problems = append(problems, fmt.Sprintf("the bare form of a key first sent quoted was answered %s%s", again, excerpt(again)))
 		}
+		r.record(quoted.Record)
+		r.record(again.Record)
 	}
 	// A key holding personal data: a server cannot refuse it, but the
 	// client that sends one puts it in every table and log it reaches.
@@ -416,7 +511,10 @@ func caseKeyForms(ctx context.Context, r *run) Result {
 	return pass("%s", detail)
 }
 
-// Case 7: two callers with one key never see each other's answers.
+// Case 7: two callers with one key never see each other's answers: the
+// second caller sends the first one's key with the very same body (a
+// server that keys its saved answers by the key alone hands it the first
+// caller's payment), then with another body.
 func caseTwoCallers(ctx context.Context, r *run) Result {
 	if r.cfg.OtherAuth == "" {
 		return skip("needs -other-auth, a second caller's Authorization")
@@ -426,19 +524,43 @@ func caseTwoCallers(ctx context.Context, r *run) Result {
 	if bad != nil {
 		return *bad
 	}
-	other := q
+	same := q
+	same.other = true
+	s := r.send(ctx, same)
+	if s.ok() && s.sameBody(first) || s.Replayed != "" && s.sameBody(first) {
+		return fail(true, "the second caller, with the first caller's key and the same body, was answered the first caller's %s (the same %d bytes%s): another customer's payment", s, s.BodyBytes, markerNote(s))
+	}
+	// Another key of the first caller's for the other body: the second
+	// caller's own use of the first key would make it refuse.
+	q2 := r.action(7)
+	first2, bad := r.firstPayment(ctx, q2)
+	if bad != nil {
+		return *bad
+	}
+	other := q2
 	other.other = true
 	other.action = r.newID()
 	a := r.send(ctx, other)
 	switch {
-	case a.same(first) || (a.ok() && a.Response == first.Response):
-		return fail(true, "the second caller, with the first caller's key, was answered the first caller's %s: another customer's payment", a)
+	case a.ok() && a.sameBody(first2):
+		return fail(true, "the second caller, with the first caller's key and another body, was answered the first caller's %s: another customer's payment", a)
+	case !s.ok() && (s.Status == http.StatusUnprocessableEntity || s.Status == http.StatusConflict):
+		return differs("the second caller, with the first caller's key and the same body, was refused with %d%s: keys are shared between callers, so one caller learns that another used a key", s.Status, excerpt(s))
+	case !s.ok():
+		return fail(false, "the second caller, with the first caller's key and the same body, was answered %s%s (is -other-auth a valid credential?)", s, excerpt(s))
 	case a.ok():
-		return pass("the second caller's request with the same key is a payment of its own (%s)", a)
+		return pass("the second caller's requests with the first caller's key are payments of its own: the same body %s, another body %s", s, a)
 	case a.Status == http.StatusUnprocessableEntity || a.Status == http.StatusConflict:
-		return differs("the second caller was refused with %d: keys are shared between callers, so one caller learns that another used a key", a.Status)
+		return differs("the second caller with the same body got a payment of its own (%s), but with another body was refused with %d%s: keys are shared between callers", s, a.Status, excerpt(a))
 	}
-	return fail(false, "the second caller was answered %s%s (is -other-auth a valid credential?)", a, excerpt(a))
+	return fail(false, "the second caller, with the first caller's key and another body, was answered %s%s (is -other-auth a valid credential?)", a, excerpt(a))
+}
+
+func markerNote(a answer) string {
+	if a.Replayed == "" {
+		return ""
+	}
+	return ", marked " + a.Replayed
 }
 
 // Case 8: an invalid body is not saved: the corrected request runs.
@@ -451,12 +573,12 @@ func caseInvalidBody(ctx context.Context, r *run) Result {
 	badQ.badBody = true
 	a := r.send(ctx, badQ)
 	if a.ok() {
-		return skip("the endpoint accepted an invalid body (%s)", a)
+		return differs("an invalid body (%s) was accepted with %s%s; the draft answers 400", short(r.body(badQ), 80), a, excerpt(a))
 	}
 	good := r.send(ctx, q)
 	if !good.ok() {
-		if good.Status == a.Status && good.Response == a.Response {
-			return fail(false, "the invalid body's %d was saved: the corrected request with the same key got it again", a.Status)
+		if good.same(a) {
+			return fail(false, "the invalid body's %d was saved: the corrected request with the same key got it again%s", a.Status, excerpt(good))
 		}
 		return fail(false, "the corrected request was answered %s%s", good, excerpt(good))
 	}
@@ -635,7 +757,7 @@ func noQueueWhileArriving(ctx context.Context, r *run) Result {
 		c.conn.Close()
 	} else {
 		hr, _, _ := r.newRequest(ctx, slow)
-		r.record(c.read(hr).Record)
+		r.record(c.read(r, hr).Record)
 	}
 	held := "while a request was still sending its body"
 	if reading {
@@ -650,9 +772,20 @@ func noQueueWhileArriving(ctx context.Context, r *run) Result {
 	return pass("another key was answered in %s %s (-gateway also holds one at the gateway)", b.End.Sub(b.Start).Round(100*time.Microsecond), held)
 }
 
-// Case 11: the key policy is published (informational).
+// policyInfo is what case 11 read of the endpoint's published policy.
+type policyInfo struct {
+	url       string
+	retention time.Duration // 0 when it names none
+}
+
+// maxPolicyBytes bounds the policy document read.
+const maxPolicyBytes = 256 << 10
+
+// Case 11: the key policy is published (informational). A document
+// counts as a policy only if it names how long keys are kept.
 func casePolicy(ctx context.Context, r *run) Result {
 	u, _ := urlOrigin(r.cfg.URL)
+	var seen []string
 	for _, path := range []string{"/v1/idempotency-policy", "/.well-known/idempotency-policy", "/idempotency-policy"} {
 		hr, err := http.NewRequestWithContext(ctx, http.MethodGet, u+path, nil)
 		if err != nil {
@@ -662,12 +795,95 @@ func casePolicy(ctx context.Context, r *run) Result {
 		if err != nil {
 			break
 		}
+		b, _ := io.ReadAll(io.LimitReader(res.Body, maxPolicyBytes))
 		res.Body.Close()
-		if res.StatusCode == http.StatusOK {
-			return Result{Verdict: Info, Detail: "published at " + u + path}
+		if res.StatusCode != http.StatusOK {
+			continue
 		}
+		if d, field, ok := retentionOf(b); ok {
+			r.policy = &policyInfo{url: u + path, retention: d}
+			return Result{Verdict: Info, Detail: fmt.Sprintf("published at %s: keys kept %s (%s)", u+path, d, field)}
+		}
+		seen = append(seen, fmt.Sprintf("%s answers 200%s but names no retention", u+path, excerptOf(string(b))))
+	}
+	if len(seen) > 0 {
+		return Result{Verdict: Info, Detail: strings.Join(seen, "; ") + ": not a policy the draft asks for (how long keys are kept)"}
 	}
 	return Result{Verdict: Info, Detail: "no policy found at " + u + "/v1/idempotency-policy or /.well-known/idempotency-policy; the draft asks servers to publish how long keys are kept"}
+}
+
+// retentionOf finds how long keys are kept in a policy document: a
+// top-level member whose name speaks of retention, expiry or a TTL,
+// holding seconds or a duration ("24h", "PT24H").
+func retentionOf(doc []byte) (time.Duration, string, bool) {
+	var obj map[string]any
+	if json.Unmarshal(doc, &obj) != nil {
+		return 0, "", false
+	}
+	for _, name := range slices.Sorted(maps.Keys(obj)) {
+		lower := strings.ToLower(name)
+		if !strings.Contains(lower, "retention") && !strings.Contains(lower, "ttl") && !strings.Contains(lower, "expir") {
+			continue
+		}
+		switch v := obj[name].(type) {
+		case float64:
+			if v > 0 {
+				unit := time.Second
+				if strings.Contains(lower, "ms") || strings.Contains(lower, "milli") {
+					unit = time.Millisecond
+				} else if strings.Contains(lower, "hour") {
+					unit = time.Hour
+				}
+				return time.Duration(v * float64(unit)), name, true
+			}
+		case string:
+			if d, err := time.ParseDuration(v); err == nil && d > 0 {
+				return d, name, true
+			}
+			if d, ok := isoDuration(v); ok {
+				return d, name, true
+			}
+		}
+	}
+	return 0, "", false
+}
+
+// isoDuration reads the ISO 8601 durations policies use: PnDTnHnMnS.
+func isoDuration(s string) (time.Duration, bool) {
+	s = strings.ToUpper(strings.TrimSpace(s))
+	if !strings.HasPrefix(s, "P") || len(s) < 3 {
+		return 0, false
+	}
+	var d time.Duration
+	inTime := false
+	num := ""
+	for _, c := range s[1:] {
+		switch {
+		case c == 'T':
+			inTime = true
+		case c >= '0' && c <= '9':
+			num += string(c)
+		default:
+			n, err := strconv.Atoi(num)
+			if err != nil {
+				return 0, false
+			}
+			num = ""
+			switch {
+			case c == 'D' && !inTime:
+				d += time.Duration(n) * 24 * time.Hour
+			case c == 'H' && inTime:
+				d += time.Duration(n) * time.Hour
+			case c == 'M' && inTime:
+				d += time.Duration(n) * time.Minute
+			case c == 'S' && inTime:
+				d += time.Duration(n) * time.Second
+			default:
+				return 0, false
+			}
+		}
+	}
+	return d, d > 0 && num == ""
 }
 
 func urlOrigin(raw string) (string, error) {

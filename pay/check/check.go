@@ -4,15 +4,20 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +63,29 @@ type Config struct {
 	Wait func(ctx context.Context, d time.Duration) error
 	// Only, when set, runs only these cases.
 	Only []int
+
+	// Rounds is how many storms of one key case 4 sends, each with a key
+	// of its own: a race window of a millisecond is missed by one storm
+	// now and then, never by all of them.
+	Rounds int
+	// OtherPath is a second POST path of the API (such as /v1/refunds):
+	// case 3 sends the key of a payment there too.
+	OtherPath string
+	// Profile names the conventions a DIFFERS is measured against:
+	// "draft" (the IETF draft, the default) or "stripe".
+	Profile string
+	// Strict makes a run whose cases only differ from the profile exit 3.
+	Strict bool
+	// MaxHeaderBytes and MaxBodyBytes bound what is read of one answer;
+	// Timeout bounds the time it takes. An answer past a bound is not
+	// compared, and its case says so.
+	MaxHeaderBytes, MaxBodyBytes int64
+	// VerifyTimeout bounds the check of the history.
+	VerifyTimeout time.Duration
+	// Insecure skips the verification of the endpoint's TLS certificate;
+	// RootCAs, when set, is the only set of authorities trusted.
+	Insecure bool
+	RootCAs  *x509.CertPool
 }
 
 // DefaultBody is paytwice's own request body.
@@ -70,12 +98,43 @@ const (
 	DefaultPatience  = time.Minute
 	DefaultKeyHeader = "Idempotency-Key"
 	maxStorm         = 500
-	maxRetryWait     = 5 * time.Second // the longest Retry-After honoured
-	maxRetries       = 200
+	// DefaultRounds storms of one key catch a claim that reads, then
+	// writes 1 ms later, in every one of 20 runs on two busy cores.
+	DefaultRounds = 5
+	maxRounds     = 100
+	// DefaultMaxHeaderBytes fits any real API's headers many times over.
+	DefaultMaxHeaderBytes = 64 << 10
+	// DefaultMaxBodyBytes fits any real API's answer to one payment.
+	DefaultMaxBodyBytes  = 1 << 20
+	DefaultVerifyTimeout = 20 * time.Second
+	// keepBytes is how much of each answer's body a record keeps: the
+	// whole body is compared by its hash, the start of it is for reading.
+	keepBytes = 16 << 10
+	// probeTimeout bounds the first payment: an endpoint that does not
+	// take it stops the run within 10 s.
+	probeTimeout = 8 * time.Second
+	maxRetryWait = 5 * time.Second // the longest Retry-After honoured
+	maxRetries   = 200
 )
 
-// ErrUnreachable says the endpoint could not be reached at all.
-var ErrUnreachable = errors.New("the endpoint cannot be reached")
+// The errors that end a run before any verdict: the checker cannot test
+// this endpoint as configured. A caller exits 2 on each of them.
+var (
+	// ErrUnreachable says the endpoint could not be reached at all.
+	ErrUnreachable = errors.New("the endpoint cannot be reached")
+	// ErrNotAccepted says the endpoint was reached but did not take a
+	// plain good payment (at the start, or any more during the run).
+	ErrNotAccepted = errors.New("the endpoint does not take a good payment")
+	// ErrOracle says an oracle (-count-url, -gateway) did not prove
+	// itself on a payment known to have one effect.
+	ErrOracle = errors.New("the oracle cannot be trusted")
+)
+
+// Profiles.
+const (
+	ProfileDraft  = "draft"
+	ProfileStripe = "stripe"
+)
 
 // Validate says what is wrong with the configuration, naming the flag.
 func (c Config) Validate() error {
@@ -95,6 +154,16 @@ func (c Config) Validate() error {
 		return errors.New("-timeout must be positive")
 	case c.Patience < 0:
 		return errors.New("-patience must not be negative")
+	case c.Rounds < 0 || c.Rounds > maxRounds:
+		return fmt.Errorf("-rounds must be between 1 and %d", maxRounds)
+	case c.MaxHeaderBytes < 0 || c.MaxBodyBytes < 0:
+		return errors.New("-max-header-bytes and -max-body-bytes must be positive")
+	case c.VerifyTimeout < 0:
+		return errors.New("-verify-timeout must be positive")
+	case c.Profile != "" && c.Profile != ProfileDraft && c.Profile != ProfileStripe:
+		return fmt.Errorf("-profile must be %q or %q, not %q", ProfileDraft, ProfileStripe, c.Profile)
+	case c.OtherPath != "" && !strings.HasPrefix(c.OtherPath, "/"):
+		return fmt.Errorf("-other-path must be a path such as /v1/refunds, not %q", c.OtherPath)
 	case c.ReplayAfter < 0:
 		return errors.New("-replay-after must not be negative")
 	case c.CountField != "" && c.CountURL == "":
@@ -126,6 +195,7 @@ func (c Config) Validate() error {
 type run struct {
 	cfg    Config
 	client *http.Client
+	tls    *tls.Config
 	rng    *rand.Rand
 	rngMu  sync.Mutex
 	prefix string
@@ -135,15 +205,36 @@ type run struct {
 	history []Record
 	ids     int
 
-	// gatewayUsed says the endpoint charges through -gateway (learnt in
-	// case 1); oracle names how effects are counted.
+	// gatewayUsed says the endpoint charges through -gateway (proved on
+	// the first payment); oracle names how effects are counted.
 	gatewayUsed bool
 	oracle      string
+	notes       []string
+
+	// stopErr, once set, ends the run: the endpoint stopped taking good
+	// payments. cancel stops what is in flight.
+	stopErr error
+	cancel  context.CancelFunc
+
+	// Per case: a bound an answer went past, and why an oracle could not
+	// count (both turn a verdict into "not decided").
+	bound      string
+	countErr   string
+	effectFail bool
+
+	// policy is what case 11 read of the published policy; reuse is the
+	// key case 1 used before waiting -replay-after, for case 19.
+	policy *policyInfo
+	reuse  *reusedKey
 }
 
 // Run runs the cases against cfg.URL and checks the history they make.
-// Its error is ErrUnreachable (wrapped) when the endpoint cannot be
-// reached, or a configuration error; failures are in the report.
+// Before any case, the endpoint must take one plain payment and each
+// oracle must count exactly its one effect; otherwise the error wraps
+// ErrUnreachable, ErrNotAccepted or ErrOracle and says what came back.
+// ErrNotAccepted also ends a run whose endpoint stops taking payments
+// halfway. Other errors are configuration errors; failures are in the
+// report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.KeyHeader == "" {
 		cfg.KeyHeader = DefaultKeyHeader
@@ -154,11 +245,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Storm == 0 {
 		cfg.Storm = DefaultStorm
 	}
+	if cfg.Rounds == 0 {
+		cfg.Rounds = DefaultRounds
+	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Patience == 0 {
 		cfg.Patience = DefaultPatience
+	}
+	if cfg.MaxHeaderBytes == 0 {
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.VerifyTimeout == 0 {
+		cfg.VerifyTimeout = DefaultVerifyTimeout
+	}
+	if cfg.Profile == "" {
+		cfg.Profile = ProfileDraft
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -166,56 +272,161 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Wait == nil {
 		cfg.Wait = sleep
 	}
-	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), t0: time.Now()}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), t0: time.Now(), cancel: cancel}
 	r.prefix = fmt.Sprintf("chk-%06x", r.rng.Uint32()&0xffffff)
+	r.tls = &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs}
 	r.client = &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{
 		MaxIdleConnsPerHost: cfg.Storm, DisableCompression: true,
-		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		DialContext:            (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxResponseHeaderBytes: cfg.MaxHeaderBytes,
+		TLSClientConfig:        r.tls,
+		TLSHandshakeTimeout:    5 * time.Second,
 	}}
 	defer r.client.CloseIdleConnections()
-	// Reachable at all? An answer of any status will do.
-	probe := req{group: "probe", action: r.newID(), noRecord: true, key: r.newKey()}
-	if a := r.send(ctx, probe); a.NoAnswer {
-		return nil, fmt.Errorf("%w: POST %s: %s", ErrUnreachable, cfg.URL, a.Error)
-	}
-	// Does the endpoint charge through -gateway? Only then do its books
-	// count, and its switches reach the endpoint's payments.
-	if cfg.Gateway != "" {
-		n, err := r.countAt(ctx, strings.TrimRight(cfg.Gateway, "/")+"/charges?order_id="+url.QueryEscape(probe.action), "charges")
-		r.gatewayUsed = err == nil && n > 0
-	}
-	switch {
-	case r.gatewayUsed:
-		r.oracle = "the gateway's books"
-	case cfg.CountURL != "":
-		r.oracle = "-count-url"
+	if err := r.prove(ctx); err != nil {
+		return nil, err
 	}
 
-	rep := &Report{URL: cfg.URL, Seed: cfg.Seed, Storm: cfg.Storm, Oracle: r.oracle}
+	rep := &Report{Schema: SchemaVersion, URL: cfg.URL, Seed: cfg.Seed, Storm: cfg.Storm, Rounds: cfg.Rounds,
+		Profile: cfg.Profile, Oracle: r.oracle, Strict: cfg.Strict}
 	for _, c := range cases {
 		if len(cfg.Only) > 0 && !containsInt(cfg.Only, c.num) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
+			if r.stopped() != nil {
+				return nil, r.stopped()
+			}
 			return nil, err
 		}
+		r.bound, r.countErr, r.effectFail = "", "", false
 		start := time.Now()
 		res := c.run(ctx, r)
+		if err := r.stopped(); err != nil {
+			return nil, err
+		}
 		res.Case, res.Name = c.num, c.name
 		res.Seconds = time.Since(start).Seconds()
-		if res.Verdict == Pass && r.oracle == "" && c.counts {
+		switch {
+		case r.bound != "" && !r.effectFail && res.Verdict != Skip && res.Verdict != Info:
+			res = Result{Case: c.num, Name: c.name, Verdict: Skip, Seconds: res.Seconds,
+				Detail: "not decided: " + r.bound + " (its verdict would have been " + string(res.Verdict) + ": " + res.Detail + ")"}
+		case r.countErr != "" && res.Verdict == Pass && c.counts:
+			res.Weak = true
+			res.Detail += "; not counted: " + r.countErr
+		case res.Verdict == Pass && r.oracle == OracleNone && c.counts:
 			res.Weak = true
 		}
 		rep.Results = append(rep.Results, res)
 	}
+	rep.Notes = r.notes
 	rep.History = r.records()
-	lin, err := CheckHistory(rep.History, 30*time.Second, "")
+	checkStart := time.Now()
+	lin, err := CheckHistory(rep.History, cfg.VerifyTimeout, "")
 	if err != nil {
 		return nil, err
 	}
+	lin.Seconds = time.Since(checkStart).Seconds()
 	rep.Linearizability = lin
+	rep.sequences()
 	rep.Seconds = time.Since(r.t0).Seconds()
 	return rep, nil
+}
+
+// stop ends the run with err (the first one given wins).
+func (r *run) stop(err error) {
+	r.mu.Lock()
+	if r.stopErr == nil {
+		r.stopErr = err
+	}
+	r.mu.Unlock()
+	r.cancel()
+}
+
+func (r *run) stopped() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopErr
+}
+
+// Oracle names, as the report gives them.
+const (
+	OracleGateway  = "gateway"
+	OracleCountURL = "count-url"
+	OracleNone     = "none"
+)
+
+// prove sends one plain payment, which the endpoint must take, and has
+// each oracle count its effects: exactly one, or the oracle is not to
+// be trusted with any verdict.
+func (r *run) prove(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, min(r.cfg.Timeout, probeTimeout))
+	defer cancel()
+	probe := req{group: "probe", action: r.newID(), noRecord: true, key: r.newKey(), amount: r.newAmount()}
+	a := r.send(pctx, probe)
+	switch {
+	case a.NoAnswer && a.unreached:
+		return fmt.Errorf("%w: POST %s: %s", ErrUnreachable, r.cfg.URL, a.Error)
+	case a.NoAnswer && a.bound != "":
+		return fmt.Errorf("%w: POST %s was reached, but %s", ErrNotAccepted, r.cfg.URL, a.bound)
+	case a.NoAnswer:
+		return fmt.Errorf("%w: POST %s was reached, but gave no answer to a first good payment: %s", ErrNotAccepted, r.cfg.URL, a.Error)
+	case a.bound != "":
+		return fmt.Errorf("%w: POST %s answered %s, but %s", ErrNotAccepted, r.cfg.URL, a, a.bound)
+	case !a.ok():
+		return fmt.Errorf("%w: POST %s answered a first good payment (body %s) with %s%s; see -body and -H", ErrNotAccepted, r.cfg.URL, short(a.Body, 120), a, excerpt(a))
+	}
+	if r.cfg.Gateway != "" {
+		u := r.gatewayCountURL(probe.action)
+		n, err := r.countAt(pctx, u, "charges")
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: -gateway: %v", ErrOracle, err)
+		case n == 0:
+			r.notes = append(r.notes, fmt.Sprintf("-gateway %s: its books hold no charge for the first payment the endpoint took, so the endpoint does not charge through it: its books and switches are not used", r.cfg.Gateway))
+		case n == 1:
+			r.gatewayUsed = true
+		default:
+			return fmt.Errorf("%w: -gateway: its books hold %d charges for one payment, want 1 (GET %s)", ErrOracle, n, u)
+		}
+	}
+	if r.cfg.CountURL != "" {
+		u := strings.ReplaceAll(r.cfg.CountURL, "{{id}}", url.QueryEscape(probe.action))
+		n, err := r.countAt(pctx, u, r.cfg.CountField)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: -count-url: %v", ErrOracle, err)
+		case n != 1:
+			return fmt.Errorf("%w: -count-url lists %d effects for one payment the endpoint took, want 1 (GET %s, field %q)", ErrOracle, n, u, r.cfg.CountField)
+		}
+	}
+	switch {
+	case r.gatewayUsed:
+		r.oracle = OracleGateway
+	case r.cfg.CountURL != "":
+		r.oracle = OracleCountURL
+	default:
+		r.oracle = OracleNone
+	}
+	return nil
+}
+
+// alive says whether the endpoint still takes a fresh plain payment. A
+// run whose endpoint does not is stopped: no verdict it gave after that
+// would be about idempotency.
+func (r *run) alive(ctx context.Context, why string) bool {
+	pctx, cancel := context.WithTimeout(ctx, min(r.cfg.Timeout, probeTimeout))
+	defer cancel()
+	a := r.send(pctx, req{group: "probe", action: r.newID(), noRecord: true, key: r.newKey(), amount: r.newAmount()})
+	if a.ok() {
+		return true
+	}
+	if ctx.Err() == nil {
+		r.stop(fmt.Errorf("%w any more: %s, and a fresh payment with a fresh key was answered %s%s", ErrNotAccepted, why, a, excerpt(a)))
+	}
+	return false
 }
 
 func containsInt(xs []int, x int) bool {
@@ -271,6 +482,27 @@ func (r *run) newKey() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
+// keyChars are the characters of a random key: letters, digits and the
+// marks every server's key syntax allows.
+const keyChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// randomKey is a key of n random characters.
+func (r *run) randomKey(n int) string {
+	r.rngMu.Lock()
+	defer r.rngMu.Unlock()
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = keyChars[r.rng.IntN(len(keyChars))]
+	}
+	return string(b)
+}
+
+// otherPathURL is -other-path on the endpoint's origin.
+func (r *run) otherPathURL() string {
+	origin, _ := urlOrigin(r.cfg.URL)
+	return origin + r.cfg.OtherPath
+}
+
 // newAmount is a fresh amount.
 func (r *run) newAmount() int64 {
 	r.rngMu.Lock()
@@ -292,6 +524,15 @@ type req struct {
 	other       bool // as the second caller (-other-auth)
 	noRecord    bool
 	caseNum     int
+	// noBody sends no body (a GET); lowerHeader sends the key under the
+	// header's name in lower case.
+	noBody, lowerHeader bool
+	// fingerprintAs, when set, is the fingerprint recorded: the request
+	// is the same as another one in other bytes (reordered JSON).
+	fingerprintAs string
+	// recordKey, when set, is the key the history records: the same key
+	// reused once its retention is over is, for the model, another key.
+	recordKey string
 	// expectContinue asks for "100 Continue" (Expect: 100-continue): a
 	// server sends it once it starts reading the body, which tells the
 	// checker that the request is in the server's hands.
@@ -325,7 +566,11 @@ func (r *run) newRequest(ctx context.Context, q req) (*http.Request, string, err
 		u = r.cfg.URL
 	}
 	body := r.body(q)
-	hr, err := http.NewRequestWithContext(ctx, method, u, strings.NewReader(body))
+	var rd io.Reader = strings.NewReader(body)
+	if q.noBody {
+		body, rd = "", nil
+	}
+	hr, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return nil, "", err
 	}
@@ -334,9 +579,11 @@ func (r *run) newRequest(ctx context.Context, q req) (*http.Request, string, err
 			hr.Header.Add(name, v)
 		}
 	}
-	if r.cfg.Form {
+	switch {
+	case q.noBody:
+	case r.cfg.Form:
 		hr.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	} else {
+	default:
 		hr.Header.Set("Content-Type", "application/json")
 	}
 	if q.other {
@@ -347,6 +594,10 @@ func (r *run) newRequest(ctx context.Context, q req) (*http.Request, string, err
 	}
 	switch {
 	case q.noKey:
+	case q.lowerHeader:
+		// Sent as written: Go writes a header name that is not in its
+		// canonical form as it is.
+		hr.Header[strings.ToLower(r.cfg.KeyHeader)] = []string{q.key}
 	case q.header != "" || q.key == "":
 		hr.Header[http.CanonicalHeaderKey(r.cfg.KeyHeader)] = []string{q.header}
 	default:
@@ -355,32 +606,54 @@ func (r *run) newRequest(ctx context.Context, q req) (*http.Request, string, err
 	return hr, body, nil
 }
 
-// recordOf starts q's history record.
+// recordOf starts q's history record. Its key is the header's value as
+// sent: whether a quoted and a bare form are one key is for the server's
+// answers to tell (case 6 records them as one when they are).
 func (r *run) recordOf(q req, method, u, body string) Record {
 	caller := "main"
 	if q.other {
 		caller = "other"
 	}
 	key := q.key
-	if q.noKey {
+	switch {
+	case q.noKey:
 		key = ""
+	case q.header != "":
+		key = q.header
+	}
+	if q.recordKey != "" {
+		key = q.recordKey
+	}
+	fp := fingerprint(method, u, body)
+	if q.fingerprintAs != "" {
+		fp = q.fingerprintAs
 	}
 	return Record{Kind: KindRequest, Case: q.caseNum, Group: q.group, Action: q.action, Caller: caller, Key: key,
-		Method: method, URL: u, Body: body, Fingerprint: fingerprint(method, u, body)}
+		Method: method, URL: u, Body: body, Fingerprint: fp}
 }
 
 // answer is one request's outcome.
 type answer struct {
 	Record
 	Header http.Header
+	// unreached says the connection could not even be opened; bound,
+	// which bound the answer went past (it is then not compared).
+	unreached bool
+	bound     string
 }
 
 // ok says the request was answered with a 2xx.
 func (a answer) ok() bool { return !a.NoAnswer && a.Status >= 200 && a.Status < 300 }
 
-// same says a and b are the same answer: status and bytes.
+// same says a and b are the same answer: status and bytes, compared
+// whole by their hash. Answers past a bound are never the same.
 func (a answer) same(b answer) bool {
-	return !a.NoAnswer && !b.NoAnswer && a.Status == b.Status && a.Response == b.Response
+	return !a.NoAnswer && !b.NoAnswer && a.bound == "" && b.bound == "" && a.Status == b.Status && a.BodySHA256 == b.BodySHA256
+}
+
+// sameBody says a and b carry the same bytes, whatever their status.
+func (a answer) sameBody(b answer) bool {
+	return !a.NoAnswer && !b.NoAnswer && a.bound == "" && b.bound == "" && a.BodySHA256 == b.BodySHA256
 }
 
 func (a answer) String() string {
@@ -405,8 +678,6 @@ func (a answer) retryAfter() (time.Duration, bool) {
 	return 0, false
 }
 
-const maxResponse = 1 << 20
-
 // send sends q and records it.
 func (r *run) send(ctx context.Context, q req) answer {
 	hr, body, err := r.newRequest(ctx, q)
@@ -417,7 +688,7 @@ func (r *run) send(ctx context.Context, q req) answer {
 		return answer{Record: rec}
 	}
 	res, err := r.client.Do(hr)
-	a := finish(rec, res, err)
+	a := r.finish(rec, res, err)
 	if !q.noRecord {
 		r.record(a.Record)
 	}
@@ -445,8 +716,12 @@ func orDefault(s, def string) string {
 type rawConn struct {
 	conn net.Conn
 	in   *bufio.Reader
-	rest []byte // the bytes not yet sent
-	rec  Record
+	// capped bounds what is read from conn: the header bytes, then the
+	// body's.
+	capped  *capReader
+	bodyMax int64
+	rest    []byte // the bytes not yet sent
+	rec     Record
 	// deadline ends the whole exchange (-timeout).
 	deadline time.Time
 }
@@ -476,7 +751,8 @@ func (r *run) dialRaw(ctx context.Context, q req) (*rawConn, error) {
 		return nil, err
 	}
 	if hr.URL.Scheme == "https" {
-		tc := tls.Client(conn, &tls.Config{ServerName: hr.URL.Hostname(), NextProtos: []string{"http/1.1"}})
+		tc := tls.Client(conn, &tls.Config{ServerName: hr.URL.Hostname(), NextProtos: []string{"http/1.1"},
+			InsecureSkipVerify: r.tls.InsecureSkipVerify, RootCAs: r.tls.RootCAs})
 		if err := tc.HandshakeContext(ctx); err != nil {
 			conn.Close()
 			return nil, err
@@ -491,7 +767,9 @@ func (r *run) dialRaw(ctx context.Context, q req) (*rawConn, error) {
 		return nil, err
 	}
 	rec := r.recordOf(q, hr.Method, hr.URL.String(), body)
-	return &rawConn{conn: conn, in: bufio.NewReader(conn), rest: data[len(data)-1:], rec: rec, deadline: deadline}, nil
+	capped := &capReader{r: conn, left: r.cfg.MaxHeaderBytes, what: fmt.Sprintf("its headers went past %d bytes (-max-header-bytes)", r.cfg.MaxHeaderBytes)}
+	return &rawConn{conn: conn, in: bufio.NewReader(capped), capped: capped, bodyMax: r.cfg.MaxBodyBytes,
+		rest: data[len(data)-1:], rec: rec, deadline: deadline}, nil
 }
 
 // release sends the last byte: the server now has the whole request.
@@ -505,13 +783,42 @@ func (c *rawConn) release() error {
 const maxInterim = 10
 
 // read reads the answer, past any interim 1xx, and closes the connection.
-func (c *rawConn) read(req *http.Request) answer {
+func (c *rawConn) read(r *run, req *http.Request) answer {
 	defer c.conn.Close()
 	res, err := http.ReadResponse(c.in, req)
 	for i := 0; err == nil && isInterim(res.StatusCode) && i < maxInterim; i++ {
 		res, err = http.ReadResponse(c.in, req)
 	}
-	return finish(c.rec, res, err)
+	if err == nil {
+		// The headers are in: what is left to read is the body (and what
+		// the bufio.Reader already holds of it).
+		c.capped.left = c.bodyMax + 1
+	}
+	return r.finish(c.rec, res, err)
+}
+
+// capReader reads at most left bytes, then fails with what.
+type capReader struct {
+	r    io.Reader
+	left int64
+	what string
+}
+
+// boundError says an answer went past a bound of the checker's.
+type boundError struct{ what string }
+
+func (e *boundError) Error() string { return e.what }
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, &boundError{c.what}
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 func isInterim(status int) bool {
@@ -533,20 +840,80 @@ func (c *rawConn) awaitContinue(limit time.Duration) bool {
 	return err == nil && res.StatusCode == http.StatusContinue
 }
 
-// finish reads res (or takes err) into rec's answer, ending it now.
-func finish(rec Record, res *http.Response, err error) answer {
+// finish reads res (or takes err) into rec's answer, ending it now. The
+// body is read up to -max-body-bytes and hashed whole; the record keeps
+// its first keepBytes. An answer past a bound says which.
+func (r *run) finish(rec Record, res *http.Response, err error) answer {
 	a := answer{Record: rec}
 	if err == nil {
-		var b []byte
-		b, err = io.ReadAll(io.LimitReader(res.Body, maxResponse))
+		h := sha256.New()
+		var kept bytes.Buffer
+		n, rerr := io.Copy(io.MultiWriter(h, &limitedBuffer{b: &kept, max: keepBytes}), io.LimitReader(res.Body, r.cfg.MaxBodyBytes+1))
 		res.Body.Close()
-		a.Status, a.Response, a.Header = res.StatusCode, string(b), res.Header
+		a.Status, a.Response, a.Header = res.StatusCode, kept.String(), res.Header
+		a.BodySHA256, a.BodyBytes = hex.EncodeToString(h.Sum(nil)), n
+		a.ContentType = res.Header.Get("Content-Type")
+		a.Replayed = replayMarker(res.Header)
+		switch {
+		case n > r.cfg.MaxBodyBytes:
+			a.bound = fmt.Sprintf("the answer's body went past %d bytes (-max-body-bytes)", r.cfg.MaxBodyBytes)
+			a.Limit = "body"
+		case rerr != nil:
+			err = rerr
+		}
 	}
 	a.End = time.Now()
 	if err != nil {
-		a.NoAnswer, a.Error, a.Status, a.Response = true, shortErr(err), 0, ""
+		var be *boundError
+		var oe *net.OpError
+		switch {
+		case errors.As(err, &be):
+			a.bound, a.Limit = be.what, "headers"
+		case strings.Contains(err.Error(), "response headers exceeded"):
+			a.bound, a.Limit = fmt.Sprintf("its headers went past %d bytes (-max-header-bytes)", r.cfg.MaxHeaderBytes), "headers"
+		case errors.As(err, &oe) && oe.Op == "dial":
+			a.unreached = true
+		}
+		a.NoAnswer, a.Error, a.Status, a.Response, a.BodySHA256, a.BodyBytes = true, shortErr(err), 0, "", "", 0
+		if a.bound != "" {
+			a.Error = a.bound
+		}
+	}
+	if a.bound != "" {
+		r.mu.Lock()
+		if r.bound == "" {
+			r.bound = fmt.Sprintf("an answer to %s %s went past a bound: %s", a.Method, a.URL, a.bound)
+		}
+		r.mu.Unlock()
 	}
 	return a
+}
+
+// limitedBuffer keeps the first max bytes written to it and drops the rest.
+type limitedBuffer struct {
+	b   *bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// replayHeaders are the headers servers use to mark a replayed answer.
+var replayHeaders = []string{"Idempotent-Replayed", "Idempotency-Replayed", "X-Idempotent-Replayed", "X-Idempotency-Replayed", "Idempotency-Replay"}
+
+// replayMarker is the first replay marker the answer carries, as
+// "Name: value", or "".
+func replayMarker(h http.Header) string {
+	for _, name := range replayHeaders {
+		if v := h.Get(name); v != "" {
+			return name + ": " + v
+		}
+	}
+	return ""
 }
 
 // hangUp closes the connection without reading the answer: the request
@@ -564,8 +931,8 @@ func (c *rawConn) hangUp() answer {
 func (r *run) effects(ctx context.Context, group, action string) (n int, ok bool, note string) {
 	var u, field string
 	switch {
-	case r.cfg.Gateway != "" && r.gatewayUsed:
-		u, field = strings.TrimRight(r.cfg.Gateway, "/")+"/charges?order_id="+url.QueryEscape(action), "charges"
+	case r.gatewayUsed:
+		u, field = r.gatewayCountURL(action), "charges"
 	case r.cfg.CountURL != "":
 		u, field = strings.ReplaceAll(r.cfg.CountURL, "{{id}}", url.QueryEscape(action)), r.cfg.CountField
 	default:
@@ -574,11 +941,22 @@ func (r *run) effects(ctx context.Context, group, action string) (n int, ok bool
 	start := time.Now()
 	n, err := r.countAt(ctx, u, field)
 	if err != nil {
-		return 0, false, "the effects could not be counted: " + err.Error()
+		why := fmt.Sprintf("the %s oracle failed: %v", r.oracle, err)
+		r.mu.Lock()
+		if r.countErr == "" {
+			r.countErr = why
+		}
+		r.mu.Unlock()
+		return 0, false, why
 	}
 	end := time.Now()
 	r.record(Record{Kind: KindCount, Group: group, Action: action, URL: u, Start: start, End: end, Count: n})
 	return n, true, ""
+}
+
+// gatewayCountURL lists action's charges in the gateway's books.
+func (r *run) gatewayCountURL(action string) string {
+	return strings.TrimRight(r.cfg.Gateway, "/") + "/charges?order_id=" + url.QueryEscape(action)
 }
 
 // countAt GETs u and counts the array in field.
@@ -604,8 +982,8 @@ func (r *run) countAt(ctx context.Context, u, field string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if res.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s answered %d", u, res.StatusCode)
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		return 0, fmt.Errorf("GET %s answered %d %s%s", u, res.StatusCode, http.StatusText(res.StatusCode), excerptOf(string(b)))
 	}
 	raw := json.RawMessage(b)
 	if field != "" {
@@ -615,7 +993,7 @@ func (r *run) countAt(ctx context.Context, u, field string) (int, error) {
 		}
 		var ok bool
 		if raw, ok = obj[field]; !ok {
-			return 0, fmt.Errorf("GET %s: no field %q", u, field)
+			return 0, fmt.Errorf("GET %s: its answer has no field %q (it has %s)", u, field, strings.Join(slices.Sorted(maps.Keys(obj)), ", "))
 		}
 	}
 	var arr []json.RawMessage
@@ -663,6 +1041,9 @@ func (r *run) gatewayPending(ctx context.Context, action string) (int, error) {
 	var body struct {
 		Pending int `json:"pending"`
 	}
+	if res.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s answered %d", hr.URL, res.StatusCode)
+	}
 	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
 		return 0, err
 	}
@@ -702,14 +1083,32 @@ func (r *run) waitCharged(ctx context.Context, action string, limit time.Duratio
 
 // retryUntilAnswered sends q until it gets an answer that is not 409,
 // 429 or 5xx, honouring Retry-After (at most maxRetryWait), for at most
-// cfg.Patience and maxRetries tries.
+// cfg.Patience and maxRetries tries. It gives up early on an answer the
+// server has saved (the same 5xx, byte for byte, three times in a row)
+// and on an endpoint that no longer takes any payment, which stops the
+// run.
 func (r *run) retryUntilAnswered(ctx context.Context, q req) (answer, int) {
-	var a answer
+	var a, prev answer
 	deadline := time.Now().Add(r.cfg.Patience)
+	same := 0
 	for i := range maxRetries {
 		a = r.send(ctx, q)
 		if !a.NoAnswer && a.Status != http.StatusConflict && a.Status != http.StatusTooManyRequests && a.Status < 500 {
 			return a, i + 1
+		}
+		if a.Status >= 500 && a.same(prev) {
+			same++
+		} else {
+			same = 0
+		}
+		prev = a
+		if same >= 2 {
+			return a, i + 1 // saved: every retry will get it
+		}
+		if (a.unreached || a.Status >= 500 || (a.NoAnswer && a.bound == "")) && i%3 == 1 {
+			if !r.alive(ctx, fmt.Sprintf("a retry of %s with its key was answered %s", q.action, a)) {
+				return a, i + 1
+			}
 		}
 		wait, ok := a.retryAfter()
 		if !ok {

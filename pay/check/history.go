@@ -49,6 +49,16 @@ type Record struct {
 	Response string `json:"response,omitempty"`
 	NoAnswer bool   `json:"no_answer,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// BodySHA256 is the hash of the answer's whole body, BodyBytes its
+	// length; Response keeps only its start. ContentType and Replayed
+	// (the replay marker, "Name: value") are the answer's headers a case
+	// reads. Limit names the bound the answer went past ("headers",
+	// "body"): it is then not compared.
+	BodySHA256  string `json:"body_sha256,omitempty"`
+	BodyBytes   int64  `json:"body_bytes,omitempty"`
+	ContentType string `json:"content_type,omitempty"`
+	Replayed    string `json:"replayed,omitempty"`
+	Limit       string `json:"limit,omitempty"`
 	// Count is the number of effects the oracle listed, on a count.
 	Count int `json:"count,omitempty"`
 }
@@ -64,9 +74,16 @@ func fingerprint(method, url, body string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func bodyHash(status int, body string) string {
-	sum := sha256.Sum256([]byte(body))
-	return fmt.Sprintf("%d:%s", status, hex.EncodeToString(sum[:8]))
+// answerOf is an answer's identity for the model: its status and the
+// hash of its whole body (of the kept bytes, for a history written
+// before the hash was recorded).
+func answerOf(r Record) string {
+	h := r.BodySHA256
+	if h == "" {
+		sum := sha256.Sum256([]byte(r.Response))
+		h = hex.EncodeToString(sum[:])
+	}
+	return fmt.Sprintf("%d:%s", r.Status, short(h, 16))
 }
 
 // WriteHistory writes records as JSON Lines.
@@ -455,7 +472,7 @@ func operations(records []Record) []porcupine.Operation {
 			case r.Status >= 500:
 				out.unknown, out.status = true, r.Status
 			default:
-				out.status, out.answer = r.Status, bodyHash(r.Status, r.Response)
+				out.status, out.answer = r.Status, answerOf(r)
 			}
 		}
 		end := r.End.Sub(t0).Nanoseconds()
@@ -483,6 +500,9 @@ type Linearizability struct {
 	Result string `json:"result"`
 	// Groups names the groups with no legal order.
 	Groups []string `json:"violating_groups,omitempty"`
+	// Seconds is how long the check took; Timeout its bound.
+	Seconds float64 `json:"seconds"`
+	Timeout float64 `json:"timeout_seconds"`
 	// Visualization is the HTML file written for a violation, if any.
 	Visualization string `json:"visualization,omitempty"`
 }
@@ -490,11 +510,18 @@ type Linearizability struct {
 // CheckHistory checks records for linearizability against the model of
 // idempotent payments. With htmlPath set, a violation is drawn there by
 // Porcupine's visualization.
-func CheckHistory(records []Record, timeout time.Duration, htmlPath string) (Linearizability, error) {
+//
+// The whole check, naming the groups and drawing included, stops at
+// timeout: the result is then "unknown", not decided.
+func CheckHistory(records []Record, timeout time.Duration, htmlPath string) (lin Linearizability, err error) {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	left := func() time.Duration { return max(time.Until(deadline), time.Millisecond) }
 	ops := operations(records)
 	m := model()
 	res, info := porcupine.CheckOperationsVerbose(m, ops, timeout)
-	lin := Linearizability{Operations: len(records)}
+	lin = Linearizability{Operations: len(records), Timeout: timeout.Seconds()}
+	defer func() { lin.Seconds = time.Since(start).Seconds() }()
 	switch res {
 	case porcupine.Ok:
 		lin.Result = "ok"
@@ -504,7 +531,7 @@ func CheckHistory(records []Record, timeout time.Duration, htmlPath string) (Lin
 		lin.Result = "violation"
 		// Each group alone, to name the ones that fail.
 		for _, part := range m.Partition(ops) {
-			if porcupine.CheckOperationsTimeout(m, part, timeout) == porcupine.Illegal {
+			if porcupine.CheckOperationsTimeout(m, part, left()) == porcupine.Illegal {
 				lin.Groups = append(lin.Groups, part[0].Metadata.(string))
 			}
 		}
@@ -519,7 +546,7 @@ func CheckHistory(records []Record, timeout time.Duration, htmlPath string) (Lin
 				}
 			}
 			if len(bad) > 0 {
-				_, info = porcupine.CheckOperationsVerbose(m, bad, timeout)
+				_, info = porcupine.CheckOperationsVerbose(m, bad, left())
 			}
 			f, err := os.Create(htmlPath)
 			if err != nil {
