@@ -75,7 +75,18 @@ func runCheck(t *testing.T, cfg check.Config) *check.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("verdicts: %s | %s", verdictRow(rep), rep.Headline())
 	return rep
+}
+
+// verdictRow is one letter per case (P, F, D, S, I), for the table of
+// what the checker says about each server in docs/check.md.
+func verdictRow(rep *check.Report) string {
+	var b strings.Builder
+	for _, r := range rep.Results {
+		fmt.Fprintf(&b, "%d%c ", r.Case, r.Verdict[0])
+	}
+	return strings.TrimSpace(b.String())
 }
 
 func resultOf(t *testing.T, rep *check.Report, n int) check.Result {
