@@ -24,8 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"paytwice/pay/peers"
 	"paytwice/store/postgres"
-	"paytwice/web"
 )
 
 // maxClusterServers bounds -servers: each server is a whole process with
@@ -370,7 +370,7 @@ func newFrontDoor(servers []*child, mark string, stderr io.Writer) *frontDoor {
 			// X-Forwarded-For is not to be believed.
 			pr.SetXForwarded()
 			// Set, never passed on: a client's own copy is overwritten.
-			pr.Out.Header.Set(web.FrontDoorHeader, mark)
+			pr.Out.Header.Set(peers.FrontDoorHeader, mark)
 		},
 		// Event streams reach the browser as each event is written.
 		FlushInterval: -1,

@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
+	"paytwice/pay/peers"
 )
 
 // How a presenter proves who they are when Config.PresenterToken is set:
@@ -142,7 +143,7 @@ func (s *Server) clientIP(r *http.Request) string {
 }
 
 // FrontDoorHeader carries paytwice cluster's front door's mark.
-const FrontDoorHeader = "Paytwice-Front-Door"
+const FrontDoorHeader = peers.FrontDoorHeader
 
 // fromFrontDoor reports whether r carries the front door's mark.
 func fromFrontDoor(r *http.Request, mark string) bool {

@@ -10,12 +10,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"paytwice/web/room"
+	"paytwice/pay/peers"
 )
 
 // MaxNotifyPayload is the largest payload Notify sends: PostgreSQL
 // refuses NOTIFY payloads of 8000 bytes or more.
-const MaxNotifyPayload = room.MaxPayload
+const MaxNotifyPayload = peers.MaxPayload
 
 // Notify sends each of payloads to every session listening on channel in
 // this database, the sender's own listeners included. PostgreSQL

@@ -9,12 +9,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"paytwice/web/room"
+	"paytwice/pay/peers"
 )
 
 // A DB is the peers of every server on its database: the room's row, the
 // sessions that follow it, LISTEN/NOTIFY.
-var _ room.Peers = (*DB)(nil)
+var _ peers.Peers = (*DB)(nil)
 
 // Shared reports that other servers may use the database: always.
 func (db *DB) Shared() bool { return true }
@@ -120,13 +120,13 @@ func (db *DB) RoomMembers(ctx context.Context) ([]string, error) {
 }
 
 // LoadGuesses reads client's wrong presenter tokens.
-func (db *DB) LoadGuesses(ctx context.Context, client string) (g room.Guesses, ok bool, err error) {
+func (db *DB) LoadGuesses(ctx context.Context, client string) (g peers.Guesses, ok bool, err error) {
 	if err := db.need("payments"); err != nil {
-		return room.Guesses{}, false, err
+		return peers.Guesses{}, false, err
 	}
 	err = db.pool.QueryRow(ctx, `SELECT left_tries, at FROM wrong_tokens WHERE client = $1`, client).Scan(&g.Left, &g.At)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return room.Guesses{}, false, nil
+		return peers.Guesses{}, false, nil
 	}
 	return g, err == nil, err
 }
@@ -136,7 +136,7 @@ func (db *DB) LoadGuesses(ctx context.Context, client string) (g room.Guesses, o
 // several servers at once all count. The rows of other clients last
 // changed before forgetBefore are deleted in the same transaction, which
 // keeps the table as small as the clients guessing now.
-func (db *DB) UpdateGuesses(ctx context.Context, client string, forgetBefore time.Time, change func(old room.Guesses, ok bool) room.Guesses) error {
+func (db *DB) UpdateGuesses(ctx context.Context, client string, forgetBefore time.Time, change func(old peers.Guesses, ok bool) peers.Guesses) error {
 	if err := db.need("payments"); err != nil {
 		return err
 	}
@@ -149,13 +149,13 @@ func (db *DB) UpdateGuesses(ctx context.Context, client string, forgetBefore tim
 		if _, err := tx.Exec(ctx, `INSERT INTO wrong_tokens (client, left_tries, at) VALUES ($1, 'NaN', $2) ON CONFLICT DO NOTHING`, client, forgetBefore); err != nil {
 			return err
 		}
-		var old room.Guesses
+		var old peers.Guesses
 		if err := tx.QueryRow(ctx, `SELECT left_tries, at FROM wrong_tokens WHERE client = $1 FOR UPDATE`, client).Scan(&old.Left, &old.At); err != nil {
 			return err
 		}
 		ok := !math.IsNaN(old.Left) && !old.At.Before(forgetBefore)
 		if !ok {
-			old = room.Guesses{}
+			old = peers.Guesses{}
 		}
 		next := change(old, ok)
 		_, err := tx.Exec(ctx, `UPDATE wrong_tokens SET left_tries = $2, at = $3 WHERE client = $1`, client, next.Left, next.At)

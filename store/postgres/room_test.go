@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"paytwice/pay/peers"
 	"paytwice/store/postgres"
-	"paytwice/web/room"
 )
 
 // counterRoom is a room state for the tests: one number per server that
@@ -97,11 +97,11 @@ func TestGuessesOnSeveralServersAllCount(t *testing.T) {
 	for _, db := range dbs {
 		wg.Go(func() {
 			for range each {
-				err := db.UpdateGuesses(ctx, "192.0.2.7", at.Add(-time.Minute), func(old room.Guesses, ok bool) room.Guesses {
+				err := db.UpdateGuesses(ctx, "192.0.2.7", at.Add(-time.Minute), func(old peers.Guesses, ok bool) peers.Guesses {
 					if !ok {
 						old.Left = 100
 					}
-					return room.Guesses{Left: old.Left - 1, At: at}
+					return peers.Guesses{Left: old.Left - 1, At: at}
 				})
 				if err != nil {
 					t.Error(err)
@@ -118,8 +118,8 @@ func TestGuessesOnSeveralServersAllCount(t *testing.T) {
 	// A later update of another client with a horizon past the first's
 	// record forgets it.
 	later := at.Add(time.Hour)
-	if err := dbs[2].UpdateGuesses(ctx, "198.51.100.1", later.Add(-time.Minute), func(room.Guesses, bool) room.Guesses {
-		return room.Guesses{Left: 4, At: later}
+	if err := dbs[2].UpdateGuesses(ctx, "198.51.100.1", later.Add(-time.Minute), func(peers.Guesses, bool) peers.Guesses {
+		return peers.Guesses{Left: 4, At: later}
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,8 @@
 // server needs of the other servers of its class, and the stand-in for
 // them when a server is on its own.
 //
-// Peers is the one seam to the other servers. *postgres.DB implements it
+// Peers is the one seam to the other servers, declared in pay/peers so
+// that the stores need not import this package. *postgres.DB implements it
 // for several servers on one PostgreSQL database (the room's row, the
 // sessions that follow it, LISTEN/NOTIFY, the wrong-token count) and
 // asserts so at compile time; Memory implements it in this process, for a
@@ -14,67 +15,17 @@
 // process without a database.
 package room
 
-import (
-	"context"
-	"time"
-)
+import "paytwice/pay/peers"
 
-// Peers is how a server reaches the other servers of its class: one room
-// they all share, the list of those that follow it, and channels of
-// notifications between them.
-type Peers interface {
-	// Shared reports whether other servers may be taking part: when it
-	// is false this server is the class on its own, and nothing it does
-	// needs telling anyone (no relay, no reset barrier, no forwarded step
-	// commands).
-	Shared() bool
-
-	// LoadRoom reads the room's state (opaque JSON here, "{}" until the
-	// first change) and its version.
-	LoadRoom(ctx context.Context) (state []byte, version int64, err error)
-	// UpdateRoom replaces the room's state with change(old), atomically
-	// for every server, and returns the new state and its version; the
-	// new version is announced to every follower of the room. An error
-	// from change changes nothing and is returned as it is.
-	UpdateRoom(ctx context.Context, change func(old []byte) ([]byte, error)) (state []byte, version int64, err error)
-	// ListenRoom follows the room until ctx ends: onNotify receives each
-	// new version's number, and onListen runs each time following
-	// (re)starts, where the caller reloads the room. For as long as it
-	// follows, member is among RoomMembers.
-	ListenRoom(ctx context.Context, member string, onListen func(), onNotify func(version string)) error
-	// RoomMembers lists the members that follow the room now.
-	RoomMembers(ctx context.Context) ([]string, error)
-
-	// Notify sends each of payloads, of MaxPayload bytes at most, to
-	// every listener of channel, the sender's own included, in the order
-	// sent: all of them or, with an error, none (or all, when the answer
-	// to a commit that happened was lost). Several sent at once cost the
-	// database one commit, and reach each listener together.
-	Notify(ctx context.Context, channel string, payloads ...string) error
-	// ListenEach calls onNotify with each notification on any of
-	// channels, in order, until ctx ends. Notifications sent while it
-	// does not listen are lost: onListen runs each time it (re)starts
-	// listening.
-	ListenEach(ctx context.Context, channels []string, onListen func(), onNotify func(channel, payload string)) error
-
-	// LoadGuesses reads client's wrong presenter tokens, one count for
-	// every server; ok is false when none are recorded.
-	LoadGuesses(ctx context.Context, client string) (g Guesses, ok bool, err error)
-	// UpdateGuesses replaces client's wrong tokens with change(old, ok),
-	// atomically for every server. Records last changed before
-	// forgetBefore, of any client, are forgotten first: the caller says
-	// when a record is old enough to mean nothing any more.
-	UpdateGuesses(ctx context.Context, client string, forgetBefore time.Time, change func(old Guesses, ok bool) Guesses) error
-}
+// Peers is how a server reaches the other servers of its class. The
+// seam is declared in pay/peers, where the stores that implement it can
+// see it without importing the web layer.
+type Peers = peers.Peers
 
 // Guesses is what the servers know of one client's wrong presenter
-// tokens: Left tries were left at At. How tries come back with time is
-// the web package's rule; the peers only keep the count.
-type Guesses struct {
-	Left float64
-	At   time.Time
-}
+// tokens (peers.Guesses).
+type Guesses = peers.Guesses
 
-// MaxPayload is the largest notification every Peers carries: PostgreSQL
-// refuses NOTIFY payloads of 8000 bytes or more.
-const MaxPayload = 7999
+// MaxPayload is the largest notification every Peers carries
+// (peers.MaxPayload).
+const MaxPayload = peers.MaxPayload
