@@ -280,7 +280,7 @@ func TestBrowserTenTabsStayLive(t *testing.T) {
 		}
 		liveOpen(t, tab, u)
 	}
-	if n := env.Server.live().viewers.Load(); n != 1 {
+	if n := int64(env.Server.live().Viewers()); n != 1 {
 		t.Errorf("%d streams open for ten tabs of one browser, want 1", n)
 	}
 	paid := func(order string) {

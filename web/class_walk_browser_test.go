@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"paytwice/web/board"
 	"paytwice/web/room/lesson"
 )
 
@@ -194,7 +195,7 @@ func TestBrowserStepModeAtATeachersPace(t *testing.T) {
 			if st := env.api(http.MethodGet, "/api/step", ""); !strings.Contains(string(st.Body), `"click":"1"`) {
 				t.Fatalf("GET /api/step does not name the page's click: %s", st.Body)
 			}
-			if v := stepView(env.Server.steps); len(v.Held) != 1 || v.Held[0].Click != "click 1" {
+			if v := board.StepBar(env.Server.steps); len(v.Held) != 1 || v.Held[0].Click != "click 1" {
 				t.Fatalf("the step bar: %+v", v.Held)
 			}
 		}

@@ -86,29 +86,3 @@ func TestIdleSweeps(t *testing.T) {
 		}
 	})
 }
-
-// TestProjectorTicker: the busy-mode ticker runs only while busy, stops
-// when busy mode ends and starts again with the next flood.
-func TestProjectorTicker(t *testing.T) {
-	env := newTestEnv(t, Config{})
-	p := env.Server.live()
-	if p.ticking.Load() {
-		t.Fatal("the ticker runs before any event")
-	}
-	for round := range 2 {
-		for i := range 300 {
-			for _, e := range paymentEvents(round*300 + i) {
-				env.Server.hub.Publish(e)
-			}
-			if i%50 == 49 {
-				waitProjector(t, env)
-			}
-		}
-		if !p.busyFlag.Load() {
-			t.Fatalf("round %d: the flood did not switch to busy mode", round)
-		}
-		waitUntil(t, "the ticker to start", func() bool { return p.tickerRuns.Load() > uint64(round) })
-		waitUntil(t, "busy mode to end", func() bool { return !p.busyFlag.Load() })
-		waitUntil(t, "the ticker to stop", func() bool { return !p.ticking.Load() })
-	}
-}

@@ -132,7 +132,7 @@ func openViewers(tb testing.TB, env *testEnv, n int, onFrame func(prev, id uint6
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n + 64}}
-	since := env.Server.live().snapshot().Seq
+	since := env.Server.live().Snapshot().Seq
 	var wg sync.WaitGroup
 	viewers := make([]*viewer, n)
 	for i := range viewers {
@@ -167,9 +167,9 @@ func openViewers(tb testing.TB, env *testEnv, n int, onFrame func(prev, id uint6
 		}()
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for env.Server.live().viewers.Load() < int64(n) {
+	for int64(env.Server.live().Viewers()) < int64(n) {
 		if time.Now().After(deadline) {
-			tb.Fatalf("only %d of %d viewers connected", env.Server.live().viewers.Load(), n)
+			tb.Fatalf("only %d of %d viewers connected", int64(env.Server.live().Viewers()), n)
 		}
 		time.Sleep(time.Millisecond)
 	}

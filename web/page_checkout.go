@@ -67,7 +67,7 @@ func (s *Server) handleCheckout(c echo.Context) error {
 	epoch, _ := s.roomEpoch()
 	d := views.Checkout{
 		RoomEpoch:        epoch,
-		Live:             s.live().snapshot(),
+		Live:             s.live().Snapshot(),
 		Presenter:        s.isPresenter(r),
 		Locked:           s.cfg.PresenterToken != "",
 		OrderID:          newOrderID(),
@@ -114,7 +114,7 @@ func (s *Server) handleBoard(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	l := s.live().snapshot()
+	l := s.live().Snapshot()
 	d := views.Board{
 		Live:      l,
 		Join:      s.joinView(r),

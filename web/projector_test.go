@@ -8,17 +8,14 @@ import (
 
 	"paytwice/pay"
 	"paytwice/views"
+	"paytwice/web/board"
 )
 
 // waitProjector waits until the projector has drawn every event published.
-func waitProjector(t testing.TB, env *testEnv) *projector {
+func waitProjector(t testing.TB, env *testEnv) *board.Board {
 	t.Helper()
 	p := env.Server.live()
-	waitUntil(t, "the projector to catch up", func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.frameSeq >= env.Server.hub.LastSeq()
-	})
+	waitUntil(t, "the board to catch up", func() bool { return p.Caught(env.Server.hub.LastSeq()) })
 	return p
 }
 
@@ -29,7 +26,7 @@ func TestProjector(t *testing.T) {
 		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
 		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`) // replay
 		env.pay("k-1", `{"order_id":"A-1","amount_satang":999}`) // 422
-		l := waitProjector(t, env).snapshot()
+		l := waitProjector(t, env).Snapshot()
 		if len(l.Keys) != 1 || l.Keys[0].Status != "done" || l.Keys[0].Code != 201 || l.Keys[0].Hits != 2 {
 			t.Errorf("keys %+v", l.Keys)
 		}
@@ -45,26 +42,12 @@ func TestProjector(t *testing.T) {
 		}
 	})
 
-	t.Run("an order paid with two keys is counted as charged twice", func(t *testing.T) {
-		env := newTestEnv(t, Config{})
-		env.Server.live()
-		env.pay("k-1", `{"order_id":"A-7","amount_satang":100}`)
-		env.pay("k-2", `{"order_id":"A-7","amount_satang":100}`)
-		l := waitProjector(t, env).snapshot()
-		if l.Counters.Twice != 1 || len(l.Counters.Orders) != 1 || l.Counters.Orders[0].Charges != 2 {
-			t.Fatalf("counters %+v", l.Counters)
-		}
-		if !l.Charges[0].Repeat || l.Charges[1].Repeat {
-			t.Fatalf("only the second charge should be marked: %+v", l.Charges)
-		}
-	})
-
 	t.Run("a lost response replaces the arrow back to the browser", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		env.Server.live()
 		setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 		_, _ = env.tryPay("k-1", `{"order_id":"A-1","amount_satang":100}`)
-		l := waitProjector(t, env).snapshot()
+		l := waitProjector(t, env).Snapshot()
 		row := l.Timeline[0]
 		last := row.Steps[len(row.Steps)-1]
 		if !last.Lost || last.Badge.Text != "lost response" || row.Outcome.Text != "response lost" {
@@ -88,7 +71,7 @@ func TestProjector(t *testing.T) {
 		if r := env.get("/v1/payments?order_id=A-1"); r.Status != 200 {
 			t.Fatalf("look-up: %d", r.Status)
 		}
-		l := waitProjector(t, env).snapshot()
+		l := waitProjector(t, env).Snapshot()
 		if l.Timeline[0].Title != "Look-up" || l.Timeline[0].Outcome.Text != "found paid" {
 			t.Fatalf("timeline: %v", outcomes(l.Timeline))
 		}
@@ -110,62 +93,11 @@ func TestProjector(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := waitProjector(t, env)
-		l := p.snapshot()
+		l := p.Snapshot()
 		if len(l.Keys) != 0 || len(l.Charges) != 0 || l.Counters.Requests != 0 || len(l.Timeline) != 1 || l.Timeline[0].Title != "Reset" {
 			t.Fatalf("after reset: %d keys, %d charges, %+v, %v", len(l.Keys), len(l.Charges), l.Counters, outcomes(l.Timeline))
 		}
 	})
-
-	t.Run("a flood of events switches to busy mode, then back, redrawing the tables", func(t *testing.T) {
-		env := newTestEnv(t, Config{})
-		p := env.Server.live()
-		// 300 payments' events within a second, in bursts the ring holds.
-		for i := range 300 {
-			for _, e := range paymentEvents(i) {
-				env.Server.hub.Publish(e)
-			}
-			if i%50 == 49 {
-				waitProjector(t, env)
-			}
-		}
-		if !p.busyFlag.Load() {
-			t.Fatal("1,800 events at once did not switch to busy mode")
-		}
-		l := p.snapshot()
-		if l.Counters.Requests != 300 || l.Counters.Charges != 300 {
-			t.Errorf("busy mode lost count: %+v", l.Counters)
-		}
-		if l.Timeline[0].Title != "Busy" {
-			t.Errorf("no busy row on top: %v", outcomes(l.Timeline))
-		}
-		if drawn := p.frameCount(); drawn > 400 {
-			t.Errorf("%d of 1,800 events were drawn while busy", drawn)
-		}
-		// Quiet now: within a couple of refreshes it redraws and leaves.
-		waitUntil(t, "busy mode to end", func() bool { return !p.busyFlag.Load() })
-		waitProjector(t, env)
-		newest := p.newestFrame()
-		for _, want := range []string{`id="keys-body"`, `id="charges-body"`, `id="counters"`, "-note"} {
-			if newest.seq != env.Server.hub.LastSeq() || !strings.Contains(string(newest.sse()), want) {
-				t.Fatalf("busy mode ended without redrawing %s", want)
-			}
-		}
-		if !strings.Contains(p.snapshot().Timeline[0].Outcome.Text, "requests not drawn") {
-			t.Error("the busy row does not say how many requests it stood for")
-		}
-	})
-}
-
-func (p *projector) frameCount() uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.frames
-}
-
-func (p *projector) newestFrame() frame {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.at(p.held() - 1)
 }
 
 func outcomes(rows []views.TimelineRow) []string {
@@ -181,14 +113,14 @@ func outcomes(rows []views.TimelineRow) []string {
 // knows why.
 func TestOrdersListSaysHowManyMore(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	for i := range liveOrders + 3 {
+	for i := range board.OrdersListed + 3 {
 		if r := env.pay(fmt.Sprintf("more-%d", i), fmt.Sprintf(`{"order_id":"M-%d","amount_satang":100}`, i)); r.Status != http.StatusCreated {
 			t.Fatalf("pay: %d", r.Status)
 		}
 	}
-	c := waitProjector(t, env).snapshot().Counters
-	if len(c.Orders) != liveOrders || c.MoreOrders != 3 {
-		t.Fatalf("%d orders listed, %d more, want %d and 3", len(c.Orders), c.MoreOrders, liveOrders)
+	c := waitProjector(t, env).Snapshot().Counters
+	if len(c.Orders) != board.OrdersListed || c.MoreOrders != 3 {
+		t.Fatalf("%d orders listed, %d more, want %d and 3", len(c.Orders), c.MoreOrders, board.OrdersListed)
 	}
 	if body := string(env.get("/board").Body); !strings.Contains(body, "and 3 orders more, charged once") {
 		t.Fatal("the board does not say how many orders it leaves out")

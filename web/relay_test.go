@@ -19,7 +19,7 @@ import (
 // projector has applied every event its hub holds.
 func rowsOf(t *testing.T, env *testEnv) []views.TimelineRow {
 	t.Helper()
-	return waitProjector(t, env).snapshot().Timeline
+	return waitProjector(t, env).Snapshot().Timeline
 }
 
 // waitRow waits until a server's timeline has a row that match accepts.

@@ -20,6 +20,7 @@ import (
 	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/views"
+	"paytwice/web/board"
 	"paytwice/web/live"
 	"paytwice/web/room"
 	"paytwice/web/room/lesson"
@@ -161,7 +162,7 @@ type Server struct {
 
 	// The live pages' projector, started on first use (web/projector.go).
 	liveOnce sync.Once
-	proj     *projector
+	proj     *board.Board
 	// liveStarted says proj was started; streamsEnded that EndStreams
 	// was called.
 	liveStarted, streamsEnded atomic.Bool
@@ -259,7 +260,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) EndStreams() {
 	s.streamsEnded.Store(true)
 	if s.liveStarted.Load() {
-		s.live().close()
+		s.live().Close()
 	}
 }
 

@@ -1,4 +1,4 @@
-package web
+package board
 
 import (
 	"bytes"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/a-h/templ"
 
-	"paytwice/views"
 	"paytwice/web/live"
+	"paytwice/web/room/lesson"
 )
 
 // The lab's numbers reach the pages through the event stream, like
@@ -18,7 +18,7 @@ import (
 // outcomes again, and when the drawing differs from the one it sent last
 // it sends it as a frame that replaces each number where the page shows
 // it. However many pages are open, the numbers are read once per drawing,
-// from the lab's running counts (lab_tally.go), not once per page.
+// from the lab's running counts (Config.Lab), not once per page.
 //
 // The lab's switches, the lesson and the room's version are not numbers
 // that move with every payment: a frame of an event that changes them
@@ -55,27 +55,27 @@ type labDrawing struct {
 // labChanged schedules a drawing of the lab's numbers, after events that
 // may have moved them, unless one is scheduled or nobody watches (a page
 // that opens later is drawn with the numbers as they are then).
-func (p *projector) labChanged() {
+func (p *Board) labChanged() {
 	l := &p.lab
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.armed || p.viewers.Load() == 0 {
+	if p.cfg.Lab == nil || l.armed || p.viewers.Load() == 0 {
 		return
 	}
 	l.armed = true
 	wait := labDrawEvery - time.Since(l.last)
-	if !p.s.lab.tally.fresh() {
+	if !p.cfg.Lab.Fresh() {
 		wait = max(wait, max(labRebuildEvery, labRebuildRest*l.took)-time.Since(l.built))
 	}
 	time.AfterFunc(max(0, wait), p.drawLab)
 }
 
 // drawLab draws the lab's numbers and, if they changed, sends them.
-func (p *projector) drawLab() {
+func (p *Board) drawLab() {
 	l := &p.lab
 	l.drawing.Lock()
 	defer l.drawing.Unlock()
-	rebuilds := !p.s.lab.tally.fresh()
+	rebuilds := !p.cfg.Lab.Fresh()
 	l.mu.Lock()
 	// Events from here on schedule the next drawing.
 	l.armed, l.last = false, time.Now()
@@ -83,27 +83,23 @@ func (p *projector) drawLab() {
 		l.built = l.last
 	}
 	l.mu.Unlock()
-	if p.s.baseCtx.Err() != nil {
+	if p.cfg.Ctx.Err() != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(p.s.baseCtx, projectorLoadTimeout)
+	ctx, cancel := context.WithTimeout(p.cfg.Ctx, loadTimeout)
 	defer cancel()
-	v := p.s.labView(ctx, false)
+	drawn := p.cfg.Lab.Outcomes(ctx)
 	if rebuilds {
 		l.mu.Lock()
 		l.took = time.Since(l.built)
 		l.mu.Unlock()
 	}
-	if v.Outcomes == nil {
-		return // not measured: labView said why
-	}
-	var buf bytes.Buffer
-	if err := views.LabOutcomesSwap(v).Render(ctx, &buf); err != nil {
-		return
+	if drawn == nil {
+		return // not measured: the lab said why
 	}
 	l.mu.Lock()
-	same := bytes.Equal(buf.Bytes(), l.sent)
-	l.sent = buf.Bytes()
+	same := bytes.Equal(drawn, l.sent)
+	l.sent = drawn
 	l.mu.Unlock()
 	if same {
 		return
@@ -112,7 +108,7 @@ func (p *projector) drawLab() {
 	defer p.mu.Unlock()
 	// A refresh frame: it sets the numbers whole, so a viewer that gets
 	// it twice, or after a later one, shows them right at the next.
-	p.addFrameLocked(p.modelSeq, true, []templ.Component{redrawOf("lab-outcomes", rawHTML(buf.Bytes()))})
+	p.addFrameLocked(p.modelSeq, true, []templ.Component{redrawOf("lab-outcomes", rawHTML(drawn))})
 }
 
 // rawHTML is HTML drawn already.
@@ -129,6 +125,6 @@ func (h rawHTML) Render(_ context.Context, w io.Writer) error {
 var roomMark = rawHTML("<!--room-->")
 
 // marksRoom reports whether e's frame carries roomMark.
-func marksRoom(e live.Event) bool {
-	return changesRoom(e) || e.Kind == watchKind || e.Kind == live.Gap
+func (p *Board) marksRoom(e live.Event) bool {
+	return p.cfg.RoomChanged != nil && p.cfg.RoomChanged(e) || e.Kind == lesson.WatchKind || e.Kind == live.Gap
 }

@@ -1,0 +1,231 @@
+// Package board is what the live board shows and says: the timeline of
+// every request, drawn as arrows between the browser, the server, the
+// database and the gateway; the key and charge tables; the counters; the
+// step bar; and the stream of frames that keeps every open page current.
+//
+// One goroutine reads every event of the hub in order, updates a small
+// model (the timeline rows, the key rows, the charges, the counters) and
+// keeps, per event, the fragments that move a page from the state before
+// the event to the state after it (timeline.go, narrator.go). A frame is
+// rendered to HTML the first time a viewer needs it and only then
+// (frames.go): with nobody watching, an event costs a model update and no
+// rendering, yet a viewer that connects later, or resumes with
+// Last-Event-ID, still gets every frame it missed. Every viewer's stream
+// sends the same bytes (stream.go), so a hundred viewers cost one
+// rendering, and a page rendered from the model at event N, then streamed
+// from N+1, is always exactly current: nothing is drawn twice and nothing
+// is missed. When events come faster than anyone can read, the board
+// shows totals instead (busy.go).
+//
+// The board knows nothing of the HTTP framework: web/ hands it the event
+// stream's request and maps its errors to answers.
+package board
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"paytwice/pay"
+	"paytwice/views"
+	"paytwice/web/live"
+	"paytwice/web/room/step"
+)
+
+// How much the panels keep. The page shows the newest; the rest is in the
+// database and the API.
+const (
+	liveRows    = 30
+	liveSteps   = 16
+	liveKeys    = 40
+	liveCharges = 40
+	// OrdersListed is how many orders the charges per order list: a class
+	// of forty finds every student's order there.
+	OrdersListed = 48
+	// liveFrames is how many frames a viewer may fall behind before it is
+	// dropped (it reconnects and is redrawn).
+	liveFrames = 1024
+	// liveOrderLimit bounds the orders the board counts charges for (to
+	// spot an order charged twice): it remembers the last half of it to
+	// all of it (boundedMap). The orders first charged longest ago are
+	// forgotten: a second charge for one of those is still counted and
+	// listed, but not flagged as a repeat.
+	liveOrderLimit = 10_000
+	// liveSeenLimit bounds the charge ids remembered so that a charge
+	// both loaded from the database and seen as an event counts once.
+	// Only charges of the last moments can arrive both ways.
+	liveSeenLimit = 4096
+)
+
+// Store is what the board reads of the books: at its start, and again
+// when events were lost on the way to it.
+type Store interface {
+	RecentKeys(ctx context.Context, limit int) ([]pay.KeyRow, error)
+	RecentCharges(ctx context.Context, limit int) ([]pay.Charge, error)
+	CountCharges(ctx context.Context) (int, error)
+}
+
+// Clock is the demo clock the tables age their rows by.
+type Clock interface{ Now() time.Time }
+
+// Lab is the lab's numbers as the board draws them after events (lab.go).
+type Lab interface {
+	// Fresh says the running counts need no rebuild from the tables.
+	Fresh() bool
+	// Outcomes draws the lab's numbers; nil when they could not be
+	// measured (the lab says why, in its own log).
+	Outcomes(ctx context.Context) []byte
+}
+
+// Config is what a board uses. Every field but Lab, Heartbeat and
+// WriteTimeout is required.
+type Config struct {
+	Store Store
+	Hub   *live.Hub
+	Clock Clock
+	// Switches reads every fault switch and the clock's offset.
+	Switches func() views.FaultSwitches
+	// Steps is step mode, which the step bar shows.
+	Steps *step.Stepper
+	// RoomChanged says an event changed what a page asks /lab/live for
+	// (the lab's switches, the lesson, the checkout card): its frame
+	// carries a mark (lab.go).
+	RoomChanged func(live.Event) bool
+	Lab         Lab
+	Logf        func(format string, args ...any)
+	// Ctx ends at shutdown.
+	Ctx context.Context
+	// Heartbeat and WriteTimeout time the event streams (stream.go);
+	// zero means the defaults.
+	Heartbeat, WriteTimeout time.Duration
+}
+
+// Board is one server's board: its model, its frames and its viewers.
+type Board struct {
+	cfg Config
+	// viewers counts the open event streams; it changes under mu.
+	viewers atomic.Int64
+
+	mu sync.Mutex
+	model
+	ring
+	busyMode
+
+	// lab is the lab's numbers, drawn after events (lab.go).
+	lab labDrawing
+}
+
+// ErrClosed is the answer to a viewer of a board that stopped: the server
+// is shutting down.
+var ErrClosed = errors.New("the server is shutting down")
+
+// Start makes a board and starts it reading the hub.
+func Start(cfg Config) *Board {
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = heartbeatEvery
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = writeTimeout
+	}
+	p := &Board{cfg: cfg}
+	p.out = make([]frame, liveFrames)
+	p.busyStart = make(chan struct{}, 1)
+	p.seen = newBoundedMap[string, struct{}](liveSeenLimit)
+	p.tip = &wake{done: make(chan struct{})}
+	p.streams = map[io.Closer]struct{}{}
+	// Read the hub's position before the database: an event that lands in
+	// between is then both in the loaded state and in the stream, and
+	// applying it again is harmless (keys and charges are upserted by id),
+	// whereas the other order would lose it.
+	start := cfg.Hub.LastSeq()
+	p.steps = StepBar(cfg.Steps)
+	p.load(cfg.Ctx)
+	// Events up to start have no frames: a viewer resuming from before
+	// them is redrawn.
+	p.modelSeq, p.frameSeq, p.lostSeq = start, start, start
+	go p.run(cfg.Hub.Subscribe(start))
+	go p.tick()
+	return p
+}
+
+func (p *Board) logf(format string, args ...any) {
+	if p.cfg.Logf != nil {
+		p.cfg.Logf(format, args...)
+	}
+}
+
+// Viewers is how many event streams are open.
+func (p *Board) Viewers() int { return int(p.viewers.Load()) }
+
+// run applies events until the hub closes or the server stops; then it
+// ends every stream.
+func (p *Board) run(sub *live.Subscription) {
+	ctx := p.cfg.Ctx
+	defer p.Close()
+	for {
+		entries, err := sub.Next(ctx)
+		switch {
+		case errors.Is(err, live.ErrTooSlow):
+			// Events were lost to the ring: start again from the database,
+			// and make the next frame redraw everything.
+			start := p.cfg.Hub.LastSeq()
+			p.load(ctx)
+			p.mu.Lock()
+			p.modelSeq, p.fullNext = start, true
+			p.advanceLocked(start)
+			p.mu.Unlock()
+			sub = p.cfg.Hub.Subscribe(start)
+			continue
+		case err != nil:
+			return
+		}
+		for _, e := range entries {
+			p.apply(e.Event)
+		}
+		p.labChanged()
+		if p.busyFlag.Load() || p.viewers.Load() == 0 {
+			// Nobody reads a busy timeline event by event, and nobody
+			// reads an unwatched one at all: take the next events in
+			// larger batches and leave the CPU to the payments. (A viewer
+			// that connects meanwhile is drawn from the model at once.)
+			select {
+			case <-time.After(busyBatch):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// Close ends every stream: the hub closed or the server is stopping.
+func (p *Board) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.closed = true
+	p.chainLocked(&wake{prev: p.pulseN, last: p.pulseN, end: true})
+	// A stream blocked in a write to a viewer that does not read would
+	// hold shutdown until its write timed out: close them all now.
+	for c := range p.streams {
+		_ = c.Close()
+	}
+}
+
+// advanceLocked records that every event up to seq has been applied.
+func (p *Board) advanceLocked(seq uint64) {
+	if seq > p.frameSeq {
+		p.frameSeq = seq
+	}
+}
+
+// Caught reports whether the board has applied every event up to seq.
+func (p *Board) Caught(seq uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.frameSeq >= seq
+}

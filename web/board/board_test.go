@@ -1,0 +1,424 @@
+package board
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a-h/templ"
+
+	"paytwice/store"
+	"paytwice/views"
+	"paytwice/web/live"
+	"paytwice/web/room/step"
+)
+
+// testBoard is a board over a real SQLite file and a real hub, served on
+// 127.0.0.1 as GET /events is.
+type testBoard struct {
+	*Board
+	hub *live.Hub
+	db  *store.DB
+	url string
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+func newTestBoard(t testing.TB, tune func(*Config), maxStreams int) *testBoard {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "board.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	hub := live.New(4096, time.Now)
+	t.Cleanup(hub.Close)
+	cfg := Config{Store: db, Hub: hub, Clock: wallClock{}, Ctx: ctx, Logf: t.Logf,
+		Steps:    step.New(ctx, step.Config{Hub: hub, Now: time.Now}),
+		Switches: func() views.FaultSwitches { return views.FaultSwitches{} }}
+	if tune != nil {
+		tune(&cfg)
+	}
+	b := &testBoard{Board: Start(cfg), hub: hub, db: db}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := b.Stream(w, r, maxStreams); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	b.url = srv.URL
+	return b
+}
+
+// caughtUp waits until the board has applied every event published.
+func (b *testBoard) caughtUp(t testing.TB) *testBoard {
+	t.Helper()
+	waitUntil(t, "the board to catch up", func() bool { return b.Caught(b.hub.LastSeq()) })
+	return b
+}
+
+// waitUntil polls cond every few milliseconds for up to five seconds.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// stream is a viewer of the board.
+type stream struct {
+	res    *http.Response
+	r      *bufio.Reader
+	cancel context.CancelFunc
+}
+
+func (b *testBoard) open(t *testing.T, header ...string) *stream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	s := &stream{res: res, r: bufio.NewReader(res.Body), cancel: cancel}
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *stream) close() { s.cancel(); s.res.Body.Close() }
+
+// next reads one event: its id and data, or a comment.
+func (s *stream) next() (id uint64, data, comment string, err error) {
+	var lines []string
+	for {
+		l, err := s.r.ReadString('\n')
+		if err != nil {
+			return 0, "", "", err
+		}
+		l = strings.TrimRight(l, "\n")
+		switch {
+		case l == "":
+			if len(lines) > 0 || comment != "" {
+				return id, strings.Join(lines, "\n"), comment, nil
+			}
+		case strings.HasPrefix(l, ": "):
+			comment = l[2:]
+		case strings.HasPrefix(l, "id: "):
+			id, _ = strconv.ParseUint(l[4:], 10, 64)
+		case strings.HasPrefix(l, "data: "):
+			lines = append(lines, l[6:])
+		}
+	}
+}
+
+// paymentEvents are the events of one ordinary payment, in order.
+func paymentEvents(i int) []live.Event {
+	rq := fmt.Sprintf("rq_b%07d", i)
+	base := live.Event{Request: rq, Scope: "session:board", Key: fmt.Sprintf("board-key-%d", i), OrderID: fmt.Sprintf("B-%d", i), Amount: 129900}
+	steps := []struct {
+		kind   live.Kind
+		status int
+		msg    string
+		charge string
+	}{
+		{live.Received, 0, "POST /v1/payments", ""},
+		{live.Claimed, 0, "key row inserted as started", ""},
+		{live.GatewayCall, 0, "charging the gateway with the key", ""},
+		{live.GatewayReply, 200, "charged gw_0123456789abcdef01234567", ""},
+		{live.Charged, 0, "charge recorded", fmt.Sprintf("ch_%024x", i)},
+		{live.Completed, 201, "response saved on the key", ""},
+	}
+	out := make([]live.Event, len(steps))
+	for j, s := range steps {
+		e := base
+		e.Kind, e.Status, e.Message, e.Charge = s.kind, s.status, s.msg, s.charge
+		out[j] = e
+	}
+	return out
+}
+
+func outcomes(rows []views.TimelineRow) []string {
+	var out []string
+	for _, r := range rows {
+		out = append(out, fmt.Sprintf("%s=%s", r.Title, r.Outcome.Text))
+	}
+	return out
+}
+
+func TestBoardStreams(t *testing.T) {
+	t.Run("a viewer from before a restart gets one frame that redraws every panel", func(t *testing.T) {
+		b := newTestBoard(t, nil, 10)
+		for _, e := range paymentEvents(1) {
+			b.hub.Publish(e)
+		}
+		b.caughtUp(t)
+		s := b.open(t, "Last-Event-ID", "999999")
+		id, data, _, err := s.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{`id="timeline"`, `id="keys-body"`, `id="charges-body"`, `id="counters"`, `id="fault-fields"`, "201 paid"} {
+			if !strings.Contains(data, want) {
+				t.Errorf("the redraw lacks %s", want)
+			}
+		}
+		if id != b.Snapshot().Seq {
+			t.Errorf("the redraw's id is %d, want the board's %d", id, b.Snapshot().Seq)
+		}
+	})
+
+	t.Run("an idle stream sends heartbeat comments", func(t *testing.T) {
+		b := newTestBoard(t, func(c *Config) { c.Heartbeat = 30 * time.Millisecond }, 10)
+		s := b.open(t)
+		for {
+			_, _, comment, err := s.next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if comment == "heartbeat" {
+				return
+			}
+		}
+	})
+
+	t.Run("beyond maxStreams a viewer is refused; a slot frees when a viewer leaves", func(t *testing.T) {
+		b := newTestBoard(t, nil, 2)
+		a := b.open(t)
+		b.open(t)
+		waitUntil(t, "two viewers", func() bool { return b.Viewers() == 2 })
+		if third := b.open(t); third.res.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("third stream: %d", third.res.StatusCode)
+		}
+		a.close()
+		waitUntil(t, "the first viewer to leave", func() bool { return b.Viewers() == 1 })
+		if again := b.open(t); again.res.StatusCode != http.StatusOK {
+			t.Fatalf("after a viewer left: %d", again.res.StatusCode)
+		}
+	})
+
+	t.Run("a viewer that stops reading is dropped and never holds up the board", func(t *testing.T) {
+		b := newTestBoard(t, func(c *Config) { c.WriteTimeout = 100 * time.Millisecond }, 10)
+		s := b.open(t, "Last-Event-ID", "0")
+		waitUntil(t, "the viewer to be connected", func() bool { return b.Viewers() == 1 })
+		// Never read s. Hand it far more than a socket buffers: 3,000
+		// frames of 8 KiB, as if the page had changed 3,000 times.
+		big := templ.Raw(strings.Repeat("x", 8<<10))
+		start := time.Now()
+		for i := range uint64(3000) {
+			b.mu.Lock()
+			b.addFrameLocked(i+1, false, []templ.Component{big})
+			b.mu.Unlock()
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("producing 3,000 frames took %s with a stuck viewer", d)
+		}
+		waitUntil(t, "the stuck viewer to be dropped", func() bool { return b.Viewers() == 0 })
+		_, _ = io.Copy(io.Discard, s.res.Body) // the board closed it
+	})
+
+	t.Run("closing ends at once the streams whose viewers stopped reading", func(t *testing.T) {
+		// Their writes would wait an hour: closing must not.
+		b := newTestBoard(t, func(c *Config) { c.WriteTimeout = time.Hour }, 100)
+		const stalled = 20
+		for range stalled {
+			b.open(t, "Last-Event-ID", "0") // never read
+		}
+		waitUntil(t, "the viewers to be connected", func() bool { return b.Viewers() == stalled })
+		// Far more than the sockets buffer, so that every stream is
+		// blocked in a write.
+		big := templ.Raw(strings.Repeat("x", 64<<10))
+		for i := range uint64(200) {
+			b.mu.Lock()
+			b.addFrameLocked(i+1, false, []templ.Component{big})
+			b.mu.Unlock()
+			if i%20 == 19 {
+				waitUntil(t, "a wake", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.pulsed.Load() == b.frames })
+			}
+		}
+		b.hub.Close()
+		waitUntil(t, "every stream to end", func() bool { return b.Viewers() == 0 })
+		if s := b.open(t); s.res.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("a viewer of a closed board: %d", s.res.StatusCode)
+		}
+	})
+
+	t.Run("with nobody watching, events are applied but never rendered; a viewer resuming later gets them", func(t *testing.T) {
+		b := newTestBoard(t, nil, 10)
+		since := b.hub.LastSeq()
+		for _, e := range paymentEvents(1) {
+			b.hub.Publish(e)
+		}
+		b.caughtUp(t)
+		b.mu.Lock()
+		for i := range b.held() {
+			if f := b.at(i); f.render.sse != nil {
+				t.Errorf("frame %d was rendered with no viewer", f.seq)
+			}
+		}
+		b.mu.Unlock()
+		s := b.open(t, "Last-Event-ID", strconv.FormatUint(since, 10))
+		var all strings.Builder
+		for !strings.Contains(all.String(), "201 paid") {
+			_, data, _, err := s.next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(data, `id="keys-body"`) && strings.Contains(data, `id="timeline"`) {
+				t.Fatal("the viewer was redrawn instead of resumed")
+			}
+			all.WriteString(data)
+		}
+	})
+
+	t.Run("a stream catching up takes at most maxBatch frames per write", func(t *testing.T) {
+		b := newTestBoard(t, nil, 10)
+		b.mu.Lock()
+		start := b.frames
+		for i := range uint64(3 * maxBatch) {
+			b.addFrameLocked(i+1, false, []templ.Component{templ.Raw("x")})
+		}
+		b.mu.Unlock()
+		// The viewers are woken within a fan-out interval; then a stream
+		// that is behind takes one batch.
+		waitUntil(t, "the wake", func() bool { return b.pulsed.Load() == start+3*maxBatch })
+		b.mu.Lock()
+		frames, ok := b.framesAfterLocked(start, b.pulseN)
+		b.mu.Unlock()
+		if !ok || len(frames) != maxBatch || frames[0].n != start+1 {
+			t.Fatalf("%d frames (ok %v), want %d from %d", len(frames), ok, maxBatch, start+1)
+		}
+	})
+}
+
+func TestBoardModel(t *testing.T) {
+	t.Run("the board's memory of orders and charge ids is bounded", func(t *testing.T) {
+		b := newTestBoard(t, nil, 10)
+		n := liveOrderLimit + 500
+		for i := range n {
+			b.hub.Publish(live.Event{Kind: live.Charged, Scope: "s", Key: fmt.Sprint("k-", i),
+				OrderID: fmt.Sprint("O-", i), Amount: 100, Charge: fmt.Sprintf("ch_%024x", i)})
+			if i%500 == 499 {
+				b.caughtUp(t)
+			}
+		}
+		b.caughtUp(t)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.orders.len() > liveOrderLimit || b.seen.len() > liveSeenLimit {
+			t.Fatalf("%d orders, %d charge ids held", b.orders.len(), b.seen.len())
+		}
+		// Every order was charged once: the count of such orders forgets
+		// the orders forgotten, and no other.
+		if b.onceN != b.orders.len() || b.orders.len() < liveOrderLimit/2 {
+			t.Fatalf("%d orders held, %d of them counted as charged once", b.orders.len(), b.onceN)
+		}
+		if b.counters.Charges != n {
+			t.Fatalf("%d charges counted, want %d", b.counters.Charges, n)
+		}
+	})
+
+	t.Run("a flood of events switches to busy mode, then back, redrawing the tables", func(t *testing.T) {
+		b := newTestBoard(t, nil, 10)
+		// 300 payments' events within a second, in bursts the ring holds.
+		for i := range 300 {
+			for _, e := range paymentEvents(i) {
+				b.hub.Publish(e)
+			}
+			if i%50 == 49 {
+				b.caughtUp(t)
+			}
+		}
+		if !b.busyFlag.Load() {
+			t.Fatal("1,800 events at once did not switch to busy mode")
+		}
+		l := b.Snapshot()
+		if l.Counters.Requests != 300 || l.Counters.Charges != 300 {
+			t.Errorf("busy mode lost count: %+v", l.Counters)
+		}
+		if l.Timeline[0].Title != "Busy" {
+			t.Errorf("no busy row on top: %v", outcomes(l.Timeline))
+		}
+		b.mu.Lock()
+		drawn := b.frames
+		b.mu.Unlock()
+		if drawn > 400 {
+			t.Errorf("%d of 1,800 events were drawn while busy", drawn)
+		}
+		// Quiet now: within a couple of refreshes it redraws and leaves.
+		waitUntil(t, "busy mode to end", func() bool { return !b.busyFlag.Load() })
+		b.caughtUp(t)
+		b.mu.Lock()
+		newest := b.at(b.held() - 1)
+		b.mu.Unlock()
+		for _, want := range []string{`id="keys-body"`, `id="charges-body"`, `id="counters"`, "-note"} {
+			if newest.seq != b.hub.LastSeq() || !strings.Contains(string(newest.sse()), want) {
+				t.Fatalf("busy mode ended without redrawing %s", want)
+			}
+		}
+		if !strings.Contains(b.Snapshot().Timeline[0].Outcome.Text, "requests not drawn") {
+			t.Error("the busy row does not say how many requests it stood for")
+		}
+	})
+
+	t.Run("an order paid with two keys is counted as charged twice, and only the second charge is marked", func(t *testing.T) {
+		b := newTestBoard(t, nil, 10)
+		for i, key := range []string{"k-1", "k-2"} {
+			b.hub.Publish(live.Event{Kind: live.Charged, Scope: "s", Key: key, OrderID: "A-7", Amount: 100, Charge: fmt.Sprintf("ch_%024x", i)})
+		}
+		l := b.caughtUp(t).Snapshot()
+		if l.Counters.Twice != 1 || len(l.Counters.Orders) != 1 || l.Counters.Orders[0].Charges != 2 {
+			t.Fatalf("counters %+v", l.Counters)
+		}
+		if !l.Charges[0].Repeat || l.Charges[1].Repeat {
+			t.Fatalf("only the second charge should be marked: %+v", l.Charges)
+		}
+	})
+}
+
+// The busy-mode ticker runs only while busy, stops when busy mode ends and
+// starts again with the next flood.
+func TestBusyTicker(t *testing.T) {
+	b := newTestBoard(t, nil, 10)
+	if b.ticking.Load() {
+		t.Fatal("the ticker runs before any event")
+	}
+	for round := range 2 {
+		for i := range 300 {
+			for _, e := range paymentEvents(round*300 + i) {
+				b.hub.Publish(e)
+			}
+			if i%50 == 49 {
+				b.caughtUp(t)
+			}
+		}
+		if !b.busyFlag.Load() {
+			t.Fatalf("round %d: the flood did not switch to busy mode", round)
+		}
+		waitUntil(t, "the ticker to start", func() bool { return b.tickerRuns.Load() > uint64(round) })
+		waitUntil(t, "busy mode to end", func() bool { return !b.busyFlag.Load() })
+		waitUntil(t, "the ticker to stop", func() bool { return !b.ticking.Load() })
+	}
+}

@@ -1,0 +1,404 @@
+package board
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/a-h/templ"
+
+	"paytwice/views"
+)
+
+// ring is the frames, in a ring that the viewers read, and the wakes that
+// tell the viewers of new ones. Only events that change the page have a
+// frame, so in busy mode viewers wake twice a second, not once per event.
+// Frame n sits at out[(n-1) % len(out)]: where the next one goes, how many
+// the ring holds and which fell off all follow from frames.
+type ring struct {
+	out       []frame
+	frames    uint64    // frames made so far: the newest frame's n
+	lostSeq   uint64    // the seq of the newest frame that fell off the ring: a viewer resuming before it is redrawn
+	lostFresh bool      // it was a refresh frame
+	frameSeq  uint64    // every event up to this one has been applied
+	closed    bool      // the hub closed: streams end
+	pending   bool      // frames were added since the last wake
+	armed     bool      // a wake is scheduled
+	lastPulse time.Time // when the viewers were last woken
+	// pulseN is the newest frame when the viewers were last woken: they
+	// send frames up to it, so that all the viewers that are up to date
+	// send the same run (and share its bytes); later frames wait for the
+	// next wake. pulsed is the same, readable without mu.
+	pulseN uint64
+	pulsed atomic.Uint64
+	// tip is the newest wake: the viewers that are up to date wait for it
+	// to be done and then send the next one's bytes (see wake).
+	tip *wake
+	// beating says the heartbeat timer runs: it does while anyone watches.
+	beating  bool
+	lastWake time.Time // when the last wake was chained
+	// redrawn is the latest drawing of every panel for a viewer that
+	// opens (redrawLocked).
+	redrawn *redrawing
+	// streams are the open streams' connections, closed at shutdown so
+	// that none, reading or not, holds it up.
+	streams map[io.Closer]struct{}
+}
+
+// frame is one event's change to the page (or a busy-mode refresh),
+// rendered to a finished SSE event the first time a viewer asks for it.
+type frame struct {
+	n       uint64 // this frame's place among all the board's frames
+	seq     uint64 // the event the page is at after it: its SSE id
+	refresh bool   // a busy-mode refresh, not an event's frame: seq is shared
+	render  *lazyFrame
+}
+
+// lazyFrame holds the fragments of a frame until someone renders them.
+type lazyFrame struct {
+	once sync.Once
+	ops  []templ.Component
+	sse  []byte
+}
+
+// bytes renders the frame once, whoever asks first. The fragments stay:
+// a wake that joins this frame with others renders them again as one.
+func (f *lazyFrame) bytes(id uint64) []byte {
+	f.once.Do(func() {
+		var buf bytes.Buffer
+		writeFrame(&buf, id, renderFrame(f.ops...))
+		f.sse = buf.Bytes()
+	})
+	return f.sse
+}
+
+// sse is the frame as one finished SSE event.
+func (f frame) sse() []byte { return f.render.bytes(f.seq) }
+
+// refreshMark starts a refresh frame: it has the id of the event frame
+// before it, and a page that passes frames on to its other tabs, which
+// drops a frame whose id it has seen (static/pay.js), takes it all the
+// same. A refresh sets totals whole: taking one twice is harmless.
+var refreshMark = rawHTML("<!--refresh-->")
+
+// addFrameLocked keeps the fragments that bring a page to event seq, to be
+// rendered when a viewer first needs them, and schedules a wake.
+func (p *Board) addFrameLocked(seq uint64, refresh bool, ops []templ.Component) {
+	if len(ops) == 0 {
+		return
+	}
+	next := p.frames % uint64(len(p.out))
+	if p.frames >= uint64(len(p.out)) {
+		old := p.out[next]
+		p.lostSeq, p.lostFresh = old.seq, old.refresh
+	}
+	if refresh {
+		ops = append([]templ.Component{refreshMark}, ops...)
+	}
+	p.frames++
+	p.out[next] = frame{n: p.frames, seq: seq, refresh: refresh, render: &lazyFrame{ops: ops}}
+	p.pending = true
+	p.pulseLocked()
+}
+
+// The viewers are woken at most once per fanoutInterval: under a stream
+// of events each viewer gets one write per interval, whatever the rate
+// of payments, so what a viewer costs does not grow with them. A lone
+// event after a quiet spell goes out at once. The interval grows with the
+// viewers, so that all of them together are woken at most about 2,000
+// times a second, up to 100 ms: with 200 pages open, a payment reaches
+// them a tenth of a second after its answer at worst, and each wake
+// carries several payments' changes in one write per page.
+const (
+	fanoutMin       = 5 * time.Millisecond
+	fanoutMax       = 100 * time.Millisecond
+	fanoutPerViewer = 500 * time.Microsecond
+)
+
+func (p *Board) fanoutInterval() time.Duration {
+	return min(fanoutMax, max(fanoutMin, time.Duration(p.viewers.Load())*fanoutPerViewer))
+}
+
+// pulseLocked wakes the viewers now, or schedules it for the end of the
+// current interval.
+func (p *Board) pulseLocked() {
+	if !p.pending || p.armed || p.closed {
+		return
+	}
+	wait := time.Until(p.lastPulse.Add(p.fanoutInterval()))
+	if wait > 0 {
+		p.armed = true
+		time.AfterFunc(wait, func() {
+			p.mu.Lock()
+			p.armed = false
+			p.pulseLocked()
+			p.mu.Unlock()
+		})
+		return
+	}
+	w := &wake{prev: p.pulseN, last: p.frames}
+	// The ring holds every frame since the last wake: a wake comes within
+	// an interval, long before a thousand frames are made.
+	held := p.held()
+	from := held - int(min(p.frames-p.pulseN, uint64(held)))
+	w.frames = make([]frame, 0, held-from)
+	for i := from; i < held; i++ {
+		w.frames = append(w.frames, p.at(i))
+	}
+	if len(w.frames) > 0 {
+		w.prev = w.frames[0].n - 1
+	}
+	p.pending, p.lastPulse, p.pulseN = false, time.Now(), p.frames
+	p.pulsed.Store(p.frames)
+	p.chainLocked(w)
+}
+
+// wake is one fan-out: the frames made since the one before, which every
+// viewer that is up to date sends as one write of the same bytes. The
+// wakes form a chain: a viewer waits for the newest to be done, then
+// follows next, so that waking two hundred viewers takes one channel
+// close, and a viewer neither locks the projector nor allocates to find
+// what to send.
+type wake struct {
+	prev, last uint64  // it brings a page from after frame prev to after frame last
+	frames     []frame // those frames; none for a heartbeat
+	beat       bool    // a heartbeat comment, for idle streams
+	end        bool    // the projector closed: streams end
+
+	once sync.Once
+	b    []byte
+
+	next *wake         // set before done is closed
+	done chan struct{} // closed when next is set
+}
+
+// chainLocked makes w the newest wake and wakes the viewers waiting for
+// one.
+func (p *Board) chainLocked(w *wake) {
+	w.done = make(chan struct{})
+	old := p.tip
+	old.next, p.tip = w, w
+	p.lastWake = time.Now()
+	close(old.done)
+}
+
+// startBeatLocked starts the heartbeat, unless it runs: while anyone
+// watches, a stream that has sent nothing for a heartbeat interval gets a
+// comment, which keeps idle connections (and the proxies between) open
+// and lets a dead viewer be noticed. One timer serves every stream.
+func (p *Board) startBeatLocked() {
+	if p.beating || p.closed {
+		return
+	}
+	p.beating = true
+	every := p.cfg.Heartbeat / 2
+	var t *time.Timer
+	t = time.AfterFunc(every, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.closed || p.viewers.Load() == 0 {
+			p.beating = false
+			return
+		}
+		if time.Since(p.lastWake) >= every {
+			p.chainLocked(&wake{prev: p.pulseN, last: p.pulseN, beat: true})
+		}
+		t.Reset(every)
+	})
+}
+
+// bytes is what the wake sends to a viewer at prev: its frames as a
+// single SSE event, rendered once for every viewer. A panel that several
+// of its frames redraw in full (the counters, a key row, an outcome) is
+// drawn once, as it is after the last of them.
+func (w *wake) bytes() []byte {
+	w.once.Do(func() {
+		switch {
+		case w.beat:
+			w.b = heartbeatComment
+		case len(w.frames) == 1:
+			w.b = w.frames[0].sse()
+		case len(w.frames) > 1:
+			var ops []templ.Component
+			for _, f := range w.frames {
+				ops = append(ops, f.render.ops...)
+			}
+			var buf bytes.Buffer
+			writeFrame(&buf, w.frames[len(w.frames)-1].seq, renderFrame(lastRedraws(ops)...))
+			w.b = buf.Bytes()
+		}
+	})
+	return w.b
+}
+
+// after returns what a viewer that has sent every frame up to n sends for
+// this wake: the shared bytes when it is where the wake starts, the
+// frames it lacks one by one when it is part way (a viewer just drawn or
+// catching up), nothing when it is past.
+// ok is false when frames the viewer lacks are not in the wake: it must
+// be redrawn.
+func (w *wake) after(n uint64) (b []byte, ok bool) {
+	switch {
+	case n == w.prev || w.beat:
+		return w.bytes(), true
+	case n >= w.last:
+		return nil, true
+	case n < w.prev:
+		return nil, false
+	}
+	for _, f := range w.frames {
+		if f.n > n {
+			b = append(b, f.sse()...)
+		}
+	}
+	return b, true
+}
+
+// redraw is a fragment that replaces one element of the page whole: of
+// several that replace the same element in one write, only the last
+// needs sending.
+type redraw struct {
+	id string
+	templ.Component
+}
+
+// redrawOf marks c as replacing the element id whole.
+func redrawOf(id string, c templ.Component) templ.Component { return redraw{id: id, Component: c} }
+
+// lastRedraws drops each redraw that a later one of the same element
+// replaces; everything else keeps its order.
+func lastRedraws(ops []templ.Component) []templ.Component {
+	last := map[string]int{}
+	for i, op := range ops {
+		if r, ok := op.(redraw); ok {
+			last[r.id] = i
+		}
+	}
+	out := ops[:0:0]
+	for i, op := range ops {
+		if r, ok := op.(redraw); ok && last[r.id] != i {
+			continue
+		}
+		out = append(out, op)
+	}
+	return out
+}
+
+// maxBatch bounds the frames a stream takes (and pins) per write while
+// it catches up: a viewer that does not read holds at most this many
+// while its write times out.
+const maxBatch = 64
+
+// framesAfterLocked returns the frames after frame n up to frame last,
+// oldest first and at most maxBatch, for a viewer catching up, and
+// whether none was lost to the ring.
+func (p *Board) framesAfterLocked(n, last uint64) ([]frame, bool) {
+	held := p.held()
+	if p.closed || n < p.frames-uint64(held) {
+		return nil, false
+	}
+	first := held - int(min(p.frames-n, uint64(held)))
+	end := min(first+maxBatch, held-int(min(p.frames-last, uint64(held))))
+	var out []frame
+	for i := first; i < end; i++ {
+		out = append(out, p.at(i))
+	}
+	return out, true
+}
+
+// held is how many frames the ring holds.
+
+func (p *Board) held() int { return int(min(p.frames, uint64(len(p.out)))) }
+
+// at returns the i-th frame the ring holds, oldest first.
+func (p *Board) at(i int) frame {
+	return p.out[(p.frames-uint64(p.held())+uint64(i))%uint64(len(p.out))]
+}
+
+// resumeLocked finds where a viewer that has seen every event up to seq
+// continues: after frame n. ok is false when frames it needs are gone
+// (or were never made): it must be redrawn. A refresh frame shares its
+// seq with the event before it, so one with seq itself is sent again:
+// refreshes only set totals, and sending one twice is harmless.
+func (p *Board) resumeLocked(seq uint64) (n uint64, ok bool) {
+	if p.closed || seq > p.modelSeq || seq < p.lostSeq || seq == p.lostSeq && p.lostFresh {
+		return 0, false
+	}
+	held := p.held()
+	first := sort.Search(held, func(i int) bool {
+		f := p.at(i)
+		return f.seq > seq || f.seq == seq && f.refresh
+	})
+	if first == held {
+		return p.frames, true
+	}
+	return p.at(first).n - 1, true
+}
+
+// redrawLocked returns what draws every panel as they are now, as one
+// SSE event; it is rendered when called, outside the lock, and once for
+// every viewer that opens before anything changes.
+func (p *Board) redrawLocked() func() []byte {
+	if r := p.redrawn; r != nil && r.seq == p.modelSeq && r.frames == p.frames {
+		return r.bytes
+	}
+	r := &redrawing{seq: p.modelSeq, frames: p.frames, ops: p.fullFrameLocked()}
+	p.redrawn = r
+	return r.bytes
+}
+
+// redrawing is the drawing of every panel at one point of the model.
+type redrawing struct {
+	seq, frames uint64 // the model's event and the frames made
+	ops         []templ.Component
+	once        sync.Once
+	b           []byte
+}
+
+func (r *redrawing) bytes() []byte {
+	r.once.Do(func() {
+		var buf bytes.Buffer
+		writeFrame(&buf, r.seq, renderFrame(r.ops...))
+		r.b, r.ops = buf.Bytes(), nil
+	})
+	return r.b
+}
+
+// fullFrameLocked redraws every panel.
+func (p *Board) fullFrameLocked() []templ.Component {
+	p.steps = StepBar(p.cfg.Steps)
+	l := p.snapshotLocked()
+	return []templ.Component{
+		views.StepBarView(l.Steps, true),
+		views.Timeline(l.Timeline, true),
+		inTable(views.KeysBody(l.Keys, l.Now, true)),
+		inTable(views.ChargesBody(l.Charges, l.Now, true)),
+		views.CountersView(l.Counters, true),
+		views.FaultFields(l.Faults, true),
+		views.ActiveFaults(l.Faults, true),
+	}
+}
+
+// inTable wraps a table part so that it survives the trip through an
+// HTML parser next to other fragments (see views.FrameTable).
+func inTable(c templ.Component) templ.Component {
+	return templ.ComponentFunc(func(ctx context.Context, w io.Writer) error {
+		return views.FrameTable().Render(templ.WithChildren(ctx, c), w)
+	})
+}
+
+// renderFrame renders the fragments of one event into one HTML string.
+func renderFrame(ops ...templ.Component) []byte {
+	var buf bytes.Buffer
+	for _, op := range ops {
+		if err := op.Render(context.Background(), &buf); err != nil {
+			// Components only fail on a broken writer; a buffer is not one.
+			panic(err)
+		}
+	}
+	return buf.Bytes()
+}

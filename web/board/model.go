@@ -1,0 +1,130 @@
+package board
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"paytwice/pay"
+	"paytwice/views"
+)
+
+// model is what the panels show, after event modelSeq; the board's mu
+// guards it.
+type model struct {
+	modelSeq uint64 // the model reflects every event up to this one
+	rows     []*views.TimelineRow
+	keys     []*views.KeyRow
+	charges  []views.ChargeRow
+	counters views.Counters
+	faults   views.FaultSwitches
+	orderBook
+
+	fullNext bool // the next frame redraws every panel
+	// steps is the step bar as the frames drew it last (stepbar.go's
+	// drawSteps): a page drawn from a snapshot gets it, and the frames
+	// after redraw only what changed since.
+	steps views.StepBar
+}
+
+// loadTimeout bounds a reload of the model from the database; what it
+// could not read is missing from the panels until the next one.
+const loadTimeout = 5 * time.Second
+
+// load fills the model from the database, for a start, after the
+// projector fell behind, or after other servers' events were lost.
+func (p *Board) load(ctx context.Context) {
+	// The projector applies no event while it loads: a database that
+	// does not answer must not stop the live pages for longer than this.
+	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
+	defer cancel()
+	keys, err := p.cfg.Store.RecentKeys(ctx, liveKeys)
+	if err != nil && ctx.Err() == nil {
+		p.logf("live: loading keys: %v", err)
+	}
+	recent, err := p.cfg.Store.RecentCharges(ctx, 5000)
+	if err != nil && ctx.Err() == nil {
+		p.logf("live: loading charges: %v", err)
+	}
+	total, err := p.cfg.Store.CountCharges(ctx)
+	if err != nil && ctx.Err() == nil {
+		p.logf("live: counting charges: %v", err)
+	}
+	faults := p.currentSwitches()
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keys = p.keys[:0]
+	for _, k := range keys {
+		p.keys = append(p.keys, &views.KeyRow{ID: keyDOMID(k.Scope, k.Key), Scope: k.Scope, Key: k.Key, PersonalData: pay.PersonalData(k.Key),
+			Fingerprint: k.Fingerprint, OrderID: k.OrderID, Amount: k.AmountSatang, Status: k.Status,
+			Code: k.ResponseStatus, Created: k.CreatedAt})
+	}
+	p.forgetCharges()
+	p.charges = p.charges[:0]
+	// Oldest first, so that "charged again" marks the later charge.
+	for i := len(recent) - 1; i >= 0; i-- {
+		c := recent[i]
+		if _, ok := p.seen.get(c.ID); !ok {
+			p.seen.put(c.ID, struct{}{})
+		}
+		o := p.order(c.Scope, c.OrderID)
+		p.charged(o)
+		if i < liveCharges {
+			p.charges = append(p.charges, views.ChargeRow{ID: chargeDOMID(c.ID, c.Scope, c.Key), Charge: c.ID,
+				Scope: c.Scope, Key: c.Key, OrderID: c.OrderID, Amount: c.AmountSatang, Time: c.CreatedAt, Repeat: o.charges > 1})
+		}
+	}
+	p.counters.Charges = total
+	p.faults = faults
+}
+
+// currentSwitches reads every switch for the panel.
+func (p *Board) currentSwitches() views.FaultSwitches { return p.cfg.Switches() }
+
+// Snapshot copies the model: the state after event Seq.
+func (p *Board) Snapshot() views.Live {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.snapshotLocked()
+}
+
+func (p *Board) snapshotLocked() views.Live {
+	l := views.Live{Seq: p.modelSeq, Now: p.cfg.Clock.Now(), Counters: p.countersLocked(), Faults: p.faults, Steps: p.steps}
+	for _, r := range p.rows {
+		c := *r
+		c.Steps = slices.Clone(r.Steps)
+		l.Timeline = append(l.Timeline, c)
+	}
+	for _, k := range p.keys {
+		l.Keys = append(l.Keys, *k)
+	}
+	l.Charges = slices.Clone(p.charges)
+	slices.Reverse(l.Charges) // newest first
+	return l
+}
+
+func (p *Board) snapshotKeysLocked() []views.KeyRow {
+	out := make([]views.KeyRow, len(p.keys))
+	for i, k := range p.keys {
+		out[i] = *k
+	}
+	return out
+}
+
+// loadKeys reads the newest key rows, after a prune.
+func (p *Board) loadKeys() []views.KeyRow {
+	ctx, cancel := context.WithTimeout(p.cfg.Ctx, loadTimeout)
+	defer cancel()
+	keys, err := p.cfg.Store.RecentKeys(ctx, liveKeys)
+	if err != nil {
+		p.logf("live: loading keys: %v", err)
+	}
+	out := make([]views.KeyRow, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, views.KeyRow{ID: keyDOMID(k.Scope, k.Key), Scope: k.Scope, Key: k.Key, PersonalData: pay.PersonalData(k.Key),
+			Fingerprint: k.Fingerprint, OrderID: k.OrderID, Amount: k.AmountSatang, Status: k.Status,
+			Code: k.ResponseStatus, Created: k.CreatedAt})
+	}
+	return out
+}

@@ -1,0 +1,430 @@
+package board
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"paytwice/pay"
+	"paytwice/views"
+	"paytwice/web/live"
+	"paytwice/web/room/lesson"
+	"paytwice/web/room/step"
+)
+
+// The narrator: what the timeline says of each kind of event, as a table.
+// A line names the row the event goes in, the arrows it draws there, the
+// answer sent back to the browser, the outcome, and what the event changes
+// in the tables and counters. In busy mode only that last part applies:
+// the counters and tables stay true while nothing is drawn.
+//
+// A kind whose drawing depends on the event (the gateway's reply by its
+// status, the sweeper's by what it found) names a field to pick by and a
+// line per value. Texts may hold the event's fields: {status},
+// {statusText}, {statusLine}, {message}, {order}, {kind}.
+
+// line is what the timeline says of one kind of event.
+type line struct {
+	// row is the title of the row the event starts, or finds by its
+	// request; "" draws nothing in the timeline.
+	row string
+	// attempt: the row remembers the page's attempt, to draw its answer
+	// as delivered or not when the page says so.
+	attempt bool
+	// explain: the event's message says more than the arrows' labels, so
+	// the arrows carry it as a tooltip. (The others would only repeat the
+	// label, in every frame sent to every viewer.)
+	explain bool
+	arrows  []arrow
+	// draw is what a table cannot say: a drawing that changes the row's
+	// arrows already there, or rows other than the event's.
+	draw func(u *update, r *views.TimelineRow)
+	// answer is the response travelling back to the browser.
+	answer *arrow
+	// outcome is the row's result badge.
+	outcome *badge
+	effect  effect
+	// stepBar: the step bar is redrawn (step mode's events).
+	stepBar bool
+}
+
+// arrow is one step of a row, from one lane to another.
+type arrow struct {
+	from, to views.Lane
+	label    string
+	badge    badge
+	lost     bool
+	// id, when set, is appended to the row's id: a later event finds the
+	// arrow by it.
+	id string
+}
+
+// badge is a badge's text and tone; toneOfStatus is the tone of the
+// event's HTTP status (codeTone).
+type badge struct {
+	text string
+	tone views.Tone
+}
+
+const toneOfStatus views.Tone = "of-status"
+
+// effect is what an event changes in the tables and counters, in the
+// order they apply.
+type effect uint16
+
+const (
+	countRequest effect = 1 << iota
+	countRejected
+	countLost
+	countReplay
+	countConflict
+	countMismatch
+	chargeAdded    // a charge row, once per charge id
+	keyStarted     // the key row is started
+	keyDone        // the key row is done with the event's status
+	keyDoneCreated // the key row is done with 201 (the sweeper's)
+	keyHit         // a request found the key there
+	keyGone        // the key row is deleted
+)
+
+// narration is a kind's line, or its lines by a field of the event.
+type narration struct {
+	line
+	by    func(live.Event) string
+	cases map[string]line
+}
+
+// The lanes.
+const (
+	B = views.LaneBrowser
+	S = views.LaneServer
+	D = views.LaneDatabase
+	G = views.LaneGateway
+)
+
+// lookupArrow is the sweeper asking the gateway, in each of its lines.
+var lookupArrow = arrow{from: S, to: G, label: "lookup(key)"}
+
+// narrator is what the timeline says, per kind of event.
+var narrator = map[live.Kind]narration{
+	live.Received: {line: line{row: "{message}", attempt: true,
+		arrows: []arrow{{from: B, to: S, label: "POST + key"}},
+		effect: countRequest}},
+	live.Rejected: {line: line{row: "request", explain: true,
+		answer:  &arrow{label: "nothing saved", badge: badge{"{status}", views.ToneBad}},
+		outcome: &badge{"{status} refused", views.ToneBad},
+		effect:  countRejected}},
+	live.Dropped: {line: line{row: "request",
+		arrows: []arrow{{from: B, to: S, lost: true, label: "connection dropped before the server did anything",
+			badge: badge{"never happened", views.ToneBad}}},
+		outcome: &badge{"network error", views.ToneBad}}},
+	live.Claimed: {line: line{row: "request",
+		arrows: []arrow{{from: S, to: D, label: "INSERT key: started", badge: badge{"claimed", views.ToneOK}}},
+		effect: keyStarted}},
+	live.Delayed: {line: line{row: "request", explain: true,
+		arrows: []arrow{{from: S, to: S, label: "{message}", badge: badge{"delay", views.ToneWarn}}}}},
+	live.GatewayCall: {line: line{row: "request",
+		arrows: []arrow{{from: S, to: G, label: "charge(key)"}}}},
+	live.GatewayReply: {by: func(e live.Event) string { return strconv.Itoa(e.Status) }, cases: map[string]line{
+		"200": {row: "request", explain: true,
+			arrows: []arrow{{from: G, to: S, label: "charged", badge: badge{"ok", views.ToneOK}}}},
+		"504": {row: "request", explain: true,
+			arrows:  []arrow{{from: G, to: S, lost: true, label: "no answer", badge: badge{"timeout", views.ToneWarn}}},
+			outcome: &badge{"outcome unknown", views.ToneWarn}},
+		"402": {row: "request", explain: true,
+			arrows: []arrow{{from: G, to: S, label: "card declined", badge: badge{"declined", views.ToneBad}}}},
+		"": {row: "request", explain: true,
+			arrows: []arrow{{from: G, to: S, label: "gateway failed", badge: badge{"{status}", views.ToneBad}}}},
+	}},
+	live.Charged: {line: line{row: "request",
+		arrows: []arrow{{from: S, to: D, label: "INSERT charge", badge: badge{"charged", views.ToneOK}}},
+		effect: chargeAdded}},
+	live.Completed: {by: func(e live.Event) string { return strconv.Itoa(e.Status) }, cases: map[string]line{
+		"201": {row: "request",
+			arrows:  []arrow{{from: S, to: D, label: "key done: {status} saved"}},
+			answer:  &arrow{label: "{statusText}", badge: badge{"{status}", toneOfStatus}},
+			outcome: &badge{"{status} paid", toneOfStatus},
+			effect:  keyDone},
+		"": {row: "request",
+			arrows:  []arrow{{from: S, to: D, label: "key done: {status} saved"}},
+			answer:  &arrow{label: "{statusText}", badge: badge{"{status}", toneOfStatus}},
+			outcome: &badge{"{statusLine}, saved", toneOfStatus},
+			effect:  keyDone},
+	}},
+	live.ResponseLost: {line: line{row: "request", draw: (*update).loseAnswer,
+		outcome: &badge{"response lost", views.ToneBad},
+		effect:  countLost}},
+	live.Replayed: {line: line{row: "request",
+		arrows:  []arrow{{from: S, to: D, label: "key done: read saved answer"}},
+		answer:  &arrow{label: "{status} again", badge: badge{"replayed", views.ToneInfo}},
+		outcome: &badge{"{status} replayed", views.ToneInfo},
+		effect:  countReplay | keyHit}},
+	live.Conflict: {line: line{row: "request",
+		arrows:  []arrow{{from: S, to: D, label: "key still started"}},
+		answer:  &arrow{label: "Conflict", badge: badge{"409", views.ToneWarn}},
+		outcome: &badge{"409 in progress", views.ToneWarn},
+		effect:  countConflict | keyHit}},
+	live.Mismatch: {line: line{row: "request",
+		arrows:  []arrow{{from: S, to: D, label: "other fingerprint"}},
+		answer:  &arrow{label: "key reused", badge: badge{"422", views.ToneBad}},
+		outcome: &badge{"422 key reused", views.ToneBad},
+		effect:  countMismatch | keyHit}},
+	live.Released: {line: line{row: "request", explain: true,
+		arrows:  []arrow{{from: S, to: D, label: "DELETE key", badge: badge{"released", views.ToneMute}}},
+		answer:  &arrow{label: "retry", badge: badge{"{status}", views.ToneWarn}},
+		outcome: &badge{"released", views.ToneMute},
+		effect:  keyGone}},
+	live.Crashed: {line: line{row: "request", explain: true,
+		arrows: []arrow{{from: S, to: S, label: "stopped after the gateway call", badge: badge{"crash", views.ToneBad}},
+			{from: S, to: B, lost: true, label: "no response"}},
+		outcome: &badge{"crashed: key left started", views.ToneBad}}},
+	live.RolledBack: {line: line{row: "request", explain: true,
+		arrows:  []arrow{{from: S, to: D, label: "transaction rolled back", badge: badge{"failed halfway", views.ToneBad}}},
+		outcome: &badge{"failed halfway", views.ToneBad}}},
+	live.Swept: {by: func(e live.Event) string { return string(e.Sweep) }, cases: map[string]line{
+		string(live.SweepFailed): {row: "Sweeper", explain: true,
+			arrows:  []arrow{lookupArrow, {from: S, to: S, label: "{message}", badge: badge{"sweep failed", views.ToneBad}}},
+			outcome: &badge{"still started", views.ToneWarn}},
+		string(live.SweepCharged): {row: "Sweeper", explain: true,
+			arrows: []arrow{lookupArrow, {from: G, to: S, label: "yes"},
+				{from: S, to: D, label: "INSERT charge, key done", badge: badge{"swept", views.ToneWarn}}},
+			outcome: &badge{"swept: charged", views.ToneOK},
+			effect:  chargeAdded | keyDoneCreated},
+		"": {row: "Sweeper", explain: true,
+			arrows: []arrow{lookupArrow, {from: G, to: S, label: "no"},
+				{from: S, to: D, label: "DELETE key", badge: badge{"swept", views.ToneWarn}}},
+			outcome: &badge{"swept: released", views.ToneMute},
+			effect:  keyGone},
+	}},
+	live.Delivered:   {line: line{draw: (*update).delivered}},
+	live.Undelivered: {line: line{draw: (*update).delivered}},
+	live.LookedUp: {by: func(e live.Event) string { return strconv.FormatBool(e.Charge != "") }, cases: map[string]line{
+		"true": {row: "Look-up",
+			arrows:  []arrow{{from: B, to: S, label: "GET ?order_id={order}"}, {from: S, to: D, label: "SELECT the order's charges"}},
+			answer:  &arrow{label: "paid", badge: badge{"200", views.ToneOK}},
+			outcome: &badge{"found paid", views.ToneOK}},
+		"": {row: "Look-up",
+			arrows:  []arrow{{from: B, to: S, label: "GET ?order_id={order}"}, {from: S, to: D, label: "SELECT the order's charges"}},
+			answer:  &arrow{label: "not paid", badge: badge{"200", views.ToneInfo}},
+			outcome: &badge{"not paid", views.ToneInfo}},
+	}},
+	live.Pruned: {line: line{row: "Retention",
+		arrows: []arrow{{from: S, to: D, label: "{message}", badge: badge{"pruned", views.ToneMute}}}}},
+	live.Switched: {line: line{row: "Switches",
+		arrows: []arrow{{from: S, to: S, label: "{message}", badge: badge{"switch", views.ToneInfo}}}}},
+	live.Reset: {line: line{row: "Reset",
+		arrows: []arrow{{from: S, to: D, label: "{message}", badge: badge{"reset", views.ToneMute}}}}},
+	live.Gap: {line: line{row: "Other servers",
+		arrows: []arrow{{from: S, to: S, label: "{message}", badge: badge{"gap", views.ToneWarn}}}}},
+
+	// Step mode: a paused request shows where it waits, in its own row,
+	// until it goes on; the step bar is redrawn.
+	step.KindHeld: {line: line{row: "request", stepBar: true,
+		arrows: []arrow{{id: "-held", from: S, to: S, label: "paused at “{message}”", badge: badge{"held", views.ToneWarn}}}}},
+	step.KindResumed: {line: line{draw: (*update).resumed, stepBar: true}},
+	step.KindAimed: {line: line{row: "request", stepBar: true,
+		arrows: []arrow{{from: S, to: S, label: "{message}", badge: badge{"aimed", views.ToneBad}}}}},
+	step.KindMode: {line: line{row: "Step mode", stepBar: true,
+		arrows: []arrow{{from: S, to: S, label: "{message}", badge: badge{"step", views.ToneInfo}}}}},
+	// A "Watch for" item ticked: the step bar's redraw is only there to
+	// make a frame, which makes every page ask for its lesson.
+	lesson.WatchKind: {line: line{stepBar: true}},
+	// Another server's held list changed: the bar shows it.
+	step.KindHeldList: {line: line{stepBar: true}},
+}
+
+// unknown is the line of a kind the narrator has none for.
+var unknown = line{row: "{kind}", arrows: []arrow{{from: S, to: S, label: "{message}"}}}
+
+// lineOf is what the narrator says of e.
+func lineOf(e live.Event) line {
+	n, ok := narrator[e.Kind]
+	switch {
+	case !ok:
+		return unknown
+	case n.by == nil:
+		return n.line
+	}
+	if l, ok := n.cases[n.by(e)]; ok {
+		return l
+	}
+	return n.cases[""]
+}
+
+// narrate applies the event's line: in busy mode its effect only.
+func (u *update) narrate() {
+	l := lineOf(u.e)
+	if !u.quiet {
+		u.draw(l)
+	}
+	u.change(l.effect)
+	if l.stepBar && !u.quiet {
+		u.drawSteps()
+	}
+}
+
+// draw draws the event's line in its row.
+func (u *update) draw(l line) {
+	u.explain = l.explain
+	var r *views.TimelineRow
+	if l.row != "" {
+		r = u.rowFor(u.text(l.row))
+		if l.attempt {
+			r.Attempt = u.e.Attempt
+		}
+	}
+	for _, a := range l.arrows {
+		s := u.step1(a)
+		if a.id != "" {
+			s.ID = r.ID + a.id
+		}
+		u.step(r, s)
+	}
+	if l.draw != nil {
+		l.draw(u, r)
+	}
+	if a := l.answer; a != nil {
+		u.respond(r, u.text(a.label), u.badge(a.badge))
+	}
+	if l.outcome != nil {
+		u.outcome(r, u.badge(*l.outcome))
+	}
+}
+
+// step1 is an arrow of the table with the event's fields in its texts.
+func (u *update) step1(a arrow) views.Step {
+	return views.Step{From: a.from, To: a.to, Label: u.text(a.label), Lost: a.lost, Badge: u.badge(a.badge)}
+}
+
+func (u *update) badge(b badge) views.Badge {
+	if b.text == "" {
+		return views.Badge{}
+	}
+	if b.tone == toneOfStatus {
+		b.tone = codeTone(u.e.Status)
+	}
+	return views.Badge{Text: u.text(b.text), Tone: b.tone}
+}
+
+// text fills in the event's fields.
+func (u *update) text(s string) string {
+	i := strings.IndexByte(s, '{')
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i >= 0 {
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			break
+		}
+		b.WriteString(s[:i])
+		b.WriteString(u.field(s[i+1 : i+j]))
+		s = s[i+j+1:]
+		i = strings.IndexByte(s, '{')
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
+// field is one of the event's fields as a text says it.
+func (u *update) field(name string) string {
+	e := u.e
+	switch name {
+	case "status":
+		return strconv.Itoa(e.Status)
+	case "statusText":
+		return http.StatusText(e.Status)
+	case "statusLine":
+		return statusLine(e.Status)
+	case "message":
+		return e.Message
+	case "order":
+		return e.OrderID
+	case "kind":
+		return string(e.Kind)
+	}
+	return "{" + name + "}"
+}
+
+// change makes the event's changes to the tables and counters.
+func (u *update) change(f effect) {
+	if f == 0 {
+		return
+	}
+	p, e := u.p, u.e
+	c := &p.counters
+	if f&countRequest != 0 {
+		c.Requests++
+	}
+	if f&countRejected != 0 {
+		c.Rejected++
+	}
+	if f&countLost != 0 {
+		c.Lost++
+	}
+	if f&countReplay != 0 {
+		c.Replays++
+	}
+	if f&countConflict != 0 {
+		c.Conflicts++
+	}
+	if f&countMismatch != 0 {
+		c.Mismatches++
+	}
+	if f&chargeAdded != 0 {
+		p.addCharge(u, e.Charge)
+	}
+	switch {
+	case f&keyStarted != 0:
+		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = pay.StatusStarted, 0 })
+	case f&keyDone != 0:
+		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = pay.StatusDone, e.Status })
+	case f&keyDoneCreated != 0:
+		p.upsertKey(u, func(k *views.KeyRow) { k.Status, k.Code = pay.StatusDone, http.StatusCreated })
+	}
+	if f&keyHit != 0 {
+		p.hitKey(u)
+	}
+	if f&keyGone != 0 {
+		p.removeKey(u)
+	}
+}
+
+// loseAnswer replaces the answer's arrow, if drawn, by one that never
+// arrives.
+func (u *update) loseAnswer(r *views.TimelineRow) {
+	e := u.e
+	lost := views.Step{ID: r.ID + "-resp", From: S, To: B, Lost: true, Title: e.Message,
+		Label: strconv.Itoa(e.Status) + " never arrives", Badge: views.Badge{Text: "lost response", Tone: views.ToneBad}}
+	for i := range r.Steps {
+		if r.Steps[i].ID == lost.ID {
+			r.Steps[i] = lost
+			u.add(views.StepView(lost, true))
+			return
+		}
+	}
+	u.step(r, lost)
+}
+
+// resumed takes a held request's pause off its row, and says why it goes
+// on when the event says.
+func (u *update) resumed(*views.TimelineRow) {
+	e := u.e
+	id := "tl-" + e.Request
+	for _, r := range u.p.rows {
+		if r.ID != id {
+			continue
+		}
+		for i, s := range r.Steps {
+			if s.ID == id+"-held" {
+				r.Steps = append(r.Steps[:i:i], r.Steps[i+1:]...)
+				u.add(views.FrameDelete(s.ID))
+				break
+			}
+		}
+		if e.Message != "" {
+			u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "released", Tone: views.ToneMute}})
+		}
+	}
+}

@@ -1,0 +1,263 @@
+package board
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// The event stream's timing: the defaults of Config's Heartbeat and
+// WriteTimeout.
+const (
+	// heartbeatEvery keeps idle connections (and the proxies between)
+	// from timing out, and lets a dead viewer be noticed.
+	heartbeatEvery = 15 * time.Second
+	// writeTimeout drops a viewer whose connection takes longer than this
+	// to accept one batch: the hub never waits for it, and neither do we.
+	writeTimeout = 10 * time.Second
+	// reconnectMS is the retry hint sent to EventSource.
+	reconnectMS = 1000
+)
+
+// ErrFull is the answer to a viewer beyond the streams a server keeps
+// open at once.
+var ErrFull = errors.New("too many live views open")
+
+// Stream sends the board to the viewer of r as Server-Sent Events, until
+// the viewer leaves or the server stops. Each event is one `frame` of htmx
+// out-of-band fragments with its sequence number as `id:`. A browser
+// resumes after the last id it saw (Last-Event-ID, or ?since= on the
+// page's first connection); one that asks for frames the board no longer
+// holds, or from a server that restarted, gets a single frame that redraws
+// every panel instead. Viewers read the board's wakes, never the hub: an
+// event that changes nothing on the page (most of them in busy mode) costs
+// a viewer nothing, a viewer is woken at most once per fan-out interval
+// however fast payments come, and then makes one write of bytes it shares
+// with every other viewer; a viewer too slow for the ring is dropped.
+//
+// Before it writes anything Stream may refuse: ErrClosed when the board
+// stopped, ErrFull beyond maxStreams open streams. After, it returns nil.
+func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int) error {
+	last, resume := resumePoint(r)
+
+	// Decide where the viewer starts under the projector's lock, so that
+	// no frame is made between the decision and the count that keeps the
+	// frames coming.
+	var buf bytes.Buffer
+	buf.WriteString("retry: " + strconv.Itoa(reconnectMS) + "\n\n")
+	proj.mu.Lock()
+	if proj.closed {
+		proj.mu.Unlock()
+		return ErrClosed
+	}
+	if proj.viewers.Load() >= int64(maxStreams) {
+		proj.mu.Unlock()
+		return ErrFull
+	}
+	proj.viewers.Add(1)
+	proj.startBeatLocked()
+	cursor, ok := proj.resumeLocked(last)
+	var redraw func() []byte
+	if !resume || !ok {
+		// New, too far behind, or from before a restart: redraw.
+		cursor = proj.frames
+		redraw = proj.redrawLocked()
+	}
+	// The viewer catches up to the last wake from the ring, then follows
+	// the wakes from that one on.
+	tip, caughtUp := proj.tip, proj.pulseN
+	proj.mu.Unlock()
+	if redraw != nil {
+		buf.Write(redraw())
+	}
+	defer func() {
+		proj.mu.Lock()
+		proj.viewers.Add(-1)
+		proj.mu.Unlock()
+	}()
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	out, err := startStream(w, proj)
+	if err != nil {
+		return nil
+	}
+	defer out.close()
+	if out.write(buf.Bytes()) != nil {
+		return nil
+	}
+	buf = bytes.Buffer{} // the redraw is sent: let it go
+
+	for cursor < caughtUp {
+		proj.mu.Lock()
+		frames, ok := proj.framesAfterLocked(cursor, caughtUp)
+		proj.mu.Unlock()
+		if !ok || len(frames) == 0 {
+			return nil // fell behind by more than the ring holds
+		}
+		var b []byte
+		for _, f := range frames {
+			b = append(b, f.sse()...)
+		}
+		if out.write(b) != nil {
+			return nil
+		}
+		cursor = frames[len(frames)-1].n
+	}
+
+	ctx := r.Context()
+	for w := tip; ; {
+		select {
+		case <-w.done:
+		case <-out.gone:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+		w = w.next
+		if w.end || proj.pulsed.Load()-cursor > liveFrames {
+			// The server is stopping, or the viewer fell behind by more
+			// than the ring holds: end the stream. A browser reconnects
+			// and is redrawn.
+			return nil
+		}
+		b, ok := w.after(cursor)
+		if !ok {
+			return nil
+		}
+		if len(b) > 0 && out.write(b) != nil {
+			return nil
+		}
+		cursor = max(cursor, w.last)
+	}
+}
+
+var heartbeatComment = []byte(": heartbeat\n\n")
+
+// eventStream is one viewer's connection. On HTTP/1.1 the handler takes
+// the connection over from net/http, so that a wake is one write system
+// call of bytes every viewer shares: net/http would split it into its
+// buffer's worth, the rest and a chunk's end. The response then has no
+// length and ends when the connection closes, as an event stream does.
+// A connection that cannot be taken over (HTTP/2) is written through
+// net/http instead.
+type eventStream struct {
+	conn    net.Conn // taken over, or nil
+	rc      *http.ResponseController
+	w       http.ResponseWriter
+	timeout time.Duration
+	// gone is closed when the viewer hangs up (taken-over connections:
+	// net/http no longer watches them).
+	gone chan struct{}
+	proj *Board
+}
+
+// startStream sends the response's headers and returns the stream, listed
+// with the board so that shutdown can close it.
+func startStream(w http.ResponseWriter, proj *Board) (*eventStream, error) {
+	s := &eventStream{rc: http.NewResponseController(w), w: w, timeout: proj.cfg.WriteTimeout, gone: make(chan struct{}), proj: proj}
+	conn, brw, err := s.rc.Hijack()
+	if err != nil {
+		// Streams last as long as the viewer stays: no server write
+		// deadline applies to them.
+		_ = s.rc.SetWriteDeadline(time.Time{})
+		w.WriteHeader(http.StatusOK)
+		if err := s.write(nil); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	s.conn = conn
+	_ = conn.SetDeadline(time.Time{})
+	proj.mu.Lock()
+	closed := proj.closed
+	if !closed {
+		proj.streams[conn] = struct{}{}
+	}
+	proj.mu.Unlock()
+	if closed {
+		conn.Close()
+		return nil, net.ErrClosed
+	}
+	go func() {
+		// A viewer sends nothing more; a read returns when it hangs up.
+		_, _ = io.Copy(io.Discard, brw.Reader)
+		close(s.gone)
+	}()
+	var head bytes.Buffer
+	head.WriteString("HTTP/1.1 200 OK\r\n")
+	_ = w.Header().Write(&head)
+	head.WriteString("Connection: close\r\n\r\n")
+	if err := s.write(head.Bytes()); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// write sends b to the viewer under the stream's write deadline.
+func (s *eventStream) write(b []byte) error {
+	if s.conn == nil {
+		_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+		if len(b) > 0 {
+			if _, err := s.w.Write(b); err != nil {
+				return err
+			}
+		}
+		return s.rc.Flush()
+	}
+	_ = s.conn.SetWriteDeadline(time.Now().Add(s.timeout))
+	_, err := s.conn.Write(b)
+	return err
+}
+
+// close ends a taken-over connection and forgets it.
+func (s *eventStream) close() {
+	if s.conn == nil {
+		return
+	}
+	s.proj.mu.Lock()
+	delete(s.proj.streams, s.conn)
+	s.proj.mu.Unlock()
+	_ = s.conn.Close()
+}
+
+// resumePoint reads where a viewer left off: the Last-Event-ID header that
+// EventSource sends when it reconnects, else the page's ?since=.
+func resumePoint(r *http.Request) (uint64, bool) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("since")
+	}
+	if v == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	return n, err == nil
+}
+
+// writeFrame appends one SSE event: its id, its name and its HTML, one
+// data line per line of HTML.
+func writeFrame(buf *bytes.Buffer, id uint64, html []byte) {
+	buf.WriteString("id: ")
+	buf.WriteString(strconv.FormatUint(id, 10))
+	buf.WriteString("\nevent: frame\n")
+	for len(html) > 0 {
+		line := html
+		if i := bytes.IndexAny(html, "\r\n"); i >= 0 {
+			line, html = html[:i], html[i+1:]
+		} else {
+			html = nil
+		}
+		buf.WriteString("data: ")
+		buf.Write(line)
+		buf.WriteByte('\n')
+	}
+	buf.WriteByte('\n')
+}

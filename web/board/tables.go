@@ -1,0 +1,121 @@
+package board
+
+import (
+	"hash/fnv"
+	"slices"
+	"strconv"
+
+	"paytwice/pay"
+	"paytwice/views"
+)
+
+// The key and charge tables, as events change them.
+
+// upsertKey changes the event's key row, inserting it at the top if the
+// table does not have it.
+// table does not have it.
+
+func (p *Board) upsertKey(u *update, change func(*views.KeyRow)) {
+	e := u.e
+	if e.Key == "" {
+		return
+	}
+	if k := p.findKey(e.Scope, e.Key); k != nil {
+		change(k)
+		if !u.quiet {
+			u.add(redrawOf(k.ID, inTable(views.KeyRowView(*k, p.cfg.Clock.Now(), true))))
+		}
+		return
+	}
+	k := &views.KeyRow{ID: keyDOMID(e.Scope, e.Key), Scope: e.Scope, Key: e.Key, PersonalData: pay.PersonalData(e.Key), Fingerprint: e.Fingerprint, OrderID: e.OrderID, Amount: e.Amount, Created: e.Time}
+	change(k)
+	p.keys = slices.Insert(p.keys, 0, k)
+	if !u.quiet {
+		u.add(views.FrameInsertKey(*k, p.cfg.Clock.Now()))
+	}
+	if len(p.keys) > liveKeys {
+		old := p.keys[len(p.keys)-1]
+		p.keys[len(p.keys)-1] = nil
+		p.keys = p.keys[:len(p.keys)-1]
+		if !u.quiet {
+			u.add(views.FrameDelete(old.ID))
+		}
+	}
+}
+
+// findKey returns the row of a key the table shows, nil if none. A row is
+// found by its scope and key rather than by its id, which would have to
+// be made (and allocated) for every event in busy mode.
+func (p *Board) findKey(scope, key string) *views.KeyRow {
+	for _, k := range p.keys {
+		if k.Key == key && k.Scope == scope {
+			return k
+		}
+	}
+	return nil
+}
+
+// hitKey counts a request that found its key already there.
+func (p *Board) hitKey(u *update) {
+	if k := p.findKey(u.e.Scope, u.e.Key); k != nil {
+		k.Hits++
+		if !u.quiet {
+			u.add(redrawOf(k.ID, inTable(views.KeyRowView(*k, p.cfg.Clock.Now(), true))))
+		}
+	}
+}
+
+func (p *Board) removeKey(u *update) {
+	id := keyDOMID(u.e.Scope, u.e.Key)
+	for i, k := range p.keys {
+		if k.ID == id {
+			p.keys = slices.Delete(p.keys, i, i+1)
+			u.add(views.FrameDelete(id))
+			return
+		}
+	}
+}
+
+// addCharge records a charge, once per charge id.
+func (p *Board) addCharge(u *update, chargeID string) {
+	e := u.e
+	if chargeID != "" {
+		if _, ok := p.seen.get(chargeID); ok {
+			return
+		}
+		p.seen.put(chargeID, struct{}{})
+	}
+	o := p.order(e.Scope, e.OrderID)
+	p.charged(o)
+	c := views.ChargeRow{ID: chargeDOMID(chargeID, e.Scope, e.Key), Charge: chargeID, Scope: e.Scope, Key: e.Key,
+		OrderID: e.OrderID, Amount: e.Amount, Time: e.Time, Repeat: o.charges > 1}
+	p.charges = append(p.charges, c) // oldest first
+	if !u.quiet {
+		u.add(views.FrameInsertCharge(c, p.cfg.Clock.Now()))
+	}
+	if len(p.charges) > liveCharges {
+		old := p.charges[0]
+		p.charges = p.charges[1:]
+		if !u.quiet {
+			u.add(views.FrameDelete(old.ID))
+		}
+	}
+	p.counters.Charges++
+}
+
+// keyDOMID names a key row in the page without putting the key (any
+// visible ASCII) into an id or a selector.
+func keyDOMID(scope, key string) string {
+	h := fnv.New64a()
+	h.Write([]byte(scope))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return "k-" + strconv.FormatUint(h.Sum64(), 36)
+}
+
+func chargeDOMID(chargeID, scope, key string) string {
+	if chargeID != "" {
+		return "c-" + chargeID
+	}
+	return "c" + keyDOMID(scope, key)
+}

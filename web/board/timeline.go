@@ -1,0 +1,252 @@
+package board
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/a-h/templ"
+
+	"paytwice/pay"
+	"paytwice/views"
+	"paytwice/web/live"
+)
+
+// apply updates the model with one event and keeps the frame that moves
+// a page from the state before it to the state after it (none when busy
+// mode draws nothing for it).
+func (p *Board) apply(e live.Event) {
+	var faults *views.FaultSwitches
+	if e.Kind == live.Switched || e.Kind == live.Reset {
+		f := p.currentSwitches()
+		faults = &f
+	}
+	var pruned []views.KeyRow
+	if e.Kind == live.Pruned {
+		pruned = p.loadKeys()
+	}
+	if e.Kind == live.Gap {
+		// Other servers' events were lost on the way here: what the tables
+		// and counters show comes from the database again, and the next
+		// frame redraws every panel. (An event applied again meanwhile is
+		// harmless: keys and charges are upserted by id.)
+		p.load(p.cfg.Ctx)
+		p.mu.Lock()
+		p.fullNext = true
+		p.mu.Unlock()
+	}
+	now := time.Now()
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	defer p.advanceLocked(e.Seq)
+	p.rate.add(now) // under mu: the busy ticker reads it too
+	u := &update{p: p, e: e, quiet: p.busy != nil}
+	before := p.counters
+	if faults != nil {
+		p.faults = *faults
+	}
+	switch e.Kind {
+	case live.Reset:
+		p.rows, p.keys, p.charges = nil, nil, nil
+		p.forgetCharges()
+		p.counters = views.Counters{}
+		p.leaveBusy()
+		p.fullNext = true
+	case live.Pruned:
+		p.keys = nil
+		for i := range pruned {
+			p.keys = append(p.keys, &pruned[i])
+		}
+		u.keysChanged = true
+	}
+	u.narrate()
+	p.modelSeq = e.Seq
+
+	var mark []templ.Component
+	if p.marksRoom(e) {
+		mark = []templ.Component{roomMark}
+	}
+	switch {
+	case p.fullNext:
+		p.fullNext = false
+		p.addFrameLocked(e.Seq, false, append(p.fullFrameLocked(), mark...))
+		return
+	case p.busy == nil && e.Kind != live.Reset && (p.rate.perSecond(now) > busyEnter || p.rate.recent(now) > busyEnterBurst):
+		p.addFrameLocked(e.Seq, false, append(p.enterBusy(e, now), mark...))
+		return
+	case p.busy != nil:
+		if e.Kind == live.Received {
+			p.busyReqs++
+		}
+		if faults != nil {
+			mark = append(mark, views.FaultFields(p.faults, true), views.ActiveFaults(p.faults, true))
+		}
+		p.addFrameLocked(e.Seq, false, mark)
+		return
+	}
+
+	if u.keysChanged {
+		u.add(inTable(views.KeysBody(p.snapshotKeysLocked(), p.cfg.Clock.Now(), true)))
+	}
+	u.add(p.counterOps(before)...)
+	if faults != nil {
+		u.add(views.FaultFields(p.faults, true), views.ActiveFaults(p.faults, true))
+	}
+	u.add(mark...)
+	p.addFrameLocked(e.Seq, false, u.ops)
+}
+
+// counterOps redraws the counters that changed since before.
+func (p *Board) counterOps(before views.Counters) []templ.Component {
+	var ops []templ.Component
+	was, now := views.CounterTiles(before), views.CounterTiles(p.counters)
+	for i := range now {
+		if now[i].N != was[i].N {
+			ops = append(ops, redrawOf(now[i].ID, views.TileCount(now[i].ID, now[i].N, true)))
+		}
+	}
+	if p.counters.Charges != before.Charges {
+		ops = append(ops, redrawOf("orders", views.OrdersView(p.countersLocked(), true)))
+	}
+	return ops
+}
+
+// update is the work of applying one event; p.mu is held.
+type update struct {
+	p           *Board
+	e           live.Event
+	quiet       bool // busy mode: update the model, draw nothing
+	ops         []templ.Component
+	keysChanged bool
+	// explain: the event's message says more than its arrows' labels,
+	// which carry it as a tooltip (narrator.go).
+	explain bool
+}
+
+// add queues fragments for the frame. In busy mode it drops them: the
+// busiest callers check u.quiet first and make none, which allocates.
+func (u *update) add(ops ...templ.Component) {
+	if !u.quiet {
+		u.ops = append(u.ops, ops...)
+	}
+}
+
+// rowFor finds the event's row, or starts one (at the top) if it has none.
+func (u *update) rowFor(title string) *views.TimelineRow {
+	p, e := u.p, u.e
+	id := "tl-ev" + strconv.FormatUint(e.Seq, 10)
+	if e.Request != "" {
+		id = "tl-" + e.Request
+		for _, r := range p.rows {
+			if r.ID == id {
+				return r
+			}
+		}
+	}
+	r := &views.TimelineRow{ID: id, Time: e.Time, Title: title, Server: e.Server, Key: e.Key, PersonalData: pay.PersonalData(e.Key), OrderID: e.OrderID, Amount: e.Amount, Scope: e.Scope}
+	if u.quiet {
+		return r // busy: not drawn, not kept
+	}
+	p.rows = append([]*views.TimelineRow{r}, p.rows...)
+	u.add(views.FrameNewRow(*r))
+	if len(p.rows) > liveRows {
+		old := p.rows[len(p.rows)-1]
+		p.rows = p.rows[:len(p.rows)-1]
+		u.add(views.FrameDelete(old.ID))
+	}
+	return r
+}
+
+// step appends an arrow to the row.
+func (u *update) step(r *views.TimelineRow, s views.Step) {
+	if s.Title == "" && u.explain {
+		s.Title = u.e.Message
+	}
+	if u.quiet || len(r.Steps) >= liveSteps {
+		return
+	}
+	r.Steps = append(r.Steps, s)
+	u.add(views.FrameStep(r.ID, s))
+}
+
+// respond draws the answer travelling back to the browser; a later "lost"
+// event replaces it. An answer to a checkout page is drawn as sent, not
+// arrived, until the page says it got it (delivered).
+func (u *update) respond(r *views.TimelineRow, label string, b views.Badge) {
+	s := views.Step{ID: r.ID + "-resp", From: views.LaneServer, To: views.LaneBrowser, Label: label, Badge: b}
+	switch {
+	case r.Attempt == "" || r.Received:
+	case r.NotReceived != "":
+		s = notReceived(s, r.NotReceived)
+	default:
+		s.Sent = true
+	}
+	u.step(r, s)
+}
+
+// notReceived is an answer the page says never reached it.
+func notReceived(s views.Step, why string) views.Step {
+	s.Sent, s.Lost = false, true
+	s.Label = s.Badge.Text + " " + s.Label + " never reached the browser: " + why
+	s.Badge = views.Badge{Text: "not delivered", Tone: views.ToneBad}
+	return s
+}
+
+// delivered applies a page's word on whether an attempt's answer reached
+// it to the attempt's row: the answer's arrow arrives, or ends in a
+// cross. A word on a row no longer shown, or from another scope than
+// the request's, changes nothing.
+func (u *update) delivered(*views.TimelineRow) {
+	p, e := u.p, u.e
+	var r *views.TimelineRow
+	for _, row := range p.rows {
+		if row.Attempt == e.Attempt && row.Scope == e.Scope {
+			r = row
+			break
+		}
+	}
+	if r == nil || r.Received || r.NotReceived != "" {
+		return
+	}
+	if e.Kind == live.Delivered {
+		r.Received = true
+	} else {
+		r.NotReceived = e.Message
+	}
+	for i, st := range r.Steps {
+		if st.ID != r.ID+"-resp" || st.Lost {
+			continue
+		}
+		if e.Kind == live.Delivered {
+			st.Sent = false
+		} else {
+			st = notReceived(st, e.Message)
+		}
+		r.Steps[i] = st
+		u.add(views.StepView(st, true))
+	}
+}
+
+func (u *update) outcome(r *views.TimelineRow, b views.Badge) {
+	r.Outcome = b
+	u.add(redrawOf(r.ID+"-out", views.Outcome(r.ID, b, true)))
+}
+
+func statusLine(status int) string {
+	return strconv.Itoa(status) + " " + http.StatusText(status)
+}
+
+// tally is the model's side of an event in busy mode: the counters and the
+
+func codeTone(status int) views.Tone {
+	switch {
+	case status < 300:
+		return views.ToneOK
+	case status == http.StatusConflict || status == http.StatusTooManyRequests:
+		return views.ToneWarn
+	}
+	return views.ToneBad
+}
+
+// upsertKey changes the event's key row, inserting it at the top if the

@@ -1,0 +1,43 @@
+package web
+
+import (
+	"bytes"
+	"context"
+
+	"paytwice/views"
+	"paytwice/web/board"
+)
+
+// live returns the server's board, starting it on first use: a server
+// that only serves the API never renders a fragment.
+func (s *Server) live() *board.Board {
+	s.liveOnce.Do(func() {
+		s.proj = board.Start(board.Config{
+			Store: s.db, Hub: s.hub, Clock: s.clock, Steps: s.steps, Ctx: s.baseCtx, Logf: s.logf,
+			Switches: func() views.FaultSwitches {
+				return views.FaultSwitches{Faults: s.currentFaults(), ClockOffset: s.clock.Offset()}
+			},
+			RoomChanged: changesRoom,
+			Lab:         boardLab{s},
+		})
+		s.liveStarted.Store(true)
+	})
+	return s.proj
+}
+
+// boardLab is the lab's numbers as the board draws them after events.
+type boardLab struct{ s *Server }
+
+func (l boardLab) Fresh() bool { return l.s.lab.tally.fresh() }
+
+func (l boardLab) Outcomes(ctx context.Context) []byte {
+	v := l.s.labView(ctx, false)
+	if v.Outcomes == nil {
+		return nil // not measured: labView said why
+	}
+	var buf bytes.Buffer
+	if err := views.LabOutcomesSwap(v).Render(ctx, &buf); err != nil {
+		return nil
+	}
+	return buf.Bytes()
+}
