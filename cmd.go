@@ -16,7 +16,7 @@ import (
 )
 
 // subcommands are the commands that run instead of the server when their
-// name is the first argument: paytwice backoff|bench|check|cluster|herd|pay|version [flags].
+// name is the first argument: paytwice backoff|bench|check|cluster|herd|pay|proxy|version [flags].
 var subcommands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
 	"backoff": runBackoff,
 	"bench":   runBench,
@@ -24,6 +24,7 @@ var subcommands = map[string]func(ctx context.Context, args []string, stdout, st
 	"cluster": runCluster,
 	"herd":    runHerd,
 	"pay":     runPay,
+	"proxy":   runProxy,
 	"version": runVersion,
 }
 
@@ -32,6 +33,7 @@ var commandSummaries = map[string]string{
 	"backoff": "print a retry policy's schedule and how a crowd of clients retries under it",
 	"herd":    "simulate clients contending for one row under each backoff strategy",
 	"pay":     "pay once against a running server, retrying with one idempotency key",
+	"proxy":   "put a client behind a proxy that injects failures, and grade its retries against ten rules",
 	"bench":   "send payments to an idempotent endpoint and measure throughput and latency",
 	"check":   "test an endpoint's Idempotency-Key behaviour from outside, and check the history for linearizability",
 	"cluster": "run several servers on one PostgreSQL database behind a round-robin front door",

@@ -1,0 +1,372 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Report is a run's record and grades: the JSON that -report writes
+// (docs/proxy.md documents it field by field).
+type Report struct {
+	Target           string         `json:"target"`
+	Started          time.Time      `json:"started"`
+	Ended            time.Time      `json:"ended"`
+	Faults           []Fault        `json:"faults"`
+	Random           float64        `json:"random,omitempty"`
+	Seed             uint64         `json:"seed"`
+	BudgetSeconds    float64        `json:"budget_seconds"`
+	MaxAttempts      int            `json:"max_attempts"`
+	RetentionSeconds float64        `json:"retention_seconds,omitempty"`
+	Rules            []RuleInfo     `json:"rules"`
+	Clients          []ClientReport `json:"clients"`
+	// Unrecorded counts requests forwarded without being recorded,
+	// past the bounds of clients and actions.
+	Unrecorded int `json:"unrecorded,omitempty"`
+	// Broken is true when any client broke any rule: the exit status 1.
+	Broken bool `json:"broken"`
+}
+
+// ClientReport is one client's grades and actions.
+type ClientReport struct {
+	// Client is its address and User-Agent (or its name in a room).
+	Client    string       `json:"client"`
+	Address   string       `json:"address"`
+	UserAgent string       `json:"user_agent"`
+	Grades    []Grade      `json:"grades"`
+	Actions   []Action     `json:"actions"`
+	Waits     []WaitSample `json:"waits,omitempty"`
+}
+
+// Grade is a client's verdict on one rule.
+type Grade struct {
+	Rule    Rule    `json:"rule"`
+	Name    string  `json:"name"`
+	Verdict Verdict `json:"verdict"`
+	// Exercised counts the times the run put the rule to the test;
+	// Broken the times the client broke it.
+	Exercised int `json:"exercised"`
+	Broken    int `json:"broken"`
+	// Detail says the first time it was broken, or why it was not
+	// judged.
+	Detail string `json:"detail,omitempty"`
+}
+
+// WaitSample is one wait the jitter rule judged: before the retry with
+// this index (0: the first retry) of an action.
+type WaitSample struct {
+	Action int     `json:"action"`
+	Retry  int     `json:"retry"`
+	WaitMS float64 `json:"wait_ms"`
+}
+
+// Books reads how many charges the API holds for an order, in the scope
+// of the given credentials (an Authorization header, a Cookie header).
+type Books func(ctx context.Context, auth, cookie, order string) (int, error)
+
+// APIBooks asks a paytwice-shaped API: GET /v1/payments?order_id=, with
+// the client's own credentials, so that it reads the client's scope.
+func APIBooks(target *url.URL, hc *http.Client) Books {
+	return func(ctx context.Context, auth, cookie, order string) (int, error) {
+		u := *target
+		u.Path = strings.TrimRight(u.Path, "/") + "/v1/payments"
+		u.RawQuery = url.Values{"order_id": {order}}.Encode()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return 0, err
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return 0, fmt.Errorf("GET %s answered %d", u.Path, resp.StatusCode)
+		}
+		var body struct {
+			Charges []json.RawMessage `json:"charges"`
+		}
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body); err != nil {
+			return 0, fmt.Errorf("the look-up's body: %w", err)
+		}
+		return len(body.Charges), nil
+	}
+}
+
+// Jitter rule's thresholds.
+const (
+	// minWaitSamples is how many waits before the same retry index the
+	// jitter rule needs: with six waits drawn by full jitter, the
+	// chance that all fall within herdSpread of the longest is 0.1^5.
+	minWaitSamples = 6
+	// herdSpread: waits that all lie within this fraction of the
+	// longest are a herd.
+	herdSpread = 0.10
+	// immediateMS: a wait shorter than this is no wait at all.
+	immediateMS = 2.0
+)
+
+// Snapshot is the record as it stands, graded without asking the API's
+// books: what the live page shows. Rule 10 stays unjudged until Grade.
+func (p *Proxy) Snapshot() Report {
+	return p.report(nil)
+}
+
+// Grade is the run's final report: every rule judged, rule 10 checked on
+// the API's books with each client's own credentials.
+func (p *Proxy) Grade(ctx context.Context, books Books) Report {
+	return p.report(func(a *Action) {
+		if books == nil || a.Order == "" {
+			return
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n, err := books(cctx, a.auth, a.cookie, a.Order)
+		if err != nil {
+			a.Books = "the API's books could not be read: " + err.Error()
+			return
+		}
+		a.Charges = &n
+		a.Books = fmt.Sprintf("%d charge(s) for order %q on the API's books", n, a.Order)
+	})
+}
+
+// report builds the report; askBooks, when set, fills in the books of
+// every action that lost a response. The lock is not held while the
+// books are asked.
+func (p *Proxy) report(askBooks func(a *Action)) Report {
+	if askBooks != nil {
+		p.mu.Lock()
+		var lost []*Action
+		for _, c := range p.order {
+			for _, a := range c.actions {
+				if a.lostAttempt() != nil && a.Charges == nil {
+					lost = append(lost, a)
+				}
+			}
+		}
+		p.mu.Unlock()
+		for _, a := range lost {
+			cp := &Action{Order: a.Order, auth: a.auth, cookie: a.cookie}
+			askBooks(cp)
+			p.mu.Lock()
+			a.Charges, a.Books = cp.Charges, cp.Books
+			p.mu.Unlock()
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rep := Report{
+		Target: p.cfg.Target.String(), Started: p.started, Ended: p.cfg.Now(), Faults: p.cfg.Schedule,
+		Random: p.cfg.Random, Seed: p.cfg.Seed, BudgetSeconds: p.cfg.Budget.Seconds(), MaxAttempts: p.cfg.MaxAttempts,
+		RetentionSeconds: p.cfg.Retention.Seconds(), Rules: Rules, Unrecorded: p.dropped,
+	}
+	for _, c := range p.order {
+		cr := c.grade(askBooks != nil)
+		for _, g := range cr.Grades {
+			if g.Verdict == Broken {
+				rep.Broken = true
+			}
+		}
+		rep.Clients = append(rep.Clients, cr)
+	}
+	return rep
+}
+
+// lostAttempt is the attempt whose answer the proxy dropped, if any.
+func (a *Action) lostAttempt() *Attempt {
+	for i := range a.Attempts {
+		if a.Attempts[i].Fault == Lost && a.Attempts[i].Done {
+			return &a.Attempts[i]
+		}
+	}
+	return nil
+}
+
+// keysChanged reports whether the action's retries changed keys.
+func (a *Action) keysChanged() bool {
+	return a.brokeRule(RuleSameKey) || a.brokeRule(RuleAfter500)
+}
+
+// grade judges one client. final says the run is over: rule 10 is then
+// judged, and an action still waiting for its client counts as given up.
+func (c *client) grade(final bool) ClientReport {
+	cr := ClientReport{Client: c.id, Address: c.addr, UserAgent: c.userAgent}
+	exercised := map[Rule]int{}
+	var violations []Violation
+	// A client that changes keys on every retry changes them after a
+	// 500 too: that is the one mistake, rule 2's, not also rule 5's.
+	changesKeys := false
+	for _, a := range c.actions {
+		if a.brokeRule(RuleSameKey) {
+			changesKeys = true
+		}
+	}
+	notes := map[Rule]string{}
+	unknownLost := 0
+	movedAfter500 := false
+	for _, a := range c.actions {
+		for r, n := range a.judged {
+			exercised[r] += n
+		}
+		for _, v := range a.Violations {
+			if v.Rule == RuleAfter500 && changesKeys {
+				v.Rule = RuleSameKey
+				v.Detail += " (this client changes keys on every retry)"
+				movedAfter500 = true
+			}
+			violations = append(violations, v)
+		}
+		if !final {
+			continue
+		}
+		lost := a.lostAttempt()
+		if lost == nil {
+			continue
+		}
+		exercised[RuleLostResponse]++
+		if a.keysChanged() {
+			// The second charge, if any, is the changed key's doing.
+			notes[RuleLostResponse] = fmt.Sprintf("action %d not judged: its retries changed keys (rule 2 or 5)", a.ID)
+			exercised[RuleLostResponse]--
+			continue
+		}
+		if v, ok := a.judgeLost(lost); !ok {
+			violations = append(violations, v)
+		} else if a.Charges == nil && lost.APIStatus >= 200 && lost.APIStatus < 300 {
+			// The client asked again, but whether the order was paid
+			// once is the books' to say, and they did not.
+			why := a.Books
+			if a.Order == "" {
+				why = "the body names no order_id to look up"
+			}
+			notes[RuleLostResponse] = fmt.Sprintf("action %d: %s", a.ID, why)
+			unknownLost++
+		}
+	}
+	samples, jitterV, jitterNote, judged := c.judgeJitter()
+	cr.Waits = samples
+	exercised[RuleJitter] += judged
+	violations = append(violations, jitterV...)
+	if jitterNote != "" {
+		notes[RuleJitter] = jitterNote
+	}
+	for _, info := range Rules {
+		g := Grade{Rule: info.Rule, Name: info.Name, Exercised: exercised[info.Rule]}
+		for _, v := range violations {
+			if v.Rule == info.Rule {
+				if g.Broken == 0 {
+					g.Detail = v.Detail
+				}
+				g.Broken++
+			}
+		}
+		switch {
+		case g.Broken > 0:
+			g.Verdict = Broken
+		case info.Rule == RuleAfter500 && movedAfter500:
+			g.Verdict, g.Detail = NotExercised, "not judged apart from rule 2: this client changes keys on every retry, after a 500 too"
+		case info.Rule == RuleLostResponse && unknownLost > 0:
+			g.Verdict, g.Detail = Unknown, notes[info.Rule]
+		case g.Exercised > 0:
+			g.Verdict = Passed
+		default:
+			g.Verdict, g.Detail = NotExercised, notes[info.Rule]
+		}
+		cr.Grades = append(cr.Grades, g)
+	}
+	for _, a := range c.actions {
+		cp := *a
+		cp.Attempts = slices.Clone(a.Attempts)
+		cp.Violations = slices.Clone(a.Violations)
+		for i, v := range cp.Violations {
+			if v.Rule == RuleAfter500 && changesKeys {
+				cp.Violations[i].Rule = RuleSameKey
+			}
+		}
+		cr.Actions = append(cr.Actions, cp)
+	}
+	return cr
+}
+
+// judgeLost judges rule 10 on an action whose answer was dropped: the
+// client must ask again with the key of the lost attempt and get an
+// answer, and the API's books must hold one charge when the lost answer
+// was a success.
+func (a *Action) judgeLost(lost *Attempt) (Violation, bool) {
+	answered := false
+	for _, at := range a.Attempts[lost.Number:] {
+		if at.Key == lost.Key && at.Done && at.Status != 0 {
+			answered = true
+		}
+	}
+	if !answered {
+		return Violation{Rule: RuleLostResponse, Attempt: lost.Number, Detail: fmt.Sprintf(
+			"action %d: the answer to attempt %d (the API said %d) was lost, and the client never asked again with its key: it does not know the order was paid",
+			a.ID, lost.Number, lost.APIStatus)}, false
+	}
+	if a.Charges != nil && lost.APIStatus >= 200 && lost.APIStatus < 300 && *a.Charges != 1 {
+		return Violation{Rule: RuleLostResponse, Attempt: lost.Number, Detail: fmt.Sprintf(
+			"action %d: %d charges for order %q on the API's books after a lost response, want 1", a.ID, *a.Charges, a.Order)}, false
+	}
+	return Violation{}, true
+}
+
+// judgeJitter judges rule 7 on every wait that followed an answer
+// without Retry-After (those waits are the client's own policy): at each
+// retry index with enough waits, they must not all be about equal (a
+// herd: every client of this kind comes back at one instant), nor all
+// immediate (no backoff at all).
+func (c *client) judgeJitter() (samples []WaitSample, vs []Violation, note string, judged int) {
+	byRetry := map[int][]float64{}
+	for _, a := range c.actions {
+		for i := 1; i < len(a.Attempts); i++ {
+			at, prev := a.Attempts[i], a.Attempts[i-1]
+			if at.Overlapped || !prev.Done || prev.RetryAfter > 0 || prev.Fault == Slow {
+				continue
+			}
+			if prev.Status != 0 && !retryableStatus(prev.Status) {
+				continue // rule 6's business, not a backoff
+			}
+			samples = append(samples, WaitSample{Action: a.ID, Retry: i - 1, WaitMS: at.WaitMS})
+			byRetry[i-1] = append(byRetry[i-1], at.WaitMS)
+		}
+	}
+	indexes := make([]int, 0, len(byRetry))
+	for n := range byRetry {
+		indexes = append(indexes, n)
+	}
+	slices.Sort(indexes)
+	for _, n := range indexes {
+		w := byRetry[n]
+		if len(w) < minWaitSamples {
+			continue
+		}
+		judged += len(w)
+		lo, hi := slices.Min(w), slices.Max(w)
+		switch {
+		case hi < immediateMS:
+			vs = append(vs, Violation{Rule: RuleJitter, Detail: fmt.Sprintf(
+				"all %d waits before retry %d were under %.0f ms: no backoff at all", len(w), n+1, immediateMS)})
+		case hi-lo <= herdSpread*hi:
+			vs = append(vs, Violation{Rule: RuleJitter, Detail: fmt.Sprintf(
+				"all %d waits before retry %d lay between %.0f and %.0f ms: no jitter, so clients that failed together retry together", len(w), n+1, lo, hi)})
+		}
+	}
+	if judged == 0 {
+		note = fmt.Sprintf("fewer than %d waits before any one retry (%d in all): too few to judge their spread", minWaitSamples, len(samples))
+	}
+	return samples, vs, note, judged
+}
