@@ -454,7 +454,7 @@ func (s *Service) save(ctx context.Context, p *Payment, c ClaimRequest, claim st
 // external side effect, so a retry runs afresh.
 func (s *Service) release(ctx context.Context, p *Payment, c ClaimRequest, claim string) Outcome {
 	s.unlist(p, claim) // the row may change from here
-	if _, err := s.Store.Release(context.WithoutCancel(ctx), c.Scope, c.Key, claim); err != nil {
+	if _, err := s.Store.Release(context.WithoutCancel(ctx), c.Scope, c.Key, claim, ReleasedBeforeWork); err != nil {
 		return failed(p, err)
 	}
 	p.observe(StepReleased, 503, "claim released before any side effect: a retry runs afresh")
@@ -510,7 +510,7 @@ func (s *Service) Sweep(ctx context.Context, olderThan time.Duration) ([]SweepOu
 			}
 		default:
 			var released bool
-			released, o.Err = s.Store.Release(ctx, row.Scope, row.Key, row.Claim)
+			released, o.Err = s.Store.Release(ctx, row.Scope, row.Key, row.Claim, ReleasedBySweeper)
 			if o.Err == nil && !released {
 				continue // the request itself finished meanwhile
 			}

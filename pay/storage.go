@@ -28,8 +28,10 @@ type Storage interface {
 	// the key's charge is already recorded with the same gateway reference,
 	// it is not recorded twice and a 201 answers that charge.
 	Complete(ctx context.Context, c Completion) (Completed, error)
-	// Release deletes a started key held by claim, so a retry runs afresh.
-	Release(ctx context.Context, scope, key, claim string) (bool, error)
+	// Release deletes a started key held by claim, so a retry runs afresh,
+	// and keeps a trace of the release (its order, cause and time) for the
+	// order's look-up, until the trace is pruned like a done key.
+	Release(ctx context.Context, scope, key, claim string, cause ReleaseCause) (bool, error)
 	// StartedBefore lists the keys started before cutoff, oldest first:
 	// the sweeper's candidates.
 	StartedBefore(ctx context.Context, cutoff time.Time) ([]KeyRow, error)
@@ -55,6 +57,9 @@ type Store interface {
 	KeyCounts(ctx context.Context) (started, done int, err error)
 	GetCharge(ctx context.Context, scope, id string) (Charge, error)
 	ChargesByOrder(ctx context.Context, scope, orderID string) ([]Charge, error)
+	// OrderRecord reads, in one snapshot, all a scope keeps about one
+	// order: what its look-up (LookUpOrder) answers from.
+	OrderRecord(ctx context.Context, scope, orderID string) (OrderRecord, error)
 	RecentCharges(ctx context.Context, limit int) ([]Charge, error)
 	CountCharges(ctx context.Context) (int, error)
 	Prune(ctx context.Context, cutoff time.Time) (Pruned, error)

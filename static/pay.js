@@ -638,7 +638,12 @@
       if (charges.length === 1) {
         return settle("true", "paid", "ok", "the order is paid (" + charges[0].charge_id + ")", "paid", charges);
       }
-      return settle("false", "not paid", "mute", "no charge for this order", "none", []);
+      if (found.state === "pending") {
+        var wait = found.retry_after_seconds || 1;
+        return settle("pending", "pending", "warn", "a payment for this order is under way and its outcome is not known yet: look again in " + secondsText(wait * 1000), "pending", []);
+      }
+      var why = found.not_charged ? " (" + String(found.not_charged.reason).replace(/_/g, " ") + ")" : "";
+      return settle("false", "not paid", "mute", "no charge for this order" + why, "none", []);
     }
 
     // The lab's server mode, as the presenter set it for the room:
@@ -991,7 +996,9 @@
       }
       var b = res.body || {};
       var tone = res.status === 429 ? "warn" : "bad";
-      var detail = res.status === 500 && res.lookup === "none" ? "A 500 means the outcome is unknown: the server may have failed before or after the gateway charged. " +
+      var detail = res.status === 500 && res.lookup === "pending" ? "A 500 means the outcome is unknown, and the look-up says so: a payment for this order is still pending. " +
+        "Do not pay with a new key: retry with the same key, or look the order up again, after the sweeper has asked the gateway." :
+        res.status === 500 && res.lookup === "none" ? "A 500 means the outcome is unknown: the server may have failed before or after the gateway charged. " +
         "Looking the order up finds no charge recorded for it (yet). " + againWords() :
         res.status === 500 && res.lookup === "unknown" ? "The look-up failed, so whether the order is paid is unknown." : (b.detail || "");
       setStatus(res.lookup === "unknown" ? "unknown" : "error", [badge(String(res.status), tone), " " + (b.title || "Error") + ". " + detail].concat(wastedNote(res)),

@@ -183,20 +183,28 @@ func rowsAffected(r sql.Result) int64 {
 }
 
 // Release deletes a started key held by claim, so that a retry runs
-// afresh. It reports whether a row was deleted; done keys, and keys held
-// by another claim, are never released.
-func (db *DB) Release(ctx context.Context, scope, key, claim string) (bool, error) {
+// afresh, and leaves a trace of the release (released_keys) in the same
+// transaction, so that the order's look-up can say what became of it. It
+// reports whether a row was deleted; done keys, and keys held by another
+// claim, are never released.
+func (db *DB) Release(ctx context.Context, scope, key, claim string, cause pay.ReleaseCause) (bool, error) {
 	var released bool
 	if err := db.need("payments"); err != nil {
 		return false, err
 	}
-	err := db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
-		r, err := w.release_.ExecContext(ctx, scope, key, claim)
+	err := db.execAtomic(ctx, func(ctx context.Context, w *writeStatements) error {
+		var order string
+		err := w.release_.QueryRowContext(ctx, scope, key, claim).Scan(&order)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		n, _ := r.RowsAffected()
-		released = n == 1
+		if _, err := w.traceRelease.ExecContext(ctx, scope, key, order, string(cause), toMillis(db.now())); err != nil {
+			return err
+		}
+		released = true
 		return nil
 	})
 	db.held.drop(scope, key)
@@ -258,7 +266,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 		}
 		pruned.Add(batch)
 		if len(batch) < pruneBatch {
-			return pruned, nil
+			return pruned, db.pruneReleases(ctx, cutoff)
 		}
 		if err := pay.PacePrune(ctx, time.Since(t0)); err != nil {
 			return pruned, err
@@ -272,7 +280,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 func (db *DB) Reset(ctx context.Context) error {
 	err := db.execAtomic(ctx, func(ctx context.Context, w *writeStatements) error {
 		if db.schema.Holds("payments") {
-			if _, err := db.conn.ExecContext(ctx, `DELETE FROM idempotency_keys; DELETE FROM charges;`); err != nil {
+			if _, err := db.conn.ExecContext(ctx, `DELETE FROM idempotency_keys; DELETE FROM charges; DELETE FROM released_keys;`); err != nil {
 				return err
 			}
 		}

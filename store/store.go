@@ -376,7 +376,7 @@ type writeStatements struct {
 	begin, commit, rollback, savepoint, rollbackTo, release *sql.Stmt
 
 	claim, selectKey, complete, release_, insertCharge *sql.Stmt
-	insertDone                                         *sql.Stmt
+	insertDone, traceRelease                           *sql.Stmt
 	selectCharge, setBody                              *sql.Stmt
 	insertGateway, selectGateway                       *sql.Stmt
 }
@@ -415,7 +415,10 @@ func (w *writeStatements) prepare(conn *sql.Conn, schema pay.Schema) error {
 			p(&w.complete, `UPDATE idempotency_keys
 			SET status = 'done', response_status = ?, response_body = ?, completed_at = ?
 			WHERE scope = ? AND key = ? AND claim = ? AND status = 'started'`),
-			p(&w.release_, `DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND claim = ? AND status = 'started'`),
+			p(&w.release_, `DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND claim = ? AND status = 'started'
+			RETURNING order_id`),
+			p(&w.traceRelease, `INSERT INTO released_keys (scope, key, order_id, cause, released_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (scope, key) DO UPDATE SET order_id = excluded.order_id, cause = excluded.cause, released_at = excluded.released_at`),
 			p(&w.insertCharge, `INSERT INTO charges (id, scope, idempotency_key, order_id, amount_satang, gateway_ref, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, idempotency_key) DO NOTHING`),
 			p(&w.selectCharge, `SELECT `+chargeColumns+` FROM charges WHERE scope = ? AND idempotency_key = ?`),

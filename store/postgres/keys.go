@@ -637,14 +637,21 @@ func (t saveTx) Key(c pay.Completion) (pay.KeyRow, bool, error) {
 }
 
 // Release deletes a started key held by claim, so that a retry runs
-// afresh. It reports whether a row was deleted; done keys, and keys held
-// by another claim, are never released.
-func (db *DB) Release(ctx context.Context, scope, key, claim string) (bool, error) {
+// afresh, and leaves a trace of the release (released_keys) in the same
+// statement, so that the order's look-up can say what became of it. It
+// reports whether a row was deleted; done keys, and keys held by another
+// claim, are never released.
+func (db *DB) Release(ctx context.Context, scope, key, claim string, cause pay.ReleaseCause) (bool, error) {
 	if err := db.need("payments"); err != nil {
 		return false, err
 	}
-	tag, err := db.pool.Exec(ctx, `DELETE FROM idempotency_keys
-		WHERE scope = $1 AND key = $2 AND claim = $3 AND status <> 'done'`, scope, key, claim)
+	tag, err := db.pool.Exec(ctx, `WITH gone AS (DELETE FROM idempotency_keys
+			WHERE scope = $1 AND key = $2 AND claim = $3 AND status <> 'done'
+			RETURNING scope, key, order_id)
+		INSERT INTO released_keys (scope, key, order_id, cause, released_at)
+		SELECT scope, key, order_id, $4, $5 FROM gone
+		ON CONFLICT (scope, key) DO UPDATE SET order_id = excluded.order_id, cause = excluded.cause, released_at = excluded.released_at`,
+		scope, key, claim, string(cause), db.now())
 	return err == nil && tag.RowsAffected() == 1, err
 }
 
@@ -839,7 +846,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error) {
 		}
 		pruned.Add(batch)
 		if len(batch) < pruneBatch {
-			return pruned, nil
+			return pruned, db.pruneReleases(ctx, cutoff)
 		}
 		if err := pay.PacePrune(ctx, time.Since(t0)); err != nil {
 			return pruned, err
@@ -866,7 +873,7 @@ var errResetLocked = &pay.Error{Code: pay.EUNAVAILABLE,
 func (db *DB) Reset(ctx context.Context) error {
 	var tables []string
 	if db.schema.Holds("payments") {
-		tables = append(tables, "idempotency_keys", "charges")
+		tables = append(tables, "idempotency_keys", "charges", "released_keys")
 	}
 	if db.schema.Holds("ledger") {
 		tables = append(tables, "gateway.charges")

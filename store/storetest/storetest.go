@@ -49,6 +49,7 @@ func Run(t *testing.T, open Open) {
 		{"started keys are listed for the sweeper by age", startedBefore},
 		{"a paused work's lease is renewed only for the claim that holds the key", renewWork},
 		{"the reads show what was saved, and reset empties it all", readsAndReset},
+		{"an order's record holds its charges, its keys and its released claims", orderRecord},
 		{"the lab's unguarded writes fail, or not, as a naive application's would", labWrites},
 		{"the lab measures its charges by order and by key, and finds keys where they are kept", labMeasure},
 	} {
@@ -209,16 +210,16 @@ func cacheAgreesWithDisk(t *testing.T, open Open) {
 func staleTokens(t *testing.T, open Open) {
 	db := open(t, time.Now)
 	token := claim(t, db, "k")
-	if released, err := db.Release(ctx, "s", "k", "not-"+token); err != nil || released {
+	if released, err := db.Release(ctx, "s", "k", "not-"+token, pay.ReleasedBeforeWork); err != nil || released {
 		t.Fatalf("release with a stale token: %v %v", released, err)
 	}
 	if k, err := db.GetKey(ctx, "s", "k"); err != nil || k.Status != pay.StatusStarted || k.Claim != token {
 		t.Fatalf("key after a stale release: %+v %v", k, err)
 	}
-	if released, err := db.Release(ctx, "s", "k", token); err != nil || !released {
+	if released, err := db.Release(ctx, "s", "k", token, pay.ReleasedBeforeWork); err != nil || !released {
 		t.Fatalf("release with its own token: %v %v", released, err)
 	}
-	if released, err := db.Release(ctx, "s", "k", token); err != nil || released {
+	if released, err := db.Release(ctx, "s", "k", token, pay.ReleasedBeforeWork); err != nil || released {
 		t.Fatalf("a second release: %v %v", released, err)
 	}
 }
@@ -226,7 +227,7 @@ func staleTokens(t *testing.T, open Open) {
 func lateCompletion(t *testing.T, open Open) {
 	db := open(t, time.Now)
 	token := claim(t, db, "k")
-	if _, err := db.Release(ctx, "s", "k", token); err != nil {
+	if _, err := db.Release(ctx, "s", "k", token, pay.ReleasedBeforeWork); err != nil {
 		t.Fatal(err)
 	}
 	ch := charge(time.Now())
@@ -249,7 +250,7 @@ func lateCompletion(t *testing.T, open Open) {
 func lateCompletionReclaimed(t *testing.T, open Open) {
 	db := open(t, time.Now)
 	first := claim(t, db, "k")
-	if _, err := db.Release(ctx, "s", "k", first); err != nil {
+	if _, err := db.Release(ctx, "s", "k", first, pay.ReleasedBeforeWork); err != nil {
 		t.Fatal(err)
 	}
 	second := claim(t, db, "k")
