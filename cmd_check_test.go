@@ -92,6 +92,10 @@ func TestCheckCommand(t *testing.T) {
 			{"check", url + "/v1/payments", "another"},
 			{"check", "-verify", filepath.Join(dir, "missing.jsonl")},
 			{"check", "http://127.0.0.1:1/v1/payments"},
+			// Reached, but nothing can be tested: an oracle that cannot
+			// count, an endpoint that does not take a payment.
+			{"check", "-count-url", url + "/v1/payments?order_id={{id}}", "-count-field", "chargez", url + "/v1/payments"},
+			{"check", url + "/v1/no-such-path"},
 		} {
 			if out, code := runBinary(t, args...); code != 2 {
 				t.Errorf("paytwice %s: exit %d, want 2:\n%s", strings.Join(args, " "), code, out)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -462,4 +463,31 @@ func canonicalJSON(raw []byte) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// A TLS endpoint: its certificate is verified unless -insecure, against
+// -cacert's authorities when given; the storm's raw connections too.
+func TestTLSEndpoint(t *testing.T) {
+	m := &memServer{keys: map[string]*memEntry{}, count: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /pay", m.pay)
+	mux.HandleFunc("GET /pay", m.list)
+	hs := httptest.NewTLSServer(mux)
+	defer hs.Close()
+	cfg := check.Config{URL: hs.URL + "/pay", CountURL: hs.URL + "/pay?order_id={{id}}", CountField: "charges", Seed: 14, Only: []int{1, 4}}
+	if _, err := check.Run(context.Background(), cfg); !errors.Is(err, check.ErrNotAccepted) || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("an unknown authority: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(hs.Certificate())
+	for name, c := range map[string]check.Config{"-cacert": {RootCAs: pool}, "-insecure": {Insecure: true}} {
+		run := cfg
+		run.RootCAs, run.Insecure = c.RootCAs, c.Insecure
+		rep := runCheck(t, run)
+		for _, r := range rep.Results {
+			if r.Verdict != check.Pass {
+				t.Errorf("%s: case %d %s %q", name, r.Case, r.Verdict, r.Detail)
+			}
+		}
+	}
 }
