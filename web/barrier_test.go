@@ -41,26 +41,6 @@ func (e *stepEnv) holdAt(cp step.Checkpoint) {
 	e.waitHeld(cp.String())
 }
 
-// heldFor reports whether key has been held for longer than d on the
-// database's clock.
-func heldFor(t *testing.T, c *class, key string, d time.Duration) bool {
-	t.Helper()
-	var past bool
-	if err := c.pg.Pool().QueryRow(context.Background(), `SELECT clock_timestamp() - claimed_at > $2 * interval '1 millisecond'
-		FROM idempotency_keys WHERE key = $1`, key, d.Milliseconds()).Scan(&past); err != nil {
-		t.Fatal(err)
-	}
-	return past
-}
-
-// keyStatus is the status of key's row, "" when there is none.
-func keyStatus(t *testing.T, c *class, key string) string {
-	t.Helper()
-	var status string
-	_ = c.pg.Pool().QueryRow(context.Background(), `SELECT status FROM idempotency_keys WHERE key = $1`, key).Scan(&status)
-	return status
-}
-
 // resetOn sends POST /api/reset to env in the background.
 func resetOn(env *testEnv) <-chan response {
 	out := make(chan response, 1)

@@ -154,11 +154,6 @@ func orderOf(raw []byte) (string, bool) {
 	return body.OrderID, true
 }
 
-func runErr(t *testing.T, ctx context.Context, cfg check.Config) (*check.Report, error) {
-	t.Helper()
-	return check.Run(ctx, cfg)
-}
-
 func verdicts(rep *check.Report) map[int]check.Result {
 	out := map[int]check.Result{}
 	for _, r := range rep.Results {
