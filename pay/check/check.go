@@ -723,8 +723,9 @@ type rawConn struct {
 	bodyMax int64
 	rest    []byte // the bytes not yet sent
 	rec     Record
-	// deadline ends the whole exchange (-timeout).
+	// deadline ends the whole exchange: timeout after the last byte.
 	deadline time.Time
+	timeout  time.Duration
 }
 
 // dialRaw opens a connection for q and sends all of it but the last byte.
@@ -770,12 +771,17 @@ func (r *run) dialRaw(ctx context.Context, q req) (*rawConn, error) {
 	rec := r.recordOf(q, hr.Method, hr.URL.String(), body)
 	capped := &capReader{r: conn, left: r.cfg.MaxHeaderBytes, what: fmt.Sprintf("its headers went past %d bytes (-max-header-bytes)", r.cfg.MaxHeaderBytes)}
 	return &rawConn{conn: conn, in: bufio.NewReader(capped), capped: capped, bodyMax: r.cfg.MaxBodyBytes,
-		rest: data[len(data)-1:], rec: rec, deadline: deadline}, nil
+		rest: data[len(data)-1:], rec: rec, deadline: deadline, timeout: r.cfg.Timeout}, nil
 }
 
 // release sends the last byte: the server now has the whole request.
+//
+// The time for the answer (-timeout) runs from now: opening the other
+// connections of a storm does not eat into it.
 func (c *rawConn) release() error {
 	c.rec.Start = time.Now()
+	c.deadline = c.rec.Start.Add(c.timeout)
+	_ = c.conn.SetDeadline(c.deadline)
 	_, err := c.conn.Write(c.rest)
 	return err
 }

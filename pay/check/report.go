@@ -243,7 +243,7 @@ func (rep *Report) HistoryLine() string {
 	case "violation":
 		return fmt.Sprintf("history: %d operations, NOT linearizable: no order of them keeps one effect per action and one answer per key (%s)", l.Operations, strings.Join(l.Groups, ", "))
 	}
-	return fmt.Sprintf("history: %d operations, not decided in %.0f s (-verify-timeout): neither linearizable nor not", l.Operations, l.Timeout)
+	return fmt.Sprintf("history: %d operations, not decided in %g s (-verify-timeout): neither shown linearizable nor shown not", l.Operations, l.Timeout)
 }
 
 // Summary is the last line: the counts and the time taken.
