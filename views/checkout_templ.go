@@ -639,13 +639,4 @@ func FaultPanel(f FaultSwitches, presenter, locked bool) templ.Component {
 	})
 }
 
-// labMoreMistakes is how many mistakes the lab has, in words.
-func labMoreMistakes() string {
-	words := []string{"No", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten"}
-	if n := len(LabMistakeNumbers()); n < len(words) {
-		return words[n]
-	}
-	return itoa(len(LabMistakeNumbers()))
-}
-
 var _ = templruntime.GeneratedTemplate

@@ -1,44 +1,20 @@
 package views
 
 import (
+	"encoding/json"
 	"strconv"
+
+	"paytwice/web/lab"
 )
 
 // This file holds the plain data the common-mistakes lab and the guided
 // lessons draw (lab.templ). The web package fills it from the lab's
 // settings and from what it measured in the database.
 
-// LabModes are the values of the server modes that the lab's controls
-// offer, as the JSON API names them; the web package, which defines the
-// modes, fills them in.
-type LabModes struct {
-	Correct, NoKey, CheckThenInsert, CheckThenInsertConstrained, KeyTableOnly, MemoryLock string
-}
-
-// The mistakes, numbered as the article's list and the panel show them,
-// then the lock in memory, the mistake several servers on one database
-// bring out.
-const (
-	labMistakes               = 8
-	labMistakeNoKey           = 1
-	labMistakeNewKeyPerRetry  = 2
-	labMistakeCheckThenInsert = 3
-	labMistakeRetryEvery4xx   = 4
-	labMistakeNewKeyAfter500  = 5
-	labMistakePersonalData    = 6
-	labMistakePruneTooSoon    = 7
-	labMistakeMemoryLock      = 8
-)
-
-// labDefaultEmail is the customer whose address the personal-data
-// mistake uses until a learner types another.
-const labDefaultEmail = "somchai.j@example.com"
-
 // LabSwitches are the lab's settings as the panel shows them.
 type LabSwitches struct {
-	// Mode is how the server handles POST /v1/payments, one of Modes.
-	Mode  string
-	Modes LabModes
+	// Mode is how the server handles POST /v1/payments.
+	Mode string
 	// Retentions are the key retentions the panel offers, in seconds; 0
 	// is the server's own.
 	Retentions []int64
@@ -48,11 +24,12 @@ type LabSwitches struct {
 	RetentionSeconds int64
 	// DefaultRetention is the server's configured retention, in words.
 	DefaultRetention string
-	// The client mistakes every browser in the room makes while on.
-	NewKeyPerRetry  bool
-	RetryEvery4xx   bool
-	NewKeyAfter500  bool
-	PersonalDataKey bool
+	// Client are the browsers' switches, by their names in the API
+	// ("new_key_per_retry"): on, every browser in the room makes the
+	// mistake.
+	Client map[string]bool
+	// On names the mistakes switched on, for the panel's summary.
+	On []string
 }
 
 // LabOutcome is what the lab measured for one mistake: a headline number
@@ -70,8 +47,9 @@ type Lab struct {
 	// BurstSize is how many requests the check-then-insert burst sends;
 	// WarpSeconds how far the prune mistake's time warp jumps.
 	BurstSize, WarpSeconds int
-	// Outcomes has one entry per mistake, in the order of the list (1–8).
-	Outcomes []LabOutcome
+	// Outcomes are the mistakes' measured outcomes, by the mistake's
+	// name; nil when they could not be measured.
+	Outcomes map[string]LabOutcome
 	// ExtraCharges is every charge the mistakes made beyond the first of
 	// their order (or key).
 	ExtraCharges int
@@ -84,71 +62,31 @@ type Lab struct {
 	SettingsV, OutcomesV uint64
 }
 
-// outcome returns the measured outcome of mistake n (1-based).
-func (l Lab) outcome(n int) LabOutcome {
-	if n < 1 || n > len(l.Outcomes) {
-		return LabOutcome{Unit: "not measured yet", Tone: ToneMute}
+// outcome returns the measured outcome of mistake m.
+func (l Lab) outcome(m lab.Mistake) LabOutcome {
+	if o, ok := l.Outcomes[m.Name]; ok {
+		return o
 	}
-	return l.Outcomes[n-1]
+	return LabOutcome{Unit: "not measured yet", Tone: ToneMute}
 }
 
-// LabMistakesOn names the mistakes switched on, for the panel's summary.
-func (s LabSwitches) LabMistakesOn() []string {
-	var on []string
-	switch s.Mode {
-	case "", s.Modes.Correct:
-	case s.Modes.NoKey:
-		on = append(on, "1 no key")
-	case s.Modes.CheckThenInsert:
-		on = append(on, "3 check first, no constraints")
-	case s.Modes.CheckThenInsertConstrained:
-		on = append(on, "3 check first, constraints back")
-	case s.Modes.KeyTableOnly:
-		on = append(on, "7 key table only, keys kept "+retentionText(s.RetentionSeconds, s.DefaultRetention))
-	case s.Modes.MemoryLock:
-		on = append(on, "8 lock in memory")
-	}
-	if s.NewKeyPerRetry {
-		on = append(on, "2 new key per retry")
-	}
-	if s.RetryEvery4xx {
-		on = append(on, "4 retry every 4xx")
-	}
-	if s.NewKeyAfter500 {
-		on = append(on, "5 new key after 500")
-	}
-	if s.PersonalDataKey {
-		on = append(on, "6 e-mail as key")
-	}
-	return on
-}
-
-// LabControlID and LabOutcomeID name the parts of mistake n's card that
+// LabControlID and LabOutcomeID name the parts of mistake m's card that
 // the page replaces when the settings or the measurements change.
-func LabControlID(n int) string { return "lab-ctl-" + strconv.Itoa(n) }
+func LabControlID(m lab.Mistake) string { return "lab-ctl-" + strconv.Itoa(m.N) }
 
-// LabOutcomeID is the id of mistake n's measured outcome.
-func LabOutcomeID(n int) string { return "lab-out-" + strconv.Itoa(n) }
+// LabOutcomeID is the id of mistake m's measured outcome.
+func LabOutcomeID(m lab.Mistake) string { return "lab-out-" + strconv.Itoa(m.N) }
 
-// LabMistakeNumbers lists the mistakes, 1 to 8.
-func LabMistakeNumbers() []int {
-	out := make([]int, labMistakes)
-	for i := range out {
-		out[i] = i + 1
+// selectedOption says whether o is the choice a Select shows: the value
+// of its field, or its first option when none of them is (another
+// control's mode is on).
+func selectedOption(c lab.Control, o lab.Option, mode string) bool {
+	for _, x := range c.Options {
+		if x.Value == mode {
+			return o.Value == mode
+		}
 	}
-	return out
-}
-
-func retentionText(sec int64, def string) string {
-	switch {
-	case sec <= 0:
-		return def + " (the server's)"
-	case sec%3600 == 0:
-		return strconv.FormatInt(sec/3600, 10) + " h"
-	case sec%60 == 0:
-		return strconv.FormatInt(sec/60, 10) + " min"
-	}
-	return strconv.FormatInt(sec, 10) + " s"
+	return o.Value == c.Options[0].Value
 }
 
 // gapChoices are the pauses the check-then-insert and lock selects offer, with the
@@ -313,3 +251,20 @@ func lessonHref(slug string) string { return "/?lesson=" + slug }
 func u64(n uint64) string { return strconv.FormatUint(n, 10) }
 
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// labMoreMistakes is how many mistakes the lab has, in words.
+func labMoreMistakes() string {
+	words := []string{"No", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten"}
+	if n := len(lab.Mistakes); n < len(words) {
+		return words[n]
+	}
+	return itoa(len(lab.Mistakes))
+}
+
+// labStorms is what a checkout card says, per server mode, when one key
+// was charged more than once, as JSON: static/pay.js reads it from the
+// lab's list of mistakes.
+func labStorms() string {
+	b, _ := json.Marshal(lab.Storms())
+	return string(b)
+}

@@ -6,18 +6,24 @@ import (
 
 	"github.com/a-h/templ"
 	"golang.org/x/net/html"
+
+	"paytwice/web/lab"
+	"paytwice/web/room"
 )
 
 func sampleLab(presenter bool) Lab {
-	out := make([]LabOutcome, labMistakes)
-	for i := range out {
-		out[i] = LabOutcome{Unit: "nothing yet", Tone: ToneMute}
+	out := map[string]LabOutcome{}
+	for _, m := range lab.Mistakes {
+		out[m.Name] = LabOutcome{Unit: "nothing yet", Tone: ToneMute}
 	}
-	out[0] = LabOutcome{N: 2, Unit: "orders charged more than once", Tone: ToneBad, Lines: []string{"Charged twice: A-1001, A-1002"}}
-	out[3] = LabOutcome{N: 5, Unit: "wasted attempts", Tone: ToneBad}
+	out["no_key"] = LabOutcome{N: 2, Unit: "orders charged more than once", Tone: ToneBad, Lines: []string{"Charged twice: A-1001, A-1002"}}
+	out["retry_every_4xx"] = LabOutcome{N: 5, Unit: "wasted attempts", Tone: ToneBad}
+	settings := room.LabSettings{Server: room.LabServer{Mode: room.LabCheckThenInsertConstrained, CheckGapMS: 200, RetentionSeconds: 60},
+		Client: room.LabClient{NewKeyAfter500: true}}
 	return Lab{
-		Switches: LabSwitches{Mode: testModes.CheckThenInsertConstrained, Modes: testModes, CheckGapMS: 200, RetentionSeconds: 60,
-			DefaultRetention: "24 h", NewKeyAfter500: true, Retentions: []int64{0, 60, 86400}},
+		Switches: LabSwitches{Mode: settings.Server.Mode, CheckGapMS: 200, RetentionSeconds: 60,
+			DefaultRetention: "24 h", Client: lab.ClientSwitches(settings.Client), Retentions: []int64{0, 60, 86400},
+			On: lab.On(settings, "1 min")},
 		BurstSize: 10, WarpSeconds: 120,
 		Outcomes: out, ExtraCharges: 3, Presenter: presenter, SettingsV: 7, OutcomesV: 42,
 	}
@@ -42,10 +48,10 @@ func sampleLesson(shown string, current string, presenter bool) Lesson {
 
 func TestLabPanel(t *testing.T) {
 	doc := render(t, LabPanel(sampleLab(true)))
-	lab := byID(t, doc, "lab")
+	panel := byID(t, doc, "lab")
 
 	t.Run("a card says what real clients do, and links to the measurements", func(t *testing.T) {
-		card := byID(t, lab, "lab-real-clients")
+		card := byID(t, panel, "lab-real-clients")
 		links := findAll(card, func(x *html.Node) bool { v, _ := attr(x, "href"); return x.Data == "a" && v == "/clients" })
 		if len(links) != 1 || !strings.Contains(text(card), "RemoteDisconnected") || !strings.Contains(text(card), "two payments") {
 			t.Fatalf("the real clients' card: %q", text(card))
@@ -53,12 +59,13 @@ func TestLabPanel(t *testing.T) {
 	})
 
 	t.Run("one card per mistake, each with its switch and its measured outcome", func(t *testing.T) {
-		for _, n := range LabMistakeNumbers() {
+		for _, m := range lab.Mistakes {
+			n := m.N
 			card := byID(t, doc, "mistake-"+itoa(n))
-			if len(findAll(card, func(x *html.Node) bool { v, _ := attr(x, "id"); return v == LabControlID(n) })) != 1 {
+			if len(findAll(card, func(x *html.Node) bool { v, _ := attr(x, "id"); return v == LabControlID(m) })) != 1 {
 				t.Errorf("mistake %d has no switch", n)
 			}
-			if len(findAll(card, func(x *html.Node) bool { v, _ := attr(x, "id"); return v == LabOutcomeID(n) })) != 1 {
+			if len(findAll(card, func(x *html.Node) bool { v, _ := attr(x, "id"); return v == LabOutcomeID(m) })) != 1 {
 				t.Errorf("mistake %d has no outcome", n)
 			}
 			if why := byClass(card, "lab-why"); len(why) != 1 || len(text(why[0])) < 200 {
@@ -67,10 +74,10 @@ func TestLabPanel(t *testing.T) {
 		}
 	})
 	t.Run("the page knows which versions it shows", func(t *testing.T) {
-		if v, _ := attr(lab, "data-v-settings"); v != "7" {
+		if v, _ := attr(panel, "data-v-settings"); v != "7" {
 			t.Errorf("settings version %q", v)
 		}
-		if v, _ := attr(lab, "data-v-outcomes"); v != "42" {
+		if v, _ := attr(panel, "data-v-outcomes"); v != "42" {
 			t.Errorf("outcomes version %q", v)
 		}
 	})
@@ -88,7 +95,7 @@ func TestLabPanel(t *testing.T) {
 			}
 			return ""
 		}
-		if got := selected("lab-check"); got != testModes.CheckThenInsertConstrained {
+		if got := selected("lab-check"); got != room.LabCheckThenInsertConstrained {
 			t.Errorf("check-then-insert select shows %q", got)
 		}
 		if got := selected("lab-gap"); got != "200" {
@@ -97,10 +104,10 @@ func TestLabPanel(t *testing.T) {
 		if got := selected("lab-retention"); got != "60" {
 			t.Errorf("retention select shows %q", got)
 		}
-		if m, _ := attr(byID(t, doc, "lab-nokey"), "data-lab-mode"); m != testModes.NoKey {
+		if m, _ := attr(byID(t, doc, "lab-nokey"), "data-lab-mode"); m != room.LabNoKey {
 			t.Errorf("the no-key switch sets mode %q", m)
 		}
-		if m, _ := attr(byID(t, doc, "lab-memlock"), "data-lab-mode"); m != testModes.MemoryLock || checked("lab-memlock") {
+		if m, _ := attr(byID(t, doc, "lab-memlock"), "data-lab-mode"); m != room.LabMemoryLock || checked("lab-memlock") {
 			t.Errorf("the lock-in-memory switch sets mode %q, checked %v", m, checked("lab-memlock"))
 		}
 		if got := selected("lab-lock-gap"); got != "200" {
@@ -111,11 +118,11 @@ func TestLabPanel(t *testing.T) {
 		}
 	})
 	t.Run("money gone wrong is red and counted in words", func(t *testing.T) {
-		out := byID(t, doc, LabOutcomeID(1))
+		out := byID(t, doc, LabOutcomeID(mistake(t, "no_key")))
 		if !hasClass(out, "bad") || !strings.HasPrefix(text(out), "2 orders charged more than once") {
 			t.Errorf("outcome 1: %q, class bad %v", text(out), hasClass(out, "bad"))
 		}
-		if got := text(byID(t, doc, LabOutcomeID(4))); !strings.HasPrefix(got, "5 wasted attempts") {
+		if got := text(byID(t, doc, LabOutcomeID(mistake(t, "retry_every_4xx")))); !strings.HasPrefix(got, "5 wasted attempts") {
 			t.Errorf("outcome 4: %q", got)
 		}
 		if got := text(byID(t, doc, "lab-summary")); !strings.Contains(got, "3 check first, constraints back") || !strings.Contains(got, "3 extra charges") {
@@ -124,9 +131,9 @@ func TestLabPanel(t *testing.T) {
 	})
 	t.Run("a student's switches are disabled, but the burst and the e-mail are not", func(t *testing.T) {
 		doc := render(t, LabPanel(sampleLab(false)))
-		for _, n := range LabMistakeNumbers() {
-			if _, ok := attr(byID(t, doc, LabControlID(n)), "disabled"); !ok {
-				t.Errorf("mistake %d's switch is enabled for a student", n)
+		for _, m := range lab.Mistakes {
+			if _, ok := attr(byID(t, doc, LabControlID(m)), "disabled"); !ok {
+				t.Errorf("mistake %d's switch is enabled for a student", m.N)
 			}
 		}
 		burst := findAll(doc, func(x *html.Node) bool { v, _ := attr(x, "data-lab-action"); return v == "burst" })
@@ -261,9 +268,15 @@ func TestLessonPanel(t *testing.T) {
 	})
 }
 
-// testModes are the mode values the web package passes in.
-var testModes = LabModes{Correct: "correct", NoKey: "no_key", CheckThenInsert: "check_then_insert",
-	CheckThenInsertConstrained: "check_then_insert_constrained", KeyTableOnly: "key_table_only", MemoryLock: "memory_lock"}
+// mistake finds a mistake of the lab's table by its name.
+func mistake(t *testing.T, name string) lab.Mistake {
+	t.Helper()
+	m, ok := lab.ByName(name)
+	if !ok {
+		t.Fatalf("no mistake %q", name)
+	}
+	return m
+}
 
 func attrOr(n *html.Node, name string) string {
 	v, _ := attr(n, name)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay/check"
 	"paytwice/views"
+	"paytwice/web/lab"
 )
 
 // labCheckLimit bounds one run of the checker from the lab page.
@@ -47,6 +49,9 @@ func (s *Server) handleLabCheck(c echo.Context) error {
 		return render(c, http.StatusOK, views.LabCheckReport(views.LabCheck{Message: "The checker could not run: " + err.Error()}))
 	}
 	v := views.LabCheck{Mode: mode, History: rep.HistoryLine(), Summary: rep.Summary(), Failed: rep.ExitCode(false) != check.ExitPassed}
+	if m, _, ok := lab.ByMode(mode); ok {
+		v.Mistake, v.Fix = "Mistake "+strconv.Itoa(m.N)+", "+m.Title, m.Fix
+	}
 	for _, res := range rep.Results {
 		tone := views.ToneMute
 		switch res.Verdict {

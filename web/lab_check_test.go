@@ -24,7 +24,7 @@ func TestLabCheck(t *testing.T) {
 	}
 	t.Run("the right protocol passes", func(t *testing.T) {
 		page := run(t)
-		if !strings.Contains(page, "PASSED") || strings.Contains(page, ">FAIL") || !strings.Contains(page, "linearizable") {
+		if !strings.Contains(page, "PASSED") || strings.Contains(page, ">FAIL") || !strings.Contains(page, "linearizable") || strings.Contains(page, "Mistake") {
 			t.Fatalf("table:\n%s", page)
 		}
 	})
@@ -32,7 +32,8 @@ func TestLabCheck(t *testing.T) {
 		env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabCheckThenInsert, CheckGapMS: 50}})
 		page := run(t)
 		i := strings.Index(page, "storm of one key")
-		if !strings.Contains(page, "FAILED") || i < 0 || !strings.Contains(page[i:], "FAIL (safety)") || !strings.Contains(page, "different successful bodies") {
+		if !strings.Contains(page, "FAILED") || i < 0 || !strings.Contains(page[i:], "FAIL (safety)") || !strings.Contains(page, "different successful bodies") ||
+			!strings.Contains(page, "Mistake 3, Check first, then insert.") || !strings.Contains(page, "ON CONFLICT DO NOTHING") {
 			t.Fatalf("table:\n%s", page)
 		}
 	})

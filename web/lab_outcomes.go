@@ -4,110 +4,32 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"hash/fnv"
 	"net/http"
-	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
 	"paytwice/views"
+	"paytwice/web/lab"
 	"paytwice/web/live"
 	"paytwice/web/room"
 )
 
-// What the lab measures. Every number comes from the database (charges
-// per order or per key) or from the server's own count of what it
-// answered, never from a page: a page can only show what really happened.
-
-// LabChargeOutcome counts the charges a mistake made.
-type LabChargeOutcome struct {
-	Charges int `json:"charges"`
-	// ChargedTwice is how many orders (or keys, for check-then-insert)
-	// were charged more than once.
-	ChargedTwice int `json:"charged_twice"`
-	// ExtraCharges is every charge after the first of its order (or key).
-	ExtraCharges int `json:"extra_charges"`
-	// Twice lists what was charged more than once, oldest first.
-	Twice []string `json:"twice"`
-}
-
-// LabRaceOutcome is check-then-insert's: charges in the unguarded table
-// per key, and how many times the constraint refused a loser.
-type LabRaceOutcome struct {
-	LabChargeOutcome
-	KeyRows            int   `json:"key_rows"`
-	ConstraintRefusals int64 `json:"constraint_refusals"`
-}
-
-// LabLockOutcome is the lock in memory's: charges in the unguarded table
-// per key, and how many requests waited for this server's lock.
-type LabLockOutcome struct {
-	LabChargeOutcome
-	// LockWaits counts the requests that waited for this server's lock
-	// (each server counts its own).
-	LockWaits int64 `json:"lock_waits"`
-	// KeysLocked is how many keys this server's lock map holds now:
-	// those being worked on or waited for.
-	KeysLocked int `json:"keys_locked"`
-}
-
-// LabRefusalOutcome counts 400 and 422 answers, and the attempts that got
-// one again for the same key.
-type LabRefusalOutcome struct {
-	Refusals       int64 `json:"refusals"`
-	WastedAttempts int64 `json:"wasted_attempts"`
-}
-
-// LabReconcileOutcome is a new key after a 500: orders charged under two
-// keys where one key saved a 500, and how often clients looked an order
-// up instead.
-type LabReconcileOutcome struct {
-	LabChargeOutcome
-	Reconciliations int64 `json:"reconciliations"`
-}
-
-// LabPersonalOutcome says where keys made of personal data are now kept.
-type LabPersonalOutcome struct {
-	// Requests is how many requests carried such a key; Keys how many
-	// different keys.
-	Requests int64 `json:"requests"`
-	Keys     int   `json:"keys"`
-	// Stored counts the rows holding one, per table: "key table",
-	// "charges", "gateway ledger".
-	Stored map[string]int `json:"stored"`
-	// TimelineEvents is how many events on the timeline (and so in its
-	// export) show one.
-	TimelineEvents int `json:"timeline_events"`
-}
-
-// LabPruneOutcome is pruning too soon: orders charged again once their key
-// was gone.
-type LabPruneOutcome struct {
-	LabChargeOutcome
-	Pruned           int64 `json:"pruned"`
-	RetentionSeconds int64 `json:"retention_seconds"`
-}
-
-// LabOutcomes is the body of GET /api/lab/outcomes.
-type LabOutcomes struct {
-	// Seq is the newest event the numbers include.
-	Seq             uint64              `json:"seq"`
-	NoKey           LabChargeOutcome    `json:"no_key"`
-	NewKeyPerRetry  LabChargeOutcome    `json:"new_key_per_retry"`
-	CheckThenInsert LabRaceOutcome      `json:"check_then_insert"`
-	RetryEvery4xx   LabRefusalOutcome   `json:"retry_every_4xx"`
-	NewKeyAfter500  LabReconcileOutcome `json:"new_key_after_500"`
-	PersonalDataKey LabPersonalOutcome  `json:"personal_data_key"`
-	PruneTooSoon    LabPruneOutcome     `json:"prune_too_soon"`
-	MemoryLock      LabLockOutcome      `json:"memory_lock"`
-	// ExtraCharges is the sum of every mistake's extra charges.
-	ExtraCharges int `json:"extra_charges"`
-}
+// What the lab measures is declared with its table (web/lab): these are
+// the names the JSON API and the lab's counts use for it.
+type (
+	LabChargeOutcome    = lab.ChargeOutcome
+	LabRaceOutcome      = lab.RaceOutcome
+	LabLockOutcome      = lab.LockOutcome
+	LabRefusalOutcome   = lab.RefusalOutcome
+	LabReconcileOutcome = lab.ReconcileOutcome
+	LabPersonalOutcome  = lab.PersonalOutcome
+	LabPruneOutcome     = lab.PruneOutcome
+	LabOutcomes         = lab.Outcomes
+)
 
 // labOutcomes answers from the lab's running counts (lab_tally.go) and
 // its own counters: no table is read unless the counts must be rebuilt.
@@ -131,8 +53,7 @@ func (s *Server) labOutcomes(ctx context.Context) (LabOutcomes, error) {
 	if o.PersonalDataKey, err = s.personalOutcomeCached(ctx, seq); err != nil {
 		return LabOutcomes{}, err
 	}
-	o.ExtraCharges = o.NoKey.ExtraCharges + o.NewKeyPerRetry.ExtraCharges + o.CheckThenInsert.ExtraCharges +
-		o.NewKeyAfter500.ExtraCharges + o.PruneTooSoon.ExtraCharges + o.MemoryLock.ExtraCharges
+	_, o.ExtraCharges = lab.Read(o)
 	return o, nil
 }
 
@@ -230,117 +151,15 @@ func (s *Server) handleLabOutcomes(c echo.Context) error {
 	return c.JSON(http.StatusOK, o)
 }
 
-// labViewOutcomes turns the measurements into what the panel draws, one
-// per mistake in the article's order.
-func labViewOutcomes(o LabOutcomes) []views.LabOutcome {
-	money := func(n int, charges int) views.Tone {
-		switch {
-		case n > 0:
-			return views.ToneBad
-		case charges > 0:
-			return views.ToneOK
-		}
-		return views.ToneMute
+// labViewOutcomes turns the measurements into what the panel draws, by
+// the mistake's name (lab.Mistake.Outcome).
+func labViewOutcomes(o LabOutcomes) map[string]views.LabOutcome {
+	read, _ := lab.Read(o)
+	out := make(map[string]views.LabOutcome, len(read))
+	for name, d := range read {
+		out[name] = views.LabOutcome{N: d.N, Unit: d.Unit, Tone: views.Tone(d.Tone), Lines: d.Lines}
 	}
-	list := func(prefix string, items []string) []string {
-		if len(items) == 0 {
-			return nil
-		}
-		const show = 6
-		more := ""
-		if len(items) > show {
-			more = fmt.Sprintf(" and %d more", len(items)-show)
-			items = items[:show]
-		}
-		return []string{prefix + strings.Join(items, ", ") + more}
-	}
-	var out []views.LabOutcome
-
-	nk := o.NoKey
-	out = append(out, views.LabOutcome{N: nk.ChargedTwice, Unit: plural(nk.ChargedTwice, "order charged more than once", "orders charged more than once"),
-		Tone: money(nk.ChargedTwice, nk.Charges),
-		Lines: append([]string{fmt.Sprintf("%d %s made without a key, %d of them extra.", nk.Charges, plural(nk.Charges, "charge", "charges"), nk.ExtraCharges)},
-			list("Charged twice: ", nk.Twice)...)})
-
-	nr := o.NewKeyPerRetry
-	out = append(out, views.LabOutcome{N: nr.ChargedTwice, Unit: plural(nr.ChargedTwice, "order paid under more than one key", "orders paid under more than one key"),
-		Tone: money(nr.ChargedTwice, nr.Charges),
-		Lines: append([]string{fmt.Sprintf("%d extra %s: each new key looked like a new payment to the server.", nr.ExtraCharges, plural(nr.ExtraCharges, "charge", "charges"))},
-			list("Charged twice: ", nr.Twice)...)})
-
-	ct := o.CheckThenInsert
-	ctTone := money(ct.ChargedTwice, ct.Charges)
-	if ct.ChargedTwice == 0 && ct.ConstraintRefusals > 0 {
-		ctTone = views.ToneOK
-	}
-	out = append(out, views.LabOutcome{N: ct.ChargedTwice, Unit: plural(ct.ChargedTwice, "key charged more than once (no constraints)", "keys charged more than once (no constraints)"),
-		Tone: ctTone,
-		Lines: append([]string{
-			fmt.Sprintf("No constraints: %d key %s and %d %s in the unguarded tables.", ct.KeyRows, plural(ct.KeyRows, "row", "rows"), ct.Charges, plural(ct.Charges, "charge", "charges")),
-			fmt.Sprintf("Constraints back: the primary key refused %d %s of a key already taken: each one a charge that did not happen.", ct.ConstraintRefusals, plural(int(ct.ConstraintRefusals), "INSERT", "INSERTs")),
-		}, list("Charged more than once: ", ct.Twice)...)})
-
-	rf := o.RetryEvery4xx
-	rfTone := views.ToneMute
-	if rf.WastedAttempts > 0 {
-		rfTone = views.ToneBad
-	} else if rf.Refusals > 0 {
-		rfTone = views.ToneOK
-	}
-	out = append(out, views.LabOutcome{N: int(rf.WastedAttempts), Unit: plural(int(rf.WastedAttempts), "wasted attempt", "wasted attempts"), Tone: rfTone,
-		Lines: []string{fmt.Sprintf("%d %s answered 400 or 422; %d of them only repeated an answer the client already had.", rf.Refusals, plural(int(rf.Refusals), "request", "requests"), rf.WastedAttempts)}})
-
-	a5 := o.NewKeyAfter500
-	out = append(out, views.LabOutcome{N: a5.ChargedTwice, Unit: plural(a5.ChargedTwice, "order charged again after a 500", "orders charged again after a 500"),
-		Tone: money(a5.ChargedTwice, a5.Charges),
-		Lines: append([]string{fmt.Sprintf("%d %s by order (GET /v1/payments?order_id=…): the safe way to learn whether a 500 had charged.", a5.Reconciliations, plural(int(a5.Reconciliations), "look-up", "look-ups"))},
-			list("Charged twice: ", a5.Twice)...)})
-
-	pd := o.PersonalDataKey
-	pdTone := views.ToneMute
-	if pd.Keys > 0 {
-		pdTone = views.ToneBad
-	}
-	var where []string
-	names := make([]string, 0, len(pd.Stored))
-	for k := range pd.Stored {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		where = append(where, fmt.Sprintf("%s: %d %s", k, pd.Stored[k], plural(pd.Stored[k], "row", "rows")))
-	}
-	pdLines := []string{"Stored in the database: " + strings.Join(where, "; ") + "."}
-	pdLines = append(pdLines, fmt.Sprintf("Shown on the timeline in %d %s, on every screen in the room, and in every export of it (JSON, CSV).", pd.TimelineEvents, plural(pd.TimelineEvents, "event", "events")))
-	out = append(out, views.LabOutcome{N: pd.Keys, Unit: plural(pd.Keys, "key made of personal data", "keys made of personal data"), Tone: pdTone, Lines: pdLines})
-
-	pt := o.PruneTooSoon
-	out = append(out, views.LabOutcome{N: pt.ChargedTwice, Unit: plural(pt.ChargedTwice, "order charged again after its key was pruned", "orders charged again after their key was pruned"),
-		Tone: money(pt.ChargedTwice, pt.Charges),
-		Lines: append([]string{fmt.Sprintf("%d %s pruned by the lab (keys kept %s); %d %s made while the key table was the only memory.",
-			pt.Pruned, plural(int(pt.Pruned), "key", "keys"), retentionWords(pt.RetentionSeconds), pt.Charges, plural(pt.Charges, "charge", "charges"))},
-			list("Charged again: ", pt.Twice)...)})
-
-	ml := o.MemoryLock
-	mlTone := money(ml.ChargedTwice, ml.Charges)
-	mlLines := []string{fmt.Sprintf("%d %s made under a lock in memory; %d %s waited for this server's lock on a key another request held.",
-		ml.Charges, plural(ml.Charges, "charge", "charges"), ml.LockWaits, plural(int(ml.LockWaits), "request", "requests"))}
-	if ml.ChargedTwice > 0 {
-		mlLines = append(mlLines, "A key charged twice had its requests on two servers: each took a lock of its own, and neither saw the other's.")
-	}
-	out = append(out, views.LabOutcome{N: ml.ChargedTwice, Unit: plural(ml.ChargedTwice, "key charged more than once (lock in memory)", "keys charged more than once (lock in memory)"),
-		Tone: mlTone, Lines: append(mlLines, list("Charged more than once: ", ml.Twice)...)})
 	return out
-}
-
-func retentionWords(sec int64) string {
-	switch {
-	case sec > 0 && sec%3600 == 0:
-		return strconv.FormatInt(sec/3600, 10) + " h"
-	case sec > 0 && sec%60 == 0:
-		return strconv.FormatInt(sec/60, 10) + " min"
-	}
-	return strconv.FormatInt(sec, 10) + " s"
 }
 
 func plural(n int, one, many string) string {
@@ -350,20 +169,15 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// labModeValues tells the panel the values of the modes it offers.
-var labModeValues = views.LabModes{Correct: room.LabCorrect, NoKey: room.LabNoKey, CheckThenInsert: room.LabCheckThenInsert,
-	CheckThenInsertConstrained: room.LabCheckThenInsertConstrained, KeyTableOnly: room.LabKeyTableOnly, MemoryLock: room.LabMemoryLock}
-
 // labRetentions are the key retentions the panel offers: 0 (the server's
 // own) and the lab's two.
 var labRetentions = []int64{0, room.LabShortRetentionSeconds, room.LabLongRetentionSeconds}
 
 // labSwitchesView is the settings as the panel shows them.
 func (s *Server) labSwitchesView(l room.LabSettings) views.LabSwitches {
-	return views.LabSwitches{Mode: l.Server.Mode, Modes: labModeValues, Retentions: labRetentions, CheckGapMS: l.Server.CheckGapMS, RetentionSeconds: l.Server.RetentionSeconds,
-		DefaultRetention: retentionWords(int64(s.cfg.Retention.Seconds())),
-		NewKeyPerRetry:   l.Client.NewKeyPerRetry, RetryEvery4xx: l.Client.RetryEvery4xx,
-		NewKeyAfter500: l.Client.NewKeyAfter500, PersonalDataKey: l.Client.PersonalDataKey}
+	def := lab.RetentionWords(int64(s.cfg.Retention.Seconds()))
+	return views.LabSwitches{Mode: l.Server.Mode, Retentions: labRetentions, CheckGapMS: l.Server.CheckGapMS, RetentionSeconds: l.Server.RetentionSeconds,
+		DefaultRetention: def, Client: lab.ClientSwitches(l.Client), On: lab.On(l, lab.RetentionText(l.Server.RetentionSeconds, def))}
 }
 
 // labSettingsVersion names the lab's settings l for the pages, which ask
@@ -428,20 +242,20 @@ func (s *Server) handleLabLive(c echo.Context) error {
 		return nil
 	}
 
-	var lab *views.Lab
+	var panel *views.Lab
 	getLab := func() views.Lab {
-		if lab == nil {
+		if panel == nil {
 			v := s.labView(ctx, presenter)
-			lab = &v
+			panel = &v
 		}
-		return *lab
+		return *panel
 	}
 	if sv, ok := version("s"); ok {
 		l := getLab()
 		out.V["s"] = l.SettingsV
 		if sv != l.SettingsV {
-			for _, n := range views.LabMistakeNumbers() {
-				if err := add(views.LabControlID(n), views.LabControls(n, l)); err != nil {
+			for _, m := range lab.Mistakes {
+				if err := add(views.LabControlID(m), views.LabControls(m, l)); err != nil {
 					return err
 				}
 			}
@@ -454,8 +268,8 @@ func (s *Server) handleLabLive(c echo.Context) error {
 		l := getLab()
 		out.V["o"] = l.OutcomesV
 		if ov != l.OutcomesV && l.Outcomes != nil {
-			for _, n := range views.LabMistakeNumbers() {
-				if err := add(views.LabOutcomeID(n), views.LabOutcomeView(n, l.Outcomes[n-1])); err != nil {
+			for _, m := range lab.Mistakes {
+				if err := add(views.LabOutcomeID(m), views.LabOutcomeView(m, l.Outcomes[m.Name])); err != nil {
 					return err
 				}
 			}

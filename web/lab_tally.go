@@ -164,11 +164,11 @@ func (c *labCounts) outcomes() LabOutcomes {
 	}
 	var o LabOutcomes
 	o.NoKey = c.outcome(tallyNoKey, nil)
-	o.CheckThenInsert = LabRaceOutcome{LabChargeOutcome: c.outcome(tallyCheckFirst, nil), KeyRows: c.looseKeyRows}
-	o.MemoryLock = LabLockOutcome{LabChargeOutcome: c.outcome(tallyMemoryLock, nil)}
+	o.CheckThenInsert = LabRaceOutcome{ChargeOutcome: c.outcome(tallyCheckFirst, nil), KeyRows: c.looseKeyRows}
+	o.MemoryLock = LabLockOutcome{ChargeOutcome: c.outcome(tallyMemoryLock, nil)}
 	o.NewKeyPerRetry = c.outcome(tallyGuarded, func(g tallyGroup) bool { return !g.saved500 })
-	o.NewKeyAfter500 = LabReconcileOutcome{LabChargeOutcome: c.outcome(tallyGuarded, func(g tallyGroup) bool { return g.saved500 })}
-	o.PruneTooSoon = LabPruneOutcome{LabChargeOutcome: c.outcome(tallyKeyOnly, nil)}
+	o.NewKeyAfter500 = LabReconcileOutcome{ChargeOutcome: c.outcome(tallyGuarded, func(g tallyGroup) bool { return g.saved500 })}
+	o.PruneTooSoon = LabPruneOutcome{ChargeOutcome: c.outcome(tallyKeyOnly, nil)}
 	c.report, c.reportV = &o, c.version
 	return o
 }

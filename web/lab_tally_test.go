@@ -56,12 +56,12 @@ func measuredOutcomes(t *testing.T, env *testEnv) LabOutcomes {
 	}
 	var o LabOutcomes
 	o.NoKey = count(g.NoKey, byOrder)
-	o.PruneTooSoon.LabChargeOutcome = count(g.KeyOnly, byOrder)
-	o.CheckThenInsert.LabChargeOutcome = count(checkFirst, byKey)
+	o.PruneTooSoon.ChargeOutcome = count(g.KeyOnly, byOrder)
+	o.CheckThenInsert.ChargeOutcome = count(checkFirst, byKey)
 	o.CheckThenInsert.KeyRows = g.LooseKeyRows
-	o.MemoryLock.LabChargeOutcome = count(memoryLock, byKey)
+	o.MemoryLock.ChargeOutcome = count(memoryLock, byKey)
 	o.NewKeyPerRetry = count(retry, byOrder)
-	o.NewKeyAfter500.LabChargeOutcome = count(after500, byOrder)
+	o.NewKeyAfter500.ChargeOutcome = count(after500, byOrder)
 	return o
 }
 
@@ -76,10 +76,10 @@ func sameCounts(t *testing.T, when string, got, want LabOutcomes) {
 	}{
 		{"no key", got.NoKey, want.NoKey},
 		{"new key per retry", got.NewKeyPerRetry, want.NewKeyPerRetry},
-		{"check then insert", got.CheckThenInsert.LabChargeOutcome, want.CheckThenInsert.LabChargeOutcome},
-		{"new key after a 500", got.NewKeyAfter500.LabChargeOutcome, want.NewKeyAfter500.LabChargeOutcome},
-		{"prune too soon", got.PruneTooSoon.LabChargeOutcome, want.PruneTooSoon.LabChargeOutcome},
-		{"memory lock", got.MemoryLock.LabChargeOutcome, want.MemoryLock.LabChargeOutcome},
+		{"check then insert", got.CheckThenInsert.ChargeOutcome, want.CheckThenInsert.ChargeOutcome},
+		{"new key after a 500", got.NewKeyAfter500.ChargeOutcome, want.NewKeyAfter500.ChargeOutcome},
+		{"prune too soon", got.PruneTooSoon.ChargeOutcome, want.PruneTooSoon.ChargeOutcome},
+		{"memory lock", got.MemoryLock.ChargeOutcome, want.MemoryLock.ChargeOutcome},
 	}
 	for _, p := range pairs {
 		g, w := p.got, p.want
