@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
@@ -38,8 +39,69 @@ func liveBrowserPath() string {
 	return ""
 }
 
-// liveBrowser starts a headless browser with a fresh profile and returns a
-// context for its first tab. The whole test is bounded in time.
+// sharedBrowser is the one Chromium the package's browser tests share.
+// Starting a browser costs seconds on a busy machine, and fifty tests each
+// starting their own spent minutes doing it: each test now opens its own
+// browser context in this one (its own cookies, storage and cache, as a
+// fresh profile had) and a window of the size it asks for. It starts on
+// the first test that needs it; TestMain stops it.
+var sharedBrowser struct {
+	once sync.Once
+	ctx  context.Context // the browser's first tab, which stays blank
+	err  error
+	stop func()
+}
+
+// startSharedBrowser starts the package's browser once; later calls
+// return the same one, or the same error.
+func startSharedBrowser(path string) (context.Context, error) {
+	sharedBrowser.once.Do(func() {
+		profile, err := os.MkdirTemp("", "paytwice-chromium-")
+		if err != nil {
+			sharedBrowser.err = err
+			return
+		}
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+			chromedp.ExecPath(path),
+			chromedp.Headless,
+			chromedp.NoSandbox,
+			chromedp.DisableGPU,
+			chromedp.NoFirstRun,
+			chromedp.NoDefaultBrowserCheck,
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-sync", true),
+			chromedp.Flag("disable-dev-shm-usage", true),
+			chromedp.UserDataDir(profile),
+		)
+		ctx, cancelBrowser := chromedp.NewContext(actx)
+		sharedBrowser.stop = func() {
+			cancelBrowser()
+			cancelAlloc()
+			_ = os.RemoveAll(profile) // the browser has exited; a leftover file is harmless
+		}
+		// Start the browser with no deadline: one on the first run would
+		// bound the browser's life.
+		if err := chromedp.Do(ctx); err != nil {
+			sharedBrowser.err = fmt.Errorf("starting %s: %w", path, err)
+			return
+		}
+		sharedBrowser.ctx = ctx
+	})
+	return sharedBrowser.ctx, sharedBrowser.err
+}
+
+// stopSharedBrowser ends the package's browser, if a test started it.
+func stopSharedBrowser() {
+	if sharedBrowser.stop != nil {
+		sharedBrowser.stop()
+	}
+}
+
+// liveBrowser opens a window of the given size in a browser context of its
+// own (nothing shared with other tests: cookies, storage, cache) in the
+// package's headless browser, and returns its first tab. The whole test is
+// bounded in time; the window closes when the test ends.
 func liveBrowser(t *testing.T, width, height int) context.Context {
 	t.Helper()
 	path := liveBrowserPath()
@@ -49,34 +111,14 @@ func liveBrowser(t *testing.T, width, height int) context.Context {
 		}
 		t.Skip("no browser found; install chromium or set PAYTWICE_BROWSER (in CI this fails)")
 	}
-	profile, err := os.MkdirTemp("", "paytwice-chromium-")
+	browser, err := startSharedBrowser(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(width, height),
-	)
-	ctx, cancelBrowser := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		cancelBrowser()
-		cancelAlloc()
-		_ = os.RemoveAll(profile) // the browser has exited; a leftover file is harmless
-	})
-	// Start the browser with no deadline (a deadline on the first run
-	// would bound the browser's life), then bound the test.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting %s: %v", path, err)
+	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx, liveResize(width, height)); err != nil {
+		t.Fatalf("opening a %dx%d window: %v", width, height, err)
 	}
 	ctx, cancelTime := context.WithTimeout(ctx, 90*time.Second)
 	t.Cleanup(cancelTime)
@@ -84,17 +126,46 @@ func liveBrowser(t *testing.T, width, height int) context.Context {
 	return ctx
 }
 
-// liveTab opens another tab. With isolated set it has its own cookies and
-// storage, like a second person's browser.
+// liveResize sets the size of the tab's window, as the browser's
+// --window-size does for the windows it opens.
+func liveResize(width, height int) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		b := chromedp.FromContext(ctx).Browser
+		w, err := cdp.Call(ctx, b, cdpbrowser.GetWindowForTarget, cdpbrowser.GetWindowForTargetParams{TargetID: tg.TargetID})
+		if err != nil {
+			return err
+		}
+		_, err = cdp.Call(ctx, b, cdpbrowser.SetWindowBounds, cdpbrowser.SetWindowBoundsParams{
+			WindowID: w.WindowID,
+			Bounds:   &cdpbrowser.Bounds{Width: int64(width), Height: int64(height), WindowState: cdpbrowser.WindowStateNormal},
+		})
+		return err
+	})
+}
+
+// liveTab opens another tab, in a window the size of browser's. With
+// isolated set it has its own cookies and storage, like a second person's
+// browser.
 func liveTab(t *testing.T, browser context.Context, isolated bool) context.Context {
 	t.Helper()
+	var width, height int64
+	err := chromedp.Do(browser, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		w, err := cdp.Call(ctx, chromedp.FromContext(ctx).Browser, cdpbrowser.GetWindowForTarget, cdpbrowser.GetWindowForTargetParams{TargetID: tg.TargetID})
+		if err == nil {
+			width, height = w.Bounds.Width, w.Bounds.Height
+		}
+		return err
+	}))
+	if err != nil {
+		t.Fatalf("reading the window's size: %v", err)
+	}
 	var opts []chromedp.ContextOption
 	if isolated {
 		opts = append(opts, chromedp.WithNewBrowserContext())
 	}
 	ctx, cancel := chromedp.NewContext(browser, opts...)
 	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil {
+	if err := chromedp.Do(ctx, liveResize(int(width), int(height))); err != nil {
 		t.Fatalf("opening a tab: %v", err)
 	}
 	liveWatchCSP(t, ctx)

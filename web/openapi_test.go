@@ -51,6 +51,7 @@ func loadOpenAPI() (validator.Validator, error) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopSharedBrowser()
 	nonConformingMu.Lock()
 	if len(nonConforming) > 0 {
 		fmt.Fprintf(os.Stderr, "%d /v1/ answers did not conform to web/openapi.json:\n", len(nonConforming))

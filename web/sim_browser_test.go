@@ -9,54 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
-// simBrowser starts a headless Chromium with a fresh profile for one test.
-// Without a browser the test fails in CI (CI=true) and is skipped elsewhere.
-// Every page it opens records Content-Security-Policy violations in
-// window.__csp, so a test can check that the page really needs no inline
-// script or style.
+// simBrowser opens a window for one test in the package's browser
+// (liveBrowser). Without a browser the test fails in CI (CI=true) and is
+// skipped elsewhere. Every page it opens records Content-Security-Policy
+// violations in window.__csp, so a test can check that the page really
+// needs no inline script or style.
 func simBrowser(t *testing.T, width, height int) context.Context {
 	t.Helper()
-	// The one way every browser test finds its browser (browser_test.go).
-	path := liveBrowserPath()
-	if path == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("browser tests must run in CI, but no browser was found (looked at $PAYTWICE_BROWSER and /usr/bin/chromium)")
-		}
-		t.Skip("no browser found; install chromium or set PAYTWICE_BROWSER (in CI this fails)")
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(width, height),
-	)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancelTime := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(func() { cancelTime(); cancelTab(); cancelAlloc() })
-	err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{
-			Source: `window.__csp = []; document.addEventListener("securitypolicyviolation",
-				e => window.__csp.push(e.violatedDirective + " " + e.blockedURI));`,
-		})
-		return err
-	}))
-	if err != nil {
-		t.Fatalf("starting the browser: %v", err)
-	}
-	return ctx
+	return liveBrowser(t, width, height)
 }
 
 func simRun[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
