@@ -929,8 +929,17 @@ func caseGatewayTimeout(ctx context.Context, r *run) Result {
 		bad.Detail = fmt.Sprintf("the gateway charged, then timed out (the endpoint answered %s); the retry with the same key, %s later, charged again: %s", first, wait, bad.Detail)
 		return *bad
 	}
+	if !retry.ok() && retry.same(first) && first.Status >= 500 {
+		// Saved: one charge, and the client is told of a failure for
+		// good. Stripe does so with its 500s; the draft frees the key.
+		detail := fmt.Sprintf("the gateway charged, then timed out: the endpoint answered %s%s and saved it (%d tries got it again); the gateway holds one charge", first, excerpt(first), tries)
+		if r.cfg.Profile == ProfileStripe {
+			return pass("%s, as Stripe saves its 5xx", detail)
+		}
+		return differs("%s; the draft frees a 5xx's key for a retry (Stripe saves it: -profile stripe)", detail)
+	}
 	if !retry.ok() {
-		return fail(false, "after the gateway's time-out (answered %s) the retry got %s after %d tries", first, retry, tries)
+		return fail(false, "after the gateway's time-out (answered %s) the retry got %s after %d tries%s", first, retry, tries, excerpt(retry))
 	}
 	return pass("the gateway timed out after charging (answered %s); the retry with the key got %d and the gateway holds one charge", first, retry.Status)
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -148,8 +149,9 @@ func TestLabMistakes(t *testing.T) {
 		{name: "the key table as the only memory: a replay after the retention is charged again",
 			lab:  `{"server":{"mode":"key_table_only","retention_seconds":60}}`,
 			fail: map[int]string{1: "2 effects"},
+			pass: []int{18},
 			setup: func(t *testing.T, p *paytwice, cfg *check.Config) {
-				cfg.Only = []int{1}
+				cfg.Only = []int{1, 18}
 				cfg.ReplayAfter = 2 * time.Minute
 				cfg.Wait = func(ctx context.Context, d time.Duration) error {
 					p.call(t, http.MethodPost, "/api/clock/advance", fmt.Sprintf(`{"seconds":%d}`, int(d.Seconds())))
@@ -324,5 +326,59 @@ func TestUnreachableAndBadConfig(t *testing.T) {
 		if _, err := check.Run(context.Background(), cfg); err == nil || strings.Contains(err.Error(), "cannot be reached") {
 			t.Errorf("%+v: %v, want a configuration error", cfg, err)
 		}
+	}
+}
+
+// TestProfiles: paytwice answers a Stripe SDK (Stripe-Version) as Stripe
+// does. Under -profile draft its 400 for another body and its JSON error
+// objects differ from the draft; under -profile stripe they are the norm.
+func TestProfiles(t *testing.T) {
+	p := startPaytwice(t)
+	for _, tc := range []struct {
+		profile string
+		differs []int
+	}{
+		{check.ProfileDraft, []int{2, 19}},
+		{check.ProfileStripe, nil},
+	} {
+		cfg := p.config()
+		cfg.Header = http.Header{"Authorization": {"Bearer first-caller"}, "Stripe-Version": {"2024-06-20"}}
+		cfg.Profile, cfg.Only, cfg.Seed = tc.profile, []int{1, 2, 4, 19}, uint64(len(tc.differs))
+		rep := runCheck(t, cfg)
+		for _, r := range rep.Results {
+			want := check.Pass
+			if slices.Contains(tc.differs, r.Case) {
+				want = check.Differs
+			}
+			if r.Verdict != want {
+				t.Errorf("-profile %s: case %d %s %q, want %s", tc.profile, r.Case, r.Verdict, r.Detail, want)
+			}
+		}
+	}
+}
+
+// TestKeyReusedAfterRetention: with -replay-after past paytwice's
+// retention (the clock moved, the prune run), case 1's replay still gets
+// its order's one charge, and case 18's other payment under the old key
+// is refused with 422, which differs from the draft (the key runs again).
+func TestKeyReusedAfterRetention(t *testing.T) {
+	p := startPaytwice(t)
+	cfg := p.config()
+	cfg.Only = []int{1, 11, 18}
+	cfg.ReplayAfter = 25 * time.Hour
+	cfg.Wait = func(ctx context.Context, d time.Duration) error {
+		p.call(t, http.MethodPost, "/api/clock/advance", fmt.Sprintf(`{"seconds":%d}`, int(d.Seconds())))
+		p.call(t, http.MethodPost, "/api/lab/prune", "")
+		return nil
+	}
+	rep := runCheck(t, cfg)
+	if r := resultOf(t, rep, 18); r.Verdict != check.Differs || !strings.Contains(r.Detail, "refused with 422") || !strings.Contains(r.Detail, "24h0m0s") {
+		t.Errorf("case 18: %s %q", r.Verdict, r.Detail)
+	}
+	if r := resultOf(t, rep, 1); r.Verdict == check.Fail {
+		t.Errorf("case 1: %s %q", r.Verdict, r.Detail)
+	}
+	if t.Failed() {
+		t.Log(table(rep))
 	}
 }

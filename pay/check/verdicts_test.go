@@ -542,3 +542,34 @@ func TestHistoryCheckIsBounded(t *testing.T) {
 	}
 	t.Logf("stopped after %.2f s", lin.Seconds)
 }
+
+// Wrong verdicts 6 and 9: a hint names the status and quotes the answer
+// it is about; a policy document that names no retention is not counted
+// as a published policy.
+func TestHintsQuoteTheAnswer(t *testing.T) {
+	m := &memServer{keys: map[string]*memEntry{}, count: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /pay", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer b" {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(http.StatusExpectationFailed)
+			io.WriteString(w, "second callers are not expected here")
+			return
+		}
+		m.pay(w, r)
+	})
+	mux.HandleFunc("GET /v1/idempotency-policy", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"header":"Idempotency-Key"}`)
+	})
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	rep := runCheck(t, check.Config{URL: hs.URL + "/pay", Seed: 22, OtherAuth: "Bearer b", Only: []int{7, 11}})
+	v := verdicts(rep)
+	if r := v[7]; !strings.Contains(r.Detail, "417 Expectation Failed: second callers are not expected here") {
+		t.Errorf("case 7: %s %q", r.Verdict, r.Detail)
+	}
+	if r := v[11]; r.Verdict != check.Info || !strings.Contains(r.Detail, "names no retention") {
+		t.Errorf("case 11: %s %q", r.Verdict, r.Detail)
+	}
+}

@@ -48,6 +48,9 @@ type toyKnobs struct {
 	// write, each under the lock but not together: requests of one key
 	// that arrive within the window all find it free.
 	raceWindow time.Duration
+	// saveGatewayFailure saves a 504 under the key when the gateway does
+	// not answer, as Stripe saves its 500s: every retry gets it.
+	saveGatewayFailure bool
 }
 
 type toyEntry struct {
@@ -169,6 +172,16 @@ func (toy *toyServer) pay(w http.ResponseWriter, r *http.Request) {
 		err = json.NewDecoder(res.Body).Decode(&charge)
 		res.Body.Close()
 	}
+	if err != nil && toy.saveGatewayFailure {
+		out := []byte(`{"type":"https://toy.example/problems/gateway-timeout","status":504,"title":"the gateway did not answer"}`)
+		toy.mu.Lock()
+		e.done, e.status, e.body = true, http.StatusGatewayTimeout, out
+		toy.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusGatewayTimeout)
+		w.Write(out)
+		return
+	}
 	if err != nil {
 		// The gateway did not answer: forget the key so that a retry can
 		// run. Safe only when the retry gives the gateway the same key.
@@ -218,6 +231,24 @@ func TestRaceThroughGateway(t *testing.T) {
 	}
 	if caught != runs {
 		t.Errorf("the race was caught in %d of %d runs", caught, runs)
+	}
+}
+
+// TestSavedGatewayTimeout: a 504 saved under its key is recognised after
+// three identical answers, not retried for the whole -patience; it is
+// Stripe's way (PASS under -profile stripe) and DIFFERS from the draft.
+func TestSavedGatewayTimeout(t *testing.T) {
+	gw := startGateway(t)
+	url := startToy(t, toyKnobs{saveGatewayFailure: true}, gw)
+	for profile, want := range map[string]check.Verdict{check.ProfileDraft: check.Differs, check.ProfileStripe: check.Pass} {
+		rep := runCheck(t, check.Config{URL: url, Gateway: gw, Seed: 21, Only: []int{12, 17}, Profile: profile, Patience: time.Hour})
+		r := resultOf(t, rep, 12)
+		if r.Verdict != want || !strings.Contains(r.Detail, "saved it (3 tries") {
+			t.Errorf("-profile %s: case 12 %s %q, want %s", profile, r.Verdict, r.Detail, want)
+		}
+		if r := resultOf(t, rep, 17); !strings.Contains(r.Detail, "504 Gateway Timeout, saved and replayed") && !strings.Contains(r.Detail, "504, saved and replayed") {
+			t.Errorf("-profile %s: case 17 %s %q", profile, r.Verdict, r.Detail)
+		}
 	}
 }
 
