@@ -33,6 +33,12 @@ func (s *stores) Close() error {
 	return errors.Join(errs...)
 }
 
+// What a SQLite file is to a server, for holdSQLiteFile.
+const (
+	paymentsRole = "payments"
+	ledgerRole   = "ledger"
+)
+
 // openStores opens what -db and -gateway-db name. A postgres:// or
 // postgresql:// URL is a PostgreSQL database, anything else a SQLite
 // file. The gateway's ledger defaults to a file next to a SQLite -db, and
@@ -62,7 +68,7 @@ func openStores(ctx context.Context, dbArg, gatewayArg string, now func() time.T
 			return s, nil
 		}
 	} else {
-		release, err := holdSQLiteFile(dbArg)
+		release, err := holdSQLiteFile(dbArg, paymentsRole)
 		if err != nil {
 			return nil, err
 		}
@@ -85,6 +91,14 @@ func openStores(ctx context.Context, dbArg, gatewayArg string, now func() time.T
 		s.ledger = ledger
 		s.closers = append(s.closers, ledger.Close)
 	} else {
+		if gatewayArg != dbArg { // a file held already as the payments'
+			release, err := holdSQLiteFile(gatewayArg, ledgerRole)
+			if err != nil {
+				s.Close()
+				return nil, err
+			}
+			s.closers = append(s.closers, release)
+		}
 		ledger, err := store.Open(gatewayArg, store.Options{Now: now, Synchronous: syncMode, Schema: pay.SchemaLedger})
 		if err != nil {
 			s.Close()

@@ -43,6 +43,10 @@ type Service struct {
 	// cancellation.
 	WorkContext func() (context.Context, context.CancelFunc)
 
+	// ClaimWait bounds how long a claim may wait for the store (a paused
+	// or overloaded database); 0 means MaxClaimWait.
+	ClaimWait time.Duration
+
 	running runningClaims
 	// working lists the keys at work here, so that a repeat is answered
 	// without the store (working.go).
@@ -263,10 +267,22 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 	req.Token = NewToken()
 	s.running.add(req.Token)
 	defer s.running.remove(req.Token)
-	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), MaxClaimWait)
+	wait := s.ClaimWait
+	if wait <= 0 {
+		wait = MaxClaimWait
+	}
+	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), wait)
 	claim, err := s.Store.Claim(claimCtx, req)
+	waitedOut := claimCtx.Err() != nil
 	cancelClaim()
 	switch {
+	case err != nil && waitedOut:
+		// The store did not answer in time: a database paused, or too
+		// busy. Nothing was charged, and no answer is saved; the claim
+		// itself may have committed at the last moment, which a retry
+		// with the same key would meet as a 409 until the sweeper frees
+		// the key.
+		return failed(p, errors.Join(Errorf(EUNAVAILABLE, "The database did not confirm this request's claim of its key within %s; nothing was charged. Retry with the same key after Retry-After seconds.", wait), err))
 	case err != nil:
 		return failed(p, err)
 	case claim.Reused != nil:

@@ -215,8 +215,8 @@ func (p *payment) answer(o pay.Outcome) error {
 		return writeSaved(c, o.Status, o.Body, true)
 	case pay.Crashed:
 		return dropConnection(c)
-	case pay.Unknown:
-		return p.s.writeTimeout(c, o.Err)
+	case pay.Unknown, pay.RolledBack:
+		return p.answerUnknown(o)
 	case pay.InProgress:
 		return p.s.writeConflict(c, p.key, o)
 	case pay.Failed:

@@ -201,16 +201,6 @@ func writeSaved(c echo.Context, status int, body []byte, replayed bool) error {
 	return c.Blob(status, contentTypeFor(status), body)
 }
 
-// writeTimeout sends a 504 whose Retry-After is how long the key may stay
-// started: the sweeper closes it at the latest one sweep period after the
-// lock timeout, and until then every retry gets 409. A retry library that
-// honours it asks again once, when the answer is known.
-func (s *Server) writeTimeout(c echo.Context, err error) error {
-	wait := s.cfg.LockTimeout + s.cfg.SweepEvery
-	c.Response().Header().Set("Retry-After", strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10))
-	return writeProblem(c, err)
-}
-
 // writeConflict sends the 409 for a key whose first request has not
 // finished. While that request runs, a retry in a second may find its
 // answer. When it is no longer running (it crashed, or its gateway never

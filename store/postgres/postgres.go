@@ -14,6 +14,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"embed"
@@ -56,7 +57,26 @@ type Options struct {
 	// Logf reports what a listener cannot say to its caller: that its
 	// connection failed, and that it listens again. nil means log.Printf.
 	Logf func(format string, args ...any)
+	// IdleInTransaction and StatementTimeout bound, on every session of
+	// the pool, a transaction left idle and one statement; 0 means
+	// DefaultIdleInTransaction and DefaultStatementTimeout.
+	IdleInTransaction, StatementTimeout time.Duration
 }
+
+// DefaultIdleInTransaction bounds how long a session of the store may sit
+// idle inside a transaction (idle_in_transaction_session_timeout). No
+// transaction of the store waits between its statements for anything
+// but the database, so only a server that stopped (SIGSTOP, a debugger,
+// a machine that froze) leaves one idle: PostgreSQL then ends its session
+// and rolls the transaction back, and the row locks it held, which every
+// other server's claims of those keys would wait on, are freed.
+const DefaultIdleInTransaction = 10 * time.Second
+
+// DefaultStatementTimeout bounds one statement of the store
+// (statement_timeout): the store's statements are short (a prune or a
+// sweep works in batches), so one that runs this long is stuck, and is
+// better ended with its locks than left to hold them. Migrations lift it.
+const DefaultStatementTimeout = time.Minute
 
 // defaultMaxConns bounds a pool whose URL names no pool_max_conns.
 const defaultMaxConns = 16
@@ -110,6 +130,11 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	// Every connection bounds its lock waits from the start (see
 	// ClaimLockWait).
 	cfg.ConnConfig.RuntimeParams["lock_timeout"] = strconv.FormatInt(ClaimLockWait.Milliseconds(), 10)
+	// ... and its idle transactions and statements (see
+	// DefaultIdleInTransaction and DefaultStatementTimeout).
+	idle, statement := cmp.Or(opts.IdleInTransaction, DefaultIdleInTransaction), cmp.Or(opts.StatementTimeout, DefaultStatementTimeout)
+	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(idle.Milliseconds(), 10)
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(statement.Milliseconds(), 10)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
@@ -226,7 +251,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema pay.Schema) error {
 		// statements take, and a table in use is altered only once the
 		// statements under way on it end: unlike the store's other
 		// statements (ClaimLockWait), these waits have no bound.
-		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = 0`); err != nil {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = 0; SET LOCAL statement_timeout = 0`); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {

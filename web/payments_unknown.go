@@ -1,0 +1,52 @@
+package web
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"paytwice/pay"
+)
+
+// This file answers a payment whose own request could not learn its
+// outcome: the gateway never answered (504), or the transaction that
+// recorded the gateway's charge rolled back (the "fails halfway" 500).
+// Such an answer says how the client finds out, and it reflects the key
+// as it is when the answer is sent, not as it was when the work ended: a
+// request held up long enough (a paused server, step mode) may find that
+// a sweeper has closed its key meanwhile.
+
+// answerUnknown sends the answer of an Unknown or RolledBack outcome. If
+// the key was closed meanwhile, its saved answer is sent, as a replay; if
+// it was released (the sweeper found no charge), a 503 says that a retry
+// with the same key runs afresh. Otherwise the outcome is still unknown,
+// and the answer says when it will be known and how to find out.
+func (p *payment) answerUnknown(o pay.Outcome) error {
+	c := p.c
+	k, err := p.s.db.GetKey(context.WithoutCancel(c.Request().Context()), p.scope, p.key)
+	switch {
+	case err == nil && k.Status == pay.StatusDone && k.Fingerprint == p.fp:
+		return writeSaved(c, k.ResponseStatus, k.ResponseBody, true)
+	case pay.ErrorCode(err) == pay.ENOTFOUND:
+		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The key %q was released while this request waited to answer: the gateway had not charged it, and nothing was charged. Retry with the same key: it runs afresh.", pay.Truncate(p.key, 64)))
+	}
+	secs := p.s.settleSeconds()
+	c.Response().Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	if o.Kind == pay.Unknown {
+		return writeProblem(c, o.Err)
+	}
+	// The 500 of a rolled-back save is not saved: the key is still
+	// started, so a retry with it is safe and, once the sweeper has asked
+	// the gateway, answers the outcome. Stripe's SDKs retry it on this
+	// header.
+	c.Response().Header().Set("Stripe-Should-Retry", "true")
+	return writeProblem(c, pay.Errorf(pay.EINTERNAL, "The transaction that records the charge failed halfway and rolled back after the gateway was called: the charge may have happened, and this server does not know yet. Retry with the same key after %d s, when the sweeper will have asked the gateway, or look the order up (GET /v1/payments?order_id=%s says pending until then). Never pay this order with a new key meanwhile.", secs, p.req.OrderID))
+}
+
+// settleSeconds is how long a started key whose request has stopped may
+// stay started, in whole seconds: the sweeper closes it at the latest one
+// sweep period after the lock timeout.
+func (s *Server) settleSeconds() int64 {
+	wait := s.cfg.LockTimeout + s.cfg.SweepEvery
+	return int64((wait + time.Second - 1) / time.Second)
+}
