@@ -48,6 +48,20 @@ func TestCheckOnCluster(t *testing.T) {
 		if rep.ExitCode(true) != check.ExitPassed {
 			t.Errorf("exit %d, history %+v", rep.ExitCode(true), rep.Linearizability)
 		}
+		t.Logf("%s in %.1f s", rep.Headline(), rep.Seconds)
+	})
+
+	t.Run("with -gateway too: paytwice does not charge through it, which the report notes", func(t *testing.T) {
+		gcfg := cfg
+		gcfg.Gateway, gcfg.Seed = c.url+"/sim/gateway", 13
+		rep, err := check.Run(ctx, gcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Oracle != check.OracleCountURL || len(rep.Notes) != 1 || rep.ExitCode(true) != check.ExitPassed {
+			t.Errorf("oracle %q, notes %q, exit %d\n%s", rep.Oracle, rep.Notes, rep.ExitCode(true), rep.Headline())
+		}
+		t.Logf("%s in %.1f s", rep.Headline(), rep.Seconds)
 	})
 
 	t.Run("a lock in memory fails the storm on three servers", func(t *testing.T) {

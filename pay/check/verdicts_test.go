@@ -573,3 +573,30 @@ func TestHintsQuoteTheAnswer(t *testing.T) {
 		t.Errorf("case 11: %s %q", r.Verdict, r.Detail)
 	}
 }
+
+// Wrong verdict 10: case 9 retried a dead endpoint's 5xx for its whole
+// patience. An endpoint that dies after the request whose answer is lost
+// stops the run, well before -patience (an hour here).
+func TestDeadAfterLostResponse(t *testing.T) {
+	url, hs := startMem(t, memKnobs{})
+	var mu sync.Mutex
+	posts := 0
+	inner := hs.Config.Handler
+	hs.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts++
+		alive := posts <= 2 // the first payment, and case 9's lost one
+		mu.Unlock()
+		if !alive {
+			http.Error(w, "the database is gone", http.StatusInternalServerError)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rep, err := check.Run(ctx, check.Config{URL: url, Seed: 23, Only: []int{9}, Patience: time.Hour})
+	if !errors.Is(err, check.ErrNotAccepted) || rep != nil || !strings.Contains(err.Error(), "the database is gone") {
+		t.Fatalf("err %v; want ErrNotAccepted quoting the answer", err)
+	}
+}
