@@ -79,6 +79,11 @@ const phoneFirstScreen = `(() => {
 	return bad.join("; ");
 })()`
 
+// TestBrowserClassWalksEveryChapterWithoutNewOrder: three phones go from
+// chapter to chapter as a class does, never pressing New order: each
+// chapter gives each card a new order, and what the card says after it
+// fits what happened. (Every fourth chapter outside a full run:
+// sweepChapters.)
 func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 	env := newTestEnv(t, Config{LockTimeout: 2 * time.Second, SweepEvery: 200 * time.Millisecond})
 	browser := liveBrowser(t, 390, 844)
@@ -129,7 +134,7 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 		"prune-too-soon":    {"twice", `the key was pruned`},
 	}
 	before := make([]string, len(phones))
-	for n, ch := range lesson.Build(env.Server.cfg.LockTimeout) {
+	for n, ch := range sweepChapters(lesson.Build(env.Server.cfg.LockTimeout)) {
 		if err := env.Server.startLesson(ctx, ch.Slug, "presenter"); err != nil {
 			t.Fatal(err)
 		}
@@ -175,15 +180,19 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 
 // TestBrowserStepModeAtATeachersPace pays from a page whose attempts give
 // up after 2 s, and steps the request through every checkpoint at a
-// teacher's pace: 4 s at each checkpoint, twice the page's time-out, and
-// 30 s at one. A held request is the presenter's pause, so the page
-// waits: it sends one request, which nobody releases but the presenter,
-// and the card ends with the one charge the server made. (Between two
-// checkpoints the request runs, and that time does count: the page's
-// time-out is long enough for the event stream to show the next hold on
-// a loaded machine.)
+// teacher's pace: 3 s at each checkpoint, longer than the page's time-out
+// (a full run: 4 s at each, twice the time-out, and 30 s at one). A held
+// request is the presenter's pause, so the page waits: it sends one
+// request, which nobody releases but the presenter, and the card ends
+// with the one charge the server made. (Between two checkpoints the
+// request runs, and that time does count: the page's time-out is long
+// enough for the event stream to show the next hold on a loaded machine.)
 func TestBrowserStepModeAtATeachersPace(t *testing.T) {
 	const attemptMS = 2000
+	pause, longPause := attemptMS+1000, attemptMS+1000
+	if fullRun() {
+		pause, longPause = 4000, 30000
+	}
 	env := newStepEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+fmt.Sprintf("/?attempt_ms=%d", attemptMS))
@@ -201,9 +210,9 @@ func TestBrowserStepModeAtATeachersPace(t *testing.T) {
 		}
 		liveWait(t, ctx, "the held step on the page's timeline", 5*time.Second,
 			fmt.Sprintf(`!!document.getElementById(%q)`, "tl-"+id+"-held"))
-		pause := 4000
+		pause := pause
 		if i == 3 {
-			pause = 30000
+			pause = longPause
 		}
 		// The teacher talks: the page's clock runs on while nothing happens.
 		liveWait(t, ctx, "the teacher's pause", time.Duration(pause+5000)*time.Millisecond,

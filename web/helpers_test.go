@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"iter"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"paytwice/sim"
 	"paytwice/store"
 	"paytwice/web/room"
+	"paytwice/web/room/lesson"
 )
 
 // testEnv is a real server on 127.0.0.1 over a real SQLite file, with a
@@ -27,6 +30,27 @@ type testEnv struct {
 	Server *Server
 	Clock  *sim.ManualClock
 	HTTP   *httptest.Server
+}
+
+// fullRun reports whether the tests run in full: PAYTWICE_TEST_FULL=1,
+// which .ci/run sets. A full run goes through every chapter where a quick
+// one samples them (sweepChapters), and waits at a class's pace where a
+// quick one waits just longer than the page's time-out.
+func fullRun() bool { return os.Getenv("PAYTWICE_TEST_FULL") == "1" }
+
+// sweepChapters yields the chapters of book, each with its index, that a
+// test going through every chapter visits: all twelve in a full run
+// (fullRun), else every fourth from the first (a failure case, a race
+// between two requests, a client's mistake), so that a quick run still
+// goes from chapter to chapter.
+func sweepChapters(book lesson.Book) iter.Seq2[int, lesson.Chapter] {
+	return func(yield func(int, lesson.Chapter) bool) {
+		for n, ch := range book {
+			if (fullRun() || n%4 == 0) && !yield(n, ch) {
+				return
+			}
+		}
+	}
 }
 
 // MustOpenDB opens a store on a fresh file in the test's temp dir.
