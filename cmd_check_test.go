@@ -52,9 +52,16 @@ func TestCheckCommand(t *testing.T) {
 		var suite struct {
 			Tests    int `xml:"tests,attr"`
 			Failures int `xml:"failures,attr"`
+			Cases    []struct {
+				Name string `xml:"name,attr"`
+				Time string `xml:"time,attr"`
+			} `xml:"testcase"`
 		}
 		if err != nil || xml.Unmarshal(b, &suite) != nil || suite.Tests != 20 || suite.Failures != 0 {
 			t.Fatalf("JUnit report %+v (%v):\n%s", suite, err, b)
+		}
+		if last := suite.Cases[len(suite.Cases)-1]; last.Name != "history linearizable" || last.Time == "" {
+			t.Errorf("the history's test case: %+v", last)
 		}
 		if out, code := runBinary(t, "check", "-verify", filepath.Join(dir, "good.jsonl")); code != 0 || !strings.Contains(out, "linearizable") {
 			t.Fatalf("-verify: exit %d:\n%s", code, out)
@@ -107,6 +114,11 @@ func TestCheckCommand(t *testing.T) {
 		args := append([]string{"check", "-json", "-cases", "1,6"}, countFlags...)
 		out, code := runBinary(t, append(args, url+"/v1/payments")...)
 		var rep struct {
+			Schema  string `json:"schema"`
+			Summary struct {
+				Pass, Fail, Exit int
+				Line             string
+			} `json:"summary"`
 			Results []struct {
 				Case    int    `json:"case"`
 				Verdict string `json:"verdict"`
@@ -115,7 +127,8 @@ func TestCheckCommand(t *testing.T) {
 				Result string `json:"result"`
 			} `json:"history"`
 		}
-		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Results) != 2 || rep.Results[0].Verdict != "PASS" || rep.History.Result != "ok" {
+		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Results) != 2 || rep.Results[0].Verdict != "PASS" || rep.History.Result != "ok" ||
+			rep.Schema != "paytwice-check/2" || rep.Summary.Pass != 3 || rep.Summary.Exit != 0 || !strings.HasPrefix(rep.Summary.Line, "paytwice check: 3 PASS, 0 DIFFERS, 0 FAIL, 0 SKIP") {
 			t.Fatalf("exit %d: %+v\n%s", code, rep, out)
 		}
 	})

@@ -49,6 +49,9 @@ type memKnobs struct {
 	raceWindow time.Duration
 	// acceptInvalid charges a body it cannot parse.
 	acceptInvalid bool
+	// ignorePath keys saved answers without the path: the key of a
+	// payment, sent to /refund, gets the payment's answer.
+	ignorePath bool
 }
 
 type memEntry struct {
@@ -62,6 +65,7 @@ func startMem(t *testing.T, knobs memKnobs) (url string, hs *httptest.Server) {
 	m := &memServer{memKnobs: knobs, keys: map[string]*memEntry{}, count: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /pay", m.pay)
+	mux.HandleFunc("POST /refund", m.pay)
 	mux.HandleFunc("GET /pay", m.list)
 	hs = httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
@@ -100,6 +104,9 @@ func (m *memServer) pay(w http.ResponseWriter, r *http.Request) {
 	id := key
 	if !m.globalKeys {
 		id = r.Header.Get("Authorization") + "|" + key
+	}
+	if !m.ignorePath {
+		id = r.URL.Path + "|" + id
 	}
 	if m.raceWindow > 0 {
 		// The read, a pause, then the write: two requests in the window
@@ -598,5 +605,26 @@ func TestDeadAfterLostResponse(t *testing.T) {
 	rep, err := check.Run(ctx, check.Config{URL: url, Seed: 23, Only: []int{9}, Patience: time.Hour})
 	if !errors.Is(err, check.ErrNotAccepted) || rep != nil || !strings.Contains(err.Error(), "the database is gone") {
 		t.Fatalf("err %v; want ErrNotAccepted quoting the answer", err)
+	}
+}
+
+// Case 3 with -other-path: the key of a payment sent to another POST
+// path is not a replay there.
+func TestOtherPath(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		knobs memKnobs
+		want  check.Verdict
+	}{
+		{"keys bound to their path", memKnobs{}, check.Pass},
+		{"keys shared between paths", memKnobs{ignorePath: true}, check.Fail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, hs := startMem(t, tc.knobs)
+			rep := runCheck(t, check.Config{URL: url, Seed: 24, OtherPath: "/refund", CountURL: hs.URL + "/pay?order_id={{id}}", CountField: "charges", Only: []int{3}})
+			if r := rep.Results[0]; r.Verdict != tc.want || !strings.Contains(r.Detail, "/refund") {
+				t.Errorf("case 3: %s %q, want %s", r.Verdict, r.Detail, tc.want)
+			}
+		})
 	}
 }
