@@ -22,13 +22,13 @@ import (
 // its sweeper running on a short lock timeout, so that an outcome only the
 // sweeper can learn is learnt within a test.
 type payTarget struct {
-	t   *testing.T
+	t   testing.TB
 	url string
 	srv *web.Server
 	db  *store.DB
 }
 
-func newPayTarget(t *testing.T) *payTarget {
+func newPayTarget(t testing.TB) *payTarget {
 	t.Helper()
 	clock := sim.NewClock(time.Now)
 	db, err := store.Open(filepath.Join(t.TempDir(), "paytwice.db"), store.Options{Now: clock.Now})

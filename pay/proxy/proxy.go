@@ -144,6 +144,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res := p.serveFault(w, r, body, fault)
 	p.end(a, idx, res)
 	p.changed()
+	if res.abort {
+		// No connection of its own to drop (HTTP/2, or a test's
+		// recorder): abort the stream, which the client sees as no
+		// answer either.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // answer is what came of one attempt.
@@ -151,14 +157,15 @@ type answer struct {
 	status, apiStatus int
 	replayed          bool
 	retryAfter        int
+	// abort: the connection could not be dropped on its own.
+	abort bool
 }
 
 // serveFault answers one attempt as its fault says.
 func (p *Proxy) serveFault(w http.ResponseWriter, r *http.Request, body []byte, fault Fault) answer {
 	switch fault {
 	case Refuse, Reset:
-		hangUp(w, fault == Reset)
-		return answer{}
+		return answer{abort: !hangUp(w, fault == Reset)}
 	case Conflict:
 		writeProblem(w, r, http.StatusConflict, pay.ECONFLICT, "A request with this key is still running; retry after the Retry-After seconds with the same key.", RetryAfterSeconds)
 		return answer{status: http.StatusConflict, retryAfter: RetryAfterSeconds}
@@ -197,8 +204,7 @@ func (p *Proxy) serveFault(w http.ResponseWriter, r *http.Request, body []byte, 
 		writeProblem(w, r, http.StatusInternalServerError, pay.EINTERNAL, "The server failed while handling the request; whether it was done is not known. Retry with the same key, or look the order up.", 0)
 		return answer{status: http.StatusInternalServerError, apiStatus: resp.StatusCode}
 	case Lost:
-		hangUp(w, false)
-		return answer{apiStatus: resp.StatusCode}
+		return answer{apiStatus: resp.StatusCode, abort: !hangUp(w, false)}
 	}
 	copyResponse(w, resp, respBody)
 	a.status = resp.StatusCode
@@ -273,22 +279,22 @@ func copyResponse(w http.ResponseWriter, resp *http.Response, body []byte) {
 	w.Write(body)
 }
 
-// hangUp ends the connection without an answer: closed, or reset.
-func hangUp(w http.ResponseWriter, reset bool) {
+// hangUp ends the connection without an answer: closed, or reset. It
+// reports false when the connection cannot be taken over.
+func hangUp(w http.ResponseWriter, reset bool) bool {
 	hj, ok := w.(http.Hijacker)
 	if !ok {
-		// HTTP/2 cannot drop one request's connection alone: abort the
-		// stream, which the client sees as no answer either.
-		panic(http.ErrAbortHandler)
+		return false
 	}
 	conn, _, err := hj.Hijack()
 	if err != nil {
-		panic(http.ErrAbortHandler)
+		return false
 	}
 	if tc, ok := conn.(*net.TCPConn); ok && reset {
 		tc.SetLinger(0)
 	}
 	conn.Close()
+	return true
 }
 
 // stripeCaller reports whether the request comes from one of Stripe's

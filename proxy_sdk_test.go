@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/stripe/stripe-go/v85"
+
+	"paytwice/pay/proxy"
+)
+
+// Real Go retry libraries through the proxy, used as their documentation
+// shows, against a real paytwice.
+
+// go-retryablehttp retries failed connections, 429 and 5xx with its own
+// backoff, but knows nothing of keys: a POST sent as its README shows has
+// none, and every one breaks rule 1.
+func TestProxyGradesRetryableHTTPWithoutAKey(t *testing.T) {
+	run := newProxyRun(t, proxy.Config{})
+	client := retryablehttp.NewClient()
+	client.Logger = nil
+	// Its own schedule, made short so the test runs in seconds; the
+	// shape of its waits is its own (exponential, no jitter).
+	client.RetryWaitMin, client.RetryWaitMax, client.RetryMax = 10*time.Millisecond, 200*time.Millisecond, 4
+	client.HTTPClient.Transport.(*http.Transport).DisableKeepAlives = true
+	for i := range 6 {
+		body := fmt.Sprintf(`{"order_id":"RH-%d","amount_satang":129900}`, i+1)
+		res, err := client.Post(run.url+"/v1/payments", "application/json", bytes.NewReader([]byte(body)))
+		if err == nil {
+			res.Body.Close()
+		}
+	}
+	c := onlyClient(t, run.grade(t))
+	broken, summary := verdicts(c)
+	t.Logf("go-retryablehttp:\n%s", summary)
+	if !slices.Contains(broken, proxy.RuleKeyOnPost) {
+		t.Fatalf("rule 1 not broken:\n%s", summary)
+	}
+	for _, g := range c.Grades {
+		if g.Rule == proxy.RuleKeyOnPost && g.Broken != g.Exercised {
+			t.Fatalf("%d of %d POSTs without a key, want every one:\n%s", g.Broken, g.Exercised, summary)
+		}
+	}
+}
+
+// stripe-go as a backend engineer uses it: one call per payment, the
+// SDK's own key and its default two network retries. The grades are the
+// ones docs/proxy.md reports.
+func TestProxyGradesStripeGo(t *testing.T) {
+	run := newProxyRun(t, proxy.Config{})
+	tr := &http.Transport{DisableKeepAlives: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	b := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
+		URL:             stripe.String(run.url),
+		HTTPClient:      &http.Client{Transport: tr, Timeout: 20 * time.Second},
+		LeveledLogger:   &stripe.LeveledLogger{Level: stripe.LevelNull},
+		EnableTelemetry: stripe.Bool(false),
+	}).(stripe.RawRequestBackend)
+	for i := range proxy.DefaultSchedule {
+		b.RawRequest(http.MethodPost, "/v1/payments", "sk_test_paytwice", fmt.Sprintf("order_id=SG-%d&amount_satang=129900", i+1), &stripe.RawParams{})
+	}
+	c := onlyClient(t, run.grade(t))
+	broken, summary := verdicts(c)
+	t.Logf("stripe-go v85:\n%s", summary)
+	for _, a := range c.Actions {
+		line := fmt.Sprintf("action %d %s:", a.ID, a.Fault)
+		for _, at := range a.Attempts {
+			line += fmt.Sprintf(" [%d %s wait %.0f ms]", at.Status, at.Fault, at.WaitMS)
+		}
+		t.Log(line)
+	}
+	// Measured: its first retry always waits 0.5 s (its jitter takes
+	// at most a quarter off, and the result is floored at 0.5 s), so
+	// every stripe-go client that failed together comes back together:
+	// rule 7. It retries no 409, 429, 500 or 503 in Stripe's shape
+	// (nothing to judge for rule 5; Retry-After is never undercut), and
+	// keeps its key over the retries of a broken connection or a lost
+	// answer.
+	if !slices.Equal(broken, []proxy.Rule{proxy.RuleJitter}) {
+		t.Fatalf("broken rules %v, want [7]:\n%s", broken, summary)
+	}
+	for _, g := range c.Grades {
+		if g.Rule == proxy.RuleAfter500 && g.Verdict != proxy.NotExercised {
+			t.Fatalf("rule 5 %s, want not exercised (stripe-go does not retry a 500 in Stripe's shape):\n%s", g.Verdict, summary)
+		}
+	}
+}
