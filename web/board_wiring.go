@@ -41,3 +41,9 @@ func (l boardLab) Outcomes(ctx context.Context) []byte {
 	}
 	return buf.Bytes()
 }
+
+// boardHandlers is the board's handler group, holding what it uses.
+func (s *Server) boardHandlers() boardHandlers {
+	return boardHandlers{board: s.live, steps: s.steps, streamOpens: s.streamOpens, clientIP: s.clientIP,
+		maxStreams: s.cfg.MaxStreams, streamsEnded: &s.streamsEnded}
+}

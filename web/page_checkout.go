@@ -28,7 +28,6 @@ const (
 func (s *Server) liveRoutes(e *echo.Echo) {
 	e.GET("/", s.handleCheckout)
 	e.GET("/board", s.handleBoard)
-	e.GET("/events", s.handleEvents)
 	e.GET("/favicon.ico", handleFavicon)
 }
 

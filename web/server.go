@@ -231,10 +231,11 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 			return pay.NewWorkContext(s.baseCtx, s.cfg.GatewayTimeout)
 		}}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
-	s.echo = s.routes()
 	s.steps = step.New(s.baseCtx, step.Config{Name: cfg.Name, Limit: cfg.StepLimit, Lease: cfg.LockTimeout,
 		Room: s.room, Peers: s.peers, Hub: s.hub, Now: s.clock.Now, Logf: s.logf})
 	s.narration = lesson.NewNarrator(s.lessons, s.room, s.hub)
+	// The handler groups hold what they use: make them once it all is.
+	s.echo = s.routes()
 	s.room.Start(s.baseCtx)
 	s.startRelay()
 	s.steps.StartCommands(s.relay != nil) // after the relay, whose connection may carry them
@@ -313,7 +314,7 @@ func (s *Server) routes() *echo.Echo {
 	s.simGatewayRoutes(e)
 	s.labRoutes(e)
 	s.joinRoutes(e)
-	s.stepRoutes(e)
+	s.boardHandlers().routes(e, s.presenterOnly)
 	s.deliveryRoutes(e)
 	return e
 }

@@ -2,11 +2,7 @@ package web
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"time"
-
-	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
 	"paytwice/web/live"
@@ -14,8 +10,9 @@ import (
 )
 
 // Step mode (web/room/step) holds payments at checkpoints; this file is
-// its HTTP side: the JSON API, the step bar the pages draw, and what a
-// payment tells the stepper of itself (step.Request).
+// what a payment tells the stepper of itself (step.Request). Its JSON API
+// is the board's handler group's (board_handlers.go), and the step bar the
+// pages draw is web/board's.
 
 // StepState and HeldRequest are the bodies of the step API.
 type (
@@ -68,81 +65,6 @@ func (p *payment) RenewWork(lease time.Duration) {
 // runs to its end at once (step.Stepper's LetHeldGo); it returns how many.
 func (s *Server) LetHeldGo() int { return s.steps.LetHeldGo() }
 
-// stepRoutes registers step mode's JSON API: reading it is open to all,
-// changing it is the presenter's, like the fault switches.
-func (s *Server) stepRoutes(e *echo.Echo) {
-	e.GET("/api/step", s.handleGetStep)
-	e.PUT("/api/step", s.handlePutStep, s.presenterOnly)
-	e.POST("/api/step/next", s.handleStepNext, s.presenterOnly)
-	e.POST("/api/step/finish", s.handleStepFinish, s.presenterOnly)
-	e.POST("/api/step/play", s.handleStepPlay, s.presenterOnly)
-	e.POST("/api/step/aim", s.handleStepAim, s.presenterOnly)
-}
-
-// StepChange is the body of PUT /api/step.
-type StepChange struct {
-	On *bool `json:"on"`
-}
-
-// StepTarget is the body of POST /api/step/next and /finish: the request
-// to let go ("" or no body: the oldest held).
-type StepTarget struct {
-	Request string `json:"request"`
-}
-
-func (s *Server) handleGetStep(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.steps.State())
-}
-
-func (s *Server) handlePutStep(c echo.Context) error {
-	var req StepChange
-	if err := decodeAdminJSON(c.Request(), &req); err != nil {
-		return err
-	}
-	if req.On == nil {
-		return pay.Errorf(pay.EINVALID, `Say whether step mode is on: {"on": true} or {"on": false}.`)
-	}
-	if err := s.steps.Turn(*req.On, changedBy(c.Request())); err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, s.steps.State())
-}
-
-func (s *Server) stepTarget(c echo.Context) (string, error) {
-	var t StepTarget
-	if c.Request().ContentLength == 0 {
-		return "", nil
-	}
-	if err := decodeAdminJSON(c.Request(), &t); err != nil {
-		return "", err
-	}
-	return t.Request, nil
-}
-
-func (s *Server) handleStepNext(c echo.Context) error   { return s.stepRelease(c, false) }
-func (s *Server) handleStepFinish(c echo.Context) error { return s.stepRelease(c, true) }
-
-func (s *Server) stepRelease(c echo.Context, toEnd bool) error {
-	id, err := s.stepTarget(c)
-	if err != nil {
-		return err
-	}
-	released, err := s.steps.Release(c.Request().Context(), id, toEnd)
-	if err != nil {
-		return err
-	}
-	out := s.steps.State()
-	out.Released = released
-	return c.JSON(http.StatusOK, out)
-}
-
-func (s *Server) handleStepPlay(c echo.Context) error {
-	n := s.steps.PlayAll(c.Request().Context())
-	out := s.steps.State()
-	out.Released = fmt.Sprintf("%d", n)
-	return c.JSON(http.StatusOK, out)
-}
-
 // aimedAt applies the faults aimed at p: into the protocol's faults
 // (while it runs), and into p's own (the lost response, which the HTTP
 // side plays).
@@ -154,21 +76,4 @@ func (p *payment) aimedAt(f *pay.ServerFaults) {
 	if lost {
 		p.faults.ResponseLost = true
 	}
-}
-
-// StepAim is the body of POST /api/step/aim.
-type StepAim struct {
-	Request string `json:"request"`
-	Fault   string `json:"fault"`
-}
-
-func (s *Server) handleStepAim(c echo.Context) error {
-	var a StepAim
-	if err := decodeAdminJSON(c.Request(), &a); err != nil {
-		return err
-	}
-	if err := s.steps.AimAny(c.Request().Context(), a.Request, a.Fault); err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, s.steps.State())
 }

@@ -1,0 +1,173 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/labstack/echo/v4"
+
+	"paytwice/pay"
+	"paytwice/web/board"
+	"paytwice/web/room/step"
+)
+
+// DefaultMaxStreams is how many event streams a server keeps open at
+// once unless configured otherwise: a classroom with a tab or two each.
+const DefaultMaxStreams = 500
+
+// streamRetryAfter is what a viewer turned away is asked to wait, in
+// seconds.
+const streamRetryAfter = 10
+
+// boardHandlers serve what the board's pages read and the presenter's
+// step bar drives: the event stream and step mode's JSON API. What the
+// board shows and says is web/board's; these translate HTTP to it.
+type boardHandlers struct {
+	// board is the server's board, started on first use.
+	board func() *board.Board
+	steps stepControl
+	// streamOpens bounds how often one address opens /events, by the
+	// address clientIP names.
+	streamOpens *guessLimiter
+	clientIP    func(*http.Request) string
+	maxStreams  int
+	// streamsEnded is set once the server ends its streams for shutdown.
+	streamsEnded *atomic.Bool
+}
+
+// stepControl is what the step API uses of step mode (web/room/step).
+type stepControl interface {
+	State() step.State
+	Turn(on bool, who string) error
+	Release(ctx context.Context, id string, toEnd bool) (string, error)
+	PlayAll(ctx context.Context) int
+	AimAny(ctx context.Context, id, fault string) error
+}
+
+// routes registers the event stream and step mode's API.
+func (h boardHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
+	e.GET("/events", h.handleEvents)
+	h.stepRoutes(e, presenterOnly)
+}
+
+// handleEvents is GET /events: the live panels' Server-Sent Events
+// stream (board.Stream). Beyond Config.MaxStreams open streams a new one gets 503 and
+// Retry-After; an address that opens streams faster than a page ever
+// reconnects gets 429 (newStreamLimiter).
+func (h boardHandlers) handleEvents(c echo.Context) error {
+	r := c.Request()
+	if h.streamsEnded.Load() {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
+		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The server is shutting down."))
+	}
+	if wait := h.streamOpens.take(h.clientIP(r)); wait > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		return writeProblem(c, pay.Errorf(pay.EBUSY, "This address has opened the live view more than %d times in a short while. The page works without its live panels; it reconnects by itself.", streamOpenBurst))
+	}
+	err := h.board().Stream(c.Response(), r, h.maxStreams)
+	switch {
+	case errors.Is(err, board.ErrClosed):
+		c.Response().Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
+		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The server is shutting down."))
+	case errors.Is(err, board.ErrFull):
+		c.Response().Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
+		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "This server already has %d live views open, its limit (-max-streams). The page works without its live panels; it reconnects by itself.", h.maxStreams))
+	}
+	return err
+}
+
+// stepRoutes registers step mode's JSON API: reading it is open to all,
+// changing it is the presenter's, like the fault switches.
+func (h boardHandlers) stepRoutes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
+	e.GET("/api/step", h.handleGetStep)
+	e.PUT("/api/step", h.handlePutStep, presenterOnly)
+	e.POST("/api/step/next", h.handleStepNext, presenterOnly)
+	e.POST("/api/step/finish", h.handleStepFinish, presenterOnly)
+	e.POST("/api/step/play", h.handleStepPlay, presenterOnly)
+	e.POST("/api/step/aim", h.handleStepAim, presenterOnly)
+}
+
+// StepChange is the body of PUT /api/step.
+type StepChange struct {
+	On *bool `json:"on"`
+}
+
+// StepTarget is the body of POST /api/step/next and /finish: the request
+// to let go ("" or no body: the oldest held).
+type StepTarget struct {
+	Request string `json:"request"`
+}
+
+func (h boardHandlers) handleGetStep(c echo.Context) error {
+	return c.JSON(http.StatusOK, h.steps.State())
+}
+
+func (h boardHandlers) handlePutStep(c echo.Context) error {
+	var req StepChange
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	if req.On == nil {
+		return pay.Errorf(pay.EINVALID, `Say whether step mode is on: {"on": true} or {"on": false}.`)
+	}
+	if err := h.steps.Turn(*req.On, changedBy(c.Request())); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, h.steps.State())
+}
+
+func (h boardHandlers) stepTarget(c echo.Context) (string, error) {
+	var t StepTarget
+	if c.Request().ContentLength == 0 {
+		return "", nil
+	}
+	if err := decodeAdminJSON(c.Request(), &t); err != nil {
+		return "", err
+	}
+	return t.Request, nil
+}
+
+func (h boardHandlers) handleStepNext(c echo.Context) error   { return h.stepRelease(c, false) }
+func (h boardHandlers) handleStepFinish(c echo.Context) error { return h.stepRelease(c, true) }
+
+func (h boardHandlers) stepRelease(c echo.Context, toEnd bool) error {
+	id, err := h.stepTarget(c)
+	if err != nil {
+		return err
+	}
+	released, err := h.steps.Release(c.Request().Context(), id, toEnd)
+	if err != nil {
+		return err
+	}
+	out := h.steps.State()
+	out.Released = released
+	return c.JSON(http.StatusOK, out)
+}
+
+func (h boardHandlers) handleStepPlay(c echo.Context) error {
+	n := h.steps.PlayAll(c.Request().Context())
+	out := h.steps.State()
+	out.Released = fmt.Sprintf("%d", n)
+	return c.JSON(http.StatusOK, out)
+}
+
+// StepAim is the body of POST /api/step/aim.
+type StepAim struct {
+	Request string `json:"request"`
+	Fault   string `json:"fault"`
+}
+
+func (h boardHandlers) handleStepAim(c echo.Context) error {
+	var a StepAim
+	if err := decodeAdminJSON(c.Request(), &a); err != nil {
+		return err
+	}
+	if err := h.steps.AimAny(c.Request().Context(), a.Request, a.Fault); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, h.steps.State())
+}
