@@ -834,7 +834,10 @@ func retentionOf(doc []byte) (time.Duration, string, bool) {
 				} else if strings.Contains(lower, "hour") {
 					unit = time.Hour
 				}
-				return time.Duration(v * float64(unit)), name, true
+				// Past what a Duration holds it is no retention to test.
+				if d := v * float64(unit); d < float64(1<<62) {
+					return time.Duration(d), name, true
+				}
 			}
 		case string:
 			if d, err := time.ParseDuration(v); err == nil && d > 0 {
