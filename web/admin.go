@@ -3,30 +3,14 @@ package web
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
-
-	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/web/live"
 	"paytwice/web/room"
 )
-
-// adminRoutes registers the presenter's endpoints: the fault switches,
-// the sweeper on demand, the reset and the clock. Reading the switches is
-// open to anyone; changing anything needs the presenter token when one is
-// configured.
-func (s *Server) adminRoutes(e *echo.Echo) {
-	e.GET("/api/faults", s.handleGetFaults)
-	e.PUT("/api/faults", s.handlePutFaults, s.presenterOnly)
-	e.PATCH("/api/faults", s.handlePatchFaults, s.presenterOnly)
-	e.POST("/api/sweep", s.handleSweep, s.presenterOnly)
-	e.POST("/api/reset", s.handleReset, s.presenterOnly)
-	e.POST("/api/clock/advance", s.handleClockAdvance, s.presenterOnly)
-}
 
 // SweptKey is one key the sweeper closed, as POST /api/sweep reports it.
 // The scope is left out: for a browser it is the session cookie's value.
@@ -64,18 +48,6 @@ func (s *Server) sweepReport(outcomes []pay.SweepOutcome) SweepReport {
 		rep.Closed = append(rep.Closed, k)
 	}
 	return rep
-}
-
-// handleSweep is POST /api/sweep: run the lock-timeout sweep now, rather
-// than waiting for the next periodic one, and report what it closed. Keys
-// started less than the lock timeout ago are left alone: their request
-// may still be running.
-func (s *Server) handleSweep(c echo.Context) error {
-	outcomes, err := s.Sweep(c.Request().Context())
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, s.sweepReport(outcomes))
 }
 
 // resetDemo clears every key, charge and gateway record, turns every
@@ -173,14 +145,6 @@ func (s *Server) resetHere() {
 	s.hub.Clear()
 }
 
-// handleReset is POST /api/reset.
-func (s *Server) handleReset(c echo.Context) error {
-	if err := s.resetDemo(c.Request().Context(), changedBy(c.Request())); err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, map[string]any{"reset": true, "faults": s.currentFaults()})
-}
-
 // ClockAdvance is the body of POST /api/clock/advance.
 type ClockAdvance struct {
 	Seconds int64 `json:"seconds"`
@@ -223,19 +187,4 @@ func (s *Server) advanceClock(ctx context.Context, d time.Duration, who string) 
 	}
 	s.hub.Publish(live.Event{Kind: live.Switched, Message: msg})
 	return nil
-}
-
-// handleClockAdvance is POST /api/clock/advance with {"seconds": n}.
-func (s *Server) handleClockAdvance(c echo.Context) error {
-	var req ClockAdvance
-	if err := decodeAdminJSON(c.Request(), &req); err != nil {
-		return err
-	}
-	if req.Seconds <= 0 || req.Seconds > int64(room.MaxClockAdvance/time.Second) {
-		return pay.Errorf(pay.EINVALID, "seconds must be between 1 and %d, not %d.", int64(room.MaxClockAdvance/time.Second), req.Seconds)
-	}
-	if err := s.advanceClock(c.Request().Context(), time.Duration(req.Seconds)*time.Second, changedBy(c.Request())); err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, s.clockState())
 }

@@ -62,35 +62,11 @@ func (s *Server) publishFaultChanges(old, next pay.Faults, who string) {
 	}
 }
 
-// handleGetFaults is GET /api/faults: every switch, open to anyone.
-func (s *Server) handleGetFaults(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.currentFaults())
-}
-
-// handlePutFaults is PUT /api/faults: the body replaces every switch; a
-// switch it leaves out is turned off.
-func (s *Server) handlePutFaults(c echo.Context) error {
-	var f pay.Faults
-	if err := decodeAdminJSON(c.Request(), &f); err != nil {
-		return err
-	}
-	if err := s.applyFaults(c.Request().Context(), f, changedBy(c.Request())); err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, s.currentFaults())
-}
-
-// handlePatchFaults is PATCH /api/faults: only the fields the body names
-// change, so `{"server":{"delay_ms":800}}` leaves everything else alone.
-// The body is merged into the room's switches as they are when the change
-// holds the room, so two PATCHes at once, on one server or two, cannot
-// lose one another's fields.
-func (s *Server) handlePatchFaults(c echo.Context) error {
-	body, err := readAdminBody(c.Request())
-	if err != nil {
-		return err
-	}
-	old, next, err := s.room.Change(c.Request().Context(), func(r *room.State) error {
+// patchFaults merges body into the room's switches as they are when the
+// change holds the room, so two PATCHes at once, on one server or two,
+// cannot lose one another's fields; it returns the switches after it.
+func (s *Server) patchFaults(ctx context.Context, body []byte, who string) (pay.Faults, error) {
+	old, next, err := s.room.Change(ctx, func(r *room.State) error {
 		f := r.Faults
 		if err := decodeStrict(body, &f); err != nil {
 			return err
@@ -102,10 +78,10 @@ func (s *Server) handlePatchFaults(c echo.Context) error {
 		return r.WorkFits(s.cfg.GatewayTimeout)
 	})
 	if err != nil {
-		return err
+		return pay.Faults{}, err
 	}
-	s.publishFaultChanges(old.Faults, next.Faults, changedBy(c.Request()))
-	return c.JSON(http.StatusOK, next.Faults)
+	s.publishFaultChanges(old.Faults, next.Faults, who)
+	return next.Faults, nil
 }
 
 // decodeAdminJSON reads an admin endpoint's JSON body strictly into v.

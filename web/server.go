@@ -308,7 +308,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/clients", s.handleClients)
 	e.GET("/problems", s.handleProblemIndex)
 	e.GET("/problems/:code", s.handleProblemPage)
-	s.adminRoutes(e)
+	adminHandlers{demo: s}.routes(e, s.presenterOnly)
 	s.liveRoutes(e)
 	s.simRoutes(e)
 	s.simGatewayRoutes(e)

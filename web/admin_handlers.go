@@ -1,0 +1,111 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paytwice/pay"
+	"paytwice/web/room"
+)
+
+// adminHandlers serve the presenter's endpoints: the fault switches, the
+// sweeper on demand, the reset and the clock. Reading the switches is open
+// to anyone; changing anything needs the presenter token when one is
+// configured. They translate HTTP; what a change does is the demo's.
+type adminHandlers struct {
+	demo demoControl
+}
+
+// demoControl is what the presenter's endpoints change: the room's
+// switches, the sweeper, the reset and the clock. The server is one
+// (faults.go, admin.go).
+type demoControl interface {
+	currentFaults() pay.Faults
+	applyFaults(ctx context.Context, f pay.Faults, who string) error
+	patchFaults(ctx context.Context, body []byte, who string) (pay.Faults, error)
+	Sweep(ctx context.Context) ([]pay.SweepOutcome, error)
+	sweepReport(outcomes []pay.SweepOutcome) SweepReport
+	resetDemo(ctx context.Context, who string) error
+	advanceClock(ctx context.Context, d time.Duration, who string) error
+	clockState() ClockState
+}
+
+// routes registers the presenter's endpoints.
+func (h adminHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
+	e.GET("/api/faults", h.handleGetFaults)
+	e.PUT("/api/faults", h.handlePutFaults, presenterOnly)
+	e.PATCH("/api/faults", h.handlePatchFaults, presenterOnly)
+	e.POST("/api/sweep", h.handleSweep, presenterOnly)
+	e.POST("/api/reset", h.handleReset, presenterOnly)
+	e.POST("/api/clock/advance", h.handleClockAdvance, presenterOnly)
+}
+
+// handleGetFaults is GET /api/faults: every switch, open to anyone.
+func (h adminHandlers) handleGetFaults(c echo.Context) error {
+	return c.JSON(http.StatusOK, h.demo.currentFaults())
+}
+
+// handlePutFaults is PUT /api/faults: the body replaces every switch; a
+// switch it leaves out is turned off.
+func (h adminHandlers) handlePutFaults(c echo.Context) error {
+	var f pay.Faults
+	if err := decodeAdminJSON(c.Request(), &f); err != nil {
+		return err
+	}
+	if err := h.demo.applyFaults(c.Request().Context(), f, changedBy(c.Request())); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, h.demo.currentFaults())
+}
+
+// handlePatchFaults is PATCH /api/faults: only the fields the body names
+// change, so `{"server":{"delay_ms":800}}` leaves everything else alone.
+func (h adminHandlers) handlePatchFaults(c echo.Context) error {
+	body, err := readAdminBody(c.Request())
+	if err != nil {
+		return err
+	}
+	f, err := h.demo.patchFaults(c.Request().Context(), body, changedBy(c.Request()))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, f)
+}
+
+// handleSweep is POST /api/sweep: run the lock-timeout sweep now, rather
+// than waiting for the next periodic one, and report what it closed. Keys
+// started less than the lock timeout ago are left alone: their request
+// may still be running.
+func (h adminHandlers) handleSweep(c echo.Context) error {
+	outcomes, err := h.demo.Sweep(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, h.demo.sweepReport(outcomes))
+}
+
+// handleReset is POST /api/reset.
+func (h adminHandlers) handleReset(c echo.Context) error {
+	if err := h.demo.resetDemo(c.Request().Context(), changedBy(c.Request())); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"reset": true, "faults": h.demo.currentFaults()})
+}
+
+// handleClockAdvance is POST /api/clock/advance with {"seconds": n}.
+func (h adminHandlers) handleClockAdvance(c echo.Context) error {
+	var req ClockAdvance
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	if req.Seconds <= 0 || req.Seconds > int64(room.MaxClockAdvance/time.Second) {
+		return pay.Errorf(pay.EINVALID, "seconds must be between 1 and %d, not %d.", int64(room.MaxClockAdvance/time.Second), req.Seconds)
+	}
+	if err := h.demo.advanceClock(c.Request().Context(), time.Duration(req.Seconds)*time.Second, changedBy(c.Request())); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, h.demo.clockState())
+}
