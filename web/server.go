@@ -316,6 +316,7 @@ func (s *Server) routes() *echo.Echo {
 	s.joinRoutes(e)
 	s.boardHandlers().routes(e, s.presenterOnly)
 	s.deliveryRoutes(e)
+	s.byocRoutes(e)
 	return e
 }
 

@@ -121,13 +121,25 @@ const (
 // Snapshot is the record as it stands, graded without asking the API's
 // books: what the live page shows. Rule 10 stays unjudged until Grade.
 func (p *Proxy) Snapshot() Report {
-	return p.report(nil)
+	return p.report(nil, 0)
+}
+
+// GradeSettled grades a run that goes on, as a classroom's does: rule 10
+// is judged, on the books, only on the actions that are over (a final
+// answer, or a client quiet for longer than settle); one whose client may
+// still be about to ask again is left unjudged.
+func (p *Proxy) GradeSettled(ctx context.Context, books Books, settle time.Duration) Report {
+	return p.report(p.booksAsker(ctx, books), settle)
 }
 
 // Grade is the run's final report: every rule judged, rule 10 checked on
 // the API's books with each client's own credentials.
 func (p *Proxy) Grade(ctx context.Context, books Books) Report {
-	return p.report(func(a *Action) {
+	return p.report(p.booksAsker(ctx, books), 0)
+}
+
+func (p *Proxy) booksAsker(ctx context.Context, books Books) func(a *Action) {
+	return func(a *Action) {
 		if books == nil || a.Order == "" {
 			return
 		}
@@ -140,19 +152,19 @@ func (p *Proxy) Grade(ctx context.Context, books Books) Report {
 		}
 		a.Charges = &n
 		a.Books = fmt.Sprintf("%d charge(s) for order %q on the API's books", n, a.Order)
-	})
+	}
 }
 
 // report builds the report; askBooks, when set, fills in the books of
 // every action that lost a response. The lock is not held while the
 // books are asked.
-func (p *Proxy) report(askBooks func(a *Action)) Report {
+func (p *Proxy) report(askBooks func(a *Action), settle time.Duration) Report {
 	if askBooks != nil {
 		p.mu.Lock()
 		var lost []*Action
 		for _, c := range p.order {
 			for _, a := range c.actions {
-				if a.lostAttempt() != nil && a.Charges == nil {
+				if a.lostAttempt() != nil && a.Charges == nil && a.over(p.cfg.Now(), settle) {
 					lost = append(lost, a)
 				}
 			}
@@ -174,7 +186,7 @@ func (p *Proxy) report(askBooks func(a *Action)) Report {
 		RetentionSeconds: p.cfg.Retention.Seconds(), Rules: Rules, Unrecorded: p.dropped,
 	}
 	for _, c := range p.order {
-		cr := c.grade(askBooks != nil)
+		cr := c.grade(askBooks != nil, rep.Ended, settle)
 		for _, g := range cr.Grades {
 			if g.Verdict == Broken {
 				rep.Broken = true
@@ -183,6 +195,16 @@ func (p *Proxy) report(askBooks func(a *Action)) Report {
 		rep.Clients = append(rep.Clients, cr)
 	}
 	return rep
+}
+
+// over reports whether the action has ended: a final answer, or a
+// client quiet for longer than settle; with settle 0, every action is.
+func (a *Action) over(now time.Time, settle time.Duration) bool {
+	if settle <= 0 || a.final {
+		return true
+	}
+	last := a.last()
+	return last.Done && now.Sub(last.Ended) > settle
 }
 
 // lostAttempt is the attempt whose answer the proxy dropped, if any.
@@ -202,7 +224,7 @@ func (a *Action) keysChanged() bool {
 
 // grade judges one client. final says the run is over: rule 10 is then
 // judged, and an action still waiting for its client counts as given up.
-func (c *client) grade(final bool) ClientReport {
+func (c *client) grade(final bool, now time.Time, settle time.Duration) ClientReport {
 	cr := ClientReport{Client: c.id, Address: c.addr, UserAgent: c.userAgent}
 	exercised := map[Rule]int{}
 	var violations []Violation
@@ -233,7 +255,7 @@ func (c *client) grade(final bool) ClientReport {
 			continue
 		}
 		lost := a.lostAttempt()
-		if lost == nil {
+		if lost == nil || !a.over(now, settle) {
 			continue
 		}
 		exercised[RuleLostResponse]++

@@ -70,6 +70,28 @@ type Proxy struct {
 	order   []*client
 	lookups int
 	dropped int // requests forwarded unrecorded: past the bounds
+	// forced, when set, is the fault every new action gets instead of
+	// the plan's: a presenter choosing the failure that comes next.
+	forced Fault
+}
+
+// Force makes every new action get fault f, until it is called with ""
+// (back to the plan). It refuses a name that is not a fault.
+func (p *Proxy) Force(f Fault) error {
+	if _, ok := faultInfo[f]; f != "" && !ok {
+		return fmt.Errorf("unknown fault %q: use none or %s", f, faultNames())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forced = f
+	return nil
+}
+
+// Forced is the fault Force set, "" when the plan chooses.
+func (p *Proxy) Forced() Fault {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.forced
 }
 
 // New makes a proxy for cfg.
@@ -379,6 +401,9 @@ func (p *Proxy) begin(id, addr, ua string, req clientRequest, auth, cookie strin
 		c.nextID++
 		a = &Action{ID: c.nextID, Method: req.Method, Path: req.Path, Order: req.Order, Started: now, body: req.Body,
 			Fault: p.plan.fault(len(c.actions))}
+		if p.forced != "" {
+			a.Fault = p.forced
+		}
 		if len(c.actions) > 0 && req.HasKey {
 			a.exercise(RuleNoKeyReuse)
 		}

@@ -264,3 +264,20 @@ func FuzzGrouping(f *testing.F) {
 		}
 	})
 }
+
+func TestForce(t *testing.T) {
+	p, _ := testProxy(t, None)
+	if err := p.Force("explode"); err == nil {
+		t.Fatal("an unknown fault was taken")
+	}
+	if err := p.Force(Unprocessable); err != nil {
+		t.Fatal(err)
+	}
+	if code := post(t, p, "k1", `{"order_id":"A","amount_satang":1}`); code != http.StatusUnprocessableEntity {
+		t.Fatalf("forced 422: got %d", code)
+	}
+	p.Force("")
+	if code := post(t, p, "k2", `{"order_id":"B","amount_satang":1}`); code != http.StatusCreated {
+		t.Fatalf("back to the plan: got %d", code)
+	}
+}
