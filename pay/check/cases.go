@@ -280,6 +280,7 @@ func stormRound(ctx context.Context, r *run) (Result, bool) {
 	for range n {
 		c, err := r.dialRaw(ctx, q)
 		if err != nil {
+			r.alive(ctx, fmt.Sprintf("opening a connection for case 4 failed: %v", err))
 			return fail(false, "opening %d connections: %v", n, err), true
 		}
 		conns = append(conns, c)
@@ -346,6 +347,7 @@ func stormRound(ctx context.Context, r *run) (Result, bool) {
 		return *bad, true
 	}
 	if len(bodies) == 0 {
+		r.alive(ctx, fmt.Sprintf("no request of a storm succeeded (%s)", tally))
 		return fail(false, "%s; none succeeded", head), true
 	}
 	again := r.send(ctx, q)
@@ -392,6 +394,7 @@ func caseWhileRunning(ctx context.Context, r *run) Result {
 	}
 	c, err := r.dialRaw(ctx, q)
 	if err != nil {
+		r.alive(ctx, fmt.Sprintf("opening a connection failed: %v", err))
 		return fail(false, "opening a connection: %v", err)
 	}
 	if err := c.release(); err != nil {
@@ -607,6 +610,7 @@ func caseLostResponse(ctx context.Context, r *run) Result {
 	}
 	c, err := r.dialRaw(ctx, q)
 	if err != nil {
+		r.alive(ctx, fmt.Sprintf("opening a connection failed: %v", err))
 		return fail(false, "opening a connection: %v", err)
 	}
 	if err := c.release(); err != nil {
@@ -746,6 +750,7 @@ func noQueueWhileArriving(ctx context.Context, r *run) Result {
 	slow.expectContinue = true
 	c, err := r.dialRaw(ctx, slow)
 	if err != nil {
+		r.alive(ctx, fmt.Sprintf("opening a connection failed: %v", err))
 		return fail(false, "opening a connection: %v", err)
 	}
 	limit := min(r.cfg.Timeout, 5*time.Second)

@@ -421,7 +421,9 @@ func (r *run) alive(ctx context.Context, why string) bool {
 	pctx, cancel := context.WithTimeout(ctx, min(r.cfg.Timeout, probeTimeout))
 	defer cancel()
 	a := r.send(pctx, req{group: "probe", action: r.newID(), noRecord: true, key: r.newKey(), amount: r.newAmount()})
-	if a.ok() {
+	if a.ok() || a.bound != "" {
+		// An answer past a bound is an answer: whether it took the
+		// payment is not known, and its case says so.
 		return true
 	}
 	if ctx.Err() == nil {

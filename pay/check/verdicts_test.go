@@ -628,3 +628,23 @@ func TestOtherPath(t *testing.T) {
 		})
 	}
 }
+
+// An endpoint that dies before the storm stops the run there too.
+func TestDeadBeforeTheStorm(t *testing.T) {
+	url, hs := startMem(t, memKnobs{})
+	inner := hs.Config.Handler
+	var once sync.Once
+	hs.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The first answer closes its connection, and the server takes
+		// no other: it is gone.
+		w.Header().Set("Connection", "close")
+		inner.ServeHTTP(w, r)
+		once.Do(func() { hs.Listener.Close() })
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rep, err := check.Run(ctx, check.Config{URL: url, Seed: 25, Only: []int{4}})
+	if !errors.Is(err, check.ErrNotAccepted) || rep != nil {
+		t.Fatalf("err %v; want ErrNotAccepted", err)
+	}
+}
