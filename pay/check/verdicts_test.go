@@ -648,3 +648,30 @@ func TestDeadBeforeTheStorm(t *testing.T) {
 		t.Fatalf("err %v; want ErrNotAccepted", err)
 	}
 }
+
+// An oracle that fails after proving itself: the cases it could not
+// count for are weak, and say why, instead of naming it as the witness.
+func TestOracleFailsMidway(t *testing.T) {
+	url, hs := startMem(t, memKnobs{})
+	var mu sync.Mutex
+	gets := 0
+	inner := hs.Config.Handler
+	hs.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			mu.Lock()
+			gets++
+			n := gets
+			mu.Unlock()
+			if n > 1 {
+				http.Error(w, "the read replica is down", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		inner.ServeHTTP(w, r)
+	})
+	rep := runCheck(t, check.Config{URL: url, Seed: 26, CountURL: hs.URL + "/pay?order_id={{id}}", CountField: "charges", Only: []int{1}})
+	r := rep.Results[0]
+	if r.Verdict != check.Pass || !r.Weak || !strings.Contains(r.Detail, "not counted: the count-url oracle failed") || !strings.Contains(r.Detail, "503") {
+		t.Fatalf("case 1: %s weak=%v %q", r.Verdict, r.Weak, r.Detail)
+	}
+}
