@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/labstack/echo/v4"
-
 	"paytwice/pay"
 	"paytwice/web/live"
 	"paytwice/web/room"
@@ -92,20 +90,6 @@ func (l *labState) Settings() room.LabSettings { return l.room.Load().Lab }
 // Lesson returns the chapter the class is on, "" when none: the room's.
 func (l *labState) Lesson() string { return l.room.Load().Lesson }
 
-// labRoutes registers the lab, the lessons and the timeline export.
-// Which handler POST /v1/payments runs is decided in handleCreatePayment.
-func (s *Server) labRoutes(e *echo.Echo) {
-	e.GET("/api/lab", s.handleGetLab)
-	e.PUT("/api/lab", s.handlePutLab, s.presenterOnly)
-	e.PATCH("/api/lab", s.handlePatchLab, s.presenterOnly)
-	e.GET("/api/lab/outcomes", s.handleLabOutcomes)
-	e.POST("/api/lab/prune", s.handleLabPrune, s.presenterOnly)
-	e.POST("/lab/check", s.handleLabCheck, s.presenterOnly)
-	e.GET("/lab/live", s.handleLabLive)
-	s.lessonRoutes(e)
-	s.exportRoutes(e)
-}
-
 // Lab returns the lab's current settings.
 func (s *Server) Lab() room.LabSettings { return s.lab.Settings() }
 
@@ -139,33 +123,10 @@ func (s *Server) publishLabChanges(old, next room.LabSettings, who string) {
 	}
 }
 
-// handleGetLab is GET /api/lab: the lab's switches, open to anyone.
-func (s *Server) handleGetLab(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.lab.Settings())
-}
-
-// handlePutLab is PUT /api/lab: the body replaces every lab switch; what
-// it leaves out is off (and check_gap_ms 0).
-func (s *Server) handlePutLab(c echo.Context) error {
-	var next room.LabSettings
-	if err := decodeAdminJSON(c.Request(), &next); err != nil {
-		return err
-	}
-	if err := s.applyLab(c.Request().Context(), next, changedBy(c.Request())); err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, s.lab.Settings())
-}
-
-// handlePatchLab is PATCH /api/lab: only the fields the body names
-// change, merged into the room's settings as they are when the change
-// holds the room.
-func (s *Server) handlePatchLab(c echo.Context) error {
-	body, err := readAdminBody(c.Request())
-	if err != nil {
-		return err
-	}
-	old, next, err := s.room.Change(c.Request().Context(), func(r *room.State) error {
+// patchLab merges body into the room's lab settings as they are when the
+// change holds the room, and returns the settings after it.
+func (s *Server) patchLab(ctx context.Context, body []byte, who string) (room.LabSettings, error) {
+	old, next, err := s.room.Change(ctx, func(r *room.State) error {
 		l := r.Lab
 		if err := decodeStrict(body, &l); err != nil {
 			return err
@@ -178,11 +139,14 @@ func (s *Server) handlePatchLab(c echo.Context) error {
 		return r.WorkFits(s.cfg.GatewayTimeout)
 	})
 	if err != nil {
-		return err
+		return room.LabSettings{}, err
 	}
-	s.publishLabChanges(old.Lab, next.Lab, changedBy(c.Request()))
-	return c.JSON(http.StatusOK, next.Lab)
+	s.publishLabChanges(old.Lab, next.Lab, who)
+	return next.Lab, nil
 }
+
+// labSettings are the lab's switches: the room's.
+func (s *Server) labSettings() room.LabSettings { return s.lab.Settings() }
 
 // clearLabCounts empties what the lab counts itself. The lab's settings
 // and the lesson are the room's, which a reset sets (resetDemo).
@@ -247,20 +211,20 @@ func (s *Server) flagPersonalKey(scope, key, kind string) {
 		Message: "flagged: this key looks like " + kind + ". It is accepted, and now stored in the key table, on the charge, in the gateway's ledger, on this timeline and in its export."})
 }
 
-// handleLabPrune is POST /api/lab/prune: prune done keys now, with the
-// lab's retention if one is set. With the time warp it shows what a short
+// labPrune prunes done keys now, with the lab's retention if one is set,
+// and says so on the timeline. With the time warp it shows what a short
 // retention does to a late retry.
-func (s *Server) handleLabPrune(c echo.Context) error {
+func (s *Server) labPrune(ctx context.Context) (LabPruneReport, error) {
 	retention := s.cfg.Retention
 	if sec := s.lab.Settings().Server.RetentionSeconds; sec > 0 {
 		retention = time.Duration(sec) * time.Second
 	}
-	pruned, err := s.db.Prune(c.Request().Context(), s.clock.Now().Add(-retention))
+	pruned, err := s.db.Prune(ctx, s.clock.Now().Add(-retention))
 	// A prune that stopped part way deleted its first batches all the
 	// same: the lab counts them and the pages hear of them before the
 	// error is answered.
 	if err != nil && pruned.Keys == 0 {
-		return err
+		return LabPruneReport{}, err
 	}
 	s.lab.pruned.Add(int64(pruned.Keys))
 	if pruned.Keys > 0 {
@@ -272,9 +236,9 @@ func (s *Server) handleLabPrune(c echo.Context) error {
 	}
 	s.hub.Publish(e)
 	if err != nil {
-		return err
+		return LabPruneReport{}, err
 	}
-	return c.JSON(http.StatusOK, LabPruneReport{RetentionSeconds: int64(retention / time.Second), Pruned: pruned.Keys, Now: s.clock.Now().UTC()})
+	return LabPruneReport{RetentionSeconds: int64(retention / time.Second), Pruned: pruned.Keys, Now: s.clock.Now().UTC()}, nil
 }
 
 // LabPruneReport is the body of POST /api/lab/prune.

@@ -2,12 +2,9 @@ package web
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/labstack/echo/v4"
 
 	"paytwice/pay/check"
 	"paytwice/views"
@@ -17,24 +14,15 @@ import (
 // labCheckLimit bounds one run of the checker from the lab page.
 const labCheckLimit = 2 * time.Minute
 
-// handleLabCheck is POST /lab/check, the lab's "Run the checker": paytwice
-// check against this server's own POST /v1/payments, reached on the
-// address the request came in on, with the lab's mistake of the moment,
-// and the table of its verdicts for the page. One run at a time: its
-// fifty-odd payments show on the class's timeline under two callers of
-// their own.
-func (s *Server) handleLabCheck(c echo.Context) error {
-	r := c.Request()
-	addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok {
-		return render(c, http.StatusOK, views.LabCheckReport(views.LabCheck{Message: "This server cannot tell its own address, so the checker has nowhere to send its requests."}))
-	}
+// runLabCheck runs paytwice check against base's payments endpoint, with
+// the lab's mistake of the moment, and returns the table of its verdicts.
+// One run at a time.
+func (s *Server) runLabCheck(ctx context.Context, base string) views.LabCheck {
 	if !s.labChecking.CompareAndSwap(false, true) {
-		return render(c, http.StatusOK, views.LabCheckReport(views.LabCheck{Message: "The checker is already running; its table appears where it was started."}))
+		return views.LabCheck{Message: "The checker is already running; its table appears where it was started."}
 	}
 	defer s.labChecking.Store(false)
-	base := "http://" + addr.String()
-	ctx, cancel := context.WithTimeout(r.Context(), labCheckLimit)
+	ctx, cancel := context.WithTimeout(ctx, labCheckLimit)
 	defer cancel()
 	mode := s.lab.Settings().Server.Mode
 	rep, err := check.Run(ctx, check.Config{
@@ -46,7 +34,7 @@ func (s *Server) handleLabCheck(c echo.Context) error {
 		Seed:       uint64(time.Now().UnixNano()),
 	})
 	if err != nil {
-		return render(c, http.StatusOK, views.LabCheckReport(views.LabCheck{Message: "The checker could not run: " + err.Error()}))
+		return views.LabCheck{Message: "The checker could not run: " + err.Error()}
 	}
 	v := views.LabCheck{Mode: mode, History: rep.HistoryLine(), Summary: rep.Summary(), Failed: rep.ExitCode(false) != check.ExitPassed}
 	if m, _, ok := lab.ByMode(mode); ok {
@@ -70,5 +58,5 @@ func (s *Server) handleLabCheck(c echo.Context) error {
 		}
 		v.Rows = append(v.Rows, views.LabCheckRow{Case: res.Case, Name: res.Name, Verdict: verdict, Detail: res.Detail, Tone: tone})
 	}
-	return render(c, http.StatusOK, views.LabCheckReport(v))
+	return v
 }

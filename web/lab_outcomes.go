@@ -1,15 +1,10 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"hash/fnv"
-	"net/http"
-	"strconv"
-
-	"github.com/a-h/templ"
-	"github.com/labstack/echo/v4"
+	"time"
 
 	"paytwice/pay"
 	"paytwice/views"
@@ -142,15 +137,6 @@ func (s *Server) personalOutcome(ctx context.Context) (LabPersonalOutcome, error
 	return o, nil
 }
 
-// handleLabOutcomes is GET /api/lab/outcomes.
-func (s *Server) handleLabOutcomes(c echo.Context) error {
-	o, err := s.labOutcomes(c.Request().Context())
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, o)
-}
-
 // labViewOutcomes turns the measurements into what the panel draws, by
 // the mistake's name (lab.Mistake.Outcome).
 func labViewOutcomes(o LabOutcomes) map[string]views.LabOutcome {
@@ -213,110 +199,19 @@ type LabLive struct {
 	Now int64 `json:"now,omitempty"`
 }
 
-// handleLabLive is GET /lab/live?s=…&o=…&l=…&r=…&c=…: lab.js asks after each
-// frame of the event stream, with the versions of the settings, the
-// outcomes and the lesson it shows (only those it has on the page). The
-// answer is 204 when nothing changed, else the parts to replace. So the
-// lab needs no event stream of its own: the page's one connection is
-// enough, and between events nothing is sent.
-func (s *Server) handleLabLive(c echo.Context) error {
-	r := c.Request()
-	ctx := r.Context()
-	c.Response().Header().Set("Cache-Control", "no-store")
-	version := func(name string) (uint64, bool) {
-		v := c.QueryParam(name)
-		if v == "" {
-			return 0, false
-		}
-		n, err := strconv.ParseUint(v, 10, 64)
-		return n, err == nil
-	}
-	presenter := s.isPresenter(r)
-	out := LabLive{V: map[string]uint64{}, HTML: map[string]string{}}
-	add := func(id string, comp templ.Component) error {
-		var buf bytes.Buffer
-		if err := comp.Render(ctx, &buf); err != nil {
-			return err
-		}
-		out.HTML[id] = buf.String()
-		return nil
-	}
-
-	var panel *views.Lab
-	getLab := func() views.Lab {
-		if panel == nil {
-			v := s.labView(ctx, presenter)
-			panel = &v
-		}
-		return *panel
-	}
-	if sv, ok := version("s"); ok {
-		l := getLab()
-		out.V["s"] = l.SettingsV
-		if sv != l.SettingsV {
-			for _, m := range lab.Mistakes {
-				if err := add(views.LabControlID(m), views.LabControls(m, l)); err != nil {
-					return err
-				}
-			}
-			if err := add("lab-summary", views.LabSummary(l)); err != nil {
-				return err
-			}
-		}
-	}
-	if ov, ok := version("o"); ok {
-		l := getLab()
-		out.V["o"] = l.OutcomesV
-		if ov != l.OutcomesV && l.Outcomes != nil {
-			for _, m := range lab.Mistakes {
-				if err := add(views.LabOutcomeID(m), views.LabOutcomeView(m, l.Outcomes[m.Name])); err != nil {
-					return err
-				}
-			}
-			if err := add("lab-summary", views.LabSummary(l)); err != nil {
-				return err
-			}
-		}
-	}
-	if lv, ok := version("l"); ok {
-		cur := s.narration.Version()
-		out.V["l"] = cur
-		if lv != cur {
-			lv := s.lessonView(s.lab.Lesson(), presenter, c.QueryParam("board") == "1")
-			if err := add("lesson", views.LessonPanel(lv)); err != nil {
-				return err
-			}
-		}
-	}
-	// The checkout card asks for the room's resets (r) and changes (c):
-	// after a reset it starts a new order, after any change it checks its
-	// card against the server (static/pay.js).
-	// Every live page asks for the room's changes (c): a change may have
-	// moved the demo clock, so the answer carries the clock (now), which
-	// keeps the pages' key ages true.
-	moved := false
-	epoch, changes := s.roomEpoch()
-	if c.QueryParam("c") != "" {
-		cv, ok := version("c")
-		out.V["c"] = changes
-		moved = !ok || cv != changes
-	}
-	if rv, ok := version("r"); ok {
-		out.V["r"] = epoch
-		moved = moved || rv != epoch
-	}
-	if moved {
-		out.Now = s.clock.Now().UnixMilli()
-	}
-	if len(out.HTML) == 0 && !moved {
-		return c.NoContent(http.StatusNoContent)
-	}
-	return c.JSON(http.StatusOK, out)
-}
-
 // roomEpoch returns how many resets the room has had (each chapter starts
 // with one) and the version of the room this server applied.
 func (s *Server) roomEpoch() (resets, version uint64) {
 	st, v, _ := s.room.Watch()
 	return st.Resets, uint64(max(v, 0))
 }
+
+// currentLesson is the chapter the class is on, "" when none.
+func (s *Server) currentLesson() string { return s.lab.Lesson() }
+
+// lessonVersion names the lesson panel's state: it changes when an item
+// is ticked or the chapter changes.
+func (s *Server) lessonVersion() uint64 { return s.narration.Version() }
+
+// now is the demo clock.
+func (s *Server) now() time.Time { return s.clock.Now() }

@@ -1,0 +1,222 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"paytwice/views"
+	"paytwice/web/lab"
+	"paytwice/web/room"
+)
+
+// labHandlers serve the common-mistakes lab: its switches, its numbers,
+// its prune, its checker and the parts of the page that changed. They
+// translate HTTP; what a switch or a prune does, and what the lab
+// measured, are the lab's (web/lab's table, and the server's counts).
+type labHandlers struct {
+	lab         labControl
+	isPresenter func(*http.Request) bool
+}
+
+// labControl is what the lab's endpoints use. The server is one (lab.go,
+// lab_outcomes.go, lab_check.go, lessons.go).
+type labControl interface {
+	labSettings() room.LabSettings
+	applyLab(ctx context.Context, next room.LabSettings, who string) error
+	patchLab(ctx context.Context, body []byte, who string) (room.LabSettings, error)
+	labOutcomes(ctx context.Context) (lab.Outcomes, error)
+	labPrune(ctx context.Context) (LabPruneReport, error)
+	runLabCheck(ctx context.Context, base string) views.LabCheck
+	labView(ctx context.Context, presenter bool) views.Lab
+	currentLesson() string
+	lessonVersion() uint64
+	lessonView(shown string, presenter, board bool) views.Lesson
+	roomEpoch() (resets, version uint64)
+	now() time.Time
+}
+
+// routes registers the lab's endpoints. Which handler POST /v1/payments
+// runs is decided in handleCreatePayment.
+func (h labHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
+	e.GET("/api/lab", h.handleGetLab)
+	e.PUT("/api/lab", h.handlePutLab, presenterOnly)
+	e.PATCH("/api/lab", h.handlePatchLab, presenterOnly)
+	e.GET("/api/lab/outcomes", h.handleLabOutcomes)
+	e.POST("/api/lab/prune", h.handleLabPrune, presenterOnly)
+	e.POST("/lab/check", h.handleLabCheck, presenterOnly)
+	e.GET("/lab/live", h.handleLabLive)
+}
+
+// handleGetLab is GET /api/lab: the lab's switches, open to anyone.
+func (h labHandlers) handleGetLab(c echo.Context) error {
+	return c.JSON(http.StatusOK, h.lab.labSettings())
+}
+
+// handlePutLab is PUT /api/lab: the body replaces every lab switch; what
+// it leaves out is off (and check_gap_ms 0).
+func (h labHandlers) handlePutLab(c echo.Context) error {
+	var next room.LabSettings
+	if err := decodeAdminJSON(c.Request(), &next); err != nil {
+		return err
+	}
+	if err := h.lab.applyLab(c.Request().Context(), next, changedBy(c.Request())); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, h.lab.labSettings())
+}
+
+// handlePatchLab is PATCH /api/lab: only the fields the body names
+// change.
+func (h labHandlers) handlePatchLab(c echo.Context) error {
+	body, err := readAdminBody(c.Request())
+	if err != nil {
+		return err
+	}
+	l, err := h.lab.patchLab(c.Request().Context(), body, changedBy(c.Request()))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, l)
+}
+
+// handleLabOutcomes is GET /api/lab/outcomes.
+func (h labHandlers) handleLabOutcomes(c echo.Context) error {
+	o, err := h.lab.labOutcomes(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, o)
+}
+
+// handleLabPrune is POST /api/lab/prune: prune done keys now, with the
+// lab's retention if one is set.
+func (h labHandlers) handleLabPrune(c echo.Context) error {
+	rep, err := h.lab.labPrune(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, rep)
+}
+
+// handleLabCheck is POST /lab/check, the lab's "Run the checker": paytwice
+// check against this server's own POST /v1/payments, reached on the
+// address the request came in on, with the lab's mistake of the moment,
+// and the table of its verdicts for the page. One run at a time: its
+// fifty-odd payments show on the class's timeline under two callers of
+// their own.
+func (h labHandlers) handleLabCheck(c echo.Context) error {
+	r := c.Request()
+	addr, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return render(c, http.StatusOK, views.LabCheckReport(views.LabCheck{Message: "This server cannot tell its own address, so the checker has nowhere to send its requests."}))
+	}
+	return render(c, http.StatusOK, views.LabCheckReport(h.lab.runLabCheck(r.Context(), "http://"+addr.String())))
+}
+
+// handleLabLive is GET /lab/live?s=…&o=…&l=…&r=…&c=…: lab.js asks after each
+// frame of the event stream, with the versions of the settings, the
+// outcomes and the lesson it shows (only those it has on the page). The
+// answer is 204 when nothing changed, else the parts to replace. So the
+// lab needs no event stream of its own: the page's one connection is
+// enough, and between events nothing is sent.
+func (h labHandlers) handleLabLive(c echo.Context) error {
+	r := c.Request()
+	ctx := r.Context()
+	c.Response().Header().Set("Cache-Control", "no-store")
+	version := func(name string) (uint64, bool) {
+		v := c.QueryParam(name)
+		if v == "" {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		return n, err == nil
+	}
+	presenter := h.isPresenter(r)
+	out := LabLive{V: map[string]uint64{}, HTML: map[string]string{}}
+	add := func(id string, comp templ.Component) error {
+		var buf bytes.Buffer
+		if err := comp.Render(ctx, &buf); err != nil {
+			return err
+		}
+		out.HTML[id] = buf.String()
+		return nil
+	}
+
+	var panel *views.Lab
+	getLab := func() views.Lab {
+		if panel == nil {
+			v := h.lab.labView(ctx, presenter)
+			panel = &v
+		}
+		return *panel
+	}
+	if sv, ok := version("s"); ok {
+		l := getLab()
+		out.V["s"] = l.SettingsV
+		if sv != l.SettingsV {
+			for _, m := range lab.Mistakes {
+				if err := add(views.LabControlID(m), views.LabControls(m, l)); err != nil {
+					return err
+				}
+			}
+			if err := add("lab-summary", views.LabSummary(l)); err != nil {
+				return err
+			}
+		}
+	}
+	if ov, ok := version("o"); ok {
+		l := getLab()
+		out.V["o"] = l.OutcomesV
+		if ov != l.OutcomesV && l.Outcomes != nil {
+			for _, m := range lab.Mistakes {
+				if err := add(views.LabOutcomeID(m), views.LabOutcomeView(m, l.Outcomes[m.Name])); err != nil {
+					return err
+				}
+			}
+			if err := add("lab-summary", views.LabSummary(l)); err != nil {
+				return err
+			}
+		}
+	}
+	if lv, ok := version("l"); ok {
+		cur := h.lab.lessonVersion()
+		out.V["l"] = cur
+		if lv != cur {
+			lv := h.lab.lessonView(h.lab.currentLesson(), presenter, c.QueryParam("board") == "1")
+			if err := add("lesson", views.LessonPanel(lv)); err != nil {
+				return err
+			}
+		}
+	}
+	// The checkout card asks for the room's resets (r) and changes (c):
+	// after a reset it starts a new order, after any change it checks its
+	// card against the server (static/pay.js).
+	// Every live page asks for the room's changes (c): a change may have
+	// moved the demo clock, so the answer carries the clock (now), which
+	// keeps the pages' key ages true.
+	moved := false
+	epoch, changes := h.lab.roomEpoch()
+	if c.QueryParam("c") != "" {
+		cv, ok := version("c")
+		out.V["c"] = changes
+		moved = !ok || cv != changes
+	}
+	if rv, ok := version("r"); ok {
+		out.V["r"] = epoch
+		moved = moved || rv != epoch
+	}
+	if moved {
+		out.Now = h.lab.now().UnixMilli()
+	}
+	if len(out.HTML) == 0 && !moved {
+		return c.NoContent(http.StatusNoContent)
+	}
+	return c.JSON(http.StatusOK, out)
+}
