@@ -1,18 +1,21 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"math/big"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
 	"paytwice/views"
+	"paytwice/web/board"
 )
 
 // The live pages' defaults.
@@ -24,10 +27,34 @@ const (
 	attemptTimeoutMS    = 10000 // without an answer, the page gives an attempt up
 )
 
-// liveRoutes registers the live pages and their event stream.
-func (s *Server) liveRoutes(e *echo.Echo) {
-	e.GET("/", s.handleCheckout)
-	e.GET("/board", s.handleBoard)
+// liveHandlers serve the live pages: the checkout card (GET /) and the
+// board (GET /board), each drawn from the board's model at one event, the
+// lab and the lesson. They translate HTTP; what the pages show is the
+// board's, the lab's and the lesson's.
+type liveHandlers struct {
+	board func() *board.Board
+	pages pageSource
+	// The server's settings the pages say.
+	locked                             bool // a presenter token is configured
+	retention, lockTimeout, sweepEvery time.Duration
+}
+
+// pageSource is what the live pages read besides the board, and the
+// presenter's link they accept. The server is one.
+type pageSource interface {
+	isPresenter(r *http.Request) bool
+	tryPresenterToken(r *http.Request, got string) (ok bool, wait time.Duration)
+	presenterCookieFor(r *http.Request) *http.Cookie
+	pageLesson(c echo.Context, board bool) (views.Lesson, error)
+	labView(ctx context.Context, presenter bool) views.Lab
+	joinView(r *http.Request) views.Join
+	roomEpoch() (resets, version uint64)
+}
+
+// routes registers the live pages.
+func (h liveHandlers) routes(e *echo.Echo) {
+	e.GET("/", h.handleCheckout)
+	e.GET("/board", h.handleBoard)
 	e.GET("/favicon.ico", handleFavicon)
 }
 
@@ -44,9 +71,9 @@ func handleFavicon(c echo.Context) error {
 // and ?attempt_ms=n the time an attempt waits for its answer (tests use
 // them so that a retry or a time-out does not take seconds); they change
 // nothing on the server.
-func (s *Server) handleCheckout(c echo.Context) error {
+func (h liveHandlers) handleCheckout(c echo.Context) error {
 	r := c.Request()
-	lesson, err := s.pageLesson(c, false) // ?lesson=<chapter>; an unknown one is a 404
+	lesson, err := h.pages.pageLesson(c, false) // ?lesson=<chapter>; an unknown one is a 404
 	if err != nil {
 		return err
 	}
@@ -63,12 +90,12 @@ func (s *Server) handleCheckout(c echo.Context) error {
 	if v, err := strconv.Atoi(c.QueryParam("attempt_ms")); err == nil && v >= 1 && v <= attemptTimeoutMS {
 		attempt = v
 	}
-	epoch, _ := s.roomEpoch()
+	epoch, _ := h.pages.roomEpoch()
 	d := views.Checkout{
 		RoomEpoch:        epoch,
-		Live:             s.live().Snapshot(),
-		Presenter:        s.isPresenter(r),
-		Locked:           s.cfg.PresenterToken != "",
+		Live:             h.board().Snapshot(),
+		Presenter:        h.pages.isPresenter(r),
+		Locked:           h.locked,
 		OrderID:          newOrderID(),
 		Amount:           defaultAmountSatang,
 		Key:              uuid.NewString(),
@@ -76,14 +103,14 @@ func (s *Server) handleCheckout(c echo.Context) error {
 		BackoffCapMS:     base * backoffCapMS / backoffBaseMS,
 		MaxRetries:       backoffRetries,
 		AttemptTimeoutMS: attempt,
-		Retention:        "for " + s.cfg.Retention.String(),
-		LockTimeout:      s.cfg.LockTimeout.String(),
-		Lab:              s.labView(r.Context(), s.isPresenter(r)),
+		Retention:        "for " + h.retention.String(),
+		LockTimeout:      h.lockTimeout.String(),
+		Lab:              h.pages.labView(r.Context(), h.pages.isPresenter(r)),
 		Lesson:           lesson,
 		Session:          session,
 		You:              views.ScopeLabel(scope),
-		LockTimeoutMS:    int(s.cfg.LockTimeout.Milliseconds()),
-		SweepEveryMS:     int(s.cfg.SweepEvery.Milliseconds()),
+		LockTimeoutMS:    int(h.lockTimeout.Milliseconds()),
+		SweepEveryMS:     int(h.sweepEvery.Milliseconds()),
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return render(c, http.StatusOK, views.CheckoutPage(d))
@@ -93,34 +120,34 @@ func (s *Server) handleCheckout(c echo.Context) error {
 // /board?token=<presenter token> marks this browser as the presenter's
 // with a cookie, then reloads without the token so that it does not stay
 // in the address bar on the projector.
-func (s *Server) handleBoard(c echo.Context) error {
+func (h liveHandlers) handleBoard(c echo.Context) error {
 	r := c.Request()
 	if tok := c.QueryParam("token"); tok != "" {
-		if s.cfg.PresenterToken == "" {
+		if !h.locked {
 			return c.Redirect(http.StatusSeeOther, "/board")
 		}
-		ok, wait := s.tryPresenterToken(r, tok)
+		ok, wait := h.pages.tryPresenterToken(r, tok)
 		if wait > 0 {
 			return tooManyGuesses(c, wait)
 		}
 		if !ok {
 			return pay.Errorf(pay.EFORBIDDEN, "That presenter link is not right. Students do not need one: open the board without ?token=.")
 		}
-		http.SetCookie(c.Response(), s.presenterCookieFor(r))
+		http.SetCookie(c.Response(), h.pages.presenterCookieFor(r))
 		return c.Redirect(http.StatusSeeOther, "/board")
 	}
-	lesson, err := s.pageLesson(c, true)
+	lesson, err := h.pages.pageLesson(c, true)
 	if err != nil {
 		return err
 	}
-	l := s.live().Snapshot()
+	l := h.board().Snapshot()
 	d := views.Board{
 		Live:      l,
-		Join:      s.joinView(r),
+		Join:      h.pages.joinView(r),
 		Steps:     l.Steps,
-		Presenter: s.isPresenter(r),
-		Locked:    s.cfg.PresenterToken != "",
-		Lab:       s.labView(r.Context(), s.isPresenter(r)),
+		Presenter: h.pages.isPresenter(r),
+		Locked:    h.locked,
+		Lab:       h.pages.labView(r.Context(), h.pages.isPresenter(r)),
 		Lesson:    lesson,
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")

@@ -309,7 +309,8 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/problems", s.handleProblemIndex)
 	e.GET("/problems/:code", s.handleProblemPage)
 	adminHandlers{demo: s}.routes(e, s.presenterOnly)
-	s.liveRoutes(e)
+	liveHandlers{board: s.live, pages: s, locked: s.cfg.PresenterToken != "", retention: s.cfg.Retention,
+		lockTimeout: s.cfg.LockTimeout, sweepEvery: s.cfg.SweepEvery}.routes(e)
 	s.simRoutes(e)
 	s.simGatewayRoutes(e)
 	labHandlers{lab: s, isPresenter: s.isPresenter}.routes(e, s.presenterOnly)
