@@ -51,6 +51,17 @@ func newClass(t *testing.T) *class {
 	return &class{t: t, Store: db, Peers: room.SharedMemory(), ledger: db, sqlite: db, clock: clock}
 }
 
+// waitsOnRealClocks marks a test whose time goes in waiting on real
+// clocks (PostgreSQL's, a lease's, a reset's bound, a relay's tick), not
+// in work: it runs beside the other such tests (t.Parallel), each on its
+// own servers and its own database file or PostgreSQL database, so that
+// their waits overlap. TestMain lets more of them run at once than the
+// machine has cores.
+func waitsOnRealClocks(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // newPostgresClass is a class on a new PostgreSQL database, for what only
 // PostgreSQL does (its connections, its sessions, its rows).
 func newPostgresClass(t *testing.T) *class {

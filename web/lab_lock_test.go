@@ -138,6 +138,7 @@ func holdGap(s *Server) (reached chan struct{}, release chan struct{}) {
 // servers sharing one PostgreSQL database, a key's requests sent to
 // different servers take a lock each and are all charged.
 func TestLabMistakeMemoryLock(t *testing.T) {
+	waitsOnRealClocks(t)
 	body := `{"order_id":"A-5005","amount_satang":129900}`
 	lockMode := room.LabSettings{Server: room.LabServer{Mode: room.LabMemoryLock, CheckGapMS: 1000}}
 

@@ -24,6 +24,7 @@ func frameWith(t *testing.T, stream *sseStream, limit int, want ...string) sseEv
 }
 
 func TestLabNumbersComeWithTheStream(t *testing.T) {
+	waitsOnRealClocks(t)
 	envs, _ := classServers(t, "s1", "s2")
 	a, b := envs[0], envs[1]
 	onA, onB := openStream(t, a, ""), openStream(t, b, "")

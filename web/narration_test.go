@@ -44,6 +44,7 @@ func waitTicks(t *testing.T, env *testEnv, sub *live.Subscription, slug string, 
 }
 
 func TestNarrationTicksWhatTheServerSees(t *testing.T) {
+	waitsOnRealClocks(t)
 	body := `{"order_id":"A-4242","amount_satang":129900}`
 	t.Run("no key: the second charge of one order ticks both items and names its row", func(t *testing.T) {
 		env := newTestEnv(t, Config{})

@@ -2,11 +2,14 @@ package web
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +53,15 @@ func loadOpenAPI() (validator.Validator, error) {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	// The tests that wait on real clocks (waitsOnRealClocks) spend their
+	// time waiting, not working: six run side by side whatever the number
+	// of cores. An explicit -parallel wins.
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(6, runtime.GOMAXPROCS(0))))
+	}
 	code := m.Run()
 	stopSharedBrowser()
 	nonConformingMu.Lock()

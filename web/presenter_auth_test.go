@@ -162,6 +162,7 @@ func TestWrongTokensCountByTheClientBehindTheFrontDoor(t *testing.T) {
 // more guesses than one server does. Run on room.SharedMemory() peers and
 // on one PostgreSQL database.
 func TestWrongTokensCountForTheWholeRoom(t *testing.T) {
+	waitsOnRealClocks(t)
 	t.Run("memory peers", func(t *testing.T) {
 		clock := sim.NewClock(nil)
 		db := MustOpenDB(t, clock.Now)

@@ -7,6 +7,7 @@ import (
 )
 
 func TestPresenterGuard(t *testing.T) {
+	waitsOnRealClocks(t)
 	const token = "lecture-7f3a"
 	// Each state-changing admin route, with a body it accepts.
 	routes := []struct{ method, path, body string }{

@@ -61,6 +61,7 @@ func countCharges(t *testing.T, db Store) int {
 }
 
 func TestRelayShowsAPaymentOnEveryServer(t *testing.T) {
+	waitsOnRealClocks(t)
 	envs, _ := classServers(t, "s1", "s2")
 	a, b := envs[0], envs[1]
 	stream := openStream(t, b, "")
@@ -112,6 +113,7 @@ func TestRelayShowsAPaymentOnEveryServer(t *testing.T) {
 }
 
 func TestRelayDoubleClickOnTwoServersShowsBothAndChargesOnce(t *testing.T) {
+	waitsOnRealClocks(t)
 	envs, db := classServers(t, "s1", "s2", "s3")
 	a, b := envs[0], envs[1]
 	release := a.holdGateway()
@@ -143,6 +145,7 @@ func TestRelayDoubleClickOnTwoServersShowsBothAndChargesOnce(t *testing.T) {
 }
 
 func TestRelayResetOnOneServerClearsEveryTimeline(t *testing.T) {
+	waitsOnRealClocks(t)
 	envs, _ := classServers(t, "s1", "s2")
 	a, b := envs[0], envs[1]
 	a.pay("relay-r1", `{"order_id":"A-3","amount_satang":700}`)
@@ -164,6 +167,7 @@ func TestRelayResetOnOneServerClearsEveryTimeline(t *testing.T) {
 }
 
 func TestRelayRecoversAKilledListenerAndRedrawsThePages(t *testing.T) {
+	waitsOnRealClocks(t)
 	db := newPostgresClass(t)
 	envs := db.servers(nil, "s1", "s2")
 	a, b := envs[0], envs[1]
@@ -219,6 +223,7 @@ func (s stalledNotify) Notify(ctx context.Context, channel string, payloads ...s
 }
 
 func TestRelayThatFallsBehindSkipsCountsAndSaysSo(t *testing.T) {
+	waitsOnRealClocks(t)
 	stalled := stalledNotify{gate: make(chan struct{}), waiting: make(chan struct{}, 1), armed: new(atomic.Bool)}
 	envs := newClass(t).servers(func(i int, peers room.Peers) room.Peers {
 		if i > 0 {

@@ -57,6 +57,7 @@ func (e *testEnv) lesson() string {
 }
 
 func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
+	waitsOnRealClocks(t)
 	class := newClass(t)
 	var servers []*testEnv
 	for _, name := range []string{"A", "B", "C"} {

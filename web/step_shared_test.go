@@ -119,6 +119,7 @@ func (e *stepEnv) step(path, body string, want int) StepState {
 func request(id string) string { return fmt.Sprintf(`{"request":%q}`, id) }
 
 func TestStepModeAcrossServers(t *testing.T) {
+	waitsOnRealClocks(t)
 	t.Run("turned on through s1, a payment sent to s2 is held; Next sent to s3 moves it on", func(t *testing.T) {
 		s, _ := stepServers(t, 3)
 		s[0].step("/api/step", `{"on":true}`, http.StatusOK)
@@ -295,6 +296,7 @@ func heldIDs(e *stepEnv, server string) map[string]bool {
 // events never reach them, and go from them after Play; a server that
 // dies with requests held leaves no row behind.
 func TestEveryServerListsExactlyWhatIsHeld(t *testing.T) {
+	waitsOnRealClocks(t)
 	c := newClass(t)
 	var cut *cutPeers
 	envs := c.servers(func(i int, p room.Peers) room.Peers {
