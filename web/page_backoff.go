@@ -17,7 +17,7 @@ import (
 // same numbers as JSON). The numbers come from sim/report.
 
 // handleBackoffAPI is GET /api/backoff.
-func (s *Server) handleBackoffAPI(c echo.Context) error {
+func (simHandlers) handleBackoffAPI(c echo.Context) error {
 	in, errs := report.ParseBackoffQuery(c.QueryParams())
 	if len(errs) > 0 {
 		return fieldProblem(errs)
@@ -31,7 +31,7 @@ func (s *Server) handleBackoffAPI(c echo.Context) error {
 
 // handleBackoffPage is GET /backoff. A wrong parameter gives the page with
 // the message next to its field, and status 400.
-func (s *Server) handleBackoffPage(c echo.Context) error {
+func (simHandlers) handleBackoffPage(c echo.Context) error {
 	v, status, err := backoffView(c.QueryParams())
 	if err != nil {
 		return err
@@ -44,7 +44,7 @@ func (s *Server) handleBackoffPage(c echo.Context) error {
 // htmx to swap a 400 (see views.SimHead), so the message still shows. The
 // address bar follows the form through HX-Replace-Url, so the page can be
 // reloaded or shared as it is, without filling the history.
-func (s *Server) handleBackoffFragment(c echo.Context) error {
+func (simHandlers) handleBackoffFragment(c echo.Context) error {
 	q := c.QueryParams()
 	v, status, err := backoffView(q)
 	if err != nil {
@@ -133,12 +133,21 @@ func pick(q url.Values, names ...string) url.Values {
 	return out
 }
 
-// simRoutes registers the backoff and herd pages and their JSON.
-func (s *Server) simRoutes(e *echo.Echo) {
-	e.GET("/backoff", s.handleBackoffPage)
-	e.GET("/backoff/results", s.handleBackoffFragment)
-	e.GET("/api/backoff", s.handleBackoffAPI)
-	e.GET("/herd", s.handleHerdPage)
-	e.GET("/herd/results", s.handleHerdFragment)
-	e.GET("/api/herd", s.handleHerdAPI)
+// simHandlers serve the simulated world's pages: the backoff schedule
+// and the thundering herd, and their JSON. Each answer is computed from
+// the request's parameters alone (sim/), seeded, so the same question gets
+// the same answer on any server; only a large herd sweep asks whether the
+// caller is the presenter.
+type simHandlers struct {
+	isPresenter func(*http.Request) bool
+}
+
+// routes registers the backoff and herd pages and their JSON.
+func (h simHandlers) routes(e *echo.Echo) {
+	e.GET("/backoff", h.handleBackoffPage)
+	e.GET("/backoff/results", h.handleBackoffFragment)
+	e.GET("/api/backoff", h.handleBackoffAPI)
+	e.GET("/herd", h.handleHerdPage)
+	e.GET("/herd/results", h.handleHerdFragment)
+	e.GET("/api/herd", h.handleHerdAPI)
 }

@@ -158,8 +158,8 @@ func herdBusy(err error) error {
 
 // herdAllowed refuses a sweep above herdOpenCost to anyone but the
 // presenter.
-func (s *Server) herdAllowed(r *http.Request, in report.HerdInput) error {
-	if report.HerdCost(in) <= herdOpenCost || s.isPresenter(r) {
+func (h simHandlers) herdAllowed(r *http.Request, in report.HerdInput) error {
+	if report.HerdCost(in) <= herdOpenCost || h.isPresenter(r) {
 		return nil
 	}
 	return pay.Errorf(pay.EFORBIDDEN, "A simulation this large (about %.0f client steps) is for the presenter only; anyone may run up to %d, such as the default run. Ask for fewer trials or a smaller range.", report.HerdCost(in), herdOpenCost)
@@ -167,8 +167,8 @@ func (s *Server) herdAllowed(r *http.Request, in report.HerdInput) error {
 
 // runHerd runs (or finds) a sweep for a request, setting Retry-After when
 // it is turned away.
-func (s *Server) runHerd(c echo.Context, in report.HerdInput) ([]sim.HerdPoint, bool, error) {
-	if err := s.herdAllowed(c.Request(), in); err != nil {
+func (h simHandlers) runHerd(c echo.Context, in report.HerdInput) ([]sim.HerdPoint, bool, error) {
+	if err := h.herdAllowed(c.Request(), in); err != nil {
 		return nil, false, err
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), herdTimeout)
@@ -184,13 +184,13 @@ func (s *Server) runHerd(c echo.Context, in report.HerdInput) ([]sim.HerdPoint, 
 }
 
 // handleHerdAPI is GET /api/herd.
-func (s *Server) handleHerdAPI(c echo.Context) error {
+func (h simHandlers) handleHerdAPI(c echo.Context) error {
 	in, errs := report.ParseHerdQuery(c.QueryParams(), WebHerdLimits)
 	if len(errs) > 0 {
 		return fieldProblem(errs)
 	}
 	start := time.Now()
-	pts, cached, err := s.runHerd(c, in)
+	pts, cached, err := h.runHerd(c, in)
 	if err != nil {
 		return err
 	}
@@ -210,22 +210,22 @@ func setSimTiming(c echo.Context, d time.Duration, cached bool) {
 
 // handleHerdPage is GET /herd: the default run (or the query's) with its
 // charts and tables.
-func (s *Server) handleHerdPage(c echo.Context) error {
-	v, status := s.herdView(c)
+func (h simHandlers) handleHerdPage(c echo.Context) error {
+	v, status := h.herdView(c)
 	return render(c, status, views.HerdPage(v))
 }
 
 // handleHerdFragment is GET /herd/results, what the form asks for. Like
 // the backoff fragment, a wrong field is a 400 that the page still shows.
-func (s *Server) handleHerdFragment(c echo.Context) error {
-	v, status := s.herdView(c)
+func (h simHandlers) handleHerdFragment(c echo.Context) error {
+	v, status := h.herdView(c)
 	if c.Request().Header.Get("HX-Request") == "true" {
 		c.Response().Header().Set("HX-Replace-Url", "/herd?"+pick(c.QueryParams(), "min", "max", "step", "trials", "seed", "scale").Encode())
 	}
 	return render(c, status, views.HerdFragment(v))
 }
 
-func (s *Server) herdView(c echo.Context) (views.HerdView, int) {
+func (h simHandlers) herdView(c echo.Context) (views.HerdView, int) {
 	q := c.QueryParams()
 	def := report.DefaultHerdInput()
 	v := views.HerdView{Form: views.HerdForm{
@@ -247,7 +247,7 @@ func (s *Server) herdView(c echo.Context) (views.HerdView, int) {
 		return v, http.StatusBadRequest
 	}
 	start := time.Now()
-	pts, cached, err := s.runHerd(c, in)
+	pts, cached, err := h.runHerd(c, in)
 	elapsed := time.Since(start)
 	if err != nil {
 		v.Problem = pay.ErrorMessage(err)
