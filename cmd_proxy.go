@@ -110,6 +110,10 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 
+	// Catch Ctrl-C before saying where to point the client: from then
+	// on it ends the run with the grades, never the process without them.
+	sigCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "paytwice proxy: %s forwards to %s (%s)\n", base, targetURL, what)
 	fmt.Fprintf(stdout, "live page: %s/_proxy/\n", base)
@@ -119,8 +123,6 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "point your client at %s; Ctrl-C ends the run and prints the grades\n", base)
 
-	sigCtx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stopSignals()
 	var deadline <-chan time.Time
 	if *forDuration > 0 {
 		t := time.NewTimer(*forDuration)
