@@ -11,13 +11,16 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
+	"paytwice/pay"
 	"paytwice/views"
 	"paytwice/web/lab"
 	"paytwice/web/room"
+	"paytwice/web/room/lesson"
 )
 
-// labHandlers serve the common-mistakes lab: its switches, its numbers,
-// its prune, its checker and the parts of the page that changed. They
+// labHandlers serve the common-mistakes lab and the guided lessons: the
+// lab's switches, its numbers, its prune, its checker, the parts of the
+// page that changed, and the chapter the class is on. They
 // translate HTTP; what a switch or a prune does, and what the lab
 // measured, are the lab's (web/lab's table, and the server's counts).
 type labHandlers struct {
@@ -40,6 +43,9 @@ type labControl interface {
 	lessonView(shown string, presenter, board bool) views.Lesson
 	roomEpoch() (resets, version uint64)
 	now() time.Time
+	lessonBook() lesson.Book
+	startLesson(ctx context.Context, slug, who string) error
+	currentFaults() pay.Faults
 }
 
 // routes registers the lab's endpoints. Which handler POST /v1/payments
@@ -52,6 +58,8 @@ func (h labHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
 	e.POST("/api/lab/prune", h.handleLabPrune, presenterOnly)
 	e.POST("/lab/check", h.handleLabCheck, presenterOnly)
 	e.GET("/lab/live", h.handleLabLive)
+	e.GET("/api/lessons", h.handleGetLessons)
+	e.PUT("/api/lessons/current", h.handlePutLesson, presenterOnly)
 }
 
 // handleGetLab is GET /api/lab: the lab's switches, open to anyone.
@@ -217,6 +225,30 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 	}
 	if len(out.HTML) == 0 && !moved {
 		return c.NoContent(http.StatusNoContent)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// handleGetLessons is GET /api/lessons: the chapters and the one the
+// class is on.
+func (h labHandlers) handleGetLessons(c echo.Context) error {
+	return c.JSON(http.StatusOK, LessonsState{Current: h.lab.currentLesson(), Chapters: h.lab.lessonBook()})
+}
+
+// handlePutLesson is PUT /api/lessons/current: start a chapter for the
+// whole class, or leave the lessons.
+func (h labHandlers) handlePutLesson(c echo.Context) error {
+	var req LessonChange
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	if err := h.lab.startLesson(c.Request().Context(), req.Slug, changedBy(c.Request())); err != nil {
+		return err
+	}
+	book := h.lab.lessonBook()
+	out := LessonStarted{Current: h.lab.currentLesson(), Of: len(book), Faults: h.lab.currentFaults(), Lab: h.lab.labSettings()}
+	if i, ch, ok := book.Find(out.Current); ok {
+		out.Chapter, out.Retry = i+1, ch.Retry
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"net/http"
 
 	"github.com/labstack/echo/v4"
 
@@ -22,12 +21,6 @@ import (
 
 // watchKind is the narration's event that an item ticked.
 const watchKind = lesson.WatchKind
-
-// lessonRoutes registers the lessons' JSON API.
-func (s *Server) lessonRoutes(e *echo.Echo) {
-	e.GET("/api/lessons", s.handleGetLessons)
-	e.PUT("/api/lessons/current", s.handlePutLesson, s.presenterOnly)
-}
 
 // LessonsState is the body of GET /api/lessons.
 type LessonsState struct {
@@ -52,24 +45,8 @@ type LessonStarted struct {
 	Retry   bool             `json:"retry"`
 }
 
-func (s *Server) handleGetLessons(c echo.Context) error {
-	return c.JSON(http.StatusOK, LessonsState{Current: s.lab.Lesson(), Chapters: s.lessons})
-}
-
-func (s *Server) handlePutLesson(c echo.Context) error {
-	var req LessonChange
-	if err := decodeAdminJSON(c.Request(), &req); err != nil {
-		return err
-	}
-	if err := s.startLesson(c.Request().Context(), req.Slug, changedBy(c.Request())); err != nil {
-		return err
-	}
-	out := LessonStarted{Current: s.lab.Lesson(), Of: len(s.lessons), Faults: s.currentFaults(), Lab: s.lab.Settings()}
-	if i, ch, ok := s.lessons.Find(out.Current); ok {
-		out.Chapter, out.Retry = i+1, ch.Retry
-	}
-	return c.JSON(http.StatusOK, out)
-}
+// lessonBook is the lessons, in their order.
+func (s *Server) lessonBook() lesson.Book { return s.lessons }
 
 // startLesson sets up a chapter for the whole class: it resets the
 // demonstration (keys, charges, gateway, timeline, clock, every switch),

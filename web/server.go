@@ -314,7 +314,6 @@ func (s *Server) routes() *echo.Echo {
 	simHandlers{isPresenter: s.isPresenter}.routes(e)
 	s.simGatewayRoutes(e)
 	labHandlers{lab: s, isPresenter: s.isPresenter}.routes(e, s.presenterOnly)
-	s.lessonRoutes(e)
 	s.exportRoutes(e)
 	s.joinRoutes(e)
 	s.boardHandlers().routes(e, s.presenterOnly)
