@@ -87,6 +87,15 @@ func describedOperation(r *http.Request) bool {
 		return r.Method == http.MethodPost || r.Method == http.MethodGet
 	case strings.HasPrefix(p, paymentsPath+"/") && !strings.Contains(p[len(paymentsPath)+1:], "/"):
 		return r.Method == http.MethodGet && len(p) > len(paymentsPath)+1
+	case p == intentsPath:
+		return r.Method == http.MethodPost
+	case strings.HasPrefix(p, intentsPath+"/"):
+		rest := p[len(intentsPath)+1:]
+		id, confirm := strings.CutSuffix(rest, "/confirm")
+		if confirm {
+			return r.Method == http.MethodPost && id != "" && !strings.Contains(id, "/")
+		}
+		return r.Method == http.MethodGet && rest != "" && !strings.Contains(rest, "/")
 	case p == "/v1/idempotency-policy":
 		return r.Method == http.MethodGet
 	}
@@ -167,7 +176,11 @@ func TestOpenAPIDescriptionIsValid(t *testing.T) {
 		if !strings.HasPrefix(r.Path, "/v1/") && r.Path != "/v1" {
 			continue
 		}
-		path := param.ReplaceAllString(r.Path, "{charge_id}")
+		name := "{charge_id}"
+		if strings.HasPrefix(r.Path, intentsPath) {
+			name = "{intent_id}"
+		}
+		path := param.ReplaceAllString(r.Path, name)
 		item, ok := model.Model.Paths.PathItems.Get(path)
 		if !ok {
 			t.Errorf("%s %s is not described", r.Method, path)

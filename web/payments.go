@@ -82,6 +82,41 @@ type payment struct {
 	gw        pay.GatewayFaults // the gateway switches this request charges with
 	step      step.Progress     // where step mode has held it (web/room/step)
 	run       *pay.Payment      // the request as the service runs it, once made
+	// intent, when set, makes this a request of the Stripe-shaped sandbox
+	// (stripe_sandbox.go): its body, its path and its answers' shape.
+	intent *intentShape
+}
+
+// path is the endpoint the request's key and fingerprint belong to.
+func (p *payment) path() string {
+	if p.intent != nil {
+		return intentsPath
+	}
+	return paymentsPath
+}
+
+// readBody reads the request's body as its endpoint takes it.
+func (p *payment) readBody(r *http.Request) (pay.PaymentRequest, error) {
+	if p.intent != nil {
+		return p.intent.read(r)
+	}
+	return readPaymentBody(r)
+}
+
+// canonical is what the fingerprint covers of the body.
+func (p *payment) canonical() []byte {
+	if p.intent != nil {
+		return []byte(p.intent.canonical)
+	}
+	return p.req.Canonical()
+}
+
+// writeSaved sends an answer saved on the key in the endpoint's shape.
+func (p *payment) writeSaved(status int, body []byte, replayed bool) error {
+	if p.intent != nil && status == pay.PaidStatus {
+		return p.intent.writeCharge(p.c, body, replayed)
+	}
+	return writeSaved(p.c, status, body, replayed)
 }
 
 // newPayment starts carrying one request through the protocol.
@@ -124,7 +159,7 @@ func (p *payment) parse(note string) (ok bool, err error) {
 	key, err := pay.ParseKey(r.Header.Values("Idempotency-Key"))
 	if err == nil {
 		p.key = key
-		p.req, err = readPaymentBody(r)
+		p.req, err = p.readBody(r)
 	}
 	p.publish(live.Received, 0, r.Method+" "+r.URL.Path+note+resentNote(c))
 	if err == nil && p.step.Full() {
@@ -133,7 +168,7 @@ func (p *payment) parse(note string) (ok bool, err error) {
 	if err != nil {
 		return false, p.refuse(err)
 	}
-	p.fp = pay.Fingerprint(r.Method, paymentsPath, p.req.Canonical())
+	p.fp = pay.Fingerprint(r.Method, p.path(), p.canonical())
 	p.faults, p.gw = s.drawFaults()
 	if p.faults.ConnectionNeverHappens {
 		p.publishFault(live.Dropped, 0, "the connection was dropped before the server did anything")
@@ -146,7 +181,7 @@ func (p *payment) parse(note string) (ok bool, err error) {
 func (p *payment) protocol() *pay.Payment {
 	r := p.c.Request()
 	pp := &pay.Payment{
-		Scope: p.scope, Key: p.key, Method: r.Method, Path: paymentsPath, Request: p.req,
+		Scope: p.scope, Key: p.key, Method: r.Method, Path: p.path(), Request: p.req,
 		KnownFingerprint: p.fp, // computed by parse from the same method, path and request
 		ChargeKey:        p.chargeKey,
 		Faults:           p.faults,
@@ -210,9 +245,9 @@ func (p *payment) answer(o pay.Outcome) error {
 			p.publishFault(live.ResponseLost, o.Status, "the work committed, but the connection closed before the response")
 			return dropConnection(c)
 		}
-		return writeSaved(c, o.Status, o.Body, false)
+		return p.writeSaved(o.Status, o.Body, false)
 	case pay.Replayed:
-		return writeSaved(c, o.Status, o.Body, true)
+		return p.writeSaved(o.Status, o.Body, true)
 	case pay.Crashed:
 		return dropConnection(c)
 	case pay.Unknown, pay.RolledBack:

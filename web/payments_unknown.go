@@ -26,7 +26,7 @@ func (p *payment) answerUnknown(o pay.Outcome) error {
 	k, err := p.s.db.GetKey(context.WithoutCancel(c.Request().Context()), p.scope, p.key)
 	switch {
 	case err == nil && k.Status == pay.StatusDone && k.Fingerprint == p.fp:
-		return writeSaved(c, k.ResponseStatus, k.ResponseBody, true)
+		return p.writeSaved(k.ResponseStatus, k.ResponseBody, true)
 	case pay.ErrorCode(err) == pay.ENOTFOUND:
 		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The key %q was released while this request waited to answer: the gateway had not charged it, and nothing was charged. Retry with the same key: it runs afresh.", pay.Truncate(p.key, 64)))
 	}

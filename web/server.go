@@ -303,6 +303,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST(paymentsPath, s.handleCreatePayment)
 	e.GET(paymentsPath, s.handleListPayments)
 	e.GET(paymentsPath+"/:id", s.handleGetPayment)
+	s.routeStripeSandbox(e)
 	e.GET("/v1/idempotency-policy", s.handlePolicy)
 	e.GET("/openapi.json", s.handleOpenAPI)
 	e.GET("/clients", s.handleClients)

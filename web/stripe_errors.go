@@ -19,7 +19,8 @@ import (
 // stripeCaller reports whether the request comes from one of Stripe's
 // SDKs, which send both headers on every request.
 func stripeCaller(r *http.Request) bool {
-	return r.Header.Get("Stripe-Version") != "" || r.Header.Get("X-Stripe-Client-User-Agent") != ""
+	return r.Header.Get("Stripe-Version") != "" || r.Header.Get("X-Stripe-Client-User-Agent") != "" ||
+		strings.HasPrefix(r.URL.Path, intentsPath) // the Stripe-shaped sandbox answers in Stripe's shape only
 }
 
 // StripeErrorMapping is how one problem type reads to a Stripe SDK.
