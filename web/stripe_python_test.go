@@ -1,0 +1,111 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// stripePython is the Python that has Debian's python3-stripe (stripe-python
+// 5), which .ci/run installs. Without it the test skips locally and fails
+// in CI.
+func stripePython(t *testing.T) string {
+	t.Helper()
+	const py = "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import stripe").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("stripe-python is missing (apt-get install python3-stripe): %v", err)
+		}
+		t.Skipf("stripe-python is missing (apt-get install python3-stripe): %v", err)
+	}
+	return py
+}
+
+// pythonCheckout is what the checkout script reports.
+type pythonCheckout struct {
+	Status     string `json:"status"`
+	Error      string `json:"error"`
+	HTTPStatus int    `json:"http_status"`
+	RequestID  string `json:"request_id"`
+}
+
+func TestStripeSandboxWithStripePython(t *testing.T) {
+	py := stripePython(t)
+	cases := []struct{ name, faults, first string }{
+		{"with no fault", `{}`, "succeeded"},
+		{"when the response is lost", `{"server":{"response_lost":true}}`, "succeeded"},
+		{"when the connection never happens", `{"server":{"connection_never_happens":true}}`, "network"},
+		{"when the server errs after the charge", `{"server":{"server_error":true}}`, "api_error"},
+		{"when the server fails halfway", `{"server":{"fail_halfway":true}}`, ""},
+		{"when the server crashes midway", `{"server":{"crash_midway":true}}`, ""},
+		{"when the gateway declines", `{"gateway":{"decline":true}}`, "card_error"},
+		{"when the gateway fails", `{"gateway":{"error":true}}`, "api_error"},
+		{"when the gateway times out", `{"gateway":{"timeout":true}}`, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// stripe-python waits out Retry-After (up to a minute) between
+			// its retries: a short lock timeout keeps that wait short.
+			e := newFIEnv(t, Config{LockTimeout: 2 * time.Second, SweepEvery: time.Second})
+			hs := httptest.NewServer(e.Server.Handler())
+			t.Cleanup(hs.Close)
+			sdk := sandboxClient(t, hs.URL) // the shop's look-ups
+			world := &shopWorld{e: e}
+			scope := "token:" + scopeID(stripeTestKey)
+			checkout := func(order, key string) pythonCheckout {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				out, err := exec.CommandContext(ctx, py, "testdata/stripe_python_checkout.py", hs.URL, order, key, "pm_card_visa").Output()
+				var r pythonCheckout
+				if err != nil || json.Unmarshal(out, &r) != nil {
+					t.Fatalf("stripe-python: %v %s", err, out)
+				}
+				return r
+			}
+			const orders = 2
+			for i := range orders {
+				order := fmt.Sprintf("PY-%d", i)
+				key := "py-" + order
+				e.setFaults(c.faults)
+				got := checkout(order, key)
+				e.setFaults(`{}`)
+				switch {
+				case c.first == "succeeded" && got.Status != "succeeded",
+					c.first != "" && c.first != "succeeded" && got.Error != c.first,
+					got.Error != "" && got.Error != "network" && got.RequestID == "":
+					t.Fatalf("order %s: stripe-python reported %+v, want %s with a request id", order, got, c.first)
+				}
+				for steps := 0; ; steps++ {
+					succeeded, processing, err := searchOrder(sdk, order)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if succeeded > 0 {
+						break
+					}
+					if steps == 6 {
+						t.Fatalf("order %s: not paid after %d looks (%+v)", order, steps, got)
+					}
+					if processing > 0 {
+						world.wait(e.Server.cfg.LockTimeout + e.Server.cfg.SweepEvery)
+						continue
+					}
+					if got.Error == "card_error" || got.HTTPStatus == 502 {
+						key += "-again" // a definite refusal is saved on the key
+					}
+					got = checkout(order, key)
+				}
+				world.wait(0)
+				if cs, err := e.DB.ChargesByOrder(context.Background(), scope, order); err != nil || len(cs) != 1 {
+					t.Fatalf("order %s: %d charges %v", order, len(cs), err)
+				}
+			}
+		})
+	}
+}

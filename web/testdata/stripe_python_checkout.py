@@ -1,0 +1,24 @@
+"""A shop's checkout written with stripe-python 5, pointed at paytwice.
+
+Usage: stripe_python_checkout.py BASE_URL ORDER KEY CARD
+Prints one JSON line: what the SDK reported, after its own retries.
+"""
+import json
+import sys
+
+import stripe
+
+base, order, key, card = sys.argv[1:5]
+stripe.api_key, stripe.api_base = "sk_test_paytwice", base
+stripe.max_network_retries = 2
+
+try:
+    pi = stripe.PaymentIntent.create(
+        amount=12900, currency="thb", confirm=True, payment_method=card,
+        metadata={"order_id": order}, idempotency_key=key)
+    print(json.dumps({"status": pi.status, "id": pi.id}))
+except stripe.error.APIConnectionError as e:
+    print(json.dumps({"error": "network"}))
+except stripe.error.StripeError as e:
+    err = (e.json_body or {}).get("error", {})
+    print(json.dumps({"error": err.get("type", ""), "http_status": e.http_status, "request_id": e.request_id or ""}))
