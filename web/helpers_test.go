@@ -38,6 +38,16 @@ type testEnv struct {
 // quick one waits just longer than the page's time-out.
 func fullRun() bool { return os.Getenv("PAYTWICE_TEST_FULL") == "1" }
 
+// picturesOnly skips t, a test that takes the documentation's pictures
+// and checks only that they render, unless pictures are asked for
+// (PAYTWICE_SCREENSHOTS) or the run is a full one.
+func picturesOnly(t *testing.T) {
+	t.Helper()
+	if os.Getenv("PAYTWICE_SCREENSHOTS") == "" && !fullRun() {
+		t.Skip("takes the documentation's pictures: runs with PAYTWICE_SCREENSHOTS=dir or PAYTWICE_TEST_FULL=1 (as .ci/run sets)")
+	}
+}
+
 // sweepChapters yields the chapters of book, each with its index, that a
 // test going through every chapter visits: all twelve in a full run
 // (fullRun), else every fourth from the first (a failure case, a race

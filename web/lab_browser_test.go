@@ -288,6 +288,7 @@ func checkSelect(mode room.LabMode) string {
 // pictures go to $PAYTWICE_SCREENSHOTS when set, else to a temporary
 // directory (the test then only checks that they render).
 func TestLabScreenshots(t *testing.T) {
+	picturesOnly(t)
 	dir := os.Getenv("PAYTWICE_SCREENSHOTS")
 	if dir == "" {
 		dir = t.TempDir()
