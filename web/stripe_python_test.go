@@ -36,6 +36,17 @@ type pythonCheckout struct {
 
 func TestStripeSandboxWithStripePython(t *testing.T) {
 	py := stripePython(t)
+	checkoutUnderEveryFault(t, func(ctx context.Context, url, order, key string) *exec.Cmd {
+		return exec.CommandContext(ctx, py, "testdata/stripe_python_checkout.py", url, order, key, "pm_card_visa")
+	})
+}
+
+// checkoutUnderEveryFault runs a shop's checkout, written with one of
+// Stripe's SDKs (checkout makes the command that runs it once and prints
+// what the SDK reported), under every fault switch: the SDK reports what
+// happened, the shop searches the order and waits while it is
+// processing, and each order ends with exactly one charge.
+func checkoutUnderEveryFault(t *testing.T, command func(ctx context.Context, url, order, key string) *exec.Cmd) {
 	cases := []struct{ name, faults, first string }{
 		{"with no fault", `{}`, "succeeded"},
 		{"when the response is lost", `{"server":{"response_lost":true}}`, "succeeded"},
@@ -49,8 +60,8 @@ func TestStripeSandboxWithStripePython(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			// stripe-python waits out Retry-After (up to a minute) between
-			// its retries: a short lock timeout keeps that wait short.
+			// The SDKs wait out Retry-After (up to a minute) between their
+			// retries: a short lock timeout keeps that wait short.
 			e := newFIEnv(t, Config{LockTimeout: 2 * time.Second, SweepEvery: time.Second})
 			hs := httptest.NewServer(e.Server.Handler())
 			t.Cleanup(hs.Close)
@@ -61,10 +72,10 @@ func TestStripeSandboxWithStripePython(t *testing.T) {
 				t.Helper()
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
-				out, err := exec.CommandContext(ctx, py, "testdata/stripe_python_checkout.py", hs.URL, order, key, "pm_card_visa").Output()
+				out, err := command(ctx, hs.URL, order, key).Output()
 				var r pythonCheckout
 				if err != nil || json.Unmarshal(out, &r) != nil {
-					t.Fatalf("stripe-python: %v %s", err, out)
+					t.Fatalf("the SDK's checkout: %v %s", err, out)
 				}
 				return r
 			}
@@ -79,7 +90,7 @@ func TestStripeSandboxWithStripePython(t *testing.T) {
 				case c.first == "succeeded" && got.Status != "succeeded",
 					c.first != "" && c.first != "succeeded" && got.Error != c.first,
 					got.Error != "" && got.Error != "network" && got.RequestID == "":
-					t.Fatalf("order %s: stripe-python reported %+v, want %s with a request id", order, got, c.first)
+					t.Fatalf("order %s: the SDK reported %+v, want %s with a request id", order, got, c.first)
 				}
 				for steps := 0; ; steps++ {
 					succeeded, processing, err := searchOrder(sdk, order)

@@ -1,0 +1,26 @@
+// A shop's checkout written with stripe-node, pointed at paytwice.
+// Usage: node checkout.cjs BASE_URL ORDER KEY CARD
+// Prints one JSON line: what the SDK reported, after its own retries.
+const Stripe = require("stripe");
+const [base, order, key, card] = process.argv.slice(2);
+const url = new URL(base);
+const stripe = new Stripe("sk_test_paytwice", {
+  host: url.hostname, port: Number(url.port), protocol: "http", maxNetworkRetries: 2,
+});
+stripe.paymentIntents.create(
+  { amount: 12900, currency: "thb", confirm: true, payment_method: card, metadata: { order_id: order } },
+  { idempotencyKey: key },
+).then((pi) => {
+  console.log(JSON.stringify({ status: pi.status, id: pi.id }));
+}, (e) => {
+  report(e);
+}).finally(() => process.exit(0)); // the SDK's keep-alive agent would hold the process open
+
+function report(e) {
+  if (e.type === "StripeConnectionError") {
+    console.log(JSON.stringify({ error: "network" }));
+    return;
+  }
+  const raw = e.raw || {};
+  console.log(JSON.stringify({ error: raw.type || "", http_status: e.statusCode || 0, request_id: e.requestId || "" }));
+}
