@@ -34,8 +34,8 @@ type shopWorld struct {
 // server's clock moves on by d, and the sweeper runs, as its periodic job
 // would have in that time.
 func (w *shopWorld) wait(d time.Duration) {
-	//lint:ignore SA2001 an empty critical section: it waits for every payment in flight
 	w.e.Server.inflight.Lock()
+	//lint:ignore SA2001 an empty critical section: it waits for every payment in flight
 	w.e.Server.inflight.Unlock()
 	w.e.Clock.Advance(d)
 	w.waited += d
