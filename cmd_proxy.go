@@ -6,20 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"paytwice/pay/proxy"
-	"paytwice/sim"
-	"paytwice/web"
 )
 
 // runProxy is "paytwice proxy": a reverse proxy in front of a payments
@@ -225,47 +221,6 @@ func targetRetention(ctx context.Context, hc *http.Client, target *url.URL) (tim
 		return 0, "the API publishes no key retention at /v1/idempotency-policy: rule 9 holds retries to the budget only"
 	}
 	return time.Duration(policy.RetentionSeconds) * time.Second, ""
-}
-
-// startEmbeddedTarget runs a paytwice of its own on 127.0.0.1, on SQLite
-// files in a new temporary directory, and returns its address and what
-// stops it and removes the directory.
-func startEmbeddedTarget(ctx context.Context) (*url.URL, string, func(), error) {
-	dir, err := os.MkdirTemp("", "paytwice-proxy-")
-	if err != nil {
-		return nil, "", nil, err
-	}
-	clock := sim.NewClock(nil)
-	st, err := openStores(ctx, filepath.Join(dir, "paytwice.db"), "", clock.Now, "NORMAL")
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, "", nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		st.Close()
-		os.RemoveAll(dir)
-		return nil, "", nil, err
-	}
-	srv := web.NewServer(web.Config{Ledger: st.ledger, Peers: st.peers, ListenAddr: ln.Addr(), Command: "paytwice proxy",
-		Logger: log.New(io.Discard, "", 0)}, st.db, clock)
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	jobsCtx, stopJobs := context.WithCancel(context.Background())
-	jobs := make(chan struct{})
-	go func() { defer close(jobs); srv.RunJobs(jobsCtx) }()
-	stop := func() {
-		srv.EndStreams()
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		hs.Shutdown(shutdownCtx)
-		cancel()
-		srv.Close()
-		stopJobs()
-		<-jobs
-		st.Close()
-		os.RemoveAll(dir)
-	}
-	return &url.URL{Scheme: "http", Host: ln.Addr().String()}, dir, stop, nil
 }
 
 // printGrades prints each client's grade on every rule.

@@ -8,10 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -341,4 +344,45 @@ func printStartupSweep(w io.Writer, closed []pay.SweepOutcome) {
 		}
 		fmt.Fprintf(w, "start-up sweep: key %q (order %s), left started by an earlier run: %s\n", o.Row.Key, o.Row.OrderID, what)
 	}
+}
+
+// startEmbeddedTarget runs a paytwice of its own on 127.0.0.1, on SQLite
+// files in a new temporary directory, and returns its address and what
+// stops it and removes the directory.
+func startEmbeddedTarget(ctx context.Context) (*url.URL, string, func(), error) {
+	dir, err := os.MkdirTemp("", "paytwice-proxy-")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	clock := sim.NewClock(nil)
+	st, err := openStores(ctx, filepath.Join(dir, "paytwice.db"), "", clock.Now, "NORMAL")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		st.Close()
+		os.RemoveAll(dir)
+		return nil, "", nil, err
+	}
+	srv := web.NewServer(web.Config{Ledger: st.ledger, Peers: st.peers, ListenAddr: ln.Addr(), Command: "paytwice proxy",
+		Logger: log.New(io.Discard, "", 0)}, st.db, clock)
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	jobsCtx, stopJobs := context.WithCancel(context.Background())
+	jobs := make(chan struct{})
+	go func() { defer close(jobs); srv.RunJobs(jobsCtx) }()
+	stop := func() {
+		srv.EndStreams()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		hs.Shutdown(shutdownCtx)
+		cancel()
+		srv.Close()
+		stopJobs()
+		<-jobs
+		st.Close()
+		os.RemoveAll(dir)
+	}
+	return &url.URL{Scheme: "http", Host: ln.Addr().String()}, dir, stop, nil
 }
