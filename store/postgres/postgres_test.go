@@ -631,7 +631,10 @@ func TestAClaimWhoseStatementsTablesChangedIsUnavailable(t *testing.T) {
 // says the tables were not emptied, and a reset once the transaction
 // ended empties them.
 func TestAResetWaitsForATransactionUnderWayUpToItsOwnBound(t *testing.T) {
-	dbs := servers(t, 2, postgres.Options{})
+	// The transaction stands for a live server's, which never sits idle:
+	// the bound on idle transactions (shorter than the reset's) must not
+	// end it first.
+	dbs := servers(t, 2, postgres.Options{IdleInTransaction: 2 * postgres.ResetLockWait})
 	release := holdUncommittedKeyRow(t, dbs[0], "slow")
 	defer release()
 	reset := make(chan error, 1)
