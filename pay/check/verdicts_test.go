@@ -585,6 +585,27 @@ func TestHintsQuoteTheAnswer(t *testing.T) {
 // patience. An endpoint that dies after the request whose answer is lost
 // stops the run, well before -patience (an hour here).
 func TestDeadAfterLostResponse(t *testing.T) {
+	// The scenario needs the hung-up request handled before the retry:
+	// on loopback the retry's new connection is sometimes served first
+	// (about 3 runs in 100), and the endpoint then dies on the replay
+	// instead. Such a run is played again, a bounded number of times; a
+	// checker that never stops on the dead endpoint fails every time.
+	var err error
+	for attempt := range 5 {
+		var rep *check.Report
+		rep, err = runDeadAfterLostResponse(t)
+		if errors.Is(err, check.ErrNotAccepted) && rep == nil && strings.Contains(err.Error(), "the database is gone") {
+			return
+		}
+		t.Logf("attempt %d: err %v (the retry overtook the lost request at the server)", attempt+1, err)
+	}
+	t.Fatalf("err %v; want ErrNotAccepted quoting the answer", err)
+}
+
+// runDeadAfterLostResponse runs case 9 against an endpoint that answers
+// 500 from its third request on.
+func runDeadAfterLostResponse(t *testing.T) (*check.Report, error) {
+	t.Helper()
 	url, hs := startMem(t, memKnobs{})
 	var mu sync.Mutex
 	posts := 0
@@ -602,10 +623,7 @@ func TestDeadAfterLostResponse(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rep, err := check.Run(ctx, check.Config{URL: url, Seed: 23, Only: []int{9}, Patience: time.Hour})
-	if !errors.Is(err, check.ErrNotAccepted) || rep != nil || !strings.Contains(err.Error(), "the database is gone") {
-		t.Fatalf("err %v; want ErrNotAccepted quoting the answer", err)
-	}
+	return check.Run(ctx, check.Config{URL: url, Seed: 23, Only: []int{9}, Patience: time.Hour})
 }
 
 // Case 3 with -other-path: the key of a payment sent to another POST
