@@ -39,6 +39,21 @@ const (
 type Error struct {
 	Code    Code
 	Message string // for humans; safe to show to the caller
+	// Differs names, for a key sent with another request (EMISMATCH),
+	// the parts of this request that differ from the one the key first
+	// saw, by their names in the API: "order_id", "amount_satang",
+	// "method", "path". A client explains the refusal from it instead of
+	// guessing what changed.
+	Differs []string
+}
+
+// ErrorDiffers returns the parts of the request that a key-reused error
+// names as different (Error.Differs), nil for any other error.
+func ErrorDiffers(err error) []string {
+	if e, ok := errors.AsType[*Error](err); ok && e.Code == EMISMATCH {
+		return e.Differs
+	}
+	return nil
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }

@@ -3,6 +3,7 @@ package pay
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 )
@@ -226,13 +227,16 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 
 	// 1. A done key's answer never changes: replay it from memory without
 	// queueing behind the writer.
-	if saved, ok := s.Store.CachedResponse(p.Scope, p.Key); ok {
-		return answerExisting(p, fp, StatusDone, saved.Status, saved.Body, saved.Fingerprint)
+	// A request that does not match it goes on to the claim, which reads
+	// the key's row: the 422 names what differs, and the cache keeps only
+	// the answer.
+	if saved, ok := s.Store.CachedResponse(p.Scope, p.Key); ok && saved.Fingerprint == fp {
+		return answerExisting(p, fp, KeyRow{Status: StatusDone, ResponseStatus: saved.Status, ResponseBody: saved.Body, Fingerprint: saved.Fingerprint})
 	}
 	// A repeat of a request at work here: its row is started, held by
 	// that request's claim, and would answer 409 (working.go).
 	if s.working.running(p.Scope, p.Key, fp) {
-		o := answerExisting(p, fp, StatusStarted, 0, nil, fp)
+		o := answerExisting(p, fp, KeyRow{Status: StatusStarted, Fingerprint: fp})
 		o.Running = true
 		return o
 	}
@@ -287,10 +291,10 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 		return failed(p, err)
 	case claim.Reused != nil:
 		p.observe(StepMismatch, 422, "this key already paid for order "+claim.Reused.OrderID+": refused")
-		return Outcome{Kind: Reused, Err: KeyUsedForAnotherOrder(p.Key, *claim.Reused)}
+		return Outcome{Kind: Reused, Err: KeyUsedForAnotherOrder(p.Key, *claim.Reused, p.Request)}
 	case !claim.Claimed:
 		ex := claim.Existing
-		o := answerExisting(p, fp, ex.Status, ex.ResponseStatus, ex.ResponseBody, ex.Fingerprint)
+		o := answerExisting(p, fp, ex)
 		if o.Kind == InProgress {
 			o.Held, o.Running = &ex, s.running.has(ex.Claim)
 		}
@@ -313,18 +317,22 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 // the saved-and-replayed rule, for a caller (the lab) that found the row
 // itself.
 func (p *Payment) AnswerHeld(row KeyRow) Outcome {
-	return answerExisting(p, p.Fingerprint(), row.Status, row.ResponseStatus, row.ResponseBody, row.Fingerprint)
+	return answerExisting(p, p.Fingerprint(), row)
 }
 
 // answerExisting answers a request whose key is already held: 422 if the
 // key belongs to another request (this wins over 409: the key is misused
 // whatever the first request's state), 409 while the first is running,
 // and the saved answer once it is done.
-func answerExisting(p *Payment, fp, status string, savedStatus int, savedBody []byte, savedFP string) Outcome {
+func answerExisting(p *Payment, fp string, held KeyRow) Outcome {
+	status, savedStatus, savedBody := held.Status, held.ResponseStatus, held.ResponseBody
 	switch {
-	case savedFP != fp:
-		p.observe(StepMismatch, 422, "same key, different body")
-		return Outcome{Kind: Mismatch, Err: Errorf(EMISMATCH, "The key %q was first used with a different request; it was not run again, and the original is untouched.", Truncate(p.Key, 64))}
+	case held.Fingerprint != fp:
+		differs := Differs(p.Method, p.Path, p.Request, held)
+		p.observe(StepMismatch, 422, "same key, different request: "+differsWords(differs))
+		err := Errorf(EMISMATCH, "The key %q was first used with a different request (%s); it was not run again, and the original is untouched.", Truncate(p.Key, 64), differsWords(differs))
+		err.Differs = differs
+		return Outcome{Kind: Mismatch, Err: err}
 	case status == StatusStarted:
 		p.observe(StepConflict, 409, "first request still running")
 		return Outcome{Kind: InProgress, Err: Errorf(ECONFLICT, "A request with the key %q is still being processed. Retry with the same key after the Retry-After seconds.", Truncate(p.Key, 64))}
@@ -336,9 +344,43 @@ func answerExisting(p *Payment, fp, status string, savedStatus int, savedBody []
 // KeyUsedForAnotherOrder is the answer to a key whose kept charge is for
 // another order: a key pays for one order, and a request is never
 // answered with another order's charge.
-func KeyUsedForAnotherOrder(key string, ch Charge) error {
-	return Errorf(EMISMATCH, "The key %q was already used for order %s (%d satang) on %s, and that charge is kept. It was not charged again, and this request was not run: use a new key for a new order.",
+func KeyUsedForAnotherOrder(key string, ch Charge, req PaymentRequest) error {
+	err := Errorf(EMISMATCH, "The key %q was already used for order %s (%d satang) on %s, and that charge is kept. It was not charged again, and this request was not run: use a new key for a new order.",
 		Truncate(key, 64), Truncate(ch.OrderID, 64), ch.AmountSatang, ch.CreatedAt.UTC().Format(time.DateOnly))
+	err.Differs = Differs("", "", req, KeyRow{OrderID: ch.OrderID, AmountSatang: ch.AmountSatang})
+	return err
+}
+
+// Differs names the parts of a request (method, path and body) that
+// differ from the request a key first saw, its row first: "method",
+// "path", "order_id", "amount_satang", in that order. An empty method or
+// path on either side is not compared.
+func Differs(method, path string, req PaymentRequest, first KeyRow) []string {
+	var d []string
+	if method != "" && first.Method != "" && method != first.Method {
+		d = append(d, "method")
+	}
+	if path != "" && first.Path != "" && path != first.Path {
+		d = append(d, "path")
+	}
+	if req.OrderID != first.OrderID {
+		d = append(d, "order_id")
+	}
+	if req.AmountSatang != first.AmountSatang {
+		d = append(d, "amount_satang")
+	}
+	return d
+}
+
+// differsWords is Differs as a 422's detail says it.
+func differsWords(d []string) string {
+	switch len(d) {
+	case 0:
+		return "the body differs"
+	case 1:
+		return "the " + d[0] + " differs"
+	}
+	return "the " + strings.Join(d[:len(d)-1], ", ") + " and " + d[len(d)-1] + " differ"
 }
 
 // Execute does a claimed payment's work under the claim's fencing token:
@@ -401,7 +443,7 @@ func (s *Service) execute(ctx context.Context, p *Payment, claim string) Outcome
 	case g.OrderID != p.Request.OrderID || g.AmountSatang != p.Request.AmountSatang:
 		// The gateway already held a charge for this key, for another
 		// order: record it (it is money taken) and refuse.
-		answer = KeyUsedForAnotherOrder(p.Key, Charge{OrderID: g.OrderID, AmountSatang: g.AmountSatang, CreatedAt: g.CreatedAt})
+		answer = KeyUsedForAnotherOrder(p.Key, Charge{OrderID: g.OrderID, AmountSatang: g.AmountSatang, CreatedAt: g.CreatedAt}, p.Request)
 	case p.Faults.ServerError:
 		answer = Errorf(EINTERNAL, "The server failed after the payment started. The charge may have happened: look it up with GET /v1/payments?order_id=%s before paying again, and do not switch to a new key.", p.Request.OrderID)
 	}

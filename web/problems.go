@@ -104,6 +104,9 @@ type Problem struct {
 	Status   int    `json:"status"`
 	Detail   string `json:"detail"`
 	Instance string `json:"instance,omitempty"`
+	// DifferingFields, on a 422 key-reused, names the parts of this
+	// request that differ from the one the key first saw (pay.Differs).
+	DifferingFields []string `json:"differing_fields,omitempty"`
 }
 
 // problemBody builds the problem+json body for err.
@@ -115,6 +118,8 @@ func problemBody(r *http.Request, err error) (int, []byte) {
 		Status:   p.Status,
 		Detail:   pay.ErrorMessage(err),
 		Instance: r.URL.Path,
+
+		DifferingFields: pay.ErrorDiffers(err),
 	})
 	return p.Status, b
 }
