@@ -78,7 +78,7 @@ func openStores(ctx context.Context, dbArg, gatewayArg string, now func() time.T
 			s.Close()
 			return nil, err
 		}
-		s.db, s.peers = db, room.Memory()
+		s.db, s.peers = db, room.Stored(db)
 		s.closers = append(s.closers, db.Close)
 		gatewayArg = cmp.Or(gatewayArg, gatewayPath(dbArg))
 	}

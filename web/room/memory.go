@@ -17,6 +17,10 @@ const roomChannel = "\x00room"
 // MemoryPeers is in the same class.
 type MemoryPeers struct {
 	shared bool
+	// kept is where the room survives a restart (Stored); nil keeps it
+	// in memory only. loaded says the room was read from it.
+	kept   RoomStore
+	loaded bool
 
 	mu      sync.Mutex
 	state   []byte
@@ -35,6 +39,24 @@ func Memory() *MemoryPeers { return newMemory(false) }
 // PostgreSQL database do: tests use it to run a class without a database.
 func SharedMemory() *MemoryPeers { return newMemory(true) }
 
+// RoomStore is where a server on its own keeps the room between two
+// runs: its SQLite file (store.DB). The state is opaque JSON, saved with
+// its version.
+type RoomStore interface {
+	LoadRoom(ctx context.Context) (state []byte, version int64, err error)
+	SaveRoom(ctx context.Context, state []byte, version int64) error
+}
+
+// Stored is the peers of a server on its own whose room is kept in st: a
+// restarted server carries on with the chapter, step mode, the switches,
+// the clock's offset and the count of resets it had, as servers on
+// PostgreSQL do. Each change is saved before it is applied.
+func Stored(st RoomStore) *MemoryPeers {
+	m := newMemory(false)
+	m.kept = st
+	return m
+}
+
 func newMemory(shared bool) *MemoryPeers {
 	return &MemoryPeers{shared: shared, state: []byte("{}"), listeners: map[*listener]struct{}{}, guesses: map[string]Guesses{}}
 }
@@ -49,7 +71,23 @@ func (m *MemoryPeers) LoadRoom(ctx context.Context) ([]byte, int64, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.loadLocked(ctx); err != nil {
+		return nil, 0, err
+	}
 	return m.state, m.version, nil
+}
+
+// loadLocked reads the kept room once, the first time it is needed.
+func (m *MemoryPeers) loadLocked(ctx context.Context) error {
+	if m.kept == nil || m.loaded {
+		return nil
+	}
+	state, version, err := m.kept.LoadRoom(ctx)
+	if err != nil {
+		return fmt.Errorf("room: reading the kept room: %w", err)
+	}
+	m.state, m.version, m.loaded = state, version, true
+	return nil
 }
 
 // UpdateRoom replaces the room's state with change(old) under m's lock,
@@ -60,9 +98,19 @@ func (m *MemoryPeers) UpdateRoom(ctx context.Context, change func(old []byte) ([
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.loadLocked(ctx); err != nil {
+		return nil, 0, err
+	}
 	next, err := change(m.state)
 	if err != nil {
 		return nil, 0, err
+	}
+	if m.kept != nil {
+		// Saved first: a change the file does not hold would be gone
+		// after a restart while the class saw it made.
+		if err := m.kept.SaveRoom(ctx, next, m.version+1); err != nil {
+			return nil, 0, fmt.Errorf("room: keeping the room: %w", err)
+		}
 	}
 	m.state = next
 	m.version++

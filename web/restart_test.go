@@ -1,0 +1,193 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"paytwice/sim"
+	"paytwice/store"
+	"paytwice/web/room"
+)
+
+// restartable is a server on a SQLite file and a fixed loopback address
+// that a test stops and starts again, as a teacher restarts paytwice: the
+// same file, the same port (the listener is closed and opened again), a
+// new process's memory. It shuts down as main does.
+type restartable struct {
+	t    *testing.T
+	path string
+	cfg  Config
+	addr string // host:port, fixed after the first start
+
+	db  *store.DB
+	srv *Server
+	hs  *http.Server
+	// served is closed when the HTTP server stops serving.
+	served chan struct{}
+}
+
+func newRestartable(t *testing.T, cfg Config) *restartable {
+	t.Helper()
+	r := &restartable{t: t, path: filepath.Join(t.TempDir(), "class.db"), cfg: cfg, addr: "127.0.0.1:0"}
+	r.start()
+	t.Cleanup(func() {
+		if r.srv != nil {
+			r.stop()
+		}
+	})
+	return r
+}
+
+// URL is the server's address, the same across restarts.
+func (r *restartable) URL() string { return "http://" + r.addr }
+
+// start opens the file and serves on the address.
+func (r *restartable) start() {
+	r.t.Helper()
+	clock := sim.NewClock(nil)
+	db, err := store.Open(r.path, store.Options{Now: clock.Now})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cfg := r.cfg
+	cfg.Ledger, cfg.Peers = db, room.Stored(db)
+	if cfg.Logger == nil {
+		cfg.Logger = log.New(io.Discard, "", 0)
+	}
+	srv := NewServer(cfg, db, clock)
+	if _, err := srv.SweepOrphans(context.Background()); err != nil {
+		r.t.Fatal(err)
+	}
+	var ln net.Listener
+	// The port was just freed by the server before: the kernel lets it be
+	// bound again at once (Go sets SO_REUSEADDR); a few tries cover a
+	// connection of the old server still closing.
+	for try := 0; ; try++ {
+		ln, err = net.Listen("tcp", r.addr)
+		if err == nil || try == 50 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		r.t.Fatalf("listening on %s again: %v", r.addr, err)
+	}
+	r.addr = ln.Addr().String()
+	r.db, r.srv = db, srv
+	r.hs = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	r.served = make(chan struct{})
+	go func() {
+		defer close(r.served)
+		if err := r.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			r.t.Errorf("serving: %v", err)
+		}
+	}()
+}
+
+// stop shuts the server down as main does on SIGTERM, and closes the file.
+func (r *restartable) stop() {
+	r.t.Helper()
+	r.srv.EndStreams()
+	r.srv.LetHeldGo()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := r.hs.Shutdown(ctx); err != nil {
+		r.t.Errorf("shutting down: %v", err)
+	}
+	<-r.served
+	r.srv.Close()
+	if err := r.db.Close(); err != nil {
+		r.t.Errorf("closing the file: %v", err)
+	}
+	r.srv = nil
+}
+
+// restart stops the server and starts it again on the same file and
+// address.
+func (r *restartable) restart() {
+	r.t.Helper()
+	r.stop()
+	r.start()
+}
+
+// call sends a request with a JSON body ("" for none) and decodes a JSON
+// answer into out (nil to skip).
+func (r *restartable) call(method, path, body string, out any, headers ...string) int {
+	r.t.Helper()
+	req, err := http.NewRequest(method, r.URL()+path, strings.NewReader(body))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if out != nil && res.StatusCode < 300 {
+		if err := json.Unmarshal(b, out); err != nil {
+			r.t.Fatalf("%s %s: %v in %s", method, path, err, b)
+		}
+	}
+	return res.StatusCode
+}
+
+// TestRoomSurvivesRestartOnSQLite changes everything the presenter sets,
+// restarts the server on the same file, and finds the room as it was: the
+// chapter and its lab mode, step mode, the fault switches, the clock's
+// offset and the count of resets.
+func TestRoomSurvivesRestartOnSQLite(t *testing.T) {
+	r := newRestartable(t, Config{})
+	if code := r.call(http.MethodPut, "/api/lessons/current", `{"slug":"new-key-per-retry"}`, nil); code != http.StatusOK {
+		t.Fatalf("starting a chapter: %d", code)
+	}
+	if code := r.call(http.MethodPut, "/api/step", `{"on":true}`, nil); code != http.StatusOK {
+		t.Fatalf("step mode on: %d", code)
+	}
+	if code := r.call(http.MethodPatch, "/api/faults", `{"server":{"delay_ms":300}}`, nil); code != http.StatusOK {
+		t.Fatalf("a switch: %d", code)
+	}
+	if code := r.call(http.MethodPost, "/api/clock/advance", `{"seconds":90}`, nil); code != http.StatusOK {
+		t.Fatalf("advancing the clock: %d", code)
+	}
+	before := r.srv.room.Load()
+	if before.Lesson != "new-key-per-retry" || !before.Step || !before.Lab.Client.NewKeyPerRetry || before.Faults.Server.DelayMS != 300 ||
+		before.ClockOffset < 90*time.Second || before.Resets == 0 {
+		t.Fatalf("the room before the restart is not what was set: %+v", before)
+	}
+
+	for i := range 2 { // twice: loading the kept room again changes nothing
+		r.restart()
+		after := r.srv.room.Load()
+		if after.Lesson != before.Lesson || after.Step != before.Step || after.Lab != before.Lab || after.Faults != before.Faults ||
+			after.ClockOffset != before.ClockOffset || after.Resets != before.Resets || after.LessonRuns != before.LessonRuns {
+			t.Fatalf("restart %d: the room is\n%+v\nwant\n%+v", i+1, after, before)
+		}
+		var st StepState
+		if code := r.call(http.MethodGet, "/api/step", "", &st); code != http.StatusOK || !st.On {
+			t.Fatalf("restart %d: GET /api/step: %d %+v, want step mode on", i+1, code, st)
+		}
+		if !r.srv.steps.On() {
+			t.Fatalf("restart %d: the room says step mode, the server does not hold payments", i+1)
+		}
+		var ls LessonsState
+		if code := r.call(http.MethodGet, "/api/lessons", "", &ls); code != http.StatusOK || ls.Current != before.Lesson {
+			t.Fatalf("restart %d: GET /api/lessons: %d, current %q, want %q", i+1, code, ls.Current, before.Lesson)
+		}
+	}
+}
