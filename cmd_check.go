@@ -72,6 +72,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	countURL := fs.String("count-url", "", "GET that lists one action's effects, with {{id}}, such as 'http://127.0.0.1:8080/v1/payments?order_id={{id}}'")
 	countField := fs.String("count-field", "", "the top-level field of -count-url's answer holding the array (empty: the answer is the array)")
 	gateway := fs.String("gateway", "", "the simulated gateway the endpoint charges through (paytwice serves one at /sim/gateway): its books count the effects")
+	gatewayToken := fs.String("gateway-token", "", "the presenter token of the server serving -gateway, sent as X-Presenter-Token when the checker flips its switches")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	junit := fs.String("junit", "", "write the report as JUnit XML to this file")
 	seed := fs.Uint64("seed", 0, "seed for keys and ids, to repeat a run (default: random)")
@@ -118,7 +119,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		*seed = uint64(time.Now().UnixNano())
 	}
 	cfg := check.Config{URL: target, Body: *body, Form: *form, Header: headers.h, OtherAuth: *otherAuth,
-		KeyHeader: *keyHeader, CountURL: *countURL, CountField: *countField, Gateway: *gateway,
+		KeyHeader: *keyHeader, CountURL: *countURL, CountField: *countField, Gateway: *gateway, GatewayToken: *gatewayToken,
 		Storm: *storm, Seed: *seed, Timeout: *timeout, Patience: *patience, ReplayAfter: *replayAfter, Only: only,
 		Rounds: *rounds, OtherPath: *otherPath, Profile: *profile, Strict: *strict,
 		MaxHeaderBytes: *maxHeader, MaxBodyBytes: *maxBody, VerifyTimeout: *verifyTimeout, Insecure: *insecure}

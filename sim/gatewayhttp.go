@@ -22,22 +22,43 @@ import (
 //
 //	POST /charges          Idempotency-Key header, {"order_id": "…", "amount": 100}
 //	                       → 201 the new charge; the same key again → 200 the same charge
-//	GET  /charges?order_id= → {"order_id", "charges": [...], "pending": n}
+//	GET  /charges?order_id= → {"order_id", "charges": [...], "pending": n, "pruned": n}
+//	GET  /ledger            → GatewayLedger: how many charges it holds and has pruned
 //	GET  /switches, PUT /switches → GatewayHTTPSwitches
+//	POST /reset             → an empty ledger, every switch off
 //
-// Its ledger lives in memory, bounded by GatewayHTTPMaxCharges; it is a
-// test double for other applications, apart from the gateway paytwice's
-// own payments go through.
+// Its ledger lives in memory, bounded by GatewayHTTPMaxCharges: at the
+// bound it forgets its oldest charge for each new one and counts those
+// it forgot (Pruned), so it keeps taking charges and says how much of
+// its history is gone. It is a test double for other applications, apart
+// from the gateway paytwice's own payments go through. Who may charge,
+// switch or reset is decided by whoever serves it (web/sim_gateway.go).
 type GatewayHandler struct {
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
 	mux   *http.ServeMux
 
-	mu       sync.Mutex
-	byKey    map[string]GatewayHTTPCharge
-	byOrder  map[string][]string // order → keys, oldest first
-	pending  map[string]int      // order → charges waiting out their latency
+	mu      sync.Mutex
+	byKey   map[string]GatewayHTTPCharge
+	byOrder map[string][]string // order → keys, oldest first
+	pending map[string]int      // order → charges waiting out their latency
+	// oldest holds every key of byKey in the order charged, from
+	// oldest[head] on: the next to prune when the ledger is full.
+	oldest   []string
+	head     int
+	pruned   int64
+	max      int
 	switches GatewayHTTPSwitches
+}
+
+// GatewayLedger is what GET /ledger says of the ledger as a whole.
+type GatewayLedger struct {
+	Charges int `json:"charges"`
+	Max     int `json:"max_charges"`
+	// Pruned counts the charges forgotten, oldest first, to make room
+	// for new ones since the last reset: their orders' listings no longer
+	// show them.
+	Pruned int64 `json:"pruned"`
 }
 
 // GatewayHTTPSwitches are the HTTP gateway's failure modes.
@@ -77,13 +98,40 @@ const (
 
 // NewGatewayHandler returns an empty gateway; now stamps its charges.
 func NewGatewayHandler(now func() time.Time) *GatewayHandler {
-	g := &GatewayHandler{now: now, sleep: pay.Sleep, mux: http.NewServeMux(),
+	g := &GatewayHandler{now: now, sleep: pay.Sleep, mux: http.NewServeMux(), max: GatewayHTTPMaxCharges,
 		byKey: map[string]GatewayHTTPCharge{}, byOrder: map[string][]string{}, pending: map[string]int{}}
 	g.mux.HandleFunc("POST /charges", g.handleCharge)
 	g.mux.HandleFunc("GET /charges", g.handleList)
+	g.mux.HandleFunc("GET /ledger", g.handleLedger)
 	g.mux.HandleFunc("GET /switches", g.handleGetSwitches)
 	g.mux.HandleFunc("PUT /switches", g.handlePutSwitches)
+	g.mux.HandleFunc("POST /reset", g.handleReset)
 	return g
+}
+
+// SetMaxCharges bounds the ledger at n charges instead of
+// GatewayHTTPMaxCharges; tests reach the bound with a few.
+func (g *GatewayHandler) SetMaxCharges(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.max = max(n, 1)
+}
+
+// Reset empties the ledger, forgets what it pruned and turns every switch
+// off. Charges waiting out their latency are recorded after it.
+func (g *GatewayHandler) Reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.byKey, g.byOrder = map[string]GatewayHTTPCharge{}, map[string][]string{}
+	g.oldest, g.head, g.pruned = nil, 0, 0
+	g.switches = GatewayHTTPSwitches{}
+}
+
+// Ledger says how many charges the ledger holds and has pruned.
+func (g *GatewayHandler) Ledger() GatewayLedger {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return GatewayLedger{Charges: len(g.byKey), Max: g.max, Pruned: g.pruned}
 }
 
 func (g *GatewayHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
@@ -145,11 +193,7 @@ func (g *GatewayHandler) handleCharge(w http.ResponseWriter, r *http.Request) {
 			return // the caller left: nothing charged
 		}
 	}
-	ch, fresh, err := g.record(key, req.OrderID, req.AmountSatang)
-	if err != nil {
-		gatewayError(w, http.StatusServiceUnavailable, "%v", err)
-		return
-	}
+	ch, fresh := g.record(key, req.OrderID, req.AmountSatang)
 	if !fresh && (ch.OrderID != req.OrderID || ch.AmountSatang != req.AmountSatang) {
 		gatewayError(w, http.StatusUnprocessableEntity, "the key %q already charged order %s (%d)", key, ch.OrderID, ch.AmountSatang)
 		return
@@ -176,20 +220,42 @@ func (g *GatewayHandler) handleCharge(w http.ResponseWriter, r *http.Request) {
 	gatewayJSON(w, status, ch)
 }
 
-// record charges under key once; fresh says whether this call did.
-func (g *GatewayHandler) record(key, orderID string, amount int64) (GatewayHTTPCharge, bool, error) {
+// record charges under key once; fresh says whether this call did. A
+// full ledger forgets its oldest charge first.
+func (g *GatewayHandler) record(key, orderID string, amount int64) (GatewayHTTPCharge, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if ch, ok := g.byKey[key]; ok {
-		return ch, false, nil
+		return ch, false
 	}
-	if len(g.byKey) >= GatewayHTTPMaxCharges {
-		return GatewayHTTPCharge{}, false, fmt.Errorf("the gateway holds %d charges, its limit", GatewayHTTPMaxCharges)
+	for len(g.byKey) >= g.max {
+		g.pruneOldestLocked()
 	}
 	ch := GatewayHTTPCharge{ID: pay.NewID("gw_"), Key: key, OrderID: orderID, AmountSatang: amount, CreatedAt: g.now().UTC()}
 	g.byKey[key] = ch
 	g.byOrder[orderID] = append(g.byOrder[orderID], key)
-	return ch, true, nil
+	g.oldest = append(g.oldest, key)
+	return ch, true
+}
+
+// pruneOldestLocked forgets the oldest charge; g.mu is held. Charges are
+// pruned in the order they were made, so the one forgotten is also the
+// first of its order's keys.
+func (g *GatewayHandler) pruneOldestLocked() {
+	key := g.oldest[g.head]
+	g.oldest[g.head] = ""
+	g.head++
+	if g.head > len(g.oldest)/2 { // keep the queue's array from growing without end
+		g.oldest, g.head = append([]string(nil), g.oldest[g.head:]...), 0
+	}
+	ch := g.byKey[key]
+	delete(g.byKey, key)
+	if keys := g.byOrder[ch.OrderID]; len(keys) > 1 {
+		g.byOrder[ch.OrderID] = keys[1:]
+	} else {
+		delete(g.byOrder, ch.OrderID)
+	}
+	g.pruned++
 }
 
 func (g *GatewayHandler) handleList(w http.ResponseWriter, r *http.Request) {
@@ -203,9 +269,18 @@ func (g *GatewayHandler) handleList(w http.ResponseWriter, r *http.Request) {
 	for _, k := range g.byOrder[order] {
 		charges = append(charges, g.byKey[k])
 	}
-	pending := g.pending[order]
+	pending, pruned := g.pending[order], g.pruned
 	g.mu.Unlock()
-	gatewayJSON(w, http.StatusOK, map[string]any{"order_id": order, "charges": charges, "pending": pending})
+	gatewayJSON(w, http.StatusOK, map[string]any{"order_id": order, "charges": charges, "pending": pending, "pruned": pruned})
+}
+
+func (g *GatewayHandler) handleLedger(w http.ResponseWriter, r *http.Request) {
+	gatewayJSON(w, http.StatusOK, g.Ledger())
+}
+
+func (g *GatewayHandler) handleReset(w http.ResponseWriter, r *http.Request) {
+	g.Reset()
+	gatewayJSON(w, http.StatusOK, g.Ledger())
 }
 
 func (g *GatewayHandler) handleGetSwitches(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,4 +124,73 @@ func TestGatewayHandler(t *testing.T) {
 			t.Fatalf("%d charges, want 1", n)
 		}
 	})
+}
+
+// A full ledger forgets its oldest charges to take new ones, counts what
+// it forgot in its listings and its summary, and never refuses a charge
+// for being full; a reset empties it and turns its switches off.
+func TestGatewayLedgerPrunesTheOldest(t *testing.T) {
+	g := NewGatewayHandler(time.Now)
+	g.SetMaxCharges(3)
+	hs := httptest.NewServer(g)
+	defer hs.Close()
+	send := func(method, path, key, body string) (int, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequest(method, hs.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var v map[string]any
+		if err := json.NewDecoder(res.Body).Decode(&v); err != nil {
+			t.Fatalf("%s %s: %d, not JSON: %v", method, path, res.StatusCode, err)
+		}
+		return res.StatusCode, v
+	}
+	// Orders A, A, B, C, D: at the bound of 3, the two charges of A go.
+	for i, order := range []string{"A", "A", "B", "C", "D"} {
+		if s, v := send(http.MethodPost, "/charges", "k-"+strconv.Itoa(i), `{"order_id":"`+order+`","amount":100}`); s != http.StatusCreated {
+			t.Fatalf("charge %d: %d %v, want 201 even when full", i, s, v)
+		}
+	}
+	if s, v := send(http.MethodGet, "/ledger", "", ""); s != http.StatusOK || v["charges"] != 3.0 || v["pruned"] != 2.0 || v["max_charges"] != 3.0 {
+		t.Fatalf("ledger: %d %v, want 3 charges held and 2 pruned", s, v)
+	}
+	for order, want := range map[string]int{"A": 0, "B": 1, "C": 1, "D": 1} {
+		_, v := send(http.MethodGet, "/charges?order_id="+order, "", "")
+		if n := len(v["charges"].([]any)); n != want || v["pruned"] != 2.0 {
+			t.Fatalf("order %s: %d charges, pruned %v; want %d and 2", order, n, v["pruned"], want)
+		}
+	}
+	// A key still held replays; the pruned one is a new charge again,
+	// which forgets the next oldest (B's).
+	if s, _ := send(http.MethodPost, "/charges", "k-3", `{"order_id":"C","amount":100}`); s != http.StatusOK {
+		t.Fatalf("a held key: %d, want the replay's 200", s)
+	}
+	if s, _ := send(http.MethodPost, "/charges", "k-0", `{"order_id":"A","amount":100}`); s != http.StatusCreated {
+		t.Fatalf("a pruned key: %d, want 201", s)
+	}
+	if _, v := send(http.MethodGet, "/charges?order_id=B", "", ""); len(v["charges"].([]any)) != 0 || v["pruned"] != 3.0 {
+		t.Fatalf("order B after one more: %v", v)
+	}
+
+	if s, _ := send(http.MethodPut, "/switches", "", `{"refuse":true}`); s != http.StatusOK {
+		t.Fatal(s)
+	}
+	if s, v := send(http.MethodPost, "/reset", "", ""); s != http.StatusOK || v["charges"] != 0.0 || v["pruned"] != 0.0 {
+		t.Fatalf("reset: %d %v", s, v)
+	}
+	if sw := g.Switches(); sw != (GatewayHTTPSwitches{}) {
+		t.Fatalf("switches after the reset: %+v", sw)
+	}
+	if _, v := send(http.MethodGet, "/charges?order_id=D", "", ""); len(v["charges"].([]any)) != 0 {
+		t.Fatalf("order D after the reset: %v", v)
+	}
 }

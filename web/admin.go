@@ -134,7 +134,8 @@ func (s *Server) emptyTables(ctx context.Context) error {
 }
 
 // resetHere resets what this server keeps in its own memory apart from
-// the room: the lab's counts and the timeline. resetDemo calls it after
+// the room: the lab's counts, the simulated gateway served at
+// /sim/gateway and the timeline. resetDemo calls it after
 // emptying the shared tables; a server that learns of another server's
 // reset calls it alone, as the tables are already empty and the room's
 // reset reaches it through the room. It leaves the room alone so that a
@@ -142,6 +143,7 @@ func (s *Server) emptyTables(ctx context.Context) error {
 // switches of a lesson started right after its reset.
 func (s *Server) resetHere() {
 	s.clearLabCounts()
+	s.simGateway.Reset()
 	s.hub.Clear()
 }
 

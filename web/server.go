@@ -130,8 +130,11 @@ type Server struct {
 	peers   room.Peers
 	clock   *sim.Clock
 	gateway *sim.Gateway
-	faults  *sim.FaultPlan
-	hub     *live.Hub
+	// simGateway is the provider served at /sim/gateway for applications
+	// under test (sim_gateway.go); the room's reset empties it.
+	simGateway *sim.GatewayHandler
+	faults     *sim.FaultPlan
+	hub        *live.Hub
 	// attempts are the checkout pages' recent payment attempts, so that
 	// one the browser sent twice shows as such.
 	attempts attemptLog
@@ -224,6 +227,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.streamOpens = newStreamLimiter(time.Now)
 	s.lessons = lesson.Build(cfg.LockTimeout)
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
+	s.simGateway = sim.NewGatewayHandler(clock.Now)
 	s.idleSweeps = newIdleSweeps(!s.peers.Shared())
 	s.protocol = &pay.Service{Store: countingStorage{Storage: talliedStorage{Storage: db, t: s.lab.tally}, g: s.idleSweeps}, Gateway: s.gateway.With(pay.GatewayFaults{}), Now: clock.Now,
 		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) },

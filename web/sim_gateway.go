@@ -1,11 +1,15 @@
 package web
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
-	"paytwice/sim"
+	"paytwice/pay"
 )
 
 // simGatewayPrefix is where the simulated gateway is served over HTTP,
@@ -14,7 +18,80 @@ import (
 // this server's payments use.
 const simGatewayPrefix = "/sim/gateway"
 
+// simGatewayMerchantHeader is how an application under test proves it is
+// the merchant the gateway serves: "Authorization: Bearer <merchant
+// key>", the way a real provider's secret key is sent.
+const simGatewayMerchantHeader = "Authorization"
+
+// simGatewayRoutes serves the simulated gateway. Its books stay open to
+// read (GET), so that anyone may count an order's charges. With a
+// presenter token set, what changes it is not: its switches and its
+// reset take the presenter's token (header or cookie), and a charge takes
+// either the presenter's token or the merchant key the presenter hands to
+// the application under test (GET /sim/gateway/merchant-key); a student
+// who posts charges or flips switches gets 403 and changes nothing.
+// Without a token, a learner alone with the app may do everything.
 func (s *Server) simGatewayRoutes(e *echo.Echo) {
-	h := http.StripPrefix(simGatewayPrefix, sim.NewGatewayHandler(s.clock.Now))
-	e.Any(simGatewayPrefix+"/*", echo.WrapHandler(h))
+	h := http.StripPrefix(simGatewayPrefix, s.simGateway)
+	open, merchant := echo.WrapHandler(h), s.merchantOrPresenter(echo.WrapHandler(h))
+	// Any first: the routes after it take their methods back from it.
+	e.Any(simGatewayPrefix+"/*", open, s.presenterOnly)
+	e.GET(simGatewayPrefix+"/*", open)
+	e.HEAD(simGatewayPrefix+"/*", open)
+	e.POST(simGatewayPrefix+"/charges", merchant)
+	e.GET(simGatewayPrefix+"/merchant-key", s.handleMerchantKey, s.presenterOnly)
+}
+
+// merchantKey is the secret an application under test charges the
+// simulated gateway with when the server has a presenter token: derived
+// from the token, so every server of a class gives the same one and a
+// new token makes a new one, and never the token itself, so the
+// application cannot flip the room's switches with it.
+func (s *Server) merchantKey() string {
+	if s.cfg.PresenterToken == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, []byte(s.cfg.PresenterToken))
+	m.Write([]byte("paytwice simulated gateway merchant key"))
+	return "sk_sim_" + hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// SimGatewayMerchantKey is the body of GET /sim/gateway/merchant-key.
+type SimGatewayMerchantKey struct {
+	// Header is what the application under test sends with each charge;
+	// empty when the server has no presenter token and charges are open.
+	Header string `json:"header"`
+}
+
+func (s *Server) handleMerchantKey(c echo.Context) error {
+	v := SimGatewayMerchantKey{}
+	if k := s.merchantKey(); k != "" {
+		v.Header = simGatewayMerchantHeader + ": Bearer " + k
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// merchantOrPresenter lets a charge through when it carries the merchant
+// key or comes from the presenter.
+func (s *Server) merchantOrPresenter(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		want := s.merchantKey()
+		if want == "" {
+			return next(c)
+		}
+		if tok, _, ok := bearerToken(c.Request().Header.Get(simGatewayMerchantHeader)); ok {
+			if subtle.ConstantTimeCompare([]byte(tok), []byte(want)) == 1 {
+				return next(c)
+			}
+			return pay.Errorf(pay.EFORBIDDEN, "This merchant key is not the simulated gateway's: the presenter gives it out (GET %s/merchant-key).", simGatewayPrefix)
+		}
+		ok, wait := s.presenterAuth(c.Request())
+		if wait > 0 {
+			return tooManyGuesses(c, wait)
+		}
+		if !ok {
+			return pay.Errorf(pay.EFORBIDDEN, "The simulated gateway takes charges only from the application it serves: send \"Authorization: Bearer <merchant key>\" (the presenter gives it out) or the presenter's %s.", PresenterHeader)
+		}
+		return next(c)
+	}
 }

@@ -40,6 +40,10 @@ type Config struct {
 	// charges through: its books count the effects, and its switches
 	// make requests slow or cut.
 	Gateway string
+	// GatewayToken, when set, is sent as GatewayTokenHeader with every
+	// change of the gateway's switches: a paytwice server with a presenter
+	// token lets only its presenter flip them.
+	GatewayToken string
 	// Storm is how many requests share one key in case 4.
 	Storm int
 	// Seed makes the keys and ids, and so a run, repeatable.
@@ -91,7 +95,10 @@ const (
 	DefaultTimeout   = 10 * time.Second
 	DefaultPatience  = time.Minute
 	DefaultKeyHeader = "Idempotency-Key"
-	maxStorm         = 500
+	// GatewayTokenHeader carries Config.GatewayToken: paytwice's
+	// presenter token header.
+	GatewayTokenHeader = "X-Presenter-Token"
+	maxStorm           = 500
 	// DefaultRounds storms of one key catch a claim that reads, then
 	// writes 1 ms later, in every one of 20 runs on two busy cores.
 	DefaultRounds = 5

@@ -106,13 +106,19 @@ func (r *run) gatewaySwitches(ctx context.Context, sw map[string]any) error {
 		return err
 	}
 	hr.Header.Set("Content-Type", "application/json")
+	if r.cfg.GatewayToken != "" {
+		hr.Header.Set(GatewayTokenHeader, r.cfg.GatewayToken)
+	}
 	res, err := r.client.Do(hr)
 	if err != nil {
 		return errors.New(shortErr(err))
 	}
 	defer res.Body.Close()
-	_, _ = io.Copy(io.Discard, res.Body)
-	if res.StatusCode != http.StatusOK {
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, r.cfg.MaxBodyBytes))
+	switch {
+	case res.StatusCode == http.StatusForbidden || res.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("PUT %s/switches answered %d: the gateway takes switches from its presenter only (-gateway-token)", r.cfg.Gateway, res.StatusCode)
+	case res.StatusCode != http.StatusOK:
 		return fmt.Errorf("PUT %s/switches answered %d", r.cfg.Gateway, res.StatusCode)
 	}
 	return nil

@@ -322,3 +322,33 @@ func TestWrongServers(t *testing.T) {
 		})
 	}
 }
+
+// TestGatewayToken: a gateway that lets only its presenter flip its
+// switches (as paytwice's /sim/gateway does once it has a presenter
+// token) refuses a run without -gateway-token, which then says what to
+// pass, and serves one with it.
+func TestGatewayToken(t *testing.T) {
+	const token = "s3cret-lecture"
+	gw := sim.NewGatewayHandler(time.Now)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodPost && r.Header.Get(check.GatewayTokenHeader) != token {
+			http.Error(w, "presenter only", http.StatusForbidden)
+			return
+		}
+		gw.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	url := startToy(t, toyKnobs{}, hs.URL)
+
+	rep := runCheck(t, check.Config{URL: url, Gateway: hs.URL, Only: []int{9}})
+	if r := rep.Results[0]; r.Verdict != check.Fail || !strings.Contains(r.Detail, "-gateway-token") {
+		t.Fatalf("without the token: %s %s, want a FAIL naming -gateway-token", r.Verdict, r.Detail)
+	}
+	rep = runCheck(t, check.Config{URL: url, Gateway: hs.URL, GatewayToken: token, Only: []int{9}})
+	if r := rep.Results[0]; r.Verdict != check.Pass {
+		t.Fatalf("with the token: %s %s, want PASS", r.Verdict, r.Detail)
+	}
+	if sw := gw.Switches(); sw != (sim.GatewayHTTPSwitches{}) {
+		t.Fatalf("the run left the switches %+v", sw)
+	}
+}
