@@ -100,6 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	lockTimeout := fs.Duration("lock-timeout", envDuration("lock-timeout", "PAYTWICE_LOCK_TIMEOUT", 30*time.Second), "how long a key may stay started before the sweeper closes it (env PAYTWICE_LOCK_TIMEOUT)")
 	presenter := fs.String("presenter-token", env("PAYTWICE_PRESENTER_TOKEN", ""), "if set, only the presenter may change switches (env PAYTWICE_PRESENTER_TOKEN)")
 	maxStreams := fs.Int("max-streams", envCount("max-streams", "PAYTWICE_MAX_STREAMS", web.DefaultMaxStreams), "most live event streams (open pages) served at once; more get 503 and Retry-After (env PAYTWICE_MAX_STREAMS)")
+	limitsFlag := fs.String("limits", env("PAYTWICE_LIMITS", ""), "the room's fair shares per client address, as name=value pairs separated by commas over these defaults (env PAYTWICE_LIMITS); -max-streams sets streams:"+web.LimitsUsage())
 	name := fs.String("name", env("PAYTWICE_NAME", ""), "this server's name on the timeline when several servers share one PostgreSQL database (env PAYTWICE_NAME; default there: host:port)")
 	publicAddr := fs.String("public-addr", env("PAYTWICE_PUBLIC_ADDR", ""), "behind a proxy or load balancer, the address students reach it at, such as :8080 or 192.168.1.20:8080: the board and /join show it instead of -addr (env PAYTWICE_PUBLIC_ADDR)")
 	synchronous := fs.String("synchronous", env("PAYTWICE_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL survives power loss (env PAYTWICE_SYNCHRONOUS)")
@@ -148,6 +149,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *maxStreams <= 0 {
 		return badValue("-max-streams must be a positive whole number, not %d", *maxStreams)
 	}
+	limits, err := web.ParseLimits(*limitsFlag)
+	if err != nil {
+		return badValue("-limits: %v", err)
+	}
+	if set["max-streams"] || getenv("PAYTWICE_MAX_STREAMS") != "" {
+		limits.MaxStreams = *maxStreams
+	}
 	if len(*name) > maxServerName || strings.IndexFunc(*name, func(r rune) bool { return !strconv.IsPrint(r) }) >= 0 {
 		return badValue("-name must be at most %d printable characters, not %q", maxServerName, *name)
 	}
@@ -195,7 +203,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		*name = defaultServerName(ln.Addr().(*net.TCPAddr))
 	}
 	srv := web.NewServer(web.Config{Ledger: st.ledger, Peers: st.peers, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter,
-		MaxStreams: *maxStreams, Name: *name, ListenAddr: public, Command: command, BehindFrontDoor: behindFrontDoor,
+		Limits: limits, Name: *name, ListenAddr: public, Command: command, BehindFrontDoor: behindFrontDoor,
 		FrontDoorMark: getenv(frontDoorMarkVariable),
 		// A secret, so an environment variable only, never a flag (command
 		// lines are visible to every user): servers behind one load balancer

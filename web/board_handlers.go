@@ -30,11 +30,13 @@ type boardHandlers struct {
 	// board is the server's board, started on first use.
 	board func() *board.Board
 	steps stepControl
-	// streamOpens bounds how often one address opens /events, by the
-	// address clientIP names.
-	streamOpens *guessLimiter
-	clientIP    func(*http.Request) string
-	maxStreams  int
+	// admission keeps each address's and session's share of the streams
+	// and the presenter's slots (stream_admission.go), by the address
+	// clientIP names; presenter recognises the presenter.
+	admission  *streamAdmission
+	clientIP   func(*http.Request) string
+	presenter  func(*http.Request) bool
+	maxStreams int
 	// streamsEnded is set once the server ends its streams for shutdown.
 	streamsEnded *atomic.Bool
 }
@@ -55,19 +57,27 @@ func (h boardHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
 }
 
 // handleEvents is GET /events: the live panels' Server-Sent Events
-// stream (board.Stream). Beyond Config.MaxStreams open streams a new one gets 503 and
-// Retry-After; an address that opens streams faster than a page ever
-// reconnects gets 429 (newStreamLimiter).
+// stream (board.Stream). A student's stream beyond the class's share of
+// the server gets 503 and Retry-After, one beyond its address's or its
+// session's share, or opened faster than pages reconnect, 429
+// (streamAdmission); the presenter's only beyond every stream the server
+// keeps.
 func (h boardHandlers) handleEvents(c echo.Context) error {
 	r := c.Request()
 	if h.streamsEnded.Load() {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
 		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The server is shutting down."))
 	}
-	if wait := h.streamOpens.take(h.clientIP(r)); wait > 0 {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-		return writeProblem(c, pay.Errorf(pay.EBUSY, "This address has opened the live view more than %d times in a short while. The page works without its live panels; it reconnects by itself.", streamOpenBurst))
+	leave, no := h.admission.admit(h.clientIP(r), sessionOf(r), h.presenter(r))
+	if no != nil {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(waitSeconds(no.wait)))
+		code := pay.EBUSY
+		if no.full {
+			code = pay.EUNAVAILABLE
+		}
+		return writeProblem(c, pay.Errorf(code, "%s", no.why))
 	}
+	defer leave()
 	err := h.board().Stream(c.Response(), r, h.maxStreams)
 	switch {
 	case errors.Is(err, board.ErrClosed):

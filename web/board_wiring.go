@@ -44,6 +44,6 @@ func (l boardLab) Outcomes(ctx context.Context) []byte {
 
 // boardHandlers is the board's handler group, holding what it uses.
 func (s *Server) boardHandlers() boardHandlers {
-	return boardHandlers{board: s.live, steps: s.steps, streamOpens: s.streamOpens, clientIP: s.clientIP,
-		maxStreams: s.cfg.MaxStreams, streamsEnded: &s.streamsEnded}
+	return boardHandlers{board: s.live, steps: s.steps, admission: s.streams, clientIP: s.clientIP,
+		presenter: s.hasPriority, maxStreams: s.cfg.Limits.MaxStreams, streamsEnded: &s.streamsEnded}
 }

@@ -173,8 +173,8 @@ func TestEventStream(t *testing.T) {
 }
 
 func TestEventStreamLimits(t *testing.T) {
-	t.Run("beyond MaxStreams a stream gets 503 with Retry-After; a slot frees when a viewer leaves", func(t *testing.T) {
-		env := newTestEnv(t, Config{MaxStreams: 2})
+	t.Run("beyond the class's share a student's stream gets 503 with Retry-After; the presenter still gets one; a slot frees when a viewer leaves", func(t *testing.T) {
+		env := newTestEnv(t, Config{PresenterToken: "hunter2", Limits: Limits{MaxStreams: 4, PresenterStreams: 2}})
 		proj := env.Server.live()
 		a := openStream(t, env, "")
 		openStream(t, env, "")
@@ -184,18 +184,27 @@ func TestEventStreamLimits(t *testing.T) {
 			third.res.Header.Get("Content-Type") != "application/problem+json" {
 			t.Fatalf("third stream: %d, Retry-After %q, %s", third.res.StatusCode, third.res.Header.Get("Retry-After"), third.res.Header.Get("Content-Type"))
 		}
+		for i := range 2 {
+			if p := openStream(t, env, "", PresenterHeader, "hunter2"); p.res.StatusCode != http.StatusOK {
+				t.Fatalf("the presenter's stream %d: %d", i+1, p.res.StatusCode)
+			}
+		}
+		if p := openStream(t, env, "", PresenterHeader, "hunter2"); p.res.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("a stream beyond every one the server keeps, the presenter's: %d", p.res.StatusCode)
+		}
 		a.Close()
-		waitUntil(t, "the first viewer to leave", func() bool { return proj.Viewers() == 1 })
+		waitUntil(t, "the first viewer to leave", func() bool { return proj.Viewers() == 3 })
 		if again := openStream(t, env, ""); again.res.StatusCode != http.StatusOK {
 			t.Fatalf("after a viewer left: %d", again.res.StatusCode)
 		}
 	})
 
 	t.Run("an address that opens streams in a loop gets 429 with Retry-After once its burst is spent", func(t *testing.T) {
-		env := newTestEnv(t, Config{MaxStreams: 1000})
+		rate := Rate{Burst: 20, Every: 100 * time.Millisecond}
+		env := newTestEnv(t, Config{Limits: Limits{StreamOpens: rate}})
 		frozen := time.Now()
-		env.Server.streamOpens.now = func() time.Time { return frozen }
-		for i := range streamOpenBurst {
+		env.Server.streams.opens.now = func() time.Time { return frozen }
+		for i := range rate.Burst {
 			s := openStream(t, env, "")
 			if s.res.StatusCode != http.StatusOK {
 				t.Fatalf("open %d: %d", i+1, s.res.StatusCode)
@@ -205,9 +214,9 @@ func TestEventStreamLimits(t *testing.T) {
 		over := openStream(t, env, "")
 		if over.res.StatusCode != http.StatusTooManyRequests || over.res.Header.Get("Retry-After") == "" ||
 			over.res.Header.Get("Content-Type") != "application/problem+json" {
-			t.Fatalf("open %d: %d, Retry-After %q, %s", streamOpenBurst+1, over.res.StatusCode, over.res.Header.Get("Retry-After"), over.res.Header.Get("Content-Type"))
+			t.Fatalf("open %d: %d, Retry-After %q, %s", rate.Burst+1, over.res.StatusCode, over.res.Header.Get("Retry-After"), over.res.Header.Get("Content-Type"))
 		}
-		frozen = frozen.Add(streamOpenEvery)
+		frozen = frozen.Add(rate.Every)
 		if again := openStream(t, env, ""); again.res.StatusCode != http.StatusOK {
 			t.Fatalf("after one interval: %d", again.res.StatusCode)
 		}

@@ -11,9 +11,10 @@ import (
 // guessLimiter slows down clients that keep sending wrong presenter
 // tokens: each address may get guessBurst wrong in a row, then one more
 // try every guessEvery. A right token costs nothing. It is a token bucket
-// per address, in memory, bounded to guessMaxClients addresses. The same
-// kind of bucket, with its own sizes, bounds how often one address opens
-// event streams (newStreamLimiter).
+// per address, in memory, bounded to guessMaxClients addresses: when
+// they are all held, the address whose count is the most forgiven makes
+// room, so that a new address (the presenter's first try among them) is
+// never taken for one that used up its tries.
 type guessLimiter struct {
 	now     func() time.Time // injectable, so tests step it by hand
 	burst   float64          // tries at once
@@ -37,31 +38,6 @@ type guessBucket struct {
 
 func newGuessLimiter(now func() time.Time) *guessLimiter {
 	return &guessLimiter{now: now, burst: guessBurst, every: guessEvery, clients: map[string]*guessBucket{}}
-}
-
-// The event streams' limit per address: opening one costs a drawing of
-// every panel, so a client that reconnects in a loop could keep a core
-// busy. A classroom behind one address (or a load generator with its
-// viewers) opens a few hundred at once, then ten a second, far more than
-// pages that reconnect after a dropped connection need and a few percent
-// of a core at most.
-const (
-	streamOpenBurst = 250
-	streamOpenEvery = 100 * time.Millisecond
-)
-
-func newStreamLimiter(now func() time.Time) *guessLimiter {
-	return &guessLimiter{now: now, burst: streamOpenBurst, every: streamOpenEvery, clients: map[string]*guessBucket{}}
-}
-
-// take uses one try of ip's, when it has one, and otherwise says how long
-// until it has.
-func (l *guessLimiter) take(ip string) time.Duration {
-	if d := l.wait(ip); d > 0 {
-		return d
-	}
-	l.fail(ip)
-	return 0
 }
 
 // refill brings b up to date; callers hold mu.
@@ -93,12 +69,7 @@ func (l *guessLimiter) wait(ip string) time.Duration {
 	defer l.mu.Unlock()
 	b, ok := l.clients[ip]
 	if !ok {
-		if len(l.clients) >= guessMaxClients && !l.pruneLocked() {
-			// Under a spray from more addresses than it keeps, a new
-			// address waits like one that has used up its tries.
-			return l.every
-		}
-		return 0
+		return 0 // a new address has every try
 	}
 	l.refill(b, l.now())
 	return l.waitFor(b.tries)
@@ -112,7 +83,7 @@ func (l *guessLimiter) fail(ip string) {
 	b, ok := l.clients[ip]
 	if !ok {
 		if len(l.clients) >= guessMaxClients && !l.pruneLocked() {
-			return
+			l.evictLocked()
 		}
 		b = &guessBucket{tries: l.burst, at: now}
 		l.clients[ip] = b
@@ -131,6 +102,20 @@ func (l *guessLimiter) pruneLocked() bool {
 		}
 	}
 	return len(l.clients) < guessMaxClients
+}
+
+// evictLocked forgets the address with the most tries back, the one
+// closest to being forgotten anyway, to make room for a new one.
+func (l *guessLimiter) evictLocked() {
+	now := l.now()
+	var best string
+	most := -1.0
+	for ip, b := range l.clients {
+		if t := l.refilled(b.tries, b.at, now); t > most {
+			best, most = ip, t
+		}
+	}
+	delete(l.clients, best)
 }
 
 // The presenter's wrong-token limit is one count for the room: on servers

@@ -83,9 +83,10 @@ type Config struct {
 	Command string
 	// Logger receives unexpected errors; nil means the standard logger.
 	Logger *log.Logger
-	// MaxStreams caps the open live event streams (GET /events); 0 means
-	// DefaultMaxStreams.
-	MaxStreams int
+	// Limits are the room's fair shares per client address: streams,
+	// request rates, the timeline's shares (fairshare.go). Zero fields
+	// mean DefaultLimits'.
+	Limits Limits
 	// Name names this server among the several that may share one
 	// database (-name): the timeline says which server handled each
 	// request. "" for a server on its own.
@@ -115,9 +116,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = log.Default()
 	}
-	if c.MaxStreams <= 0 {
-		c.MaxStreams = DefaultMaxStreams
-	}
+	c.Limits = c.Limits.withDefaults()
 	return c
 }
 
@@ -189,8 +188,10 @@ type Server struct {
 
 	// How the presenter is recognised (web/presenter.go).
 	presenter presenterAuthState
-	// streamOpens bounds how often one address opens /events.
-	streamOpens *guessLimiter
+	// streams shares the live event streams out among addresses and
+	// sessions; limits the rest of what is not a payment (fairshare.go).
+	streams *streamAdmission
+	limits  *requestLimits
 	// lessons are the guided lessons, narration ticks the running
 	// chapter's "Watch for" items (web/room/lesson).
 	lessons   lesson.Book
@@ -224,7 +225,8 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		s.listenAddr.Store(a)
 	}
 	s.presenter = newPresenterAuth(cfg.PresenterToken, cfg.PresenterCookieKey)
-	s.streamOpens = newStreamLimiter(time.Now)
+	s.streams = newStreamAdmission(cfg.Limits, time.Now)
+	s.limits = newRequestLimits(cfg.Limits, time.Now, s.clientIP, s.hasPriority)
 	s.lessons = lesson.Build(cfg.LockTimeout)
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.simGateway = sim.NewGatewayHandler(clock.Now)
@@ -291,6 +293,7 @@ func (s *Server) routes() *echo.Echo {
 	}
 	e.Use(s.freshConnectionPerPayment) // before the lab's dispatcher, which reads the scope
 	e.Use(requireClearScope)
+	e.Use(s.limits.middleware)
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{
 		MinLength: 512,
 		// An event stream must reach the browser as each event is written;

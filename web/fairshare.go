@@ -1,0 +1,393 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paytwice/pay"
+)
+
+// A classroom is an untrusted network: every phone and laptop on it can
+// send what it likes, as often as it likes. Limits are the room's fair
+// shares, all in one place: how many live views one address may hold,
+// how often it may open them, how often it may ask for anything that is
+// not a payment, and how much of the timeline it may fill. The defaults
+// are set so that a class of sixty doing what the chapters say never
+// meets them, even from one address (a school's NAT); one address that
+// loops still cannot take the room from the others, nor the presenter's
+// board from the presenter. Payments themselves are never rate-limited:
+// the protocol under load is what the class is there to see.
+type Limits struct {
+	// MaxStreams caps the open live event streams (GET /events) of the
+	// whole server.
+	MaxStreams int
+	// PresenterStreams of them are kept for the presenter (recognised by
+	// the token or its cookie): students are turned away at MaxStreams -
+	// PresenterStreams, the presenter only at MaxStreams.
+	PresenterStreams int
+	// StreamsPerAddress is how many streams one client address may hold
+	// at once: a whole class behind one NAT, a phone and a tab or two
+	// each.
+	StreamsPerAddress int
+	// StreamsPerSession is how many one browser session may hold (its
+	// tabs).
+	StreamsPerSession int
+	// StreamOpens is how often one address may open a stream: enough for
+	// every page of a class to reconnect at once, several times over.
+	StreamOpens Rate
+	// Requests is how often one address may ask for anything that is not
+	// a payment, a live stream or a static file.
+	Requests Rate
+	// Deliveries is how often one address may report on its answers
+	// (POST /api/delivery).
+	Deliveries Rate
+	// Simulations is how often one address may run the backoff schedule
+	// or the thundering herd (pages and JSON).
+	Simulations Rate
+	// Checks is how often one address may forward a request to a
+	// student's own server (/byo) or run the checker.
+	Checks Rate
+	// TimelinePerSource is how many of the timeline's events one source
+	// (a client address) may hold, apart for its payments and for the
+	// rest (deliveries, look-ups); the room's own events have a share of
+	// their own. TimelineTotal bounds them all.
+	TimelinePerSource, TimelineTotal int
+	// Addresses is how many addresses each per-address table holds; when
+	// it is full, the address idle longest is forgotten to make room.
+	Addresses int
+	// IdleAfter is how long an address's entry outlives its last use.
+	IdleAfter time.Duration
+}
+
+// Rate is a token bucket: Burst requests at once, then one every Every.
+type Rate struct {
+	Burst int
+	Every time.Duration
+}
+
+func (r Rate) String() string { return strconv.Itoa(r.Burst) + "/" + r.Every.String() }
+
+// DefaultLimits are the limits unless configured otherwise.
+var DefaultLimits = Limits{
+	MaxStreams:        DefaultMaxStreams,
+	PresenterStreams:  20,
+	StreamsPerAddress: 200,
+	StreamsPerSession: 12,
+	StreamOpens:       Rate{Burst: 600, Every: 50 * time.Millisecond},
+	Requests:          Rate{Burst: 1200, Every: 10 * time.Millisecond},
+	Deliveries:        Rate{Burst: 600, Every: 20 * time.Millisecond},
+	Simulations:       Rate{Burst: 120, Every: 500 * time.Millisecond},
+	Checks:            Rate{Burst: 60, Every: time.Second},
+	TimelinePerSource: 4096,
+	TimelineTotal:     32768,
+	Addresses:         4096,
+	IdleAfter:         10 * time.Minute,
+}
+
+// withDefaults fills the limits left at zero.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	fill := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	fillRate := func(r *Rate, def Rate) {
+		if r.Burst <= 0 {
+			r.Burst = def.Burst
+		}
+		if r.Every <= 0 {
+			r.Every = def.Every
+		}
+	}
+	fill(&l.MaxStreams, d.MaxStreams)
+	fill(&l.PresenterStreams, d.PresenterStreams)
+	fill(&l.StreamsPerAddress, d.StreamsPerAddress)
+	fill(&l.StreamsPerSession, d.StreamsPerSession)
+	fillRate(&l.StreamOpens, d.StreamOpens)
+	fillRate(&l.Requests, d.Requests)
+	fillRate(&l.Deliveries, d.Deliveries)
+	fillRate(&l.Simulations, d.Simulations)
+	fillRate(&l.Checks, d.Checks)
+	fill(&l.TimelinePerSource, d.TimelinePerSource)
+	fill(&l.TimelineTotal, d.TimelineTotal)
+	fill(&l.Addresses, d.Addresses)
+	if l.IdleAfter <= 0 {
+		l.IdleAfter = d.IdleAfter
+	}
+	// The presenter's slots are a part of the whole, never all of it.
+	l.PresenterStreams = max(1, min(l.PresenterStreams, l.MaxStreams/2))
+	if l.MaxStreams == 1 {
+		l.PresenterStreams = 0
+	}
+	return l
+}
+
+// limitSetting is one limit as -limits names it.
+type limitSetting struct {
+	name, what string
+	count      func(*Limits) *int
+	rate       func(*Limits) *Rate
+	dur        func(*Limits) *time.Duration
+}
+
+var limitSettings = []limitSetting{
+	{name: "streams", what: "live views open on this server", count: func(l *Limits) *int { return &l.MaxStreams }},
+	{name: "presenter-streams", what: "of them kept for the presenter", count: func(l *Limits) *int { return &l.PresenterStreams }},
+	{name: "streams-per-address", what: "live views one address may hold", count: func(l *Limits) *int { return &l.StreamsPerAddress }},
+	{name: "streams-per-session", what: "live views one browser session may hold", count: func(l *Limits) *int { return &l.StreamsPerSession }},
+	{name: "stream-opens", what: "live views one address may open (burst/one back every)", rate: func(l *Limits) *Rate { return &l.StreamOpens }},
+	{name: "requests", what: "requests other than payments per address", rate: func(l *Limits) *Rate { return &l.Requests }},
+	{name: "deliveries", what: "delivery reports per address", rate: func(l *Limits) *Rate { return &l.Deliveries }},
+	{name: "simulations", what: "backoff and herd runs per address", rate: func(l *Limits) *Rate { return &l.Simulations }},
+	{name: "checks", what: "forwards to a student's server and checker runs per address", rate: func(l *Limits) *Rate { return &l.Checks }},
+	{name: "timeline-per-source", what: "timeline events one address may hold", count: func(l *Limits) *int { return &l.TimelinePerSource }},
+	{name: "timeline-total", what: "timeline events kept in all", count: func(l *Limits) *int { return &l.TimelineTotal }},
+	{name: "addresses", what: "addresses each per-address table holds", count: func(l *Limits) *int { return &l.Addresses }},
+	{name: "idle-after", what: "how long an idle address is remembered", dur: func(l *Limits) *time.Duration { return &l.IdleAfter }},
+}
+
+// ParseLimits reads -limits: comma-separated name=value pairs over the
+// defaults, such as "streams-per-address=300,simulations=60/1s". A count
+// is a whole number, a rate a burst and a period ("600/50ms"), a duration
+// Go's ("10m").
+func ParseLimits(s string) (Limits, error) {
+	l := DefaultLimits
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(part, "=")
+		if !ok {
+			return l, fmt.Errorf("limit %q: write name=value (names: %s)", part, limitNames())
+		}
+		i := slices.IndexFunc(limitSettings, func(ls limitSetting) bool { return ls.name == strings.TrimSpace(name) })
+		if i < 0 {
+			return l, fmt.Errorf("no limit is named %q (names: %s)", name, limitNames())
+		}
+		if err := limitSettings[i].set(&l, strings.TrimSpace(value)); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
+
+func (ls limitSetting) set(l *Limits, v string) error {
+	switch {
+	case ls.count != nil:
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("limit %s must be a positive whole number, not %q", ls.name, v)
+		}
+		*ls.count(l) = n
+	case ls.rate != nil:
+		b, e, ok := strings.Cut(v, "/")
+		n, err1 := strconv.Atoi(b)
+		d, err2 := time.ParseDuration(e)
+		if !ok || err1 != nil || err2 != nil || n <= 0 || d <= 0 {
+			return fmt.Errorf("limit %s must be a burst and a period, such as 600/50ms, not %q", ls.name, v)
+		}
+		*ls.rate(l) = Rate{Burst: n, Every: d}
+	default:
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("limit %s must be a duration such as 10m, not %q", ls.name, v)
+		}
+		*ls.dur(l) = d
+	}
+	return nil
+}
+
+func limitNames() string {
+	names := make([]string, len(limitSettings))
+	for i, ls := range limitSettings {
+		names[i] = ls.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// LimitsUsage lists every limit, its default and what it bounds, for -h.
+func LimitsUsage() string {
+	var b strings.Builder
+	l := DefaultLimits
+	for _, ls := range limitSettings {
+		var v string
+		switch {
+		case ls.count != nil:
+			v = strconv.Itoa(*ls.count(&l))
+		case ls.rate != nil:
+			v = ls.rate(&l).String()
+		default:
+			v = ls.dur(&l).String()
+		}
+		fmt.Fprintf(&b, "\n      %s=%s: %s", ls.name, v, ls.what)
+	}
+	return b.String()
+}
+
+// bucketTable is a token bucket per key (a client address), in memory.
+// It is bounded: an entry whose bucket is full again is forgotten at the
+// next sweep, one idle for Limits.IdleAfter is forgotten whatever it
+// holds, and when the table is full a new key takes the place of the key
+// idle longest. A new address is never refused because others filled the
+// table.
+type bucketTable struct {
+	now   func() time.Time
+	rate  Rate
+	max   int
+	idle  time.Duration
+	mu    sync.Mutex
+	items map[string]*tokenBucket
+	swept time.Time
+}
+
+type tokenBucket struct {
+	tokens float64
+	at     time.Time // when tokens was last brought up to date
+	used   time.Time // when the key last asked
+}
+
+func newBucketTable(now func() time.Time, rate Rate, max int, idle time.Duration) *bucketTable {
+	return &bucketTable{now: now, rate: rate, max: max, idle: idle, items: map[string]*tokenBucket{}}
+}
+
+// take uses one token of key's when it has one and returns 0; otherwise
+// it returns how long until it has one, and uses nothing.
+func (t *bucketTable) take(key string) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	b := t.bucketLocked(key, now)
+	if b.tokens < 1 {
+		return time.Duration((1 - b.tokens) * float64(t.rate.Every))
+	}
+	b.tokens--
+	return 0
+}
+
+// bucketLocked is key's bucket brought up to now, made when it is new.
+func (t *bucketTable) bucketLocked(key string, now time.Time) *tokenBucket {
+	if now.Sub(t.swept) > t.idle/4 {
+		t.sweepLocked(now)
+	}
+	b, ok := t.items[key]
+	if !ok {
+		if len(t.items) >= t.max {
+			t.evictLocked()
+		}
+		b = &tokenBucket{tokens: float64(t.rate.Burst), at: now}
+		t.items[key] = b
+	}
+	if d := now.Sub(b.at); d > 0 {
+		b.tokens = min(float64(t.rate.Burst), b.tokens+float64(d)/float64(t.rate.Every))
+		b.at = now
+	}
+	b.used = now
+	return b
+}
+
+// sweepLocked forgets the keys idle too long and those whose bucket has
+// filled up again: a new bucket would be the same.
+func (t *bucketTable) sweepLocked(now time.Time) {
+	t.swept = now
+	full := time.Duration(float64(t.rate.Burst) * float64(t.rate.Every))
+	for k, b := range t.items {
+		if idle := now.Sub(b.used); idle > t.idle || now.Sub(b.at) >= full {
+			delete(t.items, k)
+		}
+	}
+}
+
+// evictLocked makes room for one key: the one that asked longest ago
+// goes.
+func (t *bucketTable) evictLocked() {
+	var oldest string
+	var at time.Time
+	first := true
+	for k, b := range t.items {
+		if first || b.used.Before(at) {
+			oldest, at, first = k, b.used, false
+		}
+	}
+	delete(t.items, oldest)
+}
+
+// size is how many keys the table holds.
+func (t *bucketTable) size() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.items)
+}
+
+// requestLimits are the per-address buckets of everything that is not a
+// payment, and how a request is matched to its bucket.
+type requestLimits struct {
+	requests, deliveries, simulations, checks *bucketTable
+	// clientIP names the address a request is counted by; priority says
+	// whether it comes from the presenter (never counted).
+	clientIP func(*http.Request) string
+	priority func(*http.Request) bool
+}
+
+func newRequestLimits(l Limits, now func() time.Time, clientIP func(*http.Request) string, priority func(*http.Request) bool) *requestLimits {
+	table := func(r Rate) *bucketTable { return newBucketTable(now, r, l.Addresses, l.IdleAfter) }
+	return &requestLimits{requests: table(l.Requests), deliveries: table(l.Deliveries),
+		simulations: table(l.Simulations), checks: table(l.Checks), clientIP: clientIP, priority: priority}
+}
+
+// bucketFor is the table r is counted in, and what it asks for in the
+// words of a refusal; nil for what is never counted here: payments (the
+// lesson itself), the live stream (streamAdmission), static files (a
+// page's own parts, cached) and the simulated gateway, whose callers are
+// the servers under test charging through it.
+func (l *requestLimits) bucketFor(r *http.Request) (*bucketTable, string) {
+	p := r.URL.Path
+	switch {
+	case r.Method == http.MethodPost && (p == paymentsPath || strings.HasPrefix(p, intentsPath)):
+		return nil, ""
+	case p == "/events" || strings.HasPrefix(p, "/static/") || strings.HasPrefix(p, simGatewayPrefix+"/") || p == "/favicon.ico":
+		return nil, ""
+	case p == "/api/delivery":
+		return l.deliveries, "delivery reports"
+	case strings.HasPrefix(p, "/backoff") || strings.HasPrefix(p, "/herd") || p == "/api/backoff" || p == "/api/herd":
+		return l.simulations, "simulation runs"
+	case strings.HasPrefix(p, "/byo/") || p == "/lab/check":
+		return l.checks, "checks"
+	}
+	return l.requests, "requests"
+}
+
+// middleware answers 429, with Retry-After and a sentence, to an address
+// that has used up its share of what r asks for. The presenter is never
+// counted.
+func (l *requestLimits) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		table, what := l.bucketFor(r)
+		if table == nil {
+			return next(c)
+		}
+		ip := l.clientIP(r)
+		wait := table.take(ip)
+		if wait == 0 || l.priority(r) {
+			return next(c)
+		}
+		secs := waitSeconds(wait)
+		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
+		return pay.Errorf(pay.EBUSY, "Your address (%s) has sent more %s than its share (%d at once, then one every %v): the next is answered in %d %s. Everyone else's are answered as usual.",
+			ip, what, table.rate.Burst, table.rate.Every, secs, plural(secs, "second", "seconds"))
+	}
+}
+
+// waitSeconds is a wait in whole seconds, rounded up, at least 1.
+func waitSeconds(d time.Duration) int {
+	return max(1, int((d+time.Second-1)/time.Second))
+}

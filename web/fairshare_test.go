@@ -1,0 +1,168 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"paytwice/sim"
+)
+
+// fromAddress is an HTTP client whose connections leave from ip, another
+// loopback address: a student's laptop on the classroom's network.
+func fromAddress(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	return &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 64}}
+}
+
+// getFrom sends a GET from client and reads the whole answer.
+func getFrom(t testing.TB, client *http.Client, url string, header ...string) response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return response{Status: res.StatusCode, Header: res.Header, Body: body}
+}
+
+func TestBucketTableForgetsTheIdleAndNeverLocksOutANewAddress(t *testing.T) {
+	clock := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	tab := newBucketTable(clock.Now, Rate{Burst: 2, Every: time.Second}, 3, time.Minute)
+	for i := range 3 {
+		ip := fmt.Sprintf("10.0.0.%d", i)
+		tab.take(ip)
+		tab.take(ip)
+		if w := tab.take(ip); w != time.Second {
+			t.Fatalf("%s's third try waits %v, want 1s", ip, w)
+		}
+		clock.Advance(time.Millisecond)
+	}
+	t.Run("a new address finds room while every held address has used its tries", func(t *testing.T) {
+		if w := tab.take("10.0.0.9"); w != 0 {
+			t.Fatalf("a new address waits %v", w)
+		}
+		if n := tab.size(); n != 3 {
+			t.Fatalf("the table holds %d addresses, want its bound 3", n)
+		}
+		if w := tab.take("10.0.0.1"); w == 0 {
+			t.Fatal("an address still held lost its count to the new one; the one idle longest should have gone")
+		}
+	})
+	t.Run("idle addresses expire", func(t *testing.T) {
+		clock.Advance(2 * time.Minute)
+		tab.take("10.0.0.8")
+		if n := tab.size(); n != 1 {
+			t.Fatalf("after two idle minutes the table holds %d addresses, want only the new one", n)
+		}
+	})
+}
+
+func TestWrongTokenTableFullOfGuessersStillLetsANewAddressTry(t *testing.T) {
+	clock := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	l := newGuessLimiter(clock.Now)
+	for i := range guessMaxClients {
+		ip := fmt.Sprintf("10.%d.%d.1", i/256, i%256)
+		for range guessBurst {
+			l.fail(ip)
+		}
+	}
+	if w := l.wait("192.168.1.10"); w != 0 {
+		t.Fatalf("with %d guessers held, a new address (the presenter's first try) waits %v", guessMaxClients, w)
+	}
+	l.fail("192.168.1.10")
+	if n := len(l.clients); n > guessMaxClients {
+		t.Fatalf("the table grew to %d addresses past its bound %d", n, guessMaxClients)
+	}
+	if w := l.wait("10.0.1.1"); w == 0 {
+		t.Fatal("a guesser that used its tries may try again because the table was full")
+	}
+}
+
+func TestRequestsBeyondAnAddressShareGet429WithASentence(t *testing.T) {
+	const token = "front-of-class"
+	sims := Rate{Burst: 5, Every: time.Minute}
+	env := newTestEnv(t, Config{PresenterToken: token, Limits: Limits{Simulations: sims, Deliveries: Rate{Burst: 3, Every: time.Minute}}})
+	student, other := fromAddress("127.0.0.2"), fromAddress("127.0.0.3")
+	const backoff = "/api/backoff?base=500ms&cap=8s&retries=5"
+	for i := range sims.Burst {
+		if r := getFrom(t, student, env.URL+backoff); r.Status != http.StatusOK {
+			t.Fatalf("run %d: %d %s", i+1, r.Status, r.Body)
+		}
+	}
+	t.Run("the API answers problem+json with Retry-After", func(t *testing.T) {
+		r := getFrom(t, student, env.URL+backoff)
+		if r.Status != http.StatusTooManyRequests || r.Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("over the share: %d %s %s", r.Status, r.Header.Get("Content-Type"), r.Body)
+		}
+		if ra := r.Header.Get("Retry-After"); ra == "" || ra == "0" {
+			t.Fatalf("Retry-After %q", ra)
+		}
+		if !strings.Contains(string(r.Body), "127.0.0.2") || !strings.Contains(string(r.Body), "simulation runs") {
+			t.Fatalf("the sentence does not say whose share of what: %s", r.Body)
+		}
+	})
+	t.Run("a page gets a readable page", func(t *testing.T) {
+		r := getFrom(t, student, env.URL+"/herd", "Accept", "text/html")
+		if r.Status != http.StatusTooManyRequests || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") || !strings.Contains(string(r.Body), "share") {
+			t.Fatalf("the herd page over the share: %d %s", r.Status, r.Header.Get("Content-Type"))
+		}
+	})
+	t.Run("another address and the presenter are answered as usual", func(t *testing.T) {
+		if r := getFrom(t, other, env.URL+backoff); r.Status != http.StatusOK {
+			t.Fatalf("another student: %d", r.Status)
+		}
+		for range sims.Burst + 2 {
+			if r := env.get(backoff, PresenterHeader, token); r.Status != http.StatusOK {
+				t.Fatalf("the presenter: %d %s", r.Status, r.Body)
+			}
+		}
+	})
+	t.Run("payments are never counted", func(t *testing.T) {
+		for i := range 8 {
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, env.URL+paymentsPath,
+				strings.NewReader(fmt.Sprintf(`{"order_id":"S-%d","amount_satang":100}`, i)))
+			req.Header.Set("Idempotency-Key", fmt.Sprintf("share-%d", i))
+			req.Header.Set("Content-Type", "application/json")
+			res, err := student.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusCreated {
+				t.Fatalf("payment %d: %d", i, res.StatusCode)
+			}
+		}
+	})
+}
+
+func TestParseLimits(t *testing.T) {
+	l, err := ParseLimits("streams-per-address=300, simulations=60/1s,idle-after=5m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.StreamsPerAddress != 300 || l.Simulations != (Rate{60, time.Second}) || l.IdleAfter != 5*time.Minute || l.Requests != DefaultLimits.Requests {
+		t.Fatalf("parsed %+v", l)
+	}
+	for _, bad := range []string{"streams", "streams=0", "nope=1", "simulations=60", "simulations=x/1s", "idle-after=soon"} {
+		if _, err := ParseLimits(bad); err == nil {
+			t.Errorf("%q was accepted", bad)
+		}
+	}
+	if u := LimitsUsage(); !strings.Contains(u, "streams-per-address=200") || !strings.Contains(u, "simulations=120/500ms") {
+		t.Errorf("the usage does not list the defaults: %s", u)
+	}
+}
