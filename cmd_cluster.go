@@ -91,11 +91,6 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer stop()
 
 	out := &lockedLines{stdout: stdout, stderr: stderr}
-	// One presenter cookie for every server, as the presenter's next
-	// request may go to any of them; a new key each run, as a lone
-	// server makes at each start.
-	cookieKey := make([]byte, 32)
-	_, _ = rand.Read(cookieKey) // crypto/rand.Read never fails
 	// The front door's mark on the requests it forwards: only with it does
 	// a server believe X-Forwarded-For, so a client on this machine that
 	// reaches a server's port directly cannot name itself anyone it likes.
@@ -112,7 +107,6 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			// variable, as the token, not a flag.
 			"PAYTWICE_DB=" + serversURL,
 			"PAYTWICE_PRESENTER_TOKEN=" + *presenter,
-			presenterCookieKeyVariable + "=" + hex.EncodeToString(cookieKey),
 			frontDoorMarkVariable + "=" + hex.EncodeToString(doorMark),
 		}, out)
 		if err != nil {

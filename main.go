@@ -261,8 +261,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // presenterCookieKeyVariable names the key the presenter's cookie is
-// signed with (web.Config.PresenterCookieKey); unset, each server makes
-// its own at start-up.
+// signed with (web.Config.PresenterCookieKey); unset, the cookie is
+// derived from the token alone, so that every server given the token (a
+// restarted one, the servers of paytwice cluster) recognises it.
 const presenterCookieKeyVariable = "PAYTWICE_PRESENTER_COOKIE_KEY"
 
 // frontDoorMarkVariable names the mark paytwice cluster's front door puts

@@ -17,3 +17,16 @@ window.paytwiceAPI = function (method, path, payload) {
     });
   }, function () { return { status: 0, ok: false, body: { detail: "the server could not be reached" } }; });
 };
+
+// paytwiceNotPresenter is what a page says when the server refused a
+// presenter's action (403). A board drawn for the presenter gets it only
+// when the server no longer recognises this browser: it was restarted with
+// another presenter token, or the cookie ran out. The fix is the link.
+window.paytwiceNotPresenter = function () {
+  "use strict";
+  var board = document.getElementById("board") || document.querySelector("[data-presenter]");
+  if (board && board.getAttribute("data-presenter") === "true") {
+    return "Refused (403): the server no longer recognises this browser as the presenter (it was started with another presenter token, or the sign-in ran out). Open the presenter's link that paytwice printed when it started (/board?token=\u2026), then try again.";
+  }
+  return "Refused (403): only the presenter may change this. The presenter opens the board with the link paytwice printed when it started (/board?token=\u2026).";
+};

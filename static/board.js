@@ -33,7 +33,7 @@
     }
     call.then(function (res) {
       if (res.ok) { return; }
-      if (res.status === 403) { status("Only the presenter steps the payments."); return; }
+      if (res.status === 403) { status(window.paytwiceNotPresenter()); return; }
       status("Refused (" + (res.status || "no answer") + "): " + ((res.body && (res.body.detail || res.body.title)) || "error"));
     });
   }

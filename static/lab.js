@@ -39,7 +39,7 @@
   var api = window.paytwiceAPI; // static/api.js
 
   function refusal(res) {
-    if (res.status === 403) { return "Refused (403): only the presenter may change this."; }
+    if (res.status === 403) { return window.paytwiceNotPresenter(); }
     return "Refused (" + (res.status || "no answer") + "): " + ((res.body && (res.body.detail || res.body.title)) || "error");
   }
 

@@ -1149,7 +1149,7 @@
   }
 
   function problemText(status, body) {
-    if (status === 403) { return "Refused by the server (403): only the presenter may change this."; }
+    if (status === 403) { return window.paytwiceNotPresenter(); }
     return "Refused (" + status + "): " + ((body && (body.detail || body.title)) || "error");
   }
 

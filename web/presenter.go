@@ -2,7 +2,6 @@ package web
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -83,11 +82,13 @@ func tokenEqual(got, want string) bool {
 
 // presenterAuthState is what the server keeps to recognise the presenter.
 type presenterAuthState struct {
-	// cookie is the presenter cookie's value: an HMAC of the token under a
-	// key made at start-up (or Config.PresenterCookieKey), so the cookie
-	// never holds the token itself (a copied cookie cannot be typed in as
-	// the header or the link), and every cookie from an earlier run stops
-	// counting at a restart.
+	// cookie is the presenter cookie's value: an HMAC of the token (under
+	// Config.PresenterCookieKey when one is given), so the cookie never
+	// holds the token itself (a copied cookie cannot be typed in as the
+	// header or the link). It depends on nothing but the token and the
+	// key: a server restarted with the same token, or the servers of
+	// paytwice cluster started on the same address, recognise the cookie
+	// the presenter already has, and a new token ends every old cookie.
 	cookie string
 	tries  *guessLimiter
 }
@@ -98,8 +99,7 @@ func newPresenterAuth(token string, key []byte) presenterAuthState {
 		return st
 	}
 	if len(key) == 0 {
-		key = make([]byte, 32)
-		_, _ = rand.Read(key) // crypto/rand.Read never fails
+		key = []byte("paytwice presenter cookie key")
 	}
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("paytwice presenter cookie\x00"))

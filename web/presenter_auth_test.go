@@ -46,15 +46,20 @@ func TestPresenterCookieIsNotTheToken(t *testing.T) {
 	if r := env.get("/board", "Cookie", PresenterCookie+"="+token); !strings.Contains(string(r.Body), `<fieldset id="faults" disabled`) {
 		t.Fatal("the raw token in the cookie still marks the presenter")
 	}
-	// Another run of the server derives another cookie.
-	if other := newTestEnv(t, Config{PresenterToken: token}); other.Server.presenter.cookie == env.Server.presenter.cookie {
-		t.Fatal("two servers derived the same cookie: the key is not per process")
+	// Another run of the server, with the same token, derives the same
+	// cookie: the presenter stays signed in across a restart. Another
+	// token derives another one.
+	if other := newTestEnv(t, Config{PresenterToken: token}); other.Server.presenter.cookie != env.Server.presenter.cookie {
+		t.Fatal("a restarted server with the same token does not recognise the presenter's cookie")
+	}
+	if other := newTestEnv(t, Config{PresenterToken: token + "-new"}); other.Server.presenter.cookie == env.Server.presenter.cookie {
+		t.Fatal("a new token still recognises the cookie of the old one")
 	}
 	// Servers given one key, as behind a load balancer, derive one cookie.
 	key := []byte("one key for the servers of one front door")
 	s1, s2 := newTestEnv(t, Config{PresenterToken: token, PresenterCookieKey: key}), newTestEnv(t, Config{PresenterToken: token, PresenterCookieKey: key})
 	if s1.Server.presenter.cookie != s2.Server.presenter.cookie || s1.Server.presenter.cookie == env.Server.presenter.cookie {
-		t.Fatal("servers sharing a cookie key must derive the same cookie, and another than a random key's")
+		t.Fatal("servers sharing a cookie key must derive the same cookie, and another than the token alone derives")
 	}
 
 	// Over TLS the cookie is Secure.

@@ -46,9 +46,9 @@ type Config struct {
 	BodyTimeout time.Duration
 	// PresenterToken, when set, is required to change switches or reset.
 	PresenterToken string
-	// PresenterCookieKey signs the presenter's cookie; nil means a random
-	// key made at start-up. Servers behind one load balancer need the same
-	// key, or the cookie one of them set would not count on the others.
+	// PresenterCookieKey signs the presenter's cookie; nil means the
+	// cookie is derived from the token alone, so that it still counts
+	// after a restart and on every server given the same token.
 	PresenterCookieKey []byte
 	// Ledger holds the simulated gateway's charges: the payments store
 	// itself when it holds the ledger's tables too, or, as main gives it, a
