@@ -140,6 +140,8 @@ func pick(q url.Values, names ...string) url.Values {
 // caller is the presenter.
 type simHandlers struct {
 	isPresenter func(*http.Request) bool
+	// priority says the presenter's runs go before the students'.
+	priority func(*http.Request) bool
 }
 
 // routes registers the backoff and herd pages and their JSON.

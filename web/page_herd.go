@@ -32,8 +32,9 @@ var WebHerdLimits = report.HerdLimits{MaxClients: sim.MaxHerdClients, MaxTrials:
 // the last few results and makes sure simulations never starve payments:
 //   - one sweep runs at a time, on every core but one (on one core if that
 //     is all there is), so a core is always left for payments;
-//   - at most herdQueue more requests wait for their turn; beyond that a
-//     request gets 429 with Retry-After at once;
+//   - at most herdQueue more students' requests wait for their turn;
+//     beyond that a request gets 429 with Retry-After at once; the
+//     presenter's never count and always go first (priorityGate);
 //   - with a presenter token set, a sweep costing more than herdOpenCost
 //     (about twice the default run) is the presenter's alone.
 var herdRuns = newHerdRunner(16)
@@ -59,8 +60,8 @@ var errHerdQueueFull = pay.Errorf(pay.EBUSY, "The server is already running a si
 func herdWorkers() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 type herdRunner struct {
-	gate    chan struct{} // one sweep at a time
-	waiting atomic.Int32  // requests running or waiting for a sweep
+	gate    priorityGate // one sweep at a time, the presenter's first
+	waiting atomic.Int32 // students' requests running or waiting for a sweep
 	mu      sync.Mutex
 	size    int
 	keys    []report.HerdInput // least recently used first
@@ -68,7 +69,7 @@ type herdRunner struct {
 }
 
 func newHerdRunner(size int) *herdRunner {
-	return &herdRunner{gate: make(chan struct{}, 1), size: size, vals: make(map[report.HerdInput][]sim.HerdPoint)}
+	return &herdRunner{size: size, vals: make(map[report.HerdInput][]sim.HerdPoint)}
 }
 
 // get returns a cached result and marks it recently used.
@@ -115,21 +116,21 @@ func (h *herdRunner) reset() {
 // run returns the sweep's points, from the cache when it can. It waits for
 // its turn (errHerdQueueFull when too many already wait) and runs under
 // ctx, so a closed connection or the time-out stops the work.
-func (h *herdRunner) run(ctx context.Context, in report.HerdInput) (pts []sim.HerdPoint, cached bool, err error) {
+func (h *herdRunner) run(ctx context.Context, in report.HerdInput, presenter bool) (pts []sim.HerdPoint, cached bool, err error) {
 	if pts, ok := h.get(in); ok {
 		return pts, true, nil
 	}
-	if h.waiting.Add(1) > 1+herdQueue {
-		h.waiting.Add(-1)
-		return nil, false, errHerdQueueFull
+	if !presenter {
+		if h.waiting.Add(1) > 1+herdQueue {
+			h.waiting.Add(-1)
+			return nil, false, errHerdQueueFull
+		}
+		defer h.waiting.Add(-1)
 	}
-	defer h.waiting.Add(-1)
-	select {
-	case h.gate <- struct{}{}:
-	case <-ctx.Done():
-		return nil, false, ctx.Err()
+	if err := h.gate.acquire(ctx, presenter); err != nil {
+		return nil, false, err
 	}
-	defer func() { <-h.gate }()
+	defer h.gate.release()
 	if pts, ok := h.get(in); ok { // someone ran it while we waited
 		return pts, true, nil
 	}
@@ -173,7 +174,7 @@ func (h simHandlers) runHerd(c echo.Context, in report.HerdInput) ([]sim.HerdPoi
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), herdTimeout)
 	defer cancel()
-	pts, cached, err := herdRuns.run(ctx, in)
+	pts, cached, err := herdRuns.run(ctx, in, h.priority(c.Request()))
 	if err != nil {
 		if pay.ErrorCode(err) == pay.EBUSY {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(herdRetryAfter))

@@ -166,7 +166,7 @@ func TestHerdRunner(t *testing.T) {
 			return report.HerdInput{Min: 5, Max: 5, Step: 1, Trials: 1, Seed: seed}
 		}
 		for _, seed := range []uint64{1, 2, 1, 3} { // 1 is used again, so 2 is the one to go
-			if _, _, err := h.run(context.Background(), in(seed)); err != nil {
+			if _, _, err := h.run(context.Background(), in(seed), false); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -182,7 +182,7 @@ func TestHerdRunner(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		in := report.HerdInput{Min: 10, Max: 200, Step: 10, Trials: 10, Seed: 1}
-		if _, _, err := h.run(ctx, in); err == nil {
+		if _, _, err := h.run(ctx, in, false); err == nil {
 			t.Error("no error")
 		}
 		if _, ok := h.get(in); ok {
@@ -192,10 +192,10 @@ func TestHerdRunner(t *testing.T) {
 
 	t.Run("a request waiting for its turn gives up when its context ends", func(t *testing.T) {
 		h := newHerdRunner(2)
-		h.gate <- struct{}{} // someone else is running
+		_ = h.gate.acquire(context.Background(), false) // someone else is running
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, _, err := h.run(ctx, report.HerdInput{Min: 5, Max: 5, Step: 1, Trials: 1, Seed: 1}); err == nil {
+		if _, _, err := h.run(ctx, report.HerdInput{Min: 5, Max: 5, Step: 1, Trials: 1, Seed: 1}, false); err == nil {
 			t.Error("no error")
 		}
 	})
@@ -229,12 +229,12 @@ func TestHerdNeverStarvesPayments(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		// Hold the one run slot, as a long sweep would.
 		herdRuns.waiting.Add(1)
-		herdRuns.gate <- struct{}{}
+		_ = herdRuns.gate.acquire(context.Background(), false)
 		released := false
 		release := func() {
 			if !released {
 				released = true
-				<-herdRuns.gate
+				herdRuns.gate.release()
 				herdRuns.waiting.Add(-1)
 			}
 		}

@@ -319,7 +319,7 @@ func (s *Server) routes() *echo.Echo {
 	adminHandlers{demo: s}.routes(e, s.presenterOnly)
 	liveHandlers{board: s.live, pages: s, locked: s.cfg.PresenterToken != "", retention: s.cfg.Retention,
 		lockTimeout: s.cfg.LockTimeout, sweepEvery: s.cfg.SweepEvery}.routes(e)
-	simHandlers{isPresenter: s.isPresenter}.routes(e)
+	simHandlers{isPresenter: s.isPresenter, priority: s.hasPriority}.routes(e)
 	s.simGatewayRoutes(e)
 	labHandlers{lab: s, isPresenter: s.isPresenter}.routes(e, s.presenterOnly)
 	s.exportRoutes(e)
