@@ -75,6 +75,34 @@ func (l *guessLimiter) wait(ip string) time.Duration {
 	return l.waitFor(b.tries)
 }
 
+// try looks at ip's tries, and when one is left, compares with right
+// and spends it on a wrong answer: all under l.mu, so that concurrent
+// tries from one address never compare more than it has left.
+func (l *guessLimiter) try(ip string, right func() bool) (ok bool, wait time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	b, known := l.clients[ip]
+	if known {
+		l.refill(b, now)
+		if wait := l.waitFor(b.tries); wait > 0 {
+			return false, wait
+		}
+	}
+	if right() {
+		return true, 0
+	}
+	if !known {
+		if len(l.clients) >= guessMaxClients && !l.pruneLocked() {
+			l.evictLocked()
+		}
+		b = &guessBucket{tries: l.burst, at: now}
+		l.clients[ip] = b
+	}
+	b.tries = max(0, b.tries-1)
+	return false, 0
+}
+
 // fail records a wrong token from ip.
 func (l *guessLimiter) fail(ip string) {
 	l.mu.Lock()
@@ -130,47 +158,45 @@ func (l *guessLimiter) evictLocked() {
 // cancel the counting of its guess.
 const guessTimeout = 5 * time.Second
 
-// guessWait is how long ip must wait before its next presenter token is
-// looked at: 0 when it may try now.
-func (s *Server) guessWait(ctx context.Context, ip string) time.Duration {
+// guessTry looks at ip's count, and when a try is left, compares with
+// right and counts a wrong token: one step, under one lock. With servers
+// sharing a database the lock is the client's row (room.Peers'
+// UpdateGuesses holds it across the change), so guesses sent to several
+// servers at once wait on one another and at most the limit are ever
+// compared; on its own a server holds its limiter's mutex. The count
+// this server kept while the database was away is looked at first.
+func (s *Server) guessTry(ctx context.Context, ip string, right func() bool) (ok bool, wait time.Duration) {
 	l := s.presenter.tries
 	if !s.peers.Shared() {
-		return l.wait(ip)
+		return l.try(ip, right)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guessTimeout)
-	defer cancel()
-	g, ok, err := s.peers.LoadGuesses(ctx, ip)
-	if err != nil {
-		s.logf("paytwice: reading the room's wrong-token count: %v; counting on this server meanwhile", err)
-		return l.wait(ip)
-	}
-	if !ok {
-		return l.wait(ip) // a count kept here while the database was away
-	}
-	return max(l.waitFor(l.refilled(g.Left, g.At, l.now())), l.wait(ip))
-}
-
-// guessFailed counts a wrong presenter token from ip.
-func (s *Server) guessFailed(ctx context.Context, ip string) {
-	l := s.presenter.tries
-	if !s.peers.Shared() {
-		l.fail(ip)
-		return
+	if wait := l.wait(ip); wait > 0 {
+		return false, wait
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guessTimeout)
 	defer cancel()
 	now := l.now()
 	// A count last changed a whole refill ago is full again: forgotten.
 	full := time.Duration(l.burst * float64(l.every))
-	err := s.peers.UpdateGuesses(ctx, ip, now.Add(-full), func(old room.Guesses, ok bool) room.Guesses {
+	err := s.peers.UpdateGuesses(ctx, ip, now.Add(-full), func(old room.Guesses, known bool) room.Guesses {
 		tries := l.burst
-		if ok {
+		if known {
 			tries = l.refilled(old.Left, old.At, now)
 		}
-		return room.Guesses{Left: max(0, tries-1), At: now}
+		ok, wait = false, l.waitFor(tries)
+		switch {
+		case wait > 0:
+			return old // not looked at: the count stays as it was
+		case right():
+			ok = true
+			return room.Guesses{Left: tries, At: now}
+		default:
+			return room.Guesses{Left: max(0, tries-1), At: now}
+		}
 	})
 	if err != nil {
-		s.logf("paytwice: counting a wrong token for the room: %v; counting it on this server", err)
-		l.fail(ip)
+		s.logf("paytwice: counting presenter tokens for the room: %v; counting on this server meanwhile", err)
+		return l.try(ip, right)
 	}
+	return ok, wait
 }

@@ -57,17 +57,12 @@ func (s *Server) presenterAuth(r *http.Request) (ok bool, wait time.Duration) {
 }
 
 // tryPresenterToken checks a token a client offers (in the header or in
-// the presenter's link) under the per-client limit on wrong guesses.
+// the presenter's link) under the per-client limit on wrong guesses: the
+// look at the client's count, the comparison and the counting of a wrong
+// token are one step (guessTry), so that however many guesses arrive at
+// once, on however many servers, no more are compared than the limit.
 func (s *Server) tryPresenterToken(r *http.Request, got string) (ok bool, wait time.Duration) {
-	ip := s.clientIP(r)
-	if wait := s.guessWait(r.Context(), ip); wait > 0 {
-		return false, wait
-	}
-	if tokenEqual(got, s.cfg.PresenterToken) {
-		return true, 0
-	}
-	s.guessFailed(r.Context(), ip)
-	return false, 0
+	return s.guessTry(r.Context(), s.clientIP(r), func() bool { return tokenEqual(got, s.cfg.PresenterToken) })
 }
 
 // tokenEqual compares in constant time; hashing first hides the length

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -232,5 +233,83 @@ func wrongTokensAcrossServers(t *testing.T, c *class) {
 	clock.Advance(guessEvery)
 	if r := patch(a, token, student); r.Status != http.StatusOK {
 		t.Fatalf("the right token after the wait: %d %s", r.Status, r.Body)
+	}
+}
+
+// Wrong tokens sent all at once, from one client, to three servers that
+// share a room: the look at the count, the comparison and the counting
+// are one step, so no more than the limit are ever compared (answered
+// 403); every other guess waits (429) without being looked at, and the
+// right token sent among them is not looked at either once the tries are
+// spent. Run on room.SharedMemory() peers, on one PostgreSQL database,
+// and on one server alone.
+func TestConcurrentWrongTokensComparedAtMostTheLimit(t *testing.T) {
+	waitsOnRealClocks(t)
+	t.Run("three servers on memory peers", func(t *testing.T) {
+		clock := sim.NewClock(nil)
+		db := MustOpenDB(t, clock.Now)
+		concurrentGuesses(t, &class{t: t, Store: db, Peers: room.SharedMemory(), ledger: db, sqlite: db, clock: clock}, 3)
+	})
+	t.Run("three servers on PostgreSQL", func(t *testing.T) {
+		concurrentGuesses(t, newPostgresClass(t), 3)
+	})
+	t.Run("one server on its own", func(t *testing.T) {
+		clock := sim.NewClock(nil)
+		db := MustOpenDB(t, clock.Now)
+		concurrentGuesses(t, &class{t: t, Store: db, Peers: room.Memory(), ledger: db, sqlite: db, clock: clock}, 1)
+	})
+}
+
+func concurrentGuesses(t *testing.T, c *class, servers int) {
+	const token = "s3cret-lecture"
+	const mark = "the-door's-mark"
+	const guesses = 60
+	clock := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)) // no try comes back meanwhile
+	var envs []*testEnv
+	for i := range servers {
+		env := c.server(Config{Name: "s" + strconv.Itoa(i), PresenterToken: token, BehindFrontDoor: true, FrontDoorMark: mark}, nil)
+		env.Server.presenter.tries.now = clock.Now
+		envs = append(envs, env)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: guesses}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	statuses := make([]int, guesses)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range guesses {
+		wg.Go(func() {
+			tok := "guess-" + strconv.Itoa(i)
+			if i == guesses-1 {
+				tok = token // sent last, after the tries are spent or among them
+			}
+			req, err := http.NewRequest(http.MethodPatch, envs[i%servers].URL+"/api/faults", strings.NewReader(`{"server":{"delay_ms":1}}`))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set(PresenterHeader, tok)
+			req.Header.Set("X-Forwarded-For", "192.0.2.7")
+			req.Header.Set(FrontDoorHeader, mark)
+			<-start
+			res, err := client.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			res.Body.Close()
+			statuses[i] = res.StatusCode
+		})
+	}
+	close(start)
+	wg.Wait()
+	count := map[int]int{}
+	for _, s := range statuses[:guesses-1] {
+		count[s]++
+	}
+	t.Logf("%d wrong guesses over %d servers: %v", guesses-1, servers, count)
+	if count[http.StatusForbidden] != guessBurst || count[http.StatusTooManyRequests] != guesses-1-guessBurst {
+		t.Fatalf("%d wrong tokens compared (403) and %d refused unlooked (429); want exactly %d compared, the rest 429",
+			count[http.StatusForbidden], count[http.StatusTooManyRequests], guessBurst)
 	}
 }
