@@ -52,7 +52,7 @@ func (s *Server) handleDelivery(c echo.Context) error {
 	case len(d.Why) > maxDeliveryWhy:
 		return pay.Errorf(pay.EINVALID, "why is longer than %d bytes.", maxDeliveryWhy)
 	}
-	e := live.Event{Kind: live.Delivered, Attempt: d.Attempt, Scope: callerScope(c.Request()), Status: d.Status,
+	e := live.Event{Kind: live.Delivered, Attempt: d.Attempt, Scope: callerScope(c.Request()), Source: s.clientIP(c.Request()), Status: d.Status,
 		Message: "the page received the answer (" + strconv.Itoa(d.Status) + ")"}
 	if !d.Received {
 		e.Kind, e.Status, e.Message = live.Undelivered, 0, d.Why

@@ -15,9 +15,9 @@ import (
 	"paytwice/web/live"
 )
 
-// The timeline export: what the class did, as the hub still holds it (the
-// last live.DefaultSize events since the last reset), for a teacher to
-// keep. Both formats carry the same fields, oldest event first.
+// The timeline export: what the class did, as the hub keeps it since the
+// last reset (each address's payments, its notes and the room's events in
+// shares of their own, web/live/kept.go), for a teacher to keep. Both formats carry the same fields, oldest event first.
 
 // TimelineExport is the body of GET /api/timeline.json.
 type TimelineExport struct {
@@ -32,16 +32,14 @@ func (s *Server) exportRoutes(e *echo.Echo) {
 
 // exportEvents lists the retained events.
 func (s *Server) exportEvents() []live.Event {
-	entries := s.hub.Recent(live.DefaultSize)
-	out := make([]live.Event, 0, len(entries))
-	for _, e := range entries {
-		ev := e.Event
+	out := s.hub.Kept()
+	for i := range out {
+		ev := &out[i]
 		if ev.Scope != "" {
 			// Like the pages, the file names a caller by a short label,
 			// not by the whole hash of its token.
 			ev.Scope = views.ScopeLabel(ev.Scope)
 		}
-		out = append(out, ev)
 	}
 	return out
 }

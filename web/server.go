@@ -212,6 +212,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		sleep:  pay.Sleep,
 	}
 	s.hub.SetServer(cfg.Name)
+	s.hub.SetShares(cfg.Limits.TimelinePerSource, cfg.Limits.TimelineTotal)
 	if s.ledger == nil {
 		panic("web: NewServer needs Config.Ledger (the payments store itself when it holds the ledger's tables)")
 	}

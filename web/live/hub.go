@@ -95,6 +95,9 @@ type Event struct {
 	// Server names the server that handled the step, when several share
 	// one database; "" on a server of its own.
 	Server string `json:"server,omitempty"`
+	// Source is the client address the step came from, for the kept
+	// timeline's shares (kept.go); it stays on this server.
+	Source string `json:"-"`
 }
 
 // Entry is an event in the ring.
@@ -136,6 +139,9 @@ type Hub struct {
 	// watched is set once wake has been handed to a viewer.
 	watched bool
 	closed  bool
+
+	// kept is the timeline the class reads back, in shares (kept.go).
+	kept *keeper
 }
 
 // New returns a hub that keeps the last size events.
@@ -146,7 +152,8 @@ func New(size int, now func() time.Time) *Hub {
 	if now == nil {
 		now = time.Now
 	}
-	return &Hub{now: now, ring: make([]*Entry, size), next: 1, wake: make(chan struct{})}
+	return &Hub{now: now, ring: make([]*Entry, size), next: 1, wake: make(chan struct{}),
+		kept: newKeeper(DefaultKeptPerSource, DefaultKeptTotal)}
 }
 
 // SetServer names the server whose events this hub publishes; call it
@@ -213,6 +220,7 @@ func (h *Hub) ringLocked(entry *Entry) {
 	}
 	h.next++
 	h.ring[entry.Seq%uint64(len(h.ring))] = entry
+	h.kept.add(&entry.Event)
 }
 
 // wakeLocked returns the channel to close, once h.mu is released, to wake
@@ -301,6 +309,7 @@ func (h *Hub) Recent(n int) []*Entry {
 func (h *Hub) Clear() {
 	h.mu.Lock()
 	clear(h.ring)
+	h.kept.clear()
 	h.mu.Unlock()
 }
 

@@ -1,0 +1,162 @@
+package live
+
+import (
+	"slices"
+	"sync"
+)
+
+// The ring is the hub's transport: viewers and the relay read it, and a
+// busy room overwrites it in a second. What the class reads back (the
+// timeline's export, the events a page asks about) is kept apart, in
+// shares: each source (a client address, or a caller's scope when the
+// event came from another server) holds its own payments' events and,
+// apart, its notes (delivery reports, look-ups); the room's own events
+// (switches, resets, sweeps, lessons) have a share of their own. A share
+// that is full forgets its own oldest event, and when all of them
+// together hold the most the hub keeps, the largest share forgets its
+// oldest: however many deliveries, simulations or payments one student
+// sends, the others' payments and the room's events keep their place.
+
+// Share is how a kept event is counted.
+type share struct{ source, class string }
+
+const (
+	classPayment = "payment"
+	classNote    = "note"
+	classRoom    = "room"
+)
+
+// shareOf says which share e belongs to.
+func shareOf(e *Event) share {
+	src := e.Source
+	if src == "" && e.Scope != "" {
+		src = "scope " + e.Scope
+	}
+	switch {
+	case e.Kind == Delivered || e.Kind == Undelivered || e.Kind == LookedUp:
+		return share{src, classNote}
+	case e.Request != "":
+		return share{src, classPayment}
+	case e.Kind == Swept || e.Kind == Pruned || e.Kind == Switched || e.Kind == Reset || e.Kind == Gap || src == "":
+		return share{class: classRoom}
+	}
+	// Something else a caller's action made (the lab's flag on a key):
+	// counted with that caller's notes.
+	return share{src, classNote}
+}
+
+// keeper holds the kept events in their shares.
+type keeper struct {
+	mu        sync.Mutex
+	perShare  int
+	total     int
+	count     int
+	shares    map[share]*eventQueue
+	biggest   *eventQueue
+	biggestOf share
+}
+
+// eventQueue is one share's events, oldest first.
+type eventQueue struct {
+	events []Event
+	head   int
+}
+
+func (q *eventQueue) len() int { return len(q.events) - q.head }
+
+func (q *eventQueue) push(e Event) { q.events = append(q.events, e) }
+
+func (q *eventQueue) pop() {
+	q.events[q.head] = Event{}
+	q.head++
+	// Let the slice's front go once it is half of it.
+	if q.head > 64 && q.head*2 > len(q.events) {
+		q.events = append([]Event(nil), q.events[q.head:]...)
+		q.head = 0
+	}
+}
+
+func newKeeper(perShare, total int) *keeper {
+	return &keeper{perShare: perShare, total: max(total, perShare), shares: map[share]*eventQueue{}}
+}
+
+// add keeps a copy of e.
+func (k *keeper) add(e *Event) {
+	sh := shareOf(e)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	q := k.shares[sh]
+	if q == nil {
+		q = &eventQueue{}
+		k.shares[sh] = q
+	}
+	if q.len() >= k.perShare {
+		q.pop()
+		k.count--
+	}
+	q.push(*e)
+	k.count++
+	if k.biggest == nil || q.len() > k.biggest.len() {
+		k.biggest, k.biggestOf = q, sh
+	}
+	for k.count > k.total {
+		b := k.biggest
+		b.pop()
+		k.count--
+		if b.len() == 0 {
+			delete(k.shares, k.biggestOf)
+			k.findBiggest()
+		}
+	}
+}
+
+func (k *keeper) findBiggest() {
+	k.biggest = nil
+	for sh, q := range k.shares {
+		if k.biggest == nil || q.len() > k.biggest.len() {
+			k.biggest, k.biggestOf = q, sh
+		}
+	}
+}
+
+// events returns every kept event, oldest first.
+func (k *keeper) events() []Event {
+	k.mu.Lock()
+	out := make([]Event, 0, k.count)
+	for _, q := range k.shares {
+		out = append(out, q.events[q.head:]...)
+	}
+	k.mu.Unlock()
+	slices.SortFunc(out, func(a, b Event) int {
+		switch {
+		case a.Seq < b.Seq:
+			return -1
+		case a.Seq > b.Seq:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func (k *keeper) clear() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.shares, k.count, k.biggest = map[share]*eventQueue{}, 0, nil
+}
+
+// Default shares of the kept timeline (SetShares).
+const (
+	DefaultKeptPerSource = 4096
+	DefaultKeptTotal     = 32768
+)
+
+// SetShares sets how many events one share of the kept timeline holds and
+// how many all of them hold together; call it before the first Publish.
+func (h *Hub) SetShares(perSource, total int) {
+	h.kept = newKeeper(perSource, total)
+}
+
+// Kept returns the kept timeline, oldest first: every event still held in
+// its share (see the top of this file).
+func (h *Hub) Kept() []Event { return h.kept.events() }
