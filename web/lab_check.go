@@ -2,6 +2,9 @@ package web
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,6 +17,19 @@ import (
 // labCheckLimit bounds one run of the checker from the lab page.
 const labCheckLimit = 2 * time.Minute
 
+// labCheckCredential is a fresh bearer token for one run of the lab's
+// checker: 128 random bits.
+func labCheckCredential() string {
+	return "lab-check-" + hex.EncodeToString(randomBytes(16))
+}
+
+// randomBytes are n bytes from crypto/rand, which never fails.
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}
+
 // runLabCheck runs paytwice check against base's payments endpoint, with
 // the lab's mistake of the moment, and returns the table of its verdicts.
 // One run at a time.
@@ -25,13 +41,18 @@ func (s *Server) runLabCheck(ctx context.Context, base string) views.LabCheck {
 	ctx, cancel := context.WithTimeout(ctx, labCheckLimit)
 	defer cancel()
 	mode := s.lab.Settings().Server.Mode
+	// Each run is two callers of its own, with credentials drawn for it
+	// and never shown: the timeline shows their scopes hashed and the
+	// run's keys and ids, none of which a student can send into those
+	// scopes, so nobody can change the table the class reads.
 	rep, err := check.Run(ctx, check.Config{
-		URL:        base + paymentsPath,
-		CountURL:   base + paymentsPath + "?order_id={{id}}",
-		CountField: "charges",
-		Header:     http.Header{"Authorization": {"Bearer lab-checker"}},
-		OtherAuth:  "Bearer lab-checker-2",
-		Seed:       uint64(time.Now().UnixNano()),
+		URL:         base + paymentsPath,
+		CountURL:    base + paymentsPath + "?order_id={{id}}",
+		CountField:  "charges",
+		Header:      http.Header{"Authorization": {"Bearer " + labCheckCredential()}},
+		OtherAuth:   "Bearer " + labCheckCredential(),
+		Seed:        binary.LittleEndian.Uint64(randomBytes(8)),
+		Unguessable: true,
 	})
 	if err != nil {
 		return views.LabCheck{Message: "The checker could not run: " + err.Error()}

@@ -2,8 +2,10 @@ package check
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +50,12 @@ type Config struct {
 	Storm int
 	// Seed makes the keys and ids, and so a run, repeatable.
 	Seed uint64
+	// Unguessable draws the run's keys and the prefix of its ids from
+	// crypto/rand, 128 bits each, instead of from Seed: for a run whose
+	// requests others watch (a classroom's timeline), so that nobody can
+	// guess or foresee one and send it first. Such a run is not
+	// repeatable.
+	Unguessable bool
 	// Timeout bounds each request.
 	Timeout time.Duration
 	// Patience is how long a retry keeps going while the key's first
@@ -277,6 +285,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer cancel()
 	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), t0: time.Now(), cancel: cancel}
 	r.prefix = fmt.Sprintf("chk-%06x", r.rng.Uint32()&0xffffff)
+	if cfg.Unguessable {
+		r.prefix = "chk-" + hex.EncodeToString(secretBytes(16))
+	}
 	r.tls = &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs}
 	r.client = &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{
 		MaxIdleConnsPerHost: cfg.Storm, DisableCompression: true,
@@ -478,12 +489,23 @@ func (r *run) newKey() string {
 	r.rngMu.Lock()
 	defer r.rngMu.Unlock()
 	var b [16]byte
-	for i := range b {
-		b[i] = byte(r.rng.Uint32())
+	if r.cfg.Unguessable {
+		copy(b[:], secretBytes(len(b)))
+	} else {
+		for i := range b {
+			b[i] = byte(r.rng.Uint32())
+		}
 	}
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// secretBytes are n bytes from crypto/rand, which never fails.
+func secretBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = crand.Read(b)
+	return b
 }
 
 // keyChars are the characters of a random key: letters, digits and the
