@@ -113,6 +113,8 @@ type Board struct {
 	model
 	ring
 	busyMode
+	// shares keeps one caller's flood from taking the board (shares.go).
+	shares sourceShares
 
 	// lab is the lab's numbers, drawn after events (lab.go).
 	lab labDrawing
@@ -134,6 +136,7 @@ func Start(cfg Config) *Board {
 	p.out = make([]frame, liveFrames)
 	p.busyStart = make(chan struct{}, 1)
 	p.seen = newBoundedMap[string, struct{}](liveSeenLimit)
+	p.shares = newSourceShares()
 	p.tip = &wake{done: make(chan struct{})}
 	p.streams = map[io.Closer]struct{}{}
 	// Read the hub's position before the database: an event that lands in

@@ -342,9 +342,12 @@ func TestBoardModel(t *testing.T) {
 
 	t.Run("a flood of events switches to busy mode, then back, redrawing the tables", func(t *testing.T) {
 		b := newTestBoard(t, nil, 10)
-		// 300 payments' events within a second, in bursts the ring holds.
+		// 300 payments' events within a second, in bursts the ring holds,
+		// from a class of callers: one caller's flood is another matter
+		// (shares.go).
 		for i := range 300 {
 			for _, e := range paymentEvents(i) {
+				e.Scope = fmt.Sprintf("session:board-%d", i%64)
 				b.hub.Publish(e)
 			}
 			if i%50 == 49 {
@@ -383,6 +386,47 @@ func TestBoardModel(t *testing.T) {
 		}
 	})
 
+	t.Run("one caller's flood is counted in a row of its own, the board does not go busy, and another caller's payment is drawn", func(t *testing.T) {
+		b := newTestBoard(t, nil, 10)
+		const flood = 400
+		for i := range flood {
+			for _, e := range paymentEvents(i) {
+				e.Scope = "session:flood"
+				b.hub.Publish(e)
+			}
+			if i%50 == 49 {
+				b.caughtUp(t)
+			}
+		}
+		for _, e := range paymentEvents(flood) {
+			e.Scope, e.Request, e.OrderID = "session:quiet", "rq_quiet", "Q-1"
+			b.hub.Publish(e)
+		}
+		b.caughtUp(t)
+		if b.busyFlag.Load() {
+			t.Fatal("one caller's flood put the board in busy mode")
+		}
+		l := b.Snapshot()
+		if l.Counters.Requests != flood+1 || l.Counters.Charges != flood+1 {
+			t.Errorf("the counters are not complete: %+v", l.Counters)
+		}
+		if l.Timeline[0].OrderID != "Q-1" || l.Timeline[0].Outcome.Text == "" {
+			t.Fatalf("the other caller's payment is not drawn on top: %v", outcomes(l.Timeline))
+		}
+		var share *views.TimelineRow
+		for i, r := range l.Timeline {
+			if r.Title == "One caller, too fast" {
+				share = &l.Timeline[i]
+			}
+		}
+		if share == nil || !strings.Contains(share.Outcome.Text, "requests not drawn") {
+			t.Fatalf("no row stands for the flood: %v", outcomes(l.Timeline))
+		}
+		if n, _ := strconv.Atoi(strings.Fields(share.Outcome.Text)[0]); n < flood-2*shareRequests || n >= flood {
+			t.Errorf("the flood's row counts %d requests not drawn of %d", n, flood)
+		}
+	})
+
 	t.Run("an order paid with two keys is counted as charged twice, and only the second charge is marked", func(t *testing.T) {
 		b := newTestBoard(t, nil, 10)
 		for i, key := range []string{"k-1", "k-2"} {
@@ -408,6 +452,7 @@ func TestBusyTicker(t *testing.T) {
 	for round := range 2 {
 		for i := range 300 {
 			for _, e := range paymentEvents(round*300 + i) {
+				e.Scope = fmt.Sprintf("session:board-%d", i%64)
 				b.hub.Publish(e)
 			}
 			if i%50 == 49 {

@@ -40,8 +40,13 @@ func (p *Board) apply(e live.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	defer p.advanceLocked(e.Seq)
-	p.rate.add(now) // under mu: the busy ticker reads it too
-	u := &update{p: p, e: e, quiet: p.busy != nil}
+	// A caller over its share of the board is counted, not drawn, and
+	// does not make the board busy for everyone (shares.go).
+	muted := p.shares.mute(e, now)
+	if !muted {
+		p.rate.add(now) // under mu: the busy ticker reads it too
+	}
+	u := &update{p: p, e: e, quiet: p.busy != nil || muted}
 	before := p.counters
 	if faults != nil {
 		p.faults = *faults
@@ -49,6 +54,7 @@ func (p *Board) apply(e live.Event) {
 	switch e.Kind {
 	case live.Reset:
 		p.rows, p.keys, p.charges = nil, nil, nil
+		p.shares.reset()
 		p.forgetCharges()
 		p.counters = views.Counters{}
 		p.leaveBusy()
@@ -71,6 +77,9 @@ func (p *Board) apply(e live.Event) {
 	case p.fullNext:
 		p.fullNext = false
 		p.addFrameLocked(e.Seq, false, append(p.fullFrameLocked(), mark...))
+		return
+	case muted && p.busy == nil:
+		p.addFrameLocked(e.Seq, false, append(p.mutedFrame(e, now), mark...))
 		return
 	case p.busy == nil && e.Kind != live.Reset && (p.rate.perSecond(now) > busyEnter || p.rate.recent(now) > busyEnterBurst):
 		p.addFrameLocked(e.Seq, false, append(p.enterBusy(e, now), mark...))
