@@ -92,7 +92,7 @@ type payment struct {
 // path is the endpoint the request's key and fingerprint belong to.
 func (p *payment) path() string {
 	if p.intent != nil {
-		return intentsPath
+		return p.intent.path()
 	}
 	return paymentsPath
 }

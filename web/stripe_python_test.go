@@ -41,22 +41,40 @@ func TestStripeSandboxWithStripePython(t *testing.T) {
 	})
 }
 
+// The same checkout in two steps, create then confirm (stripe-python's
+// PaymentIntent.confirm), under every fault switch.
+func TestStripeSandboxCreateThenConfirmWithStripePython(t *testing.T) {
+	py := stripePython(t)
+	checkoutUnderEveryFault(t, func(ctx context.Context, url, order, key string) *exec.Cmd {
+		return exec.CommandContext(ctx, py, "testdata/stripe_python_checkout.py", url, order, key, "pm_card_visa", "later")
+	})
+}
+
 // checkoutUnderEveryFault runs a shop's checkout, written with one of
 // Stripe's SDKs (checkout makes the command that runs it once and prints
 // what the SDK reported), under every fault switch: the SDK reports what
 // happened, the shop searches the order and waits while it is
 // processing, and each order ends with exactly one charge.
 func checkoutUnderEveryFault(t *testing.T, command func(ctx context.Context, url, order, key string) *exec.Cmd) {
-	cases := []struct{ name, faults, first string }{
-		{"with no fault", `{}`, "succeeded"},
-		{"when the response is lost", `{"server":{"response_lost":true}}`, "succeeded"},
-		{"when the connection never happens", `{"server":{"connection_never_happens":true}}`, "network"},
-		{"when the server errs after the charge", `{"server":{"server_error":true}}`, "api_error"},
-		{"when the server fails halfway", `{"server":{"fail_halfway":true}}`, ""},
-		{"when the server crashes midway", `{"server":{"crash_midway":true}}`, ""},
-		{"when the gateway declines", `{"gateway":{"decline":true}}`, "card_error"},
-		{"when the gateway fails", `{"gateway":{"error":true}}`, "api_error"},
-		{"when the gateway times out", `{"gateway":{"timeout":true}}`, ""},
+	// first is what the SDK reports for the order's first checkout, after
+	// its own retries: the Stripe error type and status, or "succeeded",
+	// or "network". stripe-node and stripe-python retry a 500 or a 504
+	// that says Stripe-Should-Retry: true, with the same key; while the key
+	// is still held, every retry meets its 409, and that is what they
+	// report when their retries run out.
+	cases := []struct {
+		name, faults, first string
+		status              int
+	}{
+		{"with no fault", `{}`, "succeeded", 0},
+		{"when the response is lost", `{"server":{"response_lost":true}}`, "succeeded", 0},
+		{"when the connection never happens", `{"server":{"connection_never_happens":true}}`, "network", 0},
+		{"when the server errs after the charge", `{"server":{"server_error":true}}`, "api_error", 500},
+		{"when the server fails halfway", `{"server":{"fail_halfway":true}}`, "idempotency_error", 409},
+		{"when the server crashes midway", `{"server":{"crash_midway":true}}`, "idempotency_error", 409},
+		{"when the gateway declines", `{"gateway":{"decline":true}}`, "card_error", 402},
+		{"when the gateway fails", `{"gateway":{"error":true}}`, "api_error", 502},
+		{"when the gateway times out", `{"gateway":{"timeout":true}}`, "idempotency_error", 409},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -88,9 +106,9 @@ func checkoutUnderEveryFault(t *testing.T, command func(ctx context.Context, url
 				e.setFaults(`{}`)
 				switch {
 				case c.first == "succeeded" && got.Status != "succeeded",
-					c.first != "" && c.first != "succeeded" && got.Error != c.first,
+					c.first != "succeeded" && (got.Error != c.first || got.HTTPStatus != c.status),
 					got.Error != "" && got.Error != "network" && got.RequestID == "":
-					t.Fatalf("order %s: the SDK reported %+v, want %s with a request id", order, got, c.first)
+					t.Errorf("order %s: the SDK reported %+v, want %s (status %d) with a request id", order, got, c.first, c.status)
 				}
 				for steps := 0; ; steps++ {
 					succeeded, processing, err := searchOrder(sdk, order)

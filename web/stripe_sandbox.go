@@ -56,8 +56,10 @@ func stampRequestID(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// handleCreateIntent is POST /v1/payment_intents with confirm=true: a
-// payment, through the real protocol, answered as a PaymentIntent.
+// handleCreateIntent is POST /v1/payment_intents. With confirm=true it is
+// a payment, through the real protocol, answered as a PaymentIntent; with
+// confirm=false (Stripe's default) it saves an intent that a confirm
+// charges later (stripe_confirm.go).
 func (s *Server) handleCreateIntent(c echo.Context) error {
 	s.inflight.RLock()
 	defer s.inflight.RUnlock()
@@ -66,30 +68,31 @@ func (s *Server) handleCreateIntent(c echo.Context) error {
 	if ok, err := p.parse(" (Stripe sandbox)"); !ok {
 		return err
 	}
+	if !p.intent.confirm {
+		return p.createUnconfirmed() // stripe_confirm.go
+	}
 	if p.intent.decline {
 		p.gw.Decline = true // the test card that is always declined
 	}
 	return p.answer(s.protocol.Pay(c.Request().Context(), p.protocol()))
 }
 
-// handleGetIntent is GET /v1/payment_intents/{id}: a succeeded intent is
-// the caller's charge of the same suffix.
+// handleGetIntent is GET /v1/payment_intents/{id}: an intent created
+// unconfirmed as the books say it is now, or the succeeded intent of a
+// create-and-confirm, which is the caller's charge of the same suffix.
 func (s *Server) handleGetIntent(c echo.Context) error {
+	if id := c.Param("id"); strings.HasPrefix(id, intentIDPrefix) {
+		in, err := s.unconfirmedIntent(c.Request().Context(), callerScope(c.Request()), id)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, in)
+	}
 	ch, err := s.intentCharge(c)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, intentOf(ch))
-}
-
-// handleConfirmIntent is POST /v1/payment_intents/{id}/confirm. Every
-// intent the sandbox holds was confirmed on creation and has succeeded,
-// and Stripe refuses to confirm a succeeded intent again.
-func (s *Server) handleConfirmIntent(c echo.Context) error {
-	if _, err := s.intentCharge(c); err != nil {
-		return err
-	}
-	return pay.Errorf(pay.EINVALID, "This PaymentIntent's status is succeeded: it was confirmed when it was created, and cannot be confirmed again.")
 }
 
 // intentCharge reads the charge an intent id names, in the caller's scope.
@@ -157,12 +160,28 @@ type intent struct {
 	Created        int64             `json:"created"`
 	CaptureMethod  string            `json:"capture_method"`
 	Livemode       bool              `json:"livemode"`
+	PaymentMethod  string            `json:"payment_method,omitempty"`
+	// LastPaymentError is why the last confirm charged nothing (a
+	// declined card), until a confirm succeeds.
+	LastPaymentError *intentError `json:"last_payment_error,omitempty"`
 }
 
-// intentOf is the succeeded intent of a charge: its id is the charge's
-// with Stripe's prefix, so that GET finds the charge again.
+// intentError is a PaymentIntent's last_payment_error.
+type intentError struct {
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// intentOf is the succeeded intent of a charge. An intent created
+// unconfirmed charges under its own id; a create-and-confirm's id is the
+// charge's with Stripe's prefix, so that GET finds the charge again.
 func intentOf(ch pay.Charge) intent {
-	return intent{ID: "pi_" + strings.TrimPrefix(ch.ID, "ch_"), Object: "payment_intent", Amount: ch.AmountSatang, AmountReceived: ch.AmountSatang,
+	id := "pi_" + strings.TrimPrefix(ch.ID, "ch_")
+	if strings.HasPrefix(ch.Key, intentIDPrefix) {
+		id = ch.Key
+	}
+	return intent{ID: id, Object: "payment_intent", Amount: ch.AmountSatang, AmountReceived: ch.AmountSatang,
 		Currency: sandboxCurrency, Status: "succeeded", LatestCharge: ch.ID, Metadata: map[string]string{"order_id": ch.OrderID},
 		Created: ch.CreatedAt.Unix(), CaptureMethod: "automatic"}
 }
@@ -175,6 +194,34 @@ type intentShape struct {
 	canonical string
 	// decline says the payment method is a test card that is declined.
 	decline bool
+	// confirm says the create charges now (confirm=true); card is the
+	// payment method it names, if any.
+	confirm bool
+	card    string
+	// confirming, when set, is the intent a confirm request confirms: the
+	// request reads the confirm's form, its key and fingerprint belong to
+	// the confirm's path, and its answers carry the intent's id.
+	confirming *intent
+}
+
+// path is the endpoint a sandbox request's key and fingerprint belong to.
+func (sh *intentShape) path() string {
+	if sh.confirming != nil {
+		return intentsPath + "/" + sh.confirming.ID + "/confirm"
+	}
+	return intentsPath
+}
+
+// testCard reads one of Stripe's test payment methods: whether it is
+// declined, or a 400 for any other.
+func testCard(v string) (decline bool, err error) {
+	switch v {
+	case "pm_card_visa", "pm_card_mastercard", "pm_card_amex", "pm_card_th":
+		return false, nil
+	case "pm_card_chargeDeclined", "pm_card_visa_chargeDeclined":
+		return true, nil
+	}
+	return false, pay.Errorf(pay.EINVALID, "payment_method must be one of Stripe's test cards: pm_card_visa, pm_card_mastercard, pm_card_amex, pm_card_th, or pm_card_chargeDeclined; not %q.", pay.Truncate(v, 40))
 }
 
 // read parses the form a Stripe SDK sends to create a PaymentIntent:
@@ -187,6 +234,9 @@ func (sh *intentShape) read(r *http.Request) (pay.PaymentRequest, error) {
 		return pay.PaymentRequest{}, pay.Errorf(pay.EINVALID, format, args...)
 	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if sh.confirming != nil && r.ContentLength == 0 && r.Header.Get("Content-Type") == "" {
+		mt, err = echo.MIMEApplicationForm, nil // a confirm with nothing to change (curl -X POST)
+	}
 	if err != nil || mt != echo.MIMEApplicationForm {
 		return pay.PaymentRequest{}, pay.Errorf(pay.EMEDIATYPE, "Send the parameters as a form (application/x-www-form-urlencoded), as Stripe's SDKs do.")
 	}
@@ -201,14 +251,30 @@ func (sh *intentShape) read(r *http.Request) (pay.PaymentRequest, error) {
 	if err != nil {
 		return bad("The form is not valid URL encoding.")
 	}
-	var req pay.PaymentRequest
 	lines := make([]string, 0, len(form))
 	for name, values := range form {
 		if len(values) != 1 {
 			return bad("The parameter %q appears %d times.", pay.Truncate(name, 40), len(values))
 		}
+		lines = append(lines, name+"="+values[0])
+	}
+	slices.Sort(lines)
+	sh.canonical = strings.Join(lines, "\n")
+	if sh.confirming != nil {
+		return sh.readConfirm(form)
+	}
+	return sh.readCreate(form)
+}
+
+// readCreate reads the parameters of a create.
+func (sh *intentShape) readCreate(form url.Values) (pay.PaymentRequest, error) {
+	bad := func(format string, args ...any) (pay.PaymentRequest, error) {
+		return pay.PaymentRequest{}, pay.Errorf(pay.EINVALID, format, args...)
+	}
+	var req pay.PaymentRequest
+	var err error
+	for name, values := range form {
 		v := values[0]
-		lines = append(lines, name+"="+v)
 		switch {
 		case name == "amount":
 			if req.AmountSatang, err = pay.ParseAmountSatang(v); err != nil {
@@ -219,17 +285,18 @@ func (sh *intentShape) read(r *http.Request) (pay.PaymentRequest, error) {
 				return bad("The sandbox takes currency=thb only (amounts are in satang), not %q.", pay.Truncate(v, 16))
 			}
 		case name == "confirm":
-			if !strings.EqualFold(v, "true") {
-				return bad("The sandbox confirms a PaymentIntent as it creates it: send confirm=true with a payment_method.")
+			switch strings.ToLower(v) {
+			case "true":
+				sh.confirm = true
+			case "false":
+			default:
+				return bad("confirm must be true or false, not %q.", pay.Truncate(v, 16))
 			}
 		case name == "payment_method":
-			switch v {
-			case "pm_card_visa", "pm_card_mastercard", "pm_card_amex", "pm_card_th":
-			case "pm_card_chargeDeclined", "pm_card_visa_chargeDeclined":
-				sh.decline = true
-			default:
-				return bad("payment_method must be one of Stripe's test cards: pm_card_visa, pm_card_mastercard, pm_card_amex, pm_card_th, or pm_card_chargeDeclined; not %q.", pay.Truncate(v, 40))
+			if sh.decline, err = testCard(v); err != nil {
+				return pay.PaymentRequest{}, err
 			}
+			sh.card = v
 		case name == "metadata[order_id]":
 			req.OrderID = v
 		case strings.HasPrefix(name, "metadata[") && strings.HasSuffix(name, "]"),
@@ -240,16 +307,17 @@ func (sh *intentShape) read(r *http.Request) (pay.PaymentRequest, error) {
 			return bad("Received unknown parameter: %s", pay.Truncate(name, 60))
 		}
 	}
-	for _, need := range []string{"amount", "currency", "confirm", "payment_method", "metadata[order_id]"} {
+	for _, need := range []string{"amount", "currency", "metadata[order_id]"} {
 		if _, ok := form[need]; !ok {
-			return bad("Missing required param: %s. The sandbox needs amount, currency=thb, confirm=true, a test payment_method, and metadata[order_id], the order the payment is for.", need)
+			return bad("Missing required param: %s. The sandbox needs amount, currency=thb, and metadata[order_id], the order the payment is for; with confirm=true, a test payment_method too.", need)
 		}
+	}
+	if sh.confirm && sh.card == "" {
+		return bad("Missing required param: payment_method. A PaymentIntent confirmed as it is created needs one of Stripe's test cards, such as pm_card_visa.")
 	}
 	if err := pay.CheckOrderID(req.OrderID); err != nil {
 		return pay.PaymentRequest{}, err
 	}
-	slices.Sort(lines)
-	sh.canonical = strings.Join(lines, "\n")
 	return req, nil
 }
 
@@ -270,5 +338,10 @@ func (sh *intentShape) writeCharge(c echo.Context, body []byte, replayed bool) e
 		h.Set("Idempotent-Replayed", "true")
 		h.Set("Stripe-Should-Retry", "false")
 	}
-	return c.JSON(http.StatusOK, intentOf(pay.Charge{ID: saved.ID, OrderID: saved.OrderID, AmountSatang: saved.AmountSatang, CreatedAt: saved.CreatedAt}))
+	in := intentOf(pay.Charge{ID: saved.ID, OrderID: saved.OrderID, AmountSatang: saved.AmountSatang, CreatedAt: saved.CreatedAt})
+	if sh.confirming != nil {
+		in.ID, in.Created = sh.confirming.ID, sh.confirming.Created
+	}
+	in.PaymentMethod = sh.card
+	return c.JSON(http.StatusOK, in)
 }
