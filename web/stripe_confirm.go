@@ -97,7 +97,7 @@ func (p *payment) createUnconfirmed() error {
 	case err != nil:
 		return p.fail(err)
 	case claim.Reused != nil:
-		return p.answer(pay.Outcome{Kind: pay.Reused, Err: pay.KeyUsedForAnotherOrder(p.key, *claim.Reused)})
+		return p.answer(pay.Outcome{Kind: pay.Reused, Err: pay.KeyUsedForAnotherOrder(p.key, *claim.Reused, p.req)})
 	case !claim.Claimed:
 		return p.answer(pp.AnswerHeld(claim.Existing))
 	}
