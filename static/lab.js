@@ -59,6 +59,10 @@
   // The room's version this page has seen ("new" until the first answer).
   var roomVersion = "new";
   var again = false;
+  // resync is set by a frame that drew the whole room again (the server
+  // restarted, or the page fell behind): the versions the page holds
+  // are of another life of the server, so the next ask is for everything.
+  var resync = false;
 
   function query() {
     var q = [];
@@ -71,7 +75,8 @@
     }
     var card = $("checkout");
     if (card) { q.push("r=" + card.dataset.roomEpoch); }
-    if (q.length) { q.push("c=" + roomVersion); }
+    if (q.length) { q.push("c=" + (resync ? "new" : roomVersion)); }
+    if (q.length && resync) { q.push("all=1"); }
     return q.join("&");
   }
 
@@ -80,9 +85,14 @@
     if (!q) { return; }
     if (busy) { again = true; return; }
     busy = true;
+    var asked = resync;
     fetch("/lab/live?" + q, { credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json" } })
       .then(function (r) { return r.status === 200 ? r.json() : null; })
-      .then(apply, function () { /* the next frame asks again */ })
+      .then(function (data) {
+        // Asked for everything, and answered: the page is the room's now.
+        if (asked && data) { resync = false; }
+        apply(data, asked);
+      }, function () { /* the next frame asks again */ })
       .finally(function () {
         busy = false;
         if (again) { again = false; schedule(); }
@@ -92,7 +102,23 @@
   // A frame that changed the room asks; several in a row ask once.
   function roomChanged(ev) {
     var data = ev.detail && ev.detail.data;
-    if (typeof data === "string" && data.indexOf("<!--room-->") >= 0) { schedule(); }
+    if (typeof data !== "string") { return; }
+    if (data.indexOf("<!--resync-->") >= 0) {
+      resync = true;
+      noteShown();
+    }
+    if (data.indexOf("<!--room-->") >= 0) { schedule(); }
+  }
+
+  // The note a resync draws ("the server restarted; the class is in
+  // chapter N") stays a few seconds, then goes.
+  var noteTimer = null;
+  function noteShown() {
+    clearTimeout(noteTimer);
+    noteTimer = setTimeout(function () {
+      var n = $("stream-note");
+      if (n) { n.hidden = true; }
+    }, 15000);
   }
 
   function schedule() {
@@ -163,7 +189,10 @@
     }
   }
 
-  function apply(data) {
+  // apply draws what /lab/live answered; whole says the page asked for
+  // everything after a resync, and the checkout card checks its order
+  // against the server even if no version moved.
+  function apply(data, whole) {
     if (!data) { return; }
     var keep = !discardEdits;
     discardEdits = false;
@@ -205,7 +234,7 @@
     if (card && data.v.r !== undefined) {
       var reset = card.dataset.roomEpoch !== String(data.v.r);
       card.dataset.roomEpoch = String(data.v.r);
-      if (reset || changed) {
+      if (reset || changed || whole) {
         document.dispatchEvent(new CustomEvent("paytwice:room", { detail: { reset: reset, epoch: String(data.v.r) } }));
       }
     }

@@ -79,6 +79,19 @@
   // ---------------------------------------------------------------- live
 
   var lastEventID = null;
+
+  // An event id is "<epoch>-<seq>" (web/live): the epoch names one life of
+  // the server, and numbers start again at 1 in each. Within one life a
+  // larger number is newer; an id of another life is the server's new
+  // life, which starts with a frame that draws the whole room again.
+  function parseID(id) {
+    var m = /^(?:([0-9a-f]{1,32})-)?(\d+)$/.exec(String(id || ""));
+    return m ? { e: m[1] || "", n: parseInt(m[2], 10) } : { e: "", n: 0 };
+  }
+  function newerID(a, b) {
+    var x = parseID(a), y = parseID(b);
+    return x.e !== y.e || x.n > y.n;
+  }
   var clockSkew = 0; // server clock minus this browser's clock, in ms
 
   function setStreamState(text, tone) {
@@ -91,7 +104,7 @@
   if (window.htmx) {
     window.htmx.createEventSource = function (url) {
       if (lastEventID !== null) {
-        url = url.replace(/([?&]since=)\d+/, "$1" + lastEventID);
+        url = url.replace(/([?&]since=)[^&]*/, "$1" + encodeURIComponent(lastEventID));
       }
       if (typeof BroadcastChannel !== "function") { return ownSource(url); }
       return sharedSource(url);
@@ -139,9 +152,9 @@
     var me = uuid();
     var role = "starting"; // then "leader", "follower", or "solo" (its own stream, after a gap)
     var leader = null;
-    var m = /[?&]since=(\d+)/.exec(url);
-    var since = m ? parseInt(m[1], 10) : 0;
-    var real = null, ring = [], coverFrom = 0;
+    var m = /[?&]since=([^&]*)/.exec(url);
+    var since = m ? decodeURIComponent(m[1]) : "";
+    var real = null, ring = [], coverFrom = "";
     var heard = Date.now(), pinged = 0;
     var channel = new BroadcastChannel("paytwice-events");
 
@@ -152,20 +165,27 @@
       var s = $("stream-state");
       if (s) { s.setAttribute("data-role", r); }
     }
-    function withSince(u) { return u.replace(/([?&]since=)\d+/, "$1" + since); }
+    function withSince(u) { return u.replace(/([?&]since=)[^&]*/, "$1" + encodeURIComponent(since)); }
 
+    // Each (re)connection is an "open" for htmx (htmx:sseOpen), after
+    // which lab.js asks for whatever changed while the page was away.
     function open() {
       if (src.readyState !== 1) { src.readyState = 1; src.dispatch("open", new Event("open")); }
       setStreamState("live", "ok");
     }
+    function lost() {
+      if (src.readyState === 1) { src.readyState = 0; }
+      setStreamState("reconnecting", "warn");
+    }
 
     // A frame whose id was seen is dropped, unless it is a refresh (the
     // lab's numbers, busy totals), which shares the id of the frame before
-    // it and sets what it shows whole.
+    // it and sets what it shows whole. A frame of another life of the
+    // server is taken: its first draws the whole room again.
     function deliver(f) {
-      if (f.id < since || (f.id === since && f.data.indexOf("<!--refresh-->") < 0)) { return; }
+      if (!newerID(f.id, since) && !(f.id === since && f.data.indexOf("<!--refresh-->") >= 0)) { return; }
       since = f.id;
-      lastEventID = String(f.id);
+      lastEventID = f.id;
       src.dispatch("frame", new MessageEvent("frame", { data: f.data, lastEventId: String(f.id) }));
     }
 
@@ -177,20 +197,34 @@
         if (share && role === "leader") { post({ t: "state", live: true }); }
       });
       real.addEventListener("error", function () {
-        setStreamState("reconnecting", "warn");
+        lost();
         // The other tabs' badges say so too: their frames come from here.
         if (share && role === "leader") { post({ t: "state", live: false }); }
         if (real && real.readyState === 2) { setTimeout(function () { if (role === "leader" || role === "solo") { connect(role === "leader"); } }, 1000); }
       });
       real.addEventListener("frame", function (e) {
-        var f = { id: parseInt(e.lastEventId, 10) || 0, data: e.data };
+        var f = { id: e.lastEventId || "", data: e.data };
         if (share && role === "leader") {
+          if (ring.length && parseID(ring[ring.length - 1].id).e !== parseID(f.id).e) {
+            // The server's new life: what the ring held is of the old one.
+            ring = [];
+            coverFrom = "";
+          }
           ring.push(f);
           if (ring.length > RING) { coverFrom = ring.shift().id; }
           post({ t: "frame", frame: f });
         }
         deliver(f);
       });
+    }
+
+    // covers reports whether the ring holds every frame a tab at id
+    // lacks: when it starts with a frame that draws the whole room again,
+    // always; else within one life, from coverFrom on.
+    function covers(id) {
+      if (ring.length > 0 && ring[0].data.indexOf("<!--resync-->") >= 0) { return true; }
+      var p = parseID(id), c = parseID(coverFrom);
+      return coverFrom !== "" && p.e === c.e && p.n >= c.n;
     }
 
     function lead() {
@@ -216,8 +250,8 @@
       switch (msg.t) {
       case "hello":
         if (role === "leader") {
-          post({ t: "replay", to: msg.from, gap: msg.since < coverFrom, live: !!real && real.readyState === 1,
-            frames: ring.filter(function (f) { return f.id > msg.since; }) });
+          post({ t: "replay", to: msg.from, gap: !covers(msg.since), live: !!real && real.readyState === 1,
+            frames: ring.filter(function (f) { return newerID(f.id, msg.since); }) });
         }
         break;
       case "replay":
@@ -229,7 +263,7 @@
           break;
         }
         follow(msg.from);
-        if (msg.live === false) { setStreamState("reconnecting", "warn"); }
+        if (msg.live === false) { lost(); }
         msg.frames.forEach(deliver);
         break;
       case "frame":
@@ -252,7 +286,7 @@
       case "state":
         if (role === "follower" && msg.from === leader) {
           heard = Date.now();
-          if (msg.live) { setStreamState("live", "ok"); } else { setStreamState("reconnecting", "warn"); }
+          if (msg.live) { open(); } else { lost(); }
         }
         break;
       case "bye":

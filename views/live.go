@@ -152,6 +152,9 @@ type FaultSwitches struct {
 // Live is everything the live panels show at one moment: the state after
 // event Seq.
 type Live struct {
+	// Epoch and Seq are the event the panels are drawn at: the page's
+	// stream resumes after it (web/live's EventID).
+	Epoch    string
 	Seq      uint64
 	Now      time.Time // the server's clock, for ages
 	Timeline []TimelineRow

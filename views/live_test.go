@@ -331,11 +331,11 @@ func TestFrames(t *testing.T) {
 }
 
 func TestLivePanels(t *testing.T) {
-	l := Live{Seq: 42, Now: t0, Timeline: []TimelineRow{sampleRow()},
+	l := Live{Epoch: "a1b2c3d4e5f6", Seq: 42, Now: t0, Timeline: []TimelineRow{sampleRow()},
 		Charges: []ChargeRow{{ID: "c-1", Charge: "ch_1", OrderID: "A-1001", Amount: 129900, Time: t0, Repeat: true}}}
 	doc := render(t, LivePanels(l, false))
 	live := byID(t, doc, "live")
-	if v, _ := attr(live, "sse-connect"); v != "/events?since=42" {
+	if v, _ := attr(live, "sse-connect"); v != "/events?since=a1b2c3d4e5f6-42" {
 		t.Errorf("sse-connect=%q: the stream must resume right after the state drawn", v)
 	}
 	if v, _ := attr(live, "hx-ext"); v != "sse" {

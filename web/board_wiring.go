@@ -3,6 +3,9 @@ package web
 import (
 	"bytes"
 	"context"
+	"fmt"
+
+	"github.com/a-h/templ"
 
 	"paytwice/views"
 	"paytwice/web/board"
@@ -19,6 +22,9 @@ func (s *Server) live() *board.Board {
 			},
 			RoomChanged: changesRoom,
 			Lab:         boardLab{s},
+			ResyncNote: func(restarted bool) templ.Component {
+				return views.StreamNote(s.resyncNote(restarted), true)
+			},
 		})
 		s.liveStarted.Store(true)
 	})
@@ -46,4 +52,22 @@ func (l boardLab) Outcomes(ctx context.Context) []byte {
 func (s *Server) boardHandlers() boardHandlers {
 	return boardHandlers{board: s.live, steps: s.steps, admission: s.streams, clientIP: s.clientIP,
 		presenter: s.hasPriority, maxStreams: s.cfg.Limits.MaxStreams, streamsEnded: &s.streamsEnded}
+}
+
+// resyncNote is what a page drawn again from the server says: that the
+// server restarted (or the page fell behind), and where the class is now.
+func (s *Server) resyncNote(restarted bool) string {
+	head := "This page fell behind and was drawn again."
+	if restarted {
+		head = "The server restarted; this page is back with the class."
+	}
+	st := s.room.Load()
+	where := " No chapter is running."
+	if i, ch, ok := s.lessons.Find(st.Lesson); ok && st.Lesson != "" {
+		where = fmt.Sprintf(" The class is in chapter %d: %s.", i+1, ch.Title)
+	}
+	if st.Step {
+		where += " Step mode is on: payments wait for the presenter."
+	}
+	return head + where
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"paytwice/web/live"
 )
 
 // sseEvent is one event read from a stream: its id and its data lines
@@ -69,7 +71,7 @@ func (s *sseStream) next() (sseEvent, error) {
 		case strings.HasPrefix(line, ":"):
 			ev.Comment = strings.TrimSpace(line[1:])
 		case strings.HasPrefix(line, "id: "):
-			ev.ID, _ = strconv.ParseUint(line[4:], 10, 64)
+			_, ev.ID, _ = live.ParseEventID(line[4:])
 		case strings.HasPrefix(line, "event: "):
 			ev.Name = line[7:]
 		case strings.HasPrefix(line, "data: "):
@@ -101,7 +103,7 @@ func isRefresh(f sseEvent) bool { return strings.HasPrefix(f.Data, "<!--refresh-
 func TestEventStream(t *testing.T) {
 	t.Run("frames carry ids and htmx out-of-band fragments, compression off", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
-		s := openStream(t, env, "?since=0", "Accept-Encoding", "gzip")
+		s := openStream(t, env, "?since="+live.EventID(env.Server.hub.Epoch(), 0), "Accept-Encoding", "gzip")
 		if ct := s.res.Header.Get("Content-Type"); ct != "text/event-stream" {
 			t.Fatalf("Content-Type %q", ct)
 		}
@@ -131,7 +133,7 @@ func TestEventStream(t *testing.T) {
 
 	t.Run("a reconnecting viewer resumes after Last-Event-ID, with nothing missed or repeated", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
-		s := openStream(t, env, "?since=0")
+		s := openStream(t, env, "?since="+live.EventID(env.Server.hub.Epoch(), 0))
 		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
 		var last uint64
 		for last < env.Server.hub.LastSeq() {
@@ -140,7 +142,7 @@ func TestEventStream(t *testing.T) {
 		s.Close()
 
 		env.pay("k-2", `{"order_id":"A-2","amount_satang":200}`) // while disconnected
-		s2 := openStream(t, env, "?since=0", "Last-Event-ID", strconv.FormatUint(last, 10))
+		s2 := openStream(t, env, "?since="+live.EventID(env.Server.hub.Epoch(), 0), "Last-Event-ID", live.EventID(env.Server.hub.Epoch(), last))
 		// The frames it missed come one by one, or joined into one event
 		// when a wake carries them: either way the first starts with the
 		// next event and carries the missed request.
@@ -340,7 +342,7 @@ func TestCheckoutPage(t *testing.T) {
 		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
 		waitUntil(t, "the projector", func() bool { return env.Server.live().Snapshot().Seq == env.Server.hub.LastSeq() })
 		page := string(env.get("/").Body)
-		want := fmt.Sprintf(`sse-connect="/events?since=%d"`, env.Server.hub.LastSeq())
+		want := fmt.Sprintf(`sse-connect="/events?since=%s"`, live.EventID(env.Server.hub.Epoch(), env.Server.hub.LastSeq()))
 		if !strings.Contains(page, want) {
 			t.Fatalf("the page lacks %s", want)
 		}

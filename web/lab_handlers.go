@@ -128,7 +128,7 @@ func (h labHandlers) handleLabCheck(c echo.Context) error {
 	return render(c, http.StatusOK, views.LabCheckReport(h.lab.runLabCheck(r.Context(), "http://"+addr.String())))
 }
 
-// handleLabLive is GET /lab/live?s=…&o=…&l=…&r=…&c=…: lab.js asks after each
+// handleLabLive is GET /lab/live?s=…&o=…&l=…&r=…&c=…[&all=1]: lab.js asks after each
 // frame of the event stream, with the versions of the settings, the
 // outcomes and the lesson it shows (only those it has on the page). The
 // answer is 204 when nothing changed, else the parts to replace. So the
@@ -146,6 +146,9 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 		n, err := strconv.ParseUint(v, 10, 64)
 		return n, err == nil
 	}
+	// all=1 asks for every part whatever versions the page holds: a page
+	// back from another life of the server holds versions of that life.
+	all := c.QueryParam("all") == "1"
 	presenter := h.isPresenter(r)
 	out := LabLive{V: map[string]uint64{}, HTML: map[string]string{}}
 	add := func(id string, comp templ.Component) error {
@@ -168,7 +171,7 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 	if sv, ok := version("s"); ok {
 		l := getLab()
 		out.V["s"] = l.SettingsV
-		if sv != l.SettingsV {
+		if all || sv != l.SettingsV {
 			for _, m := range lab.Mistakes {
 				if err := add(views.LabControlID(m), views.LabControls(m, l)); err != nil {
 					return err
@@ -182,7 +185,7 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 	if ov, ok := version("o"); ok {
 		l := getLab()
 		out.V["o"] = l.OutcomesV
-		if ov != l.OutcomesV && l.Outcomes != nil {
+		if (all || ov != l.OutcomesV) && l.Outcomes != nil {
 			for _, m := range lab.Mistakes {
 				if err := add(views.LabOutcomeID(m), views.LabOutcomeView(m, l.Outcomes[m.Name])); err != nil {
 					return err
@@ -196,7 +199,7 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 	if lv, ok := version("l"); ok {
 		cur := h.lab.lessonVersion()
 		out.V["l"] = cur
-		if lv != cur {
+		if all || lv != cur {
 			lv := h.lab.lessonView(h.lab.currentLesson(), presenter, c.QueryParam("board") == "1")
 			if err := add("lesson", views.LessonPanel(lv)); err != nil {
 				return err
@@ -220,10 +223,10 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 		out.V["r"] = epoch
 		moved = moved || rv != epoch
 	}
-	if moved {
+	if moved || all {
 		out.Now = h.lab.now().UnixMilli()
 	}
-	if len(out.HTML) == 0 && !moved {
+	if len(out.HTML) == 0 && !moved && !all {
 		return c.NoContent(http.StatusNoContent)
 	}
 	return c.JSON(http.StatusOK, out)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -136,7 +135,7 @@ func openViewers(tb testing.TB, env *testEnv, n int, onFrame func(prev, id uint6
 	var wg sync.WaitGroup
 	viewers := make([]*viewer, n)
 	for i := range viewers {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, env.URL+"/events?since="+strconv.FormatUint(since, 10), nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, env.URL+"/events?since="+live.EventID(env.Server.hub.Epoch(), since), nil)
 		res, err := client.Do(req)
 		if err != nil {
 			tb.Fatal(err)
@@ -159,7 +158,7 @@ func openViewers(tb testing.TB, env *testEnv, n int, onFrame func(prev, id uint6
 					return
 				}
 				if len(line) > 4 && string(line[:4]) == "id: " {
-					id, _ := strconv.ParseUint(strings.TrimSpace(string(line[4:])), 10, 64)
+					_, id, _ := live.ParseEventID(strings.TrimSpace(string(line[4:])))
 					prev := v.seen.Swap(id)
 					onFrame(prev, id)
 				}

@@ -29,6 +29,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/a-h/templ"
+
 	"paytwice/pay"
 	"paytwice/views"
 	"paytwice/web/live"
@@ -94,8 +96,12 @@ type Config struct {
 	// (the lab's switches, the lesson, the checkout card): its frame
 	// carries a mark (lab.go).
 	RoomChanged func(live.Event) bool
-	Lab         Lab
-	Logf        func(format string, args ...any)
+	// ResyncNote is the note a page that had events from elsewhere is
+	// drawn with: restarted says they came from another life of the
+	// server. nil draws none.
+	ResyncNote func(restarted bool) templ.Component
+	Lab        Lab
+	Logf       func(format string, args ...any)
 	// Ctx ends at shutdown.
 	Ctx context.Context
 	// Heartbeat and WriteTimeout time the event streams (stream.go);

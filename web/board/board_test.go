@@ -127,7 +127,7 @@ func (s *stream) next() (id uint64, data, comment string, err error) {
 		case strings.HasPrefix(l, ": "):
 			comment = l[2:]
 		case strings.HasPrefix(l, "id: "):
-			id, _ = strconv.ParseUint(l[4:], 10, 64)
+			_, id, _ = live.ParseEventID(l[4:])
 		case strings.HasPrefix(l, "data: "):
 			lines = append(lines, l[6:])
 		}
@@ -279,7 +279,7 @@ func TestBoardStreams(t *testing.T) {
 			}
 		}
 		b.mu.Unlock()
-		s := b.open(t, "Last-Event-ID", strconv.FormatUint(since, 10))
+		s := b.open(t, "Last-Event-ID", live.EventID(b.hub.Epoch(), since))
 		var all strings.Builder
 		for !strings.Contains(all.String(), "201 paid") {
 			_, data, _, err := s.next()

@@ -44,6 +44,9 @@ type ring struct {
 	// redrawn is the latest drawing of every panel for a viewer that
 	// opens (redrawLocked).
 	redrawn *redrawing
+	// resynced are the same for a page that had events from elsewhere
+	// (resyncLocked): [0] fell behind, [1] from before a restart.
+	resynced [2]*redrawing
 	// streams are the open streams' connections, closed at shutdown so
 	// that none, reading or not, holds it up.
 	streams map[io.Closer]struct{}
@@ -60,9 +63,10 @@ type frame struct {
 
 // lazyFrame holds the fragments of a frame until someone renders them.
 type lazyFrame struct {
-	once sync.Once
-	ops  []templ.Component
-	sse  []byte
+	epoch string // the hub's life: the first part of the frame's id
+	once  sync.Once
+	ops   []templ.Component
+	sse   []byte
 }
 
 // bytes renders the frame once, whoever asks first. The fragments stay:
@@ -70,7 +74,7 @@ type lazyFrame struct {
 func (f *lazyFrame) bytes(id uint64) []byte {
 	f.once.Do(func() {
 		var buf bytes.Buffer
-		writeFrame(&buf, id, renderFrame(f.ops...))
+		writeFrame(&buf, f.epoch, id, renderFrame(f.ops...))
 		f.sse = buf.Bytes()
 	})
 	return f.sse
@@ -100,7 +104,7 @@ func (p *Board) addFrameLocked(seq uint64, refresh bool, ops []templ.Component) 
 		ops = append([]templ.Component{refreshMark}, ops...)
 	}
 	p.frames++
-	p.out[next] = frame{n: p.frames, seq: seq, refresh: refresh, render: &lazyFrame{ops: ops}}
+	p.out[next] = frame{n: p.frames, seq: seq, refresh: refresh, render: &lazyFrame{epoch: p.cfg.Hub.Epoch(), ops: ops}}
 	p.pending = true
 	p.pulseLocked()
 }
@@ -228,7 +232,8 @@ func (w *wake) bytes() []byte {
 				ops = append(ops, f.render.ops...)
 			}
 			var buf bytes.Buffer
-			writeFrame(&buf, w.frames[len(w.frames)-1].seq, renderFrame(lastRedraws(ops)...))
+			last := w.frames[len(w.frames)-1]
+			writeFrame(&buf, last.render.epoch, last.seq, renderFrame(lastRedraws(ops)...))
 			w.b = buf.Bytes()
 		}
 	})
@@ -346,13 +351,45 @@ func (p *Board) redrawLocked() func() []byte {
 	if r := p.redrawn; r != nil && r.seq == p.modelSeq && r.frames == p.frames {
 		return r.bytes
 	}
-	r := &redrawing{seq: p.modelSeq, frames: p.frames, ops: p.fullFrameLocked()}
+	r := &redrawing{epoch: p.cfg.Hub.Epoch(), seq: p.modelSeq, frames: p.frames, ops: p.fullFrameLocked()}
 	p.redrawn = r
 	return r.bytes
 }
 
+// resyncLocked is redrawLocked for a page that had events from elsewhere:
+// another life of the server (restarted), or further back than the frames
+// kept. Besides every panel its one SSE event carries the marks that make
+// the page's scripts ask for the rest of the room (the chapter, the lab,
+// the checkout card's order: static/lab.js), and the note that says so
+// (Config.ResyncNote). Everything in it replaces a whole element, so a
+// page that gets it twice is as after once. Like the redraw, it is made
+// once for every page that resyncs before anything changes: after a
+// restart, the whole class comes back at once.
+func (p *Board) resyncLocked(restarted bool) func() []byte {
+	cache := &p.resynced[0]
+	if restarted {
+		cache = &p.resynced[1]
+	}
+	if r := *cache; r != nil && r.seq == p.modelSeq && r.frames == p.frames {
+		return r.bytes
+	}
+	ops := append([]templ.Component{roomMark, resyncMark}, p.fullFrameLocked()...)
+	if p.cfg.ResyncNote != nil {
+		ops = append(ops, p.cfg.ResyncNote(restarted))
+	}
+	r := &redrawing{epoch: p.cfg.Hub.Epoch(), seq: p.modelSeq, frames: p.frames, ops: ops}
+	*cache = r
+	return r.bytes
+}
+
+// resyncMark starts a frame that redraws a page which had events from
+// elsewhere (resyncLocked): its scripts forget the versions they hold and
+// ask for the whole room.
+var resyncMark = rawHTML("<!--resync-->")
+
 // redrawing is the drawing of every panel at one point of the model.
 type redrawing struct {
+	epoch       string
 	seq, frames uint64 // the model's event and the frames made
 	ops         []templ.Component
 	once        sync.Once
@@ -362,7 +399,7 @@ type redrawing struct {
 func (r *redrawing) bytes() []byte {
 	r.once.Do(func() {
 		var buf bytes.Buffer
-		writeFrame(&buf, r.seq, renderFrame(r.ops...))
+		writeFrame(&buf, r.epoch, r.seq, renderFrame(r.ops...))
 		r.b, r.ops = buf.Bytes(), nil
 	})
 	return r.b

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"paytwice/web/live"
 )
 
 // The event stream's timing: the defaults of Config's Heartbeat and
@@ -42,7 +44,7 @@ var ErrFull = errors.New("too many live views open")
 // Before it writes anything Stream may refuse: ErrClosed when the board
 // stopped, ErrFull beyond maxStreams open streams. After, it returns nil.
 func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int) error {
-	last, resume := resumePoint(r)
+	at := resumePoint(r)
 
 	// Decide where the viewer starts under the projector's lock, so that
 	// no frame is made between the decision and the count that keeps the
@@ -60,10 +62,23 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 	}
 	proj.viewers.Add(1)
 	proj.startBeatLocked()
-	cursor, ok := proj.resumeLocked(last)
+	var cursor uint64
+	ok := false
+	if at.given && at.epoch == proj.cfg.Hub.Epoch() {
+		cursor, ok = proj.resumeLocked(at.seq)
+	}
 	var redraw func() []byte
-	if !resume || !ok {
-		// New, too far behind, or from before a restart: redraw.
+	switch {
+	case ok:
+	case at.given:
+		// From another life of the server (or another server), or further
+		// behind than the frames kept: the page's numbers say nothing
+		// here. It gets the whole room as it is now, marked so that its
+		// scripts ask for the rest of the room too (resyncLocked).
+		cursor = proj.frames
+		redraw = proj.resyncLocked(at.epoch != proj.cfg.Hub.Epoch())
+	default:
+		// A new page: redraw.
 		cursor = proj.frames
 		redraw = proj.redrawLocked()
 	}
@@ -228,25 +243,29 @@ func (s *eventStream) close() {
 	_ = s.conn.Close()
 }
 
+// resumeAt is where a viewer says it left off.
+type resumeAt struct {
+	epoch string // the life of the hub that numbered seq ("" for a bare number)
+	seq   uint64
+	given bool // the viewer named an event it saw
+}
+
 // resumePoint reads where a viewer left off: the Last-Event-ID header that
 // EventSource sends when it reconnects, else the page's ?since=.
-func resumePoint(r *http.Request) (uint64, bool) {
+func resumePoint(r *http.Request) resumeAt {
 	v := r.Header.Get("Last-Event-ID")
 	if v == "" {
 		v = r.URL.Query().Get("since")
 	}
-	if v == "" {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	return n, err == nil
+	epoch, seq, ok := live.ParseEventID(v)
+	return resumeAt{epoch: epoch, seq: seq, given: ok}
 }
 
 // writeFrame appends one SSE event: its id, its name and its HTML, one
 // data line per line of HTML.
-func writeFrame(buf *bytes.Buffer, id uint64, html []byte) {
+func writeFrame(buf *bytes.Buffer, epoch string, seq uint64, html []byte) {
 	buf.WriteString("id: ")
-	buf.WriteString(strconv.FormatUint(id, 10))
+	buf.WriteString(live.EventID(epoch, seq))
 	buf.WriteString("\nevent: frame\n")
 	for len(html) > 0 {
 		line := html

@@ -123,6 +123,8 @@ type Hub struct {
 	now func() time.Time
 	// server is the name stamped on this server's own events (SetServer).
 	server string
+	// epoch names this life of the hub (epoch.go).
+	epoch string
 
 	// spare are entries made ahead, a batch at a time: one allocation
 	// for entrySlab events rather than one each. A batch lives as long as
@@ -152,7 +154,7 @@ func New(size int, now func() time.Time) *Hub {
 	if now == nil {
 		now = time.Now
 	}
-	return &Hub{now: now, ring: make([]*Entry, size), next: 1, wake: make(chan struct{}),
+	return &Hub{now: now, epoch: newEpoch(), ring: make([]*Entry, size), next: 1, wake: make(chan struct{}),
 		kept: newKeeper(DefaultKeptPerSource, DefaultKeptTotal)}
 }
 
