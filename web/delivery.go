@@ -3,6 +3,9 @@ package web
 import (
 	"net/http"
 	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -51,6 +54,8 @@ func (s *Server) handleDelivery(c echo.Context) error {
 		return pay.Errorf(pay.EINVALID, "why must say what happened to an answer that did not arrive.")
 	case len(d.Why) > maxDeliveryWhy:
 		return pay.Errorf(pay.EINVALID, "why is longer than %d bytes.", maxDeliveryWhy)
+	case strings.IndexFunc(d.Why, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) }) >= 0:
+		return pay.Errorf(pay.EINVALID, "why must be plain printable text: no control or formatting characters.")
 	}
 	e := live.Event{Kind: live.Delivered, Attempt: d.Attempt, Scope: callerScope(c.Request()), Source: s.clientIP(c.Request()), Status: d.Status,
 		Message: "the page received the answer (" + strconv.Itoa(d.Status) + ")"}

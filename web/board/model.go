@@ -57,7 +57,7 @@ func (p *Board) load(ctx context.Context) {
 	p.keys = p.keys[:0]
 	for _, k := range keys {
 		p.keys = append(p.keys, &views.KeyRow{ID: keyDOMID(k.Scope, k.Key), Scope: k.Scope, Key: k.Key, PersonalData: pay.PersonalData(k.Key),
-			Fingerprint: k.Fingerprint, OrderID: k.OrderID, Amount: k.AmountSatang, Status: k.Status,
+			Fingerprint: k.Fingerprint, OrderID: shortOrderID(k.OrderID), Amount: k.AmountSatang, Status: k.Status,
 			Code: k.ResponseStatus, Created: k.CreatedAt})
 	}
 	p.forgetCharges()
@@ -72,7 +72,7 @@ func (p *Board) load(ctx context.Context) {
 		p.charged(o)
 		if i < liveCharges {
 			p.charges = append(p.charges, views.ChargeRow{ID: chargeDOMID(c.ID, c.Scope, c.Key), Charge: c.ID,
-				Scope: c.Scope, Key: c.Key, OrderID: c.OrderID, Amount: c.AmountSatang, Time: c.CreatedAt, Repeat: o.charges > 1})
+				Scope: c.Scope, Key: c.Key, OrderID: shortOrderID(c.OrderID), Amount: c.AmountSatang, Time: c.CreatedAt, Repeat: o.charges > 1})
 		}
 	}
 	p.counters.Charges = total
@@ -123,7 +123,7 @@ func (p *Board) loadKeys() []views.KeyRow {
 	out := make([]views.KeyRow, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, views.KeyRow{ID: keyDOMID(k.Scope, k.Key), Scope: k.Scope, Key: k.Key, PersonalData: pay.PersonalData(k.Key),
-			Fingerprint: k.Fingerprint, OrderID: k.OrderID, Amount: k.AmountSatang, Status: k.Status,
+			Fingerprint: k.Fingerprint, OrderID: shortOrderID(k.OrderID), Amount: k.AmountSatang, Status: k.Status,
 			Code: k.ResponseStatus, Created: k.CreatedAt})
 	}
 	return out

@@ -338,9 +338,12 @@ func (u *update) field(name string) string {
 	case "statusLine":
 		return statusLine(e.Status)
 	case "message":
+		if e.Kind == live.Undelivered {
+			return plain(e.Message, shownReason) // a page's own words
+		}
 		return e.Message
 	case "order":
-		return e.OrderID
+		return shortOrderID(e.OrderID)
 	case "kind":
 		return string(e.Kind)
 	}

@@ -107,14 +107,14 @@ func (p *Board) countersLocked() views.Counters {
 	// most recently charged, in order number: a student finds theirs as
 	// in an index, and the red ones stand out wherever they fall.
 	for _, o := range p.twice {
-		c.Orders = append(c.Orders, views.OrderCount{Scope: o.scope, OrderID: o.orderID, Charges: o.charges})
+		c.Orders = append(c.Orders, views.OrderCount{Scope: o.scope, OrderID: shortOrderID(o.orderID), Charges: o.charges})
 	}
 	for _, o := range p.recent {
 		if len(c.Orders) >= OrdersListed {
 			break
 		}
 		if o.charges == 1 {
-			c.Orders = append(c.Orders, views.OrderCount{Scope: o.scope, OrderID: o.orderID, Charges: o.charges})
+			c.Orders = append(c.Orders, views.OrderCount{Scope: o.scope, OrderID: shortOrderID(o.orderID), Charges: o.charges})
 		}
 	}
 	sort.Slice(c.Orders, func(i, j int) bool {

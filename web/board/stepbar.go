@@ -28,7 +28,7 @@ func StepBar(st *step.Stepper) views.StepBar {
 		}
 		v.Held = append(v.Held, views.HeldRow{Request: h.Request, RowID: "tl-" + h.Request, Checkpoint: h.Checkpoint, Answer: heldAnswerText(h.Answer), Click: clickText(h.Click),
 			CanLose: slices.Contains(h.Faults, "response_lost"), CanCrash: slices.Contains(h.Faults, "crash_midway"),
-			OrderID: h.OrderID, Who: who})
+			OrderID: shortOrderID(h.OrderID), Who: who})
 	}
 	return v
 }

@@ -27,7 +27,7 @@ func (p *Board) upsertKey(u *update, change func(*views.KeyRow)) {
 		}
 		return
 	}
-	k := &views.KeyRow{ID: keyDOMID(e.Scope, e.Key), Scope: e.Scope, Key: e.Key, PersonalData: pay.PersonalData(e.Key), Fingerprint: e.Fingerprint, OrderID: e.OrderID, Amount: e.Amount, Created: e.Time}
+	k := &views.KeyRow{ID: keyDOMID(e.Scope, e.Key), Scope: e.Scope, Key: e.Key, PersonalData: pay.PersonalData(e.Key), Fingerprint: e.Fingerprint, OrderID: shortOrderID(e.OrderID), Amount: e.Amount, Created: e.Time}
 	change(k)
 	p.keys = slices.Insert(p.keys, 0, k)
 	if !u.quiet {
@@ -88,7 +88,7 @@ func (p *Board) addCharge(u *update, chargeID string) {
 	o := p.order(e.Scope, e.OrderID)
 	p.charged(o)
 	c := views.ChargeRow{ID: chargeDOMID(chargeID, e.Scope, e.Key), Charge: chargeID, Scope: e.Scope, Key: e.Key,
-		OrderID: e.OrderID, Amount: e.Amount, Time: e.Time, Repeat: o.charges > 1}
+		OrderID: shortOrderID(e.OrderID), Amount: e.Amount, Time: e.Time, Repeat: o.charges > 1}
 	p.charges = append(p.charges, c) // oldest first
 	if !u.quiet {
 		u.add(views.FrameInsertCharge(c, p.cfg.Clock.Now()))

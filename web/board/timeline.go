@@ -153,7 +153,7 @@ func (u *update) rowFor(title string) *views.TimelineRow {
 			}
 		}
 	}
-	r := &views.TimelineRow{ID: id, Time: e.Time, Title: title, Server: e.Server, Key: e.Key, PersonalData: pay.PersonalData(e.Key), OrderID: e.OrderID, Amount: e.Amount, Scope: e.Scope}
+	r := &views.TimelineRow{ID: id, Time: e.Time, Title: title, Server: e.Server, Key: e.Key, PersonalData: pay.PersonalData(e.Key), OrderID: shortOrderID(e.OrderID), Amount: e.Amount, Scope: e.Scope}
 	if u.quiet {
 		return r // busy: not drawn, not kept
 	}
@@ -221,7 +221,7 @@ func (u *update) delivered(*views.TimelineRow) {
 	if e.Kind == live.Delivered {
 		r.Received = true
 	} else {
-		r.NotReceived = e.Message
+		r.NotReceived = plain(e.Message, shownReason)
 	}
 	for i, st := range r.Steps {
 		if st.ID != r.ID+"-resp" || st.Lost {
@@ -230,7 +230,7 @@ func (u *update) delivered(*views.TimelineRow) {
 		if e.Kind == live.Delivered {
 			st.Sent = false
 		} else {
-			st = notReceived(st, e.Message)
+			st = notReceived(st, plain(e.Message, shownReason))
 		}
 		r.Steps[i] = st
 		u.add(views.StepView(st, true))
