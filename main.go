@@ -214,13 +214,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Close what a crash left behind before the first request can arrive:
 	// later, a started key may belong to a live request.
 	// On a database other servers share, their requests may be running:
-	// the sweepers' lock timeout decides there.
+	// the ordinary sweep decides there, which closes at once the keys of
+	// servers whose life has ended (this one's previous life among them,
+	// killed with its payments held) and leaves the live ones' to the
+	// lock timeout.
 	if !st.peers.Shared() {
 		closed, err := srv.SweepOrphans(ctx)
 		if err != nil {
 			return fmt.Errorf("start-up sweep: %w", err)
 		}
 		printStartupSweep(stdout, closed)
+	} else if _, err := srv.Sweep(ctx); err != nil {
+		fmt.Fprintf(stderr, "paytwice: start-up sweep: %v; the periodic sweep tries again\n", err)
 	}
 	jobs := make(chan struct{})
 	go func() { defer close(jobs); srv.RunJobs(ctx) }()

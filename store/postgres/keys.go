@@ -697,21 +697,32 @@ const sweepBatch = 500
 // passed on that clock too: a request's work is bounded by the gateway
 // time-out, shorter than the lock timeout, except while step mode holds
 // it, which may last minutes; past both, the key has no live request left.
+//
+// A key whose claim names a life that has ended (life.go) is taken at
+// once, whatever its age, lease or sweep lease: nobody is working on it
+// any more. That is looked at only once PostgreSQL itself has been up for
+// lifeSettle, so that servers that lost their life connections to a
+// database restart have reconnected them.
 func (db *DB) StartedBefore(ctx context.Context, cutoff time.Time) ([]pay.KeyRow, error) {
 	held := max(db.now().Sub(cutoff), 0)
-	rows, err := db.pool.Query(ctx, `UPDATE idempotency_keys k
+	rows, err := db.pool.Query(ctx, `WITH settled AS (
+			SELECT pg_postmaster_start_time() < clock_timestamp() - $7 * interval '1 millisecond' AS yes)
+		UPDATE idempotency_keys k
 		SET sweep_owner = $2, sweep_until = clock_timestamp() + $3 * interval '1 millisecond'
-		FROM (SELECT scope, key FROM idempotency_keys
-			WHERE status = 'started' AND created_at < $1
-			  AND (claimed_by = $2 OR (claimed_at < clock_timestamp() - $5 * interval '1 millisecond'
-			       AND (work_until IS NULL OR work_until < clock_timestamp())))
-			  AND (sweep_owner IS NULL OR sweep_owner = $2 OR sweep_until < clock_timestamp())
+		FROM (SELECT scope, key FROM idempotency_keys, settled
+			WHERE status = 'started'
+			  AND ((created_at < $1
+			        AND (claimed_by = $2 OR (claimed_at < clock_timestamp() - $5 * interval '1 millisecond'
+			             AND (work_until IS NULL OR work_until < clock_timestamp())))
+			        AND (sweep_owner IS NULL OR sweep_owner = $2 OR sweep_until < clock_timestamp()))
+			    OR (settled.yes AND claimed_by <> $2 AND `+lifeEnded("claimed_by", "$6")+`
+			        AND (sweep_owner IS NULL OR sweep_owner = $2 OR sweep_until < clock_timestamp() OR `+lifeEnded("sweep_owner", "$6")+`)))
 			ORDER BY created_at, key
 			LIMIT $4
-			FOR UPDATE SKIP LOCKED) pick
+			FOR UPDATE OF idempotency_keys SKIP LOCKED) pick
 		WHERE k.scope = pick.scope AND k.key = pick.key
 		RETURNING `+prefixed("k.", keyColumns),
-		cutoff, db.server, db.lease.Milliseconds(), sweepBatch, held.Milliseconds())
+		cutoff, db.server, db.lease.Milliseconds(), sweepBatch, held.Milliseconds(), lifePrefix, lifeSettle.Milliseconds())
 	if err != nil {
 		return nil, err
 	}

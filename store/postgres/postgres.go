@@ -94,6 +94,10 @@ type DB struct {
 	// recent are the keys claimed lately, which a repeat most likely finds
 	// held (see claim).
 	recent recentKeys
+	// stopLife ends this life's connection (life.go) at Close; lifeDone
+	// is closed once it has ended. Both are nil on a ledger-only store.
+	stopLife context.CancelFunc
+	lifeDone chan struct{}
 }
 
 // IsURL reports whether s names a PostgreSQL database rather than a
@@ -143,7 +147,17 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres %s: migrate: %w", redact(url), err)
 	}
-	return &DB{pool: pool, now: opts.Now, schema: opts.Schema, server: randomHex(8), lease: opts.SweepLease, logf: opts.Logf}, nil
+	db := &DB{pool: pool, now: opts.Now, schema: opts.Schema, server: randomHex(8), lease: opts.SweepLease, logf: opts.Logf}
+	if db.schema.Holds("payments") {
+		lifeCtx, stop := context.WithCancel(context.Background())
+		if err := db.startLife(lifeCtx); err != nil {
+			stop()
+			pool.Close()
+			return nil, fmt.Errorf("postgres %s: this server's life connection: %w", redact(url), err)
+		}
+		db.stopLife = stop
+	}
+	return db, nil
 }
 
 // plainOnLoopback adds sslmode=allow to a URL whose hosts are all on
@@ -210,6 +224,10 @@ func namesPoolSize(rawURL string) bool {
 
 // Close closes the pool; calls made afterwards fail.
 func (db *DB) Close() error {
+	if db.stopLife != nil {
+		db.stopLife()
+		<-db.lifeDone
+	}
 	db.pool.Close()
 	return nil
 }
