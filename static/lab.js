@@ -312,11 +312,35 @@
       var counts = {};
       codes.forEach(function (c) { counts[c] = (counts[c] || 0) + 1; });
       var parts = Object.keys(counts).sort().map(function (c) { return (c === "0" ? "no answer" : c) + " \u00d7" + counts[c]; });
-      var created = counts[201] || 0;
-      return {
-        ok: true, tone: created > 1 ? "bad" : "ok",
-        text: "Order " + order + ", one key, " + n + " requests: " + parts.join(", ") + ".",
-      };
+      var answers = n + " requests answered " + parts.join(", ");
+      // The answers say what the requests were told; the charges are what
+      // the server did. The card counts the charges, from the look-up.
+      return lookUpOrder(order).then(function (found) {
+        if (!found) {
+          return { ok: true, tone: "warn", text: "Order " + order + ", one key: " + answers + ". The look-up failed, so how many times it was charged is unknown." };
+        }
+        var charged = found.charges.length;
+        var text = "Order " + order + ", one key: charged " + timesWord(charged) + " (GET /v1/payments?order_id=" + order + ")." +
+          " The " + answers + ".";
+        if (found.state === "pending") {
+          text += " A request with the key has not finished yet: the count may still grow.";
+        }
+        return { ok: true, tone: charged > 1 ? "bad" : (charged === 1 ? "ok" : "warn"), text: text, charges: charged };
+      });
+    });
+  }
+
+  var TIMES = ["never", "once", "twice"];
+  function timesWord(n) { return TIMES[n] || n + " times"; }
+
+  // lookUpOrder asks the server what it has for an order (the caller's
+  // scope), without counting as a client's reconciliation; null when the
+  // look-up failed.
+  function lookUpOrder(order) {
+    return fetch("/v1/payments?order_id=" + encodeURIComponent(order), {
+      credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json", "Paytwice-Card-Check": "1" },
+    }).then(function (r) { return r.ok ? r.json() : null; }, function () { return null; }).then(function (b) {
+      return b && Array.isArray(b.charges) ? b : null;
     });
   }
 
@@ -371,11 +395,22 @@
     },
   };
 
+  // sweptWords says what a sweep closed (POST /api/sweep): this sweep's
+  // keys, and every key any sweep closed in the room since its last
+  // reset, the periodic sweeper's included: it may have closed a key
+  // before the button's sweep ran.
+  function sweptWords(b) {
+    var mine = (b.closed && b.closed.length) || 0;
+    var room = typeof b.closed_in_room === "number" ? b.closed_in_room : mine;
+    return "this sweep closed " + mine + " stuck key" + (mine === 1 ? "" : "s") + "; sweeps have closed " + room +
+      " in this room since the last reset (the sweeper that runs by itself included).";
+  }
+
   function describeAction(id, res) {
     if (res.text) { return res.text; }
     var b = res.body || {};
     switch (id) {
-      case "warp-sweep": return "Clock warped; the sweeper closed " + ((b.closed && b.closed.length) || 0) + " stuck key(s).";
+      case "warp-sweep": return "Clock warped; " + sweptWords(b);
       case "warp-prune": return "Clock warped " + (b.now ? "to " + b.now.slice(11, 19) + " UTC" : "") + "; " + b.pruned + " key(s) older than " + b.retention_seconds + " s pruned.";
       case "faults-off": return "Every fault switch is off.";
       case "lab-patch": return "Saved: every page follows.";

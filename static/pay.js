@@ -349,6 +349,10 @@
 
   // ------------------------------------------------------------ checkout
 
+  // roomNow is the room's clock: the server's, with the presenter's
+  // advances (lab.js passes each one on as "paytwice:clock").
+  function roomNow() { return Date.now() + clockSkew; }
+
   var TIMES = ["never", "once", "twice", "three times", "four times", "five times", "six times", "seven times", "eight times", "nine times", "ten times"];
   function times(n) { return TIMES[n] || n + " times"; }
   function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }
@@ -674,10 +678,31 @@
       }
       if (found.state === "pending") {
         var wait = found.retry_after_seconds || 1;
-        return settle("pending", "pending", "warn", "a payment for this order is under way and its outcome is not known yet: look again in " + secondsText(wait * 1000), "pending", []);
+        var out = settle("pending", "pending", "warn", "a payment for this order is under way and its outcome is not known yet: look again in " + secondsText(wait * 1000), "pending", []);
+        out.retryAfter = wait;
+        return out;
       }
       var why = found.not_charged ? " (" + String(found.not_charged.reason).replace(/_/g, " ") + ")" : "";
       return settle("false", "not paid", "mute", "no charge for this order" + why, "none", []);
+    }
+
+    // foundOf reads a look-up's body as the card uses it.
+    function foundOf(b) {
+      if (!b) { return { state: "unknown", charges: [] }; }
+      if (b.charges.length > 0) { return { state: "paid", charges: b.charges }; }
+      if (b.state === "pending") { return { state: "pending", charges: [], retryAfter: b.retry_after_seconds || 1 }; }
+      return { state: "none", charges: [] };
+    }
+
+    // quietLookUp asks the server what it has for an order, as the card
+    // checking itself (not a client's reconciliation: neither the
+    // timeline nor the lab counts it); null when the look-up failed.
+    function quietLookUp(orderId) {
+      return fetch("/v1/payments?order_id=" + encodeURIComponent(orderId), {
+        credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json", "Paytwice-Card-Check": "1" },
+      }).then(function (res) { return res.ok ? res.json() : null; }).catch(function () { return null; }).then(function (b) {
+        return b && Array.isArray(b.charges) ? b : null;
+      });
     }
 
     // The lab's server mode, as the presenter set it for the room:
@@ -698,6 +723,12 @@
     // a server that runs a key once, not with the lab's servers that do
     // not.
     function againWords() {
+      if (labOn("new_key_per_retry")) {
+        return "Careful: every browser here is making the mistake of a new key on every retry, so paying again goes out under yet another key, and the server charges it as a new payment.";
+      }
+      if (labOn("new_key_after_500")) {
+        return "Careful: every browser here pays again under a new key after a 500, and the server charges that as a new payment.";
+      }
       var mode = labServerMode();
       if (mode === "correct" || mode === "check_then_insert_constrained") {
         return "Paying again with the same key is safe: the server runs a key at most once.";
@@ -749,7 +780,7 @@
           changeKey(ord, req.key);
         }
         req.attempt = attempt;
-        if (!ord.firstSent[req.key]) { ord.firstSent[req.key] = Date.now(); }
+        if (!ord.firstSent[req.key]) { ord.firstSent[req.key] = roomNow(); }
         var r = addRow(ord, { click: n, attempt: attempt, label: label, key: req.key });
         Object.defineProperty(r, "run", { value: my });
         var res = await send(req);
@@ -805,6 +836,7 @@
         return { status: 200, reconciled: true, body: { status: "paid", charge_id: ch.charge_id } };
       }
       res.lookup = found.state;
+      res.retryLookupSeconds = found.retryAfter;
       return res;
     }
 
@@ -939,8 +971,17 @@
     // not run it again until the sweeper has asked the gateway. Count
     // down to then, and look the order up once the sweeper has been.
     function drawHeld(ord, my, req) {
-      var since = ord.firstSent[req.key] || Date.now();
+      // The countdown runs on the room's clock: when the presenter
+      // advances it, the key ages at once, as the sweeper sees it. The
+      // key's age starts when the server claimed it: the page's own send
+      // until the server says (its look-up's locked_at).
+      var since = ord.firstSent[req.key] || roomNow();
       var due = since + cfg.lockMS;
+      quietLookUp(ord.orderId).then(function (found) {
+        var held = found && Array.isArray(found.pending) ? found.pending.filter(function (p) { return p.key === req.key; })[0] : null;
+        var at = held ? Date.parse(held.locked_at) : NaN;
+        if (!isNaN(at)) { due = at + cfg.lockMS; }
+      });
       var when = el("strong", "when", "");
       // What this page heard from the key's earlier requests.
       var earlier = ord.rows.filter(function (r) { return r.kind === "send" && r.key === req.key && r.status && r.status !== "409"; })
@@ -953,13 +994,18 @@
         secondsText(cfg.lockMS) + " old: ", when, "."]);
       setExplain([el("strong", "", "Why 409 every time? "), "Nobody is left to finish the first request, so only the sweeper can close its key: it asks the gateway whether a charge with this key exists, and saves that as the answer. Until then a retry with the same key gets 409, and that is what keeps the order from being charged twice. ",
         link("/problems/request-in-progress", "What 409 means here")]);
+      var passed = 0; // when the room's clock passed the lock timeout, on this page's clock
       function tick() {
-        var left = due - Date.now();
+        var left = due - roomNow();
         if (left > 0) {
+          passed = 0;
           when.textContent = "in " + secondsText(left);
           return;
         }
-        if (left > -cfg.sweepMS - 1000) {
+        // The sweeper's next pass comes on the server's own time, warped
+        // clock or not.
+        if (!passed) { passed = Date.now(); }
+        if (Date.now() - passed < cfg.sweepMS + 1000) {
           when.textContent = "now, on its next pass (it runs every " + secondsText(cfg.sweepMS) + ")";
           return;
         }
@@ -982,6 +1028,121 @@
       tick();
     }
 
+    // The words for the parts of a request a 422 names as different
+    // (its problem body's differing_fields).
+    var FIELD_WORDS = { order_id: "the order id", amount_satang: "the amount", method: "the method", path: "the path" };
+    function fieldsText(fields) {
+      var w = fields.map(function (f) { return FIELD_WORDS[f] || f; });
+      if (w.length < 2) { return w[0] || ""; }
+      return w.slice(0, -1).join(", ") + " and " + w[w.length - 1];
+    }
+
+    // drawKeyReused explains a 422 from what the server said differs
+    // (differing_fields), never from a guess. An order already paid says
+    // so first: the refusal is of the request sent after.
+    function drawKeyReused(ord, req, res) {
+      var b = res.body || {};
+      var fields = Array.isArray(b.differing_fields) ? b.differing_fields : [];
+      var what = fieldsText(fields);
+      var differs = what ? what + (fields.length > 1 ? " differ" : " differs") + " from the request the key was first used with" :
+        "the request differs from the one the key was first used with";
+      var email = labOn("personal_data_key") && req.key === personalKey();
+      if (ord.paid) {
+        // The order is paid: that is the headline; the 422 refused only
+        // the request sent after it.
+        var charges = (ord.charged && ord.charged.length) || 1;
+        setStatus("mismatch", [badge("paid", "ok"), " Order " + ord.orderId + " is paid: \u0e3f" + formatBaht(ord.paid.amount) + ", charge ",
+          el("code", "", ord.paid.charge || "?"), ". ", badge("422", "bad"), " The request sent after it with the same key was not run: " + differs +
+          ", so the server neither replayed that answer nor charged it again."].concat(wastedNote(res)), charges);
+      } else {
+        setStatus("mismatch", [badge("422", "bad"), " Refused, not run: " + differs + ", so the server neither replayed that answer nor charged this request." +
+          " Order " + ord.orderId + " has no charge from it."].concat(wastedNote(res)), (ord.charged && ord.charged.length) || 0);
+      }
+      var why;
+      if (email && fields.indexOf("order_id") >= 0) {
+        why = "The key is the customer's e-mail address (" + req.key + "), the same for every order they place. An earlier order was paid with it, so order " +
+          ord.orderId + " arrived with a key that already belongs to another request: " + differs + ". One customer, one key, and their next order is refused. A key must be new for every payment: a random UUID. ";
+      } else if (fields.length === 1 && fields[0] === "amount_satang") {
+        why = "The amount differs from the one this key was first sent with. The key stands for one action, and the server remembers what that action was (its fingerprint), so it will neither replay the old answer nor run a new charge. Retrying cannot help; a new payment needs a new key: press New order. ";
+      } else {
+        why = "This key was first used with a different request: " + differs + ". The key stands for one action, and the server remembers what that action was (its fingerprint), so it will neither replay the old answer nor run a new charge. Retrying cannot help; a new payment needs a new key: press New order. ";
+      }
+      setExplain([el("strong", "", "Why 422? "), why, link("/problems/key-reused", "More about 422 key reused")]);
+    }
+
+    // settleFromBooks looks the order up and says what the server has for
+    // it: its charges, counted, or that its outcome is not known yet.
+    function settleFromBooks(ord, my, lead) {
+      setStatus("checking", lead);
+      lookUp(ord, 0, "what was charged?").then(function (found) {
+        if (ord !== action || my !== run || my.inflight > 0 || my.stopped) { return; }
+        drawFound(ord, my, found);
+      });
+    }
+
+    // drawFound draws a look-up's answer on the card.
+    function drawFound(ord, my, found) {
+      var charges = found.charges || [];
+      if (found.state === "paid") {
+        ord.charged = charges.map(function (c) { return c.charge_id; });
+        var last = charges[charges.length - 1];
+        ord.paid = { amount: last.amount_satang, charge: last.charge_id, key: ord.key };
+        save();
+        if (charges.length > 1) {
+          drawTwice(ord, charges.length);
+        } else {
+          drawPaid("Looked up: this is the order's one charge.");
+          setExplain(null);
+        }
+      } else if (found.state === "pending") {
+        drawPending(ord, my, found.retryAfter, []);
+      } else if (found.state === "none") {
+        setStatus("ready", [badge("not paid", "mute"), " The server has no charge for order " + ord.orderId + ". " + againWords()], 0);
+      } else {
+        setStatus("unknown", [badge("unknown", "warn"), " The look-up failed: whether this order is paid is unknown. " + againWords()]);
+      }
+    }
+
+    // drawPending says the order's outcome is not known yet, counts down
+    // to the next look, and looks again (and at once when the room
+    // changes) until the server knows.
+    function drawPending(ord, my, seconds, lead) {
+      var wait = Math.max(1, Math.min(seconds || 1, 5)) * 1000;
+      var due = Date.now() + wait;
+      var when = el("strong", "when", "");
+      setStatus("pending", lead.concat([badge("outcome unknown", "warn"), " A payment for order " + ord.orderId +
+        " has started and its outcome is not known yet (the gateway may have charged it): do not pay under a new key. Looking again ", when, "."]));
+      setExplain([el("strong", "", "Why unknown? "), "The server stopped after it may have called the gateway, and nothing is saved on the key yet. " +
+        "It stays started, so a retry with the same key gets 409, until the sweeper has asked the gateway and saved what it says. ",
+        link("/problems/server-error", "What a 500 means here")]);
+      var looking = false;
+      function look() {
+        if (looking) { return; }
+        looking = true;
+        stopTimer();
+        quietLookUp(ord.orderId).then(function (body) {
+          if (ord !== action || my !== run || my.inflight > 0 || my.stopped || status.getAttribute("data-state") !== "pending") { return; }
+          var found = foundOf(body);
+          if (found.state !== "pending") {
+            var n = found.charges.length;
+            addRow(ord, { kind: "reconcile", paid: found.state === "paid" ? "true" : (found.state === "none" ? "false" : "unknown"),
+              badge: found.state === "paid" ? (n > 1 ? "paid " + times(n) : "paid") : (found.state === "none" ? "not paid" : "unknown"),
+              tone: found.state === "paid" ? (n > 1 ? "bad" : "ok") : (found.state === "none" ? "mute" : "warn"),
+              words: found.state === "paid" ? "looked again: the outcome is known, " + (n > 1 ? n + " charges for this order" : "one charge, " + found.charges[0].charge_id) :
+                found.state === "none" ? "looked again: the outcome is known, no charge for this order" : "the look-up failed" });
+          }
+          drawFound(ord, my, found);
+        });
+      }
+      run.pendingLook = look;
+      run.timer = setInterval(function () {
+        var left = due - Date.now();
+        if (left <= 0) { look(); return; }
+        when.textContent = "in " + secondsText(left);
+      }, 250);
+      when.textContent = "in " + secondsText(wait);
+    }
+
     function finish(ord, my, n, req, res) {
       if (ord !== action || my !== run) {
         return; // an earlier order's request: its row says how it ended
@@ -996,10 +1157,7 @@
         return;
       }
       if (res.status === 422) {
-        setStatus("mismatch", [badge("422", "bad"), " Refused: this key was already used for a different request."].concat(wastedNote(res)));
-        setExplain([el("strong", "", "Why 422? "),
-          "You changed the amount but kept the order's key. The key stands for one action, and the server remembers what that action was (its fingerprint), so it will neither replay the old answer nor run a new charge. Retrying cannot help; a new payment needs a new key: press New order. ",
-          link("/problems/key-reused", "More about 422 key reused")]);
+        drawKeyReused(ord, req, res);
         return;
       }
       if (ord.paid && ord.paid.key === req.key && (res.network || res.status === 409)) {
@@ -1021,12 +1179,25 @@
         drawHeld(ord, my, req);
         return;
       }
+      if (res.network && ord.keys.length > 1) {
+        // The order went out under several keys (a mistake, on purpose):
+        // each may have charged. The server's books say how many did.
+        settleFromBooks(ord, my, [badge("no response", "bad"), " The last attempt got no answer either; this order went out under " +
+          plural(ord.keys.length, "key", "keys") + ": looking up what the server charged."]);
+        return;
+      }
       if (res.network) {
         setStatus("unknown", [badge("no response", "bad"), " The request may or may not have charged. " + againWords()]);
         setExplain(null);
         return;
       }
       var b = res.body || {};
+      if (res.status === 500 && res.lookup === "pending" && !res.afterNewKey) {
+        // The look-up says the outcome is not known yet: say so, and look
+        // again until the books know.
+        drawPending(ord, my, res.retryLookupSeconds, [badge("500", "bad"), " The server failed after it started. "]);
+        return;
+      }
       var tone = res.status === 429 ? "warn" : "bad";
       var detail = res.status === 500 && res.lookup === "pending" ? "A 500 means the outcome is unknown, and the look-up says so: a payment for this order is still pending. " +
         "Do not pay with a new key: retry with the same key, or look the order up again, after the sweeper has asked the gateway." :
@@ -1138,6 +1309,10 @@
         drawClosed(old);
         return;
       }
+      if (status.getAttribute("data-state") === "pending" && run.pendingLook) {
+        run.pendingLook();
+        return;
+      }
       reconcile(action, run);
     });
 
@@ -1228,9 +1403,12 @@
         faultsStatus([badge("sweeping", "mute")]);
         api("POST", "/api/sweep").then(function (res) {
           if (!res.ok) { faultsStatus([badge(String(res.status), "bad"), " " + problemText(res.status, res.body)]); return; }
-          var n = res.body && res.body.closed ? res.body.closed.length : 0;
-          var secs = res.body ? res.body.lock_timeout_seconds : "?";
-          faultsStatus([badge("swept", "ok"), " Closed " + n + " stuck key" + (n === 1 ? "" : "s") + ". Keys started less than " + secs + " s ago are left alone: their request may still be running."]);
+          var b = res.body || {};
+          var n = b.closed ? b.closed.length : 0;
+          var room = typeof b.closed_in_room === "number" ? b.closed_in_room : n;
+          var secs = res.body ? b.lock_timeout_seconds : "?";
+          faultsStatus([badge("swept", "ok"), " This sweep closed " + n + " stuck key" + (n === 1 ? "" : "s") + "; sweeps have closed " + room +
+            " in this room since the last reset (the sweeper that runs by itself included). Keys started less than " + secs + " s ago are left alone: their request may still be running."]);
         });
       } else if (t.id === "reset-demo") {
         faultsStatus([badge("resetting", "mute")]);

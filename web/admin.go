@@ -31,11 +31,15 @@ type SweptKey struct {
 type SweepReport struct {
 	LockTimeoutSeconds float64    `json:"lock_timeout_seconds"`
 	Closed             []SweptKey `json:"closed"`
+	// ClosedInRoom counts the keys every sweep closed in this room since
+	// its last reset, this one's included: the periodic sweeper's too,
+	// and on a cluster the other servers'.
+	ClosedInRoom int64 `json:"closed_in_room"`
 }
 
 // sweepReport turns the sweeper's outcomes into the API's shape.
 func (s *Server) sweepReport(outcomes []pay.SweepOutcome) SweepReport {
-	rep := SweepReport{LockTimeoutSeconds: s.cfg.LockTimeout.Seconds(), Closed: []SweptKey{}}
+	rep := SweepReport{LockTimeoutSeconds: s.cfg.LockTimeout.Seconds(), Closed: []SweptKey{}, ClosedInRoom: s.sweptInRoom.Load()}
 	for _, o := range outcomes {
 		res := sweepResult(o)
 		k := SweptKey{Key: o.Row.Key, OrderID: o.Row.OrderID, AmountSatang: o.Row.AmountSatang, Outcome: string(res)}
@@ -142,6 +146,7 @@ func (s *Server) emptyTables(ctx context.Context) error {
 // reset heard late cannot undo what the room set after it, such as the
 // switches of a lesson started right after its reset.
 func (s *Server) resetHere() {
+	s.sweptInRoom.Store(0)
 	s.clearLabCounts()
 	s.simGateway.Reset()
 	s.hub.Clear()

@@ -103,7 +103,7 @@ func TestClockAdvance(t *testing.T) {
 func TestSweepEndpointReportsNothingWhenNothingIsStuck(t *testing.T) {
 	env := newFIEnv(t, Config{})
 	r := env.must(http.MethodPost, "/api/sweep", "")
-	if r.Status != 200 || strings.TrimSpace(string(r.Body)) != `{"lock_timeout_seconds":30,"closed":[]}` {
+	if r.Status != 200 || strings.TrimSpace(string(r.Body)) != `{"lock_timeout_seconds":30,"closed":[],"closed_in_room":0}` {
 		t.Fatalf("got %d %s", r.Status, r.Body)
 	}
 }

@@ -421,7 +421,7 @@ func TestBrowserStudentCannotFlipSwitches(t *testing.T) {
 			t.Fatalf("a student's reset: %d, %d charges left", status, env.charges())
 		}
 		liveDo(t, presenter, "sweeping", liveClick("#sweep-now"))
-		liveWait(t, presenter, "the sweep report", 5*time.Second, `document.getElementById("faults-status").textContent.includes("Closed 0 stuck keys")`)
+		liveWait(t, presenter, "the sweep report", 5*time.Second, `document.getElementById("faults-status").textContent.includes("This sweep closed 0 stuck keys")`)
 		liveDo(t, presenter, "resetting", liveClick("#reset-demo"))
 		liveWait(t, student, "the student's panels cleared", 3*time.Second,
 			chargeRows+` === 0 && document.querySelectorAll("#timeline .tl-row").length === 1 && `+timelineText+`.includes("Reset")`)

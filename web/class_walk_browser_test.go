@@ -132,6 +132,9 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 		"no-key":            {"twice", `this server ignores keys`},
 		"check-then-insert": {"twice", `looked the key up before any had written it`},
 		"prune-too-soon":    {"twice", `the key was pruned`},
+		// Every retry went out under a new key: the card counts the six
+		// charges the server made, and says why.
+		"new-key-per-retry": {"twice", `charged six times.*Each request had a key of its own`},
 	}
 	before := make([]string, len(phones))
 	for n, ch := range sweepChapters(lesson.Build(env.Server.cfg.LockTimeout)) {

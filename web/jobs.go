@@ -75,6 +75,8 @@ func (s *Server) sweep(ctx context.Context, olderThan time.Duration) ([]pay.Swee
 	// sweep must not record a charge the reset has just erased.
 	s.inflight.RLock()
 	outcomes, err := s.protocol.Sweep(ctx, olderThan)
+	// Counted before a reset waiting on this sweep can start from zero.
+	s.sweptInRoom.Add(int64(closedBy(outcomes)))
 	s.inflight.RUnlock()
 	for _, o := range outcomes {
 		e := live.Event{Kind: live.Swept, Scope: o.Row.Scope, Key: o.Row.Key, OrderID: o.Row.OrderID, Amount: o.Row.AmountSatang,
@@ -92,6 +94,17 @@ func (s *Server) sweep(ctx context.Context, olderThan time.Duration) ([]pay.Swee
 		s.hub.Publish(e)
 	}
 	return outcomes, err
+}
+
+// closedBy counts the keys a sweep closed: all but those it failed on.
+func closedBy(outcomes []pay.SweepOutcome) int {
+	n := 0
+	for _, o := range outcomes {
+		if o.Err == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // sweepResult is what the sweeper did with one stuck key, as both the

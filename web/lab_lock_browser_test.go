@@ -48,7 +48,7 @@ func TestBrowserLabMemoryLock(t *testing.T) {
 	t.Run("the card's burst is charged once", func(t *testing.T) {
 		liveDo(t, ctx, "a burst", jsClick(`#mistake-8 [data-lab-action="burst"]`))
 		liveWait(t, ctx, "the burst's answers", 30*time.Second,
-			`document.getElementById("lab-lock-burst-result").textContent.includes("10 requests: 201 \u00d710")`)
+			`(t => t.includes("one key: charged once") && t.includes("10 requests answered 201 \u00d710"))(document.getElementById("lab-lock-burst-result").textContent)`)
 		if n := looseCharges(); n != 2 {
 			t.Fatalf("%d charges, want 2 (one per order)", n)
 		}

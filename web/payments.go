@@ -145,6 +145,14 @@ func (p *payment) publishEvent(e live.Event) {
 			e.Attempt = id // the page will say whether the answer reached it (delivery.go)
 		}
 	}
+	if e.Kind == live.GatewayCall {
+		// The timeline draws the arrow to the gateway when the gateway is
+		// called: a request step mode holds "before the gateway" has not
+		// called it, so the hold comes first and the event after it.
+		p.s.steps.At(p, e.Kind)
+		p.s.hub.Publish(e)
+		return
+	}
 	p.s.hub.Publish(e)
 	if e.Status != 0 && step.At(e.Kind) == step.CheckAnswered {
 		p.step.Answer = e.Status // what the step bar says it answers

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -329,4 +330,46 @@ func TestStepMode(t *testing.T) {
 		env.api(http.MethodPost, "/api/step/play", "")
 		wantStatus(t, a, http.StatusCreated)
 	})
+}
+
+// TestStepModeDrawsTheGatewayCallWhenItHappens: a request held "before the
+// gateway" has not called it, so the stream carries no gateway call for it
+// until the presenter lets it go; then the call comes after the resume.
+func TestStepModeDrawsTheGatewayCallWhenItHappens(t *testing.T) {
+	env := newStepEnv(t, Config{})
+	done := env.payAsync("gw-arrow", "G-1")
+	var id string
+	for _, cp := range []string{"received", "key claimed", "before the gateway"} {
+		id = env.waitHeld(cp)
+		if cp != "before the gateway" {
+			env.api(http.MethodPost, "/api/step/next", fmt.Sprintf(`{"request":%q}`, id))
+		}
+	}
+	kinds := func() []live.Kind {
+		var out []live.Kind
+		for _, e := range env.Server.hub.Recent(100) {
+			if e.Request == id {
+				out = append(out, e.Kind)
+			}
+		}
+		return out
+	}
+	if got := kinds(); slices.Contains(got, live.GatewayCall) {
+		t.Fatalf("held before the gateway, the stream already says the gateway was called: %v", got)
+	}
+	env.Server.steps.Turn(false, "test") // lets it go
+	if r := <-done; r.Status != http.StatusCreated {
+		t.Fatalf("payment: %d %s", r.Status, r.Body)
+	}
+	got := kinds()
+	call := slices.Index(got, live.GatewayCall)
+	held := -1
+	for i, k := range got {
+		if k == step.KindHeld {
+			held = i
+		}
+	}
+	if call < 0 || call < held {
+		t.Fatalf("the gateway call is not after the last hold: %v", got)
+	}
 }

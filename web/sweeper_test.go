@@ -134,3 +134,34 @@ func TestSweeper(t *testing.T) {
 		}
 	})
 }
+
+// TestSweepReportCountsEveryKeyTheRoomsSweepsClosed: the periodic sweeper
+// closes a stuck key before the presenter's button sweeps; the button's
+// report says it closed none itself and that the room's sweeps closed
+// one, and after a reset the count starts again.
+func TestSweepReportCountsEveryKeyTheRoomsSweepsClosed(t *testing.T) {
+	env := newFIEnv(t, Config{LockTimeout: 10 * time.Second})
+	env.setFaults(`{"server":{"crash_midway":true}}`)
+	env.mustDrop("room-1", `{"order_id":"R-1","amount_satang":100}`)
+	env.mustDrop("room-2", `{"order_id":"R-2","amount_satang":100}`)
+	env.Clock.Advance(11 * time.Second)
+	// What the periodic job does (RunJobs calls Sweep).
+	if out, err := env.Server.Sweep(t.Context()); err != nil || len(out) != 2 {
+		t.Fatalf("periodic sweep: %v, %v", out, err)
+	}
+	rep := env.sweepNow()
+	if len(rep.Closed) != 0 || rep.ClosedInRoom != 2 {
+		t.Fatalf("the button's sweep after the periodic one: closed %+v, in the room %d; want 0 and 2", rep.Closed, rep.ClosedInRoom)
+	}
+	env.mustDrop("room-3", `{"order_id":"R-3","amount_satang":100}`)
+	env.Clock.Advance(11 * time.Second)
+	if rep := env.sweepNow(); len(rep.Closed) != 1 || rep.ClosedInRoom != 3 {
+		t.Fatalf("a sweep that closes one more: closed %+v, in the room %d; want 1 and 3", rep.Closed, rep.ClosedInRoom)
+	}
+	if r := env.must(http.MethodPost, "/api/reset", ""); r.Status != http.StatusOK {
+		t.Fatalf("reset: %d %s", r.Status, r.Body)
+	}
+	if rep := env.sweepNow(); len(rep.Closed) != 0 || rep.ClosedInRoom != 0 {
+		t.Fatalf("after a reset: closed %+v, in the room %d; want 0 and 0", rep.Closed, rep.ClosedInRoom)
+	}
+}
