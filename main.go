@@ -249,10 +249,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// and answer before the store closes. The hub stays open until then,
 	// so that those payments' steps still reach the other servers.
 	srv.EndStreams()
-	// Nobody will step a request held in step mode any more: let them all
-	// run to their end now, rather than wait for them until the time-out.
-	if n := srv.LetHeldGo(); n > 0 {
-		fmt.Fprintf(stdout, "let %d held request(s) go on to their end\n", n)
+	// Nobody will step a request held in step mode any more: end them now
+	// rather than wait for them until the time-out. Those held before the
+	// gateway charge nothing (nobody let them) and answer that a retry
+	// with the same key runs afresh.
+	if n := srv.StopHeld(); n > 0 {
+		fmt.Fprintf(stdout, "ended %d request(s) held in step mode: none held before the gateway was charged\n", n)
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

@@ -75,6 +75,11 @@ type Payment struct {
 	// own goroutine: it may block to hold the payment at that step, and
 	// should then pause the work (PauseWork, RenewWork).
 	Observe func(Step)
+	// Stopped, when set, is asked right before the gateway call: true
+	// means the server is stopping and nobody let this payment go on (it
+	// was held in step mode), so it must not charge. The claim is
+	// released, nothing left the building, and a retry runs afresh.
+	Stopped func() bool
 	// KnownFingerprint is Fingerprint's answer when the caller has
 	// computed it already from the same method, path and request; ""
 	// has Fingerprint compute it (once).
@@ -414,6 +419,9 @@ func (s *Service) execute(ctx context.Context, p *Payment, claim string) Outcome
 		p.observe(StepGatewayCall, 0, "charging the gateway with a reference of this request's own, not the key")
 	} else {
 		p.observe(StepGatewayCall, 0, "charging the gateway with the key")
+	}
+	if p.Stopped != nil && p.Stopped() {
+		return s.release(ctx, p, c, claim)
 	}
 	g, err := gw.Charge(ctx, GatewayKey(p.Scope, c.ChargeKeyOrKey()), p.Request.OrderID, p.Request.AmountSatang)
 	if p.Faults.CrashMidway {

@@ -198,6 +198,7 @@ func (p *payment) protocol() *pay.Payment {
 		Faults:           p.faults,
 		Gateway:          p.gateway(),
 		Render:           func(err error) (int, []byte) { return problemBody(r, err) },
+		Stopped:          p.step.Stopped,
 	}
 	pp.Observe = func(st pay.Step) {
 		p.publishEvent(live.Event{Kind: stepEvents[st.Kind], Status: st.Status, Message: st.Detail, Charge: st.ChargeID, Fault: st.Fault})
@@ -265,6 +266,10 @@ func (p *payment) answer(o pay.Outcome) error {
 		return p.answerUnknown(o)
 	case pay.InProgress:
 		return p.s.writeConflict(c, p.key, o)
+	case pay.Released:
+		if p.step.Stopped() {
+			return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The server stopped while step mode held this payment, before it called the gateway: nobody let it go on, so nothing was charged and its key was released. Look the order up (GET /v1/payments?order_id=%s) or send it again with the same key once the server is back.", p.req.OrderID))
+		}
 	case pay.Failed:
 		p.s.logf("payment %s: %v", p.id, o.Err)
 	}

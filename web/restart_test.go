@@ -97,7 +97,7 @@ func (r *restartable) start() {
 func (r *restartable) stop() {
 	r.t.Helper()
 	r.srv.EndStreams()
-	r.srv.LetHeldGo()
+	r.srv.StopHeld()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := r.hs.Shutdown(ctx); err != nil {

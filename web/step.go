@@ -61,9 +61,10 @@ func (p *payment) RenewWork(lease time.Duration) {
 	}
 }
 
-// LetHeldGo is for shutdown: every request step mode holds on this server
-// runs to its end at once (step.Stepper's LetHeldGo); it returns how many.
-func (s *Server) LetHeldGo() int { return s.steps.LetHeldGo() }
+// StopHeld is for shutdown: every request step mode holds on this server
+// ends at once, those held before the gateway without charging
+// (step.Stepper's StopHeld); it returns how many.
+func (s *Server) StopHeld() int { return s.steps.StopHeld() }
 
 // aimedAt applies the faults aimed at p: into the protocol's faults
 // (while it runs), and into p's own (the lost response, which the HTTP

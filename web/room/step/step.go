@@ -100,7 +100,14 @@ type Progress struct {
 	Saved  bool
 	// aim holds the faults the presenter aimed at the request (Aimed).
 	aim atomic.Uint32
+	// stopped is set when the server stopped while the request was held
+	// (StopHeld): nobody stepped it on.
+	stopped atomic.Bool
 }
+
+// Stopped reports whether the server stopped while the request was held:
+// it must not reach the gateway, which nobody let it call.
+func (p *Progress) Stopped() bool { return p.stopped.Load() }
 
 // Full reports whether step mode refused to take the request in.
 func (p *Progress) Full() bool { return p.full }
@@ -560,12 +567,25 @@ func (st *Stepper) aim(id, fault string) error {
 // On reports whether step mode is on.
 func (st *Stepper) On() bool { return st.on.Load() }
 
-// LetHeldGo is for shutdown: every request step mode holds on this server
-// runs to its end at once, and none is held from now on, so that the
-// server's wait for its requests in flight ends as soon as their work
-// does. The room's step mode stays as it is for the other servers. It
-// returns how many requests it let go.
-func (st *Stepper) LetHeldGo() int {
+// StopHeld is for shutdown: every request step mode holds on this server
+// ends at once, and none is held from now on, so that the server's wait
+// for its requests in flight is short. Nobody stepped them on, so those
+// held before their gateway call are marked stopped (Progress.Stopped):
+// they release their key and charge nothing; those past it (the
+// presenter let them call the gateway) record what the gateway did. The
+// room's step mode stays as it is, for the other servers and for this
+// one's next start. It returns how many requests it ended.
+func (st *Stepper) StopHeld() int {
 	st.closing.Store(true)
-	return st.Play()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	held := slices.Clone(st.held)
+	for _, h := range held {
+		if h.at <= CheckBeforeGateway {
+			h.r.Step().stopped.Store(true)
+		}
+		h.r.Step().free.Store(true)
+		st.letGo(h)
+	}
+	return len(held)
 }
