@@ -43,3 +43,41 @@ func TestPageAttemptSentTwiceIsNamed(t *testing.T) {
 		t.Fatalf("%d charges, want 1", n)
 	}
 }
+
+// TestAttemptIdsAreTheSessions: an attempt id counts copies only within
+// the session that sent it. Another session's payment carrying A's
+// attempt id is an attempt of its own: neither it nor A's next arrival is
+// called a copy because of it, and the timeline names no copy.
+func TestAttemptIdsAreTheSessions(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	attempt, a, b := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	body := `{"order_id":"A-4243","amount_satang":1000}`
+	if res := env.pay(uuid.NewString(), body, pageSessionHeader, a, pageAttemptHeader, attempt); res.Status != 201 || res.Header.Get(attemptCopiesHeader) != "" {
+		t.Fatalf("A's attempt: %d, copies %q", res.Status, res.Header.Get(attemptCopiesHeader))
+	}
+	for _, who := range []struct{ name, auth, session string }{
+		{"another session", "", b},
+		{"an API caller", "Bearer mallory", ""},
+		{"the anonymous scope", "", ""},
+	} {
+		headers := []string{pageAttemptHeader, attempt}
+		if who.session != "" {
+			headers = append(headers, pageSessionHeader, who.session)
+		}
+		if who.auth != "" {
+			headers = append(headers, "Authorization", who.auth)
+		}
+		if res := env.pay(uuid.NewString(), body, headers...); res.Status != 201 || res.Header.Get(attemptCopiesHeader) != "" {
+			t.Fatalf("%s with A's attempt id: %d, counted as copy %q of A's attempt", who.name, res.Status, res.Header.Get(attemptCopiesHeader))
+		}
+	}
+	for _, e := range env.Server.hub.Recent(100) {
+		if strings.Contains(e.Message, "sent again by the browser itself") {
+			t.Fatalf("the timeline names a copy: %s", e.Message)
+		}
+	}
+	// A's own copy is still one.
+	if res := env.pay(uuid.NewString(), body, pageSessionHeader, a, pageAttemptHeader, attempt); res.Header.Get(attemptCopiesHeader) != "2" {
+		t.Fatalf("A's own second arrival: copies %q, want 2", res.Header.Get(attemptCopiesHeader))
+	}
+}

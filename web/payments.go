@@ -408,7 +408,10 @@ func (s *Server) freshConnectionPerPayment(next echo.HandlerFunc) echo.HandlerFu
 			c.Response().Header().Set("Connection", "close")
 		}
 		if id := r.Header.Get(pageAttemptHeader); validSessionID(id) {
-			if n := s.attempts.see(id); n > 1 {
+			// Counted per scope: another caller who sends this page's
+			// attempt id has made an attempt of its own, not a copy of
+			// this one.
+			if n := s.attempts.see(callerScope(r), id); n > 1 {
 				c.Response().Header().Set(attemptCopiesHeader, strconv.Itoa(n))
 				c.Set(attemptCopiesHeader, n)
 			}
@@ -427,7 +430,7 @@ func resentNote(c echo.Context) string {
 }
 
 // attemptLog remembers the last page attempts the server saw, a bounded
-// number of them.
+// number of them, each under the scope that sent it.
 type attemptLog struct {
 	mu    sync.Mutex
 	seen  map[string]int
@@ -436,8 +439,10 @@ type attemptLog struct {
 
 const attemptLogSize = 4096
 
-// see counts one arrival of an attempt and returns how many there were.
-func (l *attemptLog) see(id string) int {
+// see counts one arrival of scope's attempt id and returns how many
+// there were.
+func (l *attemptLog) see(scope, id string) int {
+	id = scope + "\x00" + id
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.seen == nil {
