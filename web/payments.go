@@ -74,7 +74,9 @@ type payment struct {
 	scope string
 	// source is the client address, the request's share of the timeline.
 	source string
-	key    string
+	// priority says the presenter sent it.
+	priority bool
+	key      string
 	// chargeKey files the charge under a reference of its own; only the
 	// lab's key-table-only mode sets it.
 	chargeKey string
@@ -123,7 +125,8 @@ func (p *payment) writeSaved(status int, body []byte, replayed bool) error {
 
 // newPayment starts carrying one request through the protocol.
 func (s *Server) newPayment(c echo.Context) *payment {
-	return &payment{s: s, c: c, id: pay.NewID("rq_")[:11], scope: callerScope(c.Request()), source: s.clientIP(c.Request())}
+	return &payment{s: s, c: c, id: pay.NewID("rq_")[:11], scope: callerScope(c.Request()), source: s.clientIP(c.Request()),
+		priority: s.hasPriority(c.Request())}
 }
 
 func (p *payment) publish(kind live.Kind, status int, msg string) {
@@ -139,7 +142,7 @@ func (p *payment) publishFault(kind live.Kind, status int, msg string) {
 // fingerprint) and publishes e.
 func (p *payment) publishEvent(e live.Event) {
 	e.Request, e.Scope, e.Key, e.OrderID, e.Amount, e.Fingerprint = p.id, p.scope, p.key, p.req.OrderID, p.req.AmountSatang, p.fp
-	e.Source = p.source
+	e.Source, e.Priority = p.source, p.priority
 	if e.Kind == live.Received {
 		if id := p.c.Request().Header.Get(pageAttemptHeader); validSessionID(id) {
 			e.Attempt = id // the page will say whether the answer reached it (delivery.go)

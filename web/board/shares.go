@@ -27,10 +27,14 @@ type sourceShares struct {
 }
 
 // A caller's share of the board: requests started in the last second.
-// A student double-clicking, or a page retrying, starts a few; a script
-// in a loop starts hundreds.
+// A student double-clicking, or a page retrying, starts a few, the lab's
+// burst ten at once; a script in a loop starts hundreds. The presenter's
+// requests are never held back.
 const (
-	shareRequests  = 15
+	shareRequests = 40
+	// shareBurst is the share within 200 ms: two of the lab's bursts,
+	// and well under what puts the board in busy mode (busyEnterBurst).
+	shareBurst     = 20
 	shareRefresh   = 500 * time.Millisecond
 	shareMaxMeters = 4096
 )
@@ -48,7 +52,7 @@ func newSourceShares() sourceShares {
 // mute says whether e's request is beyond its caller's share; p.mu is
 // held.
 func (s *sourceShares) mute(e live.Event, now time.Time) bool {
-	if e.Request == "" || e.Scope == "" {
+	if e.Request == "" || e.Scope == "" || e.Priority {
 		return false
 	}
 	if _, ok := s.muted.get(e.Request); ok {
@@ -66,7 +70,7 @@ func (s *sourceShares) mute(e live.Event, now time.Time) bool {
 		s.meters[e.Scope] = m
 	}
 	m.add(now)
-	if m.perSecond(now) <= shareRequests {
+	if m.perSecond(now) <= shareRequests && m.recent(now) <= shareBurst {
 		return false
 	}
 	s.muted.put(e.Request, struct{}{})
@@ -123,7 +127,7 @@ func (p *Board) mutedFrame(e live.Event, now time.Time) []templ.Component {
 func (p *Board) mutedText(r *mutedRow) {
 	// A new slice: frames not yet rendered hold the old one.
 	r.row.Steps = []views.Step{{ID: r.row.ID + "-note", From: views.LaneBrowser, To: views.LaneServer,
-		Label: "This caller starts more than " + strconv.Itoa(shareRequests) + " requests a second, its share of the board: the rest of its requests are counted here, not drawn one by one. Everyone else's are drawn as usual; the tables and counters below are complete.",
+		Label: "This caller starts more than " + strconv.Itoa(shareRequests) + " requests a second (or " + strconv.Itoa(shareBurst) + " within 200 ms), its share of the board: the rest of its requests are counted here, not drawn one by one. Everyone else's are drawn as usual; the tables and counters below are complete.",
 		Badge: views.Badge{Text: "over its share", Tone: views.ToneWarn}}}
 	r.count()
 }

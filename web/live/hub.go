@@ -98,6 +98,9 @@ type Event struct {
 	// Source is the client address the step came from, for the kept
 	// timeline's shares (kept.go); it stays on this server.
 	Source string `json:"-"`
+	// Priority marks a step of the presenter's own requests, which no
+	// student's share of the board ever holds back (web/board/shares.go).
+	Priority bool `json:"-"`
 }
 
 // Entry is an event in the ring.

@@ -1,0 +1,409 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"paytwice/web/live"
+)
+
+// A mischievous class: students on other loopback addresses open hundreds
+// of live views, loop on the delivery reports, the backoff and the herd,
+// flood payments and send long and odd order ids, while the presenter
+// (127.0.0.1, with the token) runs a chapter and pays. The presenter's
+// board and stream are never refused, its stream shows each of its
+// payments within a second, and the timeline keeps every payment of the
+// class; the presenter's median payment latency with and without the
+// students is measured and logged. Then a class of sixty behind one address reconnects all its
+// phones at once, three times over, and every phone gets its stream.
+func TestMischievousClass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a class's worth of load")
+	}
+	const token = "front-of-the-room"
+	env := newTestEnv(t, Config{PresenterToken: token})
+	presenter := &http.Client{Timeout: 20 * time.Second}
+	var refusedPresenter atomic.Int32
+
+	// The presenter starts a chapter and opens the board's stream.
+	if r := sendFrom(t, presenter, http.MethodPut, env.URL+"/api/lessons/current", `{"slug":"retry-every-4xx"}`, PresenterHeader, token); r.Status != http.StatusOK {
+		t.Fatalf("starting the chapter: %d %s", r.Status, r.Body)
+	}
+	board := watchStream(t, presenter, env.URL, PresenterHeader, token)
+
+	// pay sends one payment and returns its latency; the presenter's wait
+	// for its order on the board's stream, up to a second.
+	payments := 0
+	presenterPays := func(round string, n int) []time.Duration {
+		var took []time.Duration
+		for i := range n {
+			payments++
+			order := fmt.Sprintf("PR%04dX", payments)
+			seen := board.expect(order)
+			start := time.Now()
+			r := payFrom(t, presenter, env.URL, "presenter-"+order, order, "Bearer presenter", PresenterHeader, token)
+			took = append(took, time.Since(start))
+			if r.Status != http.StatusCreated {
+				t.Fatalf("%s: the presenter's payment %d: %d %s", round, i, r.Status, r.Body)
+			}
+			select {
+			case <-seen:
+			case <-time.After(time.Second):
+				t.Fatalf("%s: the presenter's stream did not show order %s within a second of its answer", round, order)
+			}
+		}
+		return took
+	}
+
+	quiet := presenterPays("quiet", 25)
+
+	// The class: a few students paying as they should, and the others.
+	ctx, stopStudents := context.WithCancel(context.Background())
+	var students sync.WaitGroup
+	var held []*heldStream
+	var heldMu sync.Mutex
+	student := func(f func()) {
+		students.Add(1)
+		go func() { defer students.Done(); f() }()
+	}
+	// Hundreds of live views from three addresses.
+	streamAnswers := map[string]map[int]int{}
+	var answersMu sync.Mutex
+	for _, s := range []struct {
+		ip string
+		n  int
+	}{{"127.0.0.2", 260}, {"127.0.0.6", 260}, {"127.0.0.7", 120}} {
+		client := fromAddress(s.ip)
+		answersMu.Lock()
+		streamAnswers[s.ip] = map[int]int{}
+		answersMu.Unlock()
+		for range s.n {
+			h, status := openHeld(ctx, client, env.URL)
+			answersMu.Lock()
+			streamAnswers[s.ip][status]++
+			answersMu.Unlock()
+			if h != nil {
+				heldMu.Lock()
+				held = append(held, h)
+				heldMu.Unlock()
+			}
+		}
+	}
+	// The presenter's board, and a second stream, still open.
+	if r := getFrom(t, presenter, env.URL+"/board", PresenterHeader, token, "Accept", "text/html"); r.Status != http.StatusOK {
+		t.Fatalf("the presenter's board with every student stream open: %d", r.Status)
+	}
+	second := watchStream(t, presenter, env.URL, PresenterHeader, token)
+	_ = second
+	// Loops on delivery reports, the backoff and the herd.
+	for _, ip := range []string{"127.0.0.3", "127.0.0.4"} {
+		client := fromAddress(ip)
+		student(func() {
+			for i := 0; i < 3000 && ctx.Err() == nil; i++ {
+				switch i % 3 {
+				case 0:
+					sendFrom(t, client, http.MethodPost, env.URL+"/api/delivery",
+						fmt.Sprintf(`{"attempt":%q,"received":false,"why":"noise %d"}`, uuid.NewString(), i))
+				case 1:
+					sendFrom(t, client, http.MethodGet, env.URL+fmt.Sprintf("/api/backoff?base=500ms&cap=8s&retries=5&seed=%d", i), "")
+				default:
+					sendFrom(t, client, http.MethodGet, env.URL+fmt.Sprintf("/api/herd?seed=%d", i), "")
+				}
+			}
+		})
+	}
+	// A flood of payments, sixteen at a time: more events than the hub's
+	// ring holds, all of them while the class pays.
+	var flooded atomic.Int32
+	var flood sync.WaitGroup
+	flooder := fromAddress("127.0.0.5")
+	for w := range 16 {
+		flood.Add(1)
+		student(func() {
+			defer flood.Done()
+			for i := 0; i < 60; i++ {
+				order := fmt.Sprintf("F-%d-%d", w, i)
+				if r := payFrom(t, flooder, env.URL, "flood-"+order, order, "Bearer flood"); r.Status == http.StatusCreated {
+					flooded.Add(1)
+				}
+			}
+		})
+	}
+	// Long and odd order ids.
+	odd := fromAddress("127.0.0.8")
+	student(func() {
+		for i := 0; i < 200 && ctx.Err() == nil; i++ {
+			order := fmt.Sprintf("<b>%d</b>&%s", i, strings.Repeat("W", 64))[:64]
+			payFrom(t, odd, env.URL, fmt.Sprintf("odd-%d", i), order, "Bearer odd")
+		}
+	})
+	// A class paying as it should.
+	var class []string
+	var classMu sync.Mutex
+	for s := range 6 {
+		client := fromAddress(fmt.Sprintf("127.0.1.%d", s+1))
+		student(func() {
+			for i := 0; i < 5 && ctx.Err() == nil; i++ {
+				order := fmt.Sprintf("C%d-%d", s, i)
+				if r := payFrom(t, client, env.URL, "class-"+order, order, fmt.Sprintf("Bearer student-%d", s)); r.Status == http.StatusCreated {
+					classMu.Lock()
+					class = append(class, order)
+					classMu.Unlock()
+				}
+			}
+		})
+	}
+	// The presenter watches its board the whole time.
+	student(func() {
+		for i := 0; i < 200 && ctx.Err() == nil; i++ {
+			for _, path := range []string{"/board", "/api/faults"} {
+				r := sendFrom(t, presenter, http.MethodGet, env.URL+path, "", PresenterHeader, token, "Accept", "text/html")
+				if r.Status == http.StatusServiceUnavailable || r.Status == http.StatusTooManyRequests {
+					refusedPresenter.Add(1)
+				}
+			}
+		}
+	})
+
+	noisy := presenterPays("noisy", 25)
+	flood.Wait()
+	stopStudents()
+	students.Wait()
+	quiet = append(quiet, presenterPays("quiet again", 25)...)
+	heldMu.Lock()
+	for _, h := range held {
+		h.close()
+	}
+	heldMu.Unlock()
+
+	t.Run("one address holds at most its share of the streams, and the class at most its own", func(t *testing.T) {
+		for ip, answers := range streamAnswers {
+			if answers[http.StatusOK] > DefaultLimits.StreamsPerAddress {
+				t.Errorf("%s holds %d streams, more than its share of %d", ip, answers[http.StatusOK], DefaultLimits.StreamsPerAddress)
+			}
+			t.Logf("%s: %v", ip, answers)
+		}
+		total := 0
+		for _, answers := range streamAnswers {
+			total += answers[http.StatusOK]
+		}
+		if want := DefaultLimits.MaxStreams - DefaultLimits.PresenterStreams; total != want {
+			t.Errorf("the students hold %d streams, want every one they may: %d", total, want)
+		}
+	})
+	t.Run("the presenter's board was never refused", func(t *testing.T) {
+		if n := refusedPresenter.Load(); n > 0 {
+			t.Errorf("the presenter's pages got 503 or 429 %d times", n)
+		}
+	})
+	t.Run("the timeline holds every payment of the class", func(t *testing.T) {
+		r := getFrom(t, presenter, env.URL+"/api/timeline.json", PresenterHeader, token)
+		var export TimelineExport
+		if err := json.Unmarshal(r.Body, &export); err != nil {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		charged := map[string]bool{}
+		for _, e := range export.Events {
+			if e.Kind == "charged" {
+				charged[e.OrderID] = true
+			}
+		}
+		want := slices.Clone(class)
+		for i := 1; i <= payments; i++ {
+			want = append(want, fmt.Sprintf("PR%04dX", i))
+		}
+		for _, order := range want {
+			if !charged[order] {
+				t.Errorf("the timeline lost the charge of %s", order)
+			}
+		}
+		if len(class) != 30 {
+			t.Errorf("%d of the class's 30 payments were charged", len(class))
+		}
+		if n := flooded.Load(); n != 16*60 {
+			t.Errorf("the flood charged %d of its %d payments", n, 16*60)
+		}
+		t.Logf("%d events exported, the hub's ring holds %d", len(export.Events), live.DefaultSize)
+	})
+	// How much the students slow the presenter's payments is measured
+	// here, quiet and noisy rounds in one run, and reported; speed is
+	// not asserted in tests (docs/classroom.md gives the numbers).
+	q, n := median(quiet), median(noisy)
+	t.Logf("the presenter's median payment: %v quiet, %v with the students at it (%.1fx)", q, n, float64(n)/float64(q))
+	t.Run("a class of sixty behind one address reconnects all its phones at once, three times over", func(t *testing.T) {
+		waitUntil(t, "the students' streams to close", func() bool {
+			env.Server.streams.mu.Lock()
+			defer env.Server.streams.mu.Unlock()
+			return env.Server.streams.held == 0
+		})
+		nat := fromAddress("127.0.0.9")
+		phones := make([]string, 60)
+		for i := range phones {
+			phones[i] = uuid.NewString()
+		}
+		for round := range 3 {
+			var got []*heldStream
+			refused := 0
+			for _, session := range phones {
+				for range 2 { // the page and a second tab
+					h, _ := openHeld(context.Background(), nat, env.URL, "Cookie", sessionCookie+"="+session)
+					if h == nil {
+						refused++
+						continue
+					}
+					got = append(got, h)
+				}
+			}
+			if refused > 0 {
+				t.Fatalf("round %d: %d of the class's 120 streams were refused", round+1, refused)
+			}
+			for _, h := range got {
+				h.close()
+			}
+			waitUntil(t, "the class's streams to close", func() bool {
+				env.Server.streams.mu.Lock()
+				defer env.Server.streams.mu.Unlock()
+				return env.Server.streams.held == 0
+			})
+		}
+	})
+}
+
+// sendFrom sends a request with a JSON body and reads the answer.
+func sendFrom(t testing.TB, client *http.Client, method, url, body string, header ...string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return response{} // a student's request cut short by the end of the test
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{Status: res.StatusCode, Header: res.Header, Body: b}
+}
+
+func payFrom(t testing.TB, client *http.Client, base, key, order, auth string, header ...string) response {
+	return sendFrom(t, client, http.MethodPost, base+paymentsPath, fmt.Sprintf(`{"order_id":%q,"amount_satang":129900}`, order),
+		append([]string{"Idempotency-Key", key, "Authorization", auth}, header...)...)
+}
+
+// heldStream is a student's open stream, read and thrown away.
+type heldStream struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (h *heldStream) close() { h.cancel(); <-h.done }
+
+// openHeld opens a stream and keeps reading it until closed; nil and the
+// status when it was refused.
+func openHeld(ctx context.Context, client *http.Client, base string, header ...string) (*heldStream, int) {
+	ctx, cancel := context.WithCancel(ctx)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/events", nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		cancel()
+		return nil, 0
+	}
+	if res.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		cancel()
+		return nil, res.StatusCode
+	}
+	h := &heldStream{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		defer res.Body.Close()
+		io.Copy(io.Discard, res.Body)
+	}()
+	return h, res.StatusCode
+}
+
+// watchedStream is the presenter's stream, searched for what it awaits.
+type watchedStream struct {
+	mu      sync.Mutex
+	waiting map[string]chan struct{}
+}
+
+// watchStream opens the stream, which must be let in, and reads it.
+func watchStream(t *testing.T, client *http.Client, base string, header ...string) *watchedStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/events", nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		cancel()
+		t.Fatalf("the presenter's stream: %d", res.StatusCode)
+	}
+	w := &watchedStream{waiting: map[string]chan struct{}{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer res.Body.Close()
+		r := bufio.NewReaderSize(res.Body, 1<<16)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Logf("the presenter's stream ended: %v", err)
+				}
+				return
+			}
+			w.mu.Lock()
+			for s, ch := range w.waiting {
+				if strings.Contains(line, s) {
+					close(ch)
+					delete(w.waiting, s)
+				}
+			}
+			w.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
+}
+
+// expect returns a channel closed once the stream carries s.
+func (w *watchedStream) expect(s string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := make(chan struct{})
+	w.waiting[s] = ch
+	return ch
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
