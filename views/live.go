@@ -182,6 +182,8 @@ func ScopeLabel(scope string) string {
 		return "browser " + prefix(strings.TrimPrefix(scope, "session:"), 4)
 	case strings.HasPrefix(scope, "token:"):
 		return "token " + prefix(strings.TrimPrefix(scope, "token:"), 4)
+	case strings.HasPrefix(scope, "anonymous:"):
+		return "anonymous " + prefix(strings.TrimPrefix(scope, "anonymous:"), 4)
 	case scope == "":
 		return "—"
 	}

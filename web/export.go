@@ -30,9 +30,16 @@ func (s *Server) exportRoutes(e *echo.Echo) {
 	e.GET("/api/timeline.csv", s.handleTimelineCSV)
 }
 
-// exportEvents lists the retained events.
-func (s *Server) exportEvents() []live.Event {
+// exportEvents lists the retained events r may read. The whole file
+// names every caller's keys, orders, attempts and charges: it is the
+// presenter's (everybody's on a server without a presenter token). Anyone
+// else gets the rows of their own scope only.
+func (s *Server) exportEvents(r *http.Request) []live.Event {
 	out := s.hub.Kept()
+	if !s.isPresenter(r) {
+		mine := callerScope(r)
+		out = slices.DeleteFunc(out, func(e live.Event) bool { return e.Scope != mine })
+	}
 	for i := range out {
 		ev := &out[i]
 		if ev.Scope != "" {
@@ -55,7 +62,7 @@ func (s *Server) attachment(c echo.Context, ext string) {
 // handleTimelineJSON is GET /api/timeline.json.
 func (s *Server) handleTimelineJSON(c echo.Context) error {
 	s.attachment(c, "json")
-	return c.JSON(http.StatusOK, TimelineExport{ExportedAt: s.clock.Now().UTC(), Events: s.exportEvents()})
+	return c.JSON(http.StatusOK, TimelineExport{ExportedAt: s.clock.Now().UTC(), Events: s.exportEvents(c.Request())})
 }
 
 // TimelineCSVHeader is the first row of GET /api/timeline.csv. When the
@@ -66,7 +73,7 @@ var TimelineCSVHeader = []string{"seq", "time", "kind", "request", "scope", "key
 // handleTimelineCSV is GET /api/timeline.csv: one row per event, times in
 // RFC 3339 UTC, empty cells for what an event does not have.
 func (s *Server) handleTimelineCSV(c echo.Context) error {
-	events := s.exportEvents()
+	events := s.exportEvents(c.Request())
 	named := slices.ContainsFunc(events, func(e live.Event) bool { return e.Server != "" })
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)

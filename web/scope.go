@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
@@ -16,8 +17,35 @@ import (
 const sessionCookie = "paytwice_session"
 
 // AnonymousScope is shared by every API caller that sends neither an
-// Authorization header nor a session cookie.
+// Authorization header nor a session cookie, on a server without a
+// presenter token (a learner alone with it). In a class (a presenter
+// token is set) such callers are told apart by their address instead
+// (anonymousByAddress): one student who learns another's key can send
+// nothing under it.
 const AnonymousScope = "anonymous"
+
+// anonymousPrefix starts the scope of a caller with no credential in a
+// class: the hash of its address follows.
+const anonymousPrefix = "anonymous:"
+
+// anonymousScopeKey is the request context's key for the scope of a
+// caller with no credential.
+type anonymousScopeKey struct{}
+
+// anonymousByAddress gives, in a class, each address its own scope for
+// the requests that carry no credential; a server without a presenter
+// token keeps the one shared anonymous scope.
+func (s *Server) anonymousByAddress(next echo.HandlerFunc) echo.HandlerFunc {
+	if s.cfg.PresenterToken == "" {
+		return next
+	}
+	return func(c echo.Context) error {
+		r := c.Request()
+		scope := anonymousPrefix + scopeID("address "+s.clientIP(r))
+		c.SetRequest(r.WithContext(context.WithValue(r.Context(), anonymousScopeKey{}, scope)))
+		return next(c)
+	}
+}
 
 // scopeIDBytes is how much of a credential's SHA-256 a scope keeps: 128
 // bits, so two callers never share a scope by accident. Pages show only
@@ -99,7 +127,8 @@ func requireClearScope(next echo.HandlerFunc) echo.HandlerFunc {
 // callerScope returns the scope that keys and charges belong to: a
 // bearer token (each token is its own demo account; there is no real
 // authentication), else the browser session, else the shared anonymous
-// scope. Credentials are stored hashed, so the page never shows one.
+// scope (in a class, the scope of the caller's address). Credentials are
+// stored hashed, so the page never shows one.
 // Requests whose Authorization header is not a clear credential never get
 // here (requireClearScope).
 func callerScope(r *http.Request) string {
@@ -110,6 +139,9 @@ func callerScope(r *http.Request) string {
 		// Hashed like tokens: the scope is shown on the shared board, and
 		// the cookie's value would let anyone watching act as this browser.
 		return "session:" + scopeID(c.Value)
+	}
+	if scope, ok := r.Context().Value(anonymousScopeKey{}).(string); ok {
+		return scope
 	}
 	return AnonymousScope
 }

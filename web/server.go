@@ -297,6 +297,7 @@ func (s *Server) routes() *echo.Echo {
 	if s.cfg.Name != "" {
 		e.Use(servedBy(s.cfg.Name))
 	}
+	e.Use(s.anonymousByAddress)        // before anything reads the scope
 	e.Use(s.freshConnectionPerPayment) // before the lab's dispatcher, which reads the scope
 	e.Use(requireClearScope)
 	e.Use(s.limits.middleware)
