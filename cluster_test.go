@@ -591,3 +591,61 @@ func TestStopChildrenKillsEveryServerThatOutlivesTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// A server behind the front door that answers past the door's bounds:
+// headers larger than it reads, a body of declared length larger than it
+// forwards, or of unknown length running past it. The first two get a
+// 502 naming the bound; the third is cut, never passed on shortened as if
+// whole. An answer within the bounds passes.
+func TestFrontDoorBoundsAServersAnswer(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/headers":
+			for i := range 20 {
+				w.Header().Set(fmt.Sprintf("X-Filler-%d", i), strings.Repeat("v", 60<<10))
+			}
+		case "/declared":
+			w.Header().Set("Content-Length", strconv.Itoa(frontDoorMaxBody+1))
+			w.WriteHeader(http.StatusOK)
+			return // the door refuses it on the length alone
+		case "/unbounded":
+			w.Header().Set("Content-Type", "application/octet-stream")
+			chunk := make([]byte, 1<<20)
+			for range frontDoorMaxBody>>20 + 2 {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+			return
+		}
+		io.WriteString(w, "fine")
+	}))
+	defer hs.Close()
+	u, _ := url.Parse(hs.URL)
+	door := httptest.NewServer(newFrontDoor([]*child{{name: "s1", url: u, exited: make(chan struct{})}}, "door-mark", io.Discard))
+	defer door.Close()
+	get := func(path string) (*http.Response, []byte, error) {
+		res, err := http.Get(door.URL + path)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		return res, b, err
+	}
+	for path, want := range map[string]string{
+		"/headers":  "headers are larger than the front door reads (1024 KiB)",
+		"/declared": "body is larger than the front door forwards (64 MiB)",
+	} {
+		res, body, err := get(path)
+		if err != nil || res.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), want) {
+			t.Fatalf("%s: %v %v %.300s; want 502 saying %q", path, err, res, body, want)
+		}
+	}
+	if _, body, err := get("/unbounded"); err == nil || len(body) > frontDoorMaxBody {
+		t.Fatalf("an answer past the bound: %d bytes, error %v; want the connection cut at the bound", len(body), err)
+	}
+	if res, body, err := get("/fine"); err != nil || res.StatusCode != http.StatusOK || string(body) != "fine" {
+		t.Fatalf("an answer within the bounds: %v %v %s", err, res, body)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -352,9 +353,53 @@ type hop struct {
 
 type hopKey struct{}
 
+// Bounds of what the front door reads of a server's answer. The servers
+// are this command's own, but a bound costs nothing and keeps a server
+// gone wrong from taking the door's memory with it: past one, the client
+// gets a 502 that names it. Time is bounded by the servers themselves
+// (the gateway time-out, step mode's limit per checkpoint) and by the
+// wait for an answer's headers, which step mode may stretch to minutes.
+const (
+	frontDoorMaxHeader = 1 << 20
+	frontDoorMaxBody   = 64 << 20 // a class's timeline export is a few MiB
+	frontDoorWait      = 15 * time.Minute
+)
+
+// cappedBody fails a read past left bytes.
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (c *cappedBody) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		var one [1]byte
+		if n, err := c.ReadCloser.Read(one[:]); n == 0 && err == io.EOF {
+			return 0, io.EOF // exactly the bound
+		}
+		return 0, errFrontDoorBody
+	}
+	p = p[:min(int64(len(p)), c.left)]
+	n, err := c.ReadCloser.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
+// errFrontDoorBody says a server's answer was larger than the door
+// forwards.
+var errFrontDoorBody = fmt.Errorf("its answer's body is larger than the front door forwards (%d MiB)", frontDoorMaxBody>>20)
+
 func newFrontDoor(servers []*child, mark string, stderr io.Writer) *frontDoor {
 	d := &frontDoor{servers: servers}
 	d.proxy = &httputil.ReverseProxy{
+		Transport: &http.Transport{
+			Proxy:                  nil,
+			DialContext:            (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost:    256,
+			IdleConnTimeout:        90 * time.Second,
+			MaxResponseHeaderBytes: frontDoorMaxHeader,
+			ResponseHeaderTimeout:  frontDoorWait,
+		},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(pr.In.Context().Value(hopKey{}).(*hop).server.url)
 			// The Host the browser used: the cross-origin guard compares it
@@ -377,9 +422,21 @@ func newFrontDoor(servers []*child, mark string, stderr io.Writer) *frontDoor {
 			if res.Close {
 				res.Header.Set("Connection", "close")
 			}
+			if res.ContentLength > frontDoorMaxBody {
+				return errFrontDoorBody
+			}
+			if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+				// An answer of unknown length is cut at the bound: the
+				// client sees its connection end, never a shortened answer
+				// that looks whole.
+				res.Body = &cappedBody{ReadCloser: res.Body, left: frontDoorMaxBody}
+			}
 			return nil
 		},
 		ErrorHandler: func(_ http.ResponseWriter, r *http.Request, err error) {
+			if strings.Contains(err.Error(), "response headers exceeded") {
+				err = fmt.Errorf("its answer's headers are larger than the front door reads (%d KiB)", frontDoorMaxHeader>>10)
+			}
 			r.Context().Value(hopKey{}).(*hop).err = err // ServeHTTP answers
 		},
 		ErrorLog: log.New(stderr, "paytwice cluster: front door: ", 0),

@@ -142,7 +142,8 @@ func (r *run) gatewayPending(ctx context.Context, action string) (int, error) {
 	if res.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("GET %s answered %d", hr.URL, res.StatusCode)
 	}
-	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+	// The listing is bounded like every answer the checker reads.
+	if err := json.NewDecoder(io.LimitReader(res.Body, r.cfg.MaxBodyBytes)).Decode(&body); err != nil {
 		return 0, err
 	}
 	return body.Pending, nil

@@ -41,6 +41,9 @@ type Config struct {
 	// Transport forwards the requests; nil means a transport of its own
 	// that keeps connections to the target open.
 	Transport http.RoundTripper
+	// ForwardTimeout bounds one forwarded request, the API's whole answer
+	// included; zero means DefaultForwardTimeout.
+	ForwardTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// ClientOf names the client a request comes from; nil means its
@@ -56,6 +59,9 @@ type Config struct {
 const (
 	DefaultBudget      = time.Minute
 	DefaultMaxAttempts = 10
+	// DefaultForwardTimeout: the API's own longest answer (a gateway
+	// time-out) is well under it.
+	DefaultForwardTimeout = 60 * time.Second
 )
 
 // Proxy forwards a client's requests to the API, injecting faults, and
@@ -108,12 +114,18 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ForwardTimeout <= 0 {
+		cfg.ForwardTimeout = DefaultForwardTimeout
+	}
 	if cfg.Transport == nil {
 		cfg.Transport = &http.Transport{
 			Proxy:               nil,
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     90 * time.Second,
+			// The API may be anyone's: its headers are bounded as its body
+			// is (forward), and the wait for them by ForwardTimeout.
+			MaxResponseHeaderBytes: MaxResponseHeader,
 		}
 	}
 	if cfg.ClientOf == nil {
@@ -217,7 +229,7 @@ func (p *Proxy) serveFault(w http.ResponseWriter, r *http.Request, body []byte, 
 	}
 	resp, respBody, err := p.forward(r, body)
 	if err != nil {
-		writeProblem(w, r, http.StatusBadGateway, pay.EGATEWAY, "The proxy could not reach the API: "+err.Error(), 0)
+		writeProblem(w, r, http.StatusBadGateway, pay.EGATEWAY, "The proxy got no usable answer from the API: "+err.Error(), 0)
 		return answer{status: http.StatusBadGateway}
 	}
 	a := answer{apiStatus: resp.StatusCode, replayed: strings.EqualFold(resp.Header.Get("Idempotent-Replayed"), "true")}
@@ -240,14 +252,19 @@ func (p *Proxy) serveFault(w http.ResponseWriter, r *http.Request, body []byte, 
 func (p *Proxy) forwardPlain(w http.ResponseWriter, r *http.Request, body []byte) {
 	resp, respBody, err := p.forward(r, body)
 	if err != nil {
-		writeProblem(w, r, http.StatusBadGateway, pay.EGATEWAY, "The proxy could not reach the API: "+err.Error(), 0)
+		writeProblem(w, r, http.StatusBadGateway, pay.EGATEWAY, "The proxy got no usable answer from the API: "+err.Error(), 0)
 		return
 	}
 	copyResponse(w, resp, respBody)
 }
 
-// maxResponse bounds what the proxy reads of an answer.
-const maxResponse = 4 << 20
+// Bounds of what the proxy reads of the API's answer: past them it
+// answers 502 saying which bound the API went past, and forwards none of
+// it.
+const (
+	MaxResponseBody   = 4 << 20
+	MaxResponseHeader = 64 << 10
+)
 
 // forward sends the request to the target and reads its whole answer.
 func (p *Proxy) forward(r *http.Request, body []byte) (*http.Response, []byte, error) {
@@ -255,7 +272,8 @@ func (p *Proxy) forward(r *http.Request, body []byte) (*http.Response, []byte, e
 	u.Path = strings.TrimRight(u.Path, "/") + r.URL.Path
 	u.RawPath = ""
 	u.RawQuery = r.URL.RawQuery
-	ctx, cancel := context.WithTimeout(r.Context(), forwardTimeout)
+	limit := p.cfg.ForwardTimeout
+	ctx, cancel := context.WithTimeout(r.Context(), limit)
 	defer cancel()
 	out, err := http.NewRequestWithContext(ctx, r.Method, u.String(), bytes.NewReader(body))
 	if err != nil {
@@ -268,20 +286,26 @@ func (p *Proxy) forward(r *http.Request, body []byte) (*http.Response, []byte, e
 	}
 	out.ContentLength = int64(len(body))
 	resp, err := p.cfg.Transport.RoundTrip(out)
-	if err != nil {
+	switch {
+	case err != nil && strings.Contains(err.Error(), "response headers exceeded"):
+		return nil, nil, fmt.Errorf("its answer's headers are larger than the proxy reads (%d KiB)", MaxResponseHeader>>10)
+	case err != nil && ctx.Err() == context.DeadlineExceeded:
+		return nil, nil, fmt.Errorf("it did not answer within %s", limit)
+	case err != nil:
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	if err != nil {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBody+1))
+	switch {
+	case err != nil && ctx.Err() == context.DeadlineExceeded:
+		return nil, nil, fmt.Errorf("its answer's body did not arrive within %s", limit)
+	case err != nil:
 		return nil, nil, err
+	case len(b) > MaxResponseBody:
+		return nil, nil, fmt.Errorf("its answer's body is larger than the proxy reads (%d MiB)", MaxResponseBody>>20)
 	}
 	return resp, b, nil
 }
-
-// forwardTimeout bounds one forwarded request: the API's own longest
-// answer (a gateway time-out) is well under it.
-const forwardTimeout = 60 * time.Second
 
 var hopByHop = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Proxy-Authenticate": true,

@@ -281,3 +281,57 @@ func TestForce(t *testing.T) {
 		t.Fatalf("back to the plan: got %d", code)
 	}
 }
+
+// A hostile API behind the proxy: headers past MaxResponseHeader, a body
+// past MaxResponseBody, an answer that never comes. Each is cut at its
+// bound and answered 502 naming the bound, with nothing of it forwarded;
+// an answer within the bounds passes.
+func TestProxyBoundsTheAPIsAnswer(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/headers":
+			for i := range 100 {
+				w.Header().Set("X-Filler-"+strings.Repeat("h", 4)+string(rune('a'+i%26))+strings.Repeat("x", i), strings.Repeat("v", 1024))
+			}
+		case "/body":
+			w.Write(make([]byte, MaxResponseBody+1))
+			return
+		case "/silence":
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer api.Close()
+	target, _ := url.Parse(api.URL)
+	p, err := New(Config{Target: target, ForwardTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want string }{
+		{"/headers", "headers are larger than the proxy reads (64 KiB)"},
+		{"/body", "body is larger than the proxy reads (4 MiB)"},
+		{"/silence", "did not answer within 300ms"},
+		{"/fine", ""},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			p.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, tc.path, nil))
+			body := rec.Body.String()
+			if tc.want == "" {
+				if rec.Code != http.StatusOK || body != `{"ok":true}` {
+					t.Fatalf("%d %s", rec.Code, body)
+				}
+				return
+			}
+			if rec.Code != http.StatusBadGateway || !strings.Contains(body, tc.want) || rec.Header().Get("X-Filler-hhhha") != "" || len(body) > 4096 {
+				t.Fatalf("%d %.300s; want 502 saying %q", rec.Code, body, tc.want)
+			}
+		})
+	}
+}
