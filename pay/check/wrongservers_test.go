@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +21,8 @@ import (
 
 	"paytwice/pay/check"
 	"paytwice/sim"
+	"paytwice/store"
+	"paytwice/web"
 )
 
 // toyServer is a small payments API written the way many applications
@@ -51,6 +55,9 @@ type toyKnobs struct {
 	// saveGatewayFailure saves a 504 under the key when the gateway does
 	// not answer, as Stripe saves its 500s: every retry gets it.
 	saveGatewayFailure bool
+	// gatewayAuth, when set, is the Authorization the toy charges the
+	// gateway with: the merchant key a class's gateway asks for.
+	gatewayAuth string
 }
 
 type toyEntry struct {
@@ -152,6 +159,9 @@ func (toy *toyServer) pay(w http.ResponseWriter, r *http.Request) {
 	gb, _ := json.Marshal(map[string]any{"order_id": body.OrderID, "amount": body.Amount})
 	req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, toy.gateway+"/charges", bytes.NewReader(gb))
 	req.Header.Set("Idempotency-Key", ref)
+	if toy.gatewayAuth != "" {
+		req.Header.Set("Authorization", toy.gatewayAuth)
+	}
 	res, err := http.DefaultClient.Do(req)
 	var charge struct {
 		ID string `json:"id"`
@@ -323,32 +333,55 @@ func TestWrongServers(t *testing.T) {
 	}
 }
 
-// TestGatewayToken: a gateway that lets only its presenter flip its
-// switches (as paytwice's /sim/gateway does once it has a presenter
-// token) refuses a run without -gateway-token, which then says what to
-// pass, and serves one with it.
+// TestGatewayToken: paytwice's own /sim/gateway on a server with a
+// presenter token takes charges only with the merchant key the presenter
+// hands out, and switches only with the token: a run without
+// -gateway-token fails the cases that flip them, saying what to pass;
+// with it, they pass, and the run leaves the switches off.
 func TestGatewayToken(t *testing.T) {
 	const token = "s3cret-lecture"
-	gw := sim.NewGatewayHandler(time.Now)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodPost && r.Header.Get(check.GatewayTokenHeader) != token {
-			http.Error(w, "presenter only", http.StatusForbidden)
-			return
-		}
-		gw.ServeHTTP(w, r)
-	}))
-	t.Cleanup(hs.Close)
-	url := startToy(t, toyKnobs{}, hs.URL)
+	clock := sim.NewClock(time.Now)
+	db, err := store.Open(filepath.Join(t.TempDir(), "paytwice.db"), store.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := web.NewServer(web.Config{Logger: log.New(io.Discard, "", 0), Ledger: db, PresenterToken: token}, db, clock)
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { hs.Close(); srv.Close(); db.Close() })
+	gw := hs.URL + "/sim/gateway"
 
-	rep := runCheck(t, check.Config{URL: url, Gateway: hs.URL, Only: []int{9}})
-	if r := rep.Results[0]; r.Verdict != check.Fail || !strings.Contains(r.Detail, "-gateway-token") {
-		t.Fatalf("without the token: %s %s, want a FAIL naming -gateway-token", r.Verdict, r.Detail)
+	get := func(path string, header ...string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, gw+path, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
 	}
-	rep = runCheck(t, check.Config{URL: url, Gateway: hs.URL, GatewayToken: token, Only: []int{9}})
-	if r := rep.Results[0]; r.Verdict != check.Pass {
-		t.Fatalf("with the token: %s %s, want PASS", r.Verdict, r.Detail)
+	status, body := get("/merchant-key", check.GatewayTokenHeader, token)
+	var mk struct{ Header string }
+	if status != http.StatusOK || json.Unmarshal([]byte(body), &mk) != nil || !strings.HasPrefix(mk.Header, "Authorization: ") {
+		t.Fatalf("merchant key: %d %s", status, body)
 	}
-	if sw := gw.Switches(); sw != (sim.GatewayHTTPSwitches{}) {
-		t.Fatalf("the run left the switches %+v", sw)
+	endpoint := startToy(t, toyKnobs{gatewayAuth: strings.TrimPrefix(mk.Header, "Authorization: ")}, gw)
+
+	rep := runCheck(t, check.Config{URL: endpoint, Gateway: gw, Only: []int{9}})
+	if r := rep.Results[0]; rep.Oracle != check.OracleGateway || r.Verdict != check.Fail || !strings.Contains(r.Detail, "-gateway-token") {
+		t.Fatalf("without the token: oracle %s, %s %s; want a FAIL naming -gateway-token", rep.Oracle, r.Verdict, r.Detail)
+	}
+	rep = runCheck(t, check.Config{URL: endpoint, Gateway: gw, GatewayToken: token, Only: []int{9, 12}})
+	for _, r := range rep.Results {
+		if r.Verdict != check.Pass {
+			t.Fatalf("with the token, case %d: %s %s, want PASS", r.Case, r.Verdict, r.Detail)
+		}
+	}
+	if status, body := get("/switches"); status != http.StatusOK || body != "{\"latency_ms\":0,\"hold_answer_ms\":0,\"latency_order_id\":\"\",\"timeout\":false,\"refuse\":false}\n" {
+		t.Fatalf("the run left the switches %d %s", status, body)
 	}
 }
