@@ -92,7 +92,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer stop()
 		targetURL, what = u, "a paytwice of its own on SQLite in "+dir
 	}
-	hc := &http.Client{Timeout: 10 * time.Second}
+	// The API may be anyone's: what is read of its policy and its books is
+	// bounded in time, in headers and (where it is read) in body.
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxResponseHeaderBytes: proxy.MaxResponseHeader}}
 	retention, policyNote := targetRetention(ctx, hc, targetURL)
 
 	live := newProxyLive()
