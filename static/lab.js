@@ -74,7 +74,7 @@
       if (lesson.classList.contains("lesson-board")) { q.push("board=1"); }
     }
     var card = $("checkout");
-    if (card) { q.push("r=" + card.dataset.roomEpoch); }
+    if (card) { q.push("r=" + card.dataset.roomEpoch, "b=" + (card.dataset.roomBooks || "0")); }
     if (q.length) { q.push("c=" + (resync ? "new" : roomVersion)); }
     if (q.length && resync) { q.push("all=1"); }
     return q.join("&");
@@ -232,10 +232,14 @@
     if (data.v.c !== undefined) { roomVersion = String(data.v.c); }
     var card = $("checkout");
     if (card && data.v.r !== undefined) {
-      var reset = card.dataset.roomEpoch !== String(data.v.r);
+      // Other books (the class moved to another database) are no reset.
+      var books = data.v.b !== undefined ? String(data.v.b) : card.dataset.roomBooks;
+      var moved = books !== card.dataset.roomBooks;
+      var reset = !moved && card.dataset.roomEpoch !== String(data.v.r);
       card.dataset.roomEpoch = String(data.v.r);
-      if (reset || changed || whole) {
-        document.dispatchEvent(new CustomEvent("paytwice:room", { detail: { reset: reset, epoch: String(data.v.r) } }));
+      card.dataset.roomBooks = books;
+      if (reset || moved || changed || whole) {
+        document.dispatchEvent(new CustomEvent("paytwice:room", { detail: { reset: reset, moved: moved, epoch: String(data.v.r), books: books } }));
       }
     }
   }

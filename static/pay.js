@@ -374,6 +374,7 @@
       defaultAmount: num("data-amount", 129900),
     };
     function roomEpoch() { return card.getAttribute("data-room-epoch") || "0"; }
+    function roomBooks() { return card.getAttribute("data-room-books") || "0"; }
 
     // An order is one action: its key (keys, when a mistake changed it),
     // its clicks and a row for every request sent for it. It is kept in
@@ -382,11 +383,15 @@
     // chapter starts with one) clears the server's keys and charges, so
     // an order from before it is closed and the page starts a new one.
     function freshOrder(orderId, amount, key) {
-      return { orderId: orderId, amount: amount, key: key, keys: [key], firstSent: {}, clicks: 0, rows: [], paid: null, epoch: roomEpoch() };
+      return { orderId: orderId, amount: amount, key: key, keys: [key], firstSent: {}, clicks: 0, rows: [], paid: null, epoch: roomEpoch(), books: roomBooks() };
     }
     var action = load(ACTION_KEY);
     var closed = null; // the order a reset closed, to say so on the card
-    if (action && action.epoch !== roomEpoch()) {
+    var movedFrom = null; // the order kept from other books (another database)
+    if (action && action.books && action.books !== roomBooks()) {
+      movedFrom = action;
+      action = null;
+    } else if (action && action.epoch !== roomEpoch()) {
       closed = action;
       action = null;
     }
@@ -1294,6 +1299,14 @@
       setStatus("ready", [badge("new order", "info"), " The room was reset for what comes next, so this page started order " + action.orderId + " with a new key." + was + " Nothing sent yet."]);
     }
 
+    // drawMoved says that the page's order is not in these books: the class
+    // moved to another database (a SQLite server replaced by a cluster),
+    // and nothing in this room closed or charged it.
+    function drawMoved(old) {
+      var was = old && old.clicks ? " Order " + old.orderId + " (" + plural(old.clicks, "click", "clicks") + ") was paid into the books of the server before; these books do not have it." : "";
+      setStatus("ready", [badge("new order", "info"), " The class moved to another server's books (another database), so this page started order " + action.orderId + " with a new key." + was + " Nothing sent yet."]);
+    }
+
     $("new-order").addEventListener("click", function () {
       startOrder(action.amount);
       setStatus("ready", [badge("ready", "mute"), " New order, new key. Nothing sent yet."]);
@@ -1303,6 +1316,12 @@
     // reset closes the order, any other change is a reason to check the
     // card with the server.
     document.addEventListener("paytwice:room", function (ev) {
+      if (ev.detail && ev.detail.books && action.books && ev.detail.books !== action.books) {
+        var from = action;
+        startOrder(cfg.defaultAmount);
+        drawMoved(from);
+        return;
+      }
       if (ev.detail && ev.detail.epoch !== action.epoch) {
         var old = action;
         startOrder(cfg.defaultAmount);
@@ -1340,7 +1359,9 @@
     drawAction();
     drawGuard();
     setExplain(null);
-    if (closed) {
+    if (movedFrom) {
+      drawMoved(movedFrom);
+    } else if (closed) {
       drawClosed(closed);
     } else if (!restore()) {
       reconcile(action, run);

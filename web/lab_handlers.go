@@ -41,7 +41,7 @@ type labControl interface {
 	currentLesson() string
 	lessonVersion() uint64
 	lessonView(shown string, presenter, board bool) views.Lesson
-	roomEpoch() (resets, version uint64)
+	roomEpoch() (resets, books, version uint64)
 	now() time.Time
 	lessonBook() lesson.Book
 	startLesson(ctx context.Context, slug, who string) error
@@ -213,7 +213,7 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 	// moved the demo clock, so the answer carries the clock (now), which
 	// keeps the pages' key ages true.
 	moved := false
-	epoch, changes := h.lab.roomEpoch()
+	epoch, books, changes := h.lab.roomEpoch()
 	if c.QueryParam("c") != "" {
 		cv, ok := version("c")
 		out.V["c"] = changes
@@ -222,6 +222,10 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 	if rv, ok := version("r"); ok {
 		out.V["r"] = epoch
 		moved = moved || rv != epoch
+	}
+	if bv, ok := version("b"); ok {
+		out.V["b"] = books
+		moved = moved || bv != books
 	}
 	if moved || all {
 		out.Now = h.lab.now().UnixMilli()

@@ -200,10 +200,11 @@ type LabLive struct {
 }
 
 // roomEpoch returns how many resets the room has had (each chapter starts
-// with one) and the version of the room this server applied.
-func (s *Server) roomEpoch() (resets, version uint64) {
+// with one), the books it keeps (room.State.Books) and the version of the
+// room this server applied.
+func (s *Server) roomEpoch() (resets, books, version uint64) {
 	st, v, _ := s.room.Watch()
-	return st.Resets, uint64(max(v, 0))
+	return st.Resets, st.Books, uint64(max(v, 0))
 }
 
 // currentLesson is the chapter the class is on, "" when none.

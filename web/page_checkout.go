@@ -48,7 +48,7 @@ type pageSource interface {
 	pageLesson(c echo.Context, board bool) (views.Lesson, error)
 	labView(ctx context.Context, presenter bool) views.Lab
 	joinView(r *http.Request) views.Join
-	roomEpoch() (resets, version uint64)
+	roomEpoch() (resets, books, version uint64)
 }
 
 // routes registers the live pages.
@@ -90,9 +90,10 @@ func (h liveHandlers) handleCheckout(c echo.Context) error {
 	if v, err := strconv.Atoi(c.QueryParam("attempt_ms")); err == nil && v >= 1 && v <= attemptTimeoutMS {
 		attempt = v
 	}
-	epoch, _ := h.pages.roomEpoch()
+	epoch, books, _ := h.pages.roomEpoch()
 	d := views.Checkout{
 		RoomEpoch:        epoch,
+		RoomBooks:        books,
 		Live:             h.board().Snapshot(),
 		Presenter:        h.pages.isPresenter(r),
 		Locked:           h.locked,

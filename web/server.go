@@ -249,6 +249,11 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	// The handler groups hold what they use: make them once it all is.
 	s.echo = s.routes()
 	s.room.Start(s.baseCtx)
+	booksCtx, cancelBooks := context.WithTimeout(s.baseCtx, 10*time.Second)
+	if err := room.EnsureBooks(booksCtx, s.room); err != nil {
+		s.logf("room: naming its books: %v", err)
+	}
+	cancelBooks()
 	s.startRelay()
 	s.steps.StartCommands(s.relay != nil) // after the relay, whose connection may carry them
 	return s

@@ -30,6 +30,13 @@ type State struct {
 	// the narration on every server, even for the same chapter again.
 	LessonRuns uint64 `json:"lesson_runs"`
 
+	// Books names the books (the database) this room keeps: a random
+	// number below 2^53, set once by the first server that finds none
+	// (EnsureBooks). A page whose order was made under other books (the
+	// class moved from a SQLite file to a cluster's PostgreSQL) knows the
+	// order is not in these, which no reset of this room explains.
+	Books uint64 `json:"books,omitempty"`
+
 	// Resets counts the resets done: a page keeps an order only while it
 	// stays the same, as a reset clears every key and charge.
 	Resets uint64 `json:"resets,omitempty"`
@@ -79,6 +86,7 @@ func (s *State) Reset() {
 	next.FaultWrites, next.LessonRuns = s.FaultWrites, s.LessonRuns
 	next.ResetGen, next.Barrier = s.ResetGen, s.Barrier
 	next.Resets = s.Resets + 1
+	next.Books = s.Books
 	next.SetFaults(pay.Faults{})
 	next.SetLesson("")
 	*s = next
