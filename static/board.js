@@ -6,6 +6,8 @@
 // presenter use them. Keys: N next, F finish, P play, S step mode on/off,
 // for the oldest held request.
 //
+// The presenter hides a row, or a student's rows, with one click.
+//
 // It also highlights, in the timeline, the rows that made a lesson's
 // points: each ticked "Watch for" item names its row (data-row).
 (function () {
@@ -42,6 +44,18 @@
     var btn = ev.target && ev.target.closest && ev.target.closest("[data-step]");
     if (!btn || !btn.closest("#step-bar")) { return; }
     act(btn.dataset.step, btn.dataset.request || "", btn.dataset.fault || "");
+  });
+
+  // The presenter's one click: a row, or every row of its student, off
+  // every page's timeline (POST /api/board/hide; the server removes it).
+  document.addEventListener("click", function (ev) {
+    var btn = ev.target && ev.target.closest && ev.target.closest("[data-hide-row]");
+    if (!btn || !btn.closest(".board")) { return; }
+    api("POST", "/api/board/hide", { row: btn.dataset.hideRow, student: btn.dataset.hideStudent === "true" }).then(function (res) {
+      if (res.ok) { return; }
+      if (res.status === 403) { status(window.paytwiceNotPresenter()); return; }
+      status("Not hidden (" + (res.status || "no answer") + "): " + ((res.body && (res.body.detail || res.body.title)) || "error"));
+    });
   });
 
   var keys = { n: "next", f: "finish", p: "play" };

@@ -53,6 +53,7 @@ type stepControl interface {
 // routes registers the event stream and step mode's API.
 func (h boardHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
 	e.GET("/events", h.handleEvents)
+	e.POST("/api/board/hide", h.handleHide, presenterOnly)
 	h.stepRoutes(e, presenterOnly)
 }
 

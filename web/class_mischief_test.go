@@ -34,7 +34,7 @@ func TestMischievousClass(t *testing.T) {
 	}
 	const token = "front-of-the-room"
 	env := newTestEnv(t, Config{PresenterToken: token})
-	presenter := &http.Client{Timeout: 20 * time.Second}
+	presenter := fromAddress("127.0.0.1")
 	var refusedPresenter atomic.Int32
 
 	// The presenter starts a chapter and opens the board's stream.

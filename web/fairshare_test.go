@@ -14,10 +14,12 @@ import (
 )
 
 // fromAddress is an HTTP client whose connections leave from ip, another
-// loopback address: a student's laptop on the classroom's network.
+// loopback address: a student's laptop on the classroom's network. Its
+// answers' headers must come within 20 s; a body, such as a live view's,
+// may last.
 func fromAddress(ip string) *http.Client {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
-	return &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 64}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 64, ResponseHeaderTimeout: 20 * time.Second}}
 }
 
 // getFrom sends a GET from client and reads the whole answer.

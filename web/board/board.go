@@ -121,6 +121,8 @@ type Board struct {
 	busyMode
 	// shares keeps one caller's flood from taking the board (shares.go).
 	shares sourceShares
+	// hidden are the rows and students the presenter hid (hide.go).
+	hidden hiddenRows
 
 	// lab is the lab's numbers, drawn after events (lab.go).
 	lab labDrawing
@@ -143,6 +145,7 @@ func Start(cfg Config) *Board {
 	p.busyStart = make(chan struct{}, 1)
 	p.seen = newBoundedMap[string, struct{}](liveSeenLimit)
 	p.shares = newSourceShares()
+	p.hidden = newHiddenRows()
 	p.tip = &wake{done: make(chan struct{})}
 	p.streams = map[io.Closer]struct{}{}
 	// Read the hub's position before the database: an event that lands in

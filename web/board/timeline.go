@@ -46,7 +46,7 @@ func (p *Board) apply(e live.Event) {
 	if !muted {
 		p.rate.add(now) // under mu: the busy ticker reads it too
 	}
-	u := &update{p: p, e: e, quiet: p.busy != nil || muted}
+	u := &update{p: p, e: e, quiet: p.busy != nil || muted, hidden: p.hidden.hides(e)}
 	before := p.counters
 	if faults != nil {
 		p.faults = *faults
@@ -55,6 +55,7 @@ func (p *Board) apply(e live.Event) {
 	case live.Reset:
 		p.rows, p.keys, p.charges = nil, nil, nil
 		p.shares.reset()
+		p.hidden = newHiddenRows()
 		p.forgetCharges()
 		p.counters = views.Counters{}
 		p.leaveBusy()
@@ -123,9 +124,12 @@ func (p *Board) counterOps(before views.Counters) []templ.Component {
 
 // update is the work of applying one event; p.mu is held.
 type update struct {
-	p           *Board
-	e           live.Event
-	quiet       bool // busy mode: update the model, draw nothing
+	p     *Board
+	e     live.Event
+	quiet bool // busy mode: update the model, draw nothing
+	// hidden: the presenter hid the event's row or student (hide.go):
+	// the tables and counters are drawn, the row is not.
+	hidden      bool
 	ops         []templ.Component
 	keysChanged bool
 	// explain: the event's message says more than its arrows' labels,
@@ -154,8 +158,8 @@ func (u *update) rowFor(title string) *views.TimelineRow {
 		}
 	}
 	r := &views.TimelineRow{ID: id, Time: e.Time, Title: title, Server: e.Server, Key: e.Key, PersonalData: pay.PersonalData(e.Key), OrderID: shortOrderID(e.OrderID), Amount: e.Amount, Scope: e.Scope}
-	if u.quiet {
-		return r // busy: not drawn, not kept
+	if u.quiet || u.hidden {
+		return r // busy or hidden: not drawn, not kept
 	}
 	p.rows = append([]*views.TimelineRow{r}, p.rows...)
 	u.add(views.FrameNewRow(*r))
@@ -172,7 +176,7 @@ func (u *update) step(r *views.TimelineRow, s views.Step) {
 	if s.Title == "" && u.explain {
 		s.Title = u.e.Message
 	}
-	if u.quiet || len(r.Steps) >= liveSteps {
+	if u.quiet || u.hidden || len(r.Steps) >= liveSteps {
 		return
 	}
 	r.Steps = append(r.Steps, s)
@@ -239,6 +243,9 @@ func (u *update) delivered(*views.TimelineRow) {
 
 func (u *update) outcome(r *views.TimelineRow, b views.Badge) {
 	r.Outcome = b
+	if u.hidden {
+		return
+	}
 	u.add(redrawOf(r.ID+"-out", views.Outcome(r.ID, b, true)))
 }
 
