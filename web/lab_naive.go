@@ -44,6 +44,9 @@ func (p *payment) answerCharged(ch pay.Charge) error {
 		p.publishFault(live.ResponseLost, http.StatusCreated, "the work committed, but the connection closed before the response")
 		return dropConnection(p.c)
 	}
+	if p.intent != nil {
+		return p.intent.writeCharge(p.c, ch.ResponseBody(), false)
+	}
 	return p.c.Blob(http.StatusCreated, echo.MIMEApplicationJSON, ch.ResponseBody())
 }
 
@@ -52,11 +55,11 @@ func (p *payment) answerCharged(ch pay.Charge) error {
 // is charged. Its charge is filed under a key of the request's own
 // ("lab no-key rq_…"), so the UNIQUE constraint on charges, which only
 // ever sees distinct keys, cannot catch the duplicate either.
-func (s *Server) payNoKey(c echo.Context) error {
+func (s *Server) payNoKey(p *payment) error {
+	c := p.c
 	r := c.Request()
-	p := s.newPayment(c)
 	var err error
-	p.req, err = readPaymentBody(r)
+	p.req, err = p.readBody(r)
 	p.key = pay.LabKeyPrefix + "no-key " + p.id
 	p.publish(live.Received, 0, r.Method+" "+r.URL.Path+" (lab: no key)")
 	if err != nil {
@@ -66,6 +69,12 @@ func (s *Server) payNoKey(c echo.Context) error {
 	if p.faults.ConnectionNeverHappens {
 		p.publishFault(live.Dropped, 0, "the connection was dropped before the server did anything")
 		return dropConnection(c)
+	}
+	if p.intent != nil {
+		p.gw.Decline = p.intent.decline
+		if p.intent.createsOnly() {
+			return p.createUnconfirmed() // under the request's own key: every create is a new intent
+		}
 	}
 	p.note(0, "lab, no key: the Idempotency-Key header is ignored; nothing is looked up or claimed, so this request runs whatever ran before it")
 
@@ -102,12 +111,12 @@ func (s *Server) payNoKey(c echo.Context) error {
 // constraints back (the real idempotency_keys table), the same code loses
 // the same race, but the primary key refuses the losers' INSERT: they get
 // an error, and only the winner goes on to the real protocol's work.
-func (s *Server) payCheckFirst(c echo.Context, constrained bool) error {
+func (s *Server) payCheckFirst(p *payment, constrained bool) error {
+	c := p.c
 	mode := "check first, then insert; no constraints"
 	if constrained {
 		mode = "check first, then insert; constraints back"
 	}
-	p := s.newPayment(c)
 	if ok, err := p.parse(" (lab: " + mode + ")"); !ok {
 		return err
 	}
@@ -164,8 +173,8 @@ const memoryLockPrefix = pay.LabKeyPrefix + "memory-lock "
 // up leaves the queue, or gives the lock back, with nothing to undo. From
 // the insert on, the work runs to its end under the gateway time-out, and
 // the lock is released when it ends, whatever the client does.
-func (s *Server) payMemoryLock(c echo.Context) error {
-	p := s.newPayment(c)
+func (s *Server) payMemoryLock(p *payment) error {
+	c := p.c
 	if ok, err := p.parse(" (lab: a lock in memory)"); !ok {
 		return err
 	}
@@ -246,7 +255,7 @@ func (p *payment) checkThenInsertLoose(checkCtx, workCtx context.Context, tableK
 
 // claim is the request's key row, filed under tableKey.
 func (p *payment) claim(tableKey string) pay.ClaimRequest {
-	return pay.ClaimRequest{Scope: p.scope, Key: tableKey, Method: p.c.Request().Method, Path: paymentsPath, Fingerprint: p.fp,
+	return pay.ClaimRequest{Scope: p.scope, Key: tableKey, Method: p.c.Request().Method, Path: p.path(), Fingerprint: p.fp,
 		OrderID: p.req.OrderID, AmountSatang: p.req.AmountSatang}
 }
 
@@ -289,8 +298,8 @@ func (p *payment) hungUp(when string) error {
 // own, as many applications do, so no second guard stands behind the key
 // table. While the key is kept, a retry replays; once the lab's prune has
 // removed it, the same key is a new payment.
-func (s *Server) payKeyTableOnly(c echo.Context) error {
-	p := s.newPayment(c)
+func (s *Server) payKeyTableOnly(p *payment) error {
+	c := p.c
 	p.chargeKey = pay.LabKeyPrefix + "key-table-only " + p.id
 	if ok, err := p.parse(" (lab: key table only)"); !ok {
 		return err

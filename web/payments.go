@@ -24,31 +24,38 @@ import (
 // paymentsPath is the one idempotent endpoint.
 const paymentsPath = "/v1/payments"
 
-// handleCreatePayment is POST /v1/payments. This is the one place that
-// decides which handler runs: the real protocol (payCorrect), or the
-// mistaken one the lab has switched on (lab_naive.go).
+// handleCreatePayment is POST /v1/payments.
 func (s *Server) handleCreatePayment(c echo.Context) error {
 	// A reset waits until every payment in flight has finished, and holds
 	// new ones back until it is done: no payment writes half before and
 	// half after it (resetDemo).
 	s.inflight.RLock()
 	defer s.inflight.RUnlock()
+	return s.payInLabMode(s.newPayment(c))
+}
+
+// payInLabMode is the one place that decides which handler takes a
+// payment, of /v1/payments or of the Stripe-shaped sandbox: the real
+// protocol (payCorrect), or the mistaken one the lab has switched on
+// (lab_naive.go).
+func (s *Server) payInLabMode(p *payment) error {
+	c := p.c
 	r := c.Request()
 	key := s.lab.observePayment(r)
 	var err error
 	switch s.lab.Settings().Server.Mode {
 	case room.LabNoKey:
-		err = s.payNoKey(c)
+		err = s.payNoKey(p)
 	case room.LabCheckThenInsert:
-		err = s.payCheckFirst(c, false)
+		err = s.payCheckFirst(p, false)
 	case room.LabCheckThenInsertConstrained:
-		err = s.payCheckFirst(c, true)
+		err = s.payCheckFirst(p, true)
 	case room.LabKeyTableOnly:
-		err = s.payKeyTableOnly(c)
+		err = s.payKeyTableOnly(p)
 	case room.LabMemoryLock:
-		err = s.payMemoryLock(c)
+		err = s.payMemoryLock(p)
 	default:
-		err = s.payCorrect(c)
+		err = s.payCorrect(p)
 	}
 	if st := c.Response().Status; c.Response().Committed && (st == http.StatusBadRequest || st == http.StatusUnprocessableEntity) {
 		s.lab.countRefusal(callerScope(r), key, st)
@@ -58,12 +65,11 @@ func (s *Server) handleCreatePayment(c echo.Context) error {
 
 // payCorrect is the real protocol: parse (nothing saved), then the
 // service's claim, work and save.
-func (s *Server) payCorrect(c echo.Context) error {
-	p := s.newPayment(c)
+func (s *Server) payCorrect(p *payment) error {
 	if ok, err := p.parse(""); !ok {
 		return err
 	}
-	return p.answer(s.protocol.Pay(c.Request().Context(), p.protocol()))
+	return p.answer(s.protocol.Pay(p.c.Request().Context(), p.protocol()))
 }
 
 // payment carries one HTTP request through the protocol.
@@ -166,7 +172,8 @@ func (p *payment) publishEvent(e live.Event) {
 // parse reads the key and the body and draws the request's faults. A bad
 // request is refused before anything is saved, so the caller can correct
 // it and retry with the same key. It reports ok=false when it has already
-// answered (refused or dropped); then its error is the answer's. note is
+// answered (refused, dropped, or a sandbox intent created unconfirmed,
+// which charges nothing); then its error is the answer's. note is
 // added to the "received" event, so the lab can say which handler ran.
 func (p *payment) parse(note string) (ok bool, err error) {
 	s, c, r := p.s, p.c, p.c.Request()
@@ -187,6 +194,14 @@ func (p *payment) parse(note string) (ok bool, err error) {
 	if p.faults.ConnectionNeverHappens {
 		p.publishFault(live.Dropped, 0, "the connection was dropped before the server did anything")
 		return false, dropConnection(c)
+	}
+	if p.intent != nil {
+		if p.intent.decline {
+			p.gw.Decline = true // the test card that is always declined
+		}
+		if p.intent.createsOnly() {
+			return false, p.createUnconfirmed() // nothing to charge (stripe_confirm.go)
+		}
 	}
 	return true, nil
 }

@@ -208,9 +208,6 @@ func (s *Server) handleConfirmIntent(c echo.Context) error {
 			}
 		}
 	}
-	if p.intent.decline {
-		p.gw.Decline = true
-	}
 	return p.answer(s.protocol.Pay(ctx, p.protocol()))
 }
 

@@ -85,6 +85,17 @@ func confirmIntent(c *stripe.Client, id, key, card string) (*stripe.PaymentInten
 	return c.V1PaymentIntents.Confirm(context.Background(), id, params)
 }
 
+// sdkCharges counts the money taken for an order of the SDK's account:
+// the protocol's charges, and those of the lab's unguarded table.
+func sdkCharges(t *testing.T, e *fiEnv, order string) int {
+	t.Helper()
+	rec, err := e.DB.OrderRecord(context.Background(), "token:"+scopeID(stripeTestKey), order)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(rec.Charges) + len(rec.Unguarded)
+}
+
 func getIntent(t *testing.T, c *stripe.Client, id string) *stripe.PaymentIntent {
 	t.Helper()
 	pi, err := c.V1PaymentIntents.Retrieve(context.Background(), id, nil)
@@ -109,7 +120,7 @@ func TestStripeSandboxCreateThenConfirmWithStripeGo(t *testing.T) {
 			if err != nil || pi.Status != stripe.PaymentIntentStatusRequiresConfirmation || !strings.HasPrefix(pi.ID, intentIDPrefix) {
 				t.Fatalf("create: %+v %v", pi, err)
 			}
-			if n := e.chargesFor(order); n != 0 {
+			if n := sdkCharges(t, e, order); n != 0 {
 				t.Fatalf("%d charges after a create with confirm=false, want none", n)
 			}
 			// The create is idempotent on its own key: a retry is the same
@@ -248,4 +259,60 @@ func pay64(s string) string {
 		return s[:64] + "…"
 	}
 	return s
+}
+
+// The lab's mistaken handlers take the sandbox's payments as they take
+// /v1/payments: a shop written with a Stripe SDK meets the same mistakes,
+// and its answers stay in Stripe's shapes.
+func TestStripeSandboxGoesThroughTheLabModes(t *testing.T) {
+	cases := []struct {
+		mode string
+		// together sends the two creates of one key at once; else one
+		// after the other.
+		together bool
+		charges  int
+	}{
+		{"correct", true, 1},
+		{"no_key", false, 2},
+		{"check_then_insert", true, 2},
+		{"check_then_insert_constrained", true, 1},
+		{"memory_lock", true, 1},
+		{"key_table_only", false, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.mode, func(t *testing.T) {
+			e := newFIEnv(t, Config{})
+			hs := httptest.NewServer(e.Server.Handler())
+			t.Cleanup(hs.Close)
+			sdk := sandboxClient(t, hs.URL)
+			if r := e.must(http.MethodPut, "/api/lab", `{"server":{"mode":"`+c.mode+`","check_gap_ms":300}}`); r.Status != http.StatusOK {
+				t.Fatalf("lab mode: %d %s", r.Status, r.Body)
+			}
+			order := "LAB-" + c.mode
+			results := make([]error, 2)
+			intents := make([]*stripe.PaymentIntent, 2)
+			send := func(i int) { intents[i], results[i] = createIntent(sdk, order, "one-key", "pm_card_visa") }
+			if c.together {
+				var wg sync.WaitGroup
+				wg.Go(func() { send(0) })
+				wg.Go(func() { send(1) })
+				wg.Wait()
+			} else {
+				send(0)
+				send(1)
+			}
+			for i, err := range results {
+				var se *stripe.Error
+				switch {
+				case err == nil && (intents[i].Status != stripe.PaymentIntentStatusSucceeded || !strings.HasPrefix(intents[i].ID, "pi_")):
+					t.Fatalf("create %d: %+v, want a succeeded intent", i, intents[i])
+				case err != nil && (!errors.As(err, &se) || se.RequestID == ""):
+					t.Fatalf("create %d: %v, want a Stripe error", i, err)
+				}
+			}
+			if n := sdkCharges(t, e, order); n != c.charges {
+				t.Fatalf("%d charges for two creates with one key in mode %s, want %d", n, c.mode, c.charges)
+			}
+		})
+	}
 }
