@@ -84,6 +84,9 @@ func (s *Server) payNoKey(p *payment) error {
 		return p.fail(err)
 	}
 	p.publish(live.GatewayCall, 0, "charging the gateway with a reference of this request's own")
+	if p.step.Stopped() { // the server stopped while step mode held it: nobody let it charge
+		return writeProblem(c, p.stoppedBeforeGateway())
+	}
 	g, err := s.gateway.ChargeWith(ctx, p.gw, gatewayKey(p.scope, p.key), p.req.OrderID, p.req.AmountSatang)
 	if err != nil {
 		p.publish(live.GatewayReply, problemFor(pay.ErrorCode(err)).Status, pay.ErrorMessage(err))
@@ -232,6 +235,9 @@ func (p *payment) checkThenInsertLoose(checkCtx, workCtx context.Context, tableK
 	// its own request, not the client's key: nothing downstream dedupes.
 	ref := pay.LabKeyPrefix + refKind + p.id
 	p.publish(live.GatewayCall, 0, "charging the gateway with a reference of this request's own")
+	if p.step.Stopped() { // the server stopped while step mode held it: nobody let it charge
+		return writeProblem(p.c, p.stoppedBeforeGateway())
+	}
 	g, err := s.gateway.ChargeWith(workCtx, p.gw, gatewayKey(p.scope, ref), p.req.OrderID, p.req.AmountSatang)
 	if err != nil {
 		status, body := problemBody(r, err)

@@ -286,7 +286,7 @@ func (p *payment) answer(o pay.Outcome) error {
 		return p.s.writeConflict(c, p.key, o)
 	case pay.Released:
 		if p.step.Stopped() {
-			return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The server stopped while step mode held this payment, before it called the gateway: nobody let it go on, so nothing was charged and its key was released. Look the order up (GET /v1/payments?order_id=%s) or send it again with the same key once the server is back.", p.req.OrderID))
+			return writeProblem(c, p.stoppedBeforeGateway())
 		}
 	case pay.Failed:
 		p.s.logf("payment %s: %v", p.id, o.Err)

@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,7 +16,11 @@ import (
 
 	"paytwice/sim"
 	"paytwice/store"
+	"paytwice/store/postgres"
+	"paytwice/store/postgres/pgtest"
+	"paytwice/web/live"
 	"paytwice/web/room"
+	"paytwice/web/room/step"
 )
 
 // restartable is a server on a SQLite file and a fixed loopback address
@@ -188,6 +193,77 @@ func TestRoomSurvivesRestartOnSQLite(t *testing.T) {
 		var ls LessonsState
 		if code := r.call(http.MethodGet, "/api/lessons", "", &ls); code != http.StatusOK || ls.Current != before.Lesson {
 			t.Fatalf("restart %d: GET /api/lessons: %d, current %q, want %q", i+1, code, ls.Current, before.Lesson)
+		}
+	}
+}
+
+// TestStepModeAfterARestartIsTheSameOnBothStores turns step mode on,
+// restarts the server, and finds it on: on SQLite (the room in the file)
+// as on PostgreSQL (the room's row). A payment sent after the restart is
+// held, not charged.
+func TestStepModeAfterARestartIsTheSameOnBothStores(t *testing.T) {
+	t.Run("SQLite", func(t *testing.T) {
+		r := newRestartable(t, Config{})
+		if code := r.call(http.MethodPut, "/api/step", `{"on":true}`, nil); code != http.StatusOK {
+			t.Fatalf("step mode on: %d", code)
+		}
+		r.restart()
+		assertHoldsAfterRestart(t, r.srv, r.URL())
+	})
+	t.Run("PostgreSQL", func(t *testing.T) {
+		url := pgtest.NewDatabase(t)
+		open := func() (*Server, string) {
+			clock := sim.NewClock(nil)
+			pg, err := postgres.Open(context.Background(), url, postgres.Options{Now: clock.Now, MaxConns: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := NewServer(Config{Ledger: pg, Peers: pg, Logger: log.New(io.Discard, "", 0)}, pg, clock)
+			hs := httptest.NewServer(srv.Handler())
+			t.Cleanup(func() { srv.StopHeld(); hs.Close(); srv.Close(); pg.Close() })
+			return srv, hs.URL
+		}
+		first, _ := open()
+		if err := first.steps.Turn(true, "test"); err != nil {
+			t.Fatal(err)
+		}
+		first.StopHeld()
+		first.Close()
+		second, url2 := open()
+		assertHoldsAfterRestart(t, second, url2)
+	})
+}
+
+// assertHoldsAfterRestart checks that srv, just started, has step mode
+// on and holds a payment instead of charging it.
+func assertHoldsAfterRestart(t *testing.T, srv *Server, base string) {
+	t.Helper()
+	if !srv.steps.On() {
+		t.Fatal("step mode is off after the restart")
+	}
+	sub := srv.hub.Subscribe(srv.hub.LastSeq())
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/payments", strings.NewReader(`{"order_id":"R-1","amount_satang":100}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "after-restart")
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		entries, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("no payment held after the restart: %v", err)
+		}
+		for _, e := range entries {
+			if e.Kind == step.KindHeld {
+				return
+			}
+			if e.Kind == live.Charged {
+				t.Fatal("charged before the presenter stepped it")
+			}
 		}
 	}
 }

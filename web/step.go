@@ -66,6 +66,12 @@ func (p *payment) RenewWork(lease time.Duration) {
 // (step.Stepper's StopHeld); it returns how many.
 func (s *Server) StopHeld() int { return s.steps.StopHeld() }
 
+// stoppedBeforeGateway is the answer of a payment the server stopped
+// while step mode held it before its gateway call (step.Progress.Stopped).
+func (p *payment) stoppedBeforeGateway() error {
+	return pay.Errorf(pay.EUNAVAILABLE, "The server stopped while step mode held this payment, before it called the gateway: nobody let it go on, so nothing was charged and its key was released. Look the order up (GET /v1/payments?order_id=%s) or send it again with the same key once the server is back.", p.req.OrderID)
+}
+
 // aimedAt applies the faults aimed at p: into the protocol's faults
 // (while it runs), and into p's own (the lost response, which the HTTP
 // side plays).
