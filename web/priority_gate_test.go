@@ -2,7 +2,10 @@ package web
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"testing"
+	"time"
 )
 
 func TestPriorityGateLetsThePresenterInBeforeStudentsWhoCameEarlier(t *testing.T) {
@@ -41,5 +44,38 @@ func TestPriorityGateLetsThePresenterInBeforeStudentsWhoCameEarlier(t *testing.T
 	g.release()
 	if f, r := g.waiting(); f != 0 || r != 0 || g.busy {
 		t.Fatalf("after the last release: %d, %d waiting, busy %v", f, r, g.busy)
+	}
+}
+
+func TestHerdQueueServesThePresenterFirst(t *testing.T) {
+	const token = "front-of-the-room"
+	env := newTestEnv(t, Config{PresenterToken: token})
+	// A sweep runs and the students' queue is full.
+	if err := herdRuns.gate.acquire(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	herdRuns.waiting.Add(1 + herdQueue)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			herdRuns.waiting.Add(-(1 + herdQueue))
+			herdRuns.gate.release()
+		}
+	}
+	defer release()
+	seed := time.Now().UnixNano() % 1_000_000_000 // no earlier run's: nothing from the cache
+	q := fmt.Sprintf("/api/herd?min=5&max=10&step=5&trials=1&seed=%d", seed)
+	if r := getFrom(t, fromAddress("127.0.0.2"), env.URL+q); r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a student with the queue full: %d %s", r.Status, r.Body)
+	}
+	answer := make(chan response, 1)
+	go func() {
+		answer <- sendFrom(t, http.DefaultClient, http.MethodGet, env.URL+q, "", PresenterHeader, token)
+	}()
+	waitUntil(t, "the presenter's run to wait first in line", func() bool { f, _ := herdRuns.gate.waiting(); return f == 1 })
+	release()
+	if r := <-answer; r.Status != http.StatusOK {
+		t.Fatalf("the presenter's run: %d %s", r.Status, r.Body)
 	}
 }
