@@ -76,8 +76,9 @@ func TestBrowserClassSurvivesARestart(t *testing.T) {
 		})()`)
 	}
 	t.Logf("every phone back with the class %s after the restart", time.Since(restarted).Round(time.Millisecond))
-	liveWait(t, board, "the board back, step mode on", 10*time.Second-time.Since(restarted), `
-		document.getElementById("stream-state").textContent === "live" && document.getElementById("step-bar").classList.contains("step-on")`)
+	liveWait(t, board, "the board back, in the chapter, step mode on", 10*time.Second-time.Since(restarted), `
+		document.getElementById("stream-state").textContent === "live" && document.getElementById("step-bar").classList.contains("step-on") &&
+		document.getElementById("lesson").dataset.slug === "retry-every-4xx" && !document.getElementById("lesson-start")`)
 
 	// The paid order is still paid, once, and no card tells of a reset.
 	if says := liveEval[string](t, paid, phoneSays); !strings.HasPrefix(says, "paid|1|") {
@@ -167,4 +168,23 @@ func assertCardsMatchTheBooks(t *testing.T, phones []context.Context) {
 			t.Errorf("phone %d: %s", i+1, got)
 		}
 	}
+}
+
+// TestBrowserBoardSaysWhenThePresenterIsNotRecognised restarts the server
+// with another presenter token: the board, drawn for the presenter, is
+// refused, and says in words that the server no longer recognises this
+// browser and that the presenter's link signs it in again.
+func TestBrowserBoardSaysWhenThePresenterIsNotRecognised(t *testing.T) {
+	r := newRestartable(t, Config{PresenterToken: restartToken})
+	board := liveBrowser(t, 1280, 720)
+	liveOpen(t, board, r.URL()+"/board?token="+restartToken)
+	liveWait(t, board, "the board drawn for the presenter", 10*time.Second, `document.querySelector(".board").dataset.presenter === "true"`)
+	r.cfg.PresenterToken = restartToken + "-changed"
+	r.restart()
+	liveWait(t, board, "the board back", 10*time.Second, `document.getElementById("stream-state").textContent === "live"`)
+	liveDo(t, board, "step mode on from the board", liveClick(`#step-bar [data-step="on"]`))
+	liveWait(t, board, "the board's words for the refusal", 10*time.Second, `(() => {
+		const s = document.getElementById("step-status").textContent;
+		return s.includes("no longer recognises this browser as the presenter") && s.includes("/board?token=");
+	})()`)
 }
