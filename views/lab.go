@@ -20,6 +20,9 @@ type LabSwitches struct {
 	Retentions []int64
 	// CheckGapMS is the pause between the check and the insert.
 	CheckGapMS int
+	// Servers is how many servers the lock in memory runs in this
+	// process (0 reads as one).
+	Servers int
 	// RetentionSeconds is the lab's key retention; 0 means the server's.
 	RetentionSeconds int64
 	// DefaultRetention is the server's configured retention, in words.
@@ -80,6 +83,17 @@ func LabOutcomeID(m lab.Mistake) string { return "lab-out-" + strconv.Itoa(m.N) 
 // selectedOption says whether o is the choice a Select shows: the value
 // of its field, or its first option when none of them is (another
 // control's mode is on).
+// value is what a select of the field shows as chosen.
+func (s LabSwitches) value(field string) string {
+	if field == "server.servers" {
+		if s.Servers < 2 {
+			return "0"
+		}
+		return strconv.Itoa(s.Servers)
+	}
+	return s.Mode
+}
+
 func selectedOption(c lab.Control, o lab.Option, mode string) bool {
 	for _, x := range c.Options {
 		if x.Value == mode {

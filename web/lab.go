@@ -46,8 +46,13 @@ type labState struct {
 	personalRequests   atomic.Int64 // requests whose key looked like personal data
 	lockWaits          atomic.Int64 // requests that waited for the in-memory lock
 
-	// locks are the in-memory locks of the memory_lock mode.
+	// locks are the in-memory locks of the memory_lock mode: this
+	// server's, and, on a server with its database to itself, those of
+	// the second server it runs inside the process when the lab asks for
+	// two (server.servers). door deals the requests to them in turn.
 	locks *keyLocks
+	twin  *keyLocks
+	door  atomic.Uint64
 
 	seenMu   sync.Mutex
 	seen4xx  map[refusalKey]int
@@ -80,7 +85,7 @@ type refusalKey struct {
 const labMaxTracked = 10_000
 
 func newLab(r *room.Room[room.State], flagPersonal func(scope, key, kind string)) *labState {
-	l := &labState{room: r, flagPersonal: flagPersonal, seen4xx: map[refusalKey]int{}, personal: map[string]string{}, locks: newKeyLocks(labMaxTracked), tally: newLabTally()}
+	l := &labState{room: r, flagPersonal: flagPersonal, seen4xx: map[refusalKey]int{}, personal: map[string]string{}, locks: newKeyLocks(labMaxTracked), twin: newKeyLocks(labMaxTracked), tally: newLabTally()}
 	return l
 }
 

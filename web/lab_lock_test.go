@@ -431,3 +431,111 @@ func TestLabMemoryLockMapFull(t *testing.T) {
 		t.Fatalf("full-2 retried once there is room: %d", r.Status)
 	}
 }
+
+// TestLessonLockInMemoryOnSQLite: chapter 8 on the embedded default, a
+// server with its SQLite database to itself. One server: a double-click
+// waits for the lock and is charged once. "Two servers": two servers
+// inside the process, each with a lock table of its own, take the
+// requests in turn, so the same double-click takes two locks, finds no
+// row twice and is charged twice; the look-up by order counts both
+// charges, though they are in the lab's unguarded table, and the timeline
+// names the two servers. Then the database decides: one charge.
+func TestLessonLockInMemoryOnSQLite(t *testing.T) {
+	ctx := context.Background()
+	env := newTestEnv(t, Config{})
+	if err := env.Server.startLesson(ctx, "lock-in-memory", "test"); err != nil {
+		t.Fatal(err)
+	}
+	reached, release := holdGap(env.Server)
+	lookUp := func(order string) []any {
+		t.Helper()
+		r := env.get("/v1/payments?order_id=" + order)
+		if r.Status != http.StatusOK {
+			t.Fatalf("look-up: %d %s", r.Status, r.Body)
+		}
+		return r.JSON(t)["charges"].([]any)
+	}
+	doubleClick := func(order string) []response {
+		t.Helper()
+		answers := make(chan []response, 1)
+		go func() {
+			answers <- env.burst(2, uuid.NewString(), fmt.Sprintf(`{"order_id":%q,"amount_satang":129900}`, order))
+		}()
+		return <-answers
+	}
+
+	// One server: the second click waits for the first's lock, then
+	// finds its row (it never reaches the pause).
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		<-reached
+		for range 200 {
+			if env.Server.lab.lockWaits.Load() == 1 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		release <- struct{}{}
+	}()
+	if rs := doubleClick("A-8001"); countStatus(rs, http.StatusCreated) != 2 {
+		t.Fatalf("one server: answers %s", statusList(rs))
+	}
+	<-waited
+	if n := env.Server.lab.lockWaits.Load(); n != 1 {
+		t.Fatalf("one server: %d requests waited for the lock, want the second click", n)
+	}
+	if ch := lookUp("A-8001"); len(ch) != 1 {
+		t.Fatalf("one server: the look-up counts %d charges, want 1", len(ch))
+	}
+
+	// Two servers inside the process, behind the same address.
+	if r := env.send(http.MethodPatch, "/api/lab", map[string]any{"server": map[string]any{"servers": 2}}); r.Status != http.StatusOK {
+		t.Fatalf("two servers: %d %s", r.Status, r.Body)
+	}
+	go func() {
+		// Both clicks reach the pause after the look-up: neither waited.
+		<-reached
+		<-reached
+		release <- struct{}{}
+		release <- struct{}{}
+	}()
+	if rs := doubleClick("A-8002"); countStatus(rs, http.StatusCreated) != 2 {
+		t.Fatalf("two servers: answers %s", statusList(rs))
+	}
+	ch := lookUp("A-8002")
+	if len(ch) != 2 {
+		t.Fatalf("two servers: the look-up counts %d charges, want the 2 the order has", len(ch))
+	}
+	for _, c := range ch {
+		if c.(map[string]any)["guarded"] != false {
+			t.Errorf("a charge of the lock in memory reads as guarded: %v", c)
+		}
+	}
+	servers := map[string]bool{}
+	for _, e := range env.Server.hub.Recent(200) {
+		if e.OrderID == "A-8002" && e.Kind == live.Charged {
+			servers[e.Server] = true
+		}
+	}
+	if !servers[inProcessServerA] || !servers[inProcessServerB] || len(servers) != 2 {
+		t.Errorf("the charges were made by %v, want one by each server inside the process", servers)
+	}
+	if o := env.outcomes().MemoryLock; o.ChargedTwice != 1 {
+		t.Errorf("the lab's eighth card counts %d keys charged twice, want 1", o.ChargedTwice)
+	}
+	if page := env.get("/lab/live?s=0", "Accept", "application/json"); !strings.Contains(string(page.Body), "two servers inside this process") {
+		t.Errorf("the lab does not say it runs two servers inside this process: %.300s", page.Body)
+	}
+
+	// The database decides.
+	if r := env.send(http.MethodPatch, "/api/lab", map[string]any{"server": map[string]any{"mode": room.LabCorrect}}); r.Status != http.StatusOK {
+		t.Fatalf("the database decides: %d %s", r.Status, r.Body)
+	}
+	if rs := doubleClick("A-8003"); countStatus(rs, http.StatusCreated) < 1 {
+		t.Fatalf("the database decides: answers %s", statusList(rs))
+	}
+	if ch := lookUp("A-8003"); len(ch) != 1 {
+		t.Fatalf("the database decides: %d charges, want 1", len(ch))
+	}
+}

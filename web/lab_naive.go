@@ -178,11 +178,20 @@ const memoryLockPrefix = pay.LabKeyPrefix + "memory-lock "
 // the lock is released when it ends, whatever the client does.
 func (s *Server) payMemoryLock(p *payment) error {
 	c := p.c
+	locks := s.lab.locks
+	if name, twin, ok := s.inProcessServer(); ok {
+		// One of the two servers inside this process takes the request,
+		// with its own lock table: the timeline names it.
+		p.server = name
+		if twin {
+			locks = s.lab.twin
+		}
+	}
 	if ok, err := p.parse(" (lab: a lock in memory)"); !ok {
 		return err
 	}
 	clientCtx := c.Request().Context()
-	unlock, err := s.lab.locks.lock(clientCtx, p.scope, p.key, func() {
+	unlock, err := locks.lock(clientCtx, p.scope, p.key, func() {
 		s.lab.lockWaits.Add(1)
 		p.note(0, memoryLockWaiting)
 	})
@@ -197,6 +206,28 @@ func (s *Server) payMemoryLock(p *payment) error {
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
 	defer cancel()
 	return p.checkThenInsertLoose(clientCtx, ctx, memoryLockPrefix+p.key, "memory-lock ")
+}
+
+// The two servers a server with its database to itself runs inside its
+// process for the lock in memory, as the timeline names them.
+const (
+	inProcessServerA = "in-process A"
+	inProcessServerB = "in-process B"
+)
+
+// inProcessServer deals a request of the lock in memory to one of the two
+// servers inside this process, in turn, as a round-robin front door
+// would: its name, and whether it is the second (the twin lock table).
+// ok is false when the lab runs one server, and on servers that share
+// their database: those are real servers, each with its own memory.
+func (s *Server) inProcessServer() (name string, twin, ok bool) {
+	if s.peers.Shared() || s.lab.Settings().Server.Servers < 2 {
+		return "", false, false
+	}
+	if s.lab.door.Add(1)%2 == 0 {
+		return inProcessServerB, true, true
+	}
+	return inProcessServerA, false, true
 }
 
 // memoryLockWaiting is the note of a request that waits for the lock.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"hash/fnv"
+	"strings"
 	"time"
 
 	"paytwice/pay"
@@ -162,8 +163,29 @@ var labRetentions = []int64{0, room.LabShortRetentionSeconds, room.LabLongRetent
 // labSwitchesView is the settings as the panel shows them.
 func (s *Server) labSwitchesView(l room.LabSettings) views.LabSwitches {
 	def := lab.RetentionWords(int64(s.cfg.Retention.Seconds()))
+	on := lab.On(l, lab.RetentionText(l.Server.RetentionSeconds, def))
+	if l.Server.Mode == room.LabMemoryLock {
+		// Say which servers hold the locks: what this room runs.
+		for i, o := range on {
+			if strings.HasPrefix(o, "8 ") {
+				on[i] = o + s.memoryLockServers(l)
+			}
+		}
+	}
 	return views.LabSwitches{Mode: l.Server.Mode, Retentions: labRetentions, CheckGapMS: l.Server.CheckGapMS, RetentionSeconds: l.Server.RetentionSeconds,
-		DefaultRetention: def, Client: lab.ClientSwitches(l.Client), On: lab.On(l, lab.RetentionText(l.Server.RetentionSeconds, def))}
+		Servers: l.Server.Servers, DefaultRetention: def, Client: lab.ClientSwitches(l.Client), On: on}
+}
+
+// memoryLockServers says which servers run the lock in memory here: the
+// servers of a cluster, two inside this process, or this one alone.
+func (s *Server) memoryLockServers(l room.LabSettings) string {
+	switch {
+	case s.peers.Shared():
+		return ": each server of the cluster, its own lock"
+	case l.Server.Servers >= 2:
+		return ": two servers inside this process, each with its own memory, take the requests in turn"
+	}
+	return ": one server"
 }
 
 // labSettingsVersion names the lab's settings l for the pages, which ask

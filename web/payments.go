@@ -82,7 +82,10 @@ type payment struct {
 	source string
 	// priority says the presenter sent it.
 	priority bool
-	key      string
+	// server names the server inside this process that took the request
+	// (the lock in memory's two, inProcessServer); "" is this server.
+	server string
+	key    string
 	// chargeKey files the charge under a reference of its own; only the
 	// lab's key-table-only mode sets it.
 	chargeKey string
@@ -148,6 +151,7 @@ func (p *payment) publishFault(kind live.Kind, status int, msg string) {
 // fingerprint) and publishes e.
 func (p *payment) publishEvent(e live.Event) {
 	e.Request, e.Scope, e.Key, e.OrderID, e.Amount, e.Fingerprint = p.id, p.scope, p.key, p.req.OrderID, p.req.AmountSatang, p.fp
+	e.Server = p.server
 	e.Source, e.Priority = p.source, p.priority
 	if e.Kind == live.Received {
 		if id := p.c.Request().Header.Get(pageAttemptHeader); validSessionID(id) {

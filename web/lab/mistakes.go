@@ -252,10 +252,13 @@ var Mistakes = []Mistake{
 		Modes: []Mode{{Mode: room.LabMemoryLock, Summary: "8 lock in memory",
 			Storm: " Every request carried the same key, but each server locks keys in its own memory, so requests on different servers never waited for each other."}},
 		Why: "The server fixes mistake 3 with a lock: before it looks the key up it takes a mutex for that key, held in its own memory, and lets go once the charge is saved. On one server that works: a second request with the key waits, then finds the first one's row and replays it. But a real service runs several servers behind a load balancer, on one database, and each has a lock map of its own. The two requests of a double-click land on two servers, each takes its own lock, each finds no row, and the order is charged twice. Only the database sees every server's requests: its constraint is the lock they all share.",
-		Try: "switch it on and send a burst: one charge, the others wait and replay. Then start three servers on one PostgreSQL (paytwice cluster -servers 3), open the front door's address and send a burst again, or double-click Pay: several charges for one key.",
+		Try: "switch it on and send a burst: one charge, the others wait and replay. Then choose two servers and send a burst again, or double-click Pay: several charges for one key. On this server's own database (SQLite) the two run inside this process, each with its own memory, behind this address; on a cluster (paytwice cluster -servers 3 on one PostgreSQL) the front door's servers are real.",
 		Fix: "Let the database's unique constraint be the lock every server shares.",
 		Controls: []Control{
 			{Kind: ModeBox, ID: "lab-memlock", Mode: room.LabMemoryLock, Label: "The server locks the key in its own memory, then checks and inserts, with no constraints"},
+			{Kind: Select, ID: "lab-servers", Field: "server.servers", Label: "Servers behind this address", Options: []Option{
+				{"0", "one server"},
+				{"2", "two servers, each with its own memory (inside this process on SQLite)"}}},
 			{Kind: GapSelect, ID: "lab-lock-gap"},
 		},
 		Extras: []Control{{Kind: Burst, ID: "burst", Result: "lab-lock-burst-result"}},

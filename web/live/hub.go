@@ -166,10 +166,13 @@ func New(size int, now func() time.Time) *Hub {
 // server of its own.
 func (h *Hub) SetServer(name string) { h.server = name }
 
-// Publish numbers e, stamps it with the time and this server's name,
-// stores it and wakes the viewers. It never blocks on a viewer.
+// Publish numbers e, stamps it with the time and this server's name
+// (unless e names a server inside this process: the lab's lock in memory
+// runs two), stores it and wakes the viewers. It never blocks on a viewer.
 func (h *Hub) Publish(e Event) Event {
-	e.Server = h.server
+	if e.Server == "" {
+		e.Server = h.server
+	}
 	return h.publish(&e, false)
 }
 

@@ -44,6 +44,9 @@ const (
 	MaxLabCheckGapMS       = 5000
 	DefaultLabCheckGapMS   = 200
 	MaxLabRetentionSeconds = int64(MaxClockAdvance / time.Second)
+	// MaxLabServers is how many servers the lock in memory may run
+	// inside one process.
+	MaxLabServers = 2
 )
 
 // The lab's fixed numbers: the two retentions it offers besides the
@@ -66,6 +69,13 @@ type LabServer struct {
 	// RetentionSeconds is how long POST /api/lab/prune keeps done keys;
 	// 0 means the server's retention (-retention).
 	RetentionSeconds int64 `json:"retention_seconds"`
+	// Servers is how many servers the lock in memory runs behind the
+	// room's front door on a server that has its database to itself (the
+	// embedded SQLite default): 1, or 2 for two servers inside the one
+	// process, each with a memory (a lock table) of its own, taking the
+	// requests in turn. 0 reads as 1. Servers that share a database (a
+	// cluster) are real servers already and ignore it.
+	Servers int `json:"servers,omitempty"`
 }
 
 // LabClient are the client-side mistakes. The server only stores them:
@@ -108,6 +118,8 @@ func (l LabSettings) Validate() error {
 		return pay.Errorf(pay.EINVALID, "server.mode must be one of %s, not %q.", strings.Join(LabModes, ", "), pay.Truncate(l.Server.Mode, 40))
 	case l.Server.CheckGapMS < 0 || l.Server.CheckGapMS > MaxLabCheckGapMS:
 		return pay.Errorf(pay.EINVALID, "server.check_gap_ms must be between 0 and %d milliseconds, not %d.", MaxLabCheckGapMS, l.Server.CheckGapMS)
+	case l.Server.Servers < 0 || l.Server.Servers > MaxLabServers:
+		return pay.Errorf(pay.EINVALID, "server.servers must be 1 or %d (0 reads as 1), not %d.", MaxLabServers, l.Server.Servers)
 	case l.Server.RetentionSeconds < 0 || l.Server.RetentionSeconds > MaxLabRetentionSeconds:
 		return pay.Errorf(pay.EINVALID, "server.retention_seconds must be between 0 (the server's own retention) and %d, not %d.", MaxLabRetentionSeconds, l.Server.RetentionSeconds)
 	}

@@ -157,14 +157,14 @@ var chapters = Book{
 		Lab:      labWith(func(l *room.LabSettings) { l.Server.Mode, l.Server.CheckGapMS = room.LabMemoryLock, LockGapMS }),
 		SwitchOn: []string{"Lab: the server locks the key in its own memory, looks it up, waits 1 s (room for a double-click), then INSERTs it, into tables with no constraints."},
 		Do: []string{"On one server, double-click Pay or send 10 at once with one key.",
-			"Run paytwice cluster -servers 3 -db postgres://…, start this chapter there and do it again.",
+			"Press “Two servers”, then do it again. With this server's own database (SQLite) two servers inside this one process, each with its own memory, take the requests in turn behind this address; on a cluster (paytwice cluster -servers 3 -db postgres://…) its real servers do.",
 			"“Let the database decide”, then send 10 again."},
 		StudentDo: []string{"Double-click Pay, or send 10 at once with one key.",
-			"Once the presenter runs three servers, open the address on the board and do it again.",
+			"Once the presenter has two servers behind the address, do it again.",
 			"Once the database decides: send 10 again."},
 		Watch: []watchFor{
 			{"One server: the second click waits for the lock, then replays the first click's 201. One charge.", func(w *seeing) bool { return w.is(live.Replayed) && w.keyCharges() == 1 }},
-			{"Three servers: the two clicks land on two servers, each takes its own lock, and the order is charged twice, in red.", func(w *seeing) bool { return w.is(live.Charged) && w.keyCharges() == 2 }},
+			{"Two servers: the two clicks land on two servers, each takes its own lock, and the order is charged twice, in red.", func(w *seeing) bool { return w.is(live.Charged) && w.keyCharges() == 2 }},
 			{"The lab's eighth card counts the key charged more than once.", func(w *seeing) bool { return w.is(live.Charged) && w.keyCharges() == 2 }},
 			{"The database deciding: one charge, the others 409.", func(w *seeing) bool {
 				return (w.seen(0) || w.seen(1)) && w.is(live.Conflict)
@@ -175,6 +175,7 @@ var chapters = Book{
 			"each looks the key up before the other has inserted it, and each charges. " +
 			"Only what every server shares can decide the race: the database, with a constraint on the key.",
 		Actions: []Action{{ID: "burst", Arg: strconv.Itoa(room.LabBurstSize), Label: "Send 10 at once with one key"},
+			{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"servers": room.MaxLabServers}}), Label: "Two servers", Presenter: true},
 			{ID: "lab-patch", Arg: labPatchArg(map[string]any{"server": map[string]any{"mode": room.LabCorrect}}), Label: "Let the database decide", Presenter: true}},
 	},
 	{
