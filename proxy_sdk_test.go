@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -88,5 +90,87 @@ func TestProxyGradesStripeGo(t *testing.T) {
 		if g.Rule == proxy.RuleAfter500 && g.Verdict != proxy.NotExercised {
 			t.Fatalf("rule 5 %s, want not exercised (stripe-go does not retry a 500 in Stripe's shape):\n%s", g.Verdict, summary)
 		}
+	}
+}
+
+// stripe-python 5 (Debian's python3-stripe) and stripe-node 23, used the
+// same way: one call per payment, the SDK's own key, two network retries.
+// The grades are the ones docs/proxy.md reports.
+func TestProxyGradesStripePythonAndNode(t *testing.T) {
+	// Measured: both floor their first retry's wait at 0.5 s, so clients
+	// that failed together come back together (rule 7), as stripe-go
+	// does; stripe-python waits out Retry-After, stripe-node does not
+	// (rule 8). Both keep their key over every retry, retry a 500 with
+	// it, and stop within their two retries.
+	clients := []struct {
+		name   string
+		broken []proxy.Rule
+		cmd    func(url string) *exec.Cmd
+	}{
+		{"stripe-python 5", []proxy.Rule{proxy.RuleJitter}, func(url string) *exec.Cmd {
+			py := "/usr/bin/python3"
+			if err := exec.Command(py, "-c", "import stripe").Run(); err != nil {
+				if os.Getenv("CI") != "" {
+					t.Fatalf("stripe-python is missing (apt-get install python3-stripe): %v", err)
+				}
+				t.Skipf("stripe-python is missing (apt-get install python3-stripe): %v", err)
+			}
+			cmd := exec.Command(py, "stripe_python_client.py", url, fmt.Sprint(len(proxy.DefaultSchedule)), "SP")
+			cmd.Dir = "testdata/proxy"
+			return cmd
+		}},
+		{"stripe-node 23", []proxy.Rule{proxy.RuleJitter, proxy.RuleRetryAfter}, func(url string) *exec.Cmd {
+			node, err := exec.LookPath("node")
+			if err == nil {
+				_, err = os.Stat("web/testdata/stripe-node/node_modules/stripe/package.json")
+			}
+			if err != nil {
+				if os.Getenv("CI") != "" {
+					t.Fatalf("node or stripe-node is missing (npm ci in web/testdata/stripe-node): %v", err)
+				}
+				t.Skipf("node or stripe-node is missing (npm ci in web/testdata/stripe-node): %v", err)
+			}
+			cmd := exec.Command(node, "proxy_client.cjs", url, fmt.Sprint(len(proxy.DefaultSchedule)), "SN")
+			cmd.Dir = "web/testdata/stripe-node"
+			return cmd
+		}},
+	}
+	for _, sdk := range clients {
+		t.Run(sdk.name, func(t *testing.T) {
+			run := newProxyRun(t, proxy.Config{})
+			cmd := sdk.cmd(run.url)
+			timer := time.AfterFunc(3*time.Minute, func() {
+				if cmd.Process != nil {
+					cmd.Process.Kill()
+				}
+			})
+			defer timer.Stop()
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			c := onlyClient(t, run.grade(t))
+			broken, summary := verdicts(c)
+			t.Logf("%s:\n%s\n%s", sdk.name, summary, out)
+			for _, a := range c.Actions {
+				line := fmt.Sprintf("action %d %s:", a.ID, a.Fault)
+				for _, at := range a.Attempts {
+					line += fmt.Sprintf(" [%d %s wait %.0f ms]", at.Status, at.Fault, at.WaitMS)
+				}
+				t.Log(line)
+			}
+			// Rule 7 reads real waits: on a loaded machine, the time a
+			// process takes to wake from a 0.5 s sleep can spread the
+			// waits past the herd's 10% (one run of each measured 504 to
+			// 640 ms). It is reported, and every other rule asserted.
+			without7 := slices.DeleteFunc(slices.Clone(broken), func(r proxy.Rule) bool { return r == proxy.RuleJitter })
+			want := slices.DeleteFunc(slices.Clone(sdk.broken), func(r proxy.Rule) bool { return r == proxy.RuleJitter })
+			if !slices.Equal(without7, want) {
+				t.Fatalf("broken rules %v, want %v (rule 7 aside):\n%s", broken, sdk.broken, summary)
+			}
+			if !slices.Contains(broken, proxy.RuleJitter) {
+				t.Logf("rule 7 held in this run: the SDK's fixed 0.5 s first wait was spread by the machine's load")
+			}
+		})
 	}
 }
