@@ -1025,7 +1025,7 @@
           } else if (found.state === "none") {
             setStatus("ready", [badge("not paid", "mute"), " No charge for this order. Pay again with the same key: the server answers what the sweeper saved, or runs it afresh."], 0);
           } else {
-            setStatus("unknown", [badge("unknown", "warn"), " The look-up failed: whether this order is paid is unknown. " + againWords()]);
+            drawFound(ord, my, found); // still pending, or the look-up failed: it says which
           }
         });
       }
@@ -1269,7 +1269,7 @@
         } else if (found.state === "none") {
           setStatus("ready", [badge("not paid", "mute"), " Requests were sent before the reload, and the order has no charge yet. " + againWords()], 0);
         } else {
-          setStatus("unknown", [badge("unknown", "warn"), " The look-up failed: whether this order is paid is unknown. " + againWords()]);
+          drawFound(ord, my, found); // still pending, or the look-up failed: it says which
         }
       });
       return true;

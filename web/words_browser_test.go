@@ -104,6 +104,24 @@ func TestBrowserChapterCardsSayWhatTheBooksSay(t *testing.T) {
 		}
 	})
 
+	t.Run("chapter 8 on SQLite: two servers inside the process charge a double-click twice, and the card counts both", func(t *testing.T) {
+		phoneInChapter(t, env, phone, "lock-in-memory")
+		if r := env.send(http.MethodPatch, "/api/lab", map[string]any{"server": map[string]any{"servers": 2}}); r.Status != http.StatusOK {
+			t.Fatalf("two servers: %d %s", r.Status, r.Body)
+		}
+		liveWait(t, phone, "the lab saying so", 10*time.Second, `/two servers inside this process/.test(document.getElementById("lab").textContent)`)
+		liveDo(t, phone, "double-click", liveClick("#pay"), liveClick("#pay"))
+		liveWait(t, phone, "charged twice on the card", 15*time.Second, statusState+` === "twice" && /charged twice/.test(`+statusText+`) && `+cardSettled)
+		if n := orderCharges(t, phone); n != 2 {
+			t.Fatalf("the look-up counts %d charges for the order, want 2", n)
+		}
+		if got := liveEval[string](t, phone, cardAgrees); got != "ok" {
+			t.Error(got)
+		}
+		liveWait(t, phone, "both servers on the timeline", 5*time.Second,
+			`(t => t.includes("in-process A") && t.includes("in-process B"))(document.getElementById("timeline").textContent)`)
+	})
+
 	t.Run("chapter 9: a paid order's headline says paid, and the 422 names the amount", func(t *testing.T) {
 		phoneInChapter(t, env, phone, "retry-every-4xx")
 		liveDo(t, phone, "paying", liveClick("#pay"))
