@@ -26,7 +26,7 @@ cleanup() {
 trap cleanup EXIT
 
 go build -o "$tmp/paytwice" .
-"$tmp/paytwice" -addr "127.0.0.1:$PORT" -db "$tmp/paytwice.db" -max-streams "$((STREAMS + 100))" >"$tmp/server.log" 2>&1 &
+"$tmp/paytwice" -addr "127.0.0.1:$PORT" -db "$tmp/paytwice.db" -max-streams "$((STREAMS + 100))" -limits "streams-per-address=$STREAMS,stream-opens=$((STREAMS + 100))/50ms" >"$tmp/server.log" 2>&1 &
 server=$!
 for _ in $(seq 100); do
 	if curl -s -o /dev/null "$URL/"; then break; fi
