@@ -59,7 +59,7 @@ type byocCtxKey struct{}
 // apart: by the student's name in the path.
 type byocClient struct{ name, addr string }
 
-func (s *Server) byocRoutes(e *echo.Echo) {
+func (s *Server) byocRoutes(e *echo.Echo) *byoc {
 	self := &url.URL{Scheme: "http", Host: "paytwice.internal"}
 	p, err := proxy.New(proxy.Config{
 		Target:    self,
@@ -78,6 +78,15 @@ func (s *Server) byocRoutes(e *echo.Echo) {
 	e.GET("/byo/-/scores", b.handleScores)
 	e.POST("/byo/-/next", b.handleNext, s.presenterOnly)
 	e.Any("/byo/:name/*", b.handleForward)
+	return b
+}
+
+// inUse reports whether a student has paid through the room's proxy: the
+// board then shows the scoreboard.
+func (b *byoc) inUse() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.names) > 0
 }
 
 // handleForward is /byo/<name>/...: the student's request, with the

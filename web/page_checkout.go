@@ -37,6 +37,9 @@ type liveHandlers struct {
 	// The server's settings the pages say.
 	locked                             bool // a presenter token is configured
 	retention, lockTimeout, sweepEvery time.Duration
+	// byocInUse says a student has paid through the room's proxy
+	// (byoc.go): the board shows its scoreboard.
+	byocInUse func() bool
 }
 
 // pageSource is what the live pages read besides the board, and the
@@ -150,6 +153,7 @@ func (h liveHandlers) handleBoard(c echo.Context) error {
 		Locked:    h.locked,
 		Lab:       h.pages.labView(r.Context(), h.pages.isPresenter(r)),
 		Lesson:    lesson,
+		BYOC:      h.byocInUse != nil && h.byocInUse(),
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return render(c, http.StatusOK, views.BoardPage(d))

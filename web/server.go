@@ -329,8 +329,9 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/problems", s.handleProblemIndex)
 	e.GET("/problems/:code", s.handleProblemPage)
 	adminHandlers{demo: s}.routes(e, s.presenterOnly)
+	byo := s.byocRoutes(e)
 	liveHandlers{board: s.live, pages: s, locked: s.cfg.PresenterToken != "", retention: s.cfg.Retention,
-		lockTimeout: s.cfg.LockTimeout, sweepEvery: s.cfg.SweepEvery}.routes(e)
+		lockTimeout: s.cfg.LockTimeout, sweepEvery: s.cfg.SweepEvery, byocInUse: byo.inUse}.routes(e)
 	simHandlers{isPresenter: s.isPresenter, priority: s.hasPriority}.routes(e)
 	s.simGatewayRoutes(e)
 	labHandlers{lab: s, isPresenter: s.isPresenter}.routes(e, s.presenterOnly)
@@ -338,7 +339,6 @@ func (s *Server) routes() *echo.Echo {
 	s.joinRoutes(e)
 	s.boardHandlers().routes(e, s.presenterOnly)
 	s.deliveryRoutes(e)
-	s.byocRoutes(e)
 	return e
 }
 

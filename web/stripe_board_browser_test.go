@@ -1,6 +1,7 @@
 package web
 
 import (
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -41,5 +42,31 @@ func TestBrowserBoardShowsSandboxPayments(t *testing.T) {
 	if tl := liveEval[string](t, ctx, `document.getElementById("timeline").innerText`); !strings.Contains(tl, "200 OK, saved") {
 		t.Errorf("the create with confirm=false is not shown as a saved 200:\n%s", tl)
 	}
+	liveNoCSPViolations(t, ctx)
+}
+
+// Once a student has paid through the room's proxy (/byo/<name>/), the
+// board shows the scoreboard, folded: opened, it lists the student with
+// the rules their client kept, and keeps itself up to date.
+func TestBrowserBoardShowsTheRoomsScoreboard(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	ctx := liveBrowser(t, 1280, 720)
+	liveOpen(t, ctx, env.URL+"/board")
+	if n := liveEval[int](t, ctx, `document.querySelectorAll(".board-byoc").length`); n != 0 {
+		t.Fatalf("the scoreboard is on the board before any student paid through the room's proxy")
+	}
+	req, err := http.NewRequest(http.MethodPost, env.URL+"/byo/ana/v1/payments", strings.NewReader(`{"order_id":"BYO-1","amount_satang":12900}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "ana-byo-1")
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close() // the proxy may have injected a failure: any answer will do
+	}
+	liveOpen(t, ctx, env.URL+"/board")
+	liveDo(t, ctx, "open the scoreboard", liveClick(".board-byoc summary"))
+	liveWait(t, ctx, "the student on the board's scoreboard", 10*time.Second,
+		`(() => { const s = document.querySelector(".board-byoc #byoc-scores"); return !!s && s.checkVisibility() && [...s.querySelectorAll("tbody th")].some(th => th.textContent.trim() === "ana"); })()`)
 	liveNoCSPViolations(t, ctx)
 }
