@@ -81,18 +81,20 @@ func TestCloseWakesViewers(t *testing.T) {
 func TestEventsNameTheirServer(t *testing.T) {
 	h := New(16, nil)
 	h.SetServer("s1")
-	own := h.Publish(Event{Kind: Received, Server: "somebody else"})
+	own := h.Publish(Event{Kind: Received})
+	// One of two servers inside this process names itself: its name is kept.
+	inner := h.Publish(Event{Kind: Received, Server: "s1b"})
 	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	remote := h.PublishRemote(Event{Seq: 99, Kind: Claimed, Server: "s2", Time: at})
-	if own.Server != "s1" || remote.Server != "s2" {
-		t.Fatalf("servers %q and %q, want s1 (this hub's own event) and s2 (kept)", own.Server, remote.Server)
+	if own.Server != "s1" || inner.Server != "s1b" || remote.Server != "s2" {
+		t.Fatalf("servers %q, %q and %q, want s1 (this hub's own event), s1b and s2 (kept)", own.Server, inner.Server, remote.Server)
 	}
-	if !remote.Time.Equal(at) || remote.Seq != 2 {
+	if !remote.Time.Equal(at) || remote.Seq != 3 {
 		t.Fatalf("the remote event has time %v and seq %d: it keeps its time and takes this hub's number", remote.Time, remote.Seq)
 	}
 	held := h.Recent(16)
-	if held[0].Remote || !held[1].Remote {
-		t.Fatalf("remote marks: %v, %v", held[0].Remote, held[1].Remote)
+	if held[0].Remote || held[1].Remote || !held[2].Remote {
+		t.Fatalf("remote marks: %v, %v, %v", held[0].Remote, held[1].Remote, held[2].Remote)
 	}
 	if lone := New(16, nil).Publish(Event{Kind: Received}); lone.Server != "" {
 		t.Fatalf("a hub never named stamps %q", lone.Server)
