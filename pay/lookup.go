@@ -54,6 +54,11 @@ const (
 	// ReasonReleased: the claim was released with nothing charged, so the
 	// same key runs afresh: send the request again with it.
 	ReasonReleased NotChargedReason = "released"
+	// ReasonAwaitingConfirmation: a payment was created for the order to
+	// be confirmed later (a PaymentIntent of the Stripe-shaped sandbox,
+	// created with confirm=false, a saved 200), and nothing is charged
+	// until it is: confirm it rather than pay again.
+	ReasonAwaitingConfirmation NotChargedReason = "awaiting_confirmation"
 )
 
 // ReleaseCause says who released a claim, with nothing charged.
@@ -222,6 +227,8 @@ func LookUpOrder(orderID string, rec OrderRecord, t LookupTimes) OrderLookup {
 		l.Advice = "The gateway failed before charging and nothing was charged. Pay again with a new key: the old key replays the failure."
 	case ReasonValidation:
 		l.Advice = "The request was refused and nothing was charged. Correct it and pay with a new key."
+	case ReasonAwaitingConfirmation:
+		l.Advice = "A payment was created for this order and waits for its confirmation: nothing was charged. Confirm that payment rather than create another."
 	default:
 		l.Advice = "The attempt was released with nothing charged. Send the same request again with the same key: it runs afresh."
 	}
@@ -256,6 +263,12 @@ func latestEnd(rec OrderRecord) *NotCharged {
 		}
 	}
 	for _, k := range rec.Keys {
+		if k.Status == StatusDone && k.ResponseStatus == 200 {
+			// A creation to be confirmed later: the only answer saved
+			// with a 200, and never with a charge.
+			consider(NotCharged{Reason: ReasonAwaitingConfirmation, Key: k.Key, Status: k.ResponseStatus, At: cmpOr(k.CompletedAt, k.LockedAt)})
+			continue
+		}
 		if k.Status != StatusDone || k.ResponseStatus < 400 {
 			continue
 		}
@@ -281,4 +294,12 @@ func reasonFor(status int) NotChargedReason {
 	default:
 		return ReasonValidation
 	}
+}
+
+// cmpOr is t, or otherwise when t is the zero time.
+func cmpOr(t, otherwise time.Time) time.Time {
+	if t.IsZero() {
+		return otherwise
+	}
+	return t
 }

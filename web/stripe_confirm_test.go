@@ -133,6 +133,12 @@ func TestStripeSandboxCreateThenConfirmWithStripeGo(t *testing.T) {
 			if got := getIntent(t, sdk, pi.ID); got.Status != stripe.PaymentIntentStatusRequiresConfirmation || got.Amount != 12900 {
 				t.Fatalf("GET before the confirm: %+v", got)
 			}
+			// The order's look-up says what the books hold: created, not
+			// charged, waiting for its confirmation.
+			lookup, err := e.call(http.MethodGet, paymentsPath+"?order_id="+order, "", "Authorization", "Bearer "+stripeTestKey)
+			if err != nil || !strings.Contains(string(lookup.Body), `"state":"not_charged"`) || !strings.Contains(string(lookup.Body), `"reason":"awaiting_confirmation"`) {
+				t.Fatalf("the order's look-up before the confirm: %s %v", lookup.Body, err)
+			}
 
 			key := "confirm-" + order
 			e.setFaults(c.faults)
