@@ -20,8 +20,9 @@ func (s *Server) startRelay() {
 	s.relay = room.StartRelay(s.baseCtx, room.RelayConfig{
 		Peers: s.peers, Hub: s.hub, Sink: remoteEvents{s}, Name: s.cfg.Name, Now: s.clock.Now, Logf: s.logf,
 		// Every server derives its own ticks of a lesson's "watch for"
-		// items from the events it sees.
-		Local: func(k live.Kind) bool { return k == watchKind },
+		// items from the events it sees, and tells its own pages that the
+		// class's vote changed when it applies the room (predict.go).
+		Local: func(k live.Kind) bool { return k == watchKind || k == pollKind },
 		Also:  []room.Listener{{Channel: step.Channel, OnListen: steps.CommandsListened, OnNotify: steps.Command}},
 	})
 }

@@ -38,7 +38,7 @@ func newRoom(s *Server) (*room.Room[room.State], *room.Barriers) {
 // request name its key).
 func changesRoom(e live.Event) bool {
 	switch e.Kind {
-	case live.Switched, live.Reset, lessonKind, step.KindMode:
+	case live.Switched, live.Reset, lessonKind, step.KindMode, pollKind:
 		return true
 	case labKind:
 		return e.Key == ""
@@ -57,4 +57,5 @@ func (s *Server) applyRoom(old, next room.State) {
 	if next.Step != old.Step {
 		s.steps.Set(next.Step)
 	}
+	s.publishPollChange(old.Poll, next.Poll)
 }

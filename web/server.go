@@ -339,6 +339,7 @@ func (s *Server) routes() *echo.Echo {
 	s.joinRoutes(e)
 	s.boardHandlers().routes(e, s.presenterOnly)
 	s.deliveryRoutes(e)
+	s.pollHandlers().routes(e, s.presenterOnly)
 	return e
 }
 

@@ -21,6 +21,9 @@ type State struct {
 	// presenter behind a load balancer turns it on through one server,
 	// and every server holds its own requests.
 	Step bool `json:"step_mode,omitempty"`
+	// Poll is the class's vote on a lesson question, nil when none was
+	// opened since the last reset or lesson (poll.go).
+	Poll *Poll `json:"poll,omitempty"`
 
 	// FaultWrites counts the writes of the fault switches: each one
 	// restarts the random mode's sequence from its seed, on every server,
@@ -76,6 +79,7 @@ func (s *State) SetFaults(f pay.Faults) {
 func (s *State) SetLesson(slug string) {
 	s.Lesson = slug
 	s.LessonRuns++
+	s.Poll = nil
 }
 
 // Reset is what the presenter's reset leaves: the defaults, the random

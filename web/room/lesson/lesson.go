@@ -41,6 +41,9 @@ type Chapter struct {
 	Watch   []watchFor `json:"-"`
 	Why     string     `json:"-"`
 	Actions []Action   `json:"-"`
+	// Ask are the questions the class answers before the chapter's key
+	// moments (questions.go).
+	Ask []Question `json:"ask"`
 }
 
 // Action is a button of a chapter's.
@@ -87,6 +90,7 @@ func Build(lockTimeout time.Duration) Book {
 	book := slices.Clone(chapters)
 	for i := range book {
 		book[i].Actions = slices.Clone(book[i].Actions)
+		book[i].Ask = questions[book[i].Slug]
 		for j, a := range book[i].Actions {
 			if a.ID == warpSweepAction {
 				book[i].Actions[j].Arg = warpSweep

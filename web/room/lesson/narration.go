@@ -154,6 +154,7 @@ type Narrator struct {
 	runs  uint64
 	slug  string
 	items []watchFor
+	ask   []Question
 	ticks []Tick
 	st    narrationState
 }
@@ -185,7 +186,7 @@ func (n *Narrator) follow(st room.State) {
 		return
 	}
 	_, ch, _ := n.book.Find(st.Lesson)
-	n.runs, n.slug, n.items = st.LessonRuns, st.Lesson, ch.Watch
+	n.runs, n.slug, n.items, n.ask = st.LessonRuns, st.Lesson, ch.Watch, ch.Ask
 	n.ticks, n.st = make([]Tick, len(ch.Watch)), newNarrationState()
 }
 
@@ -238,8 +239,12 @@ func (n *Narrator) run(ctx context.Context, sub *live.Subscription) {
 		}
 		changed := false
 		for _, e := range entries {
-			if n.see(e.Event) {
+			ticked, g := n.see(e.Event)
+			if ticked {
 				changed = true
+			}
+			if g != nil {
+				n.grade(ctx, *g)
 			}
 		}
 		if changed {
@@ -248,17 +253,18 @@ func (n *Narrator) run(ctx context.Context, sub *live.Subscription) {
 	}
 }
 
-// see applies one event and reports whether an item ticked.
-func (n *Narrator) see(e live.Event) bool {
+// see applies one event and reports whether an item ticked, and the
+// grade of the room's vote it shows, if it shows one.
+func (n *Narrator) see(e live.Event) (bool, *pollGrade) {
 	if e.Kind == WatchKind {
-		return false
+		return false, nil
 	}
 	snapshot := n.room.Load()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.follow(snapshot)
 	if n.slug == "" {
-		return false
+		return false, nil
 	}
 	st := &n.st
 	order, key := e.Scope+"\x00"+e.OrderID, e.Scope+"\x00"+e.Key
@@ -300,5 +306,5 @@ func (n *Narrator) see(e live.Event) bool {
 			changed = true
 		}
 	}
-	return changed
+	return changed, n.gradeOf(snapshot.Poll, w, row)
 }

@@ -1,0 +1,88 @@
+// predict.js: the class's vote on a lesson question ("predict, then
+// observe"). The panel is drawn by the server (GET /poll/live); this
+// script only asks for it again after a frame of the page's event stream
+// that changed the room (the "<!--room-->" mark) or when the stream opens
+// again, and sends the buttons' clicks to the JSON API.
+(function () {
+  "use strict";
+
+  function slot() { return document.getElementById("poll"); }
+
+  var busy = false, again = false, timer = null;
+
+  function refresh() {
+    var s = slot();
+    if (!s) { return; }
+    if (busy) { again = true; return; }
+    busy = true;
+    var q = "v=" + encodeURIComponent(s.dataset.vPoll || "0") + (s.dataset.board === "true" ? "&board=1" : "");
+    fetch("/poll/live?" + q, { credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json" } })
+      .then(function (r) { return r.status === 200 ? r.json() : null; })
+      .then(function (data) {
+        if (!data) { return; }
+        s.innerHTML = data.html;
+        s.dataset.vPoll = String(data.v);
+        var panel = s.querySelector(".poll-panel");
+        s.hidden = !panel || panel.dataset.shown !== "true";
+      }, function () { /* the next frame asks again */ })
+      .finally(function () {
+        busy = false;
+        if (again) { again = false; schedule(); }
+      });
+  }
+
+  function schedule() {
+    clearTimeout(timer);
+    timer = setTimeout(refresh, 80);
+  }
+
+  function onFrame(ev) {
+    var data = ev.detail && ev.detail.data;
+    if (typeof data === "string" && data.indexOf("<!--room-->") >= 0) { schedule(); }
+  }
+
+  function say(text) {
+    var e = document.getElementById("poll-error");
+    if (!e) { return; }
+    e.textContent = text;
+    e.hidden = !text;
+  }
+
+  function send(path, body) {
+    window.paytwiceAPI("POST", path, body).then(function (res) {
+      if (res.ok) { say(""); schedule(); return; }
+      if (res.status === 403) { say(window.paytwiceNotPresenter()); return; }
+      say("Refused (" + (res.status || "no answer") + "): " + ((res.body && (res.body.detail || res.body.title)) || "error"));
+      schedule();
+    });
+  }
+
+  function onClick(ev) {
+    var b = ev.target.closest && ev.target.closest("#poll button");
+    if (!b) { return; }
+    var d = b.dataset;
+    if (d.pollAnswer !== undefined) {
+      var list = b.closest("[data-poll-id]");
+      send("/api/poll/answer", { id: Number(list.dataset.pollId), choice: Number(d.pollAnswer) });
+    } else if (d.pollOpen !== undefined) {
+      send("/api/poll/open", { question: Number(d.pollOpen) });
+    } else if (d.pollClose !== undefined) {
+      send("/api/poll/close", { id: Number(d.pollClose) });
+    } else if (d.pollReveal !== undefined) {
+      send("/api/poll/reveal", { id: Number(d.pollReveal) });
+    }
+  }
+
+  function start() {
+    document.addEventListener("htmx:sseMessage", onFrame);
+    document.addEventListener("htmx:sseOpen", schedule);
+    document.addEventListener("click", onClick);
+    refresh();
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();

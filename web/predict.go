@@ -1,0 +1,297 @@
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"paytwice/pay"
+	"paytwice/views"
+	"paytwice/web/live"
+	"paytwice/web/room"
+	"paytwice/web/room/lesson"
+)
+
+// Predict, then observe: the presenter opens a vote on one of the
+// chapter's questions (lesson.Question), every phone answers once and
+// may change its answer until the vote closes, the board counts the
+// answers without their split until the presenter reveals it, and the
+// narration grades the vote from the first event after the close that
+// shows one of the choices. The vote is room state (room.Poll): every
+// server of a class shows the same one, and a restarted server on the
+// class's database finds it again.
+
+// pollKind is the event that the room's vote changed. Every server
+// publishes its own when it applies the change (applyRoom), so it is not
+// relayed; it carries the room mark, so the pages ask for the vote again.
+const pollKind live.Kind = "poll"
+
+// pollHandlers are the vote's endpoints; each holds only what it uses.
+type pollHandlers struct {
+	room        *room.Room[room.State]
+	book        lesson.Book
+	isPresenter func(*http.Request) bool
+	clientIP    func(*http.Request) string
+	locked      bool
+	limits      room.PollLimits
+}
+
+func (s *Server) pollHandlers() pollHandlers {
+	return pollHandlers{room: s.room, book: s.lessons, isPresenter: s.isPresenter, clientIP: s.clientIP,
+		locked: s.cfg.PresenterToken != "", limits: room.DefaultPollLimits}
+}
+
+func (h pollHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
+	e.GET("/api/poll", h.handleGet)
+	e.GET("/poll/live", h.handleLive)
+	e.POST("/api/poll/answer", h.handleAnswer)
+	e.POST("/api/poll/open", h.handleOpen, presenterOnly)
+	e.POST("/api/poll/close", h.handleClose, presenterOnly)
+	e.POST("/api/poll/reveal", h.handleReveal, presenterOnly)
+}
+
+// PollOpen is the body of POST /api/poll/open: the question to ask, by
+// its index (from 0) in the current chapter's "ask" list.
+type PollOpen struct {
+	Question int `json:"question"`
+}
+
+// PollRef is the body of POST /api/poll/close and /api/poll/reveal: the
+// vote, by its id.
+type PollRef struct {
+	ID uint64 `json:"id"`
+}
+
+// PollAnswer is the body of POST /api/poll/answer: the vote, and the
+// choice (from 0).
+type PollAnswer struct {
+	ID     uint64 `json:"id"`
+	Choice int    `json:"choice"`
+}
+
+// PollState is GET /api/poll: the vote as the asker may see it. Split
+// and Outcome are absent until the presenter reveals.
+type PollState struct {
+	ID       uint64   `json:"id"`
+	Lesson   string   `json:"lesson"`
+	Question int      `json:"question"`
+	Text     string   `json:"text"`
+	Choices  []string `json:"choices"`
+	Phase    string   `json:"phase"`
+	Answered int      `json:"answered"`
+	// Mine is this browser's answer, -1 for none.
+	Mine    int               `json:"mine"`
+	Split   []int             `json:"split,omitempty"`
+	Outcome *room.PollOutcome `json:"outcome,omitempty"`
+	// Graded says, once revealed, whether the server has shown the outcome
+	// yet.
+	Graded bool `json:"graded"`
+}
+
+func (h pollHandlers) handleOpen(c echo.Context) error {
+	var req PollOpen
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	_, _, err := h.room.Change(c.Request().Context(), func(s *room.State) error {
+		_, ch, ok := h.book.Find(s.Lesson)
+		if !ok {
+			return pay.Errorf(pay.EINVALID, "Start a chapter first: questions belong to the chapters.")
+		}
+		if req.Question < 0 || req.Question >= len(ch.Ask) {
+			return pay.Errorf(pay.EINVALID, "The chapter %q has %d question(s); there is no question %d.", ch.Slug, len(ch.Ask), req.Question)
+		}
+		s.OpenPoll(req.Question, len(ch.Ask[req.Question].Choices))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return h.handleGet(c)
+}
+
+func (h pollHandlers) handleClose(c echo.Context) error {
+	return h.change(c, (*room.State).ClosePoll)
+}
+
+func (h pollHandlers) handleReveal(c echo.Context) error {
+	return h.change(c, (*room.State).RevealPoll)
+}
+
+func (h pollHandlers) change(c echo.Context, edit func(*room.State, uint64) error) error {
+	var req PollRef
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	if _, _, err := h.room.Change(c.Request().Context(), func(s *room.State) error { return edit(s, req.ID) }); err != nil {
+		return err
+	}
+	return h.handleGet(c)
+}
+
+func (h pollHandlers) handleAnswer(c echo.Context) error {
+	var req PollAnswer
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	r := c.Request()
+	if !hasSession(r) {
+		ensureSession(c.Response(), r)
+	}
+	voter, from := callerScope(r), addressHash(h.clientIP(r))
+	if _, _, err := h.room.Change(r.Context(), func(s *room.State) error {
+		return s.Answer(req.ID, voter, from, req.Choice, h.limits)
+	}); err != nil {
+		return err
+	}
+	return h.handleGet(c)
+}
+
+// addressHash keeps an address out of the stored room: the limit per
+// address only needs to tell addresses apart.
+func addressHash(ip string) string {
+	sum := sha256.Sum256([]byte("poll-address\x00" + ip))
+	return hex.EncodeToString(sum[:8])
+}
+
+func (h pollHandlers) handleGet(c echo.Context) error {
+	c.Response().Header().Set("Cache-Control", "no-store")
+	st := h.room.Load()
+	p, q, ok := h.current(st)
+	if !ok {
+		return c.JSON(http.StatusOK, PollState{Mine: -1, Lesson: st.Lesson})
+	}
+	out := PollState{ID: p.ID, Lesson: p.Lesson, Question: p.Question, Text: q.Text, Phase: string(p.Phase),
+		Answered: p.Answered(), Mine: -1}
+	for _, ch := range q.Choices {
+		out.Choices = append(out.Choices, ch.Text)
+	}
+	if b, ok := p.Ballots[callerScope(c.Request())]; ok {
+		out.Mine = b.Choice
+	}
+	if p.Phase == room.PollRevealed {
+		out.Split, out.Outcome, out.Graded = p.Split(), p.Outcome, p.Outcome != nil
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// current is the room's vote and its question, if the vote belongs to the
+// chapter the class is on.
+func (h pollHandlers) current(st room.State) (*room.Poll, lesson.Question, bool) {
+	p := st.Poll
+	if p == nil || p.Lesson != st.Lesson || p.Runs != st.LessonRuns {
+		return nil, lesson.Question{}, false
+	}
+	_, ch, ok := h.book.Find(p.Lesson)
+	if !ok || p.Question < 0 || p.Question >= len(ch.Ask) {
+		return nil, lesson.Question{}, false
+	}
+	return p, ch.Ask[p.Question], true
+}
+
+// PollLive is the body of GET /poll/live: the panel's version and, when
+// it changed, its HTML.
+type PollLive struct {
+	V    uint64 `json:"v"`
+	HTML string `json:"html,omitempty"`
+}
+
+// handleLive is GET /poll/live?v=…[&board=1]: predict.js asks after each
+// frame that changed the room, with the version of the panel it shows;
+// 204 when it is still the one to show.
+func (h pollHandlers) handleLive(c echo.Context) error {
+	r := c.Request()
+	c.Response().Header().Set("Cache-Control", "no-store")
+	view := h.view(h.room.Load(), r, c.QueryParam("board") == "1")
+	if v, err := strconv.ParseUint(c.QueryParam("v"), 10, 64); err == nil && v == view.V {
+		return c.NoContent(http.StatusNoContent)
+	}
+	var buf bytes.Buffer
+	if err := views.PollPanel(view).Render(r.Context(), &buf); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, PollLive{V: view.V, HTML: buf.String()})
+}
+
+// view is the vote's panel for the page that asks: the board shows the
+// count until the reveal, the split after; the presenter's board has the
+// buttons; a phone shows its own answer.
+func (h pollHandlers) view(st room.State, r *http.Request, board bool) views.Poll {
+	v := views.Poll{Board: board, Presenter: board && h.isPresenter(r), Locked: h.locked}
+	if _, ch, ok := h.book.Find(st.Lesson); ok {
+		v.Chapter = ch.Title
+		for i, q := range ch.Ask {
+			v.Asks = append(v.Asks, views.PollAsk{N: i, When: q.When, Text: q.Text})
+		}
+	}
+	if p, q, ok := h.current(st); ok {
+		o := &views.PollVote{ID: p.ID, Text: q.Text, When: q.When, Phase: string(p.Phase), Answered: p.Answered(),
+			Revealed: p.Phase == room.PollRevealed, Mine: -1}
+		if b, ok := p.Ballots[callerScope(r)]; ok {
+			o.Mine = b.Choice
+		}
+		split := p.Split()
+		for i, ch := range q.Choices {
+			pc := views.PollChoice{N: i, Text: ch.Text, Mine: i == o.Mine}
+			if o.Revealed {
+				pc.Count = split[i]
+				pc.Right = p.Outcome != nil && p.Outcome.Choice == i
+			}
+			o.Choices = append(o.Choices, pc)
+		}
+		if o.Revealed && p.Outcome != nil {
+			o.Graded, o.Said, o.Row = true, p.Outcome.Said, p.Outcome.Row
+		}
+		v.Vote = o
+	}
+	v.V = pollVersion(v)
+	return v
+}
+
+// pollVersion is a hash of what the panel shows, so that two servers
+// give the same version for the same panel; never 0, which a page with no
+// panel yet sends, and below 2^53 for JavaScript's numbers.
+func pollVersion(v views.Poll) uint64 {
+	h := fnv.New64a()
+	vote := v.Vote
+	v.Vote, v.V = nil, 0
+	fmt.Fprintf(h, "%+v", v)
+	if vote != nil {
+		fmt.Fprintf(h, " %+v", *vote)
+	}
+	if n := h.Sum64() & (1<<53 - 1); n != 0 {
+		return n
+	}
+	return 1
+}
+
+// publishPollChange tells this server's pages that the vote changed.
+func (s *Server) publishPollChange(old, next *room.Poll) {
+	if pollSame(old, next) {
+		return
+	}
+	s.hub.Publish(live.Event{Kind: pollKind})
+}
+
+// pollSame reports whether two snapshots hold the same vote in the same
+// state: the answers, the phase and the grade.
+func pollSame(a, b *room.Poll) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.ID != b.ID || a.Phase != b.Phase || (a.Outcome == nil) != (b.Outcome == nil) || len(a.Ballots) != len(b.Ballots) {
+		return false
+	}
+	for k, v := range a.Ballots {
+		if w, ok := b.Ballots[k]; !ok || w.Choice != v.Choice {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,179 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/cookiejar"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"paytwice/web/room"
+)
+
+// phone is one student's browser: its own cookie jar, so its own session.
+type phone struct {
+	t   *testing.T
+	url string
+	c   *http.Client
+}
+
+func newPhone(t *testing.T, url string) *phone {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &phone{t: t, url: url, c: &http.Client{Jar: jar, Timeout: 10 * time.Second}}
+}
+
+func (p *phone) do(method, path string, body any) (int, []byte) {
+	p.t.Helper()
+	var rd *bytes.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, err := http.NewRequest(method, p.url+path, rd)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := p.c.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(res.Body)
+	return res.StatusCode, buf.Bytes()
+}
+
+func (p *phone) poll() PollState {
+	p.t.Helper()
+	status, body := p.do(http.MethodGet, "/api/poll", nil)
+	var st PollState
+	if status != http.StatusOK || json.Unmarshal(body, &st) != nil {
+		p.t.Fatalf("GET /api/poll: %d %s", status, body)
+	}
+	return st
+}
+
+func (p *phone) answer(id uint64, choice int) (int, []byte) {
+	p.t.Helper()
+	return p.do(http.MethodPost, "/api/poll/answer", PollAnswer{ID: id, Choice: choice})
+}
+
+// TestPredictThenObserve: a class of three phones answers the
+// response-lost chapter's question over real HTTP, one changes its mind,
+// the board counts three answers and shows no split, the vote closes,
+// then a real payment loses its response and its retry is replayed: the
+// server's own events grade the vote, and the reveal shows the split
+// beside what the server did.
+func TestPredictThenObserve(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	board := newPhone(t, env.URL)
+	if s, b := board.do(http.MethodPost, "/api/poll/open", PollOpen{Question: 0}); s != http.StatusBadRequest || !bytes.Contains(b, []byte("Start a chapter first")) {
+		t.Fatalf("a question with no chapter: %d %s", s, b)
+	}
+	if r := env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "response-lost"}); r.Status != http.StatusOK {
+		t.Fatalf("start the chapter: %d %s", r.Status, r.Body)
+	}
+	if s, b := board.do(http.MethodPost, "/api/poll/open", PollOpen{Question: 7}); s != http.StatusBadRequest {
+		t.Fatalf("question 7 of a chapter with one: %d %s", s, b)
+	}
+	s, b := board.do(http.MethodPost, "/api/poll/open", PollOpen{Question: 0})
+	var opened PollState
+	if s != http.StatusOK || json.Unmarshal(b, &opened) != nil || opened.Phase != "open" || len(opened.Choices) != 4 {
+		t.Fatalf("open: %d %s", s, b)
+	}
+
+	phones := []*phone{newPhone(t, env.URL), newPhone(t, env.URL), newPhone(t, env.URL)}
+	for i, choice := range []int{0, 1, 0} {
+		if s, b := phones[i].answer(opened.ID, choice); s != http.StatusOK {
+			t.Fatalf("phone %d answers: %d %s", i, s, b)
+		}
+	}
+	if s, b := phones[0].answer(opened.ID, 1); s != http.StatusOK {
+		t.Fatalf("phone 0 changes its answer: %d %s", s, b)
+	}
+	if s, b := phones[1].answer(opened.ID, 9); s != http.StatusBadRequest || !bytes.Contains(b, []byte("no choice 10")) {
+		t.Fatalf("a choice that does not exist: %d %s", s, b)
+	}
+	st := phones[0].poll()
+	if st.Answered != 3 || st.Mine != 1 || st.Split != nil || st.Outcome != nil {
+		t.Fatalf("before the reveal, phone 0 sees %+v", st)
+	}
+	s, b = board.do(http.MethodGet, "/poll/live?board=1", nil)
+	if s != http.StatusOK || !bytes.Contains(b, []byte("3 answers")) || bytes.Contains(b, []byte("poll-count")) {
+		t.Fatalf("the board before the reveal: %d %s", s, b)
+	}
+
+	if s, b := board.do(http.MethodPost, "/api/poll/close", PollRef{ID: opened.ID}); s != http.StatusOK {
+		t.Fatalf("close: %d %s", s, b)
+	}
+	if s, b := phones[2].answer(opened.ID, 1); s != http.StatusBadRequest || !bytes.Contains(b, []byte("closed")) {
+		t.Fatalf("an answer after the close: %d %s", s, b)
+	}
+
+	// The step, for real: the response of the first payment is lost; the
+	// retry with the same key is answered from the key.
+	// The step, for real: the response of the first payment is lost.
+	// Go's transport resends a POST that carries an Idempotency-Key when
+	// the connection closes unanswered, as a client that retries with
+	// the same key does; either way the answer that arrives is the saved
+	// 201, replayed.
+	key, body := uuid.NewString(), `{"order_id":"A-1","amount_satang":1500}`
+	if r, err := env.tryPay(key, body); err == nil && (r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true") {
+		t.Fatalf("the response-lost fault let the first answer through: %d %s", r.Status, r.Body)
+	}
+	if r := env.pay(key, body); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the retry: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		cur, _, changed := env.Server.room.Watch()
+		if cur.Poll != nil && cur.Poll.Outcome != nil {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the vote was not graded by the payment: %+v", cur.Poll)
+		}
+	}
+	if st := phones[1].poll(); st.Split != nil || st.Outcome != nil {
+		t.Fatalf("graded but not revealed, a phone sees %+v", st)
+	}
+
+	if s, b := board.do(http.MethodPost, "/api/poll/reveal", PollRef{ID: opened.ID}); s != http.StatusOK {
+		t.Fatalf("reveal: %d %s", s, b)
+	}
+	st = phones[2].poll()
+	if fmt.Sprint(st.Split) != "[1 2 0 0]" || st.Outcome == nil || st.Outcome.Choice != 1 || !strings.Contains(st.Outcome.Said, "replayed the saved 201") ||
+		!strings.Contains(st.Outcome.Said, "charges for the order: 1") {
+		t.Fatalf("after the reveal: %+v %+v", st, st.Outcome)
+	}
+	if st.Mine != 0 {
+		t.Fatalf("phone 2's own answer: %d", st.Mine)
+	}
+	s, b = board.do(http.MethodGet, "/poll/live?board=1", nil)
+	if s != http.StatusOK || !bytes.Contains(b, []byte(`poll-choice right`)) || !bytes.Contains(b, []byte("replayed the saved 201")) {
+		t.Fatalf("the board after the reveal: %d %s", s, b)
+	}
+	var live PollLive
+	_ = json.Unmarshal(b, &live)
+	if s, _ := board.do(http.MethodGet, fmt.Sprintf("/poll/live?board=1&v=%d", live.V), nil); s != http.StatusNoContent {
+		t.Fatalf("the board asked again with the version it shows: %d", s)
+	}
+	if r := env.Server.room.Load(); r.Poll.Phase != room.PollRevealed {
+		t.Fatalf("the room holds %+v", r.Poll)
+	}
+}

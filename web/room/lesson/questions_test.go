@@ -1,0 +1,147 @@
+package lesson
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"paytwice/web/live"
+	"paytwice/web/room"
+)
+
+// TestEveryChapterAsks: every chapter has a question whose choices each
+// say which event shows them; a mistake chapter with a fix asks before
+// the mistake and again after it; no question names a chapter that does
+// not exist.
+func TestEveryChapterAsks(t *testing.T) {
+	book := Build(30 * time.Second)
+	for _, ch := range book {
+		if len(ch.Ask) == 0 {
+			t.Errorf("%s asks nothing", ch.Slug)
+		}
+		fix := false
+		for _, a := range ch.Actions {
+			fix = fix || a.ID == "lab-patch"
+		}
+		if ch.Part == partMistakes && fix && len(ch.Ask) < 2 {
+			t.Errorf("%s is a mistake with a fix but asks %d question(s): it must ask before the mistake and after the fix", ch.Slug, len(ch.Ask))
+		}
+		for i, q := range ch.Ask {
+			if q.Text == "" || q.When == "" || len(q.Choices) < 2 {
+				t.Errorf("%s question %d: %+v", ch.Slug, i, q)
+			}
+			for j, c := range q.Choices {
+				if c.Text == "" || c.Shows == nil {
+					t.Errorf("%s question %d choice %d has no text or no event that shows it", ch.Slug, i, j)
+				}
+			}
+		}
+	}
+	for slug := range questions {
+		if _, _, ok := book.Find(slug); !ok {
+			t.Errorf("questions for %q, which is no chapter", slug)
+		}
+	}
+}
+
+// TestVoteGradedByWhatTheServerDid: the check-then-insert race can go
+// either way, and the vote's right answer is the way it went. The
+// narrator reads the events from the hub in its own goroutine and writes
+// the grade into the room; an event while the vote is still open grades
+// nothing.
+func TestVoteGradedByWhatTheServerDid(t *testing.T) {
+	n, r := narrating(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	n.Start(ctx)
+
+	change := func(edit func(*room.State) error) {
+		t.Helper()
+		if _, _, err := r.Change(ctx, edit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// graded waits, bounded, for the room's vote to be graded.
+	graded := func() *room.PollOutcome {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for {
+			st, _, changed := r.Watch()
+			if st.Poll != nil && st.Poll.Outcome != nil {
+				return st.Poll.Outcome
+			}
+			select {
+			case <-changed:
+			case <-deadline:
+				t.Fatalf("the vote was not graded: %+v", st.Poll)
+				return nil
+			}
+		}
+	}
+	// ticked waits, bounded, for the narrator's next "watch" event: it
+	// has read the events that ticked an item.
+	ticked := func(sub *live.Subscription) {
+		t.Helper()
+		waitCtx, stop := context.WithTimeout(ctx, 5*time.Second)
+		defer stop()
+		for {
+			entries, err := sub.Next(waitCtx)
+			if err != nil {
+				t.Fatalf("the narrator did not tick: %v", err)
+			}
+			for _, e := range entries {
+				if e.Kind == WatchKind {
+					return
+				}
+			}
+		}
+	}
+	ev := func(kind live.Kind, key, req string, status int) {
+		n.hub.Publish(live.Event{Kind: kind, Scope: "s", Key: key, OrderID: "A-" + key, Request: req, Status: status})
+	}
+
+	cases := []struct {
+		name   string
+		events func(key string)
+		want   int
+	}{
+		{"every request looked before any inserted: several charges", func(key string) {
+			ev(live.Received, key, "rq_1"+key, 0)
+			ev(live.Received, key, "rq_2"+key, 0)
+			ev(live.Charged, key, "rq_1"+key, 0)
+			ev(live.Charged, key, "rq_2"+key, 0)
+		}, 0},
+		{"the first inserted before the second looked: one charge, a 409", func(key string) {
+			ev(live.Received, key, "rq_1"+key, 0)
+			ev(live.Charged, key, "rq_1"+key, 0)
+			ev(live.Received, key, "rq_2"+key, 0)
+			ev(live.Conflict, key, "rq_2"+key, http.StatusConflict)
+		}, 1},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			change(func(s *room.State) error { s.SetLesson("check-then-insert"); s.OpenPoll(0, 2); return nil })
+			_ = n.Version() // the narrator follows the new run
+			id := r.Load().Poll.ID
+			// While the vote is open, what happens grades nothing: two
+			// charges of one key, which tick the chapter's first item.
+			sub := n.hub.Subscribe(n.hub.LastSeq())
+			ev(live.Charged, "open", "rq_open", 0)
+			ev(live.Charged, "open", "rq_open2", 0)
+			ticked(sub)
+			if p := r.Load().Poll; p.Outcome != nil {
+				t.Fatalf("an open vote was graded: %+v", p.Outcome)
+			}
+			change(func(s *room.State) error { return s.ClosePoll(id) })
+			c.events(string(rune('a' + i)))
+			o := graded()
+			if o.Choice != c.want {
+				t.Fatalf("graded %d (%s), want %d", o.Choice, o.Said, c.want)
+			}
+			if o.Row == "" || o.Said == "" {
+				t.Fatalf("the grade names no row or says nothing: %+v", o)
+			}
+		})
+	}
+}
