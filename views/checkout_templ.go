@@ -176,10 +176,6 @@ func CheckoutPage(d Checkout) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = PollSlot(false).Render(ctx, templ_7745c5c3_Buffer)
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
 			templ_7745c5c3_Err = CheckoutCard(d).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
@@ -235,7 +231,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var9 string
 		templ_7745c5c3_Var9, templ_7745c5c3_Err = templruntime.NewAttributeExpression(d.OrderID).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 79, Col: 27}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 78, Col: 27}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var9)
 		if templ_7745c5c3_Err != nil {
@@ -248,7 +244,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var10 string
 		templ_7745c5c3_Var10, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.FormatInt(d.Amount, 10)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 80, Col: 47}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 79, Col: 47}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var10)
 		if templ_7745c5c3_Err != nil {
@@ -261,7 +257,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var11 string
 		templ_7745c5c3_Var11, templ_7745c5c3_Err = templruntime.NewAttributeExpression(d.Key).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 81, Col: 18}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 80, Col: 18}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var11)
 		if templ_7745c5c3_Err != nil {
@@ -274,7 +270,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var12 string
 		templ_7745c5c3_Var12, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(d.BackoffBaseMS)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 82, Col: 46}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 81, Col: 46}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var12)
 		if templ_7745c5c3_Err != nil {
@@ -287,7 +283,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var13 string
 		templ_7745c5c3_Var13, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(d.BackoffCapMS)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 83, Col: 44}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 82, Col: 44}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var13)
 		if templ_7745c5c3_Err != nil {
@@ -300,7 +296,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var14 string
 		templ_7745c5c3_Var14, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(d.MaxRetries)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 84, Col: 39}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 83, Col: 39}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var14)
 		if templ_7745c5c3_Err != nil {
@@ -313,7 +309,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var15 string
 		templ_7745c5c3_Var15, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(d.AttemptTimeoutMS)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 85, Col: 52}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 84, Col: 52}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var15)
 		if templ_7745c5c3_Err != nil {
@@ -326,7 +322,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var16 string
 		templ_7745c5c3_Var16, templ_7745c5c3_Err = templruntime.NewAttributeExpression(d.Session).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 86, Col: 26}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 85, Col: 26}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var16)
 		if templ_7745c5c3_Err != nil {
@@ -339,7 +335,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var17 string
 		templ_7745c5c3_Var17, templ_7745c5c3_Err = templruntime.NewAttributeExpression(d.You).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 87, Col: 18}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 86, Col: 18}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var17)
 		if templ_7745c5c3_Err != nil {
@@ -352,7 +348,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var18 string
 		templ_7745c5c3_Var18, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(d.LockTimeoutMS)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 88, Col: 46}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 87, Col: 46}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var18)
 		if templ_7745c5c3_Err != nil {
@@ -365,7 +361,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var19 string
 		templ_7745c5c3_Var19, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(d.SweepEveryMS)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 89, Col: 44}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 88, Col: 44}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var19)
 		if templ_7745c5c3_Err != nil {
@@ -378,7 +374,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var20 string
 		templ_7745c5c3_Var20, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.FormatUint(d.RoomEpoch, 10)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 90, Col: 55}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 89, Col: 55}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var20)
 		if templ_7745c5c3_Err != nil {
@@ -391,13 +387,21 @@ func CheckoutCard(d Checkout) templ.Component {
 		var templ_7745c5c3_Var21 string
 		templ_7745c5c3_Var21, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.FormatUint(d.RoomBooks, 10)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 91, Col: 55}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/checkout.templ`, Line: 90, Col: 55}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var21)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "\"><p class=\"eyebrow\">Checkout</p><h1 id=\"checkout-h\">Order <span id=\"order-id\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "\">")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = PollSlot(false).Render(ctx, templ_7745c5c3_Buffer)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<p class=\"eyebrow\">Checkout</p><h1 id=\"checkout-h\">Order <span id=\"order-id\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -410,7 +414,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "</span></h1><div class=\"amount-row\"><label for=\"amount\">Amount in baht</label> <input id=\"amount\" name=\"amount\" inputmode=\"decimal\" autocomplete=\"off\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</span></h1><div class=\"amount-row\"><label for=\"amount\">Amount in baht</label> <input id=\"amount\" name=\"amount\" inputmode=\"decimal\" autocomplete=\"off\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -423,7 +427,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "\" aria-describedby=\"amount-note\"></div><div class=\"pay-row\"><button type=\"button\" id=\"pay\" class=\"primary pay\">Pay ฿<span id=\"pay-amount\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "\" aria-describedby=\"amount-note\"></div><div class=\"pay-row\"><button type=\"button\" id=\"pay\" class=\"primary pay\">Pay ฿<span id=\"pay-amount\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -436,7 +440,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "</span></button> <button type=\"button\" id=\"new-order\">New order</button></div><div id=\"pay-status\" class=\"pay-status\" role=\"status\" aria-live=\"polite\"><span class=\"badge mute\">ready</span> Nothing sent yet for this order.</div><div id=\"pay-explain\" class=\"pay-explain\" aria-live=\"polite\"></div><ol id=\"attempts\" class=\"attempts\" tabindex=\"0\" aria-label=\"Requests sent for this order\"></ol><div class=\"key-box\"><p class=\"key-label\">Idempotency key for this action <span class=\"badge info\" id=\"key-short\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "</span></button> <button type=\"button\" id=\"new-order\">New order</button></div><div id=\"pay-status\" class=\"pay-status\" role=\"status\" aria-live=\"polite\"><span class=\"badge mute\">ready</span> Nothing sent yet for this order.</div><div id=\"pay-explain\" class=\"pay-explain\" aria-live=\"polite\"></div><ol id=\"attempts\" class=\"attempts\" tabindex=\"0\" aria-label=\"Requests sent for this order\"></ol><div class=\"key-box\"><p class=\"key-label\">Idempotency key for this action <span class=\"badge info\" id=\"key-short\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -449,7 +453,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "</span></p><code id=\"key-full\" class=\"key-full\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</span></p><code id=\"key-full\" class=\"key-full\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -462,12 +466,12 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</code> ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "</code> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if d.You != "" {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "<p class=\"you-note\">The live panels show this browser as <strong>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "<p class=\"you-note\">The live panels show this browser as <strong>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -480,12 +484,12 @@ func CheckoutCard(d Checkout) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "</strong> <span class=\"badge you\">you</span></p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "</strong> <span class=\"badge you\">you</span></p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<p class=\"board-note\">On the board, find <strong id=\"board-order\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "<p class=\"board-note\">On the board, find <strong id=\"board-order\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -498,7 +502,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "</strong> under Charges per order: the orders are in number order, and those charged more than once are in red.</p></div><p id=\"amount-note\" class=\"hint amount-note\">Sent as <code>amount_satang</code>: <span id=\"amount-satang\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "</strong> under Charges per order: the orders are in number order, and those charged more than once are in red.</p></div><p id=\"amount-note\" class=\"hint amount-note\">Sent as <code>amount_satang</code>: <span id=\"amount-satang\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -511,7 +515,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "</span> (whole satang, never a float). Change it and pay again with the same key to see a 422.</p><div class=\"toggles\" role=\"group\" aria-label=\"Client behaviour\"><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-guard\"> <label for=\"opt-guard\">Guard the button</label><p class=\"hint\">Refuse clicks on Pay while a request is in flight, and count them. It stops double-clicks, not lost responses or retries.</p></div><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-retry\"> <label for=\"opt-retry\">Retry automatically</label><p class=\"hint\">On a network error, 409, 429 or 5xx, wait a random time up to ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, "</span> (whole satang, never a float). Change it and pay again with the same key to see a 422.</p><div class=\"toggles\" role=\"group\" aria-label=\"Client behaviour\"><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-guard\"> <label for=\"opt-guard\">Guard the button</label><p class=\"hint\">Refuse clicks on Pay while a request is in flight, and count them. It stops double-clicks, not lost responses or retries.</p></div><div class=\"switch-row\"><input type=\"checkbox\" id=\"opt-retry\"> <label for=\"opt-retry\">Retry automatically</label><p class=\"hint\">On a network error, 409, 429 or 5xx, wait a random time up to ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -524,7 +528,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, " and send the same key again, at most ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, " and send the same key again, at most ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -537,7 +541,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, " times.</p></div><div class=\"switch-row mistake-switch\"><input type=\"checkbox\" id=\"opt-newkey\"> <label for=\"opt-newkey\">Mistake: a new key on every click</label><p class=\"hint\">What a client without idempotency looks like. Turn on a delay and double-click.</p></div><p class=\"hint\"><a href=\"#lab\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, " times.</p></div><div class=\"switch-row mistake-switch\"><input type=\"checkbox\" id=\"opt-newkey\"> <label for=\"opt-newkey\">Mistake: a new key on every click</label><p class=\"hint\">What a client without idempotency looks like. Turn on a delay and double-click.</p></div><p class=\"hint\"><a href=\"#lab\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -550,7 +554,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, " more mistakes to make on purpose: the common-mistakes lab ↓</a></p></div><details class=\"explain\"><summary>What am I looking at?</summary><p>The key is made once, when the order starts, and kept in this browser (even across a reload) until you press New order. Every click and every retry sends it in the <code>Idempotency-Key</code> header. The server runs the first request that brings a key and answers the others from its memory.</p><p>Each click sends a request at once, like a real double-click. The list above shows every request this page sent and how it ended. Keys are kept ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, " more mistakes to make on purpose: the common-mistakes lab ↓</a></p></div><details class=\"explain\"><summary>What am I looking at?</summary><p>The key is made once, when the order starts, and kept in this browser (even across a reload) until you press New order. Every click and every retry sends it in the <code>Idempotency-Key</code> header. The server runs the first request that brings a key and answers the others from its memory.</p><p>Each click sends a request at once, like a real double-click. The list above shows every request this page sent and how it ended. Keys are kept ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -563,7 +567,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "; a key stuck in started is swept after ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "; a key stuck in started is swept after ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -576,7 +580,7 @@ func CheckoutCard(d Checkout) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, " (<a href=\"/v1/idempotency-policy\">the published policy</a>).</p></details></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, " (<a href=\"/v1/idempotency-policy\">the published policy</a>).</p></details></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -609,7 +613,7 @@ func FaultPanel(f FaultSwitches, presenter, locked bool) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "<section class=\"card faults\" aria-labelledby=\"faults-h\"><h2 id=\"faults-h\">Fault switches</h2>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "<section class=\"card faults\" aria-labelledby=\"faults-h\"><h2 id=\"faults-h\">Fault switches</h2>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -618,22 +622,22 @@ func FaultPanel(f FaultSwitches, presenter, locked bool) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		if !presenter {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "<p class=\"locked-note\"><span class=\"badge warn\">presenter only</span> The presenter controls these switches. You can still pay and watch.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<p class=\"locked-note\"><span class=\"badge warn\">presenter only</span> The presenter controls these switches. You can still pay and watch.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<fieldset id=\"faults\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<fieldset id=\"faults\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if !presenter {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, " disabled")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, " disabled")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "><legend class=\"sr-only\">Failure modes of the server and of the gateway</legend>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "><legend class=\"sr-only\">Failure modes of the server and of the gateway</legend>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -641,17 +645,17 @@ func FaultPanel(f FaultSwitches, presenter, locked bool) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "<div class=\"admin-buttons\"><button type=\"button\" id=\"sweep-now\">Sweep now</button> <button type=\"button\" id=\"reset-demo\">Reset</button></div></fieldset><p id=\"faults-status\" class=\"faults-status\" role=\"status\" aria-live=\"polite\"></p><details class=\"explain\"><summary>What am I looking at?</summary><p>Each switch reproduces one way a payment can fail in real life. The first three are the cases from Stripe's post on idempotency: the connection never happens, the work fails halfway, and the work succeeds but the response is lost. Turn one on, pay, and watch the timeline.</p><p>Sweep now closes keys stuck in started for longer than the lock timeout by asking the gateway what happened. Reset clears keys, charges and the timeline for the next demonstration. Errors: <a href=\"/problems/server-error\">500</a>, <a href=\"/problems/gateway-error\">502</a>, <a href=\"/problems/payment-declined\">402</a>.</p>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<div class=\"admin-buttons\"><button type=\"button\" id=\"sweep-now\">Sweep now</button> <button type=\"button\" id=\"reset-demo\">Reset</button></div></fieldset><p id=\"faults-status\" class=\"faults-status\" role=\"status\" aria-live=\"polite\"></p><details class=\"explain\"><summary>What am I looking at?</summary><p>Each switch reproduces one way a payment can fail in real life. The first three are the cases from Stripe's post on idempotency: the connection never happens, the work fails halfway, and the work succeeds but the response is lost. Turn one on, pay, and watch the timeline.</p><p>Sweep now closes keys stuck in started for longer than the lock timeout by asking the gateway what happened. Reset clears keys, charges and the timeline for the next demonstration. Errors: <a href=\"/problems/server-error\">500</a>, <a href=\"/problems/gateway-error\">502</a>, <a href=\"/problems/payment-declined\">402</a>.</p>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if locked {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<p>This classroom has a presenter: only the browser that opened the board with the presenter's link can change switches.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "<p>This classroom has a presenter: only the browser that opened the board with the presenter's link can change switches.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "</details></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "</details></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
