@@ -1077,11 +1077,22 @@
 
     // settleFromBooks looks the order up and says what the server has for
     // it: its charges, counted, or that its outcome is not known yet.
-    function settleFromBooks(ord, my, lead) {
+    // It is the card checking itself, not a client reconciling: the
+    // timeline and the lab do not count it. after, when given, is told
+    // what was found once it is drawn.
+    function settleFromBooks(ord, my, lead, after) {
       setStatus("checking", lead);
-      lookUp(ord, 0, "what was charged?").then(function (found) {
+      quietLookUp(ord.orderId).then(function (body) {
         if (ord !== action || my !== run || my.inflight > 0 || my.stopped) { return; }
+        var found = foundOf(body);
+        var n = found.charges.length;
+        addRow(ord, { kind: "reconcile", paid: found.state === "paid" ? "true" : (found.state === "none" ? "false" : "unknown"),
+          badge: found.state === "paid" ? (n > 1 ? "paid " + times(n) : "paid") : found.state === "none" ? "not paid" : found.state,
+          tone: found.state === "paid" ? (n > 1 ? "bad" : "ok") : (found.state === "none" ? "mute" : "warn"),
+          words: "checked with the server: " + (found.state === "paid" ? (n > 1 ? n + " charges for this order" : "one charge, " + found.charges[0].charge_id) :
+            found.state === "none" ? "no charge for this order" : found.state === "pending" ? "its outcome is not known yet" : "the look-up failed") });
         drawFound(ord, my, found);
+        if (after) { after(found); }
       });
     }
 
@@ -1211,9 +1222,21 @@
         res.status === 500 && res.lookup === "unknown" ? "The look-up failed, so whether the order is paid is unknown." : (b.detail || "");
       setStatus(res.lookup === "unknown" ? "unknown" : "error", [badge(String(res.status), tone), " " + (b.title || "Error") + ". " + detail].concat(wastedNote(res)),
         res.lookup === "none" ? 0 : undefined);
+      if (res.afterNewKey && res.status === 500) {
+        // The mistake paid again under a new key: what it cost is in the
+        // server's books, not in the two 500s.
+        settleFromBooks(ord, my, [badge("500", "bad"), " The server failed again, under the new key: looking up what it charged for order " + ord.orderId + "."],
+          function (found) {
+            if (found.state !== "paid" || found.charges.length < 2) { return; }
+            setExplain([el("strong", "", "Paid " + times(found.charges.length) + ". "),
+              "The first 500 came after the charge, and the page paid again under a new key instead of looking the order up. ",
+              link("/problems/server-error", "What a 500 means here")]);
+          });
+        return;
+      }
       if (res.afterNewKey) {
-        setExplain([el("strong", "", "Paid twice. "),
-          "The first 500 came after the charge, and the page paid again under a new key instead of looking the order up. Compare the charges for order " + req.orderId + ". ",
+        setExplain([el("strong", "", "A new key after a 500. "),
+          "The page paid again under a new key instead of looking the order up; the lines above say how the second payment ended. ",
           link("/problems/server-error", "What a 500 means here")]);
         return;
       }

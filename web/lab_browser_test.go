@@ -159,7 +159,7 @@ func TestBrowserLabNewKeyAfter500(t *testing.T) {
 		labSwitch(t, ctx, env, "#lab-newkey-500", func(l room.LabSettings) bool { return l.Client.NewKeyAfter500 })
 		liveDo(t, ctx, "paying once", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"))
 		liveWait(t, ctx, "two 500s under two keys, and the explanation", 10*time.Second,
-			answered+` === 2 && document.getElementById("pay-explain").textContent.includes("Paid twice")`)
+			answered+` === 2 && document.getElementById("pay-explain").textContent.includes("Paid twice") && /charged twice/.test(document.getElementById("pay-status").textContent)`)
 		if n := env.charges(); n != 2 {
 			t.Fatalf("%d charges, want 2", n)
 		}

@@ -109,7 +109,12 @@ func TestBrowserChapterCardsSayWhatTheBooksSay(t *testing.T) {
 		if r := env.send(http.MethodPatch, "/api/lab", map[string]any{"server": map[string]any{"servers": 2}}); r.Status != http.StatusOK {
 			t.Fatalf("two servers: %d %s", r.Status, r.Body)
 		}
-		liveWait(t, phone, "the lab saying so", 10*time.Second, `/two servers inside this process/.test(document.getElementById("lab").textContent)`)
+		if got := env.Server.Lab().Server.Servers; got != 2 {
+			t.Fatalf("the room's lab runs %d servers after the patch", got)
+		}
+		if page := env.get("/lab/live?s=0"); !strings.Contains(string(page.Body), "two servers inside this process") {
+			t.Fatalf("the lab does not say it runs two servers inside this process: %.300s", page.Body)
+		}
 		liveDo(t, phone, "double-click", liveClick("#pay"), liveClick("#pay"))
 		liveWait(t, phone, "charged twice on the card", 15*time.Second, statusState+` === "twice" && /charged twice/.test(`+statusText+`) && `+cardSettled)
 		if n := orderCharges(t, phone); n != 2 {
