@@ -373,3 +373,61 @@ func TestStepModeDrawsTheGatewayCallWhenItHappens(t *testing.T) {
 		t.Fatalf("the gateway call is not after the last hold: %v", got)
 	}
 }
+
+// TestStepModeAtShutdownNothingUnsteppedIsCharged: once shutdown has
+// begun (StopHeld runs while the listener still takes requests), a
+// payment that step mode would hold, arriving then or running between two
+// checkpoints, is ended as the held ones are: a 503 that says nothing was
+// charged, its key released, no charge.
+func TestStepModeAtShutdownNothingUnsteppedIsCharged(t *testing.T) {
+	// stoppedUncharged checks the answer and the books for one key.
+	stoppedUncharged := func(t *testing.T, env *stepEnv, r response, key string) {
+		t.Helper()
+		if r.Status != http.StatusServiceUnavailable || !bytes.Contains(r.Body, []byte("nothing was charged")) {
+			t.Fatalf("answer %d %s, want the 503 that says nothing was charged", r.Status, r.Body)
+		}
+		if n := env.charges(); n != 0 {
+			t.Fatalf("%d charges, want none", n)
+		}
+		if _, ok, err := env.DB.LookupGatewayCharge(context.Background(), gatewayKey(AnonymousScope, key)); err != nil || ok {
+			t.Fatalf("the gateway charged the key (%v, %v)", ok, err)
+		}
+	}
+	t.Run("a payment arriving after the held ones were stopped", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		env.Server.StopHeld()
+		r, err := env.tryPay("late", `{"order_id":"S-1","amount_satang":129900}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stoppedUncharged(t, env, r, "late")
+	})
+	t.Run("a payment stepped on before shutdown, between two checkpoints when it begins", func(t *testing.T) {
+		env := newStepEnv(t, Config{})
+		// The server's delay switch runs between "key claimed" and
+		// "before the gateway": the request waits in it until the test
+		// has begun the shutdown.
+		sleeping, wake := make(chan struct{}), make(chan struct{})
+		env.Server.sleep = func(ctx context.Context, d time.Duration) error {
+			close(sleeping)
+			<-wake
+			return nil
+		}
+		if r := env.api(http.MethodPut, "/api/faults", `{"server":{"delay_ms":800}}`); r.Status != http.StatusOK {
+			t.Fatalf("PUT /api/faults: %d %s", r.Status, r.Body)
+		}
+		ans := env.payAsync("between", "S-2")
+		for _, cp := range []string{"received", "key claimed"} {
+			id := env.waitHeld(cp)
+			if r := env.api(http.MethodPost, "/api/step/next", fmt.Sprintf(`{"request":%q}`, id)); r.Status != http.StatusOK {
+				t.Fatalf("Next at %q: %d %s", cp, r.Status, r.Body)
+			}
+		}
+		<-sleeping
+		if n := env.Server.StopHeld(); n != 0 {
+			t.Fatalf("StopHeld ended %d held requests, want 0: the request runs between two checkpoints", n)
+		}
+		close(wake)
+		stoppedUncharged(t, env, wantStatus(t, ans, http.StatusServiceUnavailable), "between")
+	})
+}

@@ -237,14 +237,23 @@ func (st *Stepper) At(p Request, k live.Kind) {
 // Hold waits at checkpoint cp until the presenter lets p go on.
 func (st *Stepper) Hold(p Request, cp Checkpoint) {
 	ps := p.Step()
-	if !st.on.Load() || st.closing.Load() || ps.free.Load() || cp <= ps.past {
+	if !st.on.Load() || ps.free.Load() || cp <= ps.past {
+		return
+	}
+	if st.closing.Load() {
+		stopUnstepped(ps, cp)
 		return
 	}
 	ps.past = cp
 	h := &heldRequest{r: p, at: cp, since: st.cfg.Now(), next: make(chan struct{})}
 	st.mu.Lock()
-	if !st.on.Load() || st.closing.Load() {
+	if !st.on.Load() {
 		st.mu.Unlock()
+		return
+	}
+	if st.closing.Load() {
+		st.mu.Unlock()
+		stopUnstepped(ps, cp)
 		return
 	}
 	if cp == CheckReceived && len(st.held) >= st.Max {
@@ -304,6 +313,19 @@ wait:
 	st.drop(h)
 	st.mu.Unlock()
 	p.Publish(KindResumed, reason)
+}
+
+// stopUnstepped ends, at shutdown, a request that step mode would have
+// held at cp: nobody will step it on any more. One that has not called the
+// gateway yet is stopped (Progress.Stopped), as StopHeld stops the held
+// ones, so it releases its key and charges nothing; one past the gateway
+// call (the presenter let it call) runs to the end to record what the
+// gateway did. Either way it is not held again.
+func stopUnstepped(ps *Progress, cp Checkpoint) {
+	if cp <= CheckBeforeGateway {
+		ps.stopped.Store(true)
+	}
+	ps.free.Store(true)
 }
 
 // errNoChange is the room edit's way to write nothing.
@@ -568,8 +590,9 @@ func (st *Stepper) aim(id, fault string) error {
 func (st *Stepper) On() bool { return st.on.Load() }
 
 // StopHeld is for shutdown: every request step mode holds on this server
-// ends at once, and none is held from now on, so that the server's wait
-// for its requests in flight is short. Nobody stepped them on, so those
+// ends at once, and none is held from now on (one that reaches a
+// checkpoint later, arriving or between two, ends there: Hold), so that
+// the server's wait for its requests in flight is short. Nobody stepped them on, so those
 // held before their gateway call are marked stopped (Progress.Stopped):
 // they release their key and charge nothing; those past it (the
 // presenter let them call the gateway) record what the gateway did. The
@@ -581,10 +604,7 @@ func (st *Stepper) StopHeld() int {
 	defer st.mu.Unlock()
 	held := slices.Clone(st.held)
 	for _, h := range held {
-		if h.at <= CheckBeforeGateway {
-			h.r.Step().stopped.Store(true)
-		}
-		h.r.Step().free.Store(true)
+		stopUnstepped(h.r.Step(), h.at)
 		st.letGo(h)
 	}
 	return len(held)
