@@ -161,8 +161,14 @@ func (p *payment) publishEvent(e live.Event) {
 	if e.Kind == live.GatewayCall {
 		// The timeline draws the arrow to the gateway when the gateway is
 		// called: a request step mode holds "before the gateway" has not
-		// called it, so the hold comes first and the event after it.
+		// called it, so the hold comes first and the event after it. A
+		// request the hold ended as stopped (shutdown) never calls it:
+		// the caller checks Stopped next and releases its key, so no
+		// arrow is drawn for it.
 		p.s.steps.At(p, e.Kind)
+		if p.step.Stopped() {
+			return
+		}
 		p.s.hub.Publish(e)
 		return
 	}

@@ -378,7 +378,8 @@ func TestStepModeDrawsTheGatewayCallWhenItHappens(t *testing.T) {
 // begun (StopHeld runs while the listener still takes requests), a
 // payment that step mode would hold, arriving then or running between two
 // checkpoints, is ended as the held ones are: a 503 that says nothing was
-// charged, its key released, no charge.
+// charged, its key released, no charge, and no gateway call on the
+// timeline.
 func TestStepModeAtShutdownNothingUnsteppedIsCharged(t *testing.T) {
 	// stoppedUncharged checks the answer and the books for one key.
 	stoppedUncharged := func(t *testing.T, env *stepEnv, r response, key string) {
@@ -391,6 +392,11 @@ func TestStepModeAtShutdownNothingUnsteppedIsCharged(t *testing.T) {
 		}
 		if _, ok, err := env.DB.LookupGatewayCharge(context.Background(), gatewayKey(AnonymousScope, key)); err != nil || ok {
 			t.Fatalf("the gateway charged the key (%v, %v)", ok, err)
+		}
+		for _, e := range env.Server.hub.Recent(200) {
+			if e.Key == key && e.Kind == live.GatewayCall {
+				t.Fatalf("the timeline draws a gateway call that never happened: %+v", e)
+			}
 		}
 	}
 	t.Run("a payment arriving after the held ones were stopped", func(t *testing.T) {
