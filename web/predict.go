@@ -30,7 +30,7 @@ import (
 // pollKind is the event that the room's vote changed. Every server
 // publishes its own when it applies the change (applyRoom), so it is not
 // relayed; it carries the room mark, so the pages ask for the vote again.
-const pollKind live.Kind = "poll"
+const pollKind = lesson.PollKind
 
 // pollHandlers are the vote's endpoints; each holds only what it uses.
 type pollHandlers struct {
@@ -276,7 +276,24 @@ func (s *Server) publishPollChange(old, next *room.Poll) {
 	if pollSame(old, next) {
 		return
 	}
-	s.hub.Publish(live.Event{Kind: pollKind})
+	s.hub.Publish(live.Event{Kind: pollKind, Message: pollSummary(next)})
+}
+
+// pollSummary is what the vote stands at, for the timeline's export: the
+// question, the phase, the count, and once revealed the split and the
+// server's outcome. No ballot says whose it is.
+func pollSummary(p *room.Poll) string {
+	if p == nil {
+		return "no vote"
+	}
+	msg := fmt.Sprintf("vote %d on %s question %d: %s, %d answered", p.ID, p.Lesson, p.Question+1, p.Phase, p.Answered())
+	if p.Phase == room.PollRevealed {
+		msg += fmt.Sprintf("; split %v", p.Split())
+	}
+	if p.Outcome != nil {
+		msg += fmt.Sprintf("; the server showed choice %d: %s", p.Outcome.Choice+1, p.Outcome.Said)
+	}
+	return msg
 }
 
 // pollSame reports whether two snapshots hold the same vote in the same

@@ -67,6 +67,9 @@ func TestBrowserPredictThenObserve(t *testing.T) {
 	if n := env.charges(); n != 1 {
 		t.Fatalf("%d charges, want 1", n)
 	}
+	if n := liveEval[int](t, board, `[...document.querySelectorAll("#timeline .tl-row")].filter(r => /vote|poll/i.test(r.textContent)).length`); n != 0 {
+		t.Errorf("the votes drew %d rows on the timeline: they are the board's corner, not the server's steps", n)
+	}
 	liveNoCSPViolations(t, board)
 	liveNoCSPViolations(t, p1)
 }

@@ -176,4 +176,9 @@ func TestPredictThenObserve(t *testing.T) {
 	if r := env.Server.room.Load(); r.Poll.Phase != room.PollRevealed {
 		t.Fatalf("the room holds %+v", r.Poll)
 	}
+	// The timeline's export keeps what the vote stood at.
+	exp := env.get("/api/timeline.json")
+	if exp.Status != http.StatusOK || !bytes.Contains(exp.Body, []byte(`split [1 2 0 0]; the server showed choice 2: The server replayed the saved 201`)) {
+		t.Fatalf("the export: %d %.2000s", exp.Status, exp.Body)
+	}
 }

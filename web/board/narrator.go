@@ -229,6 +229,9 @@ var narrator = map[live.Kind]narration{
 	// A "Watch for" item ticked: the step bar's redraw is only there to
 	// make a frame, which makes every page ask for its lesson.
 	lesson.WatchKind: {line: line{stepBar: true}},
+	// The class's vote changed: no row; the frame's room mark makes every
+	// page ask for the vote (static/predict.js).
+	lesson.PollKind: {},
 	// Another server's held list changed: the bar shows it.
 	step.KindHeldList: {line: line{stepBar: true}},
 }

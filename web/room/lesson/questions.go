@@ -272,6 +272,11 @@ func said(w *seeing) string {
 	return fmt.Sprintf("The server %s; charges for the order: %d, for the key: %d.", what, w.orderCharges(), w.keyCharges())
 }
 
+// PollKind is the event that the class's vote changed (opened, answered,
+// closed, graded, revealed): the pages ask for the vote again, and the
+// timeline's export keeps what the vote stood at.
+const PollKind live.Kind = "poll"
+
 // pollGrade is the outcome an event showed for the room's vote.
 type pollGrade struct {
 	poll    uint64
