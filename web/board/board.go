@@ -107,6 +107,10 @@ type Config struct {
 	// Heartbeat and WriteTimeout time the event streams (stream.go);
 	// zero means the defaults.
 	Heartbeat, WriteTimeout time.Duration
+	// Wall is the real time that paces the callers' shares and busy
+	// mode (not Clock, which the presenter moves); time.Now when nil.
+	// Tests replace it to pace events without waiting.
+	Wall func() time.Time
 }
 
 // Board is one server's board: its model, its frames and its viewers.
@@ -139,6 +143,9 @@ func Start(cfg Config) *Board {
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = writeTimeout
+	}
+	if cfg.Wall == nil {
+		cfg.Wall = time.Now
 	}
 	p := &Board{cfg: cfg}
 	p.out = make([]frame, liveFrames)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -465,5 +466,47 @@ func TestBusyTicker(t *testing.T) {
 		waitUntil(t, "the ticker to start", func() bool { return b.tickerRuns.Load() > uint64(round) })
 		waitUntil(t, "busy mode to end", func() bool { return !b.busyFlag.Load() })
 		waitUntil(t, "the ticker to stop", func() bool { return !b.ticking.Load() })
+	}
+}
+
+// TestMutedRowsAreBounded: every new caller over its share (a bearer token
+// in a loop) gets a row of its own on the timeline; the board keeps at
+// most shareMaxRows of them between two resets, not one per caller ever
+// seen, and the newest caller's row is still drawn and counted.
+func TestMutedRowsAreBounded(t *testing.T) {
+	// The wall clock stands still while one caller sends its burst, and
+	// moves on a second and more between two callers: each is over its
+	// burst share, and the board as a whole never goes busy.
+	var mu sync.Mutex
+	wall := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return wall }
+	b := newTestBoard(t, func(c *Config) { c.Wall = now }, 10)
+	const callers, each = 3 * shareMaxRows, shareBurst + 3
+	for c := range callers {
+		scope := fmt.Sprintf("token:flood-%d", c)
+		for i := range each {
+			b.hub.Publish(live.Event{Kind: live.Received, Scope: scope, Request: fmt.Sprintf("rq_%d_%d", c, i),
+				Key: fmt.Sprintf("k-%d-%d", c, i), OrderID: fmt.Sprintf("O-%d-%d", c, i), Amount: 100})
+		}
+		b.caughtUp(t)
+		mu.Lock()
+		wall = wall.Add(1100 * time.Millisecond)
+		mu.Unlock()
+	}
+	if b.busyFlag.Load() {
+		t.Fatal("the board went busy: the callers' rows were not drawn")
+	}
+	b.mu.Lock()
+	rows := len(b.shares.rows)
+	last := b.shares.rows[fmt.Sprintf("token:flood-%d", callers-1)]
+	b.mu.Unlock()
+	if rows > shareMaxRows {
+		t.Fatalf("%d callers over their share left %d rows kept, want at most %d", callers, rows, shareMaxRows)
+	}
+	if last == nil || last.n != each-shareBurst {
+		t.Fatalf("the newest caller over its share has no row counting its %d requests not drawn: %+v", each-shareBurst, last)
+	}
+	if l := b.Snapshot(); l.Timeline[0].Title != "One caller, too fast" || l.Timeline[0].Scope != fmt.Sprintf("token:flood-%d", callers-1) {
+		t.Fatalf("the newest caller's row is not on top: %+v", l.Timeline[0])
 	}
 }

@@ -104,7 +104,7 @@ func (p *Board) tick() {
 // refresh redraws the busy totals, or leaves busy mode once events have
 // slowed down.
 func (p *Board) refresh() {
-	now := time.Now()
+	now := p.cfg.Wall()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.busy == nil {

@@ -37,6 +37,12 @@ const (
 	shareBurst     = 20
 	shareRefresh   = 500 * time.Millisecond
 	shareMaxMeters = 4096
+	// shareMaxRows bounds the callers' rows kept: a row is of use only
+	// while the timeline (liveRows long) still shows it, so beyond this
+	// the rows gone from the timeline are forgotten, then the ones drawn
+	// longest ago. Without it every new bearer token over its share would
+	// add a row until the next reset.
+	shareMaxRows = 2 * liveRows
 )
 
 type mutedRow struct {
@@ -101,6 +107,9 @@ func (p *Board) mutedFrame(e live.Event, now time.Time) []templ.Component {
 	r := s.rows[e.Scope]
 	var ops []templ.Component
 	if r == nil || !p.hasRow(r.row.ID) {
+		if r == nil && len(s.rows) >= shareMaxRows {
+			p.forgetMutedRows()
+		}
 		sum := sha256.Sum256([]byte(e.Scope))
 		r = &mutedRow{n: 1, row: &views.TimelineRow{ID: "tl-share-" + hex.EncodeToString(sum[:6]) + "-" + strconv.FormatUint(e.Seq, 10),
 			Time: e.Time, Title: "One caller, too fast", Scope: e.Scope}}
@@ -122,6 +131,31 @@ func (p *Board) mutedFrame(e live.Event, now time.Time) []templ.Component {
 	r.drawn = now
 	return append(ops, inTable(views.KeysBody(p.snapshotKeysLocked(), p.cfg.Clock.Now(), true)),
 		views.CountersView(p.countersLocked(), true))
+}
+
+// forgetMutedRows makes room for a caller's row: it forgets the rows the
+// timeline no longer shows and, if that is not enough, the one drawn
+// longest ago (its caller gets a new row if it floods again). p.mu is
+// held.
+func (p *Board) forgetMutedRows() {
+	s := &p.shares
+	shown := make(map[string]bool, len(p.rows))
+	for _, r := range p.rows {
+		shown[r.ID] = true
+	}
+	oldest := ""
+	for scope, r := range s.rows {
+		if !shown[r.row.ID] {
+			delete(s.rows, scope)
+			continue
+		}
+		if oldest == "" || r.drawn.Before(s.rows[oldest].drawn) {
+			oldest = scope
+		}
+	}
+	if len(s.rows) >= shareMaxRows && oldest != "" {
+		delete(s.rows, oldest)
+	}
 }
 
 func (p *Board) mutedText(r *mutedRow) {

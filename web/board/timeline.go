@@ -3,7 +3,6 @@ package board
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/a-h/templ"
 
@@ -35,7 +34,7 @@ func (p *Board) apply(e live.Event) {
 		p.fullNext = true
 		p.mu.Unlock()
 	}
-	now := time.Now()
+	now := p.cfg.Wall()
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
