@@ -375,9 +375,15 @@ func (l *requestLimits) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if table == nil {
 			return next(c)
 		}
+		// The presenter is never held back, and takes nothing from its
+		// address's share: behind a classroom's shared address that share
+		// is the students'.
+		if l.priority(r) {
+			return next(c)
+		}
 		ip := l.clientIP(r)
 		wait := table.take(ip)
-		if wait == 0 || l.priority(r) {
+		if wait == 0 {
 			return next(c)
 		}
 		secs := waitSeconds(wait)

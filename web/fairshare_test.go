@@ -168,3 +168,27 @@ func TestParseLimits(t *testing.T) {
 		t.Errorf("the usage does not list the defaults: %s", u)
 	}
 }
+
+// TestThePresenterTakesNothingFromItsAddressShare: behind one address (a
+// classroom's NAT) the presenter's requests, which are never held back,
+// do not use up the share the students on that address have.
+func TestThePresenterTakesNothingFromItsAddressShare(t *testing.T) {
+	const token = "front-of-class"
+	sims := Rate{Burst: 5, Every: time.Minute}
+	env := newTestEnv(t, Config{PresenterToken: token, Limits: Limits{Simulations: sims}})
+	room := fromAddress("127.0.0.4") // the presenter and a student share it
+	const backoff = "/api/backoff?base=500ms&cap=8s&retries=5"
+	for i := range sims.Burst + 2 {
+		if r := getFrom(t, room, env.URL+backoff, PresenterHeader, token); r.Status != http.StatusOK {
+			t.Fatalf("the presenter's run %d: %d %s", i+1, r.Status, r.Body)
+		}
+	}
+	for i := range sims.Burst {
+		if r := getFrom(t, room, env.URL+backoff); r.Status != http.StatusOK {
+			t.Fatalf("the student's run %d after the presenter's: %d %s, want the address's whole share", i+1, r.Status, r.Body)
+		}
+	}
+	if r := getFrom(t, room, env.URL+backoff); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("the student beyond the share: %d, want 429", r.Status)
+	}
+}
