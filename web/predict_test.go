@@ -182,3 +182,62 @@ func TestPredictThenObserve(t *testing.T) {
 		t.Fatalf("the export: %d %.2000s", exp.Status, exp.Body)
 	}
 }
+
+// TestRaceQuestionGradedByWhatHappened: the check-then-insert chapter's
+// question can go either way; a real burst of ten requests with one key
+// grades it, before and after the constraints are put back, and the grade
+// always agrees with the answers the burst got (how many fresh 201s, each
+// one a charge).
+func TestRaceQuestionGradedByWhatHappened(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	board := newPhone(t, env.URL)
+	if r := env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "check-then-insert"}); r.Status != http.StatusOK {
+		t.Fatalf("start the chapter: %d %s", r.Status, r.Body)
+	}
+	ask := func(q int) *room.PollOutcome {
+		t.Helper()
+		var opened PollState
+		s, b := board.do(http.MethodPost, "/api/poll/open", PollOpen{Question: q})
+		if s != http.StatusOK || json.Unmarshal(b, &opened) != nil {
+			t.Fatalf("open %d: %d %s", q, s, b)
+		}
+		if s, b := board.do(http.MethodPost, "/api/poll/close", PollRef{ID: opened.ID}); s != http.StatusOK {
+			t.Fatalf("close: %d %s", s, b)
+		}
+		rs := env.burst(10, uuid.NewString(), fmt.Sprintf(`{"order_id":"B-%d","amount_satang":700}`, q))
+		fresh := 0
+		for _, r := range rs {
+			if r.Status == http.StatusCreated && r.Header.Get("Idempotent-Replayed") != "true" {
+				fresh++
+			}
+		}
+		deadline := time.After(10 * time.Second)
+		for {
+			cur, _, changed := env.Server.room.Watch()
+			if p := cur.Poll; p != nil && p.ID == opened.ID && p.Outcome != nil {
+				want := 1
+				if fresh >= 2 {
+					want = 0
+				}
+				if p.Outcome.Choice != want {
+					t.Fatalf("question %d: %d fresh 201s, but graded choice %d (%s)", q, fresh, p.Outcome.Choice, p.Outcome.Said)
+				}
+				return p.Outcome
+			}
+			select {
+			case <-changed:
+			case <-deadline:
+				t.Fatalf("question %d was not graded; the burst got %s", q, statusList(rs))
+			}
+		}
+	}
+	if o := ask(0); o.Choice != 0 {
+		t.Fatalf("with no constraints the burst was graded %+v", o)
+	}
+	if r := env.send(http.MethodPatch, "/api/lab", map[string]any{"server": map[string]any{"mode": room.LabCheckThenInsertConstrained}}); r.Status != http.StatusOK {
+		t.Fatalf("put the constraints back: %d %s", r.Status, r.Body)
+	}
+	if o := ask(1); o.Choice != 1 {
+		t.Fatalf("with the constraints back the burst was graded %+v", o)
+	}
+}

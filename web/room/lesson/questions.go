@@ -50,7 +50,7 @@ var (
 	// (409, a replay, or the 500 of an INSERT the constraint stopped).
 	refusedOnce = func(w *seeing) bool {
 		return w.keyCharges() <= 1 && (w.is(live.Conflict) || w.is(live.Replayed) ||
-			(w.is(live.Rejected) && w.e.Status == http.StatusInternalServerError))
+			((w.is(live.Rejected) || w.is(labNote)) && w.e.Status == http.StatusInternalServerError))
 	}
 	lookedUpPaid = func(w *seeing) bool { return w.is(live.LookedUp) && w.e.Charge != "" && w.orderCharges() == 1 }
 )
@@ -271,6 +271,11 @@ func said(w *seeing) string {
 	}
 	return fmt.Sprintf("The server %s; charges for the order: %d, for the key: %d.", what, w.orderCharges(), w.keyCharges())
 }
+
+// labNote is the lab's explanation of a request's step (web's labKind):
+// the lab's handlers say with it that the key table's constraint refused
+// an INSERT, with the 500 the request got.
+const labNote live.Kind = "lab"
 
 // PollKind is the event that the class's vote changed (opened, answered,
 // closed, graded, revealed): the pages ask for the vote again, and the
