@@ -241,3 +241,53 @@ func TestRaceQuestionGradedByWhatHappened(t *testing.T) {
 		t.Fatalf("with the constraints back the burst was graded %+v", o)
 	}
 }
+
+// TestNoKeyQuestionsGradedByTheDoubleClick: the no-key chapter asks
+// before the mistake and after the fix; a real double-click (two
+// requests with one key, 800 ms of delay) grades the first "two charges"
+// and, with the key back, the second by the refusal the second click got.
+func TestNoKeyQuestionsGradedByTheDoubleClick(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	board := newPhone(t, env.URL)
+	if r := env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "no-key"}); r.Status != http.StatusOK {
+		t.Fatalf("start the chapter: %d %s", r.Status, r.Body)
+	}
+	ask := func(q int, order string) (*room.PollOutcome, []response) {
+		t.Helper()
+		var opened PollState
+		s, b := board.do(http.MethodPost, "/api/poll/open", PollOpen{Question: q})
+		if s != http.StatusOK || json.Unmarshal(b, &opened) != nil {
+			t.Fatalf("open %d: %d %s", q, s, b)
+		}
+		if s, b := board.do(http.MethodPost, "/api/poll/close", PollRef{ID: opened.ID}); s != http.StatusOK {
+			t.Fatalf("close: %d %s", s, b)
+		}
+		rs := env.burst(2, uuid.NewString(), `{"order_id":"`+order+`","amount_satang":500}`)
+		deadline := time.After(10 * time.Second)
+		for {
+			cur, _, changed := env.Server.room.Watch()
+			if p := cur.Poll; p != nil && p.ID == opened.ID && p.Outcome != nil {
+				return p.Outcome, rs
+			}
+			select {
+			case <-changed:
+			case <-deadline:
+				t.Fatalf("question %d was not graded; the double-click got %s", q, statusList(rs))
+			}
+		}
+	}
+	if o, rs := ask(0, "N-1"); o.Choice != 0 || countStatus(rs, http.StatusCreated) != 2 {
+		t.Fatalf("no key: graded %+v, the clicks got %s", o, statusList(rs))
+	}
+	if r := env.send(http.MethodPatch, "/api/lab", map[string]any{"server": map[string]any{"mode": room.LabCorrect}}); r.Status != http.StatusOK {
+		t.Fatalf("put the key back: %d %s", r.Status, r.Body)
+	}
+	o, rs := ask(1, "N-2")
+	want := 2 // the second click waited and got the saved 201
+	if countStatus(rs, http.StatusConflict) == 1 {
+		want = 1
+	}
+	if o.Choice != want {
+		t.Fatalf("key back: the clicks got %s, graded %+v", statusList(rs), o)
+	}
+}
