@@ -91,6 +91,10 @@ func LabChanges(old, next LabSettings) []string {
 	if old.Server.RetentionSeconds != next.Server.RetentionSeconds {
 		out = append(out, fmt.Sprintf("server.retention_seconds %d → %d", old.Server.RetentionSeconds, next.Server.RetentionSeconds))
 	}
+	// 0 servers reads as 1: only a change in how many run is one.
+	if was, is := max(old.Server.Servers, 1), max(next.Server.Servers, 1); was != is {
+		out = append(out, fmt.Sprintf("server.servers %d → %d", was, is))
+	}
 	flag := func(name string, was, is bool) {
 		if was != is {
 			out = append(out, name+" "+onOff(is))

@@ -50,6 +50,17 @@ func TestChangesInWords(t *testing.T) {
 	if got := strings.Join(room.LabChanges(old.Lab, next.Lab), "; "); got != "server.mode correct → no_key; client.retry_every_4xx on" {
 		t.Fatalf("lab: %q", got)
 	}
+	// Every page learns of a change from its event: one that no words
+	// tell of would leave the pages' lab badges as they were.
+	next.Lab.Server.Servers = 2
+	if got := strings.Join(room.LabChanges(old.Lab, next.Lab), "; "); got != "server.mode correct → no_key; server.servers 1 → 2; client.retry_every_4xx on" {
+		t.Fatalf("lab with two servers: %q", got)
+	}
+	one := old.Lab
+	one.Server.Servers = 1
+	if room.LabChanges(old.Lab, one) != nil {
+		t.Fatal("0 servers and 1 are told of as a change; both read as one server")
+	}
 	if room.FaultChanges(old.Faults, old.Faults) != nil || room.LabChanges(old.Lab, old.Lab) != nil {
 		t.Fatal("no change is told of as one")
 	}
