@@ -338,11 +338,17 @@ func stopChildren(children []*child, out *lockedLines, limit time.Duration) erro
 }
 
 // frontDoor hands each request to the next server in turn, as a load
-// balancer would, passing over servers that are gone.
+// balancer would, passing over servers that are gone. Writes (POST, PUT,
+// PATCH, DELETE) take their turns apart from reads: a page's own reads
+// (its event stream, the lab's and the vote's refreshes) may fire
+// between the two clicks of a double-click, and on one shared turn they
+// could send both clicks to the same server, which is the thing the
+// cluster is there to show.
 type frontDoor struct {
-	servers []*child
-	next    atomic.Uint64
-	proxy   *httputil.ReverseProxy
+	servers   []*child
+	nextWrite atomic.Uint64
+	nextRead  atomic.Uint64
+	proxy     *httputil.ReverseProxy
 }
 
 // hop is one try of a request on one server.
@@ -455,7 +461,13 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(r.Body)
 	}
 	n := uint64(len(d.servers))
-	first := d.next.Add(1)
+	turn := &d.nextRead
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		turn = &d.nextWrite
+	}
+	first := turn.Add(1)
 	for i := range n {
 		h := &hop{server: d.servers[(first+i)%n]}
 		if h.server.hasExited() {
