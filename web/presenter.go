@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -42,6 +43,39 @@ func (s *Server) isPresenter(r *http.Request) bool {
 // its header token is looked at again (0 unless it sent too many wrong
 // ones).
 func (s *Server) presenterAuth(r *http.Request) (ok bool, wait time.Duration) {
+	if m, _ := r.Context().Value(presenterMemoKey{}).(*presenterMemo); m != nil {
+		if !m.done {
+			m.ok, m.wait = s.presenterAuthOnce(r)
+			m.done = true
+		}
+		return m.ok, m.wait
+	}
+	return s.presenterAuthOnce(r)
+}
+
+// presenterMemo keeps one request's answer to presenterAuth. Several
+// layers ask who sent a request (the fair-share limits, the stream
+// slots, the handler); a token in the header must be looked at, and a
+// wrong one counted, once per request however many of them ask.
+type presenterMemo struct {
+	done bool
+	ok   bool
+	wait time.Duration
+}
+
+type presenterMemoKey struct{}
+
+// rememberPresenter gives each request its presenterMemo; it runs before
+// every middleware that asks.
+func rememberPresenter(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		c.SetRequest(r.WithContext(context.WithValue(r.Context(), presenterMemoKey{}, &presenterMemo{})))
+		return next(c)
+	}
+}
+
+func (s *Server) presenterAuthOnce(r *http.Request) (ok bool, wait time.Duration) {
 	want := s.cfg.PresenterToken
 	if want == "" {
 		return true, 0

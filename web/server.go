@@ -299,6 +299,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableErrorHandler: false}))
 	e.Use(securityHeaders)
+	e.Use(rememberPresenter) // before anything asks who sent the request
 	if s.cfg.Name != "" {
 		e.Use(servedBy(s.cfg.Name))
 	}
