@@ -30,6 +30,7 @@ func TestPresenterHidesARowOrAStudent(t *testing.T) {
 	defer s.close()
 
 	t.Run("one row", func(t *testing.T) {
+		b.caughtUp(t) // the presenter hides what the board has drawn
 		n, err := b.Hide("tl-rq_b0000003", false)
 		if err != nil || n != 1 {
 			t.Fatalf("hid %d rows, %v", n, err)

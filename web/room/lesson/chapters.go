@@ -157,7 +157,7 @@ var chapters = Book{
 		Lab:      labWith(func(l *room.LabSettings) { l.Server.Mode, l.Server.CheckGapMS = room.LabMemoryLock, LockGapMS }),
 		SwitchOn: []string{"Lab: the server locks the key in its own memory, looks it up, waits 1 s (room for a double-click), then INSERTs it, into tables with no constraints."},
 		Do: []string{"On one server, double-click Pay or send 10 at once with one key.",
-			"“Two servers” (each with its own memory), then do it again.",
+			"“Two servers” (on a cluster: paytwice cluster -servers 3), then again.",
 			"“Let the database decide”, then send 10 again."},
 		StudentDo: []string{"Double-click Pay, or send 10 at once with one key.",
 			"Once the presenter has two servers behind the address, do it again.",
