@@ -201,15 +201,27 @@ func crossSite(r *http.Request) bool {
 // with 403 problem+json.
 func (s *Server) presenterOnly(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		ok, wait := s.presenterAuth(c.Request())
-		if wait > 0 {
-			return tooManyGuesses(c, wait)
-		}
-		if !ok {
-			return pay.Errorf(pay.EFORBIDDEN, "Only the presenter may change this. Send the header %s: <token>, or open the board with the presenter's link.", PresenterHeader)
+		if err := s.requirePresenter(c, notPresenter); err != nil {
+			return err
 		}
 		return next(c)
 	}
+}
+
+// notPresenter is presenterOnly's refusal.
+const notPresenter = "Only the presenter may change this. Send the header " + PresenterHeader + ": <token>, or open the board with the presenter's link."
+
+// requirePresenter is nil for the presenter; anyone else gets 429 while
+// slowed down for wrong tokens, or a 403 saying refusal.
+func (s *Server) requirePresenter(c echo.Context, refusal string) error {
+	ok, wait := s.presenterAuth(c.Request())
+	if wait > 0 {
+		return tooManyGuesses(c, wait)
+	}
+	if !ok {
+		return pay.Errorf(pay.EFORBIDDEN, "%s", refusal)
+	}
+	return nil
 }
 
 // tooManyGuesses refuses a client that sent too many wrong presenter

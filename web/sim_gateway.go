@@ -23,6 +23,10 @@ const simGatewayPrefix = "/sim/gateway"
 // key>", the way a real provider's secret key is sent.
 const simGatewayMerchantHeader = "Authorization"
 
+// notTheGatewaysMerchant refuses a charge from anyone but the application
+// the simulated gateway serves or the presenter.
+const notTheGatewaysMerchant = "The simulated gateway takes charges only from the application it serves: send \"Authorization: Bearer <merchant key>\" (the presenter gives it out) or the presenter's " + PresenterHeader + "."
+
 // simGatewayRoutes serves the simulated gateway. Its books stay open to
 // read (GET), so that anyone may count an order's charges. With a
 // presenter token set, what changes it is not: its switches and its
@@ -85,12 +89,8 @@ func (s *Server) merchantOrPresenter(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return pay.Errorf(pay.EFORBIDDEN, "This merchant key is not the simulated gateway's: the presenter gives it out (GET %s/merchant-key).", simGatewayPrefix)
 		}
-		ok, wait := s.presenterAuth(c.Request())
-		if wait > 0 {
-			return tooManyGuesses(c, wait)
-		}
-		if !ok {
-			return pay.Errorf(pay.EFORBIDDEN, "The simulated gateway takes charges only from the application it serves: send \"Authorization: Bearer <merchant key>\" (the presenter gives it out) or the presenter's %s.", PresenterHeader)
+		if err := s.requirePresenter(c, notTheGatewaysMerchant); err != nil {
+			return err
 		}
 		return next(c)
 	}
