@@ -58,6 +58,12 @@
   }
 
   function onClick(ev) {
+    var ask = ev.target.closest && ev.target.closest("button[data-poll-step]");
+    if (ask) {
+      // Step mode's row: ask what this held request's next step will do.
+      send("/api/poll/step", { request: ask.dataset.pollStep });
+      return;
+    }
     var b = ev.target.closest && ev.target.closest("#poll button");
     if (!b) { return; }
     var d = b.dataset;

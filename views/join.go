@@ -58,6 +58,9 @@ type HeldRow struct {
 	CanLose, CanCrash bool
 	// Click is which click of its page it is ("click 2"), when known.
 	Click string
+	// CanAsk says that the class can be asked what its next step will
+	// do (lesson.StepQuestion).
+	CanAsk bool
 }
 
 // HeldRowID is the element id of a held request's row in the step bar.

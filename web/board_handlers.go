@@ -30,6 +30,9 @@ type boardHandlers struct {
 	// board is the server's board, started on first use.
 	board func() *board.Board
 	steps stepControl
+	// closeVote closes step mode's open question before the presenter
+	// steps the race on (closeStepVote).
+	closeVote func(context.Context)
 	// admission keeps each address's and session's share of the streams
 	// and the presenter's slots (stream_admission.go), by the address
 	// clientIP names; presenter recognises the presenter.
@@ -125,6 +128,9 @@ func (h boardHandlers) handlePutStep(c echo.Context) error {
 	if req.On == nil {
 		return pay.Errorf(pay.EINVALID, `Say whether step mode is on: {"on": true} or {"on": false}.`)
 	}
+	if !*req.On {
+		h.closeVote(c.Request().Context())
+	}
 	if err := h.steps.Turn(*req.On, changedBy(c.Request())); err != nil {
 		return err
 	}
@@ -150,6 +156,7 @@ func (h boardHandlers) stepRelease(c echo.Context, toEnd bool) error {
 	if err != nil {
 		return err
 	}
+	h.closeVote(c.Request().Context())
 	released, err := h.steps.Release(c.Request().Context(), id, toEnd)
 	if err != nil {
 		return err
@@ -160,6 +167,7 @@ func (h boardHandlers) stepRelease(c echo.Context, toEnd bool) error {
 }
 
 func (h boardHandlers) handleStepPlay(c echo.Context) error {
+	h.closeVote(c.Request().Context())
 	n := h.steps.PlayAll(c.Request().Context())
 	out := h.steps.State()
 	out.Released = fmt.Sprintf("%d", n)

@@ -50,7 +50,7 @@ func (l boardLab) Outcomes(ctx context.Context) []byte {
 
 // boardHandlers is the board's handler group, holding what it uses.
 func (s *Server) boardHandlers() boardHandlers {
-	return boardHandlers{board: s.live, steps: s.steps, admission: s.streams, clientIP: s.clientIP,
+	return boardHandlers{board: s.live, steps: s.steps, closeVote: s.closeStepVote, admission: s.streams, clientIP: s.clientIP,
 		presenter: s.hasPriority, maxStreams: s.cfg.Limits.MaxStreams, streamsEnded: &s.streamsEnded}
 }
 

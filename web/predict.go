@@ -2,12 +2,15 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"net/http"
 	"strconv"
+	"unicode"
 
 	"github.com/labstack/echo/v4"
 
@@ -16,6 +19,7 @@ import (
 	"paytwice/web/live"
 	"paytwice/web/room"
 	"paytwice/web/room/lesson"
+	"paytwice/web/room/step"
 )
 
 // Predict, then observe: the presenter opens a vote on one of the
@@ -40,11 +44,14 @@ type pollHandlers struct {
 	clientIP    func(*http.Request) string
 	locked      bool
 	limits      room.PollLimits
+	// held is step mode's held requests, on every server of the class,
+	// which step mode's questions ask about.
+	held func() step.State
 }
 
 func (s *Server) pollHandlers() pollHandlers {
 	return pollHandlers{room: s.room, book: s.lessons, isPresenter: s.isPresenter, clientIP: s.clientIP,
-		locked: s.cfg.PresenterToken != "", limits: room.DefaultPollLimits}
+		locked: s.cfg.PresenterToken != "", limits: room.DefaultPollLimits, held: s.steps.State}
 }
 
 func (h pollHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
@@ -52,6 +59,7 @@ func (h pollHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
 	e.GET("/poll/live", h.handleLive)
 	e.POST("/api/poll/answer", h.handleAnswer)
 	e.POST("/api/poll/open", h.handleOpen, presenterOnly)
+	e.POST("/api/poll/step", h.handleStep, presenterOnly)
 	e.POST("/api/poll/close", h.handleClose, presenterOnly)
 	e.POST("/api/poll/reveal", h.handleReveal, presenterOnly)
 }
@@ -60,6 +68,12 @@ func (h pollHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
 // its index (from 0) in the current chapter's "ask" list.
 type PollOpen struct {
 	Question int `json:"question"`
+}
+
+// PollStep is the body of POST /api/poll/step: the held request whose
+// next step the class predicts.
+type PollStep struct {
+	Request string `json:"request"`
 }
 
 // PollRef is the body of POST /api/poll/close and /api/poll/reveal: the
@@ -78,9 +92,13 @@ type PollAnswer struct {
 // PollState is GET /api/poll: the vote as the asker may see it. Split
 // and Outcome are absent until the presenter reveals.
 type PollState struct {
-	ID       uint64   `json:"id"`
-	Lesson   string   `json:"lesson"`
-	Question int      `json:"question"`
+	ID       uint64 `json:"id"`
+	Lesson   string `json:"lesson"`
+	Question int    `json:"question"`
+	// Request and At name, for step mode's question, the held request and
+	// its checkpoint.
+	Request  string   `json:"request,omitempty"`
+	At       string   `json:"at,omitempty"`
 	Text     string   `json:"text"`
 	Choices  []string `json:"choices"`
 	Phase    string   `json:"phase"`
@@ -115,6 +133,92 @@ func (h pollHandlers) handleOpen(c echo.Context) error {
 	}
 	return h.handleGet(c)
 }
+
+// handleStep opens step mode's question on a held request: what will its
+// next step do? The question is the one for the checkpoint the request is
+// held at; the request's own next event grades it.
+func (h pollHandlers) handleStep(c echo.Context) error {
+	var req PollStep
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	held, ok := h.heldRequest(req.Request)
+	if !ok {
+		return pay.Errorf(pay.ENOTFOUND, "The request %q is not held at a checkpoint now: ask while step mode holds it.", pay.Truncate(req.Request, 40))
+	}
+	q, ok := lesson.StepQuestion(held.Checkpoint)
+	if !ok {
+		return pay.Errorf(pay.EINVALID, "The request %s is held at %q: the step bar already says what it will answer, so there is nothing to predict.", held.Request, held.Checkpoint)
+	}
+	subject := heldSubject(held)
+	if _, _, err := h.room.Change(c.Request().Context(), func(s *room.State) error {
+		s.OpenStepPoll(held.Request, held.Checkpoint, subject, len(q.Choices))
+		return nil
+	}); err != nil {
+		return err
+	}
+	return h.handleGet(c)
+}
+
+// heldRequest is the request step mode holds with the id, on any server.
+func (h pollHandlers) heldRequest(id string) (step.HeldRequest, bool) {
+	if id == "" {
+		return step.HeldRequest{}, false
+	}
+	for _, r := range h.held().Held {
+		if r.Request == id {
+			return r, true
+		}
+	}
+	return step.HeldRequest{}, false
+}
+
+// heldSubject is how the question names the held request: its order and
+// which click of its page it is, short and printable, as the step bar
+// names it.
+func heldSubject(r step.HeldRequest) string {
+	out := "order " + printable(r.OrderID, 32)
+	if r.OrderID == "" {
+		out = "request " + printable(r.Request, 32)
+	}
+	if r.Click != "" {
+		out += ", click " + printable(r.Click, 8)
+	}
+	return out
+}
+
+// printable keeps at most n runes of s, each a printable one: a name a
+// student chose is drawn as text, never as markup or control codes.
+func printable(s string, n int) string {
+	out := make([]rune, 0, min(len(s), n))
+	for _, r := range s {
+		if len(out) == n {
+			break
+		}
+		if unicode.IsPrint(r) {
+			out = append(out, r)
+		}
+	}
+	return string(out)
+}
+
+// closeStepVote closes step mode's open question, if there is one: the
+// presenter is stepping the race on, so the class has predicted.
+func (s *Server) closeStepVote(ctx context.Context) {
+	if p := s.room.Load().Poll; p == nil || p.Request == "" || p.Phase != room.PollOpen {
+		return
+	}
+	_, _, _ = s.room.Change(ctx, func(st *room.State) error {
+		if !st.CloseStepPoll() {
+			return errNoStepVote
+		}
+		return nil
+	})
+}
+
+// errNoStepVote is a room edit that found no step mode question open: it
+// writes nothing.
+var errNoStepVote = errors.New("no step mode question is open")
 
 func (h pollHandlers) handleClose(c echo.Context) error {
 	return h.change(c, (*room.State).ClosePoll)
@@ -167,8 +271,8 @@ func (h pollHandlers) handleGet(c echo.Context) error {
 	if !ok {
 		return c.JSON(http.StatusOK, PollState{Mine: -1, Lesson: st.Lesson})
 	}
-	out := PollState{ID: p.ID, Lesson: p.Lesson, Question: p.Question, Text: q.Text, Phase: string(p.Phase),
-		Answered: p.Answered(), Mine: -1}
+	out := PollState{ID: p.ID, Lesson: p.Lesson, Question: p.Question, Request: p.Request, At: p.At,
+		Text: pollText(p, q), Phase: string(p.Phase), Answered: p.Answered(), Mine: -1}
 	for _, ch := range q.Choices {
 		out.Choices = append(out.Choices, ch.Text)
 	}
@@ -187,6 +291,10 @@ func (h pollHandlers) current(st room.State) (*room.Poll, lesson.Question, bool)
 	p := st.Poll
 	if p == nil || p.Lesson != st.Lesson || p.Runs != st.LessonRuns {
 		return nil, lesson.Question{}, false
+	}
+	if p.Request != "" {
+		q, ok := lesson.StepQuestion(p.At)
+		return p, q, ok
 	}
 	_, ch, ok := h.book.Find(p.Lesson)
 	if !ok || p.Question < 0 || p.Question >= len(ch.Ask) {
@@ -231,7 +339,7 @@ func (h pollHandlers) view(st room.State, r *http.Request, board bool) views.Pol
 		}
 	}
 	if p, q, ok := h.current(st); ok {
-		o := &views.PollVote{ID: p.ID, Text: q.Text, When: q.When, Phase: string(p.Phase), Answered: p.Answered(),
+		o := &views.PollVote{ID: p.ID, Text: pollText(p, q), When: q.When, Step: p.Request != "", Phase: string(p.Phase), Answered: p.Answered(),
 			Revealed: p.Phase == room.PollRevealed, Mine: -1}
 		if b, ok := p.Ballots[callerScope(r)]; ok {
 			o.Mine = b.Choice
@@ -252,6 +360,15 @@ func (h pollHandlers) view(st room.State, r *http.Request, board bool) views.Pol
 	}
 	v.V = pollVersion(v)
 	return v
+}
+
+// pollText is the vote's question; step mode's names the request it is
+// about.
+func pollText(p *room.Poll, q lesson.Question) string {
+	if p.Request == "" {
+		return q.Text
+	}
+	return "Step mode, " + p.Subject + ": " + q.Text
 }
 
 // pollVersion is a hash of what the panel shows, so that two servers
@@ -287,6 +404,9 @@ func pollSummary(p *room.Poll) string {
 		return "no vote"
 	}
 	msg := fmt.Sprintf("vote %d on %s question %d: %s, %d answered", p.ID, p.Lesson, p.Question+1, p.Phase, p.Answered())
+	if p.Request != "" {
+		msg = fmt.Sprintf("vote %d on the next step of %s (held at %s): %s, %d answered", p.ID, p.Subject, p.At, p.Phase, p.Answered())
+	}
 	if p.Phase == room.PollRevealed {
 		msg += fmt.Sprintf("; split %v", p.Split())
 	}

@@ -51,7 +51,7 @@ func changesRoom(e live.Event) bool {
 // hold or let go step mode's requests. The room's lock is held.
 func (s *Server) applyRoom(old, next room.State) {
 	s.barriers.Applied(s.baseCtx, next)
-	if next.Lesson != "" {
+	if next.Lesson != "" || next.Poll != nil {
 		s.narration.Start(s.baseCtx)
 	}
 	if next.Step != old.Step {

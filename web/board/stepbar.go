@@ -8,8 +8,16 @@ import (
 	"github.com/a-h/templ"
 
 	"paytwice/views"
+	"paytwice/web/room/lesson"
 	"paytwice/web/room/step"
 )
+
+// canAsk says whether the class can be asked about a request held at the
+// checkpoint named at.
+func canAsk(at string) bool {
+	_, ok := lesson.StepQuestion(at)
+	return ok
+}
 
 // The step bar: the requests step mode holds, as the board draws them.
 
@@ -28,7 +36,7 @@ func StepBar(st *step.Stepper) views.StepBar {
 		}
 		v.Held = append(v.Held, views.HeldRow{Request: h.Request, RowID: "tl-" + h.Request, Checkpoint: h.Checkpoint, Answer: heldAnswerText(h.Answer), Click: clickText(h.Click),
 			CanLose: slices.Contains(h.Faults, "response_lost"), CanCrash: slices.Contains(h.Faults, "crash_midway"),
-			OrderID: shortOrderID(h.OrderID), Who: who})
+			OrderID: shortOrderID(h.OrderID), Who: who, CanAsk: canAsk(h.Checkpoint)})
 	}
 	return v
 }

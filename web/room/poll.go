@@ -23,6 +23,13 @@ type Poll struct {
 	Lesson   string `json:"lesson"`
 	Runs     uint64 `json:"runs"`
 	Question int    `json:"question"`
+	// Request is, for step mode's question (lesson.StepQuestion), the
+	// held request it asks about, At the checkpoint it was held at, and
+	// Subject the order and click the board names it by; all "" for a
+	// chapter's question.
+	Request string `json:"request,omitempty"`
+	At      string `json:"at,omitempty"`
+	Subject string `json:"subject,omitempty"`
 	// Choices is how many choices the question has.
 	Choices int       `json:"choices"`
 	Phase   PollPhase `json:"phase"`
@@ -80,6 +87,27 @@ func (s *State) OpenPoll(q, choices int) {
 		id = s.Poll.ID + 1
 	}
 	s.Poll = &Poll{ID: id, Lesson: s.Lesson, Runs: s.LessonRuns, Question: q, Choices: choices, Phase: PollOpen}
+}
+
+// OpenStepPoll replaces any poll with a new, open one on what the held
+// request will do next from checkpoint at (lesson.StepQuestion).
+func (s *State) OpenStepPoll(request, at, subject string, choices int) {
+	s.OpenPoll(0, choices)
+	s.Poll.Request, s.Poll.At, s.Poll.Subject = request, at, subject
+}
+
+// CloseStepPoll closes the open step mode question, if there is one:
+// once the presenter steps the race on, the class has seen the answer
+// start. It reports whether it closed one.
+func (s *State) CloseStepPoll() bool {
+	p := s.Poll
+	if p == nil || p.Request == "" || p.Phase != PollOpen || p.Lesson != s.Lesson || p.Runs != s.LessonRuns {
+		return false
+	}
+	cp := *p
+	cp.Phase = PollClosed
+	s.Poll = &cp
+	return true
 }
 
 // current is the room's poll if it is poll id, else an error that says

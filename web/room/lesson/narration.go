@@ -263,7 +263,8 @@ func (n *Narrator) see(e live.Event) (bool, *pollGrade) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.follow(snapshot)
-	if n.slug == "" {
+	if n.slug == "" && (snapshot.Poll == nil || snapshot.Poll.Request == "") {
+		// No chapter and no step mode question: nothing to narrate.
 		return false, nil
 	}
 	st := &n.st

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 
+	"paytwice/pay"
 	"paytwice/web/live"
 	"paytwice/web/room"
+	"paytwice/web/room/step"
 )
 
 // Predict, then observe: every chapter asks the class what the server
@@ -266,6 +268,24 @@ func said(w *seeing) string {
 		what = "answered 422: the key belongs to another request"
 	case live.LookedUp:
 		what = "answered the order's look-up"
+	case live.Claimed:
+		what = "claimed the key: its row is started"
+	case live.GatewayCall:
+		what = "called the gateway with the key"
+	case step.KindHeld:
+		what = "went on, and step mode holds it at " + pay.Truncate(w.e.Message, 40)
+	case live.GatewayReply:
+		what = fmt.Sprintf("heard from the gateway: %d, %s", w.e.Status, pay.Truncate(w.e.Message, 80))
+	case live.Released:
+		what = "released the key: nothing charged"
+	case live.Dropped:
+		what = "dropped the connection before any claim"
+	case live.Crashed:
+		what = "stopped right after the gateway call, the key left started"
+	case live.RolledBack:
+		what = "rolled the save back halfway"
+	case live.Completed:
+		what = fmt.Sprintf("saved the answer %d on the key", w.e.Status)
 	default:
 		what = fmt.Sprintf("answered %d", w.e.Status)
 	}
@@ -292,11 +312,25 @@ type pollGrade struct {
 // nil when p is not this chapter's, still open, already graded, or when
 // the event shows none of the choices. n.mu is held.
 func (n *Narrator) gradeOf(p *room.Poll, w *seeing, row string) *pollGrade {
-	if p == nil || p.Phase == room.PollOpen || p.Outcome != nil || p.Lesson != n.slug || p.Runs != n.runs ||
-		p.Question < 0 || p.Question >= len(n.ask) {
+	if p == nil || p.Phase == room.PollOpen || p.Outcome != nil || p.Lesson != n.slug || p.Runs != n.runs {
 		return nil
 	}
-	choice, words := n.ask[p.Question].grade(w)
+	var q Question
+	switch {
+	case p.Request != "":
+		// Step mode's question is about one request: its own next step
+		// grades it, never another request's.
+		sq, ok := StepQuestion(p.At)
+		if !ok || w.e.Request != p.Request {
+			return nil
+		}
+		q = sq
+	case p.Question >= 0 && p.Question < len(n.ask):
+		q = n.ask[p.Question]
+	default:
+		return nil
+	}
+	choice, words := q.grade(w)
 	if choice < 0 {
 		return nil
 	}

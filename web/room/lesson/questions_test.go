@@ -38,6 +38,16 @@ func TestEveryChapterAsks(t *testing.T) {
 			}
 		}
 	}
+	for at, q := range stepQuestions {
+		if q.Text == "" || q.When == "" || len(q.Choices) < 2 {
+			t.Errorf("step mode's question at %q: %+v", at, q)
+		}
+		for j, c := range q.Choices {
+			if c.Text == "" || c.Shows == nil {
+				t.Errorf("step mode's question at %q choice %d has no text or no event that shows it", at, j)
+			}
+		}
+	}
 	for slug := range questions {
 		if _, _, ok := book.Find(slug); !ok {
 			t.Errorf("questions for %q, which is no chapter", slug)
