@@ -70,6 +70,10 @@ type Store interface {
 	LabLooseFindKey(ctx context.Context, scope, key string) (LabLooseKey, bool, error)
 	LabLooseInsertKey(ctx context.Context, c ClaimRequest, request string) (rowID int64, rows int, err error)
 	LabLooseComplete(ctx context.Context, rowID int64, status int, body []byte, ch *Charge, request string) (charges int, err error)
+	// LabLooseRelease deletes one loose key row that is still started:
+	// its request stopped before it called the gateway, so a retry with
+	// the key finds nothing of it.
+	LabLooseRelease(ctx context.Context, rowID int64) error
 	LabLooseCharges(ctx context.Context) ([]Charge, error)
 	LabReset(ctx context.Context) error
 	LabMeasure(ctx context.Context) (LabChargeGroups, error)

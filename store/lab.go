@@ -120,6 +120,18 @@ func (db *DB) LabLooseInsertKey(ctx context.Context, c pay.ClaimRequest, request
 	return rowID, rows, err
 }
 
+// LabLooseRelease deletes one loose key row while it is still started:
+// its request stopped before it called the gateway.
+func (db *DB) LabLooseRelease(ctx context.Context, rowID int64) error {
+	if err := db.need("payments"); err != nil {
+		return err
+	}
+	return db.exec(ctx, func(ctx context.Context, w *writeStatements) error {
+		_, err := db.conn.ExecContext(ctx, `DELETE FROM lab_loose_keys WHERE rowid = ? AND status = 'started'`, rowID)
+		return err
+	})
+}
+
 // LabLooseComplete marks one loose key row done with its response and
 // records its charge in lab_loose_charges, in one transaction. It returns
 // how many charges the key has now.

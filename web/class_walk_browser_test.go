@@ -79,6 +79,37 @@ const phoneFirstScreen = `(() => {
 	return bad.join("; ");
 })()`
 
+// chapterWalk is what each chapter's students (and presenter) do, when it
+// is more than paying once (or twice, in a race chapter), shortened; pay
+// has every phone pay, presenter sends the presenter's request.
+func chapterWalk(pay func(double bool), presenter func(method, path string, body any)) map[string]func() {
+	return map[string]func(){
+		"connection-never-happens": func() { pay(false); presenter(http.MethodPut, "/api/faults", map[string]any{}); pay(false) },
+		"fails-halfway":            func() { pay(false); pay(false) },
+		"crash-midway":             func() { pay(false); pay(false) },
+		"prune-too-soon": func() {
+			pay(false)
+			presenter(http.MethodPost, "/api/clock/advance", map[string]int{"seconds": 120})
+			presenter(http.MethodPost, "/api/lab/prune", nil)
+			pay(false)
+		},
+		"retry-every-4xx": func() { pay(false); pay(false) },
+	}
+}
+
+// chapterWords is what a card must say after some chapters, when its
+// state is the one named: each explanation fits what happened.
+var chapterWords = map[string]struct{ state, re string }{
+	"fails-halfway":     {"held", `answered 500 after it started`},
+	"crash-midway":      {"held", `never answered`},
+	"no-key":            {"twice", `this server ignores keys`},
+	"check-then-insert": {"twice", `looked the key up before any had written it`},
+	"prune-too-soon":    {"twice", `the key was pruned`},
+	// Every retry went out under a new key: the card counts the six
+	// charges the server made, and says why.
+	"new-key-per-retry": {"twice", `charged six times.*Each request had a key of its own`},
+}
+
 // TestBrowserClassWalksEveryChapterWithoutNewOrder: three phones go from
 // chapter to chapter as a class does, never pressing New order: each
 // chapter gives each card a new order, and what the card says after it
@@ -111,31 +142,7 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 			t.Fatalf("%s %s: %d %s", method, path, r.Status, r.Body)
 		}
 	}
-	// What each chapter's students (and presenter) do, shortened.
-	walk := map[string]func(){
-		"connection-never-happens": func() { pay(false); presenter(http.MethodPut, "/api/faults", map[string]any{}); pay(false) },
-		"fails-halfway":            func() { pay(false); pay(false) },
-		"crash-midway":             func() { pay(false); pay(false) },
-		"prune-too-soon": func() {
-			pay(false)
-			presenter(http.MethodPost, "/api/clock/advance", map[string]int{"seconds": 120})
-			presenter(http.MethodPost, "/api/lab/prune", nil)
-			pay(false)
-		},
-		"retry-every-4xx": func() { pay(false); pay(false) },
-	}
-	// What a card must say after some chapters, when its state is the
-	// one named: each explanation fits what happened.
-	words := map[string]struct{ state, re string }{
-		"fails-halfway":     {"held", `answered 500 after it started`},
-		"crash-midway":      {"held", `never answered`},
-		"no-key":            {"twice", `this server ignores keys`},
-		"check-then-insert": {"twice", `looked the key up before any had written it`},
-		"prune-too-soon":    {"twice", `the key was pruned`},
-		// Every retry went out under a new key: the card counts the six
-		// charges the server made, and says why.
-		"new-key-per-retry": {"twice", `charged six times.*Each request had a key of its own`},
-	}
+	walk, words := chapterWalk(pay, presenter), chapterWords
 	before := make([]string, len(phones))
 	for n, ch := range sweepChapters(lesson.Build(env.Server.cfg.LockTimeout)) {
 		if err := env.Server.startLesson(ctx, ch.Slug, "presenter"); err != nil {

@@ -85,7 +85,7 @@ func (s *Server) payNoKey(p *payment) error {
 	}
 	p.publish(live.GatewayCall, 0, "charging the gateway with a reference of this request's own")
 	if p.step.Stopped() { // the server stopped while step mode held it: nobody let it charge
-		return writeProblem(c, p.stoppedBeforeGateway())
+		return writeProblem(c, p.stoppedBeforeGateway(stoppedNoKey))
 	}
 	g, err := s.gateway.ChargeWith(ctx, p.gw, gatewayKey(p.scope, p.key), p.req.OrderID, p.req.AmountSatang)
 	if err != nil {
@@ -267,7 +267,14 @@ func (p *payment) checkThenInsertLoose(checkCtx, workCtx context.Context, tableK
 	ref := pay.LabKeyPrefix + refKind + p.id
 	p.publish(live.GatewayCall, 0, "charging the gateway with a reference of this request's own")
 	if p.step.Stopped() { // the server stopped while step mode held it: nobody let it charge
-		return writeProblem(p.c, p.stoppedBeforeGateway())
+		// Its row would otherwise stay started for good, and the retry the
+		// answer invites would find it (409) rather than run afresh.
+		if err := s.db.LabLooseRelease(context.WithoutCancel(workCtx), rowID); err != nil {
+			s.logf("payment %s: deleting the started row of a stopped request: %v", p.id, err)
+			return writeProblem(p.c, pay.Errorf(pay.EUNAVAILABLE, "The server stopped while step mode held this payment, before it called the gateway: nothing was charged, but its key's started row could not be deleted (%v), so a retry with the same key may be refused until the room is reset.", err))
+		}
+		s.lab.tally.invalidate()
+		return writeProblem(p.c, p.stoppedBeforeGateway(stoppedLooseRow))
 	}
 	g, err := s.gateway.ChargeWith(workCtx, p.gw, gatewayKey(p.scope, ref), p.req.OrderID, p.req.AmountSatang)
 	if err != nil {

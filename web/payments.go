@@ -296,7 +296,7 @@ func (p *payment) answer(o pay.Outcome) error {
 		return p.s.writeConflict(c, p.key, o)
 	case pay.Released:
 		if p.step.Stopped() {
-			return writeProblem(c, p.stoppedBeforeGateway())
+			return writeProblem(c, p.stoppedBeforeGateway(stoppedKeyReleased))
 		}
 	case pay.Failed:
 		p.s.logf("payment %s: %v", p.id, o.Err)

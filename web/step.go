@@ -68,9 +68,18 @@ func (s *Server) StopHeld() int { return s.steps.StopHeld() }
 
 // stoppedBeforeGateway is the answer of a payment the server stopped
 // while step mode held it before its gateway call (step.Progress.Stopped).
-func (p *payment) stoppedBeforeGateway() error {
-	return pay.Errorf(pay.EUNAVAILABLE, "The server stopped while step mode held this payment, before it called the gateway: nobody let it go on, so nothing was charged and its key was released. Look the order up (GET /v1/payments?order_id=%s) or send it again with the same key once the server is back.", p.req.OrderID)
+// key says what became of what the server had written for its key, as
+// the mode that ran it knows: the answer states only that.
+func (p *payment) stoppedBeforeGateway(key string) error {
+	return pay.Errorf(pay.EUNAVAILABLE, "The server stopped while step mode held this payment, before it called the gateway: nobody let it go on, so nothing was charged and %s. Look the order up (GET /v1/payments?order_id=%s) or send it again with the same key once the server is back.", key, p.req.OrderID)
 }
+
+// What a stopped payment's answer says of its key (stoppedBeforeGateway).
+const (
+	stoppedKeyReleased = "its key was released"
+	stoppedNoKey       = "this server, ignoring keys, had written nothing for it"
+	stoppedLooseRow    = "the row it had inserted for its key was deleted"
+)
 
 // aimedAt applies the faults aimed at p: into the protocol's faults
 // (while it runs), and into p's own (the lost response, which the HTTP

@@ -408,6 +408,39 @@ func TestStepModeAtShutdownNothingUnsteppedIsCharged(t *testing.T) {
 		}
 		stoppedUncharged(t, env, r, "late")
 	})
+	// The lab's modes write other things for a key, or nothing: each
+	// answer says what became of it, and the books agree.
+	for _, mode := range []struct{ slug, says string }{
+		{"no-key", "had written nothing for it"},
+		{"check-then-insert", "the row it had inserted for its key was deleted"},
+	} {
+		t.Run("a payment held in the "+mode.slug+" chapter", func(t *testing.T) {
+			env := newStepEnv(t, Config{})
+			if err := env.Server.startLesson(context.Background(), mode.slug, "test"); err != nil {
+				t.Fatal(err)
+			}
+			env.Server.steps.Turn(true, "test")
+			ans := env.payAsync("held-"+mode.slug, "S-3")
+			env.waitHeld("received")
+			if n := env.Server.StopHeld(); n != 1 {
+				t.Fatalf("StopHeld ended %d held requests, want 1", n)
+			}
+			r := wantStatus(t, ans, http.StatusServiceUnavailable)
+			if !bytes.Contains(r.Body, []byte("nothing was charged")) || !bytes.Contains(r.Body, []byte(mode.says)) {
+				t.Fatalf("answer %s, want it to say nothing was charged and %q", r.Body, mode.says)
+			}
+			if n := env.charges(); n != 0 {
+				t.Fatalf("%d charges, want none", n)
+			}
+			if chs, err := env.DB.LabLooseCharges(context.Background()); err != nil || len(chs) != 0 {
+				t.Fatalf("unguarded charges %v (%v), want none", chs, err)
+			}
+			// Nothing is left for the key: a retry with it runs afresh.
+			if k, found, err := env.DB.LabLooseFindKey(context.Background(), AnonymousScope, "held-"+mode.slug); err != nil || found {
+				t.Fatalf("the unguarded key table still holds the key: %+v (%v)", k, err)
+			}
+		})
+	}
 	t.Run("a payment stepped on before shutdown, between two checkpoints when it begins", func(t *testing.T) {
 		env := newStepEnv(t, Config{})
 		// The server's delay switch runs between "key claimed" and

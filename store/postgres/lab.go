@@ -101,6 +101,16 @@ func (db *DB) LabLooseInsertKey(ctx context.Context, c pay.ClaimRequest, request
 	return rowID, rows, err
 }
 
+// LabLooseRelease deletes one loose key row while it is still started:
+// its request stopped before it called the gateway.
+func (db *DB) LabLooseRelease(ctx context.Context, rowID int64) error {
+	if err := db.need("payments"); err != nil {
+		return err
+	}
+	_, err := db.pool.Exec(ctx, `DELETE FROM lab_loose_keys WHERE id = $1 AND status = 'started'`, rowID)
+	return err
+}
+
 // LabLooseComplete marks one loose key row done and records its charge in
 // lab_loose_charges, in one transaction, and returns how many charges the
 // key has now.

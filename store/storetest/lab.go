@@ -102,6 +102,24 @@ func labWrites(t *testing.T, open Open) {
 	if k, found, err := db.LabLooseFindKey(ctx, "s", "loose"); err != nil || !found || k.RowID != first || k.Status != pay.StatusStarted {
 		t.Fatalf("find of two started rows, want the oldest: %+v %v %v", k, found, err)
 	}
+	// A third row, released while started: the key keeps its two.
+	third, rows, err := db.LabLooseInsertKey(ctx, r, "req 3")
+	if err != nil || rows != 3 {
+		t.Fatalf("third loose insert: %d rows, %v", rows, err)
+	}
+	if err := db.LabLooseRelease(ctx, third); err != nil {
+		t.Fatalf("releasing the third row: %v", err)
+	}
+	fourth, rows, err := db.LabLooseInsertKey(ctx, r, "req 4")
+	if err != nil || rows != 3 {
+		t.Fatalf("an insert after the release: %d rows (%v), want 3: the released row is gone", rows, err)
+	}
+	if err := db.LabLooseRelease(ctx, fourth); err != nil {
+		t.Fatalf("releasing the fourth row: %v", err)
+	}
+	if k, found, err := db.LabLooseFindKey(ctx, "s", "loose"); err != nil || !found || k.RowID != first {
+		t.Fatalf("find after a release: %+v %v %v", k, found, err)
+	}
 	for i, row := range []int64{second, first} {
 		ch := charge(clock.Now())
 		ch.Scope, ch.Key = "s", "loose"
