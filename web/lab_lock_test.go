@@ -539,3 +539,25 @@ func TestLessonLockInMemoryOnSQLite(t *testing.T) {
 		t.Fatalf("the database decides: %d charges, want 1", len(ch))
 	}
 }
+
+// TestLabLoosePauseTakesNothingFromTheWork: chapter 8's pause between
+// the check and the insert (1 s) is as long as the gateway time-out of a
+// server with a 2 s lock timeout, and its payment is still charged and
+// answered 201: the work's time-out counts from the insert, not from
+// before the pause (the walk of the chapters saw 500s and 504s there).
+func TestLabLoosePauseTakesNothingFromTheWork(t *testing.T) {
+	env := newTestEnv(t, Config{LockTimeout: 2 * time.Second})
+	if err := env.Server.startLesson(context.Background(), "lock-in-memory", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if gap, timeout := env.Server.lab.Settings().Server.CheckGapMS, env.Server.cfg.GatewayTimeout; time.Duration(gap)*time.Millisecond < timeout {
+		t.Fatalf("the pause (%d ms) is shorter than the gateway time-out (%s): the test shows nothing", gap, timeout)
+	}
+	r := env.pay("pause-1", `{"order_id":"P-1","amount_satang":100}`)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("the payment after a pause as long as the time-out: %d %s, want 201", r.Status, r.Body)
+	}
+	if chs, err := env.DB.LabLooseCharges(context.Background()); err != nil || len(chs) != 1 {
+		t.Fatalf("%d unguarded charges (%v), want 1", len(chs), err)
+	}
+}

@@ -123,11 +123,16 @@ func (s *Server) payCheckFirst(p *payment, constrained bool) error {
 	if ok, err := p.parse(" (lab: " + mode + ")"); !ok {
 		return err
 	}
+	if !constrained {
+		// The look-up and the pause run to their end whatever the client
+		// does, bounded by the pause and the gateway time-out.
+		gap := time.Duration(s.lab.Settings().Server.CheckGapMS) * time.Millisecond
+		checkCtx, cancel := context.WithTimeout(s.baseCtx, gap+s.cfg.GatewayTimeout)
+		defer cancel()
+		return p.checkThenInsertLoose(checkCtx, p.key, "check-first ")
+	}
 	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
 	defer cancel()
-	if !constrained {
-		return p.checkThenInsertLoose(ctx, ctx, p.key, "check-first ")
-	}
 
 	// 1. The check: a plain read.
 	held, err := s.db.GetKey(ctx, p.scope, p.key)
@@ -203,9 +208,7 @@ func (s *Server) payMemoryLock(p *payment) error {
 	}
 	defer unlock()
 	p.note(0, "this server's lock on the key is taken: any other request with it, on this server, waits here. A server beside it has a lock of its own")
-	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
-	defer cancel()
-	return p.checkThenInsertLoose(clientCtx, ctx, memoryLockPrefix+p.key, "memory-lock ")
+	return p.checkThenInsertLoose(clientCtx, memoryLockPrefix+p.key, "memory-lock ")
 }
 
 // The two servers a server with its database to itself runs inside its
@@ -238,8 +241,11 @@ const memoryLockWaiting = "another request with this key holds this server's loc
 // lab_loose_keys and answer from its row if there is one; else pause
 // check_gap_ms, INSERT a row (nothing refuses it), charge and mark the row
 // done. The look-up and the pause run under checkCtx, the rest under
-// workCtx. refKind names the mode in the gateway reference.
-func (p *payment) checkThenInsertLoose(checkCtx, workCtx context.Context, tableKey, refKind string) error {
+// the gateway time-out, counted from the insert: the pause is the lab's
+// own and takes nothing from the work's time (a pause as long as the
+// time-out once left no time for the insert). refKind names the mode in
+// the gateway reference.
+func (p *payment) checkThenInsertLoose(checkCtx context.Context, tableKey, refKind string) error {
 	s, r := p.s, p.c.Request()
 	// 1. The check: a plain read.
 	loose, found, err := s.db.LabLooseFindKey(checkCtx, p.scope, tableKey)
@@ -254,6 +260,8 @@ func (p *payment) checkThenInsertLoose(checkCtx, workCtx context.Context, tableK
 		return p.checkFailed(checkCtx, err)
 	}
 	// 3. The insert, as a write of its own.
+	workCtx, cancel := context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
+	defer cancel()
 	rowID, rows, err := s.labLooseInsertKey(workCtx, p.claim(tableKey), p.id)
 	if err != nil {
 		return p.fail(err)
