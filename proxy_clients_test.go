@@ -144,6 +144,7 @@ func TestProxyGradesEachMistakeAsItsRule(t *testing.T) {
 		{"retry_every_4xx.py", proxy.RuleNo4xxRetry, nil},
 		{"new_key_after_500.py", proxy.RuleAfter500, nil},
 		{"no_jitter.py", proxy.RuleJitter, nil},
+		{"no_growth.py", proxy.RuleJitter, nil},
 		{"ignores_retry_after.py", proxy.RuleRetryAfter, nil},
 		{"never_gives_up.py", proxy.RuleBudget, nil},
 	}

@@ -34,6 +34,11 @@ const (
 	Conflict    Fault = "409"
 	TooMany     Fault = "429"
 	Unavailable Fault = "503"
+	// Outage answers 503 without Retry-After to the first
+	// OutageAttempts attempts of the action, then forwards: a run of
+	// failures long enough that a client's waits can be seen to grow,
+	// and a client that keeps trying within its budget gets through.
+	Outage Fault = "outage"
 	// Down answers 503 without Retry-After to every attempt of the
 	// action: a client must give up within its budget.
 	Down Fault = "down"
@@ -46,11 +51,16 @@ const (
 // SlowDelay is how long a Slow fault holds a request.
 const SlowDelay = 300 * time.Millisecond
 
+// OutageAttempts is how many attempts in a row an Outage fails: the
+// client's waits before its first, second and third retry (and fourth)
+// all follow a failure its own backoff must pace.
+const OutageAttempts = 4
+
 // RetryAfterSeconds is the Retry-After of the 409, 429 and 503 faults.
 const RetryAfterSeconds = 1
 
 // Faults lists every fault but None, in the order the usage shows them.
-var Faults = []Fault{Refuse, Reset, Halfway, Lost, Slow, Conflict, TooMany, Unavailable, Down, BadRequest, Unprocessable}
+var Faults = []Fault{Refuse, Reset, Halfway, Lost, Slow, Conflict, TooMany, Unavailable, Outage, Down, BadRequest, Unprocessable}
 
 // faultInfo says what a fault is for the page, the usage and the report.
 var faultInfo = map[Fault]string{
@@ -63,6 +73,7 @@ var faultInfo = map[Fault]string{
 	Conflict:      "answered 409 with Retry-After: 1, not forwarded",
 	TooMany:       "answered 429 with Retry-After: 1, not forwarded",
 	Unavailable:   "answered 503 with Retry-After: 1, not forwarded",
+	Outage:        "answered 503 without Retry-After to the first 4 attempts, then forwarded",
 	Down:          "answered 503 without Retry-After to every attempt",
 	BadRequest:    "answered 400 to every attempt: no retry can fix it",
 	Unprocessable: "answered 422 to every attempt: no retry can fix it",
@@ -71,18 +82,30 @@ var faultInfo = map[Fault]string{
 // Describe says in a few words what the fault does.
 func (f Fault) Describe() string { return faultInfo[f] }
 
-// everyAttempt reports whether the fault meets every attempt of its
-// action, not the first only.
-func (f Fault) everyAttempt() bool {
-	return f == Down || f == BadRequest || f == Unprocessable
+// meets reports whether the fault meets the action's attempt with this
+// number (from 1): most meet the first only, Outage the first
+// OutageAttempts, and Down, BadRequest and Unprocessable every one.
+func (f Fault) meets(attempt int) bool {
+	switch f {
+	case Down, BadRequest, Unprocessable:
+		return true
+	case Outage:
+		return attempt <= OutageAttempts
+	}
+	return attempt == 1
 }
 
-// DefaultSchedule exercises every rule at least once in 20 actions, and
-// gives the jitter rule at least six waits to judge even for a client
-// that does not retry a broken connection.
+// DefaultSchedule exercises every rule at least once in 20 actions. It
+// gives the jitter rule seven waits before a first retry even from a
+// client that retries no broken connection (two 500s, two downs, three
+// outages), and, from a client that makes four retries or more, at least
+// ten waits before its third retry or later (the downs and the outages),
+// so that the growth of its waits is seen. The broken connections (two
+// refused, two reset, two lost) give six more first waits from a client
+// that retries them.
 var DefaultSchedule = []Fault{
-	None, Refuse, Halfway, Lost, Conflict, Down, Slow, Unprocessable, Halfway, Reset,
-	TooMany, Halfway, BadRequest, Lost, Unavailable, Down, Refuse, Halfway, Reset, None,
+	None, Refuse, Halfway, Lost, Conflict, Down, Slow, Unprocessable, Outage, Reset,
+	TooMany, Halfway, BadRequest, Lost, Outage, Unavailable, Down, Refuse, Outage, Reset,
 }
 
 // ParseFaults reads the -faults list: fault names separated by commas,

@@ -54,7 +54,7 @@ type Grade struct {
 	Exercised int `json:"exercised"`
 	Broken    int `json:"broken"`
 	// Detail says the first time it was broken, or why it was not
-	// judged.
+	// judged, or, on a rule passed, what part of it was not judged.
 	Detail string `json:"detail,omitempty"`
 }
 
@@ -110,12 +110,26 @@ const (
 	// minWaitSamples is how many waits before the same retry index the
 	// jitter rule needs: with six waits drawn by full jitter, the
 	// chance that all fall within herdSpread of the longest is 0.1^5.
+	// The growth of the waits needs as many before the first retry, and
+	// as many again before the later ones.
 	minWaitSamples = 6
 	// herdSpread: waits that all lie within this fraction of the
 	// longest are a herd.
 	herdSpread = 0.10
 	// immediateMS: a wait shorter than this is no wait at all.
 	immediateMS = 2.0
+	// growthFrom is the retry index (0: the first retry) from which
+	// waits count as later ones: the third retry, whose full-jitter
+	// ceiling, base·2², is four times the first's unless the cap stops
+	// it sooner.
+	growthFrom = 2
+	// minGrowth is how many times the mean wait before the first retry
+	// the mean of the later waits must reach. Full jitter's mean wait is
+	// half its ceiling, so its later waits average four times the first
+	// ones or more (until the cap); waits under a ceiling that never
+	// grows average the same at every retry. Two lies between, where
+	// the few waits of one run tell the two apart (see docs/proxy.md).
+	minGrowth = 2.0
 )
 
 // Snapshot is the record as it stands, graded without asking the API's
@@ -278,13 +292,15 @@ func (c *client) grade(final bool, now time.Time, settle time.Duration) ClientRe
 			unknownLost++
 		}
 	}
-	samples, jitterV, jitterNote, judged := c.judgeJitter()
+	samples, jitterV, jitterNote, jitterPartial, judged := c.judgeJitter()
 	cr.Waits = samples
 	exercised[RuleJitter] += judged
 	violations = append(violations, jitterV...)
 	if jitterNote != "" {
 		notes[RuleJitter] = jitterNote
 	}
+	// What a passed rule leaves unjudged, said beside its verdict.
+	partial := map[Rule]string{RuleJitter: jitterPartial}
 	for _, info := range Rules {
 		g := Grade{Rule: info.Rule, Name: info.Name, Exercised: exercised[info.Rule]}
 		for _, v := range violations {
@@ -303,7 +319,7 @@ func (c *client) grade(final bool, now time.Time, settle time.Duration) ClientRe
 		case info.Rule == RuleLostResponse && unknownLost > 0:
 			g.Verdict, g.Detail = Unknown, notes[info.Rule]
 		case g.Exercised > 0:
-			g.Verdict = Passed
+			g.Verdict, g.Detail = Passed, partial[info.Rule]
 		default:
 			g.Verdict, g.Detail = NotExercised, notes[info.Rule]
 		}
@@ -347,11 +363,15 @@ func (a *Action) judgeLost(lost *Attempt) (Violation, bool) {
 }
 
 // judgeJitter judges rule 7 on every wait that followed an answer
-// without Retry-After (those waits are the client's own policy): at each
-// retry index with enough waits, they must not all be about equal (a
-// herd: every client of this kind comes back at one instant), nor all
-// immediate (no backoff at all).
-func (c *client) judgeJitter() (samples []WaitSample, vs []Violation, note string, judged int) {
+// without Retry-After (those waits are the client's own policy), against
+// full jitter's shape at the client's own scale: at each retry index
+// with enough waits, they must not all be about equal (a herd: every
+// client of this kind comes back at one instant), nor all immediate (no
+// backoff at all); and the waits before the third retry and later must
+// be longer than those before the first, as a ceiling that doubles makes
+// them (a client whose waits never grow keeps hammering an API that is
+// down). partial says what could not be judged when the rest was.
+func (c *client) judgeJitter() (samples []WaitSample, vs []Violation, note, partial string, judged int) {
 	byRetry := map[int][]float64{}
 	for _, a := range c.actions {
 		for i := 1; i < len(a.Attempts); i++ {
@@ -371,12 +391,13 @@ func (c *client) judgeJitter() (samples []WaitSample, vs []Violation, note strin
 		indexes = append(indexes, n)
 	}
 	slices.Sort(indexes)
+	counted := map[int]bool{}
 	for _, n := range indexes {
 		w := byRetry[n]
 		if len(w) < minWaitSamples {
 			continue
 		}
-		judged += len(w)
+		counted[n] = true
 		lo, hi := slices.Min(w), slices.Max(w)
 		switch {
 		case hi < immediateMS:
@@ -387,8 +408,43 @@ func (c *client) judgeJitter() (samples []WaitSample, vs []Violation, note strin
 				"all %d waits before retry %d lay between %.0f and %.0f ms: no jitter, so clients that failed together retry together", len(w), n+1, lo, hi)})
 		}
 	}
+	first := byRetry[0]
+	var later []float64
+	for _, n := range indexes {
+		if n >= growthFrom {
+			later = append(later, byRetry[n]...)
+		}
+	}
+	if len(first) >= minWaitSamples && len(later) >= minWaitSamples {
+		for _, n := range indexes {
+			if n == 0 || n >= growthFrom {
+				counted[n] = true
+			}
+		}
+		m0, mLater := mean(first), mean(later)
+		if mLater < minGrowth*m0 {
+			vs = append(vs, Violation{Rule: RuleJitter, Detail: fmt.Sprintf(
+				"the waits do not grow: the %d before retry %d and later averaged %.0f ms (longest %.0f), %.1f times the %.0f ms (longest %.0f) of the %d before the first retry; a ceiling that doubles makes them 4 times as long or more, until its cap (%.0f times wanted)",
+				len(later), growthFrom+1, mLater, slices.Max(later), mLater/m0, m0, slices.Max(first), len(first), minGrowth)})
+		}
+	} else {
+		partial = fmt.Sprintf("growth not judged: %d waits before the first retry and %d before retry %d or later, %d of each wanted",
+			len(first), len(later), growthFrom+1, minWaitSamples)
+	}
+	for n := range counted {
+		judged += len(byRetry[n])
+	}
 	if judged == 0 {
 		note = fmt.Sprintf("fewer than %d waits before any one retry (%d in all): too few to judge their spread", minWaitSamples, len(samples))
+		partial = ""
 	}
-	return samples, vs, note, judged
+	return samples, vs, note, partial, judged
+}
+
+func mean(xs []float64) float64 {
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
 }

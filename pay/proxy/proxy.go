@@ -209,7 +209,7 @@ func (p *Proxy) serveFault(w http.ResponseWriter, r *http.Request, body []byte, 
 	case Unavailable:
 		writeProblem(w, r, http.StatusServiceUnavailable, pay.EUNAVAILABLE, "The service is briefly unavailable; nothing was done. Retry after the Retry-After seconds with the same key.", RetryAfterSeconds)
 		return answer{status: http.StatusServiceUnavailable, retryAfter: RetryAfterSeconds}
-	case Down:
+	case Down, Outage:
 		writeProblem(w, r, http.StatusServiceUnavailable, pay.EUNAVAILABLE, "The service is unavailable; nothing was done.", 0)
 		return answer{status: http.StatusServiceUnavailable}
 	case BadRequest:
@@ -455,7 +455,7 @@ func (p *Proxy) begin(id, addr, ua string, req clientRequest, auth, cookie strin
 	switch {
 	case a.stopped:
 		at.Fault = None
-	case at.Number == 1 || a.Fault.everyAttempt():
+	case a.Fault.meets(at.Number):
 		at.Fault = a.Fault
 	default:
 		at.Fault = None

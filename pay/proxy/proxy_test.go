@@ -2,10 +2,14 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -56,13 +60,20 @@ func newStubAPI(t *testing.T) *stubAPI {
 // requests the test sends straight to its handler.
 func testProxy(t *testing.T, schedule ...Fault) (*Proxy, *manualClock) {
 	t.Helper()
+	return testProxyAttempts(t, 5, schedule...)
+}
+
+// testProxyAttempts is testProxy for a client that says it makes at
+// most maxAttempts attempts.
+func testProxyAttempts(t *testing.T, maxAttempts int, schedule ...Fault) (*Proxy, *manualClock) {
+	t.Helper()
 	api := newStubAPI(t)
 	u, _ := url.Parse(api.server.URL)
 	clock := &manualClock{now: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)}
 	if len(schedule) == 0 {
 		schedule = []Fault{None}
 	}
-	p, err := New(Config{Target: u, Schedule: schedule, Now: clock.Now, Budget: time.Minute, MaxAttempts: 5})
+	p, err := New(Config{Target: u, Schedule: schedule, Now: clock.Now, Budget: time.Minute, MaxAttempts: maxAttempts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,16 +184,173 @@ func TestGrouping(t *testing.T) {
 			t.Fatalf("last answer %d, %+v", last, g[RuleBudget])
 		}
 	})
-	t.Run("six waits all alike are a herd: rule 7", func(t *testing.T) {
-		p, clock := testProxy(t, Halfway)
-		for i := range 6 {
-			body := `{"order_id":"O` + string(rune('a'+i)) + `","amount_satang":1}`
-			post(t, p, "k"+string(rune('a'+i)), body)
-			clock.Advance(200 * time.Millisecond)
-			post(t, p, "k"+string(rune('a'+i)), body)
+}
+
+// backoffClient pays one order per action of a schedule through the
+// proxy's handler on its manual clock, retrying what a careful client
+// retries (no answer, 408, 409, 425, 429, 5xx) up to retries times,
+// waiting what wait says for retry n (from 0), and never less than a
+// Retry-After.
+func backoffClient(t *testing.T, p *Proxy, clock *manualClock, actions, retries int, wait func(n int) time.Duration) {
+	t.Helper()
+	for i := range actions {
+		key := fmt.Sprintf("k-%d", i)
+		body := fmt.Sprintf(`{"order_id":"O-%d","amount_satang":1}`, i)
+		for n := 0; ; n++ {
+			status, retryAfter := postFull(t, p, key, body)
+			if status != 0 && !retryableStatus(status) {
+				break
+			}
+			if n == retries {
+				break
+			}
+			clock.Advance(max(wait(n), retryAfter))
 		}
-		if g := grades(t, p); g[RuleJitter].Verdict != Broken || g[RuleAfter500].Verdict != Passed {
-			t.Fatalf("%+v", g)
+		clock.Advance(time.Second) // the next action starts later
+	}
+}
+
+// postFull is post that also reads the answer's Retry-After.
+func postFull(t *testing.T, p *Proxy, key, body string) (status int, retryAfter time.Duration) {
+	t.Helper()
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				panic(v)
+			}
+			status, retryAfter = 0, 0
+		}
+	}()
+	r := httptest.NewRequest(http.MethodPost, "/v1/payments", strings.NewReader(body))
+	r.RemoteAddr = "127.0.0.1:5555"
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("User-Agent", "test")
+	r.Header.Set("Idempotency-Key", key)
+	w := httptest.NewRecorder()
+	p.ServeHTTP(w, r)
+	secs, _ := strconv.Atoi(w.Header().Get("Retry-After"))
+	return w.Code, time.Duration(secs) * time.Second
+}
+
+// withoutSlow is the default schedule with its slow action forwarded
+// plainly: a slow fault holds a request on the real clock, and the wait
+// after it is not judged anyway.
+func withoutSlow() []Fault {
+	s := slices.Clone(DefaultSchedule)
+	for i, f := range s {
+		if f == Slow {
+			s[i] = None
+		}
+	}
+	return s
+}
+
+// jitterGrade runs one backoff client over the default schedule and
+// returns its grade on rule 7 and the waits it was judged on.
+func jitterGrade(t *testing.T, retries int, wait func(n int) time.Duration) (Grade, []WaitSample) {
+	t.Helper()
+	schedule := withoutSlow()
+	p, clock := testProxyAttempts(t, retries+1, schedule...)
+	backoffClient(t, p, clock, len(schedule), retries, wait)
+	rep := p.Grade(context.Background(), nil)
+	c := rep.Clients[0]
+	for _, g := range c.Grades {
+		if g.Verdict == Broken && g.Rule != RuleJitter {
+			t.Fatalf("rule %d broken too: %s", g.Rule, g.Detail)
+		}
+	}
+	return c.Grades[RuleJitter-1], c.Waits
+}
+
+func fullJitter(rnd *rand.Rand, base, cap time.Duration) func(n int) time.Duration {
+	return func(n int) time.Duration {
+		return time.Duration(rnd.Int64N(int64(min(cap, base<<n)) + 1))
+	}
+}
+
+// Rule 7 judges the shape of the waits at the client's own scale: full
+// jitter passes at any base and cap; waits that do not grow, or that do
+// not spread, break it; each seed below is one client's draws.
+func TestJitterRule(t *testing.T) {
+	t.Run("the default schedule gives growth enough waits to judge", func(t *testing.T) {
+		for retries, want := range map[int][2]int{5: {13, 12}, 4: {13, 10}} {
+			_, waits := jitterGrade(t, retries, func(n int) time.Duration { return 10 * time.Millisecond << n })
+			first, later := 0, 0
+			for _, w := range waits {
+				switch {
+				case w.Retry == 0:
+					first++
+				case w.Retry >= growthFrom:
+					later++
+				}
+			}
+			if first != want[0] || later != want[1] {
+				t.Fatalf("%d retries: %d first waits and %d later ones, want %v", retries, first, later, want)
+			}
+		}
+	})
+	t.Run("full jitter passes, whatever its base and cap", func(t *testing.T) {
+		for seed := range uint64(30) {
+			rnd := rand.New(rand.NewPCG(seed, 42))
+			for _, scale := range []struct{ base, cap time.Duration }{
+				{50 * time.Millisecond, 400 * time.Millisecond},
+				{500 * time.Millisecond, 8 * time.Second},
+				{20 * time.Millisecond, 2 * time.Second},
+			} {
+				g, _ := jitterGrade(t, 5, fullJitter(rnd, scale.base, scale.cap))
+				if g.Verdict != Passed || g.Detail != "" {
+					t.Fatalf("seed %d, base %v cap %v: %s %s", seed, scale.base, scale.cap, g.Verdict, g.Detail)
+				}
+			}
+		}
+	})
+	t.Run("jittered waits under a ceiling that never grows break it", func(t *testing.T) {
+		for seed := range uint64(30) {
+			rnd := rand.New(rand.NewPCG(seed, 42))
+			for _, ceiling := range []time.Duration{20 * time.Millisecond, 400 * time.Millisecond, 5 * time.Second} {
+				g, _ := jitterGrade(t, 5, fullJitter(rnd, ceiling, ceiling))
+				if g.Verdict != Broken || g.Broken != 1 || !strings.Contains(g.Detail, "the waits do not grow") {
+					t.Fatalf("seed %d, ceiling %v: %s (%d) %s", seed, ceiling, g.Verdict, g.Broken, g.Detail)
+				}
+			}
+		}
+	})
+	t.Run("one fixed wait breaks it twice: a herd, and no growth", func(t *testing.T) {
+		g, _ := jitterGrade(t, 5, func(int) time.Duration { return 200 * time.Millisecond })
+		if g.Verdict != Broken || !strings.Contains(g.Detail, "no jitter") || g.Broken < 2 {
+			t.Fatalf("%s (%d) %s", g.Verdict, g.Broken, g.Detail)
+		}
+	})
+	t.Run("exponential waits without jitter grow, and break it as a herd", func(t *testing.T) {
+		g, _ := jitterGrade(t, 5, func(n int) time.Duration { return min(400*time.Millisecond, 50*time.Millisecond<<n) })
+		if g.Verdict != Broken || !strings.Contains(g.Detail, "no jitter") {
+			t.Fatalf("%s %s", g.Verdict, g.Detail)
+		}
+		p, clock := testProxyAttempts(t, 6, withoutSlow()...)
+		backoffClient(t, p, clock, len(DefaultSchedule), 5, func(n int) time.Duration { return min(400*time.Millisecond, 50*time.Millisecond<<n) })
+		for _, v := range p.Grade(context.Background(), nil).Clients[0].Actions {
+			for _, vi := range v.Violations {
+				if strings.Contains(vi.Detail, "do not grow") {
+					t.Fatalf("growth judged broken: %s", vi.Detail)
+				}
+			}
+		}
+	})
+	t.Run("no wait at all breaks it", func(t *testing.T) {
+		g, _ := jitterGrade(t, 5, func(int) time.Duration { return 0 })
+		if g.Verdict != Broken || !strings.Contains(g.Detail, "no backoff at all") {
+			t.Fatalf("%s %s", g.Verdict, g.Detail)
+		}
+	})
+	t.Run("two retries are too few to see growth: the spread is judged, the growth said not judged", func(t *testing.T) {
+		rnd := rand.New(rand.NewPCG(1, 42))
+		g, _ := jitterGrade(t, 2, fullJitter(rnd, 50*time.Millisecond, 400*time.Millisecond))
+		if g.Verdict != Passed || !strings.Contains(g.Detail, "growth not judged") {
+			t.Fatalf("%s %s", g.Verdict, g.Detail)
+		}
+		g, _ = jitterGrade(t, 2, fullJitter(rnd, 50*time.Millisecond, 50*time.Millisecond))
+		if g.Verdict != Passed || !strings.Contains(g.Detail, "growth not judged") {
+			t.Fatalf("a fixed ceiling with two retries: %s %s", g.Verdict, g.Detail)
 		}
 	})
 }
