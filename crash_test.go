@@ -140,8 +140,16 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal("the kill left no key started: the test did not catch requests in flight")
 	}
 
-	// 2. Second life: the start-up sweep runs before the URL is printed.
+	// 2. Second life: the keys left started are found before the server
+	// serves and closed while it does; it says when that is done.
 	second := startServer(ctx, t, bin, dbPath)
+	select {
+	case <-second.startupDone:
+	case <-second.exited:
+		t.Fatalf("the server exited: %s", second.stderr.String())
+	case <-ctx.Done():
+		t.Fatalf("the server never said its start-up work was done:\n%s", second.stdout.String())
+	}
 	// It said what it closed, one line per key the crash left started.
 	if n := strings.Count(second.stdout.String(), "start-up sweep: key "); n != startedAtCrash {
 		t.Fatalf("the start-up sweep reported %d keys, want %d:\n%s", n, startedAtCrash, second.stdout.String())
@@ -225,10 +233,13 @@ type process struct {
 	stdout *syncBuffer // its lines up to the URL, at least
 	stderr *syncBuffer
 	exited chan struct{}
+	// startupDone is closed when the server says its start-up work (the
+	// sweep of what an earlier life left started) is done.
+	startupDone chan struct{}
 }
 
 // startServer runs the binary on a free loopback port and waits until it
-// prints its URL, which it does only after the start-up sweep.
+// prints its URL, which it does once it serves.
 func startServer(ctx context.Context, t *testing.T, bin, dbPath string, flags ...string) *process {
 	t.Helper()
 	// Flags given later win over the defaults here.
@@ -245,7 +256,7 @@ func startProcess(ctx context.Context, t *testing.T, bin string, args ...string)
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	p := &process{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &process{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{}), startupDone: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -259,6 +270,9 @@ func startProcess(ctx context.Context, t *testing.T, bin string, args ...string)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			p.stdout.Write(append(sc.Bytes(), '\n'))
+			if strings.HasPrefix(sc.Text(), "start-up work done ") {
+				close(p.startupDone)
+			}
 			if line := strings.TrimSpace(sc.Text()); strings.HasPrefix(line, "http://") {
 				select {
 				case urls <- line:

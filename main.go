@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -193,10 +194,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	raiseHeapFloor()
 	clock := sim.NewClock(nil)
+	openStart := time.Now()
 	st, err := openStores(ctx, *dbPath, *gatewayDB, clock.Now, syncMode)
 	if err != nil {
 		return err
 	}
+	opened := time.Since(openStart)
 	defer st.Close()
 
 	if *name == "" && st.peers.Shared() {
@@ -211,33 +214,55 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		PresenterCookieKey: []byte(getenv(presenterCookieKeyVariable))}, st.db, clock)
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// Close what a crash left behind before the first request can arrive:
-	// later, a started key may belong to a live request.
+	// What a crash left behind is found before the first request can
+	// arrive (later, a started key may belong to a live request), and
+	// closed while the server serves: each key costs a question to the
+	// gateway and a commit, and a crash under load leaves hundreds. A
+	// request for one of them meanwhile is answered 409 with Retry-After,
+	// as for any key at work.
 	// On a database other servers share, their requests may be running:
 	// the ordinary sweep decides there, which closes at once the keys of
 	// servers whose life has ended (this one's previous life among them,
 	// killed with its payments held) and leaves the live ones' to the
 	// lock timeout.
+	var orphans []pay.KeyRow
 	if !st.peers.Shared() {
-		closed, err := srv.SweepOrphans(ctx)
-		if err != nil {
+		if orphans, err = srv.Orphans(ctx); err != nil {
 			return fmt.Errorf("start-up sweep: %w", err)
 		}
-		printStartupSweep(stdout, closed)
-	} else if _, err := srv.Sweep(ctx); err != nil {
-		fmt.Fprintf(stderr, "paytwice: start-up sweep: %v; the periodic sweep tries again\n", err)
 	}
-	jobs := make(chan struct{})
-	go func() { defer close(jobs); srv.RunJobs(ctx) }()
 
 	boardToken := *presenter
 	if *publicAddr != "" {
 		boardToken = "" // behind a proxy, the board's link is the proxy's
 	}
+	// The start-up sweep says what it closed while the server serves.
+	stdout, stderr = &lockedWriter{w: stdout}, &lockedWriter{w: stderr}
 	printURLs(stdout, ln.Addr().(*net.TCPAddr), boardToken)
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
+	jobs := make(chan struct{})
+	go func() {
+		defer close(jobs)
+		sweepStart := time.Now()
+		if !st.peers.Shared() {
+			closed, err := srv.SweepFound(ctx, orphans)
+			printStartupSweep(stdout, closed)
+			if err != nil && ctx.Err() == nil {
+				fmt.Fprintf(stderr, "paytwice: start-up sweep: %v; the periodic sweep tries again\n", err)
+			}
+		} else if _, err := srv.Sweep(ctx); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(stderr, "paytwice: start-up sweep: %v; the periodic sweep tries again\n", err)
+		}
+		found := fmt.Sprintf("%d key(s) found started", len(orphans))
+		if st.peers.Shared() {
+			found = "the ordinary sweep, the database being shared"
+		}
+		fmt.Fprintf(stdout, "start-up work done %d ms after the process started: database opened and migrated in %d ms, start-up sweep in %d ms (%s)\n",
+			time.Since(processStart).Milliseconds(), opened.Milliseconds(), time.Since(sweepStart).Milliseconds(), found)
+		srv.RunJobs(ctx)
+	}()
 	select {
 	case err := <-serveErr:
 		return err
@@ -265,6 +290,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = nil
 	}
 	return err
+}
+
+// processStart is when the process started, as near as Go lets a
+// package know: the start-up log says how long after it the start-up
+// work ended.
+var processStart = time.Now()
+
+// lockedWriter lets the start-up sweep and the rest of run write to one
+// stdout in whole lines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // presenterCookieKeyVariable names the key the presenter's cookie is

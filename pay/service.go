@@ -551,6 +551,14 @@ func (s *Service) Sweep(ctx context.Context, olderThan time.Duration) ([]SweepOu
 	if err != nil {
 		return nil, err
 	}
+	return s.SweepRows(ctx, stuck)
+}
+
+// SweepRows closes the given started keys as Sweep does, each through the
+// claim it was found with: found earlier (at start-up, before this
+// process took a request), a key whose claim has changed since is left
+// to its new holder.
+func (s *Service) SweepRows(ctx context.Context, stuck []KeyRow) ([]SweepOutcome, error) {
 	var out []SweepOutcome
 	for _, row := range stuck {
 		if ctx.Err() != nil {

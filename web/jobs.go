@@ -67,14 +67,33 @@ func (s *Server) SweepOrphans(ctx context.Context) ([]pay.SweepOutcome, error) {
 	return s.sweep(ctx, -orphanHorizon)
 }
 
+// Orphans lists what SweepOrphans would close, without closing it: every
+// started key, found before this process takes its first request, so
+// that the server can serve at once and close them with SweepFound while
+// it does. Found then, none of them can be a request of this process.
+func (s *Server) Orphans(ctx context.Context) ([]pay.KeyRow, error) {
+	return s.db.StartedBefore(ctx, s.clock.Now().Add(orphanHorizon))
+}
+
+// SweepFound closes the keys Orphans found, each through the claim it was
+// found with: a key a request has since claimed afresh (after a client's
+// retry met it and a sweep elsewhere released it) is not touched.
+func (s *Server) SweepFound(ctx context.Context, rows []pay.KeyRow) ([]pay.SweepOutcome, error) {
+	return s.sweepWith(ctx, func(ctx context.Context) ([]pay.SweepOutcome, error) { return s.protocol.SweepRows(ctx, rows) })
+}
+
 // orphanHorizon is how far ahead of now the start-up sweep looks.
 const orphanHorizon = 24 * time.Hour
 
 func (s *Server) sweep(ctx context.Context, olderThan time.Duration) ([]pay.SweepOutcome, error) {
+	return s.sweepWith(ctx, func(ctx context.Context) ([]pay.SweepOutcome, error) { return s.protocol.Sweep(ctx, olderThan) })
+}
+
+func (s *Server) sweepWith(ctx context.Context, sweep func(context.Context) ([]pay.SweepOutcome, error)) ([]pay.SweepOutcome, error) {
 	// A reset waits for a sweep under way, as it does for payments: a
 	// sweep must not record a charge the reset has just erased.
 	s.inflight.RLock()
-	outcomes, err := s.protocol.Sweep(ctx, olderThan)
+	outcomes, err := sweep(ctx)
 	// Counted before a reset waiting on this sweep can start from zero.
 	s.sweptInRoom.Add(int64(closedBy(outcomes)))
 	s.inflight.RUnlock()

@@ -118,6 +118,43 @@ func TestSweeper(t *testing.T) {
 		}
 	})
 
+	t.Run("keys found started at start-up are closed later through the claim they were found with", func(t *testing.T) {
+		env := newFIEnv(t, Config{})
+		env.setFaults(`{"server":{"crash_midway":true}}`)
+		env.mustDrop("sw-found", body)
+		env.mustDrop("sw-claimed-since", `{"order_id":"W-2","amount_satang":1500}`)
+		found, err := env.Server.Orphans(t.Context())
+		if err != nil || len(found) != 2 {
+			t.Fatalf("found %+v %v, want the two keys", found, err)
+		}
+		// Before the sweep comes round, one key is released and claimed
+		// afresh: that claim is a request of this life, not an orphan.
+		var old pay.KeyRow
+		for _, k := range found {
+			if k.Key == "sw-claimed-since" {
+				old = k
+			}
+		}
+		if ok, err := env.DB.Release(t.Context(), old.Scope, old.Key, old.Claim, pay.ReleasedBySweeper); err != nil || !ok {
+			t.Fatalf("release: %v %v", ok, err)
+		}
+		again, err := env.DB.Claim(t.Context(), pay.ClaimRequestOf(old))
+		if err != nil || !again.Claimed {
+			t.Fatalf("claim afresh: %+v %v", again, err)
+		}
+		out, err := env.Server.SweepFound(t.Context(), found)
+		if err != nil || len(out) != 1 || out[0].Row.Key != "sw-found" || !out[0].Charged {
+			t.Fatalf("sweep of the keys found: %+v %v, want sw-found charged alone", out, err)
+		}
+		if got := env.keyStatus("sw-found"); got != pay.StatusDone {
+			t.Fatalf("sw-found is %q, want done", got)
+		}
+		k, err := env.DB.GetKey(t.Context(), old.Scope, old.Key)
+		if err != nil || k.Status != pay.StatusStarted || k.Claim != again.Claim {
+			t.Fatalf("the key claimed afresh: %+v %v, want it started under its new claim", k, err)
+		}
+	})
+
 	t.Run("the periodic job sweeps on its own", func(t *testing.T) {
 		env := newFIEnv(t, Config{SweepEvery: time.Millisecond, PruneEvery: time.Hour})
 		env.setFaults(`{"server":{"crash_midway":true}}`)
