@@ -124,19 +124,19 @@ func TestMischievousClass(t *testing.T) {
 			}
 		})
 	}
-	// A flood of payments, sixteen at a time: more events than the hub's
-	// ring holds, all of them while the class pays.
-	var flooded atomic.Int32
-	var flood sync.WaitGroup
+	// A flood of payments, sixteen at a time, as fast as the server
+	// answers: it takes turns with everyone's, and is slowed to its share.
+	var flooded, floodRefused atomic.Int32
 	flooder := fromAddress("127.0.0.5")
 	for w := range 16 {
-		flood.Add(1)
 		student(func() {
-			defer flood.Done()
-			for i := 0; i < 60; i++ {
+			for i := 0; i < 200 && ctx.Err() == nil; i++ {
 				order := fmt.Sprintf("F-%d-%d", w, i)
-				if r := payFrom(t, flooder, env.URL, "flood-"+order, order, "Bearer flood"); r.Status == http.StatusCreated {
+				switch floodPay(ctx, flooder, env.URL, order, "Bearer flood") {
+				case http.StatusCreated:
 					flooded.Add(1)
+				case http.StatusTooManyRequests:
+					floodRefused.Add(1)
 				}
 			}
 		})
@@ -178,7 +178,6 @@ func TestMischievousClass(t *testing.T) {
 	})
 
 	noisy := presenterPays("noisy", 25)
-	flood.Wait()
 	stopStudents()
 	students.Wait()
 	quiet = append(quiet, presenterPays("quiet again", 25)...)
@@ -232,9 +231,7 @@ func TestMischievousClass(t *testing.T) {
 		if len(class) != 30 {
 			t.Errorf("%d of the class's 30 payments were charged", len(class))
 		}
-		if n := flooded.Load(); n != 16*60 {
-			t.Errorf("the flood charged %d of its %d payments", n, 16*60)
-		}
+		t.Logf("the flood: %d charged, %d refused", flooded.Load(), floodRefused.Load())
 		t.Logf("%d events exported, the hub's ring holds %d", len(export.Events), live.DefaultSize)
 	})
 	// How much the students slow the presenter's payments is measured

@@ -22,8 +22,10 @@ import (
 // are set so that a class of sixty doing what the chapters say never
 // meets them, even from one address (a school's NAT); one address that
 // loops still cannot take the room from the others, nor the presenter's
-// board from the presenter. Payments themselves are never rate-limited:
-// the protocol under load is what the class is there to see.
+// board from the presenter. Payments are never rate-limited (the protocol
+// under load is what the class is there to see) but take turns at the
+// server's work (payment_admission.go), so that one address's flood
+// cannot slow everyone else's.
 type Limits struct {
 	// MaxStreams caps the open live event streams (GET /events) of the
 	// whole server.
@@ -54,6 +56,25 @@ type Limits struct {
 	// Checks is how often one address may forward a request to a
 	// student's own server (/byo) or run the checker.
 	Checks Rate
+	// PaymentsPerAddress is how many of one address's payments the server
+	// works on at once, and PaymentsAtWork how many of all the students';
+	// the others wait their turn, the addresses and, within one, the
+	// callers taking turns. A payment waiting on the delay fault, the
+	// gateway's latency or step mode gives its turn back meanwhile. The
+	// presenter's payments never wait. Only with a presenter token.
+	PaymentsPerAddress, PaymentsAtWork int
+	// PaymentsQueued is how many of one address's payments may wait at
+	// once, and PaymentWait how long each may wait; past either it is
+	// answered 429, nothing charged, its key left unused.
+	PaymentsQueued int
+	PaymentWait    time.Duration
+	// Payments is how often one address may start a payment, and
+	// CallerPayments one caller (a browser session or a bearer token):
+	// a payment beyond it waits for its token, up to PaymentWait. Sixty
+	// students behind one address, double-clicking, bursting ten at once
+	// and retrying six times, stay within both; a loop paying as fast as
+	// it can is slowed to them. Only with a presenter token.
+	Payments, CallerPayments Rate
 	// TimelinePerSource is how many of the timeline's events one source
 	// (a client address) may hold, apart for its payments and for the
 	// rest (deliveries, look-ups); the room's own events have a share of
@@ -76,19 +97,25 @@ func (r Rate) String() string { return strconv.Itoa(r.Burst) + "/" + r.Every.Str
 
 // DefaultLimits are the limits unless configured otherwise.
 var DefaultLimits = Limits{
-	MaxStreams:        DefaultMaxStreams,
-	PresenterStreams:  20,
-	StreamsPerAddress: 200,
-	StreamsPerSession: 12,
-	StreamOpens:       Rate{Burst: 600, Every: 50 * time.Millisecond},
-	Requests:          Rate{Burst: 1200, Every: 10 * time.Millisecond},
-	Deliveries:        Rate{Burst: 600, Every: 20 * time.Millisecond},
-	Simulations:       Rate{Burst: 120, Every: 500 * time.Millisecond},
-	Checks:            Rate{Burst: 60, Every: time.Second},
-	TimelinePerSource: 4096,
-	TimelineTotal:     32768,
-	Addresses:         4096,
-	IdleAfter:         10 * time.Minute,
+	MaxStreams:         DefaultMaxStreams,
+	PresenterStreams:   20,
+	StreamsPerAddress:  200,
+	StreamsPerSession:  12,
+	StreamOpens:        Rate{Burst: 600, Every: 50 * time.Millisecond},
+	Requests:           Rate{Burst: 1200, Every: 10 * time.Millisecond},
+	Deliveries:         Rate{Burst: 600, Every: 20 * time.Millisecond},
+	Simulations:        Rate{Burst: 120, Every: 500 * time.Millisecond},
+	Checks:             Rate{Burst: 60, Every: time.Second},
+	PaymentsPerAddress: 4,
+	PaymentsAtWork:     16,
+	PaymentsQueued:     1024,
+	PaymentWait:        10 * time.Second,
+	Payments:           Rate{Burst: 600, Every: 20 * time.Millisecond},
+	CallerPayments:     Rate{Burst: 120, Every: 100 * time.Millisecond},
+	TimelinePerSource:  4096,
+	TimelineTotal:      32768,
+	Addresses:          4096,
+	IdleAfter:          10 * time.Minute,
 }
 
 // withDefaults fills the limits left at zero.
@@ -116,12 +143,22 @@ func (l Limits) withDefaults() Limits {
 	fillRate(&l.Deliveries, d.Deliveries)
 	fillRate(&l.Simulations, d.Simulations)
 	fillRate(&l.Checks, d.Checks)
+	fill(&l.PaymentsPerAddress, d.PaymentsPerAddress)
+	fill(&l.PaymentsAtWork, d.PaymentsAtWork)
+	fill(&l.PaymentsQueued, d.PaymentsQueued)
+	if l.PaymentWait <= 0 {
+		l.PaymentWait = d.PaymentWait
+	}
+	fillRate(&l.Payments, d.Payments)
+	fillRate(&l.CallerPayments, d.CallerPayments)
 	fill(&l.TimelinePerSource, d.TimelinePerSource)
 	fill(&l.TimelineTotal, d.TimelineTotal)
 	fill(&l.Addresses, d.Addresses)
 	if l.IdleAfter <= 0 {
 		l.IdleAfter = d.IdleAfter
 	}
+	// One address's turns are a part of the students', never more.
+	l.PaymentsAtWork = max(l.PaymentsAtWork, l.PaymentsPerAddress)
 	// The presenter's slots are a part of the whole, never all of it.
 	l.PresenterStreams = max(1, min(l.PresenterStreams, l.MaxStreams/2))
 	if l.MaxStreams == 1 {
@@ -148,6 +185,12 @@ var limitSettings = []limitSetting{
 	{name: "deliveries", what: "delivery reports per address", rate: func(l *Limits) *Rate { return &l.Deliveries }},
 	{name: "simulations", what: "backoff and herd runs per address", rate: func(l *Limits) *Rate { return &l.Simulations }},
 	{name: "checks", what: "forwards to a student's server and checker runs per address", rate: func(l *Limits) *Rate { return &l.Checks }},
+	{name: "payments-per-address", what: "payments of one address the server works on at once (with a presenter token)", count: func(l *Limits) *int { return &l.PaymentsPerAddress }},
+	{name: "payments-at-work", what: "payments of all the students the server works on at once", count: func(l *Limits) *int { return &l.PaymentsAtWork }},
+	{name: "payments-queued", what: "payments of one address that may wait for their turn", count: func(l *Limits) *int { return &l.PaymentsQueued }},
+	{name: "payments", what: "payments one address may start (with a presenter token)", rate: func(l *Limits) *Rate { return &l.Payments }},
+	{name: "caller-payments", what: "payments one browser session or bearer token may start", rate: func(l *Limits) *Rate { return &l.CallerPayments }},
+	{name: "payment-wait", what: "how long a payment may wait for its turn", dur: func(l *Limits) *time.Duration { return &l.PaymentWait }},
 	{name: "timeline-per-source", what: "timeline events one address may hold", count: func(l *Limits) *int { return &l.TimelinePerSource }},
 	{name: "timeline-total", what: "timeline events kept in all", count: func(l *Limits) *int { return &l.TimelineTotal }},
 	{name: "addresses", what: "addresses each per-address table holds", count: func(l *Limits) *int { return &l.Addresses }},
@@ -294,13 +337,41 @@ func (t *bucketTable) bucketLocked(key string, now time.Time) *tokenBucket {
 	return b
 }
 
+// reserve takes one of key's tokens, now or when it comes back: it
+// returns how long the caller must wait for it. A wait longer than most
+// takes nothing and says how long it would have been, ok false.
+func (t *bucketTable) reserve(key string, most time.Duration) (wait time.Duration, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.bucketLocked(key, t.now())
+	b.tokens--
+	if b.tokens >= 0 {
+		return 0, true
+	}
+	wait = time.Duration(-b.tokens * float64(t.rate.Every))
+	if wait > most {
+		b.tokens++
+		return wait, false
+	}
+	return wait, true
+}
+
+// giveBack returns a token reserve took and did not use.
+func (t *bucketTable) giveBack(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if b, ok := t.items[key]; ok {
+		b.tokens = min(float64(t.rate.Burst), b.tokens+1)
+	}
+}
+
 // sweepLocked forgets the keys idle too long and those whose bucket has
 // filled up again: a new bucket would be the same.
 func (t *bucketTable) sweepLocked(now time.Time) {
 	t.swept = now
-	full := time.Duration(float64(t.rate.Burst) * float64(t.rate.Every))
 	for k, b := range t.items {
-		if idle := now.Sub(b.used); idle > t.idle || now.Sub(b.at) >= full {
+		refilled := b.tokens+float64(now.Sub(b.at))/float64(t.rate.Every) >= float64(t.rate.Burst)
+		if idle := now.Sub(b.used); idle > t.idle || refilled {
 			delete(t.items, k)
 		}
 	}

@@ -26,12 +26,34 @@ const paymentsPath = "/v1/payments"
 
 // handleCreatePayment is POST /v1/payments.
 func (s *Server) handleCreatePayment(c echo.Context) error {
+	slot, err := s.takeTurn(c)
+	if err != nil {
+		return err
+	}
+	defer slot.done()
 	// A reset waits until every payment in flight has finished, and holds
 	// new ones back until it is done: no payment writes half before and
 	// half after it (resetDemo).
 	s.inflight.RLock()
 	defer s.inflight.RUnlock()
-	return s.payInLabMode(s.newPayment(c))
+	p := s.newPayment(c)
+	p.slot = slot
+	return s.payInLabMode(p)
+}
+
+// takeTurn waits for the payment's turn at the server's work
+// (payment_admission.go); past its share it is refused before anything is
+// read or claimed, with Retry-After.
+func (s *Server) takeTurn(c echo.Context) (*paySlot, error) {
+	r := c.Request()
+	slot, no := s.payments.admit(r.Context(), s.clientIP(r), callerScope(r), s.hasPriority(r) || s.fromLabChecker(r))
+	if no != nil {
+		if no.retry > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(waitSeconds(no.retry)))
+		}
+		return nil, no.err
+	}
+	return slot, nil
 }
 
 // payInLabMode is the one place that decides which handler takes a
@@ -82,6 +104,9 @@ type payment struct {
 	source string
 	// priority says the presenter sent it.
 	priority bool
+	// slot is its turn at the server's work, given back while it waits on
+	// something that costs nothing (payment_admission.go).
+	slot *paySlot
 	// server names the server inside this process that took the request
 	// (the lock in memory's two, inProcessServer); "" is this server.
 	server string
@@ -150,6 +175,10 @@ func (p *payment) publishFault(kind live.Kind, status int, msg string) {
 // publishEvent fills in what the request knows (its id, key, order and
 // fingerprint) and publishes e.
 func (p *payment) publishEvent(e live.Event) {
+	// A payment that gave its turn back while it waited takes it again
+	// with its next step.
+	p.slot.resume()
+	defer p.idleAfter(e.Kind)
 	e.Request, e.Scope, e.Key, e.OrderID, e.Amount, e.Fingerprint = p.id, p.scope, p.key, p.req.OrderID, p.req.AmountSatang, p.fp
 	e.Server = p.server
 	e.Source, e.Priority = p.source, p.priority
@@ -165,7 +194,7 @@ func (p *payment) publishEvent(e live.Event) {
 		// request the hold ended as stopped (shutdown) never calls it:
 		// the caller checks Stopped next and releases its key, so no
 		// arrow is drawn for it.
-		p.s.steps.At(p, e.Kind)
+		p.holdAt(e.Kind)
 		if p.step.Stopped() {
 			return
 		}
@@ -176,7 +205,27 @@ func (p *payment) publishEvent(e live.Event) {
 	if e.Status != 0 && step.At(e.Kind) == step.CheckAnswered {
 		p.step.Answer = e.Status // what the step bar says it answers
 	}
-	p.s.steps.At(p, e.Kind) // step mode may hold the request here
+	p.holdAt(e.Kind) // step mode may hold the request here
+}
+
+// holdAt is step mode's hold at the checkpoint of kind, if any; a held
+// payment gives its turn at the server's work back meanwhile.
+func (p *payment) holdAt(kind live.Kind) {
+	if !p.s.steps.On() {
+		return
+	}
+	p.slot.pause()
+	p.s.steps.At(p, kind)
+	p.slot.resume()
+}
+
+// idleAfter gives the payment's turn back after a step that is followed
+// by a wait costing the server nothing: the delay fault's, or the
+// gateway's latency switch's. The next step takes it again.
+func (p *payment) idleAfter(kind live.Kind) {
+	if kind == live.Delayed || (kind == live.GatewayCall && p.gw.LatencyMS > 0) {
+		p.slot.pause()
+	}
 }
 
 // parse reads the key and the body and draws the request's faults. A bad
@@ -277,7 +326,11 @@ func (p *payment) answer(o pay.Outcome) error {
 			p.step.Answer, _ = problemBody(c.Request(), o.Err)
 		}
 	}
-	p.s.steps.Hold(p, step.CheckAnswered)
+	if p.s.steps.On() {
+		p.slot.pause()
+		p.s.steps.Hold(p, step.CheckAnswered)
+		p.slot.resume()
+	}
 	p.aimedAt(nil)
 	switch o.Kind {
 	case pay.Saved:

@@ -184,6 +184,9 @@ type Server struct {
 	sweptInRoom atomic.Int64
 	// labChecking is set while the lab page's checker runs (lab_check.go).
 	labChecking atomic.Bool
+	// labCheckAuth are the credentials of the lab checker's run under
+	// way, nil between runs.
+	labCheckAuth atomic.Pointer[[2]string]
 
 	// listenAddr is the listener's address, for the join address (join.go).
 	listenAddr atomic.Pointer[net.TCPAddr]
@@ -197,6 +200,9 @@ type Server struct {
 	// sessions; limits the rest of what is not a payment (fairshare.go).
 	streams *streamAdmission
 	limits  *requestLimits
+	// payments shares the work on payments out among addresses and
+	// callers (payment_admission.go).
+	payments *paymentAdmission
 	// lessons are the guided lessons, narration ticks the running
 	// chapter's "Watch for" items (web/room/lesson).
 	lessons   lesson.Book
@@ -233,6 +239,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.presenter = newPresenterAuth(cfg.PresenterToken, cfg.PresenterCookieKey)
 	s.streams = newStreamAdmission(cfg.Limits, time.Now)
 	s.limits = newRequestLimits(cfg.Limits, time.Now, s.clientIP, s.hasPriority)
+	s.payments = newPaymentAdmission(cfg.Limits, time.Now, cfg.PresenterToken != "")
 	s.lessons = lesson.Build(cfg.LockTimeout)
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.simGateway = sim.NewGatewayHandler(clock.Now)

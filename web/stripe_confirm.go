@@ -179,6 +179,11 @@ func (s *Server) unconfirmedIntent(ctx context.Context, scope, id string) (inten
 // the confirm's own key. An intent made by create-and-confirm has
 // succeeded already, and Stripe refuses to confirm a succeeded intent.
 func (s *Server) handleConfirmIntent(c echo.Context) error {
+	slot, err := s.takeTurn(c)
+	if err != nil {
+		return err
+	}
+	defer slot.done()
 	s.inflight.RLock()
 	defer s.inflight.RUnlock()
 	id := c.Param("id")
@@ -194,6 +199,7 @@ func (s *Server) handleConfirmIntent(c echo.Context) error {
 		return err
 	}
 	p := s.newPayment(c)
+	p.slot = slot
 	p.intent = &intentShape{confirming: &in}
 	p.chargeKey = id // the gateway and the charges know the payment by its intent
 	if ok, err := p.parse(" (Stripe sandbox: confirm " + pay.Truncate(id, 24) + ")"); !ok {

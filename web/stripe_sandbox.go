@@ -61,9 +61,15 @@ func stampRequestID(next echo.HandlerFunc) echo.HandlerFunc {
 // confirm=false (Stripe's default) it saves an intent that a confirm
 // charges later (stripe_confirm.go).
 func (s *Server) handleCreateIntent(c echo.Context) error {
+	slot, err := s.takeTurn(c)
+	if err != nil {
+		return err
+	}
+	defer slot.done()
 	s.inflight.RLock()
 	defer s.inflight.RUnlock()
 	p := s.newPayment(c)
+	p.slot = slot
 	p.intent = &intentShape{}
 	// The lab's mistaken handlers take it as they take /v1/payments: a
 	// Stripe SDK meets the same mistakes a shop's own client does.
