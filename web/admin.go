@@ -39,7 +39,7 @@ type SweepReport struct {
 
 // sweepReport turns the sweeper's outcomes into the API's shape.
 func (s *Server) sweepReport(outcomes []pay.SweepOutcome) SweepReport {
-	rep := SweepReport{LockTimeoutSeconds: s.cfg.LockTimeout.Seconds(), Closed: []SweptKey{}, ClosedInRoom: s.sweptInRoom.Load()}
+	rep := SweepReport{LockTimeoutSeconds: s.cfg.LockTimeout.Seconds(), Closed: []SweptKey{}, ClosedInRoom: int64(s.room.Load().Swept)}
 	for _, o := range outcomes {
 		res := sweepResult(o)
 		k := SweptKey{Key: o.Row.Key, OrderID: o.Row.OrderID, AmountSatang: o.Row.AmountSatang, Outcome: string(res)}
@@ -146,7 +146,6 @@ func (s *Server) emptyTables(ctx context.Context) error {
 // reset heard late cannot undo what the room set after it, such as the
 // switches of a lesson started right after its reset.
 func (s *Server) resetHere() {
-	s.sweptInRoom.Store(0)
 	s.clearLabCounts()
 	s.simGateway.Reset()
 	s.hub.Clear()

@@ -2,12 +2,14 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"paytwice/pay"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // RunJobs prunes and sweeps periodically until ctx ends. The start-up
@@ -93,10 +95,10 @@ func (s *Server) sweepWith(ctx context.Context, sweep func(context.Context) ([]p
 	// A reset waits for a sweep under way, as it does for payments: a
 	// sweep must not record a charge the reset has just erased.
 	s.inflight.RLock()
+	resets := s.room.Load().Resets
 	outcomes, err := sweep(ctx)
-	// Counted before a reset waiting on this sweep can start from zero.
-	s.sweptInRoom.Add(int64(closedBy(outcomes)))
 	s.inflight.RUnlock()
+	s.countSwept(ctx, resets, closedBy(outcomes))
 	for _, o := range outcomes {
 		e := live.Event{Kind: live.Swept, Scope: o.Row.Scope, Key: o.Row.Key, OrderID: o.Row.OrderID, Amount: o.Row.AmountSatang,
 			Fingerprint: o.Row.Fingerprint}
@@ -114,6 +116,29 @@ func (s *Server) sweepWith(ctx context.Context, sweep func(context.Context) ([]p
 	}
 	return outcomes, err
 }
+
+// countSwept adds n keys closed by a sweep to the room's count, unless a
+// reset came after the sweep began (resets is the room's count of resets
+// then): the reset cleared what it closed, and starts the count at zero.
+// The count is the room's, in the store, so a restart keeps it.
+func (s *Server) countSwept(ctx context.Context, resets uint64, n int) {
+	if n == 0 {
+		return
+	}
+	_, _, err := s.room.Change(context.WithoutCancel(ctx), func(r *room.State) error {
+		if r.Resets != resets {
+			return errNoRoomChange
+		}
+		r.Swept += uint64(n)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNoRoomChange) {
+		s.logf("sweep: counting %d closed key(s) in the room: %v", n, err)
+	}
+}
+
+// errNoRoomChange is an edit's way to write nothing to the room.
+var errNoRoomChange = errors.New("no change to the room")
 
 // closedBy counts the keys a sweep closed: all but those it failed on.
 func closedBy(outcomes []pay.SweepOutcome) int {

@@ -69,9 +69,6 @@ func (r remoteEvents) Heard(entries []live.Entry) {
 		labChanged := false
 		for i := range batch {
 			labChanged = labChanged || changesLabCounts(batch[i].Kind)
-			if batch[i].Kind == live.Swept && batch[i].Sweep != live.SweepFailed {
-				s.sweptInRoom.Add(1) // another server's sweeper closed a key of the room
-			}
 			// Step mode lists the other servers' held requests before the
 			// pages draw the event.
 			s.steps.Heard(batch[i].Event)

@@ -267,3 +267,89 @@ func assertHoldsAfterRestart(t *testing.T, srv *Server, base string) {
 		}
 	}
 }
+
+// TestSweepCountSurvivesARestartOnBothStores: a sweep closes a key the
+// crash left started; after a restart, on SQLite (the room in the file)
+// as on PostgreSQL (the room's row), the sweeper's report still counts
+// it as closed in the room, and a reset starts the count again.
+func TestSweepCountSurvivesARestartOnBothStores(t *testing.T) {
+	send := func(t *testing.T, base, method, path, body string) (int, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if path == "/v1/payments" {
+			req.Header.Set("Idempotency-Key", "swept-1")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, []byte(err.Error()) // the crash drops the payment's connection
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, b
+	}
+	sweep := func(t *testing.T, base string) SweepReport {
+		t.Helper()
+		code, b := send(t, base, http.MethodPost, "/api/sweep", "")
+		var rep SweepReport
+		if code != http.StatusOK || json.Unmarshal(b, &rep) != nil {
+			t.Fatalf("POST /api/sweep: %d %s", code, b)
+		}
+		return rep
+	}
+	// leaveOneSwept crashes a payment midway and sweeps its key.
+	leaveOneSwept := func(t *testing.T, base string) {
+		t.Helper()
+		if code, b := send(t, base, http.MethodPut, "/api/faults", `{"server":{"crash_midway":true}}`); code != http.StatusOK {
+			t.Fatalf("PUT /api/faults: %d %s", code, b)
+		}
+		send(t, base, http.MethodPost, "/v1/payments", `{"order_id":"W-1","amount_satang":100}`)
+		if code, b := send(t, base, http.MethodPost, "/api/clock/advance", `{"seconds":120}`); code != http.StatusOK {
+			t.Fatalf("advancing the clock: %d %s", code, b)
+		}
+		if rep := sweep(t, base); len(rep.Closed) != 1 || rep.ClosedInRoom != 1 {
+			t.Fatalf("the sweep of the crashed key: %+v, want 1 closed, 1 in the room", rep)
+		}
+	}
+	// afterRestart checks the count on the restarted server, then resets.
+	afterRestart := func(t *testing.T, base string) {
+		t.Helper()
+		if rep := sweep(t, base); len(rep.Closed) != 0 || rep.ClosedInRoom != 1 {
+			t.Fatalf("after the restart: %+v, want none closed now and 1 in the room", rep)
+		}
+		if code, b := send(t, base, http.MethodPost, "/api/reset", ""); code != http.StatusOK {
+			t.Fatalf("reset: %d %s", code, b)
+		}
+		if rep := sweep(t, base); rep.ClosedInRoom != 0 {
+			t.Fatalf("after a reset: %+v, want 0 in the room", rep)
+		}
+	}
+	t.Run("SQLite", func(t *testing.T) {
+		r := newRestartable(t, Config{})
+		leaveOneSwept(t, r.URL())
+		r.restart()
+		afterRestart(t, r.URL())
+	})
+	t.Run("PostgreSQL", func(t *testing.T) {
+		url := pgtest.NewDatabase(t)
+		open := func() (*Server, string) {
+			clock := sim.NewClock(nil)
+			pg, err := postgres.Open(context.Background(), url, postgres.Options{Now: clock.Now, MaxConns: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := NewServer(Config{Ledger: pg, Peers: pg, Logger: log.New(io.Discard, "", 0)}, pg, clock)
+			hs := httptest.NewServer(srv.Handler())
+			t.Cleanup(func() { hs.Close(); srv.Close(); pg.Close() })
+			return srv, hs.URL
+		}
+		first, url1 := open()
+		leaveOneSwept(t, url1)
+		first.Close()
+		_, url2 := open()
+		afterRestart(t, url2)
+	})
+}

@@ -177,11 +177,6 @@ type Server struct {
 	// The common-mistakes lab: its counts and locks (web/lab.go); its
 	// settings are the room's.
 	lab *labState
-	// sweptInRoom counts the keys any sweep closed (the charge found, or
-	// the key released) in this room since its last reset: this server's
-	// sweeps, periodic or asked for, and the other servers' as their
-	// events arrive. POST /api/sweep reports it beside its own.
-	sweptInRoom atomic.Int64
 	// labChecking is set while the lab page's checker runs (lab_check.go).
 	labChecking atomic.Bool
 	// labCheckAuth are the credentials of the lab checker's run under

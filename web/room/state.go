@@ -43,6 +43,11 @@ type State struct {
 	// Resets counts the resets done: a page keeps an order only while it
 	// stays the same, as a reset clears every key and charge.
 	Resets uint64 `json:"resets,omitempty"`
+	// Swept counts the keys any sweep closed (the charge found, or the key
+	// released) in this room since its last reset, on every server: kept
+	// with the room, so that a restarted server or one that joins late
+	// reports the same count (POST /api/sweep's closed_in_room).
+	Swept uint64 `json:"swept,omitempty"`
 	// ResetGen counts the resets asked for; Barrier is the one under way,
 	// nil when none is.
 	ResetGen uint64   `json:"reset_gen"`
