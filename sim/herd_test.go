@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -246,5 +247,36 @@ func BenchmarkRunHerd(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
 		})
+	}
+}
+
+// BenchmarkHerdClients runs one herd of 1,000, 10,000 and 100,000 clients
+// per strategy, past the bound the page and the CLI accept, and reports
+// the events and the simulated time it took, to show how the work grows
+// with the herd: every success needs the row to stay unchanged for one
+// read's round trip, so the last of n clients finishes after n of them,
+// and each client retries all that time. Runs stop at MaxHerdEvents
+// (truncated=1). Run it with
+//
+//	go test ./sim -run '^$' -bench HerdClients -benchtime 1x -benchmem
+func BenchmarkHerdClients(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		for _, st := range []Strategy{FullJitter, Exponential} {
+			b.Run(fmt.Sprintf("clients=%d/%s", n, st), func(b *testing.B) {
+				var s herdSim
+				cfg := HerdConfig{Clients: n, Strategy: st, Base: HerdBase, Cap: HerdCap, Seed: 1}
+				var res HerdResult
+				for b.Loop() {
+					res = s.run(cfg)
+				}
+				b.ReportMetric(float64(res.Events), "events")
+				b.ReportMetric(res.CompletionTime.Seconds(), "simulated-s")
+				truncated := 0.0
+				if res.Truncated {
+					truncated = 1
+				}
+				b.ReportMetric(truncated, "truncated")
+			})
+		}
 	}
 }
