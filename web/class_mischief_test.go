@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -21,13 +22,17 @@ import (
 
 // A mischievous class: students on other loopback addresses open hundreds
 // of live views, loop on the delivery reports, the backoff and the herd,
-// flood payments and send long and odd order ids, while the presenter
-// (127.0.0.1, with the token) runs a chapter and pays. The presenter's
-// board and stream are never refused, its stream shows each of its
-// payments within a second, and the timeline keeps every payment of the
-// class; the presenter's median payment latency with and without the
-// students is measured and logged. Then a class of sixty behind one address reconnects all its
-// phones at once, three times over, and every phone gets its stream.
+// flood payments, send long and odd order ids and try the simulated
+// gateway's switches, reset and charges, while the presenter (127.0.0.1,
+// with the token) runs a chapter, pays and runs the lab's checker. The
+// presenter's board and stream are never refused, its stream shows each
+// of its payments within a second, the timeline keeps every payment that
+// was answered 201, the checker's table is the one it gives with nobody
+// else about, and the gateway's switches are the presenter's. The
+// presenter's median payment latency with and without the students is
+// logged, not asserted: BenchmarkPresenterPaysDuringFlood measures it.
+// Then a class of sixty behind one address reconnects all its phones at
+// once, three times over, and every phone gets its stream.
 func TestMischievousClass(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a class's worth of load")
@@ -68,6 +73,16 @@ func TestMischievousClass(t *testing.T) {
 	}
 
 	quiet := presenterPays("quiet", 25)
+	// The checker's table with nobody else about, and the simulated
+	// gateway's switches as the presenter set them.
+	checkerAlone, err := runChecker(env.URL, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := sendFrom(t, presenter, http.MethodPut, env.URL+"/sim/gateway/switches", `{"latency_ms":5,"hold_answer_ms":0}`, PresenterHeader, token); r.Status != http.StatusOK {
+		t.Fatalf("the presenter setting the gateway's switches: %d %s", r.Status, r.Body)
+	}
+	switchesBefore := getFrom(t, presenter, env.URL+"/sim/gateway/switches").Body
 
 	// The class: a few students paying as they should, and the others.
 	ctx, stopStudents := context.WithCancel(context.Background())
@@ -127,6 +142,7 @@ func TestMischievousClass(t *testing.T) {
 	// A flood of payments, sixteen at a time, as fast as the server
 	// answers: it takes turns with everyone's, and is slowed to its share.
 	var flooded, floodRefused atomic.Int32
+	var floodOrders sync.Map
 	flooder := fromAddress("127.0.0.5")
 	for w := range 16 {
 		student(func() {
@@ -135,6 +151,7 @@ func TestMischievousClass(t *testing.T) {
 				switch floodPay(ctx, flooder, env.URL, order, "Bearer flood") {
 				case http.StatusCreated:
 					flooded.Add(1)
+					floodOrders.Store(order, true)
 				case http.StatusTooManyRequests:
 					floodRefused.Add(1)
 				}
@@ -165,6 +182,40 @@ func TestMischievousClass(t *testing.T) {
 			}
 		})
 	}
+	// Students at the simulated gateway: its switches, its reset, its
+	// charges. Each is refused and changes nothing.
+	var gatewayAnswers sync.Map
+	for _, ip := range []string{"127.0.0.10", "127.0.0.11"} {
+		client := fromAddress(ip)
+		student(func() {
+			for i := 0; i < 100 && ctx.Err() == nil; i++ {
+				var r response
+				switch i % 3 {
+				case 0:
+					r = sendFrom(t, client, http.MethodPut, env.URL+"/sim/gateway/switches", `{"refuse":true,"latency_ms":9000}`)
+				case 1:
+					r = sendFrom(t, client, http.MethodPost, env.URL+"/sim/gateway/reset", "")
+				default:
+					r = sendFrom(t, client, http.MethodPost, env.URL+"/sim/gateway/charges", fmt.Sprintf(`{"key":"g-%d","order_id":"G-%d","amount_satang":100}`, i, i),
+						"Authorization", "Bearer sk_sim_guess")
+				}
+				if r.Status != 0 {
+					n, _ := gatewayAnswers.LoadOrStore(r.Status, new(atomic.Int32))
+					n.(*atomic.Int32).Add(1)
+				}
+			}
+		})
+	}
+	// The presenter runs the lab's checker while the students are at it.
+	type checked struct {
+		rows []string
+		err  error
+	}
+	checkerNoisy := make(chan checked, 1)
+	go func() {
+		rows, err := runChecker(env.URL, token)
+		checkerNoisy <- checked{rows, err}
+	}()
 	// The presenter watches its board the whole time.
 	student(func() {
 		for i := 0; i < 200 && ctx.Err() == nil; i++ {
@@ -178,6 +229,7 @@ func TestMischievousClass(t *testing.T) {
 	})
 
 	noisy := presenterPays("noisy", 25)
+	during := <-checkerNoisy
 	stopStudents()
 	students.Wait()
 	quiet = append(quiet, presenterPays("quiet again", 25)...)
@@ -207,6 +259,32 @@ func TestMischievousClass(t *testing.T) {
 			t.Errorf("the presenter's pages got 503 or 429 %d times", n)
 		}
 	})
+	t.Run("the checker's table is the one it gives with nobody else about", func(t *testing.T) {
+		if during.err != nil {
+			t.Fatalf("with the students at it: %v", during.err)
+		}
+		if !slices.Equal(checkerAlone, during.rows) {
+			t.Errorf("with the students at it the checker said\n%s\nalone it said\n%s", strings.Join(during.rows, "\n"), strings.Join(checkerAlone, "\n"))
+		}
+	})
+	t.Run("the students changed nothing at the simulated gateway", func(t *testing.T) {
+		if after := getFrom(t, presenter, env.URL+"/sim/gateway/switches").Body; string(after) != string(switchesBefore) {
+			t.Errorf("the gateway's switches were %s, and are %s", switchesBefore, after)
+		}
+		gatewayAnswers.Range(func(status, n any) bool {
+			if status.(int) != http.StatusForbidden {
+				t.Errorf("a student at the gateway was answered %d (%d times), not 403", status, n.(*atomic.Int32).Load())
+			}
+			return true
+		})
+		if n, ok := gatewayAnswers.Load(http.StatusForbidden); !ok || n.(*atomic.Int32).Load() == 0 {
+			t.Error("no student request reached the gateway")
+		}
+		ledger := getFrom(t, presenter, env.URL+"/sim/gateway/charges").Body
+		if strings.Contains(string(ledger), `"G-`) {
+			t.Errorf("a student's charge is in the gateway's ledger: %s", ledger)
+		}
+	})
 	t.Run("the timeline holds every payment of the class", func(t *testing.T) {
 		r := getFrom(t, presenter, env.URL+"/api/timeline.json", PresenterHeader, token)
 		var export TimelineExport
@@ -220,6 +298,10 @@ func TestMischievousClass(t *testing.T) {
 			}
 		}
 		want := slices.Clone(class)
+		floodOrders.Range(func(order, _ any) bool {
+			want = append(want, order.(string))
+			return true
+		})
 		for i := 1; i <= payments; i++ {
 			want = append(want, fmt.Sprintf("PR%04dX", i))
 		}
@@ -277,6 +359,39 @@ func TestMischievousClass(t *testing.T) {
 		}
 	})
 }
+
+// runChecker presses the lab's "Run the checker" as the presenter and
+// returns its table: each case, what it tries and its verdict (the
+// details name the run's own keys and times). It may run on a goroutine
+// of its own: it reports what went wrong rather than ending the test.
+func runChecker(base, token string) ([]string, error) {
+	req, err := http.NewRequest(http.MethodPost, base+"/lab/check", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(PresenterHeader, token)
+	req.Header.Set("HX-Request", "true")
+	// A run takes as long as it takes (labCheckLimit bounds it).
+	res, err := (&http.Client{Timeout: labCheckLimit + 10*time.Second}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("running the checker: %d %v %s", res.StatusCode, err, body)
+	}
+	var rows []string
+	for _, m := range checkerRow.FindAllStringSubmatch(string(body), -1) {
+		rows = append(rows, m[1]+" | "+m[2]+" | "+m[3])
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("the checker's answer has no table: %s", body)
+	}
+	return rows, nil
+}
+
+var checkerRow = regexp.MustCompile(`<td class="num">(\d+)</td>\s*<td>([^<]*)</td>\s*<td><span class="badge[^"]*">([^<]*)</span>`)
 
 // sendFrom sends a request with a JSON body and reads the answer.
 func sendFrom(t testing.TB, client *http.Client, method, url, body string, header ...string) response {
