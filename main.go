@@ -281,9 +281,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if n := srv.StopHeld(); n > 0 {
 		fmt.Fprintf(stdout, "ended %d request(s) held in step mode: none held before the gateway was charged\n", n)
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	err = hs.Shutdown(shutdownCtx)
+	err = shutdownServing(hs, srv)
 	srv.Close()
 	<-jobs
 	if errors.Is(err, http.ErrServerClosed) {
@@ -308,6 +306,32 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// How long a shutdown waits for the payments in flight to finish their
+// work, and then, once it has ended what is left of that work, for their
+// answers to go out.
+const (
+	shutdownWorkGrace   = 10 * time.Second
+	shutdownAnswerGrace = 5 * time.Second
+)
+
+// shutdownServing stops hs, waiting for the payments in flight: those that
+// finish within shutdownWorkGrace answer what they did. Past it, the work
+// still under way ends (Server.AbandonWork), so that a payment waiting on
+// the gateway answers that its outcome is unknown and how to find it out,
+// rather than losing its connection when the process exits.
+func shutdownServing(hs *http.Server, srv *web.Server) error {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownWorkGrace)
+	err := hs.Shutdown(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	srv.AbandonWork()
+	ctx, cancel = context.WithTimeout(context.Background(), shutdownAnswerGrace)
+	defer cancel()
+	return hs.Shutdown(ctx)
 }
 
 // presenterCookieKeyVariable names the key the presenter's cookie is

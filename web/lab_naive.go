@@ -78,7 +78,7 @@ func (s *Server) payNoKey(p *payment) error {
 	}
 	p.note(0, "lab, no key: the Idempotency-Key header is ignored; nothing is looked up or claimed, so this request runs whatever ran before it")
 
-	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
+	ctx, cancel := context.WithTimeout(s.workBase, s.cfg.GatewayTimeout)
 	defer cancel()
 	if err := p.holdDelay(ctx); err != nil {
 		return p.fail(err)
@@ -127,11 +127,11 @@ func (s *Server) payCheckFirst(p *payment, constrained bool) error {
 		// The look-up and the pause run to their end whatever the client
 		// does, bounded by the pause and the gateway time-out.
 		gap := time.Duration(s.lab.Settings().Server.CheckGapMS) * time.Millisecond
-		checkCtx, cancel := context.WithTimeout(s.baseCtx, gap+s.cfg.GatewayTimeout)
+		checkCtx, cancel := context.WithTimeout(s.workBase, gap+s.cfg.GatewayTimeout)
 		defer cancel()
 		return p.checkThenInsertLoose(checkCtx, p.key, "check-first ")
 	}
-	ctx, cancel := context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
+	ctx, cancel := context.WithTimeout(s.workBase, s.cfg.GatewayTimeout)
 	defer cancel()
 
 	// 1. The check: a plain read.
@@ -260,7 +260,7 @@ func (p *payment) checkThenInsertLoose(checkCtx context.Context, tableKey, refKi
 		return p.checkFailed(checkCtx, err)
 	}
 	// 3. The insert, as a write of its own.
-	workCtx, cancel := context.WithTimeout(s.baseCtx, s.cfg.GatewayTimeout)
+	workCtx, cancel := context.WithTimeout(s.workBase, s.cfg.GatewayTimeout)
 	defer cancel()
 	rowID, rows, err := s.labLooseInsertKey(workCtx, p.claim(tableKey), p.id)
 	if err != nil {

@@ -351,6 +351,9 @@ func (p *payment) answer(o pay.Outcome) error {
 		if p.step.Stopped() {
 			return writeProblem(c, p.stoppedBeforeGateway(stoppedKeyReleased))
 		}
+		if p.s.workAbandoned() {
+			return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The server is stopping and ended this payment before it called the gateway: nothing was charged, and its key was released. Send it again with the same key once the server is back: it runs afresh."))
+		}
 	case pay.Failed:
 		p.s.logf("payment %s: %v", p.id, o.Err)
 	}

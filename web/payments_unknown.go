@@ -32,6 +32,11 @@ func (p *payment) answerUnknown(o pay.Outcome) error {
 	}
 	secs := p.s.settleSeconds()
 	c.Response().Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	if p.s.workAbandoned() {
+		// The server is stopping and ended the work on its way: the
+		// gateway may have charged, and nothing about it is saved.
+		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The server is stopping and stopped waiting for this payment's work after it called the gateway: whether the gateway charged is unknown, and the key %q stays started. To find out, look the order up (GET /v1/payments?order_id=%s says pending until the gateway has been asked), or retry with the same key once the server is back: on starting it asks the gateway about every key left started, and the retry then gets the outcome. Never pay this order with a new key meanwhile.", pay.Truncate(p.key, 64), p.req.OrderID))
+	}
 	if o.Kind == pay.Unknown {
 		return writeProblem(c, o.Err)
 	}

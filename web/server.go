@@ -148,7 +148,11 @@ type Server struct {
 	// baseCtx outlives requests and ends at shutdown: claimed work runs
 	// under it, not under the client's connection.
 	baseCtx context.Context
-	stop    context.CancelFunc
+	// workBase is what a payment's work runs under: baseCtx, ended early
+	// by AbandonWork when a shutdown will wait no longer.
+	workBase    context.Context
+	abandonWork context.CancelCauseFunc
+	stop        context.CancelFunc
 	// sleep waits during the delay fault; tests may replace it.
 	sleep func(ctx context.Context, d time.Duration) error
 
@@ -242,9 +246,10 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.protocol = &pay.Service{Store: countingStorage{Storage: talliedStorage{Storage: db, t: s.lab.tally}, g: s.idleSweeps}, Gateway: s.gateway.With(pay.GatewayFaults{}), Now: clock.Now,
 		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) },
 		WorkContext: func() (context.Context, context.CancelFunc) {
-			return pay.NewWorkContext(s.baseCtx, s.cfg.GatewayTimeout)
+			return pay.NewWorkContext(s.workBase, s.cfg.GatewayTimeout)
 		}}
 	s.baseCtx, s.stop = context.WithCancel(context.Background())
+	s.workBase, s.abandonWork = context.WithCancelCause(s.baseCtx)
 	s.steps = step.New(s.baseCtx, step.Config{Name: cfg.Name, Limit: cfg.StepLimit, Lease: cfg.LockTimeout,
 		Room: s.room, Peers: s.peers, Hub: s.hub, Now: s.clock.Now, Logf: s.logf})
 	s.narration = lesson.NewNarrator(s.lessons, s.room, s.hub)
@@ -283,6 +288,18 @@ func (s *Server) EndStreams() {
 		s.live().Close()
 	}
 }
+
+// AbandonWork is for a shutdown that has waited long enough for the
+// payments in flight: their work ends now, and each one still waiting on
+// the gateway answers that its outcome is unknown (the key stays started,
+// for the sweeper) rather than not at all when the process exits.
+func (s *Server) AbandonWork() { s.abandonWork(errWorkAbandoned) }
+
+// errWorkAbandoned is why the work of payments ended: AbandonWork.
+var errWorkAbandoned = errors.New("the server is stopping and waits no longer for the work of payments in flight")
+
+// workAbandoned reports whether AbandonWork was called.
+func (s *Server) workAbandoned() bool { return errors.Is(context.Cause(s.workBase), errWorkAbandoned) }
 
 // Close ends background work and wakes every event stream; call it when
 // the HTTP server has stopped accepting requests.
