@@ -428,6 +428,54 @@ func TestBoardModel(t *testing.T) {
 		}
 	})
 
+	t.Run("one address flooding under a new token per request is counted in one row, the board does not go busy, and the class's payments are drawn", func(t *testing.T) {
+		b := newTestBoard(t, nil, 10)
+		const flood = 400
+		for i := range flood {
+			for _, e := range paymentEvents(i) {
+				e.Scope, e.Source = fmt.Sprintf("token:mint-%d", i), "192.0.2.66"
+				b.hub.Publish(e)
+			}
+			if i%50 == 49 {
+				b.caughtUp(t)
+			}
+		}
+		// Ten students of a class behind another address pay at once.
+		for i := range 10 {
+			for _, e := range paymentEvents(flood + i) {
+				e.Scope, e.Source = fmt.Sprintf("session:class-%d", i), "192.0.2.10"
+				b.hub.Publish(e)
+			}
+		}
+		b.caughtUp(t)
+		if b.busyFlag.Load() {
+			t.Fatal("one address's flood under ever new tokens put the board in busy mode")
+		}
+		l := b.Snapshot()
+		if l.Counters.Requests != flood+10 || l.Counters.Charges != flood+10 {
+			t.Errorf("the counters are not complete: %+v", l.Counters)
+		}
+		drawn := map[string]bool{}
+		var share *views.TimelineRow
+		for i, r := range l.Timeline {
+			drawn[r.OrderID] = true
+			if r.Title == "One address, too fast" {
+				share = &l.Timeline[i]
+			}
+		}
+		for i := range 10 {
+			if order := fmt.Sprintf("B-%d", flood+i); !drawn[order] {
+				t.Errorf("the class's payment %s is not drawn: %v", order, outcomes(l.Timeline))
+			}
+		}
+		if share == nil {
+			t.Fatalf("no row stands for the address's flood: %v", outcomes(l.Timeline))
+		}
+		if n, _ := strconv.Atoi(strings.Fields(share.Outcome.Text)[0]); n < flood-2*addressShareRequests || n >= flood {
+			t.Errorf("the address's row counts %d requests not drawn of %d", n, flood)
+		}
+	})
+
 	t.Run("an order paid with two keys is counted as charged twice, and only the second charge is marked", func(t *testing.T) {
 		b := newTestBoard(t, nil, 10)
 		for i, key := range []string{"k-1", "k-2"} {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/a-h/templ"
@@ -16,13 +17,19 @@ import (
 // (a browser session or a bearer token: the event's scope) that starts
 // more requests a second than its share has the rest of them counted, not
 // drawn one by one, in a row of its own; its events do not count towards
-// busy mode either. Everybody else's requests are drawn as usual, and
+// busy mode either. So does one client address (the event's source) past
+// a larger share: a student who sends every request under a new bearer
+// token is one address all the same, and cannot put the board in busy
+// mode for the class. Everybody else's requests are drawn as usual, and
 // the tables and counters stay complete.
 type sourceShares struct {
 	meters map[string]*rateMeter
-	// muted are the requests not drawn, so that every event of one is
-	// treated alike.
-	muted boundedMap[string, struct{}]
+	// addresses meter the requests of each client address, whatever
+	// their callers.
+	addresses map[string]*rateMeter
+	// muted are the requests not drawn, each with the row that counts
+	// it, so that every event of one is treated alike.
+	muted boundedMap[string, string]
 	rows  map[string]*mutedRow
 }
 
@@ -34,9 +41,15 @@ const (
 	shareRequests = 40
 	// shareBurst is the share within 200 ms: two of the lab's bursts,
 	// and well under what puts the board in busy mode (busyEnterBurst).
-	shareBurst     = 20
-	shareRefresh   = 500 * time.Millisecond
-	shareMaxMeters = 4096
+	shareBurst = 20
+	// An address's share: a class behind one address paying together
+	// stays within it, and one address alone, at nine events a request
+	// at most, stays under both ways into busy mode (busyEnter,
+	// busyEnterBurst).
+	addressShareRequests = 60
+	addressShareBurst    = 25
+	shareRefresh         = 500 * time.Millisecond
+	shareMaxMeters       = 4096
 	// shareMaxRows bounds the callers' rows kept: a row is of use only
 	// while the timeline (liveRows long) still shows it, so beyond this
 	// the rows gone from the timeline are forgotten, then the ones drawn
@@ -45,53 +58,76 @@ const (
 	shareMaxRows = 2 * liveRows
 )
 
+// addressRow is the key of an address's row among the callers' rows.
+const addressRow = "address\x00"
+
 type mutedRow struct {
-	row   *views.TimelineRow
-	n     int // requests not drawn
-	drawn time.Time
+	// address says the row counts an address's requests, not a caller's.
+	address bool
+	row     *views.TimelineRow
+	n       int // requests not drawn
+	drawn   time.Time
 }
 
 func newSourceShares() sourceShares {
-	return sourceShares{meters: map[string]*rateMeter{}, muted: newBoundedMap[string, struct{}](4096), rows: map[string]*mutedRow{}}
+	return sourceShares{meters: map[string]*rateMeter{}, addresses: map[string]*rateMeter{}, muted: newBoundedMap[string, string](4096), rows: map[string]*mutedRow{}}
 }
 
-// mute says whether e's request is beyond its caller's share; p.mu is
-// held.
-func (s *sourceShares) mute(e live.Event, now time.Time) bool {
+// mute says whether e's request is beyond its caller's share or its
+// address's, and names the row that counts it; p.mu is held.
+func (s *sourceShares) mute(e live.Event, now time.Time) (string, bool) {
 	if e.Request == "" || e.Scope == "" || e.Priority {
-		return false
+		return "", false
 	}
-	if _, ok := s.muted.get(e.Request); ok {
-		return true
+	if row, ok := s.muted.get(e.Request); ok {
+		return row, true
 	}
 	if e.Kind != live.Received {
-		return false
+		return "", false
 	}
-	m := s.meters[e.Scope]
-	if m == nil {
-		if len(s.meters) >= shareMaxMeters {
-			s.forgetIdle(now)
-		}
-		m = &rateMeter{}
-		s.meters[e.Scope] = m
-	}
+	m := meterOf(s.meters, e.Scope, now)
 	m.add(now)
-	if m.perSecond(now) <= shareRequests && m.recent(now) <= shareBurst {
-		return false
+	row := ""
+	switch {
+	case m.perSecond(now) > shareRequests || m.recent(now) > shareBurst:
+		row = e.Scope
+	case e.Source != "":
+		a := meterOf(s.addresses, e.Source, now)
+		a.add(now)
+		if a.perSecond(now) > addressShareRequests || a.recent(now) > addressShareBurst {
+			row = addressRow + e.Source
+		}
 	}
-	s.muted.put(e.Request, struct{}{})
-	if r := s.rows[e.Scope]; r != nil {
+	if row == "" {
+		return "", false
+	}
+	s.muted.put(e.Request, row)
+	if r := s.rows[row]; r != nil {
 		r.n++
 		r.count()
 	}
-	return true
+	return row, true
+}
+
+// meterOf is key's meter in meters, made when new; a full table first
+// forgets the meters idle for a second.
+func meterOf(meters map[string]*rateMeter, key string, now time.Time) *rateMeter {
+	m := meters[key]
+	if m == nil {
+		if len(meters) >= shareMaxMeters {
+			forgetIdle(meters, now)
+		}
+		m = &rateMeter{}
+		meters[key] = m
+	}
+	return m
 }
 
 // forgetIdle drops the meters that counted nothing in the last second.
-func (s *sourceShares) forgetIdle(now time.Time) {
-	for k, m := range s.meters {
+func forgetIdle(meters map[string]*rateMeter, now time.Time) {
+	for k, m := range meters {
 		if m.perSecond(now) == 0 {
-			delete(s.meters, k)
+			delete(meters, k)
 		}
 	}
 }
@@ -102,18 +138,24 @@ func (s *sourceShares) reset() { s.rows = map[string]*mutedRow{} }
 // mutedFrame is what a muted event draws: the caller's row, new or
 // refreshed, with the counters and the key table, at most every
 // shareRefresh per caller; nothing in between. p.mu is held.
-func (p *Board) mutedFrame(e live.Event, now time.Time) []templ.Component {
+func (p *Board) mutedFrame(e live.Event, key string, now time.Time) []templ.Component {
 	s := &p.shares
-	r := s.rows[e.Scope]
+	r := s.rows[key]
 	var ops []templ.Component
 	if r == nil || !p.hasRow(r.row.ID) {
 		if r == nil && len(s.rows) >= shareMaxRows {
 			p.forgetMutedRows()
 		}
-		sum := sha256.Sum256([]byte(e.Scope))
+		sum := sha256.Sum256([]byte(key))
 		r = &mutedRow{n: 1, row: &views.TimelineRow{ID: "tl-share-" + hex.EncodeToString(sum[:6]) + "-" + strconv.FormatUint(e.Seq, 10),
 			Time: e.Time, Title: "One caller, too fast", Scope: e.Scope}}
-		s.rows[e.Scope] = r
+		if strings.HasPrefix(key, addressRow) {
+			// Many callers: hiding "the student" of this row means the
+			// address's, which has no scope of its own.
+			r.address = true
+			r.row.Title, r.row.Scope = "One address, too fast", ""
+		}
+		s.rows[key] = r
 		p.mutedText(r)
 		p.rows = append([]*views.TimelineRow{r.row}, p.rows...)
 		ops = append(ops, views.FrameNewRow(*r.row))
@@ -159,9 +201,13 @@ func (p *Board) forgetMutedRows() {
 }
 
 func (p *Board) mutedText(r *mutedRow) {
+	label := "This caller starts more than " + strconv.Itoa(shareRequests) + " requests a second (or " + strconv.Itoa(shareBurst) + " within 200 ms), its share of the board: the rest of its requests are counted here, not drawn one by one. Everyone else's are drawn as usual; the tables and counters below are complete."
+	if r.address {
+		label = "One address starts more than " + strconv.Itoa(addressShareRequests) + " requests a second (or " + strconv.Itoa(addressShareBurst) + " within 200 ms), under ever new callers, its share of the board: the rest of its requests are counted here, not drawn one by one. Everyone else's are drawn as usual; the tables and counters below are complete."
+	}
 	// A new slice: frames not yet rendered hold the old one.
 	r.row.Steps = []views.Step{{ID: r.row.ID + "-note", From: views.LaneBrowser, To: views.LaneServer,
-		Label: "This caller starts more than " + strconv.Itoa(shareRequests) + " requests a second (or " + strconv.Itoa(shareBurst) + " within 200 ms), its share of the board: the rest of its requests are counted here, not drawn one by one. Everyone else's are drawn as usual; the tables and counters below are complete.",
+		Label: label,
 		Badge: views.Badge{Text: "over its share", Tone: views.ToneWarn}}}
 	r.count()
 }

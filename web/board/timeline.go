@@ -41,7 +41,7 @@ func (p *Board) apply(e live.Event) {
 	defer p.advanceLocked(e.Seq)
 	// A caller over its share of the board is counted, not drawn, and
 	// does not make the board busy for everyone (shares.go).
-	muted := p.shares.mute(e, now)
+	mutedRow, muted := p.shares.mute(e, now)
 	if !muted {
 		p.rate.add(now) // under mu: the busy ticker reads it too
 	}
@@ -79,7 +79,7 @@ func (p *Board) apply(e live.Event) {
 		p.addFrameLocked(e.Seq, false, append(p.fullFrameLocked(), mark...))
 		return
 	case muted && p.busy == nil:
-		p.addFrameLocked(e.Seq, false, append(p.mutedFrame(e, now), mark...))
+		p.addFrameLocked(e.Seq, false, append(p.mutedFrame(e, mutedRow, now), mark...))
 		return
 	case p.busy == nil && e.Kind != live.Reset && (p.rate.perSecond(now) > busyEnter || p.rate.recent(now) > busyEnterBurst):
 		p.addFrameLocked(e.Seq, false, append(p.enterBusy(e, now), mark...))
