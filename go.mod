@@ -10,7 +10,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/jackc/pgx/v5 v5.13.0
-	github.com/labstack/echo/v4 v4.16.5
+	github.com/labstack/echo/v4 v4.16.6
 	github.com/makiuchi-d/gozxing v0.1.1
 	github.com/pb33f/libopenapi v0.43.1
 	github.com/pb33f/libopenapi-validator v0.16.3
