@@ -16,7 +16,7 @@ require (
 	github.com/pb33f/libopenapi-validator v0.16.3
 	github.com/stripe/stripe-go/v85 v85.0.0
 	golang.org/x/net v0.63.0
-	modernc.org/sqlite v1.62.0
+	modernc.org/sqlite v1.63.0
 	rsc.io/qr v0.2.0
 )
 
