@@ -246,6 +246,9 @@ func printGrades(w io.Writer, rep proxy.Report) {
 				line += fmt.Sprintf(" %d of %d times; first: %s", g.Broken, g.Exercised, g.Detail)
 			case proxy.Passed:
 				line += fmt.Sprintf(" put to the test %d times", g.Exercised)
+				if g.Detail != "" { // the part of the rule not judged
+					line += "; " + g.Detail
+				}
 			default:
 				line += " " + g.Detail
 			}
