@@ -20,7 +20,15 @@
       .then(function (r) { return r.status === 200 ? r.json() : null; })
       .then(function (data) {
         if (!data) { return; }
+        // A nickname being typed survives the redraw: other phones'
+        // answers redraw the panel while this one types.
+        var typing = document.activeElement && document.activeElement.closest && document.activeElement.closest("#poll-nick input");
+        var typed = typing ? typing.value : null;
         s.innerHTML = data.html;
+        if (typed !== null) {
+          var input = s.querySelector("#poll-nick input");
+          if (input) { input.value = typed; input.focus(); }
+        }
         s.dataset.vPoll = String(data.v);
         var panel = s.querySelector(".poll-panel");
         s.hidden = !panel || panel.dataset.shown !== "true";
@@ -76,13 +84,25 @@
       send("/api/poll/close", { id: Number(d.pollClose) });
     } else if (d.pollReveal !== undefined) {
       send("/api/poll/reveal", { id: Number(d.pollReveal) });
+    } else if (d.pollScores !== undefined) {
+      send("/api/poll/scores", { shown: d.pollScores === "true" });
+    } else if (d.pollHide !== undefined) {
+      send("/api/poll/hide", { player: d.pollHide, hidden: true });
     }
+  }
+
+  function onSubmit(ev) {
+    var f = ev.target.closest && ev.target.closest("#poll-nick");
+    if (!f) { return; }
+    ev.preventDefault();
+    send("/api/poll/nickname", { nickname: f.querySelector("input").value });
   }
 
   function start() {
     document.addEventListener("htmx:sseMessage", onFrame);
     document.addEventListener("htmx:sseOpen", schedule);
     document.addEventListener("click", onClick);
+    document.addEventListener("submit", onSubmit);
     refresh();
   }
 

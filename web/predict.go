@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode"
 
 	"github.com/labstack/echo/v4"
@@ -60,6 +63,9 @@ func (h pollHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
 	e.POST("/api/poll/answer", h.handleAnswer)
 	e.POST("/api/poll/open", h.handleOpen, presenterOnly)
 	e.POST("/api/poll/step", h.handleStep, presenterOnly)
+	e.POST("/api/poll/nickname", h.handleNickname)
+	e.POST("/api/poll/scores", h.handleScores, presenterOnly)
+	e.POST("/api/poll/hide", h.handleHidePlayer, presenterOnly)
 	e.POST("/api/poll/close", h.handleClose, presenterOnly)
 	e.POST("/api/poll/reveal", h.handleReveal, presenterOnly)
 }
@@ -74,6 +80,25 @@ type PollOpen struct {
 // next step the class predicts.
 type PollStep struct {
 	Request string `json:"request"`
+}
+
+// PollNickname is the body of POST /api/poll/nickname: the nickname this
+// browser's student goes by on the scores, "" for none.
+type PollNickname struct {
+	Nickname string `json:"nickname"`
+}
+
+// PollScores is the body of POST /api/poll/scores: whether the board
+// shows the scores.
+type PollScores struct {
+	Shown bool `json:"shown"`
+}
+
+// PollHide is the body of POST /api/poll/hide: a player, by the id the
+// board gives it, taken off the board (or put back).
+type PollHide struct {
+	Player string `json:"player"`
+	Hidden bool   `json:"hidden"`
 }
 
 // PollRef is the body of POST /api/poll/close and /api/poll/reveal: the
@@ -107,6 +132,11 @@ type PollState struct {
 	Mine    int               `json:"mine"`
 	Split   []int             `json:"split,omitempty"`
 	Outcome *room.PollOutcome `json:"outcome,omitempty"`
+	// Nickname is this browser's nickname, "" for none; Right and Scored
+	// its running score: the votes graded right, of those graded.
+	Nickname string `json:"nickname,omitempty"`
+	Right    int    `json:"right"`
+	Scored   int    `json:"scored"`
 	// Graded says, once revealed, whether the server has shown the outcome
 	// yet.
 	Graded bool `json:"graded"`
@@ -220,6 +250,60 @@ func (s *Server) closeStepVote(ctx context.Context) {
 // writes nothing.
 var errNoStepVote = errors.New("no step mode question is open")
 
+// handleNickname is a student's nickname for the scores: set, changed or
+// taken away ("").
+func (h pollHandlers) handleNickname(c echo.Context) error {
+	var req PollNickname
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	nick, err := room.CleanNick(req.Nickname)
+	if err != nil {
+		return err
+	}
+	r := c.Request()
+	if !hasSession(r) {
+		ensureSession(c.Response(), r)
+	}
+	who, from := callerScope(r), addressHash(h.clientIP(r))
+	if _, _, err := h.room.Change(r.Context(), func(s *room.State) error {
+		return s.SetNick(who, from, nick, h.limits)
+	}); err != nil {
+		return err
+	}
+	return h.handleGet(c)
+}
+
+func (h pollHandlers) handleScores(c echo.Context) error {
+	var req PollScores
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	if _, _, err := h.room.Change(c.Request().Context(), func(s *room.State) error {
+		s.ShowScores(req.Shown)
+		return nil
+	}); err != nil {
+		return err
+	}
+	return h.handleGet(c)
+}
+
+func (h pollHandlers) handleHidePlayer(c echo.Context) error {
+	var req PollHide
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	if _, _, err := h.room.Change(c.Request().Context(), func(s *room.State) error {
+		if !s.HidePlayer(req.Player, req.Hidden) {
+			return pay.Errorf(pay.ENOTFOUND, "No student goes by the player id %q.", pay.Truncate(req.Player, 20))
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return h.handleGet(c)
+}
+
 func (h pollHandlers) handleClose(c echo.Context) error {
 	return h.change(c, (*room.State).ClosePoll)
 }
@@ -267,12 +351,14 @@ func addressHash(ip string) string {
 func (h pollHandlers) handleGet(c echo.Context) error {
 	c.Response().Header().Set("Cache-Control", "no-store")
 	st := h.room.Load()
+	me, _ := st.Player(callerScope(c.Request()))
 	p, q, ok := h.current(st)
 	if !ok {
-		return c.JSON(http.StatusOK, PollState{Mine: -1, Lesson: st.Lesson})
+		return c.JSON(http.StatusOK, PollState{Mine: -1, Lesson: st.Lesson, Nickname: me.Nick, Right: me.Right, Scored: me.Graded})
 	}
 	out := PollState{ID: p.ID, Lesson: p.Lesson, Question: p.Question, Request: p.Request, At: p.At,
-		Text: pollText(p, q), Phase: string(p.Phase), Answered: p.Answered(), Mine: -1}
+		Text: pollText(p, q), Phase: string(p.Phase), Answered: p.Answered(), Mine: -1,
+		Nickname: me.Nick, Right: me.Right, Scored: me.Graded}
 	for _, ch := range q.Choices {
 		out.Choices = append(out.Choices, ch.Text)
 	}
@@ -338,6 +424,15 @@ func (h pollHandlers) view(st room.State, r *http.Request, board bool) views.Pol
 			v.Asks = append(v.Asks, views.PollAsk{N: i, When: q.When, Text: q.Text})
 		}
 	}
+	if me, ok := st.Player(callerScope(r)); ok && !board {
+		v.Me = views.PollPlayer{Nick: me.Nick, Right: me.Right, Graded: me.Graded}
+	}
+	if board && st.Scores != nil {
+		v.ScoresShown = st.Scores.Shown
+		if v.ScoresShown || v.Presenter {
+			v.Scores, v.Players, v.HiddenPlayers = scoreRows(st.Scores, maxScoreRows)
+		}
+	}
 	if p, q, ok := h.current(st); ok {
 		o := &views.PollVote{ID: p.ID, Text: pollText(p, q), When: q.When, Step: p.Request != "", Phase: string(p.Phase), Answered: p.Answered(),
 			Revealed: p.Phase == room.PollRevealed, Mine: -1}
@@ -360,6 +455,37 @@ func (h pollHandlers) view(st room.State, r *http.Request, board bool) views.Pol
 	}
 	v.V = pollVersion(v)
 	return v
+}
+
+// maxScoreRows is how many players the board lists: the leaders, as many
+// as the corner of a projected screen holds.
+const maxScoreRows = 8
+
+// scoreRows are the players the board lists, best first: the most votes
+// right, then the fewest graded, then by nickname; the hidden are left
+// out and counted, as are all players.
+func scoreRows(sc *room.Scores, limit int) (rows []views.PollScore, players, hidden int) {
+	for _, p := range sc.Players {
+		players++
+		if p.Hidden {
+			hidden++
+			continue
+		}
+		rows = append(rows, views.PollScore{ID: p.ID, Nick: p.Nick, Right: p.Right, Graded: p.Graded})
+	}
+	slices.SortFunc(rows, func(a, b views.PollScore) int {
+		if a.Right != b.Right {
+			return b.Right - a.Right
+		}
+		if a.Graded != b.Graded {
+			return a.Graded - b.Graded
+		}
+		return strings.Compare(a.Nick, b.Nick)
+	})
+	if len(rows) > limit {
+		rows = rows[:limit]
+	}
+	return rows, players, hidden
 }
 
 // pollText is the vote's question; step mode's names the request it is
@@ -388,12 +514,29 @@ func pollVersion(v views.Poll) uint64 {
 	return 1
 }
 
-// publishPollChange tells this server's pages that the vote changed.
-func (s *Server) publishPollChange(old, next *room.Poll) {
-	if pollSame(old, next) {
-		return
+// publishPollChange tells this server's pages that the vote, or the
+// nicknames and scores, changed.
+func (s *Server) publishPollChange(old, next room.State) {
+	if !pollSame(old.Poll, next.Poll) {
+		s.hub.Publish(live.Event{Kind: pollKind, Message: pollSummary(next.Poll)})
 	}
-	s.hub.Publish(live.Event{Kind: pollKind, Message: pollSummary(next)})
+	if !reflect.DeepEqual(old.Scores, next.Scores) && !(old.Scores == nil && next.Scores != nil && len(next.Scores.Players) == 0 && !next.Scores.Shown) {
+		s.hub.Publish(live.Event{Kind: pollKind, Message: scoresSummary(next.Scores)})
+	}
+}
+
+// scoresSummary is what the scores stand at, for the timeline's export:
+// how many students have a nickname, and whether the board shows them.
+// No nickname is written in it: they are the board's, not the books'.
+func scoresSummary(sc *room.Scores) string {
+	if sc == nil {
+		return "scores: no nicknames"
+	}
+	shown := "hidden from the board"
+	if sc.Shown {
+		shown = "shown on the board"
+	}
+	return fmt.Sprintf("scores: %d nickname(s), %s", len(sc.Players), shown)
 }
 
 // pollSummary is what the vote stands at, for the timeline's export: the

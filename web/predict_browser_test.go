@@ -52,6 +52,10 @@ func TestBrowserPredictThenObserve(t *testing.T) {
 	liveWait(t, p2, "the vote closed on phone 2", 5*time.Second,
 		`!document.querySelector("#poll [data-poll-answer]") && document.getElementById("poll-status").textContent.includes("closed")`)
 
+	// Phone 1's panel shrinks when it draws the close: Pay is clicked
+	// once it has, or the click could land where Pay was.
+	liveWait(t, p1, "the vote closed on phone 1", 5*time.Second,
+		`!document.querySelector("#poll [data-poll-answer]") && document.getElementById("poll-status").textContent.includes("closed")`)
 	liveDo(t, p1, "paying", liveClick("#pay"))
 	liveWait(t, p1, "the page to end paid", 10*time.Second, paidNow)
 

@@ -57,5 +57,5 @@ func (s *Server) applyRoom(old, next room.State) {
 	if next.Step != old.Step {
 		s.steps.Set(next.Step)
 	}
-	s.publishPollChange(old.Poll, next.Poll)
+	s.publishPollChange(old, next)
 }

@@ -202,6 +202,7 @@ func (s *State) GradePoll(id uint64, o PollOutcome) bool {
 	cp := *p
 	cp.Outcome = &o
 	s.Poll = &cp
+	s.score(&cp)
 	return true
 }
 

@@ -24,6 +24,9 @@ type State struct {
 	// Poll is the class's vote on a lesson question, nil when none was
 	// opened since the last reset or lesson (poll.go).
 	Poll *Poll `json:"poll,omitempty"`
+	// Scores are the nicknames students picked and their running scores
+	// on the votes (scores.go); nil until somebody picks one. They run across chapters and resets.
+	Scores *Scores `json:"scores,omitempty"`
 
 	// FaultWrites counts the writes of the fault switches: each one
 	// restarts the random mode's sequence from its seed, on every server,
@@ -96,6 +99,9 @@ func (s *State) Reset() {
 	next.ResetGen, next.Barrier = s.ResetGen, s.Barrier
 	next.Resets = s.Resets + 1
 	next.Books = s.Books
+	// The class's nicknames and scores are the class's, not the
+	// demonstration's: they run on across resets and chapters.
+	next.Scores = s.Scores
 	next.SetFaults(pay.Faults{})
 	next.SetLesson("")
 	*s = next
