@@ -69,6 +69,39 @@ func (w *seeing) replayAfterLost() bool {
 // personalKey reports whether the event's key is personal data.
 func (w *seeing) personalKey() bool { return w.e.Key != "" && pay.PersonalData(w.e.Key) != "" }
 
+// keyDone reports whether every request of the event's key that the
+// narration saw arrive has been answered.
+func (w *seeing) keyDone() bool { return len(w.st.keyRunning[w.key]) == 0 }
+
+// refusedKind counts, among a key's events, the requests refused without
+// a charge of their own: a 409, a replay, or the 500 of an INSERT the key
+// table's constraint stopped.
+const refusedKind live.Kind = "refused"
+
+// answers reports whether e is the last step of its request: it was
+// answered (or its connection ended) there.
+func answers(e live.Event) bool {
+	switch e.Kind {
+	case live.Replayed, live.Conflict, live.Mismatch, live.Released, live.Dropped, live.Crashed,
+		live.ResponseLost, live.Completed, live.RolledBack, live.Rejected:
+		return true
+	case labNote:
+		return e.Status != 0
+	}
+	return false
+}
+
+// refuses reports whether e refused its request without charging.
+func refuses(e live.Event) bool {
+	switch e.Kind {
+	case live.Conflict, live.Replayed:
+		return true
+	case live.Rejected, labNote:
+		return e.Status == http.StatusInternalServerError
+	}
+	return false
+}
+
 // Tick is one "Watch for" item's state.
 type Tick struct {
 	Seen bool
@@ -81,6 +114,10 @@ type narrationState struct {
 	keyCharges   map[string]int      // scope+key → charges
 	orderKeys    map[string][]string // scope+order → keys seen
 	keyEvents    map[string]map[live.Kind]int
+	// keyRunning holds, per key, the requests received and not answered
+	// yet: an outcome that more of them could still change (one charge,
+	// while others of a burst still run) waits until they are done.
+	keyRunning map[string]map[string]bool
 	pruned       bool
 	twiceOrder   string // the first order charged twice
 	// The keys and orders remembered, in rings: beyond narrationLimit of
@@ -121,6 +158,7 @@ func (st *narrationState) rememberKey(key string) {
 	if old, full := st.keysIn.add(key); full {
 		delete(st.keyEvents, old)
 		delete(st.keyCharges, old)
+		delete(st.keyRunning, old)
 	}
 }
 
@@ -138,7 +176,7 @@ func (st *narrationState) rememberOrder(order string) {
 
 func newNarrationState() narrationState {
 	return narrationState{orderCharges: map[string]int{}, keyCharges: map[string]int{}, orderKeys: map[string][]string{},
-		keyEvents: map[string]map[live.Kind]int{}}
+		keyEvents: map[string]map[live.Kind]int{}, keyRunning: map[string]map[string]bool{}}
 }
 
 // Narrator ticks the items of the chapter the room runs.
@@ -275,6 +313,20 @@ func (n *Narrator) see(e live.Event) (bool, *pollGrade) {
 	}
 	if e.OrderID != "" {
 		st.rememberOrder(order)
+	}
+	if e.Key != "" && e.Request != "" {
+		switch {
+		case e.Kind == live.Received:
+			if st.keyRunning[key] == nil {
+				st.keyRunning[key] = map[string]bool{}
+			}
+			st.keyRunning[key][e.Request] = true
+		case answers(e):
+			delete(st.keyRunning[key], e.Request)
+		}
+		if refuses(e) {
+			st.keyEvents[key][refusedKind]++
+		}
 	}
 	switch e.Kind {
 	case live.Received:

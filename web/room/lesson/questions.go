@@ -48,11 +48,13 @@ var (
 	}
 	conflict = func(w *seeing) bool { return w.is(live.Conflict) }
 	mismatch = func(w *seeing) bool { return w.is(live.Mismatch) }
-	// refusedOnce: one charge for the key, and this request was refused
-	// (409, a replay, or the 500 of an INSERT the constraint stopped).
+	// refusedOnce: every request of the key has been answered, the key
+	// has one charge, and the others were refused (409, a replay, or the
+	// 500 of an INSERT the constraint stopped). Until the last request of
+	// a burst is answered, one charge so far says nothing: a request
+	// still running may charge again.
 	refusedOnce = func(w *seeing) bool {
-		return w.keyCharges() <= 1 && (w.is(live.Conflict) || w.is(live.Replayed) ||
-			((w.is(live.Rejected) || w.is(labNote)) && w.e.Status == http.StatusInternalServerError))
+		return answers(w.e) && w.keyDone() && w.keyCharges() == 1 && w.keyEvents(refusedKind) > 0
 	}
 	lookedUpPaid = func(w *seeing) bool { return w.is(live.LookedUp) && w.e.Charge != "" && w.orderCharges() == 1 }
 )

@@ -127,7 +127,18 @@ func TestVoteGradedByWhatTheServerDid(t *testing.T) {
 			ev(live.Charged, key, "rq_1"+key, 0)
 			ev(live.Received, key, "rq_2"+key, 0)
 			ev(live.Conflict, key, "rq_2"+key, http.StatusConflict)
+			ev(live.Completed, key, "rq_1"+key, http.StatusCreated)
 		}, 1},
+		{"one replayed while another still ran, which then charged: several charges", func(key string) {
+			ev(live.Received, key, "rq_1"+key, 0)
+			ev(live.Received, key, "rq_2"+key, 0)
+			ev(live.Charged, key, "rq_1"+key, 0)
+			ev(live.Completed, key, "rq_1"+key, http.StatusCreated)
+			ev(live.Received, key, "rq_3"+key, 0)
+			ev(live.Replayed, key, "rq_3"+key, http.StatusCreated)
+			ev(live.Charged, key, "rq_2"+key, 0)
+			ev(live.Completed, key, "rq_2"+key, http.StatusCreated)
+		}, 0},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
