@@ -118,8 +118,8 @@ type narrationState struct {
 	// yet: an outcome that more of them could still change (one charge,
 	// while others of a burst still run) waits until they are done.
 	keyRunning map[string]map[string]bool
-	pruned       bool
-	twiceOrder   string // the first order charged twice
+	pruned     bool
+	twiceOrder string // the first order charged twice
 	// The keys and orders remembered, in rings: beyond narrationLimit of
 	// each the oldest are forgotten, so that a lesson that runs for hours
 	// holds no more than a few megabytes.
