@@ -149,7 +149,8 @@ func (g generator) fill(raw *sql.DB, stmt, path string) error {
 }
 
 // PostgreSQL: the same rows from generate_series, the ledger in the
-// gateway schema of the same database, as paytwice keeps it there.
+// gateway schema of the same database (gateway.charges), as paytwice
+// keeps it there.
 const (
 	pgSeries = `WITH r AS (SELECT i,
 			'token:' || lpad(to_hex(i / 10000), 32, '0') AS scope,
@@ -161,17 +162,17 @@ const (
 	pgKeys = pgSeries + `
 		INSERT INTO idempotency_keys (scope, key, method, path, fingerprint, order_id, amount_satang, status,
 			response_status, response_body, created_at, locked_at, completed_at, claim, charge_key)
-		SELECT scope, key, 'POST', '/v1/payments', lpad(to_hex(i), 64, '0'), order_id, 129900, 'done', 201,
-			'{"charge_id":"ch_' || hex || '","status":"paid","order_id":"' || order_id ||
+		SELECT scope, key, 'POST', '/v1/payments', lpad(to_hex(i), 64, '0'), order_id, 129900, 'done'::key_status, 201,
+			convert_to('{"charge_id":"ch_' || hex || '","status":"paid","order_id":"' || order_id ||
 			'","amount_satang":129900,"gateway_ref":"gw_' || hex || '","created_at":"' ||
-			to_char(to_timestamp(ms / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"}',
+			to_char(to_timestamp(ms / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"}', 'UTF8'),
 			%s, %s, %s, lpad(to_hex(i), 32, '0'), ''
 		FROM r`
 	pgCharges = pgSeries + `
 		INSERT INTO charges (id, scope, idempotency_key, order_id, amount_satang, gateway_ref, created_at)
 		SELECT 'ch_' || hex, scope, key, order_id, 129900, 'gw_' || hex, %s FROM r`
 	pgGateway = pgSeries + `
-		INSERT INTO gateway.gateway_charges (key, id, order_id, amount_satang, created_at)
+		INSERT INTO gateway.charges (key, id, order_id, amount_satang, created_at)
 		SELECT scope || '|' || key, 'gw_' || hex, order_id, 129900, %s FROM r`
 )
 
@@ -191,8 +192,8 @@ func (g generator) postgres(ctx context.Context, url string) error {
 	ts := func(table, column, plusMs string) string {
 		var typ string
 		schema := "public"
-		if table == "gateway_charges" {
-			schema = "gateway"
+		if table == "gateway.charges" {
+			schema, table = "gateway", "charges"
 		}
 		pool.QueryRow(ctx, `SELECT data_type FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 AND column_name = $3`, schema, table, column).Scan(&typ)
 		if strings.HasPrefix(typ, "timestamp") {
@@ -203,7 +204,7 @@ func (g generator) postgres(ctx context.Context, url string) error {
 	fills := []string{
 		fmt.Sprintf(pgKeys, ts("idempotency_keys", "created_at", "0"), ts("idempotency_keys", "locked_at", "0"), ts("idempotency_keys", "completed_at", "40")),
 		fmt.Sprintf(pgCharges, ts("charges", "created_at", "40")),
-		fmt.Sprintf(pgGateway, ts("gateway_charges", "created_at", "20")),
+		fmt.Sprintf(pgGateway, ts("gateway.charges", "created_at", "20")),
 	}
 	for _, fill := range fills {
 		t0 := time.Now()
