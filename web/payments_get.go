@@ -59,7 +59,7 @@ func (s *Server) handleListPayments(c echo.Context) error {
 	s.lab.reconciliations.Add(1)
 	// A look-up is how a client reconciles after a 500: the timeline and
 	// the lab count it.
-	e := live.Event{Kind: live.LookedUp, Scope: scope, Source: s.clientIP(c.Request()), OrderID: order, Status: http.StatusOK,
+	e := live.Event{Kind: live.LookedUp, Scope: scope, Source: s.clientIP(c.Request()), OrderID: order, Status: http.StatusOK, Lookup: string(l.State),
 		Message: fmt.Sprintf("order %s looked up: %s", order, lookupWords(l))}
 	if len(l.Charges) > 0 {
 		e.Charge = l.Charges[0].ID

@@ -198,7 +198,17 @@ var narrator = map[live.Kind]narration{
 	}},
 	live.Delivered:   {line: line{draw: (*update).delivered}},
 	live.Undelivered: {line: line{draw: (*update).delivered}},
-	live.LookedUp: {by: func(e live.Event) string { return strconv.FormatBool(e.Charge != "") }, cases: map[string]line{
+	live.LookedUp: {by: lookupCase, cases: map[string]line{
+		// What the look-up answered, as the server's books said then: a
+		// key claimed with its outcome unknown is not "not paid".
+		string(pay.OrderPending): {row: "Look-up",
+			arrows:  []arrow{{from: B, to: S, label: "GET ?order_id={order}"}, {from: S, to: D, label: "SELECT the order's charges and keys"}},
+			answer:  &arrow{label: "pending: outcome unknown", badge: badge{"200", views.ToneWarn}},
+			outcome: &badge{"pending", views.ToneWarn}},
+		string(pay.OrderNeverSeen): {row: "Look-up",
+			arrows:  []arrow{{from: B, to: S, label: "GET ?order_id={order}"}, {from: S, to: D, label: "SELECT the order's charges and keys"}},
+			answer:  &arrow{label: "never seen", badge: badge{"200", views.ToneInfo}},
+			outcome: &badge{"never seen", views.ToneInfo}},
 		"true": {row: "Look-up",
 			arrows:  []arrow{{from: B, to: S, label: "GET ?order_id={order}"}, {from: S, to: D, label: "SELECT the order's charges"}},
 			answer:  &arrow{label: "paid", badge: badge{"200", views.ToneOK}},
@@ -234,6 +244,16 @@ var narrator = map[live.Kind]narration{
 	lesson.PollKind: {},
 	// Another server's held list changed: the bar shows it.
 	step.KindHeldList: {line: line{stepBar: true}},
+}
+
+// lookupCase picks a look-up's line: by the state it answered, or, for an
+// event without one (an older server's), by whether it found a charge.
+func lookupCase(e live.Event) string {
+	switch pay.OrderState(e.Lookup) {
+	case pay.OrderPending, pay.OrderNeverSeen:
+		return e.Lookup
+	}
+	return strconv.FormatBool(e.Charge != "")
 }
 
 // unknown is the line of a kind the narrator has none for.

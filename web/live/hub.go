@@ -85,6 +85,9 @@ type Event struct {
 	Charge string `json:"charge_id,omitempty"`
 	// Sweep is what the sweeper did, on Swept.
 	Sweep SweepResult `json:"sweep,omitempty"`
+	// Lookup is the state a look-up answered (pay.OrderState: paid,
+	// pending, not_charged, never_seen), on LookedUp.
+	Lookup string `json:"lookup,omitempty"`
 	// Attempt is the checkout page's name for one attempt (the
 	// Paytwice-Attempt header), on Received and on the page's own report
 	// of whether the answer reached it (Delivered, Undelivered).

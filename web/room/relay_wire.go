@@ -181,6 +181,11 @@ func (w *wireWriter) interned(dst []byte, tag, ref byte, v string) []byte {
 
 // carriable reports whether every string of e can be written as it is.
 func carriable(e *live.Event) bool {
+	if e.Lookup != "" {
+		// A field the records have no tag for: the JSON form carries it,
+		// and a server that does not know it reads the rest.
+		return false
+	}
 	for _, s := range [...]string{string(e.Kind), e.Request, e.Scope, e.Key, e.OrderID, e.Fingerprint,
 		e.Charge, string(e.Sweep), e.Message, e.Server, e.Attempt} {
 		if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {

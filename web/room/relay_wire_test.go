@@ -94,6 +94,8 @@ func TestRelayWireCarriesEveryFieldOfEveryEvent(t *testing.T) {
 		{Kind: live.Received, Request: "rq_nul", Key: "k\x00ey", OrderID: "bad \xff utf-8", Time: at, Message: "POST /v1/payments"},
 		{Kind: live.Claimed, Request: "rq_nul", Key: "k\x00ey", Time: at, Amount: -5},
 		{Kind: live.Pruned, Message: "3:x", Time: time.Unix(0, 1).UTC()},
+		// A look-up's state, which the records have no tag for.
+		{Kind: live.LookedUp, Scope: "tok", OrderID: "A-1", Status: 200, Lookup: "pending", Time: at, Message: "order A-1 looked up: pending"},
 	}
 	events = append(events, odd...)
 
