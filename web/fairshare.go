@@ -75,6 +75,11 @@ type Limits struct {
 	// and retrying six times, stay within both; a loop paying as fast as
 	// it can is slowed to them. Only with a presenter token.
 	Payments, CallerPayments Rate
+	// CallerShare is the part, in percent, of its address's rates that
+	// one caller (a browser session or a bearer token) may use of what is
+	// not a payment: behind one shared address, no student uses up the
+	// others' share.
+	CallerShare int
 	// TimelinePerSource is how many of the timeline's events one source
 	// (a client address) may hold, apart for its payments and for the
 	// rest (deliveries, look-ups); the room's own events have a share of
@@ -112,6 +117,7 @@ var DefaultLimits = Limits{
 	PaymentWait:        10 * time.Second,
 	Payments:           Rate{Burst: 600, Every: 20 * time.Millisecond},
 	CallerPayments:     Rate{Burst: 120, Every: 100 * time.Millisecond},
+	CallerShare:        50,
 	TimelinePerSource:  4096,
 	TimelineTotal:      32768,
 	Addresses:          4096,
@@ -151,6 +157,8 @@ func (l Limits) withDefaults() Limits {
 	}
 	fillRate(&l.Payments, d.Payments)
 	fillRate(&l.CallerPayments, d.CallerPayments)
+	fill(&l.CallerShare, d.CallerShare)
+	l.CallerShare = min(l.CallerShare, 100)
 	fill(&l.TimelinePerSource, d.TimelinePerSource)
 	fill(&l.TimelineTotal, d.TimelineTotal)
 	fill(&l.Addresses, d.Addresses)
@@ -185,6 +193,7 @@ var limitSettings = []limitSetting{
 	{name: "deliveries", what: "delivery reports per address", rate: func(l *Limits) *Rate { return &l.Deliveries }},
 	{name: "simulations", what: "backoff and herd runs per address", rate: func(l *Limits) *Rate { return &l.Simulations }},
 	{name: "checks", what: "forwards to a student's server and checker runs per address", rate: func(l *Limits) *Rate { return &l.Checks }},
+	{name: "caller-share", what: "percent of an address's rates one browser session or bearer token may use (requests, deliveries, simulations, checks)", count: func(l *Limits) *int { return &l.CallerShare }},
 	{name: "payments-per-address", what: "payments of one address the server works on at once (with a presenter token)", count: func(l *Limits) *int { return &l.PaymentsPerAddress }},
 	{name: "payments-at-work", what: "payments of all the students the server works on at once", count: func(l *Limits) *int { return &l.PaymentsAtWork }},
 	{name: "payments-queued", what: "payments of one address that may wait for their turn", count: func(l *Limits) *int { return &l.PaymentsQueued }},
@@ -399,27 +408,45 @@ func (t *bucketTable) size() int {
 }
 
 // requestLimits are the per-address buckets of everything that is not a
-// payment, and how a request is matched to its bucket.
+// payment, and how a request is matched to its bucket. A request that
+// carries a caller's credential (a browser session or a bearer token) is
+// counted by its caller too, at CallerShare of its address's rate: behind
+// one shared address no caller can use up the share of the others.
 type requestLimits struct {
-	requests, deliveries, simulations, checks *bucketTable
+	requests, deliveries, simulations, checks requestShare
 	// clientIP names the address a request is counted by; priority says
 	// whether it comes from the presenter (never counted).
 	clientIP func(*http.Request) string
 	priority func(*http.Request) bool
 }
 
-func newRequestLimits(l Limits, now func() time.Time, clientIP func(*http.Request) string, priority func(*http.Request) bool) *requestLimits {
-	table := func(r Rate) *bucketTable { return newBucketTable(now, r, l.Addresses, l.IdleAfter) }
-	return &requestLimits{requests: table(l.Requests), deliveries: table(l.Deliveries),
-		simulations: table(l.Simulations), checks: table(l.Checks), clientIP: clientIP, priority: priority}
+// requestShare is one kind of request's buckets: per address, and per
+// caller within an address.
+type requestShare struct {
+	address, caller *bucketTable
 }
 
-// bucketFor is the table r is counted in, and what it asks for in the
-// words of a refusal; nil for what is never counted here: payments (the
-// lesson itself), the live stream (streamAdmission), static files (a
-// page's own parts, cached) and the simulated gateway, whose callers are
-// the servers under test charging through it.
-func (l *requestLimits) bucketFor(r *http.Request) (*bucketTable, string) {
+// callerRate is CallerShare percent of r: a smaller burst, and a longer
+// wait for each token that comes back.
+func callerRate(r Rate, percent int) Rate {
+	return Rate{Burst: max(1, r.Burst*percent/100), Every: r.Every * 100 / time.Duration(percent)}
+}
+
+func newRequestLimits(l Limits, now func() time.Time, clientIP func(*http.Request) string, priority func(*http.Request) bool) *requestLimits {
+	share := func(r Rate) requestShare {
+		return requestShare{address: newBucketTable(now, r, l.Addresses, l.IdleAfter),
+			caller: newBucketTable(now, callerRate(r, l.CallerShare), l.Addresses, l.IdleAfter)}
+	}
+	return &requestLimits{requests: share(l.Requests), deliveries: share(l.Deliveries),
+		simulations: share(l.Simulations), checks: share(l.Checks), clientIP: clientIP, priority: priority}
+}
+
+// bucketFor is the share r is counted in, and what it asks for in the
+// words of a refusal; nil for what is never counted here: payments (they
+// take turns, payment_admission.go), the live stream (streamAdmission),
+// static files (a page's own parts, cached) and the simulated gateway,
+// whose callers are the servers under test charging through it.
+func (l *requestLimits) bucketFor(r *http.Request) (*requestShare, string) {
 	p := r.URL.Path
 	switch {
 	case r.Method == http.MethodPost && (p == paymentsPath || strings.HasPrefix(p, intentsPath)):
@@ -427,23 +454,35 @@ func (l *requestLimits) bucketFor(r *http.Request) (*bucketTable, string) {
 	case p == "/events" || strings.HasPrefix(p, "/static/") || strings.HasPrefix(p, simGatewayPrefix+"/") || p == "/favicon.ico":
 		return nil, ""
 	case p == "/api/delivery":
-		return l.deliveries, "delivery reports"
+		return &l.deliveries, "delivery reports"
 	case strings.HasPrefix(p, "/backoff") || strings.HasPrefix(p, "/herd") || p == "/api/backoff" || p == "/api/herd":
-		return l.simulations, "simulation runs"
+		return &l.simulations, "simulation runs"
 	case strings.HasPrefix(p, "/byo/") || p == "/lab/check":
-		return l.checks, "checks"
+		return &l.checks, "checks"
 	}
-	return l.requests, "requests"
+	return &l.requests, "requests"
 }
 
-// middleware answers 429, with Retry-After and a sentence, to an address
-// that has used up its share of what r asks for. The presenter is never
-// counted.
+// callerOf names r's caller by its credential, "" when it has none (an
+// anonymous caller is its address).
+func callerOf(r *http.Request) string {
+	if tok, _, ok := bearerToken(r.Header.Get("Authorization")); ok {
+		return "token:" + scopeID(tok)
+	}
+	if hasSession(r) {
+		return "session:" + scopeID(sessionOf(r))
+	}
+	return ""
+}
+
+// middleware answers 429, with Retry-After and a sentence, to a caller or
+// an address that has used up its share of what r asks for. The presenter
+// is never counted.
 func (l *requestLimits) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		table, what := l.bucketFor(r)
-		if table == nil {
+		share, what := l.bucketFor(r)
+		if share == nil {
 			return next(c)
 		}
 		// The presenter is never held back, and takes nothing from its
@@ -453,15 +492,24 @@ func (l *requestLimits) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		ip := l.clientIP(r)
-		wait := table.take(ip)
-		if wait == 0 {
-			return next(c)
+		if caller := callerOf(r); caller != "" {
+			if wait := share.caller.take(ip + "\x00" + caller); wait > 0 {
+				return refuseRequest(c, wait, fmt.Sprintf("Your browser session or token has sent more %s than its share behind its address (%d at once, then one every %v; -limits caller-share)", what, share.caller.rate.Burst, share.caller.rate.Every))
+			}
 		}
-		secs := waitSeconds(wait)
-		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
-		return pay.Errorf(pay.EBUSY, "Your address (%s) has sent more %s than its share (%d at once, then one every %v): the next is answered in %d %s. Everyone else's are answered as usual.",
-			ip, what, table.rate.Burst, table.rate.Every, secs, plural(secs, "second", "seconds"))
+		if wait := share.address.take(ip); wait > 0 {
+			return refuseRequest(c, wait, fmt.Sprintf("Your address (%s) has sent more %s than its share (%d at once, then one every %v)", ip, what, share.address.rate.Burst, share.address.rate.Every))
+		}
+		return next(c)
 	}
+}
+
+// refuseRequest is the 429 of a request past its share: why, then when
+// the next is answered.
+func refuseRequest(c echo.Context, wait time.Duration, why string) error {
+	secs := waitSeconds(wait)
+	c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
+	return pay.Errorf(pay.EBUSY, "%s: the next is answered in %d %s. Everyone else's are answered as usual.", why, secs, plural(secs, "second", "seconds"))
 }
 
 // waitSeconds is a wait in whole seconds, rounded up, at least 1.

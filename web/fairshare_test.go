@@ -6,9 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"paytwice/sim"
 )
@@ -133,7 +136,7 @@ func TestRequestsBeyondAnAddressShareGet429WithASentence(t *testing.T) {
 			}
 		}
 	})
-	t.Run("payments are never counted", func(t *testing.T) {
+	t.Run("payments are not counted among the simulations", func(t *testing.T) {
 		for i := range 8 {
 			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, env.URL+paymentsPath,
 				strings.NewReader(fmt.Sprintf(`{"order_id":"S-%d","amount_satang":100}`, i)))
@@ -147,6 +150,50 @@ func TestRequestsBeyondAnAddressShareGet429WithASentence(t *testing.T) {
 			if res.StatusCode != http.StatusCreated {
 				t.Fatalf("payment %d: %d", i, res.StatusCode)
 			}
+		}
+	})
+}
+
+// Behind one shared address, a browser session or a bearer token is
+// counted by itself too, at its part of the address's share: one caller
+// in a loop leaves the rest of the address's share to the others, and a
+// caller without a credential is counted by the address alone.
+func TestOneCallerCannotUseUpItsAddressShare(t *testing.T) {
+	const token = "front-of-class"
+	env := newTestEnv(t, Config{PresenterToken: token, Limits: Limits{Simulations: Rate{Burst: 8, Every: time.Hour}, CallerShare: 50}})
+	nat := fromAddress("127.0.0.2")
+	const backoff = "/api/backoff?base=500ms&cap=8s&retries=5"
+	session := func(id string) []string { return []string{"Cookie", sessionCookie + "=" + id} }
+	alice, bob := session(uuid.NewString()), session(uuid.NewString())
+	statuses := func(n int, header ...string) []int {
+		var got []int
+		for range n {
+			got = append(got, getFrom(t, nat, env.URL+backoff, header...).Status)
+		}
+		return got
+	}
+	t.Run("a session in a loop gets its part of the share, then 429 naming the session", func(t *testing.T) {
+		got := statuses(5, alice...)
+		if !slices.Equal(got, []int{200, 200, 200, 200, 429}) {
+			t.Fatalf("alice's five runs: %v, want her four (half the address's eight), then 429", got)
+		}
+		r := getFrom(t, nat, env.URL+backoff, alice...)
+		if !strings.Contains(string(r.Body), "browser session or token") || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("the refusal does not say whose share: %d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("the others behind the address still get theirs", func(t *testing.T) {
+		if got := statuses(2, bob...); got[0] != http.StatusOK || got[1] != http.StatusOK {
+			t.Fatalf("bob's two runs: %v", got)
+		}
+		if got := statuses(2, "Authorization", "Bearer carol"); got[0] != http.StatusOK || got[1] != http.StatusOK {
+			t.Fatalf("carol's two runs: %v", got)
+		}
+	})
+	t.Run("the address's share bounds them all", func(t *testing.T) {
+		r := getFrom(t, nat, env.URL+backoff, "Authorization", "Bearer dave")
+		if r.Status != http.StatusTooManyRequests || !strings.Contains(string(r.Body), "127.0.0.2") {
+			t.Fatalf("dave after the address's eight: %d %s", r.Status, r.Body)
 		}
 	})
 }
