@@ -104,6 +104,14 @@ func stopSharedBrowser() {
 // bounded in time; the window closes when the test ends.
 func liveBrowser(t *testing.T, width, height int) context.Context {
 	t.Helper()
+	return liveBrowserFor(t, width, height, 90*time.Second)
+}
+
+// liveBrowserFor is liveBrowser for a test that needs longer than 90 s
+// in all (the walk of every chapter on a loaded machine): its tabs end
+// after d.
+func liveBrowserFor(t *testing.T, width, height int, d time.Duration) context.Context {
+	t.Helper()
 	path := liveBrowserPath()
 	if path == "" {
 		if os.Getenv("CI") == "true" {
@@ -120,7 +128,7 @@ func liveBrowser(t *testing.T, width, height int) context.Context {
 	if err := chromedp.Do(ctx, liveResize(width, height)); err != nil {
 		t.Fatalf("opening a %dx%d window: %v", width, height, err)
 	}
-	ctx, cancelTime := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancelTime := context.WithTimeout(ctx, d)
 	t.Cleanup(cancelTime)
 	liveWatchCSP(t, ctx)
 	return ctx

@@ -38,7 +38,10 @@ const phoneBooks = `(async () => {
 // walk goes on to the last chapter, every card stating what the server's
 // books say for its order.
 func TestBrowserClassWalksTwelveChaptersThroughARestart(t *testing.T) {
-	r := newRestartable(t, Config{PresenterToken: restartToken, LockTimeout: 2 * time.Second, SweepEvery: 200 * time.Millisecond})
+	// A lock timeout of 10 s gives each payment's work 5 s: the lock in
+	// memory's requests queue behind each other, and on a loaded machine
+	// 1 s was not always enough.
+	r := newRestartable(t, Config{PresenterToken: restartToken, LockTimeout: 10 * time.Second, SweepEvery: 200 * time.Millisecond})
 	presenter := func(method, path string, body any) {
 		t.Helper()
 		b := ""
@@ -54,7 +57,7 @@ func TestBrowserClassWalksTwelveChaptersThroughARestart(t *testing.T) {
 		}
 	}
 
-	board := liveBrowser(t, 1280, 720)
+	board := liveBrowserFor(t, 1280, 720, 5*time.Minute)
 	liveOpen(t, board, r.URL()+"/board?token="+restartToken)
 	liveWait(t, board, "the board drawn for the presenter", 10*time.Second, `document.querySelector(".board").dataset.presenter === "true"`)
 	phones := make([]context.Context, 3)
