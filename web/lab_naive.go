@@ -199,7 +199,12 @@ func (s *Server) payMemoryLock(p *payment) error {
 	unlock, err := locks.lock(clientCtx, p.scope, p.key, func() {
 		s.lab.lockWaits.Add(1)
 		p.note(0, memoryLockWaiting)
+		// Waiting for another request costs the server nothing: the turn
+		// goes back, or a class double-clicking behind one address would
+		// have its waiters take every turn the holders need.
+		p.slot.pause()
 	})
+	p.slot.resume()
 	switch {
 	case errors.Is(err, errTooManyLocks):
 		return p.fail(pay.Errorf(pay.EUNAVAILABLE, "This server already holds a lock on %d keys, its limit. Retry with the same key in a moment.", labMaxTracked))
@@ -324,6 +329,10 @@ func (p *payment) checkGap(ctx context.Context) error {
 	if gap <= 0 {
 		return nil
 	}
+	// The pause is the lab's own, not work: the turn goes back meanwhile,
+	// so that a class behind one address is not held to its few turns.
+	p.slot.pause()
+	defer p.slot.resume()
 	return p.s.sleep(ctx, time.Duration(gap)*time.Millisecond)
 }
 
