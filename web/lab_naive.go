@@ -293,6 +293,9 @@ func (p *payment) checkThenInsertLoose(checkCtx context.Context, tableKey, refKi
 	if err != nil {
 		status, body := problemBody(r, err)
 		p.publish(live.GatewayReply, status, pay.ErrorMessage(err))
+		if workCtx.Err() != nil && s.workAbandoned() {
+			return p.looseAbandoned(workCtx, rowID)
+		}
 		if _, serr := s.db.LabLooseComplete(workCtx, rowID, status, body, nil, p.id); serr != nil {
 			return p.fail(serr)
 		}
@@ -302,6 +305,9 @@ func (p *payment) checkThenInsertLoose(checkCtx context.Context, tableKey, refKi
 	ch := pay.Charge{ID: pay.NewID("ch_"), Scope: p.scope, Key: tableKey, OrderID: p.req.OrderID,
 		AmountSatang: p.req.AmountSatang, GatewayRef: g.ID, CreatedAt: s.clock.Now()}
 	n, err := s.labLooseComplete(workCtx, rowID, ch, p.id)
+	if err != nil && s.workAbandoned() {
+		return p.looseAbandoned(workCtx, rowID)
+	}
 	if err != nil {
 		return p.fail(err)
 	}
@@ -309,6 +315,31 @@ func (p *payment) checkThenInsertLoose(checkCtx context.Context, tableKey, refKi
 	p.note(http.StatusCreated, "key row marked done; 201 sent")
 	return p.answerCharged(ch)
 }
+
+// looseAbandoned answers a payment of the unguarded tables whose work
+// the server abandoned at shutdown after it called the gateway: whether
+// the gateway charged is unknown, and these tables keep no started key a
+// sweeper could settle. The row is saved with that answer, so that a
+// retry with the key replays it rather than meeting a started row (409)
+// until the room is reset.
+func (p *payment) looseAbandoned(workCtx context.Context, rowID int64) error {
+	err := pay.Errorf(pay.EUNAVAILABLE, "The server is stopping and stopped waiting for this payment's work after it called the gateway: whether the gateway charged is unknown. This mistaken handler keeps no started key for the server to settle when it is back: the key's row in the unguarded table holds this answer, and a retry with the same key replays it. To find out, count the order's charges on the lab's board once the server is back; never pay order %s with a new key meanwhile.", p.req.OrderID)
+	status, body := problemBody(p.c.Request(), err)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), stoppedWriteTimeout)
+	defer cancel()
+	if _, serr := p.s.db.LabLooseComplete(ctx, rowID, status, body, nil, p.id); serr != nil {
+		p.s.logf("payment %s: saving the answer of an abandoned payment: %v", p.id, serr)
+	} else {
+		p.s.lab.tally.invalidate()
+	}
+	p.note(status, "the server stopped waiting for the gateway: outcome unknown, answered so")
+	return sendProblem(p.c, status, body)
+}
+
+// stoppedWriteTimeout bounds a write made for a payment the server has
+// stopped, after its own context ended: a busy database may not hold its
+// answer past the shutdown's grace.
+const stoppedWriteTimeout = 2 * time.Second
 
 // claim is the request's key row, filed under tableKey.
 func (p *payment) claim(tableKey string) pay.ClaimRequest {
