@@ -196,7 +196,13 @@ func (s *Server) payMemoryLock(p *payment) error {
 		return err
 	}
 	clientCtx := c.Request().Context()
-	unlock, err := locks.lock(clientCtx, p.scope, p.key, func() {
+	// The wait ends with the client, or with the server's work at
+	// shutdown: AbandonWork does not end the client's connection, and a
+	// waiter would otherwise lose it unanswered when the grace runs out.
+	waitCtx, stopWaiting := context.WithCancel(clientCtx)
+	defer stopWaiting()
+	defer context.AfterFunc(s.workBase, stopWaiting)()
+	unlock, err := locks.lock(waitCtx, p.scope, p.key, func() {
 		s.lab.lockWaits.Add(1)
 		p.note(0, memoryLockWaiting)
 		// Waiting for another request costs the server nothing: the turn
@@ -208,6 +214,9 @@ func (s *Server) payMemoryLock(p *payment) error {
 	switch {
 	case errors.Is(err, errTooManyLocks):
 		return p.fail(pay.Errorf(pay.EUNAVAILABLE, "This server already holds a lock on %d keys, its limit. Retry with the same key in a moment.", labMaxTracked))
+	case err != nil && clientCtx.Err() == nil && s.workBase.Err() != nil:
+		p.note(0, "the server is stopping: this request stops waiting for the lock, having written nothing")
+		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The server is stopping and ended this payment while it waited for another request with the same key to finish: it never called the gateway, nothing was charged and nothing was written. Send it again with the same key once the server is back."))
 	case err != nil:
 		return p.hungUp("while waiting for this server's lock on the key")
 	}

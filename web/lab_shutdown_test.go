@@ -52,3 +52,37 @@ func TestLabPaymentAbandonedOnTheGatewayAnswersOutcomeUnknown(t *testing.T) {
 		t.Fatalf("the retry: %d %s, want the unknown answer replayed", retry.Status, retry.Body)
 	}
 }
+
+// A payment of the lock in memory waiting for the lock when a shutdown
+// stops waiting for the work is answered at once that nothing was
+// charged, rather than losing its connection when the grace runs out.
+func TestLabLockWaiterAtShutdownIsAnsweredNothingCharged(t *testing.T) {
+	env := newTestEnv(t, Config{})
+	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabMemoryLock, CheckGapMS: 1000}})
+	sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
+	reached, release := holdGap(env.Server)
+	defer close(release)
+	const key, body = "double-click", `{"order_id":"U-3","amount_satang":100}`
+	answers := make(chan response, 2)
+	for range 2 {
+		go func() {
+			r, err := env.tryPay(key, body)
+			if err != nil {
+				r = response{Status: -1, Body: []byte(err.Error())}
+			}
+			answers <- r
+		}()
+	}
+	<-reached // one request holds the lock, in the lab's pause
+	waitEvents(t, sub, 1, "the other waiting for the lock", noteIs(memoryLockWaiting))
+	env.Server.AbandonWork()
+	var r response
+	select {
+	case r = <-answers:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not answered after the work was abandoned")
+	}
+	if r.Status != http.StatusServiceUnavailable || !bytes.Contains(r.Body, []byte("nothing was charged")) || !bytes.Contains(r.Body, []byte("same key")) {
+		t.Fatalf("the waiter's answer: %d %s", r.Status, r.Body)
+	}
+}
