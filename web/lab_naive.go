@@ -291,7 +291,12 @@ func (p *payment) checkThenInsertLoose(checkCtx context.Context, tableKey, refKi
 	if p.step.Stopped() { // the server stopped while step mode held it: nobody let it charge
 		// Its row would otherwise stay started for good, and the retry the
 		// answer invites would find it (409) rather than run afresh.
-		if err := s.db.LabLooseRelease(context.WithoutCancel(workCtx), rowID); err != nil {
+		// Its own context may have ended with the server's work: the
+		// delete runs without it, but bounded, so that a busy writer
+		// cannot hold the answer past the shutdown's grace.
+		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), stoppedWriteTimeout)
+		defer cancel()
+		if err := s.db.LabLooseRelease(releaseCtx, rowID); err != nil {
 			s.logf("payment %s: deleting the started row of a stopped request: %v", p.id, err)
 			return writeProblem(p.c, pay.Errorf(pay.EUNAVAILABLE, "The server stopped while step mode held this payment, before it called the gateway: nothing was charged, but its key's started row could not be deleted (%v), so a retry with the same key may be refused until the room is reset.", err))
 		}
