@@ -108,7 +108,7 @@ func (db *DB) Claim(ctx context.Context, c pay.ClaimRequest) (pay.ClaimResult, e
 // made every payment behind it wait too. Anything else (no row, a started
 // row, another order) goes to the writer, whose claim decides.
 func (db *DB) doneOnDisk(ctx context.Context, c pay.ClaimRequest) (pay.KeyRow, bool) {
-	row, err := scanKey(db.read.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND key = ?`, c.Scope, c.Key))
+	row, err := scanKey(db.readKey.QueryRowContext(ctx, c.Scope, c.Key))
 	if err != nil || row.Status != pay.StatusDone || row.OrderID != c.OrderID || row.AmountSatang != c.AmountSatang || row.ChargeKey != c.ChargeKey {
 		return pay.KeyRow{}, false
 	}
@@ -317,7 +317,10 @@ func (db *DB) Reset(ctx context.Context) error {
 
 // GetKey reads one key row.
 func (db *DB) GetKey(ctx context.Context, scope, key string) (pay.KeyRow, error) {
-	k, err := scanKey(db.read.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM idempotency_keys WHERE scope = ? AND key = ?`, scope, key))
+	if err := db.need("payments"); err != nil {
+		return pay.KeyRow{}, err
+	}
+	k, err := scanKey(db.readKey.QueryRowContext(ctx, scope, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return k, pay.Errorf(pay.ENOTFOUND, "No idempotency key %q in this scope.", key)
 	}

@@ -47,10 +47,14 @@ type DB struct {
 	schema pay.Schema
 	write  *sql.DB
 	read   *sql.DB
-	conn   *sql.Conn // the writer goroutine's connection; nobody else uses it
-	stmts  writeStatements
-	cache  *replayCache
-	held   claimsHeld
+	// readKey reads one key row through the read pool. It is prepared
+	// once, so the read before each claim does not parse its SQL again:
+	// every new payment makes that read.
+	readKey *sql.Stmt
+	conn    *sql.Conn // the writer goroutine's connection; nobody else uses it
+	stmts   writeStatements
+	cache   *replayCache
+	held    claimsHeld
 
 	stats      struct{ commits, ops, busy atomic.Int64 }
 	ops        chan *writeOp
@@ -110,6 +114,14 @@ func Open(path string, opts Options) (*DB, error) {
 	}
 	db.read.SetMaxOpenConns(opts.ReadConns)
 	db.read.SetMaxIdleConns(opts.ReadConns)
+	if db.schema.Holds("payments") {
+		if db.readKey, err = db.read.Prepare(`SELECT ` + keyColumns + ` FROM idempotency_keys WHERE scope = ? AND key = ?`); err != nil {
+			db.read.Close()
+			db.conn.Close()
+			db.write.Close()
+			return nil, err
+		}
+	}
 	go db.writer()
 	return db, nil
 }
@@ -201,6 +213,9 @@ func (db *DB) Close() error {
 		close(db.quit)
 		<-db.writerDone
 		db.stmts.close()
+		if db.readKey != nil {
+			db.readKey.Close()
+		}
 		err = errors.Join(db.conn.Close(), db.read.Close(), db.write.Close())
 	})
 	return err
