@@ -108,12 +108,13 @@ func (a *paymentAdmission) admit(ctx context.Context, ip, caller string, exempt 
 		a.mu.Unlock()
 		return &paySlot{a: a, ip: ip}, nil
 	}
-	if ad.waiting >= a.queued {
+	if waiting := ad.waiting; waiting >= a.queued {
 		a.forgetLocked(ip, ad)
 		a.mu.Unlock()
+		a.unpace(ip, caller)
 		return nil, &payRefusal{retry: time.Second, err: pay.Errorf(pay.EBUSY,
 			"Your address (%s) already has %d payments waiting for their turn (-limits payments-queued), all sent faster than the server does them: this one was not taken in. Nothing was charged and its key was not used: send it again with the same key in a second. Everyone else's payments are answered as usual.",
-			ip, ad.waiting)}
+			ip, waiting)}
 	}
 	w := &payWaiter{ready: make(chan struct{})}
 	if len(ad.queues[caller]) == 0 {
@@ -134,6 +135,9 @@ func (a *paymentAdmission) admit(ctx context.Context, ip, caller string, exempt 
 	case <-ctx.Done():
 	case <-timer.C:
 	}
+	// A payment not taken in started nothing: the rate's tokens go back,
+	// or its retries would use up its caller's share.
+	defer a.unpace(ip, caller)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if w.in {
@@ -177,10 +181,15 @@ func (a *paymentAdmission) pace(ctx context.Context, ip, caller string) *payRefu
 	case <-timer.C:
 		return nil
 	case <-ctx.Done():
-		a.byCaller.giveBack(callerKey)
-		a.byAddress.giveBack(ip)
+		a.unpace(ip, caller)
 		return &payRefusal{err: pay.Errorf(pay.EBUSY, "The payment's request ended while it waited for its turn: it was not taken in, and nothing was charged.")}
 	}
+}
+
+// unpace gives back the tokens pace took for a payment not taken in.
+func (a *paymentAdmission) unpace(ip, caller string) {
+	a.byCaller.giveBack(ip + "\x00" + caller)
+	a.byAddress.giveBack(ip)
 }
 
 // tooFast refuses a payment whose token would come too late.

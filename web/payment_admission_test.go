@@ -210,3 +210,40 @@ func TestPausedPaymentGivesItsTurnBack(t *testing.T) {
 		t.Errorf("afterwards %d at work, %d waiting, %d addresses; want none", w, q, n)
 	}
 }
+
+// A payment refused for its address's full queue, or after waiting too
+// long for its turn, started nothing: the rate's tokens it took go back,
+// so its retries do not use up its caller's share.
+func TestPaymentsRefusedForTheirTurnGiveTheirRateBack(t *testing.T) {
+	clock := sim.NewManualClock(time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
+	a := newPaymentAdmission(Limits{PaymentsPerAddress: 1, PaymentsAtWork: 1, PaymentsQueued: 1, PaymentWait: 300 * time.Millisecond,
+		CallerPayments: Rate{Burst: 3, Every: time.Hour}}.withDefaults(), clock.Now, true)
+	const ip, caller = "10.0.0.1", "alice"
+	first, no := a.admit(t.Context(), ip, caller, false)
+	if no != nil {
+		t.Fatalf("the first: %v", no.err)
+	}
+	waited := make(chan *payRefusal, 1)
+	go func() {
+		s, no := a.admit(t.Context(), ip, caller, false)
+		s.done()
+		waited <- no
+	}()
+	waitUntil(t, "the second to wait", func() bool { _, q, _ := a.counts(); return q == 1 })
+	if _, no := a.admit(t.Context(), ip, caller, false); no == nil {
+		t.Fatal("the third was taken in past a full queue")
+	}
+	if no := <-waited; no == nil {
+		t.Fatal("the second was taken in while the first was at work")
+	}
+	first.done()
+	// Of the three tokens only the first's is spent: two payments more
+	// are taken in within the hour.
+	for i := range 2 {
+		s, no := a.admit(t.Context(), ip, caller, false)
+		if no != nil {
+			t.Fatalf("payment %d after the refusals: %v", i, no.err)
+		}
+		s.done()
+	}
+}
