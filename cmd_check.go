@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"paytwice/pay/check"
+	"paytwice/web"
 )
 
 // exitStatus ends the process with its value once the command has said
@@ -73,6 +74,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	countField := fs.String("count-field", "", "the top-level field of -count-url's answer holding the array (empty: the answer is the array)")
 	gateway := fs.String("gateway", "", "the simulated gateway the endpoint charges through (paytwice serves one at /sim/gateway): its books count the effects")
 	gatewayToken := fs.String("gateway-token", "", "the presenter token of the server serving -gateway, sent as X-Presenter-Token when the checker flips its switches")
+	presenterToken := fs.String("presenter-token", "", "the presenter token of a class server (paytwice serve -presenter-token): sent as X-Presenter-Token with every request, so the check's storms are not held to a student's share; also -gateway-token's default")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	junit := fs.String("junit", "", "write the report as JUnit XML to this file")
 	seed := fs.Uint64("seed", 0, "seed for keys and ids, to repeat a run (default: random)")
@@ -114,6 +116,12 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if target == "" {
 		return badValue("give the endpoint's URL, such as: paytwice check http://127.0.0.1:8080/v1/payments")
+	}
+	if *presenterToken != "" {
+		headers.h.Set(web.PresenterHeader, *presenterToken)
+		if *gatewayToken == "" {
+			*gatewayToken = *presenterToken
+		}
 	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
