@@ -130,7 +130,20 @@ const (
 	// grows average the same at every retry. Two lies between, where
 	// the few waits of one run tell the two apart (see docs/proxy.md).
 	minGrowth = 2.0
+	// cappedGrowth is how many times the first waits' ceiling the later
+	// waits' must reach for waits whose average grew too little to be
+	// judged capped rather than not growing: a ceiling that never grows
+	// stays near 1, a doubled one that a cap stopped comes near 2.
+	cappedGrowth = 1.75
 )
+
+// ceiling estimates the ceiling the waits xs were drawn under: the
+// second longest, so that one wait lengthened by a stall does not raise
+// it.
+func ceiling(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	return s[len(s)-2]
+}
 
 // Snapshot is the record as it stands, graded without asking the API's
 // books: what the live page shows. Rule 10 stays unjudged until Grade.
@@ -422,7 +435,15 @@ func (c *client) judgeJitter() (samples []WaitSample, vs []Violation, note, part
 			}
 		}
 		m0, mLater := mean(first), mean(later)
-		if mLater < minGrowth*m0 {
+		c0, cLater := ceiling(first), ceiling(later)
+		switch {
+		case mLater < minGrowth*m0 && cLater >= cappedGrowth*c0:
+			// The ceiling grew, then stopped: a cap at most twice the base
+			// averages twice the first waits at best, and the mean cannot
+			// tell it from a ceiling that never grew. Not a fault.
+			partial = fmt.Sprintf("growth capped, not judged: the waits before retry %d and later reach %.0f ms, %.1f times the %.0f ms of those before the first retry, then stop growing (a cap); their average, %.1f times, cannot tell a cap this low from a ceiling that never grows",
+				growthFrom+1, cLater, cLater/c0, c0, mLater/m0)
+		case mLater < minGrowth*m0:
 			vs = append(vs, Violation{Rule: RuleJitter, Detail: fmt.Sprintf(
 				"the waits do not grow: the %d before retry %d and later averaged %.0f ms (longest %.0f), %.1f times the %.0f ms (longest %.0f) of the %d before the first retry; a ceiling that doubles makes them 4 times as long or more, until its cap (%.0f times wanted)",
 				len(later), growthFrom+1, mLater, slices.Max(later), mLater/m0, m0, slices.Max(first), len(first), minGrowth)})

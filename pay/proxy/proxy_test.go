@@ -304,6 +304,25 @@ func TestJitterRule(t *testing.T) {
 			}
 		}
 	})
+	t.Run("full jitter capped at twice its base is capped, not judged", func(t *testing.T) {
+		// Its waits average twice the first ones at best: a mean alone
+		// judged about half of these runs broken. A few whose draws never
+		// came near the cap still look like a ceiling that never grew.
+		capped, broken := 0, 0
+		for seed := range uint64(30) {
+			rnd := rand.New(rand.NewPCG(seed, 42))
+			g, _ := jitterGrade(t, 5, fullJitter(rnd, 100*time.Millisecond, 200*time.Millisecond))
+			if strings.Contains(g.Detail, "the waits do not grow") {
+				broken++
+			}
+			if g.Verdict == Passed && strings.Contains(g.Detail, "growth capped, not judged") {
+				capped++
+			}
+		}
+		if capped == 0 || broken > 5 {
+			t.Errorf("of 30 runs %d reported capped and %d judged broken; want some capped and at most 5 broken", capped, broken)
+		}
+	})
 	t.Run("jittered waits under a ceiling that never grows break it", func(t *testing.T) {
 		for seed := range uint64(30) {
 			rnd := rand.New(rand.NewPCG(seed, 42))
