@@ -38,7 +38,7 @@ func TestJitterRuleRates(t *testing.T) {
 		{"full jitter, base 20 ms, cap 2 s, 5 retries", full(20, 2000), 5, passes(0.05), false},
 		{"full jitter, base 50 ms, cap 400 ms, 4 retries", full(50, 400), 4, passes(0.01), false},
 		{"full jitter, base 100 ms, cap 200 ms, 5 retries", full(100, 200), 5, passes(0.15), false},
-				{"a fixed ceiling of 200 ms, 5 retries", fixedCeiling(200), 5, fails(0.9), false},
+		{"a fixed ceiling of 200 ms, 5 retries", fixedCeiling(200), 5, fails(0.9), false},
 		{"a fixed ceiling of 50 ms, 5 retries", fixedCeiling(50), 5, fails(0.85), false},
 		{"a fixed ceiling of 20 ms, 5 retries", fixedCeiling(20), 5, fails(0.8), false},
 	}
