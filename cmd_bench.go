@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"paytwice/web"
 )
 
 // runBench is "paytwice bench": a load generator for any idempotent
@@ -38,6 +40,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	keys := fs.Int("keys", 1000, "replay mode: how many keys to pay before replaying them")
 	body := fs.String("body", `{"order_id":"{key}","amount_satang":1000}`, "request body")
 	auth := fs.String("auth", "", `Authorization header, e.g. "Bearer alice" (default: none)`)
+	presenterToken := fs.String("presenter-token", "", "the presenter token of a class server (paytwice serve -presenter-token): sent as X-Presenter-Token, so the load is not held to a student's share of the payments at work")
 	unquoted := fs.Bool("unquoted", false, "send the key bare, as Stripe does, instead of as a quoted structured-field string")
 	timeout := fs.Duration("timeout", 30*time.Second, "time-out of each request")
 	pid := fs.Int("pid", 0, "the server's process id: also report its CPU time per request (Linux)")
@@ -73,6 +76,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return badValue("-keys must be between 1 and 1000000")
 	case strings.ContainsAny(*auth, "\r\n"):
 		return badValue("-auth must be one line")
+	case strings.ContainsAny(*presenterToken, "\r\n"):
+		return badValue("-presenter-token must be one line")
 	case *timeout <= 0:
 		return badValue("-timeout must be positive")
 	case *pid < 0:
@@ -90,7 +95,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			n = 1
 		}
 	}
-	tmpl, err := newRequestTemplate(b.url, *body, *auth)
+	var extra []string
+	if *presenterToken != "" {
+		extra = append(extra, web.PresenterHeader+": "+*presenterToken)
+	}
+	tmpl, err := newRequestTemplate(b.url, *body, *auth, extra...)
 	if err != nil {
 		return badValue("-url: %v", err)
 	}

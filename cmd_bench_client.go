@@ -47,8 +47,9 @@ type bodyPart struct {
 	isKey, isNo bool
 }
 
-// newRequestTemplate prepares the requests to rawURL.
-func newRequestTemplate(rawURL, body, auth string) (*requestTemplate, error) {
+// newRequestTemplate prepares the requests to rawURL; header holds more
+// header lines, "Name: value" each.
+func newRequestTemplate(rawURL, body, auth string, header ...string) (*requestTemplate, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, err
@@ -68,6 +69,9 @@ func newRequestTemplate(rawURL, body, auth string) (*requestTemplate, error) {
 	fmt.Fprintf(&h, "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: paytwice-bench\r\nContent-Type: application/json\r\n", u.RequestURI(), u.Host)
 	if auth != "" {
 		fmt.Fprintf(&h, "Authorization: %s\r\n", auth)
+	}
+	for _, line := range header {
+		fmt.Fprintf(&h, "%s\r\n", line)
 	}
 	t.head = []byte(h.String())
 	t.body = splitBody(body)

@@ -15,11 +15,13 @@ import (
 	"paytwice/web"
 )
 
-// "paytwice check -presenter-token" against a class server is admitted
-// as the presenter: its storms of one key are not held to a student's
-// share of the payments at work, which would refuse them 429.
-func TestCheckWithThePresenterTokenIsNotHeldToAStudentsShare(t *testing.T) {
-	const token = "front-of-the-room"
+const classToken = "front-of-the-room"
+
+// classServer is a class server (a presenter token set) that lets one
+// address have a single payment at work, and refuses the next at once.
+func classServer(t *testing.T) string {
+	t.Helper()
+	token := classToken
 	clock := sim.NewClock(time.Now)
 	db, err := store.Open(filepath.Join(t.TempDir(), "paytwice.db"), store.Options{Now: clock.Now})
 	if err != nil {
@@ -32,9 +34,25 @@ func TestCheckWithThePresenterTokenIsNotHeldToAStudentsShare(t *testing.T) {
 	jobs := make(chan struct{})
 	go func() { defer close(jobs); srv.RunJobs(ctx) }()
 	t.Cleanup(func() { cancel(); <-jobs; hs.Close(); srv.Close(); db.Close() })
+	return hs.URL
+}
 
-	out, _, err := runCmd(t, "check", "-presenter-token", token, "-cases", "4", hs.URL+"/v1/payments")
+// "paytwice check -presenter-token" against a class server is admitted
+// as the presenter: its storms of one key are not held to a student's
+// share of the payments at work, which would refuse them 429.
+func TestCheckWithThePresenterTokenIsNotHeldToAStudentsShare(t *testing.T) {
+	url := classServer(t)
+	out, _, err := runCmd(t, "check", "-presenter-token", classToken, "-cases", "4", url+"/v1/payments")
 	if err != nil || !strings.Contains(out, " 0 FAIL, ") || strings.Contains(out, "429") {
 		t.Fatalf("check with the presenter token: %v\n%s", err, out)
+	}
+}
+
+// "paytwice bench -presenter-token" against a class server is admitted
+// as the presenter too: every payment of its load is answered 201.
+func TestBenchWithThePresenterTokenIsNotHeldToAStudentsShare(t *testing.T) {
+	url := classServer(t)
+	if out, _, err := runCmd(t, "bench", "-url", url, "-presenter-token", classToken, "-c", "8", "-n", "200"); err != nil || strings.Contains(out, "429") {
+		t.Fatalf("bench with the presenter token: %v\n%s", err, out)
 	}
 }
