@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"paytwice/web"
+	"paytwice/pay/check"
 )
 
 // runBench is "paytwice bench": a load generator for any idempotent
@@ -97,7 +97,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var extra []string
 	if *presenterToken != "" {
-		extra = append(extra, web.PresenterHeader+": "+*presenterToken)
+		extra = append(extra, check.PresenterHeader+": "+*presenterToken)
 	}
 	tmpl, err := newRequestTemplate(b.url, *body, *auth, extra...)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"paytwice/pay/check"
-	"paytwice/web"
 )
 
 // exitStatus ends the process with its value once the command has said
@@ -118,7 +117,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return badValue("give the endpoint's URL, such as: paytwice check http://127.0.0.1:8080/v1/payments")
 	}
 	if *presenterToken != "" {
-		headers.h.Set(web.PresenterHeader, *presenterToken)
+		headers.h.Set(check.PresenterHeader, *presenterToken)
 		if *gatewayToken == "" {
 			*gatewayToken = *presenterToken
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
+	"paytwice/pay/check"
 	"paytwice/pay/peers"
 )
 
@@ -23,7 +24,7 @@ import (
 // a script sends the header, a browser carries the cookie that opening
 // /board?token=<token> sets.
 const (
-	PresenterHeader = "X-Presenter-Token"
+	PresenterHeader = check.PresenterHeader
 	PresenterCookie = "paytwice_presenter"
 )
 

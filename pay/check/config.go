@@ -95,9 +95,12 @@ const (
 	DefaultTimeout   = 10 * time.Second
 	DefaultPatience  = time.Minute
 	DefaultKeyHeader = "Idempotency-Key"
-	// GatewayTokenHeader carries Config.GatewayToken: paytwice's
-	// presenter token header.
-	GatewayTokenHeader = "X-Presenter-Token"
+	// PresenterHeader is the header a paytwice class server knows its
+	// presenter by; the commands that can act as the presenter send it.
+	PresenterHeader = "X-Presenter-Token"
+	// GatewayTokenHeader carries Config.GatewayToken: the presenter's
+	// header, since the simulated gateway takes changes only from them.
+	GatewayTokenHeader = PresenterHeader
 	maxStorm           = 500
 	// DefaultRounds storms of one key catch a claim that reads, then
 	// writes 1 ms later, in every one of 20 runs on two busy cores.
