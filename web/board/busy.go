@@ -33,10 +33,11 @@ type busyMode struct {
 // Busy mode's thresholds. A request is six to nine events; a class of
 // thirty double-clicking together makes about 60 requests in a second or
 // two, which stays below both ways in: 600 events in the last second, or
-// 240 in the last 200 ms (a flood, noticed before it has cost much).
+// 360 in the last 200 ms (a flood, noticed before it has cost much; above
+// one address's share of the board, so that one address cannot reach it).
 const (
 	busyEnter      = 600 // events in the last second
-	busyEnterBurst = 240 // events in the last 200 ms
+	busyEnterBurst = 360 // events in the last 200 ms
 	busyLeave      = 100 // events in the last second
 	busyRefresh    = 500 * time.Millisecond
 	busyBatch      = 20 * time.Millisecond

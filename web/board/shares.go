@@ -43,11 +43,11 @@ const (
 	// and well under what puts the board in busy mode (busyEnterBurst).
 	shareBurst = 20
 	// An address's share: a class behind one address paying together
-	// stays within it, and one address alone, at nine events a request
-	// at most, stays under both ways into busy mode (busyEnter,
-	// busyEnterBurst).
+	// (thirty students pressing Pay in the same instant) stays within
+	// it, and one address alone, at nine events a request at most, stays
+	// under both ways into busy mode (busyEnter, busyEnterBurst).
 	addressShareRequests = 60
-	addressShareBurst    = 25
+	addressShareBurst    = 36
 	shareRefresh         = 500 * time.Millisecond
 	shareMaxMeters       = 4096
 	// shareMaxRows bounds the callers' rows kept: a row is of use only
