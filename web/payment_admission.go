@@ -299,6 +299,11 @@ func (s *paySlot) pause() {
 		return
 	}
 	s.paused = true
+	s.release()
+}
+
+// release hands the payment's turn to the next one waiting.
+func (s *paySlot) release() {
 	a := s.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -333,16 +338,10 @@ func (s *paySlot) done() {
 	if s == nil || s.ended {
 		return
 	}
-	s.resume()
 	s.ended = true
-	a := s.a
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ad := a.addrs[s.ip]
-	ad.working--
-	a.working--
-	a.serveLocked()
-	a.forgetLocked(s.ip, ad)
+	if !s.paused { // a paused payment gave its turn back already
+		s.release()
+	}
 }
 
 // counts are the students' payments at work and waiting, and the
