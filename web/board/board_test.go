@@ -558,3 +558,42 @@ func TestMutedRowsAreBounded(t *testing.T) {
 		t.Fatalf("the newest caller's row is not on top: %+v", l.Timeline[0])
 	}
 }
+
+// TestSharesPaceByArrival: a board that draws a backlog at once (after a
+// stall, or on a loaded machine) meters each address by when its requests
+// arrived, not by when it draws them. Forty students behind one address
+// paying over two seconds are all drawn, though the board draws them in
+// one instant; forty requests that did arrive in one instant are over the
+// address's share.
+func TestSharesPaceByArrival(t *testing.T) {
+	start := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	late := start.Add(3 * time.Second)
+	const students = 40
+	// addressRows draws forty students' payments from one address, at the
+	// times arrived gives, in one instant of the board's, and counts the
+	// rows standing for an address over its share.
+	addressRows := func(arrived func(i int) time.Time) (int, []string) {
+		b := newTestBoard(t, func(c *Config) { c.Wall = func() time.Time { return late } }, 10)
+		for i := range students {
+			for _, e := range paymentEvents(i) {
+				e.Scope, e.Source, e.Arrived = fmt.Sprintf("session:s-%d", i), "192.0.2.10", arrived(i)
+				b.hub.Publish(e)
+			}
+		}
+		b.caughtUp(t)
+		l := b.Snapshot()
+		n := 0
+		for _, r := range l.Timeline {
+			if r.Title == "One address, too fast" {
+				n++
+			}
+		}
+		return n, outcomes(l.Timeline)
+	}
+	if n, rows := addressRows(func(i int) time.Time { return start.Add(time.Duration(i) * 50 * time.Millisecond) }); n != 0 {
+		t.Errorf("forty payments over two seconds, drawn in one instant, were counted as one address too fast: %v", rows)
+	}
+	if n, rows := addressRows(func(int) time.Time { return late }); n != 1 {
+		t.Errorf("forty payments arriving in one instant from one address: %d rows for the address, want 1: %v", n, rows)
+	}
+}

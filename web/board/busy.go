@@ -52,7 +52,12 @@ type rateMeter struct {
 func (m *rateMeter) add(now time.Time) {
 	b := now.UnixMilli() / 100
 	i := b % 10
-	if m.slots[i] != b {
+	switch {
+	case m.slots[i] > b:
+		// A step from before the second this slot now counts: past the
+		// window the meter reads.
+		return
+	case m.slots[i] < b:
 		m.slots[i], m.counts[i] = b, 0
 	}
 	m.counts[i]++

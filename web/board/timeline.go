@@ -41,7 +41,11 @@ func (p *Board) apply(e live.Event) {
 	defer p.advanceLocked(e.Seq)
 	// A caller over its share of the board is counted, not drawn, and
 	// does not make the board busy for everyone (shares.go).
-	mutedRow, muted := p.shares.mute(e, now)
+	arrived := now
+	if !e.Arrived.IsZero() && e.Arrived.Before(now) {
+		arrived = e.Arrived
+	}
+	mutedRow, muted := p.shares.mute(e, arrived)
 	if !muted {
 		p.rate.add(now) // under mu: the busy ticker reads it too
 	}

@@ -104,6 +104,11 @@ type Event struct {
 	// Priority marks a step of the presenter's own requests, which no
 	// student's share of the board ever holds back (web/board/shares.go).
 	Priority bool `json:"-"`
+	// Arrived is the real time this server published the step: the
+	// board paces a caller's share by it rather than by the moment it
+	// draws the step, so that a board catching up after a stall does not
+	// see a burst nobody sent. Zero on other servers' events.
+	Arrived time.Time `json:"-"`
 }
 
 // Entry is an event in the ring.
@@ -175,6 +180,9 @@ func (h *Hub) SetServer(name string) { h.server = name }
 func (h *Hub) Publish(e Event) Event {
 	if e.Server == "" {
 		e.Server = h.server
+	}
+	if e.Arrived.IsZero() {
+		e.Arrived = time.Now()
 	}
 	return h.publish(&e, false)
 }
