@@ -235,6 +235,10 @@ type HerdSweepConfig struct {
 	// Workers is the number of goroutines; 0 means GOMAXPROCS. The result
 	// does not depend on it.
 	Workers int `json:"-"`
+	// Yield, when set, is called before every trial and may wait: a
+	// server uses it to let more urgent work have the core first. The
+	// result does not depend on it.
+	Yield func(context.Context) `json:"-"`
 }
 
 // DefaultHerdSweep is the AWS post's experiment: 10 to 190 clients in steps
@@ -340,6 +344,9 @@ func HerdSweep(ctx context.Context, cfg HerdSweepConfig) ([]HerdPoint, error) {
 				pt := &points[i]
 				var work, done float64
 				for t := range cfg.Trials {
+					if cfg.Yield != nil {
+						cfg.Yield(ctx)
+					}
 					if ctx.Err() != nil {
 						return
 					}

@@ -53,6 +53,13 @@ type Limits struct {
 	// Simulations is how often one address may run the backoff schedule
 	// or the thundering herd (pages and JSON).
 	Simulations Rate
+	// SimulationWork is how much of the server's processor all the
+	// students' simulation sweeps may use together, and
+	// AddressSimulationWork one address's: a token is a millisecond of one
+	// core, so 4000/4ms is 4 s of work at once, then a quarter of a core.
+	// A sweep is counted for the time it took; the presenter's are not
+	// counted (student_work.go).
+	SimulationWork, AddressSimulationWork Rate
 	// Checks is how often one address may forward a request to a
 	// student's own server (/byo) or run the checker.
 	Checks Rate
@@ -102,26 +109,28 @@ func (r Rate) String() string { return strconv.Itoa(r.Burst) + "/" + r.Every.Str
 
 // DefaultLimits are the limits unless configured otherwise.
 var DefaultLimits = Limits{
-	MaxStreams:         DefaultMaxStreams,
-	PresenterStreams:   20,
-	StreamsPerAddress:  200,
-	StreamsPerSession:  12,
-	StreamOpens:        Rate{Burst: 600, Every: 50 * time.Millisecond},
-	Requests:           Rate{Burst: 1200, Every: 10 * time.Millisecond},
-	Deliveries:         Rate{Burst: 600, Every: 20 * time.Millisecond},
-	Simulations:        Rate{Burst: 120, Every: 500 * time.Millisecond},
-	Checks:             Rate{Burst: 60, Every: time.Second},
-	PaymentsPerAddress: 4,
-	PaymentsAtWork:     16,
-	PaymentsQueued:     1024,
-	PaymentWait:        10 * time.Second,
-	Payments:           Rate{Burst: 600, Every: 20 * time.Millisecond},
-	CallerPayments:     Rate{Burst: 120, Every: 100 * time.Millisecond},
-	CallerShare:        50,
-	TimelinePerSource:  4096,
-	TimelineTotal:      32768,
-	Addresses:          4096,
-	IdleAfter:          10 * time.Minute,
+	MaxStreams:            DefaultMaxStreams,
+	PresenterStreams:      20,
+	StreamsPerAddress:     200,
+	StreamsPerSession:     12,
+	StreamOpens:           Rate{Burst: 600, Every: 50 * time.Millisecond},
+	Requests:              Rate{Burst: 1200, Every: 10 * time.Millisecond},
+	Deliveries:            Rate{Burst: 600, Every: 20 * time.Millisecond},
+	Simulations:           Rate{Burst: 120, Every: 500 * time.Millisecond},
+	Checks:                Rate{Burst: 60, Every: time.Second},
+	SimulationWork:        Rate{Burst: 4000, Every: 4 * time.Millisecond},
+	AddressSimulationWork: Rate{Burst: 2000, Every: 5 * time.Millisecond},
+	PaymentsPerAddress:    4,
+	PaymentsAtWork:        16,
+	PaymentsQueued:        1024,
+	PaymentWait:           10 * time.Second,
+	Payments:              Rate{Burst: 600, Every: 20 * time.Millisecond},
+	CallerPayments:        Rate{Burst: 120, Every: 100 * time.Millisecond},
+	CallerShare:           50,
+	TimelinePerSource:     4096,
+	TimelineTotal:         32768,
+	Addresses:             4096,
+	IdleAfter:             10 * time.Minute,
 }
 
 // withDefaults fills the limits left at zero.
@@ -149,6 +158,8 @@ func (l Limits) withDefaults() Limits {
 	fillRate(&l.Deliveries, d.Deliveries)
 	fillRate(&l.Simulations, d.Simulations)
 	fillRate(&l.Checks, d.Checks)
+	fillRate(&l.SimulationWork, d.SimulationWork)
+	fillRate(&l.AddressSimulationWork, d.AddressSimulationWork)
 	fill(&l.PaymentsPerAddress, d.PaymentsPerAddress)
 	fill(&l.PaymentsAtWork, d.PaymentsAtWork)
 	fill(&l.PaymentsQueued, d.PaymentsQueued)
@@ -192,6 +203,8 @@ var limitSettings = []limitSetting{
 	{name: "requests", what: "requests other than payments per address", rate: func(l *Limits) *Rate { return &l.Requests }},
 	{name: "deliveries", what: "delivery reports per address", rate: func(l *Limits) *Rate { return &l.Deliveries }},
 	{name: "simulations", what: "backoff and herd runs per address", rate: func(l *Limits) *Rate { return &l.Simulations }},
+	{name: "simulation-work", what: "milliseconds of one core all the students' thundering-herd sweeps may use (burst/one more back every)", rate: func(l *Limits) *Rate { return &l.SimulationWork }},
+	{name: "address-simulation-work", what: "milliseconds of one core one address's sweeps may use (burst/one more back every)", rate: func(l *Limits) *Rate { return &l.AddressSimulationWork }},
 	{name: "checks", what: "forwards to a student's server and checker runs per address", rate: func(l *Limits) *Rate { return &l.Checks }},
 	{name: "caller-share", what: "percent of an address's rates one browser session or bearer token may use (requests, deliveries, simulations, checks)", count: func(l *Limits) *int { return &l.CallerShare }},
 	{name: "payments-per-address", what: "payments of one address the server works on at once (with a presenter token)", count: func(l *Limits) *int { return &l.PaymentsPerAddress }},
@@ -363,6 +376,28 @@ func (t *bucketTable) reserve(key string, most time.Duration) (wait time.Duratio
 		return wait, false
 	}
 	return wait, true
+}
+
+// due is how long until key has a token's worth again (0 when it has):
+// a bucket that counts work done rather than requests may go below zero,
+// and nothing starts until it has paid that back.
+func (t *bucketTable) due(key string) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.bucketLocked(key, t.now())
+	if b.tokens >= 1 {
+		return 0
+	}
+	return time.Duration((1 - b.tokens) * float64(t.rate.Every))
+}
+
+// charge takes n tokens of key's, after the work they count was done:
+// the bucket may go below zero, down to one burst.
+func (t *bucketTable) charge(key string, n float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.bucketLocked(key, t.now())
+	b.tokens = max(b.tokens-n, -float64(t.rate.Burst))
 }
 
 // giveBack returns a token reserve took and did not use.

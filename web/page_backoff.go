@@ -142,13 +142,17 @@ type simHandlers struct {
 	isPresenter func(*http.Request) bool
 	// priority says the presenter's runs go before the students'.
 	priority func(*http.Request) bool
+	// clientIP names a student's address; work counts the time their
+	// sweeps take (student_work.go). nil work counts nothing.
+	clientIP func(*http.Request) string
+	work     *studentWork
 }
 
 // routes registers the backoff and herd pages and their JSON.
 func (h simHandlers) routes(e *echo.Echo) {
-	e.GET("/backoff", h.handleBackoffPage)
-	e.GET("/backoff/results", h.handleBackoffFragment)
-	e.GET("/api/backoff", h.handleBackoffAPI)
+	e.GET("/backoff", h.handleBackoffPage, h.countWork)
+	e.GET("/backoff/results", h.handleBackoffFragment, h.countWork)
+	e.GET("/api/backoff", h.handleBackoffAPI, h.countWork)
 	e.GET("/herd", h.handleHerdPage)
 	e.GET("/herd/results", h.handleHerdFragment)
 	e.GET("/api/herd", h.handleHerdAPI)

@@ -117,17 +117,30 @@ func (h *herdRunner) reset() {
 // its turn (errHerdQueueFull when too many already wait) and runs under
 // ctx, so a closed connection or the time-out stops the work.
 func (h *herdRunner) run(ctx context.Context, in report.HerdInput, presenter bool) (pts []sim.HerdPoint, cached bool, err error) {
+	return h.runFor(ctx, in, herdCaller{presenter: presenter})
+}
+
+// herdCaller is who asks for a sweep: the presenter, or a student whose
+// sweep steps aside for more urgent work (yield) and whose time is counted
+// (spent).
+type herdCaller struct {
+	presenter bool
+	yield     func(context.Context) time.Duration
+	spent     func(time.Duration)
+}
+
+func (h *herdRunner) runFor(ctx context.Context, in report.HerdInput, who herdCaller) (pts []sim.HerdPoint, cached bool, err error) {
 	if pts, ok := h.get(in); ok {
 		return pts, true, nil
 	}
-	if !presenter {
+	if !who.presenter {
 		if h.waiting.Add(1) > 1+herdQueue {
 			h.waiting.Add(-1)
 			return nil, false, errHerdQueueFull
 		}
 		defer h.waiting.Add(-1)
 	}
-	if err := h.gate.acquire(ctx, presenter); err != nil {
+	if err := h.gate.acquire(ctx, who.presenter); err != nil {
 		return nil, false, err
 	}
 	defer h.gate.release()
@@ -136,7 +149,26 @@ func (h *herdRunner) run(ctx context.Context, in report.HerdInput, presenter boo
 	}
 	cfg := in.Config()
 	cfg.Workers = herdWorkers()
+	var mu sync.Mutex
+	var yielded time.Duration
+	if who.yield != nil {
+		cfg.Yield = func(ctx context.Context) {
+			if d := who.yield(ctx); d > 0 {
+				mu.Lock()
+				yielded += d
+				mu.Unlock()
+			}
+		}
+	}
+	start := time.Now()
 	pts, err = sim.HerdSweep(ctx, cfg)
+	if who.spent != nil {
+		// The time the sweep had the cores, on each of its workers.
+		mu.Lock()
+		worked := time.Since(start)*time.Duration(cfg.Workers) - yielded
+		mu.Unlock()
+		who.spent(max(worked, 0))
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -172,9 +204,24 @@ func (h simHandlers) runHerd(c echo.Context, in report.HerdInput) ([]sim.HerdPoi
 	if err := h.herdAllowed(c.Request(), in); err != nil {
 		return nil, false, err
 	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), herdTimeout)
+	r := c.Request()
+	who := herdCaller{presenter: h.priority(r)}
+	if !who.presenter && h.work != nil {
+		// A student's sweep: within the time kept for the class's and
+		// its address's simulations, and out of the presenter's way.
+		ip := h.clientIP(r)
+		if wait, err := h.work.admit(ip); err != nil {
+			if _, ok := herdRuns.get(in); !ok {
+				c.Response().Header().Set("Retry-After", strconv.Itoa(waitSeconds(wait)))
+				return nil, false, err
+			}
+		}
+		who.yield = h.work.presenter.wait
+		who.spent = func(d time.Duration) { h.work.spent(ip, d) }
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), herdTimeout)
 	defer cancel()
-	pts, cached, err := herdRuns.run(ctx, in, h.priority(c.Request()))
+	pts, cached, err := herdRuns.runFor(ctx, in, who)
 	if err != nil {
 		if pay.ErrorCode(err) == pay.EBUSY {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(herdRetryAfter))

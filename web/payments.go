@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"io"
 	"mime"
@@ -46,7 +47,13 @@ func (s *Server) handleCreatePayment(c echo.Context) error {
 // read or claimed, with Retry-After.
 func (s *Server) takeTurn(c echo.Context) (*paySlot, error) {
 	r := c.Request()
-	slot, no := s.payments.admit(r.Context(), s.clientIP(r), callerScope(r), s.hasPriority(r) || s.fromLabChecker(r))
+	first := s.hasPriority(r) || s.fromLabChecker(r)
+	if first {
+		// Students' simulations step aside until the answer is sent
+		// (student_work.go); the request's context ends right after.
+		context.AfterFunc(r.Context(), s.work.presenter.enter())
+	}
+	slot, no := s.payments.admit(r.Context(), s.clientIP(r), callerScope(r), first)
 	if no != nil {
 		if no.retry > 0 {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(waitSeconds(no.retry)))

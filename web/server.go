@@ -202,6 +202,9 @@ type Server struct {
 	// payments shares the work on payments out among addresses and
 	// callers (payment_admission.go).
 	payments *paymentAdmission
+	// work keeps the students' simulations to their part of the
+	// processor (student_work.go).
+	work *studentWork
 	// lessons are the guided lessons, narration ticks the running
 	// chapter's "Watch for" items (web/room/lesson).
 	lessons   lesson.Book
@@ -239,6 +242,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.streams = newStreamAdmission(cfg.Limits, time.Now)
 	s.limits = newRequestLimits(cfg.Limits, time.Now, s.clientIP, s.hasPriority)
 	s.payments = newPaymentAdmission(cfg.Limits, time.Now, cfg.PresenterToken != "")
+	s.work = newStudentWork(cfg.Limits, time.Now)
 	s.lessons = lesson.Build(cfg.LockTimeout)
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.simGateway = sim.NewGatewayHandler(clock.Now)
@@ -352,7 +356,7 @@ func (s *Server) routes() *echo.Echo {
 	byo := s.byocRoutes(e)
 	liveHandlers{board: s.live, pages: s, locked: s.cfg.PresenterToken != "", retention: s.cfg.Retention,
 		lockTimeout: s.cfg.LockTimeout, sweepEvery: s.cfg.SweepEvery, byocInUse: byo.inUse}.routes(e)
-	simHandlers{isPresenter: s.isPresenter, priority: s.hasPriority}.routes(e)
+	simHandlers{isPresenter: s.isPresenter, priority: s.hasPriority, clientIP: s.clientIP, work: s.work}.routes(e)
 	s.simGatewayRoutes(e)
 	labHandlers{lab: s, isPresenter: s.isPresenter}.routes(e, s.presenterOnly)
 	s.exportRoutes(e)

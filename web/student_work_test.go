@@ -1,0 +1,119 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"paytwice/sim"
+)
+
+func TestStudentsSimulationsHaveTheirPartOfTheProcessor(t *testing.T) {
+	clock := sim.NewManualClock(time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
+	l := DefaultLimits
+	l.SimulationWork = Rate{Burst: 3000, Every: 4 * time.Millisecond}        // 3 s, then a quarter of a core
+	l.AddressSimulationWork = Rate{Burst: 2000, Every: 10 * time.Millisecond} // 2 s, then a tenth
+	w := newStudentWork(l, clock.Now)
+
+	if _, err := w.admit("10.0.0.1"); err != nil {
+		t.Fatalf("a first sweep was refused: %v", err)
+	}
+	w.spent("10.0.0.1", 2500*time.Millisecond)
+	t.Run("an address past its part waits for it to come back", func(t *testing.T) {
+		wait, err := w.admit("10.0.0.1")
+		if err == nil {
+			t.Fatal("an address that used 2.5 s of its 2 s started another sweep")
+		}
+		// 500 ms of debt plus one back, a tenth of a core: 5.01 s.
+		if wait < 5*time.Second || wait > 5100*time.Millisecond {
+			t.Errorf("it waits %v, want about 5 s", wait)
+		}
+		if !strings.Contains(err.Error(), "address-simulation-work") {
+			t.Errorf("the refusal does not name its limit: %v", err)
+		}
+	})
+	t.Run("another address still has the class's part", func(t *testing.T) {
+		if _, err := w.admit("10.0.0.2"); err != nil {
+			t.Fatalf("%v", err)
+		}
+	})
+	w.spent("10.0.0.2", time.Second)
+	t.Run("the class past its part waits, whatever the address", func(t *testing.T) {
+		_, err := w.admit("10.0.0.3")
+		if err == nil || !strings.Contains(err.Error(), "-limits simulation-work") {
+			t.Fatalf("a new address started a sweep with the class's time used up: %v", err)
+		}
+	})
+	t.Run("the time comes back", func(t *testing.T) {
+		clock.Advance(6 * time.Second)
+		for _, ip := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
+			if _, err := w.admit(ip); err != nil {
+				t.Errorf("%s after six seconds: %v", ip, err)
+			}
+		}
+	})
+}
+
+func TestStudentsSweepsStepAsideForThePresentersPayments(t *testing.T) {
+	var p presenterAtWork
+	if d := p.wait(context.Background()); d != 0 {
+		t.Fatalf("with no payment of the presenter's at work, a sweep waited %v", d)
+	}
+	leave := p.enter()
+	leave2 := p.enter()
+	waited := make(chan struct{})
+	go func() { p.wait(context.Background()); close(waited) }()
+	leave()
+	select {
+	case <-waited:
+		t.Fatal("a sweep went on while one of the presenter's payments was still at work")
+	default:
+	}
+	leave2()
+	<-waited // it goes on once none is
+	leave2() // leaving twice counts once
+	if d := p.wait(context.Background()); d != 0 {
+		t.Fatalf("the count went wrong: a sweep waited %v", d)
+	}
+	t.Run("a sweep whose request ended stops waiting", func(t *testing.T) {
+		defer p.enter()()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		p.wait(ctx)
+	})
+}
+
+func TestAStudentsSweepPastTheClassesPartIsAnswered429(t *testing.T) {
+	const token = "front-of-the-room"
+	// Room for one sweep's start: the first one runs and puts the class
+	// in debt for the time it took, the next new one waits.
+	env := newTestEnv(t, Config{PresenterToken: token, Limits: Limits{
+		SimulationWork: Rate{Burst: 1, Every: time.Hour}}})
+	herdRuns.reset()
+	t.Cleanup(herdRuns.reset)
+	student := fromAddress("127.0.0.2")
+	url := func(seed int) string { return fmt.Sprintf("%s/api/herd?min=10&max=20&step=10&trials=2&seed=%d", env.URL, seed) }
+
+	if r := getFrom(t, student, url(1)); r.Status != http.StatusOK {
+		t.Fatalf("the first sweep: %d %s", r.Status, r.Body)
+	}
+	r := getFrom(t, student, url(2))
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a new sweep with the class's time used: %d Retry-After %q %s", r.Status, r.Header.Get("Retry-After"), r.Body)
+	}
+	if !strings.Contains(string(r.Body), "simulation-work") {
+		t.Errorf("the refusal does not say which limit: %s", r.Body)
+	}
+	if r := getFrom(t, student, url(1)); r.Status != http.StatusOK {
+		t.Errorf("the sweep already run, from the cache: %d", r.Status)
+	}
+	if r := getFrom(t, student, env.URL+"/api/backoff?base=500ms&cap=8s&retries=5&seed=3"); r.Status != http.StatusTooManyRequests {
+		t.Errorf("a backoff schedule with the class's time used: %d", r.Status)
+	}
+	if r := getFrom(t, fromAddress("127.0.0.1"), url(3), PresenterHeader, token); r.Status != http.StatusOK {
+		t.Errorf("the presenter's sweep: %d %s", r.Status, r.Body)
+	}
+}
