@@ -14,7 +14,7 @@ import (
 func TestStudentsSimulationsHaveTheirPartOfTheProcessor(t *testing.T) {
 	clock := sim.NewManualClock(time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
 	l := DefaultLimits
-	l.SimulationWork = Rate{Burst: 3000, Every: 4 * time.Millisecond}        // 3 s, then a quarter of a core
+	l.SimulationWork = Rate{Burst: 3000, Every: 4 * time.Millisecond}         // 3 s, then a quarter of a core
 	l.AddressSimulationWork = Rate{Burst: 2000, Every: 10 * time.Millisecond} // 2 s, then a tenth
 	w := newStudentWork(l, clock.Now)
 
@@ -95,7 +95,9 @@ func TestAStudentsSweepPastTheClassesPartIsAnswered429(t *testing.T) {
 	herdRuns.reset()
 	t.Cleanup(herdRuns.reset)
 	student := fromAddress("127.0.0.2")
-	url := func(seed int) string { return fmt.Sprintf("%s/api/herd?min=10&max=20&step=10&trials=2&seed=%d", env.URL, seed) }
+	url := func(seed int) string {
+		return fmt.Sprintf("%s/api/herd?min=10&max=20&step=10&trials=2&seed=%d", env.URL, seed)
+	}
 
 	if r := getFrom(t, student, url(1)); r.Status != http.StatusOK {
 		t.Fatalf("the first sweep: %d %s", r.Status, r.Body)
