@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"paytwice/pay"
+	"paytwice/pay/peers"
 	"paytwice/store/postgres/pgtest"
 	"paytwice/web"
 )
@@ -462,6 +464,72 @@ func TestFrontDoor(t *testing.T) {
 		}
 		if res, _ := post(t, client, u, "pay"); res.Close {
 			t.Fatal("the door closed a connection the server kept")
+		}
+	})
+
+	t.Run("a page resuming its event stream goes back to the server that numbered its events while it runs", func(t *testing.T) {
+		// Each stand-in numbers its streams' events under an epoch of its
+		// own and says so, as a paytwice server does.
+		streaming := func(name, epoch string) (*child, *httptest.Server) {
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set(web.ServerHeader, name)
+				if r.URL.Path == "/events" {
+					w.Header().Set(peers.StreamEpochHeader, epoch)
+				}
+			}))
+			t.Cleanup(hs.Close)
+			su, _ := url.Parse(hs.URL)
+			return &child{name: name, url: su, exited: make(chan struct{})}, hs
+		}
+		s1, _ := streaming("s1", "0a0a0a0a0a0a")
+		s2, hs2 := streaming("s2", "0b0b0b0b0b0b")
+		s3, _ := streaming("s3", "0c0c0c0c0c0c")
+		u := serve(s1, s2, s3)
+		get := func(path string, header ...string) string {
+			t.Helper()
+			req, _ := http.NewRequest(http.MethodGet, u+path, nil)
+			for i := 0; i+1 < len(header); i += 2 {
+				req.Header.Set(header[i], header[i+1])
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			return res.Header.Get(web.ServerHeader)
+		}
+		// New pages' streams take the reads' turns; the door learns each
+		// server's epoch from its answers.
+		var first []string
+		for range 3 {
+			first = append(first, get("/events"))
+		}
+		if slices.Sort(first); strings.Join(first, " ") != "s1 s2 s3" {
+			t.Fatalf("new streams went to %v, want each server once", first)
+		}
+		for i := range 6 {
+			if got := get("/events", "Last-Event-ID", "0b0b0b0b0b0b-"+strconv.Itoa(40+i)); got != "s2" {
+				t.Fatalf("a page resuming from s2's event %d was sent to %s", 40+i, got)
+			}
+		}
+		if got := get("/events?since=0c0c0c0c0c0c-7"); got != "s3" {
+			t.Fatalf("a page opening from s3's event 7 was sent to %s", got)
+		}
+		// Only the event stream sticks: other reads take turns, whatever
+		// they carry.
+		other := map[string]bool{}
+		for range 3 {
+			other[get("/lab/live", "Last-Event-ID", "0b0b0b0b0b0b-40")] = true
+		}
+		if len(other) != 3 {
+			t.Fatalf("other reads went to %v, want every server in turn", other)
+		}
+		// Its server gone, the page goes to another, which draws it again.
+		hs2.Close()
+		for range 3 {
+			if got := get("/events", "Last-Event-ID", "0b0b0b0b0b0b-45"); got != "s1" && got != "s3" {
+				t.Fatalf("a page of a server that is gone was sent to %q", got)
+			}
 		}
 	})
 }

@@ -204,6 +204,10 @@ type child struct {
 	exited chan struct{} // closed once the process has exited
 	// waitErr says how it ended; read it once exited is closed.
 	waitErr error
+	// epoch is the epoch of the event ids this server's streams carry,
+	// as its last stream's answer said (peers.StreamEpochHeader): the
+	// front door sends a page resuming from such an id back here.
+	epoch atomic.Pointer[string]
 }
 
 // hasExited reports whether the process is gone.
@@ -428,6 +432,9 @@ func newFrontDoor(servers []*child, mark string, stderr io.Writer) *frontDoor {
 			if res.Close {
 				res.Header.Set("Connection", "close")
 			}
+			if epoch := res.Header.Get(peers.StreamEpochHeader); epoch != "" {
+				res.Request.Context().Value(hopKey{}).(*hop).server.epoch.Store(&epoch)
+			}
 			if res.ContentLength > frontDoorMaxBody {
 				return errFrontDoorBody
 			}
@@ -467,9 +474,23 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		turn = &d.nextWrite
 	}
+	order := make([]*child, 0, n)
+	// A page resuming its event stream goes back first to the server that
+	// numbered its events, while it runs: that server alone can send it
+	// exactly the frames it missed, where any other draws the whole room
+	// again.
+	home := d.streamHome(r)
+	if home != nil {
+		order = append(order, home)
+	}
 	first := turn.Add(1)
 	for i := range n {
-		h := &hop{server: d.servers[(first+i)%n]}
+		if c := d.servers[(first+i)%n]; c != home {
+			order = append(order, c)
+		}
+	}
+	for _, server := range order {
+		h := &hop{server: server}
 		if h.server.hasExited() {
 			continue
 		}
@@ -489,6 +510,31 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	writeFrontDoorProblem(w, http.StatusServiceUnavailable, fmt.Sprintf(
 		"None of the %d servers behind this front door is running or accepting connections; their output says why.", n))
+}
+
+// streamHome is the server that numbered the events a page resumes its
+// event stream from (GET /events with Last-Event-ID, or ?since= on its
+// first connection), nil for any other request, for an id without an
+// epoch, or when no server runs under that epoch any more.
+func (d *frontDoor) streamHome(r *http.Request) *child {
+	if r.Method != http.MethodGet || r.URL.Path != "/events" {
+		return nil
+	}
+	id := r.Header.Get("Last-Event-ID")
+	if id == "" {
+		id = r.URL.Query().Get("since")
+	}
+	i := strings.LastIndexByte(id, '-')
+	if i <= 0 {
+		return nil
+	}
+	epoch := id[:i]
+	for _, c := range d.servers {
+		if e := c.epoch.Load(); e != nil && *e == epoch && !c.hasExited() {
+			return c
+		}
+	}
+	return nil
 }
 
 // writeFrontDoorProblem answers for the door itself, as problem+json. Its

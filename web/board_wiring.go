@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/a-h/templ"
 
@@ -22,9 +23,10 @@ func (s *Server) live() *board.Board {
 			},
 			RoomChanged: changesRoom,
 			Lab:         boardLab{s},
-			ResyncNote: func(restarted bool) templ.Component {
-				return views.StreamNote(s.resyncNote(restarted), true)
+			ResyncNote: func(why board.Why) templ.Component {
+				return views.StreamNote(s.resyncNote(why), true)
 			},
+			Origin: s.streamOrigin,
 		})
 		s.liveStarted.Store(true)
 	})
@@ -54,11 +56,43 @@ func (s *Server) boardHandlers() boardHandlers {
 		presenter: s.hasPriority, maxStreams: s.cfg.Limits.MaxStreams, streamsEnded: &s.streamsEnded}
 }
 
-// resyncNote is what a page drawn again from the server says: that the
-// server restarted (or the page fell behind), and where the class is now.
-func (s *Server) resyncNote(restarted bool) string {
+// streamOrigin says where the events of a page came from whose event ids
+// carry epoch, not this server's: the room's members are listed by their
+// room id, which is their hub's epoch (newRoom). On a server of its own
+// any other epoch is an earlier life of this server.
+func (s *Server) streamOrigin(ctx context.Context, epoch string) board.Why {
+	if !s.peers.Shared() {
+		return board.Restarted
+	}
+	members, err := s.room.Members(ctx)
+	if err != nil {
+		return board.Reconnected
+	}
+	for _, m := range members {
+		if id, _, _ := strings.Cut(m, " "); id == epoch {
+			return board.Moved
+		}
+	}
+	return board.Restarted
+}
+
+// resyncNote is what a page drawn again from the server says: why (the
+// server restarted, the page came from another server of the room, or it
+// fell behind), and where the class is now. It claims no more than the
+// server knows: with several servers, a page whose server is gone is told
+// so, not which of a stop or a restart it was.
+func (s *Server) resyncNote(why board.Why) string {
 	head := "This page fell behind and was drawn again."
-	if restarted {
+	switch {
+	case why == board.Moved && s.cfg.Name != "":
+		head = fmt.Sprintf("This page now follows server %s of the class, which drew it again; the room is the same.", s.cfg.Name)
+	case why == board.Moved:
+		head = "This page now follows another server of the class, which drew it again; the room is the same."
+	case why == board.Reconnected:
+		head = "This page reconnected to another server of the class, which drew it again."
+	case why == board.Restarted && s.peers.Shared():
+		head = "The server this page followed stopped or restarted; a server of the class drew it again."
+	case why == board.Restarted:
 		head = "The server restarted; this page is back with the class."
 	}
 	st := s.room.Load()

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"paytwice/pay"
 	"paytwice/web/live"
 	"paytwice/web/room"
 	"paytwice/web/room/step"
@@ -23,7 +22,11 @@ import (
 // newRoom is the server's room, at the defaults until it is loaded, and
 // its side of the reset barrier.
 func newRoom(s *Server) (*room.Room[room.State], *room.Barriers) {
-	r := room.New(s.peers, pay.NewID("")[:16], s.cfg.Name, room.Defaults, s.applyRoom, s.logf)
+	// The room id is the hub's epoch: the members the room lists are then
+	// the epochs of the servers that run, and a page that comes from
+	// another server's stream is told whether that server still runs
+	// (streamOrigin).
+	r := room.New(s.peers, s.hub.Epoch(), s.cfg.Name, room.Defaults, s.applyRoom, s.logf)
 	return r, &room.Barriers{Room: r, Name: s.cfg.Name, AckWait: s.cfg.GatewayTimeout + room.ResetAckMargin, Logf: s.logf,
 		Quiesce: func(by string) func() {
 			// Held requests hold the in-flight lock: let them go first.

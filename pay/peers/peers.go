@@ -73,6 +73,12 @@ type Guesses struct {
 // refuses NOTIFY payloads of 8000 bytes or more.
 const MaxPayload = 7999
 
+// StreamEpochHeader names, on an event stream's answer, the epoch that
+// the stream's event ids carry (the life of the server that numbers
+// them): paytwice cluster's front door sends a page resuming from those
+// ids back to that server while it runs.
+const StreamEpochHeader = "Paytwice-Stream-Epoch"
+
 // FrontDoorHeader carries the mark of paytwice cluster's front door on
 // every request it forwards: a server believes the front door's
 // X-Forwarded-For only on a request that carries its mark.

@@ -97,11 +97,15 @@ type Config struct {
 	// carries a mark (lab.go).
 	RoomChanged func(live.Event) bool
 	// ResyncNote is the note a page that had events from elsewhere is
-	// drawn with: restarted says they came from another life of the
-	// server. nil draws none.
-	ResyncNote func(restarted bool) templ.Component
-	Lab        Lab
-	Logf       func(format string, args ...any)
+	// drawn with: why says where they came from. nil draws none.
+	ResyncNote func(why Why) templ.Component
+	// Origin says where the events of a page whose ids carry epoch, not
+	// this server's, came from: another server of this room that still
+	// runs (Moved), one that is gone (Restarted), or unknown. nil: every
+	// other epoch is a restart, as on a server of its own.
+	Origin func(ctx context.Context, epoch string) Why
+	Lab    Lab
+	Logf   func(format string, args ...any)
 	// Ctx ends at shutdown.
 	Ctx context.Context
 	// Heartbeat and WriteTimeout time the event streams (stream.go);

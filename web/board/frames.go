@@ -45,8 +45,8 @@ type ring struct {
 	// opens (redrawLocked).
 	redrawn *redrawing
 	// resynced are the same for a page that had events from elsewhere
-	// (resyncLocked): [0] fell behind, [1] from before a restart.
-	resynced [2]*redrawing
+	// (resyncLocked), one for each Why.
+	resynced [whys]*redrawing
 	// streams are the open streams' connections, closed at shutdown so
 	// that none, reading or not, holds it up.
 	streams map[io.Closer]struct{}
@@ -356,26 +356,60 @@ func (p *Board) redrawLocked() func() []byte {
 	return r.bytes
 }
 
+// Why says why a page that named the last event it saw is drawn whole
+// rather than resumed, and so what its note says (Config.ResyncNote).
+type Why int
+
+// The reasons. Only a page's own server can resume it frame by frame: the
+// frames are this server's drawing of its model, and another server of
+// the room drew the same room in frames of its own, in its own order.
+const (
+	// FellBehind: the page's frames are gone from this server's ring.
+	FellBehind Why = iota
+	// Restarted: the page's ids were numbered by a server that no longer
+	// runs: an earlier life of this one, or a server of the room that
+	// stopped.
+	Restarted
+	// Moved: the page's ids were numbered by another server of this room,
+	// which still runs; the page was sent here (a load balancer's turn).
+	Moved
+	// Reconnected: by another server, and whether it still runs could not
+	// be read.
+	Reconnected
+	whys
+)
+
+// origin is where the events of a page with epoch came from.
+func (p *Board) origin(ctx context.Context, epoch string) Why {
+	if p.cfg.Origin == nil || epoch == "" {
+		return Restarted
+	}
+	ctx, cancel := context.WithTimeout(ctx, originTimeout)
+	defer cancel()
+	return p.cfg.Origin(ctx, epoch)
+}
+
+// originTimeout bounds the look-up of a page's former server: past it the
+// page is redrawn with a note that does not say where it came from.
+const originTimeout = 2 * time.Second
+
 // resyncLocked is redrawLocked for a page that had events from elsewhere:
-// another life of the server (restarted), or further back than the frames
-// kept. Besides every panel its one SSE event carries the marks that make
+// another life of the server or another server (why), or further back
+// than the frames kept. Besides every panel its one SSE event carries the marks that make
 // the page's scripts ask for the rest of the room (the chapter, the lab,
 // the checkout card's order: static/lab.js), and the note that says so
 // (Config.ResyncNote). Everything in it replaces a whole element, so a
 // page that gets it twice is as after once. Like the redraw, it is made
 // once for every page that resyncs before anything changes: after a
 // restart, the whole class comes back at once.
-func (p *Board) resyncLocked(restarted bool) func() []byte {
-	cache := &p.resynced[0]
-	if restarted {
-		cache = &p.resynced[1]
-	}
+func (p *Board) resyncLocked(why Why) func() []byte {
+	cache := &p.resynced[why]
 	if r := *cache; r != nil && r.seq == p.modelSeq && r.frames == p.frames {
 		return r.bytes
 	}
 	ops := append([]templ.Component{roomMark, resyncMark}, p.fullFrameLocked()...)
 	if p.cfg.ResyncNote != nil {
-		ops = append(ops, p.cfg.ResyncNote(restarted))
+		ops = append(ops, p.cfg.ResyncNote(why))
 	}
 	r := &redrawing{epoch: p.cfg.Hub.Epoch(), seq: p.modelSeq, frames: p.frames, ops: ops}
 	*cache = r

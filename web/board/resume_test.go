@@ -1,12 +1,14 @@
 package board
 
 import (
+	"context"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/a-h/templ"
 
+	"paytwice/pay/peers"
 	"paytwice/views"
 	"paytwice/web/live"
 )
@@ -15,6 +17,13 @@ import (
 // element swapped in by id.
 var oobElement = regexp.MustCompile(`<(\w+) [^>]*?id="([^"]+)"[^>]*?hx-swap-oob="([^"]*)"`)
 
+// Epochs the test board's Origin knows: another server of the room that
+// runs, and one whose state cannot be read.
+const (
+	otherServerEpoch   = "00aa00aa00aa"
+	unknownServerEpoch = "00bb00bb00bb"
+)
+
 // TestStreamResumesOnlyWithinOneLife checks the event ids' epochs: a page
 // resumes where it left off only with an id of this life of the server;
 // from another life, or from further back than the frames kept, it first
@@ -22,11 +31,19 @@ var oobElement = regexp.MustCompile(`<(\w+) [^>]*?id="([^"]+)"[^>]*?hx-swap-oob=
 func TestStreamResumesOnlyWithinOneLife(t *testing.T) {
 	newBoard := func(t *testing.T) *testBoard {
 		b := newTestBoard(t, func(c *Config) {
-			c.ResyncNote = func(restarted bool) templ.Component {
-				if restarted {
-					return views.StreamNote("restarted", true)
+			c.ResyncNote = func(why Why) templ.Component {
+				return views.StreamNote([whys]string{FellBehind: "fell behind", Restarted: "restarted", Moved: "moved", Reconnected: "reconnected"}[why], true)
+			}
+			// Another server of the room runs under this epoch; any other
+			// is gone, and this one cannot be looked up.
+			c.Origin = func(_ context.Context, epoch string) Why {
+				switch epoch {
+				case otherServerEpoch:
+					return Moved
+				case unknownServerEpoch:
+					return Reconnected
 				}
-				return views.StreamNote("fell behind", true)
+				return Restarted
 			}
 		}, 10)
 		for _, e := range paymentEvents(1) {
@@ -99,6 +116,23 @@ func TestStreamResumesOnlyWithinOneLife(t *testing.T) {
 				if strings.Contains(data, "B-2") {
 					break // the live events follow
 				}
+			}
+		})
+	}
+
+	for _, c := range []struct{ epoch, note string }{{otherServerEpoch, "moved"}, {unknownServerEpoch, "reconnected"}} {
+		t.Run("a page of another server of the room gets the whole room with a note that says so, not that a server restarted", func(t *testing.T) {
+			b := newBoard(t)
+			s := b.open(t, "Last-Event-ID", live.EventID(c.epoch, 3))
+			if got := s.res.Header.Get(peers.StreamEpochHeader); got != b.hub.Epoch() {
+				t.Errorf("the stream's %s is %q, want the hub's epoch %q", peers.StreamEpochHeader, got, b.hub.Epoch())
+			}
+			_, data, _, err := s.next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(data, "<!--room--><!--resync-->") || !strings.Contains(data, ">"+c.note+"</p>") || strings.Contains(data, ">restarted</p>") {
+				t.Fatalf("the first frame is not the marked whole room with the note %q: %.300s", c.note, data)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"paytwice/pay/peers"
 	"paytwice/web/live"
 )
 
@@ -45,6 +46,11 @@ var ErrFull = errors.New("too many live views open")
 // stopped, ErrFull beyond maxStreams open streams. After, it returns nil.
 func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int) error {
 	at := resumePoint(r)
+	why := FellBehind
+	if at.given && at.epoch != proj.cfg.Hub.Epoch() {
+		// Asked before the lock: it may read the database.
+		why = proj.origin(r.Context(), at.epoch)
+	}
 
 	// Decide where the viewer starts under the projector's lock, so that
 	// no frame is made between the decision and the count that keeps the
@@ -76,7 +82,7 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 		// here. It gets the whole room as it is now, marked so that its
 		// scripts ask for the rest of the room too (resyncLocked).
 		cursor = proj.frames
-		redraw = proj.resyncLocked(at.epoch != proj.cfg.Hub.Epoch())
+		redraw = proj.resyncLocked(why)
 	default:
 		// A new page: redraw.
 		cursor = proj.frames
@@ -99,6 +105,10 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
+	// The epoch the ids of this stream carry: paytwice cluster's front door
+	// sends a page that resumes from them back to this server while it
+	// runs, which alone can resume it frame by frame.
+	h.Set(peers.StreamEpochHeader, proj.cfg.Hub.Epoch())
 	out, err := startStream(w, proj)
 	if err != nil {
 		return nil
