@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"paytwice/pay"
+	"paytwice/store"
+	"paytwice/web"
+)
+
+// TestBrowserSIGTERMWithPagesOpen stops the built binary with SIGTERM in
+// the middle of a class: the board and two phones (390x844) are open,
+// the class is in a chapter with step mode on, and one phone's payment is
+// held by step mode before the gateway. The process exits with status 0
+// within its grace; the held payment's card says what the books say
+// (nothing was charged: no charge, no key), never that it was paid; a
+// second payment, stepped past the gateway's answer, ends as the books
+// have it (its charge saved and the card paid, or its key started and the
+// card's outcome unknown), never "nothing was charged"; every
+// page's event stream ends, and the pages say they lost the server rather
+// than stay "live". Started again on the same file and address, the
+// server has the class where it was: every page is live again in the
+// chapter, step mode still on, and the books still hold no charge.
+func TestBrowserSIGTERMWithPagesOpen(t *testing.T) {
+	const token = "sigterm-presenter-token"
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := binary(t)
+	dbPath := filepath.Join(t.TempDir(), "class.db")
+	first := startServer(ctx, t, bin, dbPath, "-presenter-token", token)
+	u, err := url.Parse(first.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	presenter := func(p *process, method, path, body string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, method, p.url+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(web.PresenterHeader, token)
+		res, err := p.client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s as the presenter: %v", method, path, err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s as the presenter: %d", method, path, res.StatusCode)
+		}
+	}
+	const chapter = "personal-data-key" // the protocol as it should be; only the key is the e-mail
+	presenter(first, http.MethodPut, "/api/lessons/current", `{"slug":"`+chapter+`"}`)
+	presenter(first, http.MethodPut, "/api/step", `{"on":true}`)
+
+	browser := clusterBrowser(ctx, t)
+	board, cancelBoard := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	defer cancelBoard()
+	browse(t, board, "the board", chromedp.EmulateViewport(1280, 720), chromedp.Navigate(first.url+"/board?token="+token))
+	waitFor(t, board, "the board live", `document.getElementById("stream-state").textContent === "live"`)
+	var phones []context.Context
+	for range 2 {
+		phone, cancelPhone := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+		defer cancelPhone()
+		browse(t, phone, "a phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)), chromedp.Navigate(first.url+"/"))
+		waitFor(t, phone, "the phone live in the chapter", `document.getElementById("stream-state").textContent === "live" && document.getElementById("lesson").dataset.slug === "`+chapter+`"`)
+		phones = append(phones, phone)
+	}
+	orderID := evalString(t, phones[0], `document.getElementById("order-id").textContent`)
+
+	// held lists what step mode holds, waiting until it holds n.
+	held := func(n int) []heldRequest {
+		t.Helper()
+		for range 400 {
+			r := first.do(ctx, http.MethodGet, "/api/step", "", "")
+			var st struct {
+				Held []heldRequest `json:"held"`
+			}
+			if r.err == nil && json.Unmarshal(r.body, &st) == nil && len(st.Held) == n {
+				return st.Held
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		t.Fatalf("step mode never held %d payments", n)
+		return nil
+	}
+	// The first phone pays; step mode holds it at its first checkpoint.
+	browse(t, phones[0], "paying", chromedp.Click(chromedp.CSS("#pay")))
+	first0 := held(1)[0]
+	// The second phone pays, and the presenter steps its payment past the
+	// gateway's answer: the gateway has charged it, nothing is saved yet.
+	browse(t, phones[1], "paying", chromedp.Click(chromedp.CSS("#pay")))
+	var second heldRequest
+	for _, h := range held(2) {
+		if h.Request != first0.Request {
+			second = h
+		}
+	}
+	for i := 0; second.Checkpoint != "gateway answered"; i++ {
+		if i == 8 {
+			t.Fatalf("the second payment never reached the gateway's answer: held at %q", second.Checkpoint)
+		}
+		presenter(first, http.MethodPost, "/api/step/next", `{"request":"`+second.Request+`"}`)
+		for range 400 {
+			if h := held(2); h[0].Request == second.Request && h[0].Checkpoint != second.Checkpoint {
+				second = h[0]
+				break
+			} else if h[1].Request == second.Request && h[1].Checkpoint != second.Checkpoint {
+				second = h[1]
+				break
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+	}
+	waitFor(t, board, "the held requests on the board", `document.getElementById("step-bar").textContent.includes("gateway answered")`)
+
+	sent := time.Now()
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first.exited:
+	case <-time.After(20 * time.Second): // the work's and the answers' graces, and a margin
+		t.Fatalf("the server did not exit within its grace after SIGTERM: %s", first.stderr.String())
+	}
+	t.Logf("SIGTERM with the board, two phones and a held payment: exited %s later", time.Since(sent).Round(time.Millisecond))
+	if code := first.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d: %s", code, first.stderr.String())
+	}
+
+	// The books: nothing charged, no key left started.
+	db, err := store.Open(dbPath, store.Options{Schema: pay.SchemaPayments})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, done, err := db.KeyCounts(ctx)
+	charges, _ := db.CountCharges(ctx)
+	db.Close()
+	if err != nil || started+done > 1 || charges > 1 {
+		t.Fatalf("after SIGTERM: %d keys started, %d done, %d charges (%v), want the first payment's none and at most the second's", started, done, charges, err)
+	}
+	t.Logf("after SIGTERM the books hold %d started keys, %d done, %d charges", started, done, charges)
+	// The card says so, and does not claim a charge.
+	waitFor(t, phones[0], "the held payment's card", `(() => { const st = document.getElementById("pay-status");
+		return st.textContent.includes("nothing was charged") && st.dataset.state !== "paid"; })()`)
+	t.Logf("the held payment's card: %s", evalString(t, phones[0], `document.getElementById("pay-status").textContent`))
+	// The payment past the gateway: its card says what the books hold, a
+	// charge or an outcome not known yet, never that nothing was charged.
+	secondCard := `document.getElementById("pay-status").textContent.includes("outcome unknown")`
+	if started == 0 && charges == 1 {
+		secondCard = `document.getElementById("pay-status").dataset.state === "paid"`
+	}
+	waitFor(t, phones[1], "the second payment's card as the books say", secondCard)
+	if card := evalString(t, phones[1], `document.getElementById("pay-status").textContent`); strings.Contains(card, "nothing was charged") {
+		t.Errorf("the second payment's card says nothing was charged after the gateway charged it: %s", card)
+	}
+	t.Logf("the second payment's card: %s", evalString(t, phones[1], `document.getElementById("pay-status").textContent`))
+	// Every stream ended: no page still says it is live.
+	for _, p := range append([]context.Context{board}, phones...) {
+		waitFor(t, p, "the page no longer live", `document.getElementById("stream-state").textContent !== "live"`)
+	}
+
+	// Started again on the same file and address: the class is where it was.
+	again := startServer(ctx, t, bin, dbPath, "-presenter-token", token, "-addr", u.Host)
+	defer again.stop(t)
+	for i, p := range phones {
+		waitFor(t, p, "the phone back in the chapter", `(() => { const n = document.getElementById("stream-note");
+			return document.getElementById("stream-state").textContent === "live" && document.getElementById("lesson").dataset.slug === "`+chapter+`" &&
+				!n.hidden && n.textContent.includes("restarted") && n.textContent.includes("Step mode is on"); })()`)
+		// As the books say: the first payment charged nothing; the second
+		// is paid when its charge was saved.
+		st := evalString(t, p, `document.getElementById("pay-status").dataset.state || ""`)
+		if paid := i == 1 && started == 0 && charges == 1; (st == "paid") != paid {
+			t.Errorf("phone %d's card is %q after the restart; the books hold %d charges, %d keys started", i+1, st, charges, started)
+		}
+	}
+	if got := evalString(t, phones[0], `document.getElementById("order-id").textContent`); got != orderID {
+		t.Errorf("the first phone's order is %q after the restart, want %q: nothing closed it", got, orderID)
+	}
+	waitFor(t, board, "the board live again", `document.getElementById("stream-state").textContent === "live"`)
+	r := again.do(ctx, http.MethodGet, "/api/step", "", "")
+	if r.err != nil || !strings.Contains(string(r.body), `"on":true`) {
+		t.Fatalf("step mode after the restart: %v %s", r.err, r.body)
+	}
+}
+
+// heldRequest is one payment step mode holds, as GET /api/step lists it.
+type heldRequest struct {
+	Request    string `json:"request"`
+	Checkpoint string `json:"checkpoint"`
+}
+
+// evalString evaluates expr in the page.
+func evalString(t *testing.T, ctx context.Context, expr string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		t.Fatalf("%s: %v", expr, err)
+	}
+	return s
+}
