@@ -14,6 +14,7 @@ import (
 const stripeNodeDir = "testdata/stripe-node"
 
 func TestStripeSandboxWithStripeNode(t *testing.T) {
+	waitsOnRealClocks(t)
 	node := stripeNode(t)
 	checkoutUnderEveryFault(t, func(ctx context.Context, url, order, key string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, node, "checkout.cjs", url, order, key, "pm_card_visa")
@@ -25,6 +26,7 @@ func TestStripeSandboxWithStripeNode(t *testing.T) {
 // The same checkout in two steps, create then confirm
 // (stripe.paymentIntents.confirm), under every fault switch.
 func TestStripeSandboxCreateThenConfirmWithStripeNode(t *testing.T) {
+	waitsOnRealClocks(t)
 	node := stripeNode(t)
 	checkoutUnderEveryFault(t, func(ctx context.Context, url, order, key string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, node, "checkout.cjs", url, order, key, "pm_card_visa", "later")

@@ -35,6 +35,7 @@ type pythonCheckout struct {
 }
 
 func TestStripeSandboxWithStripePython(t *testing.T) {
+	waitsOnRealClocks(t)
 	py := stripePython(t)
 	checkoutUnderEveryFault(t, func(ctx context.Context, url, order, key string) *exec.Cmd {
 		return exec.CommandContext(ctx, py, "testdata/stripe_python_checkout.py", url, order, key, "pm_card_visa")
@@ -44,6 +45,7 @@ func TestStripeSandboxWithStripePython(t *testing.T) {
 // The same checkout in two steps, create then confirm (stripe-python's
 // PaymentIntent.confirm), under every fault switch.
 func TestStripeSandboxCreateThenConfirmWithStripePython(t *testing.T) {
+	waitsOnRealClocks(t)
 	py := stripePython(t)
 	checkoutUnderEveryFault(t, func(ctx context.Context, url, order, key string) *exec.Cmd {
 		return exec.CommandContext(ctx, py, "testdata/stripe_python_checkout.py", url, order, key, "pm_card_visa", "later")
@@ -78,6 +80,9 @@ func checkoutUnderEveryFault(t *testing.T, command func(ctx context.Context, url
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			// Each case has its own server and database, and its time goes
+			// in the SDK's own waits between retries: the cases overlap.
+			waitsOnRealClocks(t)
 			// The SDKs wait out Retry-After (up to a minute) between their
 			// retries: a short lock timeout keeps that wait short.
 			e := newFIEnv(t, Config{LockTimeout: 2 * time.Second, SweepEvery: time.Second})

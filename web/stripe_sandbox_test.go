@@ -63,8 +63,12 @@ func searchOrder(c *stripe.Client, order string) (succeeded, processing int, err
 }
 
 func TestStripeSandboxWithStripeGo(t *testing.T) {
+	waitsOnRealClocks(t)
 	for _, c := range sandboxFaults {
 		t.Run(c.name, func(t *testing.T) {
+			// Its own server and database; the time goes in the SDK's
+			// waits between retries.
+			waitsOnRealClocks(t)
 			e := newFIEnv(t, Config{})
 			hs := httptest.NewServer(e.Server.Handler())
 			t.Cleanup(hs.Close)
