@@ -249,6 +249,29 @@ func TestClusterCommand(t *testing.T) {
 		}
 	})
 
+	// A page's event stream through the front door, whose server is s2.
+	var onS2 string
+	t.Run("a page resuming its event stream through the front door goes back to its server, which resumes it without a redraw", func(t *testing.T) {
+		for range 3 {
+			if server, id, _ := firstFrameVia(ctx, t, c.url, ""); server == "s2" {
+				onS2 = id
+				break
+			}
+		}
+		if onS2 == "" {
+			t.Fatal("no new stream went to s2 in three turns")
+		}
+		if status, body, _ := c.answeredBy(ctx, t, "resume-1", `{"order_id":"R-1","amount_satang":100}`); status != http.StatusCreated {
+			t.Fatalf("pay: %d %s", status, body)
+		}
+		for range 4 {
+			server, _, data := firstFrameVia(ctx, t, c.url, onS2)
+			if server != "s2" || strings.Contains(data, "<!--resync-->") {
+				t.Fatalf("a page of s2 resumed on %s, its first frame: %.300s", server, data)
+			}
+		}
+	})
+
 	t.Run("a server that dies is reported and passed over", func(t *testing.T) {
 		if err := syscall.Kill(c.pids["s2"], syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -267,6 +290,16 @@ func TestClusterCommand(t *testing.T) {
 		}
 		if seen["s1"] == 0 || seen["s3"] == 0 || seen["s2"] != 0 {
 			t.Fatalf("answers by server: %v; want s1 and s3 only", seen)
+		}
+	})
+
+	t.Run("a page of the server that died is drawn again by another, which says its server stopped", func(t *testing.T) {
+		if onS2 == "" {
+			t.Skip("no page of s2")
+		}
+		server, _, data := firstFrameVia(ctx, t, c.url, onS2)
+		if server == "s2" || !strings.Contains(data, "<!--resync-->") || !strings.Contains(data, "The server this page followed stopped or restarted") {
+			t.Fatalf("a page of s2 after s2 died, on %s: %.400s", server, data)
 		}
 	})
 
@@ -333,6 +366,52 @@ func TestClusterCommandFlags(t *testing.T) {
 			t.Fatalf("error %v, usage:\n%s", err, out.String())
 		}
 	})
+}
+
+// firstFrameVia opens GET /events at base, resuming from lastID unless it
+// is "", and returns the server that answered, the first frame's id and
+// its data; it closes the stream.
+func firstFrameVia(ctx context.Context, t *testing.T, base, lastID string) (server, id, data string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /events: %d", res.StatusCode)
+	}
+	r := bufio.NewReader(res.Body)
+	var lines []string
+	frame := false
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stream's first frame: %v", err)
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			id = line[4:]
+		case line == "event: frame":
+			frame = true
+		case strings.HasPrefix(line, "data: "):
+			lines = append(lines, line[6:])
+		case line == "" && frame:
+			return res.Header.Get(web.ServerHeader), id, strings.Join(lines, "\n")
+		case line == "":
+			id, lines = "", nil
+		}
+	}
 }
 
 // TestFrontDoor runs the front door before test servers standing in for
