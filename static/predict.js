@@ -46,7 +46,13 @@
 
   function onFrame(ev) {
     var data = ev.detail && ev.detail.data;
-    if (typeof data === "string" && data.indexOf("<!--room-->") >= 0) { schedule(); }
+    if (typeof data === "string" && data.indexOf("<!--room-->") >= 0) { schedule(); return; }
+    // A panel that follows step mode (the scheduler's puzzle, and the
+    // presenter's offer to start one) asks again after any frame: held
+    // requests come and go without the room changing. The server answers
+    // 204 while the panel stays the same.
+    var panel = slot() && slot().querySelector(".poll-panel");
+    if (panel && panel.dataset.follow === "true") { schedule(); }
   }
 
   function say(text) {
@@ -59,7 +65,13 @@
   function send(path, body) {
     window.paytwiceAPI("POST", path, body).then(function (res) {
       if (res.ok) { say(""); schedule(); return; }
-      if (res.status === 403) { say(window.paytwiceNotPresenter()); return; }
+      if (res.status === 403) {
+        // The step bar's refusal says who holds it; the others are the
+        // presenter's.
+        var own = path.indexOf("/api/step/") === 0 && res.body && res.body.detail;
+        say(own ? "Refused (403): " + res.body.detail : window.paytwiceNotPresenter());
+        return;
+      }
       say("Refused (" + (res.status || "no answer") + "): " + ((res.body && (res.body.detail || res.body.title)) || "error"));
       schedule();
     });
@@ -75,7 +87,20 @@
     var b = ev.target.closest && ev.target.closest("#poll button");
     if (!b) { return; }
     var d = b.dataset;
-    if (d.pollAnswer !== undefined) {
+    if (d.puzzleStep !== undefined) {
+      // The step bar's holder steps one of the puzzle's held requests.
+      send("/api/step/" + (d.puzzleStep === "finish" ? "finish" : "next"), { request: d.request });
+    } else if (d.puzzleStart !== undefined) {
+      send("/api/puzzle/start", { request: d.puzzleStart });
+    } else if (d.puzzleEnd !== undefined) {
+      send("/api/puzzle/end");
+    } else if (d.puzzleBar !== undefined) {
+      send("/api/puzzle/bar", { player: d.puzzleBar });
+    } else if (d.pollUnhide !== undefined) {
+      send("/api/poll/hide", { player: d.pollUnhide, hidden: false });
+    } else if (d.pollClear !== undefined) {
+      send("/api/poll/scores/clear");
+    } else if (d.pollAnswer !== undefined) {
       var list = b.closest("[data-poll-id]");
       send("/api/poll/answer", { id: Number(list.dataset.pollId), choice: Number(d.pollAnswer) });
     } else if (d.pollOpen !== undefined) {

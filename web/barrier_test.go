@@ -33,6 +33,9 @@ func heldOn(t *testing.T, env *testEnv) *stepEnv {
 func (e *stepEnv) holdAt(cp step.Checkpoint) {
 	e.t.Helper()
 	for c := step.CheckReceived; c < cp; c++ {
+		if c == step.CheckLooked {
+			continue // the lab's mistakes stop there; the protocol does not
+		}
 		e.waitHeld(c.String())
 		if _, err := e.Server.steps.Next("", false); err != nil {
 			e.t.Fatal(err)

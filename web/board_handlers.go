@@ -42,6 +42,11 @@ type boardHandlers struct {
 	maxStreams int
 	// streamsEnded is set once the server ends its streams for shutdown.
 	streamsEnded *atomic.Bool
+	// stepper lets the presenter, and the student holding the step bar
+	// of a puzzle, step held requests (stepperOnly); puzzle counts the
+	// steps taken on the puzzle's order (puzzle.go).
+	stepper echo.MiddlewareFunc
+	puzzle  puzzleSteps
 }
 
 // stepControl is what the step API uses of step mode (web/room/step).
@@ -95,12 +100,13 @@ func (h boardHandlers) handleEvents(c echo.Context) error {
 }
 
 // stepRoutes registers step mode's JSON API: reading it is open to all,
-// changing it is the presenter's, like the fault switches.
+// changing it is the presenter's, like the fault switches; Next and
+// Finish are also the student's who holds a puzzle's step bar.
 func (h boardHandlers) stepRoutes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
 	e.GET("/api/step", h.handleGetStep)
 	e.PUT("/api/step", h.handlePutStep, presenterOnly)
-	e.POST("/api/step/next", h.handleStepNext, presenterOnly)
-	e.POST("/api/step/finish", h.handleStepFinish, presenterOnly)
+	e.POST("/api/step/next", h.handleStepNext, h.stepper)
+	e.POST("/api/step/finish", h.handleStepFinish, h.stepper)
 	e.POST("/api/step/play", h.handleStepPlay, presenterOnly)
 	e.POST("/api/step/aim", h.handleStepAim, presenterOnly)
 }
@@ -156,9 +162,15 @@ func (h boardHandlers) stepRelease(c echo.Context, toEnd bool) error {
 	if err != nil {
 		return err
 	}
-	h.closeVote(c.Request().Context())
-	released, err := h.steps.Release(c.Request().Context(), id, toEnd)
+	ctx := c.Request().Context()
+	if id, err = h.puzzle.target(c.Request(), id); err != nil {
+		return err
+	}
+	h.closeVote(ctx)
+	undo := h.puzzle.count(ctx, id)
+	released, err := h.steps.Release(ctx, id, toEnd)
 	if err != nil {
+		undo()
 		return err
 	}
 	out := h.steps.State()
@@ -167,8 +179,13 @@ func (h boardHandlers) stepRelease(c echo.Context, toEnd bool) error {
 }
 
 func (h boardHandlers) handleStepPlay(c echo.Context) error {
-	h.closeVote(c.Request().Context())
-	n := h.steps.PlayAll(c.Request().Context())
+	ctx := c.Request().Context()
+	h.closeVote(ctx)
+	undo := h.puzzle.count(ctx, allHeld(h.steps.State())...)
+	n := h.steps.PlayAll(ctx)
+	if n == 0 {
+		undo()
+	}
 	out := h.steps.State()
 	out.Released = fmt.Sprintf("%d", n)
 	return c.JSON(http.StatusOK, out)

@@ -53,7 +53,8 @@ func (l boardLab) Outcomes(ctx context.Context) []byte {
 // boardHandlers is the board's handler group, holding what it uses.
 func (s *Server) boardHandlers() boardHandlers {
 	return boardHandlers{board: s.live, steps: s.steps, closeVote: s.closeStepVote, admission: s.streams, clientIP: s.clientIP,
-		presenter: s.hasPriority, maxStreams: s.cfg.Limits.MaxStreams, streamsEnded: &s.streamsEnded}
+		presenter: s.hasPriority, maxStreams: s.cfg.Limits.MaxStreams, streamsEnded: &s.streamsEnded,
+		stepper: s.stepperOnly, puzzle: puzzleSteps{room: s.room, held: s.steps.State}}
 }
 
 // streamOrigin says where the events of a page came from whose event ids

@@ -12,6 +12,7 @@ import (
 
 	"paytwice/pay"
 	"paytwice/web/live"
+	"paytwice/web/room/step"
 )
 
 // The lab's mistaken handlers for POST /v1/payments. Each is what a naive
@@ -127,21 +128,23 @@ func (s *Server) payCheckFirst(p *payment, constrained bool) error {
 		// The look-up and the pause run to their end whatever the client
 		// does, bounded by the pause and the gateway time-out.
 		gap := time.Duration(s.lab.Settings().Server.CheckGapMS) * time.Millisecond
-		checkCtx, cancel := context.WithTimeout(s.workBase, gap+s.cfg.GatewayTimeout)
-		defer cancel()
-		return p.checkThenInsertLoose(checkCtx, p.key, "check-first ")
+		return p.checkThenInsertLoose(s.workBase, gap+s.cfg.GatewayTimeout, p.key, "check-first ")
 	}
-	ctx, cancel := context.WithTimeout(s.workBase, s.cfg.GatewayTimeout)
-	defer cancel()
+	checkCtx, cancelCheck := context.WithTimeout(s.workBase, s.cfg.GatewayTimeout)
+	defer cancelCheck()
 
 	// 1. The check: a plain read.
-	held, err := s.db.GetKey(ctx, p.scope, p.key)
+	held, err := s.db.GetKey(checkCtx, p.scope, p.key)
 	switch {
 	case err == nil:
 		return p.answerFound(held)
 	case pay.ErrorCode(err) != pay.ENOTFOUND:
 		return p.fail(err)
 	}
+	p.lookedUp()
+	// The rest has its own time, counted once step mode let it go on.
+	ctx, cancel := context.WithTimeout(s.workBase, s.cfg.GatewayTimeout)
+	defer cancel()
 	// 2. The gap between the check and the insert.
 	if err := p.checkGap(ctx); err != nil {
 		return p.fail(err)
@@ -222,7 +225,7 @@ func (s *Server) payMemoryLock(p *payment) error {
 	}
 	defer unlock()
 	p.note(0, "this server's lock on the key is taken: any other request with it, on this server, waits here. A server beside it has a lock of its own")
-	return p.checkThenInsertLoose(clientCtx, memoryLockPrefix+p.key, "memory-lock ")
+	return p.checkThenInsertLoose(clientCtx, 0, memoryLockPrefix+p.key, "memory-lock ")
 }
 
 // The two servers a server with its database to itself runs inside its
@@ -257,18 +260,31 @@ const memoryLockWaiting = "another request with this key holds this server's loc
 // done. The look-up and the pause run under checkCtx, the rest under
 // the gateway time-out, counted from the insert: the pause is the lab's
 // own and takes nothing from the work's time (a pause as long as the
-// time-out once left no time for the insert). refKind names the mode in
-// the gateway reference.
-func (p *payment) checkThenInsertLoose(checkCtx context.Context, tableKey, refKind string) error {
+// time-out once left no time for the insert). The look-up, and the pause,
+// each run under parent for checkFor at most (0: no bound of their own),
+// so that time step mode held the request between the two is not taken
+// from the pause. refKind names the mode in the gateway reference.
+func (p *payment) checkThenInsertLoose(parent context.Context, checkFor time.Duration, tableKey, refKind string) error {
 	s, r := p.s, p.c.Request()
+	bounded := func() (context.Context, context.CancelFunc) {
+		if checkFor <= 0 {
+			return context.WithCancel(parent)
+		}
+		return context.WithTimeout(parent, checkFor)
+	}
 	// 1. The check: a plain read.
-	loose, found, err := s.db.LabLooseFindKey(checkCtx, p.scope, tableKey)
+	lookCtx, cancelLook := bounded()
+	defer cancelLook()
+	loose, found, err := s.db.LabLooseFindKey(lookCtx, p.scope, tableKey)
 	if err != nil {
-		return p.checkFailed(checkCtx, err)
+		return p.checkFailed(lookCtx, err)
 	}
 	if found {
 		return p.answerFound(pay.KeyRow{Fingerprint: loose.Fingerprint, Status: loose.Status, ResponseStatus: loose.ResponseStatus, ResponseBody: loose.ResponseBody})
 	}
+	p.lookedUp()
+	checkCtx, cancelCheck := bounded()
+	defer cancelCheck()
 	// 2. The gap between the check and the insert.
 	if err := p.checkGap(checkCtx); err != nil {
 		return p.checkFailed(checkCtx, err)
@@ -367,10 +383,25 @@ func (p *payment) answerFound(held pay.KeyRow) error {
 	return p.answer(p.protocol().AnswerHeld(held))
 }
 
+// lookedUp says that the look-up found no row for the key, and is step
+// mode's hold between the check and the insert ("key looked up"): there a
+// class playing the scheduler lets a second request look before the
+// first inserts. Nothing is written yet and no lock of the database is
+// taken; the lock in memory's, on the server that runs it, stays held.
+func (p *payment) lookedUp() {
+	gap := p.s.lab.Settings().Server.CheckGapMS
+	p.note(0, fmt.Sprintf("SELECT … WHERE key = ?: no row, so this request goes ahead (and inserts %d ms later)", gap))
+	if !p.s.steps.On() {
+		return
+	}
+	p.slot.pause()
+	p.s.steps.Hold(p, step.CheckLooked)
+	p.slot.resume()
+}
+
 // checkGap is the pause between the check and the insert.
 func (p *payment) checkGap(ctx context.Context) error {
 	gap := p.s.lab.Settings().Server.CheckGapMS
-	p.note(0, fmt.Sprintf("SELECT … WHERE key = ?: no row, so this request goes ahead (and inserts %d ms later)", gap))
 	if gap <= 0 {
 		return nil
 	}

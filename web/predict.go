@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/labstack/echo/v4"
@@ -50,11 +51,13 @@ type pollHandlers struct {
 	// held is step mode's held requests, on every server of the class,
 	// which step mode's questions ask about.
 	held func() step.State
+	// now is real time, which the step bar's bound is kept in.
+	now func() time.Time
 }
 
 func (s *Server) pollHandlers() pollHandlers {
 	return pollHandlers{room: s.room, book: s.lessons, isPresenter: s.isPresenter, clientIP: s.clientIP,
-		locked: s.cfg.PresenterToken != "", limits: room.DefaultPollLimits, held: s.steps.State}
+		locked: s.cfg.PresenterToken != "", limits: room.DefaultPollLimits, held: s.steps.State, now: time.Now}
 }
 
 func (h pollHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
@@ -66,6 +69,7 @@ func (h pollHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
 	e.POST("/api/poll/nickname", h.handleNickname)
 	e.POST("/api/poll/scores", h.handleScores, presenterOnly)
 	e.POST("/api/poll/hide", h.handleHidePlayer, presenterOnly)
+	e.POST("/api/poll/scores/clear", h.handleClearScores, presenterOnly)
 	e.POST("/api/poll/close", h.handleClose, presenterOnly)
 	e.POST("/api/poll/reveal", h.handleReveal, presenterOnly)
 }
@@ -288,6 +292,18 @@ func (h pollHandlers) handleScores(c echo.Context) error {
 	return h.handleGet(c)
 }
 
+// handleClearScores sets every student's score back to nothing; the
+// nicknames stay, and so does which of them the board hides.
+func (h pollHandlers) handleClearScores(c echo.Context) error {
+	if _, _, err := h.room.Change(c.Request().Context(), func(s *room.State) error {
+		s.ClearScores()
+		return nil
+	}); err != nil {
+		return err
+	}
+	return h.handleGet(c)
+}
+
 func (h pollHandlers) handleHidePlayer(c echo.Context) error {
 	var req PollHide
 	if err := decodeAdminJSON(c.Request(), &req); err != nil {
@@ -432,7 +448,11 @@ func (h pollHandlers) view(st room.State, r *http.Request, board bool) views.Pol
 		if v.ScoresShown || v.Presenter {
 			v.Scores, v.Players, v.HiddenPlayers = scoreRows(st.Scores, maxScoreRows)
 		}
+		if v.Presenter {
+			v.Hidden = hiddenRows(st.Scores, maxScoreRows)
+		}
 	}
+	h.puzzleView(&v, st, r)
 	if p, q, ok := h.current(st); ok {
 		o := &views.PollVote{ID: p.ID, Text: pollText(p, q), When: q.When, Step: p.Request != "", Phase: string(p.Phase), Answered: p.Answered(),
 			Revealed: p.Phase == room.PollRevealed, Mine: -1}
@@ -455,6 +475,90 @@ func (h pollHandlers) view(st room.State, r *http.Request, board bool) views.Pol
 	}
 	v.V = pollVersion(v)
 	return v
+}
+
+// puzzleView adds the scheduler's puzzle to the panel: the puzzle under
+// way, with the order's held requests for the student holding the step
+// bar; or, on the presenter's board of a chapter that has one, the
+// orders to start one on.
+func (h pollHandlers) puzzleView(v *views.Poll, st room.State, r *http.Request) {
+	_, ch, ok := h.book.Find(st.Lesson)
+	if !ok || ch.Puzzle == "" {
+		return
+	}
+	p, on := st.CurrentPuzzle()
+	if !on {
+		if v.Presenter {
+			v.Starts = puzzleStarts(h.held())
+		}
+		return
+	}
+	z := &views.PollPuzzle{ID: p.ID, Goal: ch.Puzzle, Subject: p.Subject, Steps: p.Steps, Solved: p.Solved,
+		Charges: p.Charges, SolvedSteps: p.SolvedSteps, GiveBar: v.Presenter && !p.Solved}
+	now := h.now()
+	if _, bar, ok := st.BarHolder(now); ok {
+		z.Holder = bar.Nick
+	}
+	if !v.Board {
+		_, z.Mine = st.MayStep(callerScope(r), now)
+	}
+	if z.Mine {
+		for _, held := range h.held().Held {
+			if held.Scope == p.Scope && held.OrderID == p.OrderID {
+				z.Held = append(z.Held, views.PuzzleHeld{Request: held.Request, Checkpoint: held.Checkpoint,
+					Click: clickLabel(held.Click), Server: printable(held.Server, 32)})
+			}
+		}
+	}
+	v.Puzzle = z
+}
+
+// clickLabel names a page's click as the phone writes it.
+func clickLabel(click string) string {
+	if click == "" {
+		return ""
+	}
+	n, retry, ok := strings.Cut(printable(click, 8), ".")
+	if !ok {
+		return "click " + n
+	}
+	return "click " + n + ", retry " + retry
+}
+
+// puzzleStarts are the orders step mode holds two requests of or more,
+// by their oldest held request, oldest first.
+func puzzleStarts(st step.State) []views.PuzzleStart {
+	var out []views.PuzzleStart
+	at := map[string]int{}
+	for _, h := range st.Held {
+		if h.OrderID == "" {
+			continue
+		}
+		k := h.Scope + "\x00" + h.OrderID
+		if i, ok := at[k]; ok {
+			out[i].Held++
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, views.PuzzleStart{Request: h.Request, Subject: "order " + printable(h.OrderID, 32), Held: 1})
+	}
+	return slices.DeleteFunc(out, func(s views.PuzzleStart) bool { return s.Held < 2 })
+}
+
+// hiddenRows are the players the presenter hid, by nickname, at most
+// limit.
+func hiddenRows(sc *room.Scores, limit int) []views.PollScore {
+	var out []views.PollScore
+	for _, p := range sc.Players {
+		if p.Hidden {
+			out = append(out, views.PollScore{ID: p.ID, Nick: p.Nick, Right: p.Right, Graded: p.Graded})
+		}
+	}
+	slices.SortFunc(out, func(a, b views.PollScore) int { return strings.Compare(a.Nick, b.Nick) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out
 }
 
 // maxScoreRows is how many players the board lists: the leaders, as many
@@ -502,11 +606,14 @@ func pollText(p *room.Poll, q lesson.Question) string {
 // panel yet sends, and below 2^53 for JavaScript's numbers.
 func pollVersion(v views.Poll) uint64 {
 	h := fnv.New64a()
-	vote := v.Vote
-	v.Vote, v.V = nil, 0
+	vote, puzzle := v.Vote, v.Puzzle
+	v.Vote, v.Puzzle, v.V = nil, nil, 0
 	fmt.Fprintf(h, "%+v", v)
 	if vote != nil {
 		fmt.Fprintf(h, " %+v", *vote)
+	}
+	if puzzle != nil {
+		fmt.Fprintf(h, " %+v", *puzzle)
 	}
 	if n := h.Sum64() & (1<<53 - 1); n != 0 {
 		return n
@@ -519,6 +626,9 @@ func pollVersion(v views.Poll) uint64 {
 func (s *Server) publishPollChange(old, next room.State) {
 	if !pollSame(old.Poll, next.Poll) {
 		s.hub.Publish(live.Event{Kind: pollKind, Message: pollSummary(next.Poll)})
+	}
+	if !reflect.DeepEqual(old.Puzzle, next.Puzzle) {
+		s.hub.Publish(live.Event{Kind: pollKind, Message: puzzleSummary(next.Puzzle)})
 	}
 	if !reflect.DeepEqual(old.Scores, next.Scores) && !(old.Scores == nil && next.Scores != nil && len(next.Scores.Players) == 0 && !next.Scores.Shown) {
 		s.hub.Publish(live.Event{Kind: pollKind, Message: scoresSummary(next.Scores)})

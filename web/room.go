@@ -57,6 +57,9 @@ func (s *Server) applyRoom(old, next room.State) {
 	if next.Lesson != "" || next.Poll != nil {
 		s.narration.Start(s.baseCtx)
 	}
+	if next.Puzzle != nil && s.judge != nil {
+		s.judge.Start(s.baseCtx)
+	}
 	if next.Step != old.Step {
 		s.steps.Set(next.Step)
 	}

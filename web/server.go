@@ -209,6 +209,8 @@ type Server struct {
 	// chapter's "Watch for" items (web/room/lesson).
 	lessons   lesson.Book
 	narration *lesson.Narrator
+	// judge solves the scheduler's puzzle from the books (puzzle.go).
+	judge *puzzleJudge
 }
 
 // NewServer wires a server around an open store.
@@ -257,6 +259,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.steps = step.New(s.baseCtx, step.Config{Name: cfg.Name, Limit: cfg.StepLimit, Lease: cfg.LockTimeout,
 		Room: s.room, Peers: s.peers, Hub: s.hub, Now: s.clock.Now, Logf: s.logf})
 	s.narration = lesson.NewNarrator(s.lessons, s.room, s.hub)
+	s.judge = &puzzleJudge{room: s.room, hub: s.hub, charges: s.orderCharges, logf: s.logf}
 	// The handler groups hold what they use: make them once it all is.
 	s.echo = s.routes()
 	s.room.Start(s.baseCtx)
@@ -364,6 +367,7 @@ func (s *Server) routes() *echo.Echo {
 	s.boardHandlers().routes(e, s.presenterOnly)
 	s.deliveryRoutes(e)
 	s.pollHandlers().routes(e, s.presenterOnly)
+	s.puzzleHandlers().routes(e, s.presenterOnly)
 	return e
 }
 

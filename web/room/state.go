@@ -27,6 +27,9 @@ type State struct {
 	// Scores are the nicknames students picked and their running scores
 	// on the votes (scores.go); nil until somebody picks one. They run across chapters and resets.
 	Scores *Scores `json:"scores,omitempty"`
+	// Puzzle is the class's "be the scheduler" puzzle, nil when none is
+	// under way (puzzle.go).
+	Puzzle *Puzzle `json:"puzzle,omitempty"`
 
 	// FaultWrites counts the writes of the fault switches: each one
 	// restarts the random mode's sequence from its seed, on every server,
@@ -88,6 +91,7 @@ func (s *State) SetLesson(slug string) {
 	s.Lesson = slug
 	s.LessonRuns++
 	s.Poll = nil
+	s.Puzzle = nil
 }
 
 // Reset is what the presenter's reset leaves: the defaults, the random

@@ -132,6 +132,8 @@ var chapters = Book{
 	},
 	{
 		Slug: "check-then-insert", Title: "Mistake: check first, then insert", Part: partMistakes, Race: true,
+		Puzzle: "Step mode holds requests of one order. You are the scheduler: choose which held request goes on next, " +
+			"until the order is charged twice. Each request looks its key up, then inserts it.",
 		Lab:      labWith(func(l *room.LabSettings) { l.Server.Mode = room.LabCheckThenInsert }),
 		SwitchOn: []string{"Lab: the server looks for the key with a SELECT, waits 200 ms, then INSERTs it, into tables with no constraints."},
 		Do: []string{"Press “Send 10 at once with one key”.",
@@ -154,6 +156,9 @@ var chapters = Book{
 	},
 	{
 		Slug: "lock-in-memory", Title: "Mistake: a lock in memory", Part: partMistakes, Race: true,
+		Puzzle: "Step mode holds requests of one order. You are the scheduler: choose which held request goes on next, " +
+			"until the order is charged twice. Each request takes its server's lock, looks its key up, then inserts it. " +
+			"On one server, can it be done? And on two?",
 		Lab:      labWith(func(l *room.LabSettings) { l.Server.Mode, l.Server.CheckGapMS = room.LabMemoryLock, LockGapMS }),
 		SwitchOn: []string{"Lab: the server locks the key in its own memory, looks it up, waits 1 s (room for a double-click), then INSERTs it, into tables with no constraints."},
 		Do: []string{"On one server, double-click Pay or send 10 at once with one key.",

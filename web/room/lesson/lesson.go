@@ -44,6 +44,10 @@ type Chapter struct {
 	// Ask are the questions the class answers before the chapter's key
 	// moments (questions.go).
 	Ask []Question `json:"ask"`
+	// Puzzle is the chapter's "be the scheduler" puzzle, as the board
+	// sets it; "" where ordering the held requests cannot show the
+	// chapter's mistake.
+	Puzzle string `json:"puzzle,omitempty"`
 }
 
 // Action is a button of a chapter's.

@@ -56,6 +56,9 @@ var (
 	refusedOnce = func(w *seeing) bool {
 		return answers(w.e) && w.keyDone() && w.keyCharges() == 1 && w.keyEvents(refusedKind) > 0
 	}
+	// burstDone: the event answers the last request of its key still
+	// running, so what the key's books hold now is the burst's outcome.
+	burstDone    = func(w *seeing) bool { return answers(w.e) && w.keyDone() }
 	lookedUpPaid = func(w *seeing) bool { return w.is(live.LookedUp) && w.e.Charge != "" && w.orderCharges() == 1 }
 )
 
@@ -224,10 +227,17 @@ var (
 		{Text: "Several charges for the one key.", Shows: chargedAgain},
 		{Text: "One charge; the others are refused (500, 409 or a replay).", Shows: refusedOnce},
 	}
+	// The lock's questions are graded once every request of the key has
+	// been answered, on what the books then hold: the first replay or 409
+	// says nothing while a request on another server may still charge.
 	lockChoices = []Choice{
-		{Text: "Two charges or more for the one key.", Shows: chargedAgain},
-		{Text: "One charge; another request waits, then gets the saved 201.", Shows: func(w *seeing) bool { return replayed201(w) && w.keyCharges() == 1 }},
-		{Text: "One charge; another request gets 409.", Shows: func(w *seeing) bool { return conflict(w) && w.keyCharges() <= 1 }},
+		{Text: "Two charges or more for the one key.", Shows: func(w *seeing) bool { return burstDone(w) && w.keyCharges() >= 2 }},
+		{Text: "One charge; every other request waits, then gets the saved 201.", Shows: func(w *seeing) bool {
+			return burstDone(w) && w.keyCharges() == 1 && w.keyEvents(live.Replayed) > 0 && w.keyEvents(live.Conflict) == 0
+		}},
+		{Text: "One charge; another request gets 409.", Shows: func(w *seeing) bool {
+			return burstDone(w) && w.keyCharges() == 1 && w.keyEvents(live.Conflict) > 0
+		}},
 	}
 	amountChoices = []Choice{
 		{Text: "A 201: a new payment for the new amount.", Shows: chargedAgain},

@@ -32,6 +32,16 @@ var stepQuestions = map[string]Question{
 			{Text: "Drop the connection before any claim.", Shows: func(w *seeing) bool { return w.is(live.Dropped) }},
 		},
 	},
+	"key looked up": {
+		When: "Held at “key looked up”: its SELECT found no row; the INSERT is next.",
+		Text: "This request looked for its key and found no row. What will its next step do?",
+		Choices: []Choice{
+			{Text: "Insert its key row and go on: nothing refuses it.", Shows: func(w *seeing) bool { return w.is(live.Claimed) || toGateway(w) }},
+			{Text: "Be refused: the key table's primary key stops its INSERT (500).", Shows: func(w *seeing) bool {
+				return (w.is(labNote) || w.is(live.Rejected)) && w.e.Status == http.StatusInternalServerError
+			}},
+		},
+	},
 	"key claimed": {
 		When: "Held at “key claimed”: the key's row is started.",
 		Text: "This request holds its key. What will its next step do?",

@@ -38,6 +38,7 @@ type Checkpoint int
 // The checkpoints.
 const (
 	CheckReceived        Checkpoint = iota + 1 // the request arrived and was parsed
+	CheckLooked                                // the lab's look-up found no key row: the insert is next
 	CheckClaimed                               // the key row was inserted as started
 	CheckBeforeGateway                         // about to call the gateway
 	CheckGatewayAnswered                       // the gateway answered (or the server crashed)
@@ -46,7 +47,7 @@ const (
 )
 
 var checkpointNames = map[Checkpoint]string{
-	CheckReceived: "received", CheckClaimed: "key claimed", CheckBeforeGateway: "before the gateway",
+	CheckReceived: "received", CheckLooked: "key looked up", CheckClaimed: "key claimed", CheckBeforeGateway: "before the gateway",
 	CheckGatewayAnswered: "gateway answered", CheckSaved: "saved", CheckAnswered: "answered",
 }
 

@@ -1,0 +1,218 @@
+package room
+
+import (
+	"time"
+
+	"paytwice/pay"
+)
+
+// Be the scheduler: on a chapter whose mistake is a race, step mode holds
+// two or more requests of one order, and the class (or one student the
+// presenter hands the step bar to) chooses which held request goes on
+// next, until the order is charged twice. The puzzle is room state, like
+// the vote: every server of the class shows the same one, and a restarted
+// server finds it again. Whether it is solved is read from the books (the
+// order's charges), never decided by a script of the right order.
+
+// Puzzle is the class's "be the scheduler" puzzle on one order.
+type Puzzle struct {
+	// ID counts the puzzles started in the room.
+	ID uint64 `json:"id"`
+	// Lesson and Runs are the chapter and its run the puzzle belongs to.
+	Lesson string `json:"lesson"`
+	Runs   uint64 `json:"runs"`
+	// Scope and OrderID are the order whose charges solve it; Subject is
+	// how the board names it.
+	Scope   string `json:"scope"`
+	OrderID string `json:"order_id"`
+	Subject string `json:"subject"`
+	// Steps counts the steps taken on the puzzle's held requests (Next,
+	// Finish or Play) since it started, by whoever held the step bar.
+	Steps int `json:"steps"`
+	// Solved is set once the books show the order charged twice or more:
+	// Charges is their count then, SolvedSteps the steps it took.
+	Solved      bool `json:"solved,omitempty"`
+	Charges     int  `json:"charges,omitempty"`
+	SolvedSteps int  `json:"solved_steps,omitempty"`
+	// Bar is the student the presenter gave the step bar to, nil while
+	// only the presenter steps.
+	Bar *StepBar `json:"bar,omitempty"`
+}
+
+// StepBar is one student's hold on the step bar: the presenter gave it,
+// for the puzzle's held requests only, until Until at most.
+type StepBar struct {
+	// Session is the student's scope (the players' key); Player its
+	// public id and Nick its nickname, as the board names it.
+	Session string    `json:"session"`
+	Player  string    `json:"player"`
+	Nick    string    `json:"nick"`
+	Until   time.Time `json:"until"`
+}
+
+// StepBarFor is how long a student keeps the step bar at most: a puzzle
+// takes a few minutes, and a bar forgotten in a pocket goes back by
+// itself.
+const StepBarFor = 10 * time.Minute
+
+// StartPuzzle replaces any puzzle with a new one on the order (scope,
+// orderID) of the chapter the room runs; the step bar goes back to the
+// presenter.
+func (s *State) StartPuzzle(scope, orderID, subject string) {
+	var id uint64 = 1
+	if s.Puzzle != nil {
+		id = s.Puzzle.ID + 1
+	}
+	s.Puzzle = &Puzzle{ID: id, Lesson: s.Lesson, Runs: s.LessonRuns, Scope: scope, OrderID: orderID, Subject: subject}
+}
+
+// CurrentPuzzle is the room's puzzle if it belongs to the chapter run
+// the class is on.
+func (s State) CurrentPuzzle() (*Puzzle, bool) {
+	p := s.Puzzle
+	if p == nil || p.Lesson != s.Lesson || p.Runs != s.LessonRuns {
+		return nil, false
+	}
+	return p, true
+}
+
+// errNoPuzzle is the refusal of an edit that needs a puzzle under way.
+var errNoPuzzle = pay.Errorf(pay.EINVALID, "No puzzle is under way: the presenter starts one from a held request on the board.")
+
+// puzzleAt is the current puzzle if it is puzzle id (0: whichever),
+// copied for an edit.
+func (s *State) puzzleAt(id uint64) (Puzzle, error) {
+	p, ok := s.CurrentPuzzle()
+	if !ok {
+		return Puzzle{}, errNoPuzzle
+	}
+	if id != 0 && p.ID != id {
+		return Puzzle{}, pay.Errorf(pay.EINVALID, "That puzzle has been replaced by another one.")
+	}
+	return *p, nil
+}
+
+// CountStep counts one step taken on puzzle id while it is unsolved; it
+// reports whether it counted one. It is counted before the step runs,
+// so that the charge the step makes finds it counted.
+func (s *State) CountStep(id uint64) bool {
+	p, err := s.puzzleAt(id)
+	if err != nil || p.Solved {
+		return false
+	}
+	p.Steps++
+	s.Puzzle = &p
+	return true
+}
+
+// UncountStep takes back a step counted for a step that did not happen
+// (nothing was held to let go), unless the puzzle is solved meanwhile.
+func (s *State) UncountStep(id uint64) bool {
+	p, err := s.puzzleAt(id)
+	if err != nil || p.Solved || p.Steps == 0 {
+		return false
+	}
+	p.Steps--
+	s.Puzzle = &p
+	return true
+}
+
+// SolvePuzzle records that the books show puzzle id's order charged
+// charges times (two or more), once.
+func (s *State) SolvePuzzle(id uint64, charges int) bool {
+	p, err := s.puzzleAt(id)
+	if err != nil || p.Solved || charges < 2 {
+		return false
+	}
+	p.Solved, p.Charges, p.SolvedSteps, p.Bar = true, charges, p.Steps, nil
+	s.Puzzle = &p
+	return true
+}
+
+// EndPuzzle ends the puzzle, solved or not; the step bar goes back to
+// the presenter.
+func (s *State) EndPuzzle() error {
+	if _, ok := s.CurrentPuzzle(); !ok {
+		return errNoPuzzle
+	}
+	s.Puzzle = nil
+	return nil
+}
+
+// GiveStepBar hands the step bar of the puzzle under way to the player
+// with the public id, until now+StepBarFor; whoever held it before
+// loses it.
+func (s *State) GiveStepBar(player string, now time.Time) error {
+	p, err := s.puzzleAt(0)
+	if err != nil {
+		return err
+	}
+	if p.Solved {
+		return pay.Errorf(pay.EINVALID, "The puzzle is solved: start another one before you hand the step bar on.")
+	}
+	for session, pl := range s.playerMap() {
+		if pl.ID != player {
+			continue
+		}
+		if pl.Hidden {
+			return pay.Errorf(pay.EINVALID, "%q is hidden from the board: show the nickname again before you give it the step bar.", pl.Nick)
+		}
+		p.Bar = &StepBar{Session: session, Player: pl.ID, Nick: pl.Nick, Until: now.Add(StepBarFor)}
+		s.Puzzle = &p
+		return nil
+	}
+	return pay.Errorf(pay.ENOTFOUND, "No student goes by the player id %q: a student picks a nickname on the phone first.", pay.Truncate(player, 20))
+}
+
+// TakeStepBar gives the step bar back to the presenter.
+func (s *State) TakeStepBar() error {
+	p, err := s.puzzleAt(0)
+	if err != nil {
+		return err
+	}
+	if p.Bar == nil {
+		return pay.Errorf(pay.EINVALID, "Only the presenter holds the step bar already.")
+	}
+	p.Bar = nil
+	s.Puzzle = &p
+	return nil
+}
+
+// BarHolder is the step bar of the puzzle under way while a student
+// holds it at now.
+func (s State) BarHolder(now time.Time) (*Puzzle, *StepBar, bool) {
+	p, ok := s.CurrentPuzzle()
+	if !ok || p.Solved || p.Bar == nil || !now.Before(p.Bar.Until) {
+		return nil, nil, false
+	}
+	return p, p.Bar, true
+}
+
+// MayStep reports whether session holds the step bar at now, and the
+// puzzle it holds it for.
+func (s State) MayStep(session string, now time.Time) (*Puzzle, bool) {
+	p, bar, ok := s.BarHolder(now)
+	if !ok || session == "" || bar.Session != session {
+		return nil, false
+	}
+	// A student whose nickname the presenter hid, or who took it away,
+	// no longer holds the bar.
+	if pl, ok := s.Player(session); !ok || pl.Hidden || pl.ID != bar.Player {
+		return nil, false
+	}
+	return p, true
+}
+
+// ClearScores sets every player's score back to nothing; nicknames, and
+// which of them are hidden, stay.
+func (s *State) ClearScores() {
+	if len(s.playerMap()) == 0 {
+		return
+	}
+	next := Scores{Shown: s.Scores.Shown, Players: make(map[string]Player, len(s.Scores.Players))}
+	for k, v := range s.Scores.Players {
+		v.Right, v.Graded = 0, 0
+		next.Players[k] = v
+	}
+	s.Scores = &next
+}

@@ -1,0 +1,133 @@
+package room
+
+import (
+	"testing"
+	"time"
+)
+
+// TestStepBarIsBoundedAndRevocable: the step bar goes to one player of
+// the scores, for StepBarFor at most, and back to the presenter when the
+// time is up, when the presenter takes it, when the puzzle is solved or
+// the chapter changes, and when the student's nickname is hidden or
+// given up; a hidden player cannot be given it.
+func TestStepBarIsBoundedAndRevocable(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	lim := DefaultPollLimits
+	fresh := func(t *testing.T) (State, string) {
+		t.Helper()
+		s := Defaults()
+		s.SetLesson("check-then-insert")
+		if err := s.SetNick("session:mai", "addr", "Mai", lim); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetNick("session:bo", "addr", "Bo", lim); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.GiveStepBar(PlayerID("session:mai"), now); err != errNoPuzzle {
+			t.Fatalf("a bar with no puzzle: %v", err)
+		}
+		s.StartPuzzle("anonymous", "P-1", "order P-1")
+		if err := s.GiveStepBar(PlayerID("session:mai"), now); err != nil {
+			t.Fatal(err)
+		}
+		return s, "session:mai"
+	}
+	t.Run("the holder steps until the bound, nobody else does", func(t *testing.T) {
+		s, mai := fresh(t)
+		if _, ok := s.MayStep(mai, now.Add(StepBarFor-time.Second)); !ok {
+			t.Fatal("Mai cannot step before the bound")
+		}
+		if _, ok := s.MayStep("session:bo", now); ok {
+			t.Fatal("Bo steps with Mai's bar")
+		}
+		if _, ok := s.MayStep(mai, now.Add(StepBarFor)); ok {
+			t.Fatal("Mai still steps once the bound is reached")
+		}
+	})
+	t.Run("taken back, solved, or a new chapter: the bar is the presenter's", func(t *testing.T) {
+		for name, end := range map[string]func(s *State){
+			"taken back": func(s *State) {
+				if err := s.TakeStepBar(); err != nil {
+					t.Fatal(err)
+				}
+			},
+			"solved": func(s *State) {
+				s.CountStep(s.Puzzle.ID)
+				if !s.SolvePuzzle(s.Puzzle.ID, 2) || s.Puzzle.SolvedSteps != 1 {
+					t.Fatalf("solve: %+v", s.Puzzle)
+				}
+			},
+			"a new chapter":       func(s *State) { s.SetLesson("lock-in-memory") },
+			"the nickname hidden": func(s *State) { s.HidePlayer(PlayerID("session:mai"), true) },
+			"the nickname given up": func(s *State) {
+				if err := s.SetNick("session:mai", "addr", "", lim); err != nil {
+					t.Fatal(err)
+				}
+			},
+		} {
+			s, mai := fresh(t)
+			end(&s)
+			if _, ok := s.MayStep(mai, now); ok {
+				t.Errorf("%s: Mai still steps", name)
+			}
+		}
+	})
+	t.Run("a hidden player is not given the bar, nor one that does not exist", func(t *testing.T) {
+		s, _ := fresh(t)
+		s.HidePlayer(PlayerID("session:bo"), true)
+		if err := s.GiveStepBar(PlayerID("session:bo"), now); err == nil {
+			t.Fatal("a hidden player got the bar")
+		}
+		if err := s.GiveStepBar("nobody", now); err == nil {
+			t.Fatal("nobody got the bar")
+		}
+	})
+	t.Run("a step counted for nothing is taken back, never below zero, never once solved", func(t *testing.T) {
+		s, _ := fresh(t)
+		id := s.Puzzle.ID
+		if s.UncountStep(id) {
+			t.Fatal("uncounted below zero")
+		}
+		s.CountStep(id)
+		s.CountStep(id)
+		s.UncountStep(id)
+		if s.Puzzle.Steps != 1 {
+			t.Fatalf("%d steps", s.Puzzle.Steps)
+		}
+		if s.SolvePuzzle(id, 1) {
+			t.Fatal("one charge solved the puzzle")
+		}
+		s.SolvePuzzle(id, 3)
+		if s.CountStep(id) || s.UncountStep(id) || s.Puzzle.SolvedSteps != 1 || s.Puzzle.Charges != 3 {
+			t.Fatalf("a solved puzzle's count moved: %+v", s.Puzzle)
+		}
+	})
+}
+
+// TestClearScores: every score goes back to nothing; the nicknames and
+// the hidden flags stay.
+func TestClearScores(t *testing.T) {
+	s := Defaults()
+	if err := s.SetNick("session:mai", "addr", "Mai", DefaultPollLimits); err != nil {
+		t.Fatal(err)
+	}
+	s.SetLesson("response-lost")
+	s.OpenPoll(0, 2)
+	if err := s.Answer(s.Poll.ID, "session:mai", "addr", 1, DefaultPollLimits); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.ClosePoll(s.Poll.ID)
+	s.GradePoll(s.Poll.ID, PollOutcome{Choice: 1, Said: "x"})
+	s.HidePlayer(PlayerID("session:mai"), true)
+	before := s.Scores
+	if p, _ := s.Player("session:mai"); p.Right != 1 || p.Graded != 1 {
+		t.Fatalf("before: %+v", p)
+	}
+	s.ClearScores()
+	if p, _ := s.Player("session:mai"); p.Right != 0 || p.Graded != 0 || p.Nick != "Mai" || !p.Hidden {
+		t.Fatalf("after: %+v", p)
+	}
+	if p := before.Players["session:mai"]; p.Right != 1 {
+		t.Fatal("the old snapshot changed: the room's states are immutable")
+	}
+}
