@@ -49,6 +49,43 @@ type GatewayHandler struct {
 	pruned   int64
 	max      int
 	switches GatewayHTTPSwitches
+	base     GatewayBaseFaults
+}
+
+// GatewayBaseFaults are failures every charge meets whatever the
+// switches say, set by whoever serves the gateway rather than over its
+// HTTP API: a room's presenter makes every student's gateway slow or
+// forgetful at once, while a checker still flips each one's switches for
+// its cases. Where both apply, the longer wait and either drop win.
+type GatewayBaseFaults struct {
+	// LatencyMS is how long every charge takes before it is recorded.
+	LatencyMS int `json:"latency_ms"`
+	// HoldAnswerMS is how long every answer is held once the charge is
+	// recorded: a caller that waits less has been charged unknowingly.
+	HoldAnswerMS int `json:"hold_answer_ms"`
+	// DropFirstAnswer records each key's first charge and closes the
+	// connection with no answer; the same key again gets the charge: a
+	// caller that retries with its key recovers, one that does not
+	// cannot know it paid.
+	DropFirstAnswer bool `json:"drop_first_answer"`
+}
+
+// MaxBaseLatencyMS bounds GatewayBaseFaults' waits.
+const MaxBaseLatencyMS = 10_000
+
+// Validate says what is wrong with f.
+func (f GatewayBaseFaults) Validate() error {
+	if f.LatencyMS < 0 || f.LatencyMS > MaxBaseLatencyMS || f.HoldAnswerMS < 0 || f.HoldAnswerMS > MaxBaseLatencyMS {
+		return fmt.Errorf("the gateway's latency and held answer are between 0 and %d ms", MaxBaseLatencyMS)
+	}
+	return nil
+}
+
+// SetBaseFaults sets the failures every charge meets (GatewayBaseFaults).
+func (g *GatewayHandler) SetBaseFaults(f GatewayBaseFaults) {
+	g.mu.Lock()
+	g.base = f
+	g.mu.Unlock()
 }
 
 // GatewayLedger is what GET /ledger says of the ledger as a whole.
@@ -173,17 +210,23 @@ func (g *GatewayHandler) handleCharge(w http.ResponseWriter, r *http.Request) {
 		gatewayError(w, http.StatusBadRequest, "order_id must be 1–%d bytes and amount a positive integer", pay.MaxOrderIDLen)
 		return
 	}
-	sw := g.Switches()
+	g.mu.Lock()
+	sw, base := g.switches, g.base
+	g.mu.Unlock()
 	if sw.Refuse {
 		gatewayError(w, http.StatusPaymentRequired, "the card was declined")
 		return
 	}
 	slowed := sw.LatencyOrderID == "" || sw.LatencyOrderID == req.OrderID
-	if sw.LatencyMS > 0 && slowed {
+	latency, hold := base.LatencyMS, base.HoldAnswerMS
+	if slowed {
+		latency, hold = max(latency, sw.LatencyMS), max(hold, sw.HoldAnswerMS)
+	}
+	if latency > 0 {
 		g.mu.Lock()
 		g.pending[req.OrderID]++
 		g.mu.Unlock()
-		err := g.sleep(r.Context(), time.Duration(sw.LatencyMS)*time.Millisecond)
+		err := g.sleep(r.Context(), time.Duration(latency)*time.Millisecond)
 		g.mu.Lock()
 		if g.pending[req.OrderID]--; g.pending[req.OrderID] <= 0 {
 			delete(g.pending, req.OrderID)
@@ -198,12 +241,12 @@ func (g *GatewayHandler) handleCharge(w http.ResponseWriter, r *http.Request) {
 		gatewayError(w, http.StatusUnprocessableEntity, "the key %q already charged order %s (%d)", key, ch.OrderID, ch.AmountSatang)
 		return
 	}
-	if sw.HoldAnswerMS > 0 && slowed {
-		if err := g.sleep(r.Context(), time.Duration(sw.HoldAnswerMS)*time.Millisecond); err != nil {
+	if hold > 0 {
+		if err := g.sleep(r.Context(), time.Duration(hold)*time.Millisecond); err != nil {
 			return // the caller left: charged, and it will never know
 		}
 	}
-	if sw.Timeout {
+	if sw.Timeout || (base.DropFirstAnswer && fresh) {
 		// Charged, and the answer never leaves.
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {

@@ -63,6 +63,9 @@ type Limits struct {
 	// Checks is how often one address may forward a request to a
 	// student's own server (/byo) or run the checker.
 	Checks Rate
+	// WorkshopRuns is how often one address may ask the workshop to run
+	// the checker against a student's endpoint (web/workshop).
+	WorkshopRuns Rate
 	// PaymentsPerAddress is how many of one address's payments the server
 	// works on at once, and PaymentsAtWork how many of all the students';
 	// the others wait their turn, the addresses and, within one, the
@@ -118,6 +121,7 @@ var DefaultLimits = Limits{
 	Deliveries:            Rate{Burst: 600, Every: 20 * time.Millisecond},
 	Simulations:           Rate{Burst: 120, Every: 500 * time.Millisecond},
 	Checks:                Rate{Burst: 60, Every: time.Second},
+	WorkshopRuns:          Rate{Burst: 6, Every: 20 * time.Second},
 	SimulationWork:        Rate{Burst: 4000, Every: 4 * time.Millisecond},
 	AddressSimulationWork: Rate{Burst: 2000, Every: 5 * time.Millisecond},
 	PaymentsPerAddress:    4,
@@ -160,6 +164,7 @@ func (l Limits) withDefaults() Limits {
 	fillRate(&l.Checks, d.Checks)
 	fillRate(&l.SimulationWork, d.SimulationWork)
 	fillRate(&l.AddressSimulationWork, d.AddressSimulationWork)
+	fillRate(&l.WorkshopRuns, d.WorkshopRuns)
 	fill(&l.PaymentsPerAddress, d.PaymentsPerAddress)
 	fill(&l.PaymentsAtWork, d.PaymentsAtWork)
 	fill(&l.PaymentsQueued, d.PaymentsQueued)
@@ -206,6 +211,7 @@ var limitSettings = []limitSetting{
 	{name: "simulation-work", what: "milliseconds of one core all the students' thundering-herd sweeps may use (burst/one more back every)", rate: func(l *Limits) *Rate { return &l.SimulationWork }},
 	{name: "address-simulation-work", what: "milliseconds of one core one address's sweeps may use (burst/one more back every)", rate: func(l *Limits) *Rate { return &l.AddressSimulationWork }},
 	{name: "checks", what: "forwards to a student's server and checker runs per address", rate: func(l *Limits) *Rate { return &l.Checks }},
+	{name: "workshop-runs", what: "workshop checker runs one address may ask for", rate: func(l *Limits) *Rate { return &l.WorkshopRuns }},
 	{name: "caller-share", what: "percent of an address's rates one browser session or bearer token may use (requests, deliveries, simulations, checks)", count: func(l *Limits) *int { return &l.CallerShare }},
 	{name: "payments-per-address", what: "payments of one address the server works on at once (with a presenter token)", count: func(l *Limits) *int { return &l.PaymentsPerAddress }},
 	{name: "payments-at-work", what: "payments of all the students the server works on at once", count: func(l *Limits) *int { return &l.PaymentsAtWork }},
@@ -486,7 +492,7 @@ func (l *requestLimits) bucketFor(r *http.Request) (*requestShare, string) {
 	switch {
 	case r.Method == http.MethodPost && (p == paymentsPath || strings.HasPrefix(p, intentsPath)):
 		return nil, ""
-	case p == "/events" || strings.HasPrefix(p, "/static/") || strings.HasPrefix(p, simGatewayPrefix+"/") || p == "/favicon.ico":
+	case p == "/events" || strings.HasPrefix(p, "/static/") || strings.HasPrefix(p, simGatewayPrefix+"/") || strings.HasPrefix(p, workshopGateways) || p == "/favicon.ico":
 		return nil, ""
 	case p == "/api/delivery":
 		return &l.deliveries, "delivery reports"

@@ -9,6 +9,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"paytwice/pay"
+	"paytwice/pay/check"
 	"paytwice/sim"
 	"paytwice/views"
 	"paytwice/web/board"
@@ -25,6 +27,7 @@ import (
 	"paytwice/web/room"
 	"paytwice/web/room/lesson"
 	"paytwice/web/room/step"
+	"paytwice/web/workshop"
 )
 
 // Config holds the server's settings.
@@ -91,6 +94,13 @@ type Config struct {
 	// database (-name): the timeline says which server handled each
 	// request. "" for a server on its own.
 	Name string
+	// WorkshopAllow are the networks the workshop may call students'
+	// endpoints on (-workshop-allow); nil means the private networks this
+	// server is served on (web/workshop).
+	WorkshopAllow []netip.Prefix
+	// workshopTune adjusts every workshop run's checker: tests shorten
+	// the runs with it.
+	workshopTune func(*check.Config)
 }
 
 // withDefaults fills unset fields.
@@ -211,6 +221,10 @@ type Server struct {
 	narration *lesson.Narrator
 	// judge solves the scheduler's puzzle from the books (puzzle.go).
 	judge *puzzleJudge
+	// workshop is "bring your own endpoint" (web/workshop), and
+	// workshopGuard what it may call.
+	workshop      *workshop.Workshop
+	workshopGuard *workshop.Guard
 }
 
 // NewServer wires a server around an open store.
@@ -260,6 +274,8 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		Room: s.room, Peers: s.peers, Hub: s.hub, Now: s.clock.Now, Logf: s.logf})
 	s.narration = lesson.NewNarrator(s.lessons, s.room, s.hub)
 	s.judge = &puzzleJudge{room: s.room, hub: s.hub, charges: s.orderCharges, logf: s.logf}
+	s.workshopGuard, s.workshop = newWorkshop(cfg, clock.Now)
+	s.workshop.Start(s.baseCtx)
 	// The handler groups hold what they use: make them once it all is.
 	s.echo = s.routes()
 	s.room.Start(s.baseCtx)
@@ -368,6 +384,7 @@ func (s *Server) routes() *echo.Echo {
 	s.deliveryRoutes(e)
 	s.pollHandlers().routes(e, s.presenterOnly)
 	s.puzzleHandlers().routes(e, s.presenterOnly)
+	s.workshopHandlers().routes(e, s.presenterOnly)
 	return e
 }
 

@@ -135,8 +135,7 @@ func (r *run) dialRaw(ctx context.Context, q req) (*rawConn, error) {
 			host += ":80"
 		}
 	}
-	d := net.Dialer{Timeout: 5 * time.Second}
-	conn, err := d.DialContext(ctx, "tcp", host)
+	conn, err := r.dial(ctx, "tcp", host)
 	if err != nil {
 		return nil, err
 	}

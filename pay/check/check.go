@@ -18,11 +18,13 @@ import (
 type run struct {
 	cfg    Config
 	client *http.Client
-	tls    *tls.Config
-	rng    *rand.Rand
-	rngMu  sync.Mutex
-	prefix string
-	t0     time.Time
+	// gatewayClient reaches the gateway: client, or Config.GatewayTransport.
+	gatewayClient *http.Client
+	tls           *tls.Config
+	rng           *rand.Rand
+	rngMu         sync.Mutex
+	prefix        string
+	t0            time.Time
 
 	mu      sync.Mutex
 	history []Record
@@ -105,12 +107,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.tls = &tls.Config{InsecureSkipVerify: cfg.Insecure, RootCAs: cfg.RootCAs}
 	r.client = &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{
 		MaxIdleConnsPerHost: cfg.Storm, DisableCompression: true,
-		DialContext:            (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		DialContext:            r.dial,
 		MaxResponseHeaderBytes: cfg.MaxHeaderBytes,
 		TLSClientConfig:        r.tls,
 		TLSHandshakeTimeout:    5 * time.Second,
 	}}
+	if cfg.NoRedirects {
+		r.client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
 	defer r.client.CloseIdleConnections()
+	r.gatewayClient = r.client
+	if cfg.GatewayTransport != nil {
+		r.gatewayClient = &http.Client{Timeout: cfg.Timeout, Transport: cfg.GatewayTransport, CheckRedirect: r.client.CheckRedirect}
+	}
 	if err := r.prove(ctx); err != nil {
 		return nil, err
 	}
@@ -146,6 +155,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			res.Weak = true
 		}
 		rep.Results = append(rep.Results, res)
+		if cfg.OnResult != nil {
+			cfg.OnResult(res)
+		}
 	}
 	rep.Notes = r.notes
 	rep.History = r.records()
@@ -159,6 +171,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.sequences()
 	rep.Seconds = time.Since(r.t0).Seconds()
 	return rep, nil
+}
+
+// dial makes a connection to the endpoint: through Config.Dial when set.
+func (r *run) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if r.cfg.Dial != nil {
+		return r.cfg.Dial(ctx, network, addr)
+	}
+	return (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, addr)
+}
+
+// clientFor is the client that reaches u: the gateway's for its URLs.
+func (r *run) clientFor(u string) *http.Client {
+	if r.cfg.Gateway != "" && strings.HasPrefix(u, strings.TrimRight(r.cfg.Gateway, "/")+"/") {
+		return r.gatewayClient
+	}
+	return r.client
 }
 
 // stop ends the run with err (the first one given wins).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -84,6 +85,22 @@ type Config struct {
 	// RootCAs, when set, is the only set of authorities trusted.
 	Insecure bool
 	RootCAs  *x509.CertPool
+
+	// Dial, when set, makes every connection to the endpoint (its
+	// payments, its policy, the requests written by hand): a caller that
+	// runs the checker for others decides there which addresses may be
+	// reached, after the name is resolved.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// NoRedirects answers a redirect as it is instead of following it:
+	// a payment endpoint has no business sending the checker elsewhere.
+	NoRedirects bool
+	// GatewayTransport, when set, carries every request to Gateway (its
+	// books and switches) instead of the network: a server that runs the
+	// checker against its own simulated gateway reaches it in process.
+	GatewayTransport http.RoundTripper
+	// OnResult, when set, is told each case's verdict as soon as it is
+	// known, before the run ends: a scoreboard shows a run in progress.
+	OnResult func(Result)
 }
 
 // DefaultBody is paytwice's own request body.

@@ -65,7 +65,7 @@ func (r *run) countAt(ctx context.Context, u, field string) (int, error) {
 			hr.Header.Add(name, v)
 		}
 	}
-	res, err := r.client.Do(hr)
+	res, err := r.clientFor(u).Do(hr)
 	if err != nil {
 		return 0, errors.New(shortErr(err))
 	}
@@ -109,7 +109,7 @@ func (r *run) gatewaySwitches(ctx context.Context, sw map[string]any) error {
 	if r.cfg.GatewayToken != "" {
 		hr.Header.Set(GatewayTokenHeader, r.cfg.GatewayToken)
 	}
-	res, err := r.client.Do(hr)
+	res, err := r.gatewayClient.Do(hr)
 	if err != nil {
 		return errors.New(shortErr(err))
 	}
@@ -131,7 +131,7 @@ func (r *run) gatewayPending(ctx context.Context, action string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	res, err := r.client.Do(hr)
+	res, err := r.gatewayClient.Do(hr)
 	if err != nil {
 		return 0, errors.New(shortErr(err))
 	}

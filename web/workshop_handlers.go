@@ -1,0 +1,277 @@
+package web
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"paytwice/pay"
+	"paytwice/sim"
+	"paytwice/web/workshop"
+)
+
+// workshopHandlers serve the workshop (web/workshop): a student's page
+// and API, the board's scoreboard, the presenter's switches, and each
+// student's gateway. Each holds only what it uses.
+type workshopHandlers struct {
+	ws          *workshop.Workshop
+	guard       *workshop.Guard
+	isPresenter func(*http.Request) bool
+	clientIP    func(*http.Request) string
+	// runs are the per-address buckets of asked-for runs: a run is the
+	// heaviest thing a student can ask of the room.
+	runs *bucketTable
+}
+
+// The workshop's JSON API.
+const (
+	workshopAPI      = "/api/workshop"
+	workshopGateways = "/workshop/gw/"
+)
+
+// WorkshopRegister is the body of POST /api/workshop/endpoint.
+type WorkshopRegister struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+}
+
+// WorkshopSettings is the body of PUT /api/workshop: the presenter opens
+// or closes the workshop, sets every gateway's faults, and may change
+// the networks the room calls (addresses or networks; absent: unchanged).
+type WorkshopSettings struct {
+	On      bool                  `json:"on"`
+	Faults  sim.GatewayBaseFaults `json:"faults"`
+	Allowed *[]string             `json:"allowed,omitempty"`
+}
+
+// WorkshopStudent is a student's own view, and one row of the board.
+type WorkshopStudent struct {
+	Name     string `json:"name"`
+	Endpoint string `json:"endpoint"`
+	// Gateway is, in a student's own view only, the URL their endpoint
+	// charges through.
+	Gateway string `json:"gateway,omitempty"`
+	State   string `json:"state"`
+	Place   int    `json:"queue_place,omitempty"`
+	// Cases counts the cases decided so far in the latest run.
+	Cases        int    `json:"cases"`
+	Passed       int    `json:"passed"`
+	Failed       int    `json:"failed"`
+	FirstSafety  string `json:"first_safety_failure,omitempty"`
+	FirstFailure string `json:"first_failure,omitempty"`
+	Message      string `json:"message,omitempty"`
+	// Charges is how many charges the student's gateway holds now.
+	Charges int                   `json:"gateway_charges"`
+	Faults  sim.GatewayBaseFaults `json:"faults"`
+}
+
+// WorkshopBoard is GET /api/workshop.
+type WorkshopBoard struct {
+	On       bool                  `json:"on"`
+	Faults   sim.GatewayBaseFaults `json:"faults"`
+	Allowed  []string              `json:"allowed"`
+	Queued   int                   `json:"queued"`
+	Students []WorkshopStudent     `json:"students"`
+}
+
+func (s *Server) workshopHandlers() workshopHandlers {
+	return workshopHandlers{ws: s.workshop, guard: s.workshopGuard, isPresenter: s.isPresenter, clientIP: s.clientIP,
+		runs: newBucketTable(time.Now, s.cfg.Limits.WorkshopRuns, s.cfg.Limits.Addresses, s.cfg.Limits.IdleAfter)}
+}
+
+func (h workshopHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
+	e.GET(workshopAPI, h.handleBoardJSON)
+	e.PUT(workshopAPI, h.handleSettings, presenterOnly)
+	e.POST(workshopAPI+"/run-all", h.handleRunAllJSON, presenterOnly)
+	e.GET(workshopAPI+"/me", h.handleMeJSON)
+	e.POST(workshopAPI+"/endpoint", h.handleRegisterJSON)
+	e.POST(workshopAPI+"/run", h.handleRunJSON)
+	gw := h.handleGateway
+	e.POST(workshopGateways+":secret/charges", gw)
+	e.GET(workshopGateways+":secret/charges", gw)
+	e.GET(workshopGateways+":secret/ledger", gw)
+}
+
+// who is the student a request comes from: its bearer token or its
+// browser session; "" for neither.
+func (h workshopHandlers) who(r *http.Request) string {
+	if _, _, ok := bearerToken(r.Header.Get("Authorization")); ok || hasSession(r) {
+		return callerScope(r)
+	}
+	return ""
+}
+
+// noteSelf tells the guard the address this request reached the server
+// at: the room never calls itself there.
+func (h workshopHandlers) noteSelf(r *http.Request) {
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(interface{ String() string }); ok {
+		if ap, err := netip.ParseAddrPort(a.String()); err == nil {
+			h.guard.NoteSelf(ap)
+		}
+	}
+}
+
+// gatewayURL is the address a student's endpoint charges through, as
+// the student reached this server.
+func gatewayURL(r *http.Request, path string) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + path
+}
+
+func studentJSON(m workshop.Row) WorkshopStudent {
+	return WorkshopStudent{Name: m.Name, Endpoint: m.Endpoint, State: string(m.Run.State), Place: m.Place,
+		Cases: m.Run.Done, Passed: m.Run.Passed, Failed: m.Run.Failed, FirstSafety: m.Run.FirstSafety,
+		FirstFailure: m.Run.FirstFailure, Message: m.Run.Message, Charges: m.Charges, Faults: m.Run.Faults}
+}
+
+func (h workshopHandlers) mineJSON(r *http.Request, m workshop.Mine) WorkshopStudent {
+	v := studentJSON(m.Row)
+	v.Gateway = gatewayURL(r, m.GatewayPath)
+	return v
+}
+
+func (h workshopHandlers) board() WorkshopBoard {
+	sb := h.ws.Scoreboard()
+	v := WorkshopBoard{On: sb.On, Faults: sb.Faults, Queued: sb.Queued, Allowed: []string{}, Students: []WorkshopStudent{}}
+	for _, p := range sb.Allowed {
+		v.Allowed = append(v.Allowed, p.String())
+	}
+	for _, row := range sb.Rows {
+		v.Students = append(v.Students, studentJSON(row))
+	}
+	return v
+}
+
+func (h workshopHandlers) handleBoardJSON(c echo.Context) error {
+	return c.JSON(http.StatusOK, h.board())
+}
+
+func (h workshopHandlers) handleSettings(c echo.Context) error {
+	var req WorkshopSettings
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	if err := h.apply(req); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, h.board())
+}
+
+// apply sets the presenter's settings, all or none.
+func (h workshopHandlers) apply(req WorkshopSettings) error {
+	if err := req.Faults.Validate(); err != nil {
+		return pay.Errorf(pay.EINVALID, "%s.", err.Error())
+	}
+	var allowed []netip.Prefix
+	if req.Allowed != nil {
+		var err error
+		if allowed, err = workshop.ParseAllowed(strings.Join(*req.Allowed, ",")); err != nil {
+			return pay.Errorf(pay.EINVALID, "allowed: %s.", err.Error())
+		}
+	}
+	if err := h.ws.SetFaults(req.Faults); err != nil {
+		return err
+	}
+	if req.Allowed != nil {
+		h.guard.SetAllowed(allowed)
+	}
+	h.ws.SetOn(req.On)
+	return nil
+}
+
+func (h workshopHandlers) handleRunAllJSON(c echo.Context) error {
+	queued, left := h.ws.AskAll()
+	return c.JSON(http.StatusOK, map[string]int{"queued": queued, "no_room": left})
+}
+
+func (h workshopHandlers) handleMeJSON(c echo.Context) error {
+	m, ok := h.ws.Mine(h.who(c.Request()))
+	if !ok {
+		return pay.Errorf(pay.ENOTFOUND, "You have not registered an endpoint yet: POST %s/endpoint {\"name\": …, \"url\": …}.", workshopAPI)
+	}
+	return c.JSON(http.StatusOK, h.mineJSON(c.Request(), m))
+}
+
+func (h workshopHandlers) handleRegisterJSON(c echo.Context) error {
+	var req WorkshopRegister
+	if err := decodeAdminJSON(c.Request(), &req); err != nil {
+		return err
+	}
+	m, err := h.register(c, req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, h.mineJSON(c.Request(), m))
+}
+
+// register records the caller's endpoint; a browser with no session gets
+// one, which is how the room knows it again.
+func (h workshopHandlers) register(c echo.Context, req WorkshopRegister) (workshop.Mine, error) {
+	r := c.Request()
+	h.noteSelf(r)
+	if _, _, ok := bearerToken(r.Header.Get("Authorization")); !ok && !hasSession(r) {
+		ensureSession(c.Response(), r)
+	}
+	return h.ws.Register(r.Context(), h.who(r), h.clientIP(r), req.Name, req.URL)
+}
+
+func (h workshopHandlers) handleRunJSON(c echo.Context) error {
+	m, err := h.ask(c.Request())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, h.mineJSON(c.Request(), m))
+}
+
+// ask queues the caller's run, within their address's share of runs.
+func (h workshopHandlers) ask(r *http.Request) (workshop.Mine, error) {
+	if _, ok := h.ws.Mine(h.who(r)); !ok {
+		return h.ws.Ask(h.who(r)) // says to register first
+	}
+	if !h.isPresenter(r) {
+		if wait := h.runs.take(h.clientIP(r)); wait > 0 {
+			return workshop.Mine{}, pay.Errorf(pay.EBUSY, "Your computer has asked for runs too often: ask again in %d s.", waitSeconds(wait))
+		}
+	}
+	return h.ws.Ask(h.who(r))
+}
+
+// handleGateway is a student's gateway: charges and their books, nothing
+// that changes its switches (those are the presenter's and the checker's).
+func (h workshopHandlers) handleGateway(c echo.Context) error {
+	g, ok := h.ws.Gateway(c.Param("secret"))
+	if !ok {
+		return pay.Errorf(pay.ENOTFOUND, "No student's gateway is at this address: copy it again from your workshop page.")
+	}
+	r := c.Request()
+	prefix := workshopGateways + c.Param("secret")
+	http.StripPrefix(prefix, g).ServeHTTP(c.Response(), r)
+	return nil
+}
+
+// newWorkshop makes the workshop and its guard from the server's
+// settings: the networks allowed, or by default the private networks the
+// server is served on.
+func newWorkshop(cfg Config, now func() time.Time) (*workshop.Guard, *workshop.Workshop) {
+	var listen netip.AddrPort
+	if a, ok := cfg.ListenAddr.(*net.TCPAddr); ok {
+		listen = a.AddrPort()
+	}
+	allowed := cfg.WorkshopAllow
+	if allowed == nil {
+		allowed = workshop.DefaultAllowed(listen.Addr())
+	}
+	g := workshop.NewGuard(allowed, listen)
+	return g, workshop.New(workshop.Config{Guard: g, Now: now, Tune: cfg.workshopTune})
+}
+
+// ParseWorkshopAllow reads -workshop-allow: networks and addresses
+// separated by commas.
+func ParseWorkshopAllow(s string) ([]netip.Prefix, error) { return workshop.ParseAllowed(s) }

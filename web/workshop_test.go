@@ -1,0 +1,380 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The workshop's students listen on loopback addresses of their own:
+// 127.0.0.2, 127.0.0.3… are not the test server's 127.0.0.1, which the
+// room never calls.
+var workshopStudentNets = []netip.Prefix{
+	netip.MustParsePrefix("127.0.0.2/32"), netip.MustParsePrefix("127.0.0.3/32"), netip.MustParsePrefix("127.0.0.4/32"),
+}
+
+// newWorkshopEnv is a server with the workshop open, calling the
+// students' loopback addresses.
+func newWorkshopEnv(t *testing.T) *testEnv {
+	t.Helper()
+	env := newTestEnv(t, Config{WorkshopAllow: workshopStudentNets})
+	if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: true}); r.Status != http.StatusOK {
+		t.Fatalf("opening the workshop: %d %s", r.Status, r.Body)
+	}
+	return env
+}
+
+// registerStudent registers a student's endpoint under a bearer token of
+// their own and returns their view (with their gateway's address).
+func registerStudent(t *testing.T, env *testEnv, token, name, endpoint string) WorkshopStudent {
+	t.Helper()
+	r := env.send(http.MethodPost, workshopAPI+"/endpoint", WorkshopRegister{Name: name, URL: endpoint}, "Authorization", "Bearer "+token)
+	if r.Status != http.StatusOK {
+		t.Fatalf("registering %s at %s: %d %s", name, endpoint, r.Status, r.Body)
+	}
+	var v WorkshopStudent
+	if err := json.Unmarshal(r.Body, &v); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(v.Gateway, env.URL+workshopGateways) {
+		t.Fatalf("%s's gateway is %q, want one under %s%s", name, v.Gateway, env.URL, workshopGateways)
+	}
+	return v
+}
+
+// runStudent asks for the token's run and waits, bounded, for its end.
+func runStudent(t *testing.T, env *testEnv, token string) WorkshopStudent {
+	t.Helper()
+	if r := env.send(http.MethodPost, workshopAPI+"/run", nil, "Authorization", "Bearer "+token); r.Status != http.StatusAccepted {
+		t.Fatalf("asking for a run: %d %s", r.Status, r.Body)
+	}
+	return waitStudent(t, env, token)
+}
+
+func waitStudent(t *testing.T, env *testEnv, token string) WorkshopStudent {
+	t.Helper()
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		var v WorkshopStudent
+		r := env.send(http.MethodGet, workshopAPI+"/me", nil, "Authorization", "Bearer "+token)
+		if err := json.Unmarshal(r.Body, &v); err != nil || r.Status != http.StatusOK {
+			t.Fatalf("GET %s/me: %d %s", workshopAPI, r.Status, r.Body)
+		}
+		if v.State == "done" || v.State == "not run" {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run is still %s after 4 minutes: %+v", v.State, v)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// freeAddr is a free port on a student's loopback address.
+func freeAddr(t *testing.T, ip string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatalf("listening on %s (a loopback address of its own): %v", ip, err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// startProgram runs a student's server and waits until it takes
+// connections at addr.
+func startProgram(t *testing.T, addr, gateway string, name string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "ADDR="+addr, "GATEWAY="+gateway)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-done:
+			t.Fatalf("%s exited before listening: %s", name, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not listen at %s after 20 s: %s", name, addr, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// goReferenceServer builds docs/workshop/server.go once per test binary.
+var goReferenceServer = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "paytwice-workshop-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "server")
+	out, err := exec.Command("go", "build", "-o", bin, "../docs/workshop").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building the reference server: %v: %s", err, out)
+	}
+	return bin, nil
+})
+
+func startGoReference(t *testing.T, addr, gateway string) {
+	t.Helper()
+	bin, err := goReferenceServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startProgram(t, addr, gateway, bin)
+}
+
+// naiveServer charges the gateway on every request with a key of its
+// own: no key table, so every retry is a new charge.
+func naiveServer(t *testing.T, addr, gateway string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p struct {
+			OrderID string `json:"order_id"`
+			Amount  int64  `json:"amount_satang"`
+		}
+		if r.Method != http.MethodPost || json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&p) != nil || p.OrderID == "" || p.Amount <= 0 {
+			http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
+			return
+		}
+		b, _ := json.Marshal(map[string]any{"order_id": p.OrderID, "amount": p.Amount})
+		req, _ := http.NewRequest(http.MethodPost, gateway+"/charges", bytes.NewReader(b))
+		req.Header.Set("Idempotency-Key", rand.Text())
+		res, err := client.Do(req)
+		if err != nil {
+			http.Error(w, `{"error":"gateway"}`, http.StatusBadGateway)
+			return
+		}
+		var ch struct{ ID string }
+		_ = json.NewDecoder(res.Body).Decode(&ch)
+		res.Body.Close()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"charge_id":%q,"status":"paid"}`, ch.ID)
+	})}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+}
+
+// TestWorkshopReferenceServersPass: the reference endpoint in Go (and in
+// Python, where python3 is installed) registers, charges through its own
+// gateway, and passes on the scoreboard: no case failed, its gateway
+// charged no order twice.
+func TestWorkshopReferenceServersPass(t *testing.T) {
+	env := newWorkshopEnv(t)
+	t.Run("the Go reference server passes", func(t *testing.T) {
+		addr := freeAddr(t, "127.0.0.2")
+		token := "ana-" + hex.EncodeToString(randomBytes(8))
+		me := registerStudent(t, env, token, "Ana", "http://"+addr)
+		if me.Endpoint != "http://"+addr+"/v1/payments" {
+			t.Errorf("the endpoint is %q: an address with no path means /v1/payments", me.Endpoint)
+		}
+		startGoReference(t, addr, me.Gateway)
+		assertPasses(t, env, token, me.Name)
+	})
+	t.Run("the Python reference server passes", func(t *testing.T) {
+		py, err := exec.LookPath("python3")
+		if err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("python3 is missing: .ci/run installs it")
+			}
+			t.Skip("python3 is not installed")
+		}
+		addr := freeAddr(t, "127.0.0.3")
+		token := "ben-" + hex.EncodeToString(randomBytes(8))
+		me := registerStudent(t, env, token, "Ben", "http://"+addr+"/v1/payments")
+		startProgram(t, addr, me.Gateway, py, "../docs/workshop/server.py")
+		assertPasses(t, env, token, me.Name)
+	})
+}
+
+func assertPasses(t *testing.T, env *testEnv, token, name string) {
+	t.Helper()
+	mine := runStudent(t, env, token)
+	row := boardRow(t, env, name)
+	if row.State != "done" || row.Failed != 0 || row.FirstSafety != "" || row.FirstFailure != "" || row.Passed == 0 {
+		t.Fatalf("%s's row: %+v (own view %+v), want a finished run with no failure", name, row, mine)
+	}
+	if row.Charges == 0 {
+		t.Fatalf("%s's gateway holds no charge: the run did not charge through it", name)
+	}
+	t.Logf("%s: %d of %d cases passed, %d charges at the gateway", name, row.Passed, row.Cases, row.Charges)
+}
+
+// boardRow is name's row on the scoreboard, as GET /api/workshop gives it.
+func boardRow(t *testing.T, env *testEnv, name string) WorkshopStudent {
+	t.Helper()
+	var b WorkshopBoard
+	env.decodeGet(workshopAPI, &b)
+	for _, s := range b.Students {
+		if s.Name == name {
+			if s.Gateway != "" {
+				t.Errorf("the scoreboard shows %s's gateway address: only its student may see it", name)
+			}
+			return s
+		}
+	}
+	t.Fatalf("%s is not on the scoreboard: %+v", name, b.Students)
+	return WorkshopStudent{}
+}
+
+// TestWorkshopNaiveServerDoubleCharges: a server with no key table
+// charges again on every retry; the scoreboard shows the safety failure
+// and the orders its gateway charged twice, while the run is still going
+// (each case's verdict is shown as soon as it is known).
+func TestWorkshopNaiveServerDoubleCharges(t *testing.T) {
+	env := newWorkshopEnv(t)
+	addr := freeAddr(t, "127.0.0.2")
+	token := "cat-" + hex.EncodeToString(randomBytes(8))
+	me := registerStudent(t, env, token, "Cat", "http://"+addr+"/v1/payments")
+	naiveServer(t, addr, me.Gateway)
+	if r := env.send(http.MethodPost, workshopAPI+"/run", nil, "Authorization", "Bearer "+token); r.Status != http.StatusAccepted {
+		t.Fatalf("asking for a run: %d %s", r.Status, r.Body)
+	}
+	var early WorkshopStudent
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		early = boardRow(t, env, "Cat")
+		if early.FirstSafety != "" || early.State == "done" || early.State == "not run" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no safety failure on the scoreboard a minute into the run: %+v", early)
+		}
+	}
+	if early.State != "running" || !doubleCharge.MatchString(early.FirstSafety) {
+		t.Errorf("the first safety failure, a double charge, should show while the run goes on: %+v", early)
+	}
+	// The same key a second time asks again while the first run goes on.
+	if r := env.send(http.MethodPost, workshopAPI+"/run", nil, "Authorization", "Bearer "+token); r.Status != http.StatusConflict || !strings.Contains(string(r.Body), "under way") {
+		t.Errorf("a second run while the first goes on: %d %s, want 409 saying it is under way", r.Status, r.Body)
+	}
+	row := waitStudent(t, env, token)
+	if row.State != "done" || !doubleCharge.MatchString(row.FirstSafety) || row.Failed == 0 || row.FirstSafety != early.FirstSafety {
+		t.Fatalf("the naive server's row: %+v, want its first safety failure, a double charge, kept", row)
+	}
+	if strings.ContainsAny(row.FirstSafety, "\r\n") || len([]rune(row.FirstSafety)) > 180 {
+		t.Errorf("the reason is not one short line: %q", row.FirstSafety)
+	}
+	t.Logf("first safety failure: %s; %d charges at the gateway", row.FirstSafety, row.Charges)
+}
+
+// doubleCharge is how the checker says one action was charged more than
+// once.
+var doubleCharge = regexp.MustCompile(`[2-9]\d* (charges|effects)`)
+
+// TestWorkshopRefusesForbiddenAddresses: an address the room must not
+// call is refused at registration with a sentence, on the API as
+// problem+json; nothing is registered.
+func TestWorkshopRefusesForbiddenAddresses(t *testing.T) {
+	env := newWorkshopEnv(t)
+	self := strings.TrimPrefix(env.URL, "http://")
+	for _, c := range []struct {
+		name, url string
+		status    int
+		says      string
+	}{
+		{"the server itself", env.URL + "/v1/payments", http.StatusForbidden, "this server itself"},
+		{"the server's loopback at another port", "http://127.0.0.1:1/v1/payments", http.StatusForbidden, "this server itself"},
+		{"the metadata address", "http://169.254.169.254/latest/meta-data", http.StatusForbidden, "secrets"},
+		{"a link-local address", "http://169.254.10.1:8000", http.StatusForbidden, "link-local"},
+		{"an address outside the allowed networks", "http://10.1.2.3:8000/v1/payments", http.StatusForbidden, "outside them"},
+		{"another loopback address not allowed", "http://127.0.0.9:8000", http.StatusForbidden, "loopback"},
+		{"an IPv6 loopback", "http://[::1]:8000", http.StatusForbidden, "this server itself"},
+		{"the unspecified address", "http://0.0.0.0:8000", http.StatusForbidden, "not one computer"},
+		{"no scheme", self, http.StatusBadRequest, "Start the address with http://"},
+		{"another scheme", "ftp://127.0.0.2/x", http.StatusBadRequest, "not ftp://"},
+		{"a password in it", "http://me:pw@127.0.0.2:8000", http.StatusBadRequest, "password"},
+		{"a bad port", "http://127.0.0.2:99999", http.StatusBadRequest, "port"},
+	} {
+		t.Run(c.name+" is refused", func(t *testing.T) {
+			r := env.send(http.MethodPost, workshopAPI+"/endpoint", WorkshopRegister{Name: "Dee", URL: c.url}, "Authorization", "Bearer dee-token")
+			if r.Status != c.status || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/problem+json") {
+				t.Fatalf("%s: %d %s %s, want %d problem+json", c.url, r.Status, r.Header.Get("Content-Type"), r.Body, c.status)
+			}
+			var p struct{ Detail string }
+			if err := json.Unmarshal(r.Body, &p); err != nil || !strings.Contains(p.Detail, c.says) || !strings.HasSuffix(p.Detail, ".") {
+				t.Fatalf("%s: the refusal says %q, want a sentence with %q", c.url, p.Detail, c.says)
+			}
+		})
+	}
+	var b WorkshopBoard
+	env.decodeGet(workshopAPI, &b)
+	if len(b.Students) != 0 {
+		t.Fatalf("refused registrations are on the scoreboard: %+v", b.Students)
+	}
+}
+
+// TestWorkshopBooksArePerStudent: two students run at once, a correct
+// server and a naive one; each run counts only its own gateway's books,
+// so the correct one still passes with no order charged twice, and a
+// charge at one student's gateway never shows in the other's.
+func TestWorkshopBooksArePerStudent(t *testing.T) {
+	env := newWorkshopEnv(t)
+	goodAddr, naiveAddr := freeAddr(t, "127.0.0.2"), freeAddr(t, "127.0.0.3")
+	goodTok, naiveTok := "eve-"+hex.EncodeToString(randomBytes(8)), "fay-"+hex.EncodeToString(randomBytes(8))
+	good := registerStudent(t, env, goodTok, "Eve", "http://"+goodAddr)
+	naive := registerStudent(t, env, naiveTok, "Fay", "http://"+naiveAddr)
+	if good.Gateway == naive.Gateway {
+		t.Fatal("two students share a gateway")
+	}
+	startGoReference(t, goodAddr, good.Gateway)
+	naiveServer(t, naiveAddr, naive.Gateway)
+	for _, tok := range []string{goodTok, naiveTok} {
+		if r := env.send(http.MethodPost, workshopAPI+"/run", nil, "Authorization", "Bearer "+tok); r.Status != http.StatusAccepted {
+			t.Fatalf("asking for a run: %d %s", r.Status, r.Body)
+		}
+	}
+	g, n := waitStudent(t, env, goodTok), waitStudent(t, env, naiveTok)
+	if g.State != "done" || g.Failed != 0 || g.FirstSafety != "" {
+		t.Errorf("the correct server, run beside a naive one: %+v", g)
+	}
+	if n.State != "done" || !doubleCharge.MatchString(n.FirstSafety) {
+		t.Errorf("the naive server, run beside a correct one: %+v", n)
+	}
+	// A charge at Fay's gateway is in Fay's books only.
+	before := boardRow(t, env, "Eve").Charges
+	req, _ := http.NewRequest(http.MethodPost, naive.Gateway+"/charges", strings.NewReader(`{"order_id":"only-fay","amount":100}`))
+	req.Header.Set("Idempotency-Key", "only-fay-1")
+	if r, err := do(req); err != nil || r.Status != http.StatusCreated {
+		t.Fatalf("charging Fay's gateway: %v %d %s", err, r.Status, r.Body)
+	}
+	if after := boardRow(t, env, "Eve").Charges; after != before {
+		t.Errorf("a charge at Fay's gateway changed Eve's books: %d → %d", before, after)
+	}
+	if r := env.get(strings.TrimPrefix(good.Gateway, env.URL) + "/charges?order_id=only-fay"); !strings.Contains(string(r.Body), `"charges":[]`) {
+		t.Errorf("Eve's gateway lists Fay's order: %s", r.Body)
+	}
+}
