@@ -34,6 +34,7 @@ func axeRun(t *testing.T, ctx context.Context, src string) []axeViolation {
 // page, the board on a projector during a chapter and outside one, and
 // the other pages. None has a serious or critical violation.
 func TestBrowserAxe(t *testing.T) {
+	browserSideBySide(t)
 	src, err := os.ReadFile(axeSource)
 	if err != nil {
 		t.Fatal(err)

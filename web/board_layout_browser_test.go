@@ -131,6 +131,7 @@ const boardFitMeasure = `(() => {
 // way, so one server on SQLite is enough here. The pictures go to
 // $PAYTWICE_SCREENSHOTS/board-fit when it is set.
 func TestBrowserBoardFitsServerNames(t *testing.T) {
+	browserSideBySide(t)
 	for _, name := range []string{"", "s1", "192.168.100.200:8081", "paytwice-classroom-eu-west.internal:8443"} {
 		label := name
 		if label == "" {
@@ -287,6 +288,7 @@ const boardOrdersMeasure = `(() => {
 // each with its own session; the board is one page in Chromium. (Every
 // fourth chapter outside a full run: sweepChapters.)
 func TestBrowserBoardThirtyStudents(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	// A room's address: the join panel shows it and its QR code.
 	env.Server.listenAddr.Store(&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 8080})

@@ -98,6 +98,27 @@ func stopSharedBrowser() {
 	}
 }
 
+// browserTestsAtOnce is how many browser tests run at once. Their time
+// goes mostly in waiting (for the server's clocks, the page's polls and
+// time-outs, the event streams), so a few overlap well on two cores; many
+// would leave each page too little of the processor to keep to the
+// time-outs the tests give it.
+const browserTestsAtOnce = 3
+
+// browserTurns holds one token per browser test running.
+var browserTurns = make(chan struct{}, browserTestsAtOnce)
+
+// browserSideBySide marks a browser test that shares nothing with the
+// others but the package's Chromium (its own servers, database files and
+// browser context): it runs beside them (t.Parallel), browserTestsAtOnce
+// at a time. Call it first in the test.
+func browserSideBySide(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	browserTurns <- struct{}{}
+	t.Cleanup(func() { <-browserTurns })
+}
+
 // liveBrowser opens a window of the given size in a browser context of its
 // own (nothing shared with other tests: cookies, storage, cache) in the
 // package's headless browser, and returns its first tab. The whole test is
@@ -281,6 +302,7 @@ const (
 )
 
 func TestBrowserDoubleClickWithDelayChargesOnce(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{DelayMS: 800})
 	ctx := liveBrowser(t, 1366, 900)
@@ -310,6 +332,7 @@ func TestBrowserDoubleClickWithDelayChargesOnce(t *testing.T) {
 }
 
 func TestBrowserResponseLostThenRetryReplays(t *testing.T) {
+	browserSideBySide(t)
 	// backoff_ms shrinks the retry delays from 0.5 s to 20 ms.
 	env, ctx := livePayWithRetries(t, pay.ServerFaults{ResponseLost: true}, "/?backoff_ms=20")
 
@@ -336,6 +359,7 @@ func TestBrowserResponseLostThenRetryReplays(t *testing.T) {
 }
 
 func TestBrowserChangedAmountSameKeyExplains422(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
@@ -361,6 +385,7 @@ func TestBrowserChangedAmountSameKeyExplains422(t *testing.T) {
 }
 
 func TestBrowserTwoTabsSeeEachOthersPayments(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	a := liveBrowser(t, 1366, 900)
 	b := liveTab(t, a, true)
@@ -377,6 +402,7 @@ func TestBrowserTwoTabsSeeEachOthersPayments(t *testing.T) {
 }
 
 func TestBrowserStudentCannotFlipSwitches(t *testing.T) {
+	browserSideBySide(t)
 	const token = "teach-7f3a"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	presenter := liveBrowser(t, 1366, 900)
@@ -445,6 +471,7 @@ func TestBrowserStudentCannotFlipSwitches(t *testing.T) {
 // double-click gets 409 while the first runs, waits at least Retry-After
 // (one second), and its retry gets the saved 201.
 func TestBrowserRetryWaitsAndReplays(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	// The first click's charge is held at the gateway until the second
 	// click's retry is counting down, so the 409 does not depend on how
@@ -473,6 +500,7 @@ func TestBrowserRetryWaitsAndReplays(t *testing.T) {
 // TestBrowserKeySurvivesReload checks the key belongs to the action: a
 // reload keeps it, New order replaces it.
 func TestBrowserKeySurvivesReload(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
@@ -491,6 +519,7 @@ func TestBrowserKeySurvivesReload(t *testing.T) {
 // every request the page makes goes to paytwice itself, and that what
 // crossed the wire (headers included) is under 100 KB.
 func TestBrowserFirstLoadStaysOnOrigin(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
 
@@ -549,6 +578,7 @@ func TestBrowserFirstLoadStaysOnOrigin(t *testing.T) {
 
 // TestBrowserKeyboardOnly pays and turns a switch on without a mouse.
 func TestBrowserKeyboardOnly(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
@@ -569,6 +599,7 @@ func TestBrowserKeyboardOnly(t *testing.T) {
 // prevents: with a new key on every click, a double-click is two payments,
 // and the board says so in red.
 func TestBrowserNewKeyPerClickChargesTwice(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{DelayMS: 300})
 	ctx := liveBrowser(t, 1366, 900)

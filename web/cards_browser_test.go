@@ -34,6 +34,7 @@ const (
 // browser never re-sends a request on its own (each attempt is one row on
 // the timeline), and each order is charged once.
 func TestBrowserLostResponseEveryTime(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 	ctx := liveBrowser(t, 1366, 900)
@@ -62,6 +63,7 @@ func TestBrowserLostResponseEveryTime(t *testing.T) {
 // TestBrowserConnectionNeverHappensOncePerAttempt: every attempt the page
 // makes reaches the server once, so the timeline has one row per attempt.
 func TestBrowserConnectionNeverHappensOncePerAttempt(t *testing.T) {
+	browserSideBySide(t)
 	_, ctx := livePayWithRetries(t, pay.ServerFaults{ConnectionNeverHappens: true}, "/?backoff_ms=5")
 	liveWait(t, ctx, "six attempts, all unanswered", 20*time.Second,
 		`document.querySelectorAll('#attempts li[data-status="network"]').length === 6 && `+statusState+` === "unknown"`)
@@ -76,6 +78,7 @@ func TestBrowserConnectionNeverHappensOncePerAttempt(t *testing.T) {
 // is held until the sweeper asks the gateway, counting down to it, then
 // looks the order up once the sweeper has been.
 func TestBrowserCrashMidwayDropsThenHoldsTheKey(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{LockTimeout: 3 * time.Second, SweepEvery: 200 * time.Millisecond})
 	setFaults(t, env, pay.ServerFaults{CrashMidway: true})
 	ctx := liveBrowser(t, 1366, 900)
@@ -102,6 +105,7 @@ func TestBrowserCrashMidwayDropsThenHoldsTheKey(t *testing.T) {
 // TestBrowserNewKeyPerClickRedOnTheCard: with the mistake on, the card
 // itself says in red that the order was charged twice.
 func TestBrowserNewKeyPerClickRedOnTheCard(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{DelayMS: 300})
 	ctx := liveBrowser(t, 1366, 900)
@@ -119,6 +123,7 @@ func TestBrowserNewKeyPerClickRedOnTheCard(t *testing.T) {
 // while the first is still running reads as the protection, and the first
 // click's request stays visibly on its way.
 func TestBrowserConflictDuringDelayIsTheProtection(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	release := sync.OnceFunc(env.holdGateway())
 	t.Cleanup(release)
@@ -136,6 +141,7 @@ func TestBrowserConflictDuringDelayIsTheProtection(t *testing.T) {
 
 // TestBrowserGuardShowsSendingAndCountsTheBlockedClick.
 func TestBrowserGuardShowsSendingAndCountsTheBlockedClick(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	release := sync.OnceFunc(env.holdGateway())
 	t.Cleanup(release)
@@ -152,6 +158,7 @@ func TestBrowserGuardShowsSendingAndCountsTheBlockedClick(t *testing.T) {
 // requests it sent and looks the order up, since the last one had no
 // answer.
 func TestBrowserReloadRestoresTheOrder(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 	ctx := liveBrowser(t, 1366, 900)
@@ -166,6 +173,7 @@ func TestBrowserReloadRestoresTheOrder(t *testing.T) {
 // TestBrowserNewOrderStopsPendingRetries: the old order's retries stop at
 // New order and never land in the new order's list.
 func TestBrowserNewOrderStopsPendingRetries(t *testing.T) {
+	browserSideBySide(t)
 	env, ctx := livePayWithRetries(t, pay.ServerFaults{ConnectionNeverHappens: true}, "/")
 	// New order is clicked in the same task that finds the row counting
 	// down: the wait is drawn at random and may last a few milliseconds, so
@@ -186,6 +194,7 @@ func TestBrowserNewOrderStopsPendingRetries(t *testing.T) {
 // TestBrowserReplayedFailureIsFinal: a replayed 500 is not retried again;
 // the page looks the order up at once.
 func TestBrowserReplayedFailureIsFinal(t *testing.T) {
+	browserSideBySide(t)
 	_, ctx := livePayWithRetries(t, pay.ServerFaults{ServerError: true}, "/?backoff_ms=5")
 	liveWait(t, ctx, "the look-up after the replayed 500", 10*time.Second,
 		paidNow+` && !!document.querySelector('#attempts li[data-kind="reconcile"][data-paid="true"]')`)
@@ -196,6 +205,7 @@ func TestBrowserReplayedFailureIsFinal(t *testing.T) {
 
 // TestBrowserYouMarker: this browser's rows in the live panels say "you".
 func TestBrowserYouMarker(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
@@ -215,6 +225,7 @@ func TestBrowserYouMarker(t *testing.T) {
 // and sees no button that only the presenter may press. (Every fourth
 // chapter outside a full run: sweepChapters.)
 func TestBrowserLessonFitsWithPay(t *testing.T) {
+	browserSideBySide(t)
 	const token = "teach-5d1c"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	laptop := liveBrowser(t, 1366, 768)
@@ -266,6 +277,7 @@ func TestBrowserLessonFitsWithPay(t *testing.T) {
 // every tab sees a payment made elsewhere, and the server has one viewer.
 // When the tab holding the stream closes, another takes over.
 func TestBrowserTenTabsStayLive(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	// The browser's first tab stays blank: closing it would close the
 	// browser.
@@ -315,6 +327,7 @@ func TestBrowserTenTabsStayLive(t *testing.T) {
 // every page, and need nothing the Content-Security-Policy refuses; the
 // browser's own request for /favicon.ico finds the icon.
 func TestBrowserProblemPagesKeepThePolicy(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
 	for _, p := range []string{"/problems", "/problems/server-error", "/problems/request-in-progress"} {
@@ -333,6 +346,7 @@ func TestBrowserProblemPagesKeepThePolicy(t *testing.T) {
 // not on them; on a phone the chart labels are at least 12 px and the
 // comparison fits the screen.
 func TestBrowserBackoffKeepsResultsAndReads(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
 	liveDo(t, ctx, "opening /backoff", chromedp.Navigate(env.URL+"/backoff"))
@@ -384,6 +398,7 @@ func TestBrowserBackoffKeepsResultsAndReads(t *testing.T) {
 // (the lab's mistake), a double-click is charged twice under one key, and
 // the card counts the two charge ids and says so in red.
 func TestBrowserServerWithoutKeysRedOnTheCard(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabNoKey}})
 	setFaults(t, env, pay.ServerFaults{DelayMS: 300})
@@ -402,6 +417,7 @@ func TestBrowserServerWithoutKeysRedOnTheCard(t *testing.T) {
 // plays the browser's part: it sends each payment once more, with the same
 // headers and body, before the page's own request goes.
 func TestBrowserResendIsDrawn(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 	ctx := liveBrowser(t, 1366, 900)

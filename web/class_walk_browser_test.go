@@ -116,6 +116,7 @@ var chapterWords = map[string]struct{ state, re string }{
 // fits what happened. (Every fourth chapter outside a full run:
 // sweepChapters.)
 func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
+	browserSideBySide(t)
 	// A lock timeout of 10 s gives each payment's work 5 s (with 2 s, 1 s):
 	// the lock in memory's requests queue behind each other, and on a
 	// loaded machine 1 s was not always enough, so a card rightly said an
@@ -204,6 +205,7 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 // request runs, and that time does count: the page's time-out is long
 // enough for the event stream to show the next hold on a loaded machine.)
 func TestBrowserStepModeAtATeachersPace(t *testing.T) {
+	browserSideBySide(t)
 	const attemptMS = 2000
 	pause, longPause := attemptMS+1000, attemptMS+1000
 	if fullRun() {
@@ -260,6 +262,7 @@ func TestBrowserStepModeAtATeachersPace(t *testing.T) {
 // presenter warps it ten minutes a key is ten minutes old, and after a
 // reset (which puts the clock back) a new key is seconds old.
 func TestBrowserKeyAgesFollowTheDemoClock(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1920, 1080)
 	if r := env.pay("age-1", `{"order_id":"A-1","amount_satang":100}`); r.Status != http.StatusCreated {
@@ -304,6 +307,7 @@ const scrollRegionsReachable = `(() => {
 // of the checkout page during a chapter takes the keyboard's focus, and
 // the board during a chapter keeps a level-one heading.
 func TestBrowserPagesReachableByKeyboard(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	if err := env.Server.startLesson(context.Background(), "prune-too-soon", "test"); err != nil {
 		t.Fatal(err)
@@ -335,6 +339,7 @@ func TestBrowserPagesReachableByKeyboard(t *testing.T) {
 // presenter shows from the idle board, a crash or step mode, happens
 // there); during a chapter the board keeps a level-one heading.
 func TestBrowserIdleBoardShowsTheTimeline(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	env.Server.listenAddr.Store(&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 8080})
 	ctx := liveBrowser(t, 1920, 1080)
@@ -368,6 +373,7 @@ func TestBrowserIdleBoardShowsTheTimeline(t *testing.T) {
 // Idempotency-Key from the lab's first card and see the 400, and nothing is
 // saved or charged.
 func TestBrowserMissingKeyFromThePage(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")

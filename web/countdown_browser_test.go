@@ -21,6 +21,7 @@ const countdownLeft = `(m => m ? Number(m[1]) : -1)(/\bin (\d+) seconds?\b/.exec
 // card counts on the room's clock, not the phone's. The chapters that
 // must show one (2 and 4, where a key stays started) are checked to.
 func TestBrowserCountdownsFollowTheRoomsClockInEveryChapter(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{LockTimeout: 40 * time.Second})
 	phone := liveBrowser(t, 390, 844)
 	liveDo(t, phone, "phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))

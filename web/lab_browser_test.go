@@ -65,6 +65,9 @@ func countLabLive(t *testing.T, ctx context.Context) {
 // answered counts the attempts the page has an answer (or a failure) for.
 const answered = `document.querySelectorAll("#attempts li[data-status]").length`
 
+// TestBrowserLabNoKeyDoubleClick runs alone, not beside the other
+// browser tests: it counts the page's requests to /lab/live in the seconds
+// after a switch, which pages working beside it made late.
 func TestBrowserLabNoKeyDoubleClick(t *testing.T) {
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{DelayMS: 800})
@@ -109,6 +112,7 @@ func TestBrowserLabNoKeyDoubleClick(t *testing.T) {
 }
 
 func TestBrowserLabNewKeyOnEveryRetry(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 	// One connection per request, so Chromium does not quietly re-send a
@@ -150,6 +154,7 @@ func TestBrowserLabNewKeyOnEveryRetry(t *testing.T) {
 }
 
 func TestBrowserLabNewKeyAfter500(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{ServerError: true})
 	ctx := liveBrowser(t, 1366, 900)
@@ -193,6 +198,7 @@ func lessonShows(t *testing.T, ctx context.Context, slug string) {
 // start, continue, the switches each chapter sets on the server and on a
 // student's page, finish, a linked chapter, and a reset.
 func TestBrowserLessons(t *testing.T) {
+	browserSideBySide(t)
 	const token = "lesson-9c1"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	presenter := liveBrowser(t, 1366, 900)
@@ -290,6 +296,7 @@ func checkSelect(mode room.LabMode) string {
 // pictures go to $PAYTWICE_SCREENSHOTS when set, else to a temporary
 // directory (the test then only checks that they render).
 func TestLabScreenshots(t *testing.T) {
+	browserSideBySide(t)
 	picturesOnly(t)
 	dir := os.Getenv("PAYTWICE_SCREENSHOTS")
 	if dir == "" {
@@ -391,6 +398,7 @@ func TestLabScreenshots(t *testing.T) {
 // a retried 422 counted as wasted, an e-mail address as the key flagged in
 // the key table, and a late retry after the time warp and the prune.
 func TestBrowserLabOtherMistakes(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/?backoff_ms=5")

@@ -11,6 +11,7 @@ import (
 // check-then-insert switched on: the table arrives under the button and
 // names the storm's several charges.
 func TestBrowserLabCheck(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabCheckThenInsert, CheckGapMS: 50}})
 	ctx := liveBrowser(t, 1366, 900)

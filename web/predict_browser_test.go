@@ -14,6 +14,7 @@ import (
 // retry is replayed; the reveal shows the split beside what the server
 // did, the right answer outlined.
 func TestBrowserPredictThenObserve(t *testing.T) {
+	browserSideBySide(t)
 	const token = "teach-9c1d"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	if r := env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "response-lost"}, PresenterHeader, token); r.Status != http.StatusOK {

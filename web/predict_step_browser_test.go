@@ -15,6 +15,7 @@ import (
 // answers, the presenter's Next on the row closes the vote and runs the
 // step, and the reveal outlines what the request did.
 func TestBrowserPredictStepQuestion(t *testing.T) {
+	browserSideBySide(t)
 	const token = "teach-step-q"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	if r := env.send(http.MethodPut, "/api/step", map[string]any{"on": true}, PresenterHeader, token); r.Status != http.StatusOK {

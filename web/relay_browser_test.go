@@ -20,6 +20,7 @@ import (
 // a temporary directory otherwise; the test checks that every page names
 // every server.
 func TestRelayScreenshots(t *testing.T) {
+	browserSideBySide(t)
 	dir := screenshotDir(t)
 	for _, tc := range []struct {
 		name    string

@@ -11,6 +11,7 @@ import (
 // the open board shows the switches, the lesson and the reset as they
 // happen, without a reload.
 func TestBrowserBoardFollowsTheRoom(t *testing.T) {
+	browserSideBySide(t)
 	envs, _ := classServers(t, "s1", "s2", "s3")
 	a, b, c := envs[0], envs[1], envs[2]
 	ctx := liveBrowser(t, 1280, 720)

@@ -52,6 +52,7 @@ var phoneReads = []string{"#checkout", "#attempts", "#timeline", "#lesson", "#ke
 var boardReads = []string{".lesson-caption", ".lesson-watch", "#lesson"}
 
 func TestBrowserScreensAreReadable(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	// A room's address: the join panel shows it with its QR code.
 	env.Server.listenAddr.Store(&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 8080})

@@ -32,6 +32,7 @@ import (
 // and to a temporary directory otherwise, so the test still checks that
 // the pages render in a real browser.
 func TestScreenshots(t *testing.T) {
+	browserSideBySide(t)
 	picturesOnly(t)
 	dir := screenshotDir(t)
 	env := newRealClockEnv(t, Config{})

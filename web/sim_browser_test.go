@@ -48,6 +48,7 @@ func simWaitFor(t *testing.T, ctx context.Context, what, cond string) {
 }
 
 func TestBackoffPageInABrowser(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := simBrowser(t, 1366, 900)
 
@@ -108,6 +109,7 @@ func TestBackoffPageInABrowser(t *testing.T) {
 }
 
 func TestHerdPageInABrowser(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := simBrowser(t, 1366, 900)
 	simDo(t, ctx, "opening /herd",
@@ -135,6 +137,7 @@ func TestHerdPageInABrowser(t *testing.T) {
 // projector (1366) and phone (390) widths into $PAYTWICE_SCREENSHOTS, to be
 // looked at by a person. It is skipped unless that variable is set.
 func TestSimScreenshots(t *testing.T) {
+	browserSideBySide(t)
 	dir := os.Getenv("PAYTWICE_SCREENSHOTS")
 	if dir == "" {
 		t.Skip("set PAYTWICE_SCREENSHOTS to a directory to take screenshots")

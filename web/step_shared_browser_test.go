@@ -13,6 +13,7 @@ import (
 // on s1's board holds a payment sent to s2, the bar lists it with its
 // server, N moves it on and F lets it finish.
 func TestBrowserStepModeAcrossServers(t *testing.T) {
+	browserSideBySide(t)
 	s, _ := stepServers(t, 2)
 	board := liveBrowser(t, 1920, 1080)
 	liveStill(t, board)

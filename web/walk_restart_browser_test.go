@@ -38,6 +38,7 @@ const phoneBooks = `(async () => {
 // walk goes on to the last chapter, every card stating what the server's
 // books say for its order.
 func TestBrowserClassWalksTwelveChaptersThroughARestart(t *testing.T) {
+	browserSideBySide(t)
 	// A lock timeout of 10 s gives each payment's work 5 s: the lock in
 	// memory's requests queue behind each other, and on a loaded machine
 	// 1 s was not always enough.

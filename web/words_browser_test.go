@@ -37,6 +37,7 @@ func orderCharges(t *testing.T, phone context.Context) int {
 }
 
 func TestBrowserChapterCardsSayWhatTheBooksSay(t *testing.T) {
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	phone := liveBrowser(t, 390, 844)
 	liveDo(t, phone, "phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
