@@ -90,6 +90,12 @@ type Limits struct {
 	// not a payment: behind one shared address, no student uses up the
 	// others' share.
 	CallerShare int
+	// Callers is how many callers (browser sessions and bearer tokens)
+	// the server remembers as let in before: those it does not know yet
+	// are counted together, per address, as one more caller
+	// (caller_book.go), so that a student who makes a new token for every
+	// request is one caller, not thousands.
+	Callers int
 	// TimelinePerSource is how many of the timeline's events one source
 	// (a client address) may hold, apart for its payments and for the
 	// rest (deliveries, look-ups); the room's own events have a share of
@@ -131,6 +137,7 @@ var DefaultLimits = Limits{
 	Payments:              Rate{Burst: 600, Every: 20 * time.Millisecond},
 	CallerPayments:        Rate{Burst: 120, Every: 100 * time.Millisecond},
 	CallerShare:           50,
+	Callers:               16384,
 	TimelinePerSource:     4096,
 	TimelineTotal:         32768,
 	Addresses:             4096,
@@ -175,6 +182,7 @@ func (l Limits) withDefaults() Limits {
 	fillRate(&l.CallerPayments, d.CallerPayments)
 	fill(&l.CallerShare, d.CallerShare)
 	l.CallerShare = min(l.CallerShare, 100)
+	fill(&l.Callers, d.Callers)
 	fill(&l.TimelinePerSource, d.TimelinePerSource)
 	fill(&l.TimelineTotal, d.TimelineTotal)
 	fill(&l.Addresses, d.Addresses)
@@ -213,6 +221,7 @@ var limitSettings = []limitSetting{
 	{name: "checks", what: "forwards to a student's server and checker runs per address", rate: func(l *Limits) *Rate { return &l.Checks }},
 	{name: "workshop-runs", what: "workshop checker runs one address may ask for", rate: func(l *Limits) *Rate { return &l.WorkshopRuns }},
 	{name: "caller-share", what: "percent of an address's rates one browser session or bearer token may use (requests, deliveries, simulations, checks)", count: func(l *Limits) *int { return &l.CallerShare }},
+	{name: "callers", what: "browser sessions and tokens remembered as let in before", count: func(l *Limits) *int { return &l.Callers }},
 	{name: "payments-per-address", what: "payments of one address the server works on at once (with a presenter token)", count: func(l *Limits) *int { return &l.PaymentsPerAddress }},
 	{name: "payments-at-work", what: "payments of all the students the server works on at once", count: func(l *Limits) *int { return &l.PaymentsAtWork }},
 	{name: "payments-queued", what: "payments of one address that may wait for their turn", count: func(l *Limits) *int { return &l.PaymentsQueued }},
@@ -455,16 +464,20 @@ func (t *bucketTable) size() int {
 // one shared address no caller can use up the share of the others.
 type requestLimits struct {
 	requests, deliveries, simulations, checks requestShare
+	// callers are the callers let in before: the others share one
+	// caller's bucket per address (caller_book.go).
+	callers *callerBook
 	// clientIP names the address a request is counted by; priority says
 	// whether it comes from the presenter (never counted).
 	clientIP func(*http.Request) string
 	priority func(*http.Request) bool
 }
 
-// requestShare is one kind of request's buckets: per address, and per
-// caller within an address.
+// requestShare is one kind of request's buckets: per address, per
+// caller within an address, and the one of the callers an address has
+// not let in before (keyed by the address).
 type requestShare struct {
-	address, caller *bucketTable
+	address, caller, newcomers *bucketTable
 }
 
 // callerRate is CallerShare percent of r: a smaller burst, and a longer
@@ -476,10 +489,12 @@ func callerRate(r Rate, percent int) Rate {
 func newRequestLimits(l Limits, now func() time.Time, clientIP func(*http.Request) string, priority func(*http.Request) bool) *requestLimits {
 	share := func(r Rate) requestShare {
 		return requestShare{address: newBucketTable(now, r, l.Addresses, l.IdleAfter),
-			caller: newBucketTable(now, callerRate(r, l.CallerShare), l.Addresses, l.IdleAfter)}
+			caller:    newBucketTable(now, callerRate(r, l.CallerShare), l.Addresses, l.IdleAfter),
+			newcomers: newBucketTable(now, callerRate(r, l.CallerShare), l.Addresses, l.IdleAfter)}
 	}
 	return &requestLimits{requests: share(l.Requests), deliveries: share(l.Deliveries),
-		simulations: share(l.Simulations), checks: share(l.Checks), clientIP: clientIP, priority: priority}
+		simulations: share(l.Simulations), checks: share(l.Checks), clientIP: clientIP, priority: priority,
+		callers: newCallerBook(now, l.Callers, l.IdleAfter)}
 }
 
 // bucketFor is the share r is counted in, and what it asks for in the
@@ -533,13 +548,29 @@ func (l *requestLimits) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		ip := l.clientIP(r)
-		if caller := callerOf(r); caller != "" {
-			if wait := share.caller.take(ip + "\x00" + caller); wait > 0 {
+		caller := callerOf(r)
+		key := ip + "\x00" + caller
+		switch {
+		case caller == "":
+		case l.callers.known(key):
+			if wait := share.caller.take(key); wait > 0 {
+				return refuseRequest(c, wait, fmt.Sprintf("Your browser session or token has sent more %s than its share behind its address (%d at once, then one every %v; -limits caller-share)", what, share.caller.rate.Burst, share.caller.rate.Every))
+			}
+		default:
+			// A caller's first request: counted with every other new
+			// caller of its address, as one caller, and by itself.
+			if wait := share.newcomers.take(ip); wait > 0 {
+				return refuseRequest(c, wait, fmt.Sprintf("The browser sessions and tokens new to your address (%s) have sent more %s together than one caller's share (%d at once, then one every %v; -limits caller-share); a session or token is counted on its own once it has been let in", ip, what, share.newcomers.rate.Burst, share.newcomers.rate.Every))
+			}
+			if wait := share.caller.take(key); wait > 0 {
 				return refuseRequest(c, wait, fmt.Sprintf("Your browser session or token has sent more %s than its share behind its address (%d at once, then one every %v; -limits caller-share)", what, share.caller.rate.Burst, share.caller.rate.Every))
 			}
 		}
 		if wait := share.address.take(ip); wait > 0 {
 			return refuseRequest(c, wait, fmt.Sprintf("Your address (%s) has sent more %s than its share (%d at once, then one every %v)", ip, what, share.address.rate.Burst, share.address.rate.Every))
+		}
+		if caller != "" {
+			l.callers.letIn(key)
 		}
 		return next(c)
 	}

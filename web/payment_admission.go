@@ -38,7 +38,11 @@ type paymentAdmission struct {
 	byAddress, byCaller        *bucketTable
 	perAddress, atWork, queued int
 	wait                       time.Duration
-	off                        bool
+	// callers are the callers let in before; the others of an address
+	// are paced and take turns together, as one caller (caller_book.go).
+	// nil counts every caller on its own.
+	callers *callerBook
+	off     bool
 
 	mu      sync.Mutex
 	working int
@@ -89,12 +93,26 @@ type payRefusal struct {
 
 // admit waits for ip's caller's turn and returns it; or it says why the
 // payment is turned away. exempt payments take a turn of nobody's.
-func (a *paymentAdmission) admit(ctx context.Context, ip, caller string, exempt bool) (*paySlot, *payRefusal) {
+func (a *paymentAdmission) admit(ctx context.Context, ip, caller string, exempt bool) (slot *paySlot, no *payRefusal) {
 	if a.off || exempt {
 		return nil, nil
 	}
+	key := ip + "\x00" + caller
+	if a.callers != nil && !a.callers.known(key) {
+		// A caller's first payment: paced and queued with every other
+		// new caller of its address, as one. One that minted a token per
+		// payment takes one caller's turns, not the class's.
+		caller = newCallers
+	}
 	if no := a.pace(ctx, ip, caller); no != nil {
 		return nil, no
+	}
+	if a.callers != nil {
+		defer func() {
+			if slot != nil {
+				a.callers.letIn(key)
+			}
+		}()
 	}
 	a.mu.Lock()
 	ad := a.addrs[ip]

@@ -258,6 +258,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.streams = newStreamAdmission(cfg.Limits, time.Now)
 	s.limits = newRequestLimits(cfg.Limits, time.Now, s.clientIP, s.hasPriority)
 	s.payments = newPaymentAdmission(cfg.Limits, time.Now, cfg.PresenterToken != "")
+	s.payments.callers = s.limits.callers
 	s.work = newStudentWork(cfg.Limits, time.Now)
 	s.lessons = lesson.Build(cfg.LockTimeout)
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
