@@ -152,6 +152,9 @@ type Chapter struct {
 	// What to switch on (the chapter sets it up), what to do, what to
 	// watch for, and why it happens.
 	SwitchOn []string
+	// Switches says how the room's switches stand to SwitchOn now: the
+	// list's heading states only that (SwitchesHeading).
+	Switches SwitchState
 	Do       []string
 	// StudentDo replaces Do for a student when some steps are the
 	// presenter's.
@@ -170,6 +173,34 @@ type Chapter struct {
 	// SeenRows the timeline row (DOM id) that made each point.
 	Seen     []bool
 	SeenRows []string
+}
+
+// SwitchState is how the room's switches stand to a chapter's.
+type SwitchState int
+
+// The states.
+const (
+	// SwitchesNotRunning: the class is not on this chapter; its list is
+	// what the chapter would switch on.
+	SwitchesNotRunning SwitchState = iota
+	// SwitchesAsSet: the class is on this chapter, with the switches as it
+	// set them.
+	SwitchesAsSet
+	// SwitchesChanged: the class is on this chapter, and the switches were
+	// changed since it set them.
+	SwitchesChanged
+)
+
+// SwitchesHeading is the heading of the chapter's list of switches: it
+// says "Switched on" only while the room's switches are the chapter's.
+func (c *Chapter) SwitchesHeading() string {
+	switch c.Switches {
+	case SwitchesAsSet:
+		return "Switched on"
+	case SwitchesChanged:
+		return "Switched on at the start; the switches were changed since"
+	}
+	return "This chapter switches on"
 }
 
 // WatchSeen reports whether the server has seen "Watch for" item i.

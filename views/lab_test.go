@@ -34,6 +34,11 @@ func sampleLesson(shown string, current string, presenter bool) Lesson {
 		{Slug: "response-lost", Title: "It succeeds, but the response is lost", Part: "How a request fails", N: 1},
 		{Slug: "no-key", Title: "Mistake: no idempotency key", Part: "Common mistakes", N: 2},
 	}}
+	defer func() {
+		if l.Shown != nil && l.Shown.Slug == current {
+			l.Shown.Switches = SwitchesAsSet // the class is on it, its switches as it set them
+		}
+	}()
 	switch shown {
 	case "response-lost":
 		l.Shown = &Chapter{Slug: "response-lost", Title: "It succeeds, but the response is lost", Part: "How a request fails", N: 1, Of: 2,

@@ -91,6 +91,12 @@ func (s *Server) lessonView(shown string, presenter, board bool) views.Lesson {
 	if i, c, ok := s.lessons.Find(shown); ok {
 		ch := &views.Chapter{Slug: c.Slug, Title: c.Title, Part: c.Part, N: i + 1, Of: len(s.lessons),
 			SwitchOn: c.SwitchOn, Do: c.Do, StudentDo: c.StudentDo, Watch: c.WatchTexts(), Why: c.Why, Actions: lessonActions(c.Actions), Retry: c.Retry, Race: c.Race}
+		if st := s.room.Load(); st.Lesson == c.Slug {
+			ch.Switches = views.SwitchesChanged
+			if st.Faults == c.Faults && st.Lab == c.Lab.Normalize() {
+				ch.Switches = views.SwitchesAsSet
+			}
+		}
 		if i > 0 {
 			ch.Prev = s.lessons[i-1].Slug
 		}
