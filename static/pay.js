@@ -897,11 +897,13 @@
     // paid under several keys (a mistake, on purpose), or by a server that
     // ignores the key, was charged more than once, and the card says so in
     // red. A replay carries the charge id it replays, so it counts once.
-    function checkTwice(ord, my, res, key) {
+    function checkTwice(ord, my, res, key, req) {
       if (res.reconciled) { return; }
       var id = (res.body && res.body.charge_id) || key;
       ord.charged = ord.charged || [];
       if (ord.charged.indexOf(id) < 0) { ord.charged.push(id); }
+      var amount = res.body && typeof res.body.amount_satang === "number" ? res.body.amount_satang : req.amount;
+      if (typeof amount === "number") { (ord.amounts = ord.amounts || {})[id] = amount; }
       save();
       var n = ord.charged.length;
       if (n < 2 || ord !== action || my !== run) { return; }
@@ -921,10 +923,21 @@
       return storms[mode] || " Every request carried the same key, yet the server ran it more than once.";
     }
 
+    // chargedAmounts says what the order's n charges came to, from the
+    // amount of each charge (its answer's, or the server's books when the
+    // card checked them): "2 × ฿1,299.00" when they are alike, each one
+    // when they differ (the amount was changed between payments), and
+    // nothing when one of them is not known.
+    function chargedAmounts(ord, n) {
+      var amounts = (ord.charged || []).map(function (id) { return ord.amounts ? ord.amounts[id] : undefined; });
+      if (amounts.length !== n || amounts.some(function (a) { return typeof a !== "number"; })) { return ""; }
+      if (amounts.every(function (a) { return a === amounts[0]; })) { return ": " + n + " \u00d7 \u0e3f" + formatBaht(amounts[0]); }
+      return ": " + amounts.map(function (a) { return "\u0e3f" + formatBaht(a); }).join(" + ");
+    }
+
     function drawTwice(ord, n) {
       var why = ord.keys.length > 1 ? " Each request had a key of its own, so the server saw " + n + " different payments and ran each one." : sameKeyWhy();
-      setStatus("twice", [badge("charged " + times(n), "bad"), " Order " + ord.orderId + " was charged " + times(n) + ": " + n + " \u00d7 \u0e3f" +
-        formatBaht(ord.paid ? ord.paid.amount : ord.amount) + "." + why], n);
+      setStatus("twice", [badge("charged " + times(n), "bad"), " Order " + ord.orderId + " was charged " + times(n) + chargedAmounts(ord, n) + "." + why], n);
       setExplain([el("strong", "", "Charged " + times(n) + ". "),
         "One order needs one key, made once and sent with every click and every retry, and a server that runs each key once. ",
         link("/problems/key-reused", "How a key works")]);
@@ -960,6 +973,8 @@
         if (n === 1 && said === "1" && ord.paid && ord.paid.charge === last.charge_id) { return; }
         if (n > 1 && said === String(n)) { return; }
         ord.charged = charges.map(function (c) { return c.charge_id; });
+        ord.amounts = {};
+        charges.forEach(function (c) { ord.amounts[c.charge_id] = c.amount_satang; });
         ord.paid = { amount: last.amount_satang, charge: last.charge_id, key: ord.key };
         addRow(ord, { kind: "reconcile", paid: "true", badge: n > 1 ? "paid " + times(n) : "paid", tone: n > 1 ? "bad" : "ok",
           words: "checked with the server: " + (n > 1 ? n + " charges for this order" : "one charge, " + last.charge_id) });
@@ -1169,7 +1184,7 @@
         drawPaid(res.replayed ? "The server replayed its saved answer (Idempotent-Replayed: true)." :
           res.reconciled ? "The 500 had charged: looking the order up showed it, so nothing was paid twice." : "");
         setExplain(null);
-        if (res.status === 201) { checkTwice(ord, my, res, req.key); }
+        if (res.status === 201) { checkTwice(ord, my, res, req.key, req); }
         return;
       }
       if (res.status === 422) {
@@ -1184,7 +1199,7 @@
       }
       if (res.status === 409 && my.inflight > 0) {
         // The first click is still running: the 409 is the protection.
-        drawSending([" ", badge("409", "ok"), " Click " + n + " was refused: the same key is already running, and the server runs it only once. The first click's answer is still to come."]);
+        drawSending([" ", badge("409", "ok"), " Click " + n + " was refused: a request with the same key was still running when it arrived, so the server did not run this one. The first click's answer is still to come."]);
         return;
       }
       if (res.network && my.inflight > 0) {

@@ -111,12 +111,21 @@ func TestBrowserNewKeyPerClickRedOnTheCard(t *testing.T) {
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "the mistake on, then a double-click", liveClick("#opt-newkey"), liveClick("#pay"), liveClick("#pay"))
+	// The card says what the two charges came to, as the books have them.
 	liveWait(t, ctx, "charged twice on the card", 10*time.Second,
-		statusState+` === "twice" && /charged twice/.test(`+statusText+`)`)
+		statusState+` === "twice" && /charged twice: 2 × ฿1,299\.00\./.test(`+statusText+`)`)
 	if n := env.charges(); n != 2 {
 		t.Fatalf("%d charges, want 2", n)
 	}
 	liveWait(t, ctx, "the live panel says twice", 5*time.Second, `/charged twice/.test(document.getElementById("orders").textContent)`)
+	// Another amount, and Pay again under a new key: the card names each
+	// charge's amount rather than multiply the last one.
+	liveDo(t, ctx, "another amount, and Pay", chromedp.Clear(chromedp.CSS("#amount")), liveType("#amount", "5.00"), liveClick("#pay"))
+	liveWait(t, ctx, "charged three times on the card, each amount named", 10*time.Second,
+		statusState+` === "twice" && /charged three times: ฿1,299\.00 \+ ฿1,299\.00 \+ ฿5\.00\./.test(`+statusText+`)`)
+	if n := env.charges(); n != 3 {
+		t.Fatalf("%d charges, want 3", n)
+	}
 }
 
 // TestBrowserConflictDuringDelayIsTheProtection: the second click's 409
@@ -131,7 +140,7 @@ func TestBrowserConflictDuringDelayIsTheProtection(t *testing.T) {
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "double-click", liveClick("#pay"), liveClick("#pay"))
 	liveWait(t, ctx, "the 409 shown as the protection", 10*time.Second,
-		`document.querySelectorAll('#attempts li[data-status="409"]').length === 1 && `+statusState+` === "sending" && /runs it only once/.test(`+statusText+`)`)
+		`document.querySelectorAll('#attempts li[data-status="409"]').length === 1 && `+statusState+` === "sending" && /still running when it arrived, so the server did not run this one/.test(`+statusText+`)`)
 	if n := liveEval[int](t, ctx, `[...document.querySelectorAll("#attempts li")].filter(li => /sending/.test(li.textContent) && !li.dataset.status).length`); n != 1 {
 		t.Fatalf("%d rows still sending, want the first click's", n)
 	}
