@@ -146,6 +146,7 @@ func (w *shopWorld) checkout(t *testing.T, order string, healed func()) []string
 }
 
 func TestShopFollowingTheLookupNeverPaysTwice(t *testing.T) {
+	waitsOnRealClocks(t)
 	cases := []struct {
 		name, faults string
 		// timeout is the shop's; the delay fault outlasts it.

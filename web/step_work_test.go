@@ -13,6 +13,7 @@ import (
 // request: it is answered as a healthy one is, charged once, and no
 // sweeper, on its server or another, takes its key while it is held.
 func TestStepModeTurnedOnAfterTheClaim(t *testing.T) {
+	waitsOnRealClocks(t)
 	const lockTimeout, gatewayTimeout = time.Second, 300 * time.Millisecond
 	path := []string{"before the gateway", "gateway answered"}
 	for i, at := range path {
