@@ -49,12 +49,7 @@ func (b *callerBook) letIn(caller string) {
 	defer b.mu.Unlock()
 	now := b.now()
 	if now.Sub(b.swept) > b.idle/4 {
-		b.swept = now
-		for k, at := range b.seen {
-			if now.Sub(at) > b.idle {
-				delete(b.seen, k)
-			}
-		}
+		b.sweepLocked(now)
 	}
 	if _, ok := b.seen[caller]; !ok && len(b.seen) >= b.max {
 		var oldest string
@@ -68,6 +63,22 @@ func (b *callerBook) letIn(caller string) {
 		delete(b.seen, oldest)
 	}
 	b.seen[caller] = now
+}
+
+func (b *callerBook) sweepLocked(now time.Time) {
+	b.swept = now
+	for k, at := range b.seen {
+		if now.Sub(at) > b.idle {
+			delete(b.seen, k)
+		}
+	}
+}
+
+// forgetIdle forgets the callers idle too long now.
+func (b *callerBook) forgetIdle() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sweepLocked(b.now())
 }
 
 // size is how many callers the book holds.

@@ -450,6 +450,14 @@ func (t *bucketTable) evictLocked() {
 	delete(t.items, oldest)
 }
 
+// forgetIdle forgets the keys idle too long, and those whose bucket is
+// full again, now rather than at the next use.
+func (t *bucketTable) forgetIdle() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sweepLocked(t.now())
+}
+
 // size is how many keys the table holds.
 func (t *bucketTable) size() int {
 	t.mu.Lock()
@@ -587,4 +595,35 @@ func refuseRequest(c echo.Context, wait time.Duration, why string) error {
 // waitSeconds is a wait in whole seconds, rounded up, at least 1.
 func waitSeconds(d time.Duration) int {
 	return max(1, int((d+time.Second-1)/time.Second))
+}
+
+// clientTables are the per-address and per-caller tables of the fair
+// shares, each bounded by itself; tables lists them for forgetIdle and
+// for a count of what they hold.
+func (s *Server) clientTables() map[string]interface {
+	forgetIdle()
+	size() int
+} {
+	t := map[string]interface {
+		forgetIdle()
+		size() int
+	}{
+		"stream opens": s.streams.opens, "payments per address": s.payments.byAddress, "payments per caller": s.payments.byCaller,
+		"simulation work per address": s.work.byAddress, "simulation work": s.work.all, "callers": s.limits.callers,
+	}
+	for name, share := range map[string]*requestShare{"requests": &s.limits.requests, "deliveries": &s.limits.deliveries,
+		"simulations": &s.limits.simulations, "checks": &s.limits.checks} {
+		t[name+" per address"], t[name+" per caller"], t[name+" of new callers"] = share.address, share.caller, share.newcomers
+	}
+	return t
+}
+
+// forgetIdleClients forgets, in every table of the fair shares, the
+// addresses and callers idle for Limits.IdleAfter (and the buckets full
+// again): a table shrinks back when a class has gone quiet, not only at
+// its next use. RunJobs calls it periodically.
+func (s *Server) forgetIdleClients() {
+	for _, t := range s.clientTables() {
+		t.forgetIdle()
+	}
 }

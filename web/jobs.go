@@ -19,8 +19,10 @@ import (
 func (s *Server) RunJobs(ctx context.Context) {
 	prune := time.NewTicker(s.cfg.PruneEvery)
 	sweep := time.NewTicker(s.cfg.SweepEvery)
+	forget := time.NewTicker(max(time.Second, s.cfg.Limits.IdleAfter/4))
 	defer prune.Stop()
 	defer sweep.Stop()
+	defer forget.Stop()
 	sweeping := true
 	for {
 		var sweepC <-chan time.Time
@@ -33,6 +35,8 @@ func (s *Server) RunJobs(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-forget.C:
+			s.forgetIdleClients()
 		case <-prune.C:
 			if _, err := s.Prune(ctx); err != nil && ctx.Err() == nil {
 				s.logf("prune: %v", err)

@@ -90,6 +90,10 @@ type Config struct {
 	// request rates, the timeline's shares (fairshare.go). Zero fields
 	// mean DefaultLimits'.
 	Limits Limits
+	// LimitsClock is the time the fair shares' buckets and tables count
+	// by; nil means the wall clock. (The room's clock, which the
+	// presenter may move, is never it.)
+	LimitsClock func() time.Time
 	// Name names this server among the several that may share one
 	// database (-name): the timeline says which server handled each
 	// request. "" for a server on its own.
@@ -255,11 +259,15 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		s.listenAddr.Store(a)
 	}
 	s.presenter = newPresenterAuth(cfg.PresenterToken, cfg.PresenterCookieKey)
-	s.streams = newStreamAdmission(cfg.Limits, time.Now)
-	s.limits = newRequestLimits(cfg.Limits, time.Now, s.clientIP, s.hasPriority)
-	s.payments = newPaymentAdmission(cfg.Limits, time.Now, cfg.PresenterToken != "")
+	limitsNow := cfg.LimitsClock
+	if limitsNow == nil {
+		limitsNow = time.Now
+	}
+	s.streams = newStreamAdmission(cfg.Limits, limitsNow)
+	s.limits = newRequestLimits(cfg.Limits, limitsNow, s.clientIP, s.hasPriority)
+	s.payments = newPaymentAdmission(cfg.Limits, limitsNow, cfg.PresenterToken != "")
 	s.payments.callers = s.limits.callers
-	s.work = newStudentWork(cfg.Limits, time.Now)
+	s.work = newStudentWork(cfg.Limits, limitsNow)
 	s.lessons = lesson.Build(cfg.LockTimeout)
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.simGateway = sim.NewGatewayHandler(clock.Now)
