@@ -68,6 +68,10 @@ type Store interface {
 	RecentKeys(ctx context.Context, limit int) ([]pay.KeyRow, error)
 	RecentCharges(ctx context.Context, limit int) ([]pay.Charge, error)
 	CountCharges(ctx context.Context) (int, error)
+	// LabLooseCharges are the charges of the lab's unguarded table (its
+	// lock in memory): charges of their orders like any other, which the
+	// board counts as the events drew them.
+	LabLooseCharges(ctx context.Context) ([]pay.Charge, error)
 }
 
 // Clock is the demo clock the tables age their rows by.

@@ -50,6 +50,19 @@ func (p *Board) load(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		p.logf("live: counting charges: %v", err)
 	}
+	// The lab's unguarded charges are charges too: the events drew them
+	// as such, and a board loaded again (a restart, a gap) counts them as
+	// the one that saw them happen did, or it would state fewer charges
+	// than the books hold.
+	loose, err := p.cfg.Store.LabLooseCharges(ctx)
+	if err != nil && ctx.Err() == nil {
+		p.logf("live: loading the lab's unguarded charges: %v", err)
+	}
+	if len(loose) > 0 {
+		total += len(loose)
+		recent = append(recent, loose...)
+		slices.SortStableFunc(recent, func(a, b pay.Charge) int { return b.CreatedAt.Compare(a.CreatedAt) }) // newest first
+	}
 	faults := p.currentSwitches()
 
 	p.mu.Lock()
