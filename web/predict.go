@@ -489,7 +489,7 @@ func (h pollHandlers) puzzleView(v *views.Poll, st room.State, r *http.Request) 
 	p, on := st.CurrentPuzzle()
 	if !on {
 		if v.Presenter {
-			v.Starts = puzzleStarts(h.held())
+			v.Starts, v.Follow = puzzleStarts(h.held()), true
 		}
 		return
 	}
@@ -503,6 +503,10 @@ func (h pollHandlers) puzzleView(v *views.Poll, st room.State, r *http.Request) 
 		_, z.Mine = st.MayStep(callerScope(r), now)
 	}
 	if z.Mine {
+		// Every other page follows the puzzle by the room's changes (a
+		// step counted, the bar given, the puzzle solved); only the
+		// holder's list changes with each held request.
+		v.Follow = true
 		for _, held := range h.held().Held {
 			if held.Scope == p.Scope && held.OrderID == p.OrderID {
 				z.Held = append(z.Held, views.PuzzleHeld{Request: held.Request, Checkpoint: held.Checkpoint,
