@@ -376,3 +376,63 @@ func TestBoardUnhidesAndClearsScores(t *testing.T) {
 		t.Fatalf("Mai after the clear: %+v", st)
 	}
 }
+
+// TestStepQuestionAtKeyLookedUp: a request of the lab's check-then-insert
+// held at "key looked up" can be asked about; with the constraints back,
+// two requests both past their look-up, the first inserts and goes on,
+// and the question asked on the second is graded by its own INSERT, which
+// the key table's primary key refuses with a 500.
+func TestStepQuestionAtKeyLookedUp(t *testing.T) {
+	env := newStepEnv(t, Config{})
+	if r := env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "check-then-insert"}); r.Status != http.StatusOK {
+		t.Fatalf("chapter: %d %s", r.Status, r.Body)
+	}
+	if r := env.send(http.MethodPatch, "/api/lab", map[string]any{"server": map[string]any{"mode": room.LabCheckThenInsertConstrained, "check_gap_ms": 0}}); r.Status != http.StatusOK {
+		t.Fatalf("constraints back: %d %s", r.Status, r.Body)
+	}
+	env.Server.steps.Turn(true, "test")
+	first := env.payAsync("looked-1", "K-1")
+	a := env.waitHeld("received")
+	second := env.payAsync("looked-1", "K-1")
+	b := env.waitHeld("received")
+	for _, id := range []string{a, b} {
+		if r := env.api(http.MethodPost, "/api/step/next", `{"request":"`+id+`"}`); r.Status != http.StatusOK {
+			t.Fatalf("next %s: %d %s", id, r.Status, r.Body)
+		}
+		if got := env.waitHeld("key looked up"); got != id {
+			t.Fatalf("held at key looked up: %s, want %s", got, id)
+		}
+	}
+	board := newPhone(t, env.URL)
+	var opened PollState
+	s, body := board.do(http.MethodPost, "/api/poll/step", PollStep{Request: b})
+	if s != http.StatusOK || json.Unmarshal(body, &opened) != nil || opened.At != "key looked up" || len(opened.Choices) != 2 {
+		t.Fatalf("asking at key looked up: %d %s", s, body)
+	}
+	if r := env.api(http.MethodPost, "/api/step/finish", `{"request":"`+a+`"}`); r.Status != http.StatusOK {
+		t.Fatalf("finish the first: %d %s", r.Status, r.Body)
+	}
+	wantStatus(t, first, http.StatusCreated)
+	if r := env.api(http.MethodPost, "/api/step/finish", `{"request":"`+b+`"}`); r.Status != http.StatusOK {
+		t.Fatalf("finish the second: %d %s", r.Status, r.Body)
+	}
+	wantStatus(t, second, http.StatusInternalServerError)
+	deadline := time.After(10 * time.Second)
+	for {
+		cur, _, changed := env.Server.room.Watch()
+		if p := cur.Poll; p != nil && p.Outcome != nil {
+			if p.Outcome.Choice != 1 {
+				t.Fatalf("graded %+v, want the constraint's refusal", p.Outcome)
+			}
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("not graded: %+v", cur.Poll)
+		}
+	}
+	if n := env.charges(); n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+}
