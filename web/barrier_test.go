@@ -86,7 +86,6 @@ func resetMessage(t *testing.T, env *testEnv) string {
 // a payment held between its gateway charge and its save on s2 finishes
 // before s1 empties the tables, so the books still balance.
 func TestResetOnOneServerWaitsForAPaymentInFlightOnAnother(t *testing.T) {
-	waitsOnRealClocks(t)
 	db := newClass(t)
 	cfg := Config{GatewayTimeout: 300 * time.Millisecond, Name: "s1"}
 	a := db.server(cfg, nil)
@@ -134,7 +133,6 @@ func (roomDeaf) ListenRoom(ctx context.Context, _ string, _ func(), _ func(strin
 // longer lists it), and not for long for one that follows the room but
 // never answers; the others are let go all the same.
 func TestResetDoesNotWaitForServersThatCannotAnswer(t *testing.T) {
-	waitsOnRealClocks(t)
 	cfg := Config{GatewayTimeout: 300 * time.Millisecond}
 	t.Run("a server that died or stopped listening is not waited for", func(t *testing.T) {
 		db := newClass(t)

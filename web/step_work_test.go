@@ -13,7 +13,6 @@ import (
 // request: it is answered as a healthy one is, charged once, and no
 // sweeper, on its server or another, takes its key while it is held.
 func TestStepModeTurnedOnAfterTheClaim(t *testing.T) {
-	waitsOnRealClocks(t)
 	const lockTimeout, gatewayTimeout = time.Second, 300 * time.Millisecond
 	path := []string{"before the gateway", "gateway answered"}
 	for i, at := range path {
@@ -88,6 +87,7 @@ func TestStepModeTurnedOnAfterTheClaim(t *testing.T) {
 // the renewals and the lock timeout run on the file's injectable clock; on
 // PostgreSQL the lease runs on the database's own clock.
 func TestAHeldKeyIsFreeALockTimeoutAfterItsServerStopsRenewing(t *testing.T) {
+	waitsOnRealClocks(t)
 	c := newClass(t)
 	lockTimeout := 600 * time.Millisecond
 	if c.url != "" {

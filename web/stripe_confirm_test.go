@@ -106,6 +106,7 @@ func getIntent(t *testing.T, c *stripe.Client, id string) *stripe.PaymentIntent 
 }
 
 func TestStripeSandboxCreateThenConfirmWithStripeGo(t *testing.T) {
+	waitsOnRealClocks(t)
 	for _, c := range sandboxFaults {
 		t.Run(c.name, func(t *testing.T) {
 			e := newFIEnv(t, Config{})

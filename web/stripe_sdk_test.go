@@ -65,6 +65,7 @@ func stripeSDK(t *testing.T, url string, retries int64) stripe.RawRequestBackend
 const stripeTestKey = "sk_test_paytwice"
 
 func TestStripeGoSDKUnderEveryFaultSwitch(t *testing.T) {
+	waitsOnRealClocks(t)
 	env := newFIEnv(t, Config{})
 	var seen seenRequests
 	hs := httptest.NewServer(seen.wrap(env.Server.Handler()))
@@ -205,6 +206,7 @@ func TestStripeGoSDKDoubleClickWithoutAKeyChargesTwice(t *testing.T) {
 // Retry-After is never read: the waits are the SDK's own backoff. So the
 // header the SDK's code does look at never decides anything.
 func TestStripeGoSDKRetryRules(t *testing.T) {
+	waitsOnRealClocks(t)
 	const stripeShape, problemShape = `{"error":{"type":"api_error","code":"x","message":"m"}}`, `{"type":"/problems/x","title":"t","status":0}`
 	cases := []struct {
 		name        string
