@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/a-h/templ"
@@ -27,6 +28,13 @@ func (s *Server) live() *board.Board {
 				return views.StreamNote(s.resyncNote(why), true)
 			},
 			Origin: s.streamOrigin,
+			// A student's live view waits, briefly, for the presenter's
+			// payments at work (student_work.go).
+			BeforeWrite: func(r *http.Request) {
+				if !s.hasPriority(r) {
+					s.work.presenter.waitAtMost(r.Context(), studentStreamWait)
+				}
+			},
 		})
 		s.liveStarted.Store(true)
 	})

@@ -475,6 +475,9 @@ type requestLimits struct {
 	// callers are the callers let in before: the others share one
 	// caller's bucket per address (caller_book.go).
 	callers *callerBook
+	// presenter, when set, counts the presenter's payments at work, which
+	// a student's request lets go first.
+	presenter *presenterAtWork
 	// clientIP names the address a request is counted by; priority says
 	// whether it comes from the presenter (never counted).
 	clientIP func(*http.Request) string
@@ -579,6 +582,10 @@ func (l *requestLimits) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if caller != "" {
 			l.callers.letIn(key)
+		}
+		if l.presenter != nil {
+			// The presenter's payments at work go first (student_work.go).
+			l.presenter.waitAtMost(r.Context(), studentRequestWait)
 		}
 		return next(c)
 	}

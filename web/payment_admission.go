@@ -83,6 +83,11 @@ type paySlot struct {
 	ip     string
 	paused bool
 	ended  bool
+	// presenter is set on the presenter's payments instead of a: while
+	// one is at work (not paused), the students' work steps aside; leave
+	// ends that.
+	presenter *presenterAtWork
+	leave     func()
 }
 
 // payRefusal is a payment turned away before it started.
@@ -98,13 +103,16 @@ func (a *paymentAdmission) admit(ctx context.Context, ip, caller string, exempt 
 		return nil, nil
 	}
 	key := ip + "\x00" + caller
+	paced := []string{caller}
 	if a.callers != nil && !a.callers.known(key) {
-		// A caller's first payment: paced and queued with every other
-		// new caller of its address, as one. One that minted a token per
-		// payment takes one caller's turns, not the class's.
+		// A caller's first payment: paced by itself and with every other
+		// new caller of its address, as one, and queued as that one. One
+		// that minted a token per payment takes one caller's share and
+		// turns, not the class's.
 		caller = newCallers
+		paced = append(paced, newCallers)
 	}
-	if no := a.pace(ctx, ip, caller); no != nil {
+	if no := a.pace(ctx, ip, paced...); no != nil {
 		return nil, no
 	}
 	if a.callers != nil {
@@ -129,7 +137,7 @@ func (a *paymentAdmission) admit(ctx context.Context, ip, caller string, exempt 
 	if waiting := ad.waiting; waiting >= a.queued {
 		a.forgetLocked(ip, ad)
 		a.mu.Unlock()
-		a.unpace(ip, caller)
+		a.unpace(ip, paced...)
 		return nil, &payRefusal{retry: time.Second, err: pay.Errorf(pay.EBUSY,
 			"Your address (%s) already has %d payments waiting for their turn (-limits payments-queued), all sent faster than the server does them: this one was not taken in. Nothing was charged and its key was not used: send it again with the same key in a second. Everyone else's payments are answered as usual.",
 			ip, waiting)}
@@ -155,7 +163,7 @@ func (a *paymentAdmission) admit(ctx context.Context, ip, caller string, exempt 
 	}
 	// A payment not taken in started nothing: the rate's tokens go back,
 	// or its retries would use up its caller's share.
-	defer a.unpace(ip, caller)
+	defer a.unpace(ip, paced...)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if w.in {
@@ -176,20 +184,28 @@ func (a *paymentAdmission) admit(ctx context.Context, ip, caller string, exempt 
 		ip, a.perAddress, secs, plural(secs, "second", "seconds"))}
 }
 
-// pace waits for a token of the address's and of the caller's, or says
-// why the payment may not wait that long.
-func (a *paymentAdmission) pace(ctx context.Context, ip, caller string) *payRefusal {
-	callerKey := ip + "\x00" + caller
-	wc, ok := a.byCaller.reserve(callerKey, a.wait)
-	if !ok {
-		return a.tooFast(ip, "your browser or token", a.byCaller.rate, wc)
+// pace waits for a token of the address's and of each of callers', or
+// says why the payment may not wait that long.
+func (a *paymentAdmission) pace(ctx context.Context, ip string, callers ...string) *payRefusal {
+	var wait time.Duration
+	for i, caller := range callers {
+		wc, ok := a.byCaller.reserve(ip+"\x00"+caller, a.wait)
+		if !ok {
+			a.unpaceCallers(ip, callers[:i]...)
+			who := "your browser or token"
+			if caller == newCallers {
+				who = "the browsers and tokens new to your address (" + ip + "), counted together as one,"
+			}
+			return a.tooFast(ip, who, a.byCaller.rate, wc)
+		}
+		wait = max(wait, wc)
 	}
 	wa, ok := a.byAddress.reserve(ip, a.wait)
 	if !ok {
-		a.byCaller.giveBack(callerKey)
+		a.unpaceCallers(ip, callers...)
 		return a.tooFast(ip, "your address ("+ip+")", a.byAddress.rate, wa)
 	}
-	wait := max(wc, wa)
+	wait = max(wait, wa)
 	if wait == 0 {
 		return nil
 	}
@@ -199,15 +215,21 @@ func (a *paymentAdmission) pace(ctx context.Context, ip, caller string) *payRefu
 	case <-timer.C:
 		return nil
 	case <-ctx.Done():
-		a.unpace(ip, caller)
+		a.unpace(ip, callers...)
 		return &payRefusal{err: pay.Errorf(pay.EBUSY, "The payment's request ended while it waited for its turn: it was not taken in, and nothing was charged.")}
 	}
 }
 
 // unpace gives back the tokens pace took for a payment not taken in.
-func (a *paymentAdmission) unpace(ip, caller string) {
-	a.byCaller.giveBack(ip + "\x00" + caller)
+func (a *paymentAdmission) unpace(ip string, callers ...string) {
+	a.unpaceCallers(ip, callers...)
 	a.byAddress.giveBack(ip)
+}
+
+func (a *paymentAdmission) unpaceCallers(ip string, callers ...string) {
+	for _, caller := range callers {
+		a.byCaller.giveBack(ip + "\x00" + caller)
+	}
 }
 
 // tooFast refuses a payment whose token would come too late.
@@ -317,6 +339,10 @@ func (s *paySlot) pause() {
 		return
 	}
 	s.paused = true
+	if s.presenter != nil {
+		s.leave()
+		return
+	}
 	s.release()
 }
 
@@ -339,6 +365,10 @@ func (s *paySlot) resume() {
 		return
 	}
 	s.paused = false
+	if s.presenter != nil {
+		s.leave = s.presenter.enter()
+		return
+	}
 	a := s.a
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -357,9 +387,14 @@ func (s *paySlot) done() {
 		return
 	}
 	s.ended = true
-	if !s.paused { // a paused payment gave its turn back already
-		s.release()
+	if s.paused { // a paused payment gave its turn back already
+		return
 	}
+	if s.presenter != nil {
+		s.leave()
+		return
+	}
+	s.release()
 }
 
 // counts are the students' payments at work and waiting, and the

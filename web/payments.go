@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"errors"
 	"io"
 	"mime"
@@ -48,17 +47,17 @@ func (s *Server) handleCreatePayment(c echo.Context) error {
 func (s *Server) takeTurn(c echo.Context) (*paySlot, error) {
 	r := c.Request()
 	first := s.hasPriority(r) || s.fromLabChecker(r)
-	if first {
-		// Students' simulations step aside until the answer is sent
-		// (student_work.go); the request's context ends right after.
-		context.AfterFunc(r.Context(), s.work.presenter.enter())
-	}
 	slot, no := s.payments.admit(r.Context(), s.clientIP(r), callerScope(r), first)
 	if no != nil {
 		if no.retry > 0 {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(waitSeconds(no.retry)))
 		}
 		return nil, no.err
+	}
+	if first {
+		// The presenter's payment takes nobody's turn, and the students'
+		// work steps aside while it is at work (student_work.go).
+		slot = &paySlot{presenter: &s.work.presenter, leave: s.work.presenter.enter()}
 	}
 	return slot, nil
 }

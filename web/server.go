@@ -268,6 +268,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.payments = newPaymentAdmission(cfg.Limits, limitsNow, cfg.PresenterToken != "")
 	s.payments.callers = s.limits.callers
 	s.work = newStudentWork(cfg.Limits, limitsNow)
+	s.limits.presenter = &s.work.presenter
 	s.lessons = lesson.Build(cfg.LockTimeout)
 	s.gateway = sim.NewGateway(s.ledger, clock.Now)
 	s.simGateway = sim.NewGatewayHandler(clock.Now)

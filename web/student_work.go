@@ -97,19 +97,40 @@ func (p *presenterAtWork) enter() func() {
 // wait returns once none of the presenter's payments is at work, or ctx
 // has ended, and says how long it waited.
 func (p *presenterAtWork) wait(ctx context.Context) time.Duration {
+	return p.waitAtMost(ctx, -1)
+}
+
+// waitAtMost is wait for at most d (d < 0: no bound).
+func (p *presenterAtWork) waitAtMost(ctx context.Context, d time.Duration) time.Duration {
 	p.mu.Lock()
 	idle := p.idle
 	p.mu.Unlock()
-	if idle == nil {
+	if idle == nil || d == 0 {
 		return 0
+	}
+	var bound <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		bound = t.C
 	}
 	start := time.Now()
 	select {
 	case <-idle:
 	case <-ctx.Done():
+	case <-bound:
 	}
 	return time.Since(start)
 }
+
+// How long students' live views and requests wait at most for the
+// presenter's payments at work: a payment is at work for milliseconds (it
+// gives its turn back while it waits on anything else), so this bound is
+// only met if one is stuck, and then the students go on.
+const (
+	studentStreamWait  = 250 * time.Millisecond
+	studentRequestWait = 100 * time.Millisecond
+)
 
 // countWork counts a student's backoff schedule like a sweep: it starts
 // within the time kept for simulations, once none of the presenter's

@@ -119,3 +119,39 @@ func TestAStudentsSweepPastTheClassesPartIsAnswered429(t *testing.T) {
 		t.Errorf("the presenter's sweep: %d %s", r.Status, r.Body)
 	}
 }
+
+// The presenter's payment makes the students' work step aside only while
+// it is at work: not while it waits on the delay fault, the gateway's
+// latency or step mode (its slot is paused then), nor once it is done.
+func TestThePresentersPaymentIsAtWorkOnlyWhileNotPaused(t *testing.T) {
+	var p presenterAtWork
+	atWork := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.n > 0
+	}
+	slot := &paySlot{presenter: &p, leave: p.enter()}
+	if !atWork() {
+		t.Fatal("a payment just let in is not at work")
+	}
+	slot.pause()
+	if atWork() {
+		t.Error("a paused payment still holds the students back")
+	}
+	slot.resume()
+	if !atWork() {
+		t.Error("a resumed payment is not at work")
+	}
+	slot.pause()
+	slot.done()
+	slot.resume() // after done: nothing
+	if atWork() {
+		t.Error("a payment done while paused holds the students back")
+	}
+	slot = &paySlot{presenter: &p, leave: p.enter()}
+	slot.done()
+	slot.done()
+	if atWork() {
+		t.Error("a payment done holds the students back")
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,6 +120,10 @@ type Config struct {
 	// mode (not Clock, which the presenter moves); time.Now when nil.
 	// Tests replace it to pace events without waiting.
 	Wall func() time.Time
+	// BeforeWrite, when set, is called before each write of a stream
+	// after its first, with the viewer's request, and may wait: a server
+	// uses it to let more urgent work have the processor first.
+	BeforeWrite func(*http.Request)
 }
 
 // Board is one server's board: its model, its frames and its viewers.

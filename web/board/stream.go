@@ -152,6 +152,9 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 			// and is redrawn.
 			return nil
 		}
+		if proj.cfg.BeforeWrite != nil && !w.beat {
+			proj.cfg.BeforeWrite(r)
+		}
 		b, ok := w.after(cursor)
 		if !ok {
 			return nil
