@@ -40,6 +40,9 @@ type liveHandlers struct {
 	// byocInUse says a student has paid through the room's proxy
 	// (byoc.go): the board shows its scoreboard.
 	byocInUse func() bool
+	// workshop is the board's workshop scoreboard, given where students
+	// open its page.
+	workshop func(r *http.Request, address string) views.WorkshopBoard
 }
 
 // pageSource is what the live pages read besides the board, and the
@@ -154,6 +157,13 @@ func (h liveHandlers) handleBoard(c echo.Context) error {
 		Lab:       h.pages.labView(r.Context(), h.pages.isPresenter(r)),
 		Lesson:    lesson,
 		BYOC:      h.byocInUse != nil && h.byocInUse(),
+	}
+	if h.workshop != nil {
+		address := "http://" + r.Host
+		if len(d.Join.URLs) > 0 {
+			address = d.Join.URLs[0]
+		}
+		d.Workshop = h.workshop(r, strings.TrimRight(address, "/")+"/workshop")
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return render(c, http.StatusOK, views.BoardPage(d))

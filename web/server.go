@@ -383,8 +383,9 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/problems/:code", s.handleProblemPage)
 	adminHandlers{demo: s}.routes(e, s.presenterOnly)
 	byo := s.byocRoutes(e)
+	ws := s.workshopHandlers()
 	liveHandlers{board: s.live, pages: s, locked: s.cfg.PresenterToken != "", retention: s.cfg.Retention,
-		lockTimeout: s.cfg.LockTimeout, sweepEvery: s.cfg.SweepEvery, byocInUse: byo.inUse}.routes(e)
+		lockTimeout: s.cfg.LockTimeout, sweepEvery: s.cfg.SweepEvery, byocInUse: byo.inUse, workshop: ws.boardView}.routes(e)
 	simHandlers{isPresenter: s.isPresenter, priority: s.hasPriority, clientIP: s.clientIP, work: s.work}.routes(e)
 	s.simGatewayRoutes(e)
 	labHandlers{lab: s, isPresenter: s.isPresenter}.routes(e, s.presenterOnly)
@@ -394,7 +395,7 @@ func (s *Server) routes() *echo.Echo {
 	s.deliveryRoutes(e)
 	s.pollHandlers().routes(e, s.presenterOnly)
 	s.puzzleHandlers().routes(e, s.presenterOnly)
-	s.workshopHandlers().routes(e, s.presenterOnly)
+	ws.routes(e, s.presenterOnly)
 	return e
 }
 

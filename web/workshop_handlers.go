@@ -94,6 +94,7 @@ func (h workshopHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc
 	e.POST(workshopGateways+":secret/charges", gw)
 	e.GET(workshopGateways+":secret/charges", gw)
 	e.GET(workshopGateways+":secret/ledger", gw)
+	h.pageRoutes(e, presenterOnly)
 }
 
 // who is the student a request comes from: its bearer token or its

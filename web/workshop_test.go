@@ -32,8 +32,14 @@ var workshopStudentNets = []netip.Prefix{
 // students' loopback addresses.
 func newWorkshopEnv(t *testing.T) *testEnv {
 	t.Helper()
-	env := newTestEnv(t, Config{WorkshopAllow: workshopStudentNets})
-	if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: true}); r.Status != http.StatusOK {
+	return newWorkshopEnvWith(t, "")
+}
+
+// newWorkshopEnvWith is newWorkshopEnv with a presenter token.
+func newWorkshopEnvWith(t *testing.T, token string) *testEnv {
+	t.Helper()
+	env := newTestEnv(t, Config{WorkshopAllow: workshopStudentNets, PresenterToken: token})
+	if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: true}, PresenterHeader, token); r.Status != http.StatusOK {
 		t.Fatalf("opening the workshop: %d %s", r.Status, r.Body)
 	}
 	return env

@@ -1,0 +1,116 @@
+package views
+
+import "strconv"
+
+// WorkshopPage is a student's workshop page: register the endpoint, see
+// the gateway to charge through, ask for a run and read its result.
+type WorkshopPage struct {
+	On bool
+	// Host is the address the page was opened at.
+	Host string
+	// Mine is the student's registration, nil before the first.
+	Mine *WorkshopMine
+	// Name and URL are the form's values; Message a refusal to show.
+	Name, URL, Message string
+	// Presenter says the presenter opened the page: it shows their
+	// switches (Board's), with which they open the workshop.
+	Presenter bool
+	Board     WorkshopBoard
+}
+
+// WorkshopMine is a student's own row and the gateway their endpoint
+// charges through.
+type WorkshopMine struct {
+	Row     WorkshopRow
+	Gateway string
+}
+
+// WorkshopRow is one student on the scoreboard, as the books say now.
+type WorkshopRow struct {
+	Name, Endpoint string
+	// State is registered, queued, running, done or "not run".
+	State string
+	// Place in the queue, 1 next; 0 when not queued.
+	Place                  int
+	Cases, Passed, Failed  int
+	FirstSafety, FirstFail string
+	// Message says why the checker could not test the endpoint.
+	Message string
+	// Charges is how many charges the student's gateway holds.
+	Charges int
+}
+
+// WorkshopFaults are the faults every student's gateway gives.
+type WorkshopFaults struct {
+	LatencyMS, HoldAnswerMS int
+	DropFirstAnswer         bool
+}
+
+// WorkshopBoard is the board's scoreboard.
+type WorkshopBoard struct {
+	On, Presenter bool
+	// Address is where students open the workshop page.
+	Address       string
+	Faults        WorkshopFaults
+	Allowed       string
+	Queued, Queue int
+	Rows          []WorkshopRow
+}
+
+// Verdict is the row's one word and its tone: what the board shows
+// first, in words as well as colour.
+func (r WorkshopRow) Verdict() (word string, tone Tone) {
+	switch {
+	case r.FirstSafety != "":
+		return "unsafe", ToneBad
+	case r.State == "queued":
+		return "queued " + strconv.Itoa(r.Place), ToneMute
+	case r.State == "running":
+		return "running", ToneInfo
+	case r.State == "not run":
+		return "not run", ToneWarn
+	case r.State == "registered":
+		return "not yet run", ToneMute
+	case r.Failed > 0:
+		return "failed", ToneWarn
+	}
+	return "passed", ToneOK
+}
+
+// cases is "12 of 19 passed", or what is known of a run in progress.
+func (r WorkshopRow) cases() string {
+	if r.Cases == 0 {
+		return "–"
+	}
+	return strconv.Itoa(r.Passed) + " of " + strconv.Itoa(r.Cases) + " passed"
+}
+
+// faultsText says which faults every gateway gives, in words.
+func (f WorkshopFaults) text() string {
+	var parts []string
+	if f.LatencyMS > 0 {
+		parts = append(parts, "every charge takes "+strconv.Itoa(f.LatencyMS)+" ms")
+	}
+	if f.HoldAnswerMS > 0 {
+		parts = append(parts, "every answer is held "+strconv.Itoa(f.HoldAnswerMS)+" ms after the charge")
+	}
+	if f.DropFirstAnswer {
+		parts = append(parts, "each key's first answer is dropped after the charge")
+	}
+	if len(parts) == 0 {
+		return "none: the gateway answers at once"
+	}
+	out := parts[0]
+	for _, p := range parts[1:] {
+		out += "; " + p
+	}
+	return out
+}
+
+// workshopRunExample is how a student starts the Go reference server
+// against their own gateway.
+func workshopRunExample(gateway string) string {
+	return "export GATEWAY=" + gateway + "\n" +
+		"ADDR=:8000 go run server.go\n" +
+		"ADDR=:8000 python3 server.py"
+}

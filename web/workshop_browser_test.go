@@ -1,0 +1,92 @@
+package web
+
+import (
+	"context"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestBrowserWorkshopScoreboard: on a phone a student is refused a
+// forbidden address with a sentence, registers their endpoint, starts it
+// with the gateway the page gives and asks for a run; the board shows
+// their row: a double charge, in red, beside a classmate's correct
+// server that passed.
+func TestBrowserWorkshopScoreboard(t *testing.T) {
+	const token = "teach-ws-41"
+	env := newWorkshopEnvWith(t, token)
+	phone := liveBrowserFor(t, 390, 844, 3*time.Minute)
+	board := liveTab(t, phone, true)
+	boardViewport(t, board, 1366, 900)
+
+	// A classmate's correct server, registered through the API.
+	goodAddr := freeAddr(t, "127.0.0.3")
+	goodTok := "ana-" + hex.EncodeToString(randomBytes(8))
+	good := registerStudent(t, env, goodTok, "Ana", "http://"+goodAddr)
+	startGoReference(t, goodAddr, good.Gateway)
+	if r := env.send("POST", workshopAPI+"/run", nil, "Authorization", "Bearer "+goodTok); r.Status != 202 {
+		t.Fatalf("Ana's run: %d %s", r.Status, r.Body)
+	}
+
+	liveDo(t, phone, "opening the workshop page", chromedp.Navigate(env.URL+"/workshop"))
+	liveWait(t, phone, "the form", 10*time.Second, `!!document.getElementById("ws-url")`)
+	liveDo(t, phone, "registering the metadata address",
+		liveType("#ws-name", "Gus"), liveType("#ws-url", "http://169.254.169.254/latest"), liveClick("#ws-register"))
+	liveWaitAcross(t, phone, "the refusal's sentence", 10*time.Second,
+		`(document.getElementById("workshop-error")||{}).textContent?.includes("never calls 169.254.169.254")`)
+	if v := liveEval[string](t, phone, `document.getElementById("ws-url").value`); v != "http://169.254.169.254/latest" {
+		t.Errorf("the refused address is not kept in the field to correct: %q", v)
+	}
+
+	addr := freeAddr(t, "127.0.0.2")
+	liveEval[string](t, phone, `document.getElementById("ws-url").value = ""`)
+	liveDo(t, phone, "registering the laptop's endpoint", liveType("#ws-url", "http://"+addr), liveClick("#ws-register"))
+	liveWaitAcross(t, phone, "the student's gateway", 10*time.Second, `!!document.getElementById("ws-gateway")`)
+	gateway := liveEval[string](t, phone, `document.getElementById("ws-gateway").textContent`)
+	naiveServer(t, addr, gateway)
+	liveDo(t, phone, "asking for a run", liveClick("#ws-run"))
+	liveWaitAcross(t, phone, "the run's double charge on the phone", 60*time.Second,
+		`!!document.querySelector("#workshop-mine .workshop-facts dd.bad")`)
+
+	liveOpen(t, board, env.URL+"/board?token="+token)
+	liveWait(t, board, "Gus's row, red, on the scoreboard", 10*time.Second,
+		`(() => { const r = document.querySelector('#workshop-scores tr[data-student="Gus"]');
+			return !!r && r.querySelector(".badge.bad")?.textContent === "unsafe" && /[2-9]\d* (effects|charges)/.test(r.querySelector(".workshop-reason.bad")?.textContent || "") })()`)
+	liveWait(t, board, "Ana's row, passed", 90*time.Second,
+		`document.querySelector('#workshop-scores tr[data-student="Ana"] .badge.ok')?.textContent === "passed"`)
+	liveWait(t, phone, "the phone's run over", 60*time.Second, `document.getElementById("workshop-mine").dataset.state === "done"`)
+	if got := liveEval[string](t, board, `document.getElementById("ws-address").textContent`); got == "" {
+		t.Error("the board does not say where students open the workshop")
+	}
+	if liveEval[bool](t, phone, `!!document.querySelector(".workshop-switches")`) || !liveEval[bool](t, board, `!!document.getElementById("ws-run-all")`) {
+		t.Error("the presenter's switches should be on the presenter's board, not on a student's phone")
+	}
+	liveStill(t, board)
+	liveStill(t, phone)
+	boardScreenshot(t, phone, "workshop-phone.png")
+	liveEval[bool](t, phone, `(document.getElementById("ws-gw-h").scrollIntoView(), true)`)
+	boardScreenshot(t, phone, "workshop-phone-run.png")
+	boardScreenshot(t, board, "workshop-board.png")
+	liveNoCSPViolations(t, phone)
+	liveNoCSPViolations(t, board)
+}
+
+// liveWaitAcross is liveWait for a condition reached through a form's
+// navigation: while the next page loads the condition cannot be read,
+// and is asked again, every 50 ms until timeout.
+func liveWaitAcross(t *testing.T, ctx context.Context, what string, timeout time.Duration, cond string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](cond))
+		if err == nil && ok {
+			return
+		}
+		last = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("waiting for %s (%s): not true after %s (%v)", what, cond, timeout, last)
+}

@@ -1,0 +1,137 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"paytwice/pay"
+	"paytwice/sim"
+	"paytwice/views"
+	"paytwice/web/workshop"
+)
+
+// The workshop's pages: a student's (GET /workshop and its two forms),
+// the self-refreshing parts, and the presenter's forms on the board.
+func (h workshopHandlers) pageRoutes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
+	e.GET("/workshop", h.handlePage)
+	e.POST("/workshop", h.handleRegisterForm)
+	e.POST("/workshop/run", h.handleRunForm)
+	e.GET("/workshop/-/mine", h.handleMine)
+	e.GET("/workshop/-/scores", h.handleScores)
+	e.POST("/workshop/-/settings", h.handleSettingsForm, presenterOnly)
+	e.POST("/workshop/-/run-all", h.handleRunAllForm, presenterOnly)
+}
+
+func rowView(r workshop.Row) views.WorkshopRow {
+	return views.WorkshopRow{Name: r.Name, Endpoint: r.Endpoint, State: string(r.Run.State), Place: r.Place,
+		Cases: r.Run.Done, Passed: r.Run.Passed, Failed: r.Run.Failed, FirstSafety: r.Run.FirstSafety,
+		FirstFail: r.Run.FirstFailure, Message: r.Run.Message, Charges: r.Charges}
+}
+
+// page is the student's page for r, with the form's values and a
+// refusal to show.
+func (h workshopHandlers) page(r *http.Request, name, url, message string) views.WorkshopPage {
+	v := views.WorkshopPage{On: h.ws.On(), Host: r.Host, Name: name, URL: url, Message: message, Presenter: h.isPresenter(r)}
+	if v.Presenter {
+		v.Board = h.boardView(r, "")
+	}
+	if m, ok := h.ws.Mine(h.who(r)); ok {
+		v.Mine = &views.WorkshopMine{Row: rowView(m.Row), Gateway: gatewayURL(r, m.GatewayPath)}
+		if name == "" && url == "" {
+			v.Name, v.URL = m.Name, m.Endpoint
+		}
+	}
+	return v
+}
+
+func (h workshopHandlers) handlePage(c echo.Context) error {
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return render(c, http.StatusOK, views.WorkshopStudentPage(h.page(c.Request(), "", "", "")))
+}
+
+// refusedPage shows the page again with err's sentence, at err's status.
+func (h workshopHandlers) refusedPage(c echo.Context, err error, name, url string) error {
+	return render(c, problemFor(pay.ErrorCode(err)).Status, views.WorkshopStudentPage(h.page(c.Request(), name, url, pay.ErrorMessage(err))))
+}
+
+func (h workshopHandlers) handleRegisterForm(c echo.Context) error {
+	name, url := c.FormValue("name"), c.FormValue("url")
+	if _, err := h.register(c, WorkshopRegister{Name: name, URL: url}); err != nil {
+		return h.refusedPage(c, err, name, url)
+	}
+	return c.Redirect(http.StatusSeeOther, "/workshop")
+}
+
+func (h workshopHandlers) handleRunForm(c echo.Context) error {
+	if _, err := h.ask(c.Request()); err != nil {
+		return h.refusedPage(c, err, "", "")
+	}
+	return c.Redirect(http.StatusSeeOther, "/workshop")
+}
+
+func (h workshopHandlers) handleMine(c echo.Context) error {
+	m, ok := h.ws.Mine(h.who(c.Request()))
+	if !ok {
+		return pay.Errorf(pay.ENOTFOUND, "You have not registered an endpoint yet.")
+	}
+	return render(c, http.StatusOK, views.WorkshopMineRow(rowView(m.Row)))
+}
+
+// boardView is the board's workshop: address is where students open
+// the page.
+func (h workshopHandlers) boardView(r *http.Request, address string) views.WorkshopBoard {
+	sb := h.ws.Scoreboard()
+	v := views.WorkshopBoard{On: sb.On, Presenter: h.isPresenter(r), Address: address, Queued: sb.Queued, Queue: sb.Queue,
+		Faults: views.WorkshopFaults{LatencyMS: sb.Faults.LatencyMS, HoldAnswerMS: sb.Faults.HoldAnswerMS, DropFirstAnswer: sb.Faults.DropFirstAnswer}}
+	var nets []string
+	for _, p := range sb.Allowed {
+		nets = append(nets, p.String())
+	}
+	v.Allowed = strings.Join(nets, ", ")
+	if v.Allowed == "" {
+		v.Allowed = "no network yet (-workshop-allow)"
+	}
+	for _, row := range sb.Rows {
+		v.Rows = append(v.Rows, rowView(row))
+	}
+	return v
+}
+
+func (h workshopHandlers) handleScores(c echo.Context) error {
+	return render(c, http.StatusOK, views.WorkshopScores(h.boardView(c.Request(), "")))
+}
+
+func (h workshopHandlers) handleSettingsForm(c echo.Context) error {
+	num := func(field string) (int, error) {
+		v := strings.TrimSpace(c.FormValue(field))
+		if v == "" {
+			return 0, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, pay.Errorf(pay.EINVALID, "%s must be a whole number of milliseconds, not %q.", strings.ReplaceAll(field, "_", " "), pay.Truncate(v, 20))
+		}
+		return n, nil
+	}
+	latency, err := num("latency_ms")
+	if err != nil {
+		return err
+	}
+	hold, err := num("hold_answer_ms")
+	if err != nil {
+		return err
+	}
+	if err := h.apply(WorkshopSettings{On: c.FormValue("on") != "", Faults: sim.GatewayBaseFaults{
+		LatencyMS: latency, HoldAnswerMS: hold, DropFirstAnswer: c.FormValue("drop_first_answer") != ""}}); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/board")
+}
+
+func (h workshopHandlers) handleRunAllForm(c echo.Context) error {
+	h.ws.AskAll()
+	return c.Redirect(http.StatusSeeOther, "/board")
+}
