@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"paytwice/sim"
 )
 
 // The workshop's students listen on loopback addresses of their own:
@@ -382,5 +384,40 @@ func TestWorkshopBooksArePerStudent(t *testing.T) {
 	}
 	if r := env.get(strings.TrimPrefix(good.Gateway, env.URL) + "/charges?order_id=only-fay"); !strings.Contains(string(r.Body), `"charges":[]`) {
 		t.Errorf("Eve's gateway lists Fay's order: %s", r.Body)
+	}
+}
+
+// TestWorkshopPresenterFaults: only the presenter flips the faults every
+// student's gateway gives and re-runs everyone; with the gateway dropping
+// each key's first answer after the charge, the reference server, which
+// asks its gateway again with the same key, still passes, and the run
+// says which faults it met.
+func TestWorkshopPresenterFaults(t *testing.T) {
+	const token = "teach-faults-7"
+	env := newWorkshopEnvWith(t, token)
+	drop := WorkshopSettings{On: true, Faults: sim.GatewayBaseFaults{DropFirstAnswer: true, LatencyMS: 20}}
+	if r := env.send(http.MethodPut, workshopAPI, drop, "Authorization", "Bearer student"); r.Status != http.StatusForbidden {
+		t.Fatalf("a student flipping the faults: %d %s, want 403", r.Status, r.Body)
+	}
+	if r := env.send(http.MethodPost, workshopAPI+"/run-all", nil, "Authorization", "Bearer student"); r.Status != http.StatusForbidden {
+		t.Fatalf("a student re-running everyone: %d %s, want 403", r.Status, r.Body)
+	}
+	tooSlow := WorkshopSettings{On: true, Faults: sim.GatewayBaseFaults{LatencyMS: 20_000}}
+	if r := env.send(http.MethodPut, workshopAPI, tooSlow, PresenterHeader, token); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "between 0 and") {
+		t.Fatalf("a latency of 20 s: %d %s, want 400 saying the bounds", r.Status, r.Body)
+	}
+	if r := env.send(http.MethodPut, workshopAPI, drop, PresenterHeader, token); r.Status != http.StatusOK {
+		t.Fatalf("dropping first answers: %d %s", r.Status, r.Body)
+	}
+	addr := freeAddr(t, "127.0.0.2")
+	tok := "hal-" + hex.EncodeToString(randomBytes(8))
+	me := registerStudent(t, env, tok, "Hal", "http://"+addr)
+	startGoReference(t, addr, me.Gateway)
+	if r := env.send(http.MethodPost, workshopAPI+"/run-all", nil, PresenterHeader, token); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"queued":1`) {
+		t.Fatalf("re-running everyone: %d %s", r.Status, r.Body)
+	}
+	row := waitStudent(t, env, tok)
+	if row.State != "done" || row.Failed != 0 || row.FirstSafety != "" || row.Faults != drop.Faults {
+		t.Fatalf("the reference server under dropped answers: %+v, want a pass that names the faults", row)
 	}
 }

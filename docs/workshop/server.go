@@ -66,10 +66,16 @@ func pay(w http.ResponseWriter, r *http.Request) {
 		reply(w, e.status, "application/json", e.body)
 		return
 	}
-	// The gateway is idempotent too: the same key for every retry finds the same charge.
-	req, _ := http.NewRequest("POST", os.Getenv("GATEWAY")+"/charges", bytes.NewReader(must(json.Marshal(map[string]any{"order_id": p.OrderID, "amount": p.Amount}))))
-	req.Header.Set("Idempotency-Key", fmt.Sprintf("%x", sha256.Sum256([]byte(scoped))))
-	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req) // not r.Context(): a client hanging up must not stop a charge
+	// The gateway is idempotent too: the same key for every try finds the same charge, so an
+	// answer lost on the way back is asked for again. Not r.Context(): a client hanging up must not stop a charge.
+	gwBody := must(json.Marshal(map[string]any{"order_id": p.OrderID, "amount": p.Amount}))
+	var res *http.Response
+	var err error
+	for try := 0; try < 3 && (try == 0 || err != nil); try++ {
+		req, _ := http.NewRequest("POST", os.Getenv("GATEWAY")+"/charges", bytes.NewReader(gwBody))
+		req.Header.Set("Idempotency-Key", fmt.Sprintf("%x", sha256.Sum256([]byte(scoped))))
+		res, err = (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	}
 	var charge struct{ ID string }
 	if err == nil {
 		defer res.Body.Close()

@@ -1,7 +1,7 @@
 """The workshop's reference endpoint, POST /v1/payments safe to retry, in
 Python 3's standard library. GATEWAY is the gateway address the workshop
 page shows; ADDR where to listen (default :8000)."""
-import hashlib, json, os, threading, urllib.request
+import hashlib, json, os, threading, urllib.error, urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 lock, keys = threading.Lock(), {}  # (caller, key) -> [fingerprint, status, body]; status 0 while at work
@@ -41,15 +41,23 @@ class Payments(BaseHTTPRequestHandler):
             return self.problem(409, "this key's first request is still running")
         if seen:
             return self.reply(seen[1], seen[2], headers=[("Idempotent-Replayed", "true")])
-        # The gateway is idempotent too: the same key for every retry finds the same charge.
+        # The gateway is idempotent too: the same key for every try finds the same charge,
+        # so an answer lost on the way back is asked for again.
         req = urllib.request.Request(os.environ["GATEWAY"] + "/charges", method="POST",
                                      data=json.dumps({"order_id": order, "amount": amount}).encode(),
                                      headers={"Idempotency-Key": hashlib.sha256(scoped.encode()).hexdigest(),
                                               "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=10) as res:
-                charge = json.load(res)
-        except Exception:
+        charge = None
+        for _ in range(3):
+            try:
+                with urllib.request.urlopen(req, timeout=10) as res:
+                    charge = json.load(res)
+                break
+            except urllib.error.HTTPError:
+                break  # the gateway answered, with a refusal
+            except Exception:
+                continue  # no answer: ask again with the same key
+        if charge is None:
             with lock:
                 del keys[scoped]  # release the key: a retry asks the gateway again, with the same key
             return self.problem(502, "the gateway did not confirm the charge: retry with the same key")
