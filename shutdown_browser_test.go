@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
 
 	"paytwice/pay"
 	"paytwice/store"
+	"paytwice/store/postgres/pgtest"
 	"paytwice/web"
 )
 
@@ -205,4 +207,112 @@ func evalString(t *testing.T, ctx context.Context, expr string) string {
 		t.Fatalf("%s: %v", expr, err)
 	}
 	return s
+}
+
+// TestBrowserSIGTERMWithAPaymentAtAHungGateway stops the built binary with
+// SIGTERM while a phone's payment waits on the gateway, which does not
+// answer (its database, the gateway's ledger in PostgreSQL, is locked by
+// the test). The process exits with status 0 once its grace is over; the
+// phone's card says the gateway did not answer and that whether the order
+// is paid is unknown (its look-up found no server to ask), never that the
+// order was paid or that nothing was charged, and the books agree: the
+// key is left started, no charge. Started again on the same
+// files with the gateway answering, its start-up sweep asks the gateway,
+// which never charged, and releases the key: the page, back by itself,
+// checks its order and says it is not paid.
+func TestBrowserSIGTERMWithAPaymentAtAHungGateway(t *testing.T) {
+	const token = "hung-gateway-presenter-token"
+	gatewayURL := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := binary(t)
+	dbPath := filepath.Join(t.TempDir(), "class.db")
+	first := startServer(ctx, t, bin, dbPath, "-gateway-db", gatewayURL, "-presenter-token", token)
+	u, err := url.Parse(first.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser := clusterBrowser(ctx, t)
+	phone, cancelPhone := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	defer cancelPhone()
+	browse(t, phone, "a phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)), chromedp.Navigate(first.url+"/"))
+	waitFor(t, phone, "the phone live", `document.getElementById("stream-state").textContent === "live"`)
+
+	// The gateway hangs: its ledger's table is locked until the test lets go.
+	conn, err := pgx.Connect(ctx, gatewayURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE gateway.charges IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	browse(t, phone, "paying", chromedp.Click(chromedp.CSS("#pay")))
+	keyCounts := func() (started, done, charges int) {
+		t.Helper()
+		db, err := store.Open(dbPath, store.Options{Schema: pay.SchemaPayments})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		started, done, err = db.KeyCounts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		charges, err = db.CountCharges(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return started, done, charges
+	}
+	claimed := false
+	for range 400 {
+		if started, _, _ := keyCounts(); started == 1 {
+			claimed = true
+			break
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if !claimed {
+		t.Fatal("the payment was never claimed")
+	}
+
+	sent := time.Now()
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first.exited:
+	case <-time.After(25 * time.Second): // the work's and the answers' graces, and a margin
+		t.Fatalf("the server did not exit within its grace after SIGTERM: %s", first.stderr.String())
+	}
+	t.Logf("SIGTERM with a payment at a hung gateway: exited %s later", time.Since(sent).Round(time.Millisecond))
+	if code := first.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d: %s", code, first.stderr.String())
+	}
+	if started, done, charges := keyCounts(); started != 1 || done != 0 || charges != 0 {
+		t.Fatalf("after SIGTERM: %d keys started, %d done, %d charges; want the key left started and no charge", started, done, charges)
+	}
+	waitFor(t, phone, "the card: outcome unknown", `(() => { const st = document.getElementById("pay-status");
+		return st.dataset.state === "unknown" && /whether (the|this) order is paid is unknown/.test(st.textContent) && !st.textContent.includes("nothing was charged"); })()`)
+	t.Logf("the card: %s", evalString(t, phone, `document.getElementById("pay-status").textContent`))
+
+	// The gateway answers again; the server starts again on the same files.
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := startServer(ctx, t, bin, dbPath, "-gateway-db", gatewayURL, "-presenter-token", token, "-addr", u.Host)
+	defer again.stop(t)
+	<-again.startupDone
+	if started, done, charges := keyCounts(); started != 0 || done != 0 || charges != 0 {
+		t.Fatalf("after the start-up sweep: %d keys started, %d done, %d charges; want the key released: the gateway never charged", started, done, charges)
+	}
+	// The page comes back by itself and checks its order with the server.
+	waitFor(t, phone, "the card: not paid, as the books say", `(() => { const st = document.getElementById("pay-status");
+		return st.dataset.state !== "paid" && /no charge|not paid/.test(st.textContent); })()`)
+	t.Logf("the card after the restart: %s", evalString(t, phone, `document.getElementById("pay-status").textContent`))
 }

@@ -845,6 +845,23 @@
       return res;
     }
 
+    // After a final 504 the gateway did not answer: it may have charged.
+    // Look the order up, as after a 500; the look-up says pending while
+    // the key stays started, and the card says the outcome is unknown.
+    async function after504(ord, my, n, res) {
+      if (ord === action) {
+        setStatus("checking", [badge("504", "bad"), " The gateway did not answer, so it may have charged: looking the order up before anything else."]);
+      }
+      var found = await lookUp(ord, n, "");
+      if (found.state === "paid") {
+        var ch = found.charges[found.charges.length - 1];
+        return { status: 200, reconciled: true, body: { status: "paid", charge_id: ch.charge_id } };
+      }
+      res.lookup = found.state;
+      res.retryLookupSeconds = found.retryAfter;
+      return res;
+    }
+
     async function click() {
       var ord = action, my = run;
       var n = ++ord.clicks;
@@ -876,6 +893,8 @@
         res = await sendWithRetries(ord, my, n, req, "");
         if (res.status === 500) {
           res = await after500(ord, my, n, req, res);
+        } else if (res.status === 504) {
+          res = await after504(ord, my, n, res);
         }
       } finally {
         my.inflight--;
@@ -951,6 +970,19 @@
     var checks = 0;
     function reconcile(ord, my) {
       if (ord !== action || my !== run || my.inflight > 0 || !ord.clicks) { return; }
+      if (status.getAttribute("data-state") === "unknown" && ord.lookFailed) {
+        // The card said it could not know because its look-up failed (the
+        // server was gone): the server may know now. Look again, and say
+        // what it says, unknown again included.
+        ord.lookFailed = false;
+        var asked = ++checks;
+        lookUp(ord, 0, "looked again:").then(function (found) {
+          if (asked !== checks || ord !== action || my !== run || my.inflight > 0 || my.stopped) { return; }
+          if (status.getAttribute("data-state") !== "unknown") { return; }
+          drawFound(ord, my, found);
+        });
+        return;
+      }
       var ticket = ++checks;
       fetch("/v1/payments?order_id=" + encodeURIComponent(ord.orderId), {
         credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json", "Paytwice-Card-Check": "1" },
@@ -1130,6 +1162,7 @@
       } else if (found.state === "none") {
         setStatus("ready", [badge("not paid", "mute"), " The server has no charge for order " + ord.orderId + ". " + againWords()], 0);
       } else {
+        ord.lookFailed = true;
         setStatus("unknown", [badge("unknown", "warn"), " The look-up failed: whether this order is paid is unknown. " + againWords()]);
       }
     }
@@ -1143,7 +1176,7 @@
       var when = el("strong", "when", "");
       setStatus("pending", lead.concat([badge("outcome unknown", "warn"), " A payment for order " + ord.orderId +
         " has started and its outcome is not known yet (the gateway may have charged it): do not pay under a new key. Looking again ", when, "."]));
-      setExplain([el("strong", "", "Why unknown? "), "The server stopped after it may have called the gateway, and nothing is saved on the key yet. " +
+      setExplain([el("strong", "", "Why unknown? "), "The gateway may have charged with this key, and nothing is saved on the key yet. " +
         "It stays started, so a retry with the same key gets 409, until the sweeper has asked the gateway and saved what it says. ",
         link("/problems/server-error", "What a 500 means here")]);
       var looking = false;
@@ -1178,6 +1211,7 @@
       if (ord !== action || my !== run) {
         return; // an earlier order's request: its row says how it ended
       }
+      ord.lookFailed = res.lookup === "unknown";
       if (res.status === 201 || (res.status === 200 && res.body && res.body.status === "paid")) {
         ord.paid = { amount: req.amount, charge: res.body && res.body.charge_id, key: req.key };
         save();
@@ -1229,12 +1263,17 @@
         drawPending(ord, my, res.retryLookupSeconds, [badge("500", "bad"), " The server failed after it started. "]);
         return;
       }
+      if (res.status === 504 && res.lookup === "pending") {
+        drawPending(ord, my, res.retryLookupSeconds, [badge("504", "bad"), " The gateway did not answer. "]);
+        return;
+      }
       var tone = res.status === 429 ? "warn" : "bad";
       var detail = res.status === 500 && res.lookup === "pending" ? "A 500 means the outcome is unknown, and the look-up says so: a payment for this order is still pending. " +
         "Do not pay with a new key: retry with the same key, or look the order up again, after the sweeper has asked the gateway." :
         res.status === 500 && res.lookup === "none" ? "A 500 means the outcome is unknown: the server may have failed before or after the gateway charged. " +
         "Looking the order up finds no charge recorded for it (yet). " + againWords() :
-        res.status === 500 && res.lookup === "unknown" ? "The look-up failed, so whether the order is paid is unknown." : (b.detail || "");
+        res.status === 504 && res.lookup === "none" ? "The gateway did not answer, so the outcome was unknown; looking the order up finds no charge recorded for it (yet). " + againWords() :
+        (res.status === 500 || res.status === 504) && res.lookup === "unknown" ? "The look-up failed, so whether the order is paid is unknown." : (b.detail || "");
       setStatus(res.lookup === "unknown" ? "unknown" : "error", [badge(String(res.status), tone), " " + (b.title || "Error") + ". " + detail].concat(wastedNote(res)),
         res.lookup === "none" ? 0 : undefined);
       if (res.afterNewKey && res.status === 500) {
