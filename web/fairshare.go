@@ -216,7 +216,7 @@ var limitSettings = []limitSetting{
 	{name: "requests", what: "requests other than payments per address", rate: func(l *Limits) *Rate { return &l.Requests }},
 	{name: "deliveries", what: "delivery reports per address", rate: func(l *Limits) *Rate { return &l.Deliveries }},
 	{name: "simulations", what: "backoff and herd runs per address", rate: func(l *Limits) *Rate { return &l.Simulations }},
-	{name: "simulation-work", what: "milliseconds of one core all the students' thundering-herd sweeps may use (burst/one more back every)", rate: func(l *Limits) *Rate { return &l.SimulationWork }},
+	{name: "simulation-work", what: "milliseconds of one core all the students' herd sweeps and backoff schedules may use (burst/one more back every)", rate: func(l *Limits) *Rate { return &l.SimulationWork }},
 	{name: "address-simulation-work", what: "milliseconds of one core one address's sweeps may use (burst/one more back every)", rate: func(l *Limits) *Rate { return &l.AddressSimulationWork }},
 	{name: "checks", what: "forwards to a student's server and checker runs per address", rate: func(l *Limits) *Rate { return &l.Checks }},
 	{name: "workshop-runs", what: "workshop checker runs one address may ask for", rate: func(l *Limits) *Rate { return &l.WorkshopRuns }},
