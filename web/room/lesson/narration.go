@@ -242,8 +242,9 @@ func (n *Narrator) Ticked(slug string) []Tick {
 }
 
 // Version changes whenever the lesson panel does: at each lesson started
-// or left, at each item ticked, and at each change of the switches (the
-// panel says whether they are still the chapter's). It is a hash of what the panel shows
+// or left, at each item ticked, and, while a chapter runs, at each change
+// of the switches (the panel says whether they are still the chapter's).
+// It is a hash of what the panel shows
 // (the chapter, which run of it, the items ticked and by which row), not
 // a count of this server's: a page that the front door sends to another
 // server gets the same version for the same panel, and a new one for
@@ -255,7 +256,12 @@ func (n *Narrator) Version() uint64 {
 	defer n.mu.Unlock()
 	n.follow(st)
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%q %d %d %v", n.slug, n.runs, st.FaultWrites, st.Lab)
+	fmt.Fprintf(h, "%q %d", n.slug, n.runs)
+	if n.slug != "" {
+		// Only a chapter running says whether the switches are its own;
+		// with none, a switch changes nothing the panel shows.
+		fmt.Fprintf(h, " %d %v", st.FaultWrites, st.Lab)
+	}
 	for _, t := range n.ticks {
 		fmt.Fprintf(h, " %t %q", t.Seen, t.Row)
 	}
