@@ -475,6 +475,15 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		turn = &d.nextWrite
 	}
 	order := make([]*child, 0, n)
+	if isWorkshopPath(r.URL.Path) {
+		// The workshop lives in one server's memory (web/workshop): its
+		// registrations, runs and students' gateways all go to the first
+		// server still running, in the same order every time, so a
+		// student's gateway charges land where their run is judged.
+		order = append(order, d.servers...)
+		d.serve(w, r, order)
+		return
+	}
 	// A page resuming its event stream goes back first to the server that
 	// numbered its events, while it runs: that server alone can send it
 	// exactly the frames it missed, where any other draws the whole room
@@ -489,6 +498,24 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			order = append(order, c)
 		}
 	}
+	d.serve(w, r, order)
+}
+
+// isWorkshopPath reports whether path belongs to the workshop: its
+// pages, its API and the students' gateways.
+func isWorkshopPath(path string) bool {
+	for _, root := range []string{"/workshop", "/api/workshop"} {
+		if path == root || strings.HasPrefix(path, root+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// serve sends r to the first server of order that runs and takes the
+// connection.
+func (d *frontDoor) serve(w http.ResponseWriter, r *http.Request, order []*child) {
+	n := len(d.servers)
 	for _, server := range order {
 		h := &hop{server: server}
 		if h.server.hasExited() {

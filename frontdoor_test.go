@@ -83,6 +83,36 @@ func TestFrontDoor(t *testing.T) {
 		}
 	})
 
+	t.Run("every workshop request goes to the first running server, whatever the method", func(t *testing.T) {
+		u := serve(exited(backend("s1")), backend("s2"), backend("s3"), backend("s4"))
+		paths := []string{"/workshop", "/workshop/run", "/workshop/-/scores", "/api/workshop", "/api/workshop/endpoint", "/workshop/gw/secret/v1/charges"}
+		for range 3 {
+			for _, p := range paths {
+				res, _ := post(t, http.DefaultClient, u+p, "x")
+				if s := res.Header.Get(web.ServerHeader); s != "s2" {
+					t.Fatalf("POST %s answered by %q, want s2, the first running server", p, s)
+				}
+				get, err := http.Get(u + p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				get.Body.Close()
+				if s := get.Header.Get(web.ServerHeader); s != "s2" {
+					t.Fatalf("GET %s answered by %q, want s2", p, s)
+				}
+			}
+		}
+		// Everything else still takes the servers in turn.
+		seen := map[string]bool{}
+		for _, p := range []string{"/workshops", "/", "/api/workshopx", "/"} {
+			res, _ := post(t, http.DefaultClient, u+p, "x")
+			seen[res.Header.Get(web.ServerHeader)] = true
+		}
+		if len(seen) < 2 {
+			t.Fatalf("other paths answered only by %v, want them spread", seen)
+		}
+	})
+
 	t.Run("a server that exited or refuses is passed over, and the body reaches the next", func(t *testing.T) {
 		u := serve(exited(backend("s1")), refusing("s2"), backend("s3"))
 		for range 3 {
