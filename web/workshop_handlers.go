@@ -41,9 +41,11 @@ type WorkshopRegister struct {
 
 // WorkshopSettings is the body of PUT /api/workshop: the presenter opens
 // or closes the workshop, sets every gateway's faults, and may change
-// the networks the room calls (addresses or networks; absent: unchanged).
+// the networks the room calls (addresses or networks). On and Allowed
+// absent leave the workshop open or closed and the networks as they were:
+// a PUT that only changes the faults never closes a running workshop.
 type WorkshopSettings struct {
-	On      bool                  `json:"on"`
+	On      *bool                 `json:"on,omitempty"`
 	Faults  sim.GatewayBaseFaults `json:"faults"`
 	Allowed *[]string             `json:"allowed,omitempty"`
 }
@@ -183,7 +185,9 @@ func (h workshopHandlers) apply(req WorkshopSettings) error {
 	if req.Allowed != nil {
 		h.guard.SetAllowed(allowed)
 	}
-	h.ws.SetOn(req.On)
+	if req.On != nil {
+		h.ws.SetOn(*req.On)
+	}
 	return nil
 }
 

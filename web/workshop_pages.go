@@ -124,7 +124,8 @@ func (h workshopHandlers) handleSettingsForm(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.apply(WorkshopSettings{On: c.FormValue("on") != "", Faults: sim.GatewayBaseFaults{
+	on := c.FormValue("on") != ""
+	if err := h.apply(WorkshopSettings{On: &on, Faults: sim.GatewayBaseFaults{
 		LatencyMS: latency, HoldAnswerMS: hold, DropFirstAnswer: c.FormValue("drop_first_answer") != ""}}); err != nil {
 		return err
 	}

@@ -30,6 +30,9 @@ var workshopStudentNets = []netip.Prefix{
 	netip.MustParsePrefix("127.0.0.2/32"), netip.MustParsePrefix("127.0.0.3/32"), netip.MustParsePrefix("127.0.0.4/32"),
 }
 
+// workshopOpen is WorkshopSettings.On for opening the workshop.
+var workshopOpen = true
+
 // newWorkshopEnv is a server with the workshop open, calling the
 // students' loopback addresses.
 func newWorkshopEnv(t *testing.T) *testEnv {
@@ -41,7 +44,7 @@ func newWorkshopEnv(t *testing.T) *testEnv {
 func newWorkshopEnvWith(t *testing.T, token string) *testEnv {
 	t.Helper()
 	env := newTestEnv(t, Config{WorkshopAllow: workshopStudentNets, PresenterToken: token})
-	if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: true}, PresenterHeader, token); r.Status != http.StatusOK {
+	if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: &workshopOpen}, PresenterHeader, token); r.Status != http.StatusOK {
 		t.Fatalf("opening the workshop: %d %s", r.Status, r.Body)
 	}
 	return env
@@ -398,14 +401,14 @@ func TestWorkshopBooksArePerStudent(t *testing.T) {
 func TestWorkshopPresenterFaults(t *testing.T) {
 	const token = "teach-faults-7"
 	env := newWorkshopEnvWith(t, token)
-	drop := WorkshopSettings{On: true, Faults: sim.GatewayBaseFaults{DropFirstAnswer: true, LatencyMS: 20}}
+	drop := WorkshopSettings{On: &workshopOpen, Faults: sim.GatewayBaseFaults{DropFirstAnswer: true, LatencyMS: 20}}
 	if r := env.send(http.MethodPut, workshopAPI, drop, "Authorization", "Bearer student"); r.Status != http.StatusForbidden {
 		t.Fatalf("a student flipping the faults: %d %s, want 403", r.Status, r.Body)
 	}
 	if r := env.send(http.MethodPost, workshopAPI+"/run-all", nil, "Authorization", "Bearer student"); r.Status != http.StatusForbidden {
 		t.Fatalf("a student re-running everyone: %d %s, want 403", r.Status, r.Body)
 	}
-	tooSlow := WorkshopSettings{On: true, Faults: sim.GatewayBaseFaults{LatencyMS: 20_000}}
+	tooSlow := WorkshopSettings{On: &workshopOpen, Faults: sim.GatewayBaseFaults{LatencyMS: 20_000}}
 	if r := env.send(http.MethodPut, workshopAPI, tooSlow, PresenterHeader, token); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "between 0 and") {
 		t.Fatalf("a latency of 20 s: %d %s, want 400 saying the bounds", r.Status, r.Body)
 	}
@@ -422,5 +425,34 @@ func TestWorkshopPresenterFaults(t *testing.T) {
 	row := waitStudent(t, env, tok)
 	if row.State != "done" || row.Failed != 0 || row.FirstSafety != "" || row.Faults != drop.Faults {
 		t.Fatalf("the reference server under dropped answers: %+v, want a pass that names the faults", row)
+	}
+}
+
+// TestWorkshopFaultOnlySettingsKeepItOpen: a PUT that says only the
+// faults changes the faults, and the workshop stays open.
+func TestWorkshopFaultOnlySettingsKeepItOpen(t *testing.T) {
+	const token = "teach-keep-open-3"
+	env := newWorkshopEnvWith(t, token)
+	board := func() WorkshopBoard {
+		t.Helper()
+		r := env.send(http.MethodGet, workshopAPI, nil, PresenterHeader, token)
+		var b WorkshopBoard
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &b) != nil {
+			t.Fatalf("reading the settings: %d %s", r.Status, r.Body)
+		}
+		return b
+	}
+	faults := map[string]any{"faults": map[string]any{"latency_ms": 50}}
+	if r := env.send(http.MethodPut, workshopAPI, faults, PresenterHeader, token); r.Status != http.StatusOK {
+		t.Fatalf("setting only the faults: %d %s", r.Status, r.Body)
+	}
+	if b := board(); !b.On || b.Faults.LatencyMS != 50 {
+		t.Fatalf("after a faults-only PUT: on=%v latency=%d, want open with 50 ms", b.On, b.Faults.LatencyMS)
+	}
+	if r := env.send(http.MethodPut, workshopAPI, map[string]any{"on": false}, PresenterHeader, token); r.Status != http.StatusOK {
+		t.Fatalf("closing: %d %s", r.Status, r.Body)
+	}
+	if b := board(); b.On {
+		t.Fatalf("after on=false the workshop is still open")
 	}
 }
