@@ -21,7 +21,7 @@ import (
 // the presenter starts a puzzle on the order of requests step mode holds;
 // whoever holds the step bar (the presenter, or one student the presenter
 // hands it to) chooses which held request goes on next, until the books
-// show the order charged twice. Every step taken on the order's requests
+// show the held requests charged the order twice. Every step taken on the order's requests
 // is counted; the judge reads the order's charges from the books after
 // each charge of that order, never from a script of the right moves.
 
@@ -76,10 +76,14 @@ type PuzzleState struct {
 	Goal    string `json:"goal,omitempty"`
 	OrderID string `json:"order_id,omitempty"`
 	Steps   int    `json:"steps"`
-	// Solved, once the books show the order charged twice or more:
-	// Charges is their count, SolvedSteps the steps it took.
+	// Charges is the order's charges at the books' last answer, Before
+	// those it had when the puzzle started; Unknown says the books did
+	// not answer the last count. Solved, once the books hold two charges
+	// beyond Before: SolvedSteps is the steps it took.
+	Charges     int  `json:"charges"`
+	Before      int  `json:"before"`
+	Unknown     bool `json:"unknown"`
 	Solved      bool `json:"solved"`
-	Charges     int  `json:"charges,omitempty"`
 	SolvedSteps int  `json:"solved_steps,omitempty"`
 	// Bar names the student who holds the step bar ("" for the
 	// presenter), until BarUntil; Mine says the asker holds it.
@@ -93,7 +97,7 @@ func (h puzzleHandlers) state(st room.State, r *http.Request) PuzzleState {
 	if !ok {
 		return PuzzleState{}
 	}
-	out := PuzzleState{On: true, ID: p.ID, OrderID: p.OrderID, Steps: p.Steps, Solved: p.Solved, Charges: p.Charges, SolvedSteps: p.SolvedSteps}
+	out := PuzzleState{On: true, ID: p.ID, OrderID: p.OrderID, Steps: p.Steps, Solved: p.Solved, Charges: p.Charges, Before: p.Before, Unknown: p.Unknown, SolvedSteps: p.SolvedSteps}
 	if _, ch, ok := h.book.Find(p.Lesson); ok {
 		out.Goal = ch.Puzzle
 	}
@@ -146,24 +150,41 @@ func (h puzzleHandlers) handleStart(c echo.Context) error {
 	if same < 2 {
 		return pay.Errorf(pay.EINVALID, "Step mode holds %d request of the order %s: a race takes two. Send the same order again (double-click Pay, or send 10 at once) while step mode is on.", same, printable(first.OrderID, 40))
 	}
-	n, err := h.charges(ctx, first.Scope, first.OrderID)
+	// The charges the order has now are the puzzle's baseline: the held
+	// requests must make two more. A held request past saving its
+	// charge would hide its own in the baseline, so the puzzle starts
+	// only while none of the order's is; the held requests are read
+	// again after the books, as one may have moved meanwhile.
+	before, err := h.charges(ctx, first.Scope, first.OrderID)
 	if err != nil {
 		return err
 	}
-	if n >= 2 {
-		return pay.Errorf(pay.EINVALID, "The books already hold %d charges for the order %s: start the puzzle on a new order.", n, printable(first.OrderID, 40))
+	if r, ok := pastCharge(h.held().Held, first.Scope, first.OrderID); ok {
+		return pay.Errorf(pay.EINVALID, "The request %s of the order %s is held at %q, past its charge: start the puzzle while the order's requests are held before they charge.", r.Request, printable(first.OrderID, 40), r.Checkpoint)
 	}
 	subject := "order " + printable(first.OrderID, 32)
 	if _, _, err := h.room.Change(ctx, func(s *room.State) error {
 		if s.Lesson != st.Lesson || s.LessonRuns != st.LessonRuns {
 			return pay.Errorf(pay.ECONFLICT, "The class moved to another chapter meanwhile: start the puzzle again.")
 		}
-		s.StartPuzzle(first.Scope, first.OrderID, subject)
+		s.StartPuzzle(first.Scope, first.OrderID, subject, before)
 		return nil
 	}); err != nil {
 		return err
 	}
 	return h.handleGet(c)
+}
+
+// pastCharge is a held request of the order (scope, orderID) at a
+// checkpoint where the charge it made, if any, is in the books already.
+func pastCharge(held []step.HeldRequest, scope, orderID string) (step.HeldRequest, bool) {
+	for _, r := range held {
+		if r.Scope == scope && r.OrderID == orderID &&
+			(r.Checkpoint == step.CheckSaved.String() || r.Checkpoint == step.CheckAnswered.String()) {
+			return r, true
+		}
+	}
+	return step.HeldRequest{}, false
 }
 
 func (h puzzleHandlers) handleEnd(c echo.Context) error {
@@ -315,8 +336,9 @@ func allHeld(st step.State) []string {
 }
 
 // puzzleJudge reads the events, and after each charge of the order of the
-// puzzle under way asks the books how many charges the order has: two or
-// more solve the puzzle, with the steps counted by then. Every server of
+// puzzle under way asks the books how many charges the order has: two
+// more than it had at the start solve the puzzle, with the steps counted
+// by then; books that do not answer leave its outcome unknown. Every server of
 // a class runs one; the first to write the room solves it.
 type puzzleJudge struct {
 	room    *room.Room[room.State]
@@ -366,21 +388,28 @@ func (j *puzzleJudge) judge(ctx context.Context, scope, orderID string, anyway b
 	if !ok || p.Solved || (!anyway && (scope != p.Scope || orderID != p.OrderID)) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, judgeTimeout)
+	// The room is written with a bound of its own: books that timed out
+	// are still said on the board.
+	read, cancel := context.WithTimeout(ctx, judgeTimeout)
+	n, err := j.charges(read, p.Scope, p.OrderID)
+	cancel()
+	ctx, cancel = context.WithTimeout(ctx, judgeTimeout)
 	defer cancel()
-	n, err := j.charges(ctx, p.Scope, p.OrderID)
-	if err != nil {
-		// The puzzle stays unsolved on the board, which says so; the
-		// order's next charge asks again.
-		j.logf("puzzle %d: counting the charges of its order: %v", p.ID, err)
-		return
-	}
-	if n < 2 {
-		return
-	}
 	id := p.ID
+	if err != nil {
+		// The board says the outcome is unknown until a count succeeds;
+		// the order's next charge asks again.
+		j.logf("puzzle %d: counting the charges of its order: %v", id, err)
+		_, _, _ = j.room.Change(ctx, func(s *room.State) error {
+			if !s.BooksSilent(id) {
+				return errNoCount
+			}
+			return nil
+		})
+		return
+	}
 	_, _, _ = j.room.Change(ctx, func(s *room.State) error {
-		if !s.SolvePuzzle(id, n) {
+		if !s.BooksCount(id, n) {
 			return errNoCount
 		}
 		return nil
@@ -392,9 +421,12 @@ func puzzleSummary(p *room.Puzzle) string {
 	if p == nil {
 		return "puzzle: none under way"
 	}
-	msg := fmt.Sprintf("puzzle %d on %s: %d step(s)", p.ID, p.Subject, p.Steps)
-	if p.Solved {
-		msg = fmt.Sprintf("puzzle %d on %s solved in %d step(s): the books hold %d charges for the order", p.ID, p.Subject, p.SolvedSteps, p.Charges)
+	msg := fmt.Sprintf("puzzle %d on %s: %d step(s); %s", p.ID, p.Subject, p.Steps, p.Books())
+	switch {
+	case p.Solved:
+		msg = fmt.Sprintf("puzzle %d on %s solved in %d step(s): %s", p.ID, p.Subject, p.SolvedSteps, p.Books())
+	case p.Unknown:
+		msg = fmt.Sprintf("puzzle %d on %s: %d step(s); outcome unknown: the books did not answer", p.ID, p.Subject, p.Steps)
 	}
 	if p.Bar != nil {
 		msg += "; a student holds the step bar"

@@ -1,6 +1,7 @@
 package room
 
 import (
+	"fmt"
 	"time"
 
 	"paytwice/pay"
@@ -29,10 +30,18 @@ type Puzzle struct {
 	// Steps counts the steps taken on the puzzle's held requests (Next,
 	// Finish or Play) since it started, by whoever held the step bar.
 	Steps int `json:"steps"`
-	// Solved is set once the books show the order charged twice or more:
-	// Charges is their count then, SolvedSteps the steps it took.
+	// Before is the order's charges in the books when the puzzle
+	// started, which no held request made: the puzzle takes two more.
+	Before int `json:"before,omitempty"`
+	// Charges is the order's charges at the books' last answer (Before
+	// until the first); Unknown says the books did not answer the last
+	// count, so whether the held requests charged twice is not known
+	// until a later count succeeds.
+	Charges int  `json:"charges,omitempty"`
+	Unknown bool `json:"unknown,omitempty"`
+	// Solved is set once the books hold two charges for the order beyond
+	// Before; SolvedSteps is the steps it took.
 	Solved      bool `json:"solved,omitempty"`
-	Charges     int  `json:"charges,omitempty"`
 	SolvedSteps int  `json:"solved_steps,omitempty"`
 	// Bar is the student the presenter gave the step bar to, nil while
 	// only the presenter steps.
@@ -56,14 +65,15 @@ type StepBar struct {
 const StepBarFor = 10 * time.Minute
 
 // StartPuzzle replaces any puzzle with a new one on the order (scope,
-// orderID) of the chapter the room runs; the step bar goes back to the
-// presenter.
-func (s *State) StartPuzzle(scope, orderID, subject string) {
+// orderID) of the chapter the room runs, which the books hold before
+// charges for already; the step bar goes back to the presenter.
+func (s *State) StartPuzzle(scope, orderID, subject string, before int) {
 	var id uint64 = 1
 	if s.Puzzle != nil {
 		id = s.Puzzle.ID + 1
 	}
-	s.Puzzle = &Puzzle{ID: id, Lesson: s.Lesson, Runs: s.LessonRuns, Scope: scope, OrderID: orderID, Subject: subject}
+	s.Puzzle = &Puzzle{ID: id, Lesson: s.Lesson, Runs: s.LessonRuns, Scope: scope, OrderID: orderID, Subject: subject,
+		Before: before, Charges: before}
 }
 
 // CurrentPuzzle is the room's puzzle if it belongs to the chapter run
@@ -117,16 +127,50 @@ func (s *State) UncountStep(id uint64) bool {
 	return true
 }
 
-// SolvePuzzle records that the books show puzzle id's order charged
-// charges times (two or more), once.
-func (s *State) SolvePuzzle(id uint64, charges int) bool {
+// BooksCount records the books' count of puzzle id's order's charges
+// while it is unsolved: the outcome is known again, and two charges
+// beyond Before solve it with the steps taken by then. It reports
+// whether the puzzle changed.
+func (s *State) BooksCount(id uint64, charges int) bool {
 	p, err := s.puzzleAt(id)
-	if err != nil || p.Solved || charges < 2 {
+	if err != nil || p.Solved || (p.Charges == charges && !p.Unknown && charges < p.Before+2) {
 		return false
 	}
-	p.Solved, p.Charges, p.SolvedSteps, p.Bar = true, charges, p.Steps, nil
+	p.Charges, p.Unknown = charges, false
+	if charges >= p.Before+2 {
+		p.Solved, p.SolvedSteps, p.Bar = true, p.Steps, nil
+	}
 	s.Puzzle = &p
 	return true
+}
+
+// BooksSilent records that the books did not answer a count of puzzle
+// id's order's charges: until one succeeds, its outcome is unknown. It
+// reports whether the puzzle changed.
+func (s *State) BooksSilent(id uint64) bool {
+	p, err := s.puzzleAt(id)
+	if err != nil || p.Solved || p.Unknown {
+		return false
+	}
+	p.Unknown = true
+	s.Puzzle = &p
+	return true
+}
+
+// Books says what the books held for the order at their last answer,
+// as the board words it.
+func (p Puzzle) Books() string {
+	if p.Before == 0 || p.Charges < p.Before {
+		return fmt.Sprintf("the books hold %d %s for the order", p.Charges, chargesWord(p.Charges))
+	}
+	return fmt.Sprintf("the books hold %d %s for the order, %d of them from the held requests", p.Charges, chargesWord(p.Charges), p.Charges-p.Before)
+}
+
+func chargesWord(n int) string {
+	if n == 1 {
+		return "charge"
+	}
+	return "charges"
 }
 
 // EndPuzzle ends the puzzle, solved or not; the step bar goes back to

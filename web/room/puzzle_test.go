@@ -26,7 +26,7 @@ func TestStepBarIsBoundedAndRevocable(t *testing.T) {
 		if err := s.GiveStepBar(PlayerID("session:mai"), now); err != errNoPuzzle {
 			t.Fatalf("a bar with no puzzle: %v", err)
 		}
-		s.StartPuzzle("anonymous", "P-1", "order P-1")
+		s.StartPuzzle("anonymous", "P-1", "order P-1", 0)
 		if err := s.GiveStepBar(PlayerID("session:mai"), now); err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestStepBarIsBoundedAndRevocable(t *testing.T) {
 			},
 			"solved": func(s *State) {
 				s.CountStep(s.Puzzle.ID)
-				if !s.SolvePuzzle(s.Puzzle.ID, 2) || s.Puzzle.SolvedSteps != 1 {
+				if !s.BooksCount(s.Puzzle.ID, 2) || !s.Puzzle.Solved || s.Puzzle.SolvedSteps != 1 {
 					t.Fatalf("solve: %+v", s.Puzzle)
 				}
 			},
@@ -94,10 +94,10 @@ func TestStepBarIsBoundedAndRevocable(t *testing.T) {
 		if s.Puzzle.Steps != 1 {
 			t.Fatalf("%d steps", s.Puzzle.Steps)
 		}
-		if s.SolvePuzzle(id, 1) {
+		if s.BooksCount(id, 1); s.Puzzle.Solved {
 			t.Fatal("one charge solved the puzzle")
 		}
-		s.SolvePuzzle(id, 3)
+		s.BooksCount(id, 3)
 		if s.CountStep(id) || s.UncountStep(id) || s.Puzzle.SolvedSteps != 1 || s.Puzzle.Charges != 3 {
 			t.Fatalf("a solved puzzle's count moved: %+v", s.Puzzle)
 		}
@@ -129,5 +129,32 @@ func TestClearScores(t *testing.T) {
 	}
 	if p := before.Players["session:mai"]; p.Right != 1 {
 		t.Fatal("the old snapshot changed: the room's states are immutable")
+	}
+}
+
+// TestPuzzleCountsFromItsStart: a puzzle on an order the books held one
+// charge for already is solved by two more, not by one; books that do
+// not answer leave the outcome unknown until a count succeeds.
+func TestPuzzleCountsFromItsStart(t *testing.T) {
+	s := Defaults()
+	s.SetLesson("check-then-insert")
+	s.StartPuzzle("anonymous", "P-1", "order P-1", 1)
+	id := s.Puzzle.ID
+	s.CountStep(id)
+	if !s.BooksSilent(id) || !s.Puzzle.Unknown || s.BooksSilent(id) {
+		t.Fatalf("the books did not answer: %+v", s.Puzzle)
+	}
+	if !s.BooksCount(id, 2) || s.Puzzle.Solved || s.Puzzle.Unknown || s.Puzzle.Charges != 2 {
+		t.Fatalf("one charge beyond the start's one: %+v", s.Puzzle)
+	}
+	if got := s.Puzzle.Books(); got != "the books hold 2 charges for the order, 1 of them from the held requests" {
+		t.Fatalf("the board's line: %q", got)
+	}
+	s.CountStep(id)
+	if !s.BooksCount(id, 3) || !s.Puzzle.Solved || s.Puzzle.SolvedSteps != 2 {
+		t.Fatalf("two charges beyond the start's one: %+v", s.Puzzle)
+	}
+	if s.BooksSilent(id) || s.Puzzle.Unknown {
+		t.Fatalf("a solved puzzle became unknown: %+v", s.Puzzle)
 	}
 }
