@@ -17,7 +17,8 @@ import (
 // step bar to the student who picked the nickname Mai on her phone
 // (390x844). Mai's phone lists the order's held requests with their
 // buttons; she lets both look the key up before either inserts, then
-// finishes both. The books hold two charges for the order, and the board
+// finishes both: after the first, the phone says the books hold one
+// charge. The books then hold two charges for the order, and the board
 // and the phone say the puzzle was solved in four steps. A second phone
 // without the bar has no step buttons.
 func TestBrowserPuzzleStudentSchedules(t *testing.T) {
@@ -103,6 +104,10 @@ func TestBrowserPuzzleStudentSchedules(t *testing.T) {
 	shoot(board, "puzzle-board-solving.png")
 	shoot(mai, "puzzle-phone-solving.png")
 	step("finish", ids[0], 3, "")
+	// The books' count of the first charge redraws the panel: the next
+	// button is pressed on the panel that says it.
+	liveWait(t, mai, "the books' one charge on Mai's phone", 10*time.Second,
+		`document.getElementById("puzzle-status").textContent.includes("the books hold 1 charge for the order: the held requests have not charged it twice yet")`)
 	step("finish", ids[1], 4, "")
 
 	liveWait(t, board, "the board says solved in 4 steps", 15*time.Second,
