@@ -402,6 +402,7 @@ func (w *Workshop) checkConfigLocked(st *student) check.Config {
 }
 
 func (w *Workshop) runOne(ctx context.Context, st *student, cfg check.Config) {
+	server := ctx // ends when the server stops
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.RunLimit)
 	defer cancel()
 	cfg.OnResult = func(res check.Result) {
@@ -413,21 +414,32 @@ func (w *Workshop) runOne(ctx context.Context, st *student, cfg check.Config) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st.run.Finished = w.cfg.Now()
+	st.run.finish(rep, err, server.Err() != nil, ctx.Err() != nil, w.cfg.RunLimit)
+}
+
+// finish records how a run ended: err is the checker's, stopped says the
+// server stopped during the run, overran that the run reached limit.
+func (r *Run) finish(rep *check.Report, err error, stopped, overran bool, limit time.Duration) {
+	cut := err != nil && !errors.Is(err, check.ErrUnreachable) && !errors.Is(err, check.ErrNotAccepted)
 	switch {
-	case err != nil && ctx.Err() != nil && !errors.Is(err, check.ErrUnreachable) && !errors.Is(err, check.ErrNotAccepted):
-		st.run.State, st.run.Message = NotRun, fmt.Sprintf("The run took longer than the %s the room gives one: its cases so far are shown.", w.cfg.RunLimit)
+	case cut && stopped:
+		r.State, r.Message = NotRun, "The server stopped during the run: its cases so far are shown, the rest were never tried."
+	case cut && overran:
+		r.State, r.Message = NotRun, fmt.Sprintf("The run took longer than the %s the room gives one: its cases so far are shown.", limit)
 	case err != nil:
-		st.run.State, st.run.Message = NotRun, "The checker could not test your endpoint: "+oneLine(err.Error())
+		r.State, r.Message = NotRun, "The checker could not test your endpoint: "+oneLine(err.Error())
 	default:
-		st.run.State = Done
-		if rep.Linearizability.Result == "violation" {
-			st.run.Failed++
+		r.State = Done
+		if rep != nil && rep.Linearizability.Result == "violation" {
+			// The history check is one more case, and it failed.
+			r.Done++
+			r.Failed++
 			why := "the history of the run has no legal order: one action was charged or answered as no single payment could be (" + strings.Join(rep.Linearizability.Groups, ", ") + ")"
-			if st.run.FirstSafety == "" {
-				st.run.FirstSafety = oneLine(why)
+			if r.FirstSafety == "" {
+				r.FirstSafety = oneLine(why)
 			}
-			if st.run.FirstFailure == "" {
-				st.run.FirstFailure = oneLine(why)
+			if r.FirstFailure == "" {
+				r.FirstFailure = oneLine(why)
 			}
 		}
 	}
