@@ -210,11 +210,14 @@ func (h simHandlers) runHerd(c echo.Context, in report.HerdInput) ([]sim.HerdPoi
 		// A student's sweep: within the time kept for the class's and
 		// its address's simulations, and out of the presenter's way.
 		ip := h.clientIP(r)
-		if wait, err := h.work.admit(ip); err != nil {
+		leave, wait, err := h.work.admit(r.Context(), ip)
+		if err != nil {
 			if _, ok := herdRuns.get(in); !ok {
 				c.Response().Header().Set("Retry-After", strconv.Itoa(waitSeconds(wait)))
 				return nil, false, err
 			}
+		} else {
+			defer leave() // after runFor has counted the time
 		}
 		who.yield = h.work.presenter.wait
 		who.spent = func(d time.Duration) { h.work.spent(ip, d) }

@@ -241,10 +241,13 @@ func TestHerdNeverStarvesPayments(t *testing.T) {
 		defer release()
 		// Seeds no earlier run used, so that nothing comes from the cache.
 		seed := time.Now().UnixNano() % 1_000_000_000
+		// Each from an address of its own: an address has one run at work
+		// at a time, so one address alone never fills the queue.
+		from := func(i int) *http.Client { return fromAddress(fmt.Sprintf("127.0.1.%d", 10+i)) }
 		answers := make(chan response, herdQueue)
 		for i := range herdQueue {
 			go func() {
-				answers <- env.get(fmt.Sprintf("/api/herd?min=1&max=2&step=1&trials=1&seed=%d", seed+int64(i)))
+				answers <- getFrom(t, from(i), fmt.Sprintf("%s/api/herd?min=1&max=2&step=1&trials=1&seed=%d", env.URL, seed+int64(i)))
 			}()
 		}
 		waitUntil(t, "the queue to fill", func() bool { return herdRuns.waiting.Load() == 1+herdQueue })

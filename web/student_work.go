@@ -24,20 +24,80 @@ import (
 // is at work, students' sweeps step aside between trials: the presenter is
 // never behind students for a core. The presenter's own sweeps are never
 // counted and never step aside.
+//
+// The time is counted once a run is over, so the budgets alone would let
+// every run asked for at the same moment start: an address's whole burst
+// of simulation runs at once, all past its part. So an address has one
+// run at work at a time; another asked for meanwhile waits a moment for
+// it, then is answered 429 like a run past the budget, and the time is always counted before the
+// address's next run is let in.
 type studentWork struct {
 	all, byAddress *bucketTable // keyed "" and by address: milliseconds of one core
 	presenter      presenterAtWork
+
+	mu     sync.Mutex
+	atWork map[string]chan struct{} // by address with a run at work: closed when it ends
 }
 
 func newStudentWork(l Limits, now func() time.Time) *studentWork {
 	return &studentWork{all: newBucketTable(now, l.SimulationWork, 1, l.IdleAfter),
-		byAddress: newBucketTable(now, l.AddressSimulationWork, l.Addresses, l.IdleAfter)}
+		byAddress: newBucketTable(now, l.AddressSimulationWork, l.Addresses, l.IdleAfter),
+		atWork:    make(map[string]chan struct{})}
 }
 
+// A run asked for while its address has one at work waits up to
+// atWorkWait for it to end (a page asking for its next run as soon as the
+// last one is answered gets it), then is turned away and told to ask
+// again in atWorkRetry: runs a student may start take a fraction of a
+// second to a few.
+const (
+	atWorkWait  = 250 * time.Millisecond
+	atWorkRetry = time.Second
+)
+
 // admit says whether ip's students may start a sweep now: their address
-// and the class have time left. Otherwise it is a 429 and how long until
-// the time comes back.
-func (w *studentWork) admit(ip string) (time.Duration, error) {
+// and the class have time left, and their address has no other run at
+// work. Then the run is at work until leave is called, once its time has
+// been counted with spent. Otherwise it is a 429 and how long to wait.
+func (w *studentWork) admit(ctx context.Context, ip string) (leave func(), wait time.Duration, err error) {
+	if wait, err := w.dueFor(ip); err != nil {
+		return nil, wait, err
+	}
+	bound := time.NewTimer(atWorkWait)
+	defer bound.Stop()
+	for {
+		w.mu.Lock()
+		done, busy := w.atWork[ip]
+		if !busy {
+			done = make(chan struct{})
+			w.atWork[ip] = done
+			w.mu.Unlock()
+			break
+		}
+		w.mu.Unlock()
+		select {
+		case <-done: // its run is over: try again
+			continue
+		case <-ctx.Done():
+		case <-bound.C:
+		}
+		return nil, atWorkRetry, pay.Errorf(pay.EBUSY, "Your address (%s) already has a simulation running; each address runs one at a time, so that runs asked for together cannot all start past its part of the server's processor. Ask again in %d %s; identical runs are answered from a cache.",
+			ip, waitSeconds(atWorkRetry), plural(waitSeconds(atWorkRetry), "second", "seconds"))
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			close(w.atWork[ip])
+			delete(w.atWork, ip)
+		})
+	}, 0, nil
+}
+
+// dueFor says how long until the class and ip have time for a run again,
+// with the refusal to send meanwhile.
+func (w *studentWork) dueFor(ip string) (time.Duration, error) {
 	if wait := w.all.due(""); wait > 0 {
 		secs := waitSeconds(wait)
 		return wait, pay.Errorf(pay.EBUSY, "The class's simulations have used the part of the server's processor kept for them (%s, -limits simulation-work); the payments get the rest. The next run is answered in %d %s; identical runs are answered from a cache.",
@@ -133,7 +193,8 @@ const (
 )
 
 // countWork counts a student's backoff schedule like a sweep: it starts
-// within the time kept for simulations, once none of the presenter's
+// within the time kept for simulations, alone at work for its address,
+// once none of the presenter's
 // payments is at work, and the time it takes is counted. (A herd sweep is
 // counted by runHerd, which also steps aside between its trials.)
 func (h simHandlers) countWork(next echo.HandlerFunc) echo.HandlerFunc {
@@ -143,10 +204,12 @@ func (h simHandlers) countWork(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		ip := h.clientIP(r)
-		if wait, err := h.work.admit(ip); err != nil {
+		leave, wait, err := h.work.admit(r.Context(), ip)
+		if err != nil {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(waitSeconds(wait)))
 			return err
 		}
+		defer leave() // after the time is counted
 		h.work.presenter.wait(r.Context())
 		start := time.Now()
 		defer func() { h.work.spent(ip, time.Since(start)) }()

@@ -3,7 +3,9 @@ package web
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,12 +20,14 @@ func TestStudentsSimulationsHaveTheirPartOfTheProcessor(t *testing.T) {
 	l.AddressSimulationWork = Rate{Burst: 2000, Every: 10 * time.Millisecond} // 2 s, then a tenth
 	w := newStudentWork(l, clock.Now)
 
-	if _, err := w.admit("10.0.0.1"); err != nil {
+	leave, _, err := w.admit(context.Background(), "10.0.0.1")
+	if err != nil {
 		t.Fatalf("a first sweep was refused: %v", err)
 	}
 	w.spent("10.0.0.1", 2500*time.Millisecond)
+	leave()
 	t.Run("an address past its part waits for it to come back", func(t *testing.T) {
-		wait, err := w.admit("10.0.0.1")
+		_, wait, err := w.admit(context.Background(), "10.0.0.1")
 		if err == nil {
 			t.Fatal("an address that used 2.5 s of its 2 s started another sweep")
 		}
@@ -36,13 +40,15 @@ func TestStudentsSimulationsHaveTheirPartOfTheProcessor(t *testing.T) {
 		}
 	})
 	t.Run("another address still has the class's part", func(t *testing.T) {
-		if _, err := w.admit("10.0.0.2"); err != nil {
+		leave, _, err := w.admit(context.Background(), "10.0.0.2")
+		if err != nil {
 			t.Fatalf("%v", err)
 		}
+		w.spent("10.0.0.2", time.Second)
+		leave()
 	})
-	w.spent("10.0.0.2", time.Second)
 	t.Run("the class past its part waits, whatever the address", func(t *testing.T) {
-		_, err := w.admit("10.0.0.3")
+		_, _, err := w.admit(context.Background(), "10.0.0.3")
 		if err == nil || !strings.Contains(err.Error(), "-limits simulation-work") {
 			t.Fatalf("a new address started a sweep with the class's time used up: %v", err)
 		}
@@ -50,9 +56,12 @@ func TestStudentsSimulationsHaveTheirPartOfTheProcessor(t *testing.T) {
 	t.Run("the time comes back", func(t *testing.T) {
 		clock.Advance(6 * time.Second)
 		for _, ip := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
-			if _, err := w.admit(ip); err != nil {
+			leave, _, err := w.admit(context.Background(), ip)
+			if err != nil {
 				t.Errorf("%s after six seconds: %v", ip, err)
+				continue
 			}
+			leave()
 		}
 	})
 }
@@ -153,5 +162,117 @@ func TestThePresentersPaymentIsAtWorkOnlyWhileNotPaused(t *testing.T) {
 	slot.done()
 	if atWork() {
 		t.Error("a payment done holds the students back")
+	}
+}
+
+// Runs asked for together from one address cannot all start before their
+// time is counted: one is at work, the others are answered 429 after a moment's wait,
+// and another address is not held back; the address's next run, asked
+// for once the last one is answered, is let in. The presenter's payment at work
+// holds every admitted run before it starts, so the runs at work can be
+// seen from outside while they are.
+func TestOneSimulationAtWorkPerAddress(t *testing.T) {
+	const token = "front-of-the-room"
+	env := newTestEnv(t, Config{PresenterToken: token})
+	herdRuns.reset()
+	t.Cleanup(herdRuns.reset)
+	work := env.Server.work
+	atWork := func() []string {
+		work.mu.Lock()
+		defer work.mu.Unlock()
+		var ips []string
+		for ip := range work.atWork {
+			ips = append(ips, ip)
+		}
+		slices.Sort(ips)
+		return ips
+	}
+	leavePresenter := work.presenter.enter()
+	defer leavePresenter() // leaving twice counts once
+
+	type answer struct {
+		status                     int
+		retryAfter, body, errorMsg string
+	}
+	get := func(client *http.Client, url string, header ...string) answer {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			return answer{errorMsg: err.Error()}
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			return answer{errorMsg: err.Error()}
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return answer{status: res.StatusCode, retryAfter: res.Header.Get("Retry-After"), body: string(body)}
+	}
+	backoff := func(seed int) string {
+		return fmt.Sprintf("%s/api/backoff?base=500ms&cap=8s&retries=5&seed=%d", env.URL, seed)
+	}
+	within := time.NewTimer(20 * time.Second)
+	defer within.Stop()
+
+	const n = 24
+	student := fromAddress("127.0.0.2")
+	answers := make(chan answer, n)
+	ready := make(chan struct{})
+	for i := range n {
+		go func() { <-ready; answers <- get(student, backoff(i)) }()
+	}
+	close(ready)
+	for range n - 1 {
+		select {
+		case a := <-answers:
+			if a.status != http.StatusTooManyRequests || a.retryAfter == "" || !strings.Contains(a.body, "already has a simulation running") {
+				t.Fatalf("a run asked for while another of its address's was at work: %d Retry-After %q %s %s", a.status, a.retryAfter, a.body, a.errorMsg)
+			}
+		case <-within.C:
+			t.Fatalf("%d runs from one address asked for at once: more than one was let in (at work: %v)", n, atWork())
+		}
+	}
+	if got := atWork(); !slices.Equal(got, []string{"127.0.0.2"}) {
+		t.Fatalf("at work: %v, want the one run of 127.0.0.2", got)
+	}
+	if a := get(student, env.URL+"/api/herd?min=10&max=20&step=10&trials=2&seed=1"); a.status != http.StatusTooManyRequests || a.retryAfter == "" {
+		t.Errorf("a herd sweep from the address with a run at work: %d Retry-After %q %s", a.status, a.retryAfter, a.body)
+	}
+
+	t.Run("the presenter is not held back", func(t *testing.T) {
+		presenter := fromAddress("127.0.0.2")
+		got := make(chan answer, 4)
+		for i := range cap(got) {
+			go func() { got <- get(presenter, backoff(100+i), PresenterHeader, token) }()
+		}
+		for range cap(got) {
+			if a := <-got; a.status != http.StatusOK {
+				t.Errorf("the presenter's run: %d %s %s", a.status, a.body, a.errorMsg)
+			}
+		}
+	})
+
+	other := make(chan answer, 1)
+	go func() { other <- get(fromAddress("127.0.0.3"), backoff(1)) }()
+	for !slices.Equal(atWork(), []string{"127.0.0.2", "127.0.0.3"}) {
+		select {
+		case a := <-other:
+			t.Fatalf("another address's run was not let in beside it: %d %s %s", a.status, a.body, a.errorMsg)
+		case <-within.C:
+			t.Fatalf("another address's run never started (at work: %v)", atWork())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+
+	leavePresenter()
+	for _, ch := range []chan answer{answers, other} {
+		if a := <-ch; a.status != http.StatusOK {
+			t.Errorf("a run let in: %d %s %s", a.status, a.body, a.errorMsg)
+		}
+	}
+	if a := get(student, backoff(2)); a.status != http.StatusOK {
+		t.Errorf("the address's next run, once its last one was answered: %d %s", a.status, a.body)
 	}
 }
