@@ -197,7 +197,7 @@ func TestAServerHoldsItsPaymentsForAResetOnlyUntilItsBound(t *testing.T) {
 	waitsOnRealClocks(t)
 	db := newClass(t)
 	b := db.server(Config{Name: "s2"}, nil)
-	until := time.Now().Add(2 * time.Second)
+	until := time.Now().Add(3 * time.Second)
 	// A barrier by a server that is gone.
 	if _, _, err := db.UpdateRoom(context.Background(), func(old []byte) ([]byte, error) {
 		st := room.Defaults()
@@ -214,6 +214,10 @@ func TestAServerHoldsItsPaymentsForAResetOnlyUntilItsBound(t *testing.T) {
 		bar := b.Server.room.Load().Barrier
 		return bar != nil && slices.Contains(bar.Acks, b.Server.room.ID())
 	})
+	// A payment sent once the bound has passed would prove nothing.
+	if left := time.Until(until); left < 500*time.Millisecond {
+		t.Fatalf("s2 acknowledged the barrier only %v before its bound: the test cannot tell whether it held the payment", left)
+	}
 	r := b.pay("held-back", `{"order_id":"A-1","amount_satang":100}`)
 	if r.Status != http.StatusCreated {
 		t.Fatalf("payment: %d %s", r.Status, r.Body)
