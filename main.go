@@ -11,7 +11,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -105,7 +104,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	limitsFlag := fs.String("limits", env("PAYTWICE_LIMITS", ""), "the room's fair shares per client address, as name=value pairs separated by commas over these defaults (env PAYTWICE_LIMITS); -max-streams sets streams:"+web.LimitsUsage())
 	name := fs.String("name", env("PAYTWICE_NAME", ""), "this server's name on the timeline when several servers share one PostgreSQL database (env PAYTWICE_NAME; default there: host:port)")
 	publicAddr := fs.String("public-addr", env("PAYTWICE_PUBLIC_ADDR", ""), "behind a proxy or load balancer, the address students reach it at, such as :8080 or 192.168.1.20:8080: the board and /join show it instead of -addr (env PAYTWICE_PUBLIC_ADDR)")
-	workshopAllow := fs.String("workshop-allow", env("PAYTWICE_WORKSHOP_ALLOW", ""), "the networks and addresses the workshop may call students' endpoints on, separated by commas, such as 192.168.1.0/24 (env PAYTWICE_WORKSHOP_ALLOW; default: the private networks this server is served on)")
+	workshopAllow := fs.String("workshop-allow", env("PAYTWICE_WORKSHOP_ALLOW", ""), "the networks, addresses and address:port entries the workshop may call students' endpoints on, separated by commas, such as 192.168.1.0/24 (env PAYTWICE_WORKSHOP_ALLOW; default: the private network of the interface this server is served on; this machine itself only at an address:port listed)")
 	synchronous := fs.String("synchronous", env("PAYTWICE_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL survives power loss (env PAYTWICE_SYNCHRONOUS)")
 	showVersion := fs.Bool("version", false, "print the module version and the VCS revision, as paytwice version does, and exit")
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -156,11 +155,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return badValue("-limits: %v", err)
 	}
-	var allowWorkshop []netip.Prefix
-	if *workshopAllow != "" {
-		if allowWorkshop, err = web.ParseWorkshopAllow(*workshopAllow); err != nil {
-			return badValue("-workshop-allow: %v", err)
-		}
+	allowWorkshop, err := web.ParseWorkshopAllow(*workshopAllow)
+	if err != nil {
+		return badValue("-workshop-allow: %v", err)
+	}
+	if *workshopAllow == "" {
+		allowWorkshop = nil // the default: the network the room is served on
 	}
 	if set["max-streams"] || getenv("PAYTWICE_MAX_STREAMS") != "" {
 		limits.MaxStreams = *maxStreams
@@ -214,7 +214,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		*name = defaultServerName(ln.Addr().(*net.TCPAddr))
 	}
 	srv := web.NewServer(web.Config{Ledger: st.ledger, Peers: st.peers, Retention: *retention, LockTimeout: *lockTimeout, PresenterToken: *presenter,
-		Limits: limits, Name: *name, ListenAddr: public, Command: command, BehindFrontDoor: behindFrontDoor,
+		Limits: limits, Name: *name, ListenAddr: public, Listener: ln.Addr(), Command: command, BehindFrontDoor: behindFrontDoor,
 		FrontDoorMark: getenv(frontDoorMarkVariable), WorkshopAllow: allowWorkshop,
 		// A secret, so an environment variable only, never a flag (command
 		// lines are visible to every user): servers behind one load balancer

@@ -9,7 +9,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,6 +70,9 @@ type Config struct {
 	// /join show only addresses that open this app. Unset, the address
 	// each connection arrived on stands in for it.
 	ListenAddr net.Addr
+	// Listener is the listener's own address when ListenAddr is another
+	// (-public-addr): the workshop never calls this machine at either.
+	Listener net.Addr
 	// BehindFrontDoor says that the connections from this machine come
 	// from paytwice cluster's front door, whose X-Forwarded-For names the
 	// client: the presenter's wrong-token limit counts by it.
@@ -101,7 +103,7 @@ type Config struct {
 	// WorkshopAllow are the networks the workshop may call students'
 	// endpoints on (-workshop-allow); nil means the private networks this
 	// server is served on (web/workshop).
-	WorkshopAllow []netip.Prefix
+	WorkshopAllow []workshop.Allow
 	// workshopTune adjusts every workshop run's checker: tests shorten
 	// the runs with it.
 	workshopTune func(*check.Config)

@@ -172,7 +172,7 @@ func (h workshopHandlers) apply(req WorkshopSettings) error {
 	if err := req.Faults.Validate(); err != nil {
 		return pay.Errorf(pay.EINVALID, "%s.", err.Error())
 	}
-	var allowed []netip.Prefix
+	var allowed []workshop.Allow
 	if req.Allowed != nil {
 		var err error
 		if allowed, err = workshop.ParseAllowed(strings.Join(*req.Allowed, ",")); err != nil {
@@ -265,18 +265,24 @@ func (h workshopHandlers) handleGateway(c echo.Context) error {
 // settings: the networks allowed, or by default the private networks the
 // server is served on.
 func newWorkshop(cfg Config, now func() time.Time) (*workshop.Guard, *workshop.Workshop) {
-	var listen netip.AddrPort
-	if a, ok := cfg.ListenAddr.(*net.TCPAddr); ok {
-		listen = a.AddrPort()
+	var listen []netip.AddrPort
+	for _, a := range []net.Addr{cfg.Listener, cfg.ListenAddr} {
+		if a, ok := a.(*net.TCPAddr); ok {
+			listen = append(listen, a.AddrPort())
+		}
 	}
 	allowed := cfg.WorkshopAllow
 	if allowed == nil {
-		allowed = workshop.DefaultAllowed(listen.Addr())
+		var on netip.Addr // unknown: as if on every interface
+		if len(listen) > 0 {
+			on = listen[0].Addr() // the real listener's when known
+		}
+		allowed = workshop.DefaultAllowed(on)
 	}
-	g := workshop.NewGuard(allowed, listen)
+	g := workshop.NewGuard(allowed, listen...)
 	return g, workshop.New(workshop.Config{Guard: g, Now: now, Tune: cfg.workshopTune})
 }
 
 // ParseWorkshopAllow reads -workshop-allow: networks and addresses
 // separated by commas.
-func ParseWorkshopAllow(s string) ([]netip.Prefix, error) { return workshop.ParseAllowed(s) }
+func ParseWorkshopAllow(s string) ([]workshop.Allow, error) { return workshop.ParseAllowed(s) }

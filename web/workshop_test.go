@@ -21,14 +21,15 @@ import (
 	"time"
 
 	"paytwice/sim"
+	"paytwice/web/workshop"
 )
 
 // The workshop's students listen on loopback addresses of their own:
 // 127.0.0.2, 127.0.0.3… are not the test server's 127.0.0.1, which the
 // room never calls.
-var workshopStudentNets = []netip.Prefix{
+var workshopStudentNets = workshop.Nets(
 	netip.MustParsePrefix("127.0.0.2/32"), netip.MustParsePrefix("127.0.0.3/32"), netip.MustParsePrefix("127.0.0.4/32"),
-}
+)
 
 // workshopOpen is WorkshopSettings.On for opening the workshop.
 var workshopOpen = true

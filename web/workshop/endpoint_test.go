@@ -73,16 +73,29 @@ func FuzzParseEndpoint(f *testing.F) {
 }
 
 func TestGuard(t *testing.T) {
-	g := NewGuard([]netip.Prefix{netip.MustParsePrefix("192.168.1.0/24"), netip.MustParsePrefix("127.0.0.2/32")},
-		netip.MustParseAddrPort("192.168.1.10:8080"))
-	for _, c := range []struct {
+	machine := localAddrs()
+	var lan netip.Addr // one address of this machine that is not loopback
+	for _, ip := range machine {
+		if !ip.IsLoopback() && !ip.IsLinkLocalUnicast() {
+			lan = ip
+			break
+		}
+	}
+	allowed := append(Nets(netip.MustParsePrefix("192.168.1.0/24"), netip.MustParsePrefix("127.0.0.2/32")),
+		Allow{Net: netip.MustParsePrefix("192.168.1.10/32"), Port: 9000})
+	if lan.IsValid() {
+		allowed = append(allowed, Nets(netip.PrefixFrom(lan, lan.BitLen()))...)
+	}
+	g := NewGuard(allowed, netip.MustParseAddrPort("192.168.1.10:8080"))
+	cases := []struct {
 		addr string
 		ok   bool
 	}{
 		{"192.168.1.23:8000", true},
 		{"127.0.0.2:8000", true},
-		{"192.168.1.10:8000", true},  // the server's machine, another program
+		{"192.168.1.10:8000", false}, // the server's machine, another program
 		{"192.168.1.10:8080", false}, // the server itself
+		{"192.168.1.10:9000", true},  // listed exactly by the presenter
 		{"127.0.0.1:8000", false},    // the server's loopback
 		{"[::1]:8000", false},
 		{"[::ffff:127.0.0.1]:8000", false},
@@ -93,13 +106,76 @@ func TestGuard(t *testing.T) {
 		{"0.0.0.0:8000", false},
 		{"224.0.0.1:8000", false},
 		{"127.0.0.3:8000", false},
-	} {
+	}
+	if lan.IsValid() {
+		// This machine's own interface address, though its network is
+		// allowed, at any port.
+		cases = append(cases, struct {
+			addr string
+			ok   bool
+		}{netip.AddrPortFrom(lan, 8000).String(), false})
+	}
+	for _, c := range cases {
 		err := g.Check(netip.MustParseAddrPort(c.addr))
 		if (err == nil) != c.ok {
 			t.Errorf("%s: %v, want allowed %v", c.addr, err, c.ok)
 		}
 		if err != nil && pay.ErrorCode(err) != pay.EFORBIDDEN {
 			t.Errorf("%s: refused with %s", c.addr, pay.ErrorCode(err))
+		}
+	}
+}
+
+func TestParseAllowed(t *testing.T) {
+	got, err := ParseAllowed("192.168.1.0/24, 10.0.5.7, 192.168.1.10:8000, [fd00::5]:81")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s []string
+	for _, a := range got {
+		s = append(s, a.String())
+	}
+	if strings.Join(s, " ") != "192.168.1.0/24 10.0.5.7/32 192.168.1.10:8000 [fd00::5]:81" {
+		t.Fatalf("%v", s)
+	}
+	if _, err := ParseAllowed("laptop:80"); err == nil {
+		t.Fatal("a name was taken for an address")
+	}
+}
+
+// TestDefaultAllowed: by default the room calls the network of the
+// interface it is served on only, never a container bridge's or a VPN's.
+func TestDefaultAllowed(t *testing.T) {
+	p := netip.MustParsePrefix
+	ifaces := []iface{
+		{"docker0", []netip.Prefix{p("172.17.0.1/16")}},
+		{"br-5e1", []netip.Prefix{p("172.18.0.1/16")}},
+		{"tailscale0", []netip.Prefix{p("100.101.1.2/32")}},
+		{"tun0", []netip.Prefix{p("10.8.0.2/24")}},
+		{"wlan0", []netip.Prefix{p("192.168.1.10/24"), p("fe80::1/64")}},
+		{"eth1", []netip.Prefix{p("10.0.5.2/24")}},
+	}
+	str := func(a []Allow) string {
+		var s []string
+		for _, x := range a {
+			s = append(s, x.String())
+		}
+		return strings.Join(s, " ")
+	}
+	for _, c := range []struct {
+		listen, route, want string
+	}{
+		{"0.0.0.0", "wlan0", "192.168.1.0/24"},
+		{"0.0.0.0", "eth1", "10.0.5.0/24"},
+		{"0.0.0.0", "docker0", "192.168.1.0/24"}, // a bridge is never the room
+		{"0.0.0.0", "", "192.168.1.0/24"},
+		{"::", "tun0", "192.168.1.0/24"},
+		{"10.0.5.2", "wlan0", "10.0.5.0/24"},
+		{"172.17.0.1", "wlan0", "172.17.0.0/16"}, // served on the bridge itself: its network
+		{"127.0.0.1", "wlan0", ""},
+	} {
+		if got := str(defaultAllowed(netip.MustParseAddr(c.listen), ifaces, c.route)); got != c.want {
+			t.Errorf("listening on %s, route by %q: %q, want %q", c.listen, c.route, got, c.want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,20 +17,54 @@ import (
 
 // Guard decides which addresses the room may call for a student. An
 // address is called only when an allowed network holds it and it is none
-// of the forbidden ones: this server itself (its own address and port,
-// and its loopback address), link-local addresses (169.254.169.254, a
+// of the forbidden ones: this machine itself (every address of its
+// interfaces, loopback among them, and the addresses the server listens
+// and is reached at), at any port, unless the presenter allowed that
+// exact address and port; link-local addresses (169.254.169.254, a
 // cloud's metadata service, among them), unspecified, multicast and
 // broadcast addresses. The check is made on the address being dialled,
 // after any name was resolved, so a name that resolves elsewhere later
 // is caught too.
 type Guard struct {
 	mu      sync.Mutex
-	allowed []netip.Prefix
-	// self are this server's addresses; selfPort its port (0 unknown):
-	// the server's own loopback address is never called, its other
-	// addresses never at its port.
-	self     []netip.Addr
-	selfPort uint16
+	allowed []Allow
+	// self are this machine's addresses: the room never calls them but at
+	// an address and port the presenter allowed exactly.
+	self []netip.Addr
+}
+
+// Allow is one network or address the room may call, at any port, or
+// one address at one port (Port not 0).
+type Allow struct {
+	Net  netip.Prefix
+	Port uint16
+}
+
+// String is the entry as the presenter writes it.
+func (a Allow) String() string {
+	if a.Port != 0 {
+		return netip.AddrPortFrom(a.Net.Addr(), a.Port).String()
+	}
+	return a.Net.String()
+}
+
+// allows reports whether a lets the room call ap.
+func (a Allow) allows(ap netip.AddrPort) bool {
+	return a.Net.Contains(ap.Addr().Unmap()) && (a.Port == 0 || a.Port == ap.Port())
+}
+
+// exactly reports whether a names ap itself: one address and its port.
+func (a Allow) exactly(ap netip.AddrPort) bool {
+	return a.Port == ap.Port() && a.Net.IsSingleIP() && a.Net.Addr() == ap.Addr().Unmap()
+}
+
+// Nets allows the networks given, at any port.
+func Nets(p ...netip.Prefix) []Allow {
+	out := make([]Allow, 0, len(p))
+	for _, n := range p {
+		out = append(out, Allow{Net: n.Masked()})
+	}
+	return out
 }
 
 // metadata are the addresses clouds serve instance metadata and secrets
@@ -40,72 +75,159 @@ var metadata = []netip.Addr{
 	netip.MustParseAddr("100.100.100.200"),
 }
 
-// NewGuard allows the networks given; listen is the server's own address
-// (its IP may be unspecified, then every address of this machine is its
-// own).
-func NewGuard(allowed []netip.Prefix, listen netip.AddrPort) *Guard {
-	g := &Guard{allowed: append([]netip.Prefix(nil), allowed...), selfPort: listen.Port()}
+// NewGuard allows what is given; listen are the addresses the server
+// listens and is reached at (an unspecified one adds nothing: every
+// address of this machine is its own already).
+func NewGuard(allowed []Allow, listen ...netip.AddrPort) *Guard {
+	g := &Guard{allowed: append([]Allow(nil), allowed...)}
 	g.self = append(g.self, netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback())
-	if ip := listen.Addr().Unmap(); ip.IsValid() && !ip.IsUnspecified() {
-		g.self = append(g.self, ip)
+	for _, ap := range listen {
+		if ip := ap.Addr().Unmap(); ip.IsValid() && !ip.IsUnspecified() {
+			g.self = append(g.self, ip)
+		}
 	}
 	g.self = append(g.self, localAddrs()...)
 	return g
 }
 
-// DefaultAllowed is the private network the room is served on: the
-// private networks of this machine's interfaces holding listen's
-// address, or all of them when it listens on every interface.
-func DefaultAllowed(listen netip.Addr) []netip.Prefix {
-	var out []netip.Prefix
-	ifaddrs, _ := net.InterfaceAddrs()
-	for _, a := range ifaddrs {
-		n, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		ip, ok := netip.AddrFromSlice(n.IP)
-		if !ok {
-			continue
-		}
-		ip = ip.Unmap()
-		ones, _ := n.Mask.Size()
-		if !ip.IsPrivate() || (listen.IsValid() && !listen.IsUnspecified() && listen.Unmap() != ip) {
-			continue
-		}
-		out = append(out, netip.PrefixFrom(ip, ones).Masked())
-	}
-	return out
+// iface is one network interface's name and networks.
+type iface struct {
+	name string
+	nets []netip.Prefix
 }
 
-// ParseAllowed reads a comma-separated list of networks (10.0.0.0/8) and
-// addresses (192.168.1.23), as the presenter gives them.
-func ParseAllowed(s string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
+// sideInterfaces are the prefixes of interfaces that are not the room's
+// network: container bridges, virtual pairs, VPN tunnels.
+var sideInterfaces = []string{"docker", "br-", "veth", "tun", "tailscale", "virbr", "wg", "zt"}
+
+func sideInterface(name string) bool {
+	for _, p := range sideInterfaces {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultAllowed is the private network the room is served on: that of
+// the interface holding listen's address or, when the server listens on
+// every interface, that of the interface the default route leaves by
+// (else the first interface with a private network), never a container
+// bridge's or a VPN's, which the presenter lists when wanted.
+func DefaultAllowed(listen netip.Addr) []Allow {
+	var ifaces []iface
+	list, _ := net.Interfaces()
+	for _, in := range list {
+		if in.Flags&net.FlagUp == 0 || in.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := in.Addrs()
+		f := iface{name: in.Name}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok {
+					ones, _ := n.Mask.Size()
+					f.nets = append(f.nets, netip.PrefixFrom(ip.Unmap(), ones))
+				}
+			}
+		}
+		ifaces = append(ifaces, f)
+	}
+	return defaultAllowed(listen, ifaces, defaultRouteInterface())
+}
+
+// defaultAllowed is DefaultAllowed's choice among ifaces, route being the
+// name of the interface the default route leaves by ("" unknown).
+func defaultAllowed(listen netip.Addr, ifaces []iface, route string) []Allow {
+	private := func(f iface) []Allow {
+		var out []Allow
+		for _, n := range f.nets {
+			if n.Addr().IsPrivate() {
+				out = append(out, Allow{Net: n.Masked()})
+			}
+		}
+		return out
+	}
+	if listen.IsValid() && !listen.IsUnspecified() {
+		for _, f := range ifaces {
+			for _, n := range f.nets {
+				if n.Addr() == listen.Unmap() && n.Addr().IsPrivate() {
+					return []Allow{{Net: n.Masked()}}
+				}
+			}
+		}
+		return nil
+	}
+	for _, f := range ifaces {
+		if f.name == route && !sideInterface(f.name) {
+			if out := private(f); len(out) > 0 {
+				return out
+			}
+		}
+	}
+	for _, f := range ifaces {
+		if !sideInterface(f.name) {
+			if out := private(f); len(out) > 0 {
+				return out
+			}
+		}
+	}
+	return nil
+}
+
+// defaultRouteInterface names the interface of the IPv4 default route,
+// read from Linux's routing table; "" elsewhere or when there is none.
+func defaultRouteInterface() string {
+	b, err := os.ReadFile("/proc/net/route")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 2 && f[1] == "00000000" {
+			return f[0]
+		}
+	}
+	return ""
+}
+
+// ParseAllowed reads a comma-separated list of networks (10.0.0.0/8),
+// addresses (192.168.1.23) and addresses with a port (192.168.1.10:8000,
+// [fd00::5]:8000), as the presenter gives them. Only an address with its
+// port lets the room call this machine itself.
+func ParseAllowed(s string) ([]Allow, error) {
+	var out []Allow
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
 		}
 		if p, err := netip.ParsePrefix(part); err == nil {
-			out = append(out, p.Masked())
+			out = append(out, Allow{Net: p.Masked()})
+			continue
+		}
+		if ap, err := netip.ParseAddrPort(part); err == nil && ap.Port() != 0 {
+			ip := ap.Addr().Unmap()
+			out = append(out, Allow{Net: netip.PrefixFrom(ip, ip.BitLen()), Port: ap.Port()})
 			continue
 		}
 		ip, err := netip.ParseAddr(part)
 		if err != nil {
-			return nil, fmt.Errorf("%q is neither a network (192.168.1.0/24) nor an address", part)
+			return nil, fmt.Errorf("%q is neither a network (192.168.1.0/24), an address nor an address with its port (192.168.1.10:8000)", printable(part, 60))
 		}
-		out = append(out, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
+		out = append(out, Allow{Net: netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen())})
 	}
 	return out, nil
 }
 
+// localAddrs are every address of this machine's interfaces, loopback
+// ones among them.
 func localAddrs() []netip.Addr {
 	var out []netip.Addr
 	ifaddrs, _ := net.InterfaceAddrs()
 	for _, a := range ifaddrs {
 		if n, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(n.IP); ok && !ip.IsLoopback() {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
 				out = append(out, ip.Unmap())
 			}
 		}
@@ -114,31 +236,27 @@ func localAddrs() []netip.Addr {
 }
 
 // Allowed returns the networks the room may call.
-func (g *Guard) Allowed() []netip.Prefix {
+func (g *Guard) Allowed() []Allow {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return append([]netip.Prefix(nil), g.allowed...)
+	return append([]Allow(nil), g.allowed...)
 }
 
 // SetAllowed replaces the networks the room may call (the presenter's).
-func (g *Guard) SetAllowed(p []netip.Prefix) {
+func (g *Guard) SetAllowed(p []Allow) {
 	g.mu.Lock()
-	g.allowed = append([]netip.Prefix(nil), p...)
+	g.allowed = append([]Allow(nil), p...)
 	g.mu.Unlock()
 }
 
-// NoteSelf adds an address this server was reached at, and its port
-// when the guard knew none: a server told no listening address learns
-// it from its requests.
+// NoteSelf adds an address this server was reached at: the room never
+// calls it.
 func (g *Guard) NoteSelf(ap netip.AddrPort) {
 	if !ap.IsValid() {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.selfPort == 0 {
-		g.selfPort = ap.Port()
-	}
 	ip := ap.Addr().Unmap()
 	for _, s := range g.self {
 		if s == ip {
@@ -166,26 +284,35 @@ func (g *Guard) Check(ap netip.AddrPort) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	ap = netip.AddrPortFrom(ip, ap.Port())
 	for _, s := range g.self {
-		if ip != s {
-			continue
-		}
-		if ip.IsLoopback() || ap.Port() == g.selfPort {
-			return pay.Errorf(pay.EFORBIDDEN, "%s is this server itself, not your endpoint: give the address of your own computer on the room's network.", ap)
+		if ip == s && !g.exactly(ap) {
+			return pay.Errorf(pay.EFORBIDDEN, "%s is this server itself or its own computer, not your endpoint: give the address of your own computer on the room's network.", ap)
 		}
 	}
-	if ip.IsLoopback() && !g.allows(ip) {
+	if ip.IsLoopback() && !g.allows(ap) {
 		return pay.Errorf(pay.EFORBIDDEN, "%s is the room's own computer (loopback), not yours: give your computer's address on the room's network.", ip)
 	}
-	if !g.allows(ip) {
+	if !g.allows(ap) {
 		return pay.Errorf(pay.EFORBIDDEN, "The room calls only the networks the presenter allows (%s); %s is outside them.", g.allowedText(), ip)
 	}
 	return nil
 }
 
-func (g *Guard) allows(ip netip.Addr) bool {
+// exactly reports whether the presenter allowed ap by its address and
+// port.
+func (g *Guard) exactly(ap netip.AddrPort) bool {
+	for _, a := range g.allowed {
+		if a.exactly(ap) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *Guard) allows(ap netip.AddrPort) bool {
 	for _, p := range g.allowed {
-		if p.Contains(ip) {
+		if p.allows(ap) {
 			return true
 		}
 	}

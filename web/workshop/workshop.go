@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -134,7 +133,7 @@ type Mine struct {
 type Scoreboard struct {
 	On      bool
 	Faults  sim.GatewayBaseFaults
-	Allowed []netip.Prefix
+	Allowed []Allow
 	Rows    []Row
 	Queued  int
 	Queue   int
