@@ -11,6 +11,7 @@ import (
 
 	"paytwice/pay"
 	"paytwice/sim"
+	"paytwice/web/board"
 	"paytwice/web/workshop"
 )
 
@@ -128,7 +129,27 @@ func gatewayURL(r *http.Request, path string) string {
 	return scheme + "://" + r.Host + path
 }
 
+// What the board shows of a student's own text: their name was checked
+// when they registered; their endpoint's address and the reasons quoted
+// from its answers are cut and drawn printable, so no control or bidi
+// character reorders the row.
+const (
+	shownEndpoint = 64
+	shownReason   = 180
+)
+
+// shownRow is r as the board and the API show it.
+func shownRow(r workshop.Row) workshop.Row {
+	r.Name = board.Plain(r.Name, 40)
+	r.Endpoint = board.Plain(r.Endpoint, shownEndpoint)
+	r.Run.FirstSafety = board.Plain(r.Run.FirstSafety, shownReason)
+	r.Run.FirstFailure = board.Plain(r.Run.FirstFailure, shownReason)
+	r.Run.Message = board.Plain(r.Run.Message, shownReason)
+	return r
+}
+
 func studentJSON(m workshop.Row) WorkshopStudent {
+	m = shownRow(m)
 	return WorkshopStudent{Name: m.Name, Endpoint: m.Endpoint, State: string(m.Run.State), Place: m.Place,
 		Cases: m.Run.Done, Passed: m.Run.Passed, Failed: m.Run.Failed, FirstSafety: m.Run.FirstSafety,
 		FirstFailure: m.Run.FirstFailure, Message: m.Run.Message, Charges: m.Charges, Faults: m.Run.Faults}

@@ -26,6 +26,7 @@ func (h workshopHandlers) pageRoutes(e *echo.Echo, presenterOnly echo.Middleware
 }
 
 func rowView(r workshop.Row) views.WorkshopRow {
+	r = shownRow(r)
 	return views.WorkshopRow{Name: r.Name, Endpoint: r.Endpoint, State: string(r.Run.State), Place: r.Place,
 		Cases: r.Run.Done, Passed: r.Run.Passed, Failed: r.Run.Failed, FirstSafety: r.Run.FirstSafety,
 		FirstFail: r.Run.FirstFailure, Message: r.Run.Message, Charges: r.Charges}

@@ -457,3 +457,35 @@ func TestWorkshopFaultOnlySettingsKeepItOpen(t *testing.T) {
 		t.Fatalf("after on=false the workshop is still open")
 	}
 }
+
+// TestWorkshopRowsShowStudentTextPlain: what a student's endpoint said,
+// and its address, reach the board cut and with no control or bidi
+// character left to reorder the row.
+func TestWorkshopRowsShowStudentTextPlain(t *testing.T) {
+	row := workshop.Row{Name: "Ada", Endpoint: "http://127.0.0.2:8000/" + strings.Repeat("v1/", 40) + "payments"}
+	row.Run.FirstSafety = "case 1, replay: answered \u202egnirts\u202c\x1b[31m red"
+	row.Run.FirstFailure = "line\u2066one\u2069"
+	row.Run.Message = "The checker could not test your endpoint: \u200fx"
+	for _, shown := range []struct{ endpoint, safety, failure, message string }{
+		func() struct{ endpoint, safety, failure, message string } {
+			v := studentJSON(row)
+			return struct{ endpoint, safety, failure, message string }{v.Endpoint, v.FirstSafety, v.FirstFailure, v.Message}
+		}(),
+		func() struct{ endpoint, safety, failure, message string } {
+			v := rowView(row)
+			return struct{ endpoint, safety, failure, message string }{v.Endpoint, v.FirstSafety, v.FirstFail, v.Message}
+		}(),
+	} {
+		for _, s := range []string{shown.endpoint, shown.safety, shown.failure, shown.message} {
+			if strings.ContainsAny(s, "\u202e\u202c\u2066\u2069\u200f\x1b") {
+				t.Errorf("%q keeps a control or bidi character", s)
+			}
+		}
+		if n := len([]rune(shown.endpoint)); n > shownEndpoint || !strings.HasSuffix(shown.endpoint, "…") {
+			t.Errorf("the endpoint is shown as %q (%d characters), want it cut to %d", shown.endpoint, n, shownEndpoint)
+		}
+		if !strings.Contains(shown.safety, "gnirts") {
+			t.Errorf("the reason lost its text: %q", shown.safety)
+		}
+	}
+}

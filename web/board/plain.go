@@ -49,4 +49,9 @@ func plain(s string, n int) string {
 	return b.String()
 }
 
+// Plain is plain for the other tables of the board (the workshop's): s
+// with every character that is not printable, bidi and other formatting
+// controls among them, replaced by '?', cut to n characters.
+func Plain(s string, n int) string { return plain(s, n) }
+
 func shortOrderID(s string) string { return plain(s, shownOrderID) }
