@@ -287,6 +287,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.narration = lesson.NewNarrator(s.lessons, s.room, s.hub)
 	s.judge = &puzzleJudge{room: s.room, hub: s.hub, charges: s.orderCharges, logf: s.logf}
 	s.workshopGuard, s.workshop = newWorkshop(cfg, clock.Now)
+	s.limits.knownGateway = s.workshop.Known
 	s.workshop.Start(s.baseCtx)
 	// The handler groups hold what they use: make them once it all is.
 	s.echo = s.routes()

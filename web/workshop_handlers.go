@@ -272,10 +272,11 @@ func (h workshopHandlers) ask(r *http.Request) (workshop.Mine, error) {
 // handleGateway is a student's gateway: charges and their books, nothing
 // that changes its switches (those are the presenter's and the checker's).
 func (h workshopHandlers) handleGateway(c echo.Context) error {
-	g, ok := h.ws.Gateway(c.Param("secret"))
-	if !ok {
-		return pay.Errorf(pay.ENOTFOUND, "No student's gateway is at this address: copy it again from your workshop page.")
+	g, leave, err := h.ws.EnterGateway(c.Param("secret"))
+	if err != nil {
+		return err
 	}
+	defer leave()
 	r := c.Request()
 	prefix := workshopGateways + c.Param("secret")
 	http.StripPrefix(prefix, g).ServeHTTP(c.Response(), r)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -486,6 +487,28 @@ func TestWorkshopRowsShowStudentTextPlain(t *testing.T) {
 		}
 		if !strings.Contains(shown.safety, "gnirts") {
 			t.Errorf("the reason lost its text: %q", shown.safety)
+		}
+	}
+}
+
+// TestWorkshopGuessedGatewaysAreCounted: a known student's gateway is
+// left to the servers charging through it, but requests to secrets that
+// are nobody's are counted like any request, so guessing is bounded.
+func TestWorkshopGuessedGatewaysAreCounted(t *testing.T) {
+	l := DefaultLimits.withDefaults()
+	limits := newRequestLimits(l, time.Now, func(*http.Request) string { return "192.168.1.1" }, func(*http.Request) bool { return false })
+	limits.knownGateway = func(secret string) bool { return secret == "known" }
+	for _, c := range []struct {
+		path    string
+		counted bool
+	}{
+		{workshopGateways + "known/charges", false},
+		{workshopGateways + "guessed/charges", true},
+		{workshopGateways + "/charges", true},
+	} {
+		share, _ := limits.bucketFor(httptest.NewRequest(http.MethodPost, c.path, nil))
+		if (share != nil) != c.counted {
+			t.Errorf("%s: counted %v, want %v", c.path, share != nil, c.counted)
 		}
 	}
 }

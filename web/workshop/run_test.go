@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/pay/check"
 )
 
@@ -47,4 +48,33 @@ func TestRunFinishSaysWhatHappened(t *testing.T) {
 			t.Fatalf("%+v, want 3 cases, 2 passed, 1 failed with its reason", r)
 		}
 	})
+}
+
+// TestGatewayAtOnce: a student's gateway answers at most MaxGatewayAtOnce
+// requests from outside at once, and takes more as answers go.
+func TestGatewayAtOnce(t *testing.T) {
+	w := New(Config{Guard: NewGuard(Nets()), Now: time.Now})
+	st := &student{secret: "s3cr3t", gw: nil}
+	w.bySecret[st.secret] = st
+	if _, _, err := w.EnterGateway("guessed"); pay.ErrorCode(err) != pay.ENOTFOUND {
+		t.Fatalf("an unknown secret: %v, want not found", err)
+	}
+	var leaves []func()
+	for range MaxGatewayAtOnce {
+		_, leave, err := w.EnterGateway(st.secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaves = append(leaves, leave)
+	}
+	if _, _, err := w.EnterGateway(st.secret); pay.ErrorCode(err) != pay.EBUSY {
+		t.Fatalf("one past the bound: %v, want busy", err)
+	}
+	leaves[0]()
+	if _, _, err := w.EnterGateway(st.secret); err != nil {
+		t.Fatalf("after one answer: %v", err)
+	}
+	if !w.Known(st.secret) || w.Known("guessed") {
+		t.Fatal("Known is wrong")
+	}
 }

@@ -49,6 +49,9 @@ const (
 	DefaultPerAddress     = 4
 	DefaultRunLimit       = 3 * time.Minute
 	DefaultRequestTimeout = 5 * time.Second
+	// MaxGatewayAtOnce bounds the requests one student's gateway answers
+	// at once (a run's storm sends check.DefaultStorm).
+	MaxGatewayAtOnce = 64
 	// gatewayHost is the name the checker reaches a student's gateway by:
 	// the requests never leave the process (Config.GatewayTransport).
 	gatewayHost = "http://gateway.workshop.invalid"
@@ -92,6 +95,7 @@ type student struct {
 	gw              *sim.GatewayHandler
 	registered      time.Time
 	run             Run
+	atGateway       int // requests from outside its gateway is answering
 }
 
 // Run is what the board shows of a student's latest run.
@@ -291,6 +295,34 @@ func (w *Workshop) Gateway(secret string) (http.Handler, bool) {
 		return nil, false
 	}
 	return st.gw, true
+}
+
+// Known reports whether secret is a student's gateway.
+func (w *Workshop) Known(secret string) bool {
+	_, ok := w.Gateway(secret)
+	return ok
+}
+
+// EnterGateway is the student's gateway for one request from outside,
+// and leave to call when it is answered: a gateway takes at most
+// MaxGatewayAtOnce requests at once, well past what a run's storm sends,
+// so a loop on a student's laptop cannot tie up the room.
+func (w *Workshop) EnterGateway(secret string) (h http.Handler, leave func(), err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st, ok := w.bySecret[secret]
+	if !ok {
+		return nil, nil, pay.Errorf(pay.ENOTFOUND, "No student's gateway is at this address: copy it again from your workshop page.")
+	}
+	if st.atGateway >= MaxGatewayAtOnce {
+		return nil, nil, pay.Errorf(pay.EBUSY, "Your gateway is already answering %d requests at once: wait for their answers before sending more.", MaxGatewayAtOnce)
+	}
+	st.atGateway++
+	return st.gw, func() {
+		w.mu.Lock()
+		st.atGateway--
+		w.mu.Unlock()
+	}, nil
 }
 
 // Ask queues a run of who's endpoint: one run per student at a time, in
