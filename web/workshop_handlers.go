@@ -259,14 +259,14 @@ func (h workshopHandlers) handleRunJSON(c echo.Context) error {
 // ask queues the caller's run, within their address's share of runs.
 func (h workshopHandlers) ask(r *http.Request) (workshop.Mine, error) {
 	if _, ok := h.ws.Mine(h.who(r)); !ok {
-		return h.ws.Ask(h.who(r)) // says to register first
+		return h.ws.Ask(h.who(r), false) // says to register first
 	}
 	if !h.isPresenter(r) {
 		if wait := h.runs.take(h.clientIP(r)); wait > 0 {
 			return workshop.Mine{}, pay.Errorf(pay.EBUSY, "Your computer has asked for runs too often: ask again in %d s.", waitSeconds(wait))
 		}
 	}
-	return h.ws.Ask(h.who(r))
+	return h.ws.Ask(h.who(r), h.isPresenter(r))
 }
 
 // handleGateway is a student's gateway: charges and their books, nothing

@@ -3,6 +3,7 @@ package workshop
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +77,80 @@ func TestGatewayAtOnce(t *testing.T) {
 	}
 	if !w.Known(st.secret) || w.Known("guessed") {
 		t.Fatal("Known is wrong")
+	}
+}
+
+// TestQueueFairness: the presenter's runs go ahead of the class's, one
+// address holds at most PerAddress places in the queue, and registers at
+// most PerAddress students, a student who registers again counting once.
+func TestQueueFairness(t *testing.T) {
+	ctx := context.Background()
+	w := New(Config{Guard: NewGuard(Nets(netip.MustParsePrefix("127.0.0.2/32"))), Queue: 10, PerAddress: 3})
+	w.SetOn(true)
+	register := func(who, addr string) error {
+		_, err := w.Register(ctx, who, addr, "n"+who, "http://127.0.0.2:8000")
+		return err
+	}
+	for _, who := range []string{"a", "b", "c"} {
+		if err := register(who, "10.0.0.1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := register("a", "10.0.0.1"); err != nil {
+		t.Fatalf("a student registering again: %v", err)
+	}
+	if err := register("d", "10.0.0.1"); pay.ErrorCode(err) != pay.EBUSY {
+		t.Fatalf("a fourth student from one address: %v, want busy", err)
+	}
+	for _, who := range []string{"p", "q"} {
+		if err := register(who, "10.0.0.9"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, who := range []string{"a", "b", "c"} {
+		if _, err := w.Ask(who, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Ask("a", false); pay.ErrorCode(err) != pay.ECONFLICT {
+		t.Fatalf("a second run for one student: %v, want conflict", err)
+	}
+	if _, err := w.Ask("p", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Ask("q", true); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, st := range w.queue {
+		order = append(order, st.who)
+	}
+	if strings.Join(order, " ") != "p q a b c" {
+		t.Fatalf("queue %v, want the presenter's runs first, in the order asked", order)
+	}
+	w2 := New(Config{Guard: NewGuard(Nets(netip.MustParsePrefix("127.0.0.2/32"))), Queue: 10, PerAddress: 2, MaxStudents: 10})
+	w2.SetOn(true)
+	for _, who := range []string{"x", "y"} {
+		if _, err := w2.Register(ctx, who, "10.0.0.1", "n"+who, "http://127.0.0.2:8000"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w2.Ask(who, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A third student from that address, registered while it had room
+	// (from another address), waits for a place.
+	if _, err := w2.Register(ctx, "z", "10.0.0.2", "nz", "http://127.0.0.2:8000"); err != nil {
+		t.Fatal(err)
+	}
+	w2.students["z"].addr = "10.0.0.1"
+	if _, err := w2.Ask("z", false); pay.ErrorCode(err) != pay.EBUSY {
+		t.Fatalf("a third queued run from one address: %v, want busy", err)
+	}
+	if _, err := w2.Ask("z", true); err != nil {
+		t.Fatalf("the presenter's run is not bounded by the address: %v", err)
+	}
+	if DefaultPerAddress < 30 {
+		t.Fatalf("DefaultPerAddress %d is smaller than a class", DefaultPerAddress)
 	}
 }

@@ -43,10 +43,14 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultWorkers        = 2
-	DefaultQueue          = 32
-	DefaultMaxStudents    = 200
-	DefaultPerAddress     = 4
+	DefaultWorkers     = 2
+	DefaultQueue       = 32
+	DefaultMaxStudents = 200
+	// DefaultPerAddress is a class's size: a class behind one router
+	// shares one address, and a script without cookies is a new student
+	// each time, so one address registers at most this many students and
+	// holds at most this many places in the queue.
+	DefaultPerAddress     = 60
 	DefaultRunLimit       = 3 * time.Minute
 	DefaultRequestTimeout = 5 * time.Second
 	// MaxGatewayAtOnce bounds the requests one student's gateway answers
@@ -95,7 +99,8 @@ type student struct {
 	gw              *sim.GatewayHandler
 	registered      time.Time
 	run             Run
-	atGateway       int // requests from outside its gateway is answering
+	atGateway       int  // requests from outside its gateway is answering
+	first           bool // its queued run is the presenter's, ahead of the class
 }
 
 // Run is what the board shows of a student's latest run.
@@ -327,7 +332,9 @@ func (w *Workshop) EnterGateway(secret string) (h http.Handler, leave func(), er
 
 // Ask queues a run of who's endpoint: one run per student at a time, in
 // a queue of bounded length.
-func (w *Workshop) Ask(who string) (Mine, error) {
+// first puts it at the front of the queue, behind other front runs: the
+// presenter's, who never waits behind the class.
+func (w *Workshop) Ask(who string, first bool) (Mine, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st, ok := w.students[who]
@@ -337,7 +344,7 @@ func (w *Workshop) Ask(who string) (Mine, error) {
 	case !w.on:
 		return Mine{}, errClosed
 	}
-	if err := w.enqueueLocked(st); err != nil {
+	if err := w.enqueueLocked(st, first); err != nil {
 		return Mine{}, err
 	}
 	return w.mineLocked(st), nil
@@ -345,12 +352,13 @@ func (w *Workshop) Ask(who string) (Mine, error) {
 
 // AskAll queues a run of every student who has none queued or running,
 // as long as the queue has room: the presenter's re-run after flipping
-// the faults. It returns how many were queued and how many found no room.
+// the faults, queued ahead of the runs students asked for. It returns
+// how many were queued and how many found no room.
 func (w *Workshop) AskAll() (queued, left int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, st := range w.order {
-		switch err := w.enqueueLocked(st); {
+		switch err := w.enqueueLocked(st, true); {
 		case err == nil:
 			queued++
 		case pay.ErrorCode(err) == pay.EBUSY:
@@ -360,7 +368,7 @@ func (w *Workshop) AskAll() (queued, left int) {
 	return queued, left
 }
 
-func (w *Workshop) enqueueLocked(st *student) error {
+func (w *Workshop) enqueueLocked(st *student, first bool) error {
 	switch st.run.State {
 	case Queued:
 		return pay.Errorf(pay.ECONFLICT, "Your run is already waiting in the queue (%s): it starts on its own.", ordinal(w.placeLocked(st)))
@@ -370,7 +378,29 @@ func (w *Workshop) enqueueLocked(st *student) error {
 	if len(w.queue) >= w.cfg.Queue {
 		return pay.Errorf(pay.EBUSY, "%d runs are waiting already, the most the room queues: ask again in a minute.", len(w.queue))
 	}
-	w.queue = append(w.queue, st)
+	if !first {
+		// One address, a class behind one router among them, holds at most
+		// PerAddress places: one student per place.
+		n := 0
+		for _, q := range w.queue {
+			if q.addr == st.addr {
+				n++
+			}
+		}
+		if n >= w.cfg.PerAddress {
+			return pay.Errorf(pay.EBUSY, "%d runs from your computer's address are waiting already: ask again when one has started.", n)
+		}
+	}
+	if first {
+		at := 0
+		for at < len(w.queue) && w.queue[at].first {
+			at++
+		}
+		w.queue = append(w.queue[:at], append([]*student{st}, w.queue[at:]...)...)
+	} else {
+		w.queue = append(w.queue, st)
+	}
+	st.first = first
 	st.run = Run{State: Queued}
 	w.ready <- struct{}{} // never blocks: one token per queued run, at most Queue
 	return nil
