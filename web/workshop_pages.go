@@ -23,6 +23,7 @@ func (h workshopHandlers) pageRoutes(e *echo.Echo, presenterOnly echo.Middleware
 	e.GET("/workshop/-/scores", h.handleScores)
 	e.POST("/workshop/-/settings", h.handleSettingsForm, presenterOnly)
 	e.POST("/workshop/-/run-all", h.handleRunAllForm, presenterOnly)
+	e.POST("/workshop/-/hide", h.handleHideForm, presenterOnly)
 }
 
 func rowView(r workshop.Row) views.WorkshopRow {
@@ -129,6 +130,15 @@ func (h workshopHandlers) handleSettingsForm(c echo.Context) error {
 	if err := h.apply(WorkshopSettings{On: &on, Faults: sim.GatewayBaseFaults{
 		LatencyMS: latency, HoldAnswerMS: hold, DropFirstAnswer: c.FormValue("drop_first_answer") != ""}}); err != nil {
 		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/board")
+}
+
+// handleHideForm is the presenter's one click that takes a row off the
+// scoreboard.
+func (h workshopHandlers) handleHideForm(c echo.Context) error {
+	if !h.ws.Hide(c.FormValue("name")) {
+		return pay.Errorf(pay.ENOTFOUND, "The scoreboard shows no student called %q.", pay.Truncate(c.FormValue("name"), 40))
 	}
 	return c.Redirect(http.StatusSeeOther, "/board")
 }

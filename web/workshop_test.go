@@ -512,3 +512,55 @@ func TestWorkshopGuessedGatewaysAreCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkshopPresenterHidesARow: one click of the presenter's takes a
+// student's row off the scoreboard; a student cannot.
+func TestWorkshopPresenterHidesARow(t *testing.T) {
+	const token = "teach-hide-5"
+	env := newWorkshopEnvWith(t, token)
+	registerStudent(t, env, "tok-ada-"+hex.EncodeToString(randomBytes(6)), "Ada", "http://127.0.0.2:8000")
+	registerStudent(t, env, "tok-rude-"+hex.EncodeToString(randomBytes(6)), "Rude", "http://127.0.0.3:8000")
+	hide := func(name string, headers ...string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, env.URL+"/workshop/-/hide", strings.NewReader("name="+name))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	names := func() string {
+		t.Helper()
+		var b WorkshopBoard
+		r := env.send(http.MethodGet, workshopAPI, nil)
+		if err := json.Unmarshal(r.Body, &b); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range b.Students {
+			out = append(out, s.Name)
+		}
+		return strings.Join(out, " ")
+	}
+	if code := hide("Rude", "Authorization", "Bearer student"); code != http.StatusForbidden {
+		t.Fatalf("a student hiding a row: %d, want 403", code)
+	}
+	if code := hide("Rude", PresenterHeader, token); code != http.StatusSeeOther {
+		t.Fatalf("the presenter hiding a row: %d, want a redirect to the board", code)
+	}
+	if got := names(); got != "Ada" {
+		t.Fatalf("the scoreboard shows %q, want only Ada", got)
+	}
+	if code := hide("Nobody", PresenterHeader, token); code != http.StatusNotFound {
+		t.Fatalf("hiding a name nobody has: %d, want 404", code)
+	}
+	page := env.get("/workshop/-/scores", PresenterHeader, token)
+	if !strings.Contains(string(page.Body), `action="/workshop/-/hide"`) {
+		t.Fatalf("the presenter's scoreboard has no hide button: %s", page.Body)
+	}
+}

@@ -3,6 +3,7 @@ package workshop
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -152,5 +153,20 @@ func TestQueueFairness(t *testing.T) {
 	}
 	if DefaultPerAddress < 30 {
 		t.Fatalf("DefaultPerAddress %d is smaller than a class", DefaultPerAddress)
+	}
+}
+
+// TestRunFinishQuotesNoAnswerOfANonPaymentTarget: an address that is no
+// payment endpoint gets its failure named, with nothing it answered.
+func TestRunFinishQuotesNoAnswerOfANonPaymentTarget(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("%w: POST http://10.0.0.5/admin answered a first good payment (body {}) with 200 OK: secret-token=abc123; see -body and -H", check.ErrNotAccepted),
+		fmt.Errorf("%w: POST http://10.0.0.5/admin was reached, but gave no answer to a first good payment: secret-token=abc123", check.ErrNotAccepted),
+	} {
+		r := Run{State: Running}
+		r.finish(nil, err, false, false, time.Minute)
+		if r.State != NotRun || strings.Contains(r.Message, "secret-token") || !strings.Contains(r.Message, "first good payment") {
+			t.Fatalf("%q, want the kind of failure and nothing the target answered", r.Message)
+		}
 	}
 }

@@ -101,6 +101,7 @@ type student struct {
 	run             Run
 	atGateway       int  // requests from outside its gateway is answering
 	first           bool // its queued run is the presenter's, ahead of the class
+	hidden          bool // off the scoreboard, by the presenter
 }
 
 // Run is what the board shows of a student's latest run.
@@ -487,6 +488,10 @@ func (r *Run) finish(rep *check.Report, err error, stopped, overran bool, limit 
 		r.State, r.Message = NotRun, "The server stopped during the run: its cases so far are shown, the rest were never tried."
 	case cut && overran:
 		r.State, r.Message = NotRun, fmt.Sprintf("The run took longer than the %s the room gives one: its cases so far are shown.", limit)
+	case errors.Is(err, check.ErrNotAccepted):
+		// What answered may be no payment endpoint at all: the open board
+		// names the kind of failure, never a word of the answer.
+		r.State, r.Message = NotRun, "The checker could not test your endpoint: "+notAccepted(err)
 	case err != nil:
 		r.State, r.Message = NotRun, "The checker could not test your endpoint: "+oneLine(err.Error())
 	default:
@@ -504,6 +509,19 @@ func (r *Run) finish(rep *check.Report, err error, stopped, overran bool, limit 
 			}
 		}
 	}
+}
+
+// notAccepted says how an endpoint failed to take a first good payment,
+// quoting nothing it answered.
+func notAccepted(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "gave no answer"):
+		return "it was reached, but gave no answer to a first good payment."
+	case strings.Contains(msg, "was reached, but"):
+		return "it was reached, but its answer to a first good payment was past the room's bounds."
+	}
+	return "it answered a first good payment with no success, so it is not taking payments as the workshop's are sent (try paytwice check against it on your own computer)."
 }
 
 // note counts one case's verdict.
@@ -530,9 +548,27 @@ func (w *Workshop) Scoreboard() Scoreboard {
 	defer w.mu.Unlock()
 	b := Scoreboard{On: w.on, Faults: w.faults, Allowed: w.cfg.Guard.Allowed(), Queued: len(w.queue), Queue: w.cfg.Queue}
 	for _, st := range w.order {
-		b.Rows = append(b.Rows, w.rowLocked(st))
+		if !st.hidden {
+			b.Rows = append(b.Rows, w.rowLocked(st))
+		}
 	}
 	return b
+}
+
+// Hide takes the student called name off the scoreboard, as the
+// presenter does with a name or a reason unfit for the projector; their
+// gateway and own page go on. It reports whether such a student was
+// shown.
+func (w *Workshop) Hide(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, st := range w.order {
+		if st.name == name && !st.hidden {
+			st.hidden = true
+			return true
+		}
+	}
+	return false
 }
 
 func (w *Workshop) rowLocked(st *student) Row {
