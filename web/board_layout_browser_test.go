@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"paytwice/pay"
+	"paytwice/sim"
 	"paytwice/views"
 	"paytwice/web/room/lesson"
 	"strings"
@@ -289,7 +290,11 @@ const boardOrdersMeasure = `(() => {
 // fourth chapter outside a full run: sweepChapters.)
 func TestBrowserBoardThirtyStudents(t *testing.T) {
 	browserSideBySide(t)
-	env := newTestEnv(t, Config{})
+	// The board paces one address's share by its own clock: the class
+	// pays in one instant of it, and the teacher moves on seconds later,
+	// not within the same second as the test would.
+	teacher := sim.NewManualClock(time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
+	env := newTestEnv(t, Config{BoardClock: teacher.Now})
 	// A room's address: the join panel shows it and its QR code.
 	env.Server.listenAddr.Store(&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 8080})
 	ctx := liveBrowser(t, 1920, 1080)
@@ -316,6 +321,7 @@ func TestBrowserBoardThirtyStudents(t *testing.T) {
 	}
 	boardViewport(t, ctx, 1920, 1080)
 	for n, ch := range sweepChapters(lesson.Build(env.Server.cfg.LockTimeout)) {
+		teacher.Advance(5 * time.Second)
 		if err := env.Server.startLesson(context.Background(), ch.Slug, "test"); err != nil {
 			t.Fatal(err)
 		}

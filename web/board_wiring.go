@@ -18,7 +18,7 @@ import (
 func (s *Server) live() *board.Board {
 	s.liveOnce.Do(func() {
 		s.proj = board.Start(board.Config{
-			Store: s.db, Hub: s.hub, Clock: s.clock, Steps: s.steps, Ctx: s.baseCtx, Logf: s.logf,
+			Store: s.db, Hub: s.hub, Clock: s.clock, Steps: s.steps, Ctx: s.baseCtx, Logf: s.logf, Wall: s.cfg.BoardClock,
 			Switches: func() views.FaultSwitches {
 				return views.FaultSwitches{Faults: s.currentFaults(), ClockOffset: s.clock.Offset()}
 			},

@@ -237,10 +237,15 @@ func liveEval[T any](t *testing.T, ctx context.Context, expr string) T {
 // fails the test with what after the timeout, showing the page's state.
 func liveWait(t *testing.T, ctx context.Context, what string, timeout time.Duration, cond string) {
 	t.Helper()
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](cond,
+	// A page that is swapping a panel in has, for an instant, neither the
+	// old element nor the new one: a condition that reads it then throws,
+	// which is "not yet", not a failure. The last such error is shown if
+	// the wait times out.
+	guarded := "(() => { try { return !!(" + cond + "); } catch (e) { window.__liveWaitError = String(e); return false; } })()"
+	_, err := chromedp.Run(ctx, chromedp.Poll[bool](guarded,
 		chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(25*time.Millisecond)))
 	if err != nil {
-		state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.getElementById("pay-status")||{}).textContent + " | timeline: " + ((document.getElementById("timeline")||{}).innerText||"").slice(0, 600)`))
+		state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(window.__liveWaitError ? "last error: " + window.__liveWaitError + " | " : "") + (document.getElementById("pay-status")||{}).textContent + " | timeline: " + ((document.getElementById("timeline")||{}).innerText||"").slice(0, 600)`))
 		t.Fatalf("waiting for %s (%s): %v\npage: %s", what, cond, err, state)
 	}
 }
@@ -262,8 +267,21 @@ func liveNoCSPViolations(t *testing.T, ctx context.Context) {
 
 // liveClick clicks an element; two of them make a double-click (chromedp's
 // DoubleClick sends one click event with a count of two).
+//
+// A page that redraws the element between the query and the click (htmx
+// swapping a panel in) makes Chrome answer "Could not find node": the
+// mouse was not pressed then (that comes last), so the click is tried
+// again on the element drawn in its place, as a person would.
 func liveClick(sel string) chromedp.Action[chromedp.Void] {
-	return chromedp.Click(chromedp.CSS(sel))
+	click := chromedp.Click(chromedp.CSS(sel))
+	return func(ctx context.Context, target *chromedp.Target) (chromedp.Void, error) {
+		for try := 1; ; try++ {
+			v, err := click(ctx, target)
+			if err == nil || try == 5 || !strings.Contains(err.Error(), "Could not find node") {
+				return v, err
+			}
+		}
+	}
 }
 
 // liveType focuses the element sel and types text into it key by key, as

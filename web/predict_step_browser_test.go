@@ -55,7 +55,7 @@ func TestBrowserPredictStepQuestion(t *testing.T) {
 
 	liveDo(t, board, "Next on the row", liveClick(`#step-held [data-step="next"]`))
 	liveWait(t, phone, "the vote closed by the step", 10*time.Second, `!document.querySelector("#poll [data-poll-answer]")`)
-	liveDo(t, board, "revealing", chromedp.ScrollIntoView(chromedp.CSS("#poll [data-poll-reveal]")), liveClick("#poll [data-poll-reveal]"))
+	liveDo(t, board, "revealing", liveClick("#poll [data-poll-reveal]"))
 	liveWait(t, phone, "the phone's answer outlined as what the request did", 10*time.Second,
 		`!!document.querySelector('#poll .poll-choice.right.mine[data-choice="0"]') && document.getElementById("poll-outcome").textContent.includes("claimed the key")`)
 	if r := env.send(http.MethodPost, "/api/step/play", nil, PresenterHeader, token); r.Status != http.StatusOK {

@@ -96,6 +96,10 @@ type Config struct {
 	// by; nil means the wall clock. (The room's clock, which the
 	// presenter may move, is never it.)
 	LimitsClock func() time.Time
+	// BoardClock is the real time that paces the board's shares and its
+	// busy mode (web/board); nil means the wall clock. Like LimitsClock,
+	// never the room's clock.
+	BoardClock func() time.Time
 	// Name names this server among the several that may share one
 	// database (-name): the timeline says which server handled each
 	// request. "" for a server on its own.
@@ -247,6 +251,9 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		sleep:  pay.Sleep,
 	}
 	s.hub.SetServer(cfg.Name)
+	if cfg.BoardClock != nil {
+		s.hub.SetWall(cfg.BoardClock)
+	}
 	s.hub.SetShares(cfg.Limits.TimelinePerSource, cfg.Limits.TimelineTotal)
 	if s.ledger == nil {
 		panic("web: NewServer needs Config.Ledger (the payments store itself when it holds the ledger's tables)")

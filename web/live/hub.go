@@ -132,6 +132,8 @@ const DefaultSize = 4096
 // Hub is the event hub. The zero value is not usable; call New.
 type Hub struct {
 	now func() time.Time
+	// wall is the real time that stamps Arrived (SetWall).
+	wall func() time.Time
 	// server is the name stamped on this server's own events (SetServer).
 	server string
 	// epoch names this life of the hub (epoch.go).
@@ -165,7 +167,7 @@ func New(size int, now func() time.Time) *Hub {
 	if now == nil {
 		now = time.Now
 	}
-	return &Hub{now: now, epoch: newEpoch(), ring: make([]*Entry, size), next: 1, wake: make(chan struct{}),
+	return &Hub{now: now, wall: time.Now, epoch: newEpoch(), ring: make([]*Entry, size), next: 1, wake: make(chan struct{}),
 		kept: newKeeper(DefaultKeptPerSource, DefaultKeptTotal)}
 }
 
@@ -173,6 +175,11 @@ func New(size int, now func() time.Time) *Hub {
 // before the first Publish. Without it events carry no server, as on a
 // server of its own.
 func (h *Hub) SetServer(name string) { h.server = name }
+
+// SetWall sets the real time that stamps each event's Arrived (the board
+// paces callers' shares by it); call it before the first Publish. The
+// default is the wall clock.
+func (h *Hub) SetWall(wall func() time.Time) { h.wall = wall }
 
 // Publish numbers e, stamps it with the time and this server's name
 // (unless e names a server inside this process: the lab's lock in memory
@@ -182,7 +189,7 @@ func (h *Hub) Publish(e Event) Event {
 		e.Server = h.server
 	}
 	if e.Arrived.IsZero() {
-		e.Arrived = time.Now()
+		e.Arrived = h.wall()
 	}
 	return h.publish(&e, false)
 }
