@@ -835,6 +835,13 @@
         setStatus("checking", [badge("500", "bad"), res.replayed ? " The server's saved answer for this key is a failure, and it is final: looking the order up before anything else." :
           " The server failed after it started: looking the order up before anything else."]);
       }
+      return lookUpBeforeAnythingElse(ord, n, res);
+    }
+
+    // lookUpBeforeAnythingElse looks the order up after a final answer
+    // that leaves the charge unknown (500, 504): paid is the answer the
+    // card shows; otherwise res carries the state the look-up said.
+    async function lookUpBeforeAnythingElse(ord, n, res) {
       var found = await lookUp(ord, n, "");
       if (found.state === "paid") {
         var ch = found.charges[found.charges.length - 1];
@@ -852,14 +859,7 @@
       if (ord === action) {
         setStatus("checking", [badge("504", "bad"), " The gateway did not answer, so it may have charged: looking the order up before anything else."]);
       }
-      var found = await lookUp(ord, n, "");
-      if (found.state === "paid") {
-        var ch = found.charges[found.charges.length - 1];
-        return { status: 200, reconciled: true, body: { status: "paid", charge_id: ch.charge_id } };
-      }
-      res.lookup = found.state;
-      res.retryLookupSeconds = found.retryAfter;
-      return res;
+      return lookUpBeforeAnythingElse(ord, n, res);
     }
 
     async function click() {
