@@ -45,6 +45,7 @@ func runPython(t *testing.T, py string, args ...string) (string, int) {
 }
 
 func TestTheArticlesClientOnALostResponse(t *testing.T) {
+	waitsSideBySide(t) // on the clients' waits for an answer the server never sends
 	py := python3(t)
 	target := newPayTarget(t)
 	url := target.url + "/v1/payments"

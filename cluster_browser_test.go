@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -128,9 +129,61 @@ func TestBrowserDoubleClickLandsOnTwoServers(t *testing.T) {
 	})
 }
 
-// clusterBrowser starts a headless Chromium with a fresh profile: the
-// one at $PAYTWICE_BROWSER, else Debian's. Without one the test skips,
-// except with CI=true, where it fails: CI must run it.
+// sharedBrowser is the one headless Chromium the package's browser tests
+// share: starting one costs seconds on a busy machine, and each test
+// started its own. Each test has a browser context of its own in it
+// (cookies, storage and cache of its own, as a fresh profile had). It
+// starts with the first test that needs it; TestMain stops it.
+var sharedBrowser struct {
+	once sync.Once
+	ctx  context.Context // the browser's first tab, which stays blank
+	err  error
+	stop func()
+}
+
+// startSharedBrowser starts the package's browser once; later calls
+// return the same one, or the same error.
+func startSharedBrowser(path string) (context.Context, error) {
+	sharedBrowser.once.Do(func() {
+		profile, err := os.MkdirTemp("", "paytwice-chromium-")
+		if err != nil {
+			sharedBrowser.err = err
+			return
+		}
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+			chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+			chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+			chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-dev-shm-usage", true),
+			chromedp.UserDataDir(profile), chromedp.WindowSize(1366, 900))
+		ctx, cancelBrowser := chromedp.NewContext(alloc)
+		sharedBrowser.stop = func() {
+			cancelBrowser()
+			cancelAlloc()
+			_ = os.RemoveAll(profile) // the browser has exited; a leftover file is harmless
+		}
+		// Start the browser with no deadline: one on its first run would
+		// bound the browser's life.
+		if err := chromedp.Do(ctx); err != nil {
+			sharedBrowser.err = fmt.Errorf("starting %s: %w", path, err)
+			return
+		}
+		sharedBrowser.ctx = ctx
+	})
+	return sharedBrowser.ctx, sharedBrowser.err
+}
+
+// stopSharedBrowser ends the package's browser, if a test started it.
+func stopSharedBrowser() {
+	if sharedBrowser.stop != nil {
+		sharedBrowser.stop()
+	}
+}
+
+// clusterBrowser opens a browser context of the test's own in the
+// package's headless Chromium (the one at $PAYTWICE_BROWSER, else
+// Debian's), bounded by ctx and closed when the test ends. Without a
+// browser the test skips, except with CI=true, where it fails: CI must
+// run it.
 func clusterBrowser(ctx context.Context, t *testing.T) context.Context {
 	t.Helper()
 	path := ""
@@ -146,17 +199,16 @@ func clusterBrowser(ctx context.Context, t *testing.T) context.Context {
 		}
 		t.Skip("no browser found; install chromium or set PAYTWICE_BROWSER (in CI this fails)")
 	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1366, 900))
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
-	// Start the browser with no deadline (one on its first run would
-	// bound the browser's life), then bound the test by ctx.
+	shared, err := startSharedBrowser(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser, cancelBrowser := chromedp.NewContext(shared, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancelBrowser)
+	// Open the test's first tab with no deadline, then bound the test by
+	// ctx.
 	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("starting %s: %v", path, err)
+		t.Fatalf("opening a browser context in %s: %v", path, err)
 	}
 	bounded, cancel := context.WithCancel(browser)
 	stop := context.AfterFunc(ctx, cancel)
@@ -172,11 +224,13 @@ func browse(t *testing.T, ctx context.Context, what string, steps ...chromedp.Ac
 	}
 }
 
-// waitFor polls a condition in the page, for at most ten seconds.
+// waitFor polls a condition in the page, for at most a minute: what it
+// waits for takes milliseconds on an idle machine, seconds on a loaded
+// one under -race; the bound only keeps a broken test from hanging.
 func waitFor(t *testing.T, ctx context.Context, what, cond string) {
 	t.Helper()
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond,
-		chromedp.WithPollingTimeout(10*time.Second), chromedp.WithPollingInterval(25*time.Millisecond))); err != nil {
+		chromedp.WithPollingTimeout(time.Minute), chromedp.WithPollingInterval(25*time.Millisecond))); err != nil {
 		state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.getElementById("pay-status")||{}).textContent`))
 		t.Fatalf("waiting for %s: %v\npage: %s", what, err, state)
 	}

@@ -388,3 +388,27 @@ func TestBenchDoesNotRedialARequestThatTimedOut(t *testing.T) {
 		t.Errorf("the request after the time-out was answered on connection %q (%v), want the second one, 1", a.body, a.err)
 	}
 }
+
+// TestBenchViewersTimeARowOnceOnEachPage: a done row drawn again in later
+// frames (its panel redrawn, or the whole page after a gap) is not a new
+// delivery; only its first showing on each sampled page is timed.
+func TestBenchViewersTimeARowOnceOnEachPage(t *testing.T) {
+	v := &viewers{prefix: "run-", paid: map[string]time.Time{}, seen: map[string]int{}}
+	v.paidAt("run-1", time.Now())
+	v.paidAt("run-2", time.Now())
+	row := func(key string) string {
+		return `data: <tr class="key-done"><td><code title="` + key + `">` + key + "</code></td></tr>\n"
+	}
+	stream := "id: 1\nevent: frame\n" + row("run-1") + "\n" +
+		"id: 2\nevent: frame\n" + row("run-1") + row("run-2") + "\n" +
+		"id: 3\nevent: frame\n" + row("run-2") + row("run-1") + row("old-9") + "\n"
+	for range 2 { // two sampled pages
+		v.read(strings.NewReader(stream))
+	}
+	if len(v.delay) != 4 {
+		t.Fatalf("%d deliveries timed, want 4 (two rows on two pages): %v", len(v.delay), v.delay)
+	}
+	if v.seen["run-1"] != 2 || v.seen["run-2"] != 2 {
+		t.Fatalf("pages that saw each row: %v, want 2 each", v.seen)
+	}
+}

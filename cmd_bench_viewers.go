@@ -96,8 +96,12 @@ var (
 )
 
 // read follows one stream and notes when each key is first shown done.
+// A done row is drawn again whenever its panel is (the newest keys' panel
+// on each change, the whole page after a gap): only its first showing on
+// this stream is a delivery.
 func (v *viewers) read(r io.Reader) {
 	br := bufio.NewReaderSize(r, 64<<10)
+	already := map[string]bool{}
 	for {
 		line, err := br.ReadSlice('\n')
 		if err != nil && err != bufio.ErrBufferFull {
@@ -118,7 +122,10 @@ func (v *viewers) read(r io.Reader) {
 			if end < 0 {
 				break
 			}
-			v.shown(string(line[:end]), time.Now())
+			if key := line[:end]; !already[string(key)] {
+				already[string(key)] = true
+				v.shown(string(key), time.Now())
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -148,12 +151,48 @@ var testBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
+// TestMain lets the tests that wait side by side (waitsSideBySide,
+// clientsSideBySide) be more than the machine's cores. An explicit
+// -parallel wins.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(6, runtime.GOMAXPROCS(0))))
+	}
 	code := m.Run()
+	stopSharedBrowser()
 	if bin, err := testBinary(); err == nil && bin != "" {
 		os.RemoveAll(filepath.Dir(bin))
 	}
 	os.Exit(code)
+}
+
+// waitsSideBySide marks a test whose time goes in waiting on a client's
+// backoff, a gateway's latency or a browser's page, on servers and files
+// of its own: it runs beside the other such tests (t.Parallel), after
+// the package's other tests, none of which it can see. Call it first.
+func waitsSideBySide(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
+// clientTurns holds one token per graded client running. The proxy
+// grades a client's backoff by the waits it measures (rule 7: they grow,
+// and they are spread): many clients at once on two busy cores would
+// wake late enough to blur them. Three at once under the race detector,
+// beside the web package's tests, blurred a client with no jitter into
+// one that passes rule 7: one at a time.
+var clientTurns = make(chan struct{}, 1)
+
+// clientsSideBySide is waitsSideBySide for a test whose client the proxy
+// grades: it runs beside the others, len(clientTurns) at a time.
+func clientsSideBySide(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	clientTurns <- struct{}{}
+	t.Cleanup(func() { <-clientTurns })
 }
 
 func binary(t *testing.T) string {

@@ -105,14 +105,15 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal("the server never answered enough payments")
 	}
 	// Watch the file from here (SQLite lets a second process read it) and
-	// kill as soon as enough keys are started. The wait is bounded: if the
-	// moment never comes, the kill happens anyway and the check below
+	// kill as soon as enough keys are started. The wait is bounded (by a
+	// minute, which a loaded machine under -race does not come near): if
+	// the moment never comes, the kill happens anyway and the check below
 	// reports it.
 	watch, err := store.Open(dbPath, store.Options{Schema: pay.SchemaPayments})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 1000 {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		started, _, err := watch.KeyCounts(ctx)
 		if err != nil || started >= killWhenStarted {
 			break

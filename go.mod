@@ -16,6 +16,7 @@ require (
 	github.com/pb33f/libopenapi-validator v0.16.3
 	github.com/stripe/stripe-go/v85 v85.0.0
 	golang.org/x/net v0.63.0
+	golang.org/x/sys v0.50.0
 	modernc.org/sqlite v1.63.0
 	rsc.io/qr v0.2.0
 )
@@ -52,7 +53,6 @@ require (
 	golang.org/x/crypto v0.59.0 // indirect
 	golang.org/x/mod v0.43.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	golang.org/x/tools v0.52.0 // indirect

@@ -249,7 +249,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	printURLs(stdout, ln.Addr().(*net.TCPAddr), boardToken)
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
+	go func() { serveErr <- hs.Serve(srv.Listener(ln)) }()
 	jobs := make(chan struct{})
 	go func() {
 		defer close(jobs)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -87,13 +88,27 @@ func wantGrades(t *testing.T, c proxy.ClientReport, broken []proxy.Rule, unjudge
 	got, summary := verdicts(c)
 	t.Logf("grades:\n%s", summary)
 	if !slices.Equal(got, broken) {
-		t.Fatalf("broken rules %v, want %v:\n%s", got, broken, summary)
+		t.Fatalf("broken rules %v, want %v:\n%s\nrule 7's waits: %s", got, broken, summary, waitsByRetry(c))
 	}
 	for _, g := range c.Grades {
 		if g.Verdict != proxy.Broken && g.Verdict != proxy.Passed && !slices.Contains(unjudged, g.Rule) {
 			t.Fatalf("rule %d was not judged (%s), want every rule put to the test:\n%s", g.Rule, g.Verdict, summary)
 		}
 	}
+}
+
+// waitsByRetry lists the waits rule 7 judged, sorted, before each retry
+// index: what a verdict on real clocks was made of.
+func waitsByRetry(c proxy.ClientReport) string {
+	by := map[int][]float64{}
+	for _, w := range c.Waits {
+		by[w.Retry] = append(by[w.Retry], w.WaitMS)
+	}
+	var b strings.Builder
+	for _, n := range slices.Sorted(maps.Keys(by)) {
+		fmt.Fprintf(&b, "\n  before retry %d: %.0f", n+1, slices.Sorted(slices.Values(by[n])))
+	}
+	return b.String()
 }
 
 // runClient runs a testdata client over the default schedule's twenty
@@ -113,6 +128,7 @@ func runClient(t *testing.T, py, script, baseURL, prefix string) string {
 }
 
 func TestProxyGradesACarefulClient(t *testing.T) {
+	clientsSideBySide(t)
 	py := python3(t)
 	run := newProxyRun(t, proxy.Config{})
 	out := runClient(t, py, "retrying.py", run.url, "CAREFUL")
@@ -131,6 +147,7 @@ func TestProxyGradesACarefulClient(t *testing.T) {
 }
 
 func TestProxyGradesEachMistakeAsItsRule(t *testing.T) {
+	waitsSideBySide(t)
 	py := python3(t)
 	cases := []struct {
 		script   string
@@ -150,6 +167,7 @@ func TestProxyGradesEachMistakeAsItsRule(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(strings.TrimSuffix(tc.script, ".py")+" breaks rule "+fmt.Sprint(int(tc.broken))+" and no other", func(t *testing.T) {
+			clientsSideBySide(t) // a proxy and a server of its own
 			run := newProxyRun(t, proxy.Config{})
 			runClient(t, py, tc.script, run.url, "M")
 			wantGrades(t, onlyClient(t, run.grade(t)), []proxy.Rule{tc.broken}, tc.unjudged...)
@@ -158,6 +176,7 @@ func TestProxyGradesEachMistakeAsItsRule(t *testing.T) {
 }
 
 func TestProxyGradesTheArticlesClient(t *testing.T) {
+	clientsSideBySide(t)
 	py := python3(t)
 	run := newProxyRun(t, proxy.Config{})
 	out := runClient(t, py, "article_client.py", run.url, "ART")
@@ -178,6 +197,7 @@ func TestProxyGradesTheArticlesClient(t *testing.T) {
 }
 
 func TestProxyGradesThePayCommand(t *testing.T) {
+	clientsSideBySide(t)
 	run := newProxyRun(t, proxy.Config{})
 	for i := range proxy.DefaultSchedule {
 		// Each run of paytwice pay is one action; some end in an error

@@ -23,6 +23,7 @@ import (
 // backoff, but knows nothing of keys: a POST sent as its README shows has
 // none, and every one breaks rule 1.
 func TestProxyGradesRetryableHTTPWithoutAKey(t *testing.T) {
+	clientsSideBySide(t)
 	run := newProxyRun(t, proxy.Config{})
 	client := retryablehttp.NewClient()
 	client.Logger = nil
@@ -54,6 +55,7 @@ func TestProxyGradesRetryableHTTPWithoutAKey(t *testing.T) {
 // SDK's own key and its default two network retries. The grades are the
 // ones docs/proxy.md reports.
 func TestProxyGradesStripeGo(t *testing.T) {
+	clientsSideBySide(t)
 	run := newProxyRun(t, proxy.Config{})
 	tr := &http.Transport{DisableKeepAlives: true}
 	t.Cleanup(tr.CloseIdleConnections)
@@ -118,6 +120,7 @@ func wantSDKGrades(t *testing.T, broken, want []proxy.Rule, summary string) {
 // same way: one call per payment, the SDK's own key, two network retries.
 // The grades are the ones docs/proxy.md reports.
 func TestProxyGradesStripePythonAndNode(t *testing.T) {
+	waitsSideBySide(t)
 	// Measured: both floor their first retry's wait at 0.5 s, so clients
 	// that failed together come back together (rule 7), as stripe-go
 	// does; stripe-python waits out Retry-After, stripe-node does not
@@ -158,6 +161,7 @@ func TestProxyGradesStripePythonAndNode(t *testing.T) {
 	}
 	for _, sdk := range clients {
 		t.Run(sdk.name, func(t *testing.T) {
+			clientsSideBySide(t) // a proxy and a server of its own
 			run := newProxyRun(t, proxy.Config{})
 			cmd := sdk.cmd(t, run.url)
 			timer := time.AfterFunc(3*time.Minute, func() {

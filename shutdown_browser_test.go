@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,6 +35,7 @@ import (
 // server has the class where it was: every page is live again in the
 // chapter, step mode still on, and the books still hold no charge.
 func TestBrowserSIGTERMWithPagesOpen(t *testing.T) {
+	waitsSideBySide(t)
 	const token = "sigterm-presenter-token"
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -69,18 +71,18 @@ func TestBrowserSIGTERMWithPagesOpen(t *testing.T) {
 	waitFor(t, board, "the board live", `document.getElementById("stream-state").textContent === "live"`)
 	var phones []context.Context
 	for range 2 {
-		phone, cancelPhone := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+		phone, cancelPhone := openPhone(t, browser, first.url+"/", "the phone live in the chapter", `document.getElementById("lesson").dataset.slug === "`+chapter+`"`)
 		defer cancelPhone()
-		browse(t, phone, "a phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)), chromedp.Navigate(first.url+"/"))
-		waitFor(t, phone, "the phone live in the chapter", `document.getElementById("stream-state").textContent === "live" && document.getElementById("lesson").dataset.slug === "`+chapter+`"`)
 		phones = append(phones, phone)
 	}
 	orderID := evalString(t, phones[0], `document.getElementById("order-id").textContent`)
 
-	// held lists what step mode holds, waiting until it holds n.
+	// held lists what step mode holds, waiting until it holds n (for as
+	// long as ctx lasts: a page's payment reaches its checkpoint in
+	// milliseconds on an idle machine, seconds on a loaded one).
 	held := func(n int) []heldRequest {
 		t.Helper()
-		for range 400 {
+		for ctx.Err() == nil {
 			r := first.do(ctx, http.MethodGet, "/api/step", "", "")
 			var st struct {
 				Held []heldRequest `json:"held"`
@@ -110,7 +112,7 @@ func TestBrowserSIGTERMWithPagesOpen(t *testing.T) {
 			t.Fatalf("the second payment never reached the gateway's answer: held at %q", second.Checkpoint)
 		}
 		presenter(first, http.MethodPost, "/api/step/next", `{"request":"`+second.Request+`"}`)
-		for range 400 {
+		for ctx.Err() == nil {
 			if h := held(2); h[0].Request == second.Request && h[0].Checkpoint != second.Checkpoint {
 				second = h[0]
 				break
@@ -123,30 +125,12 @@ func TestBrowserSIGTERMWithPagesOpen(t *testing.T) {
 	}
 	waitFor(t, board, "the held requests on the board", `document.getElementById("step-bar").textContent.includes("gateway answered")`)
 
-	sent := time.Now()
-	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-first.exited:
-	case <-time.After(20 * time.Second): // the work's and the answers' graces, and a margin
-		t.Fatalf("the server did not exit within its grace after SIGTERM: %s", first.stderr.String())
-	}
-	t.Logf("SIGTERM with the board, two phones and a held payment: exited %s later", time.Since(sent).Round(time.Millisecond))
-	if code := first.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("exit code %d: %s", code, first.stderr.String())
-	}
+	t.Logf("SIGTERM with the board, two phones and a held payment: exited %s later", sigterm(t, first, 20*time.Second))
 
 	// The books: nothing charged, no key left started.
-	db, err := store.Open(dbPath, store.Options{Schema: pay.SchemaPayments})
-	if err != nil {
-		t.Fatal(err)
-	}
-	started, done, err := db.KeyCounts(ctx)
-	charges, _ := db.CountCharges(ctx)
-	db.Close()
-	if err != nil || started+done > 1 || charges > 1 {
-		t.Fatalf("after SIGTERM: %d keys started, %d done, %d charges (%v), want the first payment's none and at most the second's", started, done, charges, err)
+	started, done, charges := sqliteBooks(ctx, t, dbPath)
+	if started+done > 1 || charges > 1 {
+		t.Fatalf("after SIGTERM: %d keys started, %d done, %d charges, want the first payment's none and at most the second's", started, done, charges)
 	}
 	t.Logf("after SIGTERM the books hold %d started keys, %d done, %d charges", started, done, charges)
 	// The card says so, and does not claim a charge.
@@ -209,6 +193,89 @@ func evalString(t *testing.T, ctx context.Context, expr string) string {
 	return s
 }
 
+// openPhone opens url in a phone-sized page (390x844) of browser and
+// waits until its event stream is live and cond, a condition of the page
+// ("" for none), holds.
+func openPhone(t *testing.T, browser context.Context, url, what, cond string) (context.Context, context.CancelFunc) {
+	t.Helper()
+	phone, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	browse(t, phone, "a phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)), chromedp.Navigate(url))
+	live := `document.getElementById("stream-state").textContent === "live"`
+	if cond != "" {
+		live += " && " + cond
+	}
+	waitFor(t, phone, what, live)
+	return phone, cancel
+}
+
+// sigterm sends SIGTERM to p and waits for it to exit, with status 0,
+// within grace (its work's and its answers' graces, and a margin); it
+// returns how long the exit took.
+func sigterm(t *testing.T, p *process, grace time.Duration) time.Duration {
+	t.Helper()
+	sent := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		t.Fatalf("the server did not exit within its grace after SIGTERM: %s", p.stderr.String())
+	}
+	took := time.Since(sent).Round(time.Millisecond)
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d: %s", code, p.stderr.String())
+	}
+	return took
+}
+
+// sqliteBooks counts the keys started and done and the charges in the
+// payments file at dbPath, opened anew for each count.
+func sqliteBooks(ctx context.Context, t *testing.T, dbPath string) (started, done, charges int) {
+	t.Helper()
+	db, err := store.Open(dbPath, store.Options{Schema: pay.SchemaPayments})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if started, done, err = db.KeyCounts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if charges, err = db.CountCharges(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return started, done, charges
+}
+
+// waitClaimed waits until the books hold the payment's key started, for
+// up to two minutes: a page's click takes milliseconds to claim its key on
+// an idle machine, seconds on a loaded one under -race.
+func waitClaimed(t *testing.T, started func() int) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
+		if started() == 1 {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatal("the payment was never claimed")
+}
+
+// lookUpPhonesOrder asks the server from the phone, as its card tells a student
+// to, what became of the phone's order: its state and how many charges it
+// has ("paid 1").
+func lookUpPhonesOrder(t *testing.T, phone context.Context) (orderID, lookup string) {
+	t.Helper()
+	orderID = evalString(t, phone, `document.getElementById("order-id").textContent`)
+	lookup, err := chromedp.Run(phone, chromedp.Evaluate[string](`fetch("/v1/payments?order_id=" + encodeURIComponent(`+strconv.Quote(orderID)+`),
+		{credentials: "same-origin", headers: {"Accept": "application/json"}}).then(r => r.json()).then(b => b.state + " " + b.charges.length)`,
+		chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("looking the order up from the phone: %v", err)
+	}
+	return orderID, lookup
+}
+
 // TestBrowserSIGTERMWithAPaymentAtAHungGateway stops the built binary with
 // SIGTERM while a phone's payment waits on the gateway, which does not
 // answer (its database, the gateway's ledger in PostgreSQL, is locked by
@@ -221,6 +288,7 @@ func evalString(t *testing.T, ctx context.Context, expr string) string {
 // which never charged, and releases the key: the page, back by itself,
 // checks its order and says it is not paid.
 func TestBrowserSIGTERMWithAPaymentAtAHungGateway(t *testing.T) {
+	waitsSideBySide(t)
 	const token = "hung-gateway-presenter-token"
 	gatewayURL := pgtest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -233,10 +301,8 @@ func TestBrowserSIGTERMWithAPaymentAtAHungGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	browser := clusterBrowser(ctx, t)
-	phone, cancelPhone := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	phone, cancelPhone := openPhone(t, browser, first.url+"/", "the phone live", "")
 	defer cancelPhone()
-	browse(t, phone, "a phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)), chromedp.Navigate(first.url+"/"))
-	waitFor(t, phone, "the phone live", `document.getElementById("stream-state").textContent === "live"`)
 
 	// The gateway hangs: its ledger's table is locked until the test lets go.
 	conn, err := pgx.Connect(ctx, gatewayURL)
@@ -254,46 +320,11 @@ func TestBrowserSIGTERMWithAPaymentAtAHungGateway(t *testing.T) {
 	browse(t, phone, "paying", chromedp.Click(chromedp.CSS("#pay")))
 	keyCounts := func() (started, done, charges int) {
 		t.Helper()
-		db, err := store.Open(dbPath, store.Options{Schema: pay.SchemaPayments})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		started, done, err = db.KeyCounts(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		charges, err = db.CountCharges(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return started, done, charges
+		return sqliteBooks(ctx, t, dbPath)
 	}
-	claimed := false
-	for range 400 {
-		if started, _, _ := keyCounts(); started == 1 {
-			claimed = true
-			break
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	if !claimed {
-		t.Fatal("the payment was never claimed")
-	}
+	waitClaimed(t, func() int { started, _, _ := keyCounts(); return started })
 
-	sent := time.Now()
-	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-first.exited:
-	case <-time.After(25 * time.Second): // the work's and the answers' graces, and a margin
-		t.Fatalf("the server did not exit within its grace after SIGTERM: %s", first.stderr.String())
-	}
-	t.Logf("SIGTERM with a payment at a hung gateway: exited %s later", time.Since(sent).Round(time.Millisecond))
-	if code := first.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("exit code %d: %s", code, first.stderr.String())
-	}
+	t.Logf("SIGTERM with a payment at a hung gateway: exited %s later", sigterm(t, first, 25*time.Second))
 	if started, done, charges := keyCounts(); started != 1 || done != 0 || charges != 0 {
 		t.Fatalf("after SIGTERM: %d keys started, %d done, %d charges; want the key left started and no charge", started, done, charges)
 	}

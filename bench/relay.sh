@@ -18,6 +18,9 @@
 #	PG=postgres://paytwice:paytwice@127.0.0.1:5432/postgres bench/relay.sh
 #	ROUNDS=5 SECONDS_EACH=8 SERVERS=3 CLIENTS_EACH=6 PG=… bench/relay.sh
 #
+# With AGAINST=<git revision> the other set is that revision's build, with
+# its relay, instead of -tags norelay: what a change to the relay costs.
+#
 # Linux only: server CPU comes from /proc.
 set -euo pipefail
 
@@ -41,7 +44,17 @@ cleanup() {
 trap cleanup EXIT
 
 go build -o "$tmp/relay" .
-go build -tags norelay -o "$tmp/norelay" .
+if [ -n "${AGAINST:-}" ]; then
+	# The other set is an earlier build, relay and all: what a change costs.
+	mkdir "$tmp/against"
+	git archive "$AGAINST" | tar -x -C "$tmp/against"
+	(cd "$tmp/against" && go build -o "$tmp/norelay" .)
+	rm -rf "$tmp/against"
+	other="built from $AGAINST"
+else
+	go build -tags norelay -o "$tmp/norelay" .
+	other="without (-tags norelay)"
+fi
 
 # start BUILD FIRSTPORT: SERVERS servers of BUILD on a fresh database, on
 # ports FIRSTPORT and up; their pids go to $tmp/BUILD.pids.
@@ -125,7 +138,7 @@ for r in $(seq "$ROUNDS"); do
 	awk -v a="$w" -v b="$wo" 'BEGIN { printf "%.2f\n", a / b }' >>"$tmp/ratios"
 	awk -v a="$wcpu" -v b="$wocpu" 'BEGIN { printf "%.2f\n", a / b }' >>"$tmp/cpu-ratios"
 	awk -v a="$wpg" -v b="$wopg" 'BEGIN { printf "%.2f\n", (b > 0 ? a / b : 0) }' >>"$tmp/pg-ratios"
-	echo "round $r: with the relay $w/s ($wcpu ms each, PostgreSQL $wpg ms), without $wo/s ($wocpu ms each, PostgreSQL $wopg ms)" >&2
+	echo "round $r: with the relay $w/s ($wcpu ms each, PostgreSQL $wpg ms), $other $wo/s ($wocpu ms each, PostgreSQL $wopg ms)" >&2
 done
 echo "machine at the end: load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
@@ -133,6 +146,6 @@ cat <<OUT
 | $SERVERS servers on one PostgreSQL, $CLIENTS_EACH clients each, median of $ROUNDS alternating rounds of ${SECONDS_EACH} s | new payments/s (together) | server CPU ms per payment (together) | PostgreSQL's CPU ms per payment (its backends) |
 | --- | --- | --- | --- |
 | with the relay | $(median <"$tmp/with") | $(median <"$tmp/with-cpu") | $(median <"$tmp/with-pg") |
-| without (-tags norelay) | $(median <"$tmp/without") | $(median <"$tmp/without-cpu") | $(median <"$tmp/without-pg") |
+| $other | $(median <"$tmp/without") | $(median <"$tmp/without-cpu") | $(median <"$tmp/without-pg") |
 | ratio, round by round | $(median <"$tmp/ratios") ($(paste -sd' ' "$tmp/ratios")) | $(median <"$tmp/cpu-ratios") ($(paste -sd' ' "$tmp/cpu-ratios")) | $(median <"$tmp/pg-ratios") ($(paste -sd' ' "$tmp/pg-ratios")) |
 OUT

@@ -115,6 +115,14 @@ type GatewayCharge struct {
 	CreatedAt    time.Time `json:"created_at"`
 }
 
+// WorkshopTally is what a workshop gateway's books hold: the charges
+// kept, and those pruned, oldest first, to keep each student's books
+// within their bound. Held plus Pruned is every charge the gateway took.
+type WorkshopTally struct {
+	Held   int   `json:"held"`
+	Pruned int64 `json:"pruned"`
+}
+
 // NewID returns prefix followed by 24 random hex characters.
 func NewID(prefix string) string {
 	var raw [12]byte

@@ -64,6 +64,34 @@ type Store interface {
 	CountCharges(ctx context.Context) (int, error)
 	Prune(ctx context.Context, cutoff time.Time) (Pruned, error)
 	Reset(ctx context.Context) error
+	// SaveAnswerCounts keeps what one server's life (origin) has answered
+	// since the room's reset gen, replacing what it kept before, and
+	// forgets the counts kept for earlier resets.
+	SaveAnswerCounts(ctx context.Context, origin string, gen uint64, c AnswerCounts) error
+	// AnswerCounts reads every origin's counts kept for the room's reset
+	// gen.
+	AnswerCounts(ctx context.Context, gen uint64) (map[string]AnswerCounts, error)
+
+	// RecordWorkshopCharge keeps c in the books of the workshop gateway
+	// of student (web/workshop) unless that gateway holds c.Key already,
+	// and returns the charge that holds the key, whether this call kept
+	// it, and the books' tally after it: each student's gateway is
+	// idempotent by key, across restarts and every server sharing the
+	// store. With keep > 0, a new charge that takes the books past keep
+	// prunes their oldest in the same transaction, counted in Pruned.
+	RecordWorkshopCharge(ctx context.Context, student string, c GatewayCharge, keep int) (GatewayCharge, bool, WorkshopTally, error)
+	// WorkshopChargesByOrder reads the newest limit charges of orderID in
+	// student's gateway, oldest first, and how many the order holds.
+	WorkshopChargesByOrder(ctx context.Context, student, orderID string, limit int) ([]GatewayCharge, int, error)
+	// WorkshopCharges reads the newest limit charges of student's
+	// gateway, oldest first, and the books' tally.
+	WorkshopCharges(ctx context.Context, student string, limit int) ([]GatewayCharge, WorkshopTally, error)
+	// WorkshopTallies reads the tally of every student's books that
+	// holds or pruned a charge, by student, in one snapshot.
+	WorkshopTallies(ctx context.Context) (map[string]WorkshopTally, error)
+	// DeleteWorkshopBooks deletes the books of the students named, their
+	// charges and their pruned count.
+	DeleteWorkshopBooks(ctx context.Context, students ...string) error
 
 	LabInsertKeyUnguarded(ctx context.Context, c ClaimRequest) (string, error)
 	LabRecordCharge(ctx context.Context, ch Charge) error
@@ -82,6 +110,16 @@ type Store interface {
 	// rebuilt from.
 	LabRows(ctx context.Context, fn func(LabRow)) error
 	LabScanKeys(ctx context.Context, fn func(where, key string)) error
+}
+
+// AnswerCounts is what one server answered, as the live board counts it:
+// the payment requests received and, of those, the ones refused before
+// any work, those whose answer was lost, the replays, the 409s and the
+// 422s. The board's counters are not read from the keys and charges, so
+// each server keeps its own in the books, and a restarted server starts
+// from them rather than from zero.
+type AnswerCounts struct {
+	Requests, Rejected, Lost, Replays, Conflicts, Mismatches int64
 }
 
 // Gateway is the payment provider. It is idempotent by the key it is

@@ -22,7 +22,8 @@ import (
 //
 //	POST /charges          Idempotency-Key header, {"order_id": "…", "amount": 100}
 //	                       → 201 the new charge; the same key again → 200 the same charge
-//	GET  /charges?order_id= → {"order_id", "charges": [...], "pending": n, "pruned": n}
+//	GET  /charges?order_id= → {"order_id", "charges": [...], "total": n, "pending": n, "pruned": n}
+//	                       (the order's newest GatewayListLimit charges, of total)
 //	GET  /ledger            → GatewayLedger: how many charges it holds and has pruned
 //	GET  /switches, PUT /switches → GatewayHTTPSwitches
 //	POST /reset             → an empty ledger, every switch off
@@ -50,6 +51,52 @@ type GatewayHandler struct {
 	max      int
 	switches GatewayHTTPSwitches
 	base     GatewayBaseFaults
+	// books, when set, is where the charges are kept (KeepIn): it decides
+	// whether a key is new, and the maps above are its cache; tally is
+	// what they said they hold when last asked.
+	books GatewayBooks
+	tally GatewayTally
+}
+
+// GatewayTally is what a gateway's books hold: the charges kept, and
+// those pruned, oldest first, to keep them within their bound.
+type GatewayTally struct {
+	Held   int
+	Pruned int64
+}
+
+// GatewayBooks keeps a gateway's charges beyond its process: a store that
+// the gateway writes each charge through before answering, so that a
+// restarted gateway, or the same gateway served by another process,
+// knows every key it took.
+type GatewayBooks interface {
+	// Record keeps c unless a charge with its key is kept already, and
+	// returns the charge that holds the key, whether this call kept it,
+	// and what the books hold after it.
+	Record(ctx context.Context, c GatewayHTTPCharge) (GatewayHTTPCharge, bool, GatewayTally, error)
+	// ByOrder reads an order's newest limit charges, in the order they
+	// were kept, and how many the order holds.
+	ByOrder(ctx context.Context, orderID string, limit int) ([]GatewayHTTPCharge, int, error)
+}
+
+// KeepIn makes b the gateway's books from now on: held are the charges b
+// kept before (oldest first, at most the ledger's bound: the newest),
+// and t what b holds in all. Call it before the gateway serves.
+func (g *GatewayHandler) KeepIn(b GatewayBooks, held []GatewayHTTPCharge, t GatewayTally) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.books, g.tally = b, t
+	for _, ch := range held {
+		g.keepLocked(ch)
+	}
+}
+
+// BooksSay sets what the gateway's books hold, as read from them: charges
+// another process took through the same books count at once.
+func (g *GatewayHandler) BooksSay(t GatewayTally) {
+	g.mu.Lock()
+	g.tally = t
+	g.mu.Unlock()
 }
 
 // GatewayBaseFaults are failures every charge meets whatever the
@@ -129,8 +176,11 @@ type GatewayHTTPCharge struct {
 // Bounds of the HTTP gateway.
 const (
 	GatewayHTTPMaxCharges = 100_000
-	maxGatewayLatencyMS   = 60_000
-	maxGatewayBody        = 4096
+	// GatewayListLimit bounds the charges one order's listing shows, the
+	// newest: a checker's storm makes at most a few hundred per order.
+	GatewayListLimit    = 1000
+	maxGatewayLatencyMS = 60_000
+	maxGatewayBody      = 4096
 )
 
 // NewGatewayHandler returns an empty gateway; now stamps its charges.
@@ -155,7 +205,8 @@ func (g *GatewayHandler) SetMaxCharges(n int) {
 }
 
 // Reset empties the ledger, forgets what it pruned and turns every switch
-// off. Charges waiting out their latency are recorded after it.
+// off. Charges waiting out their latency are recorded after it. Books
+// (KeepIn) keep their charges: a gateway with books is not reset.
 func (g *GatewayHandler) Reset() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -164,10 +215,14 @@ func (g *GatewayHandler) Reset() {
 	g.switches = GatewayHTTPSwitches{}
 }
 
-// Ledger says how many charges the ledger holds and has pruned.
+// Ledger says how many charges the ledger holds and has pruned: with
+// books, what they said last.
 func (g *GatewayHandler) Ledger() GatewayLedger {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.books != nil {
+		return GatewayLedger{Charges: g.tally.Held, Max: g.max, Pruned: g.tally.Pruned}
+	}
 	return GatewayLedger{Charges: len(g.byKey), Max: g.max, Pruned: g.pruned}
 }
 
@@ -236,7 +291,13 @@ func (g *GatewayHandler) handleCharge(w http.ResponseWriter, r *http.Request) {
 			return // the caller left: nothing charged
 		}
 	}
-	ch, fresh := g.record(key, req.OrderID, req.AmountSatang)
+	ch, fresh, err := g.record(r.Context(), key, req.OrderID, req.AmountSatang)
+	if err != nil {
+		// Whether the books took the charge is unknown: the same key
+		// again finds out, and never charges twice.
+		gatewayError(w, http.StatusServiceUnavailable, "the gateway's books did not answer (%v): send the charge again with the same key", err)
+		return
+	}
 	if !fresh && (ch.OrderID != req.OrderID || ch.AmountSatang != req.AmountSatang) {
 		gatewayError(w, http.StatusUnprocessableEntity, "the key %q already charged order %s (%d)", key, ch.OrderID, ch.AmountSatang)
 		return
@@ -263,22 +324,49 @@ func (g *GatewayHandler) handleCharge(w http.ResponseWriter, r *http.Request) {
 	gatewayJSON(w, status, ch)
 }
 
-// record charges under key once; fresh says whether this call did. A
-// full ledger forgets its oldest charge first.
-func (g *GatewayHandler) record(key, orderID string, amount int64) (GatewayHTTPCharge, bool) {
+// record charges under key once; fresh says whether this call did. With
+// books, they decide, outside the lock: the books are idempotent by key
+// themselves, so two requests of one key racing past the cache still
+// make one charge.
+func (g *GatewayHandler) record(ctx context.Context, key, orderID string, amount int64) (GatewayHTTPCharge, bool, error) {
+	g.mu.Lock()
+	if ch, ok := g.byKey[key]; ok {
+		g.mu.Unlock()
+		return ch, false, nil
+	}
+	books := g.books
+	ch := GatewayHTTPCharge{ID: pay.NewID("gw_"), Key: key, OrderID: orderID, AmountSatang: amount, CreatedAt: g.now().UTC()}
+	if books == nil {
+		g.keepLocked(ch)
+		g.mu.Unlock()
+		return ch, true, nil
+	}
+	g.mu.Unlock()
+	kept, fresh, tally, err := books.Record(ctx, ch)
+	if err != nil {
+		return GatewayHTTPCharge{}, false, err
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if ch, ok := g.byKey[key]; ok {
-		return ch, false
+	g.tally = tally
+	if _, ok := g.byKey[key]; !ok {
+		g.keepLocked(kept)
+	}
+	return kept, fresh, nil
+}
+
+// keepLocked puts ch in the ledger's memory, its key not there yet; g.mu
+// is held. A full ledger forgets its oldest charge first.
+func (g *GatewayHandler) keepLocked(ch GatewayHTTPCharge) {
+	if _, ok := g.byKey[ch.Key]; ok {
+		return
 	}
 	for len(g.byKey) >= g.max {
 		g.pruneOldestLocked()
 	}
-	ch := GatewayHTTPCharge{ID: pay.NewID("gw_"), Key: key, OrderID: orderID, AmountSatang: amount, CreatedAt: g.now().UTC()}
-	g.byKey[key] = ch
-	g.byOrder[orderID] = append(g.byOrder[orderID], key)
-	g.oldest = append(g.oldest, key)
-	return ch, true
+	g.byKey[ch.Key] = ch
+	g.byOrder[ch.OrderID] = append(g.byOrder[ch.OrderID], ch.Key)
+	g.oldest = append(g.oldest, ch.Key)
 }
 
 // pruneOldestLocked forgets the oldest charge; g.mu is held. Charges are
@@ -308,13 +396,29 @@ func (g *GatewayHandler) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.mu.Lock()
-	charges := make([]GatewayHTTPCharge, 0, len(g.byOrder[order]))
-	for _, k := range g.byOrder[order] {
+	keys := g.byOrder[order]
+	total := len(keys)
+	keys = keys[max(len(keys)-GatewayListLimit, 0):]
+	charges := make([]GatewayHTTPCharge, 0, len(keys))
+	for _, k := range keys {
 		charges = append(charges, g.byKey[k])
 	}
-	pending, pruned := g.pending[order], g.pruned
+	pending, pruned, books := g.pending[order], g.pruned, g.books
 	g.mu.Unlock()
-	gatewayJSON(w, http.StatusOK, map[string]any{"order_id": order, "charges": charges, "pending": pending, "pruned": pruned})
+	if books != nil {
+		// The books hold what other processes serving this gateway
+		// charged too.
+		kept, n, err := books.ByOrder(r.Context(), order, GatewayListLimit)
+		if err != nil {
+			gatewayError(w, http.StatusServiceUnavailable, "the gateway's books did not answer: %v", err)
+			return
+		}
+		charges, total = append(charges[:0], kept...), n
+		g.mu.Lock()
+		pruned = g.tally.Pruned
+		g.mu.Unlock()
+	}
+	gatewayJSON(w, http.StatusOK, map[string]any{"order_id": order, "charges": charges, "total": total, "pending": pending, "pruned": pruned})
 }
 
 func (g *GatewayHandler) handleLedger(w http.ResponseWriter, r *http.Request) {

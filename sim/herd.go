@@ -26,14 +26,17 @@ const (
 
 // Bounds that keep one simulation request from occupying a server.
 const (
-	MaxHerdClients = 1000
+	// MaxHerdClients bounds one herd. Herds up to MaxEventHerdClients are
+	// computed event by event, larger ones by counting (herdcount.go).
+	MaxHerdClients = 100_000
 	MaxHerdTrials  = 1000
 	// MaxHerdRuns bounds points × strategies × trials of one sweep.
 	MaxHerdRuns = 100000
 	// MaxHerdEvents stops a single run that has not finished after this many
-	// events; the result is then marked Truncated. It is far above what any
-	// strategy needs at MaxHerdClients, so it only guards against a bug or an
-	// absurd backoff cap turning into an endless loop.
+	// events (time steps in a counted herd); the result is then marked
+	// Truncated. It is far above what any strategy needs at MaxHerdClients,
+	// so it only guards against a bug or an absurd backoff cap turning into
+	// an endless loop.
 	MaxHerdEvents = 50_000_000
 )
 
@@ -84,7 +87,13 @@ func (c HerdConfig) withDefaults() (HerdConfig, error) {
 	if c.Clients < 1 || c.Clients > MaxHerdClients {
 		return c, &ParamError{Field: "clients", Msg: fmt.Sprintf("must be between 1 and %d", MaxHerdClients)}
 	}
-	return c, c.policy().Validate()
+	if err := c.policy().Validate(); err != nil {
+		return c, err
+	}
+	if c.Clients > MaxEventHerdClients && c.Cap > MaxCountedHerdCap {
+		return c, &ParamError{Field: "cap", Msg: fmt.Sprintf("must be at most %v for a herd of more than %d clients", MaxCountedHerdCap, MaxEventHerdClients)}
+	}
+	return c, nil
 }
 
 func (c HerdConfig) policy() Policy {
@@ -98,8 +107,22 @@ func RunHerd(cfg HerdConfig) (HerdResult, error) {
 	if err != nil {
 		return HerdResult{}, err
 	}
-	var s herdSim
+	var s herdRunner
 	return s.run(cfg), nil
+}
+
+// herdRunner computes a herd event by event up to MaxEventHerdClients
+// clients and by counting above, keeping the buffers of both for a sweep.
+type herdRunner struct {
+	events  herdSim
+	counted countedHerd
+}
+
+func (r *herdRunner) run(cfg HerdConfig) HerdResult {
+	if cfg.Clients > MaxEventHerdClients {
+		return r.counted.run(cfg)
+	}
+	return r.events.run(cfg)
 }
 
 // Event kinds: the moment a request reaches the server. Replies carry no
@@ -285,7 +308,7 @@ func (c HerdSweepConfig) Validate() error {
 	if runs := points * len(c.strategies()) * c.Trials; runs > MaxHerdRuns {
 		return &ParamError{Field: "trials", Msg: fmt.Sprintf("%d runs requested (points × strategies × trials); at most %d", runs, MaxHerdRuns)}
 	}
-	_, err := HerdConfig{Clients: c.MinClients, Strategy: FullJitter, Base: c.Base, Cap: c.Cap}.withDefaults()
+	_, err := HerdConfig{Clients: c.MaxClients, Strategy: FullJitter, Base: c.Base, Cap: c.Cap}.withDefaults()
 	return err
 }
 
@@ -339,7 +362,7 @@ func HerdSweep(ctx context.Context, cfg HerdSweepConfig) ([]HerdPoint, error) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			var s herdSim
+			var s herdRunner
 			for i := range jobs {
 				pt := &points[i]
 				var work, done float64

@@ -250,33 +250,46 @@ func BenchmarkRunHerd(b *testing.B) {
 	}
 }
 
-// BenchmarkHerdClients runs one herd of 1,000, 10,000 and 100,000 clients
-// per strategy, past the bound the page and the CLI accept, and reports
-// the events and the simulated time it took, to show how the work grows
-// with the herd: every success needs the row to stay unchanged for one
-// read's round trip, so the last of n clients finishes after n of them,
-// and each client retries all that time. Runs stop at MaxHerdEvents
-// (truncated=1). Run it with
+// BenchmarkHerdClients computes one herd of 1,000, 10,000 and 100,000
+// clients per strategy with the counted herd (model=counted, what RunHerd
+// uses above MaxEventHerdClients) and beside it with the event model
+// (model=events; at 100,000 clients for full jitter only, as it stops at
+// MaxHerdEvents), and reports the work (writes), the simulated time, the
+// events (time steps for the counted herd) and whether the run was cut
+// short (truncated=1). B/op is the memory a run takes. Run it with
 //
 //	go test ./sim -run '^$' -bench HerdClients -benchtime 1x -benchmem
+//
+// or -bench 'HerdClients/model=counted' for the counted herd alone.
 func BenchmarkHerdClients(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
-		for _, st := range []Strategy{FullJitter, Exponential} {
-			b.Run(fmt.Sprintf("clients=%d/%s", n, st), func(b *testing.B) {
-				var s herdSim
-				cfg := HerdConfig{Clients: n, Strategy: st, Base: HerdBase, Cap: HerdCap, Seed: 1}
-				var res HerdResult
-				for b.Loop() {
-					res = s.run(cfg)
+		for _, st := range Strategies() {
+			for _, model := range []string{"events", "counted"} {
+				if model == "events" && n > 10_000 && st != FullJitter {
+					continue
 				}
-				b.ReportMetric(float64(res.Events), "events")
-				b.ReportMetric(res.CompletionTime.Seconds(), "simulated-s")
-				truncated := 0.0
-				if res.Truncated {
-					truncated = 1
-				}
-				b.ReportMetric(truncated, "truncated")
-			})
+				b.Run(fmt.Sprintf("clients=%d/%s/model=%s", n, st, model), func(b *testing.B) {
+					cfg := HerdConfig{Clients: n, Strategy: st, Base: HerdBase, Cap: HerdCap, Seed: 1}
+					var events herdSim
+					var counted countedHerd
+					var res HerdResult
+					for b.Loop() {
+						if model == "events" {
+							res = events.run(cfg)
+						} else {
+							res = counted.run(cfg)
+						}
+					}
+					b.ReportMetric(float64(res.Work), "work")
+					b.ReportMetric(float64(res.Events), "events")
+					b.ReportMetric(res.CompletionTime.Seconds(), "simulated-s")
+					truncated := 0.0
+					if res.Truncated {
+						truncated = 1
+					}
+					b.ReportMetric(truncated, "truncated")
+				})
+			}
 		}
 	}
 }

@@ -80,11 +80,20 @@
     return q.join("&");
   }
 
+  // showAsking marks the page (data-lab-asking on <html>) while an ask
+  // is scheduled or under way, so that whoever watches the page can tell
+  // when it has stopped asking.
+  function showAsking() {
+    document.documentElement.toggleAttribute("data-lab-asking", timer !== null || busy);
+  }
+
   function refresh() {
+    timer = null;
     var q = query();
-    if (!q) { return; }
+    if (!q) { showAsking(); return; }
     if (busy) { again = true; return; }
     busy = true;
+    showAsking();
     var asked = resync;
     fetch("/lab/live?" + q, { credentials: "same-origin", cache: "no-store", headers: { "Accept": "application/json" } })
       .then(function (r) { return r.status === 200 ? r.json() : null; })
@@ -96,6 +105,7 @@
       .finally(function () {
         busy = false;
         if (again) { again = false; schedule(); }
+        showAsking();
       });
   }
 
@@ -124,6 +134,7 @@
   function schedule() {
     clearTimeout(timer);
     timer = setTimeout(refresh, 120);
+    showAsking();
   }
 
   // discardEdits is set when the server refused a change: the next redraw

@@ -82,10 +82,12 @@
 
   // An event id is "<epoch>-<seq>" (web/live): the epoch names one life of
   // the server, and numbers start again at 1 in each. Within one life a
-  // larger number is newer; an id of another life is the server's new
-  // life, which starts with a frame that draws the whole room again.
+  // larger number is newer; an id of another life is another server's or
+  // the server's new life, which goes on from the page's place in the
+  // room's order ("@N.I.J" after the number, on a cluster) or starts with
+  // a frame that draws the whole room again.
   function parseID(id) {
-    var m = /^(?:([0-9a-f]{1,32})-)?(\d+)$/.exec(String(id || ""));
+    var m = /^(?:([0-9a-f]{1,32})-)?(\d+)(?:@\d+\.\d+\.\d+)?$/.exec(String(id || ""));
     return m ? { e: m[1] || "", n: parseInt(m[2], 10) } : { e: "", n: 0 };
   }
   function newerID(a, b) {

@@ -30,3 +30,36 @@ func (db *DB) SaveRoom(ctx context.Context, state []byte, version int64) error {
 		return err
 	})
 }
+
+// LoadWorkshop reads the workshop's state ("{}" before it is first saved):
+// the web package's document, opaque here.
+func (db *DB) LoadWorkshop(ctx context.Context) ([]byte, error) {
+	if err := db.need("payments"); err != nil {
+		return nil, err
+	}
+	var state []byte
+	err := db.read.QueryRowContext(ctx, `SELECT state FROM workshop WHERE id = 1`).Scan(&state)
+	return state, err
+}
+
+// UpdateWorkshop replaces the workshop's state with change(old), through
+// the writer: the read and the write are one step of the writer, so two
+// servers' saves never lose one another's part. It is durable once
+// UpdateWorkshop returns; an error from change writes nothing.
+func (db *DB) UpdateWorkshop(ctx context.Context, change func(old []byte) ([]byte, error)) error {
+	if err := db.need("payments"); err != nil {
+		return err
+	}
+	return db.execAtomic(ctx, func(ctx context.Context, _ *writeStatements) error {
+		var old []byte
+		if err := db.conn.QueryRowContext(ctx, `SELECT state FROM workshop WHERE id = 1`).Scan(&old); err != nil {
+			return err
+		}
+		next, err := change(old)
+		if err != nil {
+			return err
+		}
+		_, err = db.conn.ExecContext(ctx, `UPDATE workshop SET state = ? WHERE id = 1`, string(next))
+		return err
+	})
+}

@@ -154,8 +154,12 @@ type FaultSwitches struct {
 type Live struct {
 	// Epoch and Seq are the event the panels are drawn at: the page's
 	// stream resumes after it (web/live's EventID).
-	Epoch    string
-	Seq      uint64
+	Epoch string
+	Seq   uint64
+	// Place is the place in the room's order of the newest room event
+	// drawn (web/live's Place, as text; "" for none): on a cluster the
+	// stream can resume from it on another server.
+	Place    string
 	Now      time.Time // the server's clock, for ages
 	Timeline []TimelineRow
 	Keys     []KeyRow
@@ -384,4 +388,14 @@ func orderClass(o OrderCount) string {
 func orderIDShared(orders []OrderCount, i int) bool {
 	return (i > 0 && orders[i-1].OrderID == orders[i].OrderID) ||
 		(i+1 < len(orders) && orders[i+1].OrderID == orders[i].OrderID)
+}
+
+// streamSince is where a page drawn from l resumes its event stream: the
+// id of the event it is drawn at (web/live's PlacedEventID).
+func streamSince(l Live) string {
+	id := l.Epoch + "-" + strconv.FormatUint(l.Seq, 10)
+	if l.Place != "" {
+		id += "@" + l.Place
+	}
+	return id
 }

@@ -36,8 +36,13 @@ type WorkshopRow struct {
 	FirstSafety, FirstFail string
 	// Message says why the checker could not test the endpoint.
 	Message string
-	// Charges is how many charges the student's gateway holds.
+	// Charges is how many charges the student's gateway took, Pruned of
+	// them deleted from its books (oldest first) to keep them bounded.
 	Charges int
+	Pruned  int64
+	// ChargesUnknown says the books did not answer: Charges and Pruned
+	// are no count then.
+	ChargesUnknown bool
 }
 
 // WorkshopFaults are the faults every student's gateway gives.
@@ -55,6 +60,9 @@ type WorkshopBoard struct {
 	Allowed       string
 	Queued, Queue int
 	Rows          []WorkshopRow
+	// Hidden names the rows the presenter took off the scoreboard; only
+	// the presenter's board has them, folded away, each with "show again".
+	Hidden []string
 }
 
 // Verdict is the row's one word and its tone: what the board shows
@@ -71,6 +79,9 @@ func (r WorkshopRow) Verdict() (word string, tone Tone) {
 		return "not run", ToneWarn
 	case r.State == "registered":
 		return "not yet run", ToneMute
+	case r.State == "interrupted":
+		// The server stopped: what the run did not reach is no verdict.
+		return "interrupted", ToneWarn
 	case r.Failed > 0:
 		return "failed", ToneWarn
 	}
@@ -83,6 +94,18 @@ func (r WorkshopRow) cases() string {
 		return "–"
 	}
 	return strconv.Itoa(r.Passed) + " of " + strconv.Itoa(r.Cases) + " passed"
+}
+
+// charges is the gateway's count as the books say it, the pruned named
+// apart: "10012 (12 pruned from the books)".
+func (r WorkshopRow) charges() string {
+	if r.ChargesUnknown {
+		return "not known right now (the books did not answer)"
+	}
+	if r.Pruned == 0 {
+		return strconv.Itoa(r.Charges)
+	}
+	return strconv.Itoa(r.Charges) + " (" + strconv.FormatInt(r.Pruned, 10) + " pruned from the books)"
 }
 
 // faultsText says which faults every gateway gives, in words.
@@ -113,4 +136,20 @@ func workshopRunExample(gateway string) string {
 	return "export GATEWAY=" + gateway + "\n" +
 		"ADDR=:8000 go run server.go\n" +
 		"ADDR=:8000 python3 server.py"
+}
+
+// chargesData and prunedData are the counts for a page's scripts and
+// tests, "unknown" where the books did not answer.
+func (r WorkshopRow) chargesData() string {
+	if r.ChargesUnknown {
+		return "unknown"
+	}
+	return strconv.Itoa(r.Charges)
+}
+
+func (r WorkshopRow) prunedData() string {
+	if r.ChargesUnknown {
+		return "unknown"
+	}
+	return strconv.FormatInt(r.Pruned, 10)
 }

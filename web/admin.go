@@ -74,8 +74,8 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 	// Held requests hold the in-flight lock: let them go first.
 	s.steps.Turn(false, who)
 	var barrier *room.Barrier
-	if s.peers.Shared() {
-		b, err := s.barriers.StartReset(ctx)
+	if s.servers.peers.Shared() {
+		b, err := s.servers.barriers.StartReset(ctx)
 		if err != nil {
 			return err
 		}
@@ -84,13 +84,13 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 		// barrier: it runs to its end whatever its client does.
 		ctx = context.WithoutCancel(ctx)
 	}
-	s.inflight.Lock()
-	defer s.inflight.Unlock()
+	s.payments.inflight.Lock()
+	defer s.payments.inflight.Unlock()
 	var unanswered []string
 	if barrier != nil {
-		if unanswered = s.barriers.AwaitAcks(ctx, *barrier); len(unanswered) > 0 {
+		if unanswered = s.servers.barriers.AwaitAcks(ctx, *barrier); len(unanswered) > 0 {
 			s.logf("reset: %s did not answer within %s; their payments in flight may save after the reset",
-				strings.Join(unanswered, ", "), s.barriers.AckWait)
+				strings.Join(unanswered, ", "), s.servers.barriers.AckWait)
 		}
 	}
 	err := s.emptyTables(ctx)
@@ -124,7 +124,7 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 // rows.
 func (s *Server) emptyTables(ctx context.Context) error {
 	if s.ledgerApart() {
-		if err := s.ledger.Reset(ctx); err != nil {
+		if err := s.world.ledger.Reset(ctx); err != nil {
 			return err
 		}
 	}
@@ -139,16 +139,19 @@ func (s *Server) emptyTables(ctx context.Context) error {
 
 // resetHere resets what this server keeps in its own memory apart from
 // the room: the lab's counts, the simulated gateway served at
-// /sim/gateway and the timeline. resetDemo calls it after
-// emptying the shared tables; a server that learns of another server's
+// /sim/gateway, the timeline and where the presenter's token was taken
+// lately (knownTokens). resetDemo calls it after emptying the shared tables; a server that learns of another server's
 // reset calls it alone, as the tables are already empty and the room's
 // reset reaches it through the room. It leaves the room alone so that a
 // reset heard late cannot undo what the room set after it, such as the
 // switches of a lesson started right after its reset.
 func (s *Server) resetHere() {
 	s.clearLabCounts()
-	s.simGateway.Reset()
+	s.world.handler.Reset()
 	s.hub.Clear()
+	s.restartAnswerCounts()
+	// The presenter's token is looked at in the shared count again.
+	s.admission.presenter.known.forget()
 }
 
 // ClockAdvance is the body of POST /api/clock/advance.
@@ -162,8 +165,17 @@ type ClockState struct {
 	OffsetSeconds float64   `json:"offset_seconds"`
 }
 
-func (s *Server) clockState() ClockState {
-	return ClockState{Now: s.clock.Now().UTC(), OffsetSeconds: s.clock.Offset().Seconds()}
+// roomClock is the room's clock as the presenter reads and moves it: the
+// server's clock, which follows the room's offset, and the room that
+// holds the offset for every server of the class.
+type roomClock struct {
+	clock    *sim.Clock
+	room     *room.Room[room.State]
+	timeline timeline
+}
+
+func (rc roomClock) clockState() ClockState {
+	return ClockState{Now: rc.clock.Now().UTC(), OffsetSeconds: rc.clock.Offset().Seconds()}
 }
 
 // advanceClock moves the room's clock forward by d, so that keys age
@@ -171,11 +183,11 @@ func (s *Server) clockState() ClockState {
 // publishes the jump. The bound is checked against the room's offset as
 // part of the change, so advances on several servers at once cannot take
 // the clock past it together.
-func (s *Server) advanceClock(ctx context.Context, d time.Duration, who string) error {
+func (rc roomClock) advanceClock(ctx context.Context, d time.Duration, who string) error {
 	if d <= 0 || d > room.MaxClockAdvance {
 		return pay.Errorf(pay.EINVALID, "seconds must be between 1 and %d, not %d.", int64(room.MaxClockAdvance/time.Second), int64(d/time.Second))
 	}
-	_, next, err := s.room.Change(ctx, func(r *room.State) error {
+	_, next, err := rc.room.Change(ctx, func(r *room.State) error {
 		offset, ok := sim.AdvanceOffset(r.ClockOffset, d)
 		if !ok {
 			return pay.Errorf(pay.EINVALID, "The clock already runs %s ahead, and it may run at most %d seconds (%d days) ahead in total: advance it by at most %d more seconds, or reset the demo to start again from the real time.",
@@ -191,6 +203,6 @@ func (s *Server) advanceClock(ctx context.Context, d time.Duration, who string) 
 	if who != "" {
 		msg = who + ": " + msg
 	}
-	s.hub.Publish(live.Event{Kind: live.Switched, Message: msg})
+	rc.timeline.Publish(live.Event{Kind: live.Switched, Message: msg})
 	return nil
 }

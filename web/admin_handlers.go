@@ -16,21 +16,32 @@ import (
 // to anyone; changing anything needs the presenter token when one is
 // configured. They translate HTTP; what a change does is the demo's.
 type adminHandlers struct {
-	demo demoControl
+	switches faultControl
+	clock    clockControl
+	demo     demoControl
 }
 
-// demoControl is what the presenter's endpoints change: the room's
-// switches, the sweeper, the reset and the clock. The server is one
-// (faults.go, admin.go).
-type demoControl interface {
+// clockControl is what the presenter's endpoints read and move of the
+// room's clock (roomClock, admin.go).
+type clockControl interface {
+	clockState() ClockState
+	advanceClock(ctx context.Context, d time.Duration, who string) error
+}
+
+// faultControl is what the presenter's endpoints read and change of the
+// room's fault switches (faultSwitches, faults.go).
+type faultControl interface {
 	currentFaults() pay.Faults
 	applyFaults(ctx context.Context, f pay.Faults, who string) error
 	patchFaults(ctx context.Context, body []byte, who string) (pay.Faults, error)
+}
+
+// demoControl is what the presenter's endpoints change besides: the
+// sweeper and the reset. The server is one (admin.go, jobs.go).
+type demoControl interface {
 	Sweep(ctx context.Context) ([]pay.SweepOutcome, error)
 	sweepReport(outcomes []pay.SweepOutcome) SweepReport
 	resetDemo(ctx context.Context, who string) error
-	advanceClock(ctx context.Context, d time.Duration, who string) error
-	clockState() ClockState
 }
 
 // routes registers the presenter's endpoints.
@@ -45,7 +56,7 @@ func (h adminHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
 
 // handleGetFaults is GET /api/faults: every switch, open to anyone.
 func (h adminHandlers) handleGetFaults(c echo.Context) error {
-	return c.JSON(http.StatusOK, h.demo.currentFaults())
+	return c.JSON(http.StatusOK, h.switches.currentFaults())
 }
 
 // handlePutFaults is PUT /api/faults: the body replaces every switch; a
@@ -55,10 +66,10 @@ func (h adminHandlers) handlePutFaults(c echo.Context) error {
 	if err := decodeAdminJSON(c.Request(), &f); err != nil {
 		return err
 	}
-	if err := h.demo.applyFaults(c.Request().Context(), f, changedBy(c.Request())); err != nil {
+	if err := h.switches.applyFaults(c.Request().Context(), f, changedBy(c.Request())); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, h.demo.currentFaults())
+	return c.JSON(http.StatusOK, h.switches.currentFaults())
 }
 
 // handlePatchFaults is PATCH /api/faults: only the fields the body names
@@ -68,7 +79,7 @@ func (h adminHandlers) handlePatchFaults(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f, err := h.demo.patchFaults(c.Request().Context(), body, changedBy(c.Request()))
+	f, err := h.switches.patchFaults(c.Request().Context(), body, changedBy(c.Request()))
 	if err != nil {
 		return err
 	}
@@ -92,7 +103,7 @@ func (h adminHandlers) handleReset(c echo.Context) error {
 	if err := h.demo.resetDemo(c.Request().Context(), changedBy(c.Request())); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"reset": true, "faults": h.demo.currentFaults()})
+	return c.JSON(http.StatusOK, map[string]any{"reset": true, "faults": h.switches.currentFaults()})
 }
 
 // handleClockAdvance is POST /api/clock/advance with {"seconds": n}.
@@ -104,8 +115,8 @@ func (h adminHandlers) handleClockAdvance(c echo.Context) error {
 	if req.Seconds <= 0 || req.Seconds > int64(room.MaxClockAdvance/time.Second) {
 		return pay.Errorf(pay.EINVALID, "seconds must be between 1 and %d, not %d.", int64(room.MaxClockAdvance/time.Second), req.Seconds)
 	}
-	if err := h.demo.advanceClock(c.Request().Context(), time.Duration(req.Seconds)*time.Second, changedBy(c.Request())); err != nil {
+	if err := h.clock.advanceClock(c.Request().Context(), time.Duration(req.Seconds)*time.Second, changedBy(c.Request())); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, h.demo.clockState())
+	return c.JSON(http.StatusOK, h.clock.clockState())
 }

@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"paytwice/sim"
 	"paytwice/web/live"
 	"paytwice/web/room"
 	"paytwice/web/room/step"
@@ -176,8 +178,8 @@ func TestResetDoesNotWaitForServersThatCannotAnswer(t *testing.T) {
 		if r := answerOf(t, "the reset", resetOn(a)); r.Status != http.StatusOK {
 			t.Fatalf("reset: %d %s", r.Status, r.Body)
 		}
-		if took := time.Since(start); took < a.Server.barriers.AckWait {
-			t.Errorf("the reset went on after %s, before its bound of %s", took, a.Server.barriers.AckWait)
+		if took := time.Since(start); took < a.Server.servers.barriers.AckWait {
+			t.Errorf("the reset went on after %s, before its bound of %s", took, a.Server.servers.barriers.AckWait)
 		}
 		if m := resetMessage(t, a); !strings.Contains(m, "not waited for: s9") || strings.Contains(m, "s2") {
 			t.Errorf("the reset says %q; want s9, and only s9, named as not waited for", m)
@@ -192,12 +194,14 @@ func TestResetDoesNotWaitForServersThatCannotAnswer(t *testing.T) {
 
 // A server holds its payments for another server's reset only until the
 // barrier's time is up: a resetting server that died holds nobody for
-// longer.
+// longer. The bound is on s2's barrier clock, which only the test moves,
+// so however slowly s2 hears of the barrier its time is not up.
 func TestAServerHoldsItsPaymentsForAResetOnlyUntilItsBound(t *testing.T) {
 	waitsOnRealClocks(t)
 	db := newClass(t)
-	b := db.server(Config{Name: "s2"}, nil)
-	until := time.Now().Add(3 * time.Second)
+	clock := sim.NewManualClock(time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC))
+	b := db.server(Config{Name: "s2", BarrierClock: clock.Now}, nil)
+	until := clock.Now().Add(3 * time.Second)
 	// A barrier by a server that is gone.
 	if _, _, err := db.UpdateRoom(context.Background(), func(old []byte) ([]byte, error) {
 		st := room.Defaults()
@@ -214,16 +218,42 @@ func TestAServerHoldsItsPaymentsForAResetOnlyUntilItsBound(t *testing.T) {
 		bar := b.Server.room.Load().Barrier
 		return bar != nil && slices.Contains(bar.Acks, b.Server.room.ID())
 	})
-	// A payment sent once the bound has passed would prove nothing.
-	if left := time.Until(until); left < 500*time.Millisecond {
-		t.Fatalf("s2 acknowledged the barrier only %v before its bound: the test cannot tell whether it held the payment", left)
+	// s2 acknowledges holding its in-flight lock, which every payment
+	// takes shared: it admits none now.
+	if b.Server.payments.inflight.TryRLock() {
+		b.Server.payments.inflight.RUnlock()
+		t.Fatal("s2 acknowledged the barrier without holding its payments")
 	}
-	r := b.pay("held-back", `{"order_id":"A-1","amount_satang":100}`)
-	if r.Status != http.StatusCreated {
-		t.Fatalf("payment: %d %s", r.Status, r.Body)
+	type answer struct {
+		r     response
+		err   error
+		early bool // answered before the bound was passed
 	}
-	if time.Now().Before(until) {
+	var passed atomic.Bool
+	paid := make(chan answer, 1)
+	go func() {
+		r, err := b.tryPay("held-back", `{"order_id":"A-1","amount_satang":100}`)
+		paid <- answer{r, err, !passed.Load()}
+	}()
+	passed.Store(true)
+	clock.Advance(3 * time.Second)
+	var a answer
+	select {
+	case a = <-paid:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the payment is still held after the barrier's bound: s2 holds it until the barrier ends")
+	}
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if a.early {
 		t.Fatal("a payment ran while the server held its payments for a reset")
+	}
+	if a.r.Status != http.StatusCreated {
+		t.Fatalf("payment: %d %s", a.r.Status, a.r.Body)
+	}
+	if b.Server.room.Load().Barrier == nil {
+		t.Fatal("the barrier ended: the payment went on because of that, not the bound")
 	}
 }
 

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/a-h/templ"
 
@@ -13,32 +16,69 @@ import (
 	"paytwice/web/board"
 )
 
-// live returns the server's board, starting it on first use: a server
-// that only serves the API never renders a fragment.
+// lazyBoard is the server's board, started on first use: a server that
+// only serves the API never renders a fragment.
+type lazyBoard struct {
+	once sync.Once
+	b    *board.Board
+	// started says b was started; ended that the server ended the live
+	// streams for its shutdown (EndStreams).
+	started, ended atomic.Bool
+}
+
+// get returns the board, started by start the first time.
+func (l *lazyBoard) get(start func() *board.Board) *board.Board {
+	l.once.Do(func() {
+		l.b = start()
+		l.started.Store(true)
+	})
+	return l.b
+}
+
+// endStreams ends every live page's stream, if the board was ever
+// started, and marks the streams ended so no new one begins.
+func (l *lazyBoard) endStreams() {
+	l.ended.Store(true)
+	if l.started.Load() {
+		l.b.Close()
+	}
+}
+
+// live returns the server's board, starting it on first use.
 func (s *Server) live() *board.Board {
-	s.liveOnce.Do(func() {
-		s.proj = board.Start(board.Config{
-			Store: s.db, Hub: s.hub, Clock: s.clock, Steps: s.steps, Ctx: s.baseCtx, Logf: s.logf, Wall: s.cfg.BoardClock,
+	return s.pages.board.get(func() *board.Board {
+		return board.Start(board.Config{
+			Store: s.db, Hub: s.hub, Clock: s.clock, Steps: s.steps, Ctx: s.life.base, Logf: s.logf, Wall: s.cfg.BoardClock,
 			Switches: func() views.FaultSwitches {
-				return views.FaultSwitches{Faults: s.currentFaults(), ClockOffset: s.clock.Offset()}
+				return views.FaultSwitches{Faults: s.faultSwitches().currentFaults(), ClockOffset: s.clock.Offset()}
 			},
 			RoomChanged: changesRoom,
 			Lab:         boardLab{s},
 			ResyncNote: func(why board.Why) templ.Component {
 				return views.StreamNote(s.resyncNote(why), true)
 			},
-			Origin: s.streamOrigin,
+			Origin:  s.streamOrigin,
+			Kept:    s.keptAnswerCounts,
+			Ordered: s.ordered,
 			// A student's live view waits, briefly, for the presenter's
 			// payments at work (student_work.go).
 			BeforeWrite: func(r *http.Request) {
-				if !s.hasPriority(r) {
-					s.work.presenter.waitAtMost(r.Context(), studentStreamWait)
+				if !s.admission.hasPriority(r) {
+					s.admission.work.presenter.waitAtMost(r.Context(), studentStreamWait)
 				}
 			},
+			// A student's live view is written at most every
+			// studentStreamGap, what came meanwhile in one write: four
+			// hundred views open then cost the server a few writes a
+			// second each, not one per fan-out. The presenter's has no gap.
+			WriteGap: func(r *http.Request) time.Duration {
+				if s.cfg.PresenterToken == "" || s.admission.hasPriority(r) {
+					return 0
+				}
+				return studentStreamGap
+			},
 		})
-		s.liveStarted.Store(true)
 	})
-	return s.proj
 }
 
 // boardLab is the lab's numbers as the board draws them after events.
@@ -60,9 +100,10 @@ func (l boardLab) Outcomes(ctx context.Context) []byte {
 
 // boardHandlers is the board's handler group, holding what it uses.
 func (s *Server) boardHandlers() boardHandlers {
-	return boardHandlers{board: s.live, steps: s.steps, closeVote: s.closeStepVote, admission: s.streams, clientIP: s.clientIP,
-		presenter: s.hasPriority, maxStreams: s.cfg.Limits.MaxStreams, streamsEnded: &s.streamsEnded,
-		stepper: s.stepperOnly, puzzle: puzzleSteps{room: s.room, held: s.steps.State}}
+	puzzle := puzzleSteps{room: s.room, held: s.steps.State, presenterAuth: s.admission.presenter.presenterAuth}
+	return boardHandlers{board: s.live, steps: s.steps, closeVote: s.closeStepVote, admission: s.admission.streams, clientIP: s.admission.presenter.clientIP,
+		presenter: s.admission.hasPriority, maxStreams: s.cfg.Limits.MaxStreams, streamsEnded: &s.pages.board.ended,
+		stepper: puzzle.stepperOnly, puzzle: puzzle}
 }
 
 // streamOrigin says where the events of a page came from whose event ids
@@ -70,7 +111,7 @@ func (s *Server) boardHandlers() boardHandlers {
 // room id, which is their hub's epoch (newRoom). On a server of its own
 // any other epoch is an earlier life of this server.
 func (s *Server) streamOrigin(ctx context.Context, epoch string) board.Why {
-	if !s.peers.Shared() {
+	if !s.servers.peers.Shared() {
 		return board.Restarted
 	}
 	members, err := s.room.Members(ctx)
@@ -99,14 +140,14 @@ func (s *Server) resyncNote(why board.Why) string {
 		head = "This page now follows another server of the class, which drew it again; the room is the same."
 	case why == board.Reconnected:
 		head = "This page reconnected to another server of the class, which drew it again."
-	case why == board.Restarted && s.peers.Shared():
+	case why == board.Restarted && s.servers.peers.Shared():
 		head = "The server this page followed stopped or restarted; a server of the class drew it again."
 	case why == board.Restarted:
 		head = "The server restarted; this page is back with the class."
 	}
 	st := s.room.Load()
 	where := " No chapter is running."
-	if i, ch, ok := s.lessons.Find(st.Lesson); ok && st.Lesson != "" {
+	if i, ch, ok := s.teaching.lessons.Find(st.Lesson); ok && st.Lesson != "" {
 		where = fmt.Sprintf(" The class is in chapter %d: %s.", i+1, ch.Title)
 	}
 	if st.Step {

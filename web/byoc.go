@@ -59,11 +59,13 @@ type byocCtxKey struct{}
 // apart: by the student's name in the path.
 type byocClient struct{ name, addr string }
 
-func (s *Server) byocRoutes(e *echo.Echo) *byoc {
+// newBYOC makes the room's proxy in front of handler, this very server's,
+// with the presenter's checks.
+func newBYOC(handler func() http.Handler, presenterOnly echo.MiddlewareFunc, isPresenter func(*http.Request) bool) *byoc {
 	self := &url.URL{Scheme: "http", Host: "paytwice.internal"}
 	p, err := proxy.New(proxy.Config{
 		Target:    self,
-		Transport: handlerTransport{s.Handler},
+		Transport: handlerTransport{handler},
 		ClientOf: func(r *http.Request) (string, string, string) {
 			c, _ := r.Context().Value(byocCtxKey{}).(byocClient)
 			return c.name, c.addr, r.Header.Get("User-Agent")
@@ -72,13 +74,17 @@ func (s *Server) byocRoutes(e *echo.Echo) *byoc {
 	if err != nil {
 		panic(err) // the URL above is valid
 	}
-	books := proxy.APIBooks(self, &http.Client{Transport: handlerTransport{s.Handler}, Timeout: 10 * time.Second})
-	b := &byoc{proxy: p, books: books, presenterOnly: s.presenterOnly, isPresenter: s.isPresenter, names: map[string]string{}, perAddr: map[string]int{}}
+	books := proxy.APIBooks(self, &http.Client{Transport: handlerTransport{handler}, Timeout: 10 * time.Second})
+	return &byoc{proxy: p, books: books, presenterOnly: presenterOnly, isPresenter: isPresenter, names: map[string]string{}, perAddr: map[string]int{}}
+}
+
+// routes registers the scoreboard, the presenter's choice of the next
+// failure, and each student's way through the proxy.
+func (b *byoc) routes(e *echo.Echo) {
 	e.GET("/byo", b.handlePage)
 	e.GET("/byo/-/scores", b.handleScores)
-	e.POST("/byo/-/next", b.handleNext, s.presenterOnly)
+	e.POST("/byo/-/next", b.handleNext, b.presenterOnly)
 	e.Any("/byo/:name/*", b.handleForward)
-	return b
 }
 
 // inUse reports whether a student has paid through the room's proxy: the

@@ -28,6 +28,7 @@ type callerBook struct {
 	mu    sync.Mutex
 	seen  map[string]time.Time // caller (address, then credential) → last let in
 	swept time.Time
+	peak  int // the most callers seen has held (shrunk, tokenbucket.go)
 }
 
 func newCallerBook(now func() time.Time, max int, idle time.Duration) *callerBook {
@@ -63,6 +64,7 @@ func (b *callerBook) letIn(caller string) {
 		delete(b.seen, oldest)
 	}
 	b.seen[caller] = now
+	b.peak = max(b.peak, len(b.seen))
 }
 
 func (b *callerBook) sweepLocked(now time.Time) {
@@ -72,6 +74,7 @@ func (b *callerBook) sweepLocked(now time.Time) {
 			delete(b.seen, k)
 		}
 	}
+	b.seen, b.peak = shrunk(b.seen, b.peak)
 }
 
 // forgetIdle forgets the callers idle too long now.

@@ -35,7 +35,7 @@ func classPay(client *http.Client, base, key, order, auth string) response {
 // wait until release is closed, and reports each request reaching it.
 func holdEveryGap(s *Server, n int) (reached chan struct{}, release chan struct{}) {
 	reached, release = make(chan struct{}, n), make(chan struct{})
-	s.sleep = func(ctx context.Context, d time.Duration) error {
+	s.payments.sleep = func(ctx context.Context, d time.Duration) error {
 		reached <- struct{}{}
 		select {
 		case <-release:

@@ -119,11 +119,14 @@ func TestMischievousClass(t *testing.T) {
 	}
 	second := watchStream(t, presenter, env.URL, PresenterHeader, token)
 	_ = second
-	// Loops on delivery reports, the backoff and the herd.
+	// Loops on delivery reports, the backoff and the herd; looped counts
+	// their requests, to tell that the checker ran while they went on.
+	var looped atomic.Int64
 	for _, ip := range []string{"127.0.0.3", "127.0.0.4"} {
 		client := fromAddress(ip)
 		student(func() {
 			for i := 0; i < 3000 && ctx.Err() == nil; i++ {
+				looped.Add(1)
 				switch i % 3 {
 				case 0:
 					sendFrom(t, client, http.MethodPost, env.URL+"/api/delivery",
@@ -207,11 +210,15 @@ func TestMischievousClass(t *testing.T) {
 	type checked struct {
 		rows []string
 		err  error
+		// loopedDuring is how many of the students' loop requests were
+		// sent while the checker ran.
+		loopedDuring int64
 	}
 	checkerNoisy := make(chan checked, 1)
 	go func() {
+		before := looped.Load()
 		rows, err := runChecker(env.URL, token)
-		checkerNoisy <- checked{rows, err}
+		checkerNoisy <- checked{rows, err, looped.Load() - before}
 	}()
 	// The presenter watches its board the whole time.
 	student(func() {
@@ -283,6 +290,10 @@ func TestMischievousClass(t *testing.T) {
 		if during.err != nil {
 			t.Fatalf("with the students at it: %v", during.err)
 		}
+		if during.loopedDuring == 0 {
+			t.Error("the students sent nothing while the checker ran: its table was not taken under attack")
+		}
+		t.Logf("the students sent %d requests from their loops while the checker ran", during.loopedDuring)
 		if !slices.Equal(checkerAlone, during.rows) {
 			t.Errorf("with the students at it the checker said\n%s\nalone it said\n%s", strings.Join(during.rows, "\n"), strings.Join(checkerAlone, "\n"))
 		}
@@ -343,9 +354,9 @@ func TestMischievousClass(t *testing.T) {
 	t.Logf("the presenter's median payment: %v quiet, %v with the students at it (%.1fx)", q, n, float64(n)/float64(q))
 	t.Run("a class of sixty behind one address reconnects all its phones at once, three times over", func(t *testing.T) {
 		waitUntil(t, "the students' streams to close", func() bool {
-			env.Server.streams.mu.Lock()
-			defer env.Server.streams.mu.Unlock()
-			return env.Server.streams.held == 0
+			env.Server.admission.streams.mu.Lock()
+			defer env.Server.admission.streams.mu.Unlock()
+			return env.Server.admission.streams.held == 0
 		})
 		nat := fromAddress("127.0.0.9")
 		phones := make([]string, 60)
@@ -372,9 +383,9 @@ func TestMischievousClass(t *testing.T) {
 				h.close()
 			}
 			waitUntil(t, "the class's streams to close", func() bool {
-				env.Server.streams.mu.Lock()
-				defer env.Server.streams.mu.Unlock()
-				return env.Server.streams.held == 0
+				env.Server.admission.streams.mu.Lock()
+				defer env.Server.admission.streams.mu.Unlock()
+				return env.Server.admission.streams.held == 0
 			})
 		}
 	})

@@ -125,12 +125,12 @@ func (c *class) server(cfg Config, wrap func(room.Peers) room.Peers) *testEnv {
 func (c *class) join(env *testEnv) {
 	c.t.Helper()
 	c.started = append(c.started, env)
-	if env.Server.relay == nil || len(c.started) < 2 {
+	if env.Server.servers.relay == nil || len(c.started) < 2 {
 		return
 	}
 	for _, e := range c.started {
-		if e.Server.relay != nil {
-			waitUntil(c.t, "the relays to hear each other", func() bool { return e.Server.relay.Others() > 0 })
+		if e.Server.servers.relay != nil {
+			waitUntil(c.t, "the relays to hear each other", func() bool { return e.Server.servers.relay.Others() > 0 })
 		}
 	}
 }
@@ -149,7 +149,7 @@ func (c *class) servers(wrap func(i int, peers room.Peers) room.Peers, names ...
 	}
 	for _, e := range envs {
 		e.Server.live() // the projector draws from its start on
-		waitUntil(c.t, "the relay to listen", func() bool { return e.Server.relay.Listening() > 0 })
+		waitUntil(c.t, "the relay to listen", func() bool { return e.Server.servers.relay.Listening() > 0 })
 	}
 	return envs
 }

@@ -341,7 +341,7 @@ func TestBrowserPagesReachableByKeyboard(t *testing.T) {
 func TestBrowserIdleBoardShowsTheTimeline(t *testing.T) {
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
-	env.Server.listenAddr.Store(&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 8080})
+	env.Server.pages.join.listenAddr.Store(&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 8080})
 	ctx := liveBrowser(t, 1920, 1080)
 	liveOpen(t, ctx, env.URL+"/board")
 	for i := range 4 {

@@ -31,6 +31,6 @@ var measuredSDKs = []views.ClientSDK{
 }
 
 // handleClients is GET /clients: what real clients do against this server.
-func (s *Server) handleClients(c echo.Context) error {
+func handleClients(c echo.Context) error {
 	return render(c, http.StatusOK, views.ClientsPage(measuredSDKs, articleClientSource, keyedClientSource))
 }

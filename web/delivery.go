@@ -33,14 +33,27 @@ type deliveryReport struct {
 // maxDeliveryWhy bounds the words a page may put on the timeline.
 const maxDeliveryWhy = 80
 
-func (s *Server) deliveryRoutes(e *echo.Echo) {
-	e.POST("/api/delivery", s.handleDelivery)
+// deliveryHandlers take the pages' word on their answers and put it on
+// the timeline: all they need is where the caller is and where events go.
+type deliveryHandlers struct {
+	events   eventPublisher
+	clientIP func(*http.Request) string
+}
+
+// eventPublisher is the part of the hub (web/live) that takes new events.
+type eventPublisher interface {
+	Publish(live.Event) live.Event
+}
+
+// routes registers the page's report.
+func (h deliveryHandlers) routes(e *echo.Echo) {
+	e.POST("/api/delivery", h.handleDelivery)
 }
 
 // handleDelivery is POST /api/delivery: a page's word on one attempt. It
 // is published for the caller's scope, so a page speaks only for its own
 // requests.
-func (s *Server) handleDelivery(c echo.Context) error {
+func (h deliveryHandlers) handleDelivery(c echo.Context) error {
 	var d deliveryReport
 	if err := decodeAdminJSON(c.Request(), &d); err != nil {
 		return err
@@ -57,11 +70,11 @@ func (s *Server) handleDelivery(c echo.Context) error {
 	case strings.IndexFunc(d.Why, func(r rune) bool { return r == utf8.RuneError || !unicode.IsPrint(r) }) >= 0:
 		return pay.Errorf(pay.EINVALID, "why must be plain printable text: no control or formatting characters.")
 	}
-	e := live.Event{Kind: live.Delivered, Attempt: d.Attempt, Scope: callerScope(c.Request()), Source: s.clientIP(c.Request()), Status: d.Status,
+	e := live.Event{Kind: live.Delivered, Attempt: d.Attempt, Scope: callerScope(c.Request()), Source: h.clientIP(c.Request()), Status: d.Status,
 		Message: "the page received the answer (" + strconv.Itoa(d.Status) + ")"}
 	if !d.Received {
 		e.Kind, e.Status, e.Message = live.Undelivered, 0, d.Why
 	}
-	s.hub.Publish(e)
+	h.events.Publish(e)
 	return c.NoContent(http.StatusNoContent)
 }

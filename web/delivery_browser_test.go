@@ -78,7 +78,7 @@ func TestBrowserAnswerArrivesWhenThePageSaysSo(t *testing.T) {
 	})
 
 	t.Run("an answer the page gave up on is drawn as not delivered", func(t *testing.T) {
-		if err := env.Server.applyFaults(t.Context(), pay.Faults{Server: pay.ServerFaults{DelayMS: 1500}}, "test"); err != nil {
+		if err := env.Server.faultSwitches().applyFaults(t.Context(), pay.Faults{Server: pay.ServerFaults{DelayMS: 1500}}, "test"); err != nil {
 			t.Fatal(err)
 		}
 		liveOpen(t, phone, env.URL+"/?attempt_ms=300")

@@ -25,18 +25,33 @@ type TimelineExport struct {
 	Events     []live.Event `json:"events"`
 }
 
-func (s *Server) exportRoutes(e *echo.Echo) {
-	e.GET("/api/timeline.json", s.handleTimelineJSON)
-	e.GET("/api/timeline.csv", s.handleTimelineCSV)
+// exportHandlers serve the timeline's download. They hold only what
+// they read: the events the hub keeps, who the presenter is, and the
+// server's clock, which names the file.
+type exportHandlers struct {
+	events      keptEvents
+	isPresenter func(*http.Request) bool
+	now         func() time.Time
+}
+
+// keptEvents is the part of the hub (web/live) the export reads.
+type keptEvents interface {
+	Kept() []live.Event
+}
+
+// routes registers the two downloads.
+func (h exportHandlers) routes(e *echo.Echo) {
+	e.GET("/api/timeline.json", h.handleTimelineJSON)
+	e.GET("/api/timeline.csv", h.handleTimelineCSV)
 }
 
 // exportEvents lists the retained events r may read. The whole file
 // names every caller's keys, orders, attempts and charges: it is the
 // presenter's (everybody's on a server without a presenter token). Anyone
 // else gets the rows of their own scope only.
-func (s *Server) exportEvents(r *http.Request) []live.Event {
-	out := s.hub.Kept()
-	if !s.isPresenter(r) {
+func (h exportHandlers) exportEvents(r *http.Request) []live.Event {
+	out := h.events.Kept()
+	if !h.isPresenter(r) {
 		mine := callerScope(r)
 		out = slices.DeleteFunc(out, func(e live.Event) bool { return e.Scope != mine })
 	}
@@ -52,17 +67,17 @@ func (s *Server) exportEvents(r *http.Request) []live.Event {
 }
 
 // attachment names the download after the server's clock.
-func (s *Server) attachment(c echo.Context, ext string) {
-	name := "paytwice-timeline-" + s.clock.Now().UTC().Format("20060102-150405") + "." + ext
-	h := c.Response().Header()
-	h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
-	h.Set("Cache-Control", "no-store")
+func (h exportHandlers) attachment(c echo.Context, ext string) {
+	name := "paytwice-timeline-" + h.now().UTC().Format("20060102-150405") + "." + ext
+	header := c.Response().Header()
+	header.Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	header.Set("Cache-Control", "no-store")
 }
 
 // handleTimelineJSON is GET /api/timeline.json.
-func (s *Server) handleTimelineJSON(c echo.Context) error {
-	s.attachment(c, "json")
-	return c.JSON(http.StatusOK, TimelineExport{ExportedAt: s.clock.Now().UTC(), Events: s.exportEvents(c.Request())})
+func (h exportHandlers) handleTimelineJSON(c echo.Context) error {
+	h.attachment(c, "json")
+	return c.JSON(http.StatusOK, TimelineExport{ExportedAt: h.now().UTC(), Events: h.exportEvents(c.Request())})
 }
 
 // TimelineCSVHeader is the first row of GET /api/timeline.csv. When the
@@ -72,8 +87,8 @@ var TimelineCSVHeader = []string{"seq", "time", "kind", "request", "scope", "key
 
 // handleTimelineCSV is GET /api/timeline.csv: one row per event, times in
 // RFC 3339 UTC, empty cells for what an event does not have.
-func (s *Server) handleTimelineCSV(c echo.Context) error {
-	events := s.exportEvents(c.Request())
+func (h exportHandlers) handleTimelineCSV(c echo.Context) error {
+	events := h.exportEvents(c.Request())
 	named := slices.ContainsFunc(events, func(e live.Event) bool { return e.Server != "" })
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
@@ -100,7 +115,7 @@ func (s *Server) handleTimelineCSV(c echo.Context) error {
 	if err := w.Error(); err != nil {
 		return err
 	}
-	s.attachment(c, "csv")
+	h.attachment(c, "csv")
 	return c.Blob(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
 }
 

@@ -2,16 +2,12 @@ package web
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/labstack/echo/v4"
-
-	"paytwice/pay"
+	"paytwice/pay/addrlimit"
 )
 
 // A classroom is an untrusted network: every phone and laptop on it can
@@ -66,6 +62,12 @@ type Limits struct {
 	// WorkshopRuns is how often one address may ask the workshop to run
 	// the checker against a student's endpoint (web/workshop).
 	WorkshopRuns Rate
+	// WorkshopGateway is how often one student's workshop gateway (by its
+	// secret) may be called, by their endpoint and anyone else who knows
+	// the secret: a checker run sends a few hundred at most, in bursts of
+	// a storm, so a run never meets it; a loop charging as fast as it can
+	// is refused 429 before it reaches the books.
+	WorkshopGateway Rate
 	// PaymentsPerAddress is how many of one address's payments the server
 	// works on at once, and PaymentsAtWork how many of all the students';
 	// the others wait their turn, the addresses and, within one, the
@@ -106,6 +108,16 @@ type Limits struct {
 	Addresses int
 	// IdleAfter is how long an address's entry outlives its last use.
 	IdleAfter time.Duration
+	// ConnectionsPerAddress is how many connections one address may hold
+	// open (a browser opens up to six to a server; sixty students' laptops
+	// and phones behind one address stay well within it), and
+	// InFlightPerAddress how many of its requests, live views aside, may
+	// be in flight at once; past either, the next is refused at once
+	// (address_bounds.go). PresenterReserve is how many more the presenter
+	// may have of each: requests that carry the presenter's token, and
+	// connections from an address the presenter was recognised from lately
+	// (requests with the presenter's cookie are never counted).
+	ConnectionsPerAddress, InFlightPerAddress, PresenterReserve int
 }
 
 // Rate is a token bucket: Burst requests at once, then one every Every.
@@ -128,6 +140,7 @@ var DefaultLimits = Limits{
 	Simulations:           Rate{Burst: 120, Every: 500 * time.Millisecond},
 	Checks:                Rate{Burst: 60, Every: time.Second},
 	WorkshopRuns:          Rate{Burst: 6, Every: 20 * time.Second},
+	WorkshopGateway:       Rate{Burst: 600, Every: 20 * time.Millisecond},
 	SimulationWork:        Rate{Burst: 4000, Every: 4 * time.Millisecond},
 	AddressSimulationWork: Rate{Burst: 2000, Every: 5 * time.Millisecond},
 	PaymentsPerAddress:    4,
@@ -141,7 +154,10 @@ var DefaultLimits = Limits{
 	TimelinePerSource:     4096,
 	TimelineTotal:         32768,
 	Addresses:             4096,
-	IdleAfter:             10 * time.Minute,
+	IdleAfter:             addrlimit.DefaultIdleAfter,
+	ConnectionsPerAddress: addrlimit.DefaultConnections,
+	InFlightPerAddress:    addrlimit.DefaultInFlight,
+	PresenterReserve:      addrlimit.DefaultReserve,
 }
 
 // withDefaults fills the limits left at zero.
@@ -172,6 +188,7 @@ func (l Limits) withDefaults() Limits {
 	fillRate(&l.SimulationWork, d.SimulationWork)
 	fillRate(&l.AddressSimulationWork, d.AddressSimulationWork)
 	fillRate(&l.WorkshopRuns, d.WorkshopRuns)
+	fillRate(&l.WorkshopGateway, d.WorkshopGateway)
 	fill(&l.PaymentsPerAddress, d.PaymentsPerAddress)
 	fill(&l.PaymentsAtWork, d.PaymentsAtWork)
 	fill(&l.PaymentsQueued, d.PaymentsQueued)
@@ -189,6 +206,9 @@ func (l Limits) withDefaults() Limits {
 	if l.IdleAfter <= 0 {
 		l.IdleAfter = d.IdleAfter
 	}
+	fill(&l.ConnectionsPerAddress, d.ConnectionsPerAddress)
+	fill(&l.InFlightPerAddress, d.InFlightPerAddress)
+	fill(&l.PresenterReserve, d.PresenterReserve)
 	// One address's turns are a part of the students', never more.
 	l.PaymentsAtWork = max(l.PaymentsAtWork, l.PaymentsPerAddress)
 	// The presenter's slots are a part of the whole, never all of it.
@@ -220,6 +240,7 @@ var limitSettings = []limitSetting{
 	{name: "address-simulation-work", what: "milliseconds of one core one address's sweeps may use (burst/one more back every)", rate: func(l *Limits) *Rate { return &l.AddressSimulationWork }},
 	{name: "checks", what: "forwards to a student's server and checker runs per address", rate: func(l *Limits) *Rate { return &l.Checks }},
 	{name: "workshop-runs", what: "workshop checker runs one address may ask for", rate: func(l *Limits) *Rate { return &l.WorkshopRuns }},
+	{name: "workshop-gateway", what: "requests one student's workshop gateway answers (burst/one back every)", rate: func(l *Limits) *Rate { return &l.WorkshopGateway }},
 	{name: "caller-share", what: "percent of an address's rates one browser session or bearer token may use (requests, deliveries, simulations, checks)", count: func(l *Limits) *int { return &l.CallerShare }},
 	{name: "callers", what: "browser sessions and tokens remembered as let in before", count: func(l *Limits) *int { return &l.Callers }},
 	{name: "payments-per-address", what: "payments of one address the server works on at once (with a presenter token)", count: func(l *Limits) *int { return &l.PaymentsPerAddress }},
@@ -231,7 +252,10 @@ var limitSettings = []limitSetting{
 	{name: "timeline-per-source", what: "timeline events one address may hold", count: func(l *Limits) *int { return &l.TimelinePerSource }},
 	{name: "timeline-total", what: "timeline events kept in all", count: func(l *Limits) *int { return &l.TimelineTotal }},
 	{name: "addresses", what: "addresses each per-address table holds", count: func(l *Limits) *int { return &l.Addresses }},
-	{name: "idle-after", what: "how long an idle address is remembered", dur: func(l *Limits) *time.Duration { return &l.IdleAfter }},
+	{name: addrlimit.ConnectionsName, what: "connections one address may hold open", count: func(l *Limits) *int { return &l.ConnectionsPerAddress }},
+	{name: addrlimit.InFlightName, what: "requests of one address in flight at once, live views aside", count: func(l *Limits) *int { return &l.InFlightPerAddress }},
+	{name: addrlimit.ReserveName, what: "connections and requests in flight the presenter may have beyond an address's", count: func(l *Limits) *int { return &l.PresenterReserve }},
+	{name: addrlimit.IdleAfterName, what: "how long an idle address is remembered", dur: func(l *Limits) *time.Duration { return &l.IdleAfter }},
 }
 
 // ParseLimits reads -limits: comma-separated name=value pairs over the
@@ -311,335 +335,4 @@ func LimitsUsage() string {
 		fmt.Fprintf(&b, "\n      %s=%s: %s", ls.name, v, ls.what)
 	}
 	return b.String()
-}
-
-// bucketTable is a token bucket per key (a client address), in memory.
-// It is bounded: an entry whose bucket is full again is forgotten at the
-// next sweep, one idle for Limits.IdleAfter is forgotten whatever it
-// holds, and when the table is full a new key takes the place of the key
-// idle longest. A new address is never refused because others filled the
-// table.
-type bucketTable struct {
-	now   func() time.Time
-	rate  Rate
-	max   int
-	idle  time.Duration
-	mu    sync.Mutex
-	items map[string]*tokenBucket
-	swept time.Time
-}
-
-type tokenBucket struct {
-	tokens float64
-	at     time.Time // when tokens was last brought up to date
-	used   time.Time // when the key last asked
-}
-
-func newBucketTable(now func() time.Time, rate Rate, max int, idle time.Duration) *bucketTable {
-	return &bucketTable{now: now, rate: rate, max: max, idle: idle, items: map[string]*tokenBucket{}}
-}
-
-// take uses one token of key's when it has one and returns 0; otherwise
-// it returns how long until it has one, and uses nothing.
-func (t *bucketTable) take(key string) time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
-	b := t.bucketLocked(key, now)
-	if b.tokens < 1 {
-		return time.Duration((1 - b.tokens) * float64(t.rate.Every))
-	}
-	b.tokens--
-	return 0
-}
-
-// bucketLocked is key's bucket brought up to now, made when it is new.
-func (t *bucketTable) bucketLocked(key string, now time.Time) *tokenBucket {
-	if now.Sub(t.swept) > t.idle/4 {
-		t.sweepLocked(now)
-	}
-	b, ok := t.items[key]
-	if !ok {
-		if len(t.items) >= t.max {
-			t.evictLocked()
-		}
-		b = &tokenBucket{tokens: float64(t.rate.Burst), at: now}
-		t.items[key] = b
-	}
-	if d := now.Sub(b.at); d > 0 {
-		b.tokens = min(float64(t.rate.Burst), b.tokens+float64(d)/float64(t.rate.Every))
-		b.at = now
-	}
-	b.used = now
-	return b
-}
-
-// reserve takes one of key's tokens, now or when it comes back: it
-// returns how long the caller must wait for it. A wait longer than most
-// takes nothing and says how long it would have been, ok false.
-func (t *bucketTable) reserve(key string, most time.Duration) (wait time.Duration, ok bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b := t.bucketLocked(key, t.now())
-	b.tokens--
-	if b.tokens >= 0 {
-		return 0, true
-	}
-	wait = time.Duration(-b.tokens * float64(t.rate.Every))
-	if wait > most {
-		b.tokens++
-		return wait, false
-	}
-	return wait, true
-}
-
-// due is how long until key has a token's worth again (0 when it has):
-// a bucket that counts work done rather than requests may go below zero,
-// and nothing starts until it has paid that back.
-func (t *bucketTable) due(key string) time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b := t.bucketLocked(key, t.now())
-	if b.tokens >= 1 {
-		return 0
-	}
-	return time.Duration((1 - b.tokens) * float64(t.rate.Every))
-}
-
-// charge takes n tokens of key's, after the work they count was done:
-// the bucket may go below zero, down to one burst.
-func (t *bucketTable) charge(key string, n float64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b := t.bucketLocked(key, t.now())
-	b.tokens = max(b.tokens-n, -float64(t.rate.Burst))
-}
-
-// giveBack returns a token reserve took and did not use.
-func (t *bucketTable) giveBack(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if b, ok := t.items[key]; ok {
-		b.tokens = min(float64(t.rate.Burst), b.tokens+1)
-	}
-}
-
-// sweepLocked forgets the keys idle too long and those whose bucket has
-// filled up again: a new bucket would be the same.
-func (t *bucketTable) sweepLocked(now time.Time) {
-	t.swept = now
-	for k, b := range t.items {
-		refilled := b.tokens+float64(now.Sub(b.at))/float64(t.rate.Every) >= float64(t.rate.Burst)
-		if idle := now.Sub(b.used); idle > t.idle || refilled {
-			delete(t.items, k)
-		}
-	}
-}
-
-// evictLocked makes room for one key: the one that asked longest ago
-// goes.
-func (t *bucketTable) evictLocked() {
-	var oldest string
-	var at time.Time
-	first := true
-	for k, b := range t.items {
-		if first || b.used.Before(at) {
-			oldest, at, first = k, b.used, false
-		}
-	}
-	delete(t.items, oldest)
-}
-
-// forgetIdle forgets the keys idle too long, and those whose bucket is
-// full again, now rather than at the next use.
-func (t *bucketTable) forgetIdle() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.sweepLocked(t.now())
-}
-
-// size is how many keys the table holds.
-func (t *bucketTable) size() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.items)
-}
-
-// requestLimits are the per-address buckets of everything that is not a
-// payment, and how a request is matched to its bucket. A request that
-// carries a caller's credential (a browser session or a bearer token) is
-// counted by its caller too, at CallerShare of its address's rate: behind
-// one shared address no caller can use up the share of the others.
-type requestLimits struct {
-	requests, deliveries, simulations, checks requestShare
-	// callers are the callers let in before: the others share one
-	// caller's bucket per address (caller_book.go).
-	callers *callerBook
-	// presenter, when set, counts the presenter's payments at work, which
-	// a student's request lets go first.
-	presenter *presenterAtWork
-	// clientIP names the address a request is counted by; priority says
-	// whether it comes from the presenter (never counted).
-	clientIP func(*http.Request) string
-	priority func(*http.Request) bool
-	// knownGateway says whether a secret is a student's workshop gateway:
-	// only those are left to the servers under test charging through
-	// them; a guessed one is counted like any request.
-	knownGateway func(secret string) bool
-}
-
-// requestShare is one kind of request's buckets: per address, per
-// caller within an address, and the one of the callers an address has
-// not let in before (keyed by the address).
-type requestShare struct {
-	address, caller, newcomers *bucketTable
-}
-
-// callerRate is CallerShare percent of r: a smaller burst, and a longer
-// wait for each token that comes back.
-func callerRate(r Rate, percent int) Rate {
-	return Rate{Burst: max(1, r.Burst*percent/100), Every: r.Every * 100 / time.Duration(percent)}
-}
-
-func newRequestLimits(l Limits, now func() time.Time, clientIP func(*http.Request) string, priority func(*http.Request) bool) *requestLimits {
-	share := func(r Rate) requestShare {
-		return requestShare{address: newBucketTable(now, r, l.Addresses, l.IdleAfter),
-			caller:    newBucketTable(now, callerRate(r, l.CallerShare), l.Addresses, l.IdleAfter),
-			newcomers: newBucketTable(now, callerRate(r, l.CallerShare), l.Addresses, l.IdleAfter)}
-	}
-	return &requestLimits{requests: share(l.Requests), deliveries: share(l.Deliveries),
-		simulations: share(l.Simulations), checks: share(l.Checks), clientIP: clientIP, priority: priority,
-		callers: newCallerBook(now, l.Callers, l.IdleAfter)}
-}
-
-// bucketFor is the share r is counted in, and what it asks for in the
-// words of a refusal; nil for what is never counted here: payments (they
-// take turns, payment_admission.go), the live stream (streamAdmission),
-// static files (a page's own parts, cached) and the simulated gateway,
-// whose callers are the servers under test charging through it.
-func (l *requestLimits) bucketFor(r *http.Request) (*requestShare, string) {
-	p := r.URL.Path
-	switch {
-	case r.Method == http.MethodPost && (p == paymentsPath || strings.HasPrefix(p, intentsPath)):
-		return nil, ""
-	case p == "/events" || strings.HasPrefix(p, "/static/") || strings.HasPrefix(p, simGatewayPrefix+"/") || p == "/favicon.ico":
-		return nil, ""
-	case strings.HasPrefix(p, workshopGateways):
-		secret, _, _ := strings.Cut(p[len(workshopGateways):], "/")
-		if l.knownGateway != nil && l.knownGateway(secret) {
-			return nil, ""
-		}
-	case p == "/api/delivery":
-		return &l.deliveries, "delivery reports"
-	case strings.HasPrefix(p, "/backoff") || strings.HasPrefix(p, "/herd") || p == "/api/backoff" || p == "/api/herd":
-		return &l.simulations, "simulation runs"
-	case strings.HasPrefix(p, "/byo/") || p == "/lab/check":
-		return &l.checks, "checks"
-	}
-	return &l.requests, "requests"
-}
-
-// callerOf names r's caller by its credential, "" when it has none (an
-// anonymous caller is its address).
-func callerOf(r *http.Request) string {
-	if tok, _, ok := bearerToken(r.Header.Get("Authorization")); ok {
-		return "token:" + scopeID(tok)
-	}
-	if hasSession(r) {
-		return "session:" + scopeID(sessionOf(r))
-	}
-	return ""
-}
-
-// middleware answers 429, with Retry-After and a sentence, to a caller or
-// an address that has used up its share of what r asks for. The presenter
-// is never counted.
-func (l *requestLimits) middleware(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		r := c.Request()
-		share, what := l.bucketFor(r)
-		if share == nil {
-			return next(c)
-		}
-		// The presenter is never held back, and takes nothing from its
-		// address's share: behind a classroom's shared address that share
-		// is the students'.
-		if l.priority(r) {
-			return next(c)
-		}
-		ip := l.clientIP(r)
-		caller := callerOf(r)
-		key := ip + "\x00" + caller
-		switch {
-		case caller == "":
-		case l.callers.known(key):
-			if wait := share.caller.take(key); wait > 0 {
-				return refuseRequest(c, wait, fmt.Sprintf("Your browser session or token has sent more %s than its share behind its address (%d at once, then one every %v; -limits caller-share)", what, share.caller.rate.Burst, share.caller.rate.Every))
-			}
-		default:
-			// A caller's first request: counted with every other new
-			// caller of its address, as one caller, and by itself.
-			if wait := share.newcomers.take(ip); wait > 0 {
-				return refuseRequest(c, wait, fmt.Sprintf("The browser sessions and tokens new to your address (%s) have sent more %s together than one caller's share (%d at once, then one every %v; -limits caller-share); a session or token is counted on its own once it has been let in", ip, what, share.newcomers.rate.Burst, share.newcomers.rate.Every))
-			}
-			if wait := share.caller.take(key); wait > 0 {
-				return refuseRequest(c, wait, fmt.Sprintf("Your browser session or token has sent more %s than its share behind its address (%d at once, then one every %v; -limits caller-share)", what, share.caller.rate.Burst, share.caller.rate.Every))
-			}
-		}
-		if wait := share.address.take(ip); wait > 0 {
-			return refuseRequest(c, wait, fmt.Sprintf("Your address (%s) has sent more %s than its share (%d at once, then one every %v)", ip, what, share.address.rate.Burst, share.address.rate.Every))
-		}
-		if caller != "" {
-			l.callers.letIn(key)
-		}
-		if l.presenter != nil {
-			// The presenter's payments at work go first (student_work.go).
-			l.presenter.waitAtMost(r.Context(), studentRequestWait)
-		}
-		return next(c)
-	}
-}
-
-// refuseRequest is the 429 of a request past its share: why, then when
-// the next is answered.
-func refuseRequest(c echo.Context, wait time.Duration, why string) error {
-	secs := waitSeconds(wait)
-	c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
-	return pay.Errorf(pay.EBUSY, "%s: the next is answered in %d %s. Everyone else's are answered as usual.", why, secs, plural(secs, "second", "seconds"))
-}
-
-// waitSeconds is a wait in whole seconds, rounded up, at least 1.
-func waitSeconds(d time.Duration) int {
-	return max(1, int((d+time.Second-1)/time.Second))
-}
-
-// clientTables are the per-address and per-caller tables of the fair
-// shares, each bounded by itself; tables lists them for forgetIdle and
-// for a count of what they hold.
-func (s *Server) clientTables() map[string]interface {
-	forgetIdle()
-	size() int
-} {
-	t := map[string]interface {
-		forgetIdle()
-		size() int
-	}{
-		"stream opens": s.streams.opens, "payments per address": s.payments.byAddress, "payments per caller": s.payments.byCaller,
-		"simulation work per address": s.work.byAddress, "simulation work": s.work.all, "callers": s.limits.callers,
-	}
-	for name, share := range map[string]*requestShare{"requests": &s.limits.requests, "deliveries": &s.limits.deliveries,
-		"simulations": &s.limits.simulations, "checks": &s.limits.checks} {
-		t[name+" per address"], t[name+" per caller"], t[name+" of new callers"] = share.address, share.caller, share.newcomers
-	}
-	return t
-}
-
-// forgetIdleClients forgets, in every table of the fair shares, the
-// addresses and callers idle for Limits.IdleAfter (and the buckets full
-// again): a table shrinks back when a class has gone quiet, not only at
-// its next use. RunJobs calls it periodically.
-func (s *Server) forgetIdleClients() {
-	for _, t := range s.clientTables() {
-		t.forgetIdle()
-	}
 }

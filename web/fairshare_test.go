@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -237,5 +238,66 @@ func TestThePresenterTakesNothingFromItsAddressShare(t *testing.T) {
 	}
 	if r := getFrom(t, room, env.URL+backoff); r.Status != http.StatusTooManyRequests {
 		t.Fatalf("the student beyond the share: %d, want 429", r.Status)
+	}
+}
+
+// An address past its share is answered 429 (refuseEarly, before its
+// request is routed) whatever it asks for: a student looping on a page
+// that does not exist gets the same 429, with Retry-After, a sentence and
+// the security headers, as on one that does, while another address, and
+// the presenter from the same address, are answered as usual.
+func TestAnAddressPastItsShareIsRefusedWhateverItAsks(t *testing.T) {
+	const token = "front-of-the-room"
+	env := newTestEnv(t, Config{PresenterToken: token, Limits: Limits{Requests: Rate{Burst: 2, Every: time.Hour}}})
+	student := fromAddress("127.0.0.2")
+	for i := range 2 {
+		if r := getFrom(t, student, env.URL+"/api/lessons"); r.Status != http.StatusOK {
+			t.Fatalf("request %d within the share: %d %s", i+1, r.Status, r.Body)
+		}
+	}
+	for _, path := range []string{"/api/lessons", "/no-such-page"} {
+		r := getFrom(t, student, env.URL+path)
+		if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "share") {
+			t.Errorf("%s past the share: %d Retry-After %q %s", path, r.Status, r.Header.Get("Retry-After"), r.Body)
+		}
+		if r.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: the refusal lacks the security headers: %v", path, r.Header)
+		}
+	}
+	if r := getFrom(t, fromAddress("127.0.0.3"), env.URL+"/no-such-page"); r.Status != http.StatusNotFound {
+		t.Errorf("another address on a page that does not exist: %d, want 404", r.Status)
+	}
+	if r := getFrom(t, student, env.URL+"/api/lessons", PresenterHeader, token); r.Status != http.StatusOK {
+		t.Errorf("the presenter behind the student's address: %d %s", r.Status, r.Body)
+	}
+}
+
+// A caller (a bearer token or a browser session) past its own share is
+// refused before its request is routed, as an address past its share is,
+// while another caller of the same address is let through.
+func TestACallerPastItsShareIsRefusedBeforeRouting(t *testing.T) {
+	env := newTestEnv(t, Config{PresenterToken: "front-of-the-room", Limits: Limits{Requests: Rate{Burst: 8, Every: time.Hour}, CallerShare: 25}})
+	student := fromAddress("127.0.0.2")
+	for i := range 2 { // a quarter of the address's 8
+		if r := getFrom(t, student, env.URL+"/api/lessons", "Authorization", "Bearer looper"); r.Status != http.StatusOK {
+			t.Fatalf("request %d within the caller's share: %d %s", i+1, r.Status, r.Body)
+		}
+	}
+	reached := 0
+	early := env.Server.admission.refuseEarly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached++ }))
+	ask := func(auth string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/api/lessons", nil)
+		req.RemoteAddr = "127.0.0.2:40000"
+		req.Header.Set("Authorization", auth)
+		rec := httptest.NewRecorder()
+		early.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := ask("Bearer looper")
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "session or token") || reached != 0 {
+		t.Fatalf("the caller past its share: %d %q, reached the router %d times", rec.Code, rec.Body, reached)
+	}
+	if rec := ask("Bearer classmate"); rec.Code != http.StatusOK || reached != 1 {
+		t.Fatalf("another caller of the address: %d %q, reached the router %d times", rec.Code, rec.Body, reached)
 	}
 }

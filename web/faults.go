@@ -9,10 +9,12 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
+	"paytwice/sim"
 	"paytwice/web/live"
 	"paytwice/web/room"
 )
@@ -20,53 +22,72 @@ import (
 // maxAdminBody bounds the bodies of the admin endpoints.
 const maxAdminBody = 16 << 10
 
+// faultSwitches are the room's fault switches as the server reads and
+// changes them: the presenter's endpoints (admin_handlers.go), a lesson
+// that sets them, a payment that draws from them. Every change is told on
+// the timeline.
+type faultSwitches struct {
+	room *room.Room[room.State]
+	// plan draws from the switches in random mode (sim.FaultPlan).
+	plan     *sim.FaultPlan
+	timeline timeline
+	// workLimit is the gateway time-out: the switches' waits must fit in
+	// a request's work.
+	workLimit time.Duration
+}
+
+// faultSwitches are the server's room's switches.
+func (s *Server) faultSwitches() faultSwitches {
+	return faultSwitches{room: s.room, plan: s.world.faults, timeline: s.hub, workLimit: s.cfg.GatewayTimeout}
+}
+
 // currentFaults reads every switch: the room's.
-func (s *Server) currentFaults() pay.Faults { return s.room.Load().Faults }
+func (fs faultSwitches) currentFaults() pay.Faults { return fs.room.Load().Faults }
 
 // drawFaults returns the faults one request runs with: the room's
 // switches, drawn from in random mode (sim.FaultPlan). A request draws
 // once and keeps what it drew, whatever is switched meanwhile.
-func (s *Server) drawFaults() (pay.ServerFaults, pay.GatewayFaults) {
-	st := s.room.Load()
-	return s.faults.Draw(st.Faults, st.FaultWrites)
+func (fs faultSwitches) drawFaults() (pay.ServerFaults, pay.GatewayFaults) {
+	st := fs.room.Load()
+	return fs.plan.Draw(st.Faults, st.FaultWrites)
 }
 
 // applyFaults validates f, makes it the current set of switches for the
 // whole room, restarts the random sequence from its seed, and publishes
 // one event that says what changed and who changed it. Requests already
 // running keep the switches they drew.
-func (s *Server) applyFaults(ctx context.Context, f pay.Faults, who string) error {
+func (fs faultSwitches) applyFaults(ctx context.Context, f pay.Faults, who string) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	old, next, err := s.room.Change(ctx, func(r *room.State) error {
+	old, next, err := fs.room.Change(ctx, func(r *room.State) error {
 		r.SetFaults(f)
-		return r.WorkFits(s.cfg.GatewayTimeout)
+		return r.WorkFits(fs.workLimit)
 	})
 	if err != nil {
 		return err
 	}
-	s.publishFaultChanges(old.Faults, next.Faults, who)
+	fs.publishFaultChanges(old.Faults, next.Faults, who)
 	return nil
 }
 
 // publishFaultChanges says on the timeline what changed between old and
 // next, if anything did.
-func (s *Server) publishFaultChanges(old, next pay.Faults, who string) {
+func (fs faultSwitches) publishFaultChanges(old, next pay.Faults, who string) {
 	if changes := room.FaultChanges(old, next); len(changes) > 0 {
 		msg := strings.Join(changes, "; ")
 		if who != "" {
 			msg = who + ": " + msg
 		}
-		s.hub.Publish(live.Event{Kind: live.Switched, Message: msg})
+		fs.timeline.Publish(live.Event{Kind: live.Switched, Message: msg})
 	}
 }
 
 // patchFaults merges body into the room's switches as they are when the
 // change holds the room, so two PATCHes at once, on one server or two,
 // cannot lose one another's fields; it returns the switches after it.
-func (s *Server) patchFaults(ctx context.Context, body []byte, who string) (pay.Faults, error) {
-	old, next, err := s.room.Change(ctx, func(r *room.State) error {
+func (fs faultSwitches) patchFaults(ctx context.Context, body []byte, who string) (pay.Faults, error) {
+	old, next, err := fs.room.Change(ctx, func(r *room.State) error {
 		f := r.Faults
 		if err := decodeStrict(body, &f); err != nil {
 			return err
@@ -75,12 +96,12 @@ func (s *Server) patchFaults(ctx context.Context, body []byte, who string) (pay.
 			return err
 		}
 		r.SetFaults(f)
-		return r.WorkFits(s.cfg.GatewayTimeout)
+		return r.WorkFits(fs.workLimit)
 	})
 	if err != nil {
 		return pay.Faults{}, err
 	}
-	s.publishFaultChanges(old.Faults, next.Faults, who)
+	fs.publishFaultChanges(old.Faults, next.Faults, who)
 	return next.Faults, nil
 }
 

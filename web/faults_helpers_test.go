@@ -178,7 +178,7 @@ func (e *fiEnv) waitForEvent(kind live.Kind, key string) {
 // holdServerDelay makes the delay fault wait until release is called.
 func (e *fiEnv) holdServerDelay() (release func()) {
 	ch := make(chan struct{})
-	e.Server.sleep = func(ctx context.Context, d time.Duration) error {
+	e.Server.payments.sleep = func(ctx context.Context, d time.Duration) error {
 		select {
 		case <-ch:
 			return nil

@@ -202,7 +202,7 @@ func TestDelaySwitch(t *testing.T) {
 		env := newFIEnv(t, Config{})
 		var cut atomic.Bool
 		cut.Store(true)
-		env.Server.sleep = func(ctx context.Context, d time.Duration) error {
+		env.Server.payments.sleep = func(ctx context.Context, d time.Duration) error {
 			if cut.Load() {
 				return context.DeadlineExceeded
 			}

@@ -60,10 +60,10 @@ func (e *fiEnv) resetWhileBusy() <-chan response {
 		if len(done) > 0 {
 			return done // the reset did not wait
 		}
-		if !e.Server.inflight.TryRLock() {
+		if !e.Server.payments.inflight.TryRLock() {
 			return done // the reset is waiting
 		}
-		e.Server.inflight.RUnlock()
+		e.Server.payments.inflight.RUnlock()
 		runtime.Gosched()
 	}
 	e.t.Fatal("the reset neither finished nor waited")

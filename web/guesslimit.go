@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"paytwice/pay"
 	"paytwice/web/room"
 )
 
@@ -103,6 +104,27 @@ func (l *guessLimiter) try(ip string, right func() bool) (ok bool, wait time.Dur
 	return false, 0
 }
 
+// remember keeps what the shared count answered for ip at now: left
+// tries, or fewer when this server counted more meanwhile (the lower of
+// the two is the one that holds, as tries are only ever spent elsewhere).
+func (l *guessLimiter) remember(ip string, left float64, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.clients[ip]
+	if !ok {
+		if left >= l.burst {
+			return // a full count is what an unknown address has
+		}
+		if len(l.clients) >= guessMaxClients && !l.pruneLocked() {
+			l.evictLocked()
+		}
+		l.clients[ip] = &guessBucket{tries: left, at: now}
+		return
+	}
+	l.refill(b, now)
+	b.tries = min(b.tries, left)
+}
+
 // fail records a wrong token from ip.
 func (l *guessLimiter) fail(ip string) {
 	l.mu.Lock()
@@ -150,40 +172,79 @@ func (l *guessLimiter) evictLocked() {
 // that share a database (behind paytwice cluster's front door, or any
 // load balancer) a wrong token sent to one server counts on every one,
 // kept by room.Peers; a server on its own keeps the count in its memory.
-// When the database cannot be reached, a server counts in its memory
-// meanwhile, so that guessing is never free.
+// When the shared count cannot be read or written, the token is not
+// looked at: the client is asked to come back (errGuessesUnavailable).
+// Counting on this server meanwhile would let every server of a cluster
+// compare its own limit, so that a client spreading its guesses over
+// three servers would get three times the tries.
 
-// guessTimeout bounds a look at the shared count. The request's own
-// context is not used as it is: a guesser that hangs up at once must not
-// cancel the counting of its guess.
+// guessTimeout bounds a look at the shared count, lock waits included.
+// The request's own context is not used as it is: a guesser that hangs up
+// at once must not cancel the counting of its guess.
 const guessTimeout = 5 * time.Second
+
+// errGuessesUnavailable refuses a token whose count could not be read:
+// a 503 with Retry-After, the token not compared.
+var errGuessesUnavailable = pay.Errorf(pay.EUNAVAILABLE, "The count of wrong presenter tokens, which the servers of this class share, could not be read just now, so the token was not looked at. Try again after the Retry-After seconds.")
 
 // guessTry looks at ip's count, and when a try is left, compares with
 // right and counts a wrong token: one step, under one lock. With servers
 // sharing a database the lock is the client's row (room.Peers'
 // UpdateGuesses holds it across the change), so guesses sent to several
 // servers at once wait on one another and at most the limit are ever
-// compared; on its own a server holds its limiter's mutex. The count
-// this server kept while the database was away is looked at first.
-func (s *Server) guessTry(ctx context.Context, ip string, right func() bool) (ok bool, wait time.Duration) {
-	l := s.presenter.tries
-	if !s.peers.Shared() {
-		return l.try(ip, right)
+// compared; on its own a server holds its limiter's mutex. When the
+// shared count fails, right is not called and the answer is
+// errGuessesUnavailable.
+//
+// What the shared count last answered for ip is kept in g.tries (a
+// mirror, see remember): an address this server knows to be out of tries
+// is refused from memory, without a transaction. That is safe because
+// the other servers only ever spend tries, never give them back: the
+// count in the database can only be lower than the mirror. One guess per
+// address at a time goes to the database (guessTurns), the others wait
+// for it in memory, a few at most, and guessDBSlots bound the
+// connections all guesses hold at once, so a client looping on wrong
+// tokens never takes the pool's connections from the payments.
+func (g *presenterGate) guessTry(ctx context.Context, ip string, right func() bool) (ok bool, wait time.Duration, err error) {
+	l := g.tries
+	if !g.guesses.Shared() {
+		ok, wait = l.try(ip, right)
+		return ok, wait, nil
 	}
 	if wait := l.wait(ip); wait > 0 {
-		return false, wait
+		return false, wait, nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guessTimeout)
+	timeout := g.guessTimeout
+	if timeout <= 0 {
+		timeout = guessTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	release, turn := g.turns.take(ctx, ip)
+	if !turn {
+		return false, guessBusyWait, nil
+	}
+	defer release()
+	// The guess before this one may have used the last try.
+	if wait := l.wait(ip); wait > 0 {
+		return false, wait, nil
+	}
+	select {
+	case g.dbSlots <- struct{}{}:
+		defer func() { <-g.dbSlots }()
+	case <-ctx.Done():
+		return false, guessBusyWait, nil
+	}
 	now := l.now()
 	// A count last changed a whole refill ago is full again: forgotten.
 	full := time.Duration(l.burst * float64(l.every))
-	err := s.peers.UpdateGuesses(ctx, ip, now.Add(-full), func(old room.Guesses, known bool) room.Guesses {
+	var left float64
+	err = g.guesses.UpdateGuesses(ctx, ip, now.Add(-full), func(old room.Guesses, known bool) room.Guesses {
 		tries := l.burst
 		if known {
 			tries = l.refilled(old.Left, old.At, now)
 		}
-		ok, wait = false, l.waitFor(tries)
+		ok, wait, left = false, l.waitFor(tries), tries
 		switch {
 		case wait > 0:
 			return old // not looked at: the count stays as it was
@@ -191,12 +252,79 @@ func (s *Server) guessTry(ctx context.Context, ip string, right func() bool) (ok
 			ok = true
 			return room.Guesses{Left: tries, At: now}
 		default:
-			return room.Guesses{Left: max(0, tries-1), At: now}
+			left = max(0, tries-1)
+			return room.Guesses{Left: left, At: now}
 		}
 	})
 	if err != nil {
-		s.logf("paytwice: counting presenter tokens for the room: %v; counting on this server meanwhile", err)
-		return l.try(ip, right)
+		// A change whose commit failed may have compared the token; its
+		// answer is this refusal all the same, so the client learns
+		// nothing from that comparison, right token or wrong.
+		g.logf("paytwice: counting presenter tokens for the room: %v; answered 503, the token not taken", err)
+		return false, 0, errGuessesUnavailable
 	}
-	return ok, wait
+	l.remember(ip, left, now)
+	return ok, wait, nil
+}
+
+// guessBusyWait is the Retry-After of a guess refused because its
+// address has more guesses waiting than guessWaitersPerAddress, or
+// because its turn did not come within the bound of a look.
+const guessBusyWait = time.Second
+
+// guessDBSlots bounds the transactions on the shared count at once, from
+// every address together: a small part of a pool (16 connections by
+// default), so that the payments always find a connection.
+const guessDBSlots = 2
+
+// guessWaitersPerAddress bounds the guesses of one address that wait in
+// memory for the one it has at the database; those past it are refused
+// at once (429).
+const guessWaitersPerAddress = 8
+
+// guessTurns lets one guess per address at a time go to the shared
+// count. An address's entry lives while a guess of it holds or waits for
+// the turn, so the table holds no more than the guesses in flight.
+type guessTurns struct {
+	mu    sync.Mutex
+	turns map[string]*guessTurn
+}
+
+type guessTurn struct {
+	slot  chan struct{} // holds one value while a guess has the turn
+	users int           // the guess with the turn and those waiting
+}
+
+// take waits for ip's turn until ctx ends; ok is false when it did not
+// come or too many wait already. release gives the turn back.
+func (t *guessTurns) take(ctx context.Context, ip string) (release func(), ok bool) {
+	t.mu.Lock()
+	if t.turns == nil {
+		t.turns = map[string]*guessTurn{}
+	}
+	turn := t.turns[ip]
+	if turn == nil {
+		turn = &guessTurn{slot: make(chan struct{}, 1)}
+		t.turns[ip] = turn
+	}
+	if turn.users > guessWaitersPerAddress {
+		t.mu.Unlock()
+		return nil, false
+	}
+	turn.users++
+	t.mu.Unlock()
+	leave := func() {
+		t.mu.Lock()
+		if turn.users--; turn.users == 0 {
+			delete(t.turns, ip)
+		}
+		t.mu.Unlock()
+	}
+	select {
+	case turn.slot <- struct{}{}:
+		return func() { <-turn.slot; leave() }, true
+	case <-ctx.Done():
+		leave()
+		return nil, false
+	}
 }

@@ -187,7 +187,7 @@ func (e *testEnv) charges() int {
 // closed, so a test can hold a key in the started state.
 func (e *testEnv) holdGateway() (release func()) {
 	ch := make(chan struct{})
-	e.Server.gateway.SetSleep(func(ctx context.Context, d time.Duration) error {
+	e.Server.world.gateway.SetSleep(func(ctx context.Context, d time.Duration) error {
 		select {
 		case <-ch:
 			return nil

@@ -81,7 +81,7 @@ func (c countingStorage) Claim(ctx context.Context, r pay.ClaimRequest) (pay.Cla
 // key: when there is none it remembers so, and the next ticks cost
 // nothing until a claim; when there are some it sweeps as always.
 func (s *Server) periodicSweep(ctx context.Context) (queried bool, err error) {
-	g := s.idleSweeps
+	g := s.payments.idleSweeps
 	if !g.private {
 		_, err := s.Sweep(ctx)
 		return true, err

@@ -30,13 +30,13 @@ func TestIdleSweeps(t *testing.T) {
 			t.Fatal("the sweep queried again although nothing was claimed since it found no started key")
 		}
 		select {
-		case <-env.Server.idleSweeps.wake: // a stale wake, if any, from before
+		case <-env.Server.payments.idleSweeps.wake: // a stale wake, if any, from before
 		default:
 		}
 		env.setFaults(`{"server":{"crash_midway":true}}`)
 		env.mustDrop("idle-crash", body)
 		select {
-		case <-env.Server.idleSweeps.wake:
+		case <-env.Server.payments.idleSweeps.wake:
 		default:
 			t.Fatal("a claim did not wake the job loop")
 		}
@@ -78,7 +78,7 @@ func TestIdleSweeps(t *testing.T) {
 
 	t.Run("storage shared with other servers is queried on every sweep", func(t *testing.T) {
 		env := newFIEnv(t, Config{})
-		env.Server.idleSweeps.private = false
+		env.Server.payments.idleSweeps.private = false
 		for range 3 {
 			if !sweep(t, env) {
 				t.Fatal("the sweep skipped its query on shared storage")

@@ -30,13 +30,13 @@ func (s *Server) RunJobs(ctx context.Context) {
 		if sweeping {
 			sweepC = sweep.C
 		} else {
-			wakeC = s.idleSweeps.wake
+			wakeC = s.payments.idleSweeps.wake
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-forget.C:
-			s.forgetIdleClients()
+			s.admission.forgetIdleClients()
 		case <-prune.C:
 			if _, err := s.Prune(ctx); err != nil && ctx.Err() == nil {
 				s.logf("prune: %v", err)
@@ -48,7 +48,7 @@ func (s *Server) RunJobs(ctx context.Context) {
 			if _, err := s.periodicSweep(ctx); err != nil && ctx.Err() == nil {
 				s.logf("sweep: %v", err)
 			}
-			if s.idleSweeps.idle() {
+			if s.payments.idleSweeps.idle() {
 				sweep.Stop()
 				sweeping = false
 			}
@@ -85,23 +85,25 @@ func (s *Server) Orphans(ctx context.Context) ([]pay.KeyRow, error) {
 // found with: a key a request has since claimed afresh (after a client's
 // retry met it and a sweep elsewhere released it) is not touched.
 func (s *Server) SweepFound(ctx context.Context, rows []pay.KeyRow) ([]pay.SweepOutcome, error) {
-	return s.sweepWith(ctx, func(ctx context.Context) ([]pay.SweepOutcome, error) { return s.protocol.SweepRows(ctx, rows) })
+	return s.sweepWith(ctx, func(ctx context.Context) ([]pay.SweepOutcome, error) { return s.payments.protocol.SweepRows(ctx, rows) })
 }
 
 // orphanHorizon is how far ahead of now the start-up sweep looks.
 const orphanHorizon = 24 * time.Hour
 
 func (s *Server) sweep(ctx context.Context, olderThan time.Duration) ([]pay.SweepOutcome, error) {
-	return s.sweepWith(ctx, func(ctx context.Context) ([]pay.SweepOutcome, error) { return s.protocol.Sweep(ctx, olderThan) })
+	return s.sweepWith(ctx, func(ctx context.Context) ([]pay.SweepOutcome, error) {
+		return s.payments.protocol.Sweep(ctx, olderThan)
+	})
 }
 
 func (s *Server) sweepWith(ctx context.Context, sweep func(context.Context) ([]pay.SweepOutcome, error)) ([]pay.SweepOutcome, error) {
 	// A reset waits for a sweep under way, as it does for payments: a
 	// sweep must not record a charge the reset has just erased.
-	s.inflight.RLock()
+	s.payments.inflight.RLock()
 	resets := s.room.Load().Resets
 	outcomes, err := sweep(ctx)
-	s.inflight.RUnlock()
+	s.payments.inflight.RUnlock()
 	s.countSwept(ctx, resets, closedBy(outcomes))
 	for _, o := range outcomes {
 		e := live.Event{Kind: live.Swept, Scope: o.Row.Scope, Key: o.Row.Key, OrderID: o.Row.OrderID, Amount: o.Row.AmountSatang,

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
 	"rsc.io/qr"
@@ -24,10 +25,30 @@ import (
 // dependencies of its own, small enough to read, with a stable API
 // (Encode, then PNG with the standard four-module quiet zone).
 
+// joinHandlers serve the handout and its QR code, and tell the live pages
+// where students join. They hold only the listener's address and the
+// command that started the server.
+type joinHandlers struct {
+	// listenAddr is Config.ListenAddr when it is a TCP address, nil when
+	// unset (tests move it to show a room's address).
+	listenAddr atomic.Pointer[net.TCPAddr]
+	// command is what was run to start this server (Config.Command).
+	command string
+}
+
+// newJoinHandlers starts from the server's settings.
+func newJoinHandlers(cfg Config) *joinHandlers {
+	h := &joinHandlers{command: cfg.Command}
+	if a, ok := cfg.ListenAddr.(*net.TCPAddr); ok {
+		h.listenAddr.Store(a)
+	}
+	return h
+}
+
 // listening is the listener's address; when Config.ListenAddr was unset,
 // the local address of the connection r arrived on stands in for it.
-func (s *Server) listening(r *http.Request) *net.TCPAddr {
-	if a := s.listenAddr.Load(); a != nil {
+func (h *joinHandlers) listening(r *http.Request) *net.TCPAddr {
+	if a := h.listenAddr.Load(); a != nil {
 		return a
 	}
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr); ok {
@@ -37,7 +58,7 @@ func (s *Server) listening(r *http.Request) *net.TCPAddr {
 }
 
 // joinView is where students join, for the page r asked for.
-func (s *Server) joinView(r *http.Request) views.Join {
+func (h *joinHandlers) joinView(r *http.Request) views.Join {
 	var ifaces []net.IP
 	if addrs, err := net.InterfaceAddrs(); err == nil {
 		for _, a := range addrs {
@@ -46,8 +67,8 @@ func (s *Server) joinView(r *http.Request) views.Join {
 			}
 		}
 	}
-	j := joinAddresses(s.listening(r), r.Host, r.TLS != nil, ifaces)
-	j.Command = s.cfg.Command
+	j := joinAddresses(h.listening(r), r.Host, r.TLS != nil, ifaces)
+	j.Command = h.command
 	return j
 }
 
@@ -99,24 +120,24 @@ func joinAddresses(ln *net.TCPAddr, host string, tls bool, ifaces []net.IP) view
 	return j
 }
 
-// joinRoutes registers the handout page and its QR code.
-func (s *Server) joinRoutes(e *echo.Echo) {
-	e.GET("/join", s.handleJoin)
-	e.GET("/join/qr.png", s.handleJoinQR)
+// routes registers the handout page and its QR code.
+func (h *joinHandlers) routes(e *echo.Echo) {
+	e.GET("/join", h.handleJoin)
+	e.GET("/join/qr.png", h.handleJoinQR)
 }
 
 // handleJoin is GET /join: a page to project or print, with the join
 // address in large type and as a QR code.
-func (s *Server) handleJoin(c echo.Context) error {
+func (h *joinHandlers) handleJoin(c echo.Context) error {
 	c.Response().Header().Set("Cache-Control", "no-store")
-	return render(c, http.StatusOK, views.JoinPage(s.joinView(c.Request())))
+	return render(c, http.StatusOK, views.JoinPage(h.joinView(c.Request())))
 }
 
 // handleJoinQR is GET /join/qr.png: the first join address as a QR code.
 // A server nobody else can reach has no code to offer: a phone pointed at
 // it would open nothing.
-func (s *Server) handleJoinQR(c echo.Context) error {
-	j := s.joinView(c.Request())
+func (h *joinHandlers) handleJoinQR(c echo.Context) error {
+	j := h.joinView(c.Request())
 	if len(j.URLs) == 0 {
 		return pay.Errorf(pay.ENOTFOUND, "This server listens on %s, which only this machine can reach, so there is no address to put in a QR code. Start it with -addr :8080 to let a room join.", j.Listen)
 	}

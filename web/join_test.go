@@ -107,8 +107,8 @@ func TestJoinOverHTTP(t *testing.T) {
 		}
 	})
 	t.Run("listening on an address, the board shows it and its QR code decodes to it", func(t *testing.T) {
-		env.Server.listenAddr.Store(&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 8080})
-		defer env.Server.listenAddr.Store(nil)
+		env.Server.pages.join.listenAddr.Store(&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 8080})
+		defer env.Server.pages.join.listenAddr.Store(nil)
 		const want = "http://192.0.2.7:8080"
 		for _, path := range []string{"/board", "/join"} {
 			page := html(path)

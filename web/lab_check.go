@@ -8,11 +8,13 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"paytwice/pay/check"
 	"paytwice/views"
 	"paytwice/web/lab"
+	"paytwice/web/room"
 )
 
 // labCheckLimit bounds one run of the checker from the lab page.
@@ -31,11 +33,23 @@ func randomBytes(n int) []byte {
 	return b
 }
 
+// labChecker runs paytwice check from the lab page, one run at a time,
+// and recognises that run's requests. It holds only its own state and a
+// way to read the lab's mode.
+type labChecker struct {
+	// running is set while a run is under way.
+	running atomic.Bool
+	// auth are the credentials of the run under way, nil between runs.
+	auth atomic.Pointer[[2]string]
+	// mode is the lab's mistake of the moment (the room's).
+	mode func() room.LabMode
+}
+
 // fromLabChecker says whether r is one of the lab checker's own
 // requests, by the credentials of the run under way: the server's own
 // tool takes no student's turn and waits for none.
-func (s *Server) fromLabChecker(r *http.Request) bool {
-	auth := s.labCheckAuth.Load()
+func (l *labChecker) fromLabChecker(r *http.Request) bool {
+	auth := l.auth.Load()
 	got := r.Header.Get("Authorization")
 	if auth == nil || got == "" {
 		return false
@@ -46,17 +60,17 @@ func (s *Server) fromLabChecker(r *http.Request) bool {
 // runLabCheck runs paytwice check against base's payments endpoint, with
 // the lab's mistake of the moment, and returns the table of its verdicts.
 // One run at a time.
-func (s *Server) runLabCheck(ctx context.Context, base string) views.LabCheck {
-	if !s.labChecking.CompareAndSwap(false, true) {
+func (l *labChecker) runLabCheck(ctx context.Context, base string) views.LabCheck {
+	if !l.running.CompareAndSwap(false, true) {
 		return views.LabCheck{Message: "The checker is already running; its table appears where it was started."}
 	}
-	defer s.labChecking.Store(false)
+	defer l.running.Store(false)
 	ctx, cancel := context.WithTimeout(ctx, labCheckLimit)
 	defer cancel()
-	mode := s.lab.Settings().Server.Mode
+	mode := l.mode()
 	auth := [2]string{"Bearer " + labCheckCredential(), "Bearer " + labCheckCredential()}
-	s.labCheckAuth.Store(&auth)
-	defer s.labCheckAuth.Store(nil)
+	l.auth.Store(&auth)
+	defer l.auth.Store(nil)
 	// Each run is two callers of its own, with credentials drawn for it
 	// and never shown: the timeline shows their scopes hashed and the
 	// run's keys and ids, none of which a student can send into those

@@ -25,18 +25,20 @@ import (
 // measured, are the lab's (web/lab's table, and the server's counts).
 type labHandlers struct {
 	lab         labControl
+	faults      func() pay.Faults // the room's fault switches (faults.go)
 	isPresenter func(*http.Request) bool
+	// check runs paytwice check from the page (lab_check.go).
+	check func(ctx context.Context, base string) views.LabCheck
 }
 
 // labControl is what the lab's endpoints use. The server is one (lab.go,
-// lab_outcomes.go, lab_check.go, lessons.go).
+// lab_outcomes.go, lessons.go).
 type labControl interface {
 	labSettings() room.LabSettings
 	applyLab(ctx context.Context, next room.LabSettings, who string) error
 	patchLab(ctx context.Context, body []byte, who string) (room.LabSettings, error)
 	labOutcomes(ctx context.Context) (lab.Outcomes, error)
 	labPrune(ctx context.Context) (LabPruneReport, error)
-	runLabCheck(ctx context.Context, base string) views.LabCheck
 	labView(ctx context.Context, presenter bool) views.Lab
 	currentLesson() string
 	lessonVersion() uint64
@@ -45,7 +47,6 @@ type labControl interface {
 	now() time.Time
 	lessonBook() lesson.Book
 	startLesson(ctx context.Context, slug, who string) error
-	currentFaults() pay.Faults
 }
 
 // routes registers the lab's endpoints. Which handler POST /v1/payments
@@ -125,7 +126,7 @@ func (h labHandlers) handleLabCheck(c echo.Context) error {
 	if !ok {
 		return render(c, http.StatusOK, views.LabCheckReport(views.LabCheck{Message: "This server cannot tell its own address, so the checker has nowhere to send its requests."}))
 	}
-	return render(c, http.StatusOK, views.LabCheckReport(h.lab.runLabCheck(r.Context(), "http://"+addr.String())))
+	return render(c, http.StatusOK, views.LabCheckReport(h.check(r.Context(), "http://"+addr.String())))
 }
 
 // handleLabLive is GET /lab/live?s=…&o=…&l=…&r=…&c=…[&all=1]: lab.js asks after each
@@ -253,7 +254,7 @@ func (h labHandlers) handlePutLesson(c echo.Context) error {
 		return err
 	}
 	book := h.lab.lessonBook()
-	out := LessonStarted{Current: h.lab.currentLesson(), Of: len(book), Faults: h.lab.currentFaults(), Lab: h.lab.labSettings()}
+	out := LessonStarted{Current: h.lab.currentLesson(), Of: len(book), Faults: h.faults(), Lab: h.lab.labSettings()}
 	if i, ch, ok := book.Find(out.Current); ok {
 		out.Chapter, out.Retry = i+1, ch.Retry
 	}

@@ -120,7 +120,7 @@ func noteIs(prefix string) func(live.Event) bool {
 // request that reaches it on reached.
 func holdGap(s *Server) (reached chan struct{}, release chan struct{}) {
 	reached, release = make(chan struct{}, 64), make(chan struct{})
-	s.sleep = func(ctx context.Context, d time.Duration) error {
+	s.payments.sleep = func(ctx context.Context, d time.Duration) error {
 		reached <- struct{}{}
 		select {
 		case <-release:
@@ -220,7 +220,7 @@ func TestLabMistakeMemoryLock(t *testing.T) {
 			}
 		}
 		for _, e := range envs {
-			e.Server.sleep = gap
+			e.Server.payments.sleep = gap
 		}
 		// The lab's settings are the room's: set through one server, every
 		// server runs them.
@@ -344,8 +344,8 @@ func TestLessonLockInMemory(t *testing.T) {
 	const slug = "lock-in-memory"
 	ctx := context.Background()
 	env := newTestEnv(t, Config{})
-	i, ch, ok := env.Server.lessons.Find(slug)
-	if !ok || env.Server.lessons[i-1].Slug != "check-then-insert" {
+	i, ch, ok := env.Server.teaching.lessons.Find(slug)
+	if !ok || env.Server.teaching.lessons[i-1].Slug != "check-then-insert" {
 		t.Fatalf("chapter %q at %d, not after check-then-insert", slug, i+1)
 	}
 
@@ -356,7 +356,7 @@ func TestLessonLockInMemory(t *testing.T) {
 				t.Fatal(err)
 			}
 			page := buf.String()
-			want := append([]string{ch.Title, fmt.Sprintf("Chapter %d of %d", i+1, len(env.Server.lessons)), ch.Why}, ch.WatchTexts()...)
+			want := append([]string{ch.Title, fmt.Sprintf("Chapter %d of %d", i+1, len(env.Server.teaching.lessons)), ch.Why}, ch.WatchTexts()...)
 			if presenter {
 				want = append(want, ch.Do...)
 			} else {

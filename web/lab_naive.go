@@ -35,7 +35,7 @@ func (p *payment) holdDelay(ctx context.Context) error {
 		return nil
 	}
 	p.publishFault(live.Delayed, 0, "holding the request for "+(time.Duration(d)*time.Millisecond).String())
-	return p.s.sleep(ctx, time.Duration(d)*time.Millisecond)
+	return p.h.sleep(ctx, time.Duration(d)*time.Millisecond)
 }
 
 // answerCharged sends the 201 for a charge, or loses it under the
@@ -56,7 +56,7 @@ func (p *payment) answerCharged(ch pay.Charge) error {
 // is charged. Its charge is filed under a key of the request's own
 // ("lab no-key rq_…"), so the UNIQUE constraint on charges, which only
 // ever sees distinct keys, cannot catch the duplicate either.
-func (s *Server) payNoKey(p *payment) error {
+func (h *paymentHandlers) payNoKey(p *payment) error {
 	c := p.c
 	r := c.Request()
 	var err error
@@ -66,7 +66,7 @@ func (s *Server) payNoKey(p *payment) error {
 	if err != nil {
 		return p.refuse(err)
 	}
-	p.faults, p.gw = s.drawFaults()
+	p.faults, p.gw = h.switches.draw()
 	if p.faults.ConnectionNeverHappens {
 		p.publishFault(live.Dropped, 0, "the connection was dropped before the server did anything")
 		return dropConnection(c)
@@ -79,7 +79,7 @@ func (s *Server) payNoKey(p *payment) error {
 	}
 	p.note(0, "lab, no key: the Idempotency-Key header is ignored; nothing is looked up or claimed, so this request runs whatever ran before it")
 
-	ctx, cancel := context.WithTimeout(s.workBase, s.cfg.GatewayTimeout)
+	ctx, cancel := context.WithTimeout(h.work.ctx, h.times.work)
 	defer cancel()
 	if err := p.holdDelay(ctx); err != nil {
 		return p.fail(err)
@@ -88,15 +88,15 @@ func (s *Server) payNoKey(p *payment) error {
 	if p.step.Stopped() { // the server stopped while step mode held it: nobody let it charge
 		return writeProblem(c, p.stoppedBeforeGateway(stoppedNoKey))
 	}
-	g, err := s.gateway.ChargeWith(ctx, p.gw, gatewayKey(p.scope, p.key), p.req.OrderID, p.req.AmountSatang)
+	g, err := h.books.gateway.ChargeWith(ctx, p.gw, gatewayKey(p.scope, p.key), p.req.OrderID, p.req.AmountSatang)
 	if err != nil {
 		p.publish(live.GatewayReply, problemFor(pay.ErrorCode(err)).Status, pay.ErrorMessage(err))
 		return writeProblem(c, err)
 	}
 	p.publish(live.GatewayReply, http.StatusOK, "charged "+g.ID)
 	ch := pay.Charge{ID: pay.NewID("ch_"), Scope: p.scope, Key: p.key, OrderID: p.req.OrderID,
-		AmountSatang: p.req.AmountSatang, GatewayRef: g.ID, CreatedAt: s.clock.Now()}
-	if err := s.labRecordCharge(ctx, ch); err != nil {
+		AmountSatang: p.req.AmountSatang, GatewayRef: g.ID, CreatedAt: h.books.now()}
+	if err := h.books.labRecordCharge(ctx, ch); err != nil {
 		return p.fail(err)
 	}
 	p.publishEvent(live.Event{Kind: live.Charged, Charge: ch.ID, Message: "charge " + ch.ID + " recorded under " + p.key})
@@ -115,7 +115,7 @@ func (s *Server) payNoKey(p *payment) error {
 // constraints back (the real idempotency_keys table), the same code loses
 // the same race, but the primary key refuses the losers' INSERT: they get
 // an error, and only the winner goes on to the real protocol's work.
-func (s *Server) payCheckFirst(p *payment, constrained bool) error {
+func (h *paymentHandlers) payCheckFirst(p *payment, constrained bool) error {
 	c := p.c
 	mode := "check first, then insert; no constraints"
 	if constrained {
@@ -127,14 +127,14 @@ func (s *Server) payCheckFirst(p *payment, constrained bool) error {
 	if !constrained {
 		// The look-up and the pause run to their end whatever the client
 		// does, bounded by the pause and the gateway time-out.
-		gap := time.Duration(s.lab.Settings().Server.CheckGapMS) * time.Millisecond
-		return p.checkThenInsertLoose(s.workBase, gap+s.cfg.GatewayTimeout, p.key, "check-first ")
+		gap := time.Duration(h.switches.lab.Settings().Server.CheckGapMS) * time.Millisecond
+		return p.checkThenInsertLoose(h.work.ctx, gap+h.times.work, p.key, "check-first ")
 	}
-	checkCtx, cancelCheck := context.WithTimeout(s.workBase, s.cfg.GatewayTimeout)
+	checkCtx, cancelCheck := context.WithTimeout(h.work.ctx, h.times.work)
 	defer cancelCheck()
 
 	// 1. The check: a plain read.
-	held, err := s.db.GetKey(checkCtx, p.scope, p.key)
+	held, err := h.books.store.GetKey(checkCtx, p.scope, p.key)
 	switch {
 	case err == nil:
 		return p.answerFound(held)
@@ -143,17 +143,17 @@ func (s *Server) payCheckFirst(p *payment, constrained bool) error {
 	}
 	p.lookedUp()
 	// The rest has its own time, counted once step mode let it go on.
-	ctx, cancel := context.WithTimeout(s.workBase, s.cfg.GatewayTimeout)
+	ctx, cancel := context.WithTimeout(h.work.ctx, h.times.work)
 	defer cancel()
 	// 2. The gap between the check and the insert.
 	if err := p.checkGap(ctx); err != nil {
 		return p.fail(err)
 	}
 	// 3. The insert, as a write of its own.
-	token, err := s.db.LabInsertKeyUnguarded(ctx, p.claim(p.key))
-	s.idleSweeps.claimed() // a started key the sweeper must look for
+	token, err := h.books.store.LabInsertKeyUnguarded(ctx, p.claim(p.key))
+	h.books.sweeps.claimed() // a started key the sweeper must look for
 	if errors.Is(err, pay.ErrConstraint) {
-		s.lab.constraintRefusals.Add(1)
+		h.switches.lab.constraintRefusals.Add(1)
 		detail := strings.TrimPrefix(err.Error(), pay.ErrConstraint.Error()+": ")
 		p.note(http.StatusInternalServerError, "INSERT refused by the table's primary key ("+detail+"): the check had said the key was free; the constraint stopped a second charge")
 		return writeProblem(c, pay.Errorf(pay.EINTERNAL,
@@ -163,7 +163,7 @@ func (s *Server) payCheckFirst(p *payment, constrained bool) error {
 		return p.fail(err)
 	}
 	p.publish(live.Claimed, 0, "key row inserted as started, after a SELECT")
-	return p.answer(s.protocol.Execute(ctx, p.protocol(), token))
+	return p.answer(h.books.protocol.Execute(ctx, p.protocol(), token))
 }
 
 // memoryLockPrefix files the lock in memory's rows in the unguarded
@@ -184,15 +184,15 @@ const memoryLockPrefix = pay.LabKeyPrefix + "memory-lock "
 // up leaves the queue, or gives the lock back, with nothing to undo. From
 // the insert on, the work runs to its end under the gateway time-out, and
 // the lock is released when it ends, whatever the client does.
-func (s *Server) payMemoryLock(p *payment) error {
+func (h *paymentHandlers) payMemoryLock(p *payment) error {
 	c := p.c
-	locks := s.lab.locks
-	if name, twin, ok := s.inProcessServer(); ok {
+	locks := h.switches.lab.locks
+	if name, twin, ok := h.inProcessServer(); ok {
 		// One of the two servers inside this process takes the request,
 		// with its own lock table: the timeline names it.
 		p.server = name
 		if twin {
-			locks = s.lab.twin
+			locks = h.switches.lab.twin
 		}
 	}
 	if ok, err := p.parse(" (lab: a lock in memory)"); !ok {
@@ -204,9 +204,9 @@ func (s *Server) payMemoryLock(p *payment) error {
 	// waiter would otherwise lose it unanswered when the grace runs out.
 	waitCtx, stopWaiting := context.WithCancel(clientCtx)
 	defer stopWaiting()
-	defer context.AfterFunc(s.workBase, stopWaiting)()
+	defer context.AfterFunc(h.work.ctx, stopWaiting)()
 	unlock, err := locks.lock(waitCtx, p.scope, p.key, func() {
-		s.lab.lockWaits.Add(1)
+		h.switches.lab.lockWaits.Add(1)
 		p.note(0, memoryLockWaiting)
 		// Waiting for another request costs the server nothing: the turn
 		// goes back, or a class double-clicking behind one address would
@@ -217,7 +217,7 @@ func (s *Server) payMemoryLock(p *payment) error {
 	switch {
 	case errors.Is(err, errTooManyLocks):
 		return p.fail(pay.Errorf(pay.EUNAVAILABLE, "This server already holds a lock on %d keys, its limit. Retry with the same key in a moment.", labMaxTracked))
-	case err != nil && clientCtx.Err() == nil && s.workBase.Err() != nil:
+	case err != nil && clientCtx.Err() == nil && h.work.ctx.Err() != nil:
 		p.note(0, "the server is stopping: this request stops waiting for the lock, having written nothing")
 		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The server is stopping and ended this payment while it waited for another request with the same key to finish: it never called the gateway, nothing was charged and nothing was written. Send it again with the same key once the server is back."))
 	case err != nil:
@@ -240,11 +240,11 @@ const (
 // would: its name, and whether it is the second (the twin lock table).
 // ok is false when the lab runs one server, and on servers that share
 // their database: those are real servers, each with its own memory.
-func (s *Server) inProcessServer() (name string, twin, ok bool) {
-	if s.peers.Shared() || s.lab.Settings().Server.Servers < 2 {
+func (h *paymentHandlers) inProcessServer() (name string, twin, ok bool) {
+	if h.switches.shared || h.switches.lab.Settings().Server.Servers < 2 {
 		return "", false, false
 	}
-	if s.lab.door.Add(1)%2 == 0 {
+	if h.switches.lab.door.Add(1)%2 == 0 {
 		return inProcessServerB, true, true
 	}
 	return inProcessServerA, false, true
@@ -265,7 +265,7 @@ const memoryLockWaiting = "another request with this key holds this server's loc
 // so that time step mode held the request between the two is not taken
 // from the pause. refKind names the mode in the gateway reference.
 func (p *payment) checkThenInsertLoose(parent context.Context, checkFor time.Duration, tableKey, refKind string) error {
-	s, r := p.s, p.c.Request()
+	r := p.c.Request()
 	bounded := func() (context.Context, context.CancelFunc) {
 		if checkFor <= 0 {
 			return context.WithCancel(parent)
@@ -275,7 +275,7 @@ func (p *payment) checkThenInsertLoose(parent context.Context, checkFor time.Dur
 	// 1. The check: a plain read.
 	lookCtx, cancelLook := bounded()
 	defer cancelLook()
-	loose, found, err := s.db.LabLooseFindKey(lookCtx, p.scope, tableKey)
+	loose, found, err := p.h.books.store.LabLooseFindKey(lookCtx, p.scope, tableKey)
 	if err != nil {
 		return p.checkFailed(lookCtx, err)
 	}
@@ -290,9 +290,9 @@ func (p *payment) checkThenInsertLoose(parent context.Context, checkFor time.Dur
 		return p.checkFailed(checkCtx, err)
 	}
 	// 3. The insert, as a write of its own.
-	workCtx, cancel := context.WithTimeout(s.workBase, s.cfg.GatewayTimeout)
+	workCtx, cancel := context.WithTimeout(p.h.work.ctx, p.h.times.work)
 	defer cancel()
-	rowID, rows, err := s.labLooseInsertKey(workCtx, p.claim(tableKey), p.id)
+	rowID, rows, err := p.h.books.labLooseInsertKey(workCtx, p.claim(tableKey), p.id)
 	if err != nil {
 		return p.fail(err)
 	}
@@ -312,30 +312,30 @@ func (p *payment) checkThenInsertLoose(parent context.Context, checkFor time.Dur
 		// cannot hold the answer past the shutdown's grace.
 		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), stoppedWriteTimeout)
 		defer cancel()
-		if err := s.db.LabLooseRelease(releaseCtx, rowID); err != nil {
-			s.logf("payment %s: deleting the started row of a stopped request: %v", p.id, err)
+		if err := p.h.books.store.LabLooseRelease(releaseCtx, rowID); err != nil {
+			p.h.logf("payment %s: deleting the started row of a stopped request: %v", p.id, err)
 			return writeProblem(p.c, pay.Errorf(pay.EUNAVAILABLE, "The server stopped while step mode held this payment, before it called the gateway: nothing was charged, but its key's started row could not be deleted (%v), so a retry with the same key may be refused until the room is reset.", err))
 		}
-		s.lab.tally.invalidate()
+		p.h.books.tally.invalidate()
 		return writeProblem(p.c, p.stoppedBeforeGateway(stoppedLooseRow))
 	}
-	g, err := s.gateway.ChargeWith(workCtx, p.gw, gatewayKey(p.scope, ref), p.req.OrderID, p.req.AmountSatang)
+	g, err := p.h.books.gateway.ChargeWith(workCtx, p.gw, gatewayKey(p.scope, ref), p.req.OrderID, p.req.AmountSatang)
 	if err != nil {
 		status, body := problemBody(r, err)
 		p.publish(live.GatewayReply, status, pay.ErrorMessage(err))
-		if workCtx.Err() != nil && s.workAbandoned() {
+		if workCtx.Err() != nil && p.h.work.abandoned() {
 			return p.looseAbandoned(workCtx, rowID)
 		}
-		if _, serr := s.db.LabLooseComplete(workCtx, rowID, status, body, nil, p.id); serr != nil {
+		if _, serr := p.h.books.store.LabLooseComplete(workCtx, rowID, status, body, nil, p.id); serr != nil {
 			return p.fail(serr)
 		}
 		return sendProblem(p.c, status, body)
 	}
 	p.publish(live.GatewayReply, http.StatusOK, "charged "+g.ID)
 	ch := pay.Charge{ID: pay.NewID("ch_"), Scope: p.scope, Key: tableKey, OrderID: p.req.OrderID,
-		AmountSatang: p.req.AmountSatang, GatewayRef: g.ID, CreatedAt: s.clock.Now()}
-	n, err := s.labLooseComplete(workCtx, rowID, ch, p.id)
-	if err != nil && s.workAbandoned() {
+		AmountSatang: p.req.AmountSatang, GatewayRef: g.ID, CreatedAt: p.h.books.now()}
+	n, err := p.h.books.labLooseComplete(workCtx, rowID, ch, p.id)
+	if err != nil && p.h.work.abandoned() {
 		return p.looseAbandoned(workCtx, rowID)
 	}
 	if err != nil {
@@ -357,10 +357,10 @@ func (p *payment) looseAbandoned(workCtx context.Context, rowID int64) error {
 	status, body := problemBody(p.c.Request(), err)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(workCtx), stoppedWriteTimeout)
 	defer cancel()
-	if _, serr := p.s.db.LabLooseComplete(ctx, rowID, status, body, nil, p.id); serr != nil {
-		p.s.logf("payment %s: saving the answer of an abandoned payment: %v", p.id, serr)
+	if _, serr := p.h.books.store.LabLooseComplete(ctx, rowID, status, body, nil, p.id); serr != nil {
+		p.h.logf("payment %s: saving the answer of an abandoned payment: %v", p.id, serr)
 	} else {
-		p.s.lab.tally.invalidate()
+		p.h.books.tally.invalidate()
 	}
 	p.note(status, "the server stopped waiting for the gateway: outcome unknown, answered so")
 	return sendProblem(p.c, status, body)
@@ -389,19 +389,19 @@ func (p *payment) answerFound(held pay.KeyRow) error {
 // first inserts. Nothing is written yet and no lock of the database is
 // taken; the lock in memory's, on the server that runs it, stays held.
 func (p *payment) lookedUp() {
-	gap := p.s.lab.Settings().Server.CheckGapMS
+	gap := p.h.switches.lab.Settings().Server.CheckGapMS
 	p.note(0, fmt.Sprintf("SELECT … WHERE key = ?: no row, so this request goes ahead (and inserts %d ms later)", gap))
-	if !p.s.steps.On() {
+	if !p.h.switches.steps.On() {
 		return
 	}
 	p.slot.pause()
-	p.s.steps.Hold(p, step.CheckLooked)
+	p.h.switches.steps.Hold(p, step.CheckLooked)
 	p.slot.resume()
 }
 
 // checkGap is the pause between the check and the insert.
 func (p *payment) checkGap(ctx context.Context) error {
-	gap := p.s.lab.Settings().Server.CheckGapMS
+	gap := p.h.switches.lab.Settings().Server.CheckGapMS
 	if gap <= 0 {
 		return nil
 	}
@@ -409,7 +409,7 @@ func (p *payment) checkGap(ctx context.Context) error {
 	// so that a class behind one address is not held to its few turns.
 	p.slot.pause()
 	defer p.slot.resume()
-	return p.s.sleep(ctx, time.Duration(gap)*time.Millisecond)
+	return p.h.sleep(ctx, time.Duration(gap)*time.Millisecond)
 }
 
 // checkFailed answers a check or a pause that failed: no failure of ours
@@ -435,11 +435,11 @@ func (p *payment) hungUp(when string) error {
 // own, as many applications do, so no second guard stands behind the key
 // table. While the key is kept, a retry replays; once the lab's prune has
 // removed it, the same key is a new payment.
-func (s *Server) payKeyTableOnly(p *payment) error {
+func (h *paymentHandlers) payKeyTableOnly(p *payment) error {
 	c := p.c
 	p.chargeKey = pay.LabKeyPrefix + "key-table-only " + p.id
 	if ok, err := p.parse(" (lab: key table only)"); !ok {
 		return err
 	}
-	return p.answer(s.protocol.Pay(c.Request().Context(), p.protocol()))
+	return p.answer(h.books.protocol.Pay(c.Request().Context(), p.protocol()))
 }

@@ -126,7 +126,7 @@ func (s *Server) personalOutcome(ctx context.Context) (LabPersonalOutcome, error
 		return o, err
 	}
 	if s.ledgerApart() {
-		if err := s.ledger.LabScanKeys(ctx, count); err != nil {
+		if err := s.world.ledger.LabScanKeys(ctx, count); err != nil {
 			return o, err
 		}
 	}
@@ -180,7 +180,7 @@ func (s *Server) labSwitchesView(l room.LabSettings) views.LabSwitches {
 // servers of a cluster, two inside this process, or this one alone.
 func (s *Server) memoryLockServers(l room.LabSettings) string {
 	switch {
-	case s.peers.Shared():
+	case s.servers.peers.Shared():
 		return ": each server of the cluster, its own lock"
 	case l.Server.Servers >= 2:
 		return ": two servers inside this process, each with its own memory, take the requests in turn"
@@ -234,7 +234,7 @@ func (s *Server) currentLesson() string { return s.lab.Lesson() }
 
 // lessonVersion names the lesson panel's state: it changes when an item
 // is ticked or the chapter changes.
-func (s *Server) lessonVersion() uint64 { return s.narration.Version() }
+func (s *Server) lessonVersion() uint64 { return s.teaching.narration.Version() }
 
 // now is the demo clock.
 func (s *Server) now() time.Time { return s.clock.Now() }

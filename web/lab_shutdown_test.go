@@ -36,7 +36,7 @@ func TestLabPaymentAbandonedOnTheGatewayAnswersOutcomeUnknown(t *testing.T) {
 	var r response
 	select {
 	case r = <-answer:
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitUntilBound):
 		t.Fatal("no answer after the work was abandoned")
 	}
 	if r.Status != http.StatusServiceUnavailable {
@@ -79,7 +79,7 @@ func TestLabLockWaiterAtShutdownIsAnsweredNothingCharged(t *testing.T) {
 	var r response
 	select {
 	case r = <-answers:
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitUntilBound):
 		t.Fatal("the waiter was not answered after the work was abandoned")
 	}
 	if r.Status != http.StatusServiceUnavailable || !bytes.Contains(r.Body, []byte("nothing was charged")) || !bytes.Contains(r.Body, []byte("same key")) {

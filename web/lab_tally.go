@@ -378,10 +378,10 @@ func (s talliedStorage) Complete(ctx context.Context, c pay.Completion) (pay.Com
 }
 
 // labRecordCharge is the store's LabRecordCharge, told to the tally.
-func (s *Server) labRecordCharge(ctx context.Context, ch pay.Charge) error {
-	t := s.lab.tally
+func (b *paymentBooks) labRecordCharge(ctx context.Context, ch pay.Charge) error {
+	t := b.tally
 	epoch := t.begin()
-	err := s.db.LabRecordCharge(ctx, ch)
+	err := b.store.LabRecordCharge(ctx, ch)
 	if err != nil {
 		t.end(epoch)
 		return err
@@ -391,10 +391,10 @@ func (s *Server) labRecordCharge(ctx context.Context, ch pay.Charge) error {
 }
 
 // labLooseInsertKey is the store's LabLooseInsertKey, told to the tally.
-func (s *Server) labLooseInsertKey(ctx context.Context, c pay.ClaimRequest, request string) (rowID int64, rows int, err error) {
-	t := s.lab.tally
+func (b *paymentBooks) labLooseInsertKey(ctx context.Context, c pay.ClaimRequest, request string) (rowID int64, rows int, err error) {
+	t := b.tally
 	epoch := t.begin()
-	rowID, rows, err = s.db.LabLooseInsertKey(ctx, c, request)
+	rowID, rows, err = b.store.LabLooseInsertKey(ctx, c, request)
 	if err != nil {
 		t.end(epoch)
 		return rowID, rows, err
@@ -405,10 +405,10 @@ func (s *Server) labLooseInsertKey(ctx context.Context, c pay.ClaimRequest, requ
 
 // labLooseComplete is the store's LabLooseComplete with a charge, told to
 // the tally.
-func (s *Server) labLooseComplete(ctx context.Context, rowID int64, ch pay.Charge, request string) (int, error) {
-	t := s.lab.tally
+func (b *paymentBooks) labLooseComplete(ctx context.Context, rowID int64, ch pay.Charge, request string) (int, error) {
+	t := b.tally
 	epoch := t.begin()
-	n, err := s.db.LabLooseComplete(ctx, rowID, http.StatusCreated, ch.ResponseBody(), &ch, request)
+	n, err := b.store.LabLooseComplete(ctx, rowID, http.StatusCreated, ch.ResponseBody(), &ch, request)
 	if err != nil {
 		t.end(epoch)
 		return n, err

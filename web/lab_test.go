@@ -421,7 +421,7 @@ func TestLessonsAPI(t *testing.T) {
 		t.Fatalf("GET /api/lessons: %d %s", r.Status, r.Body)
 	}
 	t.Run("every chapter has its steps and a setup that validates", func(t *testing.T) {
-		for _, c := range env.Server.lessons {
+		for _, c := range env.Server.teaching.lessons {
 			if c.Title == "" || len(c.SwitchOn) == 0 || len(c.Do) == 0 || len(c.Watch) == 0 || c.Why == "" {
 				t.Errorf("chapter %s is missing text", c.Slug)
 			}
@@ -470,7 +470,7 @@ func TestLessonsAPI(t *testing.T) {
 		if r := env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: ""}); r.Status != http.StatusOK {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
-		if env.Server.lab.Lesson() != "" || env.Server.Lab() != room.DefaultLabSettings() || env.Server.currentFaults().Server.DelayMS != 0 {
+		if env.Server.lab.Lesson() != "" || env.Server.Lab() != room.DefaultLabSettings() || env.Server.faultSwitches().currentFaults().Server.DelayMS != 0 {
 			t.Fatal("leaving left switches on")
 		}
 	})

@@ -46,7 +46,7 @@ type LessonStarted struct {
 }
 
 // lessonBook is the lessons, in their order.
-func (s *Server) lessonBook() lesson.Book { return s.lessons }
+func (s *Server) lessonBook() lesson.Book { return s.teaching.lessons }
 
 // startLesson sets up a chapter for the whole class: it resets the
 // demonstration (keys, charges, gateway, timeline, clock, every switch),
@@ -54,9 +54,9 @@ func (s *Server) lessonBook() lesson.Book { return s.lessons }
 // lesson, and publishes the change so that every open page shows the
 // chapter. "" leaves the lessons, with a reset too.
 func (s *Server) startLesson(ctx context.Context, slug, who string) error {
-	i, ch, ok := s.lessons.Find(slug)
+	i, ch, ok := s.teaching.lessons.Find(slug)
 	if slug != "" && !ok {
-		return s.lessons.Unknown(slug)
+		return s.teaching.lessons.Unknown(slug)
 	}
 	if err := s.resetDemo(ctx, who); err != nil {
 		return err
@@ -72,9 +72,9 @@ func (s *Server) startLesson(ctx context.Context, slug, who string) error {
 		if err != nil {
 			return err
 		}
-		s.publishFaultChanges(old.Faults, next.Faults, "lesson")
+		s.faultSwitches().publishFaultChanges(old.Faults, next.Faults, "lesson")
 		s.publishLabChanges(old.Lab, next.Lab, "lesson")
-		msg = fmt.Sprintf("chapter %d of %d: %s", i+1, len(s.lessons), ch.Title)
+		msg = fmt.Sprintf("chapter %d of %d: %s", i+1, len(s.teaching.lessons), ch.Title)
 	}
 	s.hub.Publish(live.Event{Kind: lessonKind, Message: who + ": " + msg})
 	return nil
@@ -84,12 +84,12 @@ func (s *Server) startLesson(ctx context.Context, slug, who string) error {
 // index).
 func (s *Server) lessonView(shown string, presenter, board bool) views.Lesson {
 	v := views.Lesson{Current: s.lab.Lesson(), Presenter: presenter, Locked: s.cfg.PresenterToken != "",
-		Board: board, V: s.narration.Version()}
-	for i, c := range s.lessons {
+		Board: board, V: s.teaching.narration.Version()}
+	for i, c := range s.teaching.lessons {
 		v.Chapters = append(v.Chapters, views.ChapterLink{Slug: c.Slug, Title: c.Title, Part: c.Part, N: i + 1})
 	}
-	if i, c, ok := s.lessons.Find(shown); ok {
-		ch := &views.Chapter{Slug: c.Slug, Title: c.Title, Part: c.Part, N: i + 1, Of: len(s.lessons),
+	if i, c, ok := s.teaching.lessons.Find(shown); ok {
+		ch := &views.Chapter{Slug: c.Slug, Title: c.Title, Part: c.Part, N: i + 1, Of: len(s.teaching.lessons),
 			SwitchOn: c.SwitchOn, Do: c.Do, StudentDo: c.StudentDo, Watch: c.WatchTexts(), Why: c.Why, Actions: lessonActions(c.Actions), Retry: c.Retry, Race: c.Race}
 		if st := s.room.Load(); st.Lesson == c.Slug {
 			ch.Switches = views.SwitchesChanged
@@ -98,12 +98,12 @@ func (s *Server) lessonView(shown string, presenter, board bool) views.Lesson {
 			}
 		}
 		if i > 0 {
-			ch.Prev = s.lessons[i-1].Slug
+			ch.Prev = s.teaching.lessons[i-1].Slug
 		}
-		if i+1 < len(s.lessons) {
-			ch.Next = s.lessons[i+1].Slug
+		if i+1 < len(s.teaching.lessons) {
+			ch.Next = s.teaching.lessons[i+1].Slug
 		}
-		for _, t := range s.narration.Ticked(c.Slug) {
+		for _, t := range s.teaching.narration.Ticked(c.Slug) {
 			ch.Seen, ch.SeenRows = append(ch.Seen, t.Seen), append(ch.SeenRows, t.Row)
 		}
 		v.Shown = ch
@@ -116,12 +116,12 @@ func (s *Server) lessonView(shown string, presenter, board bool) views.Lesson {
 func (s *Server) pageLesson(c echo.Context, board bool) (views.Lesson, error) {
 	shown := s.lab.Lesson()
 	if q := c.QueryParam("lesson"); q != "" {
-		if _, _, ok := s.lessons.Find(q); !ok {
-			return views.Lesson{}, s.lessons.Unknown(q)
+		if _, _, ok := s.teaching.lessons.Find(q); !ok {
+			return views.Lesson{}, s.teaching.lessons.Unknown(q)
 		}
 		shown = q
 	}
-	return s.lessonView(shown, s.isPresenter(c.Request()), board), nil
+	return s.lessonView(shown, s.admission.presenter.isPresenter(c.Request()), board), nil
 }
 
 // lessonActions are a chapter's buttons, as the pages draw them.

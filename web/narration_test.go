@@ -21,7 +21,7 @@ func waitTicks(t *testing.T, env *testEnv, sub *live.Subscription, slug string, 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	match := func() ([]lesson.Tick, bool) {
-		got := env.Server.narration.Ticked(slug)
+		got := env.Server.teaching.narration.Ticked(slug)
 		if len(got) != len(want) {
 			return got, false
 		}
@@ -53,7 +53,7 @@ func TestNarrationTicksWhatTheServerSees(t *testing.T) {
 			t.Fatal(err)
 		}
 		env.pay(uuid.NewString(), body)
-		if got := env.Server.narration.Ticked("no-key"); got[0].Seen || got[1].Seen {
+		if got := env.Server.teaching.narration.Ticked("no-key"); got[0].Seen || got[1].Seen {
 			t.Fatalf("ticked after one charge: %+v", got)
 		}
 		env.pay(uuid.NewString(), body)
@@ -103,7 +103,7 @@ func TestNarrationTicksWhatTheServerSees(t *testing.T) {
 		if err := env.Server.startLesson(context.Background(), "new-key-per-retry", "test"); err != nil {
 			t.Fatal(err)
 		}
-		if got := env.Server.narration.Ticked("new-key-per-retry"); len(got) != 3 || got[0].Seen || got[1].Seen {
+		if got := env.Server.teaching.narration.Ticked("new-key-per-retry"); len(got) != 3 || got[0].Seen || got[1].Seen {
 			t.Fatalf("%+v", got)
 		}
 	})

@@ -17,7 +17,7 @@ var openAPIDocument []byte
 
 // handleOpenAPI is GET /openapi.json, for generating a typed client,
 // contract tests, or importing the API into a tool.
-func (s *Server) handleOpenAPI(c echo.Context) error {
+func handleOpenAPI(c echo.Context) error {
 	c.Response().Header().Set("Cache-Control", "no-cache")
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openAPIDocument)
 }

@@ -32,8 +32,9 @@ const (
 // lab and the lesson. They translate HTTP; what the pages show is the
 // board's, the lab's and the lesson's.
 type liveHandlers struct {
-	board func() *board.Board
-	pages pageSource
+	board     func() *board.Board
+	pages     pageSource
+	presenter presenterCheck
 	// The server's settings the pages say.
 	locked                             bool // a presenter token is configured
 	retention, lockTimeout, sweepEvery time.Duration
@@ -43,17 +44,23 @@ type liveHandlers struct {
 	// workshop is the board's workshop scoreboard, given where students
 	// open its page.
 	workshop func(r *http.Request, address string) views.WorkshopBoard
+	// join is where students join, for the page r asked for (join.go).
+	join func(r *http.Request) views.Join
 }
 
-// pageSource is what the live pages read besides the board, and the
-// presenter's link they accept. The server is one.
-type pageSource interface {
+// presenterCheck is how the live pages recognise the presenter and
+// accept the presenter's link (presenter.go).
+type presenterCheck interface {
 	isPresenter(r *http.Request) bool
-	tryPresenterToken(r *http.Request, got string) (ok bool, wait time.Duration)
+	tryPresenterToken(r *http.Request, got string) (ok bool, wait time.Duration, err error)
 	presenterCookieFor(r *http.Request) *http.Cookie
+}
+
+// pageSource is what the live pages read besides the board. The server
+// is one.
+type pageSource interface {
 	pageLesson(c echo.Context, board bool) (views.Lesson, error)
 	labView(ctx context.Context, presenter bool) views.Lab
-	joinView(r *http.Request) views.Join
 	roomEpoch() (resets, books, version uint64)
 }
 
@@ -101,7 +108,7 @@ func (h liveHandlers) handleCheckout(c echo.Context) error {
 		RoomEpoch:        epoch,
 		RoomBooks:        books,
 		Live:             h.board().Snapshot(),
-		Presenter:        h.pages.isPresenter(r),
+		Presenter:        h.presenter.isPresenter(r),
 		Locked:           h.locked,
 		OrderID:          newOrderID(),
 		Amount:           defaultAmountSatang,
@@ -112,7 +119,7 @@ func (h liveHandlers) handleCheckout(c echo.Context) error {
 		AttemptTimeoutMS: attempt,
 		Retention:        "for " + h.retention.String(),
 		LockTimeout:      h.lockTimeout.String(),
-		Lab:              h.pages.labView(r.Context(), h.pages.isPresenter(r)),
+		Lab:              h.pages.labView(r.Context(), h.presenter.isPresenter(r)),
 		Lesson:           lesson,
 		Session:          session,
 		You:              views.ScopeLabel(scope),
@@ -133,14 +140,17 @@ func (h liveHandlers) handleBoard(c echo.Context) error {
 		if !h.locked {
 			return c.Redirect(http.StatusSeeOther, "/board")
 		}
-		ok, wait := h.pages.tryPresenterToken(r, tok)
+		ok, wait, err := h.presenter.tryPresenterToken(r, tok)
+		if err != nil {
+			return err
+		}
 		if wait > 0 {
 			return tooManyGuesses(c, wait)
 		}
 		if !ok {
 			return pay.Errorf(pay.EFORBIDDEN, "That presenter link is not right. Students do not need one: open the board without ?token=.")
 		}
-		http.SetCookie(c.Response(), h.pages.presenterCookieFor(r))
+		http.SetCookie(c.Response(), h.presenter.presenterCookieFor(r))
 		return c.Redirect(http.StatusSeeOther, "/board")
 	}
 	lesson, err := h.pages.pageLesson(c, true)
@@ -150,11 +160,11 @@ func (h liveHandlers) handleBoard(c echo.Context) error {
 	l := h.board().Snapshot()
 	d := views.Board{
 		Live:      l,
-		Join:      h.pages.joinView(r),
+		Join:      h.join(r),
 		Steps:     l.Steps,
-		Presenter: h.pages.isPresenter(r),
+		Presenter: h.presenter.isPresenter(r),
 		Locked:    h.locked,
-		Lab:       h.pages.labView(r.Context(), h.pages.isPresenter(r)),
+		Lab:       h.pages.labView(r.Context(), h.presenter.isPresenter(r)),
 		Lesson:    lesson,
 		BYOC:      h.byocInUse != nil && h.byocInUse(),
 	}

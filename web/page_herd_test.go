@@ -65,7 +65,7 @@ func TestHerdAPI(t *testing.T) {
 	bad := []struct{ name, query, field, says string }{
 		{"min below one", "min=0", "min", "at least 1"},
 		{"min that is not a number", "min=ten", "min", "not a number"},
-		{"max beyond the bound", "max=1001", "max", "at most 1,000"},
+		{"max beyond the bound", "max=100001", "max", "at most 100,000"},
 		{"max below min", "min=50&max=20", "max", "at least min"},
 		{"a negative step", "step=-5", "step", "negative"},
 		{"a zero step", "step=0", "step", "at least 1"},
@@ -283,7 +283,7 @@ func TestHerdNeverStarvesPayments(t *testing.T) {
 		in, _ := report.ParseHerdQuery(url.Values{"min": {"10"}, "max": {"190"}, "step": {"10"}, "trials": {"100"}}, WebHerdLimits)
 		req, _ := http.NewRequest(http.MethodGet, big, nil)
 		req.Header.Set(PresenterHeader, "sesame")
-		if err := (simHandlers{isPresenter: env.Server.isPresenter}).herdAllowed(req, in); err != nil {
+		if err := (simHandlers{isPresenter: env.Server.admission.presenter.isPresenter}).herdAllowed(req, in); err != nil {
 			t.Fatalf("the presenter was refused: %v", err)
 		}
 	})

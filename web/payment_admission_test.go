@@ -24,7 +24,7 @@ func TestPaymentsBeyondTheirShareGet429AndLeaveTheKeyUnused(t *testing.T) {
 		PaymentWait:    time.Millisecond,
 	}})
 	clock := sim.NewManualClock(time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
-	env.Server.payments.byCaller.now, env.Server.payments.byAddress.now = clock.Now, clock.Now
+	env.Server.admission.payments.byCaller.now, env.Server.admission.payments.byAddress.now = clock.Now, clock.Now
 	student, presenter := fromAddress("127.0.0.2"), fromAddress("127.0.0.1")
 
 	for i := range 2 {
@@ -146,7 +146,7 @@ func TestPaymentTurnsAreSharedAmongAddressesAndCallers(t *testing.T) {
 		select {
 		case got := <-in:
 			return got
-		case <-time.After(5 * time.Second):
+		case <-time.After(waitUntilBound):
 			t.Fatal("nobody was let in")
 		}
 		return admitted{}

@@ -25,8 +25,8 @@ import (
 const paymentsPath = "/v1/payments"
 
 // handleCreatePayment is POST /v1/payments.
-func (s *Server) handleCreatePayment(c echo.Context) error {
-	slot, err := s.takeTurn(c)
+func (h *paymentHandlers) handleCreatePayment(c echo.Context) error {
+	slot, err := h.takeTurn(c)
 	if err != nil {
 		return err
 	}
@@ -34,20 +34,20 @@ func (s *Server) handleCreatePayment(c echo.Context) error {
 	// A reset waits until every payment in flight has finished, and holds
 	// new ones back until it is done: no payment writes half before and
 	// half after it (resetDemo).
-	s.inflight.RLock()
-	defer s.inflight.RUnlock()
-	p := s.newPayment(c)
+	h.inflight.RLock()
+	defer h.inflight.RUnlock()
+	p := h.newPayment(c)
 	p.slot = slot
-	return s.payInLabMode(p)
+	return h.payInLabMode(p)
 }
 
 // takeTurn waits for the payment's turn at the server's work
 // (payment_admission.go); past its share it is refused before anything is
 // read or claimed, with Retry-After.
-func (s *Server) takeTurn(c echo.Context) (*paySlot, error) {
+func (h *paymentHandlers) takeTurn(c echo.Context) (*paySlot, error) {
 	r := c.Request()
-	first := s.hasPriority(r) || s.fromLabChecker(r)
-	slot, no := s.payments.admit(r.Context(), s.clientIP(r), callerScope(r), first)
+	first := h.admission.hasPriority(r) || h.fromLabChecker(r)
+	slot, no := h.admission.payments.admit(r.Context(), h.admission.presenter.clientIP(r), callerScope(r), first)
 	if no != nil {
 		if no.retry > 0 {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(waitSeconds(no.retry)))
@@ -57,7 +57,7 @@ func (s *Server) takeTurn(c echo.Context) (*paySlot, error) {
 	if first {
 		// The presenter's payment takes nobody's turn, and the students'
 		// work steps aside while it is at work (student_work.go).
-		slot = &paySlot{presenter: &s.work.presenter, leave: s.work.presenter.enter()}
+		slot = &paySlot{presenter: &h.admission.work.presenter, leave: h.admission.work.presenter.enter()}
 	}
 	return slot, nil
 }
@@ -66,43 +66,43 @@ func (s *Server) takeTurn(c echo.Context) (*paySlot, error) {
 // payment, of /v1/payments or of the Stripe-shaped sandbox: the real
 // protocol (payCorrect), or the mistaken one the lab has switched on
 // (lab_naive.go).
-func (s *Server) payInLabMode(p *payment) error {
+func (h *paymentHandlers) payInLabMode(p *payment) error {
 	c := p.c
 	r := c.Request()
-	key := s.lab.observePayment(r)
+	key := h.switches.lab.observePayment(r)
 	var err error
-	switch s.lab.Settings().Server.Mode {
+	switch h.switches.lab.Settings().Server.Mode {
 	case room.LabNoKey:
-		err = s.payNoKey(p)
+		err = h.payNoKey(p)
 	case room.LabCheckThenInsert:
-		err = s.payCheckFirst(p, false)
+		err = h.payCheckFirst(p, false)
 	case room.LabCheckThenInsertConstrained:
-		err = s.payCheckFirst(p, true)
+		err = h.payCheckFirst(p, true)
 	case room.LabKeyTableOnly:
-		err = s.payKeyTableOnly(p)
+		err = h.payKeyTableOnly(p)
 	case room.LabMemoryLock:
-		err = s.payMemoryLock(p)
+		err = h.payMemoryLock(p)
 	default:
-		err = s.payCorrect(p)
+		err = h.payCorrect(p)
 	}
 	if st := c.Response().Status; c.Response().Committed && (st == http.StatusBadRequest || st == http.StatusUnprocessableEntity) {
-		s.lab.countRefusal(callerScope(r), key, st)
+		h.switches.lab.countRefusal(callerScope(r), key, st)
 	}
 	return err
 }
 
 // payCorrect is the real protocol: parse (nothing saved), then the
 // service's claim, work and save.
-func (s *Server) payCorrect(p *payment) error {
+func (h *paymentHandlers) payCorrect(p *payment) error {
 	if ok, err := p.parse(""); !ok {
 		return err
 	}
-	return p.answer(s.protocol.Pay(p.c.Request().Context(), p.protocol()))
+	return p.answer(h.books.protocol.Pay(p.c.Request().Context(), p.protocol()))
 }
 
 // payment carries one HTTP request through the protocol.
 type payment struct {
-	s     *Server
+	h     *paymentHandlers
 	c     echo.Context
 	id    string // request id, grouping its events on the timeline
 	scope string
@@ -164,9 +164,9 @@ func (p *payment) writeSaved(status int, body []byte, replayed bool) error {
 }
 
 // newPayment starts carrying one request through the protocol.
-func (s *Server) newPayment(c echo.Context) *payment {
-	return &payment{s: s, c: c, id: pay.NewID("rq_")[:11], scope: callerScope(c.Request()), source: s.clientIP(c.Request()),
-		priority: s.hasPriority(c.Request())}
+func (h *paymentHandlers) newPayment(c echo.Context) *payment {
+	return &payment{h: h, c: c, id: pay.NewID("rq_")[:11], scope: callerScope(c.Request()), source: h.admission.presenter.clientIP(c.Request()),
+		priority: h.admission.hasPriority(c.Request())}
 }
 
 func (p *payment) publish(kind live.Kind, status int, msg string) {
@@ -204,10 +204,10 @@ func (p *payment) publishEvent(e live.Event) {
 		if p.step.Stopped() {
 			return
 		}
-		p.s.hub.Publish(e)
+		p.h.timeline.Publish(e)
 		return
 	}
-	p.s.hub.Publish(e)
+	p.h.timeline.Publish(e)
 	if e.Status != 0 && step.At(e.Kind) == step.CheckAnswered {
 		p.step.Answer = e.Status // what the step bar says it answers
 	}
@@ -217,11 +217,11 @@ func (p *payment) publishEvent(e live.Event) {
 // holdAt is step mode's hold at the checkpoint of kind, if any; a held
 // payment gives its turn at the server's work back meanwhile.
 func (p *payment) holdAt(kind live.Kind) {
-	if !p.s.steps.On() {
+	if !p.h.switches.steps.On() {
 		return
 	}
 	p.slot.pause()
-	p.s.steps.At(p, kind)
+	p.h.switches.steps.At(p, kind)
 	p.slot.resume()
 }
 
@@ -241,7 +241,7 @@ func (p *payment) idleAfter(kind live.Kind) {
 // which charges nothing); then its error is the answer's. note is
 // added to the "received" event, so the lab can say which handler ran.
 func (p *payment) parse(note string) (ok bool, err error) {
-	s, c, r := p.s, p.c, p.c.Request()
+	c, r := p.c, p.c.Request()
 	key, err := pay.ParseKey(r.Header.Values("Idempotency-Key"))
 	if err == nil {
 		p.key = key
@@ -249,13 +249,13 @@ func (p *payment) parse(note string) (ok bool, err error) {
 	}
 	p.publish(live.Received, 0, r.Method+" "+r.URL.Path+note+resentNote(c))
 	if err == nil && p.step.Full() {
-		err = pay.Errorf(pay.EUNAVAILABLE, "Step mode already holds %d requests on this server, its limit, and this one was not taken in: nothing was saved. Retry with the same key once the presenter has let some go.", p.s.steps.Max)
+		err = pay.Errorf(pay.EUNAVAILABLE, "Step mode already holds %d requests on this server, its limit, and this one was not taken in: nothing was saved. Retry with the same key once the presenter has let some go.", p.h.switches.steps.Max)
 	}
 	if err != nil {
 		return false, p.refuse(err)
 	}
 	p.fp = pay.Fingerprint(r.Method, p.path(), p.canonical())
-	p.faults, p.gw = s.drawFaults()
+	p.faults, p.gw = p.h.switches.draw()
 	if p.faults.ConnectionNeverHappens {
 		p.publishFault(live.Dropped, 0, "the connection was dropped before the server did anything")
 		return false, dropConnection(c)
@@ -297,7 +297,7 @@ func (p *payment) gateway() pay.Gateway {
 	if p.gw == (pay.GatewayFaults{}) {
 		return nil
 	}
-	return p.s.gateway.With(p.gw)
+	return p.h.books.gateway.With(p.gw)
 }
 
 // stepEvents are the timeline's names for the protocol's steps.
@@ -320,7 +320,7 @@ var stepEvents = map[pay.StepKind]live.Kind{
 // answer turns the protocol's outcome into the HTTP response.
 func (p *payment) answer(o pay.Outcome) error {
 	c := p.c
-	if p.s.steps.On() {
+	if p.h.switches.steps.On() {
 		// The step bar says what a request held at "answered" will answer.
 		p.step.Answer, p.step.Saved = o.Status, o.Kind == pay.Saved
 		switch o.Kind {
@@ -332,9 +332,9 @@ func (p *payment) answer(o pay.Outcome) error {
 			p.step.Answer, _ = problemBody(c.Request(), o.Err)
 		}
 	}
-	if p.s.steps.On() {
+	if p.h.switches.steps.On() {
 		p.slot.pause()
-		p.s.steps.Hold(p, step.CheckAnswered)
+		p.h.switches.steps.Hold(p, step.CheckAnswered)
 		p.slot.resume()
 	}
 	p.aimedAt(nil)
@@ -352,16 +352,16 @@ func (p *payment) answer(o pay.Outcome) error {
 	case pay.Unknown, pay.RolledBack:
 		return p.answerUnknown(o)
 	case pay.InProgress:
-		return p.s.writeConflict(c, p.key, o)
+		return p.h.writeConflict(c, p.key, o)
 	case pay.Released:
 		if p.step.Stopped() {
 			return writeProblem(c, p.stoppedBeforeGateway(stoppedKeyReleased))
 		}
-		if p.s.workAbandoned() {
+		if p.h.work.abandoned() {
 			return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The server is stopping and ended this payment before it called the gateway: nothing was charged, and its key was released. Send it again with the same key once the server is back: it runs afresh."))
 		}
 	case pay.Failed:
-		p.s.logf("payment %s: %v", p.id, o.Err)
+		p.h.logf("payment %s: %v", p.id, o.Err)
 	}
 	return writeProblem(c, o.Err)
 }
@@ -375,7 +375,7 @@ func (p *payment) refuse(err error) error {
 
 // fail answers an unexpected error without saving it.
 func (p *payment) fail(err error) error {
-	p.s.logf("payment %s: %v", p.id, err)
+	p.h.logf("payment %s: %v", p.id, err)
 	status, body := problemBody(p.c.Request(), err)
 	p.publish(live.Rejected, status, pay.ErrorMessage(err))
 	return sendProblem(p.c, status, body)
@@ -485,28 +485,30 @@ const (
 //
 // Should the browser send an attempt again all the same, the copy is
 // named on the timeline (resentNote) and the page is told in its answer.
-func (s *Server) freshConnectionPerPayment(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		r := c.Request()
-		if r.URL.Path != paymentsPath {
+func freshConnectionPerPayment(attempts *attemptLog) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			if r.URL.Path != paymentsPath {
+				return next(c)
+			}
+			if id := r.Header.Get(pageSessionHeader); validSessionID(id) {
+				if _, err := r.Cookie(sessionCookie); err != nil {
+					r.AddCookie(&http.Cookie{Name: sessionCookie, Value: id})
+				}
+				c.Response().Header().Set("Connection", "close")
+			}
+			if id := r.Header.Get(pageAttemptHeader); validSessionID(id) {
+				// Counted per scope: another caller who sends this page's
+				// attempt id has made an attempt of its own, not a copy of
+				// this one.
+				if n := attempts.see(callerScope(r), id); n > 1 {
+					c.Response().Header().Set(attemptCopiesHeader, strconv.Itoa(n))
+					c.Set(attemptCopiesHeader, n)
+				}
+			}
 			return next(c)
 		}
-		if id := r.Header.Get(pageSessionHeader); validSessionID(id) {
-			if _, err := r.Cookie(sessionCookie); err != nil {
-				r.AddCookie(&http.Cookie{Name: sessionCookie, Value: id})
-			}
-			c.Response().Header().Set("Connection", "close")
-		}
-		if id := r.Header.Get(pageAttemptHeader); validSessionID(id) {
-			// Counted per scope: another caller who sends this page's
-			// attempt id has made an attempt of its own, not a copy of
-			// this one.
-			if n := s.attempts.see(callerScope(r), id); n > 1 {
-				c.Response().Header().Set(attemptCopiesHeader, strconv.Itoa(n))
-				c.Set(attemptCopiesHeader, n)
-			}
-		}
-		return next(c)
 	}
 }
 

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"paytwice/pay"
 )
@@ -23,16 +22,16 @@ import (
 // and the answer says when it will be known and how to find out.
 func (p *payment) answerUnknown(o pay.Outcome) error {
 	c := p.c
-	k, err := p.s.db.GetKey(context.WithoutCancel(c.Request().Context()), p.scope, p.key)
+	k, err := p.h.books.store.GetKey(context.WithoutCancel(c.Request().Context()), p.scope, p.key)
 	switch {
 	case err == nil && k.Status == pay.StatusDone && k.Fingerprint == p.fp:
 		return p.writeSaved(k.ResponseStatus, k.ResponseBody, true)
 	case pay.ErrorCode(err) == pay.ENOTFOUND:
 		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The key %q was released while this request waited to answer: the gateway had not charged it, and nothing was charged. Retry with the same key: it runs afresh.", pay.Truncate(p.key, 64)))
 	}
-	secs := p.s.settleSeconds()
+	secs := p.h.times.settleSeconds()
 	c.Response().Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	if p.s.workAbandoned() {
+	if p.h.work.abandoned() {
 		// The server is stopping and ended the work on its way: the
 		// gateway may have charged, and nothing about it is saved.
 		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The server is stopping and stopped waiting for this payment's work after it called the gateway: whether the gateway charged is unknown, and the key %q stays started. To find out, look the order up (GET /v1/payments?order_id=%s says pending until the gateway has been asked), or retry with the same key once the server is back: on starting it asks the gateway about every key left started, and the retry then gets the outcome. Never pay this order with a new key meanwhile.", pay.Truncate(p.key, 64), p.req.OrderID))
@@ -46,12 +45,4 @@ func (p *payment) answerUnknown(o pay.Outcome) error {
 	// header.
 	c.Response().Header().Set("Stripe-Should-Retry", "true")
 	return writeProblem(c, pay.Errorf(pay.EINTERNAL, "The transaction that records the charge failed halfway and rolled back after the gateway was called: the charge may have happened, and this server does not know yet. Retry with the same key after %d s, when the sweeper will have asked the gateway, or look the order up (GET /v1/payments?order_id=%s says pending until then). Never pay this order with a new key meanwhile.", secs, p.req.OrderID))
-}
-
-// settleSeconds is how long a started key whose request has stopped may
-// stay started, in whole seconds: the sweeper closes it at the latest one
-// sweep period after the lock timeout.
-func (s *Server) settleSeconds() int64 {
-	wait := s.cfg.LockTimeout + s.cfg.SweepEvery
-	return int64((wait + time.Second - 1) / time.Second)
 }

@@ -13,7 +13,7 @@ func TestUnknownOutcomesSayHowToFindOut(t *testing.T) {
 		e := newFIEnv(t, Config{})
 		e.setFaults(`{"server":{"fail_halfway":true}}`)
 		r := e.mustPay("halfway-1", `{"order_id":"H-1","amount_satang":12900}`)
-		settle := e.Server.settleSeconds()
+		settle := e.Server.cfg.paymentTimes().settleSeconds()
 		if r.Status != http.StatusInternalServerError || r.Header.Get("Retry-After") != fmt.Sprint(settle) ||
 			r.Header.Get("Stripe-Should-Retry") != "true" {
 			t.Fatalf("answer %d, Retry-After %q, Stripe-Should-Retry %q; want 500, %d, true", r.Status,

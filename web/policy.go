@@ -32,7 +32,7 @@ type Policy struct {
 }
 
 // policy describes the server's rules from its configuration.
-func (s *Server) policy() Policy {
+func (h referenceHandlers) policy() Policy {
 	return Policy{
 		Header:     "Idempotency-Key",
 		Required:   []string{"POST " + paymentsPath},
@@ -42,9 +42,9 @@ func (s *Server) policy() Policy {
 		Characters: "visible ASCII (0x21-0x7E); one header line",
 		Scope:      "per caller: the Bearer token (scheme in any case, then spaces or tabs, then visible ASCII), else the browser session, else the shared anonymous scope (no Authorization header); any other Authorization header is 401",
 
-		RetentionSeconds:     int64(s.cfg.Retention.Seconds()),
-		Retention:            "done keys are pruned once older than " + s.cfg.Retention.String() + "; within that window a retry gets the saved answer, after it the key's saved answer is forgotten and only its charge is kept (key_reuse_after_retention)",
-		LockTimeoutSeconds:   int64(s.cfg.LockTimeout.Seconds()),
+		RetentionSeconds:     int64(h.retention.Seconds()),
+		Retention:            "done keys are pruned once older than " + h.retention.String() + "; within that window a retry gets the saved answer, after it the key's saved answer is forgotten and only its charge is kept (key_reuse_after_retention)",
+		LockTimeoutSeconds:   int64(h.lockTimeout.Seconds()),
 		RetryAfterSeconds:    retryAfterSeconds,
 		Fingerprint:          "SHA-256 of method, path and canonical body (a form body and its JSON twin are one request); a different fingerprint on the same key is 422",
 		Saved:                []string{"201 Created", "402 payment declined", "500 server error after the work started", "502 gateway error", "422 when the gateway already held this key's charge for another order (that charge is recorded)"},
@@ -57,6 +57,6 @@ func (s *Server) policy() Policy {
 }
 
 // handlePolicy is GET /v1/idempotency-policy.
-func (s *Server) handlePolicy(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.policy())
+func (h referenceHandlers) handlePolicy(c echo.Context) error {
+	return c.JSON(http.StatusOK, h.policy())
 }

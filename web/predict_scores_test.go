@@ -79,7 +79,7 @@ func TestPredictNicknamesAndScores(t *testing.T) {
 	if r := env.pay(key, body); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("the retry: %d %s", r.Status, r.Body)
 	}
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(waitUntilBound)
 	for {
 		cur, _, changed := env.Server.room.Watch()
 		if cur.Poll != nil && cur.Poll.Outcome != nil {

@@ -66,7 +66,7 @@ func TestBrowserPredictStepQuestion(t *testing.T) {
 		if r.Status != http.StatusCreated {
 			t.Fatalf("the payment: %d %s", r.Status, r.Body)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitUntilBound):
 		t.Fatal("the payment did not finish")
 	}
 	liveNoCSPViolations(t, board)

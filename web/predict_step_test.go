@@ -53,7 +53,7 @@ func TestPredictStepModeQuestions(t *testing.T) {
 		if s, b := phones[1].answer(opened.ID, 0); s != http.StatusBadRequest {
 			t.Fatalf("an answer once the step ran: %d %s", s, b)
 		}
-		deadline := time.After(10 * time.Second)
+		deadline := time.After(waitUntilBound)
 		for {
 			cur, _, changed := env.Server.room.Watch()
 			if p := cur.Poll; p != nil && p.ID == opened.ID && p.Outcome != nil {

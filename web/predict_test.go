@@ -137,7 +137,7 @@ func TestPredictThenObserve(t *testing.T) {
 	if r := env.pay(key, body); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("the retry: %d %v %s", r.Status, r.Header, r.Body)
 	}
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(waitUntilBound)
 	for {
 		cur, _, changed := env.Server.room.Watch()
 		if cur.Poll != nil && cur.Poll.Outcome != nil {
@@ -211,7 +211,7 @@ func TestRaceQuestionGradedByWhatHappened(t *testing.T) {
 				fresh++
 			}
 		}
-		deadline := time.After(10 * time.Second)
+		deadline := time.After(waitUntilBound)
 		for {
 			cur, _, changed := env.Server.room.Watch()
 			if p := cur.Poll; p != nil && p.ID == opened.ID && p.Outcome != nil {
@@ -263,7 +263,7 @@ func TestNoKeyQuestionsGradedByTheDoubleClick(t *testing.T) {
 			t.Fatalf("close: %d %s", s, b)
 		}
 		rs := env.burst(2, uuid.NewString(), `{"order_id":"`+order+`","amount_satang":500}`)
-		deadline := time.After(10 * time.Second)
+		deadline := time.After(waitUntilBound)
 		for {
 			cur, _, changed := env.Server.room.Watch()
 			if p := cur.Poll; p != nil && p.ID == opened.ID && p.Outcome != nil {

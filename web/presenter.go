@@ -2,10 +2,8 @@ package web
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,6 +16,7 @@ import (
 	"paytwice/pay"
 	"paytwice/pay/check"
 	"paytwice/pay/peers"
+	"paytwice/web/room"
 )
 
 // How a presenter proves who they are when Config.PresenterToken is set:
@@ -25,7 +24,7 @@ import (
 // /board?token=<token> sets.
 const (
 	PresenterHeader = check.PresenterHeader
-	PresenterCookie = "paytwice_presenter"
+	PresenterCookie = peers.PresenterCookie
 )
 
 // isPresenter reports whether r comes from the presenter. With no token
@@ -35,23 +34,24 @@ const (
 // request from another site does not count, so a page elsewhere cannot
 // flip switches with the presenter's browser. A client slowed down for
 // wrong tokens is not the presenter until its wait is over.
-func (s *Server) isPresenter(r *http.Request) bool {
-	ok, _ := s.presenterAuth(r)
+func (g *presenterGate) isPresenter(r *http.Request) bool {
+	ok, _, _ := g.presenterAuth(r)
 	return ok
 }
 
 // presenterAuth is isPresenter, and how long the client must wait before
 // its header token is looked at again (0 unless it sent too many wrong
-// ones).
-func (s *Server) presenterAuth(r *http.Request) (ok bool, wait time.Duration) {
+// ones); err is errGuessesUnavailable when the token could not be looked
+// at because the count of wrong tokens could not be read.
+func (g *presenterGate) presenterAuth(r *http.Request) (ok bool, wait time.Duration, err error) {
 	if m, _ := r.Context().Value(presenterMemoKey{}).(*presenterMemo); m != nil {
 		if !m.done {
-			m.ok, m.wait = s.presenterAuthOnce(r)
+			m.ok, m.wait, m.err = g.presenterAuthOnce(r)
 			m.done = true
 		}
-		return m.ok, m.wait
+		return m.ok, m.wait, m.err
 	}
-	return s.presenterAuthOnce(r)
+	return g.presenterAuthOnce(r)
 }
 
 // presenterMemo keeps one request's answer to presenterAuth. Several
@@ -62,6 +62,7 @@ type presenterMemo struct {
 	done bool
 	ok   bool
 	wait time.Duration
+	err  error
 }
 
 type presenterMemoKey struct{}
@@ -76,19 +77,22 @@ func rememberPresenter(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func (s *Server) presenterAuthOnce(r *http.Request) (ok bool, wait time.Duration) {
-	want := s.cfg.PresenterToken
-	if want == "" {
-		return true, 0
+func (g *presenterGate) presenterAuthOnce(r *http.Request) (ok bool, wait time.Duration, err error) {
+	if g.token == "" {
+		return true, 0, nil
 	}
 	if got := r.Header.Get(PresenterHeader); got != "" {
-		return s.tryPresenterToken(r, got)
+		ok, wait, err = g.tryPresenterToken(r, got)
+		if ok && g.recognised != nil {
+			g.recognised(connectionHost(r))
+		}
+		return ok, wait, err
 	}
 	c, err := r.Cookie(PresenterCookie)
-	if err != nil || !s.presenter.cookieOK(c.Value) {
-		return false, 0
+	if err != nil || !g.cookieOK(c.Value) {
+		return false, 0, nil
 	}
-	return isSafeMethod(r.Method) || !crossSite(r), 0
+	return isSafeMethod(r.Method) || !crossSite(r), 0, nil
 }
 
 // tryPresenterToken checks a token a client offers (in the header or in
@@ -96,8 +100,59 @@ func (s *Server) presenterAuthOnce(r *http.Request) (ok bool, wait time.Duration
 // look at the client's count, the comparison and the counting of a wrong
 // token are one step (guessTry), so that however many guesses arrive at
 // once, on however many servers, no more are compared than the limit.
-func (s *Server) tryPresenterToken(r *http.Request, got string) (ok bool, wait time.Duration) {
-	return s.guessTry(r.Context(), s.clientIP(r), func() bool { return tokenEqual(got, s.cfg.PresenterToken) })
+// When that count cannot be read the token is not taken (err).
+//
+// With the count shared by several servers (a transaction each), a token
+// the count took from the same address within the last minute is taken
+// from memory (knownTokens), while this server's mirror of the count says
+// the address has tries left; anything else goes to the count as before.
+func (g *presenterGate) tryPresenterToken(r *http.Request, got string) (ok bool, wait time.Duration, err error) {
+	ip := g.clientIP(r)
+	shared := g.guesses.Shared()
+	if shared && g.tries.wait(ip) == 0 && g.known.match(ip, got) {
+		return true, 0, nil
+	}
+	ok, wait, err = g.guessTry(r.Context(), ip, func() bool { return tokenEqual(got, g.token) })
+	if ok && shared {
+		g.known.remember(ip, got)
+	}
+	return ok, wait, err
+}
+
+// mayBePresenter says, from memory and at once, whether r may be the
+// presenter's: it carries the presenter's cookie, or a token in the header
+// while its address has tries left (by this server's count, which the
+// shared one can only be below). Such a token is still to be looked at,
+// and counted when wrong, by presenterAuth: what lets it past the early
+// refusal is bounded by the limit on wrong tokens.
+func (g *presenterGate) mayBePresenter(r *http.Request) bool {
+	if c, err := r.Cookie(PresenterCookie); err == nil && g.cookieOK(c.Value) {
+		return true
+	}
+	return r.Header.Get(PresenterHeader) != "" && g.tries.wait(g.clientIP(r)) == 0
+}
+
+// headerTokenRight compares r's header token with the presenter's, in
+// constant time and without the shared count, for the places held at
+// accept and in flight (address_bounds.go): looked says whether it was
+// compared at all (a header, and tries left on this server), so that the
+// caller counts a wrong one whose answer then differs from a right one's
+// (headerTokenWrong).
+func (g *presenterGate) headerTokenRight(r *http.Request) (right, looked bool) {
+	got := r.Header.Get(PresenterHeader)
+	if g.token == "" || got == "" || g.tries.wait(g.clientIP(r)) > 0 {
+		return false, false
+	}
+	return tokenEqual(got, g.token), true
+}
+
+// headerTokenWrong counts a wrong header token on this server alone, for
+// a refusal that a right token would not have had (address_bounds.go):
+// the comparison told the client something, so it costs a try here. The
+// shared count does not hear of it: a transaction for each would be what
+// a guesser wants the server to spend.
+func (g *presenterGate) headerTokenWrong(r *http.Request) {
+	g.tries.fail(g.clientIP(r))
 }
 
 // tokenEqual compares in constant time; hashing first hides the length
@@ -110,8 +165,14 @@ func tokenEqual(got, want string) bool {
 	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
-// presenterAuthState is what the server keeps to recognise the presenter.
-type presenterAuthState struct {
+// presenterGate recognises the presenter and names the address a request
+// comes from. It holds the token, the cookie derived from it, the count of
+// wrong tokens, and how to read a front door's forwarded address; the
+// handler groups take its checks (isPresenter, presenterOnly, clientIP)
+// as functions.
+type presenterGate struct {
+	// token is Config.PresenterToken: "" means everybody is the presenter.
+	token string
 	// cookie is the presenter cookie's value: an HMAC of the token (under
 	// Config.PresenterCookieKey when one is given), so the cookie never
 	// holds the token itself (a copied cookie cannot be typed in as the
@@ -120,25 +181,46 @@ type presenterAuthState struct {
 	// paytwice cluster started on the same address, recognise the cookie
 	// the presenter already has, and a new token ends every old cookie.
 	cookie string
-	tries  *guessLimiter
+	// tries counts wrong tokens per client address; guesses shares the
+	// count with the other servers of the class (guesslimit.go).
+	tries   *guessLimiter
+	guesses guessBook
+	// known keeps where the shared count took the right token lately, so
+	// that the presenter's next requests cost no transaction each.
+	known *knownTokens
+	// turns and dbSlots bound what guesses hold of the shared count's
+	// database: one per address, guessDBSlots in all (guessTry).
+	turns   guessTurns
+	dbSlots chan struct{}
+	// guessTimeout bounds a look at the shared count; 0 means the
+	// constant guessTimeout.
+	guessTimeout time.Duration
+	// behindFrontDoor and frontDoorMark are Config's: whether, and on
+	// which mark, X-Forwarded-For is believed (clientIP).
+	behindFrontDoor bool
+	frontDoorMark   string
+	logf            func(format string, args ...any)
+	// recognised, when set, hears the connection's address of each
+	// request the right token came on (address_bounds.go's reserve).
+	recognised func(addr string)
 }
 
-func newPresenterAuth(token string, key []byte) presenterAuthState {
-	st := presenterAuthState{tries: newGuessLimiter(time.Now)}
-	if token == "" {
-		return st
-	}
-	if len(key) == 0 {
-		key = []byte("paytwice presenter cookie key")
-	}
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte("paytwice presenter cookie\x00"))
-	m.Write([]byte(token))
-	st.cookie = base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+// guessBook is the part of room.Peers the count of wrong tokens uses.
+type guessBook interface {
+	Shared() bool
+	UpdateGuesses(ctx context.Context, client string, forgetBefore time.Time, change func(old room.Guesses, ok bool) room.Guesses) error
+}
+
+func newPresenterGate(cfg Config, guesses guessBook, logf func(format string, args ...any)) *presenterGate {
+	token, key := cfg.PresenterToken, cfg.PresenterCookieKey
+	st := &presenterGate{token: token, tries: newGuessLimiter(time.Now), known: newKnownTokens(time.Now), guesses: guesses,
+		dbSlots:         make(chan struct{}, guessDBSlots),
+		behindFrontDoor: cfg.BehindFrontDoor, frontDoorMark: cfg.FrontDoorMark, logf: logf}
+	st.cookie = peers.PresenterCookieValue(token, key)
 	return st
 }
 
-func (p presenterAuthState) cookieOK(v string) bool {
+func (p *presenterGate) cookieOK(v string) bool {
 	return p.cookie != "" && subtle.ConstantTimeCompare([]byte(v), []byte(p.cookie)) == 1
 }
 
@@ -146,8 +228,8 @@ func (p presenterAuthState) cookieOK(v string) bool {
 // presenter's: HttpOnly, same-site only, Secure when served over TLS.
 // The app does not sit behind a proxy it trusts, so it believes r.TLS
 // only, never X-Forwarded-Proto.
-func (s *Server) presenterCookieFor(r *http.Request) *http.Cookie {
-	return &http.Cookie{Name: PresenterCookie, Value: s.presenter.cookie, Path: "/",
+func (g *presenterGate) presenterCookieFor(r *http.Request) *http.Cookie {
+	return &http.Cookie{Name: PresenterCookie, Value: g.cookie, Path: "/",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 12 * 3600}
 }
 
@@ -156,12 +238,12 @@ func (s *Server) presenterCookieFor(r *http.Request) *http.Cookie {
 // comes from the door on this machine, which says whom it came from in
 // X-Forwarded-For (its own last entry); without that, one student's wrong
 // guesses would slow the whole room down, the presenter included.
-func (s *Server) clientIP(r *http.Request) string {
+func (g *presenterGate) clientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	if s.cfg.BehindFrontDoor && isLoopbackHost(host) && fromFrontDoor(r, s.cfg.FrontDoorMark) {
+	if g.behindFrontDoor && isLoopbackHost(host) && fromFrontDoor(r, g.frontDoorMark) {
 		if hops := r.Header.Values("X-Forwarded-For"); len(hops) > 0 {
 			entries := strings.Split(hops[len(hops)-1], ",")
 			if last := strings.TrimSpace(entries[len(entries)-1]); last != "" {
@@ -200,9 +282,9 @@ func crossSite(r *http.Request) bool {
 
 // presenterOnly refuses a request that does not come from the presenter
 // with 403 problem+json.
-func (s *Server) presenterOnly(next echo.HandlerFunc) echo.HandlerFunc {
+func (g *presenterGate) presenterOnly(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if err := s.requirePresenter(c, notPresenter); err != nil {
+		if err := g.requirePresenter(c, notPresenter); err != nil {
 			return err
 		}
 		return next(c)
@@ -214,8 +296,11 @@ const notPresenter = "Only the presenter may change this. Send the header " + Pr
 
 // requirePresenter is nil for the presenter; anyone else gets 429 while
 // slowed down for wrong tokens, or a 403 saying refusal.
-func (s *Server) requirePresenter(c echo.Context, refusal string) error {
-	ok, wait := s.presenterAuth(c.Request())
+func (g *presenterGate) requirePresenter(c echo.Context, refusal string) error {
+	ok, wait, err := g.presenterAuth(c.Request())
+	if err != nil {
+		return err
+	}
 	if wait > 0 {
 		return tooManyGuesses(c, wait)
 	}

@@ -1,7 +1,10 @@
 package web
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -50,16 +53,16 @@ func TestPresenterCookieIsNotTheToken(t *testing.T) {
 	// Another run of the server, with the same token, derives the same
 	// cookie: the presenter stays signed in across a restart. Another
 	// token derives another one.
-	if other := newTestEnv(t, Config{PresenterToken: token}); other.Server.presenter.cookie != env.Server.presenter.cookie {
+	if other := newTestEnv(t, Config{PresenterToken: token}); other.Server.admission.presenter.cookie != env.Server.admission.presenter.cookie {
 		t.Fatal("a restarted server with the same token does not recognise the presenter's cookie")
 	}
-	if other := newTestEnv(t, Config{PresenterToken: token + "-new"}); other.Server.presenter.cookie == env.Server.presenter.cookie {
+	if other := newTestEnv(t, Config{PresenterToken: token + "-new"}); other.Server.admission.presenter.cookie == env.Server.admission.presenter.cookie {
 		t.Fatal("a new token still recognises the cookie of the old one")
 	}
 	// Servers given one key, as behind a load balancer, derive one cookie.
 	key := []byte("one key for the servers of one front door")
 	s1, s2 := newTestEnv(t, Config{PresenterToken: token, PresenterCookieKey: key}), newTestEnv(t, Config{PresenterToken: token, PresenterCookieKey: key})
-	if s1.Server.presenter.cookie != s2.Server.presenter.cookie || s1.Server.presenter.cookie == env.Server.presenter.cookie {
+	if s1.Server.admission.presenter.cookie != s2.Server.admission.presenter.cookie || s1.Server.admission.presenter.cookie == env.Server.admission.presenter.cookie {
 		t.Fatal("servers sharing a cookie key must derive the same cookie, and another than the token alone derives")
 	}
 
@@ -80,7 +83,7 @@ func TestWrongPresenterTokensAreSlowedDown(t *testing.T) {
 	const token = "s3cret-lecture"
 	env := newFIEnv(t, Config{PresenterToken: token})
 	clock := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
-	env.Server.presenter.tries.now = clock.Now
+	env.Server.admission.presenter.tries.now = clock.Now
 
 	patch := func(tok string) response {
 		return env.must(http.MethodPatch, "/api/faults", `{"server":{"delay_ms":1}}`, PresenterHeader, tok)
@@ -187,7 +190,7 @@ func wrongTokensAcrossServers(t *testing.T, c *class) {
 		return Config{Name: name, PresenterToken: token, BehindFrontDoor: true, FrontDoorMark: mark}
 	}
 	a, b := c.server(cfg("a"), nil), c.server(cfg("b"), nil)
-	a.Server.presenter.tries.now, b.Server.presenter.tries.now = clock.Now, clock.Now
+	a.Server.admission.presenter.tries.now, b.Server.admission.presenter.tries.now = clock.Now, clock.Now
 	patch := func(env *testEnv, tok, client string) response {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodPatch, env.URL+"/api/faults", strings.NewReader(`{"server":{"delay_ms":1}}`))
@@ -268,10 +271,16 @@ func concurrentGuesses(t *testing.T, c *class, servers int) {
 	var envs []*testEnv
 	for i := range servers {
 		env := c.server(Config{Name: "s" + strconv.Itoa(i), PresenterToken: token, BehindFrontDoor: true, FrontDoorMark: mark}, nil)
-		env.Server.presenter.tries.now = clock.Now
+		env.Server.admission.presenter.tries.now = clock.Now
+		// The guesses queue on the client's one count: on a loaded
+		// machine the last of 60 waits longer than a server's usual bound
+		// for a look at it, and would be refused unlooked (503, as
+		// TestAnUnreadableGuessCountTakesNoToken shows). Here every guess
+		// is to be counted, so the bound is generous.
+		env.Server.admission.presenter.guessTimeout = 2 * time.Minute
 		envs = append(envs, env)
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: guesses}, Timeout: 30 * time.Second}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: guesses}, Timeout: 3 * time.Minute}
 	defer client.CloseIdleConnections()
 	statuses := make([]int, guesses)
 	start := make(chan struct{})
@@ -311,5 +320,60 @@ func concurrentGuesses(t *testing.T, c *class, servers int) {
 	if count[http.StatusForbidden] != guessBurst || count[http.StatusTooManyRequests] != guesses-1-guessBurst {
 		t.Fatalf("%d wrong tokens compared (403) and %d refused unlooked (429); want exactly %d compared, the rest 429",
 			count[http.StatusForbidden], count[http.StatusTooManyRequests], guessBurst)
+	}
+}
+
+// failingGuesses is shared peers whose count of wrong tokens cannot be
+// read, like a database that is away.
+type failingGuesses struct {
+	room.Peers
+}
+
+func (failingGuesses) UpdateGuesses(context.Context, string, time.Time, func(room.Guesses, bool) room.Guesses) error {
+	return errors.New("the database is away")
+}
+
+// When the count of wrong tokens the servers share cannot be read, a
+// token is not looked at, the right one included: the answer is a 503
+// with Retry-After that says why, on the API and on the presenter's
+// link. Counting on each server meanwhile would give a client the limit
+// once per server.
+func TestAnUnreadableGuessCountTakesNoToken(t *testing.T) {
+	const token = "s3cret-lecture"
+	clock := sim.NewClock(nil)
+	db := MustOpenDB(t, clock.Now)
+	c := &class{t: t, Store: db, Peers: room.SharedMemory(), ledger: db, sqlite: db, clock: clock}
+	env := c.server(Config{PresenterToken: token}, func(p room.Peers) room.Peers { return failingGuesses{p} })
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i, tok := range []string{"guess-1", "guess-2", "guess-3", "guess-4", "guess-5", "guess-6", token} {
+		req, err := http.NewRequest(http.MethodPatch, env.URL+"/api/faults", strings.NewReader(`{"server":{"delay_ms":1}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(PresenterHeader, tok)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" ||
+			res.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(body), "could not be read") {
+			t.Fatalf("token %d: %d Retry-After %q %s %s, want a 503 problem with Retry-After saying the count could not be read",
+				i, res.StatusCode, res.Header.Get("Retry-After"), res.Header.Get("Content-Type"), body)
+		}
+	}
+	if env.Server.faultSwitches().currentFaults().Server.DelayMS != 0 {
+		t.Fatal("a token was taken while its count could not be read")
+	}
+	res, err := noRedirect.Get(env.URL + "/board?token=" + token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || len(res.Cookies()) != 0 || !strings.Contains(string(body), "could not be read") {
+		t.Fatalf("the presenter's link: %d, cookies %v, %s; want a 503 page saying the count could not be read, no cookie", res.StatusCode, res.Cookies(), body)
 	}
 }

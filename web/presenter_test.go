@@ -43,17 +43,17 @@ func TestPresenterGuard(t *testing.T) {
 		})
 		t.Run(name+" is allowed with the presenter cookie", func(t *testing.T) {
 			env := newFIEnv(t, Config{PresenterToken: token})
-			if r := env.must(rt.method, rt.path, rt.body, "Cookie", PresenterCookie+"="+env.Server.presenter.cookie); r.Status != http.StatusOK {
+			if r := env.must(rt.method, rt.path, rt.body, "Cookie", PresenterCookie+"="+env.Server.admission.presenter.cookie); r.Status != http.StatusOK {
 				t.Fatalf("got %d %s, want 200", r.Status, r.Body)
 			}
 		})
 		t.Run(name+" is refused with the cookie when another site sends it", func(t *testing.T) {
 			env := newFIEnv(t, Config{PresenterToken: token})
-			r := env.must(rt.method, rt.path, rt.body, "Cookie", PresenterCookie+"="+env.Server.presenter.cookie, "Origin", "http://evil.example")
+			r := env.must(rt.method, rt.path, rt.body, "Cookie", PresenterCookie+"="+env.Server.admission.presenter.cookie, "Origin", "http://evil.example")
 			if r.Status != http.StatusForbidden {
 				t.Fatalf("got %d, want 403", r.Status)
 			}
-			r = env.must(rt.method, rt.path, rt.body, "Cookie", PresenterCookie+"="+env.Server.presenter.cookie, "Sec-Fetch-Site", "cross-site")
+			r = env.must(rt.method, rt.path, rt.body, "Cookie", PresenterCookie+"="+env.Server.admission.presenter.cookie, "Sec-Fetch-Site", "cross-site")
 			if r.Status != http.StatusForbidden {
 				t.Fatalf("got %d, want 403", r.Status)
 			}
@@ -81,9 +81,9 @@ func TestPresenterGuard(t *testing.T) {
 	t.Run("isPresenter accepts the cookie on a page view from another site", func(t *testing.T) {
 		env := newFIEnv(t, Config{PresenterToken: token})
 		req, _ := http.NewRequest(http.MethodGet, env.URL+"/board", nil)
-		req.AddCookie(&http.Cookie{Name: PresenterCookie, Value: env.Server.presenter.cookie})
+		req.AddCookie(&http.Cookie{Name: PresenterCookie, Value: env.Server.admission.presenter.cookie})
 		req.Header.Set("Sec-Fetch-Site", "cross-site")
-		if !env.Server.isPresenter(req) {
+		if !env.Server.admission.presenter.isPresenter(req) {
 			t.Fatal("a GET with the cookie, followed from a link elsewhere, should still be the presenter")
 		}
 	})

@@ -15,7 +15,7 @@ func problemView(p ProblemType) views.Problem {
 
 // handleProblemPage is GET /problems/:code: the page a problem's type URI
 // points at.
-func (s *Server) handleProblemPage(c echo.Context) error {
+func handleProblemPage(c echo.Context) error {
 	p, ok := problemsByCode[pay.Code(c.Param("code"))]
 	if !ok {
 		return pay.Errorf(pay.ENOTFOUND, "There is no problem type %q.", pay.Truncate(c.Param("code"), 40))
@@ -24,7 +24,7 @@ func (s *Server) handleProblemPage(c echo.Context) error {
 }
 
 // handleProblemIndex is GET /problems.
-func (s *Server) handleProblemIndex(c echo.Context) error {
+func handleProblemIndex(c echo.Context) error {
 	ps := make([]views.Problem, len(Problems))
 	for i, p := range Problems {
 		ps[i] = problemView(p)

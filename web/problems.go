@@ -213,19 +213,19 @@ func writeSaved(c echo.Context, status int, body []byte, replayed bool) error {
 // the answer says so, and Retry-After is the time until then, so that a
 // client with a budget of attempts does not spend them all on 409s while
 // the order may be charged.
-func (s *Server) writeConflict(c echo.Context, key string, o pay.Outcome) error {
+func (h *paymentHandlers) writeConflict(c echo.Context, key string, o pay.Outcome) error {
 	held := o.Held
 	if held == nil || o.Running {
 		return writeProblem(c, o.Err)
 	}
-	now := s.clock.Now()
+	now := h.books.now()
 	// On a database that several servers share, another server's request
 	// may be at work until its work's deadline, or held by step mode for
 	// as long as the presenter takes.
-	if !s.idleSweeps.private && (s.steps.On() || now.Before(held.LockedAt.Add(s.cfg.GatewayTimeout))) {
+	if !h.books.sweeps.private && (h.switches.steps.On() || now.Before(held.LockedAt.Add(h.times.work))) {
 		return writeProblem(c, o.Err)
 	}
-	wait := max(held.LockedAt.Add(s.cfg.LockTimeout+s.cfg.SweepEvery).Sub(now), time.Second)
+	wait := max(held.LockedAt.Add(h.times.settle).Sub(now), time.Second)
 	secs := int64((wait + time.Second - 1) / time.Second)
 	c.Response().Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	return writeProblem(c, pay.Errorf(pay.ECONFLICT, "The request that claimed the key %q is no longer running: it stopped before saving its outcome, which may include a charge. The sweeper will ask the gateway what happened and close the key within %d s; retry with the same key then, and never with a new one.", pay.Truncate(key, 64), secs))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,13 +40,19 @@ type puzzleHandlers struct {
 }
 
 func (s *Server) puzzleHandlers() puzzleHandlers {
-	return puzzleHandlers{room: s.room, book: s.lessons, held: s.steps.State, charges: s.orderCharges, now: time.Now}
+	return puzzleHandlers{room: s.room, book: s.teaching.lessons, held: s.steps.State, charges: orderChargeCount{s.db}.count, now: time.Now}
 }
 
-// orderCharges counts the charges the books hold for one order, the
+// orderChargeCount counts the charges the books hold for one order, the
 // lab's unguarded table included (pay.Store's ChargesByOrder).
-func (s *Server) orderCharges(ctx context.Context, scope, orderID string) (int, error) {
-	chs, err := s.db.ChargesByOrder(ctx, scope, orderID)
+type orderChargeCount struct {
+	books interface {
+		ChargesByOrder(ctx context.Context, scope, orderID string) ([]pay.Charge, error)
+	}
+}
+
+func (o orderChargeCount) count(ctx context.Context, scope, orderID string) (int, error) {
+	chs, err := o.books.ChargesByOrder(ctx, scope, orderID)
 	return len(chs), err
 }
 
@@ -117,6 +124,22 @@ func (h puzzleHandlers) handleGet(c echo.Context) error {
 // handleStart starts a puzzle on the order of a held request: the
 // chapter must have one, and step mode must hold two requests of the
 // order or more, which the books have not charged twice already.
+// puzzleChapters names the chapters that have a puzzle, as the lesson
+// table says: “no idempotency key”, “check first, then insert” and “a
+// lock in memory”.
+func (h puzzleHandlers) puzzleChapters() string {
+	var titles []string
+	for _, ch := range h.book {
+		if ch.Puzzle != "" {
+			titles = append(titles, "“"+strings.TrimPrefix(ch.Title, "Mistake: ")+"”")
+		}
+	}
+	if len(titles) < 2 {
+		return strings.Join(titles, "")
+	}
+	return strings.Join(titles[:len(titles)-1], ", ") + " and " + titles[len(titles)-1]
+}
+
 func (h puzzleHandlers) handleStart(c echo.Context) error {
 	var req PuzzleStart
 	if err := decodeAdminJSON(c.Request(), &req); err != nil {
@@ -126,7 +149,7 @@ func (h puzzleHandlers) handleStart(c echo.Context) error {
 	st := h.room.Load()
 	_, ch, ok := h.book.Find(st.Lesson)
 	if !ok || ch.Puzzle == "" {
-		return pay.Errorf(pay.EINVALID, "This chapter has no scheduler's puzzle: start the chapter “check first, then insert” or “a lock in memory”.")
+		return pay.Errorf(pay.EINVALID, "This chapter has no scheduler's puzzle: start one of %s.", h.puzzleChapters())
 	}
 	held := h.held().Held
 	var first *step.HeldRequest
@@ -217,17 +240,20 @@ func (h puzzleHandlers) handleBar(c echo.Context) error {
 // says who may. A student's request must come from the student's own
 // pages: a cookie sent by another site's page does not count, as for the
 // presenter's.
-func (s *Server) stepperOnly(next echo.HandlerFunc) echo.HandlerFunc {
+func (ps puzzleSteps) stepperOnly(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		ok, wait := s.presenterAuth(r)
+		ok, wait, err := ps.presenterAuth(r)
+		if err != nil {
+			return err
+		}
 		if wait > 0 {
 			return tooManyGuesses(c, wait)
 		}
 		if ok {
 			return next(c)
 		}
-		st := s.room.Load()
+		st := ps.room.Load()
 		if p, ok := st.MayStep(callerScope(r), time.Now()); ok && !crossSite(r) {
 			c.SetRequest(r.WithContext(context.WithValue(r.Context(), solverKey{}, *p)))
 			return next(c)
@@ -255,6 +281,9 @@ func solverOf(r *http.Request) (room.Puzzle, bool) {
 type puzzleSteps struct {
 	room *room.Room[room.State]
 	held func() step.State
+	// presenterAuth recognises the presenter, who may always step
+	// (presenter.go).
+	presenterAuth func(r *http.Request) (ok bool, wait time.Duration, err error)
 }
 
 // target is the held request the action at r steps: id, or the oldest

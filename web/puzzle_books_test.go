@@ -36,7 +36,7 @@ func (s silentBooks) ChargesByOrder(ctx context.Context, scope, orderID string) 
 // waitPuzzle waits, bounded, for the room's puzzle to be as want says.
 func waitPuzzle(t *testing.T, env *stepEnv, what string, want func(room.Puzzle) bool) room.Puzzle {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(waitUntilBound)
 	for {
 		cur, _, changed := env.Server.room.Watch()
 		if p := cur.Puzzle; p != nil && want(*p) {

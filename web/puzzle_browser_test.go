@@ -22,6 +22,7 @@ import (
 // and the phone say the puzzle was solved in four steps. A second phone
 // without the bar has no step buttons.
 func TestBrowserPuzzleStudentSchedules(t *testing.T) {
+	browserSideBySide(t)
 	const token = "teach-sched-browser"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	presenter := func(method, path string, body any) response {
@@ -119,7 +120,7 @@ func TestBrowserPuzzleStudentSchedules(t *testing.T) {
 			if r.Status != http.StatusCreated {
 				t.Fatalf("request %d: %d %s", i+1, r.Status, r.Body)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(waitUntilBound):
 			t.Fatalf("request %d got no answer", i+1)
 		}
 	}

@@ -41,7 +41,7 @@ func playerID(t *testing.T, env *stepEnv, nick string) string {
 // waitSolved waits, bounded, for the puzzle to be solved.
 func waitSolved(t *testing.T, env *stepEnv) room.Puzzle {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(waitUntilBound)
 	for {
 		cur, _, changed := env.Server.room.Watch()
 		if p := cur.Puzzle; p != nil && p.Solved {
@@ -219,7 +219,7 @@ func wantAnswer(t *testing.T, ch <-chan response) response {
 	select {
 	case r := <-ch:
 		return r
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitUntilBound):
 		t.Fatal("no answer")
 	}
 	return response{}
@@ -276,7 +276,7 @@ func TestLockQuestionGradedOnTheOutcome(t *testing.T) {
 	next("/api/step/finish", ids[1])
 	wantStatus(t, answers[1], http.StatusCreated)
 
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(waitUntilBound)
 	for {
 		cur, _, changed := env.Server.room.Watch()
 		if p := cur.Poll; p != nil && p.Outcome != nil {
@@ -417,7 +417,7 @@ func TestStepQuestionAtKeyLookedUp(t *testing.T) {
 		t.Fatalf("finish the second: %d %s", r.Status, r.Body)
 	}
 	wantStatus(t, second, http.StatusInternalServerError)
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(waitUntilBound)
 	for {
 		cur, _, changed := env.Server.room.Watch()
 		if p := cur.Poll; p != nil && p.Outcome != nil {

@@ -6,26 +6,40 @@ import (
 	"paytwice/web/live"
 	"paytwice/web/room"
 	"paytwice/web/room/step"
+	"paytwice/web/workshop"
 )
 
 // The relay (web/room) carries live events between the servers that share
 // one database. This file is this server's side of it: what it sends
 // (every event but the ones that concern it alone), what its listening
-// connection carries besides (step mode's commands), and what becomes of
-// the other servers' events here (remoteEvents).
+// connection carries besides (step mode's commands, the workshop's new
+// settings), and what becomes of the other servers' events here
+// (remoteEvents).
 
 // startRelay starts relaying when the server has peers to relay to.
 func (s *Server) startRelay() {
 	steps := s.steps
-	s.relay = room.StartRelay(s.baseCtx, room.RelayConfig{
-		Peers: s.peers, Hub: s.hub, Sink: remoteEvents{s}, Name: s.cfg.Name, Now: s.clock.Now, Logf: s.logf,
+	s.servers.relay = room.StartRelay(s.life.base, room.RelayConfig{
+		Peers: s.servers.peers, Hub: s.hub, Sink: remoteEvents{s}, Name: s.cfg.Name, Now: s.clock.Now, Logf: s.logf,
 		// Every server derives its own ticks of a lesson's "watch for"
 		// items from the events it sees, and tells its own pages that the
-		// class's vote changed when it applies the room (predict.go).
+		// class's vote changed when it applies the room (predict_view.go).
 		Local: func(k live.Kind) bool { return k == watchKind || k == pollKind },
-		Also:  []room.Listener{{Channel: step.Channel, OnListen: steps.CommandsListened, OnNotify: steps.Command}},
+		Also: []room.Listener{
+			{Channel: step.Channel, OnListen: steps.CommandsListened, OnNotify: steps.Command},
+			{Channel: workshop.SettingsChannel, OnListen: s.endpoints.workshop.SettingsListened, OnNotify: s.endpoints.workshop.SettingsNotified},
+		},
+		// This server's pages draw its own events where the room's order
+		// puts them, as every other server's pages do (web/board's
+		// Config.Ordered): a page can then go on from its last event on
+		// any server of the room.
+		Echo: s.hub.PublishEchoes,
 	})
 }
+
+// ordered reports this server's own events that its board draws when the
+// relay hands them back in the room's order.
+func (s *Server) ordered(e *live.Entry) bool { return s.servers.relay.Ordered(e) }
 
 // remoteEvents publishes the other servers' events into this server's hub,
 // having first brought up to date what the pages draw them with.
@@ -51,7 +65,7 @@ func changesLabCounts(k live.Kind) bool {
 func (r remoteEvents) Heard(entries []live.Entry) {
 	s := r.s
 	if slices.ContainsFunc(entries, func(e live.Entry) bool { return changesRoom(e.Event) }) {
-		s.room.Reload(s.baseCtx)
+		s.room.Reload(s.life.base)
 	}
 	for len(entries) > 0 {
 		n := 1 + slices.IndexFunc(entries[1:], func(e live.Entry) bool { return e.Kind == live.Reset })

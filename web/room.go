@@ -26,13 +26,13 @@ func newRoom(s *Server) (*room.Room[room.State], *room.Barriers) {
 	// the epochs of the servers that run, and a page that comes from
 	// another server's stream is told whether that server still runs
 	// (streamOrigin).
-	r := room.New(s.peers, s.hub.Epoch(), s.cfg.Name, room.Defaults, s.applyRoom, s.logf)
-	return r, &room.Barriers{Room: r, Name: s.cfg.Name, AckWait: s.cfg.GatewayTimeout + room.ResetAckMargin, Logf: s.logf,
+	r := room.New(s.servers.peers, s.hub.Epoch(), s.cfg.Name, room.Defaults, s.applyRoom, s.logf)
+	return r, &room.Barriers{Room: r, Name: s.cfg.Name, AckWait: s.cfg.GatewayTimeout + room.ResetAckMargin, Logf: s.logf, Now: s.cfg.BarrierClock,
 		Quiesce: func(by string) func() {
 			// Held requests hold the in-flight lock: let them go first.
 			s.steps.Turn(false, by)
-			s.inflight.Lock()
-			return s.inflight.Unlock
+			s.payments.inflight.Lock()
+			return s.payments.inflight.Unlock
 		}}
 }
 
@@ -53,12 +53,12 @@ func changesRoom(e live.Event) bool {
 // join another server's reset, to start narrating at the first lesson, to
 // hold or let go step mode's requests. The room's lock is held.
 func (s *Server) applyRoom(old, next room.State) {
-	s.barriers.Applied(s.baseCtx, next)
+	s.servers.barriers.Applied(s.life.base, next)
 	if next.Lesson != "" || next.Poll != nil {
-		s.narration.Start(s.baseCtx)
+		s.teaching.narration.Start(s.life.base)
 	}
-	if next.Puzzle != nil && s.judge != nil {
-		s.judge.Start(s.baseCtx)
+	if next.Puzzle != nil && s.teaching.judge != nil {
+		s.teaching.judge.Start(s.life.base)
 	}
 	if next.Step != old.Step {
 		s.steps.Set(next.Step)

@@ -81,7 +81,7 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 			})
 		}
 		// What the requests read, not only what the API shows.
-		if f, gw := c.Server.drawFaults(); !f.CrashMidway || gw.LatencyMS != 40 {
+		if f, gw := c.Server.faultSwitches().drawFaults(); !f.CrashMidway || gw.LatencyMS != 40 {
 			t.Fatalf("C's requests draw %+v %+v", f, gw)
 		}
 	})
@@ -124,7 +124,7 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 			if f.Server.DelayMS != 800 || f.Server.CrashMidway || f.Gateway.LatencyMS != 0 || l.Server.Mode != room.LabNoKey || l.Client.RetryEvery4xx {
 				t.Fatalf("%s: faults %+v, lab %+v: want the chapter's, and nothing from before", s.Server.cfg.Name, f, l)
 			}
-			if len(s.Server.narration.Ticked("no-key")) == 0 {
+			if len(s.Server.teaching.narration.Ticked("no-key")) == 0 {
 				t.Fatalf("%s narrates nothing of the chapter", s.Server.cfg.Name)
 			}
 		}
@@ -202,7 +202,7 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 		remoteEvents{b.Server}.Heard([]live.Entry{{Event: live.Event{Kind: live.Switched, Server: "X", Time: time.Now(), Message: "gateway.error on"}}})
-		if !b.Server.currentFaults().Gateway.Error {
+		if !b.Server.faultSwitches().currentFaults().Gateway.Error {
 			t.Fatal("B published the event before it had the room it describes")
 		}
 	})

@@ -35,13 +35,13 @@ type anonymousScopeKey struct{}
 // anonymousByAddress gives, in a class, each address its own scope for
 // the requests that carry no credential; a server without a presenter
 // token keeps the one shared anonymous scope.
-func (s *Server) anonymousByAddress(next echo.HandlerFunc) echo.HandlerFunc {
-	if s.cfg.PresenterToken == "" {
+func (a *admission) anonymousByAddress(next echo.HandlerFunc) echo.HandlerFunc {
+	if !a.locked {
 		return next
 	}
 	return func(c echo.Context) error {
 		r := c.Request()
-		scope := anonymousPrefix + scopeID("address "+s.clientIP(r))
+		scope := anonymousPrefix + scopeID("address "+a.presenter.clientIP(r))
 		c.SetRequest(r.WithContext(context.WithValue(r.Context(), anonymousScopeKey{}, scope)))
 		return next(c)
 	}

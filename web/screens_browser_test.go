@@ -55,7 +55,7 @@ func TestBrowserScreensAreReadable(t *testing.T) {
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	// A room's address: the join panel shows it with its QR code.
-	env.Server.listenAddr.Store(&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 8080})
+	env.Server.pages.join.listenAddr.Store(&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 8080})
 	browser := liveBrowser(t, 1280, 720)
 
 	board := liveTab(t, browser, false)

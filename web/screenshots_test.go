@@ -32,8 +32,8 @@ import (
 // and to a temporary directory otherwise, so the test still checks that
 // the pages render in a real browser.
 func TestScreenshots(t *testing.T) {
+	picturesOnly(t) // before taking a browser's turn
 	browserSideBySide(t)
-	picturesOnly(t)
 	dir := screenshotDir(t)
 	env := newRealClockEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 1000)
@@ -47,7 +47,7 @@ func TestScreenshots(t *testing.T) {
 	}
 	setFaults := func(t *testing.T, env *testEnv, f pay.ServerFaults) {
 		t.Helper()
-		if err := env.Server.applyFaults(context.Background(), pay.Faults{Server: f}, "presenter"); err != nil {
+		if err := env.Server.faultSwitches().applyFaults(context.Background(), pay.Faults{Server: f}, "presenter"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -21,7 +19,6 @@ import (
 	"paytwice/pay/check"
 	"paytwice/sim"
 	"paytwice/views"
-	"paytwice/web/board"
 	"paytwice/web/live"
 	"paytwice/web/room"
 	"paytwice/web/room/lesson"
@@ -100,6 +97,10 @@ type Config struct {
 	// busy mode (web/board); nil means the wall clock. Like LimitsClock,
 	// never the room's clock.
 	BoardClock func() time.Time
+	// BarrierClock is the real time a reset's barrier is bounded by
+	// (web/room's Barriers); nil means the wall clock. Never the room's
+	// clock either.
+	BarrierClock func() time.Time
 	// Name names this server among the several that may share one
 	// database (-name): the timeline says which server handled each
 	// request. "" for a server on its own.
@@ -108,9 +109,19 @@ type Config struct {
 	// endpoints on (-workshop-allow); nil means the private networks this
 	// server is served on (web/workshop).
 	WorkshopAllow []workshop.Allow
+	// workshopBooksCap bounds each student's gateway's books
+	// (workshop.DefaultBooksCap): tests reach it with a few charges.
+	workshopBooksCap int
 	// workshopTune adjusts every workshop run's checker: tests shorten
 	// the runs with it.
 	workshopTune func(*check.Config)
+	// workshopRestoreWait bounds the start's read of the kept workshop
+	// (defaultWorkshopRestoreWait): tests shorten it.
+	workshopRestoreWait time.Duration
+	// workshopSaveEvery is the least time between two saves of the
+	// workshop (workshop.DefaultSaveEvery): tests lengthen it to show what
+	// does not wait for a save.
+	workshopSaveEvery time.Duration
 }
 
 // withDefaults fills unset fields.
@@ -140,172 +151,131 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Server is paytwice's HTTP server. Handlers are its methods.
+// Server is paytwice's HTTP server and the composition root of web: it
+// holds the parts several groups share (the store, the hub, the room, the
+// clock, the payments' protocol) and builds each handler group from only
+// what that group uses (routes): the payments' (payment_handlers.go), the
+// admin's, the board's, the lab's and the others'; the fault switches are
+// a small type of their own (faults.go). The shared parts are gathered by
+// what they are (server_parts.go). What is still its own methods is the
+// background work (jobs.go), the reset (admin.go) and the lab's numbers
+// (lab*.go), which the groups reach through the interfaces they declare.
 type Server struct {
-	cfg     Config
-	echo    *echo.Echo
-	db      Store
-	ledger  Ledger // the gateway's; may be db itself
-	peers   room.Peers
-	clock   *sim.Clock
-	gateway *sim.Gateway
-	// simGateway is the provider served at /sim/gateway for applications
-	// under test (sim_gateway.go); the room's reset empties it.
-	simGateway *sim.GatewayHandler
-	faults     *sim.FaultPlan
-	hub        *live.Hub
-	// attempts are the checkout pages' recent payment attempts, so that
-	// one the browser sent twice shows as such.
-	attempts attemptLog
+	cfg   Config
+	echo  *echo.Echo
+	db    Store
+	clock *sim.Clock
+	hub   *live.Hub
 	// room holds the switches, the lab, the lesson, the clock's offset
 	// and step mode, shared by every server of the class (room.go): what
 	// requests need of them they read from its snapshot.
 	room *room.Room[room.State]
-	// barriers is this server's side of a reset's barrier, with several
-	// servers on the database (web/room).
-	barriers *room.Barriers
+	// servers are this server's ties to the others of its class.
+	servers classTies
+	// life is the server's lifetime as its background work and the
+	// payments' work see it.
+	life serverLife
+	// world is the simulated provider: its gateway and what drives it.
+	world simWorld
+	// payments are the parts of the payments that the sweeper and the
+	// reset share with the payment handlers.
+	payments paymentParts
 
-	// baseCtx outlives requests and ends at shutdown: claimed work runs
-	// under it, not under the client's connection.
-	baseCtx context.Context
-	// workBase is what a payment's work runs under: baseCtx, ended early
-	// by AbandonWork when a shutdown will wait no longer.
-	workBase    context.Context
-	abandonWork context.CancelCauseFunc
-	stop        context.CancelFunc
-	// sleep waits during the delay fault; tests may replace it.
-	sleep func(ctx context.Context, d time.Duration) error
-
-	// protocol runs the payment protocol (pay/service.go); payments.go
-	// adapts it to HTTP.
-	protocol *pay.Service
-	// idleSweeps lets the sweeper skip its query while no key can be
-	// started (idle.go).
-	idleSweeps *idleSweeps
-	// inflight is held shared by every payment and the sweeper, and
-	// exclusively by a reset, which so waits for them (web/admin.go).
-	inflight sync.RWMutex
-
-	// The live pages' projector, started on first use (web/projector.go).
-	liveOnce sync.Once
-	proj     *board.Board
-	// liveStarted says proj was started; streamsEnded that EndStreams
-	// was called.
-	liveStarted, streamsEnded atomic.Bool
-
-	// relay carries live events between the servers that share one
-	// database (web/room/relay.go, web/relay.go); nil on a server of its
-	// own.
-	relay *room.Relay
+	// pages are the live pages' board, its answer counts and the place
+	// students join.
+	pages livePages
 
 	// The common-mistakes lab: its counts and locks (web/lab.go); its
 	// settings are the room's.
 	lab *labState
-	// labChecking is set while the lab page's checker runs (lab_check.go).
-	labChecking atomic.Bool
-	// labCheckAuth are the credentials of the lab checker's run under
-	// way, nil between runs.
-	labCheckAuth atomic.Pointer[[2]string]
+	// labCheck runs the checker from the lab page (lab_check.go).
+	labCheck *labChecker
 
-	// listenAddr is the listener's address, for the join address (join.go).
-	listenAddr atomic.Pointer[net.TCPAddr]
 	// steps holds payments in step mode (web/room/step; its HTTP side in
 	// step.go).
 	steps *step.Stepper
 
-	// How the presenter is recognised (web/presenter.go).
-	presenter presenterAuthState
-	// streams shares the live event streams out among addresses and
-	// sessions; limits the rest of what is not a payment (fairshare.go).
-	streams *streamAdmission
-	limits  *requestLimits
-	// payments shares the work on payments out among addresses and
-	// callers (payment_admission.go).
-	payments *paymentAdmission
-	// work keeps the students' simulations to their part of the
-	// processor (student_work.go).
-	work *studentWork
-	// lessons are the guided lessons, narration ticks the running
-	// chapter's "Watch for" items (web/room/lesson).
-	lessons   lesson.Book
-	narration *lesson.Narrator
-	// judge solves the scheduler's puzzle from the books (puzzle.go).
-	judge *puzzleJudge
-	// workshop is "bring your own endpoint" (web/workshop), and
-	// workshopGuard what it may call.
-	workshop      *workshop.Workshop
-	workshopGuard *workshop.Guard
+	// admission decides whether a request gets in, and how far: the
+	// presenter, addresses' shares, payments' turns (admission.go).
+	admission *admission
+	// teaching is the guided lessons and the scheduler's puzzle.
+	teaching teachingParts
+	// endpoints is "bring your own endpoint": the students' servers the
+	// workshop calls.
+	endpoints studentEndpoints
 }
 
 // NewServer wires a server around an open store.
 func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	cfg = cfg.withDefaults()
 	s := &Server{
-		cfg:    cfg,
-		db:     db,
-		ledger: cfg.Ledger,
-		peers:  cfg.Peers,
-		clock:  clock,
-		faults: sim.NewFaultPlan(),
-		hub:    live.New(live.DefaultSize, clock.Now),
-		sleep:  pay.Sleep,
+		cfg:      cfg,
+		db:       db,
+		servers:  classTies{peers: cfg.Peers},
+		clock:    clock,
+		world:    simWorld{ledger: cfg.Ledger, faults: sim.NewFaultPlan()},
+		hub:      live.New(live.DefaultSize, clock.Now),
+		payments: paymentParts{sleep: pay.Sleep},
 	}
 	s.hub.SetServer(cfg.Name)
 	if cfg.BoardClock != nil {
 		s.hub.SetWall(cfg.BoardClock)
 	}
 	s.hub.SetShares(cfg.Limits.TimelinePerSource, cfg.Limits.TimelineTotal)
-	if s.ledger == nil {
+	if s.world.ledger == nil {
 		panic("web: NewServer needs Config.Ledger (the payments store itself when it holds the ledger's tables)")
 	}
-	if s.peers == nil {
-		s.peers = room.Memory()
+	if s.servers.peers == nil {
+		s.servers.peers = room.Memory()
 	}
-	s.room, s.barriers = newRoom(s)
+	s.room, s.servers.barriers = newRoom(s)
 	clock.Follow(func() time.Duration { return s.room.Load().ClockOffset })
 	s.lab = newLab(s.room, s.flagPersonalKey)
-	if a, ok := cfg.ListenAddr.(*net.TCPAddr); ok {
-		s.listenAddr.Store(a)
-	}
-	s.presenter = newPresenterAuth(cfg.PresenterToken, cfg.PresenterCookieKey)
-	limitsNow := cfg.LimitsClock
-	if limitsNow == nil {
-		limitsNow = time.Now
-	}
-	s.streams = newStreamAdmission(cfg.Limits, limitsNow)
-	s.limits = newRequestLimits(cfg.Limits, limitsNow, s.clientIP, s.hasPriority)
-	s.payments = newPaymentAdmission(cfg.Limits, limitsNow, cfg.PresenterToken != "")
-	s.payments.callers = s.limits.callers
-	s.work = newStudentWork(cfg.Limits, limitsNow)
-	s.limits.presenter = &s.work.presenter
-	s.lessons = lesson.Build(cfg.LockTimeout)
-	s.gateway = sim.NewGateway(s.ledger, clock.Now)
-	s.simGateway = sim.NewGatewayHandler(clock.Now)
-	s.idleSweeps = newIdleSweeps(!s.peers.Shared())
-	s.protocol = &pay.Service{Store: countingStorage{Storage: talliedStorage{Storage: db, t: s.lab.tally}, g: s.idleSweeps}, Gateway: s.gateway.With(pay.GatewayFaults{}), Now: clock.Now,
-		Sleep: func(ctx context.Context, d time.Duration) error { return s.sleep(ctx, d) },
+	s.labCheck = &labChecker{mode: func() room.LabMode { return s.lab.Settings().Server.Mode }}
+	s.pages.join = newJoinHandlers(cfg)
+	s.admission = newAdmission(cfg, s.servers.peers, s.logf, s.refuseBeforeRouting)
+	s.teaching.lessons = lesson.Build(cfg.LockTimeout)
+	s.world.gateway = sim.NewGateway(s.world.ledger, clock.Now)
+	s.world.handler = sim.NewGatewayHandler(clock.Now)
+	s.payments.idleSweeps = newIdleSweeps(!s.servers.peers.Shared())
+	s.payments.protocol = &pay.Service{Store: countingStorage{Storage: talliedStorage{Storage: db, t: s.lab.tally}, g: s.payments.idleSweeps}, Gateway: s.world.gateway.With(pay.GatewayFaults{}), Now: clock.Now,
+		Sleep: func(ctx context.Context, d time.Duration) error { return s.payments.sleep(ctx, d) },
 		WorkContext: func() (context.Context, context.CancelFunc) {
-			return pay.NewWorkContext(s.workBase, s.cfg.GatewayTimeout)
+			return pay.NewWorkContext(s.life.work, s.cfg.GatewayTimeout)
 		}}
-	s.baseCtx, s.stop = context.WithCancel(context.Background())
-	s.workBase, s.abandonWork = context.WithCancelCause(s.baseCtx)
-	s.steps = step.New(s.baseCtx, step.Config{Name: cfg.Name, Limit: cfg.StepLimit, Lease: cfg.LockTimeout,
-		Room: s.room, Peers: s.peers, Hub: s.hub, Now: s.clock.Now, Logf: s.logf})
-	s.narration = lesson.NewNarrator(s.lessons, s.room, s.hub)
-	s.judge = &puzzleJudge{room: s.room, hub: s.hub, charges: s.orderCharges, logf: s.logf}
-	s.workshopGuard, s.workshop = newWorkshop(cfg, clock.Now)
-	s.limits.knownGateway = s.workshop.Known
-	s.workshop.Start(s.baseCtx)
+	s.life.base, s.life.stop = context.WithCancel(context.Background())
+	s.life.work, s.life.abandon = context.WithCancelCause(s.life.base)
+	s.steps = step.New(s.life.base, step.Config{Name: cfg.Name, Limit: cfg.StepLimit, Lease: cfg.LockTimeout,
+		Room: s.room, Peers: s.servers.peers, Hub: s.hub, Now: s.clock.Now, Logf: s.logf})
+	s.teaching.narration = lesson.NewNarrator(s.teaching.lessons, s.room, s.hub)
+	s.teaching.judge = &puzzleJudge{room: s.room, hub: s.hub, charges: orderChargeCount{s.db}.count, logf: s.logf}
+	s.endpoints.guard, s.endpoints.workshop = newWorkshop(cfg, clock.Now, s.servers.peers, s.db, s.logf)
+	s.admission.limits.knownGateway = s.endpoints.workshop.Known
+	{
+		// The workshop a restarted server carries on with: its students,
+		// rows and gateways' addresses, from the room's store. A slow
+		// store holds the start for restoreWait at most: the workshop
+		// then starts without them and reads them in the background.
+		ctx, cancel := context.WithTimeout(s.life.base, cfg.restoreWait())
+		if err := s.endpoints.workshop.Restore(ctx); err != nil {
+			s.logf("%v: the workshop starts without its kept students and reads them again in the background", err)
+			s.endpoints.workshop.RestoreLater()
+		}
+		cancel()
+	}
+	s.endpoints.workshop.Start(s.life.base)
 	// The handler groups hold what they use: make them once it all is.
 	s.echo = s.routes()
-	s.room.Start(s.baseCtx)
-	booksCtx, cancelBooks := context.WithTimeout(s.baseCtx, 10*time.Second)
+	s.room.Start(s.life.base)
+	booksCtx, cancelBooks := context.WithTimeout(s.life.base, 10*time.Second)
 	if err := room.EnsureBooks(booksCtx, s.room); err != nil {
 		s.logf("room: naming its books: %v", err)
 	}
 	cancelBooks()
+	s.restartAnswerCounts()
+	go s.keepAnswerCounts(s.life.base)
 	s.startRelay()
-	s.steps.StartCommands(s.relay != nil) // after the relay, whose connection may carry them
+	s.steps.StartCommands(s.servers.relay != nil) // after the relay, whose connection may carry them
 	return s
 }
 
@@ -318,7 +288,7 @@ func (s *Server) Hub() *live.Hub { return s.hub }
 // Sec-Fetch-Site pass. Inside it, a request's body must arrive within
 // Config.BodyTimeout.
 func (s *Server) Handler() http.Handler {
-	return crossOriginGuard(bodyDeadline(s.cfg.BodyTimeout, s.echo))
+	return s.admission.inFlightBound(s.admission.refuseEarly(crossOriginGuard(bodyDeadline(s.cfg.BodyTimeout, s.echo))))
 }
 
 // EndStreams ends every live page's event stream and refuses new ones,
@@ -326,36 +296,34 @@ func (s *Server) Handler() http.Handler {
 // publish their steps, and the other servers sharing the database still
 // hear of them, while no stream holds the HTTP server's shutdown up.
 func (s *Server) EndStreams() {
-	s.streamsEnded.Store(true)
-	if s.liveStarted.Load() {
-		s.live().Close()
-	}
+	s.pages.board.endStreams()
 }
 
 // AbandonWork is for a shutdown that has waited long enough for the
 // payments in flight: their work ends now, and each one still waiting on
 // the gateway answers that its outcome is unknown (the key stays started,
 // for the sweeper) rather than not at all when the process exits.
-func (s *Server) AbandonWork() { s.abandonWork(errWorkAbandoned) }
+func (s *Server) AbandonWork() { s.life.abandon(errWorkAbandoned) }
 
 // errWorkAbandoned is why the work of payments ended: AbandonWork.
 var errWorkAbandoned = errors.New("the server is stopping and waits no longer for the work of payments in flight")
 
-// workAbandoned reports whether AbandonWork was called.
-func (s *Server) workAbandoned() bool { return errors.Is(context.Cause(s.workBase), errWorkAbandoned) }
-
 // Close ends background work and wakes every event stream; call it when
 // the HTTP server has stopped accepting requests.
 func (s *Server) Close() {
-	s.stop()
+	s.life.stop()
+	<-s.endpoints.workshop.Stopped() // its last change saved before the store closes
 	s.room.Wait()
 	s.steps.WaitCommands()
+	// The payments have answered: keep what this life counted.
+	s.saveAnswerCounts(context.Background())
 	s.hub.Close()
 }
 
 func (s *Server) logf(format string, args ...any) { s.cfg.Logger.Printf(format, args...) }
 
 func (s *Server) routes() *echo.Echo {
+	adm := s.admission
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -365,10 +333,10 @@ func (s *Server) routes() *echo.Echo {
 	if s.cfg.Name != "" {
 		e.Use(servedBy(s.cfg.Name))
 	}
-	e.Use(s.anonymousByAddress)        // before anything reads the scope
-	e.Use(s.freshConnectionPerPayment) // before the lab's dispatcher, which reads the scope
+	e.Use(adm.anonymousByAddress)                          // before anything reads the scope
+	e.Use(freshConnectionPerPayment(&s.payments.attempts)) // before the lab's dispatcher, which reads the scope
 	e.Use(requireClearScope)
-	e.Use(s.limits.middleware)
+	e.Use(adm.limits.middleware)
 	e.Use(middleware.GzipWithConfig(middleware.GzipConfig{
 		MinLength: 512,
 		// An event stream must reach the browser as each event is written;
@@ -380,32 +348,31 @@ func (s *Server) routes() *echo.Echo {
 			return p == "/events" || strings.HasPrefix(p, "/v1/")
 		},
 	}))
-	e.GET("/static/*", s.handleStatic)
+	e.GET("/static/*", handleStatic)
 
-	e.POST(paymentsPath, s.handleCreatePayment)
-	e.GET(paymentsPath, s.handleListPayments)
-	e.GET(paymentsPath+"/:id", s.handleGetPayment)
-	s.routeStripeSandbox(e)
-	e.GET("/v1/idempotency-policy", s.handlePolicy)
-	e.GET("/openapi.json", s.handleOpenAPI)
-	e.GET("/clients", s.handleClients)
-	e.GET("/problems", s.handleProblemIndex)
-	e.GET("/problems/:code", s.handleProblemPage)
-	adminHandlers{demo: s}.routes(e, s.presenterOnly)
-	byo := s.byocRoutes(e)
+	presenterOnly := adm.presenter.presenterOnly
+	payments := s.paymentHandlers()
+	payments.routes(e)
+	paymentLookups{books: s.db, orders: payments, events: s.hub, clientIP: adm.presenter.clientIP,
+		reconciled: func() { s.lab.reconciliations.Add(1) }}.routes(e)
+	referenceHandlers{retention: s.cfg.Retention, lockTimeout: s.cfg.LockTimeout}.routes(e)
+	adminHandlers{switches: s.faultSwitches(), clock: roomClock{clock: s.clock, room: s.room, timeline: s.hub}, demo: s}.routes(e, presenterOnly)
+	byo := newBYOC(s.Handler, presenterOnly, adm.presenter.isPresenter)
+	byo.routes(e)
 	ws := s.workshopHandlers()
-	liveHandlers{board: s.live, pages: s, locked: s.cfg.PresenterToken != "", retention: s.cfg.Retention,
-		lockTimeout: s.cfg.LockTimeout, sweepEvery: s.cfg.SweepEvery, byocInUse: byo.inUse, workshop: ws.boardView}.routes(e)
-	simHandlers{isPresenter: s.isPresenter, priority: s.hasPriority, clientIP: s.clientIP, work: s.work}.routes(e)
-	s.simGatewayRoutes(e)
-	labHandlers{lab: s, isPresenter: s.isPresenter}.routes(e, s.presenterOnly)
-	s.exportRoutes(e)
-	s.joinRoutes(e)
-	s.boardHandlers().routes(e, s.presenterOnly)
-	s.deliveryRoutes(e)
-	s.pollHandlers().routes(e, s.presenterOnly)
-	s.puzzleHandlers().routes(e, s.presenterOnly)
-	ws.routes(e, s.presenterOnly)
+	liveHandlers{board: s.live, pages: s, presenter: adm.presenter, locked: s.cfg.PresenterToken != "", retention: s.cfg.Retention,
+		lockTimeout: s.cfg.LockTimeout, sweepEvery: s.cfg.SweepEvery, byocInUse: byo.inUse, workshop: ws.boardView, join: s.pages.join.joinView}.routes(e)
+	simHandlers{isPresenter: adm.presenter.isPresenter, priority: adm.hasPriority, clientIP: adm.presenter.clientIP, work: adm.work}.routes(e)
+	simGatewayHandlers{gateway: s.world.handler, presenterToken: s.cfg.PresenterToken,
+		presenterOnly: presenterOnly, requirePresenter: adm.presenter.requirePresenter}.routes(e)
+	labHandlers{lab: s, faults: s.faultSwitches().currentFaults, isPresenter: adm.presenter.isPresenter, check: s.labCheck.runLabCheck}.routes(e, presenterOnly)
+	exportHandlers{events: s.hub, isPresenter: adm.presenter.isPresenter, now: s.clock.Now}.routes(e)
+	s.pages.join.routes(e)
+	s.boardHandlers().routes(e, presenterOnly)
+	deliveryHandlers{events: s.hub, clientIP: adm.presenter.clientIP}.routes(e)
+	s.pollHandlers().routes(e, presenterOnly)
+	s.puzzleHandlers().routes(e, presenterOnly)
+	ws.routes(e, presenterOnly)
 	return e
 }
 
@@ -478,3 +445,14 @@ var (
 	nosniffValue  = []string{"nosniff"}[:1:1]
 	referrerValue = []string{"same-origin"}[:1:1]
 )
+
+// defaultWorkshopRestoreWait bounds how long a slow store holds the
+// server's start while it reads the kept workshop.
+const defaultWorkshopRestoreWait = 2 * time.Second
+
+func (cfg Config) restoreWait() time.Duration {
+	if cfg.workshopRestoreWait > 0 {
+		return cfg.workshopRestoreWait
+	}
+	return defaultWorkshopRestoreWait
+}

@@ -53,7 +53,7 @@ func TestShutdownAnswersWhatTheBooksSay(t *testing.T) {
 			var r response
 			select {
 			case r = <-answer:
-			case <-time.After(10 * time.Second):
+			case <-time.After(waitUntilBound):
 				t.Fatal("no answer after the work was abandoned")
 			}
 			if r.Status != http.StatusServiceUnavailable {

@@ -137,11 +137,11 @@ func TestHerdPageInABrowser(t *testing.T) {
 // projector (1366) and phone (390) widths into $PAYTWICE_SCREENSHOTS, to be
 // looked at by a person. It is skipped unless that variable is set.
 func TestSimScreenshots(t *testing.T) {
-	browserSideBySide(t)
 	dir := os.Getenv("PAYTWICE_SCREENSHOTS")
 	if dir == "" {
 		t.Skip("set PAYTWICE_SCREENSHOTS to a directory to take screenshots")
 	}
+	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	shots := []struct {
 		name, path string

@@ -27,7 +27,19 @@ const simGatewayMerchantHeader = "Authorization"
 // the simulated gateway serves or the presenter.
 const notTheGatewaysMerchant = "The simulated gateway takes charges only from the application it serves: send \"Authorization: Bearer <merchant key>\" (the presenter gives it out) or the presenter's " + PresenterHeader + "."
 
-// simGatewayRoutes serves the simulated gateway. Its books stay open to
+// simGatewayHandlers serve the simulated gateway over HTTP. They hold the
+// gateway's own handler, the presenter's token (the merchant key is
+// derived from it) and the presenter's check.
+type simGatewayHandlers struct {
+	gateway        http.Handler
+	presenterToken string
+	// presenterOnly and requirePresenter are the presenter's check
+	// (presenter.go), as a route's middleware and as a call.
+	presenterOnly    echo.MiddlewareFunc
+	requirePresenter func(c echo.Context, refusal string) error
+}
+
+// routes serves the simulated gateway. Its books stay open to
 // read (GET), so that anyone may count an order's charges. With a
 // presenter token set, what changes it is not: its switches and its
 // reset take the presenter's token (header or cookie), and a charge takes
@@ -35,15 +47,15 @@ const notTheGatewaysMerchant = "The simulated gateway takes charges only from th
 // the application under test (GET /sim/gateway/merchant-key); a student
 // who posts charges or flips switches gets 403 and changes nothing.
 // Without a token, a learner alone with the app may do everything.
-func (s *Server) simGatewayRoutes(e *echo.Echo) {
-	h := http.StripPrefix(simGatewayPrefix, s.simGateway)
-	open, merchant := echo.WrapHandler(h), s.merchantOrPresenter(echo.WrapHandler(h))
+func (h simGatewayHandlers) routes(e *echo.Echo) {
+	gw := http.StripPrefix(simGatewayPrefix, h.gateway)
+	open, merchant := echo.WrapHandler(gw), h.merchantOrPresenter(echo.WrapHandler(gw))
 	// Any first: the routes after it take their methods back from it.
-	e.Any(simGatewayPrefix+"/*", open, s.presenterOnly)
+	e.Any(simGatewayPrefix+"/*", open, h.presenterOnly)
 	e.GET(simGatewayPrefix+"/*", open)
 	e.HEAD(simGatewayPrefix+"/*", open)
 	e.POST(simGatewayPrefix+"/charges", merchant)
-	e.GET(simGatewayPrefix+"/merchant-key", s.handleMerchantKey, s.presenterOnly)
+	e.GET(simGatewayPrefix+"/merchant-key", h.handleMerchantKey, h.presenterOnly)
 }
 
 // merchantKey is the secret an application under test charges the
@@ -51,11 +63,11 @@ func (s *Server) simGatewayRoutes(e *echo.Echo) {
 // from the token, so every server of a class gives the same one and a
 // new token makes a new one, and never the token itself, so the
 // application cannot flip the room's switches with it.
-func (s *Server) merchantKey() string {
-	if s.cfg.PresenterToken == "" {
+func (h simGatewayHandlers) merchantKey() string {
+	if h.presenterToken == "" {
 		return ""
 	}
-	m := hmac.New(sha256.New, []byte(s.cfg.PresenterToken))
+	m := hmac.New(sha256.New, []byte(h.presenterToken))
 	m.Write([]byte("paytwice simulated gateway merchant key"))
 	return "sk_sim_" + hex.EncodeToString(m.Sum(nil)[:16])
 }
@@ -67,9 +79,9 @@ type SimGatewayMerchantKey struct {
 	Header string `json:"header"`
 }
 
-func (s *Server) handleMerchantKey(c echo.Context) error {
+func (h simGatewayHandlers) handleMerchantKey(c echo.Context) error {
 	v := SimGatewayMerchantKey{}
-	if k := s.merchantKey(); k != "" {
+	if k := h.merchantKey(); k != "" {
 		v.Header = simGatewayMerchantHeader + ": Bearer " + k
 	}
 	return c.JSON(http.StatusOK, v)
@@ -77,9 +89,9 @@ func (s *Server) handleMerchantKey(c echo.Context) error {
 
 // merchantOrPresenter lets a charge through when it carries the merchant
 // key or comes from the presenter.
-func (s *Server) merchantOrPresenter(next echo.HandlerFunc) echo.HandlerFunc {
+func (h simGatewayHandlers) merchantOrPresenter(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		want := s.merchantKey()
+		want := h.merchantKey()
 		if want == "" {
 			return next(c)
 		}
@@ -89,7 +101,7 @@ func (s *Server) merchantOrPresenter(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			return pay.Errorf(pay.EFORBIDDEN, "This merchant key is not the simulated gateway's: the presenter gives it out (GET %s/merchant-key).", simGatewayPrefix)
 		}
-		if err := s.requirePresenter(c, notTheGatewaysMerchant); err != nil {
+		if err := h.requirePresenter(c, notTheGatewaysMerchant); err != nil {
 			return err
 		}
 		return next(c)

@@ -56,10 +56,10 @@ func TestSimGatewayTakesChangesOnlyFromThePresenter(t *testing.T) {
 			}
 		})
 	}
-	if l := env.Server.simGateway.Ledger(); l.Charges != 0 {
+	if l := env.Server.world.handler.Ledger(); l.Charges != 0 {
 		t.Fatalf("the refused requests charged %d", l.Charges)
 	}
-	if sw := env.Server.simGateway.Switches(); sw.Refuse {
+	if sw := env.Server.world.handler.Switches(); sw.Refuse {
 		t.Fatal("a student flipped the gateway's switch")
 	}
 
@@ -91,7 +91,7 @@ func TestSimGatewayTakesChangesOnlyFromThePresenter(t *testing.T) {
 	if r := env.must(http.MethodPost, "/api/reset", "", PresenterHeader, token); r.Status != http.StatusOK {
 		t.Fatalf("reset: %d %s", r.Status, r.Body)
 	}
-	if l, sw := env.Server.simGateway.Ledger(), env.Server.simGateway.Switches(); l.Charges != 0 || sw.LatencyMS != 0 {
+	if l, sw := env.Server.world.handler.Ledger(), env.Server.world.handler.Switches(); l.Charges != 0 || sw.LatencyMS != 0 {
 		t.Fatalf("after the room's reset the gateway holds %d charges and switches %+v", l.Charges, sw)
 	}
 }

@@ -23,7 +23,7 @@ const (
 
 // handleStatic serves the embedded files, under their hashed names and
 // their plain ones.
-func (s *Server) handleStatic(c echo.Context) error {
+func handleStatic(c echo.Context) error {
 	name := c.Param("*")
 	f, immutable, ok := static.Lookup(name)
 	if !ok {

@@ -54,10 +54,10 @@ func (p *payment) RenewWork(lease time.Duration) {
 	if p.run == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.s.baseCtx), pay.MaxClaimWait)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.h.work.base), pay.MaxClaimWait)
 	defer cancel()
 	if err := p.run.RenewWork(ctx, lease); err != nil {
-		p.s.logf("step mode: renewing the work lease of %s: %v", p.id, err)
+		p.h.logf("step mode: renewing the work lease of %s: %v", p.id, err)
 	}
 }
 

@@ -30,7 +30,11 @@ func TestBrowserStepModeAcrossServers(t *testing.T) {
 	boardScreenshot(t, board, "board-step-servers.png")
 	liveDo(t, board, "pressing N", chromedp.KeyEvent("n"))
 	liveWait(t, board, "s2's request held after its claim", 10*time.Second, heldAt("key claimed")+` !== undefined`)
-	liveEval[bool](t, board, heldAt("key claimed")+`.querySelector('button[data-step="finish"]').click() || true`)
+	// Clicked inside a wait: the step bar can be drawn again between the
+	// wait above and the click (a relay that reconnects makes the board
+	// reload its held requests), and the click goes to the row as it is.
+	liveWait(t, board, "Finish pressed on s2's held request", 10*time.Second,
+		`(() => { const li = `+heldAt("key claimed")+`; if (li === undefined) return false; li.querySelector('button[data-step="finish"]').click(); return true })()`)
 	wantStatus(t, ans, http.StatusCreated)
 	liveWait(t, board, "nothing held", 10*time.Second, `document.querySelectorAll("#step-bar .held li").length === 0`)
 	liveWait(t, board, "no refusal shown", 5*time.Second, `document.getElementById("step-status").textContent === ""`)

@@ -86,7 +86,7 @@ func wantStatus(t *testing.T, ch <-chan response, want int) response {
 			t.Fatalf("answer %d %s, want %d", r.Status, r.Body, want)
 		}
 		return r
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitUntilBound):
 		t.Fatalf("no answer; want %d", want)
 	}
 	return response{}
@@ -447,7 +447,7 @@ func TestStepModeAtShutdownNothingUnsteppedIsCharged(t *testing.T) {
 		// "before the gateway": the request waits in it until the test
 		// has begun the shutdown.
 		sleeping, wake := make(chan struct{}), make(chan struct{})
-		env.Server.sleep = func(ctx context.Context, d time.Duration) error {
+		env.Server.payments.sleep = func(ctx context.Context, d time.Duration) error {
 			close(sleeping)
 			<-wake
 			return nil

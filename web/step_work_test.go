@@ -24,7 +24,7 @@ func TestStepModeTurnedOnAfterTheClaim(t *testing.T) {
 			}
 			for _, e := range envs {
 				e.Server.live()
-				waitUntil(t, "the relay to listen", func() bool { return e.Server.relay.Listening() > 0 })
+				waitUntil(t, "the relay to listen", func() bool { return e.Server.servers.relay.Listening() > 0 })
 			}
 			s1 := envs[0]
 			env := &stepEnv{testEnv: s1, sub: s1.Server.hub.Subscribe(s1.Server.hub.LastSeq())}
@@ -38,7 +38,7 @@ func TestStepModeTurnedOnAfterTheClaim(t *testing.T) {
 			ans := env.payAsync("late-step", "L-1")
 			select {
 			case <-reached:
-			case <-time.After(10 * time.Second):
+			case <-time.After(waitUntilBound):
 				t.Fatal("the request never reached its delay")
 			}
 			claimed := time.Now() // the key was claimed before this
@@ -112,7 +112,7 @@ func TestAHeldKeyIsFreeALockTimeoutAfterItsServerStopsRenewing(t *testing.T) {
 		for range 2 {
 			select {
 			case ticks <- time.Now():
-			case <-time.After(10 * time.Second):
+			case <-time.After(waitUntilBound):
 				t.Fatal("the held request no longer renews its lease")
 			}
 		}
@@ -162,7 +162,7 @@ func TestAHeldKeyIsFreeALockTimeoutAfterItsServerStopsRenewing(t *testing.T) {
 	b.Server.steps.Play()
 	select {
 	case <-ans:
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitUntilBound):
 		t.Fatal("the held request never answered")
 	}
 	if local, gateway := c.books(); local != gateway {

@@ -21,4 +21,4 @@ type Ledger interface {
 
 // ledgerApart reports whether the gateway's ledger is a database of its
 // own, not the payments store itself.
-func (s *Server) ledgerApart() bool { return any(s.ledger) != any(s.db) }
+func (s *Server) ledgerApart() bool { return any(s.world.ledger) != any(s.db) }

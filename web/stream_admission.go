@@ -22,6 +22,9 @@ type streamAdmission struct {
 	held      int
 	byAddress map[string]int
 	bySession map[string]int
+	// peak is the most entries the two maps have held together since
+	// they were made (shrunk, tokenbucket.go).
+	peak int
 }
 
 func newStreamAdmission(l Limits, now func() time.Time) *streamAdmission {
@@ -70,6 +73,7 @@ func (a *streamAdmission) admit(ip, session string, presenter bool) (func(), *st
 	if session != "" {
 		a.bySession[session]++
 	}
+	a.peak = max(a.peak, len(a.byAddress)+len(a.bySession))
 	var once sync.Once
 	return func() { once.Do(func() { a.leave(ip, session) }) }, nil
 }
@@ -86,6 +90,11 @@ func (a *streamAdmission) leave(ip, session string) {
 			delete(a.bySession, session)
 		}
 	}
+	if a.held == 0 && a.peak >= 64 {
+		// Every student's stream is closed: let the room the maps grew
+		// to go (a Go map keeps it after its keys are deleted).
+		a.byAddress, a.bySession, a.peak = map[string]int{}, map[string]int{}, 0
+	}
 }
 
 // sessionOf is r's browser session, "" when it has none.
@@ -101,6 +110,6 @@ func sessionOf(r *http.Request) string {
 // behind students in any queue or table. Without a presenter token every
 // caller may flip the switches, so nobody has priority: everybody gets
 // the same shares.
-func (s *Server) hasPriority(r *http.Request) bool {
-	return s.cfg.PresenterToken != "" && s.isPresenter(r)
+func (a *admission) hasPriority(r *http.Request) bool {
+	return a.locked && a.presenter.isPresenter(r)
 }

@@ -82,8 +82,8 @@ func intentCreationKey(id string) (key string, ok bool) {
 // protocol does: the saved intent replayed, 409 while its first request
 // runs, idempotency_error for another body.
 func (p *payment) createUnconfirmed() error {
-	s, pp := p.s, p.protocol()
-	if saved, ok := s.db.CachedResponse(p.scope, p.key); ok {
+	pp := p.protocol()
+	if saved, ok := p.h.books.store.CachedResponse(p.scope, p.key); ok {
 		return p.answer(pp.AnswerHeld(pay.KeyRow{Status: pay.StatusDone, ResponseStatus: saved.Status, ResponseBody: saved.Body, Fingerprint: saved.Fingerprint}))
 	}
 	// The writes run to their end whatever the client does, as a
@@ -92,7 +92,7 @@ func (p *payment) createUnconfirmed() error {
 	defer cancel()
 	req := pay.ClaimRequest{Scope: p.scope, Key: p.key, Method: http.MethodPost, Path: intentsPath, Fingerprint: p.fp,
 		OrderID: p.req.OrderID, AmountSatang: p.req.AmountSatang}
-	claim, err := s.db.Claim(ctx, req)
+	claim, err := p.h.books.store.Claim(ctx, req)
 	switch {
 	case err != nil:
 		return p.fail(err)
@@ -104,7 +104,7 @@ func (p *payment) createUnconfirmed() error {
 	p.publish(live.Claimed, 0, "key row inserted as started")
 	in := intent{ID: newIntentID(p.key), Object: "payment_intent", Amount: p.req.AmountSatang, Currency: sandboxCurrency,
 		Status: intentRequiresConfirmation, PaymentMethod: p.intent.card, Metadata: map[string]string{"order_id": p.req.OrderID},
-		Created: s.clock.Now().Unix(), CaptureMethod: "automatic"}
+		Created: p.h.books.now().Unix(), CaptureMethod: "automatic"}
 	if in.PaymentMethod == "" {
 		in.Status = intentRequiresPaymentMethod
 	}
@@ -112,11 +112,11 @@ func (p *payment) createUnconfirmed() error {
 	if err != nil {
 		return p.fail(err)
 	}
-	done, err := s.db.Complete(ctx, pay.Completion{ClaimRequest: req, Claim: claim.Claim, Status: http.StatusOK, Body: body})
+	done, err := p.h.books.store.Complete(ctx, pay.Completion{ClaimRequest: req, Claim: claim.Claim, Status: http.StatusOK, Body: body})
 	if err != nil {
 		// Nothing was charged: free the key so that a retry runs afresh.
-		if _, rerr := s.db.Release(ctx, p.scope, p.key, claim.Claim, pay.ReleasedBeforeWork); rerr != nil {
-			s.logf("payment %s: release after a failed save: %v", p.id, rerr)
+		if _, rerr := p.h.books.store.Release(ctx, p.scope, p.key, claim.Claim, pay.ReleasedBeforeWork); rerr != nil {
+			p.h.logf("payment %s: release after a failed save: %v", p.id, rerr)
 		}
 		return p.fail(err)
 	}
@@ -128,13 +128,13 @@ func (p *payment) createUnconfirmed() error {
 // is now: its saved creation, then succeeded when a charge is recorded
 // for it, processing while a confirm of it is at work or its outcome is
 // unknown, requires_payment_method after a declined confirm.
-func (s *Server) unconfirmedIntent(ctx context.Context, scope, id string) (intent, error) {
+func (h *paymentHandlers) unconfirmedIntent(ctx context.Context, scope, id string) (intent, error) {
 	notFound := pay.Errorf(pay.ENOTFOUND, "No such payment_intent: '%s'", pay.Truncate(id, 64))
 	key, ok := intentCreationKey(id)
 	if !ok {
 		return intent{}, notFound
 	}
-	row, err := s.db.GetKey(ctx, scope, key)
+	row, err := h.books.store.GetKey(ctx, scope, key)
 	if pay.ErrorCode(err) == pay.ENOTFOUND {
 		return intent{}, notFound
 	}
@@ -146,7 +146,7 @@ func (s *Server) unconfirmedIntent(ctx context.Context, scope, id string) (inten
 		json.Unmarshal(row.ResponseBody, &in) != nil || in.ID != id {
 		return intent{}, notFound // the key holds something else: the id is not one the sandbox made
 	}
-	rec, err := s.db.OrderRecord(ctx, scope, in.Metadata["order_id"])
+	rec, err := h.books.store.OrderRecord(ctx, scope, in.Metadata["order_id"])
 	if err != nil {
 		return intent{}, err
 	}
@@ -160,7 +160,7 @@ func (s *Server) unconfirmedIntent(ctx context.Context, scope, id string) (inten
 		if k.Status == pay.StatusDone && k.ResponseStatus != http.StatusPaymentRequired {
 			continue
 		}
-		full, err := s.db.GetKey(ctx, scope, k.Key)
+		full, err := h.books.store.GetKey(ctx, scope, k.Key)
 		if err != nil || full.ChargeKey != id {
 			continue // gone since the record was read, or another intent's
 		}
@@ -178,27 +178,27 @@ func (s *Server) unconfirmedIntent(ctx context.Context, scope, id string) (inten
 // payment of an intent created unconfirmed, through the protocol, with
 // the confirm's own key. An intent made by create-and-confirm has
 // succeeded already, and Stripe refuses to confirm a succeeded intent.
-func (s *Server) handleConfirmIntent(c echo.Context) error {
-	slot, err := s.takeTurn(c)
+func (h *paymentHandlers) handleConfirmIntent(c echo.Context) error {
+	slot, err := h.takeTurn(c)
 	if err != nil {
 		return err
 	}
 	defer slot.done()
-	s.inflight.RLock()
-	defer s.inflight.RUnlock()
+	h.inflight.RLock()
+	defer h.inflight.RUnlock()
 	id := c.Param("id")
 	ctx, scope := c.Request().Context(), callerScope(c.Request())
 	if !strings.HasPrefix(id, intentIDPrefix) {
-		if _, err := s.intentCharge(c); err != nil {
+		if _, err := intentCharge(c, h.books.store); err != nil {
 			return err
 		}
 		return errUnexpectedIntentState(id, intentSucceeded)
 	}
-	in, err := s.unconfirmedIntent(ctx, scope, id)
+	in, err := h.unconfirmedIntent(ctx, scope, id)
 	if err != nil {
 		return err
 	}
-	p := s.newPayment(c)
+	p := h.newPayment(c)
 	p.slot = slot
 	p.intent = &intentShape{confirming: &in}
 	p.chargeKey = id // the gateway and the charges know the payment by its intent
@@ -208,13 +208,13 @@ func (s *Server) handleConfirmIntent(c echo.Context) error {
 	if in.Status == intentSucceeded {
 		// A retry of the confirm that succeeded replays its answer; a
 		// confirm with another key is refused, and charges nothing.
-		if _, cached := s.db.CachedResponse(p.scope, p.key); !cached {
-			if _, err := s.db.GetKey(ctx, p.scope, p.key); pay.ErrorCode(err) == pay.ENOTFOUND {
+		if _, cached := h.books.store.CachedResponse(p.scope, p.key); !cached {
+			if _, err := h.books.store.GetKey(ctx, p.scope, p.key); pay.ErrorCode(err) == pay.ENOTFOUND {
 				return p.refuse(errUnexpectedIntentState(id, in.Status))
 			}
 		}
 	}
-	return p.answer(s.protocol.Pay(ctx, p.protocol()))
+	return p.answer(h.books.protocol.Pay(ctx, p.protocol()))
 }
 
 // errUnexpectedIntentState refuses to confirm an intent in a status that

@@ -37,16 +37,6 @@ const intentsPath = "/v1/payment_intents"
 // satang, as everywhere in paytwice.
 const sandboxCurrency = "thb"
 
-// routeStripeSandbox adds the sandbox's routes.
-func (s *Server) routeStripeSandbox(e *echo.Echo) {
-	// Each route is wrapped on its own: a group with middleware would add
-	// catch-all routes that turn a 405 into a 404.
-	e.POST(intentsPath, stampRequestID(s.handleCreateIntent))
-	e.GET(intentsPath+"/search", stampRequestID(s.handleSearchIntents))
-	e.GET(intentsPath+"/:id", stampRequestID(s.handleGetIntent))
-	e.POST(intentsPath+"/:id/confirm", stampRequestID(s.handleConfirmIntent))
-}
-
 // stampRequestID gives every sandbox answer a Request-Id, as Stripe's do:
 // the SDKs report it with every error.
 func stampRequestID(next echo.HandlerFunc) echo.HandlerFunc {
@@ -60,34 +50,34 @@ func stampRequestID(next echo.HandlerFunc) echo.HandlerFunc {
 // a payment, through the real protocol, answered as a PaymentIntent; with
 // confirm=false (Stripe's default) it saves an intent that a confirm
 // charges later (stripe_confirm.go).
-func (s *Server) handleCreateIntent(c echo.Context) error {
-	slot, err := s.takeTurn(c)
+func (h *paymentHandlers) handleCreateIntent(c echo.Context) error {
+	slot, err := h.takeTurn(c)
 	if err != nil {
 		return err
 	}
 	defer slot.done()
-	s.inflight.RLock()
-	defer s.inflight.RUnlock()
-	p := s.newPayment(c)
+	h.inflight.RLock()
+	defer h.inflight.RUnlock()
+	p := h.newPayment(c)
 	p.slot = slot
 	p.intent = &intentShape{}
 	// The lab's mistaken handlers take it as they take /v1/payments: a
 	// Stripe SDK meets the same mistakes a shop's own client does.
-	return s.payInLabMode(p)
+	return h.payInLabMode(p)
 }
 
 // handleGetIntent is GET /v1/payment_intents/{id}: an intent created
 // unconfirmed as the books say it is now, or the succeeded intent of a
 // create-and-confirm, which is the caller's charge of the same suffix.
-func (s *Server) handleGetIntent(c echo.Context) error {
+func (h paymentLookups) handleGetIntent(c echo.Context) error {
 	if id := c.Param("id"); strings.HasPrefix(id, intentIDPrefix) {
-		in, err := s.unconfirmedIntent(c.Request().Context(), callerScope(c.Request()), id)
+		in, err := h.orders.unconfirmedIntent(c.Request().Context(), callerScope(c.Request()), id)
 		if err != nil {
 			return err
 		}
 		return c.JSON(http.StatusOK, in)
 	}
-	ch, err := s.intentCharge(c)
+	ch, err := intentCharge(c, h.books)
 	if err != nil {
 		return err
 	}
@@ -95,13 +85,13 @@ func (s *Server) handleGetIntent(c echo.Context) error {
 }
 
 // intentCharge reads the charge an intent id names, in the caller's scope.
-func (s *Server) intentCharge(c echo.Context) (pay.Charge, error) {
+func intentCharge(c echo.Context, books chargeBooks) (pay.Charge, error) {
 	id := c.Param("id")
 	suffix, ok := strings.CutPrefix(id, "pi_")
 	if !ok || suffix == "" || len(id) > 64 {
 		return pay.Charge{}, pay.Errorf(pay.ENOTFOUND, "No such payment_intent: '%s'", pay.Truncate(id, 64))
 	}
-	ch, err := s.db.GetCharge(c.Request().Context(), callerScope(c.Request()), "ch_"+suffix)
+	ch, err := books.GetCharge(c.Request().Context(), callerScope(c.Request()), "ch_"+suffix)
 	if pay.ErrorCode(err) == pay.ENOTFOUND {
 		return ch, pay.Errorf(pay.ENOTFOUND, "No such payment_intent: '%s'", pay.Truncate(id, 64))
 	}
@@ -117,7 +107,7 @@ var searchQuery = regexp.MustCompile(`^\s*metadata\[['"]order_id['"]\]\s*:\s*['"
 // order lists its charges as succeeded intents; a key whose outcome is not
 // known yet lists as a processing intent, with Retry-After, so that a shop
 // never reads "no payment" while one may be under way.
-func (s *Server) handleSearchIntents(c echo.Context) error {
+func (h paymentLookups) handleSearchIntents(c echo.Context) error {
 	m := searchQuery.FindStringSubmatch(c.QueryParam("query"))
 	if m == nil {
 		return pay.Errorf(pay.EINVALID, "The sandbox searches by order only: query=metadata['order_id']:'A-1001'.")
@@ -126,7 +116,7 @@ func (s *Server) handleSearchIntents(c echo.Context) error {
 	if len(order) > pay.MaxOrderIDLen {
 		return pay.Errorf(pay.EINVALID, "order_id is longer than %d bytes.", pay.MaxOrderIDLen)
 	}
-	l, err := s.lookUpOrder(c.Request().Context(), callerScope(c.Request()), order)
+	l, err := h.orders.lookUpOrder(c.Request().Context(), callerScope(c.Request()), order)
 	if err != nil {
 		return err
 	}

@@ -176,7 +176,7 @@ func TestOneSimulationAtWorkPerAddress(t *testing.T) {
 	env := newTestEnv(t, Config{PresenterToken: token})
 	herdRuns.reset()
 	t.Cleanup(herdRuns.reset)
-	work := env.Server.work
+	work := env.Server.admission.work
 	atWork := func() []string {
 		work.mu.Lock()
 		defer work.mu.Unlock()

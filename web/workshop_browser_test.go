@@ -15,6 +15,7 @@ import (
 // their row: a double charge, in red, beside a classmate's correct
 // server that passed.
 func TestBrowserWorkshopScoreboard(t *testing.T) {
+	browserSideBySide(t)
 	const token = "teach-ws-41"
 	env := newWorkshopEnvWith(t, token)
 	phone := liveBrowserFor(t, 390, 844, 3*time.Minute)

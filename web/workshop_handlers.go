@@ -1,9 +1,12 @@
 package web
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/web/board"
+	"paytwice/web/room"
 	"paytwice/web/workshop"
 )
 
@@ -19,13 +23,20 @@ import (
 // and API, the board's scoreboard, the presenter's switches, and each
 // student's gateway. Each holds only what it uses.
 type workshopHandlers struct {
-	ws          *workshop.Workshop
+	ws *workshop.Workshop
+	// shared says several servers show the workshop: the board reads the
+	// scoreboard the room's store keeps, whichever server runs it.
+	shared      bool
+	logf        func(string, ...any)
 	guard       *workshop.Guard
 	isPresenter func(*http.Request) bool
 	clientIP    func(*http.Request) string
 	// runs are the per-address buckets of asked-for runs: a run is the
 	// heaviest thing a student can ask of the room.
 	runs *bucketTable
+	// gateways are the per-secret buckets of the students' gateways:
+	// every charge is a write to the room's store.
+	gateways *bucketTable
 }
 
 // The workshop's JSON API.
@@ -67,9 +78,15 @@ type WorkshopStudent struct {
 	FirstSafety  string `json:"first_safety_failure,omitempty"`
 	FirstFailure string `json:"first_failure,omitempty"`
 	Message      string `json:"message,omitempty"`
-	// Charges is how many charges the student's gateway holds now.
-	Charges int                   `json:"gateway_charges"`
-	Faults  sim.GatewayBaseFaults `json:"faults"`
+	// Charges is how many charges the student's gateway took: those its
+	// books hold and those pruned (Pruned), oldest first, to keep them
+	// within their bound.
+	Charges int   `json:"gateway_charges"`
+	Pruned  int64 `json:"gateway_pruned"`
+	// ChargesUnknown says the books did not answer as the row was read:
+	// gateway_charges and gateway_pruned are then 0, not a count.
+	ChargesUnknown bool                  `json:"gateway_charges_unknown,omitempty"`
+	Faults         sim.GatewayBaseFaults `json:"faults"`
 }
 
 // WorkshopBoard is GET /api/workshop.
@@ -82,14 +99,17 @@ type WorkshopBoard struct {
 }
 
 func (s *Server) workshopHandlers() workshopHandlers {
-	return workshopHandlers{ws: s.workshop, guard: s.workshopGuard, isPresenter: s.isPresenter, clientIP: s.clientIP,
-		runs: newBucketTable(time.Now, s.cfg.Limits.WorkshopRuns, s.cfg.Limits.Addresses, s.cfg.Limits.IdleAfter)}
+	return workshopHandlers{ws: s.endpoints.workshop, shared: s.servers.peers.Shared(), logf: s.logf, guard: s.endpoints.guard, isPresenter: s.admission.presenter.isPresenter, clientIP: s.admission.presenter.clientIP,
+		runs:     newBucketTable(time.Now, s.cfg.Limits.WorkshopRuns, s.cfg.Limits.Addresses, s.cfg.Limits.IdleAfter),
+		gateways: newBucketTable(time.Now, s.cfg.Limits.WorkshopGateway, s.cfg.Limits.Addresses, s.cfg.Limits.IdleAfter)}
 }
 
 func (h workshopHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
 	e.GET(workshopAPI, h.handleBoardJSON)
 	e.PUT(workshopAPI, h.handleSettings, presenterOnly)
 	e.POST(workshopAPI+"/run-all", h.handleRunAllJSON, presenterOnly)
+	e.POST(workshopAPI+"/remove", h.handleRemoveJSON, presenterOnly)
+	e.POST(workshopAPI+"/reset", h.handleResetJSON, presenterOnly)
 	e.GET(workshopAPI+"/me", h.handleMeJSON)
 	e.POST(workshopAPI+"/endpoint", h.handleRegisterJSON)
 	e.POST(workshopAPI+"/run", h.handleRunJSON)
@@ -152,7 +172,7 @@ func studentJSON(m workshop.Row) WorkshopStudent {
 	m = shownRow(m)
 	return WorkshopStudent{Name: m.Name, Endpoint: m.Endpoint, State: string(m.Run.State), Place: m.Place,
 		Cases: m.Run.Done, Passed: m.Run.Passed, Failed: m.Run.Failed, FirstSafety: m.Run.FirstSafety,
-		FirstFailure: m.Run.FirstFailure, Message: m.Run.Message, Charges: m.Charges, Faults: m.Run.Faults}
+		FirstFailure: m.Run.FirstFailure, Message: m.Run.Message, Charges: m.Charges, Pruned: m.Pruned, ChargesUnknown: m.ChargesUnknown, Faults: m.Run.Faults}
 }
 
 func (h workshopHandlers) mineJSON(r *http.Request, m workshop.Mine) WorkshopStudent {
@@ -161,8 +181,40 @@ func (h workshopHandlers) mineJSON(r *http.Request, m workshop.Mine) WorkshopStu
 	return v
 }
 
-func (h workshopHandlers) board() WorkshopBoard {
-	sb := h.ws.Scoreboard()
+// scoreboard is the scoreboard to show: this server's, or with several
+// servers the one the room's store keeps, so that every server's board
+// shows the same rows. Where the kept scoreboard cannot be read, this
+// server's; where only the books cannot, the kept rows with their
+// charges marked not known.
+func (h workshopHandlers) scoreboard(ctx context.Context) workshop.Scoreboard {
+	if !h.shared {
+		h.countBooks(ctx)
+		return h.ws.Scoreboard()
+	}
+	sb, err := h.ws.KeptScoreboard(ctx)
+	if err != nil {
+		h.logf("workshop: %v: the board shows this server's scoreboard", err)
+		h.countBooks(ctx)
+		return h.ws.Scoreboard()
+	}
+	if sb.ChargesErr != nil {
+		h.logf("%v: the board shows the charges as not known", sb.ChargesErr)
+	}
+	return sb
+}
+
+// countBooks has the gateways' counts read from their books before rows
+// are shown: charges taken through another server count too. Where the
+// books do not answer, the rows show the counts last read, and the log
+// says so.
+func (h workshopHandlers) countBooks(ctx context.Context) {
+	if err := h.ws.CountBooks(ctx); err != nil {
+		h.logf("%v: the rows show the counts read before", err)
+	}
+}
+
+func (h workshopHandlers) board(ctx context.Context) WorkshopBoard {
+	sb := h.scoreboard(ctx)
 	v := WorkshopBoard{On: sb.On, Faults: sb.Faults, Queued: sb.Queued, Allowed: []string{}, Students: []WorkshopStudent{}}
 	for _, p := range sb.Allowed {
 		v.Allowed = append(v.Allowed, p.String())
@@ -174,7 +226,7 @@ func (h workshopHandlers) board() WorkshopBoard {
 }
 
 func (h workshopHandlers) handleBoardJSON(c echo.Context) error {
-	return c.JSON(http.StatusOK, h.board())
+	return c.JSON(http.StatusOK, h.board(c.Request().Context()))
 }
 
 func (h workshopHandlers) handleSettings(c echo.Context) error {
@@ -185,7 +237,7 @@ func (h workshopHandlers) handleSettings(c echo.Context) error {
 	if err := h.apply(req); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, h.board())
+	return c.JSON(http.StatusOK, h.board(c.Request().Context()))
 }
 
 // apply sets the presenter's settings, all or none.
@@ -218,6 +270,7 @@ func (h workshopHandlers) handleRunAllJSON(c echo.Context) error {
 }
 
 func (h workshopHandlers) handleMeJSON(c echo.Context) error {
+	h.countBooks(c.Request().Context())
 	m, ok := h.ws.Mine(h.who(c.Request()))
 	if !ok {
 		return pay.Errorf(pay.ENOTFOUND, "You have not registered an endpoint yet: POST %s/endpoint {\"name\": …, \"url\": …}.", workshopAPI)
@@ -272,7 +325,18 @@ func (h workshopHandlers) ask(r *http.Request) (workshop.Mine, error) {
 // handleGateway is a student's gateway: charges and their books, nothing
 // that changes its switches (those are the presenter's and the checker's).
 func (h workshopHandlers) handleGateway(c echo.Context) error {
-	g, leave, err := h.ws.EnterGateway(c.Param("secret"))
+	secret := c.Param("secret")
+	if !h.ws.Known(secret) {
+		_, _, err := h.ws.EnterGateway(secret) // says no such gateway
+		return err
+	}
+	// Counted by the gateway, whoever calls it: behind one secret is one
+	// student's endpoint, whatever addresses it calls from.
+	if wait := h.gateways.take(secret); wait > 0 {
+		return refuseRequest(c, wait, fmt.Sprintf("Your workshop gateway has answered more requests than its share (%d at once, then one every %v; a checker run stays well within it)",
+			h.gateways.rate.Burst, h.gateways.rate.Every))
+	}
+	g, leave, err := h.ws.EnterGateway(secret)
 	if err != nil {
 		return err
 	}
@@ -286,7 +350,7 @@ func (h workshopHandlers) handleGateway(c echo.Context) error {
 // newWorkshop makes the workshop and its guard from the server's
 // settings: the networks allowed, or by default the private networks the
 // server is served on.
-func newWorkshop(cfg Config, now func() time.Time) (*workshop.Guard, *workshop.Workshop) {
+func newWorkshop(cfg Config, now func() time.Time, keeper room.Peers, books workshop.Books, logf func(string, ...any)) (*workshop.Guard, *workshop.Workshop) {
 	var listen []netip.AddrPort
 	for _, a := range []net.Addr{cfg.Listener, cfg.ListenAddr} {
 		if a, ok := a.(*net.TCPAddr); ok {
@@ -302,7 +366,16 @@ func newWorkshop(cfg Config, now func() time.Time) (*workshop.Guard, *workshop.W
 		allowed = workshop.DefaultAllowed(on)
 	}
 	g := workshop.NewGuard(allowed, listen...)
-	return g, workshop.New(workshop.Config{Guard: g, Now: now, Tune: cfg.workshopTune})
+	var announce func(ctx context.Context, version int64) error
+	if keeper.Shared() {
+		// The other servers hear of new settings over the room's relay
+		// (relay.go) and read them at once.
+		announce = func(ctx context.Context, version int64) error {
+			return keeper.Notify(ctx, workshop.SettingsChannel, strconv.FormatInt(version, 10))
+		}
+	}
+	return g, workshop.New(workshop.Config{Guard: g, Now: now, Tune: cfg.workshopTune, Keeper: keeper, Books: books, BooksCap: cfg.workshopBooksCap, Announce: announce,
+		Logf: logf, ReadAgainEvery: cfg.workshopRestoreWait, SaveEvery: cfg.workshopSaveEvery})
 }
 
 // ParseWorkshopAllow reads -workshop-allow: networks and addresses

@@ -10,6 +10,7 @@ import (
 	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/views"
+	"paytwice/web/board"
 	"paytwice/web/workshop"
 )
 
@@ -24,13 +25,16 @@ func (h workshopHandlers) pageRoutes(e *echo.Echo, presenterOnly echo.Middleware
 	e.POST("/workshop/-/settings", h.handleSettingsForm, presenterOnly)
 	e.POST("/workshop/-/run-all", h.handleRunAllForm, presenterOnly)
 	e.POST("/workshop/-/hide", h.handleHideForm, presenterOnly)
+	e.POST("/workshop/-/show", h.handleShowForm, presenterOnly)
+	e.POST("/workshop/-/remove", h.handleRemoveForm, presenterOnly)
+	e.POST("/workshop/-/reset", h.handleResetForm, presenterOnly)
 }
 
 func rowView(r workshop.Row) views.WorkshopRow {
 	r = shownRow(r)
 	return views.WorkshopRow{Name: r.Name, Endpoint: r.Endpoint, State: string(r.Run.State), Place: r.Place,
 		Cases: r.Run.Done, Passed: r.Run.Passed, Failed: r.Run.Failed, FirstSafety: r.Run.FirstSafety,
-		FirstFail: r.Run.FirstFailure, Message: r.Run.Message, Charges: r.Charges}
+		FirstFail: r.Run.FirstFailure, Message: r.Run.Message, Charges: r.Charges, Pruned: r.Pruned, ChargesUnknown: r.ChargesUnknown}
 }
 
 // page is the student's page for r, with the form's values and a
@@ -40,6 +44,7 @@ func (h workshopHandlers) page(r *http.Request, name, url, message string) views
 	if v.Presenter {
 		v.Board = h.boardView(r, "")
 	}
+	h.countBooks(r.Context())
 	if m, ok := h.ws.Mine(h.who(r)); ok {
 		v.Mine = &views.WorkshopMine{Row: rowView(m.Row), Gateway: gatewayURL(r, m.GatewayPath)}
 		if name == "" && url == "" {
@@ -75,6 +80,7 @@ func (h workshopHandlers) handleRunForm(c echo.Context) error {
 }
 
 func (h workshopHandlers) handleMine(c echo.Context) error {
+	h.countBooks(c.Request().Context())
 	m, ok := h.ws.Mine(h.who(c.Request()))
 	if !ok {
 		return pay.Errorf(pay.ENOTFOUND, "You have not registered an endpoint yet.")
@@ -85,7 +91,7 @@ func (h workshopHandlers) handleMine(c echo.Context) error {
 // boardView is the board's workshop: address is where students open
 // the page.
 func (h workshopHandlers) boardView(r *http.Request, address string) views.WorkshopBoard {
-	sb := h.ws.Scoreboard()
+	sb := h.scoreboard(r.Context())
 	v := views.WorkshopBoard{On: sb.On, Presenter: h.isPresenter(r), Address: address, Queued: sb.Queued, Queue: sb.Queue,
 		Faults: views.WorkshopFaults{LatencyMS: sb.Faults.LatencyMS, HoldAnswerMS: sb.Faults.HoldAnswerMS, DropFirstAnswer: sb.Faults.DropFirstAnswer}}
 	var nets []string
@@ -98,6 +104,11 @@ func (h workshopHandlers) boardView(r *http.Request, address string) views.Works
 	}
 	for _, row := range sb.Rows {
 		v.Rows = append(v.Rows, rowView(row))
+	}
+	if v.Presenter {
+		for _, name := range sb.Hidden {
+			v.Hidden = append(v.Hidden, board.Plain(name, 40))
+		}
 	}
 	return v
 }
@@ -139,6 +150,15 @@ func (h workshopHandlers) handleSettingsForm(c echo.Context) error {
 func (h workshopHandlers) handleHideForm(c echo.Context) error {
 	if !h.ws.Hide(c.FormValue("name")) {
 		return pay.Errorf(pay.ENOTFOUND, "The scoreboard shows no student called %q.", pay.Truncate(c.FormValue("name"), 40))
+	}
+	return c.Redirect(http.StatusSeeOther, "/board")
+}
+
+// handleShowForm is the presenter's "show again": a hidden row goes back
+// on the scoreboard.
+func (h workshopHandlers) handleShowForm(c echo.Context) error {
+	if !h.ws.Show(c.FormValue("name")) {
+		return pay.Errorf(pay.ENOTFOUND, "No student called %q is hidden from the scoreboard.", pay.Truncate(c.FormValue("name"), 40))
 	}
 	return c.Redirect(http.StatusSeeOther, "/board")
 }

@@ -125,7 +125,8 @@ func startProgram(t *testing.T, addr, gateway string, name string, args ...strin
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	// Generous: a loaded machine starts an interpreter slowly.
+	for deadline := time.Now().Add(60 * time.Second); ; {
 		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			c.Close()
 			return
@@ -136,7 +137,9 @@ func startProgram(t *testing.T, addr, gateway string, name string, args ...strin
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s does not listen at %s after 20 s: %s", name, addr, stderr.String())
+			cancel()
+			<-done // the program writes its stderr until it has exited
+			t.Fatalf("%s does not listen at %s after 60 s: %s", name, addr, stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -272,6 +275,7 @@ func boardRow(t *testing.T, env *testEnv, name string) WorkshopStudent {
 // and the orders its gateway charged twice, while the run is still going
 // (each case's verdict is shown as soon as it is known).
 func TestWorkshopNaiveServerDoubleCharges(t *testing.T) {
+	waitsOnRealClocks(t) // the checker's runs, on a server of its own
 	env := newWorkshopEnv(t)
 	addr := freeAddr(t, "127.0.0.2")
 	token := "cat-" + hex.EncodeToString(randomBytes(8))
@@ -358,6 +362,7 @@ func TestWorkshopRefusesForbiddenAddresses(t *testing.T) {
 // so the correct one still passes with no order charged twice, and a
 // charge at one student's gateway never shows in the other's.
 func TestWorkshopBooksArePerStudent(t *testing.T) {
+	waitsOnRealClocks(t) // the checker's runs, on a server of its own
 	env := newWorkshopEnv(t)
 	goodAddr, naiveAddr := freeAddr(t, "127.0.0.2"), freeAddr(t, "127.0.0.3")
 	goodTok, naiveTok := "eve-"+hex.EncodeToString(randomBytes(8)), "fay-"+hex.EncodeToString(randomBytes(8))
@@ -401,6 +406,7 @@ func TestWorkshopBooksArePerStudent(t *testing.T) {
 // asks its gateway again with the same key, still passes, and the run
 // says which faults it met.
 func TestWorkshopPresenterFaults(t *testing.T) {
+	waitsOnRealClocks(t) // the checker's runs, on a server of its own
 	const token = "teach-faults-7"
 	env := newWorkshopEnvWith(t, token)
 	drop := WorkshopSettings{On: &workshopOpen, Faults: sim.GatewayBaseFaults{DropFirstAnswer: true, LatencyMS: 20}}
@@ -421,12 +427,26 @@ func TestWorkshopPresenterFaults(t *testing.T) {
 	tok := "hal-" + hex.EncodeToString(randomBytes(8))
 	me := registerStudent(t, env, tok, "Hal", "http://"+addr)
 	startGoReference(t, addr, me.Gateway)
-	if r := env.send(http.MethodPost, workshopAPI+"/run-all", nil, PresenterHeader, token); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"queued":1`) {
+	students := map[string]string{"Go": tok}
+	// The Python reference server too, where python3 is installed (.ci/run
+	// installs it).
+	if py, err := exec.LookPath("python3"); err == nil {
+		pyAddr := freeAddr(t, "127.0.0.3")
+		pyTok := "ivy-" + hex.EncodeToString(randomBytes(8))
+		pyMe := registerStudent(t, env, pyTok, "Ivy", "http://"+pyAddr)
+		startProgram(t, pyAddr, pyMe.Gateway, py, "../docs/workshop/server.py")
+		students["Python"] = pyTok
+	} else if os.Getenv("CI") == "true" {
+		t.Fatal("python3 is missing: .ci/run installs it")
+	}
+	if r := env.send(http.MethodPost, workshopAPI+"/run-all", nil, PresenterHeader, token); r.Status != http.StatusOK || !strings.Contains(string(r.Body), fmt.Sprintf(`"queued":%d`, len(students))) {
 		t.Fatalf("re-running everyone: %d %s", r.Status, r.Body)
 	}
-	row := waitStudent(t, env, tok)
-	if row.State != "done" || row.Failed != 0 || row.FirstSafety != "" || row.Faults != drop.Faults {
-		t.Fatalf("the reference server under dropped answers: %+v, want a pass that names the faults", row)
+	for lang, tok := range students {
+		row := waitStudent(t, env, tok)
+		if row.State != "done" || row.Failed != 0 || row.FirstSafety != "" || row.Faults != drop.Faults {
+			t.Fatalf("the %s reference server under dropped answers: %+v, want a pass that names the faults", lang, row)
+		}
 	}
 }
 
@@ -514,7 +534,9 @@ func TestWorkshopGuessedGatewaysAreCounted(t *testing.T) {
 }
 
 // TestWorkshopPresenterHidesARow: one click of the presenter's takes a
-// student's row off the scoreboard; a student cannot.
+// student's row off the scoreboard, and "show again" puts it back; a
+// student can do neither, and the class's scoreboard never names a
+// hidden row.
 func TestWorkshopPresenterHidesARow(t *testing.T) {
 	const token = "teach-hide-5"
 	env := newWorkshopEnvWith(t, token)
@@ -522,17 +544,11 @@ func TestWorkshopPresenterHidesARow(t *testing.T) {
 	registerStudent(t, env, "tok-rude-"+hex.EncodeToString(randomBytes(6)), "Rude", "http://127.0.0.3:8000")
 	hide := func(name string, headers ...string) int {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, env.URL+"/workshop/-/hide", strings.NewReader("name="+name))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		for i := 0; i+1 < len(headers); i += 2 {
-			req.Header.Set(headers[i], headers[i+1])
-		}
-		res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		return res.StatusCode
+		return presenterForm(t, env, "/workshop/-/hide", name, headers...)
+	}
+	show := func(name string, headers ...string) int {
+		t.Helper()
+		return presenterForm(t, env, "/workshop/-/show", name, headers...)
 	}
 	names := func() string {
 		t.Helper()
@@ -563,4 +579,45 @@ func TestWorkshopPresenterHidesARow(t *testing.T) {
 	if !strings.Contains(string(page.Body), `action="/workshop/-/hide"`) {
 		t.Fatalf("the presenter's scoreboard has no hide button: %s", page.Body)
 	}
+	if !regexp.MustCompile(`action="/workshop/-/show"><input type="hidden" name="name" value="Rude">`).Match(page.Body) {
+		t.Fatalf("the presenter's scoreboard has no \"show again\" for the hidden row: %s", page.Body)
+	}
+	if public := env.get("/workshop/-/scores"); strings.Contains(string(public.Body), "Rude") || strings.Contains(string(public.Body), "/workshop/-/show") {
+		t.Fatalf("the class's scoreboard names the hidden row or offers to show it: %s", public.Body)
+	}
+	if code := show("Rude", "Authorization", "Bearer student"); code != http.StatusForbidden {
+		t.Fatalf("a student showing a hidden row: %d, want 403", code)
+	}
+	if got := names(); got != "Ada" {
+		t.Fatalf("after a student's try the scoreboard shows %q, want only Ada", got)
+	}
+	if code := show("Rude", PresenterHeader, token); code != http.StatusSeeOther {
+		t.Fatalf("the presenter showing a row again: %d, want a redirect to the board", code)
+	}
+	if got := names(); got != "Ada Rude" {
+		t.Fatalf("after \"show again\" the scoreboard shows %q, want Ada Rude in the order they registered", got)
+	}
+	if code := show("Ada", PresenterHeader, token); code != http.StatusNotFound {
+		t.Fatalf("showing a row that is not hidden: %d, want 404", code)
+	}
+	if page := env.get("/workshop/-/scores", PresenterHeader, token); strings.Contains(string(page.Body), "/workshop/-/show") {
+		t.Fatalf("no row is hidden, yet the scoreboard offers to show one: %s", page.Body)
+	}
+}
+
+// presenterForm posts name to one of the presenter's workshop forms and
+// returns the status, redirects not followed.
+func presenterForm(t *testing.T, env *testEnv, path, name string, headers ...string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, env.URL+path, strings.NewReader("name="+name))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
 }

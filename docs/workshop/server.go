@@ -1,105 +1,87 @@
-// Command server is the workshop's reference endpoint, POST /v1/payments
-// safe to retry, in Go's standard library. GATEWAY is the gateway address
-// the workshop page shows; ADDR where to listen (default :8000).
+// Command server is the workshop's reference endpoint, POST /v1/payments safe to retry, in Go's
+// standard library. GATEWAY is the gateway address the workshop page shows; ADDR where to listen.
 package main
 
 import (
-	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
 
-type entry struct {
-	fingerprint string
-	status      int // 0 while the first request is at work
-	body        []byte
-}
-
 var mu sync.Mutex
-var keys = map[string]*entry{} // (caller, key) → what the key did
+var keys = map[string][2]string{} // by caller and key: {the payment, its answer ("" while at work)}
 
-func reply(w http.ResponseWriter, status int, kind string, body []byte) {
-	w.Header().Set("Content-Type", kind)
-	w.WriteHeader(status)
-	w.Write(body)
-}
-
-func problem(w http.ResponseWriter, status int, title string) {
-	w.Header().Set("Retry-After", "1")
-	reply(w, status, "application/problem+json", fmt.Appendf(nil, `{"title":%q,"status":%d}`, title, status))
-}
-
-func pay(w http.ResponseWriter, r *http.Request) {
+func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and a body, or a reason
 	var p struct {
 		OrderID string `json:"order_id"`
 		Amount  int64  `json:"amount_satang"`
 	}
-	key, body := r.Header.Get("Idempotency-Key"), must(io.ReadAll(io.LimitReader(r.Body, 4096)))
-	if key == "" || len(key) > 255 || json.Unmarshal(body, &p) != nil || p.OrderID == "" || p.Amount <= 0 {
-		problem(w, 400, "send an Idempotency-Key and {order_id, amount_satang}") // nothing saved
-		return
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" || len(key) > 255 || json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&p) != nil || p.OrderID == "" || p.Amount <= 0 {
+		return 400, "send an Idempotency-Key and {order_id, amount_satang}" // nothing saved
 	}
-	scoped, fp := r.Header.Get("Authorization")+"\n"+key, fmt.Sprintf("%q %d", p.OrderID, p.Amount)
+	scoped, payment := r.Header.Get("Authorization")+"\n"+key, js(p)
 	mu.Lock() // look the key up and claim it in one step
 	e, seen := keys[scoped]
 	if !seen {
-		keys[scoped] = &entry{fingerprint: fp}
-	} else {
-		e = &entry{e.fingerprint, e.status, e.body} // a copy, read outside the lock
+		keys[scoped] = [2]string{payment, ""}
 	}
 	mu.Unlock()
 	switch {
-	case seen && e.fingerprint != fp:
-		problem(w, 422, "this key was used for another payment")
-		return
-	case seen && e.status == 0:
-		problem(w, 409, "this key's first request is still running")
-		return
+	case seen && e[0] != payment:
+		return 422, "this key was used for another payment"
+	case seen && e[1] == "":
+		return 409, "this key's first request is still running"
 	case seen:
 		w.Header().Set("Idempotent-Replayed", "true")
-		reply(w, e.status, "application/json", e.body)
-		return
+		return 201, e[1]
 	}
-	// The gateway is idempotent too: the same key for every try finds the same charge, so an
-	// answer lost on the way back is asked for again. Not r.Context(): a client hanging up must not stop a charge.
-	gwBody := must(json.Marshal(map[string]any{"order_id": p.OrderID, "amount": p.Amount}))
-	var res *http.Response
-	var err error
-	for try := 0; try < 3 && (try == 0 || err != nil); try++ {
-		req, _ := http.NewRequest("POST", os.Getenv("GATEWAY")+"/charges", bytes.NewReader(gwBody))
+	// The gateway's key is made from the caller's, so asking again (no answer came, or the client
+	// retries) finds the charge made; never with r's context, so a client hanging up stops nothing.
+	var c struct{ ID, Error string }
+	status := 0 // the gateway's answer; 0 while none came
+	for try := 0; try < 3 && c.ID == "" && (status == 0 || status >= 500); try++ {
+		req, _ := http.NewRequest("POST", os.Getenv("GATEWAY")+"/charges", strings.NewReader(js(map[string]any{"order_id": p.OrderID, "amount": p.Amount})))
 		req.Header.Set("Idempotency-Key", fmt.Sprintf("%x", sha256.Sum256([]byte(scoped))))
-		res, err = (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	}
-	var charge struct{ ID string }
-	if err == nil {
-		defer res.Body.Close()
-		err = json.NewDecoder(res.Body).Decode(&charge)
+		if res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req); err == nil {
+			status = res.StatusCode
+			json.NewDecoder(res.Body).Decode(&c) // a refusal has no id
+			res.Body.Close()
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if err != nil || res.StatusCode >= 300 {
-		delete(keys, scoped) // release the key: a retry asks the gateway again, with the same key
-		problem(w, 502, "the gateway did not confirm the charge: retry with the same key")
-		return
+	if c.ID == "" {
+		delete(keys, scoped)               // released: nothing was charged
+		if status >= 400 && status < 500 { // refused (a declined card): asking again changes nothing
+			return status, "the gateway refused the charge: " + c.Error
+		}
+		return 502, "the gateway did not confirm the charge: retry with the same key"
 	}
-	out := must(json.Marshal(map[string]any{"charge_id": charge.ID, "status": "paid", "order_id": p.OrderID, "amount_satang": p.Amount}))
-	*keys[scoped] = entry{fingerprint: fp, status: 201, body: out}
-	reply(w, 201, "application/json", out)
+	keys[scoped] = [2]string{payment, js(map[string]any{"charge_id": c.ID, "status": "paid", "order_id": p.OrderID, "amount_satang": p.Amount})}
+	return 201, keys[scoped][1]
 }
-
-func must[T any](v T, _ error) T { return v }
 
 func main() {
-	http.HandleFunc("POST /v1/payments", pay)
-	addr := os.Getenv("ADDR")
-	if addr == "" {
-		addr = ":8000"
-	}
-	panic(http.ListenAndServe(addr, nil))
+	http.HandleFunc("POST /v1/payments", func(w http.ResponseWriter, r *http.Request) {
+		status, body := pay(w, r)
+		if w.Header().Set("Content-Type", "application/json"); status == 409 || status == 502 { // may be sent again
+			w.Header().Set("Retry-After", "1")
+		}
+		if status >= 400 {
+			w.Header().Set("Content-Type", "application/problem+json")
+			body = js(map[string]any{"title": body, "status": status})
+		}
+		w.WriteHeader(status)
+		fmt.Fprint(w, body)
+	})
+	panic(http.ListenAndServe(cmp.Or(os.Getenv("ADDR"), ":8000"), nil))
 }
+
+func js(v any) string { b, _ := json.Marshal(v); return string(b) }

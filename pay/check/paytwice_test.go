@@ -171,8 +171,10 @@ func TestLabMistakes(t *testing.T) {
 			},
 			differs: []int{4}},
 	}
+	t.Parallel()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a server of its own
 			p := startPaytwice(t)
 			p.call(t, http.MethodPatch, "/api/lab", tc.lab)
 			cfg := p.config()
@@ -215,6 +217,7 @@ func TestLabMistakes(t *testing.T) {
 		})
 	}
 	t.Run("a key holding personal data is the client's mistake: the endpoint passes, and the report says so", func(t *testing.T) {
+		t.Parallel()
 		p := startPaytwice(t)
 		p.call(t, http.MethodPatch, "/api/lab", `{"client":{"personal_data_key":true}}`)
 		rep := runCheck(t, p.config())

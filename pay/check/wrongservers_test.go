@@ -227,6 +227,7 @@ func TestGatewayOracleWithSomeCases(t *testing.T) {
 // own, is caught in every one of 20 runs, the storm's charge held at the
 // gateway.
 func TestRaceThroughGateway(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	url := startToy(t, toyKnobs{raceWindow: time.Millisecond, freshGatewayKey: true}, gw)
 	caught := 0
@@ -248,6 +249,7 @@ func TestRaceThroughGateway(t *testing.T) {
 // three identical answers, not retried for the whole -patience; it is
 // Stripe's way (PASS under -profile stripe) and DIFFERS from the draft.
 func TestSavedGatewayTimeout(t *testing.T) {
+	t.Parallel()
 	gw := startGateway(t)
 	url := startToy(t, toyKnobs{saveGatewayFailure: true}, gw)
 	for profile, want := range map[string]check.Verdict{check.ProfileDraft: check.Differs, check.ProfileStripe: check.Pass} {
@@ -292,8 +294,12 @@ func TestWrongServers(t *testing.T) {
 				17: "2 effects",
 			}},
 	}
+	t.Parallel()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each server waits on its gateway's latency and holds, not
+			// on the processor: they wait side by side.
+			t.Parallel()
 			gw := startGateway(t)
 			url := startToy(t, tc.toy, gw)
 			cfg := check.Config{URL: url, Gateway: gw, OtherAuth: "Bearer second", Seed: 7}

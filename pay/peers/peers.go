@@ -10,6 +10,11 @@ package peers
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -50,6 +55,29 @@ type Peers interface {
 	// does not listen are lost: onListen runs each time it (re)starts
 	// listening.
 	ListenEach(ctx context.Context, channels []string, onListen func(), onNotify func(channel, payload string)) error
+	// NotifyNumbered is Notify for one batch that takes its place in the
+	// class's one order of batches: the batch is given the next number of
+	// that order in the transaction that sends it, so that batches commit,
+	// and reach every listener, in the order of their numbers. Each
+	// payload reaches the listeners after its Part header (see Part), and
+	// the batch is kept for ReadNumbered. It returns the batch's number.
+	// Payloads are MaxNumberedPayload bytes at most.
+	NotifyNumbered(ctx context.Context, channel string, payloads ...string) (n uint64, err error)
+	// ReadNumbered returns the kept batches numbered from..to, both
+	// included, oldest first, their payloads with their Part headers as a
+	// listener received them. The oldest batches are forgotten (at least
+	// the last KeptBatches are kept); kept says whether every batch asked
+	// for is still kept.
+	ReadNumbered(ctx context.Context, from, to uint64) (payloads []string, kept bool, err error)
+
+	// LoadWorkshop reads the workshop's state (opaque JSON here, "{}"
+	// until it is first saved); UpdateWorkshop replaces it with
+	// change(old), the read and the write under one lock, so that
+	// several servers saving at once merge their parts instead of
+	// overwriting one another's. Each server saves its changes, so that
+	// the workshop outlives a restart and every server's board shows it.
+	LoadWorkshop(ctx context.Context) ([]byte, error)
+	UpdateWorkshop(ctx context.Context, change func(old []byte) ([]byte, error)) error
 
 	// LoadGuesses reads client's wrong presenter tokens, one count for
 	// every server; ok is false when none are recorded.
@@ -83,3 +111,93 @@ const StreamEpochHeader = "Paytwice-Stream-Epoch"
 // every request it forwards: a server believes the front door's
 // X-Forwarded-For only on a request that carries its mark.
 const FrontDoorHeader = "Paytwice-Front-Door"
+
+// PresenterSeenHeader is on a server's answer to a request that carried
+// the front door's mark and came from the presenter, recognised by the
+// cookie or the right token in the header: the door takes it off and
+// keeps the presenter's reserve of connections for that client address,
+// and of requests in flight for that request's header token (by its
+// SHA-256; never a token sent beside the cookie). The door never compares
+// a header token itself: only the servers do, under the limit on wrong
+// ones.
+const PresenterSeenHeader = "Paytwice-Presenter-Seen"
+
+// PresenterCookie names the cookie the presenter's link sets.
+const PresenterCookie = "paytwice_presenter"
+
+// PresenterCookieValue is the presenter cookie's value for token: an
+// HMAC of the token under key (a fixed key when key is empty), so the
+// cookie never holds the token itself, and every server of a class (and
+// the cluster's front door) started with the same token and key
+// recognises the same cookie. "" when there is no token.
+func PresenterCookieValue(token string, key []byte) string {
+	if token == "" {
+		return ""
+	}
+	if len(key) == 0 {
+		key = []byte("paytwice presenter cookie key")
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("paytwice presenter cookie\x00"))
+	m.Write([]byte(token))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// KeptBatches is how many of the newest numbered batches every Peers
+// keeps for ReadNumbered: a listener that lost its connection reads back
+// what it missed from them, rather than start again from nothing.
+const KeptBatches = 4096
+
+// MaxNumberedPayload is the largest payload NotifyNumbered takes: the
+// Part header it puts before it must fit in a notification too.
+const MaxNumberedPayload = MaxPayload - maxPartHeader
+
+// maxPartHeader bounds a Part header: "#", three numbers and their
+// separators.
+const maxPartHeader = 64
+
+// Part is the header NotifyNumbered puts before each payload of a batch:
+// the batch's number N, the payload's place I among its K payloads (from
+// 1). A listener that sees a number skip, or a batch end early, knows
+// exactly what it missed and reads it back (ReadNumbered).
+type Part struct{ N, I, K uint64 }
+
+// Header is p as it starts a payload: "#N I/K ".
+func (p Part) Header() string {
+	return "#" + strconv.FormatUint(p.N, 10) + " " + strconv.FormatUint(p.I, 10) + "/" + strconv.FormatUint(p.K, 10) + " "
+}
+
+// After reports whether p comes after q in the class's order.
+func (p Part) After(q Part) bool { return p.N > q.N || p.N == q.N && p.I > q.I }
+
+// Follows reports whether p is the part right after q: q's batch's next
+// payload, or, after q's batch's last, the next batch's first.
+func (p Part) Follows(q Part) bool {
+	if q.I < q.K {
+		return p.N == q.N && p.I == q.I+1
+	}
+	return p.N == q.N+1 && p.I == 1
+}
+
+// CutPart reads the Part header at the start of payload and returns the
+// rest; ok is false for a payload without one (Notify's).
+func CutPart(payload string) (p Part, rest string, ok bool) {
+	s, found := strings.CutPrefix(payload, "#")
+	if !found {
+		return Part{}, payload, false
+	}
+	num, s, found1 := strings.Cut(s, " ")
+	part, s, found2 := strings.Cut(s, " ")
+	i, k, found3 := strings.Cut(part, "/")
+	if !found1 || !found2 || !found3 {
+		return Part{}, payload, false
+	}
+	var err1, err2, err3 error
+	p.N, err1 = strconv.ParseUint(num, 10, 64)
+	p.I, err2 = strconv.ParseUint(i, 10, 64)
+	p.K, err3 = strconv.ParseUint(k, 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || p.N == 0 || p.I == 0 || p.I > p.K {
+		return Part{}, payload, false
+	}
+	return p, s, true
+}

@@ -109,12 +109,19 @@ func APIBooks(target *url.URL, hc *http.Client) Books {
 const (
 	// minWaitSamples is how many waits before the same retry index the
 	// jitter rule needs: with six waits drawn by full jitter, the
-	// chance that all fall within herdSpread of the longest is 0.1^5.
-	// The growth of the waits needs as many before the first retry, and
-	// as many again before the later ones.
+	// chance that the shortest four (see herdSpread) fall within
+	// herdSpread of the fourth is 0.1^3. The growth of the waits needs
+	// as many before the first retry, and as many again before the
+	// later ones.
 	minWaitSamples = 6
-	// herdSpread: waits that all lie within this fraction of the
-	// longest are a herd.
+	// herdSpread: when the shortest two thirds of the waits (herdPart)
+	// lie within this fraction of the longest of them, the waits are a
+	// herd. Not all of them: a wait is measured on real clocks, and a
+	// client scheduled late (a busy machine) only ever lengthens it, so
+	// a client without jitter keeps most of its waits next to its
+	// shortest while a few come late. Jitter spreads the shortest ones
+	// too: of k waits drawn by full jitter, the shortest k-1 all lie
+	// within 10 % of the k-th with a chance of 0.1^(k-1).
 	herdSpread = 0.10
 	// immediateMS: a wait shorter than this is no wait at all.
 	immediateMS = 2.0
@@ -136,6 +143,13 @@ const (
 	// stays near 1, a doubled one that a cap stopped comes near 2.
 	cappedGrowth = 1.75
 )
+
+// herdPart is the waits a herd is judged on, sorted: all but the longest
+// third (rounded down) of them, so four of six, nine of thirteen.
+func herdPart(xs []float64) []float64 {
+	s := slices.Sorted(slices.Values(xs))
+	return s[:len(s)-len(s)/3]
+}
 
 // ceiling estimates the ceiling the waits xs were drawn under: the
 // second longest, so that one wait lengthened by a stall does not raise
@@ -378,9 +392,10 @@ func (a *Action) judgeLost(lost *Attempt) (Violation, bool) {
 // judgeJitter judges rule 7 on every wait that followed an answer
 // without Retry-After (those waits are the client's own policy), against
 // full jitter's shape at the client's own scale: at each retry index
-// with enough waits, they must not all be about equal (a herd: every
-// client of this kind comes back at one instant), nor all immediate (no
-// backoff at all); and the waits before the third retry and later must
+// with enough waits, the shortest two thirds of them must not be about
+// equal (a herd: every client of this kind comes back at one instant),
+// nor immediate (no backoff at all) — the rest may be late wake-ups,
+// which only lengthen a wait; and the waits before the third retry and later must
 // be longer than those before the first, as a ceiling that doubles makes
 // them (a client whose waits never grow keeps hammering an API that is
 // down). partial says what could not be judged when the rest was.
@@ -411,14 +426,15 @@ func (c *client) judgeJitter() (samples []WaitSample, vs []Violation, note, part
 			continue
 		}
 		counted[n] = true
-		lo, hi := slices.Min(w), slices.Max(w)
+		part := herdPart(w)
+		lo, hi := part[0], part[len(part)-1]
 		switch {
 		case hi < immediateMS:
 			vs = append(vs, Violation{Rule: RuleJitter, Detail: fmt.Sprintf(
-				"all %d waits before retry %d were under %.0f ms: no backoff at all", len(w), n+1, immediateMS)})
+				"%d of the %d waits before retry %d were under %.0f ms: no backoff at all", len(part), len(w), n+1, immediateMS)})
 		case hi-lo <= herdSpread*hi:
 			vs = append(vs, Violation{Rule: RuleJitter, Detail: fmt.Sprintf(
-				"all %d waits before retry %d lay between %.0f and %.0f ms: no jitter, so clients that failed together retry together", len(w), n+1, lo, hi)})
+				"%d of the %d waits before retry %d lay between %.0f and %.0f ms (the longest %.0f): no jitter, so clients that failed together retry together", len(part), len(w), n+1, lo, hi, slices.Max(w))})
 		}
 	}
 	first := byRetry[0]

@@ -3,6 +3,7 @@ package proxy
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -18,13 +19,36 @@ func TestJitterRuleRates(t *testing.T) {
 		name       string
 		wait       func(rnd *rand.Rand, n int) float64 // ms
 		retries    int
-		broken     func(rate float64) bool // the rate of runs judged broken that fails this test
 		connection bool                    // retries broken connections too
+		stalls     float64                 // the chance that a wait is lengthened by a stall
+		broken     func(rate float64) bool // the rate of runs judged broken that fails this test
 	}
 	full := func(base, cap float64) func(*rand.Rand, int) float64 {
 		return func(rnd *rand.Rand, n int) float64 {
 			return rnd.Float64() * math.Min(cap, base*math.Pow(2, float64(n)))
 		}
+	}
+	equal := func(base, cap float64) func(*rand.Rand, int) float64 {
+		return func(rnd *rand.Rand, n int) float64 {
+			c := math.Min(cap, base*math.Pow(2, float64(n)))
+			return c/2 + rnd.Float64()*c/2
+		}
+	}
+	// Decorrelated jitter draws each wait from [base, 3·the last one];
+	// the last one is remembered across the retries of one action (n
+	// starts again at 0 with the next).
+	decorrelated := func(base, cap float64) func(*rand.Rand, int) float64 {
+		last := base
+		return func(rnd *rand.Rand, n int) float64 {
+			if n == 0 {
+				last = base
+			}
+			last = math.Min(cap, base+rnd.Float64()*(3*last-base))
+			return last
+		}
+	}
+	exponential := func(base, cap float64) func(*rand.Rand, int) float64 {
+		return func(_ *rand.Rand, n int) float64 { return math.Min(cap, base*math.Pow(2, float64(n))) }
 	}
 	fixedCeiling := func(c float64) func(*rand.Rand, int) float64 {
 		return func(rnd *rand.Rand, _ int) float64 { return rnd.Float64() * c }
@@ -32,27 +56,41 @@ func TestJitterRuleRates(t *testing.T) {
 	passes := func(max float64) func(float64) bool { return func(r float64) bool { return r > max } }
 	fails := func(min float64) func(float64) bool { return func(r float64) bool { return r < min } }
 	kinds := []kind{
-		{"full jitter, base 50 ms, cap 400 ms, 5 retries", full(50, 400), 5, passes(0.005), false},
-		{"the same, retrying broken connections", full(50, 400), 5, passes(0.005), true},
-		{"full jitter, base 500 ms, cap 8 s, 5 retries", full(500, 8000), 5, passes(0.001), false},
-		{"full jitter, base 20 ms, cap 2 s, 5 retries", full(20, 2000), 5, passes(0.05), false},
-		{"full jitter, base 50 ms, cap 400 ms, 4 retries", full(50, 400), 4, passes(0.01), false},
-		{"full jitter, base 100 ms, cap 200 ms, 5 retries", full(100, 200), 5, passes(0.15), false},
-		{"a fixed ceiling of 200 ms, 5 retries", fixedCeiling(200), 5, fails(0.9), false},
-		{"a fixed ceiling of 50 ms, 5 retries", fixedCeiling(50), 5, fails(0.85), false},
-		{"a fixed ceiling of 20 ms, 5 retries", fixedCeiling(20), 5, fails(0.8), false},
+		{"full jitter, base 50 ms, cap 400 ms, 5 retries", full(50, 400), 5, false, 0.05, passes(0.005)},
+		{"the same, retrying broken connections", full(50, 400), 5, true, 0.05, passes(0.005)},
+		{"full jitter, base 500 ms, cap 8 s, 5 retries", full(500, 8000), 5, false, 0.05, passes(0.001)},
+		{"full jitter, base 20 ms, cap 2 s, 5 retries", full(20, 2000), 5, false, 0.05, passes(0.05)},
+		{"full jitter, base 50 ms, cap 400 ms, 4 retries", full(50, 400), 4, false, 0.05, passes(0.01)},
+		{"full jitter, base 100 ms, cap 200 ms, 5 retries", full(100, 200), 5, false, 0.05, passes(0.15)},
+		{"full jitter, base 50 ms, cap 400 ms, 20 % stalls", full(50, 400), 5, false, 0.20, passes(0.01)},
+		{"equal jitter, base 50 ms, cap 400 ms, 5 retries", equal(50, 400), 5, false, 0.05, passes(0.02)},
+		{"decorrelated jitter, base 50 ms, cap 2 s, 5 retries", decorrelated(50, 2000), 5, false, 0.05, passes(0.02)},
+		{"a fixed ceiling of 200 ms, 5 retries", fixedCeiling(200), 5, false, 0.05, fails(0.9)},
+		{"a fixed ceiling of 50 ms, 5 retries", fixedCeiling(50), 5, false, 0.05, fails(0.85)},
+		{"a fixed ceiling of 20 ms, 5 retries", fixedCeiling(20), 5, false, 0.05, fails(0.8)},
+		{"no jitter, base 300 ms, cap 600 ms, connections too", exponential(300, 600), 5, true, 0.05, fails(0.999)},
+		{"the same, 20 % stalls", exponential(300, 600), 5, true, 0.20, fails(0.99)},
+		{"no jitter, base 50 ms, cap 400 ms, 5 retries", exponential(50, 400), 5, false, 0.05, fails(0.97)},
+		{"the same, 20 % stalls", exponential(50, 400), 5, false, 0.20, fails(0.75)},
 	}
 	for _, k := range kinds {
 		rnd := rand.New(rand.NewPCG(7, 7))
-		broken := 0
+		broken, herds := 0, 0
 		for range runs {
-			c := syntheticClient(rnd, k.wait, k.retries, k.connection)
-			if _, vs, _, _, _ := c.judgeJitter(); len(vs) > 0 {
+			c := syntheticClient(rnd, k.wait, k.retries, k.connection, k.stalls)
+			_, vs, _, _, _ := c.judgeJitter()
+			if len(vs) > 0 {
 				broken++
+			}
+			for _, v := range vs {
+				if strings.Contains(v.Detail, "no jitter") {
+					herds++
+					break
+				}
 			}
 		}
 		rate := float64(broken) / runs
-		t.Logf("%-50s judged broken in %6.3f %% of %d runs", k.name, 100*rate, runs)
+		t.Logf("%-52s judged broken in %6.2f %% of %d runs, a herd in %6.2f %%", k.name, 100*rate, runs, 100*float64(herds)/runs)
 		if k.broken(rate) {
 			t.Errorf("%s: broken in %.3f %% of runs", k.name, 100*rate)
 		}
@@ -62,10 +100,10 @@ func TestJitterRuleRates(t *testing.T) {
 // syntheticClient is the record of a client that paid each action of the
 // default schedule once, retrying what a careful client retries (broken
 // connections only if connection), each wait drawn by wait and lengthened
-// by noise: a few milliseconds always, and with a chance of 5 % a stall of
-// up to 150 ms. (The waits after a Retry-After, which rule 7 does not
+// by noise: a few milliseconds always, and with a chance of stalls (5 %
+// on a quiet machine) a stall of up to 150 ms. (The waits after a Retry-After, which rule 7 does not
 // read, are left as drawn.)
-func syntheticClient(rnd *rand.Rand, wait func(*rand.Rand, int) float64, retries int, connection bool) *client {
+func syntheticClient(rnd *rand.Rand, wait func(*rand.Rand, int) float64, retries int, connection bool, stalls float64) *client {
 	c := &client{}
 	for i, f := range DefaultSchedule {
 		a := &Action{ID: i + 1, Fault: f}
@@ -90,7 +128,7 @@ func syntheticClient(rnd *rand.Rand, wait func(*rand.Rand, int) float64, retries
 			}
 			if n > 0 {
 				at.WaitMS = wait(rnd, n-1) + math.Abs(rnd.NormFloat64())*3
-				if rnd.Float64() < 0.05 {
+				if rnd.Float64() < stalls {
 					at.WaitMS += rnd.Float64() * 150
 				}
 			}

@@ -33,7 +33,7 @@ var Rules = []RuleInfo{
 	{RuleNoKeyReuse, "no-key-reuse", "a different action never reuses a key"},
 	{RuleAfter500, "after-500-same-key-or-lookup", "after a 500 the client retries with the same key, or looks the order up before it uses a new one"},
 	{RuleNo4xxRetry, "no-retry-of-4xx", "no retry after a 4xx other than 408, 409, 425 and 429 (a 400 or 422 fails every time)"},
-	{RuleJitter, "jittered-backoff", "waits are spread like full jitter's: not all equal across actions, not immediate, and growing from the first retry to the later ones"},
+	{RuleJitter, "jittered-backoff", "waits are spread like full jitter's: not mostly equal across actions, not immediate, and growing from the first retry to the later ones"},
 	{RuleRetryAfter, "retry-after-honoured", "no retry sooner than the Retry-After the answer gave"},
 	{RuleBudget, "gives-up-in-budget", "an action ends within the budget and the attempts stated, and inside the key's retention"},
 	{RuleLostResponse, "lost-response-one-charge", "after a lost response the client retries with the same key and gets the saved answer: one charge on the API's books"},

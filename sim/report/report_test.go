@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
+
+	"paytwice/sim"
 )
 
 func TestBackoffForTheArticlesExample(t *testing.T) {
@@ -81,4 +84,31 @@ func TestHerdFor(t *testing.T) {
 	if _, errs := ParseHerdQuery(url.Values{"min": {"50"}, "max": {"10"}}, SimHerdLimits); len(errs) != 1 || errs[0].Msg != "must be at least min (50)" {
 		t.Errorf("max below min: %v", errs)
 	}
+}
+
+func TestHerdForLargeHerds(t *testing.T) {
+	t.Run("a herd above the event model's size is computed and averaged", func(t *testing.T) {
+		rep, err := HerdFor(context.Background(), url.Values{"min": {"4000"}, "max": {"4000"}, "trials": {"2"}, "seed": {"3"}}, SimHerdLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range rep.Points {
+			if p.Clients != 4000 || p.Truncated != 0 || p.MeanWork < 4000 || p.MeanCompletionSeconds <= 0 {
+				t.Errorf("point %+v", p)
+			}
+		}
+	})
+	t.Run("counted herds cost about linearly in clients", func(t *testing.T) {
+		small := HerdCost(HerdInput{Min: 10_000, Max: 10_000, Step: 1, Trials: 1})
+		big := HerdCost(HerdInput{Min: 100_000, Max: 100_000, Step: 1, Trials: 1})
+		if big > 11*small || big < 9*small {
+			t.Errorf("cost %.0f at 10,000 clients, %.0f at 100,000", small, big)
+		}
+	})
+	t.Run("the bound is the herd's", func(t *testing.T) {
+		q := url.Values{"min": {"10"}, "max": {strconv.Itoa(sim.MaxHerdClients + 1)}}
+		if _, errs := ParseHerdQuery(q, SimHerdLimits); len(errs) != 1 || errs[0].Field != "max" {
+			t.Errorf("max over the bound: %v", errs)
+		}
+	})
 }

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,4 +66,47 @@ func BenchmarkPaymentPath(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkNotifyRoundTrip is how long a batch of events takes from its
+// server to that server's own listener, numbered (NotifyNumbered: the
+// counter row, the kept batch) against as before (Notify), in four
+// alternating rounds: what a server's own events would wait if it drew
+// them only in the class's order, as every other server does. Run it with
+//
+//	PAYTWICE_TEST_POSTGRES=postgres://… go test ./store/postgres -run '^$' -bench NotifyRoundTrip -benchtime 300x
+func BenchmarkNotifyRoundTrip(b *testing.B) {
+	db, err := postgres.Open(context.Background(), pgtest.NewDatabase(b), postgres.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	lctx, cancel := context.WithCancel(context.Background())
+	got, listening := make(chan string, 1), make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = db.Listen(lctx, "bench", func() { listening <- struct{}{} }, func(p string) { got <- p })
+	}()
+	b.Cleanup(func() { cancel(); <-done })
+	<-listening
+	payload := strings.Repeat("e", 2000) // a batch of about five payments' events
+	for round := range 8 {
+		numbered := round%2 == 0
+		name := map[bool]string{true: "numbered", false: "plain"}[numbered]
+		b.Run(name, func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				p := fmt.Sprint(i, " ", payload)
+				if numbered {
+					_, err = db.NotifyNumbered(ctx, "bench", p)
+				} else {
+					err = db.Notify(ctx, "bench", p)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				<-got
+			}
+		})
+	}
 }

@@ -18,6 +18,7 @@ import (
 // value sent through pgx's Query, and the row comes back through direct
 // as it went.
 func TestDirectArgumentsAreWhatPgxSends(t *testing.T) {
+	t.Parallel() // on a database of its own, beside the others (ownDatabase)
 	ctx := context.Background()
 	db := mustOpenPayments(t, Options{})
 
@@ -55,6 +56,7 @@ func TestDirectArgumentsAreWhatPgxSends(t *testing.T) {
 // error before anything is sent, not a value PostgreSQL misreads; so is
 // an integer that does not fit the parameter.
 func TestDirectRefusesArgumentsOfAnotherType(t *testing.T) {
+	t.Parallel() // on a database of its own, beside the others (ownDatabase)
 	ctx := context.Background()
 	db := mustOpenPayments(t, Options{})
 
@@ -82,6 +84,7 @@ func TestDirectRefusesArgumentsOfAnotherType(t *testing.T) {
 // A statement whose table changed under it fails once, as pgx's cached
 // statements do, and is prepared afresh on the next call.
 func TestDirectPreparesAgainAfterItsTableChanged(t *testing.T) {
+	t.Parallel() // on a database of its own, beside the others (ownDatabase)
 	ctx := context.Background()
 	db := mustOpenPayments(t, Options{MaxConns: 1})
 	if _, err := db.pool.Exec(ctx, `CREATE TABLE direct_test (a int); INSERT INTO direct_test VALUES (1)`); err != nil {

@@ -15,6 +15,7 @@ import (
 // after the idle bound, so another server's claim of the key, which
 // would otherwise wait out its lock bound and be refused, gets the key.
 func TestIdleTransactionOfAStoppedServerFreesItsKey(t *testing.T) {
+	ownDatabase(t)
 	url := pgtest.NewDatabase(t)
 	stopped, err := postgres.Open(ctx, url, postgres.Options{IdleInTransaction: 300 * time.Millisecond})
 	if err != nil {

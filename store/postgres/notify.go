@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -152,4 +154,92 @@ func (db *DB) listenOnce(ctx context.Context, channels []string, appName string,
 			onNotify(n.Channel, n.Payload)
 		}
 	}
+}
+
+// NotifyNumbered sends payloads as one batch of the servers' one order
+// (peers.Peers): its transaction first takes the next number from the
+// relay_order row, whose lock every other batch's transaction then waits
+// for until this one commits, so that numbers commit, and notifications
+// reach the listeners, in the same order. A sequence would hand numbers
+// out in the order transactions ask, not the order they commit, and a
+// listener seeing n+1 before n could not tell a late batch from a lost
+// one; the one row costs each batch a wait only while another batch of
+// the class commits (at most about twenty a second per server). The
+// batch is kept in relay_batches for ReadNumbered, and the batch that
+// fell out of the newest peers.KeptBatches is deleted in the same
+// transaction. A kept batch already under the number is replaced: the
+// counter went back without its rows (set back by hand, or restored
+// apart from them), and refusing the number would stop every batch for
+// good, the counter never moving on.
+func (db *DB) NotifyNumbered(ctx context.Context, channel string, payloads ...string) (uint64, error) {
+	if len(payloads) == 0 {
+		return 0, nil
+	}
+	for _, payload := range payloads {
+		if len(payload) > peers.MaxNumberedPayload {
+			return 0, fmt.Errorf("postgres: notify %s: payload of %d bytes is over the limit of %d", channel, len(payload), peers.MaxNumberedPayload)
+		}
+	}
+	var b pgx.Batch
+	var n int64
+	b.Queue(`WITH c AS (UPDATE relay_order SET n = n + 1 WHERE id = 1 RETURNING n),
+	  i AS (INSERT INTO relay_batches (n, payloads) SELECT n, $1 FROM c
+	    ON CONFLICT (n) DO UPDATE SET payloads = excluded.payloads),
+	  d AS (DELETE FROM relay_batches WHERE n = (SELECT n FROM c) - $2)
+	SELECT n, set_config('synchronous_commit', 'off', true), set_config('paytwice.relay_n', n::text, true) FROM c`,
+		payloads, int64(peers.KeptBatches)).QueryRow(func(row pgx.Row) error {
+		var a, c string
+		return row.Scan(&n, &a, &c)
+	})
+	k := strconv.Itoa(len(payloads))
+	for i, payload := range payloads {
+		b.Queue(`SELECT pg_notify($1, '#' || current_setting('paytwice.relay_n') || ' ' || $2::text || ' ' || $3::text)`,
+			channel, strconv.Itoa(i+1)+"/"+k, payload)
+	}
+	if err := db.pool.SendBatch(ctx, &b).Close(); err != nil {
+		return 0, err
+	}
+	return uint64(n), nil
+}
+
+// ReadNumbered returns the kept batches from..to, their payloads after
+// the Part headers their listeners received.
+func (db *DB) ReadNumbered(ctx context.Context, from, to uint64) ([]string, bool, error) {
+	if from > to {
+		return nil, true, nil
+	}
+	to = min(to, math.MaxInt64)
+	rows, err := db.pool.Query(ctx, `SELECT n, payloads FROM relay_batches WHERE n BETWEEN $1 AND $2 ORDER BY n`, int64(min(from, math.MaxInt64)), int64(to))
+	if err != nil {
+		return nil, false, err
+	}
+	var out []string
+	first := uint64(0)
+	for rows.Next() {
+		var n int64
+		var payloads []string
+		if err := rows.Scan(&n, &payloads); err != nil {
+			rows.Close()
+			return nil, false, err
+		}
+		if first == 0 {
+			first = uint64(n)
+		}
+		for i, p := range payloads {
+			out = append(out, peers.Part{N: uint64(n), I: uint64(i + 1), K: uint64(len(payloads))}.Header()+p)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	if first != 0 {
+		return out, first == from, nil
+	}
+	// Nothing kept in the range: kept only if nothing was numbered in it.
+	var newest int64
+	if err := db.pool.QueryRow(ctx, `SELECT n FROM relay_order WHERE id = 1`).Scan(&newest); err != nil {
+		return nil, false, err
+	}
+	return nil, from > uint64(newest), nil
 }

@@ -2,8 +2,12 @@ package postgres_test
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	neturl "net/url"
+	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -28,7 +32,31 @@ func open(t *testing.T, now func() time.Time) *postgres.DB {
 	return db
 }
 
+// TestMain lets the tests on databases of their own (ownDatabase) run
+// more at once than the machine has cores: their time goes mostly in
+// PostgreSQL making and dropping their databases and in its lock waits,
+// not in this process. An explicit -parallel wins.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(6, runtime.GOMAXPROCS(0))))
+	}
+	os.Exit(m.Run())
+}
+
+// ownDatabase marks a test that works only on databases of its own
+// (pgtest.NewDatabase) and asserts no real time but lower bounds: it runs
+// beside the other such tests (t.Parallel), after the package's tests
+// that change the process's environment. Call it first.
+func ownDatabase(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 func TestContract(t *testing.T) {
+	ownDatabase(t)
 	storetest.Run(t, func(t *testing.T, now func() time.Time) storetest.Backend { return open(t, now) })
 }
 
@@ -60,6 +88,7 @@ func servers(t *testing.T, n int, opts postgres.Options) []*postgres.DB {
 }
 
 func TestServersStartingTogetherMigrateOnce(t *testing.T) {
+	ownDatabase(t)
 	dbs := servers(t, 6, postgres.Options{})
 	var applied, distinct int
 	if err := dbs[0].Pool().QueryRow(ctx, `SELECT count(*), count(DISTINCT name) FROM schema_migrations`).Scan(&applied, &distinct); err != nil {
@@ -79,6 +108,7 @@ func request(key string) pay.ClaimRequest {
 }
 
 func TestOneKeyClaimedOnceAcrossServers(t *testing.T) {
+	ownDatabase(t)
 	dbs := servers(t, 3, postgres.Options{})
 	const perServer = 20
 	var won, lost int64
@@ -110,6 +140,7 @@ func TestOneKeyClaimedOnceAcrossServers(t *testing.T) {
 }
 
 func TestSweepersOnTwoServersNeverTakeTheSameKey(t *testing.T) {
+	ownDatabase(t)
 	dbs := servers(t, 2, postgres.Options{})
 	const stuck = 200
 	for i := range stuck {
@@ -161,6 +192,7 @@ func TestSweepersOnTwoServersNeverTakeTheSameKey(t *testing.T) {
 }
 
 func TestGatewayLedgerIsIdempotentAcrossServers(t *testing.T) {
+	ownDatabase(t)
 	dbs := servers(t, 3, postgres.Options{Schema: pay.SchemaLedger})
 	var wg sync.WaitGroup
 	ids := make(chan string, 30)
@@ -194,6 +226,7 @@ func TestGatewayLedgerIsIdempotentAcrossServers(t *testing.T) {
 }
 
 func TestLabWritesOnPostgres(t *testing.T) {
+	ownDatabase(t)
 	db := open(t, time.Now)
 	c := request("lab-k")
 	if _, err := db.LabInsertKeyUnguarded(ctx, c); err != nil {
@@ -247,6 +280,7 @@ func TestLabWritesOnPostgres(t *testing.T) {
 }
 
 func TestAWarpedClockNeverSweepsAnotherServersFreshKey(t *testing.T) {
+	ownDatabase(t)
 	url := pgtest.NewDatabase(t)
 	openWith := func(now func() time.Time) *postgres.DB {
 		db, err := postgres.Open(ctx, url, postgres.Options{Now: now})
@@ -277,6 +311,7 @@ func TestAWarpedClockNeverSweepsAnotherServersFreshKey(t *testing.T) {
 }
 
 func TestTheClaimingServerJudgesItsKeysByItsOwnClock(t *testing.T) {
+	ownDatabase(t)
 	clock := time.Now()
 	db := open(t, func() time.Time { return clock })
 	if res, err := db.Claim(ctx, request("k")); err != nil || !res.Claimed {
@@ -294,6 +329,7 @@ func TestTheClaimingServerJudgesItsKeysByItsOwnClock(t *testing.T) {
 // pool_max_conns, else the default: an operator fits several servers
 // under the database's max_connections through the URL alone.
 func TestPoolBound(t *testing.T) {
+	ownDatabase(t)
 	url := pgtest.NewDatabase(t)
 	bounded, err := neturl.Parse(url)
 	if err != nil {
@@ -334,6 +370,7 @@ func TestPoolBound(t *testing.T) {
 // sweeper leaves the key alone until that deadline has passed on the
 // database's clock as well as the lock timeout.
 func TestAnotherServerSweepsAKeyOnlyAfterItsWorkDeadline(t *testing.T) {
+	ownDatabase(t)
 	url := pgtest.NewDatabase(t)
 	openOne := func() *postgres.DB {
 		db, err := postgres.Open(ctx, url, postgres.Options{})
@@ -406,6 +443,7 @@ func holdUncommittedKeyRow(t *testing.T, db *postgres.DB, key string) (release f
 // inside its save transaction) does not wait: the row as committed
 // answers it, still at work.
 func TestAClaimOfALockedKeyRowIsAnsweredFromTheCommittedRow(t *testing.T) {
+	ownDatabase(t)
 	dbs := servers(t, 2, postgres.Options{})
 	first, err := dbs[0].Claim(ctx, request("held"))
 	if err != nil || !first.Claimed {
@@ -420,6 +458,7 @@ func TestAClaimOfALockedKeyRowIsAnsweredFromTheCommittedRow(t *testing.T) {
 }
 
 func TestAClaimWaitsForAnUncommittedClaimOnlySoLong(t *testing.T) {
+	ownDatabase(t)
 	dbs := servers(t, 2, postgres.Options{})
 	release := holdUncommittedKeyRow(t, dbs[0], "held")
 	defer release()
@@ -438,6 +477,7 @@ func TestAClaimWaitsForAnUncommittedClaimOnlySoLong(t *testing.T) {
 // it, past the bound of the store's lock waits: the gateway has charged,
 // and the charge must be recorded.
 func TestASaveWaitsForAHeldKeyRowPastTheLockWaitBound(t *testing.T) {
+	ownDatabase(t)
 	dbs := servers(t, 2, postgres.Options{})
 	c := request("saved late")
 	res, err := dbs[0].Claim(ctx, c)
@@ -469,6 +509,7 @@ func TestASaveWaitsForAHeldKeyRowPastTheLockWaitBound(t *testing.T) {
 // server starting while another migrates waits for it as long as it
 // takes: here past the bound, until the migration's lock is released.
 func TestAServerStartingWaitsForAnotherServersMigrationWithoutABound(t *testing.T) {
+	ownDatabase(t)
 	url := pgtest.NewDatabase(t)
 	first, err := postgres.Open(ctx, url, postgres.Options{})
 	if err != nil {
@@ -502,6 +543,7 @@ func TestAServerStartingWaitsForAnotherServersMigrationWithoutABound(t *testing.
 }
 
 func TestAClaimWhoseConnectionIsTerminatedIsUnavailable(t *testing.T) {
+	ownDatabase(t)
 	dbs := servers(t, 2, postgres.Options{})
 	release := holdUncommittedKeyRow(t, dbs[0], "ended")
 	defer release()
@@ -538,6 +580,7 @@ func TestAClaimWhoseConnectionIsTerminatedIsUnavailable(t *testing.T) {
 // database's clock, never earlier than it was: another server's sweeper
 // leaves the key that long, and no longer once the renewals stop.
 func TestARenewalSetsTheWorkDeadlineALeaseFromNow(t *testing.T) {
+	ownDatabase(t)
 	db := servers(t, 1, postgres.Options{})[0]
 	long, short := request("long"), request("short")
 	long.WorkFor, short.WorkFor = time.Hour, time.Millisecond
@@ -589,6 +632,7 @@ func TestARenewalSetsTheWorkDeadlineALeaseFromNow(t *testing.T) {
 // request is told to retry, not that the server failed; the retry is
 // answered.
 func TestAClaimWhoseStatementsTablesChangedIsUnavailable(t *testing.T) {
+	ownDatabase(t)
 	url := pgtest.NewDatabase(t)
 	if strings.Contains(url, "?") {
 		url += "&pool_max_conns=1"
@@ -631,6 +675,7 @@ func TestAClaimWhoseStatementsTablesChangedIsUnavailable(t *testing.T) {
 // says the tables were not emptied, and a reset once the transaction
 // ended empties them.
 func TestAResetWaitsForATransactionUnderWayUpToItsOwnBound(t *testing.T) {
+	ownDatabase(t)
 	// The transaction stands for a live server's, which never sits idle:
 	// the bound on idle transactions (shorter than the reset's) must not
 	// end it first.

@@ -35,6 +35,7 @@ func claimOf(key string) pay.ClaimRequest {
 }
 
 func TestPruneDeletesEveryOldKeyInBatches(t *testing.T) {
+	ownDatabase(t)
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	db := open(t, func() time.Time { return now })
 	fillDoneKeys(t, db, 1234, now.Add(-48*time.Hour))
@@ -56,6 +57,7 @@ func TestPruneDeletesEveryOldKeyInBatches(t *testing.T) {
 }
 
 func TestPruneStopsWhenItsContextEnds(t *testing.T) {
+	ownDatabase(t)
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	db := open(t, func() time.Time { return now })
 	fillDoneKeys(t, db, 20_000, now.Add(-48*time.Hour))
@@ -67,6 +69,7 @@ func TestPruneStopsWhenItsContextEnds(t *testing.T) {
 // add up to the keys there were only if none counted a key another one
 // deleted, and none was left behind.
 func TestPruneBySeveralServersAtOnce(t *testing.T) {
+	ownDatabase(t)
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	dbs := servers(t, 3, postgres.Options{Now: func() time.Time { return now }})
 	fillDoneKeys(t, dbs[0], 3000, now.Add(-48*time.Hour))

@@ -12,6 +12,7 @@ import (
 // sorting the table, which grows with every payment and is never pruned
 // (see migration 010).
 func TestTheNewestChargesAreReadThroughAnIndex(t *testing.T) {
+	t.Parallel() // on a database of its own, beside the others (ownDatabase)
 	ctx := context.Background()
 	db := mustOpenPayments(t, Options{})
 	if _, err := db.pool.Exec(ctx, `INSERT INTO charges (id, scope, idempotency_key, order_id, amount_satang, gateway_ref, created_at)

@@ -70,6 +70,39 @@ func (db *DB) UpdateRoom(ctx context.Context, change func(old []byte) ([]byte, e
 	return state, version, nil
 }
 
+// LoadWorkshop reads the workshop's state ("{}" before it is first
+// saved): the web package's document, opaque here.
+func (db *DB) LoadWorkshop(ctx context.Context) ([]byte, error) {
+	if err := db.need("payments"); err != nil {
+		return nil, err
+	}
+	var state string
+	err := db.pool.QueryRow(ctx, `SELECT state FROM workshop`).Scan(&state)
+	return []byte(state), err
+}
+
+// UpdateWorkshop replaces the workshop's state with change(old) for every
+// server, in one transaction holding the row's lock: servers saving at
+// once each merge into what the others wrote, never over it. An error
+// from change rolls it back and is returned as it is.
+func (db *DB) UpdateWorkshop(ctx context.Context, change func(old []byte) ([]byte, error)) error {
+	if err := db.need("payments"); err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		var old string
+		if err := tx.QueryRow(ctx, `SELECT state FROM workshop FOR UPDATE`).Scan(&old); err != nil {
+			return err
+		}
+		next, err := change([]byte(old))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE workshop SET state = $1`, string(next))
+		return err
+	})
+}
+
 // ListenRoom follows the room's changes: onNotify receives each new
 // version's number, and onListen runs after every (re)connection, where
 // the caller reloads the room with LoadRoom (see Listen). The listening
@@ -135,13 +168,28 @@ func (db *DB) LoadGuesses(ctx context.Context, client string) (g peers.Guesses, 
 // transaction holding the client's row lock, so wrong tokens sent to
 // several servers at once all count. The rows of other clients last
 // changed before forgetBefore are deleted in the same transaction, which
-// keeps the table as small as the clients guessing now.
+// keeps the table as small as the clients guessing now; a row another
+// transaction holds is left for a later one.
+//
+// The wait for the client's row is bounded by guessLockWait, besides ctx:
+// the guesses of one client sent to several servers at once queue on that
+// row (each server sends one at a time), and a guess waiting there holds
+// a connection of the pool the payments use, so it gives up after a
+// second rather than after the caller's whole bound.
+// guessLockWait is UpdateGuesses' lock_timeout: how long a guess waits
+// for its client's row.
+const guessLockWait = "1s"
+
 func (db *DB) UpdateGuesses(ctx context.Context, client string, forgetBefore time.Time, change func(old peers.Guesses, ok bool) peers.Guesses) error {
 	if err := db.need("payments"); err != nil {
 		return err
 	}
 	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `DELETE FROM wrong_tokens WHERE at < $1 AND client <> $2`, forgetBefore, client); err != nil {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+guessLockWait+"'"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM wrong_tokens WHERE client IN (
+			SELECT client FROM wrong_tokens WHERE at < $1 AND client <> $2 FOR UPDATE SKIP LOCKED)`, forgetBefore, client); err != nil {
 			return err
 		}
 		// The row is made first, so that two first wrong tokens from one

@@ -18,6 +18,7 @@ import (
 type counterRoom map[string]int
 
 func TestRoomUpdatesOnSeveralServersAllSurvive(t *testing.T) {
+	ownDatabase(t)
 	dbs := servers(t, 3, postgres.Options{})
 	state, version, err := dbs[0].LoadRoom(ctx)
 	if err != nil || version != 0 || string(state) != "{}" {
@@ -87,6 +88,7 @@ func TestRoomUpdatesOnSeveralServersAllSurvive(t *testing.T) {
 // included, all count; records older than the caller's horizon are
 // forgotten.
 func TestGuessesOnSeveralServersAllCount(t *testing.T) {
+	ownDatabase(t)
 	dbs := servers(t, 3, postgres.Options{})
 	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	if _, ok, err := dbs[0].LoadGuesses(ctx, "192.0.2.7"); ok || err != nil {

@@ -14,6 +14,7 @@ import (
 // that asks for a retry with the same key), not as the server's own
 // failure, and records nothing.
 func TestClaimWithoutAConnectionIsUnavailable(t *testing.T) {
+	ownDatabase(t)
 	db := open(t, nil)
 	admin, err := pgx.Connect(ctx, pgtest.ServerURL(t))
 	if err != nil {

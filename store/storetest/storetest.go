@@ -52,8 +52,14 @@ func Run(t *testing.T, open Open) {
 		{"an order's record holds its charges, its keys and its released claims", orderRecord},
 		{"the lab's unguarded writes fail, or not, as a naive application's would", labWrites},
 		{"the lab measures its charges by order and by key, and finds keys where they are kept", labMeasure},
+		{"each server's answer counts are kept apart, for the room's current reset only", answerCounts},
+		{"each workshop student's gateway keeps one charge per key, apart from the others'", workshopCharges},
+		{"each workshop student's books stay within their bound, counting what they pruned", workshopChargesPruned},
 	} {
-		t.Run(c.name, func(t *testing.T) { c.test(t, open) })
+		// Each case opens a backend of its own, so the cases run side by
+		// side: a database backend's time goes mostly in making and
+		// dropping its databases.
+		t.Run(c.name, func(t *testing.T) { t.Parallel(); c.test(t, open) })
 	}
 }
 

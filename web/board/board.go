@@ -109,13 +109,25 @@ type Config struct {
 	// runs (Moved), one that is gone (Restarted), or unknown. nil: every
 	// other epoch is a restart, as on a server of its own.
 	Origin func(ctx context.Context, epoch string) Why
-	Lab    Lab
-	Logf   func(format string, args ...any)
+	// Ordered reports this server's own events that the board does not
+	// draw as they are published but as the relay hands them back, in
+	// the room's order (web/room's RelayConfig.Echo); nil: none.
+	Ordered func(e *live.Entry) bool
+	// Kept is what the books keep of the answers of the room's reset gen
+	// that this board will not see as events (other servers' lives);
+	// nil: none.
+	Kept func(ctx context.Context, gen uint64) live.Tally
+	Lab  Lab
+	Logf func(format string, args ...any)
 	// Ctx ends at shutdown.
 	Ctx context.Context
 	// Heartbeat and WriteTimeout time the event streams (stream.go);
 	// zero means the defaults.
 	Heartbeat, WriteTimeout time.Duration
+	// Batch is how long a board that nobody watches, or that is busy,
+	// waits before it takes the next events, so that it takes them in
+	// batches; zero means busyBatch.
+	Batch time.Duration
 	// Wall is the real time that paces the callers' shares and busy
 	// mode (not Clock, which the presenter moves); time.Now when nil.
 	// Tests replace it to pace events without waiting.
@@ -124,6 +136,12 @@ type Config struct {
 	// after its first, with the viewer's request, and may wait: a server
 	// uses it to let more urgent work have the processor first.
 	BeforeWrite func(*http.Request)
+	// WriteGap, when set, is the least time between two writes of the
+	// stream of the viewer of a request: the wakes that come meanwhile go
+	// out together, in one write. A server gives the students' live views
+	// a gap, so that hundreds of them cost a few writes a second each
+	// rather than one per fan-out, and the presenter's none.
+	WriteGap func(*http.Request) time.Duration
 }
 
 // Board is one server's board: its model, its frames and its viewers.
@@ -131,6 +149,13 @@ type Board struct {
 	cfg Config
 	// viewers counts the open event streams; it changes under mu.
 	viewers atomic.Int64
+
+	// applying is held while events are applied to the model and while
+	// the model is loaded again from the books, so that a load never
+	// falls between the events of a batch: those applied before it are
+	// in the books it reads, and those after are applied on top (keys and
+	// charges by id, so one already loaded is not counted again).
+	applying sync.Mutex
 
 	mu sync.Mutex
 	model
@@ -143,6 +168,10 @@ type Board struct {
 
 	// lab is the lab's numbers, drawn after events (lab.go).
 	lab labDrawing
+	// ownFrom is the hub's newest event when the board started: the
+	// relay's echoes of this server's events up to it are in the model
+	// loaded from the books already (only run uses it).
+	ownFrom uint64
 }
 
 // ErrClosed is the answer to a viewer of a board that stopped: the server
@@ -156,6 +185,9 @@ func Start(cfg Config) *Board {
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = writeTimeout
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = busyBatch
 	}
 	if cfg.Wall == nil {
 		cfg.Wall = time.Now
@@ -172,13 +204,21 @@ func Start(cfg Config) *Board {
 	// between is then both in the loaded state and in the stream, and
 	// applying it again is harmless (keys and charges are upserted by id),
 	// whereas the other order would lose it.
-	start := cfg.Hub.LastSeq()
+	// The server's own answers up to start are counted from its tally,
+	// those after it from the events: none twice.
+	own, start := cfg.Hub.Tally()
+	if cfg.Kept != nil {
+		own = own.Plus(cfg.Kept(cfg.Ctx, own.Gen))
+	}
+	p.counters = views.Counters{Requests: int(own.Requests), Rejected: int(own.Rejected), Lost: int(own.Lost),
+		Replays: int(own.Replays), Conflicts: int(own.Conflicts), Mismatches: int(own.Mismatches)}
 	p.steps = StepBar(cfg.Steps)
 	p.load(cfg.Ctx)
 	// Events up to start have no frames: a viewer resuming from before
 	// them is redrawn.
 	p.modelSeq, p.frameSeq, p.lostSeq = start, start, start
-	go p.run(cfg.Hub.Subscribe(start))
+	p.ownFrom = start
+	go p.run(cfg.Hub.SubscribeEchoes(start))
 	go p.tick()
 	return p
 }
@@ -203,20 +243,24 @@ func (p *Board) run(sub *live.Subscription) {
 		case errors.Is(err, live.ErrTooSlow):
 			// Events were lost to the ring: start again from the database,
 			// and make the next frame redraw everything.
+			p.applying.Lock()
 			start := p.cfg.Hub.LastSeq()
 			p.load(ctx)
 			p.mu.Lock()
 			p.modelSeq, p.fullNext = start, true
 			p.advanceLocked(start)
 			p.mu.Unlock()
+			p.applying.Unlock()
 			sub = p.cfg.Hub.Subscribe(start)
 			continue
 		case err != nil:
 			return
 		}
+		p.applying.Lock()
 		for _, e := range entries {
-			p.apply(e.Event)
+			p.take(e)
 		}
+		p.applying.Unlock()
 		p.labChanged()
 		if p.busyFlag.Load() || p.viewers.Load() == 0 {
 			// Nobody reads a busy timeline event by event, and nobody
@@ -224,12 +268,45 @@ func (p *Board) run(sub *live.Subscription) {
 			// larger batches and leave the CPU to the payments. (A viewer
 			// that connects meanwhile is drawn from the model at once.)
 			select {
-			case <-time.After(busyBatch):
+			case <-time.After(p.cfg.Batch):
 			case <-ctx.Done():
 				return
 			}
 		}
 	}
+}
+
+// take applies one event of the hub where it belongs in the room's order.
+// This server's own events that the relay orders are drawn when it hands
+// them back (their echo), and their place goes with them; the other
+// servers' events come in that order already.
+func (p *Board) take(e *live.Entry) {
+	if p.cfg.Ordered != nil && p.cfg.Ordered(e) {
+		p.mu.Lock()
+		p.modelSeq = e.Seq
+		p.advanceLocked(e.Seq)
+		p.mu.Unlock()
+		return
+	}
+	if e.Echo && e.Own <= p.ownFrom {
+		// Loaded from the books at the start, or counted in the tally.
+		p.mu.Lock()
+		p.modelSeq = e.Seq
+		p.advanceLocked(e.Seq)
+		p.mu.Unlock()
+		return
+	}
+	if !e.Place.IsZero() {
+		p.mu.Lock()
+		if !e.Place.After(p.place) {
+			// The order went back (the database numbered batches again):
+			// a page resumes by place only from frames made from here on.
+			p.placeFrom = p.frames
+		}
+		p.place = e.Place
+		p.mu.Unlock()
+	}
+	p.apply(e.Event)
 }
 
 // Close ends every stream: the hub closed or the server is stopping.

@@ -191,6 +191,71 @@ func TestBoardStreams(t *testing.T) {
 		}
 	})
 
+	t.Run("a viewer with a write gap gets every frame, in order, those of the gap together after it", func(t *testing.T) {
+		const gap = 300 * time.Millisecond
+		b := newTestBoard(t, func(c *Config) {
+			c.WriteGap = func(r *http.Request) time.Duration {
+				if r.Header.Get("X-Student") != "" {
+					return gap
+				}
+				return 0
+			}
+		}, 10)
+		student, presenter := b.open(t, "X-Student", "1"), b.open(t)
+		waitUntil(t, "the viewers to be connected", func() bool { return b.Viewers() == 2 })
+		for _, s := range []*stream{student, presenter} {
+			if _, _, _, err := s.next(); err != nil { // the redraw
+				t.Fatal(err)
+			}
+		}
+		const frames = 8
+		publish := func(i uint64) {
+			b.mu.Lock()
+			b.addFrameLocked(1000+i, false, []templ.Component{templ.Raw(fmt.Sprintf("<p>frame %d</p>", i))})
+			b.mu.Unlock()
+			waitUntil(t, "a wake", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.pulsed.Load() == b.frames })
+		}
+		// next reads s up to frame want (skipping heartbeats) and says
+		// when it came.
+		next := func(name string, s *stream, want uint64) time.Time {
+			for {
+				id, data, _, err := s.next()
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if data == "" {
+					continue // a heartbeat
+				}
+				if id != want || !strings.Contains(data, fmt.Sprintf("frame %d", want-1000)) {
+					t.Fatalf("%s got frame %d (%q), want %d", name, id, data, want)
+				}
+				return time.Now()
+			}
+		}
+		// The first frame goes to the student at once and alone: the rest
+		// are published only once it has arrived, so they cannot share
+		// its write and must wait for the gap after it. The gap runs from
+		// that write, which came after the first frame was published;
+		// only the reader's own lateness can stretch what is measured
+		// here, never shrink it, so the bound holds on a loaded machine.
+		published := time.Now()
+		publish(0)
+		next("the student", student, 1000)
+		for i := uint64(1); i < frames; i++ {
+			publish(i)
+		}
+		var last time.Time
+		for want := uint64(1001); want < 1000+frames; want++ {
+			last = next("the student", student, want)
+		}
+		if waited := last.Sub(published); waited < gap {
+			t.Errorf("the student's last frame came %v after the first was published, within its gap of %v", waited, gap)
+		}
+		for want := uint64(1000); want < 1000+frames; want++ {
+			next("the presenter", presenter, want)
+		}
+	})
+
 	t.Run("an idle stream sends heartbeat comments", func(t *testing.T) {
 		b := newTestBoard(t, func(c *Config) { c.Heartbeat = 30 * time.Millisecond }, 10)
 		s := b.open(t)
@@ -387,6 +452,67 @@ func TestBoardModel(t *testing.T) {
 		}
 	})
 
+	t.Run("in busy mode the presenter's payments are still drawn one by one, and nobody else's", func(t *testing.T) {
+		b := newTestBoard(t, nil, 10)
+		// A class busy enough for busy mode, each caller within its
+		// share, and among its payments the presenter's, one in ten.
+		presenter := 0
+		for i := range 300 {
+			for _, e := range paymentEvents(i) {
+				e.Scope = fmt.Sprintf("session:board-%d", i%64)
+				if i%10 == 9 {
+					e.Scope, e.Priority, e.OrderID = "session:presenter", true, fmt.Sprintf("PR-%d", i)
+				}
+				b.hub.Publish(e)
+			}
+			if i%10 == 9 {
+				presenter++
+			}
+			if i%50 == 49 {
+				b.caughtUp(t)
+			}
+		}
+		b.caughtUp(t)
+		if !b.busyFlag.Load() {
+			t.Fatal("1,800 events at once did not switch to busy mode")
+		}
+		l := b.Snapshot()
+		drawn := map[string]bool{}
+		others := 0
+		busyAt := -1
+		for i, r := range l.Timeline {
+			switch {
+			case r.Title == "Busy":
+				busyAt = i
+			case strings.HasPrefix(r.OrderID, "PR-"):
+				drawn[r.OrderID] = r.Outcome.Text != ""
+			case busyAt >= 0:
+			default:
+				others++
+			}
+		}
+		if busyAt < 0 {
+			t.Fatalf("no busy row: %v", outcomes(l.Timeline))
+		}
+		// Every presenter's payment after busy mode began is drawn
+		// whole, above the busy row; nobody else's is.
+		for i := 9; i < 300; i += 10 {
+			order := fmt.Sprintf("PR-%d", i)
+			if done, ok := drawn[order]; ok && !done {
+				t.Errorf("the presenter's payment %s is drawn without its outcome", order)
+			}
+		}
+		for i := 299; i > 100; i -= 10 {
+			if _, ok := drawn[fmt.Sprintf("PR-%d", i)]; !ok {
+				t.Errorf("the presenter's payment PR-%d, paid while the board was busy, is not drawn: %v", i, outcomes(l.Timeline))
+				break
+			}
+		}
+		if others > 0 {
+			t.Errorf("%d of the class's payments were drawn above the busy row: %v", others, outcomes(l.Timeline))
+		}
+	})
+
 	t.Run("one caller's flood is counted in a row of its own, the board does not go busy, and another caller's payment is drawn", func(t *testing.T) {
 		b := newTestBoard(t, nil, 10)
 		const flood = 400
@@ -524,11 +650,13 @@ func TestBusyTicker(t *testing.T) {
 func TestMutedRowsAreBounded(t *testing.T) {
 	// The wall clock stands still while one caller sends its burst, and
 	// moves on a second and more between two callers: each is over its
-	// burst share, and the board as a whole never goes busy.
+	// burst share, and the board as a whole never goes busy. Nobody
+	// watches, so the board takes events in batches: short ones, as the
+	// test waits for it to catch up after each of 180 callers.
 	var mu sync.Mutex
 	wall := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return wall }
-	b := newTestBoard(t, func(c *Config) { c.Wall = now }, 10)
+	b := newTestBoard(t, func(c *Config) { c.Wall = now; c.Batch = time.Millisecond }, 10)
 	const callers, each = 3 * shareMaxRows, shareBurst + 3
 	for c := range callers {
 		scope := fmt.Sprintf("token:flood-%d", c)

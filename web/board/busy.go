@@ -16,7 +16,10 @@ import (
 // can read them, the panels stop drawing each request and show totals
 // instead, refreshed twice a second, and redraw everything once it calms
 // down. Viewers then cost the payment path almost nothing, however fast
-// it runs.
+// it runs. The presenter's own requests (live.Event.Priority) are the
+// exception: they are still drawn one by one, so that a class busy enough
+// to switch the board over never hides the payment the presenter is
+// showing.
 type busyMode struct {
 	rate      rateMeter
 	busy      *views.TimelineRow // the row that stands for the busy period
@@ -110,18 +113,33 @@ func (p *Board) tick() {
 // refresh redraws the busy totals, or leaves busy mode once events have
 // slowed down.
 func (p *Board) refresh() {
+	// No event is applied while refresh runs: the rate it reads stays
+	// below busyLeave once it is, and a load of the model is not mixed
+	// with events (Board.applying).
+	p.applying.Lock()
+	defer p.applying.Unlock()
 	now := p.cfg.Wall()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.busy == nil {
+		p.mu.Unlock()
 		return
 	}
 	if p.rate.perSecond(now) >= busyLeave {
 		p.addFrameLocked(p.modelSeq, true, p.busyFrame(now))
+		p.mu.Unlock()
 		return
 	}
-	// The timeline did not change while busy (nothing was drawn or
-	// kept); the tables and counters did.
+	p.mu.Unlock()
+	// While busy, the tables and the charges were counted from the events
+	// as they came, with nobody reading them one by one. Calm again, the
+	// board shows what the books hold: a charge saved without an event
+	// reaching this board (one lost on the way, or written by something
+	// that publishes none) is on the page from now on.
+	p.load(p.cfg.Ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// The timeline did not change while busy but for the presenter's
+	// rows, drawn as they came; the tables and counters did.
 	busy := p.busy
 	p.leaveBusy()
 	l := p.snapshotLocked()

@@ -12,6 +12,7 @@ import (
 	"github.com/a-h/templ"
 
 	"paytwice/views"
+	"paytwice/web/live"
 )
 
 // ring is the frames, in a ring that the viewers read, and the wakes that
@@ -21,14 +22,22 @@ import (
 // the ring holds and which fell off all follow from frames.
 type ring struct {
 	out       []frame
-	frames    uint64    // frames made so far: the newest frame's n
-	lostSeq   uint64    // the seq of the newest frame that fell off the ring: a viewer resuming before it is redrawn
-	lostFresh bool      // it was a refresh frame
-	frameSeq  uint64    // every event up to this one has been applied
-	closed    bool      // the hub closed: streams end
-	pending   bool      // frames were added since the last wake
-	armed     bool      // a wake is scheduled
-	lastPulse time.Time // when the viewers were last woken
+	frames    uint64 // frames made so far: the newest frame's n
+	lostSeq   uint64 // the seq of the newest frame that fell off the ring: a viewer resuming before it is redrawn
+	lostFresh bool   // it was a refresh frame
+	// place is the place in the room's order of the newest event drawn
+	// (live.Place), which the frames made now carry; lostPlace is the
+	// place of the newest frame that fell off the ring, and placeFrom
+	// the frames made when the order last went back (the database
+	// numbered batches again): a page resumes by its place only from
+	// frames after it.
+	place, lostPlace live.Place
+	placeFrom        uint64
+	frameSeq         uint64    // every event up to this one has been applied
+	closed           bool      // the hub closed: streams end
+	pending          bool      // frames were added since the last wake
+	armed            bool      // a wake is scheduled
+	lastPulse        time.Time // when the viewers were last woken
 	// pulseN is the newest frame when the viewers were last woken: they
 	// send frames up to it, so that all the viewers that are up to date
 	// send the same run (and share its bytes); later frames wait for the
@@ -58,12 +67,16 @@ type frame struct {
 	n       uint64 // this frame's place among all the board's frames
 	seq     uint64 // the event the page is at after it: its SSE id
 	refresh bool   // a busy-mode refresh, not an event's frame: seq is shared
-	render  *lazyFrame
+	// place is the place in the room's order of the newest event the page
+	// has after it: the frame's id carries it too.
+	place  live.Place
+	render *lazyFrame
 }
 
 // lazyFrame holds the fragments of a frame until someone renders them.
 type lazyFrame struct {
 	epoch string // the hub's life: the first part of the frame's id
+	place live.Place
 	once  sync.Once
 	ops   []templ.Component
 	sse   []byte
@@ -74,7 +87,7 @@ type lazyFrame struct {
 func (f *lazyFrame) bytes(id uint64) []byte {
 	f.once.Do(func() {
 		var buf bytes.Buffer
-		writeFrame(&buf, f.epoch, id, renderFrame(f.ops...))
+		writeFrame(&buf, f.epoch, id, f.place, renderFrame(f.ops...))
 		f.sse = buf.Bytes()
 	})
 	return f.sse
@@ -98,13 +111,13 @@ func (p *Board) addFrameLocked(seq uint64, refresh bool, ops []templ.Component) 
 	next := p.frames % uint64(len(p.out))
 	if p.frames >= uint64(len(p.out)) {
 		old := p.out[next]
-		p.lostSeq, p.lostFresh = old.seq, old.refresh
+		p.lostSeq, p.lostFresh, p.lostPlace = old.seq, old.refresh, old.place
 	}
 	if refresh {
 		ops = append([]templ.Component{refreshMark}, ops...)
 	}
 	p.frames++
-	p.out[next] = frame{n: p.frames, seq: seq, refresh: refresh, render: &lazyFrame{epoch: p.cfg.Hub.Epoch(), ops: ops}}
+	p.out[next] = frame{n: p.frames, seq: seq, refresh: refresh, place: p.place, render: &lazyFrame{epoch: p.cfg.Hub.Epoch(), place: p.place, ops: ops}}
 	p.pending = true
 	p.pulseLocked()
 }
@@ -233,7 +246,7 @@ func (w *wake) bytes() []byte {
 			}
 			var buf bytes.Buffer
 			last := w.frames[len(w.frames)-1]
-			writeFrame(&buf, last.render.epoch, last.seq, renderFrame(lastRedraws(ops)...))
+			writeFrame(&buf, last.render.epoch, last.seq, last.place, renderFrame(lastRedraws(ops)...))
 			w.b = buf.Bytes()
 		}
 	})
@@ -344,6 +357,34 @@ func (p *Board) resumeLocked(seq uint64) (n uint64, ok bool) {
 	return p.at(first).n - 1, true
 }
 
+// resumePlaceLocked finds where a viewer that has every event of the
+// room's order up to place continues, whichever server of the room drew
+// them: after frame n, the last one this board made before it drew the
+// first event after place. ok is false when this board cannot say: the
+// room's order here does not hold place unbroken, this board has not
+// drawn up to it yet, or the frames after it are gone from the ring. The
+// frames a viewer skips are the ones of events it has, and this server's
+// own between them (its ticks, its refreshes), which the page had from
+// its former server in its own way.
+func (p *Board) resumePlaceLocked(place live.Place) (n uint64, ok bool) {
+	if p.closed || place.IsZero() || place.After(p.place) || p.lostPlace.After(place) {
+		return 0, false
+	}
+	if !p.cfg.Hub.HoldsPlace(place) {
+		return 0, false
+	}
+	held := p.held()
+	from := 0 // frames made before the order last went back are not searched
+	if oldest := p.frames - uint64(held); p.placeFrom > oldest {
+		from = int(min(p.placeFrom-oldest, uint64(held)))
+	}
+	first := from + sort.Search(held-from, func(i int) bool { return p.at(from + i).place.After(place) })
+	if first == held {
+		return p.frames, true
+	}
+	return p.at(first).n - 1, true
+}
+
 // redrawLocked returns what draws every panel as they are now, as one
 // SSE event; it is rendered when called, outside the lock, and once for
 // every viewer that opens before anything changes.
@@ -351,7 +392,7 @@ func (p *Board) redrawLocked() func() []byte {
 	if r := p.redrawn; r != nil && r.seq == p.modelSeq && r.frames == p.frames {
 		return r.bytes
 	}
-	r := &redrawing{epoch: p.cfg.Hub.Epoch(), seq: p.modelSeq, frames: p.frames, ops: p.fullFrameLocked()}
+	r := &redrawing{epoch: p.cfg.Hub.Epoch(), seq: p.modelSeq, place: p.place, frames: p.frames, ops: p.fullFrameLocked()}
 	p.redrawn = r
 	return r.bytes
 }
@@ -411,7 +452,7 @@ func (p *Board) resyncLocked(why Why) func() []byte {
 	if p.cfg.ResyncNote != nil {
 		ops = append(ops, p.cfg.ResyncNote(why))
 	}
-	r := &redrawing{epoch: p.cfg.Hub.Epoch(), seq: p.modelSeq, frames: p.frames, ops: ops}
+	r := &redrawing{epoch: p.cfg.Hub.Epoch(), seq: p.modelSeq, place: p.place, frames: p.frames, ops: ops}
 	*cache = r
 	return r.bytes
 }
@@ -425,6 +466,7 @@ var resyncMark = rawHTML("<!--resync-->")
 type redrawing struct {
 	epoch       string
 	seq, frames uint64 // the model's event and the frames made
+	place       live.Place
 	ops         []templ.Component
 	once        sync.Once
 	b           []byte
@@ -433,7 +475,7 @@ type redrawing struct {
 func (r *redrawing) bytes() []byte {
 	r.once.Do(func() {
 		var buf bytes.Buffer
-		writeFrame(&buf, r.epoch, r.seq, renderFrame(r.ops...))
+		writeFrame(&buf, r.epoch, r.seq, r.place, renderFrame(r.ops...))
 		r.b, r.ops = buf.Bytes(), nil
 	})
 	return r.b

@@ -104,6 +104,9 @@ func (p *Board) Snapshot() views.Live {
 
 func (p *Board) snapshotLocked() views.Live {
 	l := views.Live{Epoch: p.cfg.Hub.Epoch(), Seq: p.modelSeq, Now: p.cfg.Clock.Now(), Counters: p.countersLocked(), Faults: p.faults, Steps: p.steps}
+	if !p.place.IsZero() {
+		l.Place = p.place.String()
+	}
 	for _, r := range p.rows {
 		c := *r
 		c.Steps = slices.Clone(r.Steps)

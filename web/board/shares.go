@@ -67,6 +67,9 @@ type mutedRow struct {
 	row     *views.TimelineRow
 	n       int // requests not drawn
 	drawn   time.Time
+	// held says muted events changed the model since the row was last
+	// drawn; armed, that a drawing of them is scheduled (drawHeld).
+	held, armed bool
 }
 
 func newSourceShares() sourceShares {
@@ -164,15 +167,48 @@ func (p *Board) mutedFrame(e live.Event, key string, now time.Time) []templ.Comp
 			p.rows = p.rows[:len(p.rows)-1]
 			ops = append(ops, views.FrameDelete(old.ID))
 		}
-	} else if now.Sub(r.drawn) < shareRefresh {
+	} else if wait := shareRefresh - now.Sub(r.drawn); wait > 0 {
+		// Too soon to draw again: what this event changed goes out at the
+		// end of the row's interval, by itself if nothing else comes, so
+		// that the last requests of a burst reach the pages without
+		// waiting for a later one.
+		r.held = true
+		if !r.armed {
+			r.armed = true
+			time.AfterFunc(min(wait, shareRefresh), func() { p.drawHeld(key, r) })
+		}
 		return nil
 	} else {
 		p.mutedText(r)
 		ops = append(ops, views.StepView(r.row.Steps[0], true), views.Outcome(r.row.ID, r.row.Outcome, true))
 	}
-	r.drawn = now
+	r.drawn, r.held = now, false
 	return append(ops, inTable(views.KeysBody(p.snapshotKeysLocked(), p.cfg.Clock.Now(), true)),
 		views.CountersView(p.countersLocked(), true))
+}
+
+// drawHeld draws what the muted events of the row of key changed since
+// it was last drawn, when no later event of its caller did: the row, the
+// key table and the counters, each replaced whole, as a refresh frame.
+// In busy mode nothing is drawn here: the busy refreshes draw the
+// counters, and leaving it the tables.
+func (p *Board) drawHeld(key string, r *mutedRow) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r.armed = false
+	if !r.held || p.closed || p.busy != nil {
+		return
+	}
+	r.held = false
+	r.drawn = p.cfg.Wall()
+	var ops []templ.Component
+	if p.shares.rows[key] == r && p.hasRow(r.row.ID) {
+		p.mutedText(r)
+		ops = append(ops, views.StepView(r.row.Steps[0], true), views.Outcome(r.row.ID, r.row.Outcome, true))
+	}
+	ops = append(ops, inTable(views.KeysBody(p.snapshotKeysLocked(), p.cfg.Clock.Now(), true)),
+		views.CountersView(p.countersLocked(), true))
+	p.addFrameLocked(p.modelSeq, true, ops)
 }
 
 // forgetMutedRows makes room for a caller's row: it forgets the rows the

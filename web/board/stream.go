@@ -2,6 +2,7 @@ package board
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -20,7 +21,8 @@ const (
 	// from timing out, and lets a dead viewer be noticed.
 	heartbeatEvery = 15 * time.Second
 	// writeTimeout drops a viewer whose connection takes longer than this
-	// to accept one batch: the hub never waits for it, and neither do we.
+	// to accept one batch (nine tenths of it at least, see eventStream.write):
+	// the hub never waits for it, and neither do we.
 	writeTimeout = 10 * time.Second
 	// reconnectMS is the retry hint sent to EventSource.
 	reconnectMS = 1000
@@ -47,7 +49,14 @@ var ErrFull = errors.New("too many live views open")
 func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int) error {
 	at := resumePoint(r)
 	why := FellBehind
-	if at.given && at.epoch != proj.cfg.Hub.Epoch() {
+	foreign := at.given && at.epoch != proj.cfg.Hub.Epoch()
+	if foreign && !at.place.IsZero() {
+		// From another server of the room (or another life of this one),
+		// with its place in the room's order: this board may not have
+		// drawn that far yet.
+		proj.waitPlace(r.Context(), at.place)
+	}
+	if foreign {
 		// Asked before the lock: it may read the database.
 		why = proj.origin(r.Context(), at.epoch)
 	}
@@ -70,8 +79,13 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 	proj.startBeatLocked()
 	var cursor uint64
 	ok := false
-	if at.given && at.epoch == proj.cfg.Hub.Epoch() {
+	switch {
+	case at.given && !foreign:
 		cursor, ok = proj.resumeLocked(at.seq)
+	case foreign && !at.place.IsZero():
+		// Every server draws the room's events in the room's order: the
+		// page goes on from the frames here after the last event it has.
+		cursor, ok = proj.resumePlaceLocked(at.place)
 	}
 	var redraw func() []byte
 	switch {
@@ -137,6 +151,11 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 	}
 
 	ctx := r.Context()
+	var gap time.Duration
+	if proj.cfg.WriteGap != nil {
+		gap = proj.cfg.WriteGap(r)
+	}
+	var wrote time.Time
 	for w := tip; ; {
 		select {
 		case <-w.done:
@@ -152,17 +171,96 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 			// and is redrawn.
 			return nil
 		}
-		if proj.cfg.BeforeWrite != nil && !w.beat {
-			proj.cfg.BeforeWrite(r)
+		if !w.beat {
+			if wait := gap - time.Since(wrote); gap > 0 && wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-out.gone:
+					t.Stop()
+					return nil
+				case <-ctx.Done():
+					t.Stop()
+					return nil
+				}
+			}
+			if proj.cfg.BeforeWrite != nil {
+				proj.cfg.BeforeWrite(r)
+			}
 		}
 		b, ok := w.after(cursor)
 		if !ok {
 			return nil
 		}
+		cursor = max(cursor, w.last)
+		// For a viewer with a gap, the wakes that came while it waited go
+		// out in the same write, up to mergedWrite bytes; a heartbeat
+		// among them is not needed.
+		if gap > 0 && !w.beat {
+			for len(b) < mergedWrite && isDone(w.done) && !w.next.end && proj.pulsed.Load()-cursor <= liveFrames {
+				w = w.next
+				if w.beat {
+					continue
+				}
+				more, ok := w.after(cursor)
+				if !ok {
+					return nil
+				}
+				// b may be a frame shared with every other viewer: the
+				// first merge copies it (the full slice expression leaves
+				// no room to append in place) rather than write into its
+				// spare capacity.
+				b = append(b[:len(b):len(b)], more...)
+				cursor = max(cursor, w.last)
+			}
+		}
 		if len(b) > 0 && out.write(b) != nil {
 			return nil
 		}
-		cursor = max(cursor, w.last)
+		wrote = time.Now()
+	}
+}
+
+// placeWait bounds how long a page that resumes from a place this board
+// has not drawn yet waits for it, polled every placePoll: the events come
+// from the database within moments, and past that the page is redrawn.
+const (
+	placeWait = 3 * time.Second
+	placePoll = 10 * time.Millisecond
+)
+
+// waitPlace waits, at most placeWait, until the board has drawn the
+// room's events up to place.
+func (proj *Board) waitPlace(ctx context.Context, place live.Place) {
+	t := time.NewTimer(placePoll)
+	defer t.Stop()
+	for range placeWait / placePoll {
+		proj.mu.Lock()
+		there := !place.After(proj.place) || proj.closed
+		proj.mu.Unlock()
+		if there {
+			return
+		}
+		select {
+		case <-t.C:
+			t.Reset(placePoll)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// mergedWrite bounds what a viewer with a write gap gathers for one
+// write: a few pages' worth of changes, not all the ring holds.
+const mergedWrite = 256 << 10
+
+// isDone says whether ch is closed.
+func isDone(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -180,6 +278,9 @@ type eventStream struct {
 	rc      *http.ResponseController
 	w       http.ResponseWriter
 	timeout time.Duration
+	// deadlineSet is when the taken-over connection's write deadline was
+	// last moved (see write).
+	deadlineSet time.Time
 	// gone is closed when the viewer hangs up (taken-over connections:
 	// net/http no longer watches them).
 	gone chan struct{}
@@ -240,7 +341,14 @@ func (s *eventStream) write(b []byte) error {
 		}
 		return s.rc.Flush()
 	}
-	_ = s.conn.SetWriteDeadline(time.Now().Add(s.timeout))
+	// Moving a deadline changes a timer in the runtime, and with hundreds
+	// of viewers written ten times a second that was a timer change per
+	// write. It is moved once a tenth of the timeout has gone by: a write
+	// still has at least nine tenths of the timeout to be accepted.
+	if now := time.Now(); now.Sub(s.deadlineSet) >= s.timeout/10 {
+		_ = s.conn.SetWriteDeadline(now.Add(s.timeout))
+		s.deadlineSet = now
+	}
 	_, err := s.conn.Write(b)
 	return err
 }
@@ -260,6 +368,9 @@ func (s *eventStream) close() {
 type resumeAt struct {
 	epoch string // the life of the hub that numbered seq ("" for a bare number)
 	seq   uint64
+	// place is the place in the room's order of the newest event the
+	// viewer has, zero when its id named none.
+	place live.Place
 	given bool // the viewer named an event it saw
 }
 
@@ -270,15 +381,15 @@ func resumePoint(r *http.Request) resumeAt {
 	if v == "" {
 		v = r.URL.Query().Get("since")
 	}
-	epoch, seq, ok := live.ParseEventID(v)
-	return resumeAt{epoch: epoch, seq: seq, given: ok}
+	epoch, seq, place, ok := live.ParsePlacedEventID(v)
+	return resumeAt{epoch: epoch, seq: seq, place: place, given: ok}
 }
 
 // writeFrame appends one SSE event: its id, its name and its HTML, one
 // data line per line of HTML.
-func writeFrame(buf *bytes.Buffer, epoch string, seq uint64, html []byte) {
+func writeFrame(buf *bytes.Buffer, epoch string, seq uint64, place live.Place, html []byte) {
 	buf.WriteString("id: ")
-	buf.WriteString(live.EventID(epoch, seq))
+	buf.WriteString(live.PlacedEventID(epoch, seq, place))
 	buf.WriteString("\nevent: frame\n")
 	for len(html) > 0 {
 		line := html

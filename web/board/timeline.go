@@ -49,7 +49,11 @@ func (p *Board) apply(e live.Event) {
 	if !muted {
 		p.rate.add(now) // under mu: the busy ticker reads it too
 	}
-	u := &update{p: p, e: e, quiet: p.busy != nil || muted, hidden: p.hidden.hides(e)}
+	// The presenter's own requests are drawn one by one even in busy
+	// mode: they are few, and the presenter's board must show each of
+	// them while the class makes the room busy.
+	drawnWhileBusy := e.Priority
+	u := &update{p: p, e: e, quiet: (p.busy != nil && !drawnWhileBusy) || muted, hidden: p.hidden.hides(e)}
 	before := p.counters
 	if faults != nil {
 		p.faults = *faults
@@ -85,10 +89,12 @@ func (p *Board) apply(e live.Event) {
 	case muted && p.busy == nil:
 		p.addFrameLocked(e.Seq, false, append(p.mutedFrame(e, mutedRow, now), mark...))
 		return
-	case p.busy == nil && e.Kind != live.Reset && (p.rate.perSecond(now) > busyEnter || p.rate.recent(now) > busyEnterBurst):
+	case p.busy == nil && e.Kind != live.Reset && !drawnWhileBusy && (p.rate.perSecond(now) > busyEnter || p.rate.recent(now) > busyEnterBurst):
+		// (A presenter's event is drawn; the next of anyone else's
+		// enters busy mode.)
 		p.addFrameLocked(e.Seq, false, append(p.enterBusy(e, now), mark...))
 		return
-	case p.busy != nil:
+	case p.busy != nil && !drawnWhileBusy:
 		if e.Kind == live.Received {
 			p.busyReqs++
 		}

@@ -32,6 +32,33 @@ func EventID(epoch string, seq uint64) string {
 	return epoch + "-" + strconv.FormatUint(seq, 10)
 }
 
+// PlacedEventID is EventID with, after "@", the place in the room's order
+// of the newest event the page has then (order.go), when there is one: a
+// page resuming on another server of the room continues from it there.
+func PlacedEventID(epoch string, seq uint64, place Place) string {
+	if place.IsZero() {
+		return EventID(epoch, seq)
+	}
+	return EventID(epoch, seq) + "@" + place.String()
+}
+
+// ParsePlacedEventID reads an id PlacedEventID wrote: ParseEventID's
+// parts, and the place (zero when the id has none). ok is false for an
+// id that ParseEventID refuses, or whose place is not one.
+func ParsePlacedEventID(id string) (epoch string, seq uint64, place Place, ok bool) {
+	id, at, placed := strings.Cut(id, "@")
+	if placed {
+		if place, ok = ParsePlace(at); !ok {
+			return "", 0, Place{}, false
+		}
+	}
+	epoch, seq, ok = ParseEventID(id)
+	if !ok {
+		return "", 0, Place{}, false
+	}
+	return epoch, seq, place, true
+}
+
 // ParseEventID reads an id a page sends back (Last-Event-ID, ?since=).
 // A bare number, from a page loaded before ids carried an epoch, has the
 // epoch "": it matches no hub's, so the page is sent the whole room. ok

@@ -14,6 +14,7 @@ package live
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -102,7 +103,10 @@ type Event struct {
 	// timeline's shares (kept.go); it stays on this server.
 	Source string `json:"-"`
 	// Priority marks a step of the presenter's own requests, which no
-	// student's share of the board ever holds back (web/board/shares.go).
+	// student's share of the board ever holds back (web/board/shares.go)
+	// and busy mode still draws. It stays out of the JSON that pages
+	// read; the relay carries it to the other servers' boards in a field
+	// of its own (web/room/relay_wire.go).
 	Priority bool `json:"-"`
 	// Arrived is the real time this server published the step: the
 	// board paces a caller's share by it rather than by the moment it
@@ -117,7 +121,23 @@ type Entry struct {
 	// Remote marks an event another server published and this one
 	// received (PublishRemote): it is shown here, not sent back out.
 	Remote bool
+	// Place is the event's place in the room's order (order.go), on the
+	// events the relay carries; zero on the others.
+	Place Place
+	// Echo marks this server's own event handed back by the relay to be
+	// drawn in the room's order (PublishEchoes): only the subscriptions
+	// that ask for echoes see it.
+	Echo bool
+	// Own is, on an echo, the number this hub gave the event when it was
+	// first published.
+	Own uint64
+	// ownUpTo counts this server's own events published up to this one.
+	ownUpTo uint64
 }
+
+// OwnUpTo counts this server's own events (not another server's, not an
+// echo) that the hub published up to e, e included.
+func (e *Entry) OwnUpTo() uint64 { return e.ownUpTo }
 
 // DefaultSize is how many events the hub keeps. Besides the timeline and
 // its export, the ring is where the live relay reads the events it sends
@@ -150,6 +170,8 @@ type Hub struct {
 	mu   sync.Mutex
 	ring []*Entry
 	next uint64 // the next event's Seq; Seqs start at 1
+	// own counts this server's own events published (Entry.OwnUpTo).
+	own  uint64
 	wake chan struct{}
 	// watched is set once wake has been handed to a viewer.
 	watched bool
@@ -157,6 +179,11 @@ type Hub struct {
 
 	// kept is the timeline the class reads back, in shares (kept.go).
 	kept *keeper
+	// tally counts this server's own answers (tally.go).
+	tally Tally
+	// order is the room's order of the events the relay carries
+	// (order.go).
+	order roomOrder
 }
 
 // New returns a hub that keeps the last size events.
@@ -221,6 +248,28 @@ func (h *Hub) PublishRemoteAll(entries []Entry) {
 	}
 }
 
+// PublishEchoes publishes, in order, this server's own events that the
+// relay hands back to be drawn in the room's order (web/room's
+// RelayConfig.Echo), taking the entries themselves as PublishRemoteAll
+// does. They were published once already: they are neither kept nor
+// counted again, and only subscriptions made with SubscribeEchoes see
+// them.
+func (h *Hub) PublishEchoes(entries []Entry) {
+	if len(entries) == 0 {
+		return
+	}
+	h.mu.Lock()
+	for i := range entries {
+		entries[i].Remote, entries[i].Echo = true, true
+		h.ringLocked(&entries[i])
+	}
+	wake := h.wakeLocked()
+	h.mu.Unlock()
+	if wake != nil {
+		close(wake)
+	}
+}
+
 // entrySlab is how many entries the hub makes at a time.
 const entrySlab = 64
 
@@ -229,6 +278,9 @@ func (h *Hub) publish(e *Event, remote bool) Event {
 	entry.Event, entry.Remote = *e, remote
 	h.mu.Lock()
 	h.ringLocked(entry)
+	if !remote {
+		h.tally.count(e.Kind)
+	}
 	wake := h.wakeLocked()
 	h.mu.Unlock()
 	if wake != nil {
@@ -241,12 +293,18 @@ func (h *Hub) publish(e *Event, remote bool) Event {
 // stores it in the ring. Callers hold h.mu.
 func (h *Hub) ringLocked(entry *Entry) {
 	entry.Seq = h.next
+	if !entry.Remote {
+		h.own++
+	}
+	entry.ownUpTo = h.own
 	if entry.Time.IsZero() {
 		entry.Time = h.now()
 	}
 	h.next++
 	h.ring[entry.Seq%uint64(len(h.ring))] = entry
-	h.kept.add(&entry.Event)
+	if !entry.Echo {
+		h.kept.add(&entry.Event)
+	}
 }
 
 // wakeLocked returns the channel to close, once h.mu is released, to wake
@@ -281,6 +339,14 @@ func (h *Hub) LastSeq() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.next - 1
+}
+
+// LastOwn returns the Seq of the newest event, as LastSeq does, and how
+// many of the events up to it were this server's own (Entry.OwnUpTo).
+func (h *Hub) LastOwn() (seq, own uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.next - 1, h.own
 }
 
 // ErrTooSlow is returned to a viewer that fell behind by more than the
@@ -327,7 +393,7 @@ func (h *Hub) Recent(n int) []*Entry {
 		start = newest - uint64(n)
 	}
 	out, _, _ := h.since(start)
-	return out
+	return slices.DeleteFunc(out, func(e *Entry) bool { return e.Echo })
 }
 
 // Clear forgets every event held, for a reset. Sequence numbers keep
@@ -346,6 +412,8 @@ type Subscription struct {
 	// catchUp allows the first read to start at the oldest event held:
 	// a new viewer asked for whatever is there, so nothing was "missed".
 	catchUp bool
+	// echoes: the viewer sees the relay's echoes too (SubscribeEchoes).
+	echoes bool
 }
 
 // Subscribe starts a viewer after lastSeq: 0 means "from the oldest event
@@ -353,6 +421,15 @@ type Subscription struct {
 // only new events passes LastSeq().
 func (h *Hub) Subscribe(lastSeq uint64) *Subscription {
 	return &Subscription{hub: h, cursor: lastSeq, catchUp: lastSeq == 0}
+}
+
+// SubscribeEchoes starts a viewer as Subscribe does, which sees the
+// relay's echoes of this server's events too (PublishEchoes): the board,
+// which draws them in the room's order.
+func (h *Hub) SubscribeEchoes(lastSeq uint64) *Subscription {
+	s := h.Subscribe(lastSeq)
+	s.echoes = true
+	return s
 }
 
 // Next blocks until there are events after the cursor, then returns them
@@ -373,7 +450,13 @@ func (s *Subscription) Next(ctx context.Context) ([]*Entry, error) {
 		if len(entries) > 0 {
 			s.catchUp = false
 			s.cursor = entries[len(entries)-1].Seq
-			return entries, nil
+			if !s.echoes {
+				entries = slices.DeleteFunc(entries, func(e *Entry) bool { return e.Echo })
+			}
+			if len(entries) > 0 {
+				return entries, nil
+			}
+			continue
 		}
 		select {
 		case <-wake:

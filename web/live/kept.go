@@ -56,24 +56,56 @@ type keeper struct {
 	biggestOf share
 }
 
-// eventQueue is one share's events, oldest first.
+// eventQueue is one share's events, oldest first, in a ring: a full
+// share takes one event in and lets its oldest go on every event, and a
+// ring does that without moving the others (a slice whose front was let
+// go copied half of them now and then, and allocated a new array each
+// time).
 type eventQueue struct {
-	events []Event
-	head   int
+	events []Event // the ring; its length is its capacity
+	head   int     // the oldest event
+	n      int     // how many it holds
 }
 
-func (q *eventQueue) len() int { return len(q.events) - q.head }
+func (q *eventQueue) len() int { return q.n }
 
-func (q *eventQueue) push(e Event) { q.events = append(q.events, e) }
+func (q *eventQueue) push(e Event) {
+	if q.n == len(q.events) {
+		q.resize(max(16, 2*len(q.events)))
+	}
+	q.events[(q.head+q.n)%len(q.events)] = e
+	q.n++
+}
 
 func (q *eventQueue) pop() {
 	q.events[q.head] = Event{}
-	q.head++
-	// Let the slice's front go once it is half of it.
-	if q.head > 64 && q.head*2 > len(q.events) {
-		q.events = append([]Event(nil), q.events[q.head:]...)
-		q.head = 0
+	q.head = (q.head + 1) % len(q.events)
+	q.n--
+	// Let the ring shrink with the share, so that a share cut down to a
+	// few events does not keep the room it once needed.
+	if len(q.events) > 64 && q.n*4 < len(q.events) {
+		q.resize(len(q.events) / 2)
 	}
+}
+
+// resize moves the events to a ring of size, oldest first.
+func (q *eventQueue) resize(size int) {
+	events := make([]Event, size)
+	q.appendTo(events[:0])
+	q.events, q.head = events, 0
+}
+
+// appendTo appends the events to out, oldest first.
+func (q *eventQueue) appendTo(out []Event) []Event {
+	if q.n == 0 {
+		return out
+	}
+	end := q.head + q.n
+	if end <= len(q.events) {
+		return append(out, q.events[q.head:end]...)
+	}
+	out = append(out, q.events[q.head:]...)
+	return append(out, q.events[:end-len(q.events)]...)
 }
 
 func newKeeper(perShare, total int) *keeper {
@@ -124,7 +156,7 @@ func (k *keeper) events() []Event {
 	k.mu.Lock()
 	out := make([]Event, 0, k.count)
 	for _, q := range k.shares {
-		out = append(out, q.events[q.head:]...)
+		out = q.appendTo(out)
 	}
 	k.mu.Unlock()
 	slices.SortFunc(out, func(a, b Event) int {

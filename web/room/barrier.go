@@ -59,6 +59,10 @@ type Barriers struct {
 	// no new one, until release.
 	Quiesce func(by string) (release func())
 	Logf    func(format string, args ...any)
+	// Now is the real time the barrier's bounds are measured by; nil
+	// means the wall clock. Its timers still run on the wall clock, so a
+	// Now moved ahead is noticed within resetPoll or reloadEvery.
+	Now func() time.Time
 
 	// joined is the last barrier this server took part in (Applied runs
 	// under the room's lock).
@@ -80,6 +84,14 @@ const (
 	// under way before it gives up.
 	resetBusyAttempts = 3
 )
+
+// now is the time by the barrier's clock.
+func (s *Barriers) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
 
 // errResetBusy is the room edit's refusal to start a barrier while
 // another one is under way.
@@ -110,7 +122,7 @@ func (s *Barriers) StartReset(ctx context.Context) (Barrier, error) {
 		var mine Barrier
 		var busy Barrier
 		_, _, err := r.Change(ctx, func(st *State) error {
-			now := time.Now()
+			now := s.now()
 			if b := st.Barrier; b != nil && now.Before(b.Until) {
 				busy = *b
 				return errResetBusy
@@ -160,7 +172,7 @@ func (s *Barriers) AwaitAcks(ctx context.Context, b Barrier) []string {
 		if err == nil && len(missing) == 0 {
 			return nil
 		}
-		wait := time.Until(deadline)
+		wait := deadline.Sub(s.now())
 		if wait <= 0 || ctx.Err() != nil {
 			return missing
 		}
@@ -193,7 +205,7 @@ func (s *Barriers) join(ctx context.Context, b Barrier) {
 	// Held requests hold the in-flight lock: Quiesce lets them go first.
 	release := s.Quiesce("reset on " + nameOr(b.ByName))
 	defer release()
-	if !s.barrierOpen(b.Gen) || !time.Now().Before(b.Until) {
+	if !s.barrierOpen(b.Gen) || !s.now().Before(b.Until) {
 		return // over already, or its server went on without us
 	}
 	_, _, err := r.Change(ctx, func(st *State) error {
@@ -223,7 +235,7 @@ func (s *Barriers) awaitEnd(ctx context.Context, gen uint64, until time.Time) er
 			return nil
 		}
 		_, changed := s.barrier()
-		wait := time.Until(until)
+		wait := until.Sub(s.now())
 		if wait <= 0 {
 			return nil
 		}

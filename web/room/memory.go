@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"paytwice/pay/peers"
 )
 
 // roomChannel is the channel UpdateRoom announces versions on, apart from
@@ -28,6 +30,13 @@ type MemoryPeers struct {
 	// listeners are the ListenEach and ListenRoom calls under way.
 	listeners map[*listener]struct{}
 	guesses   map[string]Guesses
+	workshop  []byte
+	// numbered holds the newest numbered batches (NotifyNumbered), the
+	// payloads of batch n at numbered[n-firstNumbered]; lastNumbered is
+	// the newest batch's number.
+	numbered      [][]string
+	firstNumbered uint64
+	lastNumbered  uint64
 }
 
 // Memory is the peers of a server on its own: the room is its memory, and
@@ -45,6 +54,8 @@ func SharedMemory() *MemoryPeers { return newMemory(true) }
 type RoomStore interface {
 	LoadRoom(ctx context.Context) (state []byte, version int64, err error)
 	SaveRoom(ctx context.Context, state []byte, version int64) error
+	LoadWorkshop(ctx context.Context) ([]byte, error)
+	UpdateWorkshop(ctx context.Context, change func(old []byte) ([]byte, error)) error
 }
 
 // Stored is the peers of a server on its own whose room is kept in st: a
@@ -58,7 +69,7 @@ func Stored(st RoomStore) *MemoryPeers {
 }
 
 func newMemory(shared bool) *MemoryPeers {
-	return &MemoryPeers{shared: shared, state: []byte("{}"), listeners: map[*listener]struct{}{}, guesses: map[string]Guesses{}}
+	return &MemoryPeers{shared: shared, state: []byte("{}"), workshop: []byte("{}"), listeners: map[*listener]struct{}{}, guesses: map[string]Guesses{}}
 }
 
 // Shared reports whether the servers given m are a class of several.
@@ -160,9 +171,96 @@ func (m *MemoryPeers) Notify(ctx context.Context, channel string, payloads ...st
 	return nil
 }
 
+// NotifyNumbered gives the batch the next number and hands its payloads,
+// after their Part headers, to every listener of channel, under the lock
+// that orders every notification.
+func (m *MemoryPeers) NotifyNumbered(ctx context.Context, channel string, payloads ...string) (uint64, error) {
+	if len(payloads) == 0 {
+		return 0, nil
+	}
+	for _, payload := range payloads {
+		if len(payload) > peers.MaxNumberedPayload {
+			return 0, fmt.Errorf("room: notify %s: payload of %d bytes is over the limit of %d", channel, len(payload), peers.MaxNumberedPayload)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lastNumbered++
+	n := m.lastNumbered
+	parts := make([]string, len(payloads))
+	for i, payload := range payloads {
+		parts[i] = peers.Part{N: n, I: uint64(i + 1), K: uint64(len(payloads))}.Header() + payload
+	}
+	if m.firstNumbered == 0 {
+		m.firstNumbered = n
+	}
+	m.numbered = append(m.numbered, parts)
+	if len(m.numbered) > peers.KeptBatches {
+		drop := len(m.numbered) - peers.KeptBatches
+		clear(m.numbered[:drop])
+		m.numbered = m.numbered[drop:]
+		m.firstNumbered += uint64(drop)
+	}
+	for _, part := range parts {
+		m.sendLocked(channel, part)
+	}
+	return n, nil
+}
+
+// ReadNumbered returns the kept batches from..to.
+func (m *MemoryPeers) ReadNumbered(ctx context.Context, from, to uint64) ([]string, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	kept := m.firstNumbered != 0 && from >= m.firstNumbered
+	var out []string
+	for n := max(from, m.firstNumbered); n <= min(to, m.lastNumbered) && n >= m.firstNumbered && m.firstNumbered != 0; n++ {
+		out = append(out, m.numbered[n-m.firstNumbered]...)
+	}
+	return out, kept || from > to, nil
+}
+
 // ListenEach listens on channels until ctx ends.
 func (m *MemoryPeers) ListenEach(ctx context.Context, channels []string, onListen func(), onNotify func(channel, payload string)) error {
 	return m.listen(ctx, "", channels, onListen, onNotify)
+}
+
+// LoadWorkshop returns the workshop's state: the kept one, when m keeps
+// the room in a file.
+func (m *MemoryPeers) LoadWorkshop(ctx context.Context) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if m.kept != nil {
+		return m.kept.LoadWorkshop(ctx)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.workshop, nil
+}
+
+// UpdateWorkshop replaces the workshop's state with change(old), in the
+// file when m keeps the room there; servers sharing m take turns.
+func (m *MemoryPeers) UpdateWorkshop(ctx context.Context, change func(old []byte) ([]byte, error)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if m.kept != nil {
+		return m.kept.UpdateWorkshop(ctx, change)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next, err := change(m.workshop)
+	if err != nil {
+		return err
+	}
+	m.workshop = append([]byte(nil), next...)
+	return nil
 }
 
 // LoadGuesses returns client's wrong tokens.

@@ -6,12 +6,16 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash/maphash"
+	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	"paytwice/pay/peers"
 	"paytwice/web/live"
 )
 
@@ -79,6 +83,13 @@ type RelayConfig struct {
 	Local func(live.Kind) bool
 	// Also share the relay's listening connection.
 	Also []Listener
+	// Echo, when set, hands this server's own events back to it in the
+	// room's order, so that its pages draw them there (Ordered): those
+	// sent, at their place (Entry.Place), when their batch comes back
+	// from the database; those not sent (no other server heard yet, the
+	// database refused them, too large), at once and unplaced. It runs
+	// on the relay's goroutines and must not block.
+	Echo func(entries []live.Entry)
 }
 
 // RelayChannel is the channel the servers' events travel on.
@@ -185,6 +196,60 @@ type Relay struct {
 	// realNow is the real clock the join window is measured on (not the
 	// demo clock, which a presenter may warp); tests set their own.
 	realNow func() time.Time
+	// at is the last part of the class's numbered batches this relay
+	// took, its own included; zero until the first (only the listening
+	// goroutine uses it).
+	at peers.Part
+	// atRest is what part at carried after its header: reading back
+	// after a reconnection starts from at itself, and finds the same
+	// part there only if the class's order did not go back meanwhile
+	// (only the listening goroutine uses it).
+	atRest string
+	// readBackSums holds a sum of each part read back since the last
+	// part heard live after at (only the listening goroutine uses it):
+	// the same parts may then arrive as notifications too, and are
+	// dropped only if they match.
+	readBackSums map[peers.Part]uint64
+	sumSeed      maphash.Seed
+	// readBack counts the notifications read back from the kept batches
+	// rather than received.
+	readBack atomic.Uint64
+	// start is the newest event of the hub when the relay started: the
+	// events after it are the relay's to send or echo (Ordered).
+	start uint64
+	// echoes holds, by payload, this server's own events sent in it,
+	// until the payload comes back in the room's order (see Echo).
+	echoes echoBook
+}
+
+// echoBook is the events of this server's payloads on their way through
+// the database, by payload (the bytes sent, Part header aside).
+type echoBook struct {
+	mu sync.Mutex
+	m  map[string][]live.Event
+}
+
+// maxEchoes bounds the payloads on their way: one whose echo was lost
+// for good (the pages then reload) would otherwise stay forever.
+const maxEchoes = 4096
+
+func (b *echoBook) put(payload string, events []live.Event) {
+	b.mu.Lock()
+	if b.m == nil || len(b.m) >= maxEchoes {
+		b.m = map[string][]live.Event{}
+	}
+	b.m[payload] = events
+	b.mu.Unlock()
+}
+
+// take returns and forgets the events sent in payload; ok is false for a
+// payload not on its way.
+func (b *echoBook) take(payload string) (events []live.Event, ok bool) {
+	b.mu.Lock()
+	events, ok = b.m[payload]
+	delete(b.m, payload)
+	b.mu.Unlock()
+	return events, ok
 }
 
 // keptBatch is n events a relay did not send, alone, at real time at.
@@ -209,8 +274,9 @@ func StartRelay(ctx context.Context, cfg RelayConfig) *Relay {
 	r := newRelay(cfg, hex.EncodeToString(b))
 	// Subscribe now, not on the goroutine: every event published from here
 	// on is relayed.
-	start := cfg.Hub.LastSeq()
-	go r.send(ctx, cfg.Hub.Subscribe(start), start)
+	start, own := cfg.Hub.LastOwn()
+	r.start = start
+	go r.send(ctx, cfg.Hub.Subscribe(start), own)
 	go r.greet(ctx)
 	go r.listen(ctx)
 	return r
@@ -227,8 +293,9 @@ func newRelay(cfg RelayConfig, id string) *Relay {
 		cfg.Logf = func(string, ...any) {}
 	}
 	head := wireHead + id + "\n"
-	return &Relay{cfg: cfg, head: head, wire: newWireWriter(head), maxPayload: MaxPayload,
-		hello: make(chan struct{}, 1), known: map[string]bool{}, realNow: time.Now}
+	return &Relay{cfg: cfg, head: head, wire: newWireWriter(head), maxPayload: peers.MaxNumberedPayload,
+		hello: make(chan struct{}, 1), known: map[string]bool{}, realNow: time.Now,
+		readBackSums: map[peers.Part]uint64{}, sumSeed: maphash.MakeSeed()}
 }
 
 // Listening counts the starts of listening: 0 until the relay first
@@ -245,7 +312,33 @@ func (r *Relay) Kept() uint64 { return r.keptAll.Load() }
 // Others counts the other relays this one has heard since it started.
 func (r *Relay) Others() int { return int(r.others.Load()) }
 
-// send forwards this server's events after seen until the server stops.
+// Ordered reports whether the relay decides where this server's pages
+// draw e, one of its own events: it comes back through Echo, at its place
+// in the room's order or at once. Without Echo, none.
+func (r *Relay) Ordered(e *live.Entry) bool {
+	return r != nil && r.cfg.Echo != nil && e.Seq > r.start && r.sends(e)
+}
+
+// release hands back through Echo, unplaced, this server's events that
+// the relay did not send: its pages draw them at once.
+func (r *Relay) release(events []live.Event) {
+	if r.cfg.Echo == nil || len(events) == 0 {
+		return
+	}
+	entries := make([]live.Entry, 0, len(events))
+	for _, e := range events {
+		if e.Kind != live.Gap {
+			entries = append(entries, live.Entry{Event: e, Own: e.Seq})
+		}
+	}
+	if len(entries) > 0 {
+		r.cfg.Echo(entries)
+	}
+}
+
+// send forwards this server's events until the server stops; seen counts
+// this server's own events published before the first it reads
+// (live.Entry.OwnUpTo).
 func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 	var owed uint64         // events the others missed, not yet told
 	var events []live.Event // reused: notify is done with it when it returns
@@ -254,13 +347,19 @@ func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 		switch {
 		case errors.Is(err, live.ErrTooSlow):
 			// The ring moved past the relay: go on from the newest event.
-			// What was skipped may include other servers' events, which
-			// would not have been sent anyway; count it all, it is rare.
-			start := r.cfg.Hub.LastSeq()
-			owed += start - seen
-			r.skipped.Add(start - seen)
-			seen = start
+			// Only this server's own events skipped count: the others'
+			// and the echoes were not this relay's to send.
+			start, own := r.cfg.Hub.LastOwn()
+			owed += own - seen
+			r.skipped.Add(own - seen)
+			seen = own
 			sub = r.cfg.Hub.Subscribe(start)
+			if r.cfg.Echo != nil {
+				// This server's pages wait for its events from the relay,
+				// and these will never come: they reload from the database.
+				r.cfg.Hub.Publish(live.Event{Kind: live.Gap, Time: r.cfg.Now(),
+					Message: "this server's own events came faster than they could be put in the room's order; the tables are reloaded from the database"})
+			}
 			if _, gapLost := r.notify(ctx, []live.Event{r.gapEvent(owed)}); !gapLost {
 				owed = 0
 			}
@@ -268,10 +367,18 @@ func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 		case err != nil:
 			return
 		}
-		seen = entries[len(entries)-1].Seq
+		seen = entries[len(entries)-1].OwnUpTo()
 		events = events[:0]
 		if !r.joined.Load() {
 			r.keep(entries)
+			if r.cfg.Echo != nil {
+				for _, e := range entries {
+					if r.sends(e) {
+						events = append(events, e.Event)
+					}
+				}
+				r.release(events)
+			}
 			select {
 			case <-time.After(relayPause):
 			case <-ctx.Done():
@@ -363,7 +470,10 @@ func (r *Relay) greet(ctx context.Context) {
 			return
 		}
 		nctx, cancel := context.WithTimeout(ctx, relayNotifyTimeout)
-		err := r.cfg.Peers.Notify(nctx, RelayChannel, r.head)
+		// Numbered like any batch: its own hello, come back, tells the
+		// relay where in the order it started listening, so that it can
+		// read back what it misses if its connection is lost later.
+		_, err := r.cfg.Peers.NotifyNumbered(nctx, RelayChannel, r.head)
 		cancel()
 		if err != nil {
 			select {
@@ -403,15 +513,22 @@ func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 	payloads := r.payloads[:0]
 	steps := uint64(0) // events written that are not gaps
 	gaps := false      // whether a gap was written
-	end := func() {    // ends the notification being written
+	echo := r.cfg.Echo != nil
+	var sent [][]live.Event // with Echo: this server's events of each payload
+	var cur []live.Event
+	end := func() { // ends the notification being written
 		if w.events > 0 {
 			payloads = append(payloads, string(w.buf))
 			w.reset(r.head)
+			if echo {
+				sent, cur = append(sent, cur), nil
+			}
 		}
 	}
 	var rec []byte
 	for i := range events {
 		e := &events[i]
+		seq := e.Seq
 		e.Seq = 0 // the receiving hub numbers it
 		rec = w.record(rec[:0], e)
 		if w.events > 0 && len(w.buf)+len(rec) > r.maxPayload {
@@ -426,11 +543,18 @@ func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 					gapLost = true
 				} else {
 					failed++
+					unsent := *e
+					unsent.Seq = seq
+					r.release([]live.Event{unsent})
 				}
 				continue
 			}
 		}
 		w.add(rec, e)
+		if echo {
+			cur = append(cur, *e)
+			cur[len(cur)-1].Seq = seq // this hub's number: Entry.Own on the echo
+		}
 		if e.Kind != live.Gap {
 			steps++
 		} else {
@@ -445,11 +569,24 @@ func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 	if len(payloads) == 0 {
 		return failed, gapLost
 	}
+	// The payloads may come back before NotifyNumbered returns: their
+	// events are booked first.
+	for i, p := range sent {
+		r.echoes.put(payloads[i], p)
+	}
 	nctx, cancel := context.WithTimeout(ctx, relayNotifyTimeout)
-	err := r.cfg.Peers.Notify(nctx, RelayChannel, payloads...)
+	_, err := r.cfg.Peers.NotifyNumbered(nctx, RelayChannel, payloads...)
 	cancel()
 	switch {
 	case err != nil:
+		// Not sent: this server's pages draw them now. (A commit whose
+		// answer was lost may still come back; its events, taken off the
+		// book here, are then placed but not drawn twice.)
+		for i := range sent {
+			if evs, ok := r.echoes.take(payloads[i]); ok {
+				r.release(evs)
+			}
+		}
 		failed, gapLost = failed+steps, gapLost || gaps
 		// Say so once, not for every batch while the database is away.
 		if !r.failing && ctx.Err() == nil {
@@ -514,22 +651,129 @@ func (r *Relay) listen(ctx context.Context) {
 	})
 }
 
-// relistened runs each time the relay (re)starts listening. Notifications
-// sent while it was not are lost for good: after a reconnection, the sink
-// is told.
+// relistened runs each time the relay (re)starts listening. The batches
+// sent while it was not are read back from those the peers keep; when
+// they are no longer kept (or cannot be read), they are lost for good and
+// the sink is told.
 func (r *Relay) relistened() {
 	r.sayHello()
 	if r.listening.Add(1) == 1 {
 		return // the first start: there was nothing to miss yet
 	}
-	r.cfg.Sink.Missed()
+	if r.at.N == 0 || !r.catchUp(math.MaxUint64, 0) {
+		// Lost for good: the pages reload, and the next batch heard is
+		// where the relay starts again.
+		r.at = peers.Part{}
+		r.missed()
+	}
 }
 
-// receive hands one notification's events to the sink, unless this relay
-// sent it. A notification from a relay not heard before is answered with a
-// hello; one with no events is a hello.
+// relayReadTimeout bounds reading back missed batches, which holds the
+// listening goroutine.
+const relayReadTimeout = 5 * time.Second
+
+// receive takes one notification: a part of a numbered batch in the
+// class's order (anything before it that never arrived is read back
+// first), or a hello.
 func (r *Relay) receive(payload string) {
+	part, rest, numbered := peers.CutPart(payload)
+	if !numbered {
+		r.take(peers.Part{}, payload)
+		return
+	}
+	if r.at.N != 0 && !part.After(r.at) {
+		if sum, ok := r.readBackSums[part]; ok && sum == maphash.String(r.sumSeed, rest) {
+			return // taken already, read back after a reconnection
+		}
+		// Numbered again: a crash of the database forgot the newest
+		// batches (see catchUp) after the relay had read back. What the
+		// forgotten numbers held is unknown here: the pages reload, and
+		// the relay goes on from this part.
+		r.cfg.Logf("live relay: batch #%d heard again with other events: the order of batches went back", part.N)
+		r.missed()
+		clear(r.readBackSums)
+		r.at, r.atRest = part, rest
+		r.take(part, rest)
+		return
+	}
+	clear(r.readBackSums)
+	if r.at.N != 0 && !part.Follows(r.at) && !r.catchUp(part.N, part.I) {
+		// What came between is lost for good: the pages reload.
+		r.missed()
+	}
+	r.at, r.atRest = part, rest
+	r.take(part, rest)
+}
+
+// catchUp reads back the parts after r.at up to, not including, part i of
+// batch n (every kept one when n is MaxUint64) and takes them in order. It
+// reports whether none was missing.
+//
+// It reads from r.at's own batch on, and takes nothing unless r.at is
+// there as it was taken. The numbers may go back: PostgreSQL commits the
+// order's counter without waiting for the disk, so a crash can forget the
+// newest batches, which their listeners took already, and number the next
+// ones again. Nothing then reads as missing (no batch after r.at is
+// numbered yet, or the batch numbered like r.at is another), while every
+// batch numbered again would be dropped as taken: the relay would go deaf
+// in silence. A changed or vanished r.at says so, and the relay starts
+// again from the next batch it hears, the pages reloaded.
+func (r *Relay) catchUp(n, i uint64) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), relayReadTimeout)
+	defer cancel()
+	payloads, kept, err := r.cfg.Peers.ReadNumbered(ctx, r.at.N, n)
+	if err != nil {
+		r.cfg.Logf("live relay: reading back the events missed: %v", err)
+		return false
+	}
+	anchor, anchored := r.at, false
+	for _, p := range payloads {
+		part, rest, ok := peers.CutPart(p)
+		if !ok {
+			continue
+		}
+		if part == anchor {
+			anchored = rest == r.atRest
+			continue
+		}
+		if !part.After(r.at) {
+			continue
+		}
+		if !anchored || part.N > n || part.N == n && part.I >= i {
+			break
+		}
+		if !part.Follows(r.at) {
+			kept = false
+		}
+		r.at, r.atRest = part, rest
+		r.readBackSums[part] = maphash.String(r.sumSeed, rest)
+		r.readBack.Add(1)
+		r.take(part, rest)
+	}
+	if !anchored {
+		if !kept {
+			return false // forgotten with the oldest batches
+		}
+		r.cfg.Logf("live relay: the batch last heard, #%d, is no longer in the database as it was heard: the order of batches went back", anchor.N)
+		return false
+	}
+	return kept && (n == math.MaxUint64 || peers.Part{N: n, I: i}.Follows(r.at))
+}
+
+// ReadBack counts the notifications this relay read back from the kept
+// batches after missing them.
+func (r *Relay) ReadBack() uint64 { return r.readBack.Load() }
+
+// take hands one notification's events to the sink, unless this relay
+// sent it, and places them in the room's order when it is numbered (part
+// is zero when not), this relay's own included. A notification from a
+// relay not heard before is answered with a hello; one with no events is
+// a hello.
+func (r *Relay) take(part peers.Part, payload string) {
 	if strings.HasPrefix(payload, r.head) {
+		if len(payload) > len(r.head) {
+			r.takeOwn(part, payload)
+		}
 		return
 	}
 	r.heard(payload)
@@ -538,9 +782,63 @@ func (r *Relay) receive(payload string) {
 		r.cfg.Logf("live relay: ignoring a notification that is not a batch of events: %v", err)
 		return
 	}
+	if part.N != 0 && len(events) > 0 {
+		r.cfg.Hub.Place(part.N, part.I, events)
+		for j := range events {
+			events[j].Place = live.Place{N: part.N, I: part.I, J: uint64(j) + 1}
+		}
+	}
 	if len(events) > 0 {
 		r.cfg.Sink.Heard(events)
 	}
+}
+
+// takeOwn takes one of this server's own payloads back from the room's
+// order: its events are placed there and, with Echo, handed back to be
+// drawn there. Its events are those booked when it was sent; a payload
+// not booked (the book was full, or the relay had given up on it) is read
+// from its bytes, and then it is placed but not handed back: whatever the
+// relay gave up on, the pages had drawn already or will reload.
+func (r *Relay) takeOwn(part peers.Part, payload string) {
+	booked, ok := r.echoes.take(payload)
+	if part.N == 0 {
+		return
+	}
+	var entries []live.Entry
+	if ok {
+		entries = make([]live.Entry, len(booked))
+		for j := range booked {
+			entries[j].Event, entries[j].Own = booked[j], booked[j].Seq
+		}
+	} else {
+		decoded, err := decodeNotification(payload)
+		if err != nil {
+			return
+		}
+		entries = decoded
+	}
+	r.cfg.Hub.Place(part.N, part.I, entries)
+	if !ok || r.cfg.Echo == nil {
+		return
+	}
+	echoed := entries[:0]
+	for j := range entries {
+		if entries[j].Kind == live.Gap {
+			continue // told to the others; this server's pages had no hole
+		}
+		entries[j].Place = live.Place{N: part.N, I: part.I, J: uint64(j) + 1}
+		echoed = append(echoed, entries[j])
+	}
+	if len(echoed) > 0 {
+		r.cfg.Echo(echoed)
+	}
+}
+
+// missed tells the sink that batches were lost for good, and breaks the
+// room's order here: no page resumes across the hole.
+func (r *Relay) missed() {
+	r.cfg.Hub.BreakOrder()
+	r.cfg.Sink.Missed()
 }
 
 // heard notes the relay that sent payload, another one: the first time,

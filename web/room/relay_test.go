@@ -121,7 +121,7 @@ type recordingNotifier struct {
 	Peers
 	mu    sync.Mutex
 	sizes []int // of every notification
-	calls int   // of Notify
+	calls int   // of Notify and NotifyNumbered
 }
 
 func (n *recordingNotifier) Notify(ctx context.Context, channel string, payloads ...string) error {
@@ -132,6 +132,16 @@ func (n *recordingNotifier) Notify(ctx context.Context, channel string, payloads
 	n.calls++
 	n.mu.Unlock()
 	return n.Peers.Notify(ctx, channel, payloads...)
+}
+
+func (n *recordingNotifier) NotifyNumbered(ctx context.Context, channel string, payloads ...string) (uint64, error) {
+	n.mu.Lock()
+	for _, p := range payloads {
+		n.sizes = append(n.sizes, len(p))
+	}
+	n.calls++
+	n.mu.Unlock()
+	return n.Peers.NotifyNumbered(ctx, channel, payloads...)
 }
 
 func TestRelayBatchesKeepOrderAndFitTheLimit(t *testing.T) {
@@ -185,17 +195,17 @@ type gatedNotifier struct {
 	once          sync.Once
 }
 
-func (n *gatedNotifier) Notify(ctx context.Context, channel string, payloads ...string) error {
+func (n *gatedNotifier) NotifyNumbered(ctx context.Context, channel string, payloads ...string) (uint64, error) {
 	n.once.Do(func() {
 		close(n.entered)
 		<-n.gate
 	})
 	for _, p := range payloads {
 		if strings.Contains(p, "drop") {
-			return errors.New("the database is away")
+			return 0, errors.New("the database is away")
 		}
 	}
-	return n.Peers.Notify(ctx, channel, payloads...)
+	return n.Peers.NotifyNumbered(ctx, channel, payloads...)
 }
 
 // The relay tells the others each event they missed once. A batch goes

@@ -57,6 +57,7 @@ const (
 	tagMessageRef  = 'M'
 	tagServer      = 'v'
 	tagAttempt     = 'p' // the page's name for an attempt
+	tagPriority    = 'P' // a step of the presenter's own requests
 	tagJSON        = 'J' // the whole event as JSON
 )
 
@@ -99,7 +100,7 @@ func (w *wireWriter) record(dst []byte, e *live.Event) []byte {
 			return dst
 		}
 		dst = field(dst, tagJSON, string(b))
-		return append(dst, '\n')
+		return append(priority(dst, e), '\n')
 	}
 	var base live.Event
 	if e.Request != "" {
@@ -133,7 +134,19 @@ func (w *wireWriter) record(dst []byte, e *live.Event) []byte {
 	}
 	dst = changed(dst, tagServer, e.Server, base.Server)
 	dst = changed(dst, tagAttempt, e.Attempt, "")
-	return append(dst, '\n')
+	return append(priority(dst, e), '\n')
+}
+
+// priority writes e's Priority, which its JSON leaves out (the hub's
+// events go to students' pages as JSON too). The server that handled the
+// request sets it, never the client, and only servers write to the
+// relay's channel, so the other servers may trust it: without it, their
+// boards would hold the presenter's payments back with the class's.
+func priority(dst []byte, e *live.Event) []byte {
+	if !e.Priority {
+		return dst
+	}
+	return field(dst, tagPriority, "1")
 }
 
 // add appends rec, e's record from record, and remembers what the next
@@ -318,6 +331,9 @@ func (r *wireReader) set(e *live.Event, tag byte, v string) error {
 		e.Server = v
 	case tagAttempt:
 		e.Attempt = v
+	case tagPriority:
+		// After a JSON record's 'J' too, whose JSON cannot say it.
+		e.Priority = v == "1"
 	default:
 		err = errWire
 	}

@@ -10,5 +10,12 @@
 // server itself nor a cloud's metadata address, checked on the address
 // actually dialled (after the name is resolved), with no redirect
 // followed. Runs take turns in a bounded queue, one per student at a
-// time. It knows nothing of HTTP frameworks or pages: web serves it.
+// time. Its state (the students, their latest runs, the hidden rows, the
+// presenter's faults) is merged into a Keeper, the room's store, at most
+// once per SaveEvery while changes come, each server writing only its
+// students and the settings its presenter changed; it is restored when a
+// server starts: a run the server stopped during is shown as
+// interrupted. Each student's gateway writes its charges through to
+// Books, the same store, before it answers, and reads them back there. It knows nothing of HTTP frameworks or
+// pages: web serves it.
 package workshop

@@ -2,15 +2,21 @@ package workshop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"paytwice/pay"
 	"paytwice/pay/check"
+	"paytwice/sim"
 )
 
 // TestRunFinishSaysWhatHappened: a run cut by the server stopping says
@@ -20,10 +26,12 @@ import (
 func TestRunFinishSaysWhatHappened(t *testing.T) {
 	cut := context.Canceled
 	t.Run("the server stopped", func(t *testing.T) {
-		r := Run{State: Running, Done: 3, Passed: 3}
-		r.finish(nil, cut, true, true, 3*time.Minute)
-		if r.State != NotRun || !strings.Contains(r.Message, "server stopped") || strings.Contains(r.Message, "longer") {
-			t.Fatalf("%+v, want a run not run because the server stopped", r)
+		for _, err := range []error{cut, fmt.Errorf("%w: it was reached, but gave no answer to a first good payment", check.ErrNotAccepted)} {
+			r := Run{State: Running, Done: 3, Passed: 3}
+			r.finish(nil, err, true, true, 3*time.Minute)
+			if r.State != Interrupted || r.Passed != 3 || r.Failed != 0 || !strings.Contains(r.Message, "server stopped") || strings.Contains(r.Message, "longer") {
+				t.Fatalf("%v: %+v, want a run interrupted because the server stopped, its cases so far kept", err, r)
+			}
 		}
 	})
 	t.Run("the run overran", func(t *testing.T) {
@@ -56,7 +64,7 @@ func TestRunFinishSaysWhatHappened(t *testing.T) {
 // requests from outside at once, and takes more as answers go.
 func TestGatewayAtOnce(t *testing.T) {
 	w := New(Config{Guard: NewGuard(Nets()), Now: time.Now})
-	st := &student{secret: "s3cr3t", gw: nil}
+	st := &student{secret: "s3cr3t", gw: sim.NewGatewayHandler(time.Now)}
 	w.bySecret[st.secret] = st
 	if _, _, err := w.EnterGateway("guessed"); pay.ErrorCode(err) != pay.ENOTFOUND {
 		t.Fatalf("an unknown secret: %v, want not found", err)
@@ -156,6 +164,120 @@ func TestQueueFairness(t *testing.T) {
 	}
 }
 
+// memoryKeeper is a Keeper in memory: the document as a store holds it.
+type memoryKeeper struct {
+	mu    sync.Mutex
+	doc   []byte
+	saves int // writes so far
+}
+
+func (k *memoryKeeper) LoadWorkshop(context.Context) ([]byte, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]byte(nil), k.doc...), nil
+}
+
+func (k *memoryKeeper) UpdateWorkshop(_ context.Context, change func([]byte) ([]byte, error)) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	b, err := change(k.doc)
+	if err != nil {
+		return err
+	}
+	k.doc = append([]byte(nil), b...)
+	k.saves++
+	return nil
+}
+
+// TestRestoreAfterACrash: a server that died without stopping left its
+// running and queued runs as they were in the store; the next one shows
+// them as interrupted (never passed, never failed, their cases so far
+// kept) and saves that, while finished rows and hidden ones are as kept.
+func TestRestoreAfterACrash(t *testing.T) {
+	ctx := context.Background()
+	guard := NewGuard(Nets(netip.MustParsePrefix("127.0.0.2/32")))
+	keeper := &memoryKeeper{}
+	before := New(Config{Guard: guard, Keeper: keeper})
+	before.SetOn(true)
+	for _, who := range []string{"run", "wait", "done", "hid"} {
+		if _, err := before.Register(ctx, who, "10.0.0.1", "n"+who, "http://127.0.0.2:8000"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before.students["run"].run = Run{State: Running, Done: 2, Passed: 2}
+	before.students["wait"].run = Run{State: Queued}
+	before.students["done"].run = Run{State: Done, Done: 4, Passed: 3, Failed: 1, FirstSafety: "case 4, storm of one key: 3 charges for one action"}
+	before.Hide("nhid")
+	before.mu.Lock()
+	before.changedLocked()
+	before.mu.Unlock()
+	before.save(ctx) // the last save before the crash: no Stop, no final save
+
+	after := New(Config{Guard: guard, Keeper: keeper})
+	if err := after.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]Row{}
+	sb := after.Scoreboard()
+	for _, r := range sb.Rows {
+		rows[r.Name] = r
+	}
+	if !sb.On || len(sb.Rows) != 3 || strings.Join(sb.Hidden, " ") != "nhid" {
+		t.Fatalf("restored scoreboard: %+v, want it open with three rows and nhid hidden", sb)
+	}
+	if r := rows["nrun"].Run; r.State != Interrupted || r.Passed != 2 || r.Failed != 0 || !strings.Contains(r.Message, "stopped during the run") {
+		t.Errorf("the running run: %+v, want interrupted with its 2 passed cases", r)
+	}
+	if r := rows["nwait"].Run; r.State != Interrupted || r.Done != 0 || !strings.Contains(r.Message, "before this run started") {
+		t.Errorf("the queued run: %+v, want interrupted, never started", r)
+	}
+	if r := rows["ndone"].Run; r.State != Done || r.FirstSafety == "" || r.Failed != 1 {
+		t.Errorf("the finished run: %+v, want it as kept", r)
+	}
+	after.save(ctx)
+	again := New(Config{Guard: guard, Keeper: keeper})
+	if err := again.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range again.Scoreboard().Rows {
+		if r.Run.State == Running || r.Run.State == Queued {
+			t.Errorf("the saved restore still says %s for %s", r.Run.State, r.Name)
+		}
+	}
+	if _, err := after.Ask("run", false); err != nil {
+		t.Errorf("an interrupted run holds no place: asking again: %v", err)
+	}
+}
+
+// TestQueueHoldsAClassBehindOneAddress: the bounds agree. With the
+// defaults, a whole class behind one router (DefaultPerAddress students
+// on one address) queues every run, the presenter's "run everyone again"
+// too, and a place is left for another address.
+func TestQueueHoldsAClassBehindOneAddress(t *testing.T) {
+	ctx := context.Background()
+	if DefaultPerAddress >= DefaultQueue {
+		t.Fatalf("DefaultPerAddress %d is not below DefaultQueue %d: one address could fill the queue", DefaultPerAddress, DefaultQueue)
+	}
+	w := New(Config{Guard: NewGuard(Nets(netip.MustParsePrefix("127.0.0.2/32")))})
+	w.SetOn(true)
+	for i := range DefaultPerAddress {
+		who := fmt.Sprintf("s%02d", i)
+		if _, err := w.Register(ctx, who, "10.0.0.1", "n"+who, "http://127.0.0.2:8000"); err != nil {
+			t.Fatalf("student %d of a class behind one address: %v", i+1, err)
+		}
+	}
+	if queued, left := w.AskAll(); queued != DefaultPerAddress || left != 0 {
+		t.Fatalf("run everyone again for a class of %d: %d queued, %d without room", DefaultPerAddress, queued, left)
+	}
+	if _, err := w.Register(ctx, "other", "10.0.0.2", "other", "http://127.0.0.2:8000"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Ask("other", false); err != nil {
+		t.Fatalf("another address behind a full class: %v, want a place", err)
+	}
+
+}
+
 // TestRunFinishQuotesNoAnswerOfANonPaymentTarget: an address that is no
 // payment endpoint gets its failure named, with nothing it answered.
 func TestRunFinishQuotesNoAnswerOfANonPaymentTarget(t *testing.T) {
@@ -169,4 +291,69 @@ func TestRunFinishQuotesNoAnswerOfANonPaymentTarget(t *testing.T) {
 			t.Fatalf("%q, want the kind of failure and nothing the target answered", r.Message)
 		}
 	}
+}
+
+// TestGatewayLoopSavesLittle: a loop on a student's gateway costs the
+// store nothing while it only reads, and at most one save per SaveEvery
+// (plus the last, at shutdown) while it charges; the last save holds
+// every charge.
+func TestGatewayLoopSavesLittle(t *testing.T) {
+	ctx := context.Background()
+	keeper := &memoryKeeper{}
+	const every = 20 * time.Millisecond
+	w := New(Config{Guard: NewGuard(Nets(netip.MustParsePrefix("127.0.0.2/32"))), Keeper: keeper, SaveEvery: every})
+	w.SetOn(true)
+	mine, err := w.Register(ctx, "cat", "10.0.0.1", "Cat", "http://127.0.0.2:8000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := strings.TrimPrefix(mine.GatewayPath, GatewayPrefix)
+	w.save(ctx)
+	serve := func(req *http.Request) int {
+		h, leave, err := w.EnterGateway(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer leave()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for i := range 2000 {
+		if code := serve(httptest.NewRequest(http.MethodGet, "/charges?order_id=o-"+strconv.Itoa(i), nil)); code != http.StatusNotFound && code != http.StatusOK {
+			t.Fatalf("GET /charges: %d", code)
+		}
+	}
+	w.mu.Lock()
+	unsaved := w.changes != w.saved
+	w.mu.Unlock()
+	if unsaved || keeper.saves != 1 {
+		t.Fatalf("after 2000 reads on the gateway: %d saves, a change pending: %v; want the registration's one save and nothing pending", keeper.saves, unsaved)
+	}
+
+	run, stop := context.WithCancel(ctx)
+	w.Start(run)
+	const charges = 2000
+	began := time.Now()
+	for i := range charges {
+		req := httptest.NewRequest(http.MethodPost, "/charges", strings.NewReader(`{"order_id": "o-`+strconv.Itoa(i)+`", "amount": 100}`))
+		req.Header.Set("Idempotency-Key", "k-"+strconv.Itoa(i))
+		if code := serve(req); code != http.StatusCreated {
+			t.Fatalf("charge %d: %d", i, code)
+		}
+	}
+	elapsed := time.Since(began)
+	stop()
+	<-w.Stopped()
+	keeper.mu.Lock()
+	saves, doc := keeper.saves-1, keeper.doc
+	keeper.mu.Unlock()
+	if most := int(elapsed/every) + 2; saves > most || saves < 1 {
+		t.Errorf("%d charges in %v gave %d saves, want 1 to %d (one per %v, and the last)", charges, elapsed, saves, most, every)
+	}
+	var k kept
+	if err := json.Unmarshal(doc, &k); err != nil || len(k.Students) != 1 || k.Students[0].Charges != charges {
+		t.Errorf("the last save: %s, want Cat with %d charges", doc, charges)
+	}
+	t.Logf("%d charges in %v: %d saves", charges, elapsed, saves)
 }

@@ -3,18 +3,13 @@ package workshop
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"paytwice/pay"
 	"paytwice/pay/check"
@@ -28,8 +23,9 @@ type Config struct {
 	// Workers is how many runs go at once (DefaultWorkers); Queue how
 	// many may wait (DefaultQueue).
 	Workers, Queue int
-	// MaxStudents bounds the scoreboard, PerCaller how many students one
-	// address may register.
+	// MaxStudents bounds the scoreboard, PerAddress how many students one
+	// address may register and how many places in the queue it may hold;
+	// it is below Queue, so that one address never fills the queue.
 	MaxStudents, PerAddress int
 	// RunLimit bounds one run (DefaultRunLimit); RequestTimeout each of
 	// its requests (DefaultRequestTimeout).
@@ -39,12 +35,62 @@ type Config struct {
 	// Tune, when set, adjusts every run's checker configuration: tests
 	// make runs shorter with it.
 	Tune func(*check.Config)
+	// Keeper, when set, is where the workshop's state outlives this
+	// server (the room's store): Restore reads it, and changes are saved
+	// to it, at most one save per SaveEvery.
+	Keeper Keeper
+	// SaveEvery is the least time between two saves while changes keep
+	// coming (DefaultSaveEvery): a loop on a gateway costs the store at
+	// most one write per SaveEvery.
+	SaveEvery time.Duration
+	// ReadAgainEvery is how often the saver reads the kept workshop again
+	// after Restore could not (DefaultReadAgainEvery), each read bounded
+	// by as long.
+	ReadAgainEvery time.Duration
+	// Logf reports what could not be saved.
+	Logf func(format string, args ...any)
+	// Announce, when set, tells the other servers sharing the keeper that
+	// the settings (open or closed, the faults) are kept at a new
+	// version: each of them reads them at once when told
+	// (SettingsNotified), instead of at its next save or board.
+	Announce func(ctx context.Context, version int64) error
+	// Books, when set, keeps the books of every student's gateway (the
+	// room's store): each charge is written there before the gateway
+	// answers, so a restarted server's gateways, and another server's,
+	// know every charge and key they took. Without, the books live in
+	// this server's memory.
+	Books Books
+	// BooksCap bounds each student's gateway's books (DefaultBooksCap):
+	// a new charge past it prunes the oldest, counted as pruned.
+	BooksCap int
+}
+
+// Books keeps the charges of each student's gateway, the student named by
+// their gateway's secret: pay.Store on SQLite and PostgreSQL.
+type Books interface {
+	RecordWorkshopCharge(ctx context.Context, student string, c pay.GatewayCharge, keep int) (pay.GatewayCharge, bool, pay.WorkshopTally, error)
+	WorkshopChargesByOrder(ctx context.Context, student, orderID string, limit int) ([]pay.GatewayCharge, int, error)
+	WorkshopCharges(ctx context.Context, student string, limit int) ([]pay.GatewayCharge, pay.WorkshopTally, error)
+	WorkshopTallies(ctx context.Context) (map[string]pay.WorkshopTally, error)
+	DeleteWorkshopBooks(ctx context.Context, students ...string) error
+}
+
+// Keeper keeps the workshop's state, an opaque JSON document to it: the
+// room's store (SQLite or PostgreSQL), through room.Peers. UpdateWorkshop
+// reads and replaces it under the store's lock, so that servers sharing
+// the store merge their students into it instead of overwriting them.
+type Keeper interface {
+	LoadWorkshop(ctx context.Context) ([]byte, error)
+	UpdateWorkshop(ctx context.Context, change func(old []byte) ([]byte, error)) error
 }
 
 // Defaults of Config.
 const (
-	DefaultWorkers     = 2
-	DefaultQueue       = 32
+	DefaultWorkers = 2
+	// DefaultQueue holds a whole class behind one router (DefaultPerAddress)
+	// with a few places to spare for everyone else: the presenter's "run
+	// everyone again" queues a full class.
+	DefaultQueue       = 64
 	DefaultMaxStudents = 200
 	// DefaultPerAddress is a class's size: a class behind one router
 	// shares one address, and a script without cookies is a new student
@@ -53,6 +99,8 @@ const (
 	DefaultPerAddress     = 60
 	DefaultRunLimit       = 3 * time.Minute
 	DefaultRequestTimeout = 5 * time.Second
+	DefaultSaveEvery      = 500 * time.Millisecond
+	DefaultReadAgainEvery = 2 * time.Second
 	// MaxGatewayAtOnce bounds the requests one student's gateway answers
 	// at once (a run's storm sends check.DefaultStorm).
 	MaxGatewayAtOnce = 64
@@ -73,6 +121,10 @@ const (
 	Running    State = "running"
 	Done       State = "done"
 	NotRun     State = "not run" // the checker could not test the endpoint
+	// Interrupted is a run the server stopped in the middle of (or
+	// before it started): neither passed nor failed, its cases so far
+	// shown.
+	Interrupted State = "interrupted"
 )
 
 // Workshop is the room's workshop: its students, their gateways, the
@@ -80,6 +132,9 @@ const (
 type Workshop struct {
 	cfg   Config
 	ready chan struct{} // one token per queued run
+	// tallies is the books' last count of every gateway, shared by the
+	// boards fetched within talliesFresh of it.
+	tallies talliesCache
 
 	mu       sync.Mutex
 	on       bool
@@ -89,6 +144,30 @@ type Workshop struct {
 	perAddr  map[string]int
 	order    []*student // as registered: the scoreboard's order before any run
 	queue    []*student
+
+	// changes counts the changes made, saved the ones the keeper holds;
+	// dirty wakes the saver.
+	changes, saved uint64
+	dirty          chan struct{}
+	// recheck wakes the saver to read the kept settings: another server
+	// announced newer ones.
+	recheck chan struct{}
+	// settings is the version of on and faults as kept (0 before any);
+	// settingsChanged says the presenter changed them here since the
+	// last save, which then writes them as the next version.
+	settings        int64
+	settingsChanged bool
+	// unread says the kept workshop is still to be read: Restore could
+	// not, and the saver reads it again.
+	unread bool
+	// remembered are the secrets of the students the presenter removed
+	// here, newest last, at most maxRemembered; unbooked those whose
+	// books are still to be deleted.
+	remembered, unbooked []string
+	// workers are the queue's workers; stopped is closed once they and
+	// the saver are done.
+	workers sync.WaitGroup
+	stopped chan struct{}
 }
 
 // student is one student's registration, gateway and runs.
@@ -102,34 +181,13 @@ type student struct {
 	atGateway       int  // requests from outside its gateway is answering
 	first           bool // its queued run is the presenter's, ahead of the class
 	hidden          bool // off the scoreboard, by the presenter
-}
-
-// Run is what the board shows of a student's latest run.
-type Run struct {
-	State State
-	// Done, Passed and Failed count the cases decided so far, those that
-	// passed and those that failed.
-	Done, Passed, Failed int
-	// FirstSafety is the first failure that can cost money or leak, with
-	// its one-line reason; FirstFailure the first failure of any kind.
-	FirstSafety, FirstFailure string
-	// Message says why the checker could not test the endpoint (NotRun).
-	Message string
-	// Faults are the gateway's faults for everyone during the run.
-	Faults            sim.GatewayBaseFaults
-	Started, Finished time.Time
-}
-
-// Row is one student on the scoreboard.
-type Row struct {
-	Name     string
-	Endpoint string
-	Run      Run
-	// Place is the run's place in the queue (1 is next), 0 when not
-	// queued.
-	Place int
-	// Charges is how many charges the student's gateway holds now.
-	Charges int
+	// chargesBefore are the charges its gateway held when this server
+	// last stopped, where the books are in memory only (no Config.Books):
+	// such a restarted gateway's books start empty.
+	chargesBefore int
+	// charges is what its gateway's books held when last counted: a
+	// request to the gateway is a change to keep only when they moved.
+	charges int
 }
 
 // Mine is what a student's own page shows: their row, and their
@@ -137,16 +195,6 @@ type Row struct {
 type Mine struct {
 	Row
 	GatewayPath string
-}
-
-// Scoreboard is the whole board.
-type Scoreboard struct {
-	On      bool
-	Faults  sim.GatewayBaseFaults
-	Allowed []Allow
-	Rows    []Row
-	Queued  int
-	Queue   int
 }
 
 // GatewayPrefix is where students' gateways are served; the secret of
@@ -179,17 +227,46 @@ func New(cfg Config) *Workshop {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Workshop{cfg: cfg, ready: make(chan struct{}, cfg.Queue),
+	if cfg.SaveEvery <= 0 {
+		cfg.SaveEvery = DefaultSaveEvery
+	}
+	if cfg.ReadAgainEvery <= 0 {
+		cfg.ReadAgainEvery = DefaultReadAgainEvery
+	}
+	if cfg.BooksCap <= 0 {
+		cfg.BooksCap = DefaultBooksCap
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	return &Workshop{cfg: cfg, ready: make(chan struct{}, cfg.Queue), dirty: make(chan struct{}, 1), recheck: make(chan struct{}, 1), stopped: make(chan struct{}),
 		students: map[string]*student{}, bySecret: map[string]*student{}, perAddr: map[string]int{}}
 }
 
-// Start runs the queue's workers until ctx ends; a run under way then
-// ends too.
+// Start runs the queue's workers, and the saver when there is a keeper,
+// until ctx ends; a run under way then ends too, shown as interrupted,
+// and the last change is saved. Stopped is closed then.
 func (w *Workshop) Start(ctx context.Context) {
 	for range w.cfg.Workers {
-		go w.work(ctx)
+		w.workers.Add(1)
+		go func() {
+			defer w.workers.Done()
+			w.work(ctx)
+		}()
 	}
+	go func() {
+		defer close(w.stopped)
+		if w.cfg.Keeper == nil {
+			w.workers.Wait()
+			return
+		}
+		w.keep(ctx)
+	}()
 }
+
+// Stopped is closed once the workers have stopped and the last change is
+// saved: the server waits for it before closing its store.
+func (w *Workshop) Stopped() <-chan struct{} { return w.stopped }
 
 // On says whether the presenter has the workshop open.
 func (w *Workshop) On() bool {
@@ -203,6 +280,8 @@ func (w *Workshop) On() bool {
 func (w *Workshop) SetOn(on bool) {
 	w.mu.Lock()
 	w.on = on
+	w.settingsChanged = true
+	w.changedLocked()
 	w.mu.Unlock()
 }
 
@@ -217,6 +296,8 @@ func (w *Workshop) SetFaults(f sim.GatewayBaseFaults) error {
 	for _, st := range w.students {
 		st.gw.SetBaseFaults(f)
 	}
+	w.settingsChanged = true
+	w.changedLocked()
 	return nil
 }
 
@@ -262,15 +343,15 @@ func (w *Workshop) Register(ctx context.Context, who, addr, name, rawURL string)
 		case w.perAddr[addr] >= w.cfg.PerAddress:
 			return Mine{}, pay.Errorf(pay.EBUSY, "Your computer has registered %d students already: keep using one of them.", w.cfg.PerAddress)
 		}
-		st = &student{who: who, addr: addr, secret: hex.EncodeToString(randomBytes(16)), gw: sim.NewGatewayHandler(w.cfg.Now),
+		secret := hex.EncodeToString(randomBytes(16))
+		st = &student{who: who, addr: addr, secret: secret, gw: w.newGateway(secret, nil, sim.GatewayTally{}),
 			registered: w.cfg.Now(), run: Run{State: Registered}}
-		st.gw.SetMaxCharges(10_000)
-		st.gw.SetBaseFaults(w.faults)
 		w.students[who], w.bySecret[st.secret] = st, st
 		w.perAddr[addr]++
 		w.order = append(w.order, st)
 	}
 	st.name, st.endpoint = name, u
+	w.changedLocked()
 	return w.mineLocked(st), nil
 }
 
@@ -327,297 +408,18 @@ func (w *Workshop) EnterGateway(secret string) (h http.Handler, leave func(), er
 	return st.gw, func() {
 		w.mu.Lock()
 		st.atGateway--
+		// Only a request that moved its books is a change to keep: a
+		// loop of reads costs the store nothing.
+		if l := st.gw.Ledger(); l.Charges+int(l.Pruned) != st.charges {
+			st.charges = l.Charges + int(l.Pruned)
+			w.changedLocked()
+		}
 		w.mu.Unlock()
 	}, nil
-}
-
-// Ask queues a run of who's endpoint: one run per student at a time, in
-// a queue of bounded length.
-// first puts it at the front of the queue, behind other front runs: the
-// presenter's, who never waits behind the class.
-func (w *Workshop) Ask(who string, first bool) (Mine, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	st, ok := w.students[who]
-	switch {
-	case !ok || who == "":
-		return Mine{}, pay.Errorf(pay.EINVALID, "Register your endpoint's address first: the room runs the checker against it.")
-	case !w.on:
-		return Mine{}, errClosed
-	}
-	if err := w.enqueueLocked(st, first); err != nil {
-		return Mine{}, err
-	}
-	return w.mineLocked(st), nil
-}
-
-// AskAll queues a run of every student who has none queued or running,
-// as long as the queue has room: the presenter's re-run after flipping
-// the faults, queued ahead of the runs students asked for. It returns
-// how many were queued and how many found no room.
-func (w *Workshop) AskAll() (queued, left int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, st := range w.order {
-		switch err := w.enqueueLocked(st, true); {
-		case err == nil:
-			queued++
-		case pay.ErrorCode(err) == pay.EBUSY:
-			left++
-		}
-	}
-	return queued, left
-}
-
-func (w *Workshop) enqueueLocked(st *student, first bool) error {
-	switch st.run.State {
-	case Queued:
-		return pay.Errorf(pay.ECONFLICT, "Your run is already waiting in the queue (%s): it starts on its own.", ordinal(w.placeLocked(st)))
-	case Running:
-		return pay.Errorf(pay.ECONFLICT, "Your run is under way: its cases appear on the scoreboard as they finish.")
-	}
-	if len(w.queue) >= w.cfg.Queue {
-		return pay.Errorf(pay.EBUSY, "%d runs are waiting already, the most the room queues: ask again in a minute.", len(w.queue))
-	}
-	if !first {
-		// One address, a class behind one router among them, holds at most
-		// PerAddress places: one student per place.
-		n := 0
-		for _, q := range w.queue {
-			if q.addr == st.addr {
-				n++
-			}
-		}
-		if n >= w.cfg.PerAddress {
-			return pay.Errorf(pay.EBUSY, "%d runs from your computer's address are waiting already: ask again when one has started.", n)
-		}
-	}
-	if first {
-		at := 0
-		for at < len(w.queue) && w.queue[at].first {
-			at++
-		}
-		w.queue = append(w.queue[:at], append([]*student{st}, w.queue[at:]...)...)
-	} else {
-		w.queue = append(w.queue, st)
-	}
-	st.first = first
-	st.run = Run{State: Queued}
-	w.ready <- struct{}{} // never blocks: one token per queued run, at most Queue
-	return nil
-}
-
-func (w *Workshop) placeLocked(st *student) int {
-	for i, q := range w.queue {
-		if q == st {
-			return i + 1
-		}
-	}
-	return 0
-}
-
-// work runs queued runs, one at a time, until ctx ends.
-func (w *Workshop) work(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.ready:
-		}
-		w.mu.Lock()
-		if len(w.queue) == 0 {
-			w.mu.Unlock()
-			continue
-		}
-		st := w.queue[0]
-		w.queue = w.queue[1:]
-		st.run = Run{State: Running, Faults: w.faults, Started: w.cfg.Now()}
-		cfg := w.checkConfigLocked(st)
-		w.mu.Unlock()
-		w.runOne(ctx, st, cfg)
-	}
-}
-
-// checkConfigLocked is the checker's configuration for st's run: the
-// student's gateway as the oracle, reached in process; the endpoint
-// reached only through the guard, redirects not followed; the checker's
-// own bounds on headers and bodies, and a time-out on every request.
-func (w *Workshop) checkConfigLocked(st *student) check.Config {
-	cfg := check.Config{
-		URL:              st.endpoint.String(),
-		Gateway:          gatewayHost,
-		GatewayTransport: handlerTransport{st.gw},
-		Dial:             w.cfg.Guard.DialContext,
-		NoRedirects:      true,
-		Header:           http.Header{"Authorization": {"Bearer ws-" + hex.EncodeToString(randomBytes(12))}},
-		OtherAuth:        "Bearer ws-" + hex.EncodeToString(randomBytes(12)),
-		Seed:             binary.LittleEndian.Uint64(randomBytes(8)),
-		Unguessable:      true,
-		Timeout:          w.cfg.RequestTimeout,
-		Patience:         15 * time.Second,
-		VerifyTimeout:    10 * time.Second,
-	}
-	if w.cfg.Tune != nil {
-		w.cfg.Tune(&cfg)
-	}
-	return cfg
-}
-
-func (w *Workshop) runOne(ctx context.Context, st *student, cfg check.Config) {
-	server := ctx // ends when the server stops
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.RunLimit)
-	defer cancel()
-	cfg.OnResult = func(res check.Result) {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		st.run.note(res)
-	}
-	rep, err := check.Run(ctx, cfg)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	st.run.Finished = w.cfg.Now()
-	st.run.finish(rep, err, server.Err() != nil, ctx.Err() != nil, w.cfg.RunLimit)
-}
-
-// finish records how a run ended: err is the checker's, stopped says the
-// server stopped during the run, overran that the run reached limit.
-func (r *Run) finish(rep *check.Report, err error, stopped, overran bool, limit time.Duration) {
-	cut := err != nil && !errors.Is(err, check.ErrUnreachable) && !errors.Is(err, check.ErrNotAccepted)
-	switch {
-	case cut && stopped:
-		r.State, r.Message = NotRun, "The server stopped during the run: its cases so far are shown, the rest were never tried."
-	case cut && overran:
-		r.State, r.Message = NotRun, fmt.Sprintf("The run took longer than the %s the room gives one: its cases so far are shown.", limit)
-	case errors.Is(err, check.ErrNotAccepted):
-		// What answered may be no payment endpoint at all: the open board
-		// names the kind of failure, never a word of the answer.
-		r.State, r.Message = NotRun, "The checker could not test your endpoint: "+notAccepted(err)
-	case err != nil:
-		r.State, r.Message = NotRun, "The checker could not test your endpoint: "+oneLine(err.Error())
-	default:
-		r.State = Done
-		if rep != nil && rep.Linearizability.Result == "violation" {
-			// The history check is one more case, and it failed.
-			r.Done++
-			r.Failed++
-			why := "the history of the run has no legal order: one action was charged or answered as no single payment could be (" + strings.Join(rep.Linearizability.Groups, ", ") + ")"
-			if r.FirstSafety == "" {
-				r.FirstSafety = oneLine(why)
-			}
-			if r.FirstFailure == "" {
-				r.FirstFailure = oneLine(why)
-			}
-		}
-	}
-}
-
-// notAccepted says how an endpoint failed to take a first good payment,
-// quoting nothing it answered.
-func notAccepted(err error) string {
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "gave no answer"):
-		return "it was reached, but gave no answer to a first good payment."
-	case strings.Contains(msg, "was reached, but"):
-		return "it was reached, but its answer to a first good payment was past the room's bounds."
-	}
-	return "it answered a first good payment with no success, so it is not taking payments as the workshop's are sent (try paytwice check against it on your own computer)."
-}
-
-// note counts one case's verdict.
-func (r *Run) note(res check.Result) {
-	r.Done++
-	switch res.Verdict {
-	case check.Pass:
-		r.Passed++
-	case check.Fail:
-		r.Failed++
-		why := oneLine(fmt.Sprintf("case %d, %s: %s", res.Case, res.Name, res.Detail))
-		if res.Safety && r.FirstSafety == "" {
-			r.FirstSafety = why
-		}
-		if r.FirstFailure == "" {
-			r.FirstFailure = why
-		}
-	}
-}
-
-// Scoreboard is every student's row, in the order they registered.
-func (w *Workshop) Scoreboard() Scoreboard {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	b := Scoreboard{On: w.on, Faults: w.faults, Allowed: w.cfg.Guard.Allowed(), Queued: len(w.queue), Queue: w.cfg.Queue}
-	for _, st := range w.order {
-		if !st.hidden {
-			b.Rows = append(b.Rows, w.rowLocked(st))
-		}
-	}
-	return b
-}
-
-// Hide takes the student called name off the scoreboard, as the
-// presenter does with a name or a reason unfit for the projector; their
-// gateway and own page go on. It reports whether such a student was
-// shown.
-func (w *Workshop) Hide(name string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, st := range w.order {
-		if st.name == name && !st.hidden {
-			st.hidden = true
-			return true
-		}
-	}
-	return false
-}
-
-func (w *Workshop) rowLocked(st *student) Row {
-	l := st.gw.Ledger()
-	return Row{Name: st.name, Endpoint: st.endpoint.String(), Run: st.run, Place: w.placeLocked(st), Charges: l.Charges}
-}
-
-// oneLine is s's first line, cut to reasonRunes.
-func oneLine(s string) string {
-	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
-		s = s[:i]
-	}
-	if utf8.RuneCountInString(s) <= reasonRunes {
-		return s
-	}
-	return string([]rune(s)[:reasonRunes-1]) + "…"
-}
-
-func ordinal(n int) string {
-	suffix := "th"
-	switch {
-	case n%100 >= 11 && n%100 <= 13:
-	case n%10 == 1:
-		suffix = "st"
-	case n%10 == 2:
-		suffix = "nd"
-	case n%10 == 3:
-		suffix = "rd"
-	}
-	return strconv.Itoa(n) + suffix
 }
 
 func randomBytes(n int) []byte {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return b
-}
-
-// handlerTransport serves the checker's requests to a student's gateway
-// in process: its books and switches are the room's own, never reached
-// over the network.
-type handlerTransport struct{ h http.Handler }
-
-func (t handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	rec := httptest.NewRecorder()
-	in := req.Clone(req.Context())
-	in.RequestURI = req.URL.RequestURI()
-	t.h.ServeHTTP(rec, in)
-	res := rec.Result()
-	res.Request = req
-	return res, nil
 }

@@ -93,6 +93,9 @@ var chapters = Book{
 	},
 	{
 		Slug: "no-key", Title: "Mistake: no idempotency key", Part: partMistakes, Race: true,
+		Puzzle: "Step mode holds requests of one order. You are the scheduler: choose which held request goes on next, " +
+			"until the order is charged twice. With no key read, each request goes to the gateway on its own. " +
+			"Is there an order of steps that charges it only once?",
 		Faults: pay.Faults{Server: pay.ServerFaults{DelayMS: 800}},
 		Lab:    labWith(func(l *room.LabSettings) { l.Server.Mode = room.LabNoKey }),
 		SwitchOn: []string{"Lab: the server ignores the key and executes every request.",

@@ -78,7 +78,7 @@ const (
 	KindResumed live.Kind = "resumed"   // it goes on
 	KindMode    live.Kind = "step_mode" // step mode was turned on or off
 	// KindHeldList tells this server's pages that another server's held
-	// requests changed with no event of theirs (shared.go).
+	// requests changed with no event of theirs (shared_list.go).
 	KindHeldList live.Kind = "held_list"
 )
 
@@ -187,7 +187,7 @@ type Stepper struct {
 	lease time.Duration
 	Every func(time.Duration) (<-chan time.Time, func())
 	// ticker starts the tickers of the announcements and of the watch on
-	// the other servers (shared.go), and wallNow is the real time that
+	// the other servers (shared_list.go), and wallNow is the real time that
 	// ages the other servers' rows; tests replace both before
 	// StartCommands.
 	ticker  func(time.Duration) (<-chan time.Time, func())

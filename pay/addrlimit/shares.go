@@ -1,0 +1,74 @@
+package addrlimit
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of the bounds kept here, besides DefaultConnections.
+const (
+	// DefaultInFlight is how many requests of one address may be in
+	// flight at once (live views aside).
+	DefaultInFlight = 512
+	// DefaultReserve is how many connections, and requests in flight,
+	// the presenter may have beyond an address's share.
+	DefaultReserve = 64
+	// DefaultIdleAfter is how long an address is remembered after its
+	// last use: the presenter's places among them.
+	DefaultIdleAfter = 10 * time.Minute
+)
+
+// Shares are the bounds of this package as a server's -limits names them:
+// what a front door before several servers needs of that flag.
+type Shares struct {
+	Connections int // connections-per-address
+	InFlight    int // in-flight-per-address
+	Reserve     int // presenter-reserve
+	// IdleAfter (idle-after) is how long the presenter's places are kept
+	// after the presenter was last recognised there.
+	IdleAfter time.Duration
+}
+
+// The names of Shares' bounds in -limits.
+const (
+	ConnectionsName = "connections-per-address"
+	InFlightName    = "in-flight-per-address"
+	ReserveName     = "presenter-reserve"
+	IdleAfterName   = "idle-after"
+)
+
+// ParseShares reads Shares out of a -limits value (comma-separated
+// name=value pairs) over the defaults. Only its own four names are read
+// and checked; the others are the servers' to check.
+func ParseShares(limits string) (Shares, error) {
+	sh := Shares{Connections: DefaultConnections, InFlight: DefaultInFlight, Reserve: DefaultReserve, IdleAfter: DefaultIdleAfter}
+	for _, part := range strings.Split(limits, ",") {
+		name, value, _ := strings.Cut(part, "=")
+		var v *int
+		switch strings.TrimSpace(name) {
+		case IdleAfterName:
+			d, err := time.ParseDuration(strings.TrimSpace(value))
+			if err != nil || d <= 0 {
+				return sh, fmt.Errorf("limit %s must be a duration such as 10m, not %q", IdleAfterName, strings.TrimSpace(value))
+			}
+			sh.IdleAfter = d
+			continue
+		case ConnectionsName:
+			v = &sh.Connections
+		case InFlightName:
+			v = &sh.InFlight
+		case ReserveName:
+			v = &sh.Reserve
+		default:
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(value))
+		if err != nil || n <= 0 {
+			return sh, fmt.Errorf("limit %s must be a positive whole number, not %q", strings.TrimSpace(name), strings.TrimSpace(value))
+		}
+		*v = n
+	}
+	return sh, nil
+}

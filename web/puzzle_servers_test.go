@@ -1,0 +1,99 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"paytwice/web/room"
+)
+
+// TestPuzzleAcrossServers: "be the scheduler" with the class spread over
+// two servers of one PostgreSQL database (with PAYTWICE_TEST_POSTGRES;
+// else one SQLite file and shared memory peers). The two requests of the
+// puzzle's order are held one on each server; the presenter starts the
+// puzzle on the second server and steps through both servers, each request
+// looking the key up before either inserts it. Both servers' rooms then
+// say solved in the steps taken, with the charges the books hold for the
+// order (two), and the books hold them.
+func TestPuzzleAcrossServers(t *testing.T) {
+	waitsOnRealClocks(t)
+	const token = "teach-sched-servers"
+	c := newClass(t)
+	var s []*stepEnv
+	for _, name := range []string{"s1", "s2"} {
+		env := c.server(Config{Name: name, PresenterToken: token}, nil)
+		st := env.Server.steps
+		st.After = func(time.Duration) <-chan time.Time { return nil } // holds end when the test says
+		waitUntil(t, "the step commands to be listened to", st.Listening)
+		s = append(s, &stepEnv{testEnv: env, sub: env.Server.hub.Subscribe(env.Server.hub.LastSeq())})
+	}
+	presenter := func(e *stepEnv, method, path string, body any) response {
+		t.Helper()
+		r := e.send(method, path, body, PresenterHeader, token)
+		if r.Status != http.StatusOK {
+			t.Fatalf("%s %s on %s: %d %s", method, path, e.Server.cfg.Name, r.Status, r.Body)
+		}
+		return r
+	}
+	presenter(s[0], http.MethodPut, "/api/lessons/current", LessonChange{Slug: "check-then-insert"})
+	presenter(s[0], http.MethodPut, "/api/step", map[string]bool{"on": true})
+	s[1].waitStepMode(true)
+
+	// One order, paid twice with one key: once through each server.
+	first := s[0].payAsync("sched-servers", "PS-1")
+	a := s[0].waitHeldHere("received")
+	second := s[1].payAsync("sched-servers", "PS-1")
+	b := s[1].waitHeldHere("received")
+	s[1].waitListed(a, "received")
+	s[0].waitListed(b, "received")
+
+	presenter(s[1], http.MethodPost, "/api/puzzle/start", PuzzleStart{Request: a})
+	waitPuzzleOn := func(e *stepEnv, what string, ok func(p *room.Puzzle) bool) room.Puzzle {
+		t.Helper()
+		var p *room.Puzzle
+		waitUntil(t, what+" on "+e.Server.cfg.Name, func() bool {
+			p = e.Server.room.Load().Puzzle
+			return ok(p)
+		})
+		return *p
+	}
+	waitPuzzleOn(s[0], "the puzzle", func(p *room.Puzzle) bool { return p != nil && !p.Solved })
+
+	// The scheduler's moves, each sent to the server that does not hold
+	// the request: both look the key up before either inserts.
+	presenter(s[1], http.MethodPost, "/api/step/next", StepTarget{Request: a})
+	if got := s[0].waitHeldHere("key looked up"); got != a {
+		t.Fatalf("held at the look-up on s1: %s, want %s", got, a)
+	}
+	presenter(s[0], http.MethodPost, "/api/step/next", StepTarget{Request: b})
+	if got := s[1].waitHeldHere("key looked up"); got != b {
+		t.Fatalf("held at the look-up on s2: %s, want %s", got, b)
+	}
+	if p := waitPuzzleOn(s[0], "two steps counted", func(p *room.Puzzle) bool { return p != nil && p.Steps == 2 }); p.Solved {
+		t.Fatalf("solved after two steps, before any charge: %+v", p)
+	}
+	presenter(s[1], http.MethodPost, "/api/step/finish", StepTarget{Request: a})
+	wantStatus(t, first, http.StatusCreated)
+	presenter(s[0], http.MethodPost, "/api/step/finish", StepTarget{Request: b})
+	wantStatus(t, second, http.StatusCreated)
+
+	for _, e := range s {
+		p := waitPuzzleOn(e, "the puzzle solved", func(p *room.Puzzle) bool { return p != nil && p.Solved })
+		if p.SolvedSteps != 4 || p.Charges != 2 {
+			t.Errorf("%s's room: %+v, want solved in 4 steps with the books' 2 charges", e.Server.cfg.Name, p)
+		}
+	}
+	p := *s[0].Server.room.Load().Puzzle
+	chs, err := c.ChargesByOrder(context.Background(), p.Scope, "PS-1")
+	if err != nil || len(chs) != 2 {
+		t.Fatalf("the books hold %d charges for PS-1 (%v), want the two the puzzle counts", len(chs), err)
+	}
+	exp := s[1].get("/api/timeline.json", PresenterHeader, token)
+	if want := fmt.Sprintf("solved in %d step(s): the books hold 2 charges for the order", p.SolvedSteps); !strings.Contains(string(exp.Body), want) {
+		t.Errorf("s2's export does not say %q", want)
+	}
+}

@@ -1,0 +1,231 @@
+package step
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+
+	"paytwice/pay"
+	"paytwice/web/live"
+)
+
+// target is the request an action names, or the oldest held on any
+// server when it names none.
+func (st *Stepper) target(id string) (string, error) {
+	if id != "" {
+		return id, nil
+	}
+	if held := st.State().Held; len(held) > 0 {
+		return held[0].Request, nil
+	}
+	return "", errNothingHeld
+}
+
+// Release is Next (toEnd false) or Finish for the request id, or the
+// oldest held: here if this server holds it, else by the server that
+// does. It returns the request let go.
+func (st *Stepper) Release(ctx context.Context, id string, toEnd bool) (string, error) {
+	id, err := st.target(id)
+	if err != nil {
+		return "", err
+	}
+	released, err := st.Next(id, toEnd)
+	if !st.shared() || pay.ErrorCode(err) != pay.ENOTFOUND {
+		return released, err
+	}
+	op := stepOpNext
+	if toEnd {
+		op = stepOpFinish
+	}
+	if err := st.forward(ctx, stepCommand{Op: op, Request: id}, KindResumed); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// AimAny aims fault at the request id, or the oldest held, wherever it
+// is held.
+func (st *Stepper) AimAny(ctx context.Context, id, fault string) error {
+	id, err := st.target(id)
+	if err == nil {
+		err = st.aim(id, fault)
+	}
+	if !st.shared() || id == "" || pay.ErrorCode(err) != pay.ENOTFOUND {
+		return err
+	}
+	return st.forward(ctx, stepCommand{Op: stepOpAim, Request: id, Fault: fault}, KindAimed)
+}
+
+// PlayAll lets every held request run to the end, on every server, and
+// returns how many this server saw go: its own, and the others' that its
+// pages listed and whose resumed events came back in time.
+func (st *Stepper) PlayAll(ctx context.Context) int {
+	n := st.Play()
+	if !st.shared() {
+		return n
+	}
+	var ids []string
+	for _, h := range st.State().Held {
+		ids = append(ids, h.Request)
+	}
+	return n + st.broadcast(ctx, stepCommand{Op: stepOpPlay}, ids)
+}
+
+// forward sends cmd to the other servers and waits until the request it
+// names shows the event want (the holder acted), a refusal comes back, or
+// stepForwardWait passes: then no server holds the request any more, and
+// this server's pages stop listing it.
+func (st *Stepper) forward(ctx context.Context, cmd stepCommand, want live.Kind) error {
+	// A refusal ends the wait, not the sending: it can come back from
+	// the holder before the database has answered the NOTIFY that carried
+	// the command, and must not make that NOTIFY look failed.
+	wait, stopWaiting := context.WithTimeout(ctx, stepForwardWait)
+	defer stopWaiting()
+	var refused error
+	var once sync.Once
+	cmd.ID = pay.NewID("sc_")
+	sub, err := st.send(ctx, cmd, func(err error) { once.Do(func() { refused = err; stopWaiting() }) })
+	if err != nil {
+		return err
+	}
+	defer st.unregister(cmd.ID)
+	for {
+		entries, err := sub.Next(wait)
+		if errors.Is(err, live.ErrTooSlow) {
+			sub = st.cfg.Hub.Subscribe(st.cfg.Hub.LastSeq())
+			continue
+		}
+		if err != nil {
+			st.commands.mu.Lock() // refused is written under it (command)
+			r := refused
+			st.commands.mu.Unlock()
+			if r != nil {
+				return r
+			}
+			st.forget(cmd.Request)
+			return pay.Errorf(pay.ENOTFOUND, "No server let the request %q go within %s: it is not held at a checkpoint (it may be running between two, or finished, or its server stopped).",
+				pay.Truncate(cmd.Request, 40), stepForwardWait)
+		}
+		for _, e := range entries {
+			if e.Request == cmd.Request && e.Kind == want {
+				return nil
+			}
+		}
+	}
+}
+
+// broadcast sends cmd to every other server and waits, for
+// stepForwardWait at most, until each request of ids has resumed; it
+// returns how many did.
+func (st *Stepper) broadcast(ctx context.Context, cmd stepCommand, ids []string) int {
+	ctx, cancel := context.WithTimeout(ctx, stepForwardWait)
+	defer cancel()
+	cmd.ID = pay.NewID("sc_")
+	sub, err := st.send(ctx, cmd, nil)
+	if err != nil {
+		st.cfg.Logf("step mode: %v", err)
+		return 0
+	}
+	defer st.unregister(cmd.ID)
+	left, n := slices.Clone(ids), 0
+	for len(left) > 0 {
+		entries, err := sub.Next(ctx)
+		if errors.Is(err, live.ErrTooSlow) {
+			sub = st.cfg.Hub.Subscribe(st.cfg.Hub.LastSeq())
+			continue
+		}
+		if err != nil {
+			for _, id := range left {
+				st.forget(id)
+			}
+			break
+		}
+		for _, e := range entries {
+			if e.Kind == KindResumed && slices.Contains(left, e.Request) {
+				left = slices.DeleteFunc(left, func(id string) bool { return id == e.Request })
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// send registers cmd's refusal handler (unless nil), starts watching this
+// server's events and sends cmd: the watch starts before the command
+// leaves, so the answer cannot slip past it.
+func (st *Stepper) send(ctx context.Context, cmd stepCommand, onRefused func(error)) (*live.Subscription, error) {
+	c := &st.commands
+	cmd.From = st.cfg.Room.ID()
+	if onRefused != nil {
+		c.mu.Lock()
+		c.waiting[cmd.ID] = onRefused
+		c.mu.Unlock()
+	}
+	sub := st.cfg.Hub.Subscribe(st.cfg.Hub.LastSeq())
+	b, _ := json.Marshal(cmd)
+	nctx, cancel := context.WithTimeout(ctx, stepReplyTimeout)
+	defer cancel()
+	if err := c.peers.Notify(nctx, stepChannel, string(b)); err != nil {
+		st.unregister(cmd.ID)
+		return nil, pay.Errorf(pay.EUNAVAILABLE, "The other servers could not be asked to step (the database did not take the notification); try again.")
+	}
+	return sub, nil
+}
+
+func (st *Stepper) unregister(id string) {
+	c := &st.commands
+	c.mu.Lock()
+	delete(c.waiting, id)
+	c.mu.Unlock()
+}
+
+// Command carries out another server's command on this server's held
+// requests. A request this server does not hold is another's: it stays
+// silent. It runs on the listener's goroutine, which may be the relay's:
+// it only takes the stepper's lock, and a refusal goes out on a goroutine
+// of its own, bounded by stepReplyTimeout.
+func (st *Stepper) Command(payload string) {
+	var cmd stepCommand
+	if err := json.Unmarshal([]byte(payload), &cmd); err != nil {
+		st.cfg.Logf("step mode: ignoring a notification that is not a command: %v", err)
+		return
+	}
+	me := st.cfg.Room.ID()
+	if cmd.From == me || st.ctx.Err() != nil {
+		return // its own, or shutting down: every hold ends anyway
+	}
+	var err error
+	switch cmd.Op {
+	case stepOpNext, stepOpFinish:
+		_, err = st.Next(cmd.Request, cmd.Op == stepOpFinish)
+	case stepOpPlay:
+		st.Play()
+	case stepOpAim:
+		err = st.aim(cmd.Request, cmd.Fault)
+	case stepOpHolding:
+		st.holding(cmd)
+	case stepOpRefused:
+		if cmd.To == me {
+			c := &st.commands
+			c.mu.Lock()
+			if f := c.waiting[cmd.ID]; f != nil {
+				f(pay.Errorf(cmd.Code, "%s", cmd.Detail))
+			}
+			c.mu.Unlock()
+		}
+	}
+	if err == nil || pay.ErrorCode(err) == pay.ENOTFOUND {
+		return
+	}
+	b, _ := json.Marshal(stepCommand{From: me, ID: cmd.ID, Op: stepOpRefused, To: cmd.From,
+		Code: pay.ErrorCode(err), Detail: pay.ErrorMessage(err)})
+	st.commands.replies.Go(func() {
+		ctx, cancel := context.WithTimeout(st.ctx, stepReplyTimeout)
+		defer cancel()
+		if err := st.commands.peers.Notify(ctx, stepChannel, string(b)); err != nil && ctx.Err() == nil {
+			st.cfg.Logf("step mode: refusing %s for %s: %v", cmd.Op, cmd.From, err)
+		}
+	})
+}
