@@ -55,7 +55,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return d
 	}
 	lockTimeout := fs.Duration("lock-timeout", envDuration("PAYTWICE_LOCK_TIMEOUT", 30*time.Second), "how long a key may stay started before a sweeper closes it (env PAYTWICE_LOCK_TIMEOUT)")
-	limitsFlag := fs.String("limits", os.Getenv("PAYTWICE_LIMITS"), "the room's fair shares per client address, as paytwice -h lists them, for every server (env PAYTWICE_LIMITS); the front door bounds each address's connections, requests in flight and the presenter's reserve by them, across all the servers")
+	limitsFlag := fs.String("limits", os.Getenv("PAYTWICE_LIMITS"), "the room's fair shares per client address, as paytwice -h lists them, for every server (env PAYTWICE_LIMITS); the front door bounds each address's connections, requests in flight, live views and the presenter's reserve by them, across all the servers")
 	retention := fs.Duration("retention", envDuration("PAYTWICE_RETENTION", 24*time.Hour), "how long done keys are kept (env PAYTWICE_RETENTION)")
 	if help, err := fs.parse(args); help || err != nil {
 		return err
@@ -110,7 +110,7 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			"PAYTWICE_PRESENTER_TOKEN=" + *presenter,
 			frontDoorMarkVariable + "=" + hex.EncodeToString(doorMark),
 			// The servers check every limit, and refuse to start on a
-			// wrong one; the door has read its own three above.
+			// wrong one; the door has read its own above.
 			"PAYTWICE_LIMITS=" + *limitsFlag,
 		}, out)
 		if err != nil {

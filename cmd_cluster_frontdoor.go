@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -42,6 +43,11 @@ type frontDoor struct {
 	shares   addrlimit.Shares
 	conns    *addrlimit.Counts
 	inFlight *addrlimit.Counts
+	// streams counts each address's live views (GET /events) across the
+	// servers: each server counts only the ones it serves, so without
+	// this an address would hold -limits streams-per-address on every
+	// one of them.
+	streams *addrlimit.Counts
 	// places are the client addresses the presenter was recognised from
 	// lately: by the cookie, which the door checks itself, or by a
 	// server's answer (peers.PresenterSeenHeader) for a token in the
@@ -132,7 +138,8 @@ var errFrontDoorBody = fmt.Errorf("its answer's body is larger than the front do
 
 func newFrontDoor(servers []*child, mark string, stderr io.Writer) *frontDoor {
 	d := &frontDoor{servers: servers}
-	d.bound(addrlimit.Shares{Connections: addrlimit.DefaultConnections, InFlight: addrlimit.DefaultInFlight, Reserve: addrlimit.DefaultReserve, IdleAfter: addrlimit.DefaultIdleAfter}, "", time.Now)
+	d.bound(addrlimit.Shares{Connections: addrlimit.DefaultConnections, InFlight: addrlimit.DefaultInFlight, Reserve: addrlimit.DefaultReserve,
+		Streams: addrlimit.DefaultStreams, IdleAfter: addrlimit.DefaultIdleAfter}, "", time.Now)
 	d.proxy = &httputil.ReverseProxy{
 		Transport: &http.Transport{
 			Proxy:                  nil,
@@ -209,7 +216,21 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// the students of its address.
 		d.places.Note(client)
 		from.token = ""
-	} else if r.URL.Path != "/events" { // live views have their own share
+	} else if r.URL.Path == "/events" {
+		// Live views have their own share, counted here across the
+		// servers. The presenter's are not counted, as on the servers: by
+		// the cookie above, or by a header token a server recognised.
+		if !d.tokens.has(from.token) {
+			if !d.streams.Take(client, false) {
+				w.Header().Set("Connection", "close")
+				writeFrontDoorProblemAfter(w, http.StatusTooManyRequests, frontDoorStreamRetry, fmt.Sprintf(
+					"Your address (%s) holds %d live views already on the servers of this class, its share (-limits %s): this one was not sent to any of them. Close a tab; the page works without its live panels and reconnects by itself.",
+					client, d.shares.Streams, addrlimit.StreamsName))
+				return
+			}
+			defer d.streams.Release(client)
+		}
+	} else {
 		// A token in the header is not compared here (the servers compare
 		// it, under the limit on wrong ones): it may use the reserve once
 		// a server has recognised that very token. Any other gets the
@@ -268,6 +289,11 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type senderKey struct{}
 
+// frontDoorStreamRetry is the Retry-After, in seconds, of a live view the
+// door refuses: a server's refusal of one says the same (the page
+// reconnects by itself).
+const frontDoorStreamRetry = 10
+
 // bound sets the door's shares per address and the presenter's cookie,
 // with the clock now: the presenter's places and confirmed tokens are
 // kept for the shares' IdleAfter, as a server keeps its places.
@@ -275,6 +301,7 @@ func (d *frontDoor) bound(sh addrlimit.Shares, cookie string, now func() time.Ti
 	d.shares, d.cookie = sh, cookie
 	d.conns = addrlimit.New(sh.Connections, sh.Reserve)
 	d.inFlight = addrlimit.New(sh.InFlight, sh.Reserve)
+	d.streams = addrlimit.New(sh.Streams, 0)
 	d.places = addrlimit.NewPlaces(now, sh.IdleAfter)
 	d.tokens = confirmedTokens{addrlimit.NewPlaces(now, sh.IdleAfter)}
 }
@@ -370,13 +397,20 @@ func (d *frontDoor) streamHome(r *http.Request) *child {
 // type is about:blank: the explanation pages live on the servers, which
 // are what failed.
 func writeFrontDoorProblem(w http.ResponseWriter, status int, detail string) {
+	// Every answer but a refused live view invites a retry with the same
+	// key: a 502 when a server took the request and gave no answer (the
+	// key on that server holds whatever it did), a 503 when no server
+	// could take it, a 429 when none was sent it.
+	writeFrontDoorProblemAfter(w, status, 1, detail)
+}
+
+// writeFrontDoorProblemAfter is writeFrontDoorProblem with Retry-After
+// seconds.
+func writeFrontDoorProblemAfter(w http.ResponseWriter, status, seconds int, detail string) {
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")
-	// Both of its answers invite a retry with the same key: a 502 when a
-	// server took the request and gave no answer (the key on that server
-	// holds whatever it did), a 503 when no server could take it.
-	h.Set("Retry-After", "1")
+	h.Set("Retry-After", strconv.Itoa(seconds))
 	h.Set("Stripe-Should-Retry", "true")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(struct {

@@ -34,7 +34,7 @@ func (b *shareBackend) child(t *testing.T, name string) *child {
 		if c, err := r.Cookie(peers.PresenterCookie); r.Header.Get(check.PresenterHeader) == "right" || err == nil && c.Value == "the-cookie" {
 			w.Header().Set(peers.PresenterSeenHeader, "1")
 		}
-		if r.URL.Path == "/hold" {
+		if r.URL.Path == "/hold" || r.URL.Path == "/events" && r.URL.Query().Has("hold") {
 			b.arrived <- r.Header.Get("X-Forwarded-For")
 			<-b.release
 		}
@@ -186,16 +186,83 @@ func TestTheFrontDoorBoundsConnectionsByTheLimits(t *testing.T) {
 	})
 }
 
+// The front door sees every live view of the cluster, so it bounds an
+// address's across all the servers (each server counts only the ones it
+// serves): past -limits streams-per-address, 429 problem+json before any
+// server gets it. The presenter's are not counted (the cookie, or a
+// header token a server recognised), another address opens its own, and
+// a place comes back when a live view ends.
+func TestTheFrontDoorBoundsLiveViewsAcrossTheServers(t *testing.T) {
+	const streams = 3
+	door, b, addr := serveDoor(t, addrlimit.Shares{Connections: 100, InFlight: 100, Reserve: 2, Streams: streams})
+	if res, _ := ask(t, dialFrom(t, "127.0.0.4", addr), "/", check.PresenterHeader, "right"); res.StatusCode != http.StatusOK {
+		t.Fatalf("the presenter's token: %d", res.StatusCode)
+	}
+	var held sync.WaitGroup
+	for range streams { // one on each server, by the door's turns
+		holdPathFrom(t, b, addr, &held, "/events?hold", "127.0.0.2")
+	}
+	res, body := ask(t, dialFrom(t, "127.0.0.2", addr), "/events?hold")
+	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Content-Type") != "application/problem+json" ||
+		res.Header.Get("Retry-After") != "10" || !strings.Contains(body, addrlimit.StreamsName) {
+		t.Fatalf("one live view past the address's share across three servers: %d %v %s", res.StatusCode, res.Header, body)
+	}
+	if len(b.arrived) != 0 {
+		t.Fatal("the refused live view reached a server")
+	}
+	for _, tc := range []struct {
+		what, ip string
+		header   []string
+	}{
+		{"another request of the address", "127.0.0.2", nil},
+		{"the presenter's cookie at the address", "127.0.0.2", []string{"Cookie", peers.PresenterCookie + "=the-cookie"}},
+		{"the presenter's recognised token at the address", "127.0.0.2", []string{check.PresenterHeader, "right"}},
+		{"another address's live view", "127.0.0.3", nil},
+	} {
+		path := "/events"
+		if tc.header == nil && tc.ip == "127.0.0.2" {
+			path = "/"
+		}
+		if res, body := ask(t, dialFrom(t, tc.ip, addr), path, tc.header...); res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", tc.what, res.StatusCode, body)
+		}
+	}
+	if res, body := ask(t, dialFrom(t, "127.0.0.2", addr), "/events", check.PresenterHeader, "a-guess"); res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a token no server recognised, past the share: %d %s", res.StatusCode, body)
+	}
+	if n := door.streams.Held("127.0.0.2"); n != streams {
+		t.Fatalf("the door counts %d live views of the address, want %d", n, streams)
+	}
+	close(b.release)
+	held.Wait()
+	// The door gives a place back just after the live view ends.
+	for i := 0; door.streams.Addresses() != 0; i++ {
+		if i == 3000 {
+			t.Fatalf("after 30 s, %d addresses still counted once every live view ended", door.streams.Addresses())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if res, body := ask(t, dialFrom(t, "127.0.0.2", addr), "/events"); res.StatusCode != http.StatusOK {
+		t.Fatalf("after the live views ended: %d %s", res.StatusCode, body)
+	}
+}
+
 // holdFrom sends GET /hold to the door at addr from ip, with header
 // lines ("Name: value\r\n"), and returns once a server holds it; held is
 // done when its answer has been read (2 minutes at most).
 func holdFrom(t *testing.T, b *shareBackend, addr string, held *sync.WaitGroup, ip string, header ...string) {
 	t.Helper()
+	holdPathFrom(t, b, addr, held, "/hold", ip, header...)
+}
+
+// holdPathFrom is holdFrom for path, which a server holds.
+func holdPathFrom(t *testing.T, b *shareBackend, addr string, held *sync.WaitGroup, path, ip string, header ...string) {
+	t.Helper()
 	c := dialFrom(t, ip, addr)
 	held.Add(1)
 	go func() {
 		defer held.Done()
-		_, _ = io.WriteString(c, "GET /hold HTTP/1.1\r\nHost: room\r\n"+strings.Join(header, "")+"\r\n")
+		_, _ = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: room\r\n"+strings.Join(header, "")+"\r\n")
 		_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
 		if res, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
 			res.Body.Close()
@@ -286,11 +353,12 @@ func TestTheFrontDoorReadsTheServersLimits(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", v, err)
 		}
-		if want := (addrlimit.Shares{Connections: l.ConnectionsPerAddress, InFlight: l.InFlightPerAddress, Reserve: l.PresenterReserve, IdleAfter: l.IdleAfter}); sh != want {
+		if want := (addrlimit.Shares{Connections: l.ConnectionsPerAddress, InFlight: l.InFlightPerAddress, Reserve: l.PresenterReserve,
+			Streams: l.StreamsPerAddress, IdleAfter: l.IdleAfter}); sh != want {
 			t.Fatalf("%q: the door reads %+v, a server %+v", v, sh, want)
 		}
 	}
-	for _, v := range []string{"in-flight-per-address=0", "presenter-reserve=-1", "connections-per-address=many", "idle-after=0s", "idle-after=soon"} {
+	for _, v := range []string{"in-flight-per-address=0", "presenter-reserve=-1", "streams-per-address=0", "connections-per-address=many", "idle-after=0s", "idle-after=soon"} {
 		if _, err := addrlimit.ParseShares(v); err == nil {
 			t.Fatalf("%q taken", v)
 		}

@@ -132,7 +132,7 @@ func (r Rate) String() string { return strconv.Itoa(r.Burst) + "/" + r.Every.Str
 var DefaultLimits = Limits{
 	MaxStreams:            DefaultMaxStreams,
 	PresenterStreams:      20,
-	StreamsPerAddress:     200,
+	StreamsPerAddress:     addrlimit.DefaultStreams,
 	StreamsPerSession:     12,
 	StreamOpens:           Rate{Burst: 600, Every: 50 * time.Millisecond},
 	Requests:              Rate{Burst: 1200, Every: 10 * time.Millisecond},
@@ -230,7 +230,7 @@ type limitSetting struct {
 var limitSettings = []limitSetting{
 	{name: "streams", what: "live views open on this server", count: func(l *Limits) *int { return &l.MaxStreams }},
 	{name: "presenter-streams", what: "of them kept for the presenter", count: func(l *Limits) *int { return &l.PresenterStreams }},
-	{name: "streams-per-address", what: "live views one address may hold", count: func(l *Limits) *int { return &l.StreamsPerAddress }},
+	{name: addrlimit.StreamsName, what: "live views one address may hold", count: func(l *Limits) *int { return &l.StreamsPerAddress }},
 	{name: "streams-per-session", what: "live views one browser session may hold", count: func(l *Limits) *int { return &l.StreamsPerSession }},
 	{name: "stream-opens", what: "live views one address may open (burst/one back every)", rate: func(l *Limits) *Rate { return &l.StreamOpens }},
 	{name: "requests", what: "requests other than payments per address", rate: func(l *Limits) *Rate { return &l.Requests }},

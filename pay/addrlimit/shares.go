@@ -15,6 +15,10 @@ const (
 	// DefaultReserve is how many connections, and requests in flight,
 	// the presenter may have beyond an address's share.
 	DefaultReserve = 64
+	// DefaultStreams is how many live views (event streams) one address
+	// may hold at once: a whole class behind one NAT, a phone and a tab
+	// or two each.
+	DefaultStreams = 200
 	// DefaultIdleAfter is how long an address is remembered after its
 	// last use: the presenter's places among them.
 	DefaultIdleAfter = 10 * time.Minute
@@ -26,6 +30,7 @@ type Shares struct {
 	Connections int // connections-per-address
 	InFlight    int // in-flight-per-address
 	Reserve     int // presenter-reserve
+	Streams     int // streams-per-address
 	// IdleAfter (idle-after) is how long the presenter's places are kept
 	// after the presenter was last recognised there.
 	IdleAfter time.Duration
@@ -37,13 +42,14 @@ const (
 	InFlightName    = "in-flight-per-address"
 	ReserveName     = "presenter-reserve"
 	IdleAfterName   = "idle-after"
+	StreamsName     = "streams-per-address"
 )
 
 // ParseShares reads Shares out of a -limits value (comma-separated
-// name=value pairs) over the defaults. Only its own four names are read
+// name=value pairs) over the defaults. Only its own five names are read
 // and checked; the others are the servers' to check.
 func ParseShares(limits string) (Shares, error) {
-	sh := Shares{Connections: DefaultConnections, InFlight: DefaultInFlight, Reserve: DefaultReserve, IdleAfter: DefaultIdleAfter}
+	sh := Shares{Connections: DefaultConnections, InFlight: DefaultInFlight, Reserve: DefaultReserve, Streams: DefaultStreams, IdleAfter: DefaultIdleAfter}
 	for _, part := range strings.Split(limits, ",") {
 		name, value, _ := strings.Cut(part, "=")
 		var v *int
@@ -61,6 +67,8 @@ func ParseShares(limits string) (Shares, error) {
 			v = &sh.InFlight
 		case ReserveName:
 			v = &sh.Reserve
+		case StreamsName:
+			v = &sh.Streams
 		default:
 			continue
 		}
