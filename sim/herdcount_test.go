@@ -36,6 +36,7 @@ func TestCountedHerdMatchesEvents(t *testing.T) {
 		}
 		for _, st := range c.strats {
 			t.Run(fmt.Sprintf("%d clients %s", c.clients, st), func(t *testing.T) {
+				t.Parallel() // a model of its own, on its own seeds
 				var events herdSim
 				var counted countedHerd
 				var ew, ec, cw, cc stat
