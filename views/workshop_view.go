@@ -55,8 +55,9 @@ type WorkshopFaults struct {
 type WorkshopBoard struct {
 	On, Presenter bool
 	// Address is where students open the workshop page.
-	Address       string
-	Faults        WorkshopFaults
+	Address string
+	Faults  WorkshopFaults
+	// Allowed are the networks the room calls, "" for none.
 	Allowed       string
 	Queued, Queue int
 	Rows          []WorkshopRow

@@ -256,7 +256,7 @@ func (h workshopHandlers) apply(req WorkshopSettings) error {
 		return err
 	}
 	if req.Allowed != nil {
-		h.guard.SetAllowed(allowed)
+		h.ws.SetAllowed(allowed)
 	}
 	if req.On != nil {
 		h.ws.SetOn(*req.On)

@@ -99,9 +99,6 @@ func (h workshopHandlers) boardView(r *http.Request, address string) views.Works
 		nets = append(nets, p.String())
 	}
 	v.Allowed = strings.Join(nets, ", ")
-	if v.Allowed == "" {
-		v.Allowed = "no network yet (-workshop-allow)"
-	}
 	for _, row := range sb.Rows {
 		v.Rows = append(v.Rows, rowView(row))
 	}

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"paytwice/sim"
+	"paytwice/web/workshop"
 )
 
 // TestWorkshopSettingsReachEveryServerAtOnce: two servers share one store
@@ -18,7 +21,9 @@ import (
 // the first server; the second server, which saves nothing and draws no
 // board meanwhile (the reads that used to be its only way to learn of
 // them), takes each change when it is announced: it opens, and the
-// gateway of a student registered on it drops a charge's first answer.
+// gateway of a student registered on it drops a charge's first answer;
+// the networks the presenter allows on the first server are the ones the
+// second calls.
 func TestWorkshopSettingsReachEveryServerAtOnce(t *testing.T) {
 	waitsOnRealClocks(t)
 	const presenter = "teach-announce"
@@ -79,6 +84,22 @@ func TestWorkshopSettingsReachEveryServerAtOnce(t *testing.T) {
 		t.Fatalf("changing the faults on the first server: %d %s", code, out)
 	}
 	within("taken the new faults", func() bool { return b.Server.endpoints.workshop.Scoreboard().Faults == want })
+
+	if code, out := send(a.URL, http.MethodPut, workshopAPI, `{"faults": {"latency_ms": 30, "drop_first_answer": true}, "allowed": ["127.0.0.3"]}`,
+		PresenterHeader, presenter); code != http.StatusOK {
+		t.Fatalf("changing the networks on the first server: %d %s", code, out)
+	}
+	wantNets := []workshop.Allow{{Net: netip.MustParsePrefix("127.0.0.3/32")}}
+	within("taken the new networks", func() bool { return slices.Equal(b.Server.endpoints.guard.Allowed(), wantNets) })
+	if code, out := send(b.URL, http.MethodPost, workshopAPI+"/endpoint", `{"name": "Dan", "url": "http://127.0.0.2:8000"}`,
+		"Authorization", "Bearer dan-"+hex.EncodeToString(randomBytes(8))); code != http.StatusForbidden {
+		t.Errorf("registering at 127.0.0.2 on the second server, once the presenter allowed only 127.0.0.3: %d %s, want 403", code, out)
+	}
+	var boardB WorkshopBoard
+	if code, out := send(b.URL, http.MethodGet, workshopAPI, ""); code != http.StatusOK || json.Unmarshal(out, &boardB) != nil ||
+		!slices.Equal(boardB.Allowed, []string{"127.0.0.3/32"}) {
+		t.Errorf("the second server's board: %d %s, want the networks allowed [127.0.0.3/32]", code, out)
+	}
 
 	// Cat's gateway, on the second server, drops a charge's first answer.
 	// A body it cannot read twice: the client does not send it again when

@@ -293,6 +293,9 @@ func (g *Guard) Check(ap netip.AddrPort) error {
 	if ip.IsLoopback() && !g.allows(ap) {
 		return pay.Errorf(pay.EFORBIDDEN, "%s is the room's own computer (loopback), not yours: give your computer's address on the room's network.", ip)
 	}
+	if len(g.allowed) == 0 {
+		return pay.Errorf(pay.EFORBIDDEN, "The room calls no network yet: ask the presenter to allow the one your computer is on (%s is in none).", ip)
+	}
 	if !g.allows(ap) {
 		return pay.Errorf(pay.EFORBIDDEN, "The room calls only the networks the presenter allows (%s); %s is outside them.", g.allowedText(), ip)
 	}
@@ -320,9 +323,6 @@ func (g *Guard) allows(ap netip.AddrPort) bool {
 }
 
 func (g *Guard) allowedText() string {
-	if len(g.allowed) == 0 {
-		return "none yet"
-	}
 	parts := make([]string, 0, len(g.allowed))
 	for _, p := range g.allowed {
 		parts = append(parts, p.String())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"paytwice/pay"
@@ -20,14 +21,18 @@ import (
 // kept is the document saved to the keeper. Several servers sharing one
 // store each save into it: a server writes the students it knows, each
 // by their secret, and leaves the others' as they are; the settings (on,
-// faults) go with a version, and a server writes them only when its
+// faults, the networks allowed) go with a version, and a server writes them only when its
 // presenter changed them, as the next version.
 type kept struct {
 	Settings int64                 `json:"settings,omitempty"`
 	On       bool                  `json:"on"`
 	Faults   sim.GatewayBaseFaults `json:"faults"`
-	Queued   int                   `json:"queued"`
-	Students []keptStudent         `json:"students"`
+	// Allowed are the networks the presenter set (SetAllowed), as they
+	// write them; absent until they set any, when every server calls the
+	// networks it was started with.
+	Allowed  *[]string     `json:"allowed,omitempty"`
+	Queued   int           `json:"queued"`
+	Students []keptStudent `json:"students"`
 	// Removed are the secrets of the students the presenter removed,
 	// newest last, at most maxRemembered: no server writes them back.
 	Removed []string `json:"removed,omitempty"`
@@ -197,9 +202,14 @@ func (w *Workshop) mergeLocked(was kept) kept {
 		w.settings = doc.Settings
 	case was.Settings > w.settings:
 		w.adoptLocked(was)
-		doc.Settings, doc.On, doc.Faults = was.Settings, was.On, was.Faults
+		doc.Settings, doc.On, doc.Faults, doc.Allowed = was.Settings, was.On, was.Faults, was.Allowed
 	default:
 		doc.Settings = w.settings
+	}
+	if doc.Allowed == nil && was.Allowed != nil {
+		// Networks another server's presenter set, this one never did.
+		w.takeAllowedLocked(was.Allowed)
+		doc.Allowed = was.Allowed
 	}
 	mine := make(map[string]bool, len(doc.Students))
 	for _, k := range doc.Students {
@@ -228,6 +238,13 @@ func (w *Workshop) mergeLocked(was kept) kept {
 // the students it knows. w.mu is held.
 func (w *Workshop) keptLocked() kept {
 	doc := kept{On: w.on, Faults: w.faults, Queued: len(w.queue), Students: make([]keptStudent, 0, len(w.order))}
+	if w.allowedSet {
+		nets := make([]string, 0)
+		for _, a := range w.cfg.Guard.Allowed() {
+			nets = append(nets, a.String())
+		}
+		doc.Allowed = &nets
+	}
 	for _, st := range w.order {
 		row := w.rowLocked(st)
 		doc.Students = append(doc.Students, keptStudent{Who: st.who, Addr: st.addr, Name: st.name, Secret: st.secret,
@@ -246,6 +263,22 @@ func (w *Workshop) adoptLocked(doc kept) {
 	for _, st := range w.students {
 		st.gw.SetBaseFaults(doc.Faults)
 	}
+	w.takeAllowedLocked(doc.Allowed)
+}
+
+// takeAllowedLocked has the guard call the networks the presenter set, as
+// kept; nil (never set) leaves this server's own. w.mu is held.
+func (w *Workshop) takeAllowedLocked(nets *[]string) {
+	if nets == nil {
+		return
+	}
+	allowed, err := ParseAllowed(strings.Join(*nets, ","))
+	if err != nil {
+		w.cfg.Logf("workshop: the kept networks allowed are unreadable, left as they were: %v", err)
+		return
+	}
+	w.cfg.Guard.SetAllowed(allowed)
+	w.allowedSet = true
 }
 
 // Restore reads the kept workshop, as a restarted server does before it
@@ -273,6 +306,7 @@ func (w *Workshop) Restore(ctx context.Context) error {
 		for _, st := range w.students {
 			st.gw.SetBaseFaults(w.faults)
 		}
+		w.takeAllowedLocked(doc.Allowed)
 	}
 	interrupted := false
 	for _, k := range doc.Students {

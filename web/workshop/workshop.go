@@ -157,6 +157,9 @@ type Workshop struct {
 	// last save, which then writes them as the next version.
 	settings        int64
 	settingsChanged bool
+	// allowedSet says the networks the guard calls are the presenter's
+	// (SetAllowed, here or kept), not those this server started with.
+	allowedSet bool
 	// unread says the kept workshop is still to be read: Restore could
 	// not, and the saver reads it again.
 	unread bool
@@ -299,6 +302,19 @@ func (w *Workshop) SetFaults(f sim.GatewayBaseFaults) error {
 	w.settingsChanged = true
 	w.changedLocked()
 	return nil
+}
+
+// SetAllowed replaces the networks the room calls students' endpoints on,
+// for every server sharing the keeper: kept with the settings and
+// announced, they outlive a restart and win over the networks a server
+// was started with (-workshop-allow or its default).
+func (w *Workshop) SetAllowed(allowed []Allow) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cfg.Guard.SetAllowed(allowed)
+	w.allowedSet = true
+	w.settingsChanged = true
+	w.changedLocked()
 }
 
 // Register records who's endpoint under name, or changes it: addr is
