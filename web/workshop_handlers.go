@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -327,7 +328,10 @@ func (h workshopHandlers) ask(r *http.Request) (workshop.Mine, error) {
 func (h workshopHandlers) handleGateway(c echo.Context) error {
 	secret := c.Param("secret")
 	if !h.ws.Known(secret) {
-		_, _, err := h.ws.EnterGateway(secret) // says no such gateway
+		_, _, err := h.ws.EnterGateway(secret) // says no such gateway, or not yet
+		if errors.Is(err, workshop.ErrStarting) {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(waitSeconds(h.ws.ReadAgainEvery())))
+		}
 		return err
 	}
 	// Counted by the gateway, whoever calls it: behind one secret is one

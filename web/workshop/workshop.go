@@ -371,6 +371,17 @@ func (w *Workshop) Register(ctx context.Context, who, addr, name, rawURL string)
 	return w.mineLocked(st), nil
 }
 
+// ErrStarting answers a gateway this server does not know while it has
+// not read the kept workshop yet: the gateway may well be a kept
+// student's, so the student's server is asked to send the same request
+// again (Retry-After, ReadAgainEvery), not told to copy the address
+// again.
+var ErrStarting = pay.Errorf(pay.EUNAVAILABLE, "The room is starting: it has not read its workshop's students yet, so this gateway is not known yet. Send the same request again after the Retry-After seconds; nothing was charged.")
+
+// ReadAgainEvery is how often the kept workshop is read again while it
+// is unread: a gateway answered ErrStarting is worth asking again then.
+func (w *Workshop) ReadAgainEvery() time.Duration { return w.cfg.ReadAgainEvery }
+
 // errClosed refuses what only an open workshop does.
 var errClosed = pay.Errorf(pay.EFORBIDDEN, "The presenter has not opened the workshop yet: wait for them to turn it on.")
 
@@ -414,6 +425,9 @@ func (w *Workshop) EnterGateway(secret string) (h http.Handler, leave func(), er
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st, ok := w.bySecret[secret]
+	if !ok && w.unread {
+		return nil, nil, ErrStarting
+	}
 	if !ok {
 		return nil, nil, pay.Errorf(pay.ENOTFOUND, "No student's gateway is at this address: copy it again from your workshop page.")
 	}
