@@ -3,6 +3,8 @@ package workshop
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"paytwice/pay"
 	"paytwice/sim"
@@ -19,15 +21,51 @@ const DefaultBooksCap = 10_000
 
 // newGateway is the gateway of the student whose secret is secret, its
 // books in Config.Books when set, holding held of what t says is kept
-// there; w.mu is held or w not yet shared.
-func (w *Workshop) newGateway(secret string, held []sim.GatewayHTTPCharge, t sim.GatewayTally) *sim.GatewayHandler {
+// there, and the fence its charges pass to reach the books; w.mu is held
+// or w not yet shared.
+func (w *Workshop) newGateway(secret string, held []sim.GatewayHTTPCharge, t sim.GatewayTally) (*sim.GatewayHandler, *booksFence) {
 	gw := sim.NewGatewayHandler(w.cfg.Now)
 	gw.SetMaxCharges(w.cfg.BooksCap)
 	gw.SetBaseFaults(w.faults)
+	fence := &booksFence{}
 	if w.cfg.Books != nil {
-		gw.KeepIn(studentBooks{w.cfg.Books, secret, w.cfg.BooksCap}, held, t)
+		gw.KeepIn(studentBooks{w.cfg.Books, secret, w.cfg.BooksCap, fence}, held, t)
 	}
-	return gw
+	return gw, fence
+}
+
+// booksFence is what a removal and the charges of the student removed
+// agree by: a charge already inside the gateway (its latency, say) when
+// the presenter removes the student either reaches the books before the
+// removal deletes them, which then deletes it too, or is refused; it
+// never writes a row that belongs to no student.
+type booksFence struct {
+	closed   atomic.Bool
+	inFlight sync.RWMutex // held shared by each charge on its way to the books
+}
+
+// errRemovedStudent refuses a charge whose student the presenter removed
+// while it was inside their gateway.
+var errRemovedStudent = pay.Errorf(pay.ENOTFOUND, "the presenter removed this student from the workshop, so their gateway charges nothing more")
+
+// close refuses every charge from now on, at once.
+func (f *booksFence) close() {
+	if f != nil {
+		f.closed.Store(true)
+	}
+}
+
+// closeAndWait closes f, then waits for the charges already on their way
+// to the books: the books can be deleted once it returns.
+func (f *booksFence) closeAndWait() {
+	if f == nil {
+		return
+	}
+	f.close()
+	// Taken once every charge that passed the fence before it closed has
+	// left: waiting for them is the point, there is nothing to guard.
+	f.inFlight.Lock()
+	f.inFlight.Unlock()
 }
 
 // keptBooks are one student's charges read from Config.Books.
@@ -80,14 +118,21 @@ func (w *Workshop) readBooks(ctx context.Context, doc kept) (map[string]keptBook
 	return out, nil
 }
 
-// studentBooks are one student's gateway's books in Config.Books.
+// studentBooks are one student's gateway's books in Config.Books, behind
+// the student's fence.
 type studentBooks struct {
 	books  Books
 	secret string
 	keep   int
+	fence  *booksFence
 }
 
 func (b studentBooks) Record(ctx context.Context, c sim.GatewayHTTPCharge) (sim.GatewayHTTPCharge, bool, sim.GatewayTally, error) {
+	b.fence.inFlight.RLock()
+	defer b.fence.inFlight.RUnlock()
+	if b.fence.closed.Load() {
+		return sim.GatewayHTTPCharge{}, false, sim.GatewayTally{}, errRemovedStudent
+	}
 	kept, fresh, t, err := b.books.RecordWorkshopCharge(ctx, b.secret,
 		pay.GatewayCharge{Key: c.Key, ID: c.ID, OrderID: c.OrderID, AmountSatang: c.AmountSatang, CreatedAt: c.CreatedAt}, b.keep)
 	return httpCharge(kept), fresh, sim.GatewayTally{Held: t.Held, Pruned: t.Pruned}, err

@@ -322,8 +322,9 @@ func (w *Workshop) Restore(ctx context.Context) error {
 			continue
 		}
 		kb := books[k.Secret]
-		st := &student{who: k.Who, addr: k.Addr, name: k.Name, secret: k.Secret, endpoint: u, gw: w.newGateway(k.Secret, kb.held, kb.tally),
+		st := &student{who: k.Who, addr: k.Addr, name: k.Name, secret: k.Secret, endpoint: u,
 			registered: k.Registered, run: k.Run, hidden: k.Hidden}
+		st.gw, st.fence = w.newGateway(k.Secret, kb.held, kb.tally)
 		if w.cfg.Books == nil {
 			st.chargesBefore = k.Charges
 		}

@@ -60,6 +60,11 @@ func (w *Workshop) remove(ctx context.Context, match func(*student) bool, first 
 		w.changedLocked()
 	}
 	w.mu.Unlock()
+	// A charge already inside a removed student's gateway reaches the
+	// books before they are deleted below, or is refused.
+	for _, st := range gone {
+		st.fence.closeAndWait()
+	}
 	if len(gone) > 0 && w.cfg.Keeper != nil {
 		// Kept at once, so that every board read after this answer has
 		// the students gone; the saver writes it again should this fail.
@@ -90,6 +95,7 @@ func (w *Workshop) remove(ctx context.Context, match func(*student) bool, first 
 func (w *Workshop) forgetLocked(st *student) {
 	delete(w.students, st.who)
 	delete(w.bySecret, st.secret)
+	st.fence.close()
 	if w.perAddr[st.addr]--; w.perAddr[st.addr] <= 0 {
 		delete(w.perAddr, st.addr)
 	}

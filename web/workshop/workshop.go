@@ -179,11 +179,14 @@ type student struct {
 	secret          string
 	endpoint        *url.URL
 	gw              *sim.GatewayHandler
-	registered      time.Time
-	run             Run
-	atGateway       int  // requests from outside its gateway is answering
-	first           bool // its queued run is the presenter's, ahead of the class
-	hidden          bool // off the scoreboard, by the presenter
+	// fence stands between its gateway's charges and Config.Books: a
+	// removal closes it.
+	fence      *booksFence
+	registered time.Time
+	run        Run
+	atGateway  int  // requests from outside its gateway is answering
+	first      bool // its queued run is the presenter's, ahead of the class
+	hidden     bool // off the scoreboard, by the presenter
 	// chargesBefore are the charges its gateway held when this server
 	// last stopped, where the books are in memory only (no Config.Books):
 	// such a restarted gateway's books start empty.
@@ -360,8 +363,8 @@ func (w *Workshop) Register(ctx context.Context, who, addr, name, rawURL string)
 			return Mine{}, pay.Errorf(pay.EBUSY, "Your computer has registered %d students already: keep using one of them.", w.cfg.PerAddress)
 		}
 		secret := hex.EncodeToString(randomBytes(16))
-		st = &student{who: who, addr: addr, secret: secret, gw: w.newGateway(secret, nil, sim.GatewayTally{}),
-			registered: w.cfg.Now(), run: Run{State: Registered}}
+		st = &student{who: who, addr: addr, secret: secret, registered: w.cfg.Now(), run: Run{State: Registered}}
+		st.gw, st.fence = w.newGateway(secret, nil, sim.GatewayTally{})
 		w.students[who], w.bySecret[st.secret] = st, st
 		w.perAddr[addr]++
 		w.order = append(w.order, st)

@@ -1,0 +1,137 @@
+package workshop
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"paytwice/pay"
+)
+
+// heldBooks are books whose first charge is held on its way in, until
+// released: a charge inside a gateway when the presenter removes its
+// student.
+type heldBooks struct {
+	Books
+	entered, release chan struct{}
+	once             sync.Once
+
+	mu   sync.Mutex
+	rows map[string]int // charges kept, by student
+}
+
+func (b *heldBooks) RecordWorkshopCharge(_ context.Context, student string, c pay.GatewayCharge, _ int) (pay.GatewayCharge, bool, pay.WorkshopTally, error) {
+	b.once.Do(func() {
+		close(b.entered)
+		<-b.release
+	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.rows[student]++
+	return c, true, pay.WorkshopTally{Held: b.rows[student]}, nil
+}
+
+func (b *heldBooks) DeleteWorkshopBooks(_ context.Context, students ...string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range students {
+		delete(b.rows, s)
+	}
+	return nil
+}
+
+func (b *heldBooks) held() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range b.rows {
+		out[k] = v
+	}
+	return out
+}
+
+// TestRemovalAndAChargeInFlightAgree: a charge is inside Cat's gateway,
+// held on its way to the books, when the presenter removes Cat. The
+// removal deletes Cat's books only once that charge has reached them, so
+// no row is left that belongs to no student; a charge that enters the
+// gateway afterwards (its handler taken before the removal) is refused,
+// and writes nothing. Without the fence the removal deleted the books
+// first and the held charge then wrote an orphan row.
+func TestRemovalAndAChargeInFlightAgree(t *testing.T) {
+	ctx := context.Background()
+	books := &heldBooks{entered: make(chan struct{}), release: make(chan struct{}), rows: map[string]int{}}
+	w := New(Config{Guard: NewGuard(Nets(netip.MustParsePrefix("127.0.0.2/32"))), Books: books, Now: time.Now})
+	w.SetOn(true)
+	mine, err := w.Register(ctx, "cat", "10.0.0.1", "Cat", "http://127.0.0.2:8000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := strings.TrimPrefix(mine.GatewayPath, GatewayPrefix)
+	gw, leave, err := w.EnterGateway(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leave()
+	charge := func(key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/charges", strings.NewReader(`{"order_id": "o-1", "amount": 100}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		rec := httptest.NewRecorder()
+		gw.ServeHTTP(rec, req)
+		return rec
+	}
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- charge("k-held") }()
+	<-books.entered
+	fence := w.fenceOf(t, mine)
+
+	removed := make(chan error, 1)
+	go func() {
+		ok, err := w.Remove(ctx, "Cat")
+		if err == nil && !ok {
+			err = context.Canceled // no such student: say so below
+		}
+		removed <- err
+	}()
+	// The removal has closed Cat's fence (and waits for the held charge)
+	// or, without one, has already deleted the books: either way the held
+	// charge goes on only now.
+	for deadline := time.Now().Add(time.Minute); !fence.closed.Load() && len(removed) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the removal neither closed Cat's fence nor returned within a minute")
+		}
+	}
+	close(books.release)
+	if err := <-removed; err != nil {
+		t.Fatalf("removing Cat: %v", err)
+	}
+	if rec := <-first; rec.Code != http.StatusCreated {
+		t.Errorf("the charge held when Cat was removed: %d %s, want 201 (charged, then deleted with Cat's books)", rec.Code, rec.Body)
+	}
+	if rows := books.held(); rows[secret] != 0 {
+		t.Errorf("after Cat's removal the books hold %d of Cat's charges, want none: an orphan row", rows[secret])
+	}
+	if rec := charge("k-after"); rec.Code == http.StatusCreated || rec.Code == http.StatusOK {
+		t.Errorf("a charge inside Cat's gateway after the removal: %d %s, want it refused", rec.Code, rec.Body)
+	}
+	if rows := books.held(); rows[secret] != 0 {
+		t.Errorf("a charge after Cat's removal wrote %d rows, want none", rows[secret])
+	}
+}
+
+// fenceOf is the fence of the student whose view is mine.
+func (w *Workshop) fenceOf(t *testing.T, mine Mine) *booksFence {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if st := w.bySecret[strings.TrimPrefix(mine.GatewayPath, GatewayPrefix)]; st != nil {
+		return st.fence
+	}
+	t.Fatal("Cat is no longer known")
+	return nil
+}
