@@ -27,8 +27,11 @@ type workshopHandlers struct {
 	ws *workshop.Workshop
 	// shared says several servers show the workshop: the board reads the
 	// scoreboard the room's store keeps, whichever server runs it.
-	shared      bool
-	logf        func(string, ...any)
+	shared bool
+	logf   func(string, ...any)
+	// notCounted writes that the books could not be counted, once in a
+	// while: the boards fetch every second.
+	notCounted  *sparseLog
 	guard       *workshop.Guard
 	isPresenter func(*http.Request) bool
 	clientIP    func(*http.Request) string
@@ -100,7 +103,7 @@ type WorkshopBoard struct {
 }
 
 func (s *Server) workshopHandlers() workshopHandlers {
-	return workshopHandlers{ws: s.endpoints.workshop, shared: s.servers.peers.Shared(), logf: s.logf, guard: s.endpoints.guard, isPresenter: s.admission.presenter.isPresenter, clientIP: s.admission.presenter.clientIP,
+	return workshopHandlers{ws: s.endpoints.workshop, shared: s.servers.peers.Shared(), logf: s.logf, notCounted: newSparseLog(time.Now, sparseLogEvery, s.logf), guard: s.endpoints.guard, isPresenter: s.admission.presenter.isPresenter, clientIP: s.admission.presenter.clientIP,
 		runs:     newBucketTable(time.Now, s.cfg.Limits.WorkshopRuns, s.cfg.Limits.Addresses, s.cfg.Limits.IdleAfter),
 		gateways: newBucketTable(time.Now, s.cfg.Limits.WorkshopGateway, s.cfg.Limits.Addresses, s.cfg.Limits.IdleAfter)}
 }
@@ -199,7 +202,7 @@ func (h workshopHandlers) scoreboard(ctx context.Context) workshop.Scoreboard {
 		return h.ws.Scoreboard()
 	}
 	if sb.ChargesErr != nil {
-		h.logf("%v: the board shows the charges as not known", sb.ChargesErr)
+		h.notCounted.printf("%v: the board shows the charges as not known", sb.ChargesErr)
 	}
 	return sb
 }
@@ -210,7 +213,7 @@ func (h workshopHandlers) scoreboard(ctx context.Context) workshop.Scoreboard {
 // says so.
 func (h workshopHandlers) countBooks(ctx context.Context) {
 	if err := h.ws.CountBooks(ctx); err != nil {
-		h.logf("%v: the rows show the counts read before", err)
+		h.notCounted.printf("%v: the rows show the counts read before", err)
 	}
 }
 
