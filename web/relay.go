@@ -34,8 +34,17 @@ func (s *Server) startRelay() {
 		// Config.Ordered): a page can then go on from its last event on
 		// any server of the room.
 		Echo: s.hub.PublishEchoes,
+		// The generation the hub stamps on this server's events.
+		Generation: s.resetGeneration,
 	})
 }
+
+// resetGeneration is the room's reset generation as this server knows it
+// now: one more than the resets the room has done (0 stays "unknown" on
+// the relay's events). An event is stamped with it as it is published,
+// and the relay never draws it after a reset of a later generation
+// (web/room/relay.go).
+func (s *Server) resetGeneration() uint64 { return s.room.Load().Resets + 1 }
 
 // ordered reports this server's own events that its board draws when the
 // relay hands them back in the room's order.

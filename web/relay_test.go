@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -163,6 +164,80 @@ func TestRelayResetOnOneServerClearsEveryTimeline(t *testing.T) {
 		if e.Kind != live.Reset {
 			t.Errorf("s2's hub still holds %s of %q after the reset", e.Kind, e.Key)
 		}
+	}
+}
+
+// heldBatch is peers whose relay holds back the first batch of events
+// that mentions hold, until release is closed, as a relay whose batch
+// waits out its pause and a busy database while another server's batch
+// commits first. The batch is then sent whatever its time-out says: it
+// is the order of the commits that the tests are about.
+type heldBatch struct {
+	room.Peers
+	hold    string
+	held    chan struct{} // closed when the batch is held
+	release chan struct{}
+	once    *sync.Once
+}
+
+func (h heldBatch) NotifyNumbered(ctx context.Context, channel string, payloads ...string) (uint64, error) {
+	if channel == room.RelayChannel && slices.ContainsFunc(payloads, func(p string) bool { return strings.Contains(p, h.hold) }) {
+		first := false
+		h.once.Do(func() { first = true })
+		if first {
+			close(h.held)
+			<-h.release
+			ctx = context.WithoutCancel(ctx)
+		}
+	}
+	return h.Peers.NotifyNumbered(ctx, channel, payloads...)
+}
+
+// A payment made before another server's reset, whose batch reaches the
+// room's order after the reset's, is not drawn after the reset: its
+// charge was emptied with the tables, and a "201 paid" row after the
+// reset would say it is in the books. (Without the reset's generation on
+// the relayed events, both timelines drew it.)
+func TestRelayDropsAPaymentMadeBeforeAResetWhoseBatchComesAfterIt(t *testing.T) {
+	waitsOnRealClocks(t)
+	held := heldBatch{hold: "relay-late", held: make(chan struct{}), release: make(chan struct{}), once: new(sync.Once)}
+	c := newClass(t)
+	envs := c.servers(func(i int, peers room.Peers) room.Peers {
+		if i == 0 {
+			return peers
+		}
+		held.Peers = peers
+		return held
+	}, "s1", "s2")
+	a, b := envs[0], envs[1]
+	b.pay("relay-late", `{"order_id":"A-7","amount_satang":700}`)
+	<-held.held
+	req, _ := http.NewRequest(http.MethodPost, a.URL+"/api/reset", nil)
+	if r, err := do(req); err != nil || r.Status != http.StatusOK {
+		t.Fatalf("reset: %v %d %s", err, r.Status, r.Body)
+	}
+	onlyReset := func(rows []views.TimelineRow) bool {
+		return len(rows) == 1 && rows[0].Title == "Reset" && rows[0].Server == "s1"
+	}
+	// s1's reset is in the room's order before s2's batch is sent.
+	waitUntil(t, "s1's timeline to hold only its reset", func() bool { return onlyReset(rowsOf(t, a)) })
+	close(held.release)
+	// A payment after the reset comes after the held batch on s2's relay:
+	// once every server draws it, each has placed the held batch.
+	b.pay("relay-after-reset", `{"order_id":"A-8","amount_satang":700}`)
+	for _, env := range envs {
+		waitRow(t, env, "s2's payment after the reset", keyed("relay-after-reset", "s2", "201 paid"))
+		var got []string
+		for _, r := range rowsOf(t, env) {
+			got = append(got, r.Title+" "+r.Key+" "+r.Outcome.Text)
+		}
+		// Newest first: the payment after the reset, then the reset.
+		if len(got) != 2 || !strings.Contains(got[0], "relay-after-reset") || !strings.HasPrefix(got[1], "Reset") {
+			t.Errorf("%s's timeline after the reset: %q, want the reset and the payment after it", env.Server.cfg.Name, got)
+		}
+	}
+	if local, gateway := c.books(); local != 1 || gateway != 1 {
+		t.Errorf("the books hold %d local and %d gateway charges, want 1 and 1", local, gateway)
 	}
 }
 

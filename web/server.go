@@ -229,6 +229,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		s.servers.peers = room.Memory()
 	}
 	s.room, s.servers.barriers = newRoom(s)
+	s.hub.SetGeneration(s.resetGeneration)
 	clock.Follow(func() time.Duration { return s.room.Load().ClockOffset })
 	s.lab = newLab(s.room, s.flagPersonalKey)
 	s.labCheck = &labChecker{mode: func() room.LabMode { return s.lab.Settings().Server.Mode }}

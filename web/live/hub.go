@@ -108,6 +108,11 @@ type Event struct {
 	// read; the relay carries it to the other servers' boards in a field
 	// of its own (web/room/relay_wire.go).
 	Priority bool `json:"-"`
+	// Gen is the room's reset generation the step was made in (one more
+	// than the resets the room had done when this server published it,
+	// SetGeneration); 0 when unknown. The relay carries it, so that a step
+	// made before a reset is never drawn after it (web/room/relay.go).
+	Gen uint64 `json:"-"`
 	// Arrived is the real time this server published the step: the
 	// board paces a caller's share by it rather than by the moment it
 	// draws the step, so that a board catching up after a stall does not
@@ -156,6 +161,9 @@ type Hub struct {
 	wall func() time.Time
 	// server is the name stamped on this server's own events (SetServer).
 	server string
+	// gen is the room's reset generation, stamped on this server's own
+	// events (SetGeneration); nil stamps none.
+	gen func() uint64
 	// epoch names this life of the hub (epoch.go).
 	epoch string
 
@@ -208,6 +216,11 @@ func (h *Hub) SetServer(name string) { h.server = name }
 // default is the wall clock.
 func (h *Hub) SetWall(wall func() time.Time) { h.wall = wall }
 
+// SetGeneration sets where this server's own events take their reset
+// generation (Event.Gen) from: the room's, at the moment each is
+// published. Call it before the first Publish.
+func (h *Hub) SetGeneration(gen func() uint64) { h.gen = gen }
+
 // Publish numbers e, stamps it with the time and this server's name
 // (unless e names a server inside this process: the lab's lock in memory
 // runs two), stores it and wakes the viewers. It never blocks on a viewer.
@@ -217,6 +230,9 @@ func (h *Hub) Publish(e Event) Event {
 	}
 	if e.Arrived.IsZero() {
 		e.Arrived = h.wall()
+	}
+	if e.Gen == 0 && h.gen != nil {
+		e.Gen = h.gen()
 	}
 	return h.publish(&e, false)
 }

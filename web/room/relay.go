@@ -43,6 +43,21 @@ import (
 // kept to itself in the moments before that (relayJoinWindow) are owed to
 // the others like any it skipped, so their pages reload rather than miss
 // them.
+//
+// A reset empties the books of every server, but the servers' batches
+// reach the room's order in the order they commit, not in the order their
+// events happened: a payment made on one server just before another
+// server's reset may come back after the reset's batch, and every page
+// would then draw "201 paid" after a reset that emptied its charge. So
+// every event carries the room's reset generation it was made in
+// (live.Event.Gen), each notification names it in its head (one
+// generation per notification), and the relay drops a notification of an
+// older generation than a reset it has placed: every server places the
+// same batches in the same order, so every server drops the same ones,
+// the sender its own echoes included. A payment made after the reset
+// carries the new generation: a server's reset barrier (barrier.go) holds
+// the other servers' payments until they have applied the room that ends
+// it, which counts the reset done.
 
 // Sink is what the relay hands the other servers' events to: the server's
 // live read model, which publishes them for its pages.
@@ -83,6 +98,10 @@ type RelayConfig struct {
 	Local func(live.Kind) bool
 	// Also share the relay's listening connection.
 	Also []Listener
+	// Generation, when set, is the room's reset generation as this server
+	// knows it when the relay starts (the one its hub stamps on its
+	// events): notifications of an older one are dropped from the start.
+	Generation func() uint64
 	// Echo, when set, hands this server's own events back to it in the
 	// room's order, so that its pages draw them there (Ordered): those
 	// sent, at their place (Entry.Place), when their batch comes back
@@ -131,28 +150,58 @@ type relayBatch struct {
 	Events []live.Event `json:"events"`
 }
 
-// decodeNotification reads the events of a notification, in either form.
+// decodeNotification reads the events of a notification, in either form,
+// and the reset generation they were made in (0 when it does not say).
 // Its head names the sending relay by a random id: two servers may have
 // been given the same name, but never share an id, so a relay recognises
 // its own notifications (PostgreSQL sends them to it too) by their first
-// bytes.
-func decodeNotification(payload string) ([]live.Entry, error) {
+// bytes. After the id, a space and the events' generation, unless it is
+// unknown (a hello, a gap alone).
+func decodeNotification(payload string) ([]live.Entry, uint64, error) {
 	if rest, ok := strings.CutPrefix(payload, wireHead); ok {
-		_, body, ok := strings.Cut(rest, "\n")
+		head, body, ok := strings.Cut(rest, "\n")
 		if !ok {
-			return nil, errWire
+			return nil, 0, errWire
 		}
-		return decodeWire(body)
+		entries, err := decodeWire(body)
+		gen := headGeneration(head)
+		if gen != 0 {
+			for j := range entries {
+				entries[j].Gen = gen // as on the server that made them
+			}
+		}
+		return entries, gen, err
 	}
 	var b relayBatch
 	if err := json.Unmarshal([]byte(payload), &b); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	entries := make([]live.Entry, len(b.Events))
 	for i, e := range b.Events {
 		entries[i].Event = e
 	}
-	return entries, nil
+	return entries, 0, nil
+}
+
+// headGeneration reads the generation from a head's line after wireHead
+// ("<id>" or "<id> <gen>"): 0 when it names none it can read.
+func headGeneration(head string) uint64 {
+	_, g, ok := strings.Cut(head, " ")
+	if !ok {
+		return 0
+	}
+	return parseGeneration(g)
+}
+
+// parseGeneration reads a generation from what follows a head's id and
+// its space: 0 when it is not one.
+func parseGeneration(g string) uint64 {
+	g, _, _ = strings.Cut(g, " ") // what a later version may add after it
+	gen, err := strconv.ParseUint(g, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return gen
 }
 
 // Relay is one server's relay.
@@ -160,8 +209,17 @@ type Relay struct {
 	cfg RelayConfig
 	// head starts every notification this relay sends and holds its
 	// random id: its own notifications come back to it and are
-	// recognised without being decoded.
-	head string
+	// recognised without being decoded. It is a hello on its own. self is
+	// head without its newline, which a notification's generation follows
+	// (headOf); genHead is the head of generation genHeadOf (only send
+	// uses them).
+	head, self string
+	genHead    string
+	genHeadOf  uint64
+	// resetGen is the generation of the newest reset placed in the room's
+	// order (or known when the relay started): notifications of an older
+	// generation are dropped.
+	resetGen atomic.Uint64
 	// maxPayload is the largest notification sent (a test lowers it).
 	maxPayload int
 	// wire writes the notifications, payloads holds them until they are
@@ -292,10 +350,65 @@ func newRelay(cfg RelayConfig, id string) *Relay {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	head := wireHead + id + "\n"
-	return &Relay{cfg: cfg, head: head, wire: newWireWriter(head), maxPayload: peers.MaxNumberedPayload,
+	self := wireHead + id
+	head := self + "\n"
+	r := &Relay{cfg: cfg, head: head, self: self, wire: newWireWriter(head), maxPayload: peers.MaxNumberedPayload,
 		hello: make(chan struct{}, 1), known: map[string]bool{}, realNow: time.Now,
 		readBackSums: map[peers.Part]uint64{}, sumSeed: maphash.MakeSeed()}
+	if cfg.Generation != nil {
+		r.resetGen.Store(cfg.Generation())
+	}
+	return r
+}
+
+// headOf is the head of a notification of this relay's events of
+// generation gen (0: unknown, the plain head).
+func (r *Relay) headOf(gen uint64) string {
+	if gen == 0 {
+		return r.head
+	}
+	if gen != r.genHeadOf {
+		r.genHead, r.genHeadOf = r.self+" "+strconv.FormatUint(gen, 10)+"\n", gen
+	}
+	return r.genHead
+}
+
+// ownHead reports whether payload is one of this relay's notifications,
+// and the generation its head names.
+func (r *Relay) ownHead(payload string) (gen uint64, own bool) {
+	rest, ok := strings.CutPrefix(payload, r.self)
+	switch {
+	case !ok || rest == "":
+		return 0, false
+	case rest[0] == '\n':
+		return 0, true
+	case rest[0] != ' ':
+		return 0, false // another relay's id that starts with this one's
+	}
+	g, _, _ := strings.Cut(rest[1:], "\n")
+	return parseGeneration(g), true
+}
+
+// stale reports whether events of generation gen were made before a
+// reset the relay has placed: drawn now, they would show what the reset
+// emptied. Generation 0 (not said) is never stale.
+func (r *Relay) stale(gen uint64) bool {
+	return gen != 0 && gen < r.resetGen.Load()
+}
+
+// placedResets notes the reset among events of generation gen, which the
+// relay places in the room's order: from then on the older generations
+// are stale.
+func (r *Relay) placedResets(gen uint64, entries []live.Entry) {
+	if gen <= r.resetGen.Load() {
+		return
+	}
+	for j := range entries {
+		if entries[j].Kind == live.Reset {
+			r.resetGen.Store(gen) // only the listening goroutine stores it
+			return
+		}
+	}
 }
 
 // Listening counts the starts of listening: 0 until the relay first
@@ -327,7 +440,9 @@ func (r *Relay) release(events []live.Event) {
 	}
 	entries := make([]live.Entry, 0, len(events))
 	for _, e := range events {
-		if e.Kind != live.Gap {
+		// Not an event made before a reset the room's order holds
+		// already: the pages would draw it after the reset.
+		if e.Kind != live.Gap && !r.stale(e.Gen) {
 			entries = append(entries, live.Entry{Event: e, Own: e.Seq})
 		}
 	}
@@ -516,19 +631,26 @@ func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 	echo := r.cfg.Echo != nil
 	var sent [][]live.Event // with Echo: this server's events of each payload
 	var cur []live.Event
-	end := func() { // ends the notification being written
+	gen := uint64(0) // the generation of the notification being written
+	end := func() {  // ends the notification being written, starts one of gen
 		if w.events > 0 {
 			payloads = append(payloads, string(w.buf))
-			w.reset(r.head)
 			if echo {
 				sent, cur = append(sent, cur), nil
 			}
 		}
+		w.reset(r.headOf(gen))
 	}
 	var rec []byte
 	for i := range events {
 		e := &events[i]
 		seq := e.Seq
+		if e.Gen != 0 && e.Gen != gen {
+			// One generation per notification, which its head names; an
+			// event that does not know its own (a gap) goes with any.
+			gen = e.Gen
+			end()
+		}
 		e.Seq = 0 // the receiving hub numbers it
 		rec = w.record(rec[:0], e)
 		if w.events > 0 && len(w.buf)+len(rec) > r.maxPayload {
@@ -602,10 +724,10 @@ func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 
 // shorten cuts e's Message (prose for people) until its record, rec, fits
 // in a notification of its own: an event is worth more than the end of
-// its sentence. The relay's writer is empty.
+// its sentence. The relay's writer holds only a head.
 func (r *Relay) shorten(e *live.Event, rec []byte) ([]byte, bool) {
 	for range 4 {
-		over := len(r.head) + len(rec) - r.maxPayload
+		over := len(r.wire.buf) + len(rec) - r.maxPayload
 		if over <= 0 {
 			return rec, true
 		}
@@ -621,7 +743,7 @@ func (r *Relay) shorten(e *live.Event, rec []byte) ([]byte, bool) {
 		e.Message = e.Message[:keep] + "…"
 		rec = r.wire.record(rec[:0], e)
 	}
-	return rec, len(r.head)+len(rec) <= r.maxPayload
+	return rec, len(r.wire.buf)+len(rec) <= r.maxPayload
 }
 
 // listen hands the other servers' events to the sink until ctx ends.
@@ -770,18 +892,22 @@ func (r *Relay) ReadBack() uint64 { return r.readBack.Load() }
 // relay not heard before is answered with a hello; one with no events is
 // a hello.
 func (r *Relay) take(part peers.Part, payload string) {
-	if strings.HasPrefix(payload, r.head) {
-		if len(payload) > len(r.head) {
-			r.takeOwn(part, payload)
+	if gen, own := r.ownHead(payload); own {
+		if payload != r.head {
+			r.takeOwn(part, gen, payload)
 		}
 		return
 	}
 	r.heard(payload)
-	events, err := decodeNotification(payload)
+	events, gen, err := decodeNotification(payload)
 	if err != nil {
 		r.cfg.Logf("live relay: ignoring a notification that is not a batch of events: %v", err)
 		return
 	}
+	if r.stale(gen) {
+		return // made before a reset placed before it: on no server's pages
+	}
+	r.placedResets(gen, events)
 	if part.N != 0 && len(events) > 0 {
 		r.cfg.Hub.Place(part.N, part.I, events)
 		for j := range events {
@@ -793,15 +919,17 @@ func (r *Relay) take(part peers.Part, payload string) {
 	}
 }
 
-// takeOwn takes one of this server's own payloads back from the room's
-// order: its events are placed there and, with Echo, handed back to be
-// drawn there. Its events are those booked when it was sent; a payload
-// not booked (the book was full, or the relay had given up on it) is read
-// from its bytes, and then it is placed but not handed back: whatever the
-// relay gave up on, the pages had drawn already or will reload.
-func (r *Relay) takeOwn(part peers.Part, payload string) {
+// takeOwn takes one of this server's own payloads, of generation gen,
+// back from the room's order: its events are placed there and, with Echo,
+// handed back to be drawn there. Its events are those booked when it was
+// sent; a payload not booked (the book was full, or the relay had given
+// up on it) is read from its bytes, and then it is placed but not handed
+// back: whatever the relay gave up on, the pages had drawn already or
+// will reload. A payload made before a reset placed before it is dropped,
+// as every other server drops it.
+func (r *Relay) takeOwn(part peers.Part, gen uint64, payload string) {
 	booked, ok := r.echoes.take(payload)
-	if part.N == 0 {
+	if part.N == 0 || r.stale(gen) {
 		return
 	}
 	var entries []live.Entry
@@ -811,12 +939,13 @@ func (r *Relay) takeOwn(part peers.Part, payload string) {
 			entries[j].Event, entries[j].Own = booked[j], booked[j].Seq
 		}
 	} else {
-		decoded, err := decodeNotification(payload)
+		decoded, _, err := decodeNotification(payload)
 		if err != nil {
 			return
 		}
 		entries = decoded
 	}
+	r.placedResets(gen, entries)
 	r.cfg.Hub.Place(part.N, part.I, entries)
 	if !ok || r.cfg.Echo == nil {
 		return
@@ -855,7 +984,8 @@ func (r *Relay) heard(payload string) {
 	if !ok {
 		return
 	}
-	id, _, _ := strings.Cut(rest, "\n")
+	head, _, _ := strings.Cut(rest, "\n")
+	id, _, _ := strings.Cut(head, " ") // the generation after it
 	if r.known[id] {
 		return
 	}

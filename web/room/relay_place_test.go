@@ -161,3 +161,38 @@ func TestAPlaceBeforeABreakIsNotFollowed(t *testing.T) {
 		}
 	}
 }
+
+// An event made before a reset whose batch reaches the room's order after
+// the reset's is placed on no server, its own included; an event made
+// after the reset, sent in the same batch, is placed on every one. Each
+// notification names the generation of its events, so the two travel
+// apart.
+func TestNoServerPlacesAnEventOfAnOlderGenerationAfterAReset(t *testing.T) {
+	peers := SharedMemory()
+	a := startRelayed(t, peers, "s1")
+	b := startRelayed(t, peers, "s2")
+	c := startRelayed(t, peers, "s3")
+	servers := []relayedServer{a, b, c}
+	waitJoined(t, servers...)
+
+	a.hub.Publish(live.Event{Kind: live.Reset, Gen: 2, Time: time.Now(), Message: "reset by s1"})
+	for _, s := range servers {
+		waitFor(t, s.relay.cfg.Name+" to place the reset", func() bool { return len(placedNames(s.hub)) == 1 })
+	}
+	// s2 made one before the reset (generation 1) and one after it.
+	b.hub.Publish(live.Event{Kind: live.Received, Request: "late", Gen: 1, Time: time.Now(), Message: "late paid"})
+	b.hub.Publish(live.Event{Kind: live.Received, Request: "fresh", Gen: 2, Time: time.Now(), Message: "fresh paid"})
+	for _, s := range servers {
+		waitFor(t, s.relay.cfg.Name+" to place the event after the reset", func() bool { return len(placedNames(s.hub)) >= 2 })
+		if got, want := placedNames(s.hub), []string{"reset", "fresh"}; len(got) != 2 || !strings.HasSuffix(got[0], " reset") || !strings.HasSuffix(got[1], " fresh") {
+			t.Errorf("%s placed %q, want %q", s.relay.cfg.Name, got, want)
+		}
+	}
+	for _, s := range []relayedServer{a, c} {
+		for _, e := range remote(s.hub) {
+			if e.Request == "late" {
+				t.Errorf("%s published s2's event made before the reset: %+v", s.relay.cfg.Name, e)
+			}
+		}
+	}
+}

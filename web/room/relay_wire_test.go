@@ -52,7 +52,7 @@ func wireRoundTrip(t *testing.T, events []live.Event, limit int) (got []live.Eve
 	w := newWireWriter(wireHead + "test\n")
 	var rec []byte
 	flush := func() {
-		evs, err := decodeNotification(string(w.buf))
+		evs, _, err := decodeNotification(string(w.buf))
 		if err != nil {
 			t.Fatalf("decoding %q: %v", w.buf, err)
 		}
@@ -176,7 +176,7 @@ func TestRelayWireRefusesWhatItDidNotWrite(t *testing.T) {
 			t.Errorf("decodeWire(%q) = %+v, want an error", body, evs)
 		}
 	}
-	if _, err := decodeNotification(wireHead + "no newline"); err == nil {
+	if _, _, err := decodeNotification(wireHead + "no newline"); err == nil {
 		t.Errorf("a head with no end was read")
 	}
 }
