@@ -32,7 +32,10 @@ type sseStream struct {
 
 func openStream(t *testing.T, env *testEnv, query string, header ...string) *sseStream {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// The stream's bound, like waitUntil's, only keeps a broken test from
+	// hanging: 20 s ran out under -race on a loaded machine while a test
+	// was still on its way.
+	ctx, cancel := context.WithTimeout(context.Background(), waitUntilBound)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.URL+"/events"+query, nil)
 	if err != nil {
 		t.Fatal(err)
