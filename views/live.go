@@ -121,6 +121,8 @@ type ChargeRow struct {
 
 // OrderCount is how many times one order was charged.
 type OrderCount struct {
+	// ID names the order's item in the page, the same in every frame.
+	ID      string
 	Scope   string
 	OrderID string
 	Charges int
@@ -382,10 +384,18 @@ func orderClass(o OrderCount) string {
 	return "once"
 }
 
-// orderIDShared says whether another listed order has the same number
+// orderPlace is where FrameInsertOrder puts its order.
+func orderPlace(before string) string {
+	if before == "" {
+		return "beforeend:#orders-list"
+	}
+	return "beforebegin:#" + before
+}
+
+// OrderIDShared says whether another listed order has the same number
 // (two browsers that drew the same one): then each says whose it is.
 // The list is in order number, so a twin is a neighbour.
-func orderIDShared(orders []OrderCount, i int) bool {
+func OrderIDShared(orders []OrderCount, i int) bool {
 	return (i > 0 && orders[i-1].OrderID == orders[i].OrderID) ||
 		(i+1 < len(orders) && orders[i+1].OrderID == orders[i].OrderID)
 }

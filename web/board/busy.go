@@ -143,6 +143,7 @@ func (p *Board) refresh() {
 	busy := p.busy
 	p.leaveBusy()
 	l := p.snapshotLocked()
+	p.shown = &l.Counters
 	p.addFrameLocked(p.modelSeq, true, []templ.Component{inTable(views.KeysBody(l.Keys, l.Now, true)),
 		inTable(views.ChargesBody(l.Charges, l.Now, true)), views.CountersView(l.Counters, true),
 		views.StepView(busy.Steps[0], true), views.Outcome(busy.ID, busy.Outcome, true)})
@@ -166,7 +167,7 @@ func (p *Board) enterBusy(e live.Event, now time.Time) []templ.Component {
 		p.rows = p.rows[:len(p.rows)-1]
 		ops = append(ops, views.FrameDelete(old.ID))
 	}
-	ops = append(ops, views.CountersView(p.countersLocked(), true))
+	ops = append(ops, views.CountersView(p.countersDrawnLocked(), true))
 	return ops
 }
 
@@ -183,7 +184,7 @@ func (p *Board) busyText(now time.Time) {
 // busyFrame refreshes the counters and the busy row.
 func (p *Board) busyFrame(now time.Time) []templ.Component {
 	p.busyText(now)
-	return []templ.Component{views.CountersView(p.countersLocked(), true),
+	return []templ.Component{views.CountersView(p.countersDrawnLocked(), true),
 		views.StepView(p.busy.Steps[0], true), views.Outcome(p.busy.ID, p.busy.Outcome, true)}
 }
 

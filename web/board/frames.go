@@ -71,6 +71,10 @@ type frame struct {
 	// has after it: the frame's id carries it too.
 	place  live.Place
 	render *lazyFrame
+	// orders is the charges per order list as a page has it after this
+	// frame (the board's shown), nil when the frames do not say: the next
+	// change draws it whole.
+	orders *views.Counters
 }
 
 // lazyFrame holds the fragments of a frame until someone renders them.
@@ -117,7 +121,7 @@ func (p *Board) addFrameLocked(seq uint64, refresh bool, ops []templ.Component) 
 		ops = append([]templ.Component{refreshMark}, ops...)
 	}
 	p.frames++
-	p.out[next] = frame{n: p.frames, seq: seq, refresh: refresh, place: p.place, render: &lazyFrame{epoch: p.cfg.Hub.Epoch(), place: p.place, ops: ops}}
+	p.out[next] = frame{n: p.frames, seq: seq, refresh: refresh, place: p.place, render: &lazyFrame{epoch: p.cfg.Hub.Epoch(), place: p.place, ops: ops}, orders: p.shown}
 	p.pending = true
 	p.pulseLocked()
 }
@@ -278,28 +282,42 @@ func (w *wake) after(n uint64) (b []byte, ok bool) {
 
 // redraw is a fragment that replaces one element of the page whole: of
 // several that replace the same element in one write, only the last
-// needs sending.
+// needs sending. A fragment that changes something inside an element
+// (in) is not sent either when a later one replaces that element whole.
 type redraw struct {
-	id string
+	id string // the element it replaces whole; empty for a change within in
+	in string // the element it changes, or replaces, a part of
 	templ.Component
 }
 
 // redrawOf marks c as replacing the element id whole.
 func redrawOf(id string, c templ.Component) templ.Component { return redraw{id: id, Component: c} }
 
+// partOf marks c as changing only the inside of element in (replacing
+// element id whole, when id is not empty).
+func partOf(in, id string, c templ.Component) templ.Component {
+	return redraw{id: id, in: in, Component: c}
+}
+
 // lastRedraws drops each redraw that a later one of the same element
-// replaces; everything else keeps its order.
+// replaces, and each change within an element that a later redraw
+// replaces whole; everything else keeps its order.
 func lastRedraws(ops []templ.Component) []templ.Component {
 	last := map[string]int{}
 	for i, op := range ops {
-		if r, ok := op.(redraw); ok {
+		if r, ok := op.(redraw); ok && r.id != "" {
 			last[r.id] = i
 		}
 	}
 	out := ops[:0:0]
 	for i, op := range ops {
-		if r, ok := op.(redraw); ok && last[r.id] != i {
-			continue
+		if r, ok := op.(redraw); ok {
+			if r.id != "" && last[r.id] != i {
+				continue
+			}
+			if j, whole := last[r.in]; r.in != "" && whole && j > i {
+				continue
+			}
 		}
 		out = append(out, op)
 	}
@@ -355,6 +373,26 @@ func (p *Board) resumeLocked(seq uint64) (n uint64, ok bool) {
 		return p.frames, true
 	}
 	return p.at(first).n - 1, true
+}
+
+// ordersAfterLocked is, for a page resumed from another server's frames,
+// a refresh frame that draws the charges per order list as this board's
+// frames leave it after frame n: the frames after n change the list an
+// order at a time from this board's drawing of it, which the page, drawn
+// by another server, may not have. Nil when frame n is gone or does not
+// know the list (the next change draws it whole).
+func (p *Board) ordersAfterLocked(n uint64) func() []byte {
+	held := p.held()
+	if n == 0 || n > p.frames || p.frames-n >= uint64(held) {
+		return nil
+	}
+	f := p.at(held - 1 - int(p.frames-n))
+	if f.orders == nil {
+		return nil
+	}
+	r := &redrawing{epoch: f.render.epoch, seq: f.seq, place: f.place, frames: n,
+		ops: []templ.Component{refreshMark, views.OrdersView(*f.orders, true)}}
+	return r.bytes
 }
 
 // resumePlaceLocked finds where a viewer that has every event of the

@@ -18,9 +18,16 @@ type orderBook struct {
 	onceN  int                               // orders charged exactly once
 	recent []*orderState                     // the latest orders charged, newest first
 	twice  []*orderState                     // the latest orders charged more than once, oldest first
+	// shown is the list as the frames made so far leave it on a page,
+	// which the next charge's frame changes an order at a time
+	// (orderOps); nil when the list changed with no frame to say so (a
+	// charge counted quietly, a reload), so that the next frame draws it
+	// whole.
+	shown *views.Counters
 }
 
 type orderState struct {
+	id             string // the order's item in the page (orderDOMID)
 	scope, orderID string
 	charges        int
 }
@@ -73,6 +80,7 @@ func (p *Board) forgetCharges() {
 	p.seen = newBoundedMap[string, struct{}](liveSeenLimit)
 	p.orders = newBoundedMap[orderRef, *orderState](liveOrderLimit)
 	p.recent, p.twice, p.twiceN, p.onceN = nil, nil, 0, 0
+	p.shown = nil
 }
 
 // order returns the charge count of an order, starting one if needed. An
@@ -88,7 +96,7 @@ func (p *Board) order(scope, orderID string) *orderState {
 	if ok {
 		delete(p.orders.prev, k)
 	} else {
-		o = &orderState{scope: scope, orderID: orderID}
+		o = &orderState{id: orderDOMID(scope, orderID), scope: scope, orderID: orderID}
 	}
 	for _, old := range p.orders.put(k, o) {
 		if old.charges == 1 {
@@ -107,22 +115,28 @@ func (p *Board) countersLocked() views.Counters {
 	// most recently charged, in order number: a student finds theirs as
 	// in an index, and the red ones stand out wherever they fall.
 	for _, o := range p.twice {
-		c.Orders = append(c.Orders, views.OrderCount{Scope: o.scope, OrderID: shortOrderID(o.orderID), Charges: o.charges})
+		c.Orders = append(c.Orders, o.count())
 	}
 	for _, o := range p.recent {
 		if len(c.Orders) >= OrdersListed {
 			break
 		}
 		if o.charges == 1 {
-			c.Orders = append(c.Orders, views.OrderCount{Scope: o.scope, OrderID: shortOrderID(o.orderID), Charges: o.charges})
+			c.Orders = append(c.Orders, o.count())
 		}
 	}
+	// The order is total (two orders whose numbers shorten alike differ
+	// in their ids): the frames insert an order before the one that
+	// follows it, which must follow it on every page alike.
 	sort.Slice(c.Orders, func(i, j int) bool {
 		a, b := c.Orders[i], c.Orders[j]
 		if a.OrderID != b.OrderID {
 			return orderNumberLess(a.OrderID, b.OrderID)
 		}
-		return a.Scope < b.Scope
+		if a.Scope != b.Scope {
+			return a.Scope < b.Scope
+		}
+		return a.ID < b.ID
 	})
 	// The orders charged once that the list leaves out: a student who
 	// does not find theirs learns why.
@@ -134,6 +148,11 @@ func (p *Board) countersLocked() views.Counters {
 	}
 	c.MoreOrders = max(p.onceN-listed, 0)
 	return c
+}
+
+// count is the order as the list shows it.
+func (o *orderState) count() views.OrderCount {
+	return views.OrderCount{ID: o.id, Scope: o.scope, OrderID: shortOrderID(o.orderID), Charges: o.charges}
 }
 
 // charged counts one more charge for an order.

@@ -184,7 +184,7 @@ func (p *Board) mutedFrame(e live.Event, key string, now time.Time) []templ.Comp
 	}
 	r.drawn, r.held = now, false
 	return append(ops, inTable(views.KeysBody(p.snapshotKeysLocked(), p.cfg.Clock.Now(), true)),
-		views.CountersView(p.countersLocked(), true))
+		views.CountersView(p.countersDrawnLocked(), true))
 }
 
 // drawHeld draws what the muted events of the row of key changed since
@@ -207,7 +207,7 @@ func (p *Board) drawHeld(key string, r *mutedRow) {
 		ops = append(ops, views.StepView(r.row.Steps[0], true), views.Outcome(r.row.ID, r.row.Outcome, true))
 	}
 	ops = append(ops, inTable(views.KeysBody(p.snapshotKeysLocked(), p.cfg.Clock.Now(), true)),
-		views.CountersView(p.countersLocked(), true))
+		views.CountersView(p.countersDrawnLocked(), true))
 	p.addFrameLocked(p.modelSeq, true, ops)
 }
 

@@ -105,6 +105,10 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 	// The viewer catches up to the last wake from the ring, then follows
 	// the wakes from that one on.
 	tip, caughtUp := proj.tip, proj.pulseN
+	var orders func() []byte
+	if ok && foreign {
+		orders = proj.ordersAfterLocked(max(cursor, caughtUp))
+	}
 	proj.mu.Unlock()
 	if redraw != nil {
 		buf.Write(redraw())
@@ -148,6 +152,9 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 			return nil
 		}
 		cursor = frames[len(frames)-1].n
+	}
+	if orders != nil && out.write(orders()) != nil {
+		return nil
 	}
 
 	ctx := r.Context()

@@ -87,6 +87,9 @@ func (p *Board) addCharge(u *update, chargeID string) {
 	}
 	o := p.order(e.Scope, e.OrderID)
 	p.charged(o)
+	if u.quiet {
+		p.shown = nil // no frame tells the pages of this charge
+	}
 	c := views.ChargeRow{ID: chargeDOMID(chargeID, e.Scope, e.Key), Charge: chargeID, Scope: e.Scope, Key: e.Key,
 		OrderID: shortOrderID(e.OrderID), Amount: e.Amount, Time: e.Time, Repeat: o.charges > 1}
 	p.charges = append(p.charges, c) // oldest first
@@ -105,12 +108,20 @@ func (p *Board) addCharge(u *update, chargeID string) {
 
 // keyDOMID names a key row in the page without putting the key (any
 // visible ASCII) into an id or a selector.
-func keyDOMID(scope, key string) string {
+func keyDOMID(scope, key string) string { return scopedDOMID("k-", scope, key) }
+
+// orderDOMID names an order's item in the charges per order list, from
+// its scope and whole number (the list shows a number shortened).
+func orderDOMID(scope, orderID string) string { return scopedDOMID("o-", scope, orderID) }
+
+// scopedDOMID is an id for a page's element from a caller's scope and a
+// name of its choosing, which may hold any visible ASCII.
+func scopedDOMID(prefix, scope, name string) string {
 	h := fnv.New64a()
 	h.Write([]byte(scope))
 	h.Write([]byte{0})
-	h.Write([]byte(key))
-	return "k-" + strconv.FormatUint(h.Sum64(), 36)
+	h.Write([]byte(name))
+	return prefix + strconv.FormatUint(h.Sum64(), 36)
 }
 
 func chargeDOMID(chargeID, scope, key string) string {

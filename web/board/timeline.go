@@ -84,6 +84,7 @@ func (p *Board) apply(e live.Event) {
 	switch {
 	case p.fullNext:
 		p.fullNext = false
+		p.countersDrawnLocked()
 		p.addFrameLocked(e.Seq, false, append(p.fullFrameLocked(), mark...))
 		return
 	case muted && p.busy == nil:
@@ -126,7 +127,7 @@ func (p *Board) counterOps(before views.Counters) []templ.Component {
 		}
 	}
 	if p.counters.Charges != before.Charges {
-		ops = append(ops, redrawOf("orders", views.OrdersView(p.countersLocked(), true)))
+		ops = append(ops, p.orderOps()...)
 	}
 	return ops
 }
