@@ -103,6 +103,11 @@ func (p *Board) Snapshot() views.Live {
 }
 
 func (p *Board) snapshotLocked() views.Live {
+	if p.dirty {
+		// A page drawn from this has charges the frames have not drawn:
+		// the next frame draws the list whole, for every page alike.
+		p.shown = nil
+	}
 	l := views.Live{Epoch: p.cfg.Hub.Epoch(), Seq: p.modelSeq, Now: p.cfg.Clock.Now(), Counters: p.countersLocked(), Faults: p.faults, Steps: p.steps}
 	if !p.place.IsZero() {
 		l.Place = p.place.String()

@@ -17,7 +17,7 @@ import (
 func (p *Board) orderOps() []templ.Component {
 	now := p.countersLocked()
 	was := p.shown
-	p.shown = &now
+	p.shown, p.dirty = &now, false
 	if was == nil || (was.Twice > 0) != (now.Twice > 0) || (len(was.Orders) > 0) != (len(now.Orders) > 0) ||
 		(was.MoreOrders > 0) != (now.MoreOrders > 0) {
 		return []templ.Component{redrawOf("orders", views.OrdersView(now, true))}
@@ -70,6 +70,17 @@ func (p *Board) orderOps() []templ.Component {
 // the pages' list of orders is then this one.
 func (p *Board) countersDrawnLocked() views.Counters {
 	c := p.countersLocked()
-	p.shown = &c
+	p.shown, p.dirty = &c, false
 	return c
+}
+
+// countersOps draws every counter, one number at a time, and brings the
+// list of orders up to date (orderOps), for a frame after charges counted
+// with no frame of their own.
+func (p *Board) countersOps() []templ.Component {
+	var ops []templ.Component
+	for _, t := range views.CounterTiles(p.counters) {
+		ops = append(ops, redrawOf(t.ID, views.TileCount(t.ID, t.N, true)))
+	}
+	return append(ops, p.orderOps()...)
 }

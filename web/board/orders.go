@@ -20,10 +20,13 @@ type orderBook struct {
 	twice  []*orderState                     // the latest orders charged more than once, oldest first
 	// shown is the list as the frames made so far leave it on a page,
 	// which the next charge's frame changes an order at a time
-	// (orderOps); nil when the list changed with no frame to say so (a
-	// charge counted quietly, a reload), so that the next frame draws it
-	// whole.
+	// (orderOps); nil when a page may have another (the board was
+	// reloaded, or a page was drawn from the model while dirty), so that
+	// the next frame draws it whole.
 	shown *views.Counters
+	// dirty says charges were counted that no frame has drawn yet (busy
+	// mode, a caller over its share): the model's list is not shown's.
+	dirty bool
 }
 
 type orderState struct {
@@ -80,7 +83,7 @@ func (p *Board) forgetCharges() {
 	p.seen = newBoundedMap[string, struct{}](liveSeenLimit)
 	p.orders = newBoundedMap[orderRef, *orderState](liveOrderLimit)
 	p.recent, p.twice, p.twiceN, p.onceN = nil, nil, 0, 0
-	p.shown = nil
+	p.shown, p.dirty = nil, false
 }
 
 // order returns the charge count of an order, starting one if needed. An

@@ -183,8 +183,8 @@ func (p *Board) mutedFrame(e live.Event, key string, now time.Time) []templ.Comp
 		ops = append(ops, views.StepView(r.row.Steps[0], true), views.Outcome(r.row.ID, r.row.Outcome, true))
 	}
 	r.drawn, r.held = now, false
-	return append(ops, inTable(views.KeysBody(p.snapshotKeysLocked(), p.cfg.Clock.Now(), true)),
-		views.CountersView(p.countersDrawnLocked(), true))
+	ops = append(ops, inTable(views.KeysBody(p.snapshotKeysLocked(), p.cfg.Clock.Now(), true)))
+	return append(ops, p.countersOps()...)
 }
 
 // drawHeld draws what the muted events of the row of key changed since
@@ -206,8 +206,8 @@ func (p *Board) drawHeld(key string, r *mutedRow) {
 		p.mutedText(r)
 		ops = append(ops, views.StepView(r.row.Steps[0], true), views.Outcome(r.row.ID, r.row.Outcome, true))
 	}
-	ops = append(ops, inTable(views.KeysBody(p.snapshotKeysLocked(), p.cfg.Clock.Now(), true)),
-		views.CountersView(p.countersDrawnLocked(), true))
+	ops = append(ops, inTable(views.KeysBody(p.snapshotKeysLocked(), p.cfg.Clock.Now(), true)))
+	ops = append(ops, p.countersOps()...)
 	p.addFrameLocked(p.modelSeq, true, ops)
 }
 

@@ -88,7 +88,7 @@ func (p *Board) addCharge(u *update, chargeID string) {
 	o := p.order(e.Scope, e.OrderID)
 	p.charged(o)
 	if u.quiet {
-		p.shown = nil // no frame tells the pages of this charge
+		p.dirty = true // no frame tells the pages of this charge yet
 	}
 	c := views.ChargeRow{ID: chargeDOMID(chargeID, e.Scope, e.Key), Charge: chargeID, Scope: e.Scope, Key: e.Key,
 		OrderID: shortOrderID(e.OrderID), Amount: e.Amount, Time: e.Time, Repeat: o.charges > 1}
