@@ -146,7 +146,7 @@ func (s *Server) emptyTables(ctx context.Context) error {
 // reset heard late cannot undo what the room set after it, such as the
 // switches of a lesson started right after its reset.
 func (s *Server) resetHere() {
-	s.clearLabCounts()
+	s.lab.clear()
 	s.world.handler.Reset()
 	s.hub.Clear()
 	s.restartAnswerCounts()

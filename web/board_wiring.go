@@ -53,7 +53,7 @@ func (s *Server) live() *board.Board {
 				return views.FaultSwitches{Faults: s.faultSwitches().currentFaults(), ClockOffset: s.clock.Offset()}
 			},
 			RoomChanged: changesRoom,
-			Lab:         boardLab{s},
+			Lab:         boardLab{s.labPanel()},
 			ResyncNote: func(why board.Why) templ.Component {
 				return views.StreamNote(s.resyncNote(why), true)
 			},
@@ -82,14 +82,14 @@ func (s *Server) live() *board.Board {
 }
 
 // boardLab is the lab's numbers as the board draws them after events.
-type boardLab struct{ s *Server }
+type boardLab struct{ panel labPanel }
 
-func (l boardLab) Fresh() bool { return l.s.lab.tally.fresh() }
+func (l boardLab) Fresh() bool { return l.panel.lab.tally.fresh() }
 
 func (l boardLab) Outcomes(ctx context.Context) []byte {
-	v := l.s.labView(ctx, false)
+	v := l.panel.view(ctx, false)
 	if v.Outcomes == nil {
-		return nil // not measured: labView said why
+		return nil // not measured: the view said why
 	}
 	var buf bytes.Buffer
 	if err := views.LabOutcomesSwap(v).Render(ctx, &buf); err != nil {

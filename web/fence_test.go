@@ -148,8 +148,8 @@ func TestResetWaitsForPaymentsInFlight(t *testing.T) {
 			t.Fatalf("the lab's rows survived the reset: %+v", o)
 		}
 		env.assertLedgersAgree()
-		if env.Server.Lab().Server.Mode != room.LabCorrect {
-			t.Fatalf("lab mode after reset: %s", env.Server.Lab().Server.Mode)
+		if env.Server.lab.Settings().Server.Mode != room.LabCorrect {
+			t.Fatalf("lab mode after reset: %s", env.Server.lab.Settings().Server.Mode)
 		}
 		r := env.mustPay(key, body)
 		if r.Status != http.StatusCreated || isReplay(r) {

@@ -176,7 +176,7 @@ func (s *Server) Prune(ctx context.Context) (int, error) {
 	// the pages hear of those.
 	pruned, err := s.db.Prune(ctx, s.clock.Now().Add(-s.cfg.Retention))
 	if pruned.Keys > 0 {
-		s.labTablesChanged() // a pruned key no longer says it saved a 500
+		s.lab.tablesChanged() // a pruned key no longer says it saved a 500
 		e := live.Event{Kind: live.Pruned, Message: fmt.Sprintf("%d done key(s) older than %s pruned", pruned.Keys, s.cfg.Retention)}
 		if pruned.Keys == 1 {
 			e.Scope, e.Key = pruned.First.Scope, pruned.First.Key

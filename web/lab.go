@@ -29,51 +29,69 @@ const (
 	lessonKind live.Kind = "lesson"
 )
 
-// labState is the lab's part of the server.
-type labState struct {
-	// room holds the lab's settings and the lesson.
-	room *room.Room[room.State]
-	// flagPersonal says on the timeline that a key looks like personal
-	// data (flagPersonalKey).
-	flagPersonal func(scope, key, kind string)
+// mistakesLab is the lab's group: its switches (the room's), the running
+// counts of its tables, what it counts itself, its locks in memory and
+// the keys made of personal data it saw. The lab's handlers
+// (lab_handlers.go), the payments in a lab mode (lab_naive.go), the board
+// and a reset use it; it holds only what the lab uses.
+type mistakesLab struct {
+	switches labSwitches
+	// tally counts the charge tables as charges are written.
+	tally *labTally
+	// counts are what the lab counts itself (the rest is read from the
+	// database).
+	counts labCounters
+	// locks are the memory_lock mode's.
+	locks memoryLocks
+	// personal are the keys made of personal data the lab saw.
+	personal *personalKeys
+	// store is the payments database: the lab's prune, and the rows its
+	// tally is rebuilt from.
+	store labStore
+	// timeline is where the lab tells what it did, and whose newest
+	// event its numbers are stamped with.
+	timeline labTimeline
+	// now is the room's clock; retention the server's own (-retention),
+	// which the lab's switch may shorten.
+	now       func() time.Time
+	retention time.Duration
+}
 
-	// What the server counts itself (the rest is read from the database).
+// labStore is what the lab needs of the payments database.
+type labStore interface {
+	Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error)
+	labRows
+}
+
+// labTimeline is what the lab needs of the live hub.
+type labTimeline interface {
+	timeline
+	LastSeq() uint64
+}
+
+// labCounters are what the lab counts itself.
+type labCounters struct {
 	constraintRefusals atomic.Int64 // INSERTs the primary key refused
 	reconciliations    atomic.Int64 // GET /v1/payments?order_id=…
 	pruned             atomic.Int64 // keys the lab's prune removed
-	refusals4xx        atomic.Int64 // 400 and 422 answers
-	wasted4xx          atomic.Int64 // … that repeated an answer the caller already had
-	personalRequests   atomic.Int64 // requests whose key looked like personal data
-	lockWaits          atomic.Int64 // requests that waited for the in-memory lock
+	refusals           refusalCounts
+}
 
-	// locks are the in-memory locks of the memory_lock mode: this
-	// server's, and, on a server with its database to itself, those of
-	// the second server it runs inside the process when the lab asks for
-	// two (server.servers). door deals the requests to them in turn.
-	locks *keyLocks
-	twin  *keyLocks
-	door  atomic.Uint64
+// clear starts every count again from zero.
+func (c *labCounters) clear() {
+	for _, n := range []*atomic.Int64{&c.constraintRefusals, &c.reconciliations, &c.pruned} {
+		n.Store(0)
+	}
+	c.refusals.clear()
+}
 
-	seenMu   sync.Mutex
-	seen4xx  map[refusalKey]int
-	personal map[string]string // scope|key → what kind of personal data
-
-	// tally counts the charge tables as charges are written.
-	tally *labTally
-	// personalOut is the last scan for keys made of personal data, made
-	// at event personalSeq while the tables were at version personalGen
-	// (labTablesChanged moves tablesGen).
-	personalMu  sync.Mutex
-	personalOut LabPersonalOutcome
-	personalSeq uint64
-	personalGen uint64
-	tablesGen   atomic.Uint64
-	// personalElsewhere says another server flagged a key of personal
-	// data since the last reset, and personalStored that the last scan
-	// found some in the tables: either puts such keys in play for the
-	// other servers' writes (otherServersWrote).
-	personalElsewhere atomic.Bool
-	personalStored    atomic.Bool
+// refusalCounts are the 400 and 422 answers, and those among them that
+// repeated an answer the caller already had.
+type refusalCounts struct {
+	refusals atomic.Int64
+	wasted   atomic.Int64
+	mu       sync.Mutex
+	seen     map[refusalKey]int
 }
 
 type refusalKey struct {
@@ -81,57 +99,106 @@ type refusalKey struct {
 	status     int
 }
 
+// count counts a 400 or 422, and a wasted attempt when the same caller
+// already had this answer for this key: nothing changed, so sending it
+// again could not help.
+func (rc *refusalCounts) count(scope, key string, status int) {
+	rc.refusals.Add(1)
+	k := refusalKey{scope, key, status}
+	rc.mu.Lock()
+	n := rc.seen[k]
+	if n > 0 || len(rc.seen) < labMaxTracked {
+		rc.seen[k] = n + 1
+	}
+	rc.mu.Unlock()
+	if n > 0 {
+		rc.wasted.Add(1)
+	}
+}
+
+func (rc *refusalCounts) clear() {
+	rc.refusals.Store(0)
+	rc.wasted.Store(0)
+	rc.mu.Lock()
+	clear(rc.seen)
+	rc.mu.Unlock()
+}
+
+// memoryLocks are the in-memory locks of the memory_lock mode: this
+// server's, and, on a server with its database to itself, those of the
+// second server it runs inside the process when the lab asks for two
+// (inProcessServer). door deals the requests to them in turn.
+type memoryLocks struct {
+	mine  *keyLocks
+	twin  *keyLocks
+	door  atomic.Uint64
+	waits atomic.Int64 // requests that waited for a lock
+}
+
 // labMaxTracked bounds the maps of the lab's own counts.
 const labMaxTracked = 10_000
 
-func newLab(r *room.Room[room.State], flagPersonal func(scope, key, kind string)) *labState {
-	l := &labState{room: r, flagPersonal: flagPersonal, seen4xx: map[refusalKey]int{}, personal: map[string]string{}, locks: newKeyLocks(labMaxTracked), twin: newKeyLocks(labMaxTracked), tally: newLabTally()}
+// newMistakesLab is the lab of the room r. keyPlaces are the databases
+// its scan for keys made of personal data reads (the payments store, and
+// the ledger when it is a database of its own).
+func newMistakesLab(switches labSwitches, store labStore, hub *live.Hub, keyPlaces []keyScanner, now func() time.Time, retention time.Duration) *mistakesLab {
+	l := &mistakesLab{switches: switches, tally: newLabTally(), store: store, timeline: hub, now: now, retention: retention,
+		personal: newPersonalKeys(hub, keyPlaces)}
+	l.counts.refusals.seen = map[refusalKey]int{}
+	l.locks.mine, l.locks.twin = newKeyLocks(labMaxTracked), newKeyLocks(labMaxTracked)
 	return l
 }
 
 // Settings returns the lab's current settings: the room's.
-func (l *labState) Settings() room.LabSettings { return l.room.Load().Lab }
+func (l *mistakesLab) Settings() room.LabSettings { return l.switches.Settings() }
 
-// Lesson returns the chapter the class is on, "" when none: the room's.
-func (l *labState) Lesson() string { return l.room.Load().Lesson }
+// labSwitches are the lab's switches as the server reads and changes
+// them: the room's. Every change is told on the timeline.
+type labSwitches struct {
+	room     *room.Room[room.State]
+	timeline timeline
+	// workLimit is the gateway time-out: the lab's pauses must fit in a
+	// request's work.
+	workLimit time.Duration
+}
 
-// Lab returns the lab's current settings.
-func (s *Server) Lab() room.LabSettings { return s.lab.Settings() }
+// Settings returns the lab's current settings: the room's.
+func (ls labSwitches) Settings() room.LabSettings { return ls.room.Load().Lab }
 
-// applyLab validates new settings and makes them the whole room's,
+// apply validates new settings and makes them the whole room's,
 // publishing what changed. The page and the JSON API come through here.
-func (s *Server) applyLab(ctx context.Context, next room.LabSettings, who string) error {
+func (ls labSwitches) apply(ctx context.Context, next room.LabSettings, who string) error {
 	next = next.Normalize()
 	if err := next.Validate(); err != nil {
 		return err
 	}
-	old, changed, err := s.room.Change(ctx, func(r *room.State) error {
+	old, changed, err := ls.room.Change(ctx, func(r *room.State) error {
 		r.Lab = next
-		return r.WorkFits(s.cfg.GatewayTimeout)
+		return r.WorkFits(ls.workLimit)
 	})
 	if err != nil {
 		return err
 	}
-	s.publishLabChanges(old.Lab, changed.Lab, who)
+	ls.publishChanges(old.Lab, changed.Lab, who)
 	return nil
 }
 
-// publishLabChanges says on the timeline what changed between old and
-// next, if anything did.
-func (s *Server) publishLabChanges(old, next room.LabSettings, who string) {
+// publishChanges says on the timeline what changed between old and next,
+// if anything did.
+func (ls labSwitches) publishChanges(old, next room.LabSettings, who string) {
 	if changes := room.LabChanges(old, next); len(changes) > 0 {
 		msg := "lab: " + strings.Join(changes, "; ")
 		if who != "" {
 			msg = who + ": " + msg
 		}
-		s.hub.Publish(live.Event{Kind: labKind, Message: msg})
+		ls.timeline.Publish(live.Event{Kind: labKind, Message: msg})
 	}
 }
 
-// patchLab merges body into the room's lab settings as they are when the
+// patch merges body into the room's lab settings as they are when the
 // change holds the room, and returns the settings after it.
-func (s *Server) patchLab(ctx context.Context, body []byte, who string) (room.LabSettings, error) {
-	old, next, err := s.room.Change(ctx, func(r *room.State) error {
+func (ls labSwitches) patch(ctx context.Context, body []byte, who string) (room.LabSettings, error) {
+	old, next, err := ls.room.Change(ctx, func(r *room.State) error {
 		l := r.Lab
 		if err := decodeStrict(body, &l); err != nil {
 			return err
@@ -141,109 +208,63 @@ func (s *Server) patchLab(ctx context.Context, body []byte, who string) (room.La
 			return err
 		}
 		r.Lab = l
-		return r.WorkFits(s.cfg.GatewayTimeout)
+		return r.WorkFits(ls.workLimit)
 	})
 	if err != nil {
 		return room.LabSettings{}, err
 	}
-	s.publishLabChanges(old.Lab, next.Lab, who)
+	ls.publishChanges(old.Lab, next.Lab, who)
 	return next.Lab, nil
 }
 
-// labSettings are the lab's switches: the room's.
-func (s *Server) labSettings() room.LabSettings { return s.lab.Settings() }
-
-// clearLabCounts empties what the lab counts itself. The lab's settings
-// and the lesson are the room's, which a reset sets (resetDemo).
-func (s *Server) clearLabCounts() {
-	l := s.lab
-	for _, n := range []*atomic.Int64{&l.constraintRefusals, &l.reconciliations, &l.pruned, &l.refusals4xx, &l.wasted4xx, &l.personalRequests, &l.lockWaits} {
-		n.Store(0)
-	}
-	l.seenMu.Lock()
-	clear(l.seen4xx)
-	clear(l.personal)
-	l.seenMu.Unlock()
-	l.personalElsewhere.Store(false)
-	s.labTablesChanged()
+// clear empties what the lab counts itself. The lab's settings and the
+// lesson are the room's, which a reset sets (resetDemo).
+func (l *mistakesLab) clear() {
+	l.counts.clear()
+	l.locks.waits.Store(0)
+	l.personal.clear()
+	l.tablesChanged()
 }
 
 // observePayment counts what the lab measures about every payment
 // request, whatever mode runs it: a key that looks like personal data is
 // flagged. It returns the request's key, "" when it has none or a bad one.
-func (l *labState) observePayment(r *http.Request) string {
+func (l *mistakesLab) observePayment(r *http.Request) string {
 	key, _ := pay.ParseKey(r.Header.Values("Idempotency-Key"))
 	if kind := pay.PersonalData(key); kind != "" {
-		l.flagPersonal(callerScope(r), key, kind)
+		l.personal.flag(callerScope(r), key, kind)
 	}
 	return key
 }
 
-// countRefusal counts a 400 or 422, and a wasted attempt when the same
-// caller already had this answer for this key: nothing changed, so
-// sending it again could not help.
-func (l *labState) countRefusal(scope, key string, status int) {
-	l.refusals4xx.Add(1)
-	k := refusalKey{scope, key, status}
-	l.seenMu.Lock()
-	n := l.seen4xx[k]
-	if n > 0 || len(l.seen4xx) < labMaxTracked {
-		l.seen4xx[k] = n + 1
-	}
-	l.seenMu.Unlock()
-	if n > 0 {
-		l.wasted4xx.Add(1)
-	}
-}
-
-// flagPersonalKey accepts a key that looks like personal data (a real
-// server has no way to refuse it) and says so on the timeline, once per
-// key: the event itself carries the key onto every screen, which is the
-// point.
-func (s *Server) flagPersonalKey(scope, key, kind string) {
-	s.lab.personalRequests.Add(1)
-	id := scope + "|" + key
-	s.lab.seenMu.Lock()
-	_, seen := s.lab.personal[id]
-	if !seen && len(s.lab.personal) < labMaxTracked {
-		s.lab.personal[id] = kind
-	}
-	s.lab.seenMu.Unlock()
-	if seen {
-		return
-	}
-	s.hub.Publish(live.Event{Kind: labKind, Scope: scope, Key: key,
-		Message: "flagged: this key looks like " + kind + ". It is accepted, and now stored in the key table, on the charge, in the gateway's ledger, on this timeline and in its export."})
-}
-
-// labPrune prunes done keys now, with the lab's retention if one is set,
+// prune prunes done keys now, with the lab's retention if one is set,
 // and says so on the timeline. With the time warp it shows what a short
 // retention does to a late retry.
-func (s *Server) labPrune(ctx context.Context) (LabPruneReport, error) {
-	retention := s.cfg.Retention
-	if sec := s.lab.Settings().Server.RetentionSeconds; sec > 0 {
+func (l *mistakesLab) prune(ctx context.Context) (LabPruneReport, error) {
+	retention := l.retention
+	if sec := l.Settings().Server.RetentionSeconds; sec > 0 {
 		retention = time.Duration(sec) * time.Second
 	}
-	pruned, err := s.db.Prune(ctx, s.clock.Now().Add(-retention))
+	pruned, err := l.store.Prune(ctx, l.now().Add(-retention))
 	// A prune that stopped part way deleted its first batches all the
 	// same: the lab counts them and the pages hear of them before the
 	// error is answered.
 	if err != nil && pruned.Keys == 0 {
 		return LabPruneReport{}, err
 	}
-	s.lab.pruned.Add(int64(pruned.Keys))
+	l.counts.pruned.Add(int64(pruned.Keys))
 	if pruned.Keys > 0 {
-		s.labTablesChanged()
+		l.tablesChanged()
 	}
 	e := live.Event{Kind: live.Pruned, Message: fmt.Sprintf("lab: %d done key(s) older than %s pruned; a retry with one of them is now a new request", pruned.Keys, retention)}
 	if pruned.Keys == 1 {
 		e.Scope, e.Key = pruned.First.Scope, pruned.First.Key
 	}
-	s.hub.Publish(e)
+	l.timeline.Publish(e)
 	if err != nil {
 		return LabPruneReport{}, err
 	}
-	return LabPruneReport{RetentionSeconds: int64(retention / time.Second), Pruned: pruned.Keys, Now: s.clock.Now().UTC()}, nil
+	return LabPruneReport{RetentionSeconds: int64(retention / time.Second), Pruned: pruned.Keys, Now: l.now().UTC()}, nil
 }
 
 // LabPruneReport is the body of POST /api/lab/prune.

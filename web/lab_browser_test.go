@@ -39,8 +39,8 @@ func labSwitch(t *testing.T, ctx context.Context, env *testEnv, sel string, chec
 	t.Helper()
 	liveDo(t, ctx, "flipping "+sel, chromedp.ScrollIntoView(chromedp.CSS(sel)), jsClick(sel))
 	liveWait(t, ctx, "the lab switch saved", 5*time.Second, `document.getElementById("lab-status").textContent.includes("saved")`)
-	if !check(env.Server.Lab()) {
-		t.Fatalf("after flipping %s the lab is %+v", sel, env.Server.Lab())
+	if !check(env.Server.lab.Settings()) {
+		t.Fatalf("after flipping %s the lab is %+v", sel, env.Server.lab.Settings())
 	}
 	liveDo(t, ctx, "clearing the lab status", chromedp.Evaluate[chromedp.Void](`document.getElementById("lab-status").textContent = ""`))
 }
@@ -246,7 +246,7 @@ func TestBrowserLessons(t *testing.T) {
 			if got := env.Server.faultSwitches().currentFaults(); got != ch.Faults {
 				t.Fatalf("chapter %s: faults %+v, want %+v", ch.Slug, got, ch.Faults)
 			}
-			if got := env.Server.Lab(); got != ch.Lab.Normalize() {
+			if got := env.Server.lab.Settings(); got != ch.Lab.Normalize() {
 				t.Fatalf("chapter %s: lab %+v, want %+v", ch.Slug, got, ch.Lab)
 			}
 			// The student's page shows the same switches.
@@ -265,22 +265,22 @@ func TestBrowserLessons(t *testing.T) {
 	t.Run("finish leaves the lessons with everything off", func(t *testing.T) {
 		liveDo(t, presenter, "finishing", liveClick("#lesson-next"))
 		liveWait(t, student, "the lesson index", 5*time.Second, `document.getElementById("lesson").dataset.slug === "" && !!document.querySelector("#lesson .lesson-lead")`)
-		if env.Server.Lab() != room.DefaultLabSettings() || env.Server.faultSwitches().currentFaults() != (pay.Faults{}) || env.Server.lab.Lesson() != "" {
-			t.Fatalf("after finishing: lab %+v, faults %+v", env.Server.Lab(), env.Server.faultSwitches().currentFaults())
+		if env.Server.lab.Settings() != room.DefaultLabSettings() || env.Server.faultSwitches().currentFaults() != (pay.Faults{}) || env.Server.currentLesson() != "" {
+			t.Fatalf("after finishing: lab %+v, faults %+v", env.Server.lab.Settings(), env.Server.faultSwitches().currentFaults())
 		}
 	})
 	t.Run("a linked chapter is shown, started from there, and a reset ends it", func(t *testing.T) {
 		liveOpen(t, presenter, env.URL+"/?lesson=check-then-insert")
 		liveWait(t, presenter, "the linked chapter, not started", 5*time.Second,
 			`document.getElementById("lesson").dataset.slug === "check-then-insert" && document.getElementById("lesson").dataset.running === "false"`)
-		if env.Server.Lab().Server.Mode != room.LabCorrect {
+		if env.Server.lab.Settings().Server.Mode != room.LabCorrect {
 			t.Fatal("opening a link changed the switches")
 		}
 		liveDo(t, presenter, "starting it", liveClick("#lesson-start"))
 		lessonShows(t, presenter, "check-then-insert")
 		lessonShows(t, student, "check-then-insert")
-		if env.Server.Lab().Server.Mode != room.LabCheckThenInsert {
-			t.Fatalf("lab %+v", env.Server.Lab())
+		if env.Server.lab.Settings().Server.Mode != room.LabCheckThenInsert {
+			t.Fatalf("lab %+v", env.Server.lab.Settings())
 		}
 		if u := liveEval[string](t, presenter, `location.search`); u != "" {
 			t.Errorf("the address still names the chapter: %q", u)
@@ -293,8 +293,8 @@ func TestBrowserLessons(t *testing.T) {
 		liveDo(t, presenter, "resetting", chromedp.ScrollIntoView(chromedp.CSS("#reset-demo")), liveClick("#reset-demo"))
 		liveWait(t, student, "the lesson index and the switches off", 5*time.Second,
 			`document.getElementById("lesson").dataset.slug === "" && document.getElementById("lab-check").value === "correct" && `+labNumber(3)+` === "0"`)
-		if env.Server.lab.Lesson() != "" || env.Server.Lab() != room.DefaultLabSettings() || env.charges() != 0 {
-			t.Fatalf("after the reset: lesson %q, lab %+v, %d charges", env.Server.lab.Lesson(), env.Server.Lab(), env.charges())
+		if env.Server.currentLesson() != "" || env.Server.lab.Settings() != room.DefaultLabSettings() || env.charges() != 0 {
+			t.Fatalf("after the reset: lesson %q, lab %+v, %d charges", env.Server.currentLesson(), env.Server.lab.Settings(), env.charges())
 		}
 	})
 	t.Run("an unknown chapter is a readable 404", func(t *testing.T) {
@@ -355,7 +355,7 @@ func TestLabScreenshots(t *testing.T) {
 	c := &labClient{base: env.URL, token: "screens", retries: 3, retryEvery4xx: true}
 	c.pay(t, k, sim.PaymentRequest{OrderID: "A-5150", AmountSatang: 129900})
 	c.pay(t, k, sim.PaymentRequest{OrderID: "A-5150", AmountSatang: 99900})
-	if err := env.Server.applyLab(context.Background(), room.LabSettings{Server: room.LabServer{Mode: room.LabNoKey, CheckGapMS: 200}}, "presenter"); err != nil {
+	if err := env.Server.lab.switches.apply(context.Background(), room.LabSettings{Server: room.LabServer{Mode: room.LabNoKey, CheckGapMS: 200}}, "presenter"); err != nil {
 		t.Fatal(err)
 	}
 	setFaults(t, env, pay.ServerFaults{DelayMS: 800})

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
@@ -22,29 +21,27 @@ import (
 // lab's switches, its numbers, its prune, its checker, the parts of the
 // page that changed, and the chapter the class is on. They
 // translate HTTP; what a switch or a prune does, and what the lab
-// measured, are the lab's (web/lab's table, and the server's counts).
+// measured, are the lab's (web/lab's table, and mistakesLab's counts).
 type labHandlers struct {
-	lab         labControl
-	faults      func() pay.Faults // the room's fault switches (faults.go)
+	lab   *mistakesLab
+	panel labPanel
+	// room is what the pages ask for after each event: the room's
+	// versions and the demo clock.
+	room    roomVersions
+	lessons lessonControl
+	faults  func() pay.Faults // the room's fault switches (faults.go)
+	// isPresenter says r comes from the presenter (presenter.go).
 	isPresenter func(*http.Request) bool
 	// check runs paytwice check from the page (lab_check.go).
 	check func(ctx context.Context, base string) views.LabCheck
 }
 
-// labControl is what the lab's endpoints use. The server is one (lab.go,
-// lab_outcomes.go, lessons.go).
-type labControl interface {
-	labSettings() room.LabSettings
-	applyLab(ctx context.Context, next room.LabSettings, who string) error
-	patchLab(ctx context.Context, body []byte, who string) (room.LabSettings, error)
-	labOutcomes(ctx context.Context) (lab.Outcomes, error)
-	labPrune(ctx context.Context) (LabPruneReport, error)
-	labView(ctx context.Context, presenter bool) views.Lab
+// lessonControl is what the lab's endpoints use of the guided lessons.
+// The server is one (lessons.go).
+type lessonControl interface {
 	currentLesson() string
 	lessonVersion() uint64
 	lessonView(shown string, presenter, board bool) views.Lesson
-	roomEpoch() (resets, books, version uint64)
-	now() time.Time
 	lessonBook() lesson.Book
 	startLesson(ctx context.Context, slug, who string) error
 }
@@ -65,7 +62,7 @@ func (h labHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
 
 // handleGetLab is GET /api/lab: the lab's switches, open to anyone.
 func (h labHandlers) handleGetLab(c echo.Context) error {
-	return c.JSON(http.StatusOK, h.lab.labSettings())
+	return c.JSON(http.StatusOK, h.lab.Settings())
 }
 
 // handlePutLab is PUT /api/lab: the body replaces every lab switch; what
@@ -75,10 +72,10 @@ func (h labHandlers) handlePutLab(c echo.Context) error {
 	if err := decodeAdminJSON(c.Request(), &next); err != nil {
 		return err
 	}
-	if err := h.lab.applyLab(c.Request().Context(), next, changedBy(c.Request())); err != nil {
+	if err := h.lab.switches.apply(c.Request().Context(), next, changedBy(c.Request())); err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, h.lab.labSettings())
+	return c.JSON(http.StatusOK, h.lab.Settings())
 }
 
 // handlePatchLab is PATCH /api/lab: only the fields the body names
@@ -88,7 +85,7 @@ func (h labHandlers) handlePatchLab(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	l, err := h.lab.patchLab(c.Request().Context(), body, changedBy(c.Request()))
+	l, err := h.lab.switches.patch(c.Request().Context(), body, changedBy(c.Request()))
 	if err != nil {
 		return err
 	}
@@ -97,7 +94,7 @@ func (h labHandlers) handlePatchLab(c echo.Context) error {
 
 // handleLabOutcomes is GET /api/lab/outcomes.
 func (h labHandlers) handleLabOutcomes(c echo.Context) error {
-	o, err := h.lab.labOutcomes(c.Request().Context())
+	o, err := h.lab.outcomes(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -107,7 +104,7 @@ func (h labHandlers) handleLabOutcomes(c echo.Context) error {
 // handleLabPrune is POST /api/lab/prune: prune done keys now, with the
 // lab's retention if one is set.
 func (h labHandlers) handleLabPrune(c echo.Context) error {
-	rep, err := h.lab.labPrune(c.Request().Context())
+	rep, err := h.lab.prune(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -164,7 +161,7 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 	var panel *views.Lab
 	getLab := func() views.Lab {
 		if panel == nil {
-			v := h.lab.labView(ctx, presenter)
+			v := h.panel.view(ctx, presenter)
 			panel = &v
 		}
 		return *panel
@@ -198,10 +195,10 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 		}
 	}
 	if lv, ok := version("l"); ok {
-		cur := h.lab.lessonVersion()
+		cur := h.lessons.lessonVersion()
 		out.V["l"] = cur
 		if all || lv != cur {
-			lv := h.lab.lessonView(h.lab.currentLesson(), presenter, c.QueryParam("board") == "1")
+			lv := h.lessons.lessonView(h.lessons.currentLesson(), presenter, c.QueryParam("board") == "1")
 			if err := add("lesson", views.LessonPanel(lv)); err != nil {
 				return err
 			}
@@ -214,7 +211,7 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 	// moved the demo clock, so the answer carries the clock (now), which
 	// keeps the pages' key ages true.
 	moved := false
-	epoch, books, changes := h.lab.roomEpoch()
+	epoch, books, changes := h.room.roomEpoch()
 	if c.QueryParam("c") != "" {
 		cv, ok := version("c")
 		out.V["c"] = changes
@@ -229,7 +226,7 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 		moved = moved || bv != books
 	}
 	if moved || all {
-		out.Now = h.lab.now().UnixMilli()
+		out.Now = h.room.now().UnixMilli()
 	}
 	if len(out.HTML) == 0 && !moved && !all {
 		return c.NoContent(http.StatusNoContent)
@@ -240,7 +237,7 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 // handleGetLessons is GET /api/lessons: the chapters and the one the
 // class is on.
 func (h labHandlers) handleGetLessons(c echo.Context) error {
-	return c.JSON(http.StatusOK, LessonsState{Current: h.lab.currentLesson(), Chapters: h.lab.lessonBook()})
+	return c.JSON(http.StatusOK, LessonsState{Current: h.lessons.currentLesson(), Chapters: h.lessons.lessonBook()})
 }
 
 // handlePutLesson is PUT /api/lessons/current: start a chapter for the
@@ -250,11 +247,11 @@ func (h labHandlers) handlePutLesson(c echo.Context) error {
 	if err := decodeAdminJSON(c.Request(), &req); err != nil {
 		return err
 	}
-	if err := h.lab.startLesson(c.Request().Context(), req.Slug, changedBy(c.Request())); err != nil {
+	if err := h.lessons.startLesson(c.Request().Context(), req.Slug, changedBy(c.Request())); err != nil {
 		return err
 	}
-	book := h.lab.lessonBook()
-	out := LessonStarted{Current: h.lab.currentLesson(), Of: len(book), Faults: h.faults(), Lab: h.lab.labSettings()}
+	book := h.lessons.lessonBook()
+	out := LessonStarted{Current: h.lessons.currentLesson(), Of: len(book), Faults: h.faults(), Lab: h.lab.Settings()}
 	if i, ch, ok := book.Find(out.Current); ok {
 		out.Chapter, out.Retry = i+1, ch.Retry
 	}

@@ -32,7 +32,7 @@ func TestBrowserLabMemoryLock(t *testing.T) {
 		`(s => { s.value = "1000"; s.dispatchEvent(new Event("change", { bubbles: true })); })(document.getElementById("lab-lock-gap"))`))
 	liveWait(t, ctx, "the pause on both cards", 5*time.Second,
 		`document.getElementById("lab-gap").value === "1000" && document.getElementById("lab-lock-gap").value === "1000"`)
-	if gap := env.Server.Lab().Server.CheckGapMS; gap != 1000 {
+	if gap := env.Server.lab.Settings().Server.CheckGapMS; gap != 1000 {
 		t.Fatalf("the pause is %d ms", gap)
 	}
 

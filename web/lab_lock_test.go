@@ -180,7 +180,7 @@ func TestLabMistakeMemoryLock(t *testing.T) {
 		if o.CheckThenInsert.Charges != 0 || o.CheckThenInsert.KeyRows != 0 {
 			t.Fatalf("check-then-insert's card counts the lock's rows: %+v", o.CheckThenInsert)
 		}
-		if n := env.Server.lab.locks.len(); n != 0 {
+		if n := env.Server.lab.locks.mine.len(); n != 0 {
 			t.Fatalf("%d keys still locked after the storm", n)
 		}
 	})
@@ -263,7 +263,7 @@ func TestLabMistakeMemoryLock(t *testing.T) {
 			if o.ExtraCharges != keys*(servers-1) {
 				t.Fatalf("server %d: %d extra charges in all", i+1, o.ExtraCharges)
 			}
-			if n := e.Server.lab.locks.len(); n != 0 {
+			if n := e.Server.lab.locks.mine.len(); n != 0 {
 				t.Fatalf("server %d: %d keys still locked", i+1, n)
 			}
 		}
@@ -314,7 +314,7 @@ func TestLabMemoryLockHangUps(t *testing.T) {
 		t.Fatalf("the waiter's client: %v", err)
 	}
 	waitEvents(t, sub, 1, "the waiter leaving the queue", noteIs("the client hung up while waiting"))
-	if n := env.Server.lab.locks.len(); n != 1 {
+	if n := env.Server.lab.locks.mine.len(); n != 1 {
 		t.Fatalf("%d keys locked, want the holder's only", n)
 	}
 
@@ -331,7 +331,7 @@ func TestLabMemoryLockHangUps(t *testing.T) {
 	if loose, _ := env.DB.LabLooseCharges(context.Background()); len(loose) != 1 {
 		t.Fatalf("%d charges, want 1", len(loose))
 	}
-	if n := env.Server.lab.locks.len(); n != 0 {
+	if n := env.Server.lab.locks.mine.len(); n != 0 {
 		t.Fatalf("%d keys still locked", n)
 	}
 }
@@ -382,7 +382,7 @@ func TestLessonLockInMemory(t *testing.T) {
 		if err := env.Server.startLesson(ctx, slug, "test"); err != nil {
 			t.Fatal(err)
 		}
-		if got := env.Server.Lab(); got.Server.Mode != room.LabMemoryLock || got.Server.CheckGapMS != lesson.LockGapMS {
+		if got := env.Server.lab.Settings(); got.Server.Mode != room.LabMemoryLock || got.Server.CheckGapMS != lesson.LockGapMS {
 			t.Fatalf("the chapter set %+v", got)
 		}
 		_, release := holdGap(env.Server)
@@ -404,7 +404,7 @@ func TestLessonLockInMemory(t *testing.T) {
 func TestLabMemoryLockMapFull(t *testing.T) {
 	env := newTestEnv(t, Config{})
 	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabMemoryLock, CheckGapMS: 1000}})
-	env.Server.lab.locks = newKeyLocks(1)
+	env.Server.lab.locks.mine = newKeyLocks(1)
 	reached, release := holdGap(env.Server)
 	first := make(chan response, 1)
 	go func() {
@@ -471,7 +471,7 @@ func TestLessonLockInMemoryOnSQLite(t *testing.T) {
 		defer close(waited)
 		<-reached
 		for range 200 {
-			if env.Server.lab.lockWaits.Load() == 1 {
+			if env.Server.lab.locks.waits.Load() == 1 {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -482,7 +482,7 @@ func TestLessonLockInMemoryOnSQLite(t *testing.T) {
 		t.Fatalf("one server: answers %s", statusList(rs))
 	}
 	<-waited
-	if n := env.Server.lab.lockWaits.Load(); n != 1 {
+	if n := env.Server.lab.locks.waits.Load(); n != 1 {
 		t.Fatalf("one server: %d requests waited for the lock, want the second click", n)
 	}
 	if ch := lookUp("A-8001"); len(ch) != 1 {

@@ -153,7 +153,7 @@ func (h *paymentHandlers) payCheckFirst(p *payment, constrained bool) error {
 	token, err := h.books.store.LabInsertKeyUnguarded(ctx, p.claim(p.key))
 	h.books.sweeps.claimed() // a started key the sweeper must look for
 	if errors.Is(err, pay.ErrConstraint) {
-		h.switches.lab.constraintRefusals.Add(1)
+		h.switches.lab.counts.constraintRefusals.Add(1)
 		detail := strings.TrimPrefix(err.Error(), pay.ErrConstraint.Error()+": ")
 		p.note(http.StatusInternalServerError, "INSERT refused by the table's primary key ("+detail+"): the check had said the key was free; the constraint stopped a second charge")
 		return writeProblem(c, pay.Errorf(pay.EINTERNAL,
@@ -186,13 +186,13 @@ const memoryLockPrefix = pay.LabKeyPrefix + "memory-lock "
 // the lock is released when it ends, whatever the client does.
 func (h *paymentHandlers) payMemoryLock(p *payment) error {
 	c := p.c
-	locks := h.switches.lab.locks
+	locks := h.switches.lab.locks.mine
 	if name, twin, ok := h.inProcessServer(); ok {
 		// One of the two servers inside this process takes the request,
 		// with its own lock table: the timeline names it.
 		p.server = name
 		if twin {
-			locks = h.switches.lab.twin
+			locks = h.switches.lab.locks.twin
 		}
 	}
 	if ok, err := p.parse(" (lab: a lock in memory)"); !ok {
@@ -206,7 +206,7 @@ func (h *paymentHandlers) payMemoryLock(p *payment) error {
 	defer stopWaiting()
 	defer context.AfterFunc(h.work.ctx, stopWaiting)()
 	unlock, err := locks.lock(waitCtx, p.scope, p.key, func() {
-		h.switches.lab.lockWaits.Add(1)
+		h.switches.lab.locks.waits.Add(1)
 		p.note(0, memoryLockWaiting)
 		// Waiting for another request costs the server nothing: the turn
 		// goes back, or a class double-clicking behind one address would
@@ -244,7 +244,7 @@ func (h *paymentHandlers) inProcessServer() (name string, twin, ok bool) {
 	if h.switches.shared || h.switches.lab.Settings().Server.Servers < 2 {
 		return "", false, false
 	}
-	if h.switches.lab.door.Add(1)%2 == 0 {
+	if h.switches.lab.locks.door.Add(1)%2 == 0 {
 		return inProcessServerB, true, true
 	}
 	return inProcessServerA, false, true

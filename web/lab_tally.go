@@ -282,7 +282,7 @@ func (t *labTally) fresh() bool {
 // question that was waiting for that rebuild: they are as new as the
 // tables when it began, as a measurement would be. The next question
 // rebuilds again.
-func (t *labTally) read(ctx context.Context, db pay.Store, fn func(*labCounts)) error {
+func (t *labTally) read(ctx context.Context, db labRows, fn func(*labCounts)) error {
 	t.mu.Lock()
 	if c := t.counts; c != nil {
 		fn(c)
@@ -303,7 +303,7 @@ func (t *labTally) read(ctx context.Context, db pay.Store, fn func(*labCounts)) 
 
 // build rebuilds the counts from the tables, unless a rebuild that began
 // after the question (asked) has ended meanwhile: then its counts answer.
-func (t *labTally) build(ctx context.Context, db pay.Store, asked uint64) (*labCounts, error) {
+func (t *labTally) build(ctx context.Context, db labRows, asked uint64) (*labCounts, error) {
 	t.rebuild.Lock()
 	defer t.rebuild.Unlock()
 	t.mu.Lock()
@@ -355,6 +355,12 @@ func (t *labTally) build(ctx context.Context, db pay.Store, asked uint64) (*labC
 		t.seen = nil
 	}
 	return fresh, nil
+}
+
+// labRows is what the tally is rebuilt from: the rows of the payments
+// database's charge tables.
+type labRows interface {
+	LabRows(ctx context.Context, fn func(pay.LabRow)) error
 }
 
 // talliedStorage is the protocol's storage, telling the lab's tally of the

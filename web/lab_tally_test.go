@@ -180,7 +180,7 @@ func TestLabCountsFollowPayments(t *testing.T) {
 
 	// Counted from the tables again, the numbers are the same.
 	before := env.outcomes()
-	env.Server.labTablesChanged()
+	env.Server.lab.tablesChanged()
 	sameCounts(t, "rebuilt from the tables", env.outcomes(), before)
 }
 

@@ -347,7 +347,7 @@ func TestLabSwitchesAPI(t *testing.T) {
 		}
 		want := room.DefaultLabSettings()
 		want.Client.RetryEvery4xx = true
-		if got != want || env.Server.Lab() != want {
+		if got != want || env.Server.lab.Settings() != want {
 			t.Fatalf("settings %+v, want %+v", got, want)
 		}
 		if es := env.Server.Hub().Recent(5); es[len(es)-1].Kind != labKind || !strings.Contains(es[len(es)-1].Message, "client.retry_every_4xx on") {
@@ -371,8 +371,8 @@ func TestLabSwitchesAPI(t *testing.T) {
 			if r.Status != http.StatusBadRequest || !bytes.Contains(r.Body, []byte(tc.field)) {
 				t.Fatalf("%d %s, want a 400 naming %s", r.Status, r.Body, tc.field)
 			}
-			if env.Server.Lab() != room.DefaultLabSettings() {
-				t.Fatalf("a refused change changed the lab: %+v", env.Server.Lab())
+			if env.Server.lab.Settings() != room.DefaultLabSettings() {
+				t.Fatalf("a refused change changed the lab: %+v", env.Server.lab.Settings())
 			}
 		})
 	}
@@ -405,8 +405,8 @@ func TestLabSwitchesAPI(t *testing.T) {
 		if r := env.send(http.MethodPost, "/api/reset", nil); r.Status != http.StatusOK {
 			t.Fatalf("reset: %d", r.Status)
 		}
-		if env.Server.Lab() != room.DefaultLabSettings() || env.Server.lab.Lesson() != "" {
-			t.Fatalf("after a reset: lab %+v, lesson %q", env.Server.Lab(), env.Server.lab.Lesson())
+		if env.Server.lab.Settings() != room.DefaultLabSettings() || env.Server.currentLesson() != "" {
+			t.Fatalf("after a reset: lab %+v, lesson %q", env.Server.lab.Settings(), env.Server.currentLesson())
 		}
 		if loose, _ := env.DB.LabLooseCharges(context.Background()); len(loose) != 0 {
 			t.Fatalf("%d charges left in the unguarded table", len(loose))
@@ -456,7 +456,7 @@ func TestLessonsAPI(t *testing.T) {
 		if r.Status != http.StatusNotFound || !bytes.Contains(r.Body, []byte("response-lost")) {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
-		if env.Server.lab.Lesson() != "no-key" {
+		if env.Server.currentLesson() != "no-key" {
 			t.Fatal("a refused chapter changed the lesson")
 		}
 	})
@@ -470,7 +470,7 @@ func TestLessonsAPI(t *testing.T) {
 		if r := env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: ""}); r.Status != http.StatusOK {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
-		if env.Server.lab.Lesson() != "" || env.Server.Lab() != room.DefaultLabSettings() || env.Server.faultSwitches().currentFaults().Server.DelayMS != 0 {
+		if env.Server.currentLesson() != "" || env.Server.lab.Settings() != room.DefaultLabSettings() || env.Server.faultSwitches().currentFaults().Server.DelayMS != 0 {
 			t.Fatal("leaving left switches on")
 		}
 	})

@@ -45,6 +45,13 @@ type LessonStarted struct {
 	Retry   bool             `json:"retry"`
 }
 
+// currentLesson is the chapter the class is on, "" when none: the room's.
+func (s *Server) currentLesson() string { return s.room.Load().Lesson }
+
+// lessonVersion names the lesson panel's state: it changes when an item
+// is ticked or the chapter changes.
+func (s *Server) lessonVersion() uint64 { return s.teaching.narration.Version() }
+
 // lessonBook is the lessons, in their order.
 func (s *Server) lessonBook() lesson.Book { return s.teaching.lessons }
 
@@ -73,7 +80,7 @@ func (s *Server) startLesson(ctx context.Context, slug, who string) error {
 			return err
 		}
 		s.faultSwitches().publishFaultChanges(old.Faults, next.Faults, "lesson")
-		s.publishLabChanges(old.Lab, next.Lab, "lesson")
+		s.lab.switches.publishChanges(old.Lab, next.Lab, "lesson")
 		msg = fmt.Sprintf("chapter %d of %d: %s", i+1, len(s.teaching.lessons), ch.Title)
 	}
 	s.hub.Publish(live.Event{Kind: lessonKind, Message: who + ": " + msg})
@@ -83,7 +90,7 @@ func (s *Server) startLesson(ctx context.Context, slug, who string) error {
 // lessonView is the lessons panel showing chapter shown ("" for the
 // index).
 func (s *Server) lessonView(shown string, presenter, board bool) views.Lesson {
-	v := views.Lesson{Current: s.lab.Lesson(), Presenter: presenter, Locked: s.cfg.PresenterToken != "",
+	v := views.Lesson{Current: s.currentLesson(), Presenter: presenter, Locked: s.cfg.PresenterToken != "",
 		Board: board, V: s.teaching.narration.Version()}
 	for i, c := range s.teaching.lessons {
 		v.Chapters = append(v.Chapters, views.ChapterLink{Slug: c.Slug, Title: c.Title, Part: c.Part, N: i + 1})
@@ -114,7 +121,7 @@ func (s *Server) lessonView(shown string, presenter, board bool) views.Lesson {
 // pageLesson is what a page's lesson panel starts with: the chapter named
 // by ?lesson=, else the one the class is on. An unknown name is a 404.
 func (s *Server) pageLesson(c echo.Context, board bool) (views.Lesson, error) {
-	shown := s.lab.Lesson()
+	shown := s.currentLesson()
 	if q := c.QueryParam("lesson"); q != "" {
 		if _, _, ok := s.teaching.lessons.Find(q); !ok {
 			return views.Lesson{}, s.teaching.lessons.Unknown(q)

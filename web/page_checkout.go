@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"crypto/rand"
 	"math/big"
 	"net"
@@ -56,12 +55,13 @@ type presenterCheck interface {
 	presenterCookieFor(r *http.Request) *http.Cookie
 }
 
-// pageSource is what the live pages read besides the board. The server
-// is one.
-type pageSource interface {
-	pageLesson(c echo.Context, board bool) (views.Lesson, error)
-	labView(ctx context.Context, presenter bool) views.Lab
-	roomEpoch() (resets, books, version uint64)
+// pageSource is what the live pages read besides the board: the lesson
+// panel, the lab's panel and the room's versions.
+type pageSource struct {
+	// lesson is the page's lesson panel (the server's pageLesson).
+	lesson func(c echo.Context, board bool) (views.Lesson, error)
+	lab    labPanel
+	room   roomVersions
 }
 
 // routes registers the live pages.
@@ -86,7 +86,7 @@ func handleFavicon(c echo.Context) error {
 // nothing on the server.
 func (h liveHandlers) handleCheckout(c echo.Context) error {
 	r := c.Request()
-	lesson, err := h.pages.pageLesson(c, false) // ?lesson=<chapter>; an unknown one is a 404
+	lesson, err := h.pages.lesson(c, false) // ?lesson=<chapter>; an unknown one is a 404
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func (h liveHandlers) handleCheckout(c echo.Context) error {
 	if v, err := strconv.Atoi(c.QueryParam("attempt_ms")); err == nil && v >= 1 && v <= attemptTimeoutMS {
 		attempt = v
 	}
-	epoch, books, _ := h.pages.roomEpoch()
+	epoch, books, _ := h.pages.room.roomEpoch()
 	d := views.Checkout{
 		RoomEpoch:        epoch,
 		RoomBooks:        books,
@@ -119,7 +119,7 @@ func (h liveHandlers) handleCheckout(c echo.Context) error {
 		AttemptTimeoutMS: attempt,
 		Retention:        "for " + h.retention.String(),
 		LockTimeout:      h.lockTimeout.String(),
-		Lab:              h.pages.labView(r.Context(), h.presenter.isPresenter(r)),
+		Lab:              h.pages.lab.view(r.Context(), h.presenter.isPresenter(r)),
 		Lesson:           lesson,
 		Session:          session,
 		You:              views.ScopeLabel(scope),
@@ -153,7 +153,7 @@ func (h liveHandlers) handleBoard(c echo.Context) error {
 		http.SetCookie(c.Response(), h.presenter.presenterCookieFor(r))
 		return c.Redirect(http.StatusSeeOther, "/board")
 	}
-	lesson, err := h.pages.pageLesson(c, true)
+	lesson, err := h.pages.lesson(c, true)
 	if err != nil {
 		return err
 	}
@@ -164,7 +164,7 @@ func (h liveHandlers) handleBoard(c echo.Context) error {
 		Steps:     l.Steps,
 		Presenter: h.presenter.isPresenter(r),
 		Locked:    h.locked,
-		Lab:       h.pages.labView(r.Context(), h.presenter.isPresenter(r)),
+		Lab:       h.pages.lab.view(r.Context(), h.presenter.isPresenter(r)),
 		Lesson:    lesson,
 		BYOC:      h.byocInUse != nil && h.byocInUse(),
 	}

@@ -103,7 +103,7 @@ type paymentSwitches struct {
 	draw func() (pay.ServerFaults, pay.GatewayFaults)
 	// lab is the common-mistakes lab: its mode, its locks and its counts
 	// (lab.go).
-	lab *labState
+	lab *mistakesLab
 	// steps holds payments in step mode (web/room/step; step.go).
 	steps *step.Stepper
 	// shared says the database is shared with other servers: the lock in

@@ -86,7 +86,7 @@ func (h *paymentHandlers) payInLabMode(p *payment) error {
 		err = h.payCorrect(p)
 	}
 	if st := c.Response().Status; c.Response().Committed && (st == http.StatusBadRequest || st == http.StatusUnprocessableEntity) {
-		h.switches.lab.countRefusal(callerScope(r), key, st)
+		h.switches.lab.counts.refusals.count(callerScope(r), key, st)
 	}
 	return err
 }

@@ -64,7 +64,7 @@ func TestProjector(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		env.Server.live()
 		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
-		before, err := env.Server.labOutcomes(t.Context())
+		before, err := env.Server.lab.outcomes(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestProjector(t *testing.T) {
 		if l.Timeline[0].Title != "Look-up" || l.Timeline[0].Outcome.Text != "found paid" {
 			t.Fatalf("timeline: %v", outcomes(l.Timeline))
 		}
-		after, err := env.Server.labOutcomes(t.Context())
+		after, err := env.Server.lab.outcomes(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}

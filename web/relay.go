@@ -97,7 +97,7 @@ func (r remoteEvents) Heard(entries []live.Entry) {
 			s.steps.Heard(batch[i].Event)
 		}
 		if labChanged {
-			s.otherServersWrote(batch)
+			s.lab.otherServersWrote(batch)
 		}
 		s.hub.PublishRemoteAll(batch)
 	}
@@ -106,7 +106,7 @@ func (r remoteEvents) Heard(entries []live.Entry) {
 // Missed says on the pages that other servers' events were lost, and has
 // them reload from the database instead of showing a silent hole.
 func (r remoteEvents) Missed() {
-	r.s.labTablesChanged() // other servers' writes in between went unheard
+	r.s.lab.tablesChanged() // other servers' writes in between went unheard
 	r.s.hub.Publish(live.Event{Kind: live.Gap,
 		Message: "the connection to the other servers was lost and restored: their requests in between are not drawn; the tables are reloaded from the database"})
 }

@@ -107,10 +107,10 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 
 	t.Run("the lab's settings are the room's", func(t *testing.T) {
 		a, b, _, _ := each(t)
-		seq := labSettingsVersion(a.Server.Lab())
+		seq := labSettingsVersion(a.Server.lab.Settings())
 		b.must(http.MethodPatch, "/api/lab", `{"client":{"retry_every_4xx":true}}`)
 		waitUntil(t, "the lab on A", func() bool { return a.labNow().Client.RetryEvery4xx })
-		if labSettingsVersion(a.Server.Lab()) == seq {
+		if labSettingsVersion(a.Server.lab.Settings()) == seq {
 			t.Fatal("A's lab panel version did not move: its pages would not redraw")
 		}
 	})

@@ -187,7 +187,7 @@ type Server struct {
 
 	// The common-mistakes lab: its counts and locks (web/lab.go); its
 	// settings are the room's.
-	lab *labState
+	lab *mistakesLab
 	// labCheck runs the checker from the lab page (lab_check.go).
 	labCheck *labChecker
 
@@ -231,7 +231,11 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.room, s.servers.barriers = newRoom(s)
 	s.hub.SetGeneration(s.resetGeneration)
 	clock.Follow(func() time.Duration { return s.room.Load().ClockOffset })
-	s.lab = newLab(s.room, s.flagPersonalKey)
+	keyPlaces := []keyScanner{db}
+	if s.ledgerApart() {
+		keyPlaces = append(keyPlaces, s.world.ledger)
+	}
+	s.lab = newMistakesLab(labSwitches{room: s.room, timeline: s.hub, workLimit: cfg.GatewayTimeout}, db, s.hub, keyPlaces, clock.Now, cfg.Retention)
 	s.labCheck = &labChecker{mode: func() room.LabMode { return s.lab.Settings().Server.Mode }}
 	s.pages.join = newJoinHandlers(cfg)
 	s.admission = newAdmission(cfg, s.servers.peers, s.logf, s.refuseBeforeRouting)
@@ -355,18 +359,20 @@ func (s *Server) routes() *echo.Echo {
 	payments := s.paymentHandlers()
 	payments.routes(e)
 	paymentLookups{books: s.db, orders: payments, events: s.hub, clientIP: adm.presenter.clientIP,
-		reconciled: func() { s.lab.reconciliations.Add(1) }}.routes(e)
+		reconciled: func() { s.lab.counts.reconciliations.Add(1) }}.routes(e)
 	referenceHandlers{retention: s.cfg.Retention, lockTimeout: s.cfg.LockTimeout}.routes(e)
 	adminHandlers{switches: s.faultSwitches(), clock: roomClock{clock: s.clock, room: s.room, timeline: s.hub}, demo: s}.routes(e, presenterOnly)
 	byo := newBYOC(s.Handler, presenterOnly, adm.presenter.isPresenter)
 	byo.routes(e)
 	ws := s.workshopHandlers()
-	liveHandlers{board: s.live, pages: s, presenter: adm.presenter, locked: s.cfg.PresenterToken != "", retention: s.cfg.Retention,
+	rooms := roomVersions{room: s.room, now: s.clock.Now}
+	liveHandlers{board: s.live, pages: pageSource{lesson: s.pageLesson, lab: s.labPanel(), room: rooms}, presenter: adm.presenter, locked: s.cfg.PresenterToken != "", retention: s.cfg.Retention,
 		lockTimeout: s.cfg.LockTimeout, sweepEvery: s.cfg.SweepEvery, byocInUse: byo.inUse, workshop: ws.boardView, join: s.pages.join.joinView}.routes(e)
 	simHandlers{isPresenter: adm.presenter.isPresenter, priority: adm.hasPriority, clientIP: adm.presenter.clientIP, work: adm.work}.routes(e)
 	simGatewayHandlers{gateway: s.world.handler, presenterToken: s.cfg.PresenterToken,
 		presenterOnly: presenterOnly, requirePresenter: adm.presenter.requirePresenter}.routes(e)
-	labHandlers{lab: s, faults: s.faultSwitches().currentFaults, isPresenter: adm.presenter.isPresenter, check: s.labCheck.runLabCheck}.routes(e, presenterOnly)
+	labHandlers{lab: s.lab, panel: s.labPanel(), room: rooms, lessons: s, faults: s.faultSwitches().currentFaults, isPresenter: adm.presenter.isPresenter,
+		check: s.labCheck.runLabCheck}.routes(e, presenterOnly)
 	exportHandlers{events: s.hub, isPresenter: adm.presenter.isPresenter, now: s.clock.Now}.routes(e)
 	s.pages.join.routes(e)
 	s.boardHandlers().routes(e, presenterOnly)

@@ -110,7 +110,7 @@ func TestBrowserChapterCardsSayWhatTheBooksSay(t *testing.T) {
 		if r := env.send(http.MethodPatch, "/api/lab", map[string]any{"server": map[string]any{"servers": 2}}); r.Status != http.StatusOK {
 			t.Fatalf("two servers: %d %s", r.Status, r.Body)
 		}
-		if got := env.Server.Lab().Server.Servers; got != 2 {
+		if got := env.Server.lab.Settings().Server.Servers; got != 2 {
 			t.Fatalf("the room's lab runs %d servers after the patch", got)
 		}
 		if page := env.get("/lab/live?s=0"); !strings.Contains(string(page.Body), "two servers inside this process") {
