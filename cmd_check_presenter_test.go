@@ -32,7 +32,7 @@ func classServer(t *testing.T) string {
 	hs := httptest.NewServer(srv.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	jobs := make(chan struct{})
-	go func() { defer close(jobs); srv.RunJobs(ctx) }()
+	go func() { defer close(jobs); srv.Jobs().Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-jobs; hs.Close(); srv.Close(); db.Close() })
 	return hs.URL
 }

@@ -39,7 +39,7 @@ func newPayTarget(t testing.TB) *payTarget {
 	hs := httptest.NewServer(srv.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	jobs := make(chan struct{})
-	go func() { defer close(jobs); srv.RunJobs(ctx) }()
+	go func() { defer close(jobs); srv.Jobs().Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-jobs; hs.Close(); srv.Close(); db.Close() })
 	return &payTarget{t: t, url: hs.URL, srv: srv, db: db}
 }

@@ -234,8 +234,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// killed with its payments held) and leaves the live ones' to the
 	// lock timeout.
 	var orphans []pay.KeyRow
+	srvJobs := srv.Jobs()
 	if !st.peers.Shared() {
-		if orphans, err = srv.Orphans(ctx); err != nil {
+		if orphans, err = srvJobs.Orphans(ctx); err != nil {
 			return fmt.Errorf("start-up sweep: %w", err)
 		}
 	}
@@ -255,12 +256,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer close(jobs)
 		sweepStart := time.Now()
 		if !st.peers.Shared() {
-			closed, err := srv.SweepFound(ctx, orphans)
+			closed, err := srvJobs.SweepFound(ctx, orphans)
 			printStartupSweep(stdout, closed)
 			if err != nil && ctx.Err() == nil {
 				fmt.Fprintf(stderr, "paytwice: start-up sweep: %v; the periodic sweep tries again\n", err)
 			}
-		} else if _, err := srv.Sweep(ctx); err != nil && ctx.Err() == nil {
+		} else if _, err := srvJobs.Sweep(ctx); err != nil && ctx.Err() == nil {
 			fmt.Fprintf(stderr, "paytwice: start-up sweep: %v; the periodic sweep tries again\n", err)
 		}
 		found := fmt.Sprintf("%d key(s) found started", len(orphans))
@@ -269,7 +270,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		fmt.Fprintf(stdout, "start-up work done %d ms after the process started: database opened and migrated in %d ms, start-up sweep in %d ms (%s)\n",
 			time.Since(processStart).Milliseconds(), opened.Milliseconds(), time.Since(sweepStart).Milliseconds(), found)
-		srv.RunJobs(ctx)
+		srvJobs.Run(ctx)
 	}()
 	select {
 	case err := <-serveErr:
@@ -463,7 +464,7 @@ func startEmbeddedTarget(ctx context.Context) (*url.URL, string, func(), error) 
 	go hs.Serve(ln)
 	jobsCtx, stopJobs := context.WithCancel(context.Background())
 	jobs := make(chan struct{})
-	go func() { defer close(jobs); srv.RunJobs(jobsCtx) }()
+	go func() { defer close(jobs); srv.Jobs().Run(jobsCtx) }()
 	stop := func() {
 		srv.EndStreams()
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"paytwice/pay"
 	"paytwice/sim"
 	"paytwice/web/live"
 	"paytwice/web/room"
+	"paytwice/web/room/step"
 )
 
 // SweptKey is one key the sweeper closed, as POST /api/sweep reports it.
@@ -37,9 +39,9 @@ type SweepReport struct {
 	ClosedInRoom int64 `json:"closed_in_room"`
 }
 
-// sweepReport turns the sweeper's outcomes into the API's shape.
-func (s *Server) sweepReport(outcomes []pay.SweepOutcome) SweepReport {
-	rep := SweepReport{LockTimeoutSeconds: s.cfg.LockTimeout.Seconds(), Closed: []SweptKey{}, ClosedInRoom: int64(s.room.Load().Swept)}
+// report turns the sweeper's outcomes into the API's shape.
+func (ks *keySweeper) report(outcomes []pay.SweepOutcome) SweepReport {
+	rep := SweepReport{LockTimeoutSeconds: ks.lockTimeout.Seconds(), Closed: []SweptKey{}, ClosedInRoom: int64(ks.room.Load().Swept)}
 	for _, o := range outcomes {
 		res := sweepResult(o)
 		k := SweptKey{Key: o.Row.Key, OrderID: o.Row.OrderID, AmountSatang: o.Row.AmountSatang, Outcome: string(res)}
@@ -54,7 +56,64 @@ func (s *Server) sweepReport(outcomes []pay.SweepOutcome) SweepReport {
 	return rep
 }
 
-// resetDemo clears every key, charge and gateway record, turns every
+// demoReset is the presenter's reset, and a lesson's: what it waits for
+// (the payments in flight on this server, through the in-flight lock, and
+// on the others, through the room's barrier), the tables it empties, the
+// room it sets, and what this server keeps in its own memory.
+type demoReset struct {
+	// steps lets held requests go first: they hold the in-flight lock.
+	steps *step.Stepper
+	// barriers is this server's side of a reset's barrier; nil on a
+	// server with its database to itself.
+	barriers *room.Barriers
+	inflight *sync.RWMutex
+	room     *room.Room[room.State]
+	tables   resetTables
+	here     serverMemory
+	timeline timeline
+	logf     func(format string, args ...any)
+}
+
+// resetTables are the tables a reset empties: the payments store's, with
+// the lab's rows, and the gateway's ledger when it is a database of its
+// own (nil when the payments store holds it).
+type resetTables struct {
+	payments interface {
+		Reset(ctx context.Context) error
+		LabReset(ctx context.Context) error
+	}
+	ledger interface {
+		Reset(ctx context.Context) error
+	}
+}
+
+// serverMemory is what this server keeps in its own memory apart from the
+// room: the lab's counts, the simulated gateway served at /sim/gateway,
+// the timeline, the answer counts and where the presenter's token was
+// taken lately (knownTokens).
+type serverMemory struct {
+	lab      *mistakesLab
+	gateway  *sim.GatewayHandler
+	timeline interface{ Clear() }
+	answers  *answerCounts
+	tokens   *knownTokens
+}
+
+// demoReset is the server's reset.
+func (s *Server) demoReset() demoReset {
+	r := demoReset{steps: s.payments.steps, inflight: &s.payments.inflight, room: s.room, timeline: s.hub, logf: s.logf,
+		tables: resetTables{payments: s.db},
+		here:   serverMemory{lab: s.lab, gateway: s.world.handler, timeline: s.hub, answers: s.pages.answers, tokens: s.admission.presenter.known}}
+	if s.servers.peers.Shared() {
+		r.barriers = s.servers.barriers
+	}
+	if s.ledgerApart() {
+		r.tables.ledger = s.world.ledger
+	}
+	return r
+}
+
+// run clears every key, charge and gateway record, turns every
 // switch off, puts the clock back, leaves the lesson and empties the
 // timeline, leaving one Reset event that says who did it. The switches,
 // the lab, the lesson and the clock are the room's: the reset sets them
@@ -70,12 +129,12 @@ func (s *Server) sweepReport(outcomes []pay.SweepOutcome) SweepReport {
 // bounded: a payment's work runs under the gateway time-out once step
 // mode lets it go, and a server that does not answer in time is logged
 // and not waited for any longer.
-func (s *Server) resetDemo(ctx context.Context, who string) error {
+func (r demoReset) run(ctx context.Context, who string) error {
 	// Held requests hold the in-flight lock: let them go first.
-	s.steps.Turn(false, who)
+	r.steps.Turn(false, who)
 	var barrier *room.Barrier
-	if s.servers.peers.Shared() {
-		b, err := s.servers.barriers.StartReset(ctx)
+	if r.barriers != nil {
+		b, err := r.barriers.StartReset(ctx)
 		if err != nil {
 			return err
 		}
@@ -84,22 +143,22 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 		// barrier: it runs to its end whatever its client does.
 		ctx = context.WithoutCancel(ctx)
 	}
-	s.payments.inflight.Lock()
-	defer s.payments.inflight.Unlock()
+	r.inflight.Lock()
+	defer r.inflight.Unlock()
 	var unanswered []string
 	if barrier != nil {
-		if unanswered = s.servers.barriers.AwaitAcks(ctx, *barrier); len(unanswered) > 0 {
-			s.logf("reset: %s did not answer within %s; their payments in flight may save after the reset",
-				strings.Join(unanswered, ", "), s.servers.barriers.AckWait)
+		if unanswered = r.barriers.AwaitAcks(ctx, *barrier); len(unanswered) > 0 {
+			r.logf("reset: %s did not answer within %s; their payments in flight may save after the reset",
+				strings.Join(unanswered, ", "), r.barriers.AckWait)
 		}
 	}
-	err := s.emptyTables(ctx)
+	err := r.emptyTables(ctx)
 	// The room's defaults end the barrier, which lets the other servers go
 	// on: written even when the tables could not be emptied.
-	if _, _, rerr := s.room.Change(ctx, func(r *room.State) error {
-		r.Reset()
-		if barrier != nil && r.Barrier != nil && r.Barrier.Gen == barrier.Gen {
-			r.Barrier = nil
+	if _, _, rerr := r.room.Change(ctx, func(st *room.State) error {
+		st.Reset()
+		if barrier != nil && st.Barrier != nil && st.Barrier.Gen == barrier.Gen {
+			st.Barrier = nil
 		}
 		return nil
 	}); err == nil {
@@ -108,7 +167,7 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 	if err != nil {
 		return err
 	}
-	s.resetHere()
+	r.here.reset()
 	msg := "keys, charges, gateway memory and timeline cleared; every switch off; clock reset"
 	if len(unanswered) > 0 {
 		msg += "; not waited for: " + strings.Join(unanswered, ", ")
@@ -116,42 +175,40 @@ func (s *Server) resetDemo(ctx context.Context, who string) error {
 	if who != "" {
 		msg = who + ": " + msg
 	}
-	s.hub.Publish(live.Event{Kind: live.Reset, Message: msg})
+	r.timeline.Publish(live.Event{Kind: live.Reset, Message: msg})
 	return nil
 }
 
 // emptyTables deletes every key, charge and gateway record, and the lab's
 // rows.
-func (s *Server) emptyTables(ctx context.Context) error {
-	if s.ledgerApart() {
-		if err := s.world.ledger.Reset(ctx); err != nil {
+func (r demoReset) emptyTables(ctx context.Context) error {
+	if r.tables.ledger != nil {
+		if err := r.tables.ledger.Reset(ctx); err != nil {
 			return err
 		}
 	}
-	if err := s.db.Reset(ctx); err != nil {
+	if err := r.tables.payments.Reset(ctx); err != nil {
 		return err
 	}
-	if err := s.db.LabReset(ctx); err != nil {
-		s.logf("lab reset: %v", err) // the rest of the reset has happened anyway
+	if err := r.tables.payments.LabReset(ctx); err != nil {
+		r.logf("lab reset: %v", err) // the rest of the reset has happened anyway
 	}
 	return nil
 }
 
-// resetHere resets what this server keeps in its own memory apart from
-// the room: the lab's counts, the simulated gateway served at
-// /sim/gateway, the timeline and where the presenter's token was taken
-// lately (knownTokens). resetDemo calls it after emptying the shared tables; a server that learns of another server's
-// reset calls it alone, as the tables are already empty and the room's
+// reset resets what this server keeps in its own memory apart from the
+// room. A reset (demoReset.run) calls it after emptying the shared
+// tables; a server that learns of another server's reset calls it alone, as the tables are already empty and the room's
 // reset reaches it through the room. It leaves the room alone so that a
 // reset heard late cannot undo what the room set after it, such as the
 // switches of a lesson started right after its reset.
-func (s *Server) resetHere() {
-	s.lab.clear()
-	s.world.handler.Reset()
-	s.hub.Clear()
-	s.restartAnswerCounts()
+func (m serverMemory) reset() {
+	m.lab.clear()
+	m.gateway.Reset()
+	m.timeline.Clear()
+	m.answers.restart()
 	// The presenter's token is looked at in the shared count again.
-	s.admission.presenter.known.forget()
+	m.tokens.forget()
 }
 
 // ClockAdvance is the body of POST /api/clock/advance.

@@ -18,7 +18,10 @@ import (
 type adminHandlers struct {
 	switches faultControl
 	clock    clockControl
-	demo     demoControl
+	sweeper  sweepControl
+	// reset resets the demonstration for the whole room (demoReset.run,
+	// admin.go).
+	reset func(ctx context.Context, who string) error
 }
 
 // clockControl is what the presenter's endpoints read and move of the
@@ -36,12 +39,10 @@ type faultControl interface {
 	patchFaults(ctx context.Context, body []byte, who string) (pay.Faults, error)
 }
 
-// demoControl is what the presenter's endpoints change besides: the
-// sweeper and the reset. The server is one (admin.go, jobs.go).
-type demoControl interface {
+// sweepControl is the sweeper on demand (keySweeper, jobs.go).
+type sweepControl interface {
 	Sweep(ctx context.Context) ([]pay.SweepOutcome, error)
-	sweepReport(outcomes []pay.SweepOutcome) SweepReport
-	resetDemo(ctx context.Context, who string) error
+	report(outcomes []pay.SweepOutcome) SweepReport
 }
 
 // routes registers the presenter's endpoints.
@@ -91,16 +92,16 @@ func (h adminHandlers) handlePatchFaults(c echo.Context) error {
 // started less than the lock timeout ago are left alone: their request
 // may still be running.
 func (h adminHandlers) handleSweep(c echo.Context) error {
-	outcomes, err := h.demo.Sweep(c.Request().Context())
+	outcomes, err := h.sweeper.Sweep(c.Request().Context())
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, h.demo.sweepReport(outcomes))
+	return c.JSON(http.StatusOK, h.sweeper.report(outcomes))
 }
 
 // handleReset is POST /api/reset.
 func (h adminHandlers) handleReset(c echo.Context) error {
-	if err := h.demo.resetDemo(c.Request().Context(), changedBy(c.Request())); err != nil {
+	if err := h.reset(c.Request().Context(), changedBy(c.Request())); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"reset": true, "faults": h.switches.currentFaults()})

@@ -8,6 +8,7 @@ import (
 
 	"paytwice/pay"
 	"paytwice/web/live"
+	"paytwice/web/room"
 )
 
 // The board's counters of requests, refusals, lost answers, replays, 409s
@@ -24,20 +25,43 @@ const answerCountsEvery = time.Second
 // answerCountsWrite bounds one write of the counts, at shutdown too.
 const answerCountsWrite = 5 * time.Second
 
-// answerCounts is this server's side of the kept counts.
+// answerCounts is this server's side of the kept counts: what it
+// counts (the hub's tally), the books it keeps them in, and the room,
+// whose resets start them again and whose members say which servers
+// still run.
 type answerCounts struct {
 	mu    sync.Mutex // one write at a time, in order
 	saved live.Tally // what the books hold of this server's life
+
+	tally answerTally
+	books answerBooks
+	room  *room.Room[room.State]
+	// shared says the database is shared with other servers.
+	shared bool
+	logf   func(format string, args ...any)
 }
 
-// restartAnswerCounts starts this server's counts for the room's current
-// reset: at start, and on every reset (resetHere).
-func (s *Server) restartAnswerCounts() { s.hub.RestartTally(s.room.Load().Resets) }
+// answerTally is the live hub as it counts this server's answers.
+type answerTally interface {
+	Tally() (t live.Tally, seq uint64)
+	RestartTally(gen uint64)
+	Epoch() string
+}
 
-// keepAnswerCounts writes this server's answer counts to the books every
+// answerBooks keep every server's answer counts.
+type answerBooks interface {
+	SaveAnswerCounts(ctx context.Context, origin string, gen uint64, c pay.AnswerCounts) error
+	AnswerCounts(ctx context.Context, gen uint64) (map[string]pay.AnswerCounts, error)
+}
+
+// restart starts this server's counts for the room's current reset: at
+// start, and on every reset (serverMemory.reset).
+func (a *answerCounts) restart() { a.tally.RestartTally(a.room.Load().Resets) }
+
+// keep writes this server's answer counts to the books every
 // answerCountsEvery while they change, until ctx ends; Close writes them
 // a last time.
-func (s *Server) keepAnswerCounts(ctx context.Context) {
+func (a *answerCounts) keep(ctx context.Context) {
 	t := time.NewTicker(answerCountsEvery)
 	defer t.Stop()
 	for {
@@ -45,30 +69,30 @@ func (s *Server) keepAnswerCounts(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.saveAnswerCounts(ctx)
+			a.save(ctx)
 		}
 	}
 }
 
-// saveAnswerCounts writes this server's counts if they changed since the
+// save writes this server's counts if they changed since the
 // last write.
-func (s *Server) saveAnswerCounts(ctx context.Context) {
-	s.pages.answers.mu.Lock()
-	defer s.pages.answers.mu.Unlock()
-	t, _ := s.hub.Tally()
-	if t == s.pages.answers.saved {
+func (a *answerCounts) save(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, _ := a.tally.Tally()
+	if t == a.saved {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, answerCountsWrite)
 	defer cancel()
-	if err := s.db.SaveAnswerCounts(ctx, s.hub.Epoch(), t.Gen, payCounts(t)); err != nil {
-		s.logf("keeping the answer counts: %v", err)
+	if err := a.books.SaveAnswerCounts(ctx, a.tally.Epoch(), t.Gen, payCounts(t)); err != nil {
+		a.logf("keeping the answer counts: %v", err)
 		return
 	}
-	s.pages.answers.saved = t
+	a.saved = t
 }
 
-// keptAnswerCounts adds up what the books keep of the room's reset gen
+// kept adds up what the books keep of the room's reset gen
 // for the lives of servers whose answers this server's board will not
 // see as events: this server's earlier lives and the servers of the room
 // that stopped. A server of the room that still runs is left out: its
@@ -80,21 +104,21 @@ func (s *Server) saveAnswerCounts(ctx context.Context) {
 // a moment leaves the list and is added from its kept row while its
 // relayed answers are counted too; and a stopping server's last relayed
 // answers may arrive after its last save and be counted twice.
-func (s *Server) keptAnswerCounts(ctx context.Context, gen uint64) live.Tally {
+func (a *answerCounts) kept(ctx context.Context, gen uint64) live.Tally {
 	ctx, cancel := context.WithTimeout(ctx, answerCountsWrite)
 	defer cancel()
-	kept, err := s.db.AnswerCounts(ctx, gen)
+	kept, err := a.books.AnswerCounts(ctx, gen)
 	if err != nil {
-		s.logf("reading the kept answer counts: %v", err)
+		a.logf("reading the kept answer counts: %v", err)
 		return live.Tally{}
 	}
-	running := map[string]bool{s.hub.Epoch(): true}
-	if s.servers.peers.Shared() {
-		members, err := s.room.Members(ctx)
+	running := map[string]bool{a.tally.Epoch(): true}
+	if a.shared {
+		members, err := a.room.Members(ctx)
 		if err != nil {
 			// Which servers run is unknown: count none of the others rather
 			// than perhaps one twice.
-			s.logf("listing the room's servers for the kept answer counts: %v", err)
+			a.logf("listing the room's servers for the kept answer counts: %v", err)
 			return live.Tally{}
 		}
 		for _, m := range members {

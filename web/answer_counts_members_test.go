@@ -100,7 +100,7 @@ func TestBoardCountersAreOffByTheAnswersInFlightWhenAServerLeavesTheMembers(t *t
 
 	relay.hold()
 	answerEachWay(t, b.URL, "away-1")
-	b.Server.saveAnswerCounts(context.Background())
+	b.Server.pages.answers.save(context.Background())
 	life := b.Server.hub.Epoch()
 	members.life.Store(&life)
 	opened := boardTiles(t, a.URL)["n-requests"]

@@ -23,7 +23,7 @@ import (
 // waitHeld.
 func heldOn(t *testing.T, env *testEnv) *stepEnv {
 	t.Helper()
-	st := env.Server.steps
+	st := env.Server.payments.steps
 	st.After = func(time.Duration) <-chan time.Time { return nil }
 	e := &stepEnv{testEnv: env, sub: env.Server.hub.Subscribe(env.Server.hub.LastSeq())}
 	st.Turn(true, "test")
@@ -39,7 +39,7 @@ func (e *stepEnv) holdAt(cp step.Checkpoint) {
 			continue // the lab's mistakes stop there; the protocol does not
 		}
 		e.waitHeld(c.String())
-		if _, err := e.Server.steps.Next("", false); err != nil {
+		if _, err := e.Server.payments.steps.Next("", false); err != nil {
 			e.t.Fatal(err)
 		}
 	}
@@ -103,7 +103,7 @@ func TestResetOnOneServerWaitsForAPaymentInFlightOnAnother(t *testing.T) {
 	if r := answerOf(t, "the reset", resetOn(a)); r.Status != http.StatusOK {
 		t.Fatalf("reset: %d %s", r.Status, r.Body)
 	}
-	b.Server.steps.Play() // had the reset not let it go
+	b.Server.payments.steps.Play() // had the reset not let it go
 	if r := answerOf(t, "the payment", ans); r.Status != http.StatusCreated {
 		t.Fatalf("payment: %d %s", r.Status, r.Body)
 	}

@@ -194,7 +194,7 @@ func TestBrowserStepModeDoubleClick(t *testing.T) {
 
 	liveDo(t, board, "pressing S", chromedp.KeyEvent("s"))
 	liveWait(t, board, "step mode on", 5*time.Second, `document.getElementById("step-bar").classList.contains("step-on")`)
-	if !env.Server.steps.On() {
+	if !env.Server.payments.steps.On() {
 		t.Fatal("the server's step mode is off")
 	}
 

@@ -48,7 +48,7 @@ func (l *lazyBoard) endStreams() {
 func (s *Server) live() *board.Board {
 	return s.pages.board.get(func() *board.Board {
 		return board.Start(board.Config{
-			Store: s.db, Hub: s.hub, Clock: s.clock, Steps: s.steps, Ctx: s.life.base, Logf: s.logf, Wall: s.cfg.BoardClock,
+			Store: s.db, Hub: s.hub, Clock: s.clock, Steps: s.payments.steps, Ctx: s.life.base, Logf: s.logf, Wall: s.cfg.BoardClock,
 			Switches: func() views.FaultSwitches {
 				return views.FaultSwitches{Faults: s.faultSwitches().currentFaults(), ClockOffset: s.clock.Offset()}
 			},
@@ -58,7 +58,7 @@ func (s *Server) live() *board.Board {
 				return views.StreamNote(s.resyncNote(why), true)
 			},
 			Origin:  s.streamOrigin,
-			Kept:    s.keptAnswerCounts,
+			Kept:    s.pages.answers.kept,
 			Ordered: s.ordered,
 			// A student's live view waits, briefly, for the presenter's
 			// payments at work (student_work.go).
@@ -100,8 +100,8 @@ func (l boardLab) Outcomes(ctx context.Context) []byte {
 
 // boardHandlers is the board's handler group, holding what it uses.
 func (s *Server) boardHandlers() boardHandlers {
-	puzzle := puzzleSteps{room: s.room, held: s.steps.State, presenterAuth: s.admission.presenter.presenterAuth}
-	return boardHandlers{board: s.live, steps: s.steps, closeVote: s.closeStepVote, admission: s.admission.streams, clientIP: s.admission.presenter.clientIP,
+	puzzle := puzzleSteps{room: s.room, held: s.payments.steps.State, presenterAuth: s.admission.presenter.presenterAuth}
+	return boardHandlers{board: s.live, steps: s.payments.steps, closeVote: s.closeStepVote, admission: s.admission.streams, clientIP: s.admission.presenter.clientIP,
 		presenter: s.admission.hasPriority, maxStreams: s.cfg.Limits.MaxStreams, streamsEnded: &s.pages.board.ended,
 		stepper: puzzle.stepperOnly, puzzle: puzzle}
 }

@@ -91,7 +91,7 @@ func TestBrowserCrashMidwayDropsThenHoldsTheKey(t *testing.T) {
 	// The server's clock is the test's, and its jobs do not run in tests:
 	// move the clock past the lock timeout and sweep, as the jobs would.
 	env.Clock.Advance(4 * time.Second)
-	if out, err := env.Server.Sweep(context.Background()); err != nil || len(out) != 1 {
+	if out, err := env.Server.Jobs().Sweep(context.Background()); err != nil || len(out) != 1 {
 		t.Fatalf("sweep: %v, %v", out, err)
 	}
 	liveWait(t, ctx, "the look-up after the sweeper, paid", 15*time.Second,

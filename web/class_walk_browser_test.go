@@ -222,7 +222,7 @@ func TestBrowserStepModeAtATeachersPace(t *testing.T) {
 			if st := env.api(http.MethodGet, "/api/step", ""); !strings.Contains(string(st.Body), `"click":"1"`) {
 				t.Fatalf("GET /api/step does not name the page's click: %s", st.Body)
 			}
-			if v := board.StepBar(env.Server.steps); len(v.Held) != 1 || v.Held[0].Click != "click 1" {
+			if v := board.StepBar(env.Server.payments.steps); len(v.Held) != 1 || v.Held[0].Click != "click 1" {
 				t.Fatalf("the step bar: %+v", v.Held)
 			}
 		}

@@ -169,7 +169,7 @@ func TestKeyReusedForAnotherOrder(t *testing.T) {
 		env := newFIEnv(t, Config{})
 		paid := env.mustPay("reuse", first)
 		env.Clock.Advance(25 * time.Hour)
-		if n, err := env.Server.Prune(t.Context()); err != nil || n != 1 {
+		if n, err := env.Server.Jobs().Prune(t.Context()); err != nil || n != 1 {
 			t.Fatalf("prune: %d %v", n, err)
 		}
 		r := env.mustPay("reuse", second)

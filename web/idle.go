@@ -80,17 +80,17 @@ func (c countingStorage) Claim(ctx context.Context, r pay.ClaimRequest) (pay.Cla
 // database anything. On private storage it first looks for any started
 // key: when there is none it remembers so, and the next ticks cost
 // nothing until a claim; when there are some it sweeps as always.
-func (s *Server) periodicSweep(ctx context.Context) (queried bool, err error) {
-	g := s.payments.idleSweeps
+func (ks *keySweeper) periodicSweep(ctx context.Context) (queried bool, err error) {
+	g := ks.idle
 	if !g.private {
-		_, err := s.Sweep(ctx)
+		_, err := ks.Sweep(ctx)
 		return true, err
 	}
 	if g.idle() {
 		return false, nil
 	}
 	at := g.claims.Load()
-	started, err := s.db.StartedBefore(ctx, s.clock.Now().Add(orphanHorizon))
+	started, err := ks.keys.StartedBefore(ctx, ks.now().Add(orphanHorizon))
 	if err != nil {
 		return true, err
 	}
@@ -98,6 +98,6 @@ func (s *Server) periodicSweep(ctx context.Context) (queried bool, err error) {
 		g.noneStarted(at)
 		return true, nil
 	}
-	_, err = s.Sweep(ctx)
+	_, err = ks.Sweep(ctx)
 	return true, err
 }

@@ -14,7 +14,7 @@ func TestIdleSweeps(t *testing.T) {
 	const body = `{"order_id":"I-1","amount_satang":700}`
 	sweep := func(t *testing.T, env *fiEnv) bool {
 		t.Helper()
-		queried, err := env.Server.periodicSweep(t.Context())
+		queried, err := env.Server.keySweeper().periodicSweep(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"paytwice/pay"
@@ -12,14 +13,41 @@ import (
 	"paytwice/web/room"
 )
 
-// RunJobs prunes and sweeps periodically until ctx ends. The start-up
-// sweep is SweepOrphans, which the caller runs before serving. While no
-// key can be started the sweep ticker stops, and the next claim starts it
-// again (idle.go).
-func (s *Server) RunJobs(ctx context.Context) {
-	prune := time.NewTicker(s.cfg.PruneEvery)
-	sweep := time.NewTicker(s.cfg.SweepEvery)
-	forget := time.NewTicker(max(time.Second, s.cfg.Limits.IdleAfter/4))
+// Jobs is the server's background work on the keys: the sweeper, which
+// closes the keys a request left started, and the pruner, which deletes
+// done keys past their retention. main runs them (Run) after the start-up
+// sweep; the presenter's endpoints and the tests call them on demand.
+type Jobs struct {
+	*keySweeper
+	keyPruner
+	// forgetIdleClients forgets the fair shares' idle clients
+	// (requestlimits.go).
+	forgetIdleClients func()
+	every             jobPeriods
+	logf              func(format string, args ...any)
+}
+
+// jobPeriods are how often the jobs run.
+type jobPeriods struct {
+	prune, sweep, forget time.Duration
+}
+
+// Jobs are the server's background jobs.
+func (s *Server) Jobs() *Jobs {
+	return &Jobs{keySweeper: s.keySweeper(), keyPruner: keyPruner{store: s.db, now: s.clock.Now, retention: s.cfg.Retention, timeline: s.hub, lab: s.lab},
+		forgetIdleClients: s.admission.forgetIdleClients,
+		every:             jobPeriods{prune: s.cfg.PruneEvery, sweep: s.cfg.SweepEvery, forget: max(time.Second, s.cfg.Limits.IdleAfter/4)},
+		logf:              s.logf}
+}
+
+// Run prunes and sweeps periodically until ctx ends. The start-up sweep
+// is SweepOrphans, which the caller runs before serving. While no key can
+// be started the sweep ticker stops, and the next claim starts it again
+// (idle.go).
+func (j *Jobs) Run(ctx context.Context) {
+	prune := time.NewTicker(j.every.prune)
+	sweep := time.NewTicker(j.every.sweep)
+	forget := time.NewTicker(j.every.forget)
 	defer prune.Stop()
 	defer sweep.Stop()
 	defer forget.Stop()
@@ -30,25 +58,25 @@ func (s *Server) RunJobs(ctx context.Context) {
 		if sweeping {
 			sweepC = sweep.C
 		} else {
-			wakeC = s.payments.idleSweeps.wake
+			wakeC = j.idle.wake
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-forget.C:
-			s.admission.forgetIdleClients()
+			j.forgetIdleClients()
 		case <-prune.C:
-			if _, err := s.Prune(ctx); err != nil && ctx.Err() == nil {
-				s.logf("prune: %v", err)
+			if _, err := j.Prune(ctx); err != nil && ctx.Err() == nil {
+				j.logf("prune: %v", err)
 			}
 		case <-wakeC:
-			sweep.Reset(s.cfg.SweepEvery)
+			sweep.Reset(j.every.sweep)
 			sweeping = true
 		case <-sweepC:
-			if _, err := s.periodicSweep(ctx); err != nil && ctx.Err() == nil {
-				s.logf("sweep: %v", err)
+			if _, err := j.periodicSweep(ctx); err != nil && ctx.Err() == nil {
+				j.logf("sweep: %v", err)
 			}
-			if s.payments.idleSweeps.idle() {
+			if j.idle.idle() {
 				sweep.Stop()
 				sweeping = false
 			}
@@ -56,55 +84,85 @@ func (s *Server) RunJobs(ctx context.Context) {
 	}
 }
 
+// keySweeper closes the keys started longer ago than the lock timeout,
+// asking the gateway what happened to each, and tells the timeline and
+// the room's count of what it closed.
+type keySweeper struct {
+	protocol *pay.Service
+	// keys finds the started keys (Orphans, and the idle check).
+	keys startedKeys
+	// inflight is held shared by every payment and the sweeper, and
+	// exclusively by a reset, which so waits for them (admin.go).
+	inflight *sync.RWMutex
+	// room keeps the count of the keys closed since the last reset.
+	room        *room.Room[room.State]
+	timeline    timeline
+	idle        *idleSweeps
+	now         func() time.Time
+	lockTimeout time.Duration
+	logf        func(format string, args ...any)
+}
+
+// startedKeys is where the sweeper finds the started keys.
+type startedKeys interface {
+	StartedBefore(ctx context.Context, cutoff time.Time) ([]pay.KeyRow, error)
+}
+
+// keySweeper is the server's sweeper.
+func (s *Server) keySweeper() *keySweeper {
+	return &keySweeper{protocol: s.payments.protocol, keys: s.db, inflight: &s.payments.inflight, room: s.room, timeline: s.hub,
+		idle: s.payments.idleSweeps, now: s.clock.Now, lockTimeout: s.cfg.LockTimeout, logf: s.logf}
+}
+
 // Sweep closes the keys started longer ago than the lock timeout, asking
 // the gateway what happened to each, and publishes one event per key.
-func (s *Server) Sweep(ctx context.Context) ([]pay.SweepOutcome, error) {
-	return s.sweep(ctx, s.cfg.LockTimeout)
+func (ks *keySweeper) Sweep(ctx context.Context) ([]pay.SweepOutcome, error) {
+	return ks.sweep(ctx, ks.lockTimeout)
 }
 
 // SweepOrphans closes every started key whatever its age. It is only
 // right before this process has served a request: at start-up no request
 // of ours is running, so every started key was left by a crash and waiting
 // out the lock timeout would only make its client see 409s for longer.
-func (s *Server) SweepOrphans(ctx context.Context) ([]pay.SweepOutcome, error) {
+func (ks *keySweeper) SweepOrphans(ctx context.Context) ([]pay.SweepOutcome, error) {
 	// A cutoff in the future, not "now": a key locked in the current
 	// millisecond, or stamped before the wall clock stepped back, is an
 	// orphan too.
-	return s.sweep(ctx, -orphanHorizon)
+	return ks.sweep(ctx, -orphanHorizon)
 }
 
 // Orphans lists what SweepOrphans would close, without closing it: every
 // started key, found before this process takes its first request, so
 // that the server can serve at once and close them with SweepFound while
 // it does. Found then, none of them can be a request of this process.
-func (s *Server) Orphans(ctx context.Context) ([]pay.KeyRow, error) {
-	return s.db.StartedBefore(ctx, s.clock.Now().Add(orphanHorizon))
+func (ks *keySweeper) Orphans(ctx context.Context) ([]pay.KeyRow, error) {
+	return ks.keys.StartedBefore(ctx, ks.now().Add(orphanHorizon))
 }
 
 // SweepFound closes the keys Orphans found, each through the claim it was
 // found with: a key a request has since claimed afresh (after a client's
 // retry met it and a sweep elsewhere released it) is not touched.
-func (s *Server) SweepFound(ctx context.Context, rows []pay.KeyRow) ([]pay.SweepOutcome, error) {
-	return s.sweepWith(ctx, func(ctx context.Context) ([]pay.SweepOutcome, error) { return s.payments.protocol.SweepRows(ctx, rows) })
+func (ks *keySweeper) SweepFound(ctx context.Context, rows []pay.KeyRow) ([]pay.SweepOutcome, error) {
+	return ks.sweepWith(ctx, func(ctx context.Context) ([]pay.SweepOutcome, error) { return ks.protocol.SweepRows(ctx, rows) })
 }
 
 // orphanHorizon is how far ahead of now the start-up sweep looks.
 const orphanHorizon = 24 * time.Hour
 
-func (s *Server) sweep(ctx context.Context, olderThan time.Duration) ([]pay.SweepOutcome, error) {
-	return s.sweepWith(ctx, func(ctx context.Context) ([]pay.SweepOutcome, error) {
-		return s.payments.protocol.Sweep(ctx, olderThan)
+func (ks *keySweeper) sweep(ctx context.Context, olderThan time.Duration) ([]pay.SweepOutcome, error) {
+	return ks.sweepWith(ctx, func(ctx context.Context) ([]pay.SweepOutcome, error) {
+		return ks.protocol.Sweep(ctx, olderThan)
 	})
 }
 
-func (s *Server) sweepWith(ctx context.Context, sweep func(context.Context) ([]pay.SweepOutcome, error)) ([]pay.SweepOutcome, error) {
+func (ks *keySweeper) sweepWith(ctx context.Context, sweep func(context.Context) ([]pay.SweepOutcome, error)) ([]pay.SweepOutcome, error) {
 	// A reset waits for a sweep under way, as it does for payments: a
 	// sweep must not record a charge the reset has just erased.
-	s.payments.inflight.RLock()
-	resets := s.room.Load().Resets
+	ks.inflight.RLock()
+	resets := ks.room.Load().Resets
 	outcomes, err := sweep(ctx)
-	s.payments.inflight.RUnlock()
-	s.countSwept(ctx, resets, closedBy(outcomes))
+	ks.inflight.RUnlock()
+	ks.countSwept(ctx, resets, closedBy(outcomes))
 	for _, o := range outcomes {
 		e := live.Event{Kind: live.Swept, Scope: o.Row.Scope, Key: o.Row.Key, OrderID: o.Row.OrderID, Amount: o.Row.AmountSatang,
 			Fingerprint: o.Row.Fingerprint}
@@ -118,7 +176,7 @@ func (s *Server) sweepWith(ctx context.Context, sweep func(context.Context) ([]p
 		default:
 			e.Message = "the gateway had not charged: key released, a retry runs afresh"
 		}
-		s.hub.Publish(e)
+		ks.timeline.Publish(e)
 	}
 	return outcomes, err
 }
@@ -127,11 +185,11 @@ func (s *Server) sweepWith(ctx context.Context, sweep func(context.Context) ([]p
 // reset came after the sweep began (resets is the room's count of resets
 // then): the reset cleared what it closed, and starts the count at zero.
 // The count is the room's, in the store, so a restart keeps it.
-func (s *Server) countSwept(ctx context.Context, resets uint64, n int) {
+func (ks *keySweeper) countSwept(ctx context.Context, resets uint64, n int) {
 	if n == 0 {
 		return
 	}
-	_, _, err := s.room.Change(context.WithoutCancel(ctx), func(r *room.State) error {
+	_, _, err := ks.room.Change(context.WithoutCancel(ctx), func(r *room.State) error {
 		if r.Resets != resets {
 			return errNoRoomChange
 		}
@@ -139,7 +197,7 @@ func (s *Server) countSwept(ctx context.Context, resets uint64, n int) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, errNoRoomChange) {
-		s.logf("sweep: counting %d closed key(s) in the room: %v", n, err)
+		ks.logf("sweep: counting %d closed key(s) in the room: %v", n, err)
 	}
 }
 
@@ -169,19 +227,32 @@ func sweepResult(o pay.SweepOutcome) live.SweepResult {
 	return live.SweepReleased
 }
 
+// keyPruner deletes the done keys older than the retention.
+type keyPruner struct {
+	store interface {
+		Prune(ctx context.Context, cutoff time.Time) (pay.Pruned, error)
+	}
+	now       func() time.Time
+	retention time.Duration
+	timeline  timeline
+	// lab hears of the keys pruned: a pruned key no longer says it saved a
+	// 500.
+	lab *mistakesLab
+}
+
 // Prune deletes done keys older than the retention and publishes what it
 // removed.
-func (s *Server) Prune(ctx context.Context) (int, error) {
+func (kp keyPruner) Prune(ctx context.Context) (int, error) {
 	// A prune that stopped part way (shutdown) deleted keys all the same:
 	// the pages hear of those.
-	pruned, err := s.db.Prune(ctx, s.clock.Now().Add(-s.cfg.Retention))
+	pruned, err := kp.store.Prune(ctx, kp.now().Add(-kp.retention))
 	if pruned.Keys > 0 {
-		s.lab.tablesChanged() // a pruned key no longer says it saved a 500
-		e := live.Event{Kind: live.Pruned, Message: fmt.Sprintf("%d done key(s) older than %s pruned", pruned.Keys, s.cfg.Retention)}
+		kp.lab.tablesChanged() // a pruned key no longer says it saved a 500
+		e := live.Event{Kind: live.Pruned, Message: fmt.Sprintf("%d done key(s) older than %s pruned", pruned.Keys, kp.retention)}
 		if pruned.Keys == 1 {
 			e.Scope, e.Key = pruned.First.Scope, pruned.First.Key
 		}
-		s.hub.Publish(e)
+		kp.timeline.Publish(e)
 	}
 	return pruned.Keys, err
 }

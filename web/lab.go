@@ -55,6 +55,8 @@ type mistakesLab struct {
 	// which the lab's switch may shorten.
 	now       func() time.Time
 	retention time.Duration
+	// check runs the checker from the lab page (lab_check.go).
+	check *labChecker
 }
 
 // labStore is what the lab needs of the payments database.

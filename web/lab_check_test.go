@@ -70,7 +70,7 @@ func TestLabCheckRunsInScopesOfItsOwn(t *testing.T) {
 	run := func() seen {
 		t.Helper()
 		env.Server.hub.Clear()
-		v := env.Server.labCheck.runLabCheck(context.Background(), env.URL)
+		v := env.Server.lab.check.runLabCheck(context.Background(), env.URL)
 		if v.Failed || len(v.Rows) == 0 {
 			t.Fatalf("the run: %s %+v", v.Message, v.Summary)
 		}

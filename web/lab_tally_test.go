@@ -235,7 +235,7 @@ func TestPersonalDataScanFollowsOtherServers(t *testing.T) {
 	if o := here.outcomes().PersonalDataKey; o.Stored[pay.WhereKeyTable] != 0 {
 		t.Fatalf("s1 found %+v before any payment", o)
 	}
-	before := l.tablesGen.Load()
+	before := l.personal.tablesGen.Load()
 	for i := range 3 {
 		key := uuid.NewString()
 		if r := there.pay(key, fmt.Sprintf(`{"order_id":"P-%d","amount_satang":100}`, i)); r.Status != http.StatusCreated {
@@ -243,7 +243,7 @@ func TestPersonalDataScanFollowsOtherServers(t *testing.T) {
 		}
 		heard(key)
 	}
-	if after := l.tablesGen.Load(); after != before {
+	if after := l.personal.tablesGen.Load(); after != before {
 		t.Fatalf("s2's payments with plain keys made s1 scan for personal data again (tables version %d → %d)", before, after)
 	}
 
@@ -256,13 +256,13 @@ func TestPersonalDataScanFollowsOtherServers(t *testing.T) {
 		o.Stored[pay.WhereGateway] != 1 {
 		t.Fatalf("s1 found %+v after s2 stored %s", o, email)
 	}
-	inPlay := l.tablesGen.Load()
+	inPlay := l.personal.tablesGen.Load()
 	key := uuid.NewString()
 	if r := there.pay(key, `{"order_id":"P-10","amount_satang":100}`); r.Status != http.StatusCreated {
 		t.Fatalf("payment on s2: %d %s", r.Status, r.Body)
 	}
 	heard(key)
-	if l.tablesGen.Load() == inPlay {
+	if l.personal.tablesGen.Load() == inPlay {
 		t.Fatal("with a key of personal data stored, s2's next payment left s1's scan as it was")
 	}
 }

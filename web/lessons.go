@@ -65,7 +65,7 @@ func (s *Server) startLesson(ctx context.Context, slug, who string) error {
 	if slug != "" && !ok {
 		return s.teaching.lessons.Unknown(slug)
 	}
-	if err := s.resetDemo(ctx, who); err != nil {
+	if err := s.demoReset().run(ctx, who); err != nil {
 		return err
 	}
 	msg := "lessons left; everything reset"

@@ -127,7 +127,7 @@ func TestNarrationCrashMidway(t *testing.T) {
 	}
 	waitTicks(t, env, sub, "crash-midway", []bool{true, false, false})
 	env.Clock.Advance(3 * time.Second)
-	if out, err := env.Server.Sweep(context.Background()); err != nil || len(out) != 1 {
+	if out, err := env.Server.Jobs().Sweep(context.Background()); err != nil || len(out) != 1 {
 		t.Fatalf("sweep: %v %v", out, err)
 	}
 	if r := env.pay("crash-1", body); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" {

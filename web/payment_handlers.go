@@ -156,10 +156,10 @@ func (s *Server) paymentHandlers() *paymentHandlers {
 	return &paymentHandlers{
 		books: &paymentBooks{protocol: s.payments.protocol, store: s.db, gateway: s.world.gateway, sweeps: s.payments.idleSweeps,
 			tally: s.lab.tally, now: s.clock.Now},
-		switches:       &paymentSwitches{draw: s.faultSwitches().drawFaults, lab: s.lab, steps: s.steps, shared: s.servers.peers.Shared()},
+		switches:       &paymentSwitches{draw: s.faultSwitches().drawFaults, lab: s.lab, steps: s.payments.steps, shared: s.servers.peers.Shared()},
 		timeline:       s.hub,
 		admission:      s.admission,
-		fromLabChecker: s.labCheck.fromLabChecker,
+		fromLabChecker: s.lab.check.fromLabChecker,
 		inflight:       &s.payments.inflight,
 		work:           paymentWork{base: s.life.base, ctx: s.life.work},
 		times:          s.cfg.paymentTimes(),

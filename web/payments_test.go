@@ -387,7 +387,7 @@ func TestLateRetryOfAPrunedKeyFindsTheRecordedCharge(t *testing.T) {
 		t.Fatalf("first: %d %s", first.Status, first.Body)
 	}
 	env.Clock.Advance(25 * time.Hour)
-	if n, err := env.Server.Prune(context.Background()); err != nil || n != 1 {
+	if n, err := env.Server.Jobs().Prune(context.Background()); err != nil || n != 1 {
 		t.Fatalf("prune: %d, %v", n, err)
 	}
 	// The key is forgotten, so the retry is a new request; but the gateway

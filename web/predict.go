@@ -51,7 +51,7 @@ type pollHandlers struct {
 
 func (s *Server) pollHandlers() pollHandlers {
 	return pollHandlers{room: s.room, book: s.teaching.lessons, isPresenter: s.admission.presenter.isPresenter, clientIP: s.admission.presenter.clientIP,
-		locked: s.cfg.PresenterToken != "", limits: room.DefaultPollLimits, held: s.steps.State, now: time.Now}
+		locked: s.cfg.PresenterToken != "", limits: room.DefaultPollLimits, held: s.payments.steps.State, now: time.Now}
 }
 
 func (h pollHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {

@@ -89,7 +89,7 @@ func TestProjector(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		env.Server.live()
 		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
-		if err := env.Server.resetDemo(t.Context(), "test"); err != nil {
+		if err := env.Server.demoReset().run(t.Context(), "test"); err != nil {
 			t.Fatal(err)
 		}
 		p := waitProjector(t, env)

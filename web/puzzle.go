@@ -40,7 +40,7 @@ type puzzleHandlers struct {
 }
 
 func (s *Server) puzzleHandlers() puzzleHandlers {
-	return puzzleHandlers{room: s.room, book: s.teaching.lessons, held: s.steps.State, charges: orderChargeCount{s.db}.count, now: time.Now}
+	return puzzleHandlers{room: s.room, book: s.teaching.lessons, held: s.payments.steps.State, charges: orderChargeCount{s.db}.count, now: time.Now}
 }
 
 // orderChargeCount counts the charges the books hold for one order, the

@@ -26,7 +26,7 @@ func TestPuzzleAcrossServers(t *testing.T) {
 	var s []*stepEnv
 	for _, name := range []string{"s1", "s2"} {
 		env := c.server(Config{Name: name, PresenterToken: token}, nil)
-		st := env.Server.steps
+		st := env.Server.payments.steps
 		st.After = func(time.Duration) <-chan time.Time { return nil } // holds end when the test says
 		waitUntil(t, "the step commands to be listened to", st.Listening)
 		s = append(s, &stepEnv{testEnv: env, sub: env.Server.hub.Subscribe(env.Server.hub.LastSeq())})

@@ -390,7 +390,7 @@ func TestStepQuestionAtKeyLookedUp(t *testing.T) {
 	if r := env.send(http.MethodPatch, "/api/lab", map[string]any{"server": map[string]any{"mode": room.LabCheckThenInsertConstrained, "check_gap_ms": 0}}); r.Status != http.StatusOK {
 		t.Fatalf("constraints back: %d %s", r.Status, r.Body)
 	}
-	env.Server.steps.Turn(true, "test")
+	env.Server.payments.steps.Turn(true, "test")
 	first := env.payAsync("looked-1", "K-1")
 	a := env.waitHeld("received")
 	second := env.payAsync("looked-1", "K-1")

@@ -18,7 +18,7 @@ import (
 
 // startRelay starts relaying when the server has peers to relay to.
 func (s *Server) startRelay() {
-	steps := s.steps
+	steps := s.payments.steps
 	s.servers.relay = room.StartRelay(s.life.base, room.RelayConfig{
 		Peers: s.servers.peers, Hub: s.hub, Sink: remoteEvents{s}, Name: s.cfg.Name, Now: s.clock.Now, Logf: s.logf,
 		// Every server derives its own ticks of a lesson's "watch for"
@@ -87,14 +87,14 @@ func (r remoteEvents) Heard(entries []live.Entry) {
 			// The other server emptied the shared tables; empty what this
 			// one holds in memory, the timeline first, so that the reset
 			// is the first thing drawn after it.
-			s.resetHere()
+			s.demoReset().here.reset()
 		}
 		labChanged := false
 		for i := range batch {
 			labChanged = labChanged || changesLabCounts(batch[i].Kind)
 			// Step mode lists the other servers' held requests before the
 			// pages draw the event.
-			s.steps.Heard(batch[i].Event)
+			s.payments.steps.Heard(batch[i].Event)
 		}
 		if labChanged {
 			s.lab.otherServersWrote(batch)

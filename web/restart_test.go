@@ -69,7 +69,7 @@ func (r *restartable) start() {
 		cfg.Logger = log.New(io.Discard, "", 0)
 	}
 	srv := NewServer(cfg, db, clock)
-	if _, err := srv.SweepOrphans(context.Background()); err != nil {
+	if _, err := srv.Jobs().SweepOrphans(context.Background()); err != nil {
 		r.t.Fatal(err)
 	}
 	var ln net.Listener
@@ -187,7 +187,7 @@ func TestRoomSurvivesRestartOnSQLite(t *testing.T) {
 		if code := r.call(http.MethodGet, "/api/step", "", &st); code != http.StatusOK || !st.On {
 			t.Fatalf("restart %d: GET /api/step: %d %+v, want step mode on", i+1, code, st)
 		}
-		if !r.srv.steps.On() {
+		if !r.srv.payments.steps.On() {
 			t.Fatalf("restart %d: the room says step mode, the server does not hold payments", i+1)
 		}
 		var ls LessonsState
@@ -224,7 +224,7 @@ func TestStepModeAfterARestartIsTheSameOnBothStores(t *testing.T) {
 			return srv, hs.URL
 		}
 		first, _ := open()
-		if err := first.steps.Turn(true, "test"); err != nil {
+		if err := first.payments.steps.Turn(true, "test"); err != nil {
 			t.Fatal(err)
 		}
 		first.StopHeld()
@@ -238,7 +238,7 @@ func TestStepModeAfterARestartIsTheSameOnBothStores(t *testing.T) {
 // on and holds a payment instead of charging it.
 func assertHoldsAfterRestart(t *testing.T, srv *Server, base string) {
 	t.Helper()
-	if !srv.steps.On() {
+	if !srv.payments.steps.On() {
 		t.Fatal("step mode is off after the restart")
 	}
 	sub := srv.hub.Subscribe(srv.hub.LastSeq())

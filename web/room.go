@@ -30,7 +30,7 @@ func newRoom(s *Server) (*room.Room[room.State], *room.Barriers) {
 	return r, &room.Barriers{Room: r, Name: s.cfg.Name, AckWait: s.cfg.GatewayTimeout + room.ResetAckMargin, Logf: s.logf, Now: s.cfg.BarrierClock,
 		Quiesce: func(by string) func() {
 			// Held requests hold the in-flight lock: let them go first.
-			s.steps.Turn(false, by)
+			s.payments.steps.Turn(false, by)
 			s.payments.inflight.Lock()
 			return s.payments.inflight.Unlock
 		}}
@@ -61,7 +61,7 @@ func (s *Server) applyRoom(old, next room.State) {
 		s.teaching.judge.Start(s.life.base)
 	}
 	if next.Step != old.Step {
-		s.steps.Set(next.Step)
+		s.payments.steps.Set(next.Step)
 	}
 	s.publishPollChange(old, next)
 }

@@ -179,7 +179,7 @@ func TestRoomIsSharedByServersOnOneDatabase(t *testing.T) {
 		a, b, _, _ := each(t)
 		a.must(http.MethodPut, "/api/lessons/current", `{"slug":"fails-halfway"}`)
 		waitUntil(t, "the lesson on B", func() bool { return b.lesson() == "fails-halfway" })
-		b.Server.resetHere() // what B does when A's Reset event reaches it
+		b.Server.demoReset().here.reset() // what B does when A's Reset event reaches it
 		if b.lesson() != "fails-halfway" || !b.faults().Server.FailHalfway {
 			t.Fatalf("B after a late reset: lesson %q, faults %+v", b.lesson(), b.faults())
 		}

@@ -156,10 +156,12 @@ func (c Config) withDefaults() Config {
 // clock, the payments' protocol) and builds each handler group from only
 // what that group uses (routes): the payments' (payment_handlers.go), the
 // admin's, the board's, the lab's and the others'; the fault switches are
-// a small type of their own (faults.go). The shared parts are gathered by
-// what they are (server_parts.go). What is still its own methods is the
-// background work (jobs.go), the reset (admin.go) and the lab's numbers
-// (lab*.go), which the groups reach through the interfaces they declare.
+// a small type of their own (faults.go), as are the lab (mistakesLab,
+// lab.go), the background jobs (Jobs, jobs.go), the reset (demoReset,
+// admin.go) and the answer counts (answer_counts.go). The shared parts are
+// gathered by what they are (server_parts.go). What is still its own
+// methods is the guided lessons (lessons.go) and the builders of the
+// groups.
 type Server struct {
 	cfg   Config
 	echo  *echo.Echo
@@ -185,15 +187,9 @@ type Server struct {
 	// students join.
 	pages livePages
 
-	// The common-mistakes lab: its counts and locks (web/lab.go); its
-	// settings are the room's.
+	// The common-mistakes lab: its counts, locks and checker (lab.go);
+	// its settings are the room's.
 	lab *mistakesLab
-	// labCheck runs the checker from the lab page (lab_check.go).
-	labCheck *labChecker
-
-	// steps holds payments in step mode (web/room/step; its HTTP side in
-	// step.go).
-	steps *step.Stepper
 
 	// admission decides whether a request gets in, and how far: the
 	// presenter, addresses' shares, payments' turns (admission.go).
@@ -231,12 +227,13 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.room, s.servers.barriers = newRoom(s)
 	s.hub.SetGeneration(s.resetGeneration)
 	clock.Follow(func() time.Duration { return s.room.Load().ClockOffset })
+	s.pages.answers = &answerCounts{tally: s.hub, books: db, room: s.room, shared: s.servers.peers.Shared(), logf: s.logf}
 	keyPlaces := []keyScanner{db}
 	if s.ledgerApart() {
 		keyPlaces = append(keyPlaces, s.world.ledger)
 	}
 	s.lab = newMistakesLab(labSwitches{room: s.room, timeline: s.hub, workLimit: cfg.GatewayTimeout}, db, s.hub, keyPlaces, clock.Now, cfg.Retention)
-	s.labCheck = &labChecker{mode: func() room.LabMode { return s.lab.Settings().Server.Mode }}
+	s.lab.check = &labChecker{mode: func() room.LabMode { return s.lab.Settings().Server.Mode }}
 	s.pages.join = newJoinHandlers(cfg)
 	s.admission = newAdmission(cfg, s.servers.peers, s.logf, s.refuseBeforeRouting)
 	s.teaching.lessons = lesson.Build(cfg.LockTimeout)
@@ -250,7 +247,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		}}
 	s.life.base, s.life.stop = context.WithCancel(context.Background())
 	s.life.work, s.life.abandon = context.WithCancelCause(s.life.base)
-	s.steps = step.New(s.life.base, step.Config{Name: cfg.Name, Limit: cfg.StepLimit, Lease: cfg.LockTimeout,
+	s.payments.steps = step.New(s.life.base, step.Config{Name: cfg.Name, Limit: cfg.StepLimit, Lease: cfg.LockTimeout,
 		Room: s.room, Peers: s.servers.peers, Hub: s.hub, Now: s.clock.Now, Logf: s.logf})
 	s.teaching.narration = lesson.NewNarrator(s.teaching.lessons, s.room, s.hub)
 	s.teaching.judge = &puzzleJudge{room: s.room, hub: s.hub, charges: orderChargeCount{s.db}.count, logf: s.logf}
@@ -277,10 +274,10 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		s.logf("room: naming its books: %v", err)
 	}
 	cancelBooks()
-	s.restartAnswerCounts()
-	go s.keepAnswerCounts(s.life.base)
+	s.pages.answers.restart()
+	go s.pages.answers.keep(s.life.base)
 	s.startRelay()
-	s.steps.StartCommands(s.servers.relay != nil) // after the relay, whose connection may carry them
+	s.payments.steps.StartCommands(s.servers.relay != nil) // after the relay, whose connection may carry them
 	return s
 }
 
@@ -319,9 +316,9 @@ func (s *Server) Close() {
 	s.life.stop()
 	<-s.endpoints.workshop.Stopped() // its last change saved before the store closes
 	s.room.Wait()
-	s.steps.WaitCommands()
+	s.payments.steps.WaitCommands()
 	// The payments have answered: keep what this life counted.
-	s.saveAnswerCounts(context.Background())
+	s.pages.answers.save(context.Background())
 	s.hub.Close()
 }
 
@@ -361,7 +358,7 @@ func (s *Server) routes() *echo.Echo {
 	paymentLookups{books: s.db, orders: payments, events: s.hub, clientIP: adm.presenter.clientIP,
 		reconciled: func() { s.lab.counts.reconciliations.Add(1) }}.routes(e)
 	referenceHandlers{retention: s.cfg.Retention, lockTimeout: s.cfg.LockTimeout}.routes(e)
-	adminHandlers{switches: s.faultSwitches(), clock: roomClock{clock: s.clock, room: s.room, timeline: s.hub}, demo: s}.routes(e, presenterOnly)
+	adminHandlers{switches: s.faultSwitches(), clock: roomClock{clock: s.clock, room: s.room, timeline: s.hub}, sweeper: s.keySweeper(), reset: s.demoReset().run}.routes(e, presenterOnly)
 	byo := newBYOC(s.Handler, presenterOnly, adm.presenter.isPresenter)
 	byo.routes(e)
 	ws := s.workshopHandlers()
@@ -372,7 +369,7 @@ func (s *Server) routes() *echo.Echo {
 	simGatewayHandlers{gateway: s.world.handler, presenterToken: s.cfg.PresenterToken,
 		presenterOnly: presenterOnly, requirePresenter: adm.presenter.requirePresenter}.routes(e)
 	labHandlers{lab: s.lab, panel: s.labPanel(), room: rooms, lessons: s, faults: s.faultSwitches().currentFaults, isPresenter: adm.presenter.isPresenter,
-		check: s.labCheck.runLabCheck}.routes(e, presenterOnly)
+		check: s.lab.check.runLabCheck}.routes(e, presenterOnly)
 	exportHandlers{events: s.hub, isPresenter: adm.presenter.isPresenter, now: s.clock.Now}.routes(e)
 	s.pages.join.routes(e)
 	s.boardHandlers().routes(e, presenterOnly)

@@ -9,6 +9,7 @@ import (
 	"paytwice/sim"
 	"paytwice/web/room"
 	"paytwice/web/room/lesson"
+	"paytwice/web/room/step"
 	"paytwice/web/workshop"
 )
 
@@ -70,6 +71,9 @@ type paymentParts struct {
 	// attempts are the checkout pages' recent payment attempts, so that
 	// one the browser sent twice shows as such.
 	attempts attemptLog
+	// steps holds payments in step mode (web/room/step; its HTTP side in
+	// step.go).
+	steps *step.Stepper
 }
 
 // livePages are what the live pages share: the board, this server's
@@ -80,7 +84,7 @@ type livePages struct {
 	board lazyBoard
 	// answers is this server's answer counts as the books keep them
 	// (answer_counts.go).
-	answers answerCounts
+	answers *answerCounts
 	// join is where students join: the handout, its QR code and the
 	// board's address (join.go).
 	join *joinHandlers

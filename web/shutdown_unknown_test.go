@@ -77,7 +77,7 @@ func TestShutdownAnswersWhatTheBooksSay(t *testing.T) {
 			if tc.keyLeft {
 				// What the restarted server does first: ask the gateway,
 				// which never finished the charge, and release the key.
-				out, err := env.Server.SweepOrphans(context.Background())
+				out, err := env.Server.Jobs().SweepOrphans(context.Background())
 				if err != nil || len(out) != 1 || out[0].Charged {
 					t.Fatalf("the start-up sweep: %+v (%v), want the key released", out, err)
 				}

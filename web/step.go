@@ -64,7 +64,7 @@ func (p *payment) RenewWork(lease time.Duration) {
 // StopHeld is for shutdown: every request step mode holds on this server
 // ends at once, those held before the gateway without charging
 // (step.Stepper's StopHeld); it returns how many.
-func (s *Server) StopHeld() int { return s.steps.StopHeld() }
+func (s *Server) StopHeld() int { return s.payments.steps.StopHeld() }
 
 // stoppedBeforeGateway is the answer of a payment the server stopped
 // while step mode held it before its gateway call (step.Progress.Stopped).

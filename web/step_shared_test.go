@@ -29,7 +29,7 @@ func stepServers(t *testing.T, n int) ([]*stepEnv, *class) {
 	envs, db := classServers(t, names...)
 	var out []*stepEnv
 	for _, env := range envs {
-		st := env.Server.steps
+		st := env.Server.payments.steps
 		st.After = func(time.Duration) <-chan time.Time { return nil }
 		waitUntil(t, "the step commands to be listened to", st.Listening)
 		out = append(out, &stepEnv{testEnv: env, sub: env.Server.hub.Subscribe(env.Server.hub.LastSeq())})
@@ -318,7 +318,7 @@ func TestEveryServerListsExactlyWhatIsHeld(t *testing.T) {
 	}, "s1", "s2", "s3")
 	var s []*stepEnv
 	for _, env := range envs {
-		st := env.Server.steps
+		st := env.Server.payments.steps
 		st.After = func(time.Duration) <-chan time.Time { return nil }
 		st.Max = 150
 		waitUntil(t, "the step commands to be listened to", st.Listening)
@@ -386,7 +386,7 @@ func TestEveryServerListsExactlyWhatIsHeld(t *testing.T) {
 	if n := len(heldIDs(s[1], "s2")); n != 2 {
 		t.Fatalf("s2 itself holds %d, want its 2", n)
 	}
-	s[1].Server.steps.Play()
+	s[1].Server.payments.steps.Play()
 	for _, a := range more {
 		wantStatus(t, a, http.StatusCreated)
 	}

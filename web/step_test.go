@@ -24,7 +24,7 @@ func newStepEnv(t *testing.T, cfg Config) *stepEnv {
 	t.Helper()
 	env := &stepEnv{testEnv: newTestEnv(t, cfg)}
 	env.sub = env.Server.hub.Subscribe(env.Server.hub.LastSeq())
-	env.Server.steps.Turn(true, "test")
+	env.Server.payments.steps.Turn(true, "test")
 	return env
 }
 
@@ -95,7 +95,7 @@ func wantStatus(t *testing.T, ch <-chan response, want int) response {
 func TestStepMode(t *testing.T) {
 	t.Run("beyond the bound a request is refused with a 503, nothing saved, and paid once the others go", func(t *testing.T) {
 		env := newStepEnv(t, Config{})
-		env.Server.steps.Max = 3
+		env.Server.payments.steps.Max = 3
 		var answers []<-chan response
 		for i := range 3 {
 			answers = append(answers, env.payAsync(fmt.Sprintf("bound-%d", i), fmt.Sprintf("B-%d", i)))
@@ -114,7 +114,7 @@ func TestStepMode(t *testing.T) {
 		for _, a := range answers {
 			wantStatus(t, a, http.StatusCreated)
 		}
-		env.Server.steps.Turn(false, "test")
+		env.Server.payments.steps.Turn(false, "test")
 		if r := env.pay("bound-3", `{"order_id":"B-3","amount_satang":129900}`); r.Status != http.StatusCreated {
 			t.Fatalf("the refused request again, with its key: %d %s", r.Status, r.Body)
 		}
@@ -213,14 +213,14 @@ func TestStepMode(t *testing.T) {
 			t.Fatalf("reset: %d %s", r.Status, r.Body)
 		}
 		wantStatus(t, a, http.StatusCreated)
-		if env.Server.steps.On() {
+		if env.Server.payments.steps.On() {
 			t.Fatal("step mode is still on after the reset")
 		}
 	})
 	t.Run("the time limit lets a forgotten request go, to the end", func(t *testing.T) {
 		env := newStepEnv(t, Config{})
 		expire := make(chan time.Time)
-		env.Server.steps.After = func(time.Duration) <-chan time.Time { return expire }
+		env.Server.payments.steps.After = func(time.Duration) <-chan time.Time { return expire }
 		a := env.payAsync("limit", "A-9")
 		env.waitHeld("received")
 		close(expire) // the limit passes
@@ -236,7 +236,7 @@ func TestStepMode(t *testing.T) {
 			t.Fatalf("the response arrived: %d", r.Status)
 		}
 		setFaults(t, env.testEnv, pay.ServerFaults{})
-		env.Server.steps.Turn(false, "test")
+		env.Server.payments.steps.Turn(false, "test")
 		r := env.pay("lost", `{"order_id":"A-10","amount_satang":129900}`)
 		if r.Status != http.StatusCreated || !isReplay(r) || env.charges() != 1 {
 			t.Fatalf("retry: %d replayed=%v, %d charges", r.Status, isReplay(r), env.charges())
@@ -279,7 +279,7 @@ func TestStepMode(t *testing.T) {
 			t.Fatalf("the aimed request's response arrived: %d", r.Status)
 		}
 		wantStatus(t, b, http.StatusCreated)
-		env.Server.steps.Turn(false, "test")
+		env.Server.payments.steps.Turn(false, "test")
 		if r := env.pay("aim-lost", `{"order_id":"A-11","amount_satang":129900}`); r.Status != http.StatusCreated || !isReplay(r) {
 			t.Fatalf("retry: %d replayed=%v", r.Status, isReplay(r))
 		}
@@ -357,7 +357,7 @@ func TestStepModeDrawsTheGatewayCallWhenItHappens(t *testing.T) {
 	if got := kinds(); slices.Contains(got, live.GatewayCall) {
 		t.Fatalf("held before the gateway, the stream already says the gateway was called: %v", got)
 	}
-	env.Server.steps.Turn(false, "test") // lets it go
+	env.Server.payments.steps.Turn(false, "test") // lets it go
 	if r := <-done; r.Status != http.StatusCreated {
 		t.Fatalf("payment: %d %s", r.Status, r.Body)
 	}
@@ -419,7 +419,7 @@ func TestStepModeAtShutdownNothingUnsteppedIsCharged(t *testing.T) {
 			if err := env.Server.startLesson(context.Background(), mode.slug, "test"); err != nil {
 				t.Fatal(err)
 			}
-			env.Server.steps.Turn(true, "test")
+			env.Server.payments.steps.Turn(true, "test")
 			ans := env.payAsync("held-"+mode.slug, "S-3")
 			env.waitHeld("received")
 			if n := env.Server.StopHeld(); n != 1 {

@@ -42,7 +42,7 @@ func TestStepModeTurnedOnAfterTheClaim(t *testing.T) {
 				t.Fatal("the request never reached its delay")
 			}
 			claimed := time.Now() // the key was claimed before this
-			if err := s1.Server.steps.Turn(true, "test"); err != nil {
+			if err := s1.Server.payments.steps.Turn(true, "test"); err != nil {
 				t.Fatal(err)
 			}
 			close(release)
@@ -61,7 +61,7 @@ func TestStepModeTurnedOnAfterTheClaim(t *testing.T) {
 				return time.Since(claimed) > lockTimeout+100*time.Millisecond
 			})
 			for _, s := range envs {
-				if out, err := s.Server.Sweep(t.Context()); err != nil || len(out) != 0 {
+				if out, err := s.Server.Jobs().Sweep(t.Context()); err != nil || len(out) != 0 {
 					t.Fatalf("%s's sweeper while the request is held: %+v %v, want nothing taken", s.Server.cfg.Name, out, err)
 				}
 			}
@@ -100,7 +100,7 @@ func TestAHeldKeyIsFreeALockTimeoutAfterItsServerStopsRenewing(t *testing.T) {
 	b := c.server(cfg, nil)
 	fileClock := a.Server.clock // SQLite: the file's clock is the first server's
 	ticks := make(chan time.Time)
-	b.Server.steps.Every = func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }
+	b.Server.payments.steps.Every = func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }
 	held := heldOn(t, b)
 	ans := held.payAsync("held-key", "A-1")
 	held.holdAt(step.CheckClaimed)
@@ -119,7 +119,7 @@ func TestAHeldKeyIsFreeALockTimeoutAfterItsServerStopsRenewing(t *testing.T) {
 	}
 	sweptByA := func() bool {
 		t.Helper()
-		out, err := a.Server.Sweep(context.Background())
+		out, err := a.Server.Jobs().Sweep(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +159,7 @@ func TestAHeldKeyIsFreeALockTimeoutAfterItsServerStopsRenewing(t *testing.T) {
 		waitUntil(t, "s1's sweeper to take the key after its lease", sweptByA)
 	}
 
-	b.Server.steps.Play()
+	b.Server.payments.steps.Play()
 	select {
 	case <-ans:
 	case <-time.After(waitUntilBound):

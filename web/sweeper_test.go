@@ -109,7 +109,7 @@ func TestSweeper(t *testing.T) {
 		env := newFIEnv(t, Config{})
 		env.setFaults(`{"server":{"crash_midway":true}}`)
 		env.mustDrop("sw-orphan", body)
-		out, err := env.Server.SweepOrphans(t.Context())
+		out, err := env.Server.Jobs().SweepOrphans(t.Context())
 		if err != nil || len(out) != 1 || !out[0].Charged {
 			t.Fatalf("start-up sweep: %+v %v", out, err)
 		}
@@ -123,7 +123,7 @@ func TestSweeper(t *testing.T) {
 		env.setFaults(`{"server":{"crash_midway":true}}`)
 		env.mustDrop("sw-found", body)
 		env.mustDrop("sw-claimed-since", `{"order_id":"W-2","amount_satang":1500}`)
-		found, err := env.Server.Orphans(t.Context())
+		found, err := env.Server.Jobs().Orphans(t.Context())
 		if err != nil || len(found) != 2 {
 			t.Fatalf("found %+v %v, want the two keys", found, err)
 		}
@@ -142,7 +142,7 @@ func TestSweeper(t *testing.T) {
 		if err != nil || !again.Claimed {
 			t.Fatalf("claim afresh: %+v %v", again, err)
 		}
-		out, err := env.Server.SweepFound(t.Context(), found)
+		out, err := env.Server.Jobs().SweepFound(t.Context(), found)
 		if err != nil || len(out) != 1 || out[0].Row.Key != "sw-found" || !out[0].Charged {
 			t.Fatalf("sweep of the keys found: %+v %v, want sw-found charged alone", out, err)
 		}
@@ -162,7 +162,7 @@ func TestSweeper(t *testing.T) {
 		env.pastLockTimeout()
 		ctx, cancel := context.WithCancel(t.Context())
 		jobsDone := make(chan struct{})
-		go func() { defer close(jobsDone); env.Server.RunJobs(ctx) }()
+		go func() { defer close(jobsDone); env.Server.Jobs().Run(ctx) }()
 		env.waitForEvent(live.Swept, "sw-periodic")
 		cancel()
 		<-jobsDone
@@ -183,7 +183,7 @@ func TestSweepReportCountsEveryKeyTheRoomsSweepsClosed(t *testing.T) {
 	env.mustDrop("room-2", `{"order_id":"R-2","amount_satang":100}`)
 	env.Clock.Advance(11 * time.Second)
 	// What the periodic job does (RunJobs calls Sweep).
-	if out, err := env.Server.Sweep(t.Context()); err != nil || len(out) != 2 {
+	if out, err := env.Server.Jobs().Sweep(t.Context()); err != nil || len(out) != 2 {
 		t.Fatalf("periodic sweep: %v, %v", out, err)
 	}
 	rep := env.sweepNow()

@@ -158,7 +158,7 @@ func TestBrowserChapterCardsSayWhatTheBooksSay(t *testing.T) {
 		if r := env.send(http.MethodPost, "/api/clock/advance", map[string]int{"seconds": 40}); r.Status != http.StatusOK {
 			t.Fatalf("advance: %d %s", r.Status, r.Body)
 		}
-		if out, err := env.Server.Sweep(context.Background()); err != nil || len(out) != 1 {
+		if out, err := env.Server.Jobs().Sweep(context.Background()); err != nil || len(out) != 1 {
 			t.Fatalf("sweep: %v, %v", out, err)
 		}
 		liveWait(t, phone, "the truth: paid", 15*time.Second, paidNow)
