@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +16,7 @@ import (
 
 	"paytwice/store/postgres/pgtest"
 	"paytwice/web"
+	"paytwice/web/browsertest"
 )
 
 // TestBrowserDoubleClickLandsOnTwoServers opens the checkout through the
@@ -130,54 +129,8 @@ func TestBrowserDoubleClickLandsOnTwoServers(t *testing.T) {
 }
 
 // sharedBrowser is the one headless Chromium the package's browser tests
-// share: starting one costs seconds on a busy machine, and each test
-// started its own. Each test has a browser context of its own in it
-// (cookies, storage and cache of its own, as a fresh profile had). It
-// starts with the first test that needs it; TestMain stops it.
-var sharedBrowser struct {
-	once sync.Once
-	ctx  context.Context // the browser's first tab, which stays blank
-	err  error
-	stop func()
-}
-
-// startSharedBrowser starts the package's browser once; later calls
-// return the same one, or the same error.
-func startSharedBrowser(path string) (context.Context, error) {
-	sharedBrowser.once.Do(func() {
-		profile, err := os.MkdirTemp("", "paytwice-chromium-")
-		if err != nil {
-			sharedBrowser.err = err
-			return
-		}
-		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-			chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-			chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-			chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-dev-shm-usage", true),
-			chromedp.UserDataDir(profile), chromedp.WindowSize(1366, 900))
-		ctx, cancelBrowser := chromedp.NewContext(alloc)
-		sharedBrowser.stop = func() {
-			cancelBrowser()
-			cancelAlloc()
-			_ = os.RemoveAll(profile) // the browser has exited; a leftover file is harmless
-		}
-		// Start the browser with no deadline: one on its first run would
-		// bound the browser's life.
-		if err := chromedp.Do(ctx); err != nil {
-			sharedBrowser.err = fmt.Errorf("starting %s: %w", path, err)
-			return
-		}
-		sharedBrowser.ctx = ctx
-	})
-	return sharedBrowser.ctx, sharedBrowser.err
-}
-
-// stopSharedBrowser ends the package's browser, if a test started it.
-func stopSharedBrowser() {
-	if sharedBrowser.stop != nil {
-		sharedBrowser.stop()
-	}
-}
+// share (web/browsertest); TestMain stops it.
+var sharedBrowser browsertest.Shared
 
 // clusterBrowser opens a browser context of the test's own in the
 // package's headless Chromium (the one at $PAYTWICE_BROWSER, else
@@ -186,20 +139,8 @@ func stopSharedBrowser() {
 // run it.
 func clusterBrowser(ctx context.Context, t *testing.T) context.Context {
 	t.Helper()
-	path := ""
-	for _, p := range []string{os.Getenv("PAYTWICE_BROWSER"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
-		if found, err := exec.LookPath(p); p != "" && err == nil {
-			path = found
-			break
-		}
-	}
-	if path == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("browser tests must run in CI, but no browser was found (looked at $PAYTWICE_BROWSER and /usr/bin/chromium)")
-		}
-		t.Skip("no browser found; install chromium or set PAYTWICE_BROWSER (in CI this fails)")
-	}
-	shared, err := startSharedBrowser(path)
+	path := browsertest.Require(t)
+	shared, err := sharedBrowser.Start(path, chromedp.WindowSize(1366, 900))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -364,13 +364,10 @@ func TestClusterCommandFlags(t *testing.T) {
 	})
 }
 
-// firstFrameVia opens GET /events at base, resuming from lastID unless it
-// is "", and returns the server that answered, the first frame's id and
-// its data; it closes the stream.
-func firstFrameVia(ctx context.Context, t *testing.T, base, lastID string) (server, id, data string) {
+// openEvents opens GET /events at base, resuming after lastID unless it
+// is "", and fails the test unless the stream is open (200).
+func openEvents(ctx context.Context, t *testing.T, base, lastID string) *http.Response {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/events", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -382,10 +379,22 @@ func firstFrameVia(ctx context.Context, t *testing.T, base, lastID string) (serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		t.Fatalf("GET /events: %d", res.StatusCode)
+		res.Body.Close()
+		t.Fatalf("GET %s/events: %d", base, res.StatusCode)
 	}
+	return res
+}
+
+// firstFrameVia opens GET /events at base, resuming from lastID unless it
+// is "", and returns the server that answered, the first frame's id and
+// its data; it closes the stream.
+func firstFrameVia(ctx context.Context, t *testing.T, base, lastID string) (server, id, data string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	res := openEvents(ctx, t, base, lastID)
+	defer res.Body.Close()
 	r := bufio.NewReader(res.Body)
 	var lines []string
 	frame := false

@@ -162,7 +162,7 @@ func TestMain(m *testing.M) {
 		_ = flag.Set("test.parallel", strconv.Itoa(max(6, runtime.GOMAXPROCS(0))))
 	}
 	code := m.Run()
-	stopSharedBrowser()
+	sharedBrowser.Stop()
 	if bin, err := testBinary(); err == nil && bin != "" {
 		os.RemoveAll(filepath.Dir(bin))
 	}

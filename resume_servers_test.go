@@ -46,21 +46,7 @@ type page struct {
 // it ends, keeping its frames.
 func (p *page) open(ctx context.Context, t *testing.T, base, lastID string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/events", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusOK {
-		res.Body.Close()
-		t.Fatalf("GET %s/events: %d", base, res.StatusCode)
-	}
+	res := openEvents(ctx, t, base, lastID)
 	ended := make(chan struct{})
 	p.mu.Lock()
 	p.ended = ended

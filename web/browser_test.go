@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"paytwice/pay"
+	"paytwice/web/browsertest"
 )
 
 // The live page's browser tests drive Debian's Chromium with chromedp.
@@ -26,77 +25,13 @@ import (
 // they skip without one. Every wait is a browser-side poll bounded by a
 // timeout: no test sleeps.
 
-// liveBrowserPath finds the browser: $PAYTWICE_BROWSER, else Debian's.
-func liveBrowserPath() string {
-	for _, p := range []string{os.Getenv("PAYTWICE_BROWSER"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
-		if p == "" {
-			continue
-		}
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	return ""
-}
-
 // sharedBrowser is the one Chromium the package's browser tests share.
 // Starting a browser costs seconds on a busy machine, and fifty tests each
 // starting their own spent minutes doing it: each test now opens its own
 // browser context in this one (its own cookies, storage and cache, as a
 // fresh profile had) and a window of the size it asks for. It starts on
 // the first test that needs it; TestMain stops it.
-var sharedBrowser struct {
-	once sync.Once
-	ctx  context.Context // the browser's first tab, which stays blank
-	err  error
-	stop func()
-}
-
-// startSharedBrowser starts the package's browser once; later calls
-// return the same one, or the same error.
-func startSharedBrowser(path string) (context.Context, error) {
-	sharedBrowser.once.Do(func() {
-		profile, err := os.MkdirTemp("", "paytwice-chromium-")
-		if err != nil {
-			sharedBrowser.err = err
-			return
-		}
-		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-			chromedp.ExecPath(path),
-			chromedp.Headless,
-			chromedp.NoSandbox,
-			chromedp.DisableGPU,
-			chromedp.NoFirstRun,
-			chromedp.NoDefaultBrowserCheck,
-			chromedp.Flag("disable-background-networking", true),
-			chromedp.Flag("disable-component-update", true),
-			chromedp.Flag("disable-sync", true),
-			chromedp.Flag("disable-dev-shm-usage", true),
-			chromedp.UserDataDir(profile),
-		)
-		ctx, cancelBrowser := chromedp.NewContext(actx)
-		sharedBrowser.stop = func() {
-			cancelBrowser()
-			cancelAlloc()
-			_ = os.RemoveAll(profile) // the browser has exited; a leftover file is harmless
-		}
-		// Start the browser with no deadline: one on the first run would
-		// bound the browser's life.
-		if err := chromedp.Do(ctx); err != nil {
-			sharedBrowser.err = fmt.Errorf("starting %s: %w", path, err)
-			return
-		}
-		sharedBrowser.ctx = ctx
-	})
-	return sharedBrowser.ctx, sharedBrowser.err
-}
-
-// stopSharedBrowser ends the package's browser, if a test started it.
-func stopSharedBrowser() {
-	if sharedBrowser.stop != nil {
-		sharedBrowser.stop()
-	}
-}
+var sharedBrowser browsertest.Shared
 
 // browserTestsAtOnce is how many browser tests run at once. Their time
 // goes mostly in waiting (for the server's clocks, the page's polls and
@@ -134,14 +69,7 @@ func liveBrowser(t *testing.T, width, height int) context.Context {
 // liveBrowserFor is liveBrowser with a bound of d: its tabs end after d.
 func liveBrowserFor(t *testing.T, width, height int, d time.Duration) context.Context {
 	t.Helper()
-	path := liveBrowserPath()
-	if path == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("browser tests must run in CI, but no browser was found (looked at $PAYTWICE_BROWSER and /usr/bin/chromium)")
-		}
-		t.Skip("no browser found; install chromium or set PAYTWICE_BROWSER (in CI this fails)")
-	}
-	browser, err := startSharedBrowser(path)
+	browser, err := sharedBrowser.Start(browsertest.Require(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func TestMain(m *testing.M) {
 		_ = flag.Set("test.parallel", strconv.Itoa(max(6, runtime.GOMAXPROCS(0))))
 	}
 	code := m.Run()
-	stopSharedBrowser()
+	sharedBrowser.Stop()
 	nonConformingMu.Lock()
 	if len(nonConforming) > 0 {
 		fmt.Fprintf(os.Stderr, "%d /v1/ answers did not conform to web/openapi.json:\n", len(nonConforming))
