@@ -223,7 +223,7 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !d.tokens.has(from.token) {
 			if !d.streams.Take(client, false) {
 				w.Header().Set("Connection", "close")
-				writeFrontDoorProblemAfter(w, http.StatusTooManyRequests, frontDoorStreamRetry, fmt.Sprintf(
+				writeFrontDoorProblemAfter(w, http.StatusTooManyRequests, addrlimit.StreamRetryAfter, fmt.Sprintf(
 					"Your address (%s) holds %d live views already on the servers of this class, its share (-limits %s): this one was not sent to any of them. Close a tab; the page works without its live panels and reconnects by itself.",
 					client, d.shares.Streams, addrlimit.StreamsName))
 				return
@@ -288,11 +288,6 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 type senderKey struct{}
-
-// frontDoorStreamRetry is the Retry-After, in seconds, of a live view the
-// door refuses: a server's refusal of one says the same (the page
-// reconnects by itself).
-const frontDoorStreamRetry = 10
 
 // bound sets the door's shares per address and the presenter's cookie,
 // with the clock now: the presenter's places and confirmed tokens are

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
+	"paytwice/pay/addrlimit"
 	"paytwice/web/board"
 	"paytwice/web/room/step"
 )
@@ -18,10 +19,6 @@ import (
 // DefaultMaxStreams is how many event streams a server keeps open at
 // once unless configured otherwise: a classroom with a tab or two each.
 const DefaultMaxStreams = 500
-
-// streamRetryAfter is what a viewer turned away is asked to wait, in
-// seconds.
-const streamRetryAfter = 10
 
 // boardHandlers serve what the board's pages read and the presenter's
 // step bar drives: the event stream and step mode's JSON API. What the
@@ -74,7 +71,7 @@ func (h boardHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
 func (h boardHandlers) handleEvents(c echo.Context) error {
 	r := c.Request()
 	if h.streamsEnded.Load() {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
+		c.Response().Header().Set("Retry-After", strconv.Itoa(addrlimit.StreamRetryAfter))
 		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The server is shutting down."))
 	}
 	leave, no := h.admission.admit(h.clientIP(r), sessionOf(r), h.presenter(r))
@@ -90,10 +87,10 @@ func (h boardHandlers) handleEvents(c echo.Context) error {
 	err := h.board().Stream(c.Response(), r, h.maxStreams)
 	switch {
 	case errors.Is(err, board.ErrClosed):
-		c.Response().Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
+		c.Response().Header().Set("Retry-After", strconv.Itoa(addrlimit.StreamRetryAfter))
 		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "The server is shutting down."))
 	case errors.Is(err, board.ErrFull):
-		c.Response().Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
+		c.Response().Header().Set("Retry-After", strconv.Itoa(addrlimit.StreamRetryAfter))
 		return writeProblem(c, pay.Errorf(pay.EUNAVAILABLE, "This server already has %d live views open, its limit (-max-streams). The page works without its live panels; it reconnects by itself.", h.maxStreams))
 	}
 	return err

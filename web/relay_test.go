@@ -211,7 +211,11 @@ func TestRelayDropsAPaymentMadeBeforeAResetWhoseBatchComesAfterIt(t *testing.T) 
 	}, "s1", "s2")
 	a, b := envs[0], envs[1]
 	b.pay("relay-late", `{"order_id":"A-7","amount_satang":700}`)
-	<-held.held
+	select {
+	case <-held.held:
+	case <-time.After(waitUntilBound):
+		t.Fatalf("s2's batch of relay-late was not held within %s", waitUntilBound)
+	}
 	req, _ := http.NewRequest(http.MethodPost, a.URL+"/api/reset", nil)
 	if r, err := do(req); err != nil || r.Status != http.StatusOK {
 		t.Fatalf("reset: %v %d %s", err, r.Status, r.Body)

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"paytwice/pay/addrlimit"
 )
 
 // streamAdmission decides who may open a live event stream, so that no
@@ -55,13 +57,13 @@ func (a *streamAdmission) admit(ip, session string, presenter bool) (func(), *st
 	l := a.limits
 	switch {
 	case a.held >= l.MaxStreams-l.PresenterStreams:
-		return nil, &streamRefusal{full: true, wait: streamRetryAfter * time.Second,
+		return nil, &streamRefusal{full: true, wait: addrlimit.StreamRetryAfter * time.Second,
 			why: "This server already has every live view it keeps for the class open (-limits streams, less presenter-streams). The page works without its live panels; it reconnects by itself."}
 	case a.byAddress[ip] >= l.StreamsPerAddress:
-		return nil, &streamRefusal{wait: streamRetryAfter * time.Second,
+		return nil, &streamRefusal{wait: addrlimit.StreamRetryAfter * time.Second,
 			why: "Your address already holds its share of the live views (-limits streams-per-address). Close a tab; the page works without its live panels and reconnects by itself."}
 	case session != "" && a.bySession[session] >= l.StreamsPerSession:
-		return nil, &streamRefusal{wait: streamRetryAfter * time.Second,
+		return nil, &streamRefusal{wait: addrlimit.StreamRetryAfter * time.Second,
 			why: "This browser already has its share of live views open (-limits streams-per-session). Close a tab; the page works without its live panels and reconnects by itself."}
 	}
 	if wait := a.opens.take(ip); wait > 0 {

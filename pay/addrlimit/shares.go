@@ -19,6 +19,10 @@ const (
 	// may hold at once: a whole class behind one NAT, a phone and a tab
 	// or two each.
 	DefaultStreams = 200
+	// StreamRetryAfter is the Retry-After, in seconds, of a live view
+	// turned away, by a server or by the cluster's front door alike (the
+	// page reconnects by itself).
+	StreamRetryAfter = 10
 	// DefaultIdleAfter is how long an address is remembered after its
 	// last use: the presenter's places among them.
 	DefaultIdleAfter = 10 * time.Minute
