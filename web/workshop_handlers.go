@@ -29,12 +29,15 @@ type workshopHandlers struct {
 	// scoreboard the room's store keeps, whichever server runs it.
 	shared bool
 	logf   func(string, ...any)
-	// notCounted writes that the books could not be counted, once in a
-	// while: the boards fetch every second.
-	notCounted  *sparseLog
-	guard       *workshop.Guard
-	isPresenter func(*http.Request) bool
-	clientIP    func(*http.Request) string
+	// The boards fetch every second: each failure they meet is written
+	// once in a while, each kind on its own so that one does not hide
+	// another. notCounted: the kept rows' charges are not known;
+	// countsBefore: this server's rows show the counts read before;
+	// keptUnread: the kept scoreboard could not be read.
+	notCounted, countsBefore, keptUnread *sparseLog
+	guard                                *workshop.Guard
+	isPresenter                          func(*http.Request) bool
+	clientIP                             func(*http.Request) string
 	// runs are the per-address buckets of asked-for runs: a run is the
 	// heaviest thing a student can ask of the room.
 	runs *bucketTable
@@ -103,7 +106,9 @@ type WorkshopBoard struct {
 }
 
 func (s *Server) workshopHandlers() workshopHandlers {
-	return workshopHandlers{ws: s.endpoints.workshop, shared: s.servers.peers.Shared(), logf: s.logf, notCounted: newSparseLog(time.Now, sparseLogEvery, s.logf), guard: s.endpoints.guard, isPresenter: s.admission.presenter.isPresenter, clientIP: s.admission.presenter.clientIP,
+	return workshopHandlers{ws: s.endpoints.workshop, shared: s.servers.peers.Shared(), logf: s.logf, notCounted: newSparseLog(time.Now, sparseLogEvery, s.logf),
+		countsBefore: newSparseLog(time.Now, sparseLogEvery, s.logf), keptUnread: newSparseLog(time.Now, sparseLogEvery, s.logf),
+		guard: s.endpoints.guard, isPresenter: s.admission.presenter.isPresenter, clientIP: s.admission.presenter.clientIP,
 		runs:     newBucketTable(time.Now, s.cfg.Limits.WorkshopRuns, s.cfg.Limits.Addresses, s.cfg.Limits.IdleAfter),
 		gateways: newBucketTable(time.Now, s.cfg.Limits.WorkshopGateway, s.cfg.Limits.Addresses, s.cfg.Limits.IdleAfter)}
 }
@@ -197,7 +202,7 @@ func (h workshopHandlers) scoreboard(ctx context.Context) workshop.Scoreboard {
 	}
 	sb, err := h.ws.KeptScoreboard(ctx)
 	if err != nil {
-		h.logf("workshop: %v: the board shows this server's scoreboard", err)
+		h.keptUnread.printf("workshop: %v: the board shows this server's scoreboard", err)
 		h.countBooks(ctx)
 		return h.ws.Scoreboard()
 	}
@@ -213,7 +218,7 @@ func (h workshopHandlers) scoreboard(ctx context.Context) workshop.Scoreboard {
 // says so.
 func (h workshopHandlers) countBooks(ctx context.Context) {
 	if err := h.ws.CountBooks(ctx); err != nil {
-		h.notCounted.printf("%v: the rows show the counts read before", err)
+		h.countsBefore.printf("%v: the rows show the counts read before", err)
 	}
 }
 
