@@ -109,6 +109,10 @@ type RelayConfig struct {
 	// database refused them, too large), at once and unplaced. It runs
 	// on the relay's goroutines and must not block.
 	Echo func(entries []live.Entry)
+	// IdleChecks, when set, is when the relay looks for batches it
+	// missed while none came (a test drives it); otherwise every
+	// relayIdleCheck.
+	IdleChecks <-chan time.Time
 }
 
 // RelayChannel is the channel the servers' events travel on.
@@ -241,8 +245,7 @@ type Relay struct {
 	joinedAt atomic.Pointer[time.Time]
 	// hello holds a hello to send (capacity 1).
 	hello chan struct{}
-	// known holds the ids of the other relays heard (only the listening
-	// goroutine uses it).
+	// known holds the ids of the other relays heard (under listenMu).
 	known map[string]bool
 	// others counts them.
 	others atomic.Int64
@@ -255,23 +258,29 @@ type Relay struct {
 	// demo clock, which a presenter may warp); tests set their own.
 	realNow func() time.Time
 	// at is the last part of the class's numbered batches this relay
-	// took, its own included; zero until the first (only the listening
-	// goroutine uses it).
+	// took, its own included; zero until the first (under listenMu).
 	at peers.Part
 	// atRest is what part at carried after its header: reading back
 	// after a reconnection starts from at itself, and finds the same
 	// part there only if the class's order did not go back meanwhile
-	// (only the listening goroutine uses it).
+	// (under listenMu).
 	atRest string
 	// readBackSums holds a sum of each part read back since the last
-	// part heard live after at (only the listening goroutine uses it):
-	// the same parts may then arrive as notifications too, and are
-	// dropped only if they match.
+	// part heard live after at (under listenMu): the same parts may
+	// then arrive as notifications too, and are dropped only if they
+	// match.
 	readBackSums map[peers.Part]uint64
 	sumSeed      maphash.Seed
 	// readBack counts the notifications read back from the kept batches
 	// rather than received.
 	readBack atomic.Uint64
+	// listenMu serialises the listening goroutine's callbacks for the
+	// relay and the idle check (watchIdle): those two alone touch at,
+	// atRest, readBackSums, known, heardLive and idleFailing.
+	listenMu sync.Mutex
+	// heardLive is set when a batch arrived since the idle check last
+	// looked; idleFailing while its reads fail (said once).
+	heardLive, idleFailing bool
 	// start is the newest event of the hub when the relay started: the
 	// events after it are the relay's to send or echo (Ordered).
 	start uint64
@@ -337,6 +346,7 @@ func StartRelay(ctx context.Context, cfg RelayConfig) *Relay {
 	go r.send(ctx, cfg.Hub.Subscribe(start), own)
 	go r.greet(ctx)
 	go r.listen(ctx)
+	go r.watchIdle(ctx)
 	return r
 }
 
@@ -405,7 +415,7 @@ func (r *Relay) placedResets(gen uint64, entries []live.Entry) {
 	}
 	for j := range entries {
 		if entries[j].Kind == live.Reset {
-			r.resetGen.Store(gen) // only the listening goroutine stores it
+			r.resetGen.Store(gen) // stored under listenMu alone
 			return
 		}
 	}
@@ -758,7 +768,9 @@ func (r *Relay) listen(ctx context.Context) {
 	// last statement, "LISTEN paytwice_events", as for a relay alone.
 	channels = append(channels, RelayChannel)
 	_ = r.cfg.Peers.ListenEach(ctx, channels, func() {
+		r.listenMu.Lock()
 		r.relistened()
+		r.listenMu.Unlock()
 		for _, l := range r.cfg.Also {
 			if l.OnListen != nil {
 				l.OnListen()
@@ -769,8 +781,63 @@ func (r *Relay) listen(ctx context.Context) {
 			l.OnNotify(payload)
 			return
 		}
+		r.listenMu.Lock()
+		r.heardLive = true
 		r.receive(payload)
+		r.listenMu.Unlock()
 	})
+}
+
+// watchIdle runs the idle check at each tick until ctx ends.
+func (r *Relay) watchIdle(ctx context.Context) {
+	ticks := r.cfg.IdleChecks
+	if ticks == nil {
+		t := time.NewTicker(relayIdleCheck)
+		defer t.Stop()
+		ticks = t.C
+	}
+	for {
+		select {
+		case <-ticks:
+		case <-ctx.Done():
+			return
+		}
+		r.listenMu.Lock()
+		r.checkIdle(ctx)
+		r.listenMu.Unlock()
+	}
+}
+
+// checkIdle reads back the batches after the last one taken, unless one
+// arrived since the last check: a lost notification of the room's newest
+// batch is then taken within relayIdleCheck, not when the next batch
+// comes. One in flight, read back here, is dropped when it arrives
+// (readBackSums). A read that fails is tried again at the next check; a
+// batch no longer kept, or an order gone back, is lost for good as after
+// a reconnection. r.listenMu is held.
+func (r *Relay) checkIdle(ctx context.Context) {
+	if r.heardLive {
+		r.heardLive = false
+		return
+	}
+	if r.at.N == 0 {
+		return // no batch taken yet to read on from
+	}
+	rctx, cancel := context.WithTimeout(ctx, relayReadTimeout)
+	payloads, kept, err := r.cfg.Peers.ReadNumbered(rctx, r.at.N, math.MaxUint64)
+	cancel()
+	if err != nil {
+		if !r.idleFailing && ctx.Err() == nil {
+			r.cfg.Logf("live relay: looking for missed events while the room is quiet: %v", err)
+		}
+		r.idleFailing = true
+		return
+	}
+	r.idleFailing = false
+	if !r.takeReadBack(payloads, kept, math.MaxUint64, 0) {
+		r.at = peers.Part{}
+		r.missed()
+	}
 }
 
 // relistened runs each time the relay (re)starts listening. The batches
@@ -789,6 +856,15 @@ func (r *Relay) relistened() {
 		r.missed()
 	}
 }
+
+// relayIdleCheck is how often a relay that heard no batch since its
+// last look reads the batches after the last one it took: a notification
+// lost on a connection that stays up is otherwise noticed only when a
+// later batch comes, and a quiet room's newest events would wait for it
+// without end. It costs one indexed read of the kept batches per server
+// per interval, which finds the last batch taken alone when nothing was
+// lost.
+const relayIdleCheck = 3 * time.Second
 
 // relayReadTimeout bounds reading back missed batches, which holds the
 // listening goroutine.
@@ -848,6 +924,13 @@ func (r *Relay) catchUp(n, i uint64) bool {
 		r.cfg.Logf("live relay: reading back the events missed: %v", err)
 		return false
 	}
+	return r.takeReadBack(payloads, kept, n, i)
+}
+
+// takeReadBack takes the parts of payloads, read back from r.at's batch
+// on (kept as ReadNumbered said), after r.at and before part i of batch
+// n, as catchUp does, and reports whether none was missing.
+func (r *Relay) takeReadBack(payloads []string, kept bool, n, i uint64) bool {
 	anchor, anchored := r.at, false
 	for _, p := range payloads {
 		part, rest, ok := peers.CutPart(p)

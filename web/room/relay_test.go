@@ -32,12 +32,24 @@ type relayedServer struct {
 	relay *Relay
 }
 
+// startRelayed starts a relay for a server named name on peers, which
+// keeps the events of the local kinds to itself, and waits until it
+// listens. Its idle check never runs: some tests' peers lie about the
+// kept batches (cutListener.notKept) at moments a check on a real clock
+// could hit. startRelayedTicked hands it the ticks.
 func startRelayed(t *testing.T, peers Peers, name string, local ...live.Kind) relayedServer {
+	t.Helper()
+	return startRelayedTicked(t, peers, name, make(chan time.Time), local...)
+}
+
+// startRelayedTicked is startRelayed whose relay checks for missed batches
+// at each of ticks.
+func startRelayedTicked(t *testing.T, peers Peers, name string, ticks <-chan time.Time, local ...live.Kind) relayedServer {
 	t.Helper()
 	hub := live.New(0, nil)
 	hub.SetServer(name)
 	sink := &hubSink{hub: hub}
-	r := StartRelay(t.Context(), RelayConfig{Peers: peers, Hub: hub, Sink: sink, Name: name,
+	r := StartRelay(t.Context(), RelayConfig{Peers: peers, Hub: hub, Sink: sink, Name: name, IdleChecks: ticks,
 		Local: func(k live.Kind) bool {
 			for _, l := range local {
 				if k == l {
