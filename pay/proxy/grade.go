@@ -131,7 +131,8 @@ const (
 	// it sooner.
 	growthFrom = 2
 	// minGrowth is how many times the mean wait before the first retry
-	// the mean of the later waits must reach. Full jitter's mean wait is
+	// the mean of the later waits must exceed, both less the lateness
+	// the shortest wait shows (see judgeJitter). Full jitter's mean wait is
 	// half its ceiling, so its later waits average four times the first
 	// ones or more (until the cap); waits under a ceiling that never
 	// grows average the same at every retry. Two lies between, where
@@ -450,19 +451,36 @@ func (c *client) judgeJitter() (samples []WaitSample, vs []Violation, note, part
 				counted[n] = true
 			}
 		}
-		m0, mLater := mean(first), mean(later)
-		c0, cLater := ceiling(first), ceiling(later)
+		// Every measured wait is the client's own wait plus how late it
+		// woke, and on a busy machine that lateness can be longer than
+		// the first waits themselves: added to both sides, it pulls their
+		// ratio towards 1 whatever the client drew (a careful client's
+		// later waits, woken 100 to 170 ms late, once averaged 1.9 times
+		// its first ones of 0 to 50 ms). The shortest wait of all bounds
+		// it: full jitter draws some wait near zero (the shortest of the
+		// first six or more, from [0, base]), so that one measures the
+		// lateness every wait carries at least, and it is taken off
+		// every wait before they are compared. Waits that are only
+		// lateness (no backoff at all) then compare as what is left of
+		// the lateness, which does not grow either.
+		late := slices.Min(first)
+		for _, n := range indexes {
+			late = min(late, slices.Min(byRetry[n]))
+		}
+		m0, mLater := mean(first)-late, mean(later)-late
+		c0, cLater := ceiling(first)-late, ceiling(later)-late
+		grows := mLater > minGrowth*m0
 		switch {
-		case mLater < minGrowth*m0 && cLater >= cappedGrowth*c0:
+		case !grows && cLater >= cappedGrowth*c0 && cLater > c0:
 			// The ceiling grew, then stopped: a cap at most twice the base
 			// averages twice the first waits at best, and the mean cannot
 			// tell it from a ceiling that never grew. Not a fault.
-			partial = fmt.Sprintf("growth capped, not judged: the waits before retry %d and later reach %.0f ms, %.1f times the %.0f ms of those before the first retry, then stop growing (a cap); their average, %.1f times, cannot tell a cap this low from a ceiling that never grows",
-				growthFrom+1, cLater, cLater/c0, c0, mLater/m0)
-		case mLater < minGrowth*m0:
+			partial = fmt.Sprintf("growth capped, not judged: the waits before retry %d and later reach %.0f ms, %s the %.0f ms of those before the first retry, then stop growing (a cap); their average, %s, cannot tell a cap this low from a ceiling that never grows%s",
+				growthFrom+1, cLater, times(cLater, c0), c0, times(mLater, m0), lateNote(late))
+		case !grows:
 			vs = append(vs, Violation{Rule: RuleJitter, Detail: fmt.Sprintf(
-				"the waits do not grow: the %d before retry %d and later averaged %.0f ms (longest %.0f), %.1f times the %.0f ms (longest %.0f) of the %d before the first retry; a ceiling that doubles makes them 4 times as long or more, until its cap (%.0f times wanted)",
-				len(later), growthFrom+1, mLater, slices.Max(later), mLater/m0, m0, slices.Max(first), len(first), minGrowth)})
+				"the waits do not grow: the %d before retry %d and later averaged %.0f ms (longest %.0f), %s the %.0f ms (longest %.0f) of the %d before the first retry%s; a ceiling that doubles makes them 4 times as long or more, until its cap (more than %.0f times wanted)",
+				len(later), growthFrom+1, mLater, slices.Max(later)-late, times(mLater, m0), m0, slices.Max(first)-late, len(first), lateNote(late), minGrowth)})
 		}
 	} else {
 		partial = fmt.Sprintf("growth not judged: %d waits before the first retry and %d before retry %d or later, %d of each wanted",
@@ -476,6 +494,23 @@ func (c *client) judgeJitter() (samples []WaitSample, vs []Violation, note, part
 		partial = ""
 	}
 	return samples, vs, note, partial, judged
+}
+
+// times says how many times b a is, for a grade's detail.
+func times(a, b float64) string {
+	if b <= 0 {
+		return "against none"
+	}
+	return fmt.Sprintf("%.1f times", a/b)
+}
+
+// lateNote says what lateness was taken off the waits a growth detail
+// gives, when there was any to speak of.
+func lateNote(late float64) string {
+	if late < 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (each less %.0f ms, the shortest wait of all: how late the client woke at least)", late)
 }
 
 func mean(xs []float64) float64 {

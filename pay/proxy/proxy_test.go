@@ -334,6 +334,45 @@ func TestJitterRule(t *testing.T) {
 			}
 		}
 	})
+	// On a loaded machine a client wakes 100 to 170 ms late, longer than
+	// its first waits: the lateness, added to every wait, once pulled a
+	// careful client's later waits down to 1.9 times its first ones.
+	lateBy := func(rnd *rand.Rand, wait func(n int) time.Duration) func(n int) time.Duration {
+		return func(n int) time.Duration {
+			return wait(n) + 100*time.Millisecond + time.Duration(rnd.Int64N(int64(70*time.Millisecond)))
+		}
+	}
+	t.Run("full jitter woken 100-170 ms late still grows", func(t *testing.T) {
+		for seed := range uint64(30) {
+			rnd := rand.New(rand.NewPCG(seed, 42))
+			for _, cap := range []time.Duration{400 * time.Millisecond, 800 * time.Millisecond} {
+				g, _ := jitterGrade(t, 5, lateBy(rnd, fullJitter(rnd, 50*time.Millisecond, cap)))
+				// Passed, or a growth too noisy to judge said "capped":
+				// never "the waits do not grow".
+				if g.Verdict != Passed {
+					t.Fatalf("seed %d, cap %v: %s %s", seed, cap, g.Verdict, g.Detail)
+				}
+			}
+		}
+	})
+	t.Run("no backoff at all, woken 100-170 ms late, does not grow", func(t *testing.T) {
+		for seed := range uint64(30) {
+			rnd := rand.New(rand.NewPCG(seed, 42))
+			g, _ := jitterGrade(t, 5, lateBy(rnd, func(int) time.Duration { return 0 }))
+			if g.Verdict != Broken || !strings.Contains(g.Detail, "the waits do not grow") {
+				t.Fatalf("seed %d: %s %s", seed, g.Verdict, g.Detail)
+			}
+		}
+	})
+	t.Run("jittered waits under a fixed ceiling, woken 100-170 ms late, do not grow", func(t *testing.T) {
+		for seed := range uint64(30) {
+			rnd := rand.New(rand.NewPCG(seed, 42))
+			g, _ := jitterGrade(t, 5, lateBy(rnd, fullJitter(rnd, 200*time.Millisecond, 200*time.Millisecond)))
+			if g.Verdict != Broken || !strings.Contains(g.Detail, "the waits do not grow") {
+				t.Fatalf("seed %d: %s %s", seed, g.Verdict, g.Detail)
+			}
+		}
+	})
 	t.Run("one fixed wait breaks it twice: a herd, and no growth", func(t *testing.T) {
 		g, _ := jitterGrade(t, 5, func(int) time.Duration { return 200 * time.Millisecond })
 		if g.Verdict != Broken || !strings.Contains(g.Detail, "no jitter") || g.Broken < 2 {
