@@ -132,7 +132,8 @@ const (
 	growthFrom = 2
 	// minGrowth is how many times the mean wait before the first retry
 	// the mean of the later waits must exceed, both less the lateness
-	// the shortest wait shows (see judgeJitter). Full jitter's mean wait is
+	// the shortest wait shows and each without its longest (see
+	// judgeJitter). Full jitter's mean wait is
 	// half its ceiling, so its later waits average four times the first
 	// ones or more (until the cap); waits under a ceiling that never
 	// grows average the same at every retry. Two lies between, where
@@ -462,12 +463,15 @@ func (c *client) judgeJitter() (samples []WaitSample, vs []Violation, note, part
 		// lateness every wait carries at least, and it is taken off
 		// every wait before they are compared. Waits that are only
 		// lateness (no backoff at all) then compare as what is left of
-		// the lateness, which does not grow either.
+		// the lateness, which does not grow either. The longest of each
+		// group is left out of its average: one stall (a wait measured
+		// 700 ms late among first waits of 5 to 40 ms) would raise the
+		// first waits' average alone.
 		late := slices.Min(first)
 		for _, n := range indexes {
 			late = min(late, slices.Min(byRetry[n]))
 		}
-		m0, mLater := mean(first)-late, mean(later)-late
+		m0, mLater := mean(butLongest(first))-late, mean(butLongest(later))-late
 		c0, cLater := ceiling(first)-late, ceiling(later)-late
 		grows := mLater > minGrowth*m0
 		switch {
@@ -511,6 +515,13 @@ func lateNote(late float64) string {
 		return ""
 	}
 	return fmt.Sprintf(" (each less %.0f ms, the shortest wait of all: how late the client woke at least)", late)
+}
+
+// butLongest is xs without its longest one: what an average is taken of
+// when one late wake-up must not decide it.
+func butLongest(xs []float64) []float64 {
+	s := slices.Sorted(slices.Values(xs))
+	return s[:len(s)-1]
 }
 
 func mean(xs []float64) float64 {
