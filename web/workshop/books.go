@@ -63,9 +63,11 @@ func (f *booksFence) closeAndWait() {
 	}
 	f.close()
 	// Taken once every charge that passed the fence before it closed has
-	// left: waiting for them is the point, there is nothing to guard.
+	// left; a charge that comes while it is held waits, then finds the
+	// fence closed.
 	f.inFlight.Lock()
-	f.inFlight.Unlock()
+	defer f.inFlight.Unlock()
+	f.closed.Store(true)
 }
 
 // keptBooks are one student's charges read from Config.Books.
