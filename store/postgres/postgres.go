@@ -143,7 +143,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	if err := migrate(ctx, pool, opts.Schema); err != nil {
+	if err := migrate(ctx, pool, opts.Schema, max(idle, migrationIdleInTransaction)); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres %s: migrate: %w", redact(url), err)
 	}
@@ -251,7 +251,14 @@ const migrationLock int64 = 0x7061797477696365 // "paytwice"
 // the others wait for it, then find every migration recorded. DDL is
 // transactional in PostgreSQL, so a failed migration leaves nothing half
 // done.
-func migrate(ctx context.Context, pool *pgxpool.Pool, schema pay.Schema) error {
+// migrationIdleInTransaction is the least idle bound of the migrations'
+// transaction: a server's own bound may be short (a test's 300 ms), and a
+// process starved of CPU between two statements of its migrations is not
+// stopped, yet a server that truly stopped while it held the migrations'
+// lock is still ended, and the next server's start goes on.
+const migrationIdleInTransaction = time.Minute
+
+func migrate(ctx context.Context, pool *pgxpool.Pool, schema pay.Schema, idle time.Duration) error {
 	var names []string
 	for _, part := range []string{"payments", "ledger"} {
 		if !schema.Holds(part) {
@@ -264,7 +271,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema pay.Schema) error {
 		sort.Strings(found)
 		names = append(names, found...)
 	}
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	// The idle bound is lifted in the statement that begins the
+	// transaction, so that no pause of this process between statements
+	// meets the session's own bound.
+	begin := pgx.TxOptions{BeginQuery: fmt.Sprintf("BEGIN; SET LOCAL idle_in_transaction_session_timeout = %d", idle.Milliseconds())}
+	return pgx.BeginTxFunc(ctx, pool, begin, func(tx pgx.Tx) error {
 		// Another server's migration may hold the lock for as long as its
 		// statements take, and a table in use is altered only once the
 		// statements under way on it end: unlike the store's other
