@@ -1,0 +1,132 @@
+package room
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"paytwice/web/live"
+)
+
+// relay_join.go holds how relays learn of each other: hellos, the relays
+// heard, and the events a relay alone kept to itself, owed to one it then
+// hears. It is apart from sending because it decides whether the relay
+// sends at all, which a lone server must not pay for.
+
+// relayJoinWindow is how far back the events a relay kept to itself,
+// alone, are owed to a relay it then hears of: the newcomer listened
+// before it said hello, so it may have missed events from that moment on,
+// and a hello takes far less than this to arrive. Older events were sent
+// to nobody who listened.
+const relayJoinWindow = 5 * time.Second
+
+// relayHelloRetry is how long a relay waits to say hello again after its
+// hello failed to go out: until it is heard, the others do not know it.
+const relayHelloRetry = time.Second
+
+// maxKnownRelays bounds the relay ids a relay remembers; servers that
+// restart get new ids. Forgetting one only costs an extra hello.
+const maxKnownRelays = 1024
+
+// keptBatch is n events a relay did not send, alone, at real time at.
+type keptBatch struct {
+	at time.Time
+	n  uint64
+}
+
+// keep notes the events of entries that a relay alone did not send, and
+// forgets what is older than relayJoinWindow.
+func (r *Relay) keep(entries []*live.Entry) {
+	var n uint64
+	for _, e := range entries {
+		if r.sends(e) {
+			n++
+		}
+	}
+	r.keptAll.Add(n)
+	now := r.realNow()
+	i := 0
+	for i < len(r.kept) && now.Sub(r.kept[i].at) > relayJoinWindow {
+		i++
+	}
+	r.kept = append(r.kept[i:], keptBatch{now, n})
+}
+
+// keptRecently counts the events kept within relayJoinWindow before the
+// relay joined the others (or after: send may keep a batch as the join
+// happens). It is counted back from the join, not from now: send owes
+// them at its next event, which may come long after.
+func (r *Relay) keptRecently() uint64 {
+	var n uint64
+	joined := r.realNow()
+	if at := r.joinedAt.Load(); at != nil {
+		joined = *at
+	}
+	for _, k := range r.kept {
+		if joined.Sub(k.at) <= relayJoinWindow {
+			n += k.n
+		}
+	}
+	return n
+}
+
+// greet sends a hello whenever one is due, until ctx ends: one the
+// database did not take is tried again after relayHelloRetry.
+func (r *Relay) greet(ctx context.Context) {
+	for {
+		select {
+		case <-r.hello:
+		case <-ctx.Done():
+			return
+		}
+		nctx, cancel := context.WithTimeout(ctx, relayNotifyTimeout)
+		// Numbered like any batch: its own hello, come back, tells the
+		// relay where in the order it started listening, so that it can
+		// read back what it misses if its connection is lost later.
+		_, err := r.cfg.Peers.NotifyNumbered(nctx, RelayChannel, r.head)
+		cancel()
+		if err != nil {
+			select {
+			case <-time.After(relayHelloRetry):
+				r.sayHello()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// sayHello has greet send a hello, unless one is due already.
+func (r *Relay) sayHello() {
+	select {
+	case r.hello <- struct{}{}:
+	default:
+	}
+}
+
+// heard notes the relay that sent payload, another one: the first time,
+// this relay joins the others and says hello back, so that the sender
+// knows of it too. A notification in the JSON of an earlier version names
+// no relay; its sender sends its events anyway.
+func (r *Relay) heard(payload string) {
+	if !r.joined.Load() {
+		at := r.realNow()
+		r.joinedAt.Store(&at)
+		r.joined.Store(true)
+	}
+	rest, ok := strings.CutPrefix(payload, wireHead)
+	if !ok {
+		return
+	}
+	head, _, _ := strings.Cut(rest, "\n")
+	id, _, _ := strings.Cut(head, " ") // the generation after it
+	if r.known[id] {
+		return
+	}
+	if len(r.known) >= maxKnownRelays {
+		clear(r.known)
+	}
+	r.known[id] = true
+	r.others.Add(1)
+	r.sayHello()
+}
