@@ -14,8 +14,7 @@ import (
 	"time"
 )
 
-var mu sync.Mutex
-var keys = map[string][2]string{} // by caller and key: {the payment, its answer ("" while at work)}
+var keys sync.Map // by caller and key: [2]string{the payment, its answer ("" while at work)}
 
 func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and a body, or a reason
 	var p struct {
@@ -27,16 +26,12 @@ func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and
 		return 400, "send an Idempotency-Key and {order_id, amount_satang}" // nothing saved
 	}
 	scoped, payment := r.Header.Get("Authorization")+"\n"+key, js(p)
-	mu.Lock() // look the key up and claim it in one step
-	e, seen := keys[scoped]
-	if !seen {
-		keys[scoped] = [2]string{payment, ""}
-	}
-	mu.Unlock()
-	switch {
+	saved, seen := keys.LoadOrStore(scoped, [2]string{payment, ""}) // look the key up and claim it in one step
+	switch e := saved.([2]string); {
 	case seen && e[0] != payment:
 		return 422, "this key was used for another payment"
 	case seen && e[1] == "":
+		w.Header().Set("Retry-After", "1") // worth sending again, with the same key
 		return 409, "this key's first request is still running"
 	case seen:
 		w.Header().Set("Idempotent-Replayed", "true")
@@ -46,7 +41,7 @@ func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and
 	// retries) finds the charge made; never with r's context, so a client hanging up stops nothing.
 	var c struct{ ID, Error string }
 	status := 0 // the gateway's answer; 0 while none came
-	for try := 0; try < 3 && c.ID == "" && (status == 0 || status >= 500); try++ {
+	for try := 0; try < 3 && (status == 0 || status >= 500); try++ {
 		req, _ := http.NewRequest("POST", os.Getenv("GATEWAY")+"/charges", strings.NewReader(js(map[string]any{"order_id": p.OrderID, "amount": p.Amount})))
 		req.Header.Set("Idempotency-Key", fmt.Sprintf("%x", sha256.Sum256([]byte(scoped))))
 		if res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req); err == nil {
@@ -55,26 +50,23 @@ func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and
 			res.Body.Close()
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	if c.ID == "" {
-		delete(keys, scoped)               // released: nothing was charged
+		keys.Delete(scoped)                // released: nothing was charged
 		if status >= 400 && status < 500 { // refused (a declined card): asking again changes nothing
 			return status, "the gateway refused the charge: " + c.Error
 		}
+		w.Header().Set("Retry-After", "1")
 		return 502, "the gateway did not confirm the charge: retry with the same key"
 	}
-	keys[scoped] = [2]string{payment, js(map[string]any{"charge_id": c.ID, "status": "paid", "order_id": p.OrderID, "amount_satang": p.Amount})}
-	return 201, keys[scoped][1]
+	answer := js(map[string]any{"charge_id": c.ID, "status": "paid", "order_id": p.OrderID, "amount_satang": p.Amount})
+	keys.Store(scoped, [2]string{payment, answer})
+	return 201, answer
 }
 
 func main() {
 	http.HandleFunc("POST /v1/payments", func(w http.ResponseWriter, r *http.Request) {
 		status, body := pay(w, r)
-		if w.Header().Set("Content-Type", "application/json"); status == 409 || status == 502 { // may be sent again
-			w.Header().Set("Retry-After", "1")
-		}
-		if status >= 400 {
+		if w.Header().Set("Content-Type", "application/json"); status >= 400 { // a refusal, as problem+json
 			w.Header().Set("Content-Type", "application/problem+json")
 			body = js(map[string]any{"title": body, "status": status})
 		}

@@ -1,17 +1,17 @@
 """The workshop's reference endpoint, POST /v1/payments safe to retry, in Python's standard library.
 GATEWAY is the gateway address the workshop page shows; ADDR where to listen (default :8000)."""
-import hashlib, json, os, threading, urllib.error, urllib.request
+import hashlib, json, os, threading, urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 lock, keys = threading.Lock(), {}  # by caller and key: [the payment, its answer (None while at work)]
 
 
 def pay(path, headers, body):  # -> status, body (or a refusal's reason), headers
-    key = headers.get("Idempotency-Key", "")
     try:
-        p = json.loads(body)
+        key, p = headers.get("Idempotency-Key", ""), json.loads(body)
         payment = [p["order_id"], p["amount_satang"]]
-        assert path == "/v1/payments" and 0 < len(key) <= 255 and payment[0] and type(payment[0]) is str and type(payment[1]) is int and payment[1] > 0
+        if not (path == "/v1/payments" and 0 < len(key) <= 255 and [type(v) for v in payment] == [str, int] and payment[0] and payment[1] > 0):
+            raise ValueError("a bad request")
     except Exception:
         return 400, "send an Idempotency-Key and {order_id, amount_satang}", {}  # nothing saved
     scoped = headers.get("Authorization", "") + "\n" + key
@@ -21,38 +21,35 @@ def pay(path, headers, body):  # -> status, body (or a refusal's reason), header
     if seen and seen[0] != payment:
         return 422, "this key was used for another payment", {}
     if seen:
-        return (201, seen[1], {"Idempotent-Replayed": "true"}) if seen[1] else (409, "this key's first request is still running", {})
+        return (201, seen[1], {"Idempotent-Replayed": "true"}) if seen[1] else (409, "this key's first request is still running", {"Retry-After": "1"})
     # The gateway's key is made from the caller's: asking again (no answer came, or the client retries) finds the charge made.
     req = urllib.request.Request(os.environ["GATEWAY"] + "/charges", json.dumps({"order_id": payment[0], "amount": payment[1]}).encode(),
                                  {"Idempotency-Key": hashlib.sha256(scoped.encode()).hexdigest(), "Content-Type": "application/json"})
-    refusal = None
-    for _ in range(3):  # no charge in the answer, or no answer: ask again, with the same key
+    refusal = 502, "the gateway did not confirm the charge: retry with the same key", {"Retry-After": "1"}
+    for _ in range(3):  # no answer, or a 5xx: ask again, with the same key
         try:
             with urllib.request.urlopen(req, timeout=10) as res:
                 answer = json.dumps({"charge_id": json.load(res)["id"], "status": "paid", "order_id": payment[0], "amount_satang": payment[1]})
             with lock:
-                keys[scoped][1] = answer
+                keys[scoped][1] = answer  # kept for every replay
             return 201, answer, {}
-        except urllib.error.HTTPError as e:
-            if e.code < 500:  # refused (a declined card): asking again changes nothing
+        except Exception as e:
+            if getattr(e, "code", 500) < 500:  # refused (a declined card): asking again changes nothing
                 refusal = e.code, "the gateway refused the charge: " + json.load(e).get("error", ""), {}
                 break
-        except Exception:
-            pass
     with lock:
         del keys[scoped]  # released: nothing was charged; a retry asks the gateway again, with the same key
-    return refusal or (502, "the gateway did not confirm the charge: retry with the same key", {})
+    return refusal
 
 
 class Payments(BaseHTTPRequestHandler):
     def do_POST(self):
         status, body, headers = pay(self.path, self.headers, self.rfile.read(min(int(self.headers.get("Content-Length") or 0), 4096)))
-        if status >= 400:  # a refusal, as problem+json; a 409 or a 502 may be sent again, with the same key
-            body, headers = json.dumps({"title": body, "status": status}), {"Retry-After": "1"} if status in (409, 502) else {}
+        if status >= 400:  # a refusal, as problem+json
+            body, headers["Content-Type"] = json.dumps({"title": body, "status": status}), "application/problem+json"
         self.send_response(status)
-        for name, value in {"Content-Type": "application/problem+json" if status >= 400 else "application/json", **headers}.items():
+        for name, value in {"Content-Type": "application/json", "Content-Length": len(body.encode()), **headers}.items():
             self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body.encode())))
         self.end_headers()
         self.wfile.write(body.encode())
 
