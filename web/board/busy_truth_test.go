@@ -3,7 +3,6 @@ package board
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"paytwice/pay"
-	"paytwice/store"
 )
 
 // heldWall is a wall clock that moves only when the test moves it: busy
@@ -73,16 +71,7 @@ func TestABusyBurstEndsWithEveryPageShowingTheBooks(t *testing.T) {
 	// The books' clock is the held wall too, so that which keys are the
 	// newest is the test's to say: the last ones are saved one at a time,
 	// a millisecond apart.
-	books, err := store.Open(filepath.Join(t.TempDir(), "books.db"), store.Options{Now: wall.Now, Synchronous: "OFF"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { books.Close() })
-	b := newTestBoard(t, func(c *Config) {
-		c.Wall = wall.Now
-		c.Hub.SetWall(wall.Now)
-		c.Store = books
-	}, 10)
+	books, b := newBooksBoard(t, wall)
 	const pages, payments = 3, 300
 	// The last payment is in the books only: it has no event.
 	const unseen = payments

@@ -199,16 +199,7 @@ func shownOrders(root *html.Node) []string {
 // charged more than once and those left out are what the database holds.
 func TestOrdersListOnThePagesIsTheBooks(t *testing.T) {
 	wall := newHeldWall()
-	books, err := store.Open(filepath.Join(t.TempDir(), "books.db"), store.Options{Now: wall.Now, Synchronous: "OFF"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { books.Close() })
-	b := newTestBoard(t, func(c *Config) {
-		c.Wall = wall.Now
-		c.Hub.SetWall(wall.Now)
-		c.Store = books
-	}, 10)
+	books, b := newBooksBoard(t, wall)
 
 	var pages []*framePage
 	watch := func() {
@@ -392,4 +383,21 @@ func TestOrdersAfterAFrame(t *testing.T) {
 			t.Errorf("the list lacks order %s", want)
 		}
 	}
+}
+
+// newBooksBoard is a board on books of its own, in a SQLite file, with the
+// held wall as the clock of the board, its hub and the books alike: which
+// keys are the newest is then the test's to say.
+func newBooksBoard(t *testing.T, wall *heldWall) (*store.DB, *testBoard) {
+	t.Helper()
+	books, err := store.Open(filepath.Join(t.TempDir(), "books.db"), store.Options{Now: wall.Now, Synchronous: "OFF"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { books.Close() })
+	return books, newTestBoard(t, func(c *Config) {
+		c.Wall = wall.Now
+		c.Hub.SetWall(wall.Now)
+		c.Store = books
+	}, 10)
 }
