@@ -104,6 +104,10 @@ type Progress struct {
 	// stopped is set when the server stopped while the request was held
 	// (StopHeld): nobody stepped it on.
 	stopped atomic.Bool
+	// plays is the stepper's count of Plays when the request was last
+	// held: one that differs at its next checkpoint means Play came while
+	// it was on its way there, and it runs to the end too.
+	plays uint64
 }
 
 // Stopped reports whether the server stopped while the request was held:
@@ -203,6 +207,10 @@ type Stepper struct {
 	mu   sync.Mutex
 	held []*heldRequest // oldest first
 	off  chan struct{}  // closed when step mode is turned off: every hold ends
+	// plays counts Play: a request stepped on (Next) and on its way to its
+	// next checkpoint is not held when Play comes, and must not be held
+	// again after it either.
+	plays uint64
 
 	// The other servers on the database, when there are (shared.go):
 	// their held requests as their events and announcements told, and
@@ -245,6 +253,7 @@ func (st *Stepper) Hold(p Request, cp Checkpoint) {
 		stopUnstepped(ps, cp)
 		return
 	}
+	heldBefore := ps.past != 0
 	ps.past = cp
 	h := &heldRequest{r: p, at: cp, since: st.cfg.Now(), next: make(chan struct{})}
 	st.mu.Lock()
@@ -252,6 +261,14 @@ func (st *Stepper) Hold(p Request, cp Checkpoint) {
 		st.mu.Unlock()
 		return
 	}
+	if heldBefore && ps.plays != st.plays {
+		// Stepped on before the presenter pressed Play, and between two
+		// checkpoints then: Play meant it too.
+		st.mu.Unlock()
+		ps.free.Store(true)
+		return
+	}
+	ps.plays = st.plays
 	if st.closing.Load() {
 		st.mu.Unlock()
 		stopUnstepped(ps, cp)
@@ -364,11 +381,13 @@ func (st *Stepper) Next(id string, toEnd bool) (string, error) {
 	return h.r.ID(), nil
 }
 
-// Play lets every held request run to the end; step mode stays on for the
-// requests that come next.
+// Play lets every held request run to the end, and every request stepped
+// on and still on its way to its next checkpoint; step mode stays on for
+// the requests that come next.
 func (st *Stepper) Play() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.plays++
 	held := slices.Clone(st.held)
 	for _, h := range held {
 		h.r.Step().free.Store(true)

@@ -140,3 +140,58 @@ func TestStepperRenewsATinyLeaseWithoutPanicking(t *testing.T) {
 		t.Fatalf("leases renewed %v", leases)
 	}
 }
+
+// Play lets go a request the presenter stepped on a moment before, still
+// on its way to its next checkpoint: it is not held there, nor after. A
+// request that arrives after Play is held as ever (step mode stays on).
+func TestPlayLetsGoARequestBetweenTwoCheckpoints(t *testing.T) {
+	hub := live.New(0, nil)
+	r := room.New(room.Memory(), "id", "s1", room.Defaults, func(old, next room.State) {}, t.Logf)
+	st := step.New(t.Context(), step.Config{Name: "s1", Room: r, Hub: hub, Now: time.Now, Logf: t.Logf})
+	st.After = func(time.Duration) <-chan time.Time { return nil }
+	holdThenNext(t, st, hub) // rq_1 stepped on from "key claimed"
+	// The request's goroutine has left "key claimed" and not reached the
+	// gateway call yet when the presenter presses Play.
+	req := &request{id: "rq_2", done: make(chan struct{}), hub: hub, renewals: make(chan time.Duration, 10)}
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		st.At(req, live.Claimed)
+	}()
+	waitHeldCount(t, st, 1)
+	if _, err := st.Next("rq_2", false); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	if n := st.Play(); n != 0 {
+		t.Fatalf("Play let %d held requests go, want none held", n)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		st.At(req, live.GatewayCall)
+		st.At(req, live.Charged)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the request stepped on before Play was held again: %+v", st.State().Held)
+	}
+	// A new request is held: Play did not turn step mode off.
+	later := &request{id: "rq_3", done: make(chan struct{}), hub: hub, renewals: make(chan time.Duration, 10)}
+	go st.At(later, live.Received)
+	waitHeldCount(t, st, 1)
+	st.Play()
+}
+
+// waitHeldCount waits, bounded, until st holds n requests.
+func waitHeldCount(t *testing.T, st *step.Stepper, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(st.State().Held) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("held %d, want %d", len(st.State().Held), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
