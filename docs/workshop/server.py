@@ -1,6 +1,6 @@
 """The workshop's reference endpoint, POST /v1/payments safe to retry, in Python's standard library.
 GATEWAY is the gateway address the workshop page shows; ADDR where to listen (default :8000)."""
-import hashlib, json, os, threading, urllib.request
+import hashlib, json, os, threading, urllib.error, urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 lock, keys = threading.Lock(), {}  # by caller and key: [the payment, its answer (None while at work)]
@@ -25,26 +25,38 @@ def pay(path, headers, body):  # -> status, body (or a refusal's reason), header
     # The gateway's key is made from the caller's: asking again (no answer came, or the client retries) finds the charge made.
     req = urllib.request.Request(os.environ["GATEWAY"] + "/charges", json.dumps({"order_id": payment[0], "amount": payment[1]}).encode(),
                                  {"Idempotency-Key": hashlib.sha256(scoped.encode()).hexdigest(), "Content-Type": "application/json"})
-    refusal = 502, "the gateway did not confirm the charge: retry with the same key", {"Retry-After": "1"}
+    status, charge = 0, {}  # the gateway's answer (0 while none came), its body if JSON
     for _ in range(3):  # no answer, or a 5xx: ask again, with the same key
         try:
-            with urllib.request.urlopen(req, timeout=10) as res:
-                answer = json.dumps({"charge_id": json.load(res)["id"], "status": "paid", "order_id": payment[0], "amount_satang": payment[1]})
-            with lock:
-                keys[scoped][1] = answer  # kept for every replay
-            return 201, answer, {}
-        except Exception as e:
-            if getattr(e, "code", 500) < 500:  # refused (a declined card): asking again changes nothing
-                refusal = e.code, "the gateway refused the charge: " + json.load(e).get("error", ""), {}
-                break
+            try:
+                res = urllib.request.urlopen(req, timeout=10)
+            except urllib.error.HTTPError as e:  # a refusal or a 5xx: its body read as any answer's
+                res = e
+            with res:
+                status, body = res.status, res.read()
+            charge = json.loads(body)
+        except Exception:
+            pass  # no answer, or a body that is no JSON: its status counts all the same
+        if 0 < status < 500:
+            break
+    charge = charge if isinstance(charge, dict) else {}
+    if isinstance(charge.get("id"), str) and charge["id"]:
+        answer = json.dumps({"charge_id": charge["id"], "status": "paid", "order_id": payment[0], "amount_satang": payment[1]})
+        with lock:
+            keys[scoped][1] = answer  # kept for every replay
+        return 201, answer, {}
     with lock:
         del keys[scoped]  # released: nothing was charged; a retry asks the gateway again, with the same key
-    return refusal
+    if 400 <= status < 500:  # refused (a declined card): asking again changes nothing
+        reason = charge.get("error")
+        return status, "the gateway refused the charge: " + (reason if isinstance(reason, str) else ""), {}
+    return 502, "the gateway did not confirm the charge: retry with the same key", {"Retry-After": "1"}
 
 
 class Payments(BaseHTTPRequestHandler):
     def do_POST(self):
-        status, body, headers = pay(self.path, self.headers, self.rfile.read(min(int(self.headers.get("Content-Length") or 0), 4096)))
+        length = self.headers.get("Content-Length") or "0"  # at most 4 KiB is read; another length is no body
+        status, body, headers = pay(self.path, self.headers, self.rfile.read(int(length)) if length.isdecimal() and int(length) <= 4096 else b"")
         if status >= 400:  # a refusal, as problem+json
             body, headers["Content-Type"] = json.dumps({"title": body, "status": status}), "application/problem+json"
         self.send_response(status)
