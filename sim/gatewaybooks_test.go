@@ -18,6 +18,8 @@ type sharedBooks struct {
 	mu   sync.Mutex
 	kept []GatewayHTTPCharge
 	fail bool
+	// closed, when set, refuses every charge with it as the reason.
+	closed string
 }
 
 func (b *sharedBooks) Record(_ context.Context, c GatewayHTTPCharge) (GatewayHTTPCharge, bool, GatewayTally, error) {
@@ -25,6 +27,9 @@ func (b *sharedBooks) Record(_ context.Context, c GatewayHTTPCharge) (GatewayHTT
 	defer b.mu.Unlock()
 	if b.fail {
 		return GatewayHTTPCharge{}, false, GatewayTally{}, errors.New("the books are away")
+	}
+	if b.closed != "" {
+		return GatewayHTTPCharge{}, false, GatewayTally{}, &GatewayClosed{Reason: b.closed}
 	}
 	for _, k := range b.kept {
 		if k.Key == c.Key {
@@ -52,7 +57,8 @@ func (b *sharedBooks) ByOrder(_ context.Context, order string, limit int) ([]Gat
 // even with twenty requests of it racing on both; an order lists the
 // charges either made; a gateway started on kept books knows their keys;
 // books that do not answer are a 503, and the same key afterwards is
-// charged once.
+// charged once; books closed to charges (the student removed) are a 410
+// with their reason, not an outage.
 func TestGatewayBooksDecide(t *testing.T) {
 	books := &sharedBooks{}
 	var servers []*httptest.Server
@@ -139,5 +145,18 @@ func TestGatewayBooksDecide(t *testing.T) {
 	}
 	if len(books.kept) != 3 {
 		t.Errorf("the books hold %d charges, want 3 (k1, k2, k3 once each)", len(books.kept))
+	}
+
+	books.mu.Lock()
+	books.closed = "The presenter removed this student from the workshop."
+	books.mu.Unlock()
+	for i := range 2 { // asking again changes nothing
+		code, body := charge(hs.URL, "k4", "A-3")
+		if code != http.StatusGone || !strings.Contains(body, "The presenter removed this student") || strings.Contains(body, "did not answer") {
+			t.Errorf("k4 on closed books, try %d: %d %s, want 410 with the books' reason", i+1, code, body)
+		}
+	}
+	if len(books.kept) != 3 {
+		t.Errorf("the closed books hold %d charges, want the 3 kept before", len(books.kept))
 	}
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -78,6 +79,17 @@ type GatewayBooks interface {
 	// were kept, and how many the order holds.
 	ByOrder(ctx context.Context, orderID string, limit int) ([]GatewayHTTPCharge, int, error)
 }
+
+// GatewayClosed is GatewayBooks.Record's refusal of a charge because
+// whoever serves the gateway closed it for good (a workshop's presenter
+// removed its student): the charge is answered 410 Gone with Reason,
+// nothing charged, where books that do not answer get a 503 asking for
+// the same key again.
+type GatewayClosed struct {
+	Reason string
+}
+
+func (e *GatewayClosed) Error() string { return e.Reason }
 
 // KeepIn makes b the gateway's books from now on: held are the charges b
 // kept before (oldest first, at most the ledger's bound: the newest),
@@ -292,6 +304,11 @@ func (g *GatewayHandler) handleCharge(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ch, fresh, err := g.record(r.Context(), key, req.OrderID, req.AmountSatang)
+	if closed, ok := errors.AsType[*GatewayClosed](err); ok {
+		// Not an outage: asking again changes nothing.
+		gatewayError(w, http.StatusGone, "%s", closed.Reason)
+		return
+	}
 	if err != nil {
 		// Whether the books took the charge is unknown: the same key
 		// again finds out, and never charges twice.

@@ -45,8 +45,9 @@ type booksFence struct {
 }
 
 // errRemovedStudent refuses a charge whose student the presenter removed
-// while it was inside their gateway.
-var errRemovedStudent = pay.Errorf(pay.ENOTFOUND, "the presenter removed this student from the workshop, so their gateway charges nothing more")
+// while it was inside their gateway: a 410 with this sentence, which is
+// no outage of the gateway, so no advice to send it again.
+var errRemovedStudent = &sim.GatewayClosed{Reason: "The presenter removed this student from the workshop: nothing was charged, and this gateway takes no more charges. Open the workshop page again to register anew, with a new gateway."}
 
 // close refuses every charge from now on, at once.
 func (f *booksFence) close() {
