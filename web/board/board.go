@@ -216,8 +216,11 @@ func Start(cfg Config) *Board {
 	p.load(cfg.Ctx)
 	// Events up to start have no frames: a viewer resuming from before
 	// them is redrawn.
+	p.mu.Lock()
+	p.drawKeptLocked(start)
 	p.modelSeq, p.frameSeq, p.lostSeq = start, start, start
 	p.ownFrom = start
+	p.mu.Unlock()
 	go p.run(cfg.Hub.SubscribeEchoes(start))
 	go p.tick()
 	return p
