@@ -30,7 +30,7 @@ func (h workshopHandlers) removeStudent(r *http.Request, name string) error {
 	}
 	if err != nil {
 		h.logf("%v", err)
-		return pay.Errorf(pay.EUNAVAILABLE, "%s is removed, but the store did not delete their gateway's books; they are deleted at the next removal or reset.", pay.Truncate(name, 40))
+		return pay.Errorf(pay.EUNAVAILABLE, "%s is removed, but their gateway's books are not deleted yet (the store did not answer, or a charge still on its way to them outlasted this request); they are deleted at the next removal or reset.", pay.Truncate(name, 40))
 	}
 	return nil
 }
@@ -39,7 +39,7 @@ func (h workshopHandlers) reset(r *http.Request) (int, error) {
 	n, err := h.ws.Reset(r.Context())
 	if err != nil {
 		h.logf("%v", err)
-		return n, pay.Errorf(pay.EUNAVAILABLE, "%d students are removed, but the store did not delete their gateways' books; they are deleted at the next removal or reset.", n)
+		return n, pay.Errorf(pay.EUNAVAILABLE, "%d students are removed, but their gateways' books are not deleted yet (the store did not answer, or a charge still on its way to them outlasted this request); they are deleted at the next removal or reset.", n)
 	}
 	return n, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"paytwice/pay"
 	"paytwice/sim"
@@ -40,8 +39,10 @@ func (w *Workshop) newGateway(secret string, held []sim.GatewayHTTPCharge, t sim
 // removal deletes them, which then deletes it too, or is refused; it
 // never writes a row that belongs to no student.
 type booksFence struct {
-	closed   atomic.Bool
-	inFlight sync.RWMutex // held shared by each charge on its way to the books
+	mu       sync.Mutex
+	closed   bool
+	inFlight int           // charges past the fence, on their way to the books
+	left     chan struct{} // closed when the last of them leaves a closed fence
 }
 
 // errRemovedStudent refuses a charge whose student the presenter removed
@@ -49,26 +50,68 @@ type booksFence struct {
 // no outage of the gateway, so no advice to send it again.
 var errRemovedStudent = &sim.GatewayClosed{Reason: "The presenter removed this student from the workshop: nothing was charged, and this gateway takes no more charges. Open the workshop page again to register anew, with a new gateway."}
 
-// close refuses every charge from now on, at once.
-func (f *booksFence) close() {
-	if f != nil {
-		f.closed.Store(true)
+// enter lets a charge through on its way to the books, unless f is
+// closed; the charge calls leave once the books have answered it.
+func (f *booksFence) enter() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	f.inFlight++
+	return true
+}
+
+func (f *booksFence) leave() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.inFlight--; f.inFlight == 0 && f.left != nil {
+		close(f.left)
+		f.left = nil
 	}
 }
 
-// closeAndWait closes f, then waits for the charges already on their way
-// to the books: the books can be deleted once it returns.
-func (f *booksFence) closeAndWait() {
-	if f == nil {
-		return
+// close refuses every charge from now on, at once.
+func (f *booksFence) close() {
+	if f != nil {
+		f.mu.Lock()
+		f.closed = true
+		f.mu.Unlock()
 	}
-	f.close()
-	// Taken once every charge that passed the fence before it closed has
-	// left; a charge that comes while it is held waits, then finds the
-	// fence closed.
-	f.inFlight.Lock()
-	defer f.inFlight.Unlock()
-	f.closed.Store(true)
+}
+
+// isClosed says whether f refuses charges.
+func (f *booksFence) isClosed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closed
+}
+
+// closeAndWait closes f, then waits for the charges already on their way
+// to the books, or for ctx to end (the presenter hung up, the server is
+// stopping): the books can be deleted once it returns nil, and not
+// before, since a charge still on its way would write after them.
+func (f *booksFence) closeAndWait(ctx context.Context) error {
+	if f == nil {
+		return nil
+	}
+	f.mu.Lock()
+	f.closed = true
+	if f.inFlight == 0 {
+		f.mu.Unlock()
+		return nil
+	}
+	if f.left == nil {
+		f.left = make(chan struct{})
+	}
+	left := f.left
+	f.mu.Unlock()
+	select {
+	case <-left:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // keptBooks are one student's charges read from Config.Books.
@@ -131,11 +174,10 @@ type studentBooks struct {
 }
 
 func (b studentBooks) Record(ctx context.Context, c sim.GatewayHTTPCharge) (sim.GatewayHTTPCharge, bool, sim.GatewayTally, error) {
-	b.fence.inFlight.RLock()
-	defer b.fence.inFlight.RUnlock()
-	if b.fence.closed.Load() {
+	if !b.fence.enter() {
 		return sim.GatewayHTTPCharge{}, false, sim.GatewayTally{}, errRemovedStudent
 	}
+	defer b.fence.leave()
 	kept, fresh, t, err := b.books.RecordWorkshopCharge(ctx, b.secret,
 		pay.GatewayCharge{Key: c.Key, ID: c.ID, OrderID: c.OrderID, AmountSatang: c.AmountSatang, CreatedAt: c.CreatedAt}, b.keep)
 	return httpCharge(kept), fresh, sim.GatewayTally{Held: t.Held, Pruned: t.Pruned}, err

@@ -50,21 +50,16 @@ func (w *Workshop) remove(ctx context.Context, match func(*student) bool, first 
 	for _, st := range gone {
 		w.forgetLocked(st)
 		w.remembered = append(w.remembered, st.secret)
-		w.unbooked = append(w.unbooked, st.secret)
+		w.unbooked = append(w.unbooked, unbooked{st.secret, st.fence})
 	}
 	if over := len(w.remembered) - maxRemembered; over > 0 {
 		w.remembered = slices.Delete(w.remembered, 0, over)
 	}
-	unbooked := slices.Clone(w.unbooked)
+	pending := slices.Clone(w.unbooked)
 	if len(gone) > 0 {
 		w.changedLocked()
 	}
 	w.mu.Unlock()
-	// A charge already inside a removed student's gateway reaches the
-	// books before they are deleted below, or is refused.
-	for _, st := range gone {
-		st.fence.closeAndWait()
-	}
 	if len(gone) > 0 && w.cfg.Keeper != nil {
 		// Kept at once, so that every board read after this answer has
 		// the students gone; the saver writes it again should this fail.
@@ -77,16 +72,34 @@ func (w *Workshop) remove(ctx context.Context, match func(*student) bool, first 
 			}
 		}
 	}
-	if w.cfg.Books == nil || len(unbooked) == 0 {
+	if w.cfg.Books == nil || len(pending) == 0 {
 		return len(gone), nil
 	}
-	if err := w.cfg.Books.DeleteWorkshopBooks(ctx, unbooked...); err != nil {
+	// A charge already inside a removed student's gateway reaches the
+	// books before they are deleted below, or is refused; the removal
+	// waits for it as long as ctx lasts, and past that leaves the books
+	// to the next removal, which waits for it again.
+	secrets := make([]string, 0, len(pending))
+	for _, u := range pending {
+		if err := u.fence.closeAndWait(ctx); err != nil {
+			return len(gone), fmt.Errorf("workshop: the removed students' gateway books wait for a charge on its way to them: %w", err)
+		}
+		secrets = append(secrets, u.secret)
+	}
+	if err := w.cfg.Books.DeleteWorkshopBooks(ctx, secrets...); err != nil {
 		return len(gone), fmt.Errorf("workshop: deleting the removed students' gateway books: %w", err)
 	}
 	w.mu.Lock()
-	w.unbooked = slices.DeleteFunc(w.unbooked, func(s string) bool { return slices.Contains(unbooked, s) })
+	w.unbooked = slices.DeleteFunc(w.unbooked, func(u unbooked) bool { return slices.Contains(secrets, u.secret) })
 	w.mu.Unlock()
 	return len(gone), nil
+}
+
+// unbooked is a removed student whose gateway's books are still to be
+// deleted, and the fence their charges pass.
+type unbooked struct {
+	secret string
+	fence  *booksFence
 }
 
 // forgetLocked takes st out of the workshop: its gateway answers no

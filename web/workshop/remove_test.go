@@ -2,6 +2,7 @@ package workshop
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -101,7 +102,7 @@ func TestRemovalAndAChargeInFlightAgree(t *testing.T) {
 	// The removal has closed Cat's fence (and waits for the held charge)
 	// or, without one, has already deleted the books: either way the held
 	// charge goes on only now.
-	for deadline := time.Now().Add(time.Minute); !fence.closed.Load() && len(removed) == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); !fence.isClosed() && len(removed) == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the removal neither closed Cat's fence nor returned within a minute")
 		}
@@ -136,4 +137,76 @@ func (w *Workshop) fenceOf(t *testing.T, mine Mine) *booksFence {
 	}
 	t.Fatal("Cat is no longer known")
 	return nil
+}
+
+// TestRemovalWaitsForAChargeOnlyAsLongAsItsContext: a charge is held on
+// its way to Cat's books when the presenter removes Cat and then hangs
+// up (or the server stops): the removal stops waiting for the charge
+// when its context ends, says so, and leaves the books, which the held
+// charge still writes to; the next removal (here a reset with nobody
+// left) waits for that charge and deletes them. Before, the removal
+// waited on a lock that knew no context, for as long as the charge took.
+func TestRemovalWaitsForAChargeOnlyAsLongAsItsContext(t *testing.T) {
+	books := &heldBooks{entered: make(chan struct{}), release: make(chan struct{}), rows: map[string]int{}}
+	w := New(Config{Guard: NewGuard(Nets(netip.MustParsePrefix("127.0.0.2/32"))), Books: books, Now: time.Now})
+	w.SetOn(true)
+	mine, err := w.Register(context.Background(), "cat", "10.0.0.1", "Cat", "http://127.0.0.2:8000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := strings.TrimPrefix(mine.GatewayPath, GatewayPrefix)
+	gw, leave, err := w.EnterGateway(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leave()
+	first := make(chan int, 1)
+	go func() {
+		req := httptest.NewRequest(http.MethodPost, "/charges", strings.NewReader(`{"order_id": "o-1", "amount": 100}`))
+		req.Header.Set("Idempotency-Key", "k-held")
+		rec := httptest.NewRecorder()
+		gw.ServeHTTP(rec, req)
+		first <- rec.Code
+	}()
+	<-books.entered
+
+	fence := w.fenceOf(t, mine)
+	hungUp, hangUp := context.WithCancel(context.Background())
+	removed := make(chan error, 1)
+	go func() {
+		ok, err := w.Remove(hungUp, "Cat")
+		if ok && err == nil {
+			err = errors.New("the removal says it deleted Cat's books while a charge was on its way to them")
+		}
+		removed <- err
+	}()
+	for deadline := time.Now().Add(time.Minute); !fence.isClosed(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the removal did not close Cat's fence within a minute")
+		}
+	}
+	hangUp()
+	select {
+	case err := <-removed:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the removal after its presenter hung up: %v, want it to say it stopped waiting (context.Canceled)", err)
+		}
+	case <-time.After(time.Minute):
+		close(books.release)
+		t.Fatal("the removal still waits for the held charge a minute after its presenter hung up")
+	}
+
+	close(books.release)
+	if code := <-first; code != http.StatusCreated {
+		t.Errorf("the charge held through the removal: %d, want 201 (it passed the fence before it closed)", code)
+	}
+	if rows := books.held(); rows[secret] != 1 {
+		t.Fatalf("after the held charge, Cat's books hold %d charges, want the 1 the removal left to the next", rows[secret])
+	}
+	if n, err := w.Reset(context.Background()); n != 0 || err != nil {
+		t.Fatalf("a reset with nobody left: %d removed, %v", n, err)
+	}
+	if rows := books.held(); rows[secret] != 0 {
+		t.Errorf("after the next removal, Cat's books hold %d charges, want none", rows[secret])
+	}
 }

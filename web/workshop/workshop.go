@@ -166,7 +166,8 @@ type Workshop struct {
 	// remembered are the secrets of the students the presenter removed
 	// here, newest last, at most maxRemembered; unbooked those whose
 	// books are still to be deleted.
-	remembered, unbooked []string
+	remembered []string
+	unbooked   []unbooked
 	// workers are the queue's workers; stopped is closed once they and
 	// the saver are done.
 	workers sync.WaitGroup
