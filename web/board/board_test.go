@@ -70,10 +70,11 @@ func (b *testBoard) caughtUp(t testing.TB) *testBoard {
 	return b
 }
 
-// waitUntil polls cond every few milliseconds for up to five seconds.
+// waitUntil polls cond every few milliseconds, for up to two minutes: a
+// bound only a broken test reaches (docs/testing.md).
 func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -19,6 +19,9 @@ type model struct {
 	counters views.Counters
 	faults   views.FaultSwitches
 	orderBook
+	// keysShown is the key table as the frames left it on the pages,
+	// while the rows above are ahead of it (keyops.go).
+	keysShown keysOnPages
 
 	fullNext bool // the next frame redraws every panel
 	// steps is the step bar as the frames drew it last (stepbar.go's
@@ -108,6 +111,7 @@ func (p *Board) snapshotLocked() views.Live {
 		// the next frame draws the list whole, for every page alike.
 		p.shown = nil
 	}
+	p.keysUnknown()
 	l := views.Live{Epoch: p.cfg.Hub.Epoch(), Seq: p.modelSeq, Now: p.cfg.Clock.Now(), Counters: p.countersLocked(), Faults: p.faults, Steps: p.steps}
 	if !p.place.IsZero() {
 		l.Place = p.place.String()

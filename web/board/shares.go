@@ -139,8 +139,8 @@ func forgetIdle(meters map[string]*rateMeter, now time.Time) {
 func (s *sourceShares) reset() { s.rows = map[string]*mutedRow{} }
 
 // mutedFrame is what a muted event draws: the caller's row, new or
-// refreshed, with the counters and the key table, at most every
-// shareRefresh per caller; nothing in between. p.mu is held.
+// refreshed, with the counters and the key table's changes (keyOps), at
+// most every shareRefresh per caller; nothing in between. p.mu is held.
 func (p *Board) mutedFrame(e live.Event, key string, now time.Time) []templ.Component {
 	s := &p.shares
 	r := s.rows[key]
@@ -183,13 +183,13 @@ func (p *Board) mutedFrame(e live.Event, key string, now time.Time) []templ.Comp
 		ops = append(ops, views.StepView(r.row.Steps[0], true), views.Outcome(r.row.ID, r.row.Outcome, true))
 	}
 	r.drawn, r.held = now, false
-	ops = append(ops, inTable(views.KeysBody(p.snapshotKeysLocked(), p.cfg.Clock.Now(), true)))
+	ops = append(ops, p.keyOps(false)...)
 	return append(ops, p.countersOps()...)
 }
 
 // drawHeld draws what the muted events of the row of key changed since
 // it was last drawn, when no later event of its caller did: the row, the
-// key table and the counters, each replaced whole, as a refresh frame.
+// key table's changes and the counters, as a refresh frame.
 // In busy mode nothing is drawn here: the busy refreshes draw the
 // counters, and leaving it the tables.
 func (p *Board) drawHeld(key string, r *mutedRow) {
@@ -206,7 +206,7 @@ func (p *Board) drawHeld(key string, r *mutedRow) {
 		p.mutedText(r)
 		ops = append(ops, views.StepView(r.row.Steps[0], true), views.Outcome(r.row.ID, r.row.Outcome, true))
 	}
-	ops = append(ops, inTable(views.KeysBody(p.snapshotKeysLocked(), p.cfg.Clock.Now(), true)))
+	ops = append(ops, p.keyOps(true)...)
 	ops = append(ops, p.countersOps()...)
 	p.addFrameLocked(p.modelSeq, true, ops)
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/a-h/templ"
+
 	"paytwice/pay"
 	"paytwice/views"
 )
@@ -13,34 +15,49 @@ import (
 
 // upsertKey changes the event's key row, inserting it at the top if the
 // table does not have it.
-// table does not have it.
-
 func (p *Board) upsertKey(u *update, change func(*views.KeyRow)) {
 	e := u.e
 	if e.Key == "" {
 		return
 	}
+	if u.quiet {
+		p.keysQuiet()
+	}
 	if k := p.findKey(e.Scope, e.Key); k != nil {
 		change(k)
 		if !u.quiet {
-			u.add(redrawOf(k.ID, inTable(views.KeyRowView(*k, p.cfg.Clock.Now(), true))))
+			u.add(p.keyRowOps(k)...)
 		}
 		return
 	}
 	k := &views.KeyRow{ID: keyDOMID(e.Scope, e.Key), Scope: e.Scope, Key: e.Key, PersonalData: pay.PersonalData(e.Key), Fingerprint: e.Fingerprint, OrderID: shortOrderID(e.OrderID), Amount: e.Amount, Created: e.Time}
 	change(k)
 	p.keys = slices.Insert(p.keys, 0, k)
-	if !u.quiet {
-		u.add(views.FrameInsertKey(*k, p.cfg.Clock.Now()))
-	}
+	var old *views.KeyRow
 	if len(p.keys) > liveKeys {
-		old := p.keys[len(p.keys)-1]
+		old = p.keys[len(p.keys)-1]
 		p.keys[len(p.keys)-1] = nil
 		p.keys = p.keys[:len(p.keys)-1]
-		if !u.quiet {
+	}
+	switch {
+	case u.quiet:
+	case p.keysShown.ahead:
+		u.add(p.keyOps(false)...)
+	default:
+		u.add(views.FrameInsertKey(*k, p.cfg.Clock.Now()))
+		if old != nil {
 			u.add(views.FrameDelete(old.ID))
 		}
 	}
+}
+
+// keyRowOps draws a changed key row: by itself, or with the changes the
+// pages have not had yet (keyOps).
+func (p *Board) keyRowOps(k *views.KeyRow) []templ.Component {
+	if p.keysShown.ahead {
+		return p.keyOps(false)
+	}
+	return []templ.Component{redrawOf(k.ID, inTable(views.KeyRowView(*k, p.cfg.Clock.Now(), true)))}
 }
 
 // findKey returns the row of a key the table shows, nil if none. A row is
@@ -58,9 +75,12 @@ func (p *Board) findKey(scope, key string) *views.KeyRow {
 // hitKey counts a request that found its key already there.
 func (p *Board) hitKey(u *update) {
 	if k := p.findKey(u.e.Scope, u.e.Key); k != nil {
+		if u.quiet {
+			p.keysQuiet()
+		}
 		k.Hits++
 		if !u.quiet {
-			u.add(redrawOf(k.ID, inTable(views.KeyRowView(*k, p.cfg.Clock.Now(), true))))
+			u.add(p.keyRowOps(k)...)
 		}
 	}
 }
@@ -69,8 +89,15 @@ func (p *Board) removeKey(u *update) {
 	id := keyDOMID(u.e.Scope, u.e.Key)
 	for i, k := range p.keys {
 		if k.ID == id {
+			if u.quiet {
+				p.keysQuiet()
+			}
 			p.keys = slices.Delete(p.keys, i, i+1)
-			u.add(views.FrameDelete(id))
+			if p.keysShown.ahead && !u.quiet {
+				u.add(p.keyOps(false)...)
+			} else {
+				u.add(views.FrameDelete(id))
+			}
 			return
 		}
 	}

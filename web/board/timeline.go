@@ -68,6 +68,9 @@ func (p *Board) apply(e live.Event) {
 		p.leaveBusy()
 		p.fullNext = true
 	case live.Pruned:
+		if u.quiet {
+			p.keysQuiet()
+		}
 		p.keys = nil
 		for i := range pruned {
 			p.keys = append(p.keys, &pruned[i])
@@ -85,6 +88,7 @@ func (p *Board) apply(e live.Event) {
 	case p.fullNext:
 		p.fullNext = false
 		p.countersDrawnLocked()
+		p.keysDrawn()
 		p.addFrameLocked(e.Seq, false, append(p.fullFrameLocked(), mark...))
 		return
 	case muted && p.busy == nil:
@@ -107,7 +111,8 @@ func (p *Board) apply(e live.Event) {
 	}
 
 	if u.keysChanged {
-		u.add(inTable(views.KeysBody(p.snapshotKeysLocked(), p.cfg.Clock.Now(), true)))
+		p.keysDrawn()
+		u.add(redrawOf("keys-body", inTable(views.KeysBody(p.snapshotKeysLocked(), p.cfg.Clock.Now(), true))))
 	}
 	u.add(p.counterOps(before)...)
 	if faults != nil {

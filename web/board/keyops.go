@@ -1,0 +1,121 @@
+package board
+
+import (
+	"github.com/a-h/templ"
+
+	"paytwice/views"
+)
+
+// keysOnPages is the key table as the frames leave it on the pages, for
+// while the board's table is ahead of it: a caller over its share (or busy
+// mode) changes the board's key rows with no frame of their own, and the
+// frame that later draws them (keyOps) changes the pages' table a row at
+// a time rather than redrawing its liveKeys rows on every page, which a
+// flooding caller made every page receive twice a second.
+type keysOnPages struct {
+	// ahead says the board's rows changed with no frame to say so.
+	ahead bool
+	// known says shown is the pages' table; false when a page may have
+	// another (one was drawn from the model while ahead), so that the next
+	// frame draws the table whole.
+	known bool
+	shown []views.KeyRow // newest first, while ahead and known
+}
+
+// keysQuiet notes, before a change of the key rows that no frame draws,
+// the table as the pages have it. p.mu is held.
+func (p *Board) keysQuiet() {
+	if p.keysShown.ahead {
+		return
+	}
+	p.keysShown = keysOnPages{ahead: true, known: true, shown: p.snapshotKeysLocked()}
+}
+
+// keysDrawn notes that a frame draws the whole key table: the pages have
+// the board's.
+func (p *Board) keysDrawn() { p.keysShown = keysOnPages{} }
+
+// keysUnknown notes that a page is drawn from the model: if the board is
+// ahead of the frames, that page has rows the others do not, and the
+// next frame draws the table whole for every page alike.
+func (p *Board) keysUnknown() {
+	if p.keysShown.ahead {
+		p.keysShown.known, p.keysShown.shown = false, nil
+	}
+}
+
+// keyOps brings the key table on the pages from what the frames left
+// there to the board's rows: the rows gone are deleted, the new ones
+// (which a flood adds at the top) inserted, and the rows whose status,
+// code or hits changed redrawn, each by itself. The table is drawn whole
+// when the pages' copy is not known, when the change is not one of rows
+// added at the top (a prune, a reload: nothing else reorders it), or when
+// every row would be drawn anyway (a flood of a new key every few
+// milliseconds turns the table over between two frames).
+// Nothing when the pages have the board's table already. For a refresh
+// frame, which a page may take twice (it shares the id of the frame
+// before it), each new row's insertion first deletes the row, so that
+// taking it again does not show it twice.
+func (p *Board) keyOps(refresh bool) []templ.Component {
+	was := p.keysShown
+	if !was.ahead {
+		return nil
+	}
+	p.keysDrawn()
+	now := p.cfg.Clock.Now()
+	whole := []templ.Component{redrawOf("keys-body", inTable(views.KeysBody(p.snapshotKeysLocked(), now, true)))}
+	if !was.known {
+		return whole
+	}
+	before := make(map[string]int, len(was.shown))
+	for i, k := range was.shown {
+		before[k.ID] = i
+	}
+	// The new rows are the top of the board's table; the rows below them
+	// are rows the pages have, in the pages' order.
+	fresh := 0
+	for fresh < len(p.keys) {
+		if _, ok := before[p.keys[fresh].ID]; ok {
+			break
+		}
+		fresh++
+	}
+	kept := make(map[string]bool, len(p.keys)-fresh)
+	last := -1
+	for _, k := range p.keys[fresh:] {
+		i, ok := before[k.ID]
+		if !ok || i < last {
+			return whole
+		}
+		last = i
+		kept[k.ID] = true
+	}
+	var changed []*views.KeyRow
+	for _, k := range p.keys[fresh:] {
+		if *k != was.shown[before[k.ID]] {
+			changed = append(changed, k)
+		}
+	}
+	if fresh+len(changed) >= len(p.keys) {
+		// Every row drawn anyway: the whole table costs no more, and
+		// deletes nothing one by one.
+		return whole
+	}
+	var ops []templ.Component
+	for _, k := range was.shown {
+		if !kept[k.ID] {
+			ops = append(ops, partOf("keys-body", "", views.FrameDelete(k.ID)))
+		}
+	}
+	for _, k := range changed {
+		ops = append(ops, partOf("keys-body", k.ID, inTable(views.KeyRowView(*k, now, true))))
+	}
+	// Oldest first: each goes in at the top, above the one before.
+	for i := fresh - 1; i >= 0; i-- {
+		if refresh {
+			ops = append(ops, partOf("keys-body", "", views.FrameDelete(p.keys[i].ID)))
+		}
+		ops = append(ops, partOf("keys-body", "", views.FrameInsertKey(*p.keys[i], now)))
+	}
+	return ops
+}

@@ -1,0 +1,205 @@
+package board
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
+
+	"paytwice/views"
+	"paytwice/web/live"
+)
+
+// shownKeys reads the key table: each row as its id, its status class
+// and its cells' text but the age (which depends on when it was drawn).
+func shownKeys(root *html.Node) []string {
+	body := byID(root, "keys-body")
+	if body == nil {
+		return []string{"no table"}
+	}
+	var out []string
+	for tr := body.FirstChild; tr != nil; tr = tr.NextSibling {
+		if tr.Type != html.ElementNode {
+			continue
+		}
+		id, _ := attr(tr, "id")
+		class, _ := attr(tr, "class")
+		var cells []string
+		for td := tr.FirstChild; td != nil; td = td.NextSibling {
+			if td.Type == html.ElementNode && td.DataAtom == atom.Td && byTag(td, atom.Time) == nil {
+				cells = append(cells, text(td))
+			}
+		}
+		out = append(out, id+" "+class+": "+strings.Join(cells, " | "))
+	}
+	return out
+}
+
+func byTag(n *html.Node, a atom.Atom) *html.Node {
+	for d := range n.Descendants() {
+		if d.DataAtom == a {
+			return d
+		}
+	}
+	return nil
+}
+
+// TestAFloodChangesTheKeyTableARowAtATime: a caller over its share of
+// the board (a script paying in a loop, then retrying its last payments
+// over and over) has its key rows counted with no frame of their own;
+// the frames that draw them change the pages' key table a row at a time,
+// never redraw it whole, and each is a small part of the whole table's
+// bytes. At the end the page's table, as its frames left it, is the
+// table a page drawn now gets.
+func TestAFloodChangesTheKeyTableARowAtATime(t *testing.T) {
+	wall := newHeldWall()
+	_, b := newBooksBoard(t, wall)
+
+	page := newFramePage()
+	table := &html.Node{Type: html.ElementNode, Data: "table", DataAtom: atom.Table}
+	table.AppendChild(&html.Node{Type: html.ElementNode, Data: "tbody", DataAtom: atom.Tbody, Attr: []html.Attribute{{Key: "id", Val: "keys-body"}}})
+	page.root.AppendChild(table)
+	var (
+		mu       sync.Mutex
+		flooding bool  // the loop has begun
+		retrying bool  // its retries have
+		frames   int   // frames since the loop began
+		whole    int   // of those, how many redrew the key table whole
+		sizes    []int // bytes of each frame since the retries began
+		lastID   uint64
+	)
+	s := b.open(t)
+	go func() {
+		for {
+			id, data, _, err := s.next()
+			if err != nil {
+				return
+			}
+			page.apply(t, id, data)
+			mu.Lock()
+			if flooding {
+				frames++
+				if strings.Contains(data, `id="keys-body"`) {
+					whole++
+				}
+			}
+			if retrying {
+				sizes = append(sizes, len(data))
+			}
+			lastID = id
+			mu.Unlock()
+		}
+	}()
+	waitUntil(t, "the page to be open", func() bool { return b.Viewers() == 1 })
+	caughtUpOnPage := func() {
+		t.Helper()
+		b.caughtUp(t)
+		last := b.hub.LastSeq()
+		waitUntil(t, fmt.Sprintf("the page to get event %d's frame", last), func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return lastID >= last
+		})
+	}
+
+	// A class paying at its pace: every row drawn as it comes.
+	for i := range 12 {
+		for _, e := range paymentEvents(i) {
+			e.Scope = fmt.Sprintf("session:student-%d", i)
+			b.hub.Publish(e)
+		}
+		wall.advance(100 * time.Millisecond)
+	}
+	caughtUpOnPage()
+	mu.Lock()
+	flooding = true
+	mu.Unlock()
+
+	// A script paying in a loop, fifty payments in one instant: over its
+	// burst share after twenty; the rest are counted, not drawn.
+	const loop = "token:loop"
+	for i := 100; i < 150; i++ {
+		for _, e := range paymentEvents(i) {
+			e.Scope = loop
+			b.hub.Publish(e)
+		}
+	}
+	caughtUpOnPage()
+	mu.Lock()
+	retrying = true
+	mu.Unlock()
+	// Then it retries its last three payments, a hundred a second for
+	// three seconds of the board's wall: each retry finds its key and
+	// counts a hit on its row.
+	for i := range 300 {
+		k := 147 + i%3
+		b.hub.Publish(live.Event{Kind: live.Received, Request: fmt.Sprintf("rq_retry%05d", i), Scope: loop,
+			Key: fmt.Sprintf("board-key-%d", k), OrderID: fmt.Sprintf("B-%d", k), Amount: 129900})
+		b.hub.Publish(live.Event{Kind: live.Replayed, Status: 201, Request: fmt.Sprintf("rq_retry%05d", i), Scope: loop,
+			Key: fmt.Sprintf("board-key-%d", k), OrderID: fmt.Sprintf("B-%d", k), Amount: 129900})
+		wall.advance(10 * time.Millisecond)
+		if i%25 == 24 {
+			caughtUpOnPage()
+		}
+	}
+	// The last retries' frame is held to the caller's pace of the board
+	// (shareRefresh) and then drawn by itself. (A page drawn from the
+	// model before that would make it redraw the table whole: the model
+	// is read once the page has it.)
+	waitUntil(t, "the page's key table to show every retry", func() bool {
+		page.mu.Lock()
+		defer page.mu.Unlock()
+		got := shownKeys(page.root)
+		return len(got) >= 3 && strings.HasSuffix(got[0], "| 100") && strings.HasSuffix(got[1], "| 100") && strings.HasSuffix(got[2], "| 100")
+	})
+	want := b.Snapshot()
+
+	var drawn bytes.Buffer
+	if err := views.KeysBody(want.Keys, want.Now, false).Render(context.Background(), &drawn); err != nil {
+		t.Fatal(err)
+	}
+	wholeBytes := drawn.Len()
+	nodes, err := html.ParseFragment(&drawn, &html.Node{Type: html.ElementNode, Data: "table", DataAtom: atom.Table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := &html.Node{Type: html.ElementNode, Data: "table", DataAtom: atom.Table}
+	for _, n := range nodes {
+		holder.AppendChild(n)
+	}
+	wantRows := shownKeys(holder)
+	page.mu.Lock()
+	gotRows := shownKeys(page.root)
+	page.mu.Unlock()
+	if strings.Join(gotRows, "\n") != strings.Join(wantRows, "\n") {
+		t.Errorf("the page's key table, as its frames left it:\n%s\nwant, as a page drawn now:\n%s", strings.Join(gotRows, "\n"), strings.Join(wantRows, "\n"))
+	}
+	if len(wantRows) != liveKeys || want.Keys[0].Hits != 100 {
+		t.Errorf("a page drawn now shows %d key rows, the newest with %d hits: want %d rows and 100 hits (is the loop counted?)", len(wantRows), want.Keys[0].Hits, liveKeys)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	largest := 0
+	for _, n := range sizes {
+		largest = max(largest, n)
+	}
+	t.Logf("the whole key table: %d bytes; %d frames during the loop, %d during its retries, the largest of those %d bytes", wholeBytes, frames, len(sizes), largest)
+	if whole > 0 {
+		t.Errorf("%d of the %d frames during the loop redrew the key table whole", whole, frames)
+	}
+	if len(sizes) < 2 {
+		t.Errorf("only %d frames during the retries: they were not drawn at the caller's pace", len(sizes))
+	}
+	// (A wake may send two frames as one; the rows they both redraw are
+	// sent once.)
+	if largest*2 > wholeBytes {
+		t.Errorf("a frame during the retries took %d bytes, over half the whole key table's %d", largest, wholeBytes)
+	}
+}
