@@ -40,6 +40,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	keys := fs.Int("keys", 1000, "replay mode: how many keys to pay before replaying them")
 	body := fs.String("body", `{"order_id":"{key}","amount_satang":1000}`, "request body")
 	auth := fs.String("auth", "", `Authorization header, e.g. "Bearer alice" (default: none)`)
+	callers := fs.Int("callers", 0, "send as this many distinct callers, as a class's phones are (Authorization: Bearer <run>-caller-<i>; each key always from one of them); default: one caller, the -auth one or the anonymous one")
 	presenterToken := fs.String("presenter-token", "", "the presenter token of a class server (paytwice serve -presenter-token): sent as X-Presenter-Token, so the load is not held to a student's share of the payments at work")
 	unquoted := fs.Bool("unquoted", false, "send the key bare, as Stripe does, instead of as a quoted structured-field string")
 	timeout := fs.Duration("timeout", 30*time.Second, "time-out of each request")
@@ -76,6 +77,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return badValue("-keys must be between 1 and 1000000")
 	case strings.ContainsAny(*auth, "\r\n"):
 		return badValue("-auth must be one line")
+	case *callers < 0 || *callers > 100_000:
+		return badValue("-callers must be between 0 (one caller) and 100000")
+	case *callers > 0 && *auth != "":
+		return badValue("give -auth or -callers, not both")
 	case strings.ContainsAny(*presenterToken, "\r\n"):
 		return badValue("-presenter-token must be one line")
 	case *timeout <= 0:
@@ -103,6 +108,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return badValue("-url: %v", err)
 	}
+	if *callers > 0 {
+		tmpl.withCallers(*callers, b.prefix)
+	}
 	b.tmpl = tmpl
 	defer b.closeConns()
 	if *pid > 0 {
@@ -120,6 +128,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		b.viewers = v
 		defer v.close()
+	}
+	if *callers > 0 {
+		fmt.Fprintf(stdout, "callers: %d (Bearer %scaller-0 to -%d), each key always from one of them\n", *callers, b.prefix, *callers-1)
 	}
 	var res benchResult
 	switch *mode {

@@ -39,6 +39,30 @@ type requestTemplate struct {
 	tlsConfig *tls.Config // nil for http://
 	head      []byte      // request line and the fixed headers
 	body      []bodyPart  // -body, split around {key} and {n}
+	// callers, when not empty, are the Authorization lines of -callers
+	// distinct callers: a key's requests are always its one caller's
+	// (callerOf), as a replay must be to find its key.
+	callers [][]byte
+}
+
+// withCallers makes the template's requests come from n distinct
+// callers, "Bearer <prefix>caller-<i>" each.
+func (t *requestTemplate) withCallers(n int, prefix string) {
+	t.callers = make([][]byte, n)
+	for i := range t.callers {
+		t.callers[i] = []byte("Authorization: Bearer " + prefix + "caller-" + strconv.Itoa(i) + "\r\n")
+	}
+}
+
+// callerOf is the Authorization line of key's caller: the key's FNV-1a
+// hash picks it, so that every request with one key, in any mode, comes
+// from one caller, and the keys spread evenly over the callers.
+func (t *requestTemplate) callerOf(key string) []byte {
+	h := uint32(2166136261)
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint32(key[i])) * 16777619
+	}
+	return t.callers[h%uint32(len(t.callers))]
 }
 
 // bodyPart is literal text, or one of the placeholders.
@@ -165,6 +189,9 @@ func (c *benchConn) send(ctx context.Context, key string, n int, keepBody bool) 
 		}
 	}
 	c.req = append(c.req[:0], c.t.head...)
+	if len(c.t.callers) > 0 {
+		c.req = append(c.req, c.t.callerOf(key)...)
+	}
 	c.req = append(c.req, "Idempotency-Key: "...)
 	if c.unquoted {
 		c.req = append(c.req, key...)

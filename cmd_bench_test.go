@@ -43,6 +43,18 @@ func TestBenchCommand(t *testing.T) {
 		}
 	})
 
+	t.Run("replays from many callers are all saved answers: each key is always its one caller's", func(t *testing.T) {
+		out, _, err := runCmd(t, "bench", "-url", url, "-mode", "replay", "-keys", "12", "-c", "3", "-n", "60", "-callers", "5")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		for _, want := range []string{"callers: 5 (Bearer bench-", "statuses    201 ×60, (60 marked Idempotent-Replayed)"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
+	})
+
 	t.Run("a storm against paytwice has one fresh 201", func(t *testing.T) {
 		out, _, err := runCmd(t, "bench", "-url", url, "-mode", "storm", "-c", "40", "-n", "2")
 		if err != nil {
@@ -81,6 +93,8 @@ func TestBenchCommand(t *testing.T) {
 			{"bench", "-url", url, "-mode", "storm", "-rate", "5"},
 			{"bench", "-url", url, "-viewers", "-2"},
 			{"bench", "-url", url, "-auth", "Bearer a\r\nX-Injected: 1"},
+			{"bench", "-url", url, "-callers", "-1"},
+			{"bench", "-url", url, "-callers", "2", "-auth", "Bearer a"},
 		} {
 			if _, _, err := runCmd(t, args...); err == nil {
 				t.Errorf("%v: no error", args)
@@ -118,6 +132,47 @@ func TestBenchCommandCatchesDoubleCharges(t *testing.T) {
 	}
 	if len(auths) != 10 || auths[0] != "Bearer alice" || keys[0] != keys[9] || !strings.HasPrefix(keys[0], `"bench-`) {
 		t.Errorf("authorization %q, keys %q", auths, keys)
+	}
+}
+
+// With -callers, new payments come from that many callers, spread over
+// all of them, and each key from one.
+func TestBenchCommandSendsAsManyCallers(t *testing.T) {
+	var mu sync.Mutex
+	callerOf := map[string]map[string]bool{} // key: the Authorization values it came with
+	perCaller := map[string]int{}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		key, auth := r.Header.Get("Idempotency-Key"), r.Header.Get("Authorization")
+		if callerOf[key] == nil {
+			callerOf[key] = map[string]bool{}
+		}
+		callerOf[key][auth] = true
+		perCaller[auth]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"charge_id":"ch_1"}`)
+	}))
+	defer hs.Close()
+
+	out, _, err := runCmd(t, "bench", "-url", hs.URL, "-c", "4", "-n", "400", "-callers", "8")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(perCaller) != 8 {
+		t.Errorf("%d distinct callers, want 8: %v", len(perCaller), perCaller)
+	}
+	for auth, n := range perCaller {
+		if !strings.HasPrefix(auth, "Bearer bench-") || !strings.Contains(auth, "-caller-") || n < 10 {
+			t.Errorf("caller %q sent %d of the 400 payments", auth, n)
+		}
+	}
+	for key, auths := range callerOf {
+		if len(auths) != 1 {
+			t.Errorf("key %s came from %d callers", key, len(auths))
+		}
 	}
 }
 

@@ -12,14 +12,34 @@
 #	bench/viewers.sh                       # 3 rounds of 10 s each
 #	ROUNDS=5 SECONDS_EACH=15 VIEWERS=200 RATE=40 bench/viewers.sh
 #	VIEWERS=500 FULL=1 bench/viewers.sh    # the lecture hall
+#	AGAINST=HEAD~3 bench/viewers.sh        # this build and HEAD~3's, round by round
+#	FLOOD=1 bench/viewers.sh               # every payment from one caller
+#
+# The payments come from CALLERS distinct callers (40, a class: each its
+# own bearer token, each key always from one of them), as a class pays.
+# FLOOD=1 sends them all as the one anonymous caller instead, as the
+# script did before: a caller that far over its share of the board is
+# counted in a row of its own, not drawn payment by payment, so the two
+# measure different paths of the board.
 #
 # Each round also notes the server's resident memory (VmRSS) with the
 # viewers open, and the run ends with its peak (VmHWM). FULL=1 adds, to
 # each round, 16 clients paying as fast as they can with no page open and
 # with VIEWERS open, and their ratio of payments/s.
 #
-# It builds the binary into a temporary folder, serves on 127.0.0.1:18090
-# (PORT to change it) over a fresh database file, and removes everything
+# AGAINST=<rev> (a commit, tag or branch) builds that revision too, in a
+# temporary git worktree, and serves it beside this build on PORT+1, each
+# over a database of its own; every round measures both, one after the
+# other, in alternating order (this build first in odd rounds), with the
+# same load generator (this build's `paytwice bench`). The table then
+# gives each build's figures and the ratio of this build's CPU ratio over
+# the revision's, round by round: the rounds of one run share the
+# machine's load, where two runs minutes apart do not. The revision must
+# take the same server flags (-addr, -db, -limits with streams,
+# streams-per-address and stream-opens).
+#
+# It builds the binaries into a temporary folder, serves on 127.0.0.1:18090
+# (PORT to change it) over fresh database files, and removes everything
 # when it ends. Linux only: server CPU comes from /proc.
 set -euo pipefail
 
@@ -28,72 +48,119 @@ SECONDS_EACH=${SECONDS_EACH:-10}
 VIEWERS=${VIEWERS:-200}
 RATE=${RATE:-40}
 PORT=${PORT:-18090}
-URL=http://127.0.0.1:$PORT
+CALLERS=${CALLERS:-40}
+FLOOD=${FLOOD:-}
+FULL=${FULL:-}
+AGAINST=${AGAINST:-}
 
 tmp=$(mktemp -d)
-server=
+pids=()
 cleanup() {
-	if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+	if [ -d "$tmp/src" ]; then git worktree remove --force "$tmp/src" 2>/dev/null || true; fi
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 
 go build -o "$tmp/paytwice" .
-# Every viewer comes from this one address, where a lecture hall's phones
-# come from hundreds: the room's share per address is raised to let them in.
-"$tmp/paytwice" -addr "127.0.0.1:$PORT" -db "$tmp/paytwice.db" \
-	-limits "streams=$((VIEWERS + 100)),streams-per-address=$((VIEWERS + 50)),stream-opens=$((VIEWERS + 50))/1ms" >"$tmp/server.log" 2>&1 &
-server=$!
-for _ in $(seq 100); do
-	if curl -s -o /dev/null "$URL/"; then break; fi
-	sleep 0.1
-done
+builds=(this)
+if [ -n "$AGAINST" ]; then
+	rev=$(git rev-parse --verify --quiet "$AGAINST^{commit}") || { echo "AGAINST=$AGAINST: no such revision" >&2; exit 2; }
+	git worktree add --detach --quiet "$tmp/src" "$rev"
+	(cd "$tmp/src" && go build -o "$tmp/against" .)
+	git worktree remove --force "$tmp/src"
+	builds+=(against)
+fi
 
-FULL=${FULL:-}
-full() { "$tmp/paytwice" bench -url "$URL" -pid "$server" -c 16 -d "${SECONDS_EACH}s" "$@" | awk '$1 == "throughput" { print $2 }'; }
-rss() { awk '$1 == "VmRSS:" { printf "%.0f\n", $2 / 1024 }' "/proc/$server/status"; }
-bench() { "$tmp/paytwice" bench -url "$URL" -pid "$server" -c 8 -rate "$RATE" -d "${SECONDS_EACH}s" "$@"; }
+# start serves build $1 on port $2. Every viewer comes from this one
+# address, where a lecture hall's phones come from hundreds: the room's
+# share per address is raised to let them in.
+declare -A url pid
+start() {
+	local bin=$tmp/paytwice
+	if [ "$1" = against ]; then bin=$tmp/against; fi
+	"$bin" -addr "127.0.0.1:$2" -db "$tmp/$1.db" \
+		-limits "streams=$((VIEWERS + 100)),streams-per-address=$((VIEWERS + 50)),stream-opens=$((VIEWERS + 50))/1ms" >"$tmp/$1.log" 2>&1 &
+	pid[$1]=$!
+	pids+=("$!")
+	url[$1]=http://127.0.0.1:$2
+	for _ in $(seq 100); do
+		if curl -s -o /dev/null "${url[$1]}/"; then return; fi
+		sleep 0.1
+	done
+	echo "the $1 build did not start:" >&2
+	cat "$tmp/$1.log" >&2
+	exit 1
+}
+start this "$PORT"
+if [ -n "$AGAINST" ]; then start against $((PORT + 1)); fi
+
+who=(-callers "$CALLERS")
+if [ -n "$FLOOD" ]; then who=(); fi
+# Each takes the build as its first argument.
+full() { "$tmp/paytwice" bench -url "${url[$1]}" -pid "${pid[$1]}" -c 16 -d "${SECONDS_EACH}s" "${who[@]}" "${@:2}" | awk '$1 == "throughput" { print $2 }'; }
+rss() { awk '$1 == "VmRSS:" { printf "%.0f\n", $2 / 1024 }' "/proc/${pid[$1]}/status"; }
+bench() { "$tmp/paytwice" bench -url "${url[$1]}" -pid "${pid[$1]}" -c 8 -rate "$RATE" -d "${SECONDS_EACH}s" "${who[@]}" "${@:2}"; }
 cpu() { awk '$1 == "server" && $2 == "CPU" { print $5 }'; }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+list() { paste -sd' ' "$1"; }
 
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(go version | cut -d' ' -f3)" >&2
-bench -viewers 1 -d 3s >/dev/null # warm-up: page cache, the live model, connections
+if [ -n "$AGAINST" ]; then echo "against: $AGAINST ($rev)" >&2; fi
+for b in "${builds[@]}"; do
+	bench "$b" -viewers 1 -d 3s >/dev/null # warm-up: page cache, the live model, connections
+	for f in none watched ratios p50 p99 full rss; do : >"$tmp/$b.$f"; done
+done
 
-: >"$tmp/none"
-: >"$tmp/watched"
-: >"$tmp/ratios"
-: >"$tmp/p50"
-: >"$tmp/p99"
-: >"$tmp/full"
-: >"$tmp/rss"
-for r in $(seq "$ROUNDS"); do
-	a=$(bench)
-	b=$(bench -viewers "$VIEWERS" & sleep $((SECONDS_EACH - 1)); rss >"$tmp/rss-now"; wait)
-	cat "$tmp/rss-now" >>"$tmp/rss"
-	fr=
+# round measures build $1 in round $2.
+round() {
+	local b=$1 r=$2 a w fr= f0 f1 ca cb
+	a=$(bench "$b")
+	w=$(bench "$b" -viewers "$VIEWERS" & sleep $((SECONDS_EACH - 1)); rss "$b" >"$tmp/rss-now"; wait)
+	cat "$tmp/rss-now" >>"$tmp/$b.rss"
 	if [ -n "$FULL" ]; then
-		if [ $((r % 2)) = 1 ]; then f0=$(full); f1=$(full -viewers "$VIEWERS"); else f1=$(full -viewers "$VIEWERS"); f0=$(full); fi
+		if [ $((r % 2)) = 1 ]; then f0=$(full "$b"); f1=$(full "$b" -viewers "$VIEWERS"); else f1=$(full "$b" -viewers "$VIEWERS"); f0=$(full "$b"); fi
 		fr=$(awk -v a="$f0" -v b="$f1" 'BEGIN { printf "%.2f", b / a }')
-		echo "$fr" >>"$tmp/full"
+		echo "$fr" >>"$tmp/$b.full"
 		fr="; 16 clients flat out: $f0/s with no page, $f1/s with $VIEWERS ($fr)"
 	fi
 	ca=$(echo "$a" | cpu)
-	cb=$(echo "$b" | cpu)
-	echo "$ca" >>"$tmp/none"
-	echo "$cb" >>"$tmp/watched"
-	awk -v a="$ca" -v b="$cb" 'BEGIN { printf "%.2f\n", b / a }' >>"$tmp/ratios"
-	echo "$b" | awk '$1 == "201→viewer" { print $3 }' >>"$tmp/p50"
-	echo "$b" | awk '$1 == "201→viewer" { print $6 }' >>"$tmp/p99"
-	echo "round $r: no viewers $ca ms/payment, $VIEWERS viewers $cb ms/payment, server RSS $(cat "$tmp/rss-now") MB; $(echo "$b" | grep -E '^(201→viewer|viewers) ' | tr '\n' ' ')$fr" >&2
+	cb=$(echo "$w" | cpu)
+	echo "$ca" >>"$tmp/$b.none"
+	echo "$cb" >>"$tmp/$b.watched"
+	awk -v a="$ca" -v b="$cb" 'BEGIN { printf "%.2f\n", b / a }' >>"$tmp/$b.ratios"
+	echo "$w" | awk '$1 == "201→viewer" { print $3 }' >>"$tmp/$b.p50"
+	echo "$w" | awk '$1 == "201→viewer" { print $6 }' >>"$tmp/$b.p99"
+	echo "round $r, $b build: no viewers $ca ms/payment, $VIEWERS viewers $cb ms/payment, server RSS $(cat "$tmp/rss-now") MB; $(echo "$w" | grep -E '^(201→viewer|viewers) ' | tr '\n' ' ')$fr" >&2
+}
+
+for r in $(seq "$ROUNDS"); do
+	if [ $((r % 2)) = 1 ]; then order=("${builds[@]}"); else order=(); for ((i = ${#builds[@]} - 1; i >= 0; i--)); do order+=("${builds[i]}"); done; fi
+	for b in "${order[@]}"; do round "$b" "$r"; done
 done
 
-cat <<EOF
-| $RATE new payments/s, server CPU per payment (median of $ROUNDS alternating rounds of ${SECONDS_EACH} s) | value |
-| --- | --- |
-| no page open | $(median <"$tmp/none") ms |
-| $VIEWERS open pages | $(median <"$tmp/watched") ms |
-| ratio, round by round | **$(median <"$tmp/ratios")×** (rounds: $(paste -sd' ' "$tmp/ratios")) |
-| a payment's 201 to its row shown done at the pages: p50 / p99 (median of rounds) | $(median <"$tmp/p50") / $(median <"$tmp/p99") ms |
-| server RSS with the pages open (rounds) / its peak over the run | $(paste -sd' ' "$tmp/rss") / $(awk '$1 == "VmHWM:" { printf "%.0f", $2 / 1024 }' "/proc/$server/status") MB |
-$(if [ -n "$FULL" ]; then echo "| 16 clients flat out, payments/s with the pages over none | **$(median <"$tmp/full")×** (rounds: $(paste -sd' ' "$tmp/full")) |"; fi)
+from="$CALLERS callers"
+if [ -n "$FLOOD" ]; then from="one anonymous caller"; fi
+# rows prints build $1's rows of the table, its label $2.
+rows() {
+	local b=$1 l=$2
+	cat <<EOF
+| ${l}no page open | $(median <"$tmp/$b.none") ms |
+| ${l}$VIEWERS open pages | $(median <"$tmp/$b.watched") ms |
+| ${l}ratio, round by round | **$(median <"$tmp/$b.ratios")×** (rounds: $(list "$tmp/$b.ratios")) |
+| ${l}a payment's 201 to its row shown done at the pages: p50 / p99 (median of rounds) | $(median <"$tmp/$b.p50") / $(median <"$tmp/$b.p99") ms |
+| ${l}server RSS with the pages open (rounds) / its peak over the run | $(list "$tmp/$b.rss") / $(awk '$1 == "VmHWM:" { printf "%.0f", $2 / 1024 }' "/proc/${pid[$b]}/status") MB |
 EOF
+	if [ -n "$FULL" ]; then echo "| ${l}16 clients flat out, payments/s with the pages over none | **$(median <"$tmp/$b.full")×** (rounds: $(list "$tmp/$b.full")) |"; fi
+}
+
+echo "| $RATE new payments/s from $from, server CPU per payment (median of $ROUNDS alternating rounds of ${SECONDS_EACH} s) | value |"
+echo "| --- | --- |"
+if [ -z "$AGAINST" ]; then
+	rows this ""
+	exit 0
+fi
+rows this "this build: "
+rows against "$AGAINST: "
+paste -d' ' "$tmp/this.ratios" "$tmp/against.ratios" | awk '{ printf "%.2f\n", $1 / $2 }' >"$tmp/over"
+echo "| this build's CPU ratio over ${AGAINST}'s, round by round | **$(median <"$tmp/over")×** (rounds: $(list "$tmp/over")) |"
