@@ -1,8 +1,11 @@
 package web
 
 import (
+	"context"
 	"slices"
+	"time"
 
+	"paytwice/pay"
 	"paytwice/web/live"
 	"paytwice/web/room"
 	"paytwice/web/room/step"
@@ -35,7 +38,44 @@ func (s *Server) startRelay() {
 		// any server of the room.
 		Echo: s.hub.PublishEchoes,
 		// The generation the hub stamps on this server's events.
-		Generation: s.resetGeneration,
+		Generation:  s.resetGeneration,
+		StillBooked: s.stillBooked,
+	})
+}
+
+// bookedLookupTimeout bounds the look-ups of stillBooked: the relay
+// waits for them before it takes the next notification.
+const bookedLookupTimeout = 5 * time.Second
+
+// stillBooked keeps, of events made before a reset that the room's order
+// placed, those of the requests whose charge the books hold after it (a
+// payment a server admitted once its hold for the reset reached its
+// bound, charged after the tables were emptied): a charge the books hold
+// is on the pages. The others are dropped, as their charges were emptied
+// with the tables. A look-up that fails keeps nothing, and says so.
+func (s *Server) stillBooked(entries []live.Entry) []live.Entry {
+	ctx, cancel := context.WithTimeout(s.life.base, bookedLookupTimeout)
+	defer cancel()
+	requests := map[string]bool{} // the requests whose charge the books hold
+	charges := map[string]bool{}  // those charges
+	for _, e := range entries {
+		if e.Charge == "" || e.OrderID == "" || charges[e.Charge] {
+			continue
+		}
+		held, err := s.db.ChargesByOrder(ctx, e.Scope, e.OrderID)
+		if err != nil {
+			s.logf("live relay: looking up charge %s, made before a reset: %v; its events are not drawn", e.Charge, err)
+			continue
+		}
+		if slices.ContainsFunc(held, func(c pay.Charge) bool { return c.ID == e.Charge }) {
+			charges[e.Charge] = true
+			if e.Request != "" {
+				requests[e.Request] = true
+			}
+		}
+	}
+	return slices.DeleteFunc(entries, func(e live.Entry) bool {
+		return !charges[e.Charge] && (e.Request == "" || !requests[e.Request])
 	})
 }
 

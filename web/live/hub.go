@@ -179,8 +179,11 @@ type Hub struct {
 	ring []*Entry
 	next uint64 // the next event's Seq; Seqs start at 1
 	// own counts this server's own events published (Entry.OwnUpTo).
-	own  uint64
-	wake chan struct{}
+	own uint64
+	// clearedUpTo is the newest event when the hub was last cleared
+	// (Clear): Recent lists none up to it.
+	clearedUpTo uint64
+	wake        chan struct{}
 	// watched is set once wake has been handed to a viewer.
 	watched bool
 	closed  bool
@@ -408,15 +411,22 @@ func (h *Hub) Recent(n int) []*Entry {
 	if newest > uint64(n) {
 		start = newest - uint64(n)
 	}
-	out, _, _ := h.since(start)
+	out, _, _ := h.since(max(start, h.clearedUpTo))
 	return slices.DeleteFunc(out, func(e *Entry) bool { return e.Echo })
 }
 
-// Clear forgets every event held, for a reset. Sequence numbers keep
-// growing, so a viewer resuming after the reset misses nothing new.
+// Clear forgets every event held, for a reset: what the class reads back
+// (Kept, Recent) starts again after it. Sequence numbers keep growing, so
+// a viewer resuming after the reset misses nothing new. The ring itself,
+// the transport, keeps them for the subscriptions that have not read them
+// yet: the relay may not have sent them (a payment a server admitted
+// once its hold for another server's reset reached its bound, charged
+// after the tables were emptied, is in the books after the reset), and a
+// board that reads them draws them before the reset, which empties its
+// panels.
 func (h *Hub) Clear() {
 	h.mu.Lock()
-	clear(h.ring)
+	h.clearedUpTo = h.next - 1
 	h.kept.clear()
 	h.mu.Unlock()
 }

@@ -104,6 +104,15 @@ type RelayConfig struct {
 	// knows it when the relay starts (the one its hub stamps on its
 	// events): notifications of an older one are dropped from the start.
 	Generation func() uint64
+	// StillBooked, when set, picks from events made before a reset the
+	// room's order has placed (which are dropped) those to keep: the
+	// events whose charge the books hold after the reset. A server that
+	// stopped holding its payments at the reset's bound (barrier.go) may
+	// charge after the tables were emptied with its events stamped with
+	// the older generation; the books, which every server shares, say
+	// which of those charges stayed, so every server keeps the same ones.
+	// It runs on the relay's goroutines, only for such events.
+	StillBooked func(entries []live.Entry) []live.Entry
 	// Echo, when set, hands this server's own events back to it in the
 	// room's order, so that its pages draw them there (Ordered): those
 	// sent, at their place (Entry.Place), when their batch comes back

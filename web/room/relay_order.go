@@ -103,6 +103,16 @@ func (r *Relay) stale(gen uint64) bool {
 	return gen != 0 && gen < r.resetGen.Load()
 }
 
+// stillBooked keeps, of events made before a placed reset, those whose
+// charge the books hold after it (RelayConfig.StillBooked); without a
+// way to ask the books, none.
+func (r *Relay) stillBooked(entries []live.Entry) []live.Entry {
+	if r.cfg.StillBooked == nil {
+		return nil
+	}
+	return r.cfg.StillBooked(entries)
+}
+
 // placedResets notes the reset among events of generation gen, which the
 // relay places in the room's order: from then on the older generations
 // are stale.
@@ -209,7 +219,11 @@ func (r *Relay) take(part peers.Part, payload string) {
 		return
 	}
 	if r.stale(gen) {
-		return // made before a reset placed before it: on no server's pages
+		// Made before a reset placed before it: on no server's pages, but
+		// for the charges the books hold after it.
+		if events = r.stillBooked(events); len(events) == 0 {
+			return
+		}
 	}
 	r.placedResets(gen, events)
 	if part.N != 0 && len(events) > 0 {
@@ -233,7 +247,7 @@ func (r *Relay) take(part peers.Part, payload string) {
 // as every other server drops it.
 func (r *Relay) takeOwn(part peers.Part, gen uint64, payload string) {
 	booked, ok := r.echoes.take(payload)
-	if part.N == 0 || r.stale(gen) {
+	if part.N == 0 {
 		return
 	}
 	var entries []live.Entry
@@ -248,6 +262,11 @@ func (r *Relay) takeOwn(part peers.Part, gen uint64, payload string) {
 			return
 		}
 		entries = decoded
+	}
+	if r.stale(gen) {
+		if entries = r.stillBooked(entries); len(entries) == 0 {
+			return
+		}
 	}
 	r.placedResets(gen, entries)
 	r.cfg.Hub.Place(part.N, part.I, entries)

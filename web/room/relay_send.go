@@ -1,8 +1,10 @@
 package room
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -79,12 +81,22 @@ func (r *Relay) release(events []live.Event) {
 		return
 	}
 	entries := make([]live.Entry, 0, len(events))
+	var stale []live.Entry
 	for _, e := range events {
 		// Not an event made before a reset the room's order holds
-		// already: the pages would draw it after the reset.
-		if e.Kind != live.Gap && !r.stale(e.Gen) {
+		// already: the pages would draw it after the reset, unless the
+		// books hold its charge after it.
+		switch {
+		case e.Kind == live.Gap:
+		case r.stale(e.Gen):
+			stale = append(stale, live.Entry{Event: e, Own: e.Seq})
+		default:
 			entries = append(entries, live.Entry{Event: e, Own: e.Seq})
 		}
+	}
+	if len(stale) > 0 {
+		entries = append(entries, r.stillBooked(stale)...)
+		slices.SortStableFunc(entries, func(a, b live.Entry) int { return cmp.Compare(a.Own, b.Own) })
 	}
 	if len(entries) > 0 {
 		r.cfg.Echo(entries)
