@@ -66,7 +66,7 @@ func TestBrowserAxe(t *testing.T) {
 	}
 	check(ctx, "the board outside a chapter", "/board", true)
 	check(phone, "a chapter's page on a phone", "/?lesson=check-then-insert", true)
-	if err := env.Server.startLesson(context.Background(), "no-key", "test"); err != nil {
+	if err := env.Server.guidedLessons().start(context.Background(), "no-key", "test"); err != nil {
 		t.Fatal(err)
 	}
 	env.pay("axe-nokey-1", `{"order_id":"A-4000","amount_satang":100}`)

@@ -103,7 +103,7 @@ func TestBrowserBoardLessonLayout(t *testing.T) {
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1280, 720)
 	liveStill(t, ctx)
-	if err := env.Server.startLesson(context.Background(), "no-key", "test"); err != nil {
+	if err := env.Server.guidedLessons().start(context.Background(), "no-key", "test"); err != nil {
 		t.Fatal(err)
 	}
 	for _, size := range []struct{ w, h int64 }{{1280, 720}, {1920, 1080}} {
@@ -161,7 +161,7 @@ func TestBrowserBoardLessonLayout(t *testing.T) {
 		})
 	}
 	t.Run("without a lesson no counter overflows at 1280x720", func(t *testing.T) {
-		if err := env.Server.startLesson(context.Background(), "", "test"); err != nil {
+		if err := env.Server.guidedLessons().start(context.Background(), "", "test"); err != nil {
 			t.Fatal(err)
 		}
 		boardViewport(t, ctx, 1280, 720)

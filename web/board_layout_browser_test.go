@@ -226,7 +226,7 @@ func TestBrowserBoardFitsServerNames(t *testing.T) {
 			traffic("A-2201", "A-2202", "A-3307")
 			check("plain")
 
-			if err := env.Server.startLesson(context.Background(), "response-lost", "test"); err != nil {
+			if err := env.Server.guidedLessons().start(context.Background(), "response-lost", "test"); err != nil {
 				t.Fatal(err)
 			}
 			// The chapter's fault off, so that every answer arrives.
@@ -326,7 +326,7 @@ func TestBrowserBoardThirtyStudents(t *testing.T) {
 	boardViewport(t, ctx, 1920, 1080)
 	for n, ch := range sweepChapters(lesson.Build(env.Server.cfg.LockTimeout)) {
 		teacher.Advance(5 * time.Second)
-		if err := env.Server.startLesson(context.Background(), ch.Slug, "test"); err != nil {
+		if err := env.Server.guidedLessons().start(context.Background(), ch.Slug, "test"); err != nil {
 			t.Fatal(err)
 		}
 		// The chapter's faults off, so that every student's order is charged.

@@ -247,7 +247,7 @@ func TestBrowserLessonFitsWithPay(t *testing.T) {
 		return scrollY === 0 && pay.bottom <= innerHeight && doStep.top >= 0 && doStep.bottom <= innerHeight;
 	})()`
 	for _, ch := range sweepChapters(lesson.Build(env.Server.cfg.LockTimeout)) {
-		if err := env.Server.startLesson(context.Background(), ch.Slug, "presenter"); err != nil {
+		if err := env.Server.guidedLessons().start(context.Background(), ch.Slug, "presenter"); err != nil {
 			t.Fatal(err)
 		}
 		for _, tab := range []struct {

@@ -68,7 +68,7 @@ func TestClassBehindOneAddressDoubleClicksThroughTheLabsPauses(t *testing.T) {
 	} {
 		t.Run(tc.slug, func(t *testing.T) {
 			env := newTestEnv(t, Config{PresenterToken: "front-of-the-room"})
-			if err := env.Server.startLesson(t.Context(), tc.slug, "test"); err != nil {
+			if err := env.Server.guidedLessons().start(t.Context(), tc.slug, "test"); err != nil {
 				t.Fatal(err)
 			}
 			sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())

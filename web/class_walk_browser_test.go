@@ -152,7 +152,7 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 	walk, words := chapterWalk(pay, presenter), chapterWords
 	before := make([]string, len(phones))
 	for n, ch := range sweepChapters(lesson.Build(env.Server.cfg.LockTimeout)) {
-		if err := env.Server.startLesson(ctx, ch.Slug, "presenter"); err != nil {
+		if err := env.Server.guidedLessons().start(ctx, ch.Slug, "presenter"); err != nil {
 			t.Fatal(err)
 		}
 		for i, p := range phones {
@@ -309,7 +309,7 @@ const scrollRegionsReachable = `(() => {
 func TestBrowserPagesReachableByKeyboard(t *testing.T) {
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
-	if err := env.Server.startLesson(context.Background(), "prune-too-soon", "test"); err != nil {
+	if err := env.Server.guidedLessons().start(context.Background(), "prune-too-soon", "test"); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 12 {
@@ -359,7 +359,7 @@ func TestBrowserIdleBoardShowsTheTimeline(t *testing.T) {
 		}
 		boardScreenshot(t, ctx, fmt.Sprintf("board-idle-%dx%d.png", size[0], size[1]))
 	}
-	if err := env.Server.startLesson(context.Background(), "no-key", "test"); err != nil {
+	if err := env.Server.guidedLessons().start(context.Background(), "no-key", "test"); err != nil {
 		t.Fatal(err)
 	}
 	boardViewport(t, ctx, 1920, 1080)

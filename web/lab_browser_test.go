@@ -265,7 +265,7 @@ func TestBrowserLessons(t *testing.T) {
 	t.Run("finish leaves the lessons with everything off", func(t *testing.T) {
 		liveDo(t, presenter, "finishing", liveClick("#lesson-next"))
 		liveWait(t, student, "the lesson index", 5*time.Second, `document.getElementById("lesson").dataset.slug === "" && !!document.querySelector("#lesson .lesson-lead")`)
-		if env.Server.lab.Settings() != room.DefaultLabSettings() || env.Server.faultSwitches().currentFaults() != (pay.Faults{}) || env.Server.currentLesson() != "" {
+		if env.Server.lab.Settings() != room.DefaultLabSettings() || env.Server.faultSwitches().currentFaults() != (pay.Faults{}) || env.Server.guidedLessons().current() != "" {
 			t.Fatalf("after finishing: lab %+v, faults %+v", env.Server.lab.Settings(), env.Server.faultSwitches().currentFaults())
 		}
 	})
@@ -293,8 +293,8 @@ func TestBrowserLessons(t *testing.T) {
 		liveDo(t, presenter, "resetting", chromedp.ScrollIntoView(chromedp.CSS("#reset-demo")), liveClick("#reset-demo"))
 		liveWait(t, student, "the lesson index and the switches off", 5*time.Second,
 			`document.getElementById("lesson").dataset.slug === "" && document.getElementById("lab-check").value === "correct" && `+labNumber(3)+` === "0"`)
-		if env.Server.currentLesson() != "" || env.Server.lab.Settings() != room.DefaultLabSettings() || env.charges() != 0 {
-			t.Fatalf("after the reset: lesson %q, lab %+v, %d charges", env.Server.currentLesson(), env.Server.lab.Settings(), env.charges())
+		if env.Server.guidedLessons().current() != "" || env.Server.lab.Settings() != room.DefaultLabSettings() || env.charges() != 0 {
+			t.Fatalf("after the reset: lesson %q, lab %+v, %d charges", env.Server.guidedLessons().current(), env.Server.lab.Settings(), env.charges())
 		}
 	})
 	t.Run("an unknown chapter is a readable 404", func(t *testing.T) {
@@ -341,7 +341,7 @@ func TestLabScreenshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Server.startLesson(context.Background(), "no-key", "presenter"); err != nil {
+	if err := env.Server.guidedLessons().start(context.Background(), "no-key", "presenter"); err != nil {
 		t.Fatal(err)
 	}
 	setFaults(t, env, pay.ServerFaults{})

@@ -36,14 +36,14 @@ type labHandlers struct {
 	check func(ctx context.Context, base string) views.LabCheck
 }
 
-// lessonControl is what the lab's endpoints use of the guided lessons.
-// The server is one (lessons.go).
+// lessonControl is what the lab's endpoints use of the guided lessons
+// (guidedLessons, lessons.go).
 type lessonControl interface {
-	currentLesson() string
-	lessonVersion() uint64
-	lessonView(shown string, presenter, board bool) views.Lesson
-	lessonBook() lesson.Book
-	startLesson(ctx context.Context, slug, who string) error
+	current() string
+	version() uint64
+	view(shown string, presenter, board bool) views.Lesson
+	book() lesson.Book
+	start(ctx context.Context, slug, who string) error
 }
 
 // routes registers the lab's endpoints. Which handler POST /v1/payments
@@ -195,10 +195,10 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 		}
 	}
 	if lv, ok := version("l"); ok {
-		cur := h.lessons.lessonVersion()
+		cur := h.lessons.version()
 		out.V["l"] = cur
 		if all || lv != cur {
-			lv := h.lessons.lessonView(h.lessons.currentLesson(), presenter, c.QueryParam("board") == "1")
+			lv := h.lessons.view(h.lessons.current(), presenter, c.QueryParam("board") == "1")
 			if err := add("lesson", views.LessonPanel(lv)); err != nil {
 				return err
 			}
@@ -237,7 +237,7 @@ func (h labHandlers) handleLabLive(c echo.Context) error {
 // handleGetLessons is GET /api/lessons: the chapters and the one the
 // class is on.
 func (h labHandlers) handleGetLessons(c echo.Context) error {
-	return c.JSON(http.StatusOK, LessonsState{Current: h.lessons.currentLesson(), Chapters: h.lessons.lessonBook()})
+	return c.JSON(http.StatusOK, LessonsState{Current: h.lessons.current(), Chapters: h.lessons.book()})
 }
 
 // handlePutLesson is PUT /api/lessons/current: start a chapter for the
@@ -247,11 +247,11 @@ func (h labHandlers) handlePutLesson(c echo.Context) error {
 	if err := decodeAdminJSON(c.Request(), &req); err != nil {
 		return err
 	}
-	if err := h.lessons.startLesson(c.Request().Context(), req.Slug, changedBy(c.Request())); err != nil {
+	if err := h.lessons.start(c.Request().Context(), req.Slug, changedBy(c.Request())); err != nil {
 		return err
 	}
-	book := h.lessons.lessonBook()
-	out := LessonStarted{Current: h.lessons.currentLesson(), Of: len(book), Faults: h.faults(), Lab: h.lab.Settings()}
+	book := h.lessons.book()
+	out := LessonStarted{Current: h.lessons.current(), Of: len(book), Faults: h.faults(), Lab: h.lab.Settings()}
 	if i, ch, ok := book.Find(out.Current); ok {
 		out.Chapter, out.Retry = i+1, ch.Retry
 	}

@@ -195,7 +195,7 @@ func TestLabMistakeMemoryLock(t *testing.T) {
 			resets = append(resets, e.Server.hub.Subscribe(e.Server.hub.LastSeq()))
 		}
 		ticks := envs[0].Server.hub.Subscribe(envs[0].Server.hub.LastSeq())
-		if err := envs[0].Server.startLesson(context.Background(), "lock-in-memory", "test"); err != nil {
+		if err := envs[0].Server.guidedLessons().start(context.Background(), "lock-in-memory", "test"); err != nil {
 			t.Fatal(err)
 		}
 		for _, sub := range resets {
@@ -352,7 +352,7 @@ func TestLessonLockInMemory(t *testing.T) {
 	t.Run("it renders its steps, the presenter's and a student's", func(t *testing.T) {
 		for _, presenter := range []bool{true, false} {
 			var buf bytes.Buffer
-			if err := views.LessonPanel(env.Server.lessonView(slug, presenter, false)).Render(ctx, &buf); err != nil {
+			if err := views.LessonPanel(env.Server.guidedLessons().view(slug, presenter, false)).Render(ctx, &buf); err != nil {
 				t.Fatal(err)
 			}
 			page := buf.String()
@@ -379,7 +379,7 @@ func TestLessonLockInMemory(t *testing.T) {
 	t.Run("started, a double-click on one server waits, replays and ticks its item", func(t *testing.T) {
 		sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
 		ticks := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
-		if err := env.Server.startLesson(ctx, slug, "test"); err != nil {
+		if err := env.Server.guidedLessons().start(ctx, slug, "test"); err != nil {
 			t.Fatal(err)
 		}
 		if got := env.Server.lab.Settings(); got.Server.Mode != room.LabMemoryLock || got.Server.CheckGapMS != lesson.LockGapMS {
@@ -443,7 +443,7 @@ func TestLabMemoryLockMapFull(t *testing.T) {
 func TestLessonLockInMemoryOnSQLite(t *testing.T) {
 	ctx := context.Background()
 	env := newTestEnv(t, Config{})
-	if err := env.Server.startLesson(ctx, "lock-in-memory", "test"); err != nil {
+	if err := env.Server.guidedLessons().start(ctx, "lock-in-memory", "test"); err != nil {
 		t.Fatal(err)
 	}
 	reached, release := holdGap(env.Server)
@@ -547,7 +547,7 @@ func TestLessonLockInMemoryOnSQLite(t *testing.T) {
 // before the pause (the walk of the chapters saw 500s and 504s there).
 func TestLabLoosePauseTakesNothingFromTheWork(t *testing.T) {
 	env := newTestEnv(t, Config{LockTimeout: 2 * time.Second})
-	if err := env.Server.startLesson(context.Background(), "lock-in-memory", "test"); err != nil {
+	if err := env.Server.guidedLessons().start(context.Background(), "lock-in-memory", "test"); err != nil {
 		t.Fatal(err)
 	}
 	if gap, timeout := env.Server.lab.Settings().Server.CheckGapMS, env.Server.cfg.GatewayTimeout; time.Duration(gap)*time.Millisecond < timeout {

@@ -405,8 +405,8 @@ func TestLabSwitchesAPI(t *testing.T) {
 		if r := env.send(http.MethodPost, "/api/reset", nil); r.Status != http.StatusOK {
 			t.Fatalf("reset: %d", r.Status)
 		}
-		if env.Server.lab.Settings() != room.DefaultLabSettings() || env.Server.currentLesson() != "" {
-			t.Fatalf("after a reset: lab %+v, lesson %q", env.Server.lab.Settings(), env.Server.currentLesson())
+		if env.Server.lab.Settings() != room.DefaultLabSettings() || env.Server.guidedLessons().current() != "" {
+			t.Fatalf("after a reset: lab %+v, lesson %q", env.Server.lab.Settings(), env.Server.guidedLessons().current())
 		}
 		if loose, _ := env.DB.LabLooseCharges(context.Background()); len(loose) != 0 {
 			t.Fatalf("%d charges left in the unguarded table", len(loose))
@@ -456,7 +456,7 @@ func TestLessonsAPI(t *testing.T) {
 		if r.Status != http.StatusNotFound || !bytes.Contains(r.Body, []byte("response-lost")) {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
-		if env.Server.currentLesson() != "no-key" {
+		if env.Server.guidedLessons().current() != "no-key" {
 			t.Fatal("a refused chapter changed the lesson")
 		}
 	})
@@ -470,7 +470,7 @@ func TestLessonsAPI(t *testing.T) {
 		if r := env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: ""}); r.Status != http.StatusOK {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
-		if env.Server.currentLesson() != "" || env.Server.lab.Settings() != room.DefaultLabSettings() || env.Server.faultSwitches().currentFaults().Server.DelayMS != 0 {
+		if env.Server.guidedLessons().current() != "" || env.Server.lab.Settings() != room.DefaultLabSettings() || env.Server.faultSwitches().currentFaults().Server.DelayMS != 0 {
 			t.Fatal("leaving left switches on")
 		}
 	})

@@ -16,7 +16,7 @@ import (
 // again; a chapter the class is not on says what it would switch on.
 func TestLessonSaysSwitchedOnOnlyWhileTheSwitchesAreTheChapters(t *testing.T) {
 	env := newTestEnv(t, Config{})
-	if err := env.Server.startLesson(context.Background(), "connection-never-happens", "test"); err != nil {
+	if err := env.Server.guidedLessons().start(context.Background(), "connection-never-happens", "test"); err != nil {
 		t.Fatal(err)
 	}
 	const asSet, changed, other = ">Switched on</h3>", ">Switched on at the start; the switches were changed since</h3>", ">This chapter switches on</h3>"
@@ -25,7 +25,7 @@ func TestLessonSaysSwitchedOnOnlyWhileTheSwitchesAreTheChapters(t *testing.T) {
 			t.Fatalf("%s with the chapter's switches as it set them: the heading is not %q", path, asSet)
 		}
 	}
-	before := env.Server.lessonVersion()
+	before := env.Server.guidedLessons().version()
 	if r := env.send(http.MethodPut, "/api/faults", map[string]any{}); r.Status != http.StatusOK {
 		t.Fatalf("PUT /api/faults: %d %s", r.Status, r.Body)
 	}
@@ -34,7 +34,7 @@ func TestLessonSaysSwitchedOnOnlyWhileTheSwitchesAreTheChapters(t *testing.T) {
 			t.Errorf("%s after the switches were turned off: the heading is not %q", path, changed)
 		}
 	}
-	if env.Server.lessonVersion() == before {
+	if env.Server.guidedLessons().version() == before {
 		t.Error("the lesson panel's version did not change with the switches: open pages keep saying they are on")
 	}
 	if page := string(env.get("/?lesson=fails-halfway").Body); !strings.Contains(page, other) {

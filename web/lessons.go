@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/labstack/echo/v4"
 
@@ -45,32 +46,61 @@ type LessonStarted struct {
 	Retry   bool             `json:"retry"`
 }
 
-// currentLesson is the chapter the class is on, "" when none: the room's.
-func (s *Server) currentLesson() string { return s.room.Load().Lesson }
+// guidedLessons is the lessons' group: the book, the narration that
+// ticks the running chapter's items, the room whose chapter it is, and
+// what starting a chapter does besides setting it: the reset and the
+// switches' events. The lessons' endpoints (labHandlers) and the pages'
+// lesson panel (pageSource) use it.
+type guidedLessons struct {
+	lessons   lesson.Book
+	narration *lesson.Narrator
+	room      *room.Room[room.State]
+	timeline  timeline
+	// reset is the demonstration's reset (demoReset.run), which every
+	// chapter starts with.
+	reset func(ctx context.Context, who string) error
+	// faults and lab tell the timeline what a chapter's switches changed.
+	faults faultSwitches
+	lab    labSwitches
+	// locked says the class has a presenter token: the panel's buttons
+	// are the presenter's alone.
+	locked      bool
+	isPresenter func(*http.Request) bool
+}
 
-// lessonVersion names the lesson panel's state: it changes when an item
-// is ticked or the chapter changes.
-func (s *Server) lessonVersion() uint64 { return s.teaching.narration.Version() }
+// guidedLessons is the server's lessons' group.
+func (s *Server) guidedLessons() guidedLessons {
+	return guidedLessons{lessons: s.teaching.lessons, narration: s.teaching.narration, room: s.room, timeline: s.hub,
+		reset: s.demoReset().run, faults: s.faultSwitches(), lab: s.lab.switches,
+		locked: s.cfg.PresenterToken != "", isPresenter: s.admission.presenter.isPresenter}
+}
 
-// lessonBook is the lessons, in their order.
-func (s *Server) lessonBook() lesson.Book { return s.teaching.lessons }
+// current is the chapter the class is on, "" when none: the room's.
+func (g guidedLessons) current() string { return g.room.Load().Lesson }
 
-// startLesson sets up a chapter for the whole class: it resets the
+// version names the lesson panel's state: it changes when an item is
+// ticked or the chapter changes.
+func (g guidedLessons) version() uint64 { return g.narration.Version() }
+
+// book is the lessons, in their order.
+func (g guidedLessons) book() lesson.Book { return g.lessons }
+
+// start sets up a chapter for the whole class: it resets the
 // demonstration (keys, charges, gateway, timeline, clock, every switch),
 // sets the chapter's fault and lab switches and makes it the room's
 // lesson, and publishes the change so that every open page shows the
 // chapter. "" leaves the lessons, with a reset too.
-func (s *Server) startLesson(ctx context.Context, slug, who string) error {
-	i, ch, ok := s.teaching.lessons.Find(slug)
+func (g guidedLessons) start(ctx context.Context, slug, who string) error {
+	i, ch, ok := g.lessons.Find(slug)
 	if slug != "" && !ok {
-		return s.teaching.lessons.Unknown(slug)
+		return g.lessons.Unknown(slug)
 	}
-	if err := s.demoReset().run(ctx, who); err != nil {
+	if err := g.reset(ctx, who); err != nil {
 		return err
 	}
 	msg := "lessons left; everything reset"
 	if slug != "" {
-		old, next, err := s.room.Change(ctx, func(r *room.State) error {
+		old, next, err := g.room.Change(ctx, func(r *room.State) error {
 			r.SetFaults(ch.Faults)
 			r.Lab = ch.Lab.Normalize()
 			r.SetLesson(slug)
@@ -79,56 +109,62 @@ func (s *Server) startLesson(ctx context.Context, slug, who string) error {
 		if err != nil {
 			return err
 		}
-		s.faultSwitches().publishFaultChanges(old.Faults, next.Faults, "lesson")
-		s.lab.switches.publishChanges(old.Lab, next.Lab, "lesson")
-		msg = fmt.Sprintf("chapter %d of %d: %s", i+1, len(s.teaching.lessons), ch.Title)
+		g.faults.publishFaultChanges(old.Faults, next.Faults, "lesson")
+		g.lab.publishChanges(old.Lab, next.Lab, "lesson")
+		msg = fmt.Sprintf("chapter %d of %d: %s", i+1, len(g.lessons), ch.Title)
 	}
-	s.hub.Publish(live.Event{Kind: lessonKind, Message: who + ": " + msg})
+	g.timeline.Publish(live.Event{Kind: lessonKind, Message: who + ": " + msg})
 	return nil
 }
 
-// lessonView is the lessons panel showing chapter shown ("" for the
-// index).
-func (s *Server) lessonView(shown string, presenter, board bool) views.Lesson {
-	v := views.Lesson{Current: s.currentLesson(), Presenter: presenter, Locked: s.cfg.PresenterToken != "",
-		Board: board, V: s.teaching.narration.Version()}
-	for i, c := range s.teaching.lessons {
+// view is the lessons panel showing chapter shown ("" for the index).
+func (g guidedLessons) view(shown string, presenter, board bool) views.Lesson {
+	v := views.Lesson{Current: g.current(), Presenter: presenter, Locked: g.locked,
+		Board: board, V: g.narration.Version()}
+	for i, c := range g.lessons {
 		v.Chapters = append(v.Chapters, views.ChapterLink{Slug: c.Slug, Title: c.Title, Part: c.Part, N: i + 1})
 	}
-	if i, c, ok := s.teaching.lessons.Find(shown); ok {
-		ch := &views.Chapter{Slug: c.Slug, Title: c.Title, Part: c.Part, N: i + 1, Of: len(s.teaching.lessons),
-			SwitchOn: c.SwitchOn, Do: c.Do, StudentDo: c.StudentDo, Watch: c.WatchTexts(), Why: c.Why, Actions: lessonActions(c.Actions), Retry: c.Retry, Race: c.Race}
-		if st := s.room.Load(); st.Lesson == c.Slug {
-			ch.Switches = views.SwitchesChanged
-			if st.Faults == c.Faults && st.Lab == c.Lab.Normalize() {
-				ch.Switches = views.SwitchesAsSet
-			}
-		}
-		if i > 0 {
-			ch.Prev = s.teaching.lessons[i-1].Slug
-		}
-		if i+1 < len(s.teaching.lessons) {
-			ch.Next = s.teaching.lessons[i+1].Slug
-		}
-		for _, t := range s.teaching.narration.Ticked(c.Slug) {
-			ch.Seen, ch.SeenRows = append(ch.Seen, t.Seen), append(ch.SeenRows, t.Row)
-		}
-		v.Shown = ch
+	if i, c, ok := g.lessons.Find(shown); ok {
+		v.Shown = g.chapterView(i, c)
 	}
 	return v
 }
 
-// pageLesson is what a page's lesson panel starts with: the chapter named
-// by ?lesson=, else the one the class is on. An unknown name is a 404.
-func (s *Server) pageLesson(c echo.Context, board bool) (views.Lesson, error) {
-	shown := s.currentLesson()
+// chapterView is chapter i as the panel shows it: its text, whether the
+// room's switches are still the chapter's, its neighbours and the items
+// ticked so far.
+func (g guidedLessons) chapterView(i int, c lesson.Chapter) *views.Chapter {
+	ch := &views.Chapter{Slug: c.Slug, Title: c.Title, Part: c.Part, N: i + 1, Of: len(g.lessons),
+		SwitchOn: c.SwitchOn, Do: c.Do, StudentDo: c.StudentDo, Watch: c.WatchTexts(), Why: c.Why, Actions: lessonActions(c.Actions), Retry: c.Retry, Race: c.Race}
+	if st := g.room.Load(); st.Lesson == c.Slug {
+		ch.Switches = views.SwitchesChanged
+		if st.Faults == c.Faults && st.Lab == c.Lab.Normalize() {
+			ch.Switches = views.SwitchesAsSet
+		}
+	}
+	if i > 0 {
+		ch.Prev = g.lessons[i-1].Slug
+	}
+	if i+1 < len(g.lessons) {
+		ch.Next = g.lessons[i+1].Slug
+	}
+	for _, t := range g.narration.Ticked(c.Slug) {
+		ch.Seen, ch.SeenRows = append(ch.Seen, t.Seen), append(ch.SeenRows, t.Row)
+	}
+	return ch
+}
+
+// page is what a page's lesson panel starts with: the chapter named by
+// ?lesson=, else the one the class is on. An unknown name is a 404.
+func (g guidedLessons) page(c echo.Context, board bool) (views.Lesson, error) {
+	shown := g.current()
 	if q := c.QueryParam("lesson"); q != "" {
-		if _, _, ok := s.teaching.lessons.Find(q); !ok {
-			return views.Lesson{}, s.teaching.lessons.Unknown(q)
+		if _, _, ok := g.lessons.Find(q); !ok {
+			return views.Lesson{}, g.lessons.Unknown(q)
 		}
 		shown = q
 	}
-	return s.lessonView(shown, s.admission.presenter.isPresenter(c.Request()), board), nil
+	return g.view(shown, g.isPresenter(c.Request()), board), nil
 }
 
 // lessonActions are a chapter's buttons, as the pages draw them.

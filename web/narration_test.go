@@ -49,7 +49,7 @@ func TestNarrationTicksWhatTheServerSees(t *testing.T) {
 	t.Run("no key: the second charge of one order ticks both items and names its row", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
-		if err := env.Server.startLesson(context.Background(), "no-key", "test"); err != nil {
+		if err := env.Server.guidedLessons().start(context.Background(), "no-key", "test"); err != nil {
 			t.Fatal(err)
 		}
 		env.pay(uuid.NewString(), body)
@@ -79,7 +79,7 @@ func TestNarrationTicksWhatTheServerSees(t *testing.T) {
 	t.Run("response lost: the lost 201, then its replay and one charge", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
-		if err := env.Server.startLesson(context.Background(), "response-lost", "test"); err != nil {
+		if err := env.Server.guidedLessons().start(context.Background(), "response-lost", "test"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := env.tryPay("lost-1", body); err == nil {
@@ -93,14 +93,14 @@ func TestNarrationTicksWhatTheServerSees(t *testing.T) {
 	})
 	t.Run("a new chapter starts with nothing ticked", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
-		if err := env.Server.startLesson(context.Background(), "no-key", "test"); err != nil {
+		if err := env.Server.guidedLessons().start(context.Background(), "no-key", "test"); err != nil {
 			t.Fatal(err)
 		}
 		env.pay(uuid.NewString(), body)
 		env.pay(uuid.NewString(), body)
 		sub := env.Server.hub.Subscribe(0)
 		waitTicks(t, env, sub, "no-key", []bool{true, true, false})
-		if err := env.Server.startLesson(context.Background(), "new-key-per-retry", "test"); err != nil {
+		if err := env.Server.guidedLessons().start(context.Background(), "new-key-per-retry", "test"); err != nil {
 			t.Fatal(err)
 		}
 		if got := env.Server.teaching.narration.Ticked("new-key-per-retry"); len(got) != 3 || got[0].Seen || got[1].Seen {
@@ -115,7 +115,7 @@ func TestNarrationTicksWhatTheServerSees(t *testing.T) {
 func TestNarrationCrashMidway(t *testing.T) {
 	env := newTestEnv(t, Config{LockTimeout: 2 * time.Second})
 	sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
-	if err := env.Server.startLesson(context.Background(), "crash-midway", "test"); err != nil {
+	if err := env.Server.guidedLessons().start(context.Background(), "crash-midway", "test"); err != nil {
 		t.Fatal(err)
 	}
 	body := `{"order_id":"C-1","amount_satang":129900}`

@@ -58,7 +58,7 @@ type presenterCheck interface {
 // pageSource is what the live pages read besides the board: the lesson
 // panel, the lab's panel and the room's versions.
 type pageSource struct {
-	// lesson is the page's lesson panel (the server's pageLesson).
+	// lesson is the page's lesson panel (guidedLessons.page).
 	lesson func(c echo.Context, board bool) (views.Lesson, error)
 	lab    labPanel
 	room   roomVersions

@@ -72,7 +72,7 @@ func TestBrowserScreensAreReadable(t *testing.T) {
 		boardScreenshot(t, board, "screens/board-idle-1920x1080.png")
 	})
 
-	if err := env.Server.startLesson(context.Background(), "check-then-insert", "presenter"); err != nil {
+	if err := env.Server.guidedLessons().start(context.Background(), "check-then-insert", "presenter"); err != nil {
 		t.Fatal(err)
 	}
 	phone := liveTab(t, browser, true)

@@ -158,10 +158,10 @@ func (c Config) withDefaults() Config {
 // admin's, the board's, the lab's and the others'; the fault switches are
 // a small type of their own (faults.go), as are the lab (mistakesLab,
 // lab.go), the background jobs (Jobs, jobs.go), the reset (demoReset,
-// admin.go) and the answer counts (answer_counts.go). The shared parts are
-// gathered by what they are (server_parts.go). What is still its own
-// methods is the guided lessons (lessons.go) and the builders of the
-// groups.
+// admin.go), the guided lessons (guidedLessons, lessons.go) and the answer
+// counts (answer_counts.go). The shared parts are gathered by what they
+// are (server_parts.go). What is still its own methods is the builders of
+// the groups.
 type Server struct {
 	cfg   Config
 	echo  *echo.Echo
@@ -363,12 +363,13 @@ func (s *Server) routes() *echo.Echo {
 	byo.routes(e)
 	ws := s.workshopHandlers()
 	rooms := roomVersions{room: s.room, now: s.clock.Now}
-	liveHandlers{board: s.live, pages: pageSource{lesson: s.pageLesson, lab: s.labPanel(), room: rooms}, presenter: adm.presenter, locked: s.cfg.PresenterToken != "", retention: s.cfg.Retention,
+	lessons := s.guidedLessons()
+	liveHandlers{board: s.live, pages: pageSource{lesson: lessons.page, lab: s.labPanel(), room: rooms}, presenter: adm.presenter, locked: s.cfg.PresenterToken != "", retention: s.cfg.Retention,
 		lockTimeout: s.cfg.LockTimeout, sweepEvery: s.cfg.SweepEvery, byocInUse: byo.inUse, workshop: ws.boardView, join: s.pages.join.joinView}.routes(e)
 	simHandlers{isPresenter: adm.presenter.isPresenter, priority: adm.hasPriority, clientIP: adm.presenter.clientIP, work: adm.work}.routes(e)
 	simGatewayHandlers{gateway: s.world.handler, presenterToken: s.cfg.PresenterToken,
 		presenterOnly: presenterOnly, requirePresenter: adm.presenter.requirePresenter}.routes(e)
-	labHandlers{lab: s.lab, panel: s.labPanel(), room: rooms, lessons: s, faults: s.faultSwitches().currentFaults, isPresenter: adm.presenter.isPresenter,
+	labHandlers{lab: s.lab, panel: s.labPanel(), room: rooms, lessons: lessons, faults: s.faultSwitches().currentFaults, isPresenter: adm.presenter.isPresenter,
 		check: s.lab.check.runLabCheck}.routes(e, presenterOnly)
 	exportHandlers{events: s.hub, isPresenter: adm.presenter.isPresenter, now: s.clock.Now}.routes(e)
 	s.pages.join.routes(e)

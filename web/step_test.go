@@ -416,7 +416,7 @@ func TestStepModeAtShutdownNothingUnsteppedIsCharged(t *testing.T) {
 	} {
 		t.Run("a payment held in the "+mode.slug+" chapter", func(t *testing.T) {
 			env := newStepEnv(t, Config{})
-			if err := env.Server.startLesson(context.Background(), mode.slug, "test"); err != nil {
+			if err := env.Server.guidedLessons().start(context.Background(), mode.slug, "test"); err != nil {
 				t.Fatal(err)
 			}
 			env.Server.payments.steps.Turn(true, "test")

@@ -24,7 +24,7 @@ import (
 // shows it with a fresh order.
 func phoneInChapter(t *testing.T, env *testEnv, phone context.Context, slug string) {
 	t.Helper()
-	if err := env.Server.startLesson(context.Background(), slug, "presenter"); err != nil {
+	if err := env.Server.guidedLessons().start(context.Background(), slug, "presenter"); err != nil {
 		t.Fatal(err)
 	}
 	liveWait(t, phone, "the phone on "+slug, 10*time.Second,
