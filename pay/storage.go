@@ -78,7 +78,10 @@ type Store interface {
 	// it, and the books' tally after it: each student's gateway is
 	// idempotent by key, across restarts and every server sharing the
 	// store. With keep > 0, a new charge that takes the books past keep
-	// prunes their oldest in the same transaction, counted in Pruned.
+	// prunes their oldest in the same transaction, counted in Pruned. A
+	// student whose books DeleteWorkshopBooks deleted is refused with
+	// ErrWorkshopStudentRemoved, in the same transaction: no row is kept
+	// for a student removed, whichever server the charge reached.
 	RecordWorkshopCharge(ctx context.Context, student string, c GatewayCharge, keep int) (GatewayCharge, bool, WorkshopTally, error)
 	// WorkshopChargesByOrder reads the newest limit charges of orderID in
 	// student's gateway, oldest first, and how many the order holds.
@@ -90,7 +93,9 @@ type Store interface {
 	// holds or pruned a charge, by student, in one snapshot.
 	WorkshopTallies(ctx context.Context) (map[string]WorkshopTally, error)
 	// DeleteWorkshopBooks deletes the books of the students named, their
-	// charges and their pruned count.
+	// charges and their pruned count, and remembers them as removed: a
+	// charge of theirs recorded at the same time is deleted with the
+	// books, and one afterwards refused.
 	DeleteWorkshopBooks(ctx context.Context, students ...string) error
 
 	LabInsertKeyUnguarded(ctx context.Context, c ClaimRequest) (string, error)
@@ -209,3 +214,7 @@ type Completed struct {
 	// pruned key retried late, or the sweeper got there first.
 	ChargeExisted bool
 }
+
+// ErrWorkshopStudentRemoved is RecordWorkshopCharge's refusal of a charge
+// of a workshop student whose books were deleted (DeleteWorkshopBooks).
+var ErrWorkshopStudentRemoved = Errorf(ENOTFOUND, "the presenter removed this workshop student: their gateway's books take no more charges")

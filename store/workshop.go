@@ -22,6 +22,13 @@ func (db *DB) RecordWorkshopCharge(ctx context.Context, student string, c pay.Ga
 	out, fresh := c, false
 	var tally pay.WorkshopTally
 	err := db.execAtomic(ctx, func(ctx context.Context, _ *writeStatements) error {
+		var removed int
+		if err := db.conn.QueryRowContext(ctx, `SELECT count(*) FROM workshop_removed WHERE student = ?`, student).Scan(&removed); err != nil {
+			return err
+		}
+		if removed > 0 {
+			return pay.ErrWorkshopStudentRemoved
+		}
 		r, err := db.conn.ExecContext(ctx, `INSERT INTO workshop_charges (student, key, id, order_id, amount_satang, created_at)
 			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (student, key) DO NOTHING`,
 			student, c.Key, c.ID, c.OrderID, c.AmountSatang, toMillis(c.CreatedAt))
@@ -135,13 +142,19 @@ func (db *DB) WorkshopTallies(ctx context.Context) (map[string]pay.WorkshopTally
 	return out, rows.Err()
 }
 
-// DeleteWorkshopBooks deletes the students' charges and pruned counts.
+// DeleteWorkshopBooks deletes the students' charges and pruned counts,
+// and remembers them as removed. The writer takes one transaction at a
+// time, so a charge recorded is either before (and deleted) or after
+// (and refused).
 func (db *DB) DeleteWorkshopBooks(ctx context.Context, students ...string) error {
 	if err := db.need("payments"); err != nil {
 		return err
 	}
 	return db.execAtomic(ctx, func(ctx context.Context, _ *writeStatements) error {
 		for _, st := range students {
+			if _, err := db.conn.ExecContext(ctx, `INSERT INTO workshop_removed (student) VALUES (?) ON CONFLICT DO NOTHING`, st); err != nil {
+				return err
+			}
 			if _, err := db.conn.ExecContext(ctx, `DELETE FROM workshop_charges WHERE student = ?`, st); err != nil {
 				return err
 			}

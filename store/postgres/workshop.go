@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -30,6 +31,15 @@ func (db *DB) RecordWorkshopCharge(ctx context.Context, student string, c pay.Ga
 		if err := tx.QueryRow(ctx, `INSERT INTO workshop_books (student, pruned) VALUES ($1, 0)
 			ON CONFLICT (student) DO UPDATE SET pruned = workshop_books.pruned RETURNING pruned`, student).Scan(&tally.Pruned); err != nil {
 			return err
+		}
+		// Read once that row is ours: a removal of the student holds it
+		// until it commits (DeleteWorkshopBooks), so it is seen here.
+		var removed bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM workshop_removed WHERE student = $1)`, student).Scan(&removed); err != nil {
+			return err
+		}
+		if removed {
+			return pay.ErrWorkshopStudentRemoved
 		}
 		tag, err := tx.Exec(ctx, `INSERT INTO workshop_charges (student, `+gatewayColumns+`)
 			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (student, key) DO NOTHING`,
@@ -136,7 +146,13 @@ func (db *DB) WorkshopTallies(ctx context.Context) (map[string]pay.WorkshopTally
 	return out, rows.Err()
 }
 
-// DeleteWorkshopBooks deletes the students' charges and pruned counts.
+// DeleteWorkshopBooks deletes the students' charges and pruned counts,
+// and remembers them as removed. It first takes each student's
+// workshop_books row (making it if need be), the row every charge takes
+// before it writes (RecordWorkshopCharge): a charge that took it first
+// has committed before the charges are deleted here, and is deleted; one
+// that comes after waits for this transaction and then finds the student
+// removed.
 func (db *DB) DeleteWorkshopBooks(ctx context.Context, students ...string) error {
 	if err := db.need("payments"); err != nil {
 		return err
@@ -144,7 +160,16 @@ func (db *DB) DeleteWorkshopBooks(ctx context.Context, students ...string) error
 	if len(students) == 0 {
 		return nil
 	}
+	// In one order, so that two removals at once never wait on each other.
+	students = slices.Compact(slices.Sorted(slices.Values(students)))
 	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO workshop_books (student, pruned) SELECT s, 0 FROM unnest($1::text[]) AS s ORDER BY s
+			ON CONFLICT (student) DO UPDATE SET pruned = workshop_books.pruned`, students); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO workshop_removed (student) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, students); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `DELETE FROM workshop_books WHERE student = ANY($1)`, students); err != nil {
 			return err
 		}

@@ -55,6 +55,7 @@ func Run(t *testing.T, open Open) {
 		{"each server's answer counts are kept apart, for the room's current reset only", answerCounts},
 		{"each workshop student's gateway keeps one charge per key, apart from the others'", workshopCharges},
 		{"each workshop student's books stay within their bound, counting what they pruned", workshopChargesPruned},
+		{"a removed workshop student's books keep no charge, however it raced the removal", workshopStudentRemoved},
 	} {
 		// Each case opens a backend of its own, so the cases run side by
 		// side: a database backend's time goes mostly in making and

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -144,6 +145,57 @@ func workshopChargesPruned(t *testing.T, open Open) {
 	}
 	if all, err := db.WorkshopTallies(ctx); err != nil || len(all) != 1 || all["eli"] != (pay.WorkshopTally{Held: 5, Pruned: 3}) {
 		t.Fatalf("the tallies once dan's books are deleted: %+v, %v; want eli's alone", all, err)
+	}
+}
+
+// workshopStudentRemoved: once a student's books are deleted, no charge
+// of theirs is kept, however it raced the deletion: each charge recorded
+// while the books were being deleted was deleted with them or refused
+// with pay.ErrWorkshopStudentRemoved, as is every charge afterwards;
+// another student's charges go on, and a second deletion is no error.
+func workshopStudentRemoved(t *testing.T, open Open) {
+	clk := newClock()
+	db := open(t, clk.Now)
+	charge := func(key string) pay.GatewayCharge {
+		return pay.GatewayCharge{Key: key, ID: pay.NewID("gw_"), OrderID: "R-1", AmountSatang: 100, CreatedAt: clk.Now()}
+	}
+	if _, _, _, err := db.RecordWorkshopCharge(ctx, "fay", charge("f0"), 0); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, _, errs[i] = db.RecordWorkshopCharge(ctx, "fay", charge(fmt.Sprintf("f%d", i+1)), 0)
+		}()
+		if i == len(errs)/2 {
+			if err := db.DeleteWorkshopBooks(ctx, "fay", "fay"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, pay.ErrWorkshopStudentRemoved) {
+			t.Fatalf("fay's charge %d racing the deletion: %v", i+1, err)
+		}
+	}
+	if err := db.DeleteWorkshopBooks(ctx, "fay"); err != nil {
+		t.Fatalf("deleting fay's books again: %v", err)
+	}
+	if _, _, _, err := db.RecordWorkshopCharge(ctx, "fay", charge("f-late"), 0); !errors.Is(err, pay.ErrWorkshopStudentRemoved) {
+		t.Fatalf("a charge of fay's after the deletion: %v, want pay.ErrWorkshopStudentRemoved", err)
+	}
+	if _, fresh, _, err := db.RecordWorkshopCharge(ctx, "gil", charge("g1"), 0); err != nil || !fresh {
+		t.Fatalf("gil's charge after fay's removal: fresh %v, %v", fresh, err)
+	}
+	if held, tally, err := db.WorkshopCharges(ctx, "fay", 100); err != nil || len(held) != 0 || tally != (pay.WorkshopTally{}) {
+		t.Fatalf("fay's books after her removal: %s, %+v, %v; want none", gatewayKeys(held), tally, err)
+	}
+	if all, err := db.WorkshopTallies(ctx); err != nil || len(all) != 1 || all["gil"] != (pay.WorkshopTally{Held: 1}) {
+		t.Fatalf("the tallies after fay's removal: %+v, %v; want gil's alone", all, err)
 	}
 }
 

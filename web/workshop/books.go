@@ -2,6 +2,7 @@ package workshop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -180,6 +181,11 @@ func (b studentBooks) Record(ctx context.Context, c sim.GatewayHTTPCharge) (sim.
 	defer b.fence.leave()
 	kept, fresh, t, err := b.books.RecordWorkshopCharge(ctx, b.secret,
 		pay.GatewayCharge{Key: c.Key, ID: c.ID, OrderID: c.OrderID, AmountSatang: c.AmountSatang, CreatedAt: c.CreatedAt}, b.keep)
+	if errors.Is(err, pay.ErrWorkshopStudentRemoved) {
+		// Removed through another server sharing the books, which this
+		// one has not heard of yet.
+		return sim.GatewayHTTPCharge{}, false, sim.GatewayTally{}, errRemovedStudent
+	}
 	return httpCharge(kept), fresh, sim.GatewayTally{Held: t.Held, Pruned: t.Pruned}, err
 }
 

@@ -6,12 +6,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"paytwice/pay"
+	"paytwice/store"
+	"paytwice/store/postgres"
+	"paytwice/store/postgres/pgtest"
 )
 
 // heldBooks are books whose first charge is held on its way in, until
@@ -208,5 +212,101 @@ func TestRemovalWaitsForAChargeOnlyAsLongAsItsContext(t *testing.T) {
 	}
 	if rows := books.held(); rows[secret] != 0 {
 		t.Errorf("after the next removal, Cat's books hold %d charges, want none", rows[secret])
+	}
+}
+
+// holdingBooks are real books whose first charge is held on its way in,
+// until released: a charge in flight on one server.
+type holdingBooks struct {
+	Books
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (b *holdingBooks) RecordWorkshopCharge(ctx context.Context, student string, c pay.GatewayCharge, keep int) (pay.GatewayCharge, bool, pay.WorkshopTally, error) {
+	b.once.Do(func() {
+		close(b.entered)
+		<-b.release
+	})
+	return b.Books.RecordWorkshopCharge(ctx, student, c, keep)
+}
+
+// TestRemovalOnOneServerRefusesAChargeInFlightOnAnother: two servers
+// share the books (one SQLite file, or one PostgreSQL database) and the
+// kept workshop. A charge of Cat's is inside the second server's gateway,
+// past its fence, when the presenter removes Cat on the first, which
+// deletes Cat's books; the second has not heard of the removal yet. The
+// charge then reaches the books: it is refused with the presenter's
+// sentence (a 410), and Cat's books hold no row. Before, the books kept
+// it, a row of a student no longer there, for good.
+func TestRemovalOnOneServerRefusesAChargeInFlightOnAnother(t *testing.T) {
+	backends := map[string]func(t *testing.T) Books{
+		"SQLite": func(t *testing.T) Books {
+			db, err := store.Open(filepath.Join(t.TempDir(), "books.db"), store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		},
+		"PostgreSQL": func(t *testing.T) Books {
+			db, err := postgres.Open(context.Background(), pgtest.NewDatabase(t), postgres.Options{MaxConns: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		},
+	}
+	for _, name := range []string{"SQLite", "PostgreSQL"} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			books := backends[name](t)
+			keeper := &memoryKeeper{}
+			guard := NewGuard(Nets(netip.MustParsePrefix("127.0.0.2/32")))
+			first := New(Config{Guard: guard, Keeper: keeper, Books: books, Now: time.Now})
+			held := &holdingBooks{Books: books, entered: make(chan struct{}), release: make(chan struct{})}
+			second := New(Config{Guard: guard, Keeper: keeper, Books: held, Now: time.Now})
+			first.SetOn(true)
+			mine, err := first.Register(ctx, "cat", "10.0.0.1", "Cat", "http://127.0.0.2:8000")
+			if err != nil {
+				t.Fatal(err)
+			}
+			first.save(ctx)
+			if err := second.Restore(ctx); err != nil {
+				t.Fatal(err)
+			}
+			secret := strings.TrimPrefix(mine.GatewayPath, GatewayPrefix)
+			gw, leave, err := second.EnterGateway(secret)
+			if err != nil {
+				t.Fatalf("Cat's gateway on the second server: %v", err)
+			}
+			defer leave()
+			answered := make(chan *httptest.ResponseRecorder, 1)
+			go func() {
+				req := httptest.NewRequest(http.MethodPost, "/charges", strings.NewReader(`{"order_id": "o-1", "amount": 100}`))
+				req.Header.Set("Idempotency-Key", "k-in-flight")
+				rec := httptest.NewRecorder()
+				gw.ServeHTTP(rec, req)
+				answered <- rec
+			}()
+			<-held.entered
+
+			if ok, err := first.Remove(ctx, "Cat"); !ok || err != nil {
+				t.Fatalf("removing Cat on the first server: %v %v", ok, err)
+			}
+			close(held.release)
+			rec := <-answered
+			if rec.Code != http.StatusGone || !strings.Contains(rec.Body.String(), "The presenter removed this student from the workshop") {
+				t.Errorf("the charge in flight on the second server: %d %s, want a 410 saying the presenter removed Cat", rec.Code, rec.Body)
+			}
+			all, err := books.WorkshopTallies(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tally, ok := all[secret]; ok {
+				t.Errorf("after Cat's removal Cat's books hold %+v, want nothing: a row of a student no longer there", tally)
+			}
+		})
 	}
 }
