@@ -25,15 +25,15 @@ func TestBrowserWorkshopPresenterRemovesAndResets(t *testing.T) {
 		t.Helper()
 		return env.send(http.MethodGet, gateways[name]+"/ledger", nil).Status
 	}
-	browser := liveBrowserFor(t, 1366, 900, 3*time.Minute)
+	browser := liveBrowserFor(t, 1366, 900, 8*time.Minute)
 	board := liveTab(t, browser, true)
 	boardViewport(t, board, 1366, 900)
 	liveOpen(t, board, env.URL+"/board?token="+token)
 	const names = `[...document.querySelectorAll('#workshop-scores tr[data-student]')].map(r => r.dataset.student).sort().join(" ")`
-	liveWait(t, board, "the three students on the scoreboard", 30*time.Second, names+` === "Ana Cat Gus"`)
+	liveWait(t, board, "the three students on the scoreboard", 2*time.Minute, names+` === "Ana Cat Gus"`)
 
 	liveDo(t, board, "removing Gus", liveClick(`#workshop-scores tr[data-student="Gus"] form.workshop-remove button`))
-	liveWaitAcross(t, board, "Gus off the scoreboard, Ana and Cat on it", 30*time.Second, names+` === "Ana Cat"`)
+	liveWaitAcross(t, board, "Gus off the scoreboard, Ana and Cat on it", 2*time.Minute, names+` === "Ana Cat"`)
 	if s := gatewayStatus("Gus"); s != http.StatusNotFound {
 		t.Errorf("Gus's gateway after his removal: %d, want 404", s)
 	}
@@ -43,7 +43,7 @@ func TestBrowserWorkshopPresenterRemovesAndResets(t *testing.T) {
 
 	liveDo(t, board, "unfolding the reset", liveClick(`details.workshop-reset summary`))
 	liveDo(t, board, "resetting the workshop", liveClick("#ws-reset"))
-	liveWaitAcross(t, board, "no student on the scoreboard", 30*time.Second,
+	liveWaitAcross(t, board, "no student on the scoreboard", 2*time.Minute,
 		`!!document.getElementById("workshop-scores") && `+names+` === ""`)
 	for _, name := range []string{"Ana", "Cat"} {
 		if s := gatewayStatus(name); s != http.StatusNotFound {
