@@ -53,9 +53,9 @@ func (p *Board) keysUnknown() {
 // every row would be drawn anyway (a flood of a new key every few
 // milliseconds turns the table over between two frames).
 // Nothing when the pages have the board's table already. For a refresh
-// frame, which a page may take twice (it shares the id of the frame
-// before it), each new row's insertion first deletes the row, so that
-// taking it again does not show it twice.
+// frame, which a page may take twice (see orderOps), each new row's
+// insertion first deletes the row, so that taking it again does not show
+// it twice.
 func (p *Board) keyOps(refresh bool) []templ.Component {
 	was := p.keysShown
 	if !was.ahead {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a-h/templ"
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
 
@@ -65,6 +66,7 @@ func TestAFloodChangesTheKeyTableARowAtATime(t *testing.T) {
 	table := &html.Node{Type: html.ElementNode, Data: "table", DataAtom: atom.Table}
 	table.AppendChild(&html.Node{Type: html.ElementNode, Data: "tbody", DataAtom: atom.Tbody, Attr: []html.Attribute{{Key: "id", Val: "keys-body"}}})
 	page.root.AppendChild(table)
+	page.root.AppendChild(&html.Node{Type: html.ElementNode, Data: "div", DataAtom: atom.Div, Attr: []html.Attribute{{Key: "id", Val: "orders"}}})
 	var (
 		mu       sync.Mutex
 		flooding bool  // the loop has begun
@@ -185,6 +187,63 @@ func TestAFloodChangesTheKeyTableARowAtATime(t *testing.T) {
 	}
 
 	mu.Lock()
+	retrying = false
+	mu.Unlock()
+	// Its last two payments, in the same instant as its last retries: held,
+	// then drawn by a refresh frame that inserts their key rows and
+	// orders. The page reconnects with the id of the last frame it took,
+	// which the refresh shares: it gets the refresh again and takes it, as
+	// pay.js does, and still shows each row and order once.
+	for i := 150; i < 152; i++ {
+		for _, e := range paymentEvents(i) {
+			e.Scope = loop
+			b.hub.Publish(e)
+		}
+	}
+	b.caughtUp(t)
+	newest := keyDOMID(loop, "board-key-151")
+	waitUntil(t, "the page to show the loop's last payments", func() bool {
+		page.mu.Lock()
+		defer page.mu.Unlock()
+		got := shownKeys(page.root)
+		return len(got) > 0 && strings.HasPrefix(got[0], newest+" key-done")
+	})
+	mu.Lock()
+	took := lastID
+	mu.Unlock()
+	again := b.open(t, "Last-Event-ID", live.EventID(b.hub.Epoch(), took))
+	for {
+		id, data, _, err := again.next()
+		if err != nil {
+			t.Fatalf("the reconnected page's stream: %v", err)
+		}
+		if data == "" {
+			continue // a heartbeat
+		}
+		if !strings.Contains(data, "<!--refresh-->") || id != took {
+			t.Fatalf("the page resumed from %d got frame %d, want the refresh it had: %.300s", took, id, data)
+		}
+		page.apply(t, id, data)
+		break
+	}
+	again.close()
+	want = b.Snapshot()
+	page.mu.Lock()
+	keysNow, ordersNow := shownKeys(page.root), shownOrders(page.root)
+	page.mu.Unlock()
+	for _, c := range []struct {
+		what      string
+		got, want []string
+	}{
+		{"key table", keysNow, rowsOf(t, views.KeysBody(want.Keys, want.Now, false), atom.Table, shownKeys)},
+		{"orders list", ordersNow, rowsOf(t, views.OrdersView(want.Counters, false), atom.Body, shownOrders)},
+	} {
+		if strings.Join(c.got, "\n") != strings.Join(c.want, "\n") {
+			t.Errorf("the page's %s after it took the refresh again:\n%s\nwant, as a page drawn now:\n%s", c.what, strings.Join(c.got, "\n"), strings.Join(c.want, "\n"))
+		}
+	}
+
+	mu.Lock()
 	defer mu.Unlock()
 	largest := 0
 	for _, n := range sizes {
@@ -202,4 +261,23 @@ func TestAFloodChangesTheKeyTableARowAtATime(t *testing.T) {
 	if largest*2 > wholeBytes {
 		t.Errorf("a frame during the retries took %d bytes, over half the whole key table's %d", largest, wholeBytes)
 	}
+}
+
+// rowsOf renders c, parsed as within an element of kind in, and reads it
+// with read.
+func rowsOf(t *testing.T, c templ.Component, in atom.Atom, read func(*html.Node) []string) []string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := c.Render(context.Background(), &buf); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := html.ParseFragment(&buf, &html.Node{Type: html.ElementNode, Data: in.String(), DataAtom: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := &html.Node{Type: html.ElementNode, Data: in.String(), DataAtom: in}
+	for _, n := range nodes {
+		holder.AppendChild(n)
+	}
+	return read(holder)
 }

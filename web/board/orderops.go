@@ -13,8 +13,11 @@ import (
 // times a second rather than the whole list of OrdersListed. The list is
 // drawn whole when the pages' copy is not known, or when a part of it
 // appears or goes (the alarm, the note of orders left out, the words
-// that there are none).
-func (p *Board) orderOps() []templ.Component {
+// that there are none). For a refresh frame, which a page may take twice
+// (it shares the id of the frame before it, and a page resuming from that
+// id gets it again), each new order's insertion first deletes the order,
+// so that taking it again does not list it twice.
+func (p *Board) orderOps(refresh bool) []templ.Component {
 	now := p.countersLocked()
 	was := p.shown
 	p.shown, p.dirty = &now, false
@@ -55,6 +58,9 @@ func (p *Board) orderOps() []templ.Component {
 			if i+1 < len(now.Orders) {
 				next = now.Orders[i+1].ID
 			}
+			if refresh {
+				ops = append(ops, partOf("orders", "", views.FrameDelete(o.ID)))
+			}
 			ops = append(ops, partOf("orders", "", views.FrameInsertOrder(o.OrderCount, o.shared, next)))
 		case old != o:
 			ops = append(ops, partOf("orders", o.ID, views.OrderItem(o.OrderCount, o.shared, true)))
@@ -76,11 +82,11 @@ func (p *Board) countersDrawnLocked() views.Counters {
 
 // countersOps draws every counter, one number at a time, and brings the
 // list of orders up to date (orderOps), for a frame after charges counted
-// with no frame of their own.
-func (p *Board) countersOps() []templ.Component {
+// with no frame of their own; refresh as for orderOps.
+func (p *Board) countersOps(refresh bool) []templ.Component {
 	var ops []templ.Component
 	for _, t := range views.CounterTiles(p.counters) {
 		ops = append(ops, redrawOf(t.ID, views.TileCount(t.ID, t.N, true)))
 	}
-	return append(ops, p.orderOps()...)
+	return append(ops, p.orderOps(refresh)...)
 }

@@ -184,7 +184,7 @@ func (p *Board) mutedFrame(e live.Event, key string, now time.Time) []templ.Comp
 	}
 	r.drawn, r.held = now, false
 	ops = append(ops, p.keyOps(false)...)
-	return append(ops, p.countersOps()...)
+	return append(ops, p.countersOps(false)...)
 }
 
 // drawHeld draws what the muted events of the row of key changed since
@@ -207,7 +207,7 @@ func (p *Board) drawHeld(key string, r *mutedRow) {
 		ops = append(ops, views.StepView(r.row.Steps[0], true), views.Outcome(r.row.ID, r.row.Outcome, true))
 	}
 	ops = append(ops, p.keyOps(true)...)
-	ops = append(ops, p.countersOps()...)
+	ops = append(ops, p.countersOps(true)...)
 	p.addFrameLocked(p.modelSeq, true, ops)
 }
 

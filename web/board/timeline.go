@@ -132,7 +132,7 @@ func (p *Board) counterOps(before views.Counters) []templ.Component {
 		}
 	}
 	if p.counters.Charges != before.Charges {
-		ops = append(ops, p.orderOps()...)
+		ops = append(ops, p.orderOps(false)...)
 	}
 	return ops
 }
