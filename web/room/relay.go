@@ -164,8 +164,10 @@ type Relay struct {
 	// sends its events. joinedAt is when, on realNow, set just before.
 	joined   atomic.Bool
 	joinedAt atomic.Pointer[time.Time]
-	// hello holds a hello to send (capacity 1).
-	hello chan struct{}
+	// hello holds a hello to send (capacity 1); hellos counts those sent
+	// (only greet uses it).
+	hello  chan struct{}
+	hellos uint64
 	// known holds the ids of the other relays heard (under listenMu).
 	known map[string]bool
 	// others counts them.

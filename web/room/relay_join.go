@@ -2,6 +2,7 @@ package room
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,7 +84,8 @@ func (r *Relay) greet(ctx context.Context) {
 		// Numbered like any batch: its own hello, come back, tells the
 		// relay where in the order it started listening, so that it can
 		// read back what it misses if its connection is lost later.
-		_, err := r.cfg.Peers.NotifyNumbered(nctx, RelayChannel, r.head)
+		r.hellos++
+		_, err := r.cfg.Peers.NotifyNumbered(nctx, RelayChannel, r.helloPayload(r.hellos))
 		cancel()
 		if err != nil {
 			select {
@@ -94,6 +96,20 @@ func (r *Relay) greet(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// helloPayload is this relay's k-th hello: its head, with no generation
+// (0) and then k. Every hello is its own: a relay that reads back from
+// its own hello, after a crash of the database numbered batches again,
+// tells the one it heard from a later one given the same number (whose
+// bytes would be the same without k), and sees the order went back.
+func (r *Relay) helloPayload(k uint64) string {
+	return r.self + " 0 " + strconv.FormatUint(k, 10) + "\n"
+}
+
+// isHello reports whether payload is a hello: a head and no events.
+func isHello(payload string) bool {
+	return strings.IndexByte(payload, '\n') == len(payload)-1
 }
 
 // sayHello has greet send a hello, unless one is due already.

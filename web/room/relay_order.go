@@ -207,7 +207,7 @@ func (r *Relay) receive(payload string) {
 // a hello.
 func (r *Relay) take(part peers.Part, payload string) {
 	if gen, own := r.ownHead(payload); own {
-		if payload != r.head {
+		if !isHello(payload) {
 			r.takeOwn(part, gen, payload)
 		}
 		return
