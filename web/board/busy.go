@@ -145,6 +145,7 @@ func (p *Board) refresh() {
 	l := p.snapshotLocked()
 	p.shown = &l.Counters
 	p.keysDrawn()
+	p.chargesDrawn()
 	p.addFrameLocked(p.modelSeq, true, []templ.Component{inTable(views.KeysBody(l.Keys, l.Now, true)),
 		inTable(views.ChargesBody(l.Charges, l.Now, true)), views.CountersView(l.Counters, true),
 		views.StepView(busy.Steps[0], true), views.Outcome(busy.ID, busy.Outcome, true)})

@@ -42,6 +42,21 @@ func shownKeys(root *html.Node) []string {
 	return out
 }
 
+// shownCharges reads the charges table: its rows' ids, newest first.
+func shownCharges(root *html.Node) []string {
+	body := byID(root, "charges-body")
+	if body == nil {
+		return []string{"no table"}
+	}
+	var out []string
+	for tr := body.FirstChild; tr != nil; tr = tr.NextSibling {
+		if tr.Type == html.ElementNode {
+			out = append(out, must(attr(tr, "id")))
+		}
+	}
+	return out
+}
+
 func byTag(n *html.Node, a atom.Atom) *html.Node {
 	for d := range n.Descendants() {
 		if d.DataAtom == a {
@@ -53,11 +68,11 @@ func byTag(n *html.Node, a atom.Atom) *html.Node {
 
 // TestAFloodChangesTheKeyTableARowAtATime: a caller over its share of
 // the board (a script paying in a loop, then retrying its last payments
-// over and over) has its key rows counted with no frame of their own;
-// the frames that draw them change the pages' key table a row at a time,
-// never redraw it whole, and each is a small part of the whole table's
-// bytes. At the end the page's table, as its frames left it, is the
-// table a page drawn now gets.
+// over and over) has its key rows and charges counted with no frame of
+// their own; the frames that draw them change the pages' key table a row
+// at a time, never redraw it whole, and each is a small part of the whole
+// table's bytes. At the end the page's key table, charges table and
+// orders list, as its frames left them, are what a page drawn now gets.
 func TestAFloodChangesTheKeyTableARowAtATime(t *testing.T) {
 	wall := newHeldWall()
 	_, b := newBooksBoard(t, wall)
@@ -66,6 +81,9 @@ func TestAFloodChangesTheKeyTableARowAtATime(t *testing.T) {
 	table := &html.Node{Type: html.ElementNode, Data: "table", DataAtom: atom.Table}
 	table.AppendChild(&html.Node{Type: html.ElementNode, Data: "tbody", DataAtom: atom.Tbody, Attr: []html.Attribute{{Key: "id", Val: "keys-body"}}})
 	page.root.AppendChild(table)
+	charges := &html.Node{Type: html.ElementNode, Data: "table", DataAtom: atom.Table}
+	charges.AppendChild(&html.Node{Type: html.ElementNode, Data: "tbody", DataAtom: atom.Tbody, Attr: []html.Attribute{{Key: "id", Val: "charges-body"}}})
+	page.root.AppendChild(charges)
 	page.root.AppendChild(&html.Node{Type: html.ElementNode, Data: "div", DataAtom: atom.Div, Attr: []html.Attribute{{Key: "id", Val: "orders"}}})
 	var (
 		mu       sync.Mutex
@@ -229,14 +247,19 @@ func TestAFloodChangesTheKeyTableARowAtATime(t *testing.T) {
 	again.close()
 	want = b.Snapshot()
 	page.mu.Lock()
-	keysNow, ordersNow := shownKeys(page.root), shownOrders(page.root)
+	keysNow, ordersNow, chargesNow := shownKeys(page.root), shownOrders(page.root), shownCharges(page.root)
 	page.mu.Unlock()
+	var wantCharges []string
+	for _, c := range want.Charges {
+		wantCharges = append(wantCharges, c.ID)
+	}
 	for _, c := range []struct {
 		what      string
 		got, want []string
 	}{
 		{"key table", keysNow, rowsOf(t, views.KeysBody(want.Keys, want.Now, false), atom.Table, shownKeys)},
 		{"orders list", ordersNow, rowsOf(t, views.OrdersView(want.Counters, false), atom.Body, shownOrders)},
+		{"charges table", chargesNow, wantCharges},
 	} {
 		if strings.Join(c.got, "\n") != strings.Join(c.want, "\n") {
 			t.Errorf("the page's %s after it took the refresh again:\n%s\nwant, as a page drawn now:\n%s", c.what, strings.Join(c.got, "\n"), strings.Join(c.want, "\n"))

@@ -22,6 +22,8 @@ type model struct {
 	// keysShown is the key table as the frames left it on the pages,
 	// while the rows above are ahead of it (keyops.go).
 	keysShown keysOnPages
+	// chargesShown is the same for the charges table (chargeops.go).
+	chargesShown chargesOnPages
 
 	fullNext bool // the next frame redraws every panel
 	// steps is the step bar as the frames drew it last (stepbar.go's
@@ -112,6 +114,7 @@ func (p *Board) snapshotLocked() views.Live {
 		p.shown = nil
 	}
 	p.keysUnknown()
+	p.chargesUnknown()
 	l := views.Live{Epoch: p.cfg.Hub.Epoch(), Seq: p.modelSeq, Now: p.cfg.Clock.Now(), Counters: p.countersLocked(), Faults: p.faults, Steps: p.steps}
 	if !p.place.IsZero() {
 		l.Place = p.place.String()

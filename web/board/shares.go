@@ -184,6 +184,7 @@ func (p *Board) mutedFrame(e live.Event, key string, now time.Time) []templ.Comp
 	}
 	r.drawn, r.held = now, false
 	ops = append(ops, p.keyOps(false)...)
+	ops = append(ops, p.chargeOps(false)...)
 	return append(ops, p.countersOps(false)...)
 }
 
@@ -207,6 +208,7 @@ func (p *Board) drawHeld(key string, r *mutedRow) {
 		ops = append(ops, views.StepView(r.row.Steps[0], true), views.Outcome(r.row.ID, r.row.Outcome, true))
 	}
 	ops = append(ops, p.keyOps(true)...)
+	ops = append(ops, p.chargeOps(true)...)
 	ops = append(ops, p.countersOps(true)...)
 	p.addFrameLocked(p.modelSeq, true, ops)
 }

@@ -116,17 +116,23 @@ func (p *Board) addCharge(u *update, chargeID string) {
 	p.charged(o)
 	if u.quiet {
 		p.dirty = true // no frame tells the pages of this charge yet
+		p.chargesQuiet()
 	}
 	c := views.ChargeRow{ID: chargeDOMID(chargeID, e.Scope, e.Key), Charge: chargeID, Scope: e.Scope, Key: e.Key,
 		OrderID: shortOrderID(e.OrderID), Amount: e.Amount, Time: e.Time, Repeat: o.charges > 1}
 	p.charges = append(p.charges, c) // oldest first
-	if !u.quiet {
-		u.add(views.FrameInsertCharge(c, p.cfg.Clock.Now()))
-	}
+	var old *views.ChargeRow
 	if len(p.charges) > liveCharges {
-		old := p.charges[0]
+		old = &p.charges[0]
 		p.charges = p.charges[1:]
-		if !u.quiet {
+	}
+	switch {
+	case u.quiet:
+	case p.chargesShown.ahead:
+		u.add(p.chargeOps(false)...)
+	default:
+		u.add(views.FrameInsertCharge(c, p.cfg.Clock.Now()))
+		if old != nil {
 			u.add(views.FrameDelete(old.ID))
 		}
 	}

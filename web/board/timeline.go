@@ -89,6 +89,7 @@ func (p *Board) apply(e live.Event) {
 		p.fullNext = false
 		p.countersDrawnLocked()
 		p.keysDrawn()
+		p.chargesDrawn()
 		p.addFrameLocked(e.Seq, false, append(p.fullFrameLocked(), mark...))
 		return
 	case muted && p.busy == nil:
