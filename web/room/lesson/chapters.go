@@ -234,7 +234,10 @@ var chapters = Book{
 		Slug: "personal-data-key", Title: "Mistake: personal data as the key", Part: partMistakes,
 		Lab:      labWith(func(l *room.LabSettings) { l.Client.PersonalDataKey = true }),
 		SwitchOn: []string{"Lab: every browser uses the customer's e-mail address as the key."},
-		Do:       []string{"Press Pay.", "Press “New order”, then Pay."},
+		Do: []string{"Press Pay.", "Press “New order”, then Pay.",
+			"Press “Use a random key”, then “New order” and Pay: the new order has a key of its own."},
+		StudentDo: []string{"Press Pay.", "Press “New order”, then Pay.",
+			"Once the presenter uses a random key, press “New order”, then Pay."},
 		Watch: []watchFor{
 			{"The key table flags the key as personal data.", func(w *seeing) bool { return w.personalKey() && w.is(live.Claimed) }},
 			{"The lab's sixth card lists where the address is now kept and shown.", func(w *seeing) bool { return w.personalKey() && w.is(live.Claimed) }},
@@ -243,7 +246,10 @@ var chapters = Book{
 		Why: "A key should be random: unique to one payment and meaningless to whoever reads it. An e-mail address is neither. " +
 			"It ends up in tables, at the gateway, on screens and in exports that were never meant to hold personal data, " +
 			"and one address per customer cannot tell that customer's payments apart.",
-		Actions: []Action{{ID: "new-order", Label: "New order"}},
+		Actions: []Action{
+			{ID: "lab-patch", Arg: labPatchArg(map[string]any{"client": map[string]any{"personal_data_key": false}}), Label: "Use a random key", Presenter: true},
+			{ID: "new-order", Label: "New order"},
+		},
 	},
 	{
 		Slug: "prune-too-soon", Title: "Mistake: pruning keys sooner than clients retry", Part: partMistakes,

@@ -189,15 +189,28 @@ var questions = map[string][]Question{
 			},
 		},
 	},
-	"personal-data-key": {{
-		When: "After the first order's Pay, before “New order”.",
-		Text: "The key is the customer's e-mail address. The same customer pays a second order: what does it get?",
-		Choices: []Choice{
-			{Text: "A new charge for the new order.", Shows: func(w *seeing) bool { return w.is(live.Charged) && w.keyCharges() >= 2 }},
-			{Text: "A 422: that key already belongs to the first order.", Shows: mismatch},
-			{Text: "The first order's 201.", Shows: func(w *seeing) bool { return w.is(live.Replayed) }},
+	"personal-data-key": {
+		{
+			When: "After the first order's Pay, before “New order”.",
+			Text: "The key is the customer's e-mail address. The same customer pays a second order: what does it get?",
+			Choices: []Choice{
+				{Text: "A new charge for the new order.", Shows: func(w *seeing) bool { return w.is(live.Charged) && w.keyCharges() >= 2 }},
+				{Text: "A 422: that key already belongs to the first order.", Shows: mismatch},
+				{Text: "The first order's 201.", Shows: func(w *seeing) bool { return w.is(live.Replayed) }},
+			},
 		},
-	}},
+		{
+			When: "After “Use a random key”, before the new order's Pay.",
+			Text: "Every order now gets a random key of its own. The same customer pays another order: what does it get?",
+			Choices: []Choice{
+				{Text: "A charge for the new order, under its own key.", Shows: func(w *seeing) bool {
+					return w.is(live.Charged) && !w.personalKey() && w.keyCharges() <= 1
+				}},
+				{Text: "A 422: the customer's key already belongs to an order.", Shows: mismatch},
+				{Text: "The first order's 201.", Shows: func(w *seeing) bool { return w.is(live.Replayed) }},
+			},
+		},
+	},
 	"prune-too-soon": {
 		{
 			When:    "After the warp and prune, before the late retry.",

@@ -2,6 +2,7 @@ package lesson
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -162,6 +163,79 @@ func TestVoteGradedByWhatTheServerDid(t *testing.T) {
 			}
 			if o.Row == "" || o.Said == "" {
 				t.Fatalf("the grade names no row or says nothing: %+v", o)
+			}
+		})
+	}
+}
+
+// TestPersonalDataKeyAsksAgainAfterTheFix: the personal-data chapter has
+// a fix (“Use a random key”, which turns the lab's e-mail key off) and
+// asks after it too, graded by what the server did: the new order charged
+// under a random key of its own is the first choice; a 422 for a key that
+// is still the customer's address the second.
+func TestPersonalDataKeyAsksAgainAfterTheFix(t *testing.T) {
+	book := Build(30 * time.Second)
+	_, ch, ok := book.Find("personal-data-key")
+	if !ok {
+		t.Fatal("no personal-data-key chapter")
+	}
+	var fix *Action
+	for i, a := range ch.Actions {
+		if a.ID == "lab-patch" {
+			fix = &ch.Actions[i]
+		}
+	}
+	if fix == nil || !fix.Presenter || len(ch.Ask) < 2 {
+		t.Fatalf("the chapter's fix %+v, %d questions: want a presenter's lab patch and a question after it", fix, len(ch.Ask))
+	}
+	var patch room.LabSettings
+	patch.Client.PersonalDataKey = true
+	if err := json.Unmarshal([]byte(fix.Arg), &patch); err != nil || patch.Client.PersonalDataKey {
+		t.Fatalf("the fix %s leaves the e-mail key on (%v)", fix.Arg, err)
+	}
+
+	n, r := narrating(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	n.Start(ctx)
+	change := func(edit func(*room.State) error) {
+		t.Helper()
+		if _, _, err := r.Change(ctx, edit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	graded := func() *room.PollOutcome {
+		t.Helper()
+		deadline := time.After(time.Minute)
+		for {
+			st, _, changed := r.Watch()
+			if st.Poll != nil && st.Poll.Outcome != nil {
+				return st.Poll.Outcome
+			}
+			select {
+			case <-changed:
+			case <-deadline:
+				t.Fatalf("the vote was not graded: %+v", st.Poll)
+				return nil
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		ev   live.Event
+		want int
+	}{
+		{"the new order charged under a random key", live.Event{Kind: live.Charged, Scope: "s", Key: "3f9c2a71-5b1e-4c1d-9a53-0f6e2c1d8b47", OrderID: "B-2", Request: "rq_b2"}, 0},
+		{"the customer's address still the key", live.Event{Kind: live.Mismatch, Scope: "s", Key: "mai@example.com", OrderID: "B-3", Request: "rq_b3", Status: http.StatusUnprocessableEntity}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			change(func(s *room.State) error { s.SetLesson("personal-data-key"); s.OpenPoll(1, len(ch.Ask[1].Choices)); return nil })
+			_ = n.Version() // the narrator follows the new run
+			id := r.Load().Poll.ID
+			change(func(s *room.State) error { return s.ClosePoll(id) })
+			n.hub.Publish(c.ev)
+			if o := graded(); o.Choice != c.want {
+				t.Fatalf("graded %d (%s), want %d (%s)", o.Choice, o.Said, c.want, ch.Ask[1].Choices[c.want].Text)
 			}
 		})
 	}
