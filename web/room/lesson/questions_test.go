@@ -229,7 +229,11 @@ func TestPersonalDataKeyAsksAgainAfterTheFix(t *testing.T) {
 		{"the customer's address still the key", live.Event{Kind: live.Mismatch, Scope: "s", Key: "mai@example.com", OrderID: "B-3", Request: "rq_b3", Status: http.StatusUnprocessableEntity}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			change(func(s *room.State) error { s.SetLesson("personal-data-key"); s.OpenPoll(1, len(ch.Ask[1].Choices)); return nil })
+			change(func(s *room.State) error {
+				s.SetLesson("personal-data-key")
+				s.OpenPoll(1, len(ch.Ask[1].Choices))
+				return nil
+			})
 			_ = n.Version() // the narrator follows the new run
 			id := r.Load().Poll.ID
 			change(func(s *room.State) error { return s.ClosePoll(id) })
