@@ -92,7 +92,9 @@ type stream struct {
 
 func (b *testBoard) open(t *testing.T, header ...string) *stream {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// The stream lasts the test (closed at cleanup), within waitUntil's
+	// bound: a fixed 20 s cut the page off mid-test on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.url, nil)
 	if err != nil {
 		t.Fatal(err)
