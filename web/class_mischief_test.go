@@ -44,7 +44,7 @@ func TestMischievousClass(t *testing.T) {
 
 	// The presenter starts a chapter and opens the board's stream.
 	if r := sendFrom(t, presenter, http.MethodPut, env.URL+"/api/lessons/current", `{"slug":"retry-every-4xx"}`, PresenterHeader, token); r.Status != http.StatusOK {
-		t.Fatalf("starting the chapter: %d %s", r.Status, r.Body)
+		t.Fatalf("starting the chapter: %d %s%s", r.Status, r.Body, noAnswer(r))
 	}
 	board := watchStream(t, presenter, env.URL, PresenterHeader, token)
 
@@ -63,7 +63,7 @@ func TestMischievousClass(t *testing.T) {
 			r := payFrom(t, presenter, env.URL, "presenter-"+order, order, "Bearer presenter", PresenterHeader, token)
 			took = append(took, time.Since(start))
 			if r.Status != http.StatusCreated {
-				t.Fatalf("%s: the presenter's payment %d: %d %s", round, i, r.Status, r.Body)
+				t.Fatalf("%s: the presenter's payment %d (%s, after %v): %d %s%s", round, i, order, took[len(took)-1].Round(time.Millisecond), r.Status, r.Body, noAnswer(r))
 			}
 		}
 		return took
@@ -295,7 +295,7 @@ func TestMischievousClass(t *testing.T) {
 		}
 		t.Logf("the students sent %d requests from their loops while the checker ran", during.loopedDuring)
 		if !slices.Equal(checkerAlone, during.rows) {
-			t.Errorf("with the students at it the checker said\n%s\nalone it said\n%s", strings.Join(during.rows, "\n"), strings.Join(checkerAlone, "\n"))
+			t.Errorf("with the students at it the checker said\n%s\nalone it said\n%s\nwhat differed:\n%s", strings.Join(during.rows, "\n"), strings.Join(checkerAlone, "\n"), rowsDiffer(checkerAlone, during.rows))
 		}
 	})
 	t.Run("the students changed nothing at the simulated gateway", func(t *testing.T) {
@@ -437,7 +437,9 @@ func sendFrom(t testing.TB, client *http.Client, method, url, body string, heade
 	}
 	res, err := client.Do(req)
 	if err != nil {
-		return response{} // a student's request cut short by the end of the test
+		// A student's request cut short by the end of the test, or a
+		// request that got no answer: the caller says which matters.
+		return response{Err: err}
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
@@ -572,6 +574,33 @@ func (w *watchedStream) firstShown(re *regexp.Regexp) map[string]int {
 // presenterPattern matches the presenter's order ids in the mischievous
 // class.
 var presenterPattern = regexp.MustCompile(`PR\d{4}X`)
+
+// noAnswer says why a request got no answer, "" when it got one.
+func noAnswer(r response) string {
+	if r.Err == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (no answer: %v)", r.Err)
+}
+
+// rowsDiffer lists the rows of two tables that differ, one line each:
+// "row n: alone | noisy", a row missing from one of them as "(none)".
+func rowsDiffer(alone, noisy []string) string {
+	var b strings.Builder
+	for i := range max(len(alone), len(noisy)) {
+		a, n := "(none)", "(none)"
+		if i < len(alone) {
+			a = alone[i]
+		}
+		if i < len(noisy) {
+			n = noisy[i]
+		}
+		if a != n {
+			fmt.Fprintf(&b, "row %d: alone %q, with the students %q\n", i+1, a, n)
+		}
+	}
+	return b.String()
+}
 
 func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)

@@ -105,6 +105,8 @@ type response struct {
 	Status int
 	Header http.Header
 	Body   []byte
+	// Err is why there is no answer (Status 0): the client's error.
+	Err error
 }
 
 func (r response) JSON(t testing.TB) map[string]any {
