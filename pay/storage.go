@@ -5,6 +5,24 @@ import (
 	"time"
 )
 
+// firstKey marks a context whose writes go first (WriteFirst).
+type firstKey struct{}
+
+// WriteFirst returns ctx marked so that a store whose writes queue for
+// one writer (store.DB) runs the writes made under it before everyone
+// else's queued: each waits at most for the write being run, never for a
+// queue of others. The room's presenter pays under it: a class flooding
+// the writer is then never ahead of the presenter.
+func WriteFirst(ctx context.Context) context.Context {
+	return context.WithValue(ctx, firstKey{}, true)
+}
+
+// WritesFirst says whether ctx was marked by WriteFirst.
+func WritesFirst(ctx context.Context) bool {
+	first, _ := ctx.Value(firstKey{}).(bool)
+	return first
+}
+
 // Storage keeps the idempotency keys and the charges. The SQLite store
 // implements it (store.DB); every backend must pass the contract suite in
 // store/storetest.

@@ -56,8 +56,15 @@ type DB struct {
 	cache   *replayCache
 	held    claimsHeld
 
-	stats      struct{ commits, ops, busy atomic.Int64 }
-	ops        chan *writeOp
+	stats struct{ commits, ops, busy atomic.Int64 }
+	ops   chan *writeOp
+	// first queues the writes made under pay.WriteFirst: the writer
+	// takes them before any of ops, in a batch of their own, and a batch
+	// of ops stops between two ops to let them go (runBatch). With a class
+	// flooding the writer, the presenter's payment waited for batch after
+	// batch of the students' writes (seconds each on a loaded machine),
+	// so long that its client gave up.
+	first      chan *writeOp
 	quit       chan struct{}
 	writerDone chan struct{}
 	closeOnce  sync.Once
@@ -84,6 +91,7 @@ func Open(path string, opts Options) (*DB, error) {
 		now:        opts.Now,
 		cache:      newReplayCache(opts.ReplayCacheSize),
 		ops:        make(chan *writeOp, 1024),
+		first:      make(chan *writeOp, 64),
 		quit:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 	}
@@ -278,8 +286,12 @@ func (db *DB) execAtomic(ctx context.Context, fn func(ctx context.Context, w *wr
 func (db *DB) submit(ctx context.Context, fn func(ctx context.Context, w *writeStatements) error, savepoint bool) error {
 	op := opPool.Get().(*writeOp)
 	op.fn, op.savepoint = fn, savepoint
+	queue := db.ops
+	if pay.WritesFirst(ctx) {
+		queue = db.first
+	}
 	select {
-	case db.ops <- op:
+	case queue <- op:
 	case <-db.quit:
 		opPool.Put(op)
 		return ErrClosed
@@ -305,37 +317,58 @@ func (db *DB) submit(ctx context.Context, fn func(ctx context.Context, w *writeS
 func (db *DB) writer() {
 	defer close(db.writerDone)
 	batch := make([]*writeOp, 0, maxBatch)
+	// left holds the ops a batch stopped before, to let the first's go:
+	// they begin the next batch of the others.
+	var left []*writeOp
 	for {
-		select {
-		case <-db.quit:
-			return
-		case op := <-db.ops:
-			batch = append(batch[:0], op)
+		batch = batch[:0]
+		first := false
+		switch {
+		case len(db.first) > 0:
+			first = true
+		case len(left) > 0:
+			batch = append(batch, left...)
+			left = left[:0]
+		default:
+			select {
+			case <-db.quit:
+				return
+			case op := <-db.first:
+				batch, first = append(batch, op), true
+			case op := <-db.ops:
+				batch = append(batch, op)
+			}
 		}
 		// Commit what is queued: the writes that arrive while this batch's
 		// fsync runs form the next batch. Before that, one yield lets
 		// goroutines that are already runnable (handlers the last commit
 		// answered, requests just parsed) queue their writes first. It never
 		// waits for anything that is not already runnable, so a lone
-		// request or an idle server pays nothing for it.
-		batch = db.drain(batch)
-		if len(batch) < maxBatch {
-			runtime.Gosched()
-			batch = db.drain(batch)
+		// request or an idle server pays nothing for it. The writes that go
+		// first make a batch of their own, however many others wait.
+		if first {
+			batch = drain(db.first, batch)
+		} else {
+			batch = drain(db.ops, batch)
+			if len(batch) < maxBatch {
+				runtime.Gosched()
+				batch = drain(db.ops, batch)
+			}
 		}
 		t0 := time.Now()
-		db.runBatch(batch)
+		ran := db.runBatch(batch, !first)
+		left = append(left, batch[ran:]...)
 		db.stats.commits.Add(1)
-		db.stats.ops.Add(int64(len(batch)))
+		db.stats.ops.Add(int64(ran))
 		db.stats.busy.Add(int64(time.Since(t0)))
 	}
 }
 
-// drain adds to batch what is already queued, without waiting.
-func (db *DB) drain(batch []*writeOp) []*writeOp {
+// drain adds to batch what is already queued on ops, without waiting.
+func drain(ops chan *writeOp, batch []*writeOp) []*writeOp {
 	for len(batch) < maxBatch {
 		select {
-		case op := <-db.ops:
+		case op := <-ops:
 			batch = append(batch, op)
 		default:
 			return batch
@@ -344,10 +377,12 @@ func (db *DB) drain(batch []*writeOp) []*writeOp {
 	return batch
 }
 
-// runBatch runs every op of the batch in one transaction, then commits.
-// Every statement runs under a context that nobody can cancel (see
-// writeOp).
-func (db *DB) runBatch(batch []*writeOp) {
+// runBatch runs the ops of the batch in one transaction, then commits,
+// and says how many it ran. Every statement runs under a context that
+// nobody can cancel (see writeOp). A batch that may yield stops before
+// its next op when writes that go first are waiting: it commits what it
+// ran, and the writer runs the rest after them.
+func (db *DB) runBatch(batch []*writeOp, mayYield bool) int {
 	ctx := context.Background()
 	w := &db.stmts
 	errs := make([]error, len(batch))
@@ -355,9 +390,14 @@ func (db *DB) runBatch(batch []*writeOp) {
 		for _, op := range batch {
 			op.done <- fmt.Errorf("begin: %w", err)
 		}
-		return
+		return len(batch)
 	}
+	ran := len(batch)
 	for i, op := range batch {
+		if mayYield && i > 0 && len(db.first) > 0 {
+			ran = i
+			break
+		}
 		if !op.savepoint {
 			errs[i] = op.fn(ctx, w)
 			continue
@@ -374,14 +414,15 @@ func (db *DB) runBatch(batch []*writeOp) {
 	}
 	if _, err := w.commit.ExecContext(ctx); err != nil {
 		_, _ = w.rollback.ExecContext(ctx)
-		for _, op := range batch {
+		for _, op := range batch[:ran] {
 			op.done <- fmt.Errorf("commit: %w", err)
 		}
-		return
+		return ran
 	}
-	for i, op := range batch {
+	for i, op := range batch[:ran] {
 		op.done <- errs[i]
 	}
+	return ran
 }
 
 // writeStatements are prepared once on the writer's connection.

@@ -55,9 +55,11 @@ func (h *paymentHandlers) takeTurn(c echo.Context) (*paySlot, error) {
 		return nil, no.err
 	}
 	if first {
-		// The presenter's payment takes nobody's turn, and the students'
-		// work steps aside while it is at work (student_work.go).
+		// The presenter's payment takes nobody's turn, the students' work
+		// steps aside while it is at work (student_work.go), and its
+		// writes go before the students' queued at the store's writer.
 		slot = &paySlot{presenter: &h.admission.work.presenter, leave: h.admission.work.presenter.enter()}
+		c.SetRequest(r.WithContext(pay.WriteFirst(r.Context())))
 	}
 	return slot, nil
 }
