@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestBoardOpenedAfterAPIPaymentsDrawsThem: a server takes payments
@@ -60,6 +59,6 @@ func TestBoardOpenedAfterAPIPaymentsDrawsThem(t *testing.T) {
 	if r := env.pay("kept-next", `{"order_id":"A-7104","amount_satang":100}`); r.Status != http.StatusCreated {
 		t.Fatalf("paying A-7104: %d %s", r.Status, r.Body)
 	}
-	liveWait(t, ctx, "the next payment on top", 30*time.Second,
+	liveWait(t, ctx, "the next payment on top", waitUntilBound,
 		`(() => { const o = `+rowsJS+`; return o.join(",") === "A-7104,A-7103,A-7102,A-7101"; })()`)
 }

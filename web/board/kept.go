@@ -2,7 +2,7 @@ package board
 
 import "paytwice/web/live"
 
-// drawKept draws the hub's kept timeline (what GET /api/timeline.json
+// drawKeptLocked draws the hub's kept timeline (what GET /api/timeline.json
 // lists) up to event upTo into the timeline's rows. A board starts on
 // first use: the payments made through the API before any page was open
 // are in the books, the counters and the export, and a board that drew

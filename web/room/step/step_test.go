@@ -174,7 +174,7 @@ func TestPlayLetsGoARequestBetweenTwoCheckpoints(t *testing.T) {
 	}()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatalf("the request stepped on before Play was held again: %+v", st.State().Held)
 	}
 	// A new request is held: Play did not turn step mode off.
@@ -187,7 +187,7 @@ func TestPlayLetsGoARequestBetweenTwoCheckpoints(t *testing.T) {
 // waitHeldCount waits, bounded, until st holds n requests.
 func waitHeldCount(t *testing.T, st *step.Stepper, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for len(st.State().Held) != n {
 		if time.Now().After(deadline) {
 			t.Fatalf("held %d, want %d", len(st.State().Held), n)
