@@ -65,7 +65,7 @@ func TestBrowserLostResponseEveryTime(t *testing.T) {
 func TestBrowserConnectionNeverHappensOncePerAttempt(t *testing.T) {
 	browserSideBySide(t)
 	_, ctx := livePayWithRetries(t, pay.ServerFaults{ConnectionNeverHappens: true}, "/?backoff_ms=5")
-	liveWait(t, ctx, "six attempts, all unanswered", 20*time.Second,
+	liveWait(t, ctx, "six attempts, all unanswered", waitUntilBound,
 		`document.querySelectorAll('#attempts li[data-status="network"]').length === 6 && `+statusState+` === "unknown"`)
 	liveWait(t, ctx, "six timeline rows", 5*time.Second, timelineRows+` === 6`)
 	if n := liveEval[int](t, ctx, timelineRows); n != 6 {

@@ -141,7 +141,7 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 			liveDo(t, p, fmt.Sprintf("phone %d pays", i+1), steps...)
 		}
 		for i, p := range phones {
-			liveWait(t, p, fmt.Sprintf("phone %d's answers", i+1), 20*time.Second, cardSettled)
+			liveWait(t, p, fmt.Sprintf("phone %d's answers", i+1), waitUntilBound, cardSettled)
 		}
 	}
 	presenter := func(method, path string, body any) {

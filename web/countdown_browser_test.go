@@ -34,7 +34,7 @@ func TestBrowserCountdownsFollowTheRoomsClockInEveryChapter(t *testing.T) {
 			steps = append(steps, liveClick("#pay"))
 		}
 		liveDo(t, phone, "paying", steps...)
-		liveWait(t, phone, "the answers", 20*time.Second, cardSettled)
+		liveWait(t, phone, "the answers", waitUntilBound, cardSettled)
 	}
 	presenter := func(method, path string, body any) {
 		if r := env.send(method, path, body); r.Status >= 300 {

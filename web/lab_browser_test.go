@@ -149,7 +149,7 @@ func TestBrowserLabNewKeyOnEveryRetry(t *testing.T) {
 		liveDo(t, ctx, "paying once", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"))
 		// The last attempt is lost too, but the order went out under six
 		// keys: the card looks it up and counts what the server charged.
-		liveWait(t, ctx, "six attempts, every one lost, and the six charges on the card", 20*time.Second,
+		liveWait(t, ctx, "six attempts, every one lost, and the six charges on the card", waitUntilBound,
 			answered+` === 6 && document.getElementById("pay-status").dataset.state === "twice" && /charged six times/.test(document.getElementById("pay-status").textContent)`)
 		keys := liveEval[int](t, ctx, `new Set([...document.querySelectorAll("#attempts li[data-key]")].map(li => li.dataset.key)).size`)
 		if keys != 6 {
@@ -432,7 +432,7 @@ func TestBrowserLabOtherMistakes(t *testing.T) {
 		liveWait(t, ctx, "paid", 10*time.Second, paidNow)
 		liveDo(t, ctx, "paying again with another amount", chromedp.Clear(chromedp.CSS("#amount")),
 			liveType("#amount", "1,350.00"), liveClick("#pay"))
-		liveWait(t, ctx, "six 422s, five wasted", 20*time.Second,
+		liveWait(t, ctx, "six 422s, five wasted", waitUntilBound,
 			`document.querySelectorAll('#attempts li[data-status="422"]').length === 6 && document.querySelectorAll("#attempts li[data-wasted]").length === 5 && `+
 				`document.getElementById("pay-status").textContent.includes("5 wasted")`)
 		liveWait(t, ctx, "the lab's count", 5*time.Second, labNumber(4)+` === "5"`)

@@ -76,7 +76,7 @@ func TestBrowserClassWalksTwelveChaptersThroughARestart(t *testing.T) {
 			liveDo(t, phones[i], fmt.Sprintf("phone %d pays", i+1), steps...)
 		}
 		for _, i := range which {
-			liveWait(t, phones[i], fmt.Sprintf("phone %d's answers", i+1), 20*time.Second, cardSettled)
+			liveWait(t, phones[i], fmt.Sprintf("phone %d's answers", i+1), waitUntilBound, cardSettled)
 		}
 	}
 	everyPhone := []int{0, 1, 2}
