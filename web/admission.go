@@ -58,6 +58,9 @@ func newAdmission(cfg Config, guesses guessBook, logf func(format string, args .
 	a.presenter.recognised = a.presenterPlaces.Note
 	a.streams = newStreamAdmission(cfg.Limits, now)
 	a.limits = newRequestLimits(cfg.Limits, now, a.presenter.clientIP, a.hasPriority)
+	if a.locked {
+		a.limits.presenterLink = a.presenter.mayBePresenterLink
+	}
 	a.payments = newPaymentAdmission(cfg.Limits, now, a.locked)
 	a.payments.callers = a.limits.callers
 	a.work = newStudentWork(cfg.Limits, now)

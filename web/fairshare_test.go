@@ -301,3 +301,62 @@ func TestACallerPastItsShareIsRefusedBeforeRouting(t *testing.T) {
 		t.Fatalf("another caller of the address: %d %q, reached the router %d times", rec.Code, rec.Body, reached)
 	}
 }
+
+// The presenter's link (GET /board?token=) gets in from an address whose
+// students have used up its share of requests and its live views: it is
+// how the presenter's browser gets its cookie, and the presenter is never
+// behind students. A wrong link is still looked at as a guess, not let in.
+func TestThePresenterLinkGetsInFromAnAddressPastItsShares(t *testing.T) {
+	const token = "front-of-class"
+	requests := Rate{Burst: 3, Every: time.Hour}
+	env := newTestEnv(t, Config{PresenterToken: token, Limits: Limits{Requests: requests, StreamsPerAddress: 2}})
+	room := fromAddress("127.0.0.4") // the presenter and the students share it
+	for range 2 {
+		h, status := openHeld(context.Background(), room, env.URL)
+		if h == nil {
+			t.Fatalf("a student's live view: %d", status)
+		}
+		t.Cleanup(h.close)
+	}
+	if _, status := openHeld(context.Background(), room, env.URL); status != http.StatusTooManyRequests {
+		t.Fatalf("a student's live view past the address's share: %d, want 429", status)
+	}
+	for range requests.Burst {
+		getFrom(t, room, env.URL+"/board")
+	}
+	if r := getFrom(t, room, env.URL+"/board"); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("a student's page past the address's share: %d, want 429", r.Status)
+	}
+
+	noRedirect := &http.Client{Transport: room.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	link := func(tok string) *http.Response {
+		t.Helper()
+		res, err := noRedirect.Get(env.URL + "/board?token=" + tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	if res := link("a-guess"); res.StatusCode != http.StatusForbidden {
+		t.Fatalf("a wrong link from the address past its share: %d, want 403 (looked at as a guess)", res.StatusCode)
+	}
+	res := link(token)
+	var cookie string
+	for _, c := range res.Cookies() {
+		if c.Name == PresenterCookie {
+			cookie = c.Name + "=" + c.Value
+		}
+	}
+	if res.StatusCode != http.StatusSeeOther || cookie == "" {
+		t.Fatalf("the presenter's link from the address past its shares: %d, cookie %q; want 303 with the presenter's cookie", res.StatusCode, cookie)
+	}
+	if r := getFrom(t, room, env.URL+"/board", "Cookie", cookie); r.Status != http.StatusOK {
+		t.Fatalf("the presenter's board: %d", r.Status)
+	}
+	h, status := openHeld(context.Background(), room, env.URL, "Cookie", cookie)
+	if h == nil {
+		t.Fatalf("the presenter's live view from the address whose views are all taken: %d", status)
+	}
+	h.close()
+}

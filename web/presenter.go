@@ -129,17 +129,45 @@ func (g *presenterGate) mayBePresenter(r *http.Request) bool {
 	if c, err := r.Cookie(PresenterCookie); err == nil && g.cookieOK(c.Value) {
 		return true
 	}
-	return r.Header.Get(PresenterHeader) != "" && g.tries.wait(g.clientIP(r)) == 0
+	return offeredToken(r) != "" && g.tries.wait(g.clientIP(r)) == 0
 }
 
-// headerTokenRight compares r's header token with the presenter's, in
+// mayBePresenterLink is mayBePresenter for the presenter's link alone
+// (GET /board?token=): its token is looked at, and counted when wrong, by
+// the board's handler (handleBoard). The link is how the presenter's
+// browser gets its cookie, so it must get in from an address whose
+// students have used up its shares, as the presenter's requests do.
+func (g *presenterGate) mayBePresenterLink(r *http.Request) bool {
+	return r.Header.Get(PresenterHeader) == "" && presenterLinkToken(r) != "" && g.tries.wait(g.clientIP(r)) == 0
+}
+
+// offeredToken is the presenter token r offers: in the header, or in the
+// presenter's link.
+func offeredToken(r *http.Request) string {
+	if got := r.Header.Get(PresenterHeader); got != "" {
+		return got
+	}
+	return presenterLinkToken(r)
+}
+
+// presenterLinkToken is the token of the presenter's link, GET
+// /board?token=, and "" for any other request.
+func presenterLinkToken(r *http.Request) string {
+	if r.Method != http.MethodGet || r.URL.Path != "/board" {
+		return ""
+	}
+	return r.URL.Query().Get("token")
+}
+
+// headerTokenRight compares r's header token (or its presenter link's)
+// with the presenter's, in
 // constant time and without the shared count, for the places held at
 // accept and in flight (address_bounds.go): looked says whether it was
 // compared at all (a header, and tries left on this server), so that the
 // caller counts a wrong one whose answer then differs from a right one's
 // (headerTokenWrong).
 func (g *presenterGate) headerTokenRight(r *http.Request) (right, looked bool) {
-	got := r.Header.Get(PresenterHeader)
+	got := offeredToken(r)
 	if g.token == "" || got == "" || g.tries.wait(g.clientIP(r)) > 0 {
 		return false, false
 	}

@@ -29,6 +29,9 @@ type requestLimits struct {
 	// whether it comes from the presenter (never counted).
 	clientIP func(*http.Request) string
 	priority func(*http.Request) bool
+	// presenterLink, when set, says whether r is the presenter's link
+	// (GET /board?token=) from an address with tries left.
+	presenterLink func(*http.Request) bool
 	// knownGateway says whether a secret is a student's workshop gateway:
 	// only those are left to the servers under test charging through
 	// them; a guessed one is counted like any request.
@@ -121,8 +124,9 @@ func (l *requestLimits) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		// The presenter is never held back, and takes nothing from its
 		// address's share: behind a classroom's shared address that share
-		// is the students'.
-		if l.priority(r) {
+		// is the students'. Nor is the presenter's link while its address
+		// has tries left: its handler counts a wrong token.
+		if l.priority(r) || (l.presenterLink != nil && l.presenterLink(r)) {
 			return next(c)
 		}
 		ip := l.clientIP(r)
