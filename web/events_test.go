@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"paytwice/web/live"
 )
@@ -368,4 +371,45 @@ func TestCheckoutPage(t *testing.T) {
 			t.Fatal("an out-of-range backoff_ms was used")
 		}
 	})
+}
+
+// One browser session holds at most StreamsPerSession live views, so that
+// one phone behind a class's shared address cannot take the address's
+// share from the others: past it that session gets 429 with a sentence,
+// while another session from the same address still gets its own.
+func TestOneSessionHoldsAtMostItsShareOfTheLiveViews(t *testing.T) {
+	env := newTestEnv(t, Config{PresenterToken: "s3cret", Limits: Limits{StreamsPerAddress: 10, StreamsPerSession: 2}})
+	class := fromAddress("127.0.0.5")
+	open := func(session string) (*heldStream, int) {
+		t.Helper()
+		h, status := openHeld(context.Background(), class, env.URL, "Cookie", session)
+		if h != nil {
+			t.Cleanup(h.close)
+		}
+		return h, status
+	}
+	mine := sessionCookie + "=" + uuid.NewString()
+	for i := range 2 {
+		if h, status := open(mine); h == nil {
+			t.Fatalf("the phone's live view %d: %d", i+1, status)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, env.URL+"/events", nil)
+	req.Header.Set("Cookie", mine)
+	res, err := class.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode == http.StatusOK {
+		res.Body.Close() // a live view: read on, it would never end
+		t.Fatal("the phone's live view past its session's share was let in")
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "streams-per-session") {
+		t.Fatalf("the phone's live view past its session's share: %d, Retry-After %q, %s", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+	if h, status := open(sessionCookie + "=" + uuid.NewString()); h == nil {
+		t.Fatalf("another session from the same address: %d", status)
+	}
 }
