@@ -117,10 +117,13 @@ func TestKillOneOfThreeServers(t *testing.T) {
 	bin := binary(t)
 	// A short lock timeout: the orphans are closed once it has really
 	// passed. The gateway time-out is half of it, the gateway's latency
-	// far less.
+	// less again, and long enough that the keys server 0 holds when the
+	// test decides to kill it are still at the gateway when the kill
+	// lands: the check and the kill take a few hundred milliseconds on a
+	// loaded machine, which a latency of 200 ms did not always outlast.
 	const lockTimeout = 3 * time.Second
 	servers := startServers(ctx, t, bin, url, "-lock-timeout", lockTimeout.String())
-	patchFaults(ctx, t, `{"gateway":{"latency_ms":200}}`, servers...)
+	patchFaults(ctx, t, `{"gateway":{"latency_ms":700}}`, servers...)
 	conn := connect(ctx, t, url)
 	startedOn := func() int { return count(ctx, t, conn, startedKeys) }
 
