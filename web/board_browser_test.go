@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
@@ -115,11 +114,11 @@ func TestBrowserBoardLessonLayout(t *testing.T) {
 			body := fmt.Sprintf(`{"order_id":%q,"amount_satang":129900}`, order)
 			env.pay(uuid.NewString(), body)
 			env.pay(uuid.NewString(), body)
-			liveWait(t, ctx, "the order charged twice", 10*time.Second,
+			liveWait(t, ctx, "the order charged twice", waitUntilBound,
 				fmt.Sprintf(`document.getElementById("orders").textContent.includes(%q) && document.querySelectorAll("#timeline > li").length >= 2`, order))
 
 			// The lesson's points tick off, and the row that made them stands out.
-			liveWait(t, ctx, "the Watch for items ticked and their row marked", 10*time.Second,
+			liveWait(t, ctx, "the Watch for items ticked and their row marked", waitUntilBound,
 				`document.querySelectorAll("#lesson .watch-item.seen").length === 2 && document.querySelectorAll("#timeline .tl-row.watched").length === 1`)
 
 			g := liveEval[boardGeometry](t, ctx, boardMeasure)
@@ -193,22 +192,22 @@ func TestBrowserStepModeDoubleClick(t *testing.T) {
 	liveOpen(t, student, env.URL+"/")
 
 	liveDo(t, board, "pressing S", chromedp.KeyEvent("s"))
-	liveWait(t, board, "step mode on", 5*time.Second, `document.getElementById("step-bar").classList.contains("step-on")`)
+	liveWait(t, board, "step mode on", waitUntilBound, `document.getElementById("step-bar").classList.contains("step-on")`)
 	if !env.Server.payments.steps.On() {
 		t.Fatal("the server's step mode is off")
 	}
 
 	liveDo(t, student, "double-click", liveClick("#pay"), liveClick("#pay"))
-	liveWait(t, board, "both requests held as they arrive", 10*time.Second, `document.querySelectorAll("#step-bar .held li").length === 2`)
-	liveWait(t, board, "the held rows highlighted", 5*time.Second, `document.querySelectorAll(".tl-row .step[id$='-held']").length === 2`)
+	liveWait(t, board, "both requests held as they arrive", waitUntilBound, `document.querySelectorAll("#step-bar .held li").length === 2`)
+	liveWait(t, board, "the held rows highlighted", waitUntilBound, `document.querySelectorAll(".tl-row .step[id$='-held']").length === 2`)
 
 	// The first request goes on: it claims the key and waits there.
 	liveDo(t, board, "Next on the first", chromedp.Click(chromedp.CSS(`#step-bar .held li:first-child button[data-step="next"]`)))
-	liveWait(t, board, "the first held after its claim", 10*time.Second, heldAt("key claimed")+` !== undefined`)
+	liveWait(t, board, "the first held after its claim", waitUntilBound, heldAt("key claimed")+` !== undefined`)
 
 	// The second goes on and finds the key claimed: 409.
 	liveEval[bool](t, board, heldAt("received")+`.querySelector('button[data-step="next"]').click() || true`)
-	liveWait(t, board, "the second about to answer 409", 10*time.Second,
+	liveWait(t, board, "the second about to answer 409", waitUntilBound,
 		heldAt("answered")+` !== undefined && document.getElementById("timeline").textContent.includes("409")`)
 	if os.Getenv("PAYTWICE_SCREENSHOTS") != "" {
 		liveEval[bool](t, board, `document.getElementById("step-bar").scrollIntoView(), true`)
@@ -217,27 +216,27 @@ func TestBrowserStepModeDoubleClick(t *testing.T) {
 	liveEval[bool](t, board, heldAt("answered")+`.querySelector('button[data-step="finish"]').click() || true`)
 
 	// The first finishes.
-	liveWait(t, board, "one request held", 10*time.Second, `document.querySelectorAll("#step-bar .held li").length === 1`)
+	liveWait(t, board, "one request held", waitUntilBound, `document.querySelectorAll("#step-bar .held li").length === 1`)
 	liveEval[bool](t, board, heldAt("key claimed")+`.querySelector('button[data-step="finish"]').click() || true`)
-	liveWait(t, student, "paid", 10*time.Second, paidNow)
-	liveWait(t, board, "one charge for the order", 10*time.Second, `document.getElementById("orders").textContent.includes("1 charge")`)
+	liveWait(t, student, "paid", waitUntilBound, paidNow)
+	liveWait(t, board, "one charge for the order", waitUntilBound, `document.getElementById("orders").textContent.includes("1 charge")`)
 	if n := env.charges(); n != 1 {
 		t.Fatalf("%d charges", n)
 	}
 
 	// A fault aimed at one row: the next payment's response, and only its, is lost.
 	liveDo(t, student, "a new order, paid once", liveClick("#new-order"), liveClick("#pay"))
-	liveWait(t, board, "the new payment held", 10*time.Second, heldAt("received")+` !== undefined`)
+	liveWait(t, board, "the new payment held", waitUntilBound, heldAt("received")+` !== undefined`)
 	liveEval[bool](t, board, heldAt("received")+`.querySelector('button[data-fault="response_lost"]').click() || true`)
-	liveWait(t, board, "the row shows the aimed fault", 10*time.Second, `[...document.querySelectorAll("#timeline .tl-row")].some(r => r.textContent.includes("lose this response"))`)
+	liveWait(t, board, "the row shows the aimed fault", waitUntilBound, `[...document.querySelectorAll("#timeline .tl-row")].some(r => r.textContent.includes("lose this response"))`)
 	liveDo(t, board, "pressing P", chromedp.KeyEvent("p"))
-	liveWait(t, board, "the response lost", 10*time.Second, `document.getElementById("timeline").textContent.includes("201 never arrives") || document.querySelectorAll(".step.lost").length > 0`)
+	liveWait(t, board, "the response lost", waitUntilBound, `document.getElementById("timeline").textContent.includes("201 never arrives") || document.querySelectorAll(".step.lost").length > 0`)
 	if n := env.charges(); n != 2 {
 		t.Fatalf("%d charges after the aimed payment, want 2", n)
 	}
 
 	// S turns step mode off.
 	liveDo(t, board, "pressing S again", chromedp.KeyEvent("s"))
-	liveWait(t, board, "step mode off", 5*time.Second, `!document.getElementById("step-bar").classList.contains("step-on")`)
+	liveWait(t, board, "step mode off", waitUntilBound, `!document.getElementById("step-bar").classList.contains("step-on")`)
 	liveNoCSPViolations(t, board)
 }

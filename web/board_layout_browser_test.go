@@ -176,7 +176,7 @@ func TestBrowserBoardFitsServerNames(t *testing.T) {
 						boardViewport(t, ctx, size.w, size.h)
 					}
 					liveDo(t, ctx, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
-					liveWait(t, ctx, "every row drawn", 10*time.Second, `document.querySelectorAll("#timeline .outcome > .badge").length >= 5`)
+					liveWait(t, ctx, "every row drawn", waitUntilBound, `document.querySelectorAll("#timeline .outcome > .badge").length >= 5`)
 					g := liveEval[boardFit](t, ctx, boardFitMeasure)
 					where := fmt.Sprintf("%s at %dx%d", layout, size.w, size.h)
 					boardScreenshot(t, ctx, fmt.Sprintf("board-fit/%s-%s-%dx%d.png", strings.ReplaceAll(label, ":", "_"), layout, size.w, size.h))
@@ -233,7 +233,7 @@ func TestBrowserBoardFitsServerNames(t *testing.T) {
 			if err := env.Server.faultSwitches().applyFaults(context.Background(), pay.Faults{}, "test"); err != nil {
 				t.Fatal(err)
 			}
-			liveWait(t, ctx, "the chapter on the board", 10*time.Second, `!!document.querySelector(".lesson-caption")`)
+			liveWait(t, ctx, "the chapter on the board", waitUntilBound, `!!document.querySelector(".lesson-caption")`)
 			traffic("A-5501", "A-5502", "A-5503")
 			check("lesson")
 			liveNoCSPViolations(t, ctx)
@@ -314,7 +314,7 @@ func TestBrowserBoardThirtyStudents(t *testing.T) {
 		body := fmt.Sprintf(`{"order_id":"A-%d","amount_satang":100}`, 1000+(i*2777)%9000)
 		env.pay(uuid.NewString(), body, "Cookie", sessionCookie+"="+s)
 	}
-	liveWait(t, ctx, "thirty orders on the idle board", 30*time.Second, `document.querySelectorAll("#orders li").length >= 30`)
+	liveWait(t, ctx, "thirty orders on the idle board", waitUntilBound, `document.querySelectorAll("#orders li").length >= 30`)
 	for _, size := range [][2]int64{{1920, 1080}, {1280, 720}} {
 		boardViewport(t, ctx, size[0], size[1])
 		liveDo(t, ctx, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
@@ -333,7 +333,7 @@ func TestBrowserBoardThirtyStudents(t *testing.T) {
 		if err := env.Server.faultSwitches().applyFaults(context.Background(), pay.Faults{}, "test"); err != nil {
 			t.Fatal(err)
 		}
-		liveWait(t, ctx, "the chapter on the board", 10*time.Second, fmt.Sprintf(`(document.getElementById("lesson")||{dataset:{}}).dataset.slug === %q`, ch.Slug))
+		liveWait(t, ctx, "the chapter on the board", waitUntilBound, fmt.Sprintf(`(document.getElementById("lesson")||{dataset:{}}).dataset.slug === %q`, ch.Slug))
 		// The class pays at once, as a class does: some chapters hold
 		// each payment on purpose (the lock in memory waits a second
 		// between its look-up and its insert), and thirty students paying
@@ -363,7 +363,7 @@ func TestBrowserBoardThirtyStudents(t *testing.T) {
 				t.Fatalf("%s: student %d pays: %v", ch.Slug, i, err)
 			}
 		}
-		liveWait(t, ctx, "thirty orders on the board", 30*time.Second, `document.querySelectorAll("#orders li").length >= 30`)
+		liveWait(t, ctx, "thirty orders on the board", waitUntilBound, `document.querySelectorAll("#orders li").length >= 30`)
 		for _, size := range []struct{ w, h int64 }{{1920, 1080}, {1280, 720}} {
 			boardViewport(t, ctx, size.w, size.h)
 			where := fmt.Sprintf("chapter %d %s at %dx%d", n+1, ch.Slug, size.w, size.h)
@@ -395,12 +395,12 @@ func TestBrowserBoardThirtyStudents(t *testing.T) {
 	liveDo(t, phone, "phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
 	liveOpen(t, phone, env.URL+"/")
 	liveDo(t, phone, "paying", liveClick("#pay"))
-	liveWait(t, phone, "paid", 10*time.Second, paidNow)
+	liveWait(t, phone, "paid", waitUntilBound, paidNow)
 	order := liveEval[string](t, phone, `document.getElementById("board-order").textContent`)
 	if got := liveEval[string](t, phone, `document.getElementById("order-id").textContent`); got != order {
 		t.Errorf("the card pays %s and sends its student to %s on the board", got, order)
 	}
-	liveWait(t, ctx, "the phone's order on the board", 10*time.Second, fmt.Sprintf(`!!document.querySelector('#orders li[data-order=%q]')`, order))
+	liveWait(t, ctx, "the phone's order on the board", waitUntilBound, fmt.Sprintf(`!!document.querySelector('#orders li[data-order=%q]')`, order))
 	liveNoCSPViolations(t, ctx)
 	liveNoCSPViolations(t, phone)
 }

@@ -45,7 +45,7 @@ func TestBrowserLostResponseEveryTime(t *testing.T) {
 
 	for i := 1; i <= 5; i++ {
 		liveDo(t, ctx, "paying", liveClick("#pay"))
-		liveWait(t, ctx, fmt.Sprintf("order %d paid", i), 10*time.Second, paidNow)
+		liveWait(t, ctx, fmt.Sprintf("order %d paid", i), waitUntilBound, paidNow)
 		if got := liveEval[string](t, ctx, attemptStatuses); got != "network 201" {
 			t.Fatalf("order %d: attempts %q, want %q (no response, then the retry's replay)", i, got, "network 201")
 		}
@@ -54,7 +54,7 @@ func TestBrowserLostResponseEveryTime(t *testing.T) {
 		if n := env.charges(); n != i {
 			t.Fatalf("after order %d: %d charges, want %d", i, n, i)
 		}
-		liveWait(t, ctx, "two timeline rows per order", 5*time.Second, fmt.Sprintf(timelineRows+` === %d`, 2*i))
+		liveWait(t, ctx, "two timeline rows per order", waitUntilBound, fmt.Sprintf(timelineRows+` === %d`, 2*i))
 		liveDo(t, ctx, "new order", liveClick("#new-order"))
 	}
 	liveNoCSPViolations(t, ctx)
@@ -67,7 +67,7 @@ func TestBrowserConnectionNeverHappensOncePerAttempt(t *testing.T) {
 	_, ctx := livePayWithRetries(t, pay.ServerFaults{ConnectionNeverHappens: true}, "/?backoff_ms=5")
 	liveWait(t, ctx, "six attempts, all unanswered", waitUntilBound,
 		`document.querySelectorAll('#attempts li[data-status="network"]').length === 6 && `+statusState+` === "unknown"`)
-	liveWait(t, ctx, "six timeline rows", 5*time.Second, timelineRows+` === 6`)
+	liveWait(t, ctx, "six timeline rows", waitUntilBound, timelineRows+` === 6`)
 	if n := liveEval[int](t, ctx, timelineRows); n != 6 {
 		t.Fatalf("%d timeline rows for 6 attempts", n)
 	}
@@ -84,9 +84,9 @@ func TestBrowserCrashMidwayDropsThenHoldsTheKey(t *testing.T) {
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "paying", liveClick("#pay"))
-	liveWait(t, ctx, "the dropped connection", 10*time.Second, attemptStatuses+` === "network"`)
+	liveWait(t, ctx, "the dropped connection", waitUntilBound, attemptStatuses+` === "network"`)
 	liveDo(t, ctx, "paying again", liveClick("#pay"))
-	liveWait(t, ctx, "the key held, counting down", 10*time.Second,
+	liveWait(t, ctx, "the key held, counting down", waitUntilBound,
 		attemptStatuses+` === "network 409" && `+statusState+` === "held" && /sweeper asks the gateway/.test(`+statusText+`) && /in \d seconds?/.test(`+statusText+`)`)
 	// The server's clock is the test's, and its jobs do not run in tests:
 	// move the clock past the lock timeout and sweep, as the jobs would.
@@ -94,12 +94,12 @@ func TestBrowserCrashMidwayDropsThenHoldsTheKey(t *testing.T) {
 	if out, err := env.Server.Jobs().Sweep(context.Background()); err != nil || len(out) != 1 {
 		t.Fatalf("sweep: %v, %v", out, err)
 	}
-	liveWait(t, ctx, "the look-up after the sweeper, paid", 15*time.Second,
+	liveWait(t, ctx, "the look-up after the sweeper, paid", waitUntilBound,
 		paidNow+` && !!document.querySelector('#attempts li[data-kind="reconcile"][data-paid="true"]')`)
 	if n := env.charges(); n != 1 {
 		t.Fatalf("%d charges, want 1", n)
 	}
-	liveWait(t, ctx, "one timeline row per attempt", 5*time.Second, timelineRows+` >= 2`)
+	liveWait(t, ctx, "one timeline row per attempt", waitUntilBound, timelineRows+` >= 2`)
 }
 
 // TestBrowserNewKeyPerClickRedOnTheCard: with the mistake on, the card
@@ -112,16 +112,16 @@ func TestBrowserNewKeyPerClickRedOnTheCard(t *testing.T) {
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "the mistake on, then a double-click", liveClick("#opt-newkey"), liveClick("#pay"), liveClick("#pay"))
 	// The card says what the two charges came to, as the books have them.
-	liveWait(t, ctx, "charged twice on the card", 10*time.Second,
+	liveWait(t, ctx, "charged twice on the card", waitUntilBound,
 		statusState+` === "twice" && /charged twice: 2 × ฿1,299\.00\./.test(`+statusText+`)`)
 	if n := env.charges(); n != 2 {
 		t.Fatalf("%d charges, want 2", n)
 	}
-	liveWait(t, ctx, "the live panel says twice", 5*time.Second, `/charged twice/.test(document.getElementById("orders").textContent)`)
+	liveWait(t, ctx, "the live panel says twice", waitUntilBound, `/charged twice/.test(document.getElementById("orders").textContent)`)
 	// Another amount, and Pay again under a new key: the card names each
 	// charge's amount rather than multiply the last one.
 	liveDo(t, ctx, "another amount, and Pay", chromedp.Clear(chromedp.CSS("#amount")), liveType("#amount", "5.00"), liveClick("#pay"))
-	liveWait(t, ctx, "charged three times on the card, each amount named", 10*time.Second,
+	liveWait(t, ctx, "charged three times on the card, each amount named", waitUntilBound,
 		statusState+` === "twice" && /charged three times: ฿1,299\.00 \+ ฿1,299\.00 \+ ฿5\.00\./.test(`+statusText+`)`)
 	if n := env.charges(); n != 3 {
 		t.Fatalf("%d charges, want 3", n)
@@ -139,13 +139,13 @@ func TestBrowserConflictDuringDelayIsTheProtection(t *testing.T) {
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "double-click", liveClick("#pay"), liveClick("#pay"))
-	liveWait(t, ctx, "the 409 shown as the protection", 10*time.Second,
+	liveWait(t, ctx, "the 409 shown as the protection", waitUntilBound,
 		`document.querySelectorAll('#attempts li[data-status="409"]').length === 1 && `+statusState+` === "sending" && /still running when it arrived, so the server did not run this one/.test(`+statusText+`)`)
 	if n := liveEval[int](t, ctx, `[...document.querySelectorAll("#attempts li")].filter(li => /sending/.test(li.textContent) && !li.dataset.status).length`); n != 1 {
 		t.Fatalf("%d rows still sending, want the first click's", n)
 	}
 	release()
-	liveWait(t, ctx, "paid", 10*time.Second, paidNow)
+	liveWait(t, ctx, "paid", waitUntilBound, paidNow)
 }
 
 // TestBrowserGuardShowsSendingAndCountsTheBlockedClick.
@@ -157,10 +157,10 @@ func TestBrowserGuardShowsSendingAndCountsTheBlockedClick(t *testing.T) {
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "guard on, double-click", liveClick("#opt-guard"), liveClick("#pay"), liveClick("#pay"))
-	liveWait(t, ctx, "sending, one click blocked", 10*time.Second,
+	liveWait(t, ctx, "sending, one click blocked", waitUntilBound,
 		statusState+` === "sending" && /blocked 1 more click/.test(`+statusText+`) && document.querySelectorAll('#attempts li[data-kind="blocked"]').length === 1`)
 	release()
-	liveWait(t, ctx, "paid after one request", 10*time.Second, paidNow+` && `+attemptStatuses+` === "201"`)
+	liveWait(t, ctx, "paid after one request", waitUntilBound, paidNow+` && `+attemptStatuses+` === "201"`)
 }
 
 // TestBrowserReloadRestoresTheOrder: after a reload the card shows the
@@ -173,9 +173,9 @@ func TestBrowserReloadRestoresTheOrder(t *testing.T) {
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "paying", liveClick("#pay"))
-	liveWait(t, ctx, "no response", 10*time.Second, statusState+` === "unknown"`)
+	liveWait(t, ctx, "no response", waitUntilBound, statusState+` === "unknown"`)
 	liveOpen(t, ctx, env.URL+"/")
-	liveWait(t, ctx, "the restored row and the look-up", 10*time.Second,
+	liveWait(t, ctx, "the restored row and the look-up", waitUntilBound,
 		attemptStatuses+` === "network" && `+paidNow+` && !!document.querySelector('#attempts li[data-kind="reconcile"][data-paid="true"]')`)
 }
 
@@ -188,16 +188,16 @@ func TestBrowserNewOrderStopsPendingRetries(t *testing.T) {
 	// down: the wait is drawn at random and may last a few milliseconds, so
 	// a click sent after the look-up could land after the countdown (during
 	// the next attempt) and stop another row than the one found.
-	liveWait(t, ctx, "a retry counting down, then new order", 10*time.Second,
+	liveWait(t, ctx, "a retry counting down, then new order", waitUntilBound,
 		`!!(window.__row = [...document.querySelectorAll("#attempts li")].find(li => /retry \d+ in/.test(li.textContent))) && (document.getElementById("new-order").click(), true)`)
-	liveWait(t, ctx, "the old retry stopped", 5*time.Second, `/stopped: a new order began/.test(window.__row.textContent)`)
+	liveWait(t, ctx, "the old retry stopped", waitUntilBound, `/stopped: a new order began/.test(window.__row.textContent)`)
 	if n := liveEval[int](t, ctx, `document.querySelectorAll("#attempts li").length`); n != 0 {
 		t.Fatalf("%d rows in the new order's list, want none", n)
 	}
 	liveDo(t, ctx, "paying the new order", chromedp.Evaluate[chromedp.Void](`document.getElementById("opt-retry").click()`))
 	setFaults(t, env, pay.ServerFaults{})
 	liveDo(t, ctx, "pay", liveClick("#pay"))
-	liveWait(t, ctx, "paid with click 1", 10*time.Second, paidNow+` && /^click 1\b/.test(document.querySelector("#attempts li .who").textContent)`)
+	liveWait(t, ctx, "paid with click 1", waitUntilBound, paidNow+` && /^click 1\b/.test(document.querySelector("#attempts li .who").textContent)`)
 }
 
 // TestBrowserReplayedFailureIsFinal: a replayed 500 is not retried again;
@@ -205,7 +205,7 @@ func TestBrowserNewOrderStopsPendingRetries(t *testing.T) {
 func TestBrowserReplayedFailureIsFinal(t *testing.T) {
 	browserSideBySide(t)
 	_, ctx := livePayWithRetries(t, pay.ServerFaults{ServerError: true}, "/?backoff_ms=5")
-	liveWait(t, ctx, "the look-up after the replayed 500", 10*time.Second,
+	liveWait(t, ctx, "the look-up after the replayed 500", waitUntilBound,
 		paidNow+` && !!document.querySelector('#attempts li[data-kind="reconcile"][data-paid="true"]')`)
 	if got := liveEval[string](t, ctx, attemptStatuses); got != "500 500" {
 		t.Fatalf("attempts %q, want the 500 and its replay only", got)
@@ -223,8 +223,8 @@ func TestBrowserYouMarker(t *testing.T) {
 		t.Fatalf("the card names this browser %q", you)
 	}
 	liveDo(t, ctx, "paying", liveClick("#pay"))
-	liveWait(t, ctx, "paid", 10*time.Second, paidNow)
-	liveWait(t, ctx, "you on the timeline, the charges and the keys", 5*time.Second,
+	liveWait(t, ctx, "paid", waitUntilBound, paidNow)
+	liveWait(t, ctx, "you on the timeline, the charges and the keys", waitUntilBound,
 		`["#timeline", "#charges-body", "#keys-body"].every(s => document.querySelector(s + " .is-you"))`)
 }
 
@@ -255,7 +255,7 @@ func TestBrowserLessonFitsWithPay(t *testing.T) {
 			ctx  context.Context
 		}{{"laptop", laptop}, {"phone", phone}} {
 			liveOpen(t, tab.ctx, env.URL+"/")
-			liveWait(t, tab.ctx, ch.Slug+" shown", 5*time.Second, fmt.Sprintf(`document.getElementById("lesson").dataset.slug === %q`, ch.Slug))
+			liveWait(t, tab.ctx, ch.Slug+" shown", waitUntilBound, fmt.Sprintf(`document.getElementById("lesson").dataset.slug === %q`, ch.Slug))
 			if d := os.Getenv("PAYTWICE_LESSON_SHOTS"); d != "" {
 				png, err := chromedp.Run(tab.ctx, chromedp.CaptureScreenshot())
 				if err == nil {
@@ -309,7 +309,7 @@ func TestBrowserTenTabsStayLive(t *testing.T) {
 		t.Helper()
 		env.pay(uuid.NewString(), fmt.Sprintf(`{"order_id":%q,"amount_satang":100}`, order))
 		for i, tab := range tabs {
-			liveWait(t, tab, fmt.Sprintf("tab %d shows %s", i+1, order), 5*time.Second,
+			liveWait(t, tab, fmt.Sprintf("tab %d shows %s", i+1, order), waitUntilBound,
 				fmt.Sprintf(`[...document.querySelectorAll("#charges-body tr")].some(tr => tr.textContent.includes(%q))`, order))
 		}
 	}
@@ -341,7 +341,7 @@ func TestBrowserProblemPagesKeepThePolicy(t *testing.T) {
 	ctx := liveBrowser(t, 1366, 900)
 	for _, p := range []string{"/problems", "/problems/server-error", "/problems/request-in-progress"} {
 		liveDo(t, ctx, "opening "+p, chromedp.Navigate(env.URL+p))
-		liveWait(t, ctx, "htmx loaded", 5*time.Second, `!!window.htmx && document.readyState === "complete"`)
+		liveWait(t, ctx, "htmx loaded", waitUntilBound, `!!window.htmx && document.readyState === "complete"`)
 		liveNoCSPViolations(t, ctx)
 	}
 	got := liveEval[string](t, ctx, `fetch("/favicon.ico").then(r => r.status + " " + r.headers.get("Content-Type") + " " + r.redirected)`)
@@ -359,7 +359,7 @@ func TestBrowserBackoffKeepsResultsAndReads(t *testing.T) {
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
 	liveDo(t, ctx, "opening /backoff", chromedp.Navigate(env.URL+"/backoff"))
-	liveWait(t, ctx, "the results", 5*time.Second, `!!document.querySelector("#backoff-results .stats")`)
+	liveWait(t, ctx, "the results", waitUntilBound, `!!document.querySelector("#backoff-results .stats")`)
 	const labelAboveBars = `(() => {
 		const label = document.querySelector(".ref-label").getBoundingClientRect();
 		const tops = [...document.querySelectorAll("svg.chart .bars rect")].map(r => r.getBoundingClientRect().top);
@@ -370,12 +370,12 @@ func TestBrowserBackoffKeepsResultsAndReads(t *testing.T) {
 	}
 	liveDo(t, ctx, "a wrong base", chromedp.SetValue(chromedp.CSS("#f-base"), "-1"),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("f-base").dispatchEvent(new Event("change", {bubbles: true}))`))
-	liveWait(t, ctx, "the field marked, the results kept", 5*time.Second,
+	liveWait(t, ctx, "the field marked, the results kept", waitUntilBound,
 		`document.getElementById("f-base").getAttribute("aria-invalid") === "true" && document.getElementById("base-error").textContent !== "" && `+
 			`!!document.querySelector("#backoff-results .stats") && /last settings that worked/.test(document.getElementById("backoff-kept").textContent)`)
 	liveDo(t, ctx, "a good base", chromedp.SetValue(chromedp.CSS("#f-base"), "0.25"),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("f-base").dispatchEvent(new Event("change", {bubbles: true}))`))
-	liveWait(t, ctx, "fixed", 5*time.Second,
+	liveWait(t, ctx, "fixed", waitUntilBound,
 		`!document.getElementById("f-base").hasAttribute("aria-invalid") && document.getElementById("backoff-kept").textContent.trim() === "" && /base 0.25 s/.test(document.getElementById("backoff-results").textContent)`)
 	liveNoCSPViolations(t, ctx)
 
@@ -386,7 +386,7 @@ func TestBrowserBackoffKeepsResultsAndReads(t *testing.T) {
 	// the page waits for before it draws anything.
 	for _, p := range []string{"/backoff", "/herd?max=60&trials=3"} {
 		liveDo(t, phone, "opening "+p, chromedp.Navigate(env.URL+p))
-		liveWait(t, phone, "a chart", 5*time.Second, `!!document.querySelector("svg.chart text")`)
+		liveWait(t, phone, "a chart", waitUntilBound, `!!document.querySelector("svg.chart text")`)
 		smallest := liveEval[float64](t, phone, `Math.min(...[...document.querySelectorAll("svg.chart text")].map(x => x.getBoundingClientRect().height).filter(h => h > 0))`)
 		if smallest < 13 { // a text box is about 1.15 times its font size
 			t.Errorf("%s on a phone: chart text %.1f px high, want a 12 px font at least", p, smallest)
@@ -414,7 +414,7 @@ func TestBrowserServerWithoutKeysRedOnTheCard(t *testing.T) {
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "double-click", liveClick("#pay"), liveClick("#pay"))
-	liveWait(t, ctx, "charged twice on the card", 10*time.Second,
+	liveWait(t, ctx, "charged twice on the card", waitUntilBound,
 		statusState+` === "twice" && /same key, but this server ignores keys/.test(`+statusText+`)`)
 	if n := env.charges(); n != 2 {
 		t.Fatalf("%d charges, want 2", n)
@@ -441,9 +441,9 @@ func TestBrowserResendIsDrawn(t *testing.T) {
 		};
 	})()`))
 	liveDo(t, ctx, "paying", liveClick("#pay"))
-	liveWait(t, ctx, "the re-send drawn, then paid from the replay", 10*time.Second,
+	liveWait(t, ctx, "the re-send drawn, then paid from the replay", waitUntilBound,
 		paidNow+` && !!document.querySelector('#attempts li[data-kind="resent"]') && `+attemptStatuses+` === "201"`)
-	liveWait(t, ctx, "the copy named on the timeline", 5*time.Second, timelineText+`.includes("sent again by the browser itself")`)
+	liveWait(t, ctx, "the copy named on the timeline", waitUntilBound, timelineText+`.includes("sent again by the browser itself")`)
 	if n := env.charges(); n != 1 {
 		t.Fatalf("%d charges, want 1", n)
 	}

@@ -156,7 +156,7 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, p := range phones {
-			liveWait(t, p, fmt.Sprintf("phone %d on %s with a new order", i+1, ch.Slug), 10*time.Second,
+			liveWait(t, p, fmt.Sprintf("phone %d on %s with a new order", i+1, ch.Slug), waitUntilBound,
 				fmt.Sprintf(`document.getElementById("lesson").dataset.slug === %q && document.getElementById("order-id").textContent !== %q && document.querySelectorAll("#attempts li").length === 0`, ch.Slug, before[i]))
 		}
 		if n > 0 {
@@ -226,7 +226,7 @@ func TestBrowserStepModeAtATeachersPace(t *testing.T) {
 				t.Fatalf("the step bar: %+v", v.Held)
 			}
 		}
-		liveWait(t, ctx, "the held step on the page's timeline", 5*time.Second,
+		liveWait(t, ctx, "the held step on the page's timeline", waitUntilBound,
 			fmt.Sprintf(`!!document.getElementById(%q)`, "tl-"+id+"-held"))
 		pause := pause
 		if i == 3 {
@@ -242,7 +242,7 @@ func TestBrowserStepModeAtATeachersPace(t *testing.T) {
 			t.Fatalf("Next at %q: %d %s", cp, r.Status, r.Body)
 		}
 	}
-	liveWait(t, ctx, "the card paid", 5*time.Second, paidNow)
+	liveWait(t, ctx, "the card paid", waitUntilBound, paidNow)
 	if got := liveEval[string](t, ctx, attemptStatuses); got != "201" {
 		t.Fatalf("attempts %q, want one 201", got)
 	}
@@ -270,18 +270,18 @@ func TestBrowserKeyAgesFollowTheDemoClock(t *testing.T) {
 	}
 	liveOpen(t, ctx, env.URL+"/board")
 	const firstAge = `(document.querySelector("#keys-body time.age")||{}).textContent`
-	liveWait(t, ctx, "the key's age", 5*time.Second, `/^(now|\d+ s)$/.test(`+firstAge+`)`)
+	liveWait(t, ctx, "the key's age", waitUntilBound, `/^(now|\d+ s)$/.test(`+firstAge+`)`)
 	if r := env.send(http.MethodPost, "/api/clock/advance", map[string]int{"seconds": 600}); r.Status != http.StatusOK {
 		t.Fatalf("advance: %d %s", r.Status, r.Body)
 	}
-	liveWait(t, ctx, "the key ten minutes old", 5*time.Second, firstAge+` === "10 min"`)
+	liveWait(t, ctx, "the key ten minutes old", waitUntilBound, firstAge+` === "10 min"`)
 	if r := env.send(http.MethodPost, "/api/reset", nil); r.Status != http.StatusOK {
 		t.Fatalf("reset: %d %s", r.Status, r.Body)
 	}
 	if r := env.pay("age-2", `{"order_id":"A-2","amount_satang":100}`); r.Status != http.StatusCreated {
 		t.Fatalf("pay: %d", r.Status)
 	}
-	liveWait(t, ctx, "the new key seconds old", 5*time.Second,
+	liveWait(t, ctx, "the new key seconds old", waitUntilBound,
 		`document.querySelectorAll("#keys-body time.age").length === 1 && /^(now|[0-4] s)$/.test(`+firstAge+`)`)
 }
 
@@ -318,7 +318,7 @@ func TestBrowserPagesReachableByKeyboard(t *testing.T) {
 	ctx := liveBrowser(t, 390, 844)
 	liveDo(t, ctx, "phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
 	liveOpen(t, ctx, env.URL+"/")
-	liveWait(t, ctx, "the key rows", 5*time.Second, `document.querySelectorAll("#keys-body tr").length >= 12`)
+	liveWait(t, ctx, "the key rows", waitUntilBound, `document.querySelectorAll("#keys-body tr").length >= 12`)
 	if bad := liveEval[[]string](t, ctx, scrollRegionsReachable); len(bad) > 0 {
 		t.Errorf("checkout on a phone: scrolling regions the keyboard cannot reach: %v", bad)
 	}
@@ -349,7 +349,7 @@ func TestBrowserIdleBoardShowsTheTimeline(t *testing.T) {
 			t.Fatalf("pay: %d %s", r.Status, r.Body)
 		}
 	}
-	liveWait(t, ctx, "the timeline's rows", 5*time.Second, `document.querySelectorAll("#timeline > li").length >= 4`)
+	liveWait(t, ctx, "the timeline's rows", waitUntilBound, `document.querySelectorAll("#timeline > li").length >= 4`)
 	for _, size := range [][2]int64{{1920, 1080}, {1280, 720}} {
 		boardViewport(t, ctx, size[0], size[1])
 		liveDo(t, ctx, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
@@ -363,7 +363,7 @@ func TestBrowserIdleBoardShowsTheTimeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	boardViewport(t, ctx, 1920, 1080)
-	liveWait(t, ctx, "the chapter on the board", 10*time.Second, `!!document.querySelector(".lesson-caption")`)
+	liveWait(t, ctx, "the chapter on the board", waitUntilBound, `!!document.querySelector(".lesson-caption")`)
 	if !liveEval[bool](t, ctx, `[...document.querySelectorAll("h1")].some(h => h.checkVisibility())`) {
 		t.Error("the board during a chapter has no level-one heading")
 	}
@@ -379,8 +379,8 @@ func TestBrowserMissingKeyFromThePage(t *testing.T) {
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "sending with no key", chromedp.ScrollIntoView(chromedp.CSS(`[data-lab-action="send-no-key"]`)),
 		liveClick(`[data-lab-action="send-no-key"]`))
-	liveWait(t, ctx, "the 400 under the button", 10*time.Second, `/no key: 400/.test(document.getElementById("lab-nokey-result").textContent)`)
-	liveWait(t, ctx, "the 400 on the timeline", 5*time.Second, `/400/.test(document.getElementById("timeline").textContent)`)
+	liveWait(t, ctx, "the 400 under the button", waitUntilBound, `/no key: 400/.test(document.getElementById("lab-nokey-result").textContent)`)
+	liveWait(t, ctx, "the 400 on the timeline", waitUntilBound, `/400/.test(document.getElementById("timeline").textContent)`)
 	if n := env.charges(); n != 0 {
 		t.Fatalf("%d charges for a request with no key", n)
 	}

@@ -66,7 +66,7 @@ func TestBrowserCountdownsFollowTheRoomsClockInEveryChapter(t *testing.T) {
 			continue
 		}
 		presenter(http.MethodPost, "/api/clock/advance", map[string]int{"seconds": 20})
-		liveWait(t, phone, fmt.Sprintf("chapter %d %s: the countdown 20 s shorter", n+1, ch.Slug), 10*time.Second,
+		liveWait(t, phone, fmt.Sprintf("chapter %d %s: the countdown 20 s shorter", n+1, ch.Slug), waitUntilBound,
 			fmt.Sprintf(`(n => n >= 0 && n <= %d)(%s)`, left-20, countdownLeft))
 		t.Logf("chapter %d %s: %d s left, %d s after the warp: %s", n+1, ch.Slug, left, liveEval[int](t, phone, countdownLeft), liveEval[string](t, phone, statusText))
 		if got := liveEval[string](t, phone, cardAgrees); got != "ok" {

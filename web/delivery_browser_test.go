@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
@@ -36,7 +35,7 @@ func TestBrowserAnswerArrivesWhenThePageSaysSo(t *testing.T) {
 		if r := env.pay(uuid.NewString(), `{"order_id":"A-7001","amount_satang":100}`, pageAttemptHeader, attempt); r.Status != http.StatusCreated {
 			t.Fatalf("pay: %d %s", r.Status, r.Body)
 		}
-		liveWait(t, board, "the answer drawn as sent", 10*time.Second, `(s => s && s.classList.contains("sent") && !s.classList.contains("lost"))(`+respStep("A-7001")+`)`)
+		liveWait(t, board, "the answer drawn as sent", waitUntilBound, `(s => s && s.classList.contains("sent") && !s.classList.contains("lost"))(`+respStep("A-7001")+`)`)
 		// The word of another scope changes nothing; the caller's does.
 		other := env.send(http.MethodPost, "/api/delivery", map[string]any{"attempt": attempt, "received": true, "status": 201}, "Cookie", sessionCookie+"="+uuid.NewString())
 		if other.Status != http.StatusNoContent {
@@ -45,14 +44,14 @@ func TestBrowserAnswerArrivesWhenThePageSaysSo(t *testing.T) {
 		// Events reach the board in order: once a later payment shows, the
 		// other browser's word has been applied.
 		env.pay(uuid.NewString(), `{"order_id":"A-7002","amount_satang":100}`)
-		liveWait(t, board, "a later row", 10*time.Second, respStep("A-7002")+` !== undefined`)
+		liveWait(t, board, "a later row", waitUntilBound, respStep("A-7002")+` !== undefined`)
 		if !liveEval[bool](t, board, `(s => s.classList.contains("sent"))(`+respStep("A-7001")+`)`) {
 			t.Fatal("another browser's word drew the answer as arrived")
 		}
 		if r := env.send(http.MethodPost, "/api/delivery", map[string]any{"attempt": attempt, "received": true, "status": 201}); r.Status != http.StatusNoContent {
 			t.Fatalf("delivery: %d %s", r.Status, r.Body)
 		}
-		liveWait(t, board, "the answer drawn as arrived", 10*time.Second, `(s => s && !s.classList.contains("sent") && !s.classList.contains("lost"))(`+respStep("A-7001")+`)`)
+		liveWait(t, board, "the answer drawn as arrived", waitUntilBound, `(s => s && !s.classList.contains("sent") && !s.classList.contains("lost"))(`+respStep("A-7001")+`)`)
 	})
 
 	t.Run("a bad report is a 400", func(t *testing.T) {
@@ -72,9 +71,9 @@ func TestBrowserAnswerArrivesWhenThePageSaysSo(t *testing.T) {
 	t.Run("the page's answer arrives once the page has it", func(t *testing.T) {
 		liveOpen(t, phone, env.URL+"/")
 		liveDo(t, phone, "paying", liveClick("#pay"))
-		liveWait(t, phone, "paid", 10*time.Second, paidNow)
+		liveWait(t, phone, "paid", waitUntilBound, paidNow)
 		order := liveEval[string](t, phone, `document.getElementById("order-id").textContent`)
-		liveWait(t, board, "the answer drawn as arrived", 10*time.Second, `(s => s && !s.classList.contains("sent") && !s.classList.contains("lost"))(`+respStep(order)+`)`)
+		liveWait(t, board, "the answer drawn as arrived", waitUntilBound, `(s => s && !s.classList.contains("sent") && !s.classList.contains("lost"))(`+respStep(order)+`)`)
 	})
 
 	t.Run("an answer the page gave up on is drawn as not delivered", func(t *testing.T) {
@@ -84,8 +83,8 @@ func TestBrowserAnswerArrivesWhenThePageSaysSo(t *testing.T) {
 		liveOpen(t, phone, env.URL+"/?attempt_ms=300")
 		liveDo(t, phone, "a new order, paid", liveClick("#new-order"), liveClick("#pay"))
 		order := liveEval[string](t, phone, `document.getElementById("order-id").textContent`)
-		liveWait(t, phone, "the page gave up", 10*time.Second, `document.querySelectorAll('#attempts li[data-status="network"]').length === 1`)
-		liveWait(t, board, "the answer drawn as never delivered", 10*time.Second,
+		liveWait(t, phone, "the page gave up", waitUntilBound, `document.querySelectorAll('#attempts li[data-status="network"]').length === 1`)
+		liveWait(t, board, "the answer drawn as never delivered", waitUntilBound,
 			`(s => s && s.classList.contains("lost") && /never reached the browser: timed out/.test(s.textContent))(`+respStep(order)+`)`)
 		liveDo(t, board, "the row on screen", chromedp.Evaluate[chromedp.Void](respStep(order)+`.closest("#timeline > li").scrollIntoView({block: "center"})`))
 		boardScreenshot(t, board, "board-not-delivered.png")

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
@@ -38,7 +37,7 @@ func jsClick(sel string) chromedp.Action[chromedp.Void] {
 func labSwitch(t *testing.T, ctx context.Context, env *testEnv, sel string, check func(room.LabSettings) bool) {
 	t.Helper()
 	liveDo(t, ctx, "flipping "+sel, chromedp.ScrollIntoView(chromedp.CSS(sel)), jsClick(sel))
-	liveWait(t, ctx, "the lab switch saved", 5*time.Second, `document.getElementById("lab-status").textContent.includes("saved")`)
+	liveWait(t, ctx, "the lab switch saved", waitUntilBound, `document.getElementById("lab-status").textContent.includes("saved")`)
 	if !check(env.Server.lab.Settings()) {
 		t.Fatalf("after flipping %s the lab is %+v", sel, env.Server.lab.Settings())
 	}
@@ -75,7 +74,7 @@ func countLabLive(t *testing.T, ctx context.Context) {
 // it asks from then on, something after now made it ask.
 func labSettled(t *testing.T, ctx context.Context, env *testEnv) {
 	t.Helper()
-	liveWait(t, ctx, "the page to hear every event and stop asking /lab/live", 10*time.Second,
+	liveWait(t, ctx, "the page to hear every event and stop asking /lab/live", waitUntilBound,
 		fmt.Sprintf(`window.labFrameSeq >= %d && !document.documentElement.hasAttribute("data-lab-asking")`, env.Server.hub.LastSeq()))
 }
 
@@ -105,15 +104,15 @@ func TestBrowserLabNoKeyDoubleClick(t *testing.T) {
 		}
 		countLabLive(t, ctx)
 		liveDo(t, ctx, "double-clicking Pay", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"), liveClick("#pay"))
-		liveWait(t, ctx, "two answered attempts", 10*time.Second, answered+` === 2`)
+		liveWait(t, ctx, "two answered attempts", waitUntilBound, answered+` === 2`)
 		if n := env.charges(); n != 2 {
 			t.Fatalf("%d charges in the database, want 2", n)
 		}
-		liveWait(t, ctx, "both charges on the page, the second in red", 5*time.Second,
+		liveWait(t, ctx, "both charges on the page, the second in red", waitUntilBound,
 			chargeRows+` === 2 && document.querySelectorAll("#charges-body tr.twice").length === 1`)
-		liveWait(t, ctx, "the lab's measured outcome", 5*time.Second,
+		liveWait(t, ctx, "the lab's measured outcome", waitUntilBound,
 			labNumber(1)+` === "1" && document.getElementById("lab-out-1").classList.contains("bad")`)
-		liveWait(t, ctx, "the summary's extra charge", 5*time.Second, `document.getElementById("lab-summary").textContent.includes("1 extra charge")`)
+		liveWait(t, ctx, "the summary's extra charge", waitUntilBound, `document.getElementById("lab-summary").textContent.includes("1 extra charge")`)
 		if n := liveEval[int](t, ctx, `window.labLiveAsked`); n != 0 {
 			t.Errorf("the page asked /lab/live %d times for a double-click; its numbers come with the event stream", n)
 		}
@@ -121,11 +120,11 @@ func TestBrowserLabNoKeyDoubleClick(t *testing.T) {
 	t.Run("with it off, the same double-click charges once", func(t *testing.T) {
 		labSwitch(t, ctx, env, "#lab-nokey", func(l room.LabSettings) bool { return l.Server.Mode == room.LabCorrect })
 		liveDo(t, ctx, "new order, double-click", liveClick("#new-order"), liveClick("#pay"), liveClick("#pay"))
-		liveWait(t, ctx, "two answered attempts, paid", 10*time.Second, answered+` === 2 && `+paidNow)
+		liveWait(t, ctx, "two answered attempts, paid", waitUntilBound, answered+` === 2 && `+paidNow)
 		if n := env.charges(); n != 3 {
 			t.Fatalf("%d charges in the database, want 3 (two from before, one now)", n)
 		}
-		liveWait(t, ctx, "a 409 or a replay for the second click", 5*time.Second,
+		liveWait(t, ctx, "a 409 or a replay for the second click", waitUntilBound,
 			`[...document.querySelectorAll("#attempts li")].some(li => li.dataset.status === "409" || /replayed/.test(li.textContent))`)
 		if got := liveEval[string](t, ctx, labNumber(1)); got != "1" {
 			t.Fatalf("the lab counts %s orders charged twice, want still 1", got)
@@ -158,12 +157,12 @@ func TestBrowserLabNewKeyOnEveryRetry(t *testing.T) {
 		if n := env.charges(); n != 6 {
 			t.Fatalf("%d charges, want 6: every retry under a new key is a new payment", n)
 		}
-		liveWait(t, ctx, "the lab's measured outcome", 5*time.Second, labNumber(2)+` === "1"`)
+		liveWait(t, ctx, "the lab's measured outcome", waitUntilBound, labNumber(2)+` === "1"`)
 	})
 	t.Run("the same key on every retry is replayed and charges once", func(t *testing.T) {
 		labSwitch(t, ctx, env, "#lab-newkey-retry", func(l room.LabSettings) bool { return !l.Client.NewKeyPerRetry })
 		liveDo(t, ctx, "new order, retries on, paying once", liveClick("#new-order"), liveClick("#opt-retry"), liveClick("#pay"))
-		liveWait(t, ctx, "paid after a retry", 10*time.Second, paidNow+` && `+answered+` === 2`)
+		liveWait(t, ctx, "paid after a retry", waitUntilBound, paidNow+` && `+answered+` === 2`)
 		keys := liveEval[int](t, ctx, `new Set([...document.querySelectorAll("#attempts li")].map(li => li.dataset.key)).size`)
 		if keys != 1 {
 			t.Fatalf("%d distinct keys, want 1", keys)
@@ -171,7 +170,7 @@ func TestBrowserLabNewKeyOnEveryRetry(t *testing.T) {
 		if n := env.charges(); n != 7 {
 			t.Fatalf("%d charges, want 7 (six from before, one now)", n)
 		}
-		liveWait(t, ctx, "the replay on the timeline", 5*time.Second, timelineText+`.includes("replayed")`)
+		liveWait(t, ctx, "the replay on the timeline", waitUntilBound, timelineText+`.includes("replayed")`)
 	})
 	liveNoCSPViolations(t, ctx)
 }
@@ -186,17 +185,17 @@ func TestBrowserLabNewKeyAfter500(t *testing.T) {
 	t.Run("a new key after the 500 charges twice", func(t *testing.T) {
 		labSwitch(t, ctx, env, "#lab-newkey-500", func(l room.LabSettings) bool { return l.Client.NewKeyAfter500 })
 		liveDo(t, ctx, "paying once", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"))
-		liveWait(t, ctx, "two 500s under two keys, and the explanation", 10*time.Second,
+		liveWait(t, ctx, "two 500s under two keys, and the explanation", waitUntilBound,
 			answered+` === 2 && document.getElementById("pay-explain").textContent.includes("Paid twice") && /charged twice/.test(document.getElementById("pay-status").textContent)`)
 		if n := env.charges(); n != 2 {
 			t.Fatalf("%d charges, want 2", n)
 		}
-		liveWait(t, ctx, "the lab's measured outcome", 5*time.Second, labNumber(5)+` === "1"`)
+		liveWait(t, ctx, "the lab's measured outcome", waitUntilBound, labNumber(5)+` === "1"`)
 	})
 	t.Run("looking the order up instead finds it paid", func(t *testing.T) {
 		labSwitch(t, ctx, env, "#lab-newkey-500", func(l room.LabSettings) bool { return !l.Client.NewKeyAfter500 })
 		liveDo(t, ctx, "new order, paying once", liveClick("#new-order"), liveClick("#pay"))
-		liveWait(t, ctx, "the look-up finds the charge", 10*time.Second,
+		liveWait(t, ctx, "the look-up finds the charge", waitUntilBound,
 			paidNow+` && !!document.querySelector('#attempts li[data-kind="reconcile"][data-paid="true"]')`)
 		if n := env.charges(); n != 3 {
 			t.Fatalf("%d charges, want 3 (two from before, one now)", n)
@@ -204,7 +203,7 @@ func TestBrowserLabNewKeyAfter500(t *testing.T) {
 		if got := liveEval[int](t, ctx, answered); got != 1 {
 			t.Fatalf("%d payment attempts, want 1: the page looked the order up instead of paying again", got)
 		}
-		liveWait(t, ctx, "the look-up counted by the lab", 5*time.Second,
+		liveWait(t, ctx, "the look-up counted by the lab", waitUntilBound,
 			`document.getElementById("lab-out-5").textContent.includes("1 look-up")`)
 	})
 	liveNoCSPViolations(t, ctx)
@@ -213,7 +212,7 @@ func TestBrowserLabNewKeyAfter500(t *testing.T) {
 // lessonShows waits until the page shows chapter slug as running.
 func lessonShows(t *testing.T, ctx context.Context, slug string) {
 	t.Helper()
-	liveWait(t, ctx, "chapter "+slug, 5*time.Second, fmt.Sprintf(
+	liveWait(t, ctx, "chapter "+slug, waitUntilBound, fmt.Sprintf(
 		`document.getElementById("lesson").dataset.slug === %q && document.getElementById("lesson").dataset.running === "true"`, slug))
 }
 
@@ -250,7 +249,7 @@ func TestBrowserLessons(t *testing.T) {
 				t.Fatalf("chapter %s: lab %+v, want %+v", ch.Slug, got, ch.Lab)
 			}
 			// The student's page shows the same switches.
-			liveWait(t, student, "the switches on the student's page", 5*time.Second, fmt.Sprintf(
+			liveWait(t, student, "the switches on the student's page", waitUntilBound, fmt.Sprintf(
 				`document.getElementById("lab-nokey").checked === %v && document.getElementById("lab-newkey-retry").checked === %v && `+
 					`document.getElementById("lab-check").value === %q && document.getElementById("lab-pii").checked === %v && `+
 					`document.getElementById("f-lost").checked === %v && document.getElementById("f-500").checked === %v && `+
@@ -264,14 +263,14 @@ func TestBrowserLessons(t *testing.T) {
 	})
 	t.Run("finish leaves the lessons with everything off", func(t *testing.T) {
 		liveDo(t, presenter, "finishing", liveClick("#lesson-next"))
-		liveWait(t, student, "the lesson index", 5*time.Second, `document.getElementById("lesson").dataset.slug === "" && !!document.querySelector("#lesson .lesson-lead")`)
+		liveWait(t, student, "the lesson index", waitUntilBound, `document.getElementById("lesson").dataset.slug === "" && !!document.querySelector("#lesson .lesson-lead")`)
 		if env.Server.lab.Settings() != room.DefaultLabSettings() || env.Server.faultSwitches().currentFaults() != (pay.Faults{}) || env.Server.guidedLessons().current() != "" {
 			t.Fatalf("after finishing: lab %+v, faults %+v", env.Server.lab.Settings(), env.Server.faultSwitches().currentFaults())
 		}
 	})
 	t.Run("a linked chapter is shown, started from there, and a reset ends it", func(t *testing.T) {
 		liveOpen(t, presenter, env.URL+"/?lesson=check-then-insert")
-		liveWait(t, presenter, "the linked chapter, not started", 5*time.Second,
+		liveWait(t, presenter, "the linked chapter, not started", waitUntilBound,
 			`document.getElementById("lesson").dataset.slug === "check-then-insert" && document.getElementById("lesson").dataset.running === "false"`)
 		if env.Server.lab.Settings().Server.Mode != room.LabCorrect {
 			t.Fatal("opening a link changed the switches")
@@ -287,11 +286,11 @@ func TestBrowserLessons(t *testing.T) {
 		}
 		liveDo(t, presenter, "sending a burst", chromedp.ScrollIntoView(chromedp.CSS(`#lesson [data-lab-action="burst"]`)),
 			liveClick(`#lesson [data-lab-action="burst"]`))
-		liveWait(t, presenter, "the burst's answers", 10*time.Second, `document.getElementById("lesson-action-result").textContent.includes("10 requests")`)
-		liveWait(t, student, "several charges for one key, counted", 5*time.Second, labNumber(3)+` === "1"`)
+		liveWait(t, presenter, "the burst's answers", waitUntilBound, `document.getElementById("lesson-action-result").textContent.includes("10 requests")`)
+		liveWait(t, student, "several charges for one key, counted", waitUntilBound, labNumber(3)+` === "1"`)
 
 		liveDo(t, presenter, "resetting", chromedp.ScrollIntoView(chromedp.CSS("#reset-demo")), liveClick("#reset-demo"))
-		liveWait(t, student, "the lesson index and the switches off", 5*time.Second,
+		liveWait(t, student, "the lesson index and the switches off", waitUntilBound,
 			`document.getElementById("lesson").dataset.slug === "" && document.getElementById("lab-check").value === "correct" && `+labNumber(3)+` === "0"`)
 		if env.Server.guidedLessons().current() != "" || env.Server.lab.Settings() != room.DefaultLabSettings() || env.charges() != 0 {
 			t.Fatalf("after the reset: lesson %q, lab %+v, %d charges", env.Server.guidedLessons().current(), env.Server.lab.Settings(), env.charges())
@@ -299,7 +298,7 @@ func TestBrowserLessons(t *testing.T) {
 	})
 	t.Run("an unknown chapter is a readable 404", func(t *testing.T) {
 		liveDo(t, student, "opening a wrong link", chromedp.Navigate(env.URL+"/?lesson=no-such-chapter"))
-		liveWait(t, student, "the message", 5*time.Second,
+		liveWait(t, student, "the message", waitUntilBound,
 			`document.body.textContent.includes("There is no lesson called") && document.body.textContent.includes("response-lost")`)
 	})
 	liveNoCSPViolations(t, presenter)
@@ -362,8 +361,8 @@ func TestLabScreenshots(t *testing.T) {
 
 	liveOpen(t, ctx, env.URL+"/")
 	liveDo(t, ctx, "double-click", liveClick("#pay"), liveClick("#pay"))
-	liveWait(t, ctx, "two answers", 10*time.Second, answered+` === 2`)
-	liveWait(t, ctx, "the lab's numbers", 5*time.Second, labNumber(1)+` === "2"`)
+	liveWait(t, ctx, "two answers", waitUntilBound, answered+` === 2`)
+	liveWait(t, ctx, "the lab's numbers", waitUntilBound, labNumber(1)+` === "2"`)
 
 	save := func(name string, png []byte) {
 		t.Helper()
@@ -429,16 +428,16 @@ func TestBrowserLabOtherMistakes(t *testing.T) {
 	t.Run("retrying every 4xx: the 422 is sent until the page gives up, and counted", func(t *testing.T) {
 		labSwitch(t, ctx, env, "#lab-retry-4xx", func(l room.LabSettings) bool { return l.Client.RetryEvery4xx })
 		liveDo(t, ctx, "paying", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"))
-		liveWait(t, ctx, "paid", 10*time.Second, paidNow)
+		liveWait(t, ctx, "paid", waitUntilBound, paidNow)
 		liveDo(t, ctx, "paying again with another amount", chromedp.Clear(chromedp.CSS("#amount")),
 			liveType("#amount", "1,350.00"), liveClick("#pay"))
 		liveWait(t, ctx, "six 422s, five wasted", waitUntilBound,
 			`document.querySelectorAll('#attempts li[data-status="422"]').length === 6 && document.querySelectorAll("#attempts li[data-wasted]").length === 5 && `+
 				`document.getElementById("pay-status").textContent.includes("5 wasted")`)
-		liveWait(t, ctx, "the lab's count", 5*time.Second, labNumber(4)+` === "5"`)
+		liveWait(t, ctx, "the lab's count", waitUntilBound, labNumber(4)+` === "5"`)
 		labSwitch(t, ctx, env, "#lab-retry-4xx", func(l room.LabSettings) bool { return !l.Client.RetryEvery4xx })
 		liveDo(t, ctx, "the same 422 with the switch off", liveClick("#pay"))
-		liveWait(t, ctx, "one more 422, sent once", 10*time.Second, `document.querySelectorAll('#attempts li[data-status="422"]').length === 7`)
+		liveWait(t, ctx, "one more 422, sent once", waitUntilBound, `document.querySelectorAll('#attempts li[data-status="422"]').length === 7`)
 		if got := liveEval[int](t, ctx, `document.querySelectorAll("#attempts li[data-wasted]").length`); got != 5 {
 			t.Fatalf("%d wasted attempts, want still 5", got)
 		}
@@ -446,33 +445,33 @@ func TestBrowserLabOtherMistakes(t *testing.T) {
 	t.Run("an e-mail address as the key: accepted, flagged, and the next order collides", func(t *testing.T) {
 		labSwitch(t, ctx, env, "#lab-pii", func(l room.LabSettings) bool { return l.Client.PersonalDataKey })
 		liveDo(t, ctx, "new order, paying", liveClick("#new-order"), liveClick("#pay"))
-		liveWait(t, ctx, "paid under the e-mail address", 10*time.Second,
+		liveWait(t, ctx, "paid under the e-mail address", waitUntilBound,
 			paidNow+` && document.getElementById("key-full").textContent === "somchai.j@example.com"`)
-		liveWait(t, ctx, "the flag in the key table and the lab's count", 5*time.Second,
+		liveWait(t, ctx, "the flag in the key table and the lab's count", waitUntilBound,
 			`[...document.querySelectorAll("#keys-body tr code")].some(c => c.title === "somchai.j@example.com" && c.parentElement.querySelector(".pii")) && `+labNumber(6)+` === "1"`)
 		liveDo(t, ctx, "another order, paying", liveClick("#new-order"), liveClick("#pay"))
-		liveWait(t, ctx, "the 422", 10*time.Second, `document.getElementById("pay-status").dataset.state === "mismatch"`)
+		liveWait(t, ctx, "the 422", waitUntilBound, `document.getElementById("pay-status").dataset.state === "mismatch"`)
 		labSwitch(t, ctx, env, "#lab-pii", func(l room.LabSettings) bool { return !l.Client.PersonalDataKey })
 	})
 	t.Run("keys kept a minute: after the warp and the prune, the late retry pays again", func(t *testing.T) {
 		labSwitch(t, ctx, env, "#lab-keyonly", func(l room.LabSettings) bool { return l.Server.Mode == room.LabKeyTableOnly })
 		liveDo(t, ctx, "keeping keys a minute", chromedp.SetValue(chromedp.CSS("#lab-retention"), "60"),
 			chromedp.Evaluate[chromedp.Void](`document.getElementById("lab-retention").dispatchEvent(new Event("change", {bubbles: true}))`))
-		liveWait(t, ctx, "saved", 5*time.Second, `document.getElementById("lab-status").textContent.includes("saved")`)
+		liveWait(t, ctx, "saved", waitUntilBound, `document.getElementById("lab-status").textContent.includes("saved")`)
 		before := env.charges()
 		liveDo(t, ctx, "new order, paying", liveClick("#new-order"), liveClick("#pay"))
-		liveWait(t, ctx, "paid", 10*time.Second, paidNow)
+		liveWait(t, ctx, "paid", waitUntilBound, paidNow)
 		liveDo(t, ctx, "warping and pruning", chromedp.ScrollIntoView(chromedp.CSS(`[data-lab-action="warp-prune"]`)),
 			jsClick(`#mistake-7 [data-lab-action="warp-prune"]`))
 		// The earlier subtests' keys go too: every done key is two minutes old.
-		liveWait(t, ctx, "the keys pruned", 5*time.Second, `/[1-9]\d* key\(s\) older than 60 s pruned/.test(document.getElementById("lab-warp-result").textContent)`)
+		liveWait(t, ctx, "the keys pruned", waitUntilBound, `/[1-9]\d* key\(s\) older than 60 s pruned/.test(document.getElementById("lab-warp-result").textContent)`)
 		liveDo(t, ctx, "the late retry", chromedp.ScrollIntoView(chromedp.CSS("#pay")), liveClick("#pay"))
-		liveWait(t, ctx, "two created answers", 10*time.Second,
+		liveWait(t, ctx, "two created answers", waitUntilBound,
 			`[...document.querySelectorAll('#attempts li[data-status="201"]')].filter(li => !/replayed/.test(li.textContent)).length === 2`)
 		if n := env.charges(); n != before+2 {
 			t.Fatalf("%d charges, want %d", n, before+2)
 		}
-		liveWait(t, ctx, "the lab's count", 5*time.Second, labNumber(7)+` === "1"`)
+		liveWait(t, ctx, "the lab's count", waitUntilBound, labNumber(7)+` === "1"`)
 	})
 	liveNoCSPViolations(t, ctx)
 }

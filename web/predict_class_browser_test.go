@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -48,39 +47,39 @@ func TestBrowserPredictRaceClassOfThree(t *testing.T) {
 		writePNG(t, filepath.Join(dir, name), png)
 	}
 
-	liveWait(t, board, "the presenter's questions", 10*time.Second, `!document.getElementById("poll").hidden && !!document.querySelector("#poll [data-poll-open]")`)
+	liveWait(t, board, "the presenter's questions", waitUntilBound, `!document.getElementById("poll").hidden && !!document.querySelector("#poll [data-poll-open]")`)
 	liveDo(t, board, "asking the first question", liveClick("#poll .poll-asks summary"), liveClick(`#poll [data-poll-open="0"]`))
 	for i, p := range phones {
-		liveWait(t, p, fmt.Sprintf("the question on phone %d", i+1), 10*time.Second, `document.querySelectorAll("#poll [data-poll-answer]").length === 2`)
+		liveWait(t, p, fmt.Sprintf("the question on phone %d", i+1), waitUntilBound, `document.querySelectorAll("#poll [data-poll-answer]").length === 2`)
 	}
 	liveDo(t, phones[0], "phone 1 picks a nickname", liveType("#poll-nick input", "Mai"), liveClick("#poll-nick button"))
-	liveWait(t, phones[0], "the nickname kept", 10*time.Second, `!!document.getElementById("poll-my-score") && document.querySelector("#poll-nick input").value === "Mai"`)
+	liveWait(t, phones[0], "the nickname kept", waitUntilBound, `!!document.getElementById("poll-my-score") && document.querySelector("#poll-nick input").value === "Mai"`)
 	answers := []int{0, 1, 0}
 	for i, p := range phones {
 		sel := fmt.Sprintf(`#poll [data-poll-answer="%d"]`, answers[i])
 		liveDo(t, p, fmt.Sprintf("phone %d answers", i+1), liveClick(sel))
-		liveWait(t, p, fmt.Sprintf("phone %d's answer drawn", i+1), 10*time.Second, `document.querySelector('`+sel+`').getAttribute("aria-pressed") === "true"`)
+		liveWait(t, p, fmt.Sprintf("phone %d's answer drawn", i+1), waitUntilBound, `document.querySelector('`+sel+`').getAttribute("aria-pressed") === "true"`)
 	}
-	liveWait(t, board, "three answers on the board", 10*time.Second, `document.getElementById("poll-answered").dataset.answered === "3"`)
+	liveWait(t, board, "three answers on the board", waitUntilBound, `document.getElementById("poll-answered").dataset.answered === "3"`)
 	shoot(board, "predict-board-open.png")
 	shoot(phones[0], "predict-phone-open.png")
 
 	r.restart()
 	for i, p := range phones {
 		sel := fmt.Sprintf(`#poll [data-poll-answer="%d"]`, answers[i])
-		liveWait(t, p, fmt.Sprintf("phone %d back, its answer kept", i+1), 15*time.Second,
+		liveWait(t, p, fmt.Sprintf("phone %d back, its answer kept", i+1), waitUntilBound,
 			`document.getElementById("stream-state").textContent === "live" && !!document.querySelector('`+sel+`') && document.querySelector('`+sel+`').getAttribute("aria-pressed") === "true"`)
 	}
-	liveWait(t, board, "the board back with three answers", 15*time.Second,
+	liveWait(t, board, "the board back with three answers", waitUntilBound,
 		`document.getElementById("stream-state").textContent === "live" && document.getElementById("poll-answered").dataset.answered === "3" && !!document.querySelector("#poll [data-poll-close]")`)
 	if liveEval[bool](t, board, `!!document.querySelector("#poll .poll-count")`) {
 		t.Fatal("the board shows the split before the reveal")
 	}
 
 	liveDo(t, board, "closing the vote", liveClick("#poll [data-poll-close]"))
-	liveWait(t, phones[2], "the vote closed on phone 3", 10*time.Second, `!document.querySelector("#poll [data-poll-answer]") && document.getElementById("poll-status").textContent.includes("closed")`)
+	liveWait(t, phones[2], "the vote closed on phone 3", waitUntilBound, `!document.querySelector("#poll [data-poll-answer]") && document.getElementById("poll-status").textContent.includes("closed")`)
 	liveDo(t, phones[2], "phone 3 sends the burst", jsClick(`#lesson [data-lab-action="burst"]`))
-	liveWait(t, phones[2], "the burst's answers", 15*time.Second, `document.getElementById("lesson-action-result").textContent.includes("10 requests")`)
+	liveWait(t, phones[2], "the burst's answers", waitUntilBound, `document.getElementById("lesson-action-result").textContent.includes("10 requests")`)
 	// The books' count for the burst's order, as the server's look-up
 	// (GET /v1/payments?order_id=) told the phone: the lab's unguarded
 	// table is where this chapter's charges go.
@@ -99,9 +98,9 @@ func TestBrowserPredictRaceClassOfThree(t *testing.T) {
 	t.Logf("the burst made %d charge(s): the right answer is choice %d", charges, right)
 
 	liveDo(t, board, "showing the scores", liveClick(`#poll [data-poll-scores="true"]`))
-	liveWait(t, board, "the scores shown", 10*time.Second, `document.getElementById("poll-scores").dataset.shown === "true"`)
+	liveWait(t, board, "the scores shown", waitUntilBound, `document.getElementById("poll-scores").dataset.shown === "true"`)
 	liveDo(t, board, "revealing", liveClick("#poll [data-poll-reveal]"))
-	liveWait(t, board, "the split beside what the server did", 15*time.Second, fmt.Sprintf(
+	liveWait(t, board, "the split beside what the server did", waitUntilBound, fmt.Sprintf(
 		`!!document.querySelector('#poll .poll-choice.right') && document.querySelector('#poll .poll-choice.right').dataset.choice === "%d" && `+
 			`document.querySelector('#poll [data-choice="0"] .poll-count').dataset.count === "2" && `+
 			`document.querySelector('#poll [data-choice="1"] .poll-count').dataset.count === "1" && `+
@@ -110,14 +109,14 @@ func TestBrowserPredictRaceClassOfThree(t *testing.T) {
 	if right == 0 {
 		mai = 1
 	}
-	liveWait(t, board, "Mai's score on the board", 10*time.Second, fmt.Sprintf(
+	liveWait(t, board, "Mai's score on the board", waitUntilBound, fmt.Sprintf(
 		`[...document.querySelectorAll("#poll-scores li")].some(li => li.textContent.includes("Mai") && li.querySelector(".poll-score").dataset.right === "%d")`, mai))
 	for i, p := range phones {
 		want := answers[i] == right
-		liveWait(t, p, fmt.Sprintf("the reveal on phone %d", i+1), 10*time.Second, fmt.Sprintf(
+		liveWait(t, p, fmt.Sprintf("the reveal on phone %d", i+1), waitUntilBound, fmt.Sprintf(
 			`!!document.querySelector("#poll .poll-choice.right") && !!document.querySelector("#poll .poll-choice.right.mine") === %t`, want))
 	}
-	liveWait(t, phones[0], "Mai's own score", 10*time.Second, fmt.Sprintf(`document.getElementById("poll-my-score").dataset.right === "%d"`, mai))
+	liveWait(t, phones[0], "Mai's own score", waitUntilBound, fmt.Sprintf(`document.getElementById("poll-my-score").dataset.right === "%d"`, mai))
 
 	// What a class sees: the board's corner must not cover the join card,
 	// and the phone's Pay must stay on the first screen.

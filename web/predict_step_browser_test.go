@@ -36,12 +36,12 @@ func TestBrowserPredictStepQuestion(t *testing.T) {
 		r, _ := env.tryPay("step-browser", `{"order_id":"A-77","amount_satang":100}`)
 		paid <- r
 	}()
-	liveWait(t, board, "the held row's Ask button", 10*time.Second, `!!document.querySelector("#step-held [data-poll-step]")`)
+	liveWait(t, board, "the held row's Ask button", waitUntilBound, `!!document.querySelector("#step-held [data-poll-step]")`)
 	liveDo(t, board, "asking the class", liveClick("#step-held [data-poll-step]"))
-	liveWait(t, phone, "the question on the phone", 10*time.Second,
+	liveWait(t, phone, "the question on the phone", waitUntilBound,
 		`document.querySelectorAll("#poll [data-poll-answer]").length === 5 && document.getElementById("poll-q").textContent.includes("order A-77")`)
 	liveDo(t, phone, "the phone answers: it claims the key", liveClick(`#poll [data-poll-answer="0"]`))
-	liveWait(t, board, "one answer on the board", 10*time.Second, `document.getElementById("poll-answered").dataset.answered === "1"`)
+	liveWait(t, board, "one answer on the board", waitUntilBound, `document.getElementById("poll-answered").dataset.answered === "1"`)
 	if !liveEval[bool](t, board, `(() => { const b = document.querySelector('#step-held [data-step="next"]').getBoundingClientRect();
 		const at = document.elementFromPoint(b.left + b.width / 2, b.top + b.height / 2);
 		return !!at && at.dataset.step === "next"; })()`) {
@@ -54,9 +54,9 @@ func TestBrowserPredictStepQuestion(t *testing.T) {
 	writePNG(t, filepath.Join(screenshotDir(t), "predict-step-board.png"), png)
 
 	liveDo(t, board, "Next on the row", liveClick(`#step-held [data-step="next"]`))
-	liveWait(t, phone, "the vote closed by the step", 10*time.Second, `!document.querySelector("#poll [data-poll-answer]")`)
+	liveWait(t, phone, "the vote closed by the step", waitUntilBound, `!document.querySelector("#poll [data-poll-answer]")`)
 	liveDo(t, board, "revealing", liveClick("#poll [data-poll-reveal]"))
-	liveWait(t, phone, "the phone's answer outlined as what the request did", 10*time.Second,
+	liveWait(t, phone, "the phone's answer outlined as what the request did", waitUntilBound,
 		`!!document.querySelector('#poll .poll-choice.right.mine[data-choice="0"]') && document.getElementById("poll-outcome").textContent.includes("claimed the key")`)
 	if r := env.send(http.MethodPost, "/api/step/play", nil, PresenterHeader, token); r.Status != http.StatusOK {
 		t.Fatalf("play: %d %s", r.Status, r.Body)

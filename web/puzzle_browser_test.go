@@ -67,17 +67,17 @@ func TestBrowserPuzzleStudentSchedules(t *testing.T) {
 		}()
 		answers = append(answers, ch)
 	}
-	liveWait(t, board, "the offer of a puzzle on the order held twice", 10*time.Second,
+	liveWait(t, board, "the offer of a puzzle on the order held twice", waitUntilBound,
 		`!!document.querySelector("#poll [data-puzzle-start]") && document.getElementById("puzzle-starts").textContent.includes("S-9: 2 requests held")`)
 	liveDo(t, board, "starting the puzzle", jsClick("#poll [data-puzzle-start]"))
-	liveWait(t, mai, "the puzzle on Mai's phone", 10*time.Second, `!!document.getElementById("puzzle") && !!document.querySelector("#poll-nick input")`)
+	liveWait(t, mai, "the puzzle on Mai's phone", waitUntilBound, `!!document.getElementById("puzzle") && !!document.querySelector("#poll-nick input")`)
 	liveDo(t, mai, "Mai picks a nickname", liveType("#poll-nick input", "Mai"), liveClick("#poll-nick button"))
-	liveWait(t, board, "Mai's row, with the presenter's button", 10*time.Second,
+	liveWait(t, board, "Mai's row, with the presenter's button", waitUntilBound,
 		`[...document.querySelectorAll("#poll-scores li")].some(li => li.textContent.includes("Mai") && !!li.querySelector("[data-puzzle-bar]"))`)
 	liveDo(t, board, "giving Mai the step bar", chromedp.Evaluate[chromedp.Void](
 		`[...document.querySelectorAll("#poll-scores li")].find(li => li.textContent.includes("Mai")).querySelector("[data-puzzle-bar]").click()`))
-	liveWait(t, board, "the board says the bar is Mai's", 10*time.Second, `document.getElementById("puzzle-status").textContent.includes("The step bar is Mai's")`)
-	liveWait(t, mai, "the order's two held requests on Mai's phone", 10*time.Second,
+	liveWait(t, board, "the board says the bar is Mai's", waitUntilBound, `document.getElementById("puzzle-status").textContent.includes("The step bar is Mai's")`)
+	liveWait(t, mai, "the order's two held requests on Mai's phone", waitUntilBound,
 		`document.querySelectorAll('#puzzle-held li [data-puzzle-step="next"]').length === 2`)
 	ids := liveEval[[]string](t, mai, `[...document.querySelectorAll("#puzzle-held li")].map(li => li.dataset.request)`)
 	if len(ids) != 2 {
@@ -93,10 +93,10 @@ func TestBrowserPuzzleStudentSchedules(t *testing.T) {
 		t.Helper()
 		sel := fmt.Sprintf(`#puzzle-held li[data-request=%q] [data-puzzle-step=%q]`, id, what)
 		liveDo(t, mai, fmt.Sprintf("Mai: %s on %s", what, id), liveClick(sel))
-		liveWait(t, board, fmt.Sprintf("%d step(s) on the board", steps), 10*time.Second,
+		liveWait(t, board, fmt.Sprintf("%d step(s) on the board", steps), waitUntilBound,
 			fmt.Sprintf(`document.getElementById("puzzle").dataset.steps === "%d"`, steps))
 		if at != "" {
-			liveWait(t, mai, fmt.Sprintf("%s held at %q on the phone", id, at), 10*time.Second,
+			liveWait(t, mai, fmt.Sprintf("%s held at %q on the phone", id, at), waitUntilBound,
 				fmt.Sprintf(`(() => { const li = document.querySelector('#puzzle-held li[data-request=%q]'); return !!li && li.textContent.includes(%q); })()`, id, at))
 		}
 	}
@@ -107,13 +107,13 @@ func TestBrowserPuzzleStudentSchedules(t *testing.T) {
 	step("finish", ids[0], 3, "")
 	// The books' count of the first charge redraws the panel: the next
 	// button is pressed on the panel that says it.
-	liveWait(t, mai, "the books' one charge on Mai's phone", 10*time.Second,
+	liveWait(t, mai, "the books' one charge on Mai's phone", waitUntilBound,
 		`document.getElementById("puzzle-status").textContent.includes("the books hold 1 charge for the order: the held requests have not charged it twice yet")`)
 	step("finish", ids[1], 4, "")
 
-	liveWait(t, board, "the board says solved in 4 steps", 15*time.Second,
+	liveWait(t, board, "the board says solved in 4 steps", waitUntilBound,
 		`document.getElementById("puzzle").dataset.solved === "true" && document.getElementById("puzzle-result").textContent.includes("Solved in 4 steps: the books hold 2 charges")`)
-	liveWait(t, mai, "Mai's phone says solved", 10*time.Second, `document.getElementById("puzzle").dataset.solved === "true"`)
+	liveWait(t, mai, "Mai's phone says solved", waitUntilBound, `document.getElementById("puzzle").dataset.solved === "true"`)
 	for i, a := range answers {
 		select {
 		case r := <-a:

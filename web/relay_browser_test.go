@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
@@ -86,7 +85,7 @@ func TestRelayScreenshots(t *testing.T) {
 				<-first
 				c.pay(key, body(orders[2], 9900)) // the retry, replayed
 				for _, name := range []string{tc.servers[0], tc.servers[2]} {
-					liveWait(t, ctx, name+" on the board", 10*time.Second,
+					liveWait(t, ctx, name+" on the board", waitUntilBound,
 						fmt.Sprintf(`[...document.querySelectorAll("#timeline .srv")].some(e => e.textContent.includes(%q))`, name))
 				}
 			}
@@ -116,7 +115,7 @@ func TestRelayScreenshots(t *testing.T) {
 			if r, err := do(req); err != nil || r.Status != http.StatusOK {
 				t.Fatalf("start a lesson: %v %d %s", err, r.Status, r.Body)
 			}
-			liveWait(t, ctx, "the lesson on the board", 10*time.Second, `!!document.querySelector(".lesson-caption")`)
+			liveWait(t, ctx, "the lesson on the board", waitUntilBound, `!!document.querySelector(".lesson-caption")`)
 			traffic("A-5501", "A-5502", "A-5503")
 			liveDo(t, ctx, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
 			shoot("lesson", false)

@@ -44,21 +44,21 @@ func TestBrowserClassSurvivesARestart(t *testing.T) {
 
 	board := liveBrowser(t, 1280, 720)
 	liveOpen(t, board, r.URL()+"/board?token="+restartToken)
-	liveWait(t, board, "the board drawn for the presenter", 10*time.Second, `document.querySelector(".board").dataset.presenter === "true"`)
+	liveWait(t, board, "the board drawn for the presenter", waitUntilBound, `document.querySelector(".board").dataset.presenter === "true"`)
 	var phones []context.Context
 	for range 3 {
 		phone := liveTab(t, board, true) // each its own cookies and storage: three students
 		liveDo(t, phone, "a phone's window", liveResize(390, 844))
 		liveOpen(t, phone, r.URL()+"/")
-		liveWait(t, phone, "the chapter on the phone", 10*time.Second, `document.getElementById("lesson").dataset.slug === "retry-every-4xx"`)
+		liveWait(t, phone, "the chapter on the phone", waitUntilBound, `document.getElementById("lesson").dataset.slug === "retry-every-4xx"`)
 		phones = append(phones, phone)
 	}
 	paid, held, later := phones[0], phones[1], phones[2]
 
 	liveDo(t, paid, "paying", liveClick("#pay"))
-	liveWait(t, paid, "the payment", 10*time.Second, `document.getElementById("pay-status").dataset.state === "paid"`)
+	liveWait(t, paid, "the payment", waitUntilBound, `document.getElementById("pay-status").dataset.state === "paid"`)
 	asPresenter(http.MethodPut, "/api/step", `{"on":true}`)
-	liveWait(t, board, "step mode on the board", 10*time.Second, `document.getElementById("step-bar").classList.contains("step-on")`)
+	liveWait(t, board, "step mode on the board", waitUntilBound, `document.getElementById("step-bar").classList.contains("step-on")`)
 	liveDo(t, held, "paying in step mode", liveClick("#pay"))
 	waitHeldCount(t, r, 1)
 
@@ -110,10 +110,10 @@ func TestBrowserClassSurvivesARestart(t *testing.T) {
 		t.Fatalf("%d charges (%v) while the presenter stepped nothing, want the one paid before", n, err)
 	}
 	// The presenter, still signed in, lets it go from the board.
-	liveWait(t, board, "the board's step bar", 10*time.Second, `!document.querySelector('#step-bar [data-step="play"]').disabled`)
+	liveWait(t, board, "the board's step bar", waitUntilBound, `!document.querySelector('#step-bar [data-step="play"]').disabled`)
 	liveDo(t, board, "Play on the board", liveClick(`#step-bar [data-step="play"]`))
 	for _, phone := range []context.Context{held, later} {
-		liveWait(t, phone, "the stepped payment", 10*time.Second, `document.getElementById("pay-status").dataset.state === "paid"`)
+		liveWait(t, phone, "the stepped payment", waitUntilBound, `document.getElementById("pay-status").dataset.state === "paid"`)
 	}
 	if says := liveEval[string](t, board, `document.getElementById("step-status").textContent`); strings.Contains(says, "403") {
 		t.Fatalf("the board was refused after the restart: %q", says)
@@ -180,12 +180,12 @@ func TestBrowserBoardSaysWhenThePresenterIsNotRecognised(t *testing.T) {
 	r := newRestartable(t, Config{PresenterToken: restartToken})
 	board := liveBrowser(t, 1280, 720)
 	liveOpen(t, board, r.URL()+"/board?token="+restartToken)
-	liveWait(t, board, "the board drawn for the presenter", 10*time.Second, `document.querySelector(".board").dataset.presenter === "true"`)
+	liveWait(t, board, "the board drawn for the presenter", waitUntilBound, `document.querySelector(".board").dataset.presenter === "true"`)
 	r.cfg.PresenterToken = restartToken + "-changed"
 	r.restart()
-	liveWait(t, board, "the board back", 10*time.Second, `document.getElementById("stream-state").textContent === "live"`)
+	liveWait(t, board, "the board back", waitUntilBound, `document.getElementById("stream-state").textContent === "live"`)
 	liveDo(t, board, "step mode on from the board", liveClick(`#step-bar [data-step="on"]`))
-	liveWait(t, board, "the board's words for the refusal", 10*time.Second, `(() => {
+	liveWait(t, board, "the board's words for the refusal", waitUntilBound, `(() => {
 		const s = document.getElementById("step-status").textContent;
 		return s.includes("no longer recognises this browser as the presenter") && s.includes("/board?token=");
 	})()`)

@@ -3,7 +3,6 @@ package web
 import (
 	"net/http"
 	"testing"
-	"time"
 )
 
 // TestBrowserBoardFollowsTheRoom opens the board of one of three servers
@@ -18,15 +17,15 @@ func TestBrowserBoardFollowsTheRoom(t *testing.T) {
 	liveOpen(t, ctx, b.URL+"/board")
 
 	a.must(http.MethodPatch, "/api/faults", `{"server":{"crash_midway":true}}`)
-	liveWait(t, ctx, "s1's switch on s2's board", 10*time.Second, `document.getElementById("f-crash").checked`)
+	liveWait(t, ctx, "s1's switch on s2's board", waitUntilBound, `document.getElementById("f-crash").checked`)
 
 	c.must(http.MethodPut, "/api/lessons/current", `{"slug":"no-key"}`)
-	liveWait(t, ctx, "s3's lesson and its switches on s2's board", 10*time.Second,
+	liveWait(t, ctx, "s3's lesson and its switches on s2's board", waitUntilBound,
 		`!!document.querySelector('#lesson[data-slug="no-key"]') && !document.getElementById("f-crash").checked &&
 		 document.getElementById("f-delay").value === "800"`)
 
 	a.must(http.MethodPost, "/api/reset", "")
-	liveWait(t, ctx, "s1's reset on s2's board", 10*time.Second,
+	liveWait(t, ctx, "s1's reset on s2's board", waitUntilBound,
 		`!document.querySelector('#lesson[data-slug="no-key"]') && document.getElementById("f-delay").value === "0"`)
 	liveNoCSPViolations(t, ctx)
 }

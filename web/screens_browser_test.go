@@ -6,7 +6,6 @@ import (
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -62,7 +61,7 @@ func TestBrowserScreensAreReadable(t *testing.T) {
 	boardViewport(t, board, 1280, 720)
 	liveOpen(t, board, env.URL+"/board")
 	t.Run("the idle board at 1280x720 shows Start without scrolling", func(t *testing.T) {
-		liveWait(t, board, "the Start button", 5*time.Second, `!!document.getElementById("lesson-start")`)
+		liveWait(t, board, "the Start button", waitUntilBound, `!!document.getElementById("lesson-start")`)
 		b := liveEval[[]float64](t, board, `(b => [b.top, b.bottom, innerHeight])(document.getElementById("lesson-start").getBoundingClientRect())`)
 		if b[0] < 0 || b[1] > b[2] {
 			t.Errorf("Start is at y=%.0f..%.0f of a %.0f px screen", b[0], b[1], b[2])
@@ -78,9 +77,9 @@ func TestBrowserScreensAreReadable(t *testing.T) {
 	phone := liveTab(t, browser, true)
 	liveDo(t, phone, "phone size", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
 	liveOpen(t, phone, env.URL+"/?backoff_ms=5")
-	liveWait(t, phone, "the chapter", 10*time.Second, `document.getElementById("lesson").dataset.slug === "check-then-insert"`)
+	liveWait(t, phone, "the chapter", waitUntilBound, `document.getElementById("lesson").dataset.slug === "check-then-insert"`)
 	liveDo(t, phone, "paying", liveClick("#pay"), liveClick("#pay"))
-	liveWait(t, phone, "the answers", 10*time.Second, `document.querySelectorAll("#attempts li[data-status]").length === 2 && document.querySelectorAll("#timeline .step").length > 4`)
+	liveWait(t, phone, "the answers", waitUntilBound, `document.querySelectorAll("#attempts li[data-status]").length === 2 && document.querySelectorAll("#timeline .step").length > 4`)
 
 	t.Run("on a 390x844 phone everything a student reads is at least 14 px", func(t *testing.T) {
 		if bad := liveEval[[]string](t, phone, smallText(phoneReads, 14)); len(bad) > 0 {
@@ -99,7 +98,7 @@ func TestBrowserScreensAreReadable(t *testing.T) {
 	})
 	t.Run("the chapter on a 1280x720 board is at least 16 px", func(t *testing.T) {
 		boardViewport(t, board, 1280, 720)
-		liveWait(t, board, "the chapter on the board", 10*time.Second, `!!document.querySelector(".lesson-caption")`)
+		liveWait(t, board, "the chapter on the board", waitUntilBound, `!!document.querySelector(".lesson-caption")`)
 		if bad := liveEval[[]string](t, board, smallText(boardReads, 16)); len(bad) > 0 {
 			t.Errorf("smaller than 16 px: %q", bad)
 		}

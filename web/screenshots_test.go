@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
@@ -66,20 +65,20 @@ func TestScreenshots(t *testing.T) {
 	// This browser: a double-click under an 800 ms delay.
 	setFaults(t, env, pay.ServerFaults{DelayMS: 800})
 	liveDo(t, ctx, "double-click", liveClick("#pay"), liveClick("#pay"))
-	liveWait(t, ctx, "paid", 10*time.Second, paidNow+` && document.querySelectorAll("#attempts li[data-status]").length === 2`)
+	liveWait(t, ctx, "paid", waitUntilBound, paidNow+` && document.querySelectorAll("#attempts li[data-status]").length === 2`)
 
 	// The same key with another amount.
 	setFaults(t, env, pay.ServerFaults{})
 	liveDo(t, ctx, "change the amount and pay",
 		chromedp.Clear(chromedp.CSS("#amount")), liveType("#amount", "1,350.00"), liveClick("#pay"))
-	liveWait(t, ctx, "422", 10*time.Second, `document.getElementById("pay-status").dataset.state === "mismatch"`)
+	liveWait(t, ctx, "422", waitUntilBound, `document.getElementById("pay-status").dataset.state === "mismatch"`)
 
 	// A lost response: no answer, a wait, the retry's replayed 201.
 	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 	liveDo(t, ctx, "new order, retry on, pay", liveClick("#new-order"), liveClick("#opt-retry"), liveClick("#pay"))
-	liveWait(t, ctx, "paid again, after a lost response", 10*time.Second, paidNow+` && `+attemptStatuses+` === "network 201"`)
+	liveWait(t, ctx, "paid again, after a lost response", waitUntilBound, paidNow+` && `+attemptStatuses+` === "network 201"`)
 	setFaults(t, env, pay.ServerFaults{DelayMS: 800, ResponseLost: true})
-	liveWait(t, ctx, "every charge on the page", 5*time.Second, chargeRows+` === 5`)
+	liveWait(t, ctx, "every charge on the page", waitUntilBound, chargeRows+` === 5`)
 
 	save := func(name string, png []byte) {
 		t.Helper()
@@ -101,10 +100,10 @@ func TestScreenshots(t *testing.T) {
 	setFaults(t, env, pay.ServerFaults{DelayMS: 300})
 	liveDo(t, phone, "new order, the mistake on, retries off, double-click", liveClick("#new-order"), liveClick("#opt-newkey"),
 		liveClick("#opt-retry"), liveClick("#pay"), liveClick("#pay"))
-	liveWait(t, phone, "charged twice on the card", 10*time.Second, `document.getElementById("pay-status").dataset.state === "twice"`)
+	liveWait(t, phone, "charged twice on the card", waitUntilBound, `document.getElementById("pay-status").dataset.state === "twice"`)
 	setFaults(t, env, pay.ServerFaults{DelayMS: 800, ResponseLost: true})
 	liveDo(t, phone, "the mistake off again", liveClick("#opt-newkey"))
-	liveWait(t, phone, "every charge on the phone", 5*time.Second, chargeRows+` === 7`)
+	liveWait(t, phone, "every charge on the phone", waitUntilBound, chargeRows+` === 7`)
 	liveDo(t, phone, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
 	png, err = chromedp.Run(phone, chromedp.CaptureScreenshot())
 	if err != nil {

@@ -3,7 +3,6 @@ package web
 import (
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -20,23 +19,23 @@ func TestBrowserStepModeAcrossServers(t *testing.T) {
 	liveOpen(t, board, s[0].URL+"/board")
 
 	liveDo(t, board, "pressing S", chromedp.KeyEvent("s"))
-	liveWait(t, board, "step mode on", 5*time.Second, `document.getElementById("step-bar").classList.contains("step-on")`)
+	liveWait(t, board, "step mode on", waitUntilBound, `document.getElementById("step-bar").classList.contains("step-on")`)
 	s[1].waitStepMode(true)
 
 	ans := s[1].payAsync("board-across", "A-1")
-	liveWait(t, board, "s2's request held on s1's board", 10*time.Second,
+	liveWait(t, board, "s2's request held on s1's board", waitUntilBound,
 		heldAt("received")+` !== undefined && `+heldAt("received")+`.textContent.includes("on s2")`)
 	liveEval[bool](t, board, `document.getElementById("step-bar").scrollIntoView(), true`)
 	boardScreenshot(t, board, "board-step-servers.png")
 	liveDo(t, board, "pressing N", chromedp.KeyEvent("n"))
-	liveWait(t, board, "s2's request held after its claim", 10*time.Second, heldAt("key claimed")+` !== undefined`)
+	liveWait(t, board, "s2's request held after its claim", waitUntilBound, heldAt("key claimed")+` !== undefined`)
 	// Clicked inside a wait: the step bar can be drawn again between the
 	// wait above and the click (a relay that reconnects makes the board
 	// reload its held requests), and the click goes to the row as it is.
-	liveWait(t, board, "Finish pressed on s2's held request", 10*time.Second,
+	liveWait(t, board, "Finish pressed on s2's held request", waitUntilBound,
 		`(() => { const li = `+heldAt("key claimed")+`; if (li === undefined) return false; li.querySelector('button[data-step="finish"]').click(); return true })()`)
 	wantStatus(t, ans, http.StatusCreated)
-	liveWait(t, board, "nothing held", 10*time.Second, `document.querySelectorAll("#step-bar .held li").length === 0`)
-	liveWait(t, board, "no refusal shown", 5*time.Second, `document.getElementById("step-status").textContent === ""`)
+	liveWait(t, board, "nothing held", waitUntilBound, `document.querySelectorAll("#step-bar .held li").length === 0`)
+	liveWait(t, board, "no refusal shown", waitUntilBound, `document.getElementById("step-status").textContent === ""`)
 	liveNoCSPViolations(t, board)
 }

@@ -5,7 +5,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 // A shop's payments through the Stripe-shaped sandbox are payments like
@@ -28,7 +27,7 @@ func TestBrowserBoardShowsSandboxPayments(t *testing.T) {
 	if _, err := confirmIntent(sdk, pi.ID, "sbx-confirm", ""); err != nil {
 		t.Fatal(err)
 	}
-	liveWait(t, ctx, "both orders among the charges per order, and the sandbox's requests on the timeline", 10*time.Second,
+	liveWait(t, ctx, "both orders among the charges per order, and the sandbox's requests on the timeline", waitUntilBound,
 		`(() => { const o = document.getElementById("orders").textContent, tl = document.getElementById("timeline").textContent;
 			return o.includes("SBX-1") && o.includes("SBX-2") && tl.includes("/v1/payment_intents") && tl.includes("/confirm"); })()`)
 	// Each order is shown charged once: the board reads the books.
@@ -68,7 +67,7 @@ func TestBrowserBoardShowsTheRoomsScoreboard(t *testing.T) {
 	}
 	liveOpen(t, ctx, env.URL+"/board")
 	liveDo(t, ctx, "open the scoreboard", liveClick(".board-byoc summary"))
-	liveWait(t, ctx, "the student on the board's scoreboard", 10*time.Second,
+	liveWait(t, ctx, "the student on the board's scoreboard", waitUntilBound,
 		`(() => { const s = document.querySelector(".board-byoc #byoc-scores"); return !!s && s.checkVisibility() && [...s.querySelectorAll("tbody th")].some(th => th.textContent.trim() === "ana"); })()`)
 	liveNoCSPViolations(t, ctx)
 }

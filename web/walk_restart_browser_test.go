@@ -60,7 +60,7 @@ func TestBrowserClassWalksTwelveChaptersThroughARestart(t *testing.T) {
 
 	board := liveBrowserFor(t, 1280, 720, 5*time.Minute)
 	liveOpen(t, board, r.URL()+"/board?token="+restartToken)
-	liveWait(t, board, "the board drawn for the presenter", 10*time.Second, `document.querySelector(".board").dataset.presenter === "true"`)
+	liveWait(t, board, "the board drawn for the presenter", waitUntilBound, `document.querySelector(".board").dataset.presenter === "true"`)
 	phones := make([]context.Context, 3)
 	for i := range phones {
 		phones[i] = liveTab(t, board, true) // each its own cookies: three students
@@ -104,7 +104,7 @@ func TestBrowserClassWalksTwelveChaptersThroughARestart(t *testing.T) {
 		// The third phone's double-click is in flight: step mode holds both
 		// requests when the server stops.
 		presenter(http.MethodPut, "/api/step", map[string]bool{"on": true})
-		liveWait(t, board, "step mode on the board", 10*time.Second, `document.getElementById("step-bar").classList.contains("step-on")`)
+		liveWait(t, board, "step mode on the board", waitUntilBound, `document.getElementById("step-bar").classList.contains("step-on")`)
 		liveDo(t, phones[0], "phone 1 pays in step mode", liveClick("#pay"), liveClick("#pay"))
 		waitHeldCount(t, r, 2)
 
@@ -127,7 +127,7 @@ func TestBrowserClassWalksTwelveChaptersThroughARestart(t *testing.T) {
 
 		// The held payment: nobody stepped it, nothing was charged, and the
 		// card says so; the others' charges are the same ones as before.
-		liveWait(t, phones[0], "phone 1's answers", 10*time.Second, cardSettled)
+		liveWait(t, phones[0], "phone 1's answers", waitUntilBound, cardSettled)
 		if says := liveEval[string](t, phones[0], phoneSays); strings.HasPrefix(says, "paid") || !strings.Contains(says, "nothing was charged") {
 			t.Errorf("the card of the payment held at the stop: %q, want it to say nothing was charged", says)
 		}
@@ -150,7 +150,7 @@ func TestBrowserClassWalksTwelveChaptersThroughARestart(t *testing.T) {
 		// The presenter lets payments through again, and phone 1 pays the
 		// order it has.
 		presenter(http.MethodPut, "/api/step", map[string]bool{"on": false})
-		liveWait(t, board, "step mode off on the board", 10*time.Second, `!document.getElementById("step-bar").classList.contains("step-on")`)
+		liveWait(t, board, "step mode off on the board", waitUntilBound, `!document.getElementById("step-bar").classList.contains("step-on")`)
 		payOn([]int{0}, ch.Race)
 	}
 
@@ -165,7 +165,7 @@ func TestBrowserClassWalksTwelveChaptersThroughARestart(t *testing.T) {
 		}
 		presenter(http.MethodPut, "/api/lessons/current", map[string]string{"slug": ch.Slug})
 		for i, p := range phones {
-			liveWait(t, p, fmt.Sprintf("phone %d on %s with a new order", i+1, ch.Slug), 10*time.Second,
+			liveWait(t, p, fmt.Sprintf("phone %d on %s with a new order", i+1, ch.Slug), waitUntilBound,
 				fmt.Sprintf(`document.getElementById("lesson").dataset.slug === %q && document.getElementById("order-id").textContent !== %q && document.querySelectorAll("#attempts li").length === 0`, ch.Slug, before[i]))
 			if n > 0 {
 				if got := liveEval[string](t, p, `document.getElementById("pay-status").textContent`); !strings.Contains(got, "closed") {
@@ -173,7 +173,7 @@ func TestBrowserClassWalksTwelveChaptersThroughARestart(t *testing.T) {
 				}
 			}
 		}
-		liveWait(t, board, "the board on "+ch.Slug, 10*time.Second, fmt.Sprintf(`document.getElementById("lesson").dataset.slug === %q`, ch.Slug))
+		liveWait(t, board, "the board on "+ch.Slug, waitUntilBound, fmt.Sprintf(`document.getElementById("lesson").dataset.slug === %q`, ch.Slug))
 		switch do, ok := walk[ch.Slug]; {
 		case ch.Slug == restartChapter:
 			restartMidChapter(ch)

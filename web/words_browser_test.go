@@ -27,7 +27,7 @@ func phoneInChapter(t *testing.T, env *testEnv, phone context.Context, slug stri
 	if err := env.Server.guidedLessons().start(context.Background(), slug, "presenter"); err != nil {
 		t.Fatal(err)
 	}
-	liveWait(t, phone, "the phone on "+slug, 10*time.Second,
+	liveWait(t, phone, "the phone on "+slug, waitUntilBound,
 		fmt.Sprintf(`document.getElementById("lesson").dataset.slug === %q && document.querySelectorAll("#attempts li").length === 0 && document.getElementById("pay").getAttribute("aria-busy") === "false"`, slug))
 }
 
@@ -96,9 +96,9 @@ func TestBrowserChapterCardsSayWhatTheBooksSay(t *testing.T) {
 	t.Run("chapter 11: the second order's 422 names the order id, from the answer, and the e-mail key", func(t *testing.T) {
 		phoneInChapter(t, env, phone, "personal-data-key")
 		liveDo(t, phone, "paying", liveClick("#pay"))
-		liveWait(t, phone, "paid", 10*time.Second, paidNow)
+		liveWait(t, phone, "paid", waitUntilBound, paidNow)
 		liveDo(t, phone, "new order, paying", liveClick("#new-order"), liveClick("#pay"))
-		liveWait(t, phone, "the 422", 10*time.Second, statusState+` === "mismatch" && `+cardSettled)
+		liveWait(t, phone, "the 422", waitUntilBound, statusState+` === "mismatch" && `+cardSettled)
 		st := liveEval[string](t, phone, statusText)
 		why := liveEval[string](t, phone, `document.getElementById("pay-explain").textContent`)
 		if !strings.Contains(st, "the order id differs") || strings.Contains(st+why, "amount") {
@@ -118,7 +118,7 @@ func TestBrowserChapterCardsSayWhatTheBooksSay(t *testing.T) {
 	t.Run("chapter 6: the final card counts the six charges and never calls the same key safe", func(t *testing.T) {
 		phoneInChapter(t, env, phone, "new-key-per-retry")
 		liveDo(t, phone, "paying once", liveClick("#pay"))
-		liveWait(t, phone, "the retries' end", 30*time.Second,
+		liveWait(t, phone, "the retries' end", waitUntilBound,
 			`document.querySelectorAll('#attempts li[data-status="network"]').length === 6 && `+cardSettled+` && `+statusState+` !== "checking"`)
 		if n := orderCharges(t, phone); n != 6 {
 			t.Fatalf("the server has %d charges for the order, want 6 (every attempt under a new key)", n)
@@ -139,7 +139,7 @@ func TestBrowserChapterCardsSayWhatTheBooksSay(t *testing.T) {
 		phoneInChapter(t, env, phone, "check-then-insert")
 		liveDo(t, phone, "a burst", jsClick(`#lesson [data-lab-action="burst"]`))
 		const result = `[...document.querySelectorAll("#lesson .lab-result")].map(r => r.textContent).join(" ")`
-		liveWait(t, phone, "the burst's card", 30*time.Second, `/one key: charged/.test(`+result+`)`)
+		liveWait(t, phone, "the burst's card", waitUntilBound, `/one key: charged/.test(`+result+`)`)
 		text := liveEval[string](t, phone, result)
 		m := regexp.MustCompile(`Order (B-\d+), one key: charged (once|twice|(\d+) times)`).FindStringSubmatch(text)
 		if m == nil {
@@ -196,9 +196,9 @@ func TestBrowserChapterCardsSayWhatTheBooksSay(t *testing.T) {
 	t.Run("chapter 9: a paid order's headline says paid, and the 422 names the amount", func(t *testing.T) {
 		phoneInChapter(t, env, phone, "retry-every-4xx")
 		liveDo(t, phone, "paying", liveClick("#pay"))
-		liveWait(t, phone, "paid", 10*time.Second, paidNow)
+		liveWait(t, phone, "paid", waitUntilBound, paidNow)
 		liveDo(t, phone, "paying again with another amount", jsClick(`#lesson [data-lab-action="pay-other-amount"]`))
-		liveWait(t, phone, "the 422s' end", 30*time.Second,
+		liveWait(t, phone, "the 422s' end", waitUntilBound,
 			`document.querySelectorAll('#attempts li[data-status="422"]').length === 6 && `+statusState+` === "mismatch" && `+cardSettled)
 		st := strings.TrimSpace(liveEval[string](t, phone, statusText))
 		if !strings.HasPrefix(st, "paid") || !strings.Contains(st, "is paid") || strings.Contains(st, "Refused") || !strings.Contains(st, "the amount differs") {
@@ -212,7 +212,7 @@ func TestBrowserChapterCardsSayWhatTheBooksSay(t *testing.T) {
 	t.Run("chapter 2: right after the 500 the outcome is unknown, then the truth", func(t *testing.T) {
 		phoneInChapter(t, env, phone, "fails-halfway")
 		liveDo(t, phone, "paying", liveClick("#pay"))
-		liveWait(t, phone, "the 500 and the look-up", 10*time.Second, statusState+` === "pending"`)
+		liveWait(t, phone, "the 500 and the look-up", waitUntilBound, statusState+` === "pending"`)
 		st := liveEval[string](t, phone, statusText)
 		if !regexp.MustCompile(`outcome unknown.*Looking again in \d seconds?`).MatchString(st) || strings.Contains(st, "no charge") {
 			t.Errorf("right after the 500: %q", st)
@@ -226,7 +226,7 @@ func TestBrowserChapterCardsSayWhatTheBooksSay(t *testing.T) {
 		if out, err := env.Server.Jobs().Sweep(context.Background()); err != nil || len(out) != 1 {
 			t.Fatalf("sweep: %v, %v", out, err)
 		}
-		liveWait(t, phone, "the truth: paid", 15*time.Second, paidNow)
+		liveWait(t, phone, "the truth: paid", waitUntilBound, paidNow)
 		if got := liveEval[string](t, phone, cardAgrees); got != "ok" {
 			t.Error(got)
 		}
@@ -235,14 +235,14 @@ func TestBrowserChapterCardsSayWhatTheBooksSay(t *testing.T) {
 	t.Run("chapter 4: the key held countdown follows the room's clock", func(t *testing.T) {
 		phoneInChapter(t, env, phone, "crash-midway")
 		liveDo(t, phone, "paying", liveClick("#pay"))
-		liveWait(t, phone, "the dropped connection", 10*time.Second, attemptStatuses+` === "network"`)
+		liveWait(t, phone, "the dropped connection", waitUntilBound, attemptStatuses+` === "network"`)
 		liveDo(t, phone, "paying again", liveClick("#pay"))
 		const left = `(m => m ? Number(m[1]) : -1)(/key is 30 seconds old: in (\d+) seconds?/.exec(` + statusText + `))`
-		liveWait(t, phone, "the countdown", 10*time.Second, statusState+` === "held" && `+left+` > 20`)
+		liveWait(t, phone, "the countdown", waitUntilBound, statusState+` === "held" && `+left+` > 20`)
 		if r := env.send(http.MethodPost, "/api/clock/advance", map[string]int{"seconds": 20}); r.Status != http.StatusOK {
 			t.Fatalf("advance: %d %s", r.Status, r.Body)
 		}
-		liveWait(t, phone, "the countdown 20 s shorter", 10*time.Second, left+` > 0 && `+left+` <= 10`)
+		liveWait(t, phone, "the countdown 20 s shorter", waitUntilBound, left+` > 0 && `+left+` <= 10`)
 	})
 	liveNoCSPViolations(t, phone)
 }

@@ -32,7 +32,7 @@ func TestBrowserWorkshopScoreboard(t *testing.T) {
 	}
 
 	liveDo(t, phone, "opening the workshop page", chromedp.Navigate(env.URL+"/workshop"))
-	liveWait(t, phone, "the form", 10*time.Second, `!!document.getElementById("ws-url")`)
+	liveWait(t, phone, "the form", waitUntilBound, `!!document.getElementById("ws-url")`)
 	liveDo(t, phone, "registering the metadata address",
 		liveType("#ws-name", "Gus"), liveType("#ws-url", "http://169.254.169.254/latest"), liveClick("#ws-register"))
 	liveWaitAcross(t, phone, "the refusal's sentence", 10*time.Second,
@@ -52,12 +52,12 @@ func TestBrowserWorkshopScoreboard(t *testing.T) {
 		`!!document.querySelector("#workshop-mine .workshop-facts dd.bad")`)
 
 	liveOpen(t, board, env.URL+"/board?token="+token)
-	liveWait(t, board, "Gus's row, red, on the scoreboard", 10*time.Second,
+	liveWait(t, board, "Gus's row, red, on the scoreboard", waitUntilBound,
 		`(() => { const r = document.querySelector('#workshop-scores tr[data-student="Gus"]');
 			return !!r && r.querySelector(".badge.bad")?.textContent === "unsafe" && /[2-9]\d* (effects|charges)/.test(r.querySelector(".workshop-reason.bad")?.textContent || "") })()`)
-	liveWait(t, board, "Ana's row, passed", 90*time.Second,
+	liveWait(t, board, "Ana's row, passed", waitUntilBound,
 		`document.querySelector('#workshop-scores tr[data-student="Ana"] .badge.ok')?.textContent === "passed"`)
-	liveWait(t, phone, "the phone's run over", 60*time.Second, `document.getElementById("workshop-mine").dataset.state === "done"`)
+	liveWait(t, phone, "the phone's run over", waitUntilBound, `document.getElementById("workshop-mine").dataset.state === "done"`)
 	if got := liveEval[string](t, board, `document.getElementById("ws-address").textContent`); got == "" {
 		t.Error("the board does not say where students open the workshop")
 	}
