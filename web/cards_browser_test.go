@@ -23,9 +23,12 @@ import (
 
 const (
 	attemptStatuses = `[...document.querySelectorAll("#attempts li[data-status]")].map(li => li.dataset.status).reverse().join(" ")`
-	timelineRows    = `document.querySelectorAll("#timeline .tl-row").length`
-	statusState     = `document.getElementById("pay-status").dataset.state`
-	statusText      = `document.getElementById("pay-status").textContent`
+	// timelineRows counts the requests' rows (named after the request):
+	// the room's own rows, such as the faults set before the page opened,
+	// are drawn too.
+	timelineRows = `document.querySelectorAll("#timeline .tl-row[id^='tl-rq_']").length`
+	statusState  = `document.getElementById("pay-status").dataset.state`
+	statusText   = `document.getElementById("pay-status").textContent`
 )
 
 // TestBrowserLostResponseEveryTime pays five orders in a row in one page
