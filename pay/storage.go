@@ -113,7 +113,10 @@ type Store interface {
 	// DeleteWorkshopBooks deletes the books of the students named, their
 	// charges and their pruned count, and remembers them as removed: a
 	// charge of theirs recorded at the same time is deleted with the
-	// books, and one afterwards refused.
+	// books, and one afterwards refused. It also forgets the students
+	// removed more than WorkshopRemovedFor before (by the store's clock):
+	// removals are the only rows it adds, so what it remembers is at most
+	// a day's removals.
 	DeleteWorkshopBooks(ctx context.Context, students ...string) error
 
 	LabInsertKeyUnguarded(ctx context.Context, c ClaimRequest) (string, error)
@@ -232,6 +235,18 @@ type Completed struct {
 	// pruned key retried late, or the sweeper got there first.
 	ChargeExisted bool
 }
+
+// WorkshopRemovedFor is how long the store remembers a removed workshop
+// student (DeleteWorkshopBooks): long past the time any charge of theirs
+// can still be on its way to the books. A charge reaches the books only
+// through a gateway of a server that knows the student, and each server
+// forgets a removed student when it hears of the removal on the relay,
+// or at its next read of the kept workshop (a save, a board, its relay
+// listening again); a charge already inside the gateway then lasts at
+// most its latency and held answer (10 s each) and one write. A day
+// covers a workshop (90 minutes) many times over, and a server whose
+// relay and store stayed out of reach all that time writes no charge.
+const WorkshopRemovedFor = 24 * time.Hour
 
 // ErrWorkshopStudentRemoved is RecordWorkshopCharge's refusal of a charge
 // of a workshop student whose books were deleted (DeleteWorkshopBooks).

@@ -143,7 +143,8 @@ func (db *DB) WorkshopTallies(ctx context.Context) (map[string]pay.WorkshopTally
 }
 
 // DeleteWorkshopBooks deletes the students' charges and pruned counts,
-// and remembers them as removed. The writer takes one transaction at a
+// and remembers them as removed, forgetting those removed more than
+// pay.WorkshopRemovedFor ago. The writer takes one transaction at a
 // time, so a charge recorded is either before (and deleted) or after
 // (and refused).
 func (db *DB) DeleteWorkshopBooks(ctx context.Context, students ...string) error {
@@ -151,8 +152,16 @@ func (db *DB) DeleteWorkshopBooks(ctx context.Context, students ...string) error
 		return err
 	}
 	return db.execAtomic(ctx, func(ctx context.Context, _ *writeStatements) error {
+		now := db.now()
+		if _, err := db.conn.ExecContext(ctx, `DELETE FROM workshop_removed WHERE removed_at < ?`,
+			toMillis(now.Add(-pay.WorkshopRemovedFor))); err != nil {
+			return err
+		}
 		for _, st := range students {
-			if _, err := db.conn.ExecContext(ctx, `INSERT INTO workshop_removed (student) VALUES (?) ON CONFLICT DO NOTHING`, st); err != nil {
+			// Removed again (its books not deleted the first time): the
+			// charges in flight are counted from now.
+			if _, err := db.conn.ExecContext(ctx, `INSERT INTO workshop_removed (student, removed_at) VALUES (?, ?)
+				ON CONFLICT (student) DO UPDATE SET removed_at = excluded.removed_at`, st, toMillis(now)); err != nil {
 				return err
 			}
 			if _, err := db.conn.ExecContext(ctx, `DELETE FROM workshop_charges WHERE student = ?`, st); err != nil {

@@ -147,7 +147,8 @@ func (db *DB) WorkshopTallies(ctx context.Context) (map[string]pay.WorkshopTally
 }
 
 // DeleteWorkshopBooks deletes the students' charges and pruned counts,
-// and remembers them as removed. It first takes each student's
+// and remembers them as removed, forgetting those removed more than
+// pay.WorkshopRemovedFor ago. It first takes each student's
 // workshop_books row (making it if need be), the row every charge takes
 // before it writes (RecordWorkshopCharge): a charge that took it first
 // has committed before the charges are deleted here, and is deleted; one
@@ -162,12 +163,17 @@ func (db *DB) DeleteWorkshopBooks(ctx context.Context, students ...string) error
 	}
 	// In one order, so that two removals at once never wait on each other.
 	students = slices.Compact(slices.Sorted(slices.Values(students)))
+	now := db.now()
 	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM workshop_removed WHERE removed_at < $1`, now.Add(-pay.WorkshopRemovedFor)); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO workshop_books (student, pruned) SELECT s, 0 FROM unnest($1::text[]) AS s ORDER BY s
 			ON CONFLICT (student) DO UPDATE SET pruned = workshop_books.pruned`, students); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO workshop_removed (student) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, students); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO workshop_removed (student, removed_at) SELECT unnest($1::text[]), $2
+			ON CONFLICT (student) DO UPDATE SET removed_at = excluded.removed_at`, students, now); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM workshop_books WHERE student = ANY($1)`, students); err != nil {

@@ -56,6 +56,7 @@ func Run(t *testing.T, open Open) {
 		{"each workshop student's gateway keeps one charge per key, apart from the others'", workshopCharges},
 		{"each workshop student's books stay within their bound, counting what they pruned", workshopChargesPruned},
 		{"a removed workshop student's books keep no charge, however it raced the removal", workshopStudentRemoved},
+		{"a removed workshop student is remembered a day after their last removal, then forgotten at the next", workshopRemovedForgotten},
 	} {
 		// Each case opens a backend of its own, so the cases run side by
 		// side: a database backend's time goes mostly in making and

@@ -199,6 +199,65 @@ func workshopStudentRemoved(t *testing.T, open Open) {
 	}
 }
 
+// workshopRemovedForgotten: the store remembers a removed student for
+// pay.WorkshopRemovedFor, counted from their last removal, and forgets
+// them at the first removal after that (any student's); a removal is the
+// only thing that adds a row, so the rows are at most that long's
+// removals. A charge of a student the store forgot is kept like anyone's:
+// no server knows that student any more, so none sends one.
+func workshopRemovedForgotten(t *testing.T, open Open) {
+	clk := newClock()
+	db := open(t, clk.Now)
+	charge := func(key string) pay.GatewayCharge {
+		return pay.GatewayCharge{Key: key, ID: pay.NewID("gw_"), OrderID: "F-1", AmountSatang: 100, CreatedAt: clk.Now()}
+	}
+	refused := func(student string) bool {
+		t.Helper()
+		_, _, _, err := db.RecordWorkshopCharge(ctx, student, charge(pay.NewID("k_")), 0)
+		if err != nil && !errors.Is(err, pay.ErrWorkshopStudentRemoved) {
+			t.Fatalf("a charge of %s: %v", student, err)
+		}
+		return err != nil
+	}
+	remove := func(students ...string) {
+		t.Helper()
+		if err := db.DeleteWorkshopBooks(ctx, students...); err != nil {
+			t.Fatalf("removing %v: %v", students, err)
+		}
+	}
+	remove("ann")
+	clk.Advance(pay.WorkshopRemovedFor / 2)
+	remove("bo")
+	clk.Advance(pay.WorkshopRemovedFor / 2)
+	remove("cy") // ann's removal is exactly WorkshopRemovedFor old: kept
+	if !refused("ann") || !refused("bo") || !refused("cy") {
+		t.Fatal("a removal within pay.WorkshopRemovedFor was forgotten")
+	}
+	clk.Advance(time.Millisecond)
+	if !refused("ann") {
+		t.Fatal("ann was forgotten with no removal since: only a removal forgets")
+	}
+	remove("dee")
+	if refused("ann") {
+		t.Fatalf("ann, removed %s ago, is still remembered after another removal", pay.WorkshopRemovedFor+time.Millisecond)
+	}
+	if !refused("bo") || !refused("cy") || !refused("dee") {
+		t.Fatal("a later removal was forgotten with ann's")
+	}
+	// Removed again (the books could not be deleted the first time): the
+	// day counts from the last removal.
+	clk.Advance(pay.WorkshopRemovedFor / 2)
+	remove("bo")
+	clk.Advance(pay.WorkshopRemovedFor/2 + time.Millisecond)
+	remove("eve")
+	if refused("cy") || refused("dee") {
+		t.Fatal("cy and dee, removed more than pay.WorkshopRemovedFor ago, are still remembered")
+	}
+	if !refused("bo") || !refused("eve") {
+		t.Fatal("bo, removed again half a day ago, or eve was forgotten")
+	}
+}
+
 func gatewayKeys(cs []pay.GatewayCharge) string {
 	s := ""
 	for i, c := range cs {
