@@ -107,7 +107,8 @@ func referenceServers(gateway string) map[string]func(t *testing.T, addr string)
 // TestWorkshopReferenceServersAnswerOddAnswersAsOne gives the reference
 // servers a gateway whose answers are not what they expect (a refusal
 // whose body is no JSON, or JSON of another shape; a success with no
-// charge in it; an HTML page from a proxy) and bodies of their own that
+// charge in it; an HTML page from a proxy; a refusal or an outage that
+// names a charge id, which is no charge all the same) and bodies of their own that
 // are no payment. Both answer each the same way, as problem+json, with
 // the gateway asked as often, and release the key: the same key again
 // asks the gateway again. Python's used to raise on a refusal that was
@@ -126,6 +127,11 @@ func TestWorkshopReferenceServersAnswerOddAnswersAsOne(t *testing.T) {
 		"text-200":   {http.StatusOK, "text/plain", "OK"},
 		"number-201": {http.StatusCreated, "application/json", `{"id": 5}`},
 		"html-503":   {http.StatusServiceUnavailable, "text/html", "<h1>Service Unavailable</h1>"},
+		// An id in a refusal or an outage is no charge: a real gateway may
+		// name the attempt it refused.
+		"id-402": {http.StatusPaymentRequired, "application/json", `{"id": "gw_declined", "error": "card declined"}`},
+		"id-409": {http.StatusConflict, "application/json", `{"id": "gw_earlier"}`},
+		"id-503": {http.StatusServiceUnavailable, "application/json", `{"id": "gw_maybe"}`},
 	}
 	var mu sync.Mutex
 	asked := map[string]int{} // by order
@@ -165,6 +171,9 @@ func TestWorkshopReferenceServersAnswerOddAnswersAsOne(t *testing.T) {
 		{"text-200", http.StatusBadGateway, "the gateway did not confirm the charge: retry with the same key", true, 1},
 		{"number-201", http.StatusBadGateway, "the gateway did not confirm the charge: retry with the same key", true, 1},
 		{"html-503", http.StatusBadGateway, "the gateway did not confirm the charge: retry with the same key", true, 3},
+		{"id-402", http.StatusPaymentRequired, "the gateway refused the charge: card declined", false, 1},
+		{"id-409", http.StatusConflict, "the gateway refused the charge: ", false, 1},
+		{"id-503", http.StatusBadGateway, "the gateway did not confirm the charge: retry with the same key", true, 3},
 	}
 
 	servers := referenceServers(gateway.URL)

@@ -45,12 +45,12 @@ func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and
 		req, _ := http.NewRequest("POST", os.Getenv("GATEWAY")+"/charges", strings.NewReader(js(map[string]any{"order_id": p.OrderID, "amount": p.Amount})))
 		req.Header.Set("Idempotency-Key", fmt.Sprintf("%x", sha256.Sum256([]byte(scoped))))
 		if res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req); err == nil {
-			status = res.StatusCode
-			json.NewDecoder(res.Body).Decode(&c) // a refusal has no id
+			status, c.ID, c.Error = res.StatusCode, "", ""
+			json.NewDecoder(res.Body).Decode(&c)
 			res.Body.Close()
 		}
 	}
-	if c.ID == "" {
+	if status/100 != 2 || c.ID == "" { // a charge is a 2xx with an id: a 4xx is a refusal, whatever its body
 		keys.Delete(scoped)                // released: nothing was charged
 		if status >= 400 && status < 500 { // refused (a declined card): asking again changes nothing
 			return status, "the gateway refused the charge: " + c.Error

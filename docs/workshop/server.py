@@ -25,8 +25,9 @@ def pay(path, headers, body):  # -> status, body (or a refusal's reason), header
     # The gateway's key is made from the caller's: asking again (no answer came, or the client retries) finds the charge made.
     req = urllib.request.Request(os.environ["GATEWAY"] + "/charges", json.dumps({"order_id": payment[0], "amount": payment[1]}).encode(),
                                  {"Idempotency-Key": hashlib.sha256(scoped.encode()).hexdigest(), "Content-Type": "application/json"})
-    status, charge = 0, {}  # the gateway's answer (0 while none came), its body if JSON
+    status = 0  # the gateway's answer; 0 while none came
     for _ in range(3):  # no answer, or a 5xx: ask again, with the same key
+        charge = {}  # its body, if JSON
         try:
             try:
                 res = urllib.request.urlopen(req, timeout=10)
@@ -40,7 +41,7 @@ def pay(path, headers, body):  # -> status, body (or a refusal's reason), header
         if 0 < status < 500:
             break
     charge = charge if isinstance(charge, dict) else {}
-    if isinstance(charge.get("id"), str) and charge["id"]:
+    if 200 <= status < 300 and isinstance(charge.get("id"), str) and charge["id"]:  # a 4xx is a refusal, whatever its body
         answer = json.dumps({"charge_id": charge["id"], "status": "paid", "order_id": payment[0], "amount_satang": payment[1]})
         with lock:
             keys[scoped][1] = answer  # kept for every replay
