@@ -1,5 +1,5 @@
-// Command server is the workshop's reference endpoint, POST /v1/payments safe to retry, in Go's
-// standard library. GATEWAY is the gateway address the workshop page shows; ADDR where to listen.
+// Command server is the workshop's reference endpoint: POST /v1/payments, safe to retry.
+// GATEWAY is the gateway address the workshop page shows; ADDR where to listen (:8000).
 package main
 
 import (
@@ -14,9 +14,9 @@ import (
 	"time"
 )
 
-var keys sync.Map // by caller and key: [2]string{the payment, its answer ("" while at work)}
+var keys sync.Map // by caller and key: [2]string{the payment, its answer ("" while the first request is at work)}
 
-func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and a body, or a reason
+func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and a body, or a refusal's reason
 	var p struct {
 		OrderID string `json:"order_id"`
 		Amount  int64  `json:"amount_satang"`
@@ -26,12 +26,12 @@ func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and
 		return 400, "send an Idempotency-Key and {order_id, amount_satang}" // nothing saved
 	}
 	scoped, payment := r.Header.Get("Authorization")+"\n"+key, js(p)
-	saved, seen := keys.LoadOrStore(scoped, [2]string{payment, ""}) // look the key up and claim it in one step
+	saved, seen := keys.LoadOrStore(scoped, [2]string{payment, ""}) // looked up and claimed in one step
 	switch e := saved.([2]string); {
 	case seen && e[0] != payment:
 		return 422, "this key was used for another payment"
 	case seen && e[1] == "":
-		w.Header().Set("Retry-After", "1") // worth sending again, with the same key
+		w.Header().Set("Retry-After", "1")
 		return 409, "this key's first request is still running"
 	case seen:
 		w.Header().Set("Idempotent-Replayed", "true")
@@ -39,8 +39,7 @@ func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and
 	}
 	// The gateway's key is made from the caller's, so asking again (no answer came, or the client
 	// retries) finds the charge made; never with r's context, so a client hanging up stops nothing.
-	var c struct{ ID, Error string }
-	status := 0 // the gateway's answer; 0 while none came
+	status, c := 0, struct{ ID, Error string }{} // the gateway's answer: no answer yet, or a 5xx, is asked again
 	for try := 0; try < 3 && (status == 0 || status >= 500); try++ {
 		req, _ := http.NewRequest("POST", os.Getenv("GATEWAY")+"/charges", strings.NewReader(js(map[string]any{"order_id": p.OrderID, "amount": p.Amount})))
 		req.Header.Set("Idempotency-Key", fmt.Sprintf("%x", sha256.Sum256([]byte(scoped))))
@@ -51,8 +50,8 @@ func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and
 		}
 	}
 	if status/100 != 2 || c.ID == "" { // a charge is a 2xx with an id: a 4xx is a refusal, whatever its body
-		keys.Delete(scoped)                // released: nothing was charged
-		if status >= 400 && status < 500 { // refused (a declined card): asking again changes nothing
+		keys.Delete(scoped)  // released: nothing was charged
+		if status/100 == 4 { // refused (a declined card): asking again changes nothing
 			return status, "the gateway refused the charge: " + c.Error
 		}
 		w.Header().Set("Retry-After", "1")

@@ -1,9 +1,11 @@
 """The workshop's reference endpoint, POST /v1/payments safe to retry, in Python's standard library.
 GATEWAY is the gateway address the workshop page shows; ADDR where to listen (default :8000)."""
-import hashlib, json, os, threading, urllib.error, urllib.request
+import hashlib, json, os, urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-lock, keys = threading.Lock(), {}  # by caller and key: [the payment, its answer (None while at work)]
+keys = {}  # by caller and key: [the payment, its answer (None while the first request is at work)]
+gateway = urllib.request.OpenerDirector()  # gives every answer as it is: a 4xx raises nothing, a redirect is not followed
+gateway.add_handler(urllib.request.HTTPHandler())
 
 
 def pay(path, headers, body):  # -> status, body (or a refusal's reason), headers
@@ -15,27 +17,21 @@ def pay(path, headers, body):  # -> status, body (or a refusal's reason), header
     except Exception:
         return 400, "send an Idempotency-Key and {order_id, amount_satang}", {}  # nothing saved
     scoped = headers.get("Authorization", "") + "\n" + key
-    with lock:  # look the key up and claim it in one step
-        seen = keys.get(scoped)
-        keys.setdefault(scoped, [payment, None])
-    if seen and seen[0] != payment:
+    mine = [payment, None]
+    seen = keys.setdefault(scoped, mine)  # looked up and claimed in one step: dict.setdefault is atomic
+    if seen is not mine and seen[0] != payment:
         return 422, "this key was used for another payment", {}
-    if seen:
+    if seen is not mine:
         return (201, seen[1], {"Idempotent-Replayed": "true"}) if seen[1] else (409, "this key's first request is still running", {"Retry-After": "1"})
     # The gateway's key is made from the caller's: asking again (no answer came, or the client retries) finds the charge made.
     req = urllib.request.Request(os.environ["GATEWAY"] + "/charges", json.dumps({"order_id": payment[0], "amount": payment[1]}).encode(),
                                  {"Idempotency-Key": hashlib.sha256(scoped.encode()).hexdigest(), "Content-Type": "application/json"})
-    status = 0  # the gateway's answer; 0 while none came
     for _ in range(3):  # no answer, or a 5xx: ask again, with the same key
-        charge = {}  # its body, if JSON
+        status, charge = 0, {}
         try:
-            try:
-                res = urllib.request.urlopen(req, timeout=10)
-            except urllib.error.HTTPError as e:  # a refusal or a 5xx: its body read as any answer's
-                res = e
-            with res:
-                status, body = res.status, res.read()
-            charge = json.loads(body)
+            with gateway.open(req, timeout=10) as res:
+                status = res.status
+                charge = json.loads(res.read())
         except Exception:
             pass  # no answer, or a body that is no JSON: its status counts all the same
         if 0 < status < 500:
@@ -43,14 +39,11 @@ def pay(path, headers, body):  # -> status, body (or a refusal's reason), header
     charge = charge if isinstance(charge, dict) else {}
     if 200 <= status < 300 and isinstance(charge.get("id"), str) and charge["id"]:  # a 4xx is a refusal, whatever its body
         answer = json.dumps({"charge_id": charge["id"], "status": "paid", "order_id": payment[0], "amount_satang": payment[1]})
-        with lock:
-            keys[scoped][1] = answer  # kept for every replay
+        mine[1] = answer  # kept for every replay
         return 201, answer, {}
-    with lock:
-        del keys[scoped]  # released: nothing was charged; a retry asks the gateway again, with the same key
+    del keys[scoped]  # released: nothing was charged; a retry asks the gateway again, with the same key
     if 400 <= status < 500:  # refused (a declined card): asking again changes nothing
-        reason = charge.get("error")
-        return status, "the gateway refused the charge: " + (reason if isinstance(reason, str) else ""), {}
+        return status, "the gateway refused the charge: " + (charge["error"] if isinstance(charge.get("error"), str) else ""), {}
     return 502, "the gateway did not confirm the charge: retry with the same key", {"Retry-After": "1"}
 
 
