@@ -8,40 +8,26 @@ import (
 	"paytwice/views"
 )
 
-// chargesOnPages is the charges table as the frames leave it on the
-// pages, for while the board's table is ahead of it, as keysOnPages is
-// for the key table: a caller over its share of the board has its
-// charges counted with no frame of their own, and the frame that draws
-// its row draws them too (chargeOps), or the table would lack them while
-// the counters count them.
-type chargesOnPages struct {
-	ahead, known bool
-	shown        []string // the rows' ids, oldest first, while ahead and known
-}
-
-// chargesQuiet notes, before a charge that no frame draws, the table as
-// the pages have it. p.mu is held.
+// chargesQuiet notes, before a charge that no frame draws, the charges
+// table as the pages have it (its rows' ids, oldest first): a caller over
+// its share of the board has its charges counted with no frame of their
+// own, and the frame that draws its row draws them too (chargeOps), or the
+// table would lack them while the counters count them. p.mu is held.
 func (p *Board) chargesQuiet() {
-	if p.chargesShown.ahead {
-		return
-	}
-	ids := make([]string, len(p.charges))
-	for i, c := range p.charges {
-		ids[i] = c.ID
-	}
-	p.chargesShown = chargesOnPages{ahead: true, known: true, shown: ids}
+	p.chargesShown.quiet(func() []string {
+		ids := make([]string, len(p.charges))
+		for i, c := range p.charges {
+			ids[i] = c.ID
+		}
+		return ids
+	})
 }
 
 // chargesDrawn notes that a frame draws the whole charges table.
-func (p *Board) chargesDrawn() { p.chargesShown = chargesOnPages{} }
+func (p *Board) chargesDrawn() { p.chargesShown.drawn() }
 
-// chargesUnknown notes that a page is drawn from the model (see
-// keysUnknown).
-func (p *Board) chargesUnknown() {
-	if p.chargesShown.ahead {
-		p.chargesShown.known, p.chargesShown.shown = false, nil
-	}
-}
+// chargesUnknown notes that a page is drawn from the model (onPages.unknown).
+func (p *Board) chargesUnknown() { p.chargesShown.unknown() }
 
 // chargeOps brings the charges table on the pages up to the board's: the
 // charges made since are inserted at the top, oldest first, and the rows

@@ -6,43 +6,19 @@ import (
 	"paytwice/views"
 )
 
-// keysOnPages is the key table as the frames leave it on the pages, for
-// while the board's table is ahead of it: a caller over its share (or busy
-// mode) changes the board's key rows with no frame of their own, and the
-// frame that later draws them (keyOps) changes the pages' table a row at
-// a time rather than redrawing its liveKeys rows on every page, which a
-// flooding caller made every page receive twice a second.
-type keysOnPages struct {
-	// ahead says the board's rows changed with no frame to say so.
-	ahead bool
-	// known says shown is the pages' table; false when a page may have
-	// another (one was drawn from the model while ahead), so that the next
-	// frame draws the table whole.
-	known bool
-	shown []views.KeyRow // newest first, while ahead and known
-}
-
 // keysQuiet notes, before a change of the key rows that no frame draws,
-// the table as the pages have it. p.mu is held.
-func (p *Board) keysQuiet() {
-	if p.keysShown.ahead {
-		return
-	}
-	p.keysShown = keysOnPages{ahead: true, known: true, shown: p.snapshotKeysLocked()}
-}
+// the key table as the pages have it (newest first): the frame that later
+// draws the rows (keyOps) changes the pages' table a row at a time rather
+// than redrawing its liveKeys rows on every page, which a flooding caller
+// made every page receive twice a second. p.mu is held.
+func (p *Board) keysQuiet() { p.keysShown.quiet(p.snapshotKeysLocked) }
 
 // keysDrawn notes that a frame draws the whole key table: the pages have
 // the board's.
-func (p *Board) keysDrawn() { p.keysShown = keysOnPages{} }
+func (p *Board) keysDrawn() { p.keysShown.drawn() }
 
-// keysUnknown notes that a page is drawn from the model: if the board is
-// ahead of the frames, that page has rows the others do not, and the
-// next frame draws the table whole for every page alike.
-func (p *Board) keysUnknown() {
-	if p.keysShown.ahead {
-		p.keysShown.known, p.keysShown.shown = false, nil
-	}
-}
+// keysUnknown notes that a page is drawn from the model (onPages.unknown).
+func (p *Board) keysUnknown() { p.keysShown.unknown() }
 
 // keyOps brings the key table on the pages from what the frames left
 // there to the board's rows: the rows gone are deleted, the new ones

@@ -21,9 +21,9 @@ type model struct {
 	orderBook
 	// keysShown is the key table as the frames left it on the pages,
 	// while the rows above are ahead of it (keyops.go).
-	keysShown keysOnPages
+	keysShown onPages[views.KeyRow]
 	// chargesShown is the same for the charges table (chargeops.go).
-	chargesShown chargesOnPages
+	chargesShown onPages[string]
 
 	fullNext bool // the next frame redraws every panel
 	// steps is the step bar as the frames drew it last (stepbar.go's
