@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,8 +14,10 @@ import (
 )
 
 // TestEveryChapterAsks: every chapter has a question whose choices each
-// say which event shows them; a mistake chapter with a fix asks before
-// the mistake and again after it; no question names a chapter that does
+// say which event shows them; every mistake chapter has a fix (its last
+// lab patch), and asks first before the mistake shows (a question whose
+// moment is not after the fix) and again after the fix (one asked
+// "After “<the fix's label>”"); no question names a chapter that does
 // not exist.
 func TestEveryChapterAsks(t *testing.T) {
 	book := Build(30 * time.Second)
@@ -21,12 +25,24 @@ func TestEveryChapterAsks(t *testing.T) {
 		if len(ch.Ask) == 0 {
 			t.Errorf("%s asks nothing", ch.Slug)
 		}
-		fix := false
-		for _, a := range ch.Actions {
-			fix = fix || a.ID == "lab-patch"
-		}
-		if ch.Part == partMistakes && fix && len(ch.Ask) < 2 {
-			t.Errorf("%s is a mistake with a fix but asks %d question(s): it must ask before the mistake and after the fix", ch.Slug, len(ch.Ask))
+		if ch.Part == partMistakes {
+			fix := ""
+			for _, a := range ch.Actions {
+				if a.ID == "lab-patch" {
+					fix = a.Label
+				}
+			}
+			afterFix := "After “" + fix + "”"
+			switch {
+			case fix == "":
+				t.Errorf("%s is a mistake with no fix (no lab patch)", ch.Slug)
+			case len(ch.Ask) < 2:
+				t.Errorf("%s is a mistake but asks %d question(s): it must ask before the mistake shows and after the fix", ch.Slug, len(ch.Ask))
+			case strings.HasPrefix(ch.Ask[0].When, afterFix):
+				t.Errorf("%s first asks %q: it must ask before the mistake shows", ch.Slug, ch.Ask[0].When)
+			case !slices.ContainsFunc(ch.Ask, func(q Question) bool { return strings.HasPrefix(q.When, afterFix) }):
+				t.Errorf("%s asks nothing %s, the fix", ch.Slug, afterFix)
+			}
 		}
 		for i, q := range ch.Ask {
 			if q.Text == "" || q.When == "" || len(q.Choices) < 2 {
