@@ -14,8 +14,9 @@ import (
 
 // TestPredictNicknamesAndScores: students pick nicknames (or none); a
 // nickname is bounded, printable, unique in the class, and drawn as text;
-// the server's grade of a real payment scores those with a nickname; the
-// board shows the scores only once the presenter wants it, and the
+// the server's grade of a real payment scores those with a nickname, and
+// the scores run on from vote to vote; the board shows the scores only
+// once the presenter wants it, and the
 // presenter can take one nickname off the board, which a new nickname
 // does not undo. A student can change nothing else that others see.
 func TestPredictNicknamesAndScores(t *testing.T) {
@@ -59,41 +60,48 @@ func TestPredictNicknamesAndScores(t *testing.T) {
 	if r := presenter(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "response-lost"}); r.Status != http.StatusOK {
 		t.Fatalf("start the chapter: %d %s", r.Status, r.Body)
 	}
-	r := presenter(http.MethodPost, "/api/poll/open", PollOpen{Question: 0})
-	var opened PollState
-	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &opened) != nil {
-		t.Fatalf("open: %d %s", r.Status, r.Body)
+	// vote asks the chapter's question, takes the answers, closes the vote
+	// and has a real payment of order grade it: its response lost, its
+	// retry replayed, which is choice 1.
+	vote := func(order string, answers map[*phone]int) {
+		t.Helper()
+		r := presenter(http.MethodPost, "/api/poll/open", PollOpen{Question: 0})
+		var opened PollState
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &opened) != nil {
+			t.Fatalf("open: %d %s", r.Status, r.Body)
+		}
+		for p, choice := range answers {
+			if s, b := p.answer(opened.ID, choice); s != http.StatusOK {
+				t.Fatalf("answer: %d %s", s, b)
+			}
+		}
+		if r := presenter(http.MethodPost, "/api/poll/close", PollRef{ID: opened.ID}); r.Status != http.StatusOK {
+			t.Fatalf("close: %d %s", r.Status, r.Body)
+		}
+		key, body := uuid.NewString(), `{"order_id":"`+order+`","amount_satang":1500}`
+		_, _ = env.tryPay(key, body)
+		if r := env.pay(key, body); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("the retry: %d %s", r.Status, r.Body)
+		}
+		deadline := time.After(waitUntilBound)
+		for {
+			cur, _, changed := env.Server.room.Watch()
+			if cur.Poll != nil && cur.Poll.ID == opened.ID && cur.Poll.Outcome != nil {
+				if cur.Poll.Outcome.Choice != 1 {
+					t.Fatalf("graded %+v", cur.Poll.Outcome)
+				}
+				return
+			}
+			select {
+			case <-changed:
+			case <-deadline:
+				t.Fatalf("not graded: %+v", cur.Poll)
+			}
+		}
 	}
 	// Ann and the anonymous student say the saved 201 (right), Bo a
 	// second charge.
-	for p, choice := range map[*phone]int{ann: 1, bo: 0, anon: 1} {
-		if s, b := p.answer(opened.ID, choice); s != http.StatusOK {
-			t.Fatalf("answer: %d %s", s, b)
-		}
-	}
-	if r := presenter(http.MethodPost, "/api/poll/close", PollRef{ID: opened.ID}); r.Status != http.StatusOK {
-		t.Fatalf("close: %d %s", r.Status, r.Body)
-	}
-	key, body := uuid.NewString(), `{"order_id":"SC-1","amount_satang":1500}`
-	_, _ = env.tryPay(key, body)
-	if r := env.pay(key, body); r.Status != http.StatusCreated || r.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("the retry: %d %s", r.Status, r.Body)
-	}
-	deadline := time.After(waitUntilBound)
-	for {
-		cur, _, changed := env.Server.room.Watch()
-		if cur.Poll != nil && cur.Poll.Outcome != nil {
-			if cur.Poll.Outcome.Choice != 1 {
-				t.Fatalf("graded %+v", cur.Poll.Outcome)
-			}
-			break
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("not graded: %+v", cur.Poll)
-		}
-	}
+	vote("SC-1", map[*phone]int{ann: 1, bo: 0, anon: 1})
 	if st := ann.poll(); st.Right != 1 || st.Scored != 1 {
 		t.Fatalf("Ann's score: %+v", st)
 	}
@@ -126,6 +134,17 @@ func TestPredictNicknamesAndScores(t *testing.T) {
 	}
 	if strings.Contains(h, "data-poll-hide") {
 		t.Fatal("a viewer without the token has the presenter's Hide buttons")
+	}
+	// The scores run on: a second vote, Ann wrong and Bo right this time,
+	// makes each 1 right of 2 on the board and on their own phones.
+	vote("SC-2", map[*phone]int{ann: 0, bo: 1, anon: 1})
+	if h := boardHTML(); strings.Count(h, "1 right of 2") != 2 || strings.Contains(h, "of 1") {
+		t.Fatalf("the board's scores after a second vote (Ann and Bo 1 right of 2): %s", h)
+	}
+	for name, p := range map[string]*phone{"Ann": ann, "Bo": bo} {
+		if st := p.poll(); st.Right != 1 || st.Scored != 2 {
+			t.Fatalf("%s's score after a second vote: %+v, want 1 right of 2", name, st)
+		}
 	}
 
 	var annID string
