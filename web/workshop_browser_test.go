@@ -18,7 +18,7 @@ func TestBrowserWorkshopScoreboard(t *testing.T) {
 	browserSideBySide(t)
 	const token = "teach-ws-41"
 	env := newWorkshopEnvWith(t, token)
-	phone := liveBrowserFor(t, 390, 844, 3*time.Minute)
+	phone := liveBrowserFor(t, 390, 844, 8*time.Minute)
 	board := liveTab(t, phone, true)
 	boardViewport(t, board, 1366, 900)
 
@@ -35,7 +35,7 @@ func TestBrowserWorkshopScoreboard(t *testing.T) {
 	liveWait(t, phone, "the form", waitUntilBound, `!!document.getElementById("ws-url")`)
 	liveDo(t, phone, "registering the metadata address",
 		liveType("#ws-name", "Gus"), liveType("#ws-url", "http://169.254.169.254/latest"), liveClick("#ws-register"))
-	liveWaitAcross(t, phone, "the refusal's sentence", 10*time.Second,
+	liveWaitAcross(t, phone, "the refusal's sentence", waitUntilBound,
 		`(document.getElementById("workshop-error")||{}).textContent?.includes("never calls 169.254.169.254")`)
 	if v := liveEval[string](t, phone, `document.getElementById("ws-url").value`); v != "http://169.254.169.254/latest" {
 		t.Errorf("the refused address is not kept in the field to correct: %q", v)
@@ -44,11 +44,11 @@ func TestBrowserWorkshopScoreboard(t *testing.T) {
 	addr := freeAddr(t, "127.0.0.2")
 	liveEval[string](t, phone, `document.getElementById("ws-url").value = ""`)
 	liveDo(t, phone, "registering the laptop's endpoint", liveType("#ws-url", "http://"+addr), liveClick("#ws-register"))
-	liveWaitAcross(t, phone, "the student's gateway", 10*time.Second, `!!document.getElementById("ws-gateway")`)
+	liveWaitAcross(t, phone, "the student's gateway", waitUntilBound, `!!document.getElementById("ws-gateway")`)
 	gateway := liveEval[string](t, phone, `document.getElementById("ws-gateway").textContent`)
 	naiveServer(t, addr, gateway)
 	liveDo(t, phone, "asking for a run", liveClick("#ws-run"))
-	liveWaitAcross(t, phone, "the run's double charge on the phone", 60*time.Second,
+	liveWaitAcross(t, phone, "the run's double charge on the phone", waitUntilBound,
 		`!!document.querySelector("#workshop-mine .workshop-facts dd.bad")`)
 
 	liveOpen(t, board, env.URL+"/board?token="+token)
