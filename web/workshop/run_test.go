@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -356,4 +359,65 @@ func TestGatewayLoopSavesLittle(t *testing.T) {
 		t.Errorf("the last save: %s, want Cat with %d charges", doc, charges)
 	}
 	t.Logf("%d charges in %v: %d saves", charges, elapsed, saves)
+}
+
+// TestRunLimitEndsARun: a run gets Config.RunLimit in all, however long
+// each request may take. An endpoint that takes the first payment and
+// then never answers is left at the limit: the row is not run and says
+// the limit, not a request's time-out (ten minutes here).
+func TestRunLimitEndsARun(t *testing.T) {
+	var asked atomic.Int64
+	hold := make(chan struct{})
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatalf("listening on 127.0.0.2 (a loopback address of its own): %v", err)
+	}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if asked.Add(1) == 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"charge_id": "ch_1", "status": "paid"}`)
+			return
+		}
+		select { // held until the checker gives the request up
+		case <-r.Context().Done():
+		case <-hold:
+		}
+	})}
+	go hs.Serve(ln)
+	t.Cleanup(func() { close(hold); hs.Close() })
+
+	const limit = 2 * time.Second
+	w := New(Config{Guard: NewGuard(Nets(netip.MustParsePrefix("127.0.0.2/32"))), Workers: 1,
+		RunLimit: limit, RequestTimeout: 10 * time.Minute}) // the limit, not a request's time-out, ends it
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); <-w.Stopped() })
+	w.Start(ctx)
+	w.SetOn(true)
+	if _, err := w.Register(ctx, "a", "10.0.0.1", "Ann", "http://"+ln.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Ask("a", false); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		mine, ok := w.Mine("a")
+		if !ok {
+			t.Fatal("Ann is no longer registered")
+		}
+		if mine.Run.State != Queued && mine.Run.State != Running {
+			if mine.Run.State != NotRun || !strings.Contains(mine.Run.Message, "longer than the "+limit.String()) {
+				t.Fatalf("the run held past its limit: %+v, want not run, saying the %s limit", mine.Run, limit)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run is still %s two minutes after it was asked for, with a limit of %s", mine.Run.State, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if asked.Load() < 2 {
+		t.Fatalf("the endpoint was asked %d time(s): the run ended before it was held", asked.Load())
+	}
 }
