@@ -137,7 +137,7 @@ func pick(q url.Values, names ...string) url.Values {
 // and the thundering herd, and their JSON. Each answer is computed from
 // the request's parameters alone (sim/), seeded, so the same question gets
 // the same answer on any server; only a large herd sweep asks whether the
-// caller is the presenter.
+// caller is the presenter, and who goes first when runs wait their turn.
 type simHandlers struct {
 	isPresenter func(*http.Request) bool
 	// priority says the presenter's runs go before the students'.
@@ -146,6 +146,9 @@ type simHandlers struct {
 	// sweeps take (student_work.go). nil work counts nothing.
 	clientIP func(*http.Request) string
 	work     *studentWork
+	// runs are the server's simulations at work, one of each kind at a
+	// time, and the herd's results.
+	runs *simRuns
 }
 
 // routes registers the backoff and herd pages and their JSON.

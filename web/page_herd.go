@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -28,8 +27,9 @@ import (
 var WebHerdLimits = report.HerdLimits{MaxClients: sim.MaxHerdClients, MaxTrials: sim.MaxHerdTrials, MaxCost: 450_000}
 
 // Sweeps are deterministic, so identical requests share one result: a
-// class that opens /herd at once runs the default sweep once. herdRuns keeps
-// the last few results and makes sure simulations never starve payments:
+// class that opens /herd at once runs the default sweep once. A server's
+// herdRunner (in its simRuns) keeps the last few results and makes sure
+// simulations never starve payments:
 //   - one sweep runs at a time, on every core but one (on one core if that
 //     is all there is), so a core is always left for payments;
 //   - at most herdQueue more students' requests wait for their turn;
@@ -37,7 +37,6 @@ var WebHerdLimits = report.HerdLimits{MaxClients: sim.MaxHerdClients, MaxTrials:
 //     presenter's never count and always go first (priorityGate);
 //   - with a presenter token set, a sweep costing more than herdOpenCost
 //     (about twice the default run) is the presenter's alone.
-var herdRuns = newHerdRunner(16)
 
 const (
 	// herdTimeout bounds how long one request may wait for and run its
@@ -60,16 +59,16 @@ var errHerdQueueFull = pay.Errorf(pay.EBUSY, "The server is already running a si
 func herdWorkers() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 type herdRunner struct {
-	gate    priorityGate // one sweep at a time, the presenter's first
-	waiting atomic.Int32 // students' requests running or waiting for a sweep
-	mu      sync.Mutex
-	size    int
-	keys    []report.HerdInput // least recently used first
-	vals    map[report.HerdInput][]sim.HerdPoint
+	sweepQueue // one sweep at a time, the presenter's first
+	mu         sync.Mutex
+	size       int
+	keys       []report.HerdInput // least recently used first
+	vals       map[report.HerdInput][]sim.HerdPoint
 }
 
 func newHerdRunner(size int) *herdRunner {
-	return &herdRunner{size: size, vals: make(map[report.HerdInput][]sim.HerdPoint)}
+	return &herdRunner{size: size, vals: make(map[report.HerdInput][]sim.HerdPoint),
+		sweepQueue: sweepQueue{queue: herdQueue, full: errHerdQueueFull}}
 }
 
 // get returns a cached result and marks it recently used.
@@ -133,17 +132,11 @@ func (h *herdRunner) runFor(ctx context.Context, in report.HerdInput, who herdCa
 	if pts, ok := h.get(in); ok {
 		return pts, true, nil
 	}
-	if !who.presenter {
-		if h.waiting.Add(1) > 1+herdQueue {
-			h.waiting.Add(-1)
-			return nil, false, errHerdQueueFull
-		}
-		defer h.waiting.Add(-1)
-	}
-	if err := h.gate.acquire(ctx, who.presenter); err != nil {
+	leave, err := h.enter(ctx, who.presenter)
+	if err != nil {
 		return nil, false, err
 	}
-	defer h.gate.release()
+	defer leave()
 	if pts, ok := h.get(in); ok { // someone ran it while we waited
 		return pts, true, nil
 	}
@@ -212,7 +205,7 @@ func (h simHandlers) runHerd(c echo.Context, in report.HerdInput) ([]sim.HerdPoi
 		ip := h.clientIP(r)
 		leave, wait, err := h.work.admit(r.Context(), ip)
 		if err != nil {
-			if _, ok := herdRuns.get(in); !ok {
+			if _, ok := h.runs.herd.get(in); !ok {
 				c.Response().Header().Set("Retry-After", strconv.Itoa(waitSeconds(wait)))
 				return nil, false, err
 			}
@@ -224,7 +217,7 @@ func (h simHandlers) runHerd(c echo.Context, in report.HerdInput) ([]sim.HerdPoi
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), herdTimeout)
 	defer cancel()
-	pts, cached, err := herdRuns.runFor(ctx, in, who)
+	pts, cached, err := h.runs.herd.runFor(ctx, in, who)
 	if err != nil {
 		if pay.ErrorCode(err) == pay.EBUSY {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(herdRetryAfter))

@@ -209,7 +209,7 @@ func TestHerdRunner(t *testing.T) {
 func BenchmarkHerdPageDefault(b *testing.B) {
 	env := newTestEnvTB(b, Config{})
 	for b.Loop() {
-		herdRuns.reset()
+		env.Server.sims.herd.reset()
 		req, err := http.NewRequest(http.MethodGet, env.URL+"/herd", nil)
 		if err != nil {
 			b.Fatal(err)
@@ -228,14 +228,14 @@ func TestHerdNeverStarvesPayments(t *testing.T) {
 	t.Run("beyond one run and herdQueue waiting, a request gets 429 with Retry-After at once", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		// Hold the one run slot, as a long sweep would.
-		herdRuns.waiting.Add(1)
-		_ = herdRuns.gate.acquire(context.Background(), false)
+		env.Server.sims.herd.waiting.Add(1)
+		_ = env.Server.sims.herd.gate.acquire(context.Background(), false)
 		released := false
 		release := func() {
 			if !released {
 				released = true
-				herdRuns.gate.release()
-				herdRuns.waiting.Add(-1)
+				env.Server.sims.herd.gate.release()
+				env.Server.sims.herd.waiting.Add(-1)
 			}
 		}
 		defer release()
@@ -250,7 +250,7 @@ func TestHerdNeverStarvesPayments(t *testing.T) {
 				answers <- getFrom(t, from(i), fmt.Sprintf("%s/api/herd?min=1&max=2&step=1&trials=1&seed=%d", env.URL, seed+int64(i)))
 			}()
 		}
-		waitUntil(t, "the queue to fill", func() bool { return herdRuns.waiting.Load() == 1+herdQueue })
+		waitUntil(t, "the queue to fill", func() bool { return env.Server.sims.herd.waiting.Load() == 1+herdQueue })
 		res := env.get(fmt.Sprintf("/api/herd?min=1&max=2&step=1&trials=1&seed=%d", seed+100))
 		if res.Status != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" ||
 			!strings.Contains(string(res.Body), "too-many-requests") {
@@ -266,8 +266,8 @@ func TestHerdNeverStarvesPayments(t *testing.T) {
 				t.Errorf("a queued request: %d %s", a.Status, a.Body)
 			}
 		}
-		if herdRuns.waiting.Load() != 0 {
-			t.Fatalf("%d still counted as waiting", herdRuns.waiting.Load())
+		if env.Server.sims.herd.waiting.Load() != 0 {
+			t.Fatalf("%d still counted as waiting", env.Server.sims.herd.waiting.Load())
 		}
 	})
 

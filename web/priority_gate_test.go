@@ -51,16 +51,16 @@ func TestHerdQueueServesThePresenterFirst(t *testing.T) {
 	const token = "front-of-the-room"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	// A sweep runs and the students' queue is full.
-	if err := herdRuns.gate.acquire(context.Background(), false); err != nil {
+	if err := env.Server.sims.herd.gate.acquire(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
-	herdRuns.waiting.Add(1 + herdQueue)
+	env.Server.sims.herd.waiting.Add(1 + herdQueue)
 	released := false
 	release := func() {
 		if !released {
 			released = true
-			herdRuns.waiting.Add(-(1 + herdQueue))
-			herdRuns.gate.release()
+			env.Server.sims.herd.waiting.Add(-(1 + herdQueue))
+			env.Server.sims.herd.gate.release()
 		}
 	}
 	defer release()
@@ -73,7 +73,7 @@ func TestHerdQueueServesThePresenterFirst(t *testing.T) {
 	go func() {
 		answer <- sendFrom(t, http.DefaultClient, http.MethodGet, env.URL+q, "", PresenterHeader, token)
 	}()
-	waitUntil(t, "the presenter's run to wait first in line", func() bool { f, _ := herdRuns.gate.waiting(); return f == 1 })
+	waitUntil(t, "the presenter's run to wait first in line", func() bool { f, _ := env.Server.sims.herd.gate.waiting(); return f == 1 })
 	release()
 	if r := <-answer; r.Status != http.StatusOK {
 		t.Fatalf("the presenter's run: %d %s", r.Status, r.Body)

@@ -179,6 +179,9 @@ type Server struct {
 	life serverLife
 	// world is the simulated provider: its gateway and what drives it.
 	world simWorld
+	// sims are the backoff and herd simulations at work and the herd's
+	// results (sim_runs.go).
+	sims *simRuns
 	// payments are the parts of the payments that the sweeper and the
 	// reset share with the payment handlers.
 	payments paymentParts
@@ -212,6 +215,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		world:    simWorld{ledger: cfg.Ledger, faults: sim.NewFaultPlan()},
 		hub:      live.New(live.DefaultSize, clock.Now),
 		payments: paymentParts{sleep: pay.Sleep},
+		sims:     newSimRuns(),
 	}
 	s.hub.SetServer(cfg.Name)
 	if cfg.BoardClock != nil {
@@ -366,7 +370,7 @@ func (s *Server) routes() *echo.Echo {
 	lessons := s.guidedLessons()
 	liveHandlers{board: s.live, pages: pageSource{lesson: lessons.page, lab: s.labPanel(), room: rooms}, presenter: adm.presenter, locked: s.cfg.PresenterToken != "", retention: s.cfg.Retention,
 		lockTimeout: s.cfg.LockTimeout, sweepEvery: s.cfg.SweepEvery, byocInUse: byo.inUse, workshop: ws.boardView, join: s.pages.join.joinView}.routes(e)
-	simHandlers{isPresenter: adm.presenter.isPresenter, priority: adm.hasPriority, clientIP: adm.presenter.clientIP, work: adm.work}.routes(e)
+	simHandlers{isPresenter: adm.presenter.isPresenter, priority: adm.hasPriority, clientIP: adm.presenter.clientIP, work: adm.work, runs: s.sims}.routes(e)
 	simGatewayHandlers{gateway: s.world.handler, presenterToken: s.cfg.PresenterToken,
 		presenterOnly: presenterOnly, requirePresenter: adm.presenter.requirePresenter}.routes(e)
 	labHandlers{lab: s.lab, panel: s.labPanel(), room: rooms, lessons: lessons, faults: s.faultSwitches().currentFaults, isPresenter: adm.presenter.isPresenter,

@@ -202,22 +202,36 @@ const (
 
 // countWork counts a student's backoff schedule like a sweep: it starts
 // within the time kept for simulations, alone at work for its address,
-// once none of the presenter's
-// payments is at work, and the time it takes is counted. (A herd sweep is
-// counted by runHerd, which also steps aside between its trials.)
+// in its turn among the students' schedules on the server (one works at a
+// time, simRuns), once none of the presenter's payments is at work, and
+// the time it takes is counted. (A herd sweep is counted by runHerd, which
+// also steps aside between its trials.) The presenter's schedules wait for
+// nobody.
 func (h simHandlers) countWork(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
-		if h.work == nil || h.priority(r) {
+		if h.priority(r) {
+			return next(c)
+		}
+		if h.work != nil {
+			ip := h.clientIP(r)
+			leave, wait, err := h.work.admit(r.Context(), ip)
+			if err != nil {
+				c.Response().Header().Set("Retry-After", strconv.Itoa(waitSeconds(wait)))
+				return err
+			}
+			defer leave() // after the time is counted
+		}
+		leaveTurn, err := h.runs.backoff.enter(r.Context(), false)
+		if err != nil {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(waitSeconds(backoffRetryAfter)))
+			return err
+		}
+		defer leaveTurn()
+		if h.work == nil {
 			return next(c)
 		}
 		ip := h.clientIP(r)
-		leave, wait, err := h.work.admit(r.Context(), ip)
-		if err != nil {
-			c.Response().Header().Set("Retry-After", strconv.Itoa(waitSeconds(wait)))
-			return err
-		}
-		defer leave() // after the time is counted
 		h.work.presenter.wait(r.Context())
 		start := time.Now()
 		defer func() { h.work.spent(ip, time.Since(start)) }()

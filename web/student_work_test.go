@@ -101,8 +101,6 @@ func TestAStudentsSweepPastTheClassesPartIsAnswered429(t *testing.T) {
 	// in debt for the time it took, the next new one waits.
 	env := newTestEnv(t, Config{PresenterToken: token, Limits: Limits{
 		SimulationWork: Rate{Burst: 1, Every: time.Hour}}})
-	herdRuns.reset()
-	t.Cleanup(herdRuns.reset)
 	student := fromAddress("127.0.0.2")
 	url := func(seed int) string {
 		return fmt.Sprintf("%s/api/herd?min=10&max=20&step=10&trials=2&seed=%d", env.URL, seed)
@@ -167,15 +165,14 @@ func TestThePresentersPaymentIsAtWorkOnlyWhileNotPaused(t *testing.T) {
 
 // Runs asked for together from one address cannot all start before their
 // time is counted: one is at work, the others are answered 429 after a moment's wait,
-// and another address is not held back; the address's next run, asked
+// and another address is not held back by it (its run then waits its turn on the
+// server, TestOneStudentsBackoffScheduleAtATimePerServer); the address's next run, asked
 // for once the last one is answered, is let in. The presenter's payment at work
 // holds every admitted run before it starts, so the runs at work can be
 // seen from outside while they are.
 func TestOneSimulationAtWorkPerAddress(t *testing.T) {
 	const token = "front-of-the-room"
 	env := newTestEnv(t, Config{PresenterToken: token})
-	herdRuns.reset()
-	t.Cleanup(herdRuns.reset)
 	work := env.Server.admission.work
 	atWork := func() []string {
 		work.mu.Lock()
@@ -254,6 +251,10 @@ func TestOneSimulationAtWorkPerAddress(t *testing.T) {
 		}
 	})
 
+	// Another address's run is let in for its address, and waits its
+	// turn on the server (one backoff schedule at a time): the wait is
+	// lengthened so that it cannot end before the test looks.
+	env.Server.sims.backoff.wait.Store(int64(time.Hour))
 	other := make(chan answer, 1)
 	go func() { other <- get(fromAddress("127.0.0.3"), backoff(1)) }()
 	for !slices.Equal(atWork(), []string{"127.0.0.2", "127.0.0.3"}) {
