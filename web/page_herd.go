@@ -212,7 +212,7 @@ func (h simHandlers) runHerd(c echo.Context, in report.HerdInput) ([]sim.HerdPoi
 		} else {
 			defer leave() // after runFor has counted the time
 		}
-		who.yield = h.work.presenter.wait
+		who.yield = h.work.sweepYield()
 		who.spent = func(d time.Duration) { h.work.spent(ip, d) }
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), herdTimeout)

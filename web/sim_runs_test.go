@@ -97,6 +97,28 @@ func TestEachServerHasItsOwnSimulationQueue(t *testing.T) {
 	}
 }
 
+// A student's sweep steps aside on its own schedule, once per sweepSlice
+// of work, so that on a server with one core the steps of a payment do not
+// each wait out the scheduler's time slice behind it; the presenter's
+// sweep does not. The default run works far longer than sweepSlice.
+func TestAStudentsSweepStepsAsideOnItsOwnSchedule(t *testing.T) {
+	const token = "front-of-the-room"
+	env := newTestEnv(t, Config{PresenterToken: token})
+	work := env.Server.admission.work
+	if r := getFrom(t, fromAddress("127.0.0.1"), env.URL+"/api/herd?seed=11", PresenterHeader, token); r.Status != http.StatusOK {
+		t.Fatalf("the presenter's sweep: %d %s", r.Status, r.Body)
+	}
+	if n := work.pauses.Load(); n != 0 {
+		t.Fatalf("the presenter's sweep stepped aside %d times", n)
+	}
+	if r := getFrom(t, fromAddress("127.0.0.2"), env.URL+"/api/herd?seed=12"); r.Status != http.StatusOK {
+		t.Fatalf("a student's sweep: %d %s", r.Status, r.Body)
+	}
+	if work.pauses.Load() == 0 {
+		t.Fatal("a student's default sweep never stepped aside")
+	}
+}
+
 // patientFrom is fromAddress for a request held for as long as a test
 // says: it waits for its answer's headers without a bound of its own.
 func patientFrom(ip string) *http.Client {

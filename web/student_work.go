@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -37,6 +38,9 @@ type studentWork struct {
 
 	mu     sync.Mutex
 	atWork map[string]chan struct{} // by address with a run at work: closed when it ends
+	// pauses counts the times students' sweeps stepped aside on their
+	// own schedule (sweepYield).
+	pauses atomic.Int64
 }
 
 func newStudentWork(l Limits, now func() time.Time) *studentWork {
@@ -181,6 +185,55 @@ func (p *presenterAtWork) waitAtMost(ctx context.Context, d time.Duration) time.
 	case <-bound:
 	}
 	return time.Since(start)
+}
+
+// A student's sweep also steps aside on a schedule of its own: once it has
+// worked sweepSlice since it last did, it sleeps for sweepPause before its
+// next trial. Go's scheduler lets a goroutine that never blocks keep the
+// processor for up to 10 ms, and looks at the network about as seldom
+// while one does, so on a server with one core every step of a payment
+// (its request read, each write committed, its answer sent) could wait
+// that long behind a sweep: a payment has several, and under a class
+// looping on the herd its median latency was several times the quiet
+// one's. Sleeping, the sweep leaves the processor to what is runnable and
+// lets the scheduler read the network first. On an idle server the pause
+// costs about a millisecond (the scheduler's shortest network wait) per
+// sweepSlice of work.
+const (
+	sweepSlice = time.Millisecond
+	sweepPause = 50 * time.Microsecond
+)
+
+// sweepYield is what a student's sweep does between its trials: wait for
+// the presenter's payments at work, and step aside once it has worked
+// sweepSlice. It says how long it waited, which is not counted as the
+// sweep's work. The sweep's workers share it.
+func (w *studentWork) sweepYield() func(context.Context) time.Duration {
+	var mu sync.Mutex
+	last := time.Now()
+	return func(ctx context.Context) time.Duration {
+		waited := w.presenter.wait(ctx)
+		mu.Lock()
+		due := waited == 0 && time.Since(last) >= sweepSlice
+		mu.Unlock()
+		if due {
+			start := time.Now()
+			t := time.NewTimer(sweepPause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+			waited += time.Since(start)
+			w.pauses.Add(1)
+		}
+		if waited > 0 {
+			mu.Lock()
+			last = time.Now()
+			mu.Unlock()
+		}
+		return waited
+	}
 }
 
 // How long students' live views and requests wait at most for the
