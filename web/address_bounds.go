@@ -57,6 +57,8 @@ func (a *admission) inFlightBound(next http.Handler) http.Handler {
 			if c, err := r.Cookie(PresenterCookie); err == nil && a.presenter.cookieOK(c.Value) {
 				a.presenterPlaces.Note(connectionHost(r))
 				a.tellFrontDoorPresenter(w, r)
+				a.requests.Add(1)
+				defer a.requests.Add(-1)
 				next.ServeHTTP(w, r)
 				return
 			}
@@ -85,6 +87,8 @@ func (a *admission) inFlightBound(next http.Handler) http.Handler {
 			return
 		}
 		defer counts.Release(addr)
+		a.requests.Add(1)
+		defer a.requests.Add(-1)
 		next.ServeHTTP(w, r)
 	})
 }

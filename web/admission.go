@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"paytwice/pay/addrlimit"
@@ -31,6 +32,9 @@ type admission struct {
 	// from lately, which get a reserve of connections (address_bounds.go).
 	inFlight        *addrlimit.Counts
 	presenterPlaces *addrlimit.Places
+	// requests counts every request in flight, live views aside: the
+	// students' sweeps step aside while there are others (student_work.go).
+	requests atomic.Int64
 	// payments shares the work on payments out among addresses and
 	// callers (payment_admission.go).
 	payments *paymentAdmission
@@ -65,5 +69,6 @@ func newAdmission(cfg Config, guesses guessBook, logf func(format string, args .
 	a.payments.callers = a.limits.callers
 	a.work = newStudentWork(cfg.Limits, now)
 	a.limits.presenter = &a.work.presenter
+	a.work.othersInFlight = func() bool { return a.requests.Load() > 1 }
 	return a
 }

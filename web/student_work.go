@@ -39,8 +39,10 @@ type studentWork struct {
 	mu     sync.Mutex
 	atWork map[string]chan struct{} // by address with a run at work: closed when it ends
 	// pauses counts the times students' sweeps stepped aside on their
-	// own schedule (sweepYield).
-	pauses atomic.Int64
+	// own schedule (sweepYield), while othersInFlight says requests other
+	// than the sweep's own are in flight (nil: always).
+	pauses         atomic.Int64
+	othersInFlight func() bool
 }
 
 func newStudentWork(l Limits, now func() time.Time) *studentWork {
@@ -206,7 +208,9 @@ const (
 
 // sweepYield is what a student's sweep does between its trials: wait for
 // the presenter's payments at work, and step aside once it has worked
-// sweepSlice. It says how long it waited, which is not counted as the
+// sweepSlice while other requests are in flight (alone on the server, the
+// sweep goes on at full speed: a pause would cost it a millisecond for
+// nothing). It says how long it waited, which is not counted as the
 // sweep's work. The sweep's workers share it.
 func (w *studentWork) sweepYield() func(context.Context) time.Duration {
 	var mu sync.Mutex
@@ -214,7 +218,7 @@ func (w *studentWork) sweepYield() func(context.Context) time.Duration {
 	return func(ctx context.Context) time.Duration {
 		waited := w.presenter.wait(ctx)
 		mu.Lock()
-		due := waited == 0 && time.Since(last) >= sweepSlice
+		due := waited == 0 && time.Since(last) >= sweepSlice && (w.othersInFlight == nil || w.othersInFlight())
 		mu.Unlock()
 		if due {
 			start := time.Now()
