@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -53,6 +54,10 @@ func openViewers(ctx context.Context, base, prefix string, n int) (*viewers, err
 				return
 			}
 			req.Header.Set("Accept", "text/event-stream")
+			// As a phone's browser does: the server may send the frames
+			// gzip-encoded. Only the sampled viewers inflate them; the
+			// others' inflating happens on phones, not in this process.
+			req.Header.Set("Accept-Encoding", "gzip")
 			res, err := client.Do(req)
 			if err == nil && res.StatusCode != http.StatusOK {
 				res.Body.Close()
@@ -66,7 +71,15 @@ func openViewers(ctx context.Context, base, prefix string, n int) (*viewers, err
 			v.open.Add(1)
 			defer v.open.Add(-1)
 			if i%viewerSample == 0 {
-				v.read(res.Body)
+				body := io.Reader(res.Body)
+				if res.Header.Get("Content-Encoding") == "gzip" {
+					zr, err := gzip.NewReader(res.Body)
+					if err != nil {
+						return
+					}
+					body = zr
+				}
+				v.read(body)
 			} else {
 				_, _ = io.Copy(io.Discard, res.Body)
 			}

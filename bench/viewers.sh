@@ -14,6 +14,7 @@
 #	VIEWERS=500 FULL=1 bench/viewers.sh    # the lecture hall
 #	AGAINST=HEAD~3 bench/viewers.sh        # this build and HEAD~3's, round by round
 #	FLOOD=1 bench/viewers.sh               # every payment from one caller
+#	PROFILE=/tmp/prof VIEWERS=500 bench/viewers.sh  # and CPU profiles
 #
 # The payments come from CALLERS distinct callers (40, a class: each its
 # own bearer token, each key always from one of them), as a class pays.
@@ -38,6 +39,13 @@
 # take the same server flags (-addr, -db, -limits with streams,
 # streams-per-address and stream-opens).
 #
+# PROFILE=<dir> builds this build with the pprof tag (main_pprof.go) and
+# saves, for every round, a CPU profile of the server while no page is open
+# and one while the viewers are, SECONDS_EACH-2 seconds each, as
+# <dir>/<build>-<round>-none.pprof and -viewers.pprof (go tool pprof -top
+# on one; -diff_base the other). A profile's proportions hold on a loaded
+# machine where its ratios do not.
+#
 # It builds the binaries into a temporary folder, serves on 127.0.0.1:18090
 # (PORT to change it) over fresh database files, and removes everything
 # when it ends. Linux only: server CPU comes from /proc.
@@ -52,6 +60,7 @@ CALLERS=${CALLERS:-40}
 FLOOD=${FLOOD:-}
 FULL=${FULL:-}
 AGAINST=${AGAINST:-}
+PROFILE=${PROFILE:-}
 
 tmp=$(mktemp -d)
 pids=()
@@ -62,7 +71,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-go build -o "$tmp/paytwice" .
+tags=()
+if [ -n "$PROFILE" ]; then mkdir -p "$PROFILE"; tags=(-tags pprof); fi
+go build "${tags[@]}" -o "$tmp/paytwice" .
 builds=(this)
 if [ -n "$AGAINST" ]; then
 	rev=$(git rev-parse --verify --quiet "$AGAINST^{commit}") || { echo "AGAINST=$AGAINST: no such revision" >&2; exit 2; }
@@ -75,15 +86,16 @@ fi
 # start serves build $1 on port $2. Every viewer comes from this one
 # address, where a lecture hall's phones come from hundreds: the room's
 # share per address is raised to let them in.
-declare -A url pid
+declare -A url pid pprof
 start() {
 	local bin=$tmp/paytwice
 	if [ "$1" = against ]; then bin=$tmp/against; fi
-	"$bin" -addr "127.0.0.1:$2" -db "$tmp/$1.db" \
+	PAYTWICE_PPROF=127.0.0.1:$(($2 + 10)) "$bin" -addr "127.0.0.1:$2" -db "$tmp/$1.db" \
 		-limits "streams=$((VIEWERS + 100)),streams-per-address=$((VIEWERS + 50)),stream-opens=$((VIEWERS + 50))/1ms" >"$tmp/$1.log" 2>&1 &
 	pid[$1]=$!
 	pids+=("$!")
 	url[$1]=http://127.0.0.1:$2
+	pprof[$1]=http://127.0.0.1:$(($2 + 10))
 	for _ in $(seq 100); do
 		if curl -s -o /dev/null "${url[$1]}/"; then return; fi
 		sleep 0.1
@@ -112,11 +124,19 @@ for b in "${builds[@]}"; do
 	for f in none watched ratios p50 p99 full rss; do : >"$tmp/$b.$f"; done
 done
 
+# profile saves a CPU profile of build $1 as $PROFILE/$1-$2.pprof, when
+# PROFILE is set and the build has the pprof tag (this build only).
+profile() {
+	if [ -z "$PROFILE" ] || [ "$1" != this ]; then return; fi
+	sleep 1
+	curl -s -o "$PROFILE/$1-$2.pprof" "${pprof[$1]}/debug/pprof/profile?seconds=$((SECONDS_EACH - 2))"
+}
+
 # round measures build $1 in round $2.
 round() {
 	local b=$1 r=$2 a w fr= f0 f1 ca cb
-	a=$(bench "$b")
-	w=$(bench "$b" -viewers "$VIEWERS" & sleep $((SECONDS_EACH - 1)); rss "$b" >"$tmp/rss-now"; wait)
+	a=$(bench "$b" & profile "$b" "$r-none"; wait)
+	w=$(bench "$b" -viewers "$VIEWERS" & profile "$b" "$r-viewers" & sleep $((SECONDS_EACH - 1)); rss "$b" >"$tmp/rss-now"; wait)
 	cat "$tmp/rss-now" >>"$tmp/$b.rss"
 	if [ -n "$FULL" ]; then
 		if [ $((r % 2)) = 1 ]; then f0=$(full "$b"); f1=$(full "$b" -viewers "$VIEWERS"); else f1=$(full "$b" -viewers "$VIEWERS"); f0=$(full "$b"); fi

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -107,14 +108,14 @@ func (s *sseStream) nextFrame() sseEvent {
 func isRefresh(f sseEvent) bool { return strings.HasPrefix(f.Data, "<!--refresh-->") }
 
 func TestEventStream(t *testing.T) {
-	t.Run("frames carry ids and htmx out-of-band fragments, compression off", func(t *testing.T) {
+	t.Run("frames carry ids and htmx out-of-band fragments, plain without gzip", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
-		s := openStream(t, env, "?since="+live.EventID(env.Server.hub.Epoch(), 0), "Accept-Encoding", "gzip")
+		s := openStream(t, env, "?since="+live.EventID(env.Server.hub.Epoch(), 0), "Accept-Encoding", "identity")
 		if ct := s.res.Header.Get("Content-Type"); ct != "text/event-stream" {
 			t.Fatalf("Content-Type %q", ct)
 		}
 		if ce := s.res.Header.Get("Content-Encoding"); ce != "" {
-			t.Fatalf("the stream is compressed (%s): events would be held back", ce)
+			t.Fatalf("the stream is compressed (%s) for a client that did not take it", ce)
 		}
 		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
 		var last uint64
@@ -133,6 +134,36 @@ func TestEventStream(t *testing.T) {
 		for _, want := range []string{"POST + key", "claimed", "INSERT charge", `id="c-ch_`, `hx-swap-oob="afterbegin:#keys-body"`} {
 			if !strings.Contains(all.String(), want) {
 				t.Errorf("the frames never mention %q", want)
+			}
+		}
+	})
+
+	t.Run("with gzip, each payment's frames arrive as they are written", func(t *testing.T) {
+		env := newTestEnv(t, Config{})
+		// Asked for explicitly, the transport leaves the body as it came.
+		a := openStream(t, env, "", "Accept-Encoding", "gzip")
+		b := openStream(t, env, "", "Accept-Encoding", "br;q=1.0, gzip;q=0.8")
+		for _, s := range []*sseStream{a, b} {
+			if ce := s.res.Header.Get("Content-Encoding"); ce != "gzip" {
+				t.Fatalf("Content-Encoding %q, want gzip", ce)
+			}
+			zr, err := gzip.NewReader(s.res.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.r = bufio.NewReader(zr)
+		}
+		// Each payment is read in full before the next is made: a
+		// compressor that held bytes back until its buffer filled would
+		// leave the reader waiting here (to the stream's bound).
+		for i := range 3 {
+			key := fmt.Sprintf("k-%d", i)
+			env.pay(key, fmt.Sprintf(`{"order_id":"A-%d","amount_satang":100}`, i))
+			for _, s := range []*sseStream{a, b} {
+				var all strings.Builder
+				for !strings.Contains(all.String(), `<code title="`+key+`">`) || !strings.Contains(all.String(), "201 paid") {
+					all.WriteString(s.nextFrame().Data)
+				}
 			}
 		}
 	})

@@ -192,6 +192,10 @@ type wake struct {
 
 	once sync.Once
 	b    []byte
+	// deflated is b compressed once for every page that takes gzip
+	// (live.Deflate).
+	deflateOnce sync.Once
+	deflated    []byte
 
 	next *wake         // set before done is closed
 	done chan struct{} // closed when next is set
@@ -257,14 +261,27 @@ func (w *wake) bytes() []byte {
 	return w.b
 }
 
+// deflate is bytes compressed, once for every viewer whose stream is
+// gzip-encoded.
+func (w *wake) deflate() []byte {
+	w.deflateOnce.Do(func() {
+		if b := w.bytes(); len(b) > 0 {
+			w.deflated = live.Deflate(b)
+		}
+	})
+	return w.deflated
+}
+
 // after returns what a viewer that has sent every frame up to n sends for
-// this wake: the shared bytes when it is where the wake starts, the
-// frames it lacks one by one when it is part way (a viewer just drawn or
-// catching up), nothing when it is past.
+// this wake, compressed when gz says its stream is: the shared bytes when
+// it is where the wake starts, the frames it lacks one by one when it is
+// part way (a viewer just drawn or catching up), nothing when it is past.
 // ok is false when frames the viewer lacks are not in the wake: it must
 // be redrawn.
-func (w *wake) after(n uint64) (b []byte, ok bool) {
+func (w *wake) after(n uint64, gz bool) (b []byte, ok bool) {
 	switch {
+	case (n == w.prev || w.beat) && gz:
+		return w.deflate(), true
 	case n == w.prev || w.beat:
 		return w.bytes(), true
 	case n >= w.last:
@@ -276,6 +293,9 @@ func (w *wake) after(n uint64) (b []byte, ok bool) {
 		if f.n > n {
 			b = append(b, f.sse()...)
 		}
+	}
+	if gz && len(b) > 0 {
+		b = live.Deflate(b)
 	}
 	return b, true
 }
@@ -426,13 +446,13 @@ func (p *Board) resumePlaceLocked(place live.Place) (n uint64, ok bool) {
 // redrawLocked returns what draws every panel as they are now, as one
 // SSE event; it is rendered when called, outside the lock, and once for
 // every viewer that opens before anything changes.
-func (p *Board) redrawLocked() func() []byte {
+func (p *Board) redrawLocked() *redrawing {
 	if r := p.redrawn; r != nil && r.seq == p.modelSeq && r.frames == p.frames {
-		return r.bytes
+		return r
 	}
 	r := &redrawing{epoch: p.cfg.Hub.Epoch(), seq: p.modelSeq, place: p.place, frames: p.frames, ops: p.fullFrameLocked()}
 	p.redrawn = r
-	return r.bytes
+	return r
 }
 
 // Why says why a page that named the last event it saw is drawn whole
@@ -481,10 +501,10 @@ const originTimeout = 2 * time.Second
 // page that gets it twice is as after once. Like the redraw, it is made
 // once for every page that resyncs before anything changes: after a
 // restart, the whole class comes back at once.
-func (p *Board) resyncLocked(why Why) func() []byte {
+func (p *Board) resyncLocked(why Why) *redrawing {
 	cache := &p.resynced[why]
 	if r := *cache; r != nil && r.seq == p.modelSeq && r.frames == p.frames {
-		return r.bytes
+		return r
 	}
 	ops := append([]templ.Component{roomMark, resyncMark}, p.fullFrameLocked()...)
 	if p.cfg.ResyncNote != nil {
@@ -492,7 +512,7 @@ func (p *Board) resyncLocked(why Why) func() []byte {
 	}
 	r := &redrawing{epoch: p.cfg.Hub.Epoch(), seq: p.modelSeq, place: p.place, frames: p.frames, ops: ops}
 	*cache = r
-	return r.bytes
+	return r
 }
 
 // resyncMark starts a frame that redraws a page which had events from
@@ -508,6 +528,10 @@ type redrawing struct {
 	ops         []templ.Component
 	once        sync.Once
 	b           []byte
+	// deflated is b compressed, once for the pages that take gzip: a
+	// lecture hall's pages open at once, each drawn whole.
+	deflateOnce sync.Once
+	deflated    []byte
 }
 
 func (r *redrawing) bytes() []byte {
@@ -517,6 +541,15 @@ func (r *redrawing) bytes() []byte {
 		r.b, r.ops = buf.Bytes(), nil
 	})
 	return r.b
+}
+
+// encoded is the drawing as a stream sends it: compressed when gz.
+func (r *redrawing) encoded(gz bool) []byte {
+	if !gz {
+		return r.bytes()
+	}
+	r.deflateOnce.Do(func() { r.deflated = live.Deflate(r.bytes()) })
+	return r.deflated
 }
 
 // fullFrameLocked redraws every panel.

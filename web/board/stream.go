@@ -64,8 +64,6 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 	// Decide where the viewer starts under the projector's lock, so that
 	// no frame is made between the decision and the count that keeps the
 	// frames coming.
-	var buf bytes.Buffer
-	buf.WriteString("retry: " + strconv.Itoa(reconnectMS) + "\n\n")
 	proj.mu.Lock()
 	if proj.closed {
 		proj.mu.Unlock()
@@ -87,7 +85,7 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 		// page goes on from the frames here after the last event it has.
 		cursor, ok = proj.resumePlaceLocked(at.place)
 	}
-	var redraw func() []byte
+	var redraw *redrawing
 	switch {
 	case ok:
 	case at.given:
@@ -110,9 +108,6 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 		orders = proj.ordersAfterLocked(max(cursor, caughtUp))
 	}
 	proj.mu.Unlock()
-	if redraw != nil {
-		buf.Write(redraw())
-	}
 	defer func() {
 		proj.mu.Lock()
 		proj.viewers.Add(-1)
@@ -127,15 +122,34 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 	// sends a page that resumes from them back to this server while it
 	// runs, which alone can resume it frame by frame.
 	h.Set(peers.StreamEpochHeader, proj.cfg.Hub.Epoch())
+	// A page that takes gzip gets the frames as every such page does,
+	// compressed once for all of them (live.Deflate): a few hundred open
+	// pages' writes were most of the server's work under a class's
+	// payments, and their bytes most of what the writes cost.
+	gz := live.AcceptsGzip(r)
+	if gz {
+		h.Set("Content-Encoding", "gzip")
+	}
+	h.Add("Vary", "Accept-Encoding")
 	out, err := startStream(w, proj)
 	if err != nil {
 		return nil
 	}
 	defer out.close()
-	if out.write(buf.Bytes()) != nil {
+	out.gzip = gz
+	first := net.Buffers{retryHint}
+	if gz {
+		first = net.Buffers{live.GzipHeader, retryHintDeflated}
+	}
+	if redraw != nil {
+		// Drawn, and compressed, once for every page that opens before
+		// the next change.
+		first = append(first, redraw.encoded(gz))
+	}
+	if out.writeFrames(first) != nil {
 		return nil
 	}
-	buf = bytes.Buffer{} // the redraw is sent: let it go
+	redraw = nil // sent: let it go
 
 	for cursor < caughtUp {
 		proj.mu.Lock()
@@ -148,12 +162,12 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 		for _, f := range frames {
 			b = append(b, f.sse()...)
 		}
-		if out.write(b) != nil {
+		if out.send(b) != nil {
 			return nil
 		}
 		cursor = frames[len(frames)-1].n
 	}
-	if orders != nil && out.write(orders()) != nil {
+	if orders != nil && out.send(orders()) != nil {
 		return nil
 	}
 
@@ -195,7 +209,7 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 				proj.cfg.BeforeWrite(r)
 			}
 		}
-		b, ok := w.after(cursor)
+		b, ok := w.after(cursor, out.gzip)
 		if !ok {
 			return nil
 		}
@@ -214,7 +228,7 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 				if w.beat {
 					continue
 				}
-				more, ok := w.after(cursor)
+				more, ok := w.after(cursor, out.gzip)
 				if !ok {
 					return nil
 				}
@@ -275,7 +289,13 @@ func isDone(ch chan struct{}) bool {
 	}
 }
 
-var heartbeatComment = []byte(": heartbeat\n\n")
+var (
+	heartbeatComment = []byte(": heartbeat\n\n")
+	// retryHint starts every stream: EventSource's wait before it
+	// reconnects.
+	retryHint         = []byte("retry: " + strconv.Itoa(reconnectMS) + "\n\n")
+	retryHintDeflated = live.Deflate(retryHint)
+)
 
 // eventStream is one viewer's connection. On HTTP/1.1 the handler takes
 // the connection over from net/http, so that a wake is one write system
@@ -296,6 +316,9 @@ type eventStream struct {
 	// net/http no longer watches them).
 	gone chan struct{}
 	proj *Board
+	// gzip says the body is gzip-encoded: what send writes is compressed
+	// (live.Deflate), and the shared frames come compressed already.
+	gzip bool
 }
 
 // startStream sends the response's headers and returns the stream, listed
@@ -341,7 +364,16 @@ func startStream(w http.ResponseWriter, proj *Board) (*eventStream, error) {
 	return s, nil
 }
 
-// write sends b to the viewer under the stream's write deadline.
+// send writes b, part of the event stream made for this viewer alone,
+// compressed when the stream is.
+func (s *eventStream) send(b []byte) error {
+	if s.gzip && len(b) > 0 {
+		b = live.Deflate(b)
+	}
+	return s.write(b)
+}
+
+// write sends b to the viewer under the stream's write deadline, as it is.
 func (s *eventStream) write(b []byte) error {
 	return s.writeFrames(net.Buffers{b})
 }
