@@ -1,6 +1,10 @@
 package board
 
 import (
+	"context"
+	"io"
+	"time"
+
 	"github.com/a-h/templ"
 
 	"paytwice/views"
@@ -24,10 +28,12 @@ func (p *Board) keysUnknown() { p.keysShown.unknown() }
 // there to the board's rows: the rows gone are deleted, the new ones
 // (which a flood adds at the top) inserted, and the rows whose status,
 // code or hits changed redrawn, each by itself. The table is drawn whole
-// when the pages' copy is not known, when the change is not one of rows
-// added at the top (a prune, a reload: nothing else reorders it), or when
-// every row would be drawn anyway (a flood of a new key every few
-// milliseconds turns the table over between two frames).
+// only when the pages' copy is not known or the change is not one of rows
+// added at the top (a prune, a reload: nothing else reorders it). A
+// flood of a new key every few milliseconds, which turns the table over
+// between two frames, still costs its rows: the new ones go in as one
+// fragment, and the rows that left go out by id, a few dozen bytes each,
+// so a frame's bytes follow the rows that changed, not the table.
 // Nothing when the pages have the board's table already. For a refresh
 // frame, which a page may take twice (see orderOps), each new row's
 // insertion first deletes the row, so that taking it again does not show
@@ -72,11 +78,6 @@ func (p *Board) keyOps(refresh bool) []templ.Component {
 			changed = append(changed, k)
 		}
 	}
-	if fresh+len(changed) >= len(p.keys) {
-		// Every row drawn anyway: the whole table costs no more, and
-		// deletes nothing one by one.
-		return whole
-	}
 	var ops []templ.Component
 	for _, k := range was.shown {
 		if !kept[k.ID] {
@@ -86,12 +87,34 @@ func (p *Board) keyOps(refresh bool) []templ.Component {
 	for _, k := range changed {
 		ops = append(ops, partOf("keys-body", k.ID, inTable(views.KeyRowView(*k, now, true))))
 	}
-	// Oldest first: each goes in at the top, above the one before.
-	for i := fresh - 1; i >= 0; i-- {
-		if refresh {
-			ops = append(ops, partOf("keys-body", "", views.FrameDelete(p.keys[i].ID)))
-		}
-		ops = append(ops, partOf("keys-body", "", views.FrameInsertKey(*p.keys[i], now)))
+	if fresh == 0 {
+		return ops
 	}
-	return ops
+	if refresh {
+		for _, k := range p.keys[:fresh] {
+			ops = append(ops, partOf("keys-body", "", views.FrameDelete(k.ID)))
+		}
+	}
+	rows := make([]views.KeyRow, fresh)
+	for i, k := range p.keys[:fresh] {
+		rows[i] = *k
+	}
+	return append(ops, partOf("keys-body", "", keysInserted(rows, now)))
+}
+
+// keysInserted puts rows (newest first) at the top of the key table, in
+// that order, as one fragment.
+func keysInserted(rows []views.KeyRow, now time.Time) templ.Component {
+	return templ.ComponentFunc(func(ctx context.Context, w io.Writer) error {
+		if _, err := io.WriteString(w, `<template><tbody hx-swap-oob="afterbegin:#keys-body">`); err != nil {
+			return err
+		}
+		for _, k := range rows {
+			if err := views.KeyRowView(k, now, false).Render(ctx, w); err != nil {
+				return err
+			}
+		}
+		_, err := io.WriteString(w, `</tbody></template>`)
+		return err
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -303,4 +304,154 @@ func rowsOf(t *testing.T, c templ.Component, in atom.Atom, read func(*html.Node)
 		holder.AppendChild(n)
 	}
 	return read(holder)
+}
+
+// keyFragments finds a frame's changes to the key table: the rows it
+// inserts, redraws or deletes, and the table drawn whole.
+var keyFragments = regexp.MustCompile(`<template><tbody hx-swap-oob="afterbegin:#keys-body">.*?</tbody></template>|<template><tr id="k-[^"]*"[^>]*hx-swap-oob="true">.*?</tr></template>|<div id="k-[^"]*" hx-swap-oob="delete"></div>|<tbody id="keys-body".*?</tbody>`)
+
+// TestAFloodThatTurnsTheKeyTableOverCostsItsRows: one caller paying thirty
+// new keys per frame of its share and retrying ten more (every row of the
+// table new or changed between two of its frames) has each frame change
+// the pages' key table row by row, never redraw it whole: a frame's bytes
+// for the key table are those of the rows that changed and the ids of
+// the rows that left. At the end the page shows what a page drawn now
+// does.
+func TestAFloodThatTurnsTheKeyTableOverCostsItsRows(t *testing.T) {
+	wall := newHeldWall()
+	_, b := newBooksBoard(t, wall)
+
+	page := newFramePage()
+	table := &html.Node{Type: html.ElementNode, Data: "table", DataAtom: atom.Table}
+	table.AppendChild(&html.Node{Type: html.ElementNode, Data: "tbody", DataAtom: atom.Tbody, Attr: []html.Attribute{{Key: "id", Val: "keys-body"}}})
+	page.root.AppendChild(table)
+	type counted struct{ bytes, fragments, rows, deletes, whole int }
+	var (
+		mu       sync.Mutex
+		flooding bool
+		frames   []counted
+		lastID   uint64
+	)
+	s := b.open(t)
+	go func() {
+		for {
+			id, data, _, err := s.next()
+			if err != nil {
+				return
+			}
+			page.apply(t, id, data)
+			mu.Lock()
+			if flooding {
+				var c counted
+				for _, f := range keyFragments.FindAllString(data, -1) {
+					c.bytes += len(f)
+					c.fragments++
+					c.rows += strings.Count(f, `<tr id="k-`)
+					c.deletes += strings.Count(f, `hx-swap-oob="delete"`)
+					if strings.HasPrefix(f, `<tbody id="keys-body"`) {
+						c.whole++
+					}
+				}
+				if c.bytes > 0 {
+					frames = append(frames, c)
+				}
+			}
+			lastID = id
+			mu.Unlock()
+		}
+	}()
+	waitUntil(t, "the page to be open", func() bool { return b.Viewers() == 1 })
+	caughtUpOnPage := func() {
+		t.Helper()
+		b.caughtUp(t)
+		last := b.hub.LastSeq()
+		waitUntil(t, fmt.Sprintf("the page to get event %d's frame", last), func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return lastID >= last
+		})
+	}
+
+	// A table of the class's keys to start from, every row drawn.
+	for i := range liveKeys {
+		for _, e := range paymentEvents(i) {
+			e.Scope = fmt.Sprintf("session:student-%d", i)
+			b.hub.Publish(e)
+		}
+		wall.advance(100 * time.Millisecond)
+	}
+	caughtUpOnPage()
+	mu.Lock()
+	flooding = true
+	mu.Unlock()
+
+	const loop = "token:loop"
+	const fresh, retried = 30, liveKeys - 30
+	next := 1000
+	for round := range 6 {
+		// The ten newest keys of the round before (or of the class) stay
+		// in the table below the thirty new: a retry on each counts a hit.
+		for i := range retried {
+			k := next - retried + i
+			scope := loop
+			if round == 0 {
+				k, scope = liveKeys-retried+i, fmt.Sprintf("session:student-%d", liveKeys-retried+i)
+			}
+			rq := fmt.Sprintf("rq_retry%d-%d", round, i)
+			b.hub.Publish(live.Event{Kind: live.Received, Request: rq, Scope: scope, Key: fmt.Sprintf("board-key-%d", k), OrderID: fmt.Sprintf("B-%d", k), Amount: 129900})
+			b.hub.Publish(live.Event{Kind: live.Replayed, Status: 201, Request: rq, Scope: scope, Key: fmt.Sprintf("board-key-%d", k), OrderID: fmt.Sprintf("B-%d", k), Amount: 129900})
+		}
+		for range fresh {
+			for _, e := range paymentEvents(next) {
+				e.Scope = loop
+				b.hub.Publish(e)
+			}
+			next++
+		}
+		wall.advance(shareRefresh)
+		caughtUpOnPage()
+	}
+	newest := keyDOMID(loop, fmt.Sprintf("board-key-%d", next-1))
+	waitUntil(t, "the page to show the loop's last key", func() bool {
+		page.mu.Lock()
+		defer page.mu.Unlock()
+		got := shownKeys(page.root)
+		return len(got) > 0 && strings.HasPrefix(got[0], newest+" ")
+	})
+	want := b.Snapshot()
+	wantRows := rowsOf(t, views.KeysBody(want.Keys, want.Now, false), atom.Table, shownKeys)
+	waitUntil(t, "the page's key table to be a page drawn now's", func() bool {
+		page.mu.Lock()
+		defer page.mu.Unlock()
+		return strings.Join(shownKeys(page.root), "\n") == strings.Join(wantRows, "\n")
+	})
+
+	// The bytes of one row at most, of a deleted row's id, and of what
+	// wraps a fragment.
+	rowBytes := 0
+	for _, k := range want.Keys {
+		var buf bytes.Buffer
+		if err := views.KeyRowView(k, want.Now, true).Render(context.Background(), &buf); err != nil {
+			t.Fatal(err)
+		}
+		rowBytes = max(rowBytes, buf.Len()+len(`<template></template>`))
+	}
+	const deleteBytes = len(`<div id="k-" hx-swap-oob="delete"></div>`) + 20
+	const wrapBytes = len(`<template><tbody hx-swap-oob="afterbegin:#keys-body"></tbody></template>`)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(frames) < 6 {
+		t.Fatalf("only %d frames changed the key table during the flood", len(frames))
+	}
+	for i, c := range frames {
+		// (A wake may send several frames as one event.)
+		budget := c.rows*rowBytes + c.deletes*deleteBytes + c.fragments*wrapBytes
+		t.Logf("event %d: %d bytes of the key table, %d rows drawn, %d deleted (budget %d)", i, c.bytes, c.rows, c.deletes, budget)
+		if c.whole > 0 {
+			t.Errorf("event %d redrew the key table whole", i)
+		}
+		if c.bytes > budget {
+			t.Errorf("event %d: %d bytes of the key table for %d rows and %d deletions, over %d", i, c.bytes, c.rows, c.deletes, budget)
+		}
+	}
 }
