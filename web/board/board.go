@@ -214,10 +214,10 @@ func Start(cfg Config) *Board {
 		Replays: int(own.Replays), Conflicts: int(own.Conflicts), Mismatches: int(own.Mismatches)}
 	p.steps = StepBar(cfg.Steps)
 	p.load(cfg.Ctx)
+	p.drawKept(start)
 	// Events up to start have no frames: a viewer resuming from before
 	// them is redrawn.
 	p.mu.Lock()
-	p.drawKeptLocked(start)
 	p.modelSeq, p.frameSeq, p.lostSeq = start, start, start
 	p.ownFrom = start
 	p.mu.Unlock()

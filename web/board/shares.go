@@ -146,27 +146,7 @@ func (p *Board) mutedFrame(e live.Event, key string, now time.Time) []templ.Comp
 	r := s.rows[key]
 	var ops []templ.Component
 	if r == nil || !p.hasRow(r.row.ID) {
-		if r == nil && len(s.rows) >= shareMaxRows {
-			p.forgetMutedRows()
-		}
-		sum := sha256.Sum256([]byte(key))
-		r = &mutedRow{n: 1, row: &views.TimelineRow{ID: "tl-share-" + hex.EncodeToString(sum[:6]) + "-" + strconv.FormatUint(e.Seq, 10),
-			Time: e.Time, Title: "One caller, too fast", Scope: e.Scope}}
-		if strings.HasPrefix(key, addressRow) {
-			// Many callers: hiding "the student" of this row means the
-			// address's, which has no scope of its own.
-			r.address = true
-			r.row.Title, r.row.Scope = "One address, too fast", ""
-		}
-		s.rows[key] = r
-		p.mutedText(r)
-		p.rows = append([]*views.TimelineRow{r.row}, p.rows...)
-		ops = append(ops, views.FrameNewRow(*r.row))
-		if len(p.rows) > liveRows {
-			old := p.rows[len(p.rows)-1]
-			p.rows = p.rows[:len(p.rows)-1]
-			ops = append(ops, views.FrameDelete(old.ID))
-		}
+		r, ops = p.newMutedRow(e, key)
 	} else if wait := shareRefresh - now.Sub(r.drawn); wait > 0 {
 		// Too soon to draw again: what this event changed goes out at the
 		// end of the row's interval, by itself if nothing else comes, so
@@ -186,6 +166,35 @@ func (p *Board) mutedFrame(e live.Event, key string, now time.Time) []templ.Comp
 	ops = append(ops, p.keyOps(false)...)
 	ops = append(ops, p.chargeOps(false)...)
 	return append(ops, p.countersOps(false)...)
+}
+
+// newMutedRow puts a row for key's requests at the top of the timeline,
+// e the first it counts, and returns it with the fragments that draw the
+// change. p.mu is held (or the board is not started yet).
+func (p *Board) newMutedRow(e live.Event, key string) (*mutedRow, []templ.Component) {
+	s := &p.shares
+	if s.rows[key] == nil && len(s.rows) >= shareMaxRows {
+		p.forgetMutedRows()
+	}
+	sum := sha256.Sum256([]byte(key))
+	r := &mutedRow{n: 1, row: &views.TimelineRow{ID: "tl-share-" + hex.EncodeToString(sum[:6]) + "-" + strconv.FormatUint(e.Seq, 10),
+		Time: e.Time, Title: "One caller, too fast", Scope: e.Scope}}
+	if strings.HasPrefix(key, addressRow) {
+		// Many callers: hiding "the student" of this row means the
+		// address's, which has no scope of its own.
+		r.address = true
+		r.row.Title, r.row.Scope = "One address, too fast", ""
+	}
+	s.rows[key] = r
+	p.mutedText(r)
+	p.rows = append([]*views.TimelineRow{r.row}, p.rows...)
+	ops := []templ.Component{views.FrameNewRow(*r.row)}
+	if len(p.rows) > liveRows {
+		old := p.rows[len(p.rows)-1]
+		p.rows = p.rows[:len(p.rows)-1]
+		ops = append(ops, views.FrameDelete(old.ID))
+	}
+	return r, ops
 }
 
 // drawHeld draws what the muted events of the row of key changed since
