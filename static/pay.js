@@ -84,10 +84,11 @@
   // the server, and numbers start again at 1 in each. Within one life a
   // larger number is newer; an id of another life is another server's or
   // the server's new life, which goes on from the page's place in the
-  // room's order ("@N.I.J" after the number, on a cluster) or starts with
-  // a frame that draws the whole room again.
+  // room's order ("@N.I.J.G" after the number, on a cluster: G is the
+  // order's generation, and absent from an earlier server's "@N.I.J") or
+  // starts with a frame that draws the whole room again.
   function parseID(id) {
-    var m = /^(?:([0-9a-f]{1,32})-)?(\d+)(?:@\d+\.\d+\.\d+)?$/.exec(String(id || ""));
+    var m = /^(?:([0-9a-f]{1,32})-)?(\d+)(?:@\d+\.\d+\.\d+(?:\.\d+)?)?$/.exec(String(id || ""));
     return m ? { e: m[1] || "", n: parseInt(m[2], 10) } : { e: "", n: 0 };
   }
   function newerID(a, b) {

@@ -57,8 +57,9 @@ type Peers interface {
 	ListenEach(ctx context.Context, channels []string, onListen func(), onNotify func(channel, payload string)) error
 	// NotifyNumbered is Notify for one batch that takes its place in the
 	// class's one order of batches: the batch is given the next number of
-	// that order in the transaction that sends it, so that batches commit,
-	// and reach every listener, in the order of their numbers. Each
+	// that order, and the order's generation (see Part), in the
+	// transaction that sends it, so that batches commit, and reach every
+	// listener, in the order of their numbers. Each
 	// payload reaches the listeners after its Part header (see Part), and
 	// the batch is kept for ReadNumbered. It returns the batch's number.
 	// Payloads are MaxNumberedPayload bytes at most.
@@ -152,22 +153,38 @@ const KeptBatches = 4096
 // Part header it puts before it must fit in a notification too.
 const MaxNumberedPayload = MaxPayload - maxPartHeader
 
-// maxPartHeader bounds a Part header: "#", three numbers and their
+// maxPartHeader bounds a Part header: "#", four numbers and their
 // separators.
-const maxPartHeader = 64
+const maxPartHeader = 96
 
 // Part is the header NotifyNumbered puts before each payload of a batch:
 // the batch's number N, the payload's place I among its K payloads (from
-// 1). A listener that sees a number skip, or a batch end early, knows
-// exactly what it missed and reads it back (ReadNumbered).
-type Part struct{ N, I, K uint64 }
+// 1), and the generation G of the order that numbered it. A listener that
+// sees a number skip, or a batch end early, knows exactly what it missed
+// and reads it back (ReadNumbered).
+//
+// The generation changes when the order's numbers may have gone back: a
+// crash of PostgreSQL can forget the newest batches, which listeners
+// heard already, and number the next ones again. The numbers alone would
+// then name two batches; with the generation a place heard before the
+// crash is never taken for the batch numbered like it after (a page
+// resuming from it on a server that heard nothing across the crash is
+// drawn whole). Generations grow: a later one is greater. 0 is a header
+// that does not say (a server of an earlier version).
+type Part struct{ N, I, K, G uint64 }
 
-// Header is p as it starts a payload: "#N I/K ".
+// Header is p as it starts a payload: "#N I/K gG ", or "#N I/K " when G
+// is 0.
 func (p Part) Header() string {
-	return "#" + strconv.FormatUint(p.N, 10) + " " + strconv.FormatUint(p.I, 10) + "/" + strconv.FormatUint(p.K, 10) + " "
+	h := "#" + strconv.FormatUint(p.N, 10) + " " + strconv.FormatUint(p.I, 10) + "/" + strconv.FormatUint(p.K, 10) + " "
+	if p.G != 0 {
+		h += "g" + strconv.FormatUint(p.G, 10) + " "
+	}
+	return h
 }
 
-// After reports whether p comes after q in the class's order.
+// After reports whether p comes after q in the class's order of numbers
+// (the generations aside: a listener compares those apart).
 func (p Part) After(q Part) bool { return p.N > q.N || p.N == q.N && p.I > q.I }
 
 // Follows reports whether p is the part right after q: q's batch's next
@@ -198,6 +215,15 @@ func CutPart(payload string) (p Part, rest string, ok bool) {
 	p.K, err3 = strconv.ParseUint(k, 10, 64)
 	if err1 != nil || err2 != nil || err3 != nil || p.N == 0 || p.I == 0 || p.I > p.K {
 		return Part{}, payload, false
+	}
+	// The generation, when the header has one: no payload starts with
+	// "g" (the relay's start with "pt1 " or "{").
+	if g, rest, found := strings.Cut(s, " "); found && strings.HasPrefix(g, "g") {
+		gen, err := strconv.ParseUint(g[1:], 10, 64)
+		if err != nil || gen == 0 {
+			return Part{}, payload, false
+		}
+		p.G, s = gen, rest
 	}
 	return p, s, true
 }

@@ -171,6 +171,11 @@ func (db *DB) listenOnce(ctx context.Context, channels []string, appName string,
 // counter went back without its rows (set back by hand, or restored
 // apart from them), and refusing the number would stop every batch for
 // good, the counter never moving on.
+//
+// Each batch also carries the order's generation (peers.Part): the one
+// kept in relay_life, an unlogged table that PostgreSQL empties when it
+// recovers from a crash, so that the first batch numbered after a crash,
+// which may reuse a forgotten batch's number, starts a new one.
 func (db *DB) NotifyNumbered(ctx context.Context, channel string, payloads ...string) (uint64, error) {
 	if len(payloads) == 0 {
 		return 0, nil
@@ -181,19 +186,28 @@ func (db *DB) NotifyNumbered(ctx context.Context, channel string, payloads ...st
 		}
 	}
 	var b pgx.Batch
+	// A new generation, if a crash emptied relay_life: the time in
+	// microseconds, or one more than the last generation if the clock is
+	// behind it. Two numberings at once both try; one inserts.
+	b.Queue(`INSERT INTO relay_life (id, gen)
+	SELECT 1, greatest(gen + 1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint) FROM relay_order
+	WHERE id = 1 AND NOT EXISTS (SELECT FROM relay_life)
+	ON CONFLICT (id) DO NOTHING`)
 	var n int64
-	b.Queue(`WITH c AS (UPDATE relay_order SET n = n + 1 WHERE id = 1 RETURNING n),
-	  i AS (INSERT INTO relay_batches (n, payloads) SELECT n, $1 FROM c
-	    ON CONFLICT (n) DO UPDATE SET payloads = excluded.payloads),
+	b.Queue(`WITH l AS (SELECT gen FROM relay_life WHERE id = 1),
+	  c AS (UPDATE relay_order SET n = n + 1, gen = (SELECT gen FROM l) WHERE id = 1 RETURNING n, gen),
+	  i AS (INSERT INTO relay_batches (n, gen, payloads) SELECT n, gen, $1 FROM c
+	    ON CONFLICT (n) DO UPDATE SET gen = excluded.gen, payloads = excluded.payloads),
 	  d AS (DELETE FROM relay_batches WHERE n = (SELECT n FROM c) - $2)
-	SELECT n, set_config('synchronous_commit', 'off', true), set_config('paytwice.relay_n', n::text, true) FROM c`,
+	SELECT n, set_config('synchronous_commit', 'off', true), set_config('paytwice.relay_n', n::text, true),
+	  set_config('paytwice.relay_g', gen::text, true) FROM c`,
 		payloads, int64(peers.KeptBatches)).QueryRow(func(row pgx.Row) error {
-		var a, c string
-		return row.Scan(&n, &a, &c)
+		var a, c, d string
+		return row.Scan(&n, &a, &c, &d)
 	})
 	k := strconv.Itoa(len(payloads))
 	for i, payload := range payloads {
-		b.Queue(`SELECT pg_notify($1, '#' || current_setting('paytwice.relay_n') || ' ' || $2::text || ' ' || $3::text)`,
+		b.Queue(`SELECT pg_notify($1, '#' || current_setting('paytwice.relay_n') || ' ' || $2::text || ' g' || current_setting('paytwice.relay_g') || ' ' || $3::text)`,
 			channel, strconv.Itoa(i+1)+"/"+k, payload)
 	}
 	if err := db.pool.SendBatch(ctx, &b).Close(); err != nil {
@@ -209,16 +223,16 @@ func (db *DB) ReadNumbered(ctx context.Context, from, to uint64) ([]string, bool
 		return nil, true, nil
 	}
 	to = min(to, math.MaxInt64)
-	rows, err := db.pool.Query(ctx, `SELECT n, payloads FROM relay_batches WHERE n BETWEEN $1 AND $2 ORDER BY n`, int64(min(from, math.MaxInt64)), int64(to))
+	rows, err := db.pool.Query(ctx, `SELECT n, gen, payloads FROM relay_batches WHERE n BETWEEN $1 AND $2 ORDER BY n`, int64(min(from, math.MaxInt64)), int64(to))
 	if err != nil {
 		return nil, false, err
 	}
 	var out []string
 	first := uint64(0)
 	for rows.Next() {
-		var n int64
+		var n, gen int64
 		var payloads []string
-		if err := rows.Scan(&n, &payloads); err != nil {
+		if err := rows.Scan(&n, &gen, &payloads); err != nil {
 			rows.Close()
 			return nil, false, err
 		}
@@ -226,7 +240,7 @@ func (db *DB) ReadNumbered(ctx context.Context, from, to uint64) ([]string, bool
 			first = uint64(n)
 		}
 		for i, p := range payloads {
-			out = append(out, peers.Part{N: uint64(n), I: uint64(i + 1), K: uint64(len(payloads))}.Header()+p)
+			out = append(out, peers.Part{N: uint64(n), I: uint64(i + 1), K: uint64(len(payloads)), G: uint64(gen)}.Header()+p)
 		}
 	}
 	rows.Close()

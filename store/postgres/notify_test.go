@@ -231,10 +231,15 @@ func TestNotifyNumberedCommitsInNumberOrder(t *testing.T) {
 	if int(last-first+1) != len(sent) {
 		t.Fatalf("numbers %d..%d for %d batches: a number was given twice or skipped", first, last, len(sent))
 	}
+	// One generation for every batch: the database did not crash.
+	var gen int64
+	if err := dbs[0].Pool().QueryRow(ctx, `SELECT gen FROM relay_life`).Scan(&gen); err != nil || gen <= 0 {
+		t.Fatalf("the order's generation: %d, %v", gen, err)
+	}
 	var want []string
 	for n := first; n <= last; n++ {
 		for i, p := range sent[n] {
-			want = append(want, peers.Part{N: n, I: uint64(i + 1), K: uint64(len(sent[n]))}.Header()+p)
+			want = append(want, peers.Part{N: n, I: uint64(i + 1), K: uint64(len(sent[n])), G: uint64(gen)}.Header()+p)
 		}
 	}
 	for s, c := range got {

@@ -23,13 +23,18 @@ import (
 // that heard no other yet are not.
 
 // Place is an event's place in the room's order: part I of batch N, the
-// J-th event of that part (I and J from 1). The zero Place is before
-// every event.
-type Place struct{ N, I, J uint64 }
+// J-th event of that part (I and J from 1), numbered in the order's
+// generation G (pay/peers.Part: a crash of the database may number batches
+// again, in a new generation; 0 when the batch did not say). The zero
+// Place is before every event.
+type Place struct{ G, N, I, J uint64 }
 
-// After reports whether p comes after q.
+// After reports whether p comes after q: a later generation comes after
+// every place of an earlier one.
 func (p Place) After(q Place) bool {
 	switch {
+	case p.G != q.G:
+		return p.G > q.G
 	case p.N != q.N:
 		return p.N > q.N
 	case p.I != q.I:
@@ -41,24 +46,34 @@ func (p Place) After(q Place) bool {
 // IsZero says whether p is the zero Place.
 func (p Place) IsZero() bool { return p == Place{} }
 
-// String is p as a page is given it: "N.I.J".
+// String is p as a page is given it: "N.I.J.G", or "N.I.J" when G is 0.
 func (p Place) String() string {
-	return strconv.FormatUint(p.N, 10) + "." + strconv.FormatUint(p.I, 10) + "." + strconv.FormatUint(p.J, 10)
+	s := strconv.FormatUint(p.N, 10) + "." + strconv.FormatUint(p.I, 10) + "." + strconv.FormatUint(p.J, 10)
+	if p.G != 0 {
+		s += "." + strconv.FormatUint(p.G, 10)
+	}
+	return s
 }
 
 // ParsePlace reads a Place written by String; ok is false for anything
 // else.
 func ParsePlace(s string) (p Place, ok bool) {
 	n, rest, ok1 := strings.Cut(s, ".")
-	i, j, ok2 := strings.Cut(rest, ".")
+	i, rest, ok2 := strings.Cut(rest, ".")
+	j, g, generation := strings.Cut(rest, ".")
 	if !ok1 || !ok2 {
 		return Place{}, false
 	}
-	var err1, err2, err3 error
+	var err1, err2, err3, err4 error
 	p.N, err1 = strconv.ParseUint(n, 10, 64)
 	p.I, err2 = strconv.ParseUint(i, 10, 64)
 	p.J, err3 = strconv.ParseUint(j, 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || p.N == 0 || p.I == 0 || p.J == 0 {
+	if generation {
+		if p.G, err4 = strconv.ParseUint(g, 10, 64); err4 == nil && p.G == 0 {
+			return Place{}, false
+		}
+	}
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || p.N == 0 || p.I == 0 || p.J == 0 {
 		return Place{}, false
 	}
 	return p, true
@@ -88,9 +103,9 @@ type roomOrder struct {
 }
 
 // Place keeps the events of one part of a batch at their places (part I
-// of batch n, in order), after every event placed before. The relay calls
-// it in the room's order; entries is read, not kept.
-func (h *Hub) Place(n, i uint64, entries []Entry) {
+// of batch n of generation g, in order), after every event placed before.
+// The relay calls it in the room's order; entries is read, not kept.
+func (h *Hub) Place(g, n, i uint64, entries []Entry) {
 	o := &h.order
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -100,7 +115,7 @@ func (h *Hub) Place(n, i uint64, entries []Entry) {
 	size := uint64(len(o.ring))
 	for j := range entries {
 		slot := &o.ring[o.n%size]
-		slot.Place = Place{N: n, I: i, J: uint64(j) + 1}
+		slot.Place = Place{G: g, N: n, I: i, J: uint64(j) + 1}
 		slot.Event = entries[j].Event
 		slot.Event.Seq = 0 // each hub's own number, not the room's
 		o.n++

@@ -37,6 +37,9 @@ type MemoryPeers struct {
 	numbered      [][]string
 	firstNumbered uint64
 	lastNumbered  uint64
+	// generation is the order's generation (peers.Part): memory forgets
+	// no batch, so it stays 1 for m's life.
+	generation uint64
 }
 
 // Memory is the peers of a server on its own: the room is its memory, and
@@ -69,7 +72,7 @@ func Stored(st RoomStore) *MemoryPeers {
 }
 
 func newMemory(shared bool) *MemoryPeers {
-	return &MemoryPeers{shared: shared, state: []byte("{}"), workshop: []byte("{}"), listeners: map[*listener]struct{}{}, guesses: map[string]Guesses{}}
+	return &MemoryPeers{shared: shared, state: []byte("{}"), workshop: []byte("{}"), listeners: map[*listener]struct{}{}, guesses: map[string]Guesses{}, generation: 1}
 }
 
 // Shared reports whether the servers given m are a class of several.
@@ -192,7 +195,7 @@ func (m *MemoryPeers) NotifyNumbered(ctx context.Context, channel string, payloa
 	n := m.lastNumbered
 	parts := make([]string, len(payloads))
 	for i, payload := range payloads {
-		parts[i] = peers.Part{N: n, I: uint64(i + 1), K: uint64(len(payloads))}.Header() + payload
+		parts[i] = peers.Part{N: n, I: uint64(i + 1), K: uint64(len(payloads)), G: m.generation}.Header() + payload
 	}
 	if m.firstNumbered == 0 {
 		m.firstNumbered = n

@@ -227,9 +227,9 @@ func (r *Relay) take(part peers.Part, payload string) {
 	}
 	r.placedResets(gen, events)
 	if part.N != 0 && len(events) > 0 {
-		r.cfg.Hub.Place(part.N, part.I, events)
+		r.cfg.Hub.Place(part.G, part.N, part.I, events)
 		for j := range events {
-			events[j].Place = live.Place{N: part.N, I: part.I, J: uint64(j) + 1}
+			events[j].Place = live.Place{G: part.G, N: part.N, I: part.I, J: uint64(j) + 1}
 		}
 	}
 	if len(events) > 0 {
@@ -269,7 +269,7 @@ func (r *Relay) takeOwn(part peers.Part, gen uint64, payload string) {
 		}
 	}
 	r.placedResets(gen, entries)
-	r.cfg.Hub.Place(part.N, part.I, entries)
+	r.cfg.Hub.Place(part.G, part.N, part.I, entries)
 	if !ok || r.cfg.Echo == nil {
 		return
 	}
@@ -278,7 +278,7 @@ func (r *Relay) takeOwn(part peers.Part, gen uint64, payload string) {
 		if entries[j].Kind == live.Gap {
 			continue // told to the others; this server's pages had no hole
 		}
-		entries[j].Place = live.Place{N: part.N, I: part.I, J: uint64(j) + 1}
+		entries[j].Place = live.Place{G: part.G, N: part.N, I: part.I, J: uint64(j) + 1}
 		echoed = append(echoed, entries[j])
 	}
 	if len(echoed) > 0 {

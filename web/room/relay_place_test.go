@@ -136,8 +136,8 @@ func TestAPlaceBeforeABreakIsNotFollowed(t *testing.T) {
 		}
 		return out
 	}
-	hub.Place(1, 1, ev("a", "b"))
-	hub.Place(2, 1, ev("c"))
+	hub.Place(0, 1, 1, ev("a", "b"))
+	hub.Place(0, 2, 1, ev("c"))
 	if after, ok := hub.PlacedAfter(live.Place{N: 1, I: 1, J: 2}); !ok || len(after) != 1 || after[0].Event.Request != "c" {
 		t.Fatalf("after 1.1.2: %v %v, want c", after, ok)
 	}
@@ -145,17 +145,19 @@ func TestAPlaceBeforeABreakIsNotFollowed(t *testing.T) {
 		t.Fatal("a place never held is followed")
 	}
 	hub.BreakOrder()
-	hub.Place(5, 1, ev("d"))
+	hub.Place(0, 5, 1, ev("d"))
 	if _, ok := hub.PlacedAfter(live.Place{N: 2, I: 1, J: 1}); ok {
 		t.Fatal("a place before the break is followed across it")
 	}
 	if after, ok := hub.PlacedAfter(live.Place{N: 5, I: 1, J: 1}); !ok || len(after) != 0 {
 		t.Fatalf("after the newest: %v %v, want nothing", after, ok)
 	}
-	if p, ok := live.ParsePlace(live.Place{N: 5, I: 2, J: 3}.String()); !ok || p != (live.Place{N: 5, I: 2, J: 3}) {
-		t.Fatalf("a place read back as %v %v", p, ok)
+	for _, p := range []live.Place{{N: 5, I: 2, J: 3}, {G: 7, N: 5, I: 2, J: 3}} {
+		if back, ok := live.ParsePlace(p.String()); !ok || back != p {
+			t.Fatalf("%v read back as %v %v", p, back, ok)
+		}
 	}
-	for _, bad := range []string{"", "1.2", "0.1.1", "1.0.1", "1.1.0", "a.b.c", "1.1.1.1", "-1.1.1"} {
+	for _, bad := range []string{"", "1.2", "0.1.1", "1.0.1", "1.1.0", "a.b.c", "1.1.1.0", "1.1.1.1.1", "1.1.1.", "-1.1.1"} {
 		if _, ok := live.ParsePlace(bad); ok {
 			t.Errorf("%q read as a place", bad)
 		}
