@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"paytwice/pay"
 	"paytwice/web/live"
 	"paytwice/web/room"
 	"paytwice/web/room/step"
@@ -22,6 +21,7 @@ import (
 // startRelay starts relaying when the server has peers to relay to.
 func (s *Server) startRelay() {
 	steps := s.payments.steps
+	booked := newBookedCharges(s.db.ChargesByOrder)
 	s.servers.relay = room.StartRelay(s.life.base, room.RelayConfig{
 		Peers: s.servers.peers, Hub: s.hub, Sink: remoteEvents{s}, Name: s.cfg.Name, Now: s.clock.Now, Logf: s.logf,
 		// Every server derives its own ticks of a lesson's "watch for"
@@ -39,7 +39,7 @@ func (s *Server) startRelay() {
 		Echo: s.hub.PublishEchoes,
 		// The generation the hub stamps on this server's events.
 		Generation:  s.resetGeneration,
-		StillBooked: s.stillBooked,
+		StillBooked: func(entries []live.Entry) []live.Entry { return s.stillBooked(booked, entries) },
 	})
 }
 
@@ -52,22 +52,24 @@ const bookedLookupTimeout = 5 * time.Second
 // payment a server admitted once its hold for the reset reached its
 // bound, charged after the tables were emptied): a charge the books hold
 // is on the pages. The others are dropped, as their charges were emptied
-// with the tables. A look-up that fails keeps nothing, and says so.
-func (s *Server) stillBooked(entries []live.Entry) []live.Entry {
+// with the tables. A look-up that fails keeps nothing, and says so. Each
+// charge is looked up once per reset generation (bookedCharges).
+func (s *Server) stillBooked(booked *bookedCharges, entries []live.Entry) []live.Entry {
 	ctx, cancel := context.WithTimeout(s.life.base, bookedLookupTimeout)
 	defer cancel()
+	gen := s.resetGeneration()
 	requests := map[string]bool{} // the requests whose charge the books hold
 	charges := map[string]bool{}  // those charges
 	for _, e := range entries {
 		if e.Charge == "" || e.OrderID == "" || charges[e.Charge] {
 			continue
 		}
-		held, err := s.db.ChargesByOrder(ctx, e.Scope, e.OrderID)
+		held, err := booked.holds(ctx, gen, e.Scope, e.OrderID, e.Charge)
 		if err != nil {
 			s.logf("live relay: looking up charge %s, made before a reset: %v; its events are not drawn", e.Charge, err)
 			continue
 		}
-		if slices.ContainsFunc(held, func(c pay.Charge) bool { return c.ID == e.Charge }) {
+		if held {
 			charges[e.Charge] = true
 			if e.Request != "" {
 				requests[e.Request] = true
