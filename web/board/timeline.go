@@ -24,7 +24,8 @@ func (p *Board) apply(e live.Event) {
 	if e.Kind == live.Pruned {
 		pruned = p.loadKeys()
 	}
-	if e.Kind == live.Gap {
+	switch e.Kind {
+	case live.Gap:
 		// Other servers' events were lost on the way here: what the tables
 		// and counters show comes from the database again, and the next
 		// frame redraws every panel. (An event applied again meanwhile is
@@ -33,6 +34,15 @@ func (p *Board) apply(e live.Event) {
 		p.mu.Lock()
 		p.fullNext = true
 		p.mu.Unlock()
+	case live.Reset:
+		// The tables after a reset are what the books hold after it, not
+		// nothing: another server whose hold for the reset reached its
+		// bound may have charged once the tables were emptied, and its
+		// events, drawn before the reset's when its batch came first, are
+		// not drawn again. The reset below empties the timeline and the
+		// counters of requests; the tables and the charges come from the
+		// books.
+		p.load(p.cfg.Ctx)
 	}
 	now := p.cfg.Wall()
 
@@ -60,11 +70,10 @@ func (p *Board) apply(e live.Event) {
 	}
 	switch e.Kind {
 	case live.Reset:
-		p.rows, p.keys, p.charges = nil, nil, nil
+		p.rows = nil // the tables were loaded from the books above
 		p.shares.reset()
 		p.hidden = newHiddenRows()
-		p.forgetCharges()
-		p.counters = views.Counters{}
+		p.counters = views.Counters{Charges: p.counters.Charges}
 		p.leaveBusy()
 		p.fullNext = true
 	case live.Pruned:
