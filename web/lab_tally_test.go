@@ -98,6 +98,7 @@ func sameCounts(t *testing.T, when string, got, want LabOutcomes) {
 // a mixed run of every mode that charges, a prune and a reset, and they
 // are not read again from the tables for payments this server made.
 func TestLabCountsFollowPayments(t *testing.T) {
+	waitsOnRealClocks(t)
 	env := newTestEnv(t, Config{})
 	check := func(when string) LabOutcomes {
 		t.Helper()
@@ -188,6 +189,7 @@ func TestLabCountsFollowPayments(t *testing.T) {
 // database. Once both have counted the tables, the charges one server
 // makes reach the other's counts through the relay.
 func TestLabCountsFollowOtherServers(t *testing.T) {
+	waitsOnRealClocks(t)
 	envs, _ := classServers(t, "s1", "s2")
 	here, there := envs[0], envs[1]
 	for _, e := range envs {
@@ -218,6 +220,7 @@ func TestLabCountsFollowOtherServers(t *testing.T) {
 // server's lab finds it, and goes on scanning after each of the other's
 // payments.
 func TestPersonalDataScanFollowsOtherServers(t *testing.T) {
+	waitsOnRealClocks(t)
 	envs, _ := classServers(t, "s1", "s2")
 	here, there := envs[0], envs[1]
 	l := here.Server.lab

@@ -338,6 +338,7 @@ func TestLabMistakePersonalDataAsKey(t *testing.T) {
 }
 
 func TestLabSwitchesAPI(t *testing.T) {
+	waitsOnRealClocks(t)
 	t.Run("PATCH changes one switch, publishes it and leaves the rest", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		r := env.send(http.MethodPatch, "/api/lab", map[string]any{"client": map[string]any{"retry_every_4xx": true}})

@@ -15,6 +15,7 @@ import (
 // the vote closes on the second, a payment on the first grades it once,
 // and the reveal on the second reaches the first.
 func TestVoteIsTheWholeClasss(t *testing.T) {
+	waitsOnRealClocks(t)
 	envs, _ := classServers(t, "a", "b")
 	a, b := envs[0], envs[1]
 	if r := a.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "response-lost"}); r.Status != http.StatusOK {

@@ -247,6 +247,7 @@ func TestRaceQuestionGradedByWhatHappened(t *testing.T) {
 // requests with one key, 800 ms of delay) grades the first "two charges"
 // and, with the key back, the second by the refusal the second click got.
 func TestNoKeyQuestionsGradedByTheDoubleClick(t *testing.T) {
+	waitsOnRealClocks(t)
 	env := newTestEnv(t, Config{})
 	board := newPhone(t, env.URL)
 	if r := env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "no-key"}); r.Status != http.StatusOK {

@@ -17,6 +17,7 @@ import (
 // whose mistake no order of requests shows has no puzzle, and the refusal
 // names those that have one.
 func TestPuzzleOnTheNoKeyChapter(t *testing.T) {
+	waitsOnRealClocks(t)
 	const token = "teach-sched-nokey"
 	env := puzzleEnv(t, token, "no-key")
 	presenter := func(method, path string, body any) response {

@@ -272,6 +272,7 @@ func pay64(s string) string {
 // /v1/payments: a shop written with a Stripe SDK meets the same mistakes,
 // and its answers stay in Stripe's shapes.
 func TestStripeSandboxGoesThroughTheLabModes(t *testing.T) {
+	waitsOnRealClocks(t)
 	cases := []struct {
 		mode string
 		// together sends the two creates of one key at once; else one

@@ -170,6 +170,7 @@ func TestWorkshopScoreboardSurvivesARestart(t *testing.T) {
 // with its reason among it, and not the row the presenter hid. The first
 // server restarted on the database carries on with the students.
 func TestWorkshopScoreboardOnEveryServerOfOnePostgreSQL(t *testing.T) {
+	waitsOnRealClocks(t)
 	url := pgtest.NewDatabase(t)
 	const presenter = "teach-pg-36"
 	open := func() (*Server, string) {
