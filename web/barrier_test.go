@@ -89,7 +89,10 @@ func resetMessage(t *testing.T, env *testEnv) string {
 // before s1 empties the tables, so the books still balance.
 func TestResetOnOneServerWaitsForAPaymentInFlightOnAnother(t *testing.T) {
 	db := newClass(t)
-	cfg := Config{GatewayTimeout: 300 * time.Millisecond, Name: "s1"}
+	// The gateway's time-out is generous: the payment must reach the
+	// gateway on a loaded machine before it is held; the reset does not
+	// wait that long, since s2 answers.
+	cfg := Config{GatewayTimeout: 5 * time.Second, Name: "s1"}
 	a := db.server(cfg, nil)
 	cfg.Name = "s2"
 	b := db.server(cfg, nil)
