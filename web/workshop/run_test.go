@@ -387,7 +387,8 @@ func TestRunLimitEndsARun(t *testing.T) {
 	go hs.Serve(ln)
 	t.Cleanup(func() { close(hold); hs.Close() })
 
-	const limit = 2 * time.Second
+	// Long enough that the run reaches its second request on a loaded machine.
+	const limit = 10 * time.Second
 	w := New(Config{Guard: NewGuard(Nets(netip.MustParsePrefix("127.0.0.2/32"))), Workers: 1,
 		RunLimit: limit, RequestTimeout: 10 * time.Minute}) // the limit, not a request's time-out, ends it
 	ctx, cancel := context.WithCancel(context.Background())
