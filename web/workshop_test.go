@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"paytwice/pay/check"
 	"paytwice/sim"
 	"paytwice/web/workshop"
 )
@@ -363,7 +364,14 @@ func TestWorkshopRefusesForbiddenAddresses(t *testing.T) {
 // charge at one student's gateway never shows in the other's.
 func TestWorkshopBooksArePerStudent(t *testing.T) {
 	waitsOnRealClocks(t) // the checker's runs, on a server of its own
-	env := newWorkshopEnv(t)
+	// Each request of the checker may take 30 s, not 5: the test is about
+	// whose books a charge lands in, and on a loaded machine the storm's
+	// one request that reaches the gateway could pass 5 s and read as no
+	// answer.
+	env := newTestEnv(t, Config{WorkshopAllow: workshopStudentNets, workshopTune: func(c *check.Config) { c.Timeout = 30 * time.Second }})
+	if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: &workshopOpen}); r.Status != http.StatusOK {
+		t.Fatalf("opening the workshop: %d %s", r.Status, r.Body)
+	}
 	goodAddr, naiveAddr := freeAddr(t, "127.0.0.2"), freeAddr(t, "127.0.0.3")
 	goodTok, naiveTok := "eve-"+hex.EncodeToString(randomBytes(8)), "fay-"+hex.EncodeToString(randomBytes(8))
 	good := registerStudent(t, env, goodTok, "Eve", "http://"+goodAddr)
