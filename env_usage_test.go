@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"go/ast"
+	"go/build"
 	"go/parser"
 	"go/token"
 	"io"
@@ -33,6 +34,11 @@ func environmentReads(t *testing.T, dirs []string) map[string]string {
 		var parsed []*ast.File
 		for _, path := range files {
 			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			// Files the ordinary build leaves out (the pprof tag's) are
+			// not the program a user runs.
+			if ok, err := build.Default.MatchFile(dir, filepath.Base(path)); err != nil || !ok {
 				continue
 			}
 			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
