@@ -2845,8 +2845,10 @@ func FrameDelete(id string) templ.Component {
 	})
 }
 
-// FrameInsertKey puts a new key row at the top of the key table.
-func FrameInsertKey(k KeyRow, now time.Time) templ.Component {
+// FrameInsertKeys puts new key rows (newest first) at the top of the key
+// table, in that order, as one fragment: a flood's new rows cost one
+// wrapper, not one each.
+func FrameInsertKeys(rows []KeyRow, now time.Time) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -2867,9 +2869,11 @@ func FrameInsertKey(k KeyRow, now time.Time) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = KeyRowView(k, now, false).Render(ctx, templ_7745c5c3_Buffer)
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
+		for _, k := range rows {
+			templ_7745c5c3_Err = KeyRowView(k, now, false).Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
 		}
 		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 203, "</tbody></template>")
 		if templ_7745c5c3_Err != nil {
@@ -3006,7 +3010,7 @@ func StreamNote(text string, swap bool) templ.Component {
 		var templ_7745c5c3_Var125 string
 		templ_7745c5c3_Var125, templ_7745c5c3_Err = templ.JoinStringErrs(text)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/live.templ`, Line: 516, Col: 101}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/live.templ`, Line: 520, Col: 101}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var125))
 		if templ_7745c5c3_Err != nil {

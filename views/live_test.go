@@ -312,7 +312,7 @@ func TestFrames(t *testing.T) {
 	t.Run("table rows travel inside a template, so a parser keeps them", func(t *testing.T) {
 		var buf bytes.Buffer
 		_ = FrameNewRow(sampleRow()).Render(context.Background(), &buf)
-		_ = FrameInsertKey(KeyRow{ID: "k-9", Status: "started"}, t0).Render(context.Background(), &buf)
+		_ = FrameInsertKeys([]KeyRow{{ID: "k-9", Status: "started"}}, t0).Render(context.Background(), &buf)
 		// Parsed as htmx does: as the content of one template element.
 		doc, err := html.Parse(strings.NewReader("<template>" + buf.String() + "</template>"))
 		if err != nil {
@@ -320,6 +320,35 @@ func TestFrames(t *testing.T) {
 		}
 		if rows := findAll(doc, func(n *html.Node) bool { v, _ := attr(n, "id"); return n.Data == "tr" && v == "k-9" }); len(rows) != 1 {
 			t.Fatal("the key row was lost next to the timeline fragment")
+		}
+	})
+	t.Run("new key rows go to the top of the key table, newest first, in one wrapper", func(t *testing.T) {
+		var buf bytes.Buffer
+		rows := []KeyRow{{ID: "k-3", Key: "third", Status: "started"}, {ID: "k-2", Key: "second", Status: "done", Code: 201}}
+		if err := FrameInsertKeys(rows, t0).Render(context.Background(), &buf); err != nil {
+			t.Fatal(err)
+		}
+		doc, err := html.Parse(strings.NewReader("<template>" + buf.String() + "</template>"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		oob := findAll(doc, func(n *html.Node) bool { _, ok := attr(n, "hx-swap-oob"); return ok })
+		if len(oob) != 1 || oob[0].Data != "tbody" {
+			t.Fatalf("%d out-of-band elements, want one tbody", len(oob))
+		}
+		if v, _ := attr(oob[0], "hx-swap-oob"); v != "afterbegin:#keys-body" {
+			t.Fatalf("hx-swap-oob=%q", v)
+		}
+		var ids []string
+		for _, tr := range findAll(oob[0], func(n *html.Node) bool { return n.Data == "tr" }) {
+			id, _ := attr(tr, "id")
+			ids = append(ids, id)
+		}
+		if strings.Join(ids, " ") != "k-3 k-2" {
+			t.Fatalf("rows %q, want k-3 k-2 in that order", ids)
+		}
+		if got := text(byID(t, doc, "k-2")); !strings.Contains(got, "done") || !strings.Contains(got, "201") {
+			t.Errorf("row k-2 %q lacks its status and code", got)
 		}
 	})
 	t.Run("delete names its element", func(t *testing.T) {

@@ -1,10 +1,6 @@
 package board
 
 import (
-	"context"
-	"io"
-	"time"
-
 	"github.com/a-h/templ"
 
 	"paytwice/views"
@@ -99,22 +95,5 @@ func (p *Board) keyOps(refresh bool) []templ.Component {
 	for i, k := range p.keys[:fresh] {
 		rows[i] = *k
 	}
-	return append(ops, partOf("keys-body", "", keysInserted(rows, now)))
-}
-
-// keysInserted puts rows (newest first) at the top of the key table, in
-// that order, as one fragment.
-func keysInserted(rows []views.KeyRow, now time.Time) templ.Component {
-	return templ.ComponentFunc(func(ctx context.Context, w io.Writer) error {
-		if _, err := io.WriteString(w, `<template><tbody hx-swap-oob="afterbegin:#keys-body">`); err != nil {
-			return err
-		}
-		for _, k := range rows {
-			if err := views.KeyRowView(k, now, false).Render(ctx, w); err != nil {
-				return err
-			}
-		}
-		_, err := io.WriteString(w, `</tbody></template>`)
-		return err
-	})
+	return append(ops, partOf("keys-body", "", views.FrameInsertKeys(rows, now)))
 }

@@ -44,7 +44,7 @@ func (p *Board) upsertKey(u *update, change func(*views.KeyRow)) {
 	case p.keysShown.ahead:
 		u.add(p.keyOps(false)...)
 	default:
-		u.add(views.FrameInsertKey(*k, p.cfg.Clock.Now()))
+		u.add(views.FrameInsertKeys([]views.KeyRow{*k}, p.cfg.Clock.Now()))
 		if old != nil {
 			u.add(views.FrameDelete(old.ID))
 		}
