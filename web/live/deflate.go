@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/flate"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 )
@@ -43,22 +42,62 @@ func Deflate(b []byte) []byte {
 	return out.Bytes()
 }
 
-// AcceptsGzip says whether r's Accept-Encoding names gzip (with a q of
-// 0 it refuses it). Every browser's EventSource names it.
+// AcceptsGzip says whether r's Accept-Encoding takes gzip (RFC 9110,
+// 12.5.3): gzip named with a weight above 0, or, gzip not named, the
+// wildcard "*" with a weight above 0. "gzip;q=0" refuses it whatever the
+// wildcard says; a coding named twice counts as first named. Every
+// browser's EventSource names gzip.
 func AcceptsGzip(r *http.Request) bool {
+	gz, star := unnamed, unnamed
 	for _, v := range r.Header.Values("Accept-Encoding") {
 		for part := range strings.SplitSeq(v, ",") {
 			name, params, _ := strings.Cut(part, ";")
-			if name = strings.TrimSpace(name); !strings.EqualFold(name, "gzip") {
-				continue
+			w := weightOf(params)
+			switch name = strings.TrimSpace(name); {
+			case strings.EqualFold(name, "gzip") && gz == unnamed:
+				gz = w
+			case name == "*" && star == unnamed:
+				star = w
 			}
-			q, ok := strings.CutPrefix(strings.TrimSpace(params), "q=")
-			if !ok {
-				return true
-			}
-			f, err := strconv.ParseFloat(strings.TrimSpace(q), 64)
-			return err == nil && f > 0
 		}
 	}
-	return false
+	if gz != unnamed {
+		return gz == wanted
+	}
+	return star == wanted
+}
+
+// weight is what an Accept-Encoding says of one coding: AcceptsGzip only
+// needs to know whether its weight is above 0.
+type weight int
+
+const (
+	unnamed weight = iota // the coding is not in the header
+	refused               // named with a weight of 0
+	wanted                // named with a weight above 0, or none (1)
+)
+
+// weightOf reads a coding's parameters (";q=0.5", perhaps beside others a
+// client added). A weight that is not a qvalue (0 to 1, at most three
+// decimals: RFC 9110, 12.4.2) counts as 0, so a header that cannot be
+// read gets the stream plain, which every client takes.
+func weightOf(params string) weight {
+	for p := range strings.SplitSeq(params, ";") {
+		name, v, _ := strings.Cut(p, "=")
+		if !strings.EqualFold(strings.TrimSpace(name), "q") {
+			continue
+		}
+		whole, frac, _ := strings.Cut(strings.TrimSpace(v), ".")
+		if len(frac) > 3 || strings.Trim(frac, "0123456789") != "" {
+			return refused
+		}
+		switch {
+		case whole == "1" && strings.Trim(frac, "0") == "":
+			return wanted
+		case whole == "0" && strings.Trim(frac, "0") != "":
+			return wanted
+		}
+		return refused
+	}
+	return wanted
 }

@@ -57,9 +57,32 @@ func TestAcceptsGzip(t *testing.T) {
 		"br;q=1.0, GZIP;q=0.5":      true,
 		"gzip;q=0":                  false,
 		"gzip; q=0.000":             false,
+		"gzip;Q=0":                  false,
+		"gzip;q=0.001":              true,
+		"gzip;q=1.000":              true,
 		"deflate, gzip;q=bad":       false,
+		"gzip;q=1.5":                false,
+		"gzip;q=0.0001":             false,
+		"gzip;q=.5":                 false,
+		"gzip;q=1e0":                false,
+		"gzip;q=":                   false,
 		"x-gzip":                    false,
 		"br, deflate ,  gzip ;q=1 ": true,
+		// Parameters beside the weight do not hide it.
+		"gzip;level=9;q=0":  false,
+		"gzip;level=9":      true,
+		"gzip; x=1 ; q=0.2": true,
+		// The wildcard stands for every coding not named.
+		"*":                   true,
+		"*;q=0":               false,
+		"identity, *;q=0.1":   true,
+		"*, gzip;q=0":         false,
+		"gzip;q=0, *":         false,
+		"*;q=0, gzip":         true,
+		"br, *;q=0":           false,
+		"gzip;q=0.5, *;q=0":   true,
+		"gzip, gzip;q=0":      true,
+		"gzip;q=0,gzip;q=1.0": false,
 	} {
 		r, _ := http.NewRequest(http.MethodGet, "/events", nil)
 		if header != "" {
@@ -69,4 +92,55 @@ func TestAcceptsGzip(t *testing.T) {
 			t.Errorf("Accept-Encoding %q: %v, want %v", header, got, want)
 		}
 	}
+	t.Run("over several header lines, as one list", func(t *testing.T) {
+		r, _ := http.NewRequest(http.MethodGet, "/events", nil)
+		r.Header.Add("Accept-Encoding", "br")
+		r.Header.Add("Accept-Encoding", "gzip;q=0")
+		r.Header.Add("Accept-Encoding", "*")
+		if AcceptsGzip(r) {
+			t.Error("gzip;q=0 on a second line was not read as a refusal")
+		}
+	})
+}
+
+// FuzzAcceptsGzip: whatever the header, AcceptsGzip answers (no panic),
+// the case of the names and the blanks around the separators do not
+// change its answer, gzip named first decides it, and a header that
+// names neither gzip nor the wildcard never gets gzip.
+func FuzzAcceptsGzip(f *testing.F) {
+	for _, seed := range []string{"", "gzip", "gzip;q=0", "*", "*;q=0, gzip", "br;q=1.0, gzip;q=0.8",
+		"gzip;level=9;q=0", "gzip;q=0.001", "gzip;q=", ";;,,;q=1", "identity;q=0, *;q=0.5"} {
+		f.Add(seed)
+	}
+	accepts := func(header string) bool {
+		r := &http.Request{Header: http.Header{"Accept-Encoding": {header}}}
+		return AcceptsGzip(r)
+	}
+	asciiUpper := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if 'a' <= r && r <= 'z' {
+				return r - 'a' + 'A'
+			}
+			return r
+		}, s)
+	}
+	spaced := strings.NewReplacer(",", " ,\t", ";", "\t; ")
+	f.Fuzz(func(t *testing.T, header string) {
+		got := accepts(header)
+		if up := asciiUpper(header); accepts(up) != got {
+			t.Errorf("%q: %v, but %q: %v", header, got, up, !got)
+		}
+		if sp := spaced.Replace(header); accepts(sp) != got {
+			t.Errorf("%q: %v, but with blanks around the separators %q: %v", header, got, sp, !got)
+		}
+		if !accepts("gzip, " + header) {
+			t.Errorf("gzip, %s: gzip named first with no weight was refused", header)
+		}
+		if accepts("gzip;q=0, " + header) {
+			t.Errorf("gzip;q=0, %s: gzip named first with a weight of 0 was taken", header)
+		}
+		if lower := strings.ToLower(header); got && !strings.Contains(lower, "gzip") && !strings.Contains(lower, "*") {
+			t.Errorf("%q names neither gzip nor *, yet gets gzip", header)
+		}
+	})
 }
