@@ -350,49 +350,70 @@ func TestRelayRecoversAKilledListenerWithoutRedrawingThePages(t *testing.T) {
 	}
 }
 
-// stalledNotify is peers whose notifications wait until the gate opens,
-// like a database that stopped answering.
+// stalledNotify is peers whose notifications of events wait until the
+// gate opens, like a database that stopped answering, once armed. The
+// relays' hellos (a head and no events) go through: a relay that hears
+// another for the first time says hello back at any moment, and a hello
+// held at the gate instead of the batch the test holds there would leave
+// the relay sending, or keeping to itself, events the test meant it to
+// fall behind on.
 type stalledNotify struct {
 	room.Peers
 	gate    chan struct{}
 	waiting chan struct{} // receives when a notification starts waiting
-	// armed is set once the database is to stop answering: the servers'
-	// hellos went out before.
-	armed *atomic.Bool
+	armed   *atomic.Bool
 }
 
-func (s stalledNotify) Notify(ctx context.Context, channel string, payloads ...string) error {
-	if !s.armed.Load() {
-		return s.Peers.Notify(ctx, channel, payloads...)
+// holds reports whether a notification of payloads on channel waits for
+// the gate: an armed one of the relay's with events.
+func (s stalledNotify) holds(channel string, payloads []string) bool {
+	if !s.armed.Load() || channel != room.RelayChannel {
+		return false
 	}
+	for _, p := range payloads {
+		if strings.IndexByte(p, '\n') != len(p)-1 {
+			return true // more than a head: events
+		}
+	}
+	return false
+}
+
+// wait blocks at the gate, saying so on waiting.
+func (s stalledNotify) wait(ctx context.Context) error {
 	select {
 	case s.waiting <- struct{}{}:
 	default:
 	}
 	select {
 	case <-s.gate:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+func (s stalledNotify) Notify(ctx context.Context, channel string, payloads ...string) error {
+	if s.holds(channel, payloads) {
+		if err := s.wait(ctx); err != nil {
+			return err
+		}
 	}
 	return s.Peers.Notify(ctx, channel, payloads...)
 }
 
 func (s stalledNotify) NotifyNumbered(ctx context.Context, channel string, payloads ...string) (uint64, error) {
-	if !s.armed.Load() {
-		return s.Peers.NotifyNumbered(ctx, channel, payloads...)
-	}
-	select {
-	case s.waiting <- struct{}{}:
-	default:
-	}
-	select {
-	case <-s.gate:
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	if s.holds(channel, payloads) {
+		if err := s.wait(ctx); err != nil {
+			return 0, err
+		}
 	}
 	return s.Peers.NotifyNumbered(ctx, channel, payloads...)
 }
 
+// TestRelayThatFallsBehindSkipsCountsAndSaysSo: a relay held on the
+// database while its server publishes more than the hub's ring holds
+// skips what it missed, counts it, and tells the other servers, whose
+// pages show the gap and are redrawn.
 func TestRelayThatFallsBehindSkipsCountsAndSaysSo(t *testing.T) {
 	waitsOnRealClocks(t)
 	stalled := stalledNotify{gate: make(chan struct{}), waiting: make(chan struct{}, 1), armed: new(atomic.Bool)}
@@ -406,10 +427,21 @@ func TestRelayThatFallsBehindSkipsCountsAndSaysSo(t *testing.T) {
 	a, b := envs[0], envs[1]
 	stream := openStream(t, b, "")
 	stream.nextFrame()
+	// s1's relay sends events only once it has heard another relay: until
+	// then it keeps them to itself, and "first" would never reach the
+	// database to be held there. (Under load the hellos took long enough
+	// for the test to arm the stall first, and it then waited its whole
+	// bound for a gap that never came.)
+	waitUntil(t, "s1's relay to hear s2's", func() bool { return a.Server.servers.relay.Others() > 0 })
 
 	stalled.armed.Store(true)
 	a.Server.hub.Publish(live.Event{Kind: live.Pruned, Message: "first"})
-	<-stalled.waiting // the relay holds "first" and waits on the database
+	// The relay holds "first" and waits on the database.
+	select {
+	case <-stalled.waiting:
+	case <-time.After(waitUntilBound):
+		t.Fatal("s1's relay never sent \"first\" to the database")
+	}
 	// The payment path publishes on: a whole ring and more, none of it
 	// waiting for the relay.
 	for i := range live.DefaultSize + 10 {
