@@ -151,10 +151,13 @@ func (p *Board) refresh() {
 		views.StepView(busy.Steps[0], true), views.Outcome(busy.ID, busy.Outcome, true)})
 }
 
+// busyRowPrefix starts the id of a busy period's row.
+const busyRowPrefix = "tl-busy-"
+
 // enterBusy starts busy mode: a row says so, and from now on only the
 // counters are refreshed, twice a second.
 func (p *Board) enterBusy(e live.Event, now time.Time) []templ.Component {
-	p.busy = &views.TimelineRow{ID: "tl-busy-" + strconv.FormatUint(e.Seq, 10), Time: e.Time, Title: "Busy"}
+	p.busy = &views.TimelineRow{ID: busyRowPrefix + strconv.FormatUint(e.Seq, 10), Time: e.Time, Title: "Busy"}
 	p.busyReqs, p.busySince = 0, now
 	p.busyFlag.Store(true)
 	select {

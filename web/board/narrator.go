@@ -224,7 +224,7 @@ var narrator = map[live.Kind]narration{
 		arrows: []arrow{{from: S, to: S, label: "{message}", badge: badge{"switch", views.ToneInfo}}}}},
 	live.Reset: {line: line{row: "Reset",
 		arrows: []arrow{{from: S, to: D, label: "{message}", badge: badge{"reset", views.ToneMute}}}}},
-	live.Gap: {line: line{row: "Other servers",
+	live.Gap: {line: line{row: gapRow,
 		arrows: []arrow{{from: S, to: S, label: "{message}", badge: badge{"gap", views.ToneWarn}}}}},
 
 	// Step mode: a paused request shows where it waits, in its own row,
@@ -245,6 +245,10 @@ var narrator = map[live.Kind]narration{
 	// Another server's held list changed: the bar shows it.
 	step.KindHeldList: {line: line{stepBar: true}},
 }
+
+// gapRow is the title of the row of a gap: the other servers' events this
+// server missed.
+const gapRow = "Other servers"
 
 // lookupCase picks a look-up's line: by the state it answered, or, for an
 // event without one (an older server's), by whether it found a charge.

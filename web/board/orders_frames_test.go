@@ -345,11 +345,12 @@ func TestOrdersListOnThePagesIsTheBooks(t *testing.T) {
 	}
 }
 
-// TestOrdersAfterAFrame: a page resumed from another server's frames gets
-// the list as this board's frames leave it after the frame it resumes
-// after, as a refresh that draws it whole; nothing when the board cannot
-// say (the frame is gone from the ring).
-func TestOrdersAfterAFrame(t *testing.T) {
+// TestMovedInFrame: a page resumed from another server's frames gets,
+// after the last frame made, a refresh that sets what this board draws of
+// its own as its frames leave it: the charges per order list whole, every
+// counter, the step bar, and the room mark that has the page ask for the
+// lesson and the vote.
+func TestMovedInFrame(t *testing.T) {
 	b := newTestBoard(t, nil, 10)
 	b.open(t) // the projector draws frames for a page
 	waitUntil(t, "the page to be open", func() bool { return b.Viewers() == 1 })
@@ -360,19 +361,29 @@ func TestOrdersAfterAFrame(t *testing.T) {
 	}
 	b.caughtUp(t)
 	b.mu.Lock()
-	after := b.ordersAfterLocked(b.frames)
-	gone := b.ordersAfterLocked(b.frames + 1)
+	data := string(b.movedInLocked().bytes())
 	b.mu.Unlock()
-	if after == nil || gone != nil {
-		t.Fatalf("after the newest frame: %v, want the list; after a frame not made: %v, want nothing", after != nil, gone != nil)
-	}
-	data := string(after())
-	var list bytes.Buffer
-	if err := views.OrdersView(b.Snapshot().Counters, true).Render(context.Background(), &list); err != nil {
+	snap := b.Snapshot()
+	var list, tiles, bar bytes.Buffer
+	if err := views.OrdersView(snap.Counters, true).Render(context.Background(), &list); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(data, "data: <!--refresh-->") || !strings.Contains(strings.ReplaceAll(data, "\ndata: ", "\n"), list.String()) {
-		t.Fatalf("the list after the newest frame is\n%s\nwant a refresh with\n%s", data, list.String())
+	for _, c := range views.CounterTiles(snap.Counters) {
+		if err := views.TileCount(c.ID, c.N, true).Render(context.Background(), &tiles); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := views.StepBarView(snap.Steps, true).Render(context.Background(), &bar); err != nil {
+		t.Fatal(err)
+	}
+	html := strings.ReplaceAll(data, "\ndata: ", "\n")
+	if !strings.HasPrefix(data, "id: "+b.hub.Epoch()+"-") || !strings.Contains(data, "data: <!--refresh--><!--room-->") {
+		t.Fatalf("the frame for a page moved in is\n%s\nwant a refresh of this board's last frame, with the room mark", data)
+	}
+	for what, want := range map[string]string{"the list": list.String(), "the counters": tiles.String(), "the step bar": bar.String()} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the frame for a page moved in lacks %s as drawn now:\n%s\nin\n%s", what, want, data)
+		}
 	}
 	for _, want := range []string{"B-0", "B-1", "B-2"} {
 		if !strings.Contains(data, `data-order="`+want+`"`) {

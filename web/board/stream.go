@@ -103,9 +103,14 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 	// The viewer catches up to the last wake from the ring, then follows
 	// the wakes from that one on.
 	tip, caughtUp := proj.tip, proj.pulseN
-	var orders func() []byte
+	var movedIn *redrawing
 	if ok && foreign {
-		orders = proj.ordersAfterLocked(max(cursor, caughtUp))
+		// A page from another server's frames catches up to the last
+		// frame made, and is then sent what this board draws of its own
+		// as that frame leaves it (the wakes send it only the frames
+		// after it).
+		caughtUp = proj.frames
+		movedIn = proj.movedInLocked()
 	}
 	proj.mu.Unlock()
 	defer func() {
@@ -167,7 +172,7 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 		}
 		cursor = frames[len(frames)-1].n
 	}
-	if orders != nil && out.send(orders()) != nil {
+	if movedIn != nil && out.send(movedIn.bytes()) != nil {
 		return nil
 	}
 
@@ -186,7 +191,7 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 			return nil
 		}
 		w = w.next
-		if w.end || proj.pulsed.Load()-cursor > liveFrames {
+		if w.end || fellBehind(proj.pulsed.Load(), cursor) {
 			// The server is stopping, or the viewer fell behind by more
 			// than the ring holds: end the stream. A browser reconnects
 			// and is redrawn.
@@ -223,7 +228,7 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 		// slice of up to mergedWrite bytes, several times a second).
 		frames := net.Buffers{b}
 		if gap > 0 && !w.beat {
-			for n := len(b); n < mergedWrite && isDone(w.done) && !w.next.end && proj.pulsed.Load()-cursor <= liveFrames; {
+			for n := len(b); n < mergedWrite && isDone(w.done) && !w.next.end && !fellBehind(proj.pulsed.Load(), cursor); {
 				w = w.next
 				if w.beat {
 					continue
@@ -273,6 +278,14 @@ func (proj *Board) waitPlace(ctx context.Context, place live.Place) {
 			return
 		}
 	}
+}
+
+// fellBehind says whether a viewer that has sent every frame up to cursor
+// is further behind the frames the viewers were woken for (pulsed) than
+// the ring holds. A viewer may be ahead of pulsed: one drawn whole, or
+// caught up to the last frame made, before the wake that announces it.
+func fellBehind(pulsed, cursor uint64) bool {
+	return pulsed > cursor && pulsed-cursor > liveFrames
 }
 
 // mergedWrite bounds what a viewer with a write gap gathers for one
