@@ -134,7 +134,10 @@ type Config struct {
 	Wall func() time.Time
 	// BeforeWrite, when set, is called before each write of a stream
 	// after its first, with the viewer's request, and may wait: a server
-	// uses it to let more urgent work have the processor first.
+	// uses it to let more urgent work have the processor first. The
+	// pages the board's fan writer serves together (those with no
+	// WriteGap, fan.go) wait alike: it is called once per wake for all
+	// of them, with one of their requests.
 	BeforeWrite func(*http.Request)
 	// WriteGap, when set, is the least time between two writes of the
 	// stream of the viewer of a request: the wakes that come meanwhile go
@@ -168,6 +171,8 @@ type Board struct {
 
 	// lab is the lab's numbers, drawn after events (lab.go).
 	lab labDrawing
+	// fan writes the wakes to the pages that are up to date (fan.go).
+	fan fanWriter
 	// ownFrom is the hub's newest event when the board started: the
 	// relay's echoes of this server's events up to it are in the model
 	// loaded from the books already (only run uses it).
@@ -193,6 +198,7 @@ func Start(cfg Config) *Board {
 		cfg.Wall = time.Now
 	}
 	p := &Board{cfg: cfg}
+	p.fan.beforeWrite = cfg.BeforeWrite
 	p.out = make([]frame, liveFrames)
 	p.busyStart = make(chan struct{}, 1)
 	p.seen = newBoundedMap[string, struct{}](liveSeenLimit)

@@ -190,6 +190,8 @@ type wake struct {
 	frames     []frame // those frames; none for a heartbeat
 	beat       bool    // a heartbeat comment, for idle streams
 	end        bool    // the projector closed: streams end
+	// id numbers the wakes in the order they were chained.
+	id uint64
 
 	once sync.Once
 	b    []byte
@@ -207,6 +209,7 @@ type wake struct {
 func (p *Board) chainLocked(w *wake) {
 	w.done = make(chan struct{})
 	old := p.tip
+	w.id = old.id + 1
 	old.next, p.tip = w, w
 	p.lastWake = time.Now()
 	close(old.done)

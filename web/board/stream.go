@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"paytwice/pay/peers"
@@ -40,9 +41,10 @@ var ErrFull = errors.New("too many live views open")
 // holds, or from a server that restarted, gets a single frame that redraws
 // every panel instead. Viewers read the board's wakes, never the hub: an
 // event that changes nothing on the page (most of them in busy mode) costs
-// a viewer nothing, a viewer is woken at most once per fan-out interval
-// however fast payments come, and then makes one write of bytes it shares
-// with every other viewer; a viewer too slow for the ring is dropped.
+// a viewer nothing, a viewer is written at most once per fan-out interval
+// however fast payments come, one write of bytes it shares with every
+// other viewer, made for all the viewers that are up to date by one
+// goroutine (fan.go); a viewer too slow for the ring is dropped.
 //
 // Before it writes anything Stream may refuse: ErrClosed when the board
 // stopped, ErrFull beyond maxStreams open streams. After, it returns nil.
@@ -182,7 +184,37 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 		gap = proj.cfg.WriteGap(r)
 	}
 	var wrote time.Time
+	// A page with no write gap is written by the board's fan writer
+	// while it is up to date (fan.go); its stream only waits, and takes
+	// over again when the writer hands it back.
+	var pg *fanPage
+	if gap == 0 && out.raw != nil {
+		pg = &fanPage{raw: out.raw, gzip: out.gzip, req: r, back: make(chan handback, 1)}
+	}
 	for w := tip; ; {
+		if pg != nil {
+			pg.cursor = cursor
+			if proj.fan.attach(pg, w) {
+				var hb handback
+				select {
+				case hb = <-pg.back:
+				case <-out.gone:
+					proj.fan.detach(pg)
+					return nil
+				case <-ctx.Done():
+					proj.fan.detach(pg)
+					return nil
+				}
+				if hb.end {
+					return nil
+				}
+				w, cursor = hb.w, hb.cursor
+				if len(hb.rest) > 0 && out.write(hb.rest) != nil {
+					return nil
+				}
+				continue
+			}
+		}
 		select {
 		case <-w.done:
 		case <-out.gone:
@@ -318,7 +350,10 @@ var (
 // A connection that cannot be taken over (HTTP/2) is written through
 // net/http instead.
 type eventStream struct {
-	conn    net.Conn // taken over, or nil
+	conn net.Conn // taken over, or nil
+	// raw is conn's socket, for the fan writer's writes that never
+	// wait; nil when conn has none or the system offers no such write.
+	raw     syscall.RawConn
 	rc      *http.ResponseController
 	w       http.ResponseWriter
 	timeout time.Duration
@@ -351,6 +386,11 @@ func startStream(w http.ResponseWriter, proj *Board) (*eventStream, error) {
 	}
 	s.conn = conn
 	_ = conn.SetDeadline(time.Time{})
+	if sc, ok := conn.(syscall.Conn); ok && canFan {
+		if raw, err := sc.SyscallConn(); err == nil {
+			s.raw = raw
+		}
+	}
 	proj.mu.Lock()
 	closed := proj.closed
 	if !closed {
