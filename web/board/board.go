@@ -134,10 +134,10 @@ type Config struct {
 	Wall func() time.Time
 	// BeforeWrite, when set, is called before each write of a stream
 	// after its first, with the viewer's request, and may wait: a server
-	// uses it to let more urgent work have the processor first. The
-	// pages the board's fan writer serves together (those with no
-	// WriteGap, fan.go) wait alike: it is called once per wake for all
-	// of them, with one of their requests.
+	// uses it to let more urgent work have the processor first. For the
+	// pages the board's fan writer writes (fan.go) it is called once per
+	// wake for those with a write gap, with one of their requests, and
+	// once for those with none: each kind waits alike.
 	BeforeWrite func(*http.Request)
 	// WriteGap, when set, is the least time between two writes of the
 	// stream of the viewer of a request: the wakes that come meanwhile go
@@ -198,7 +198,7 @@ func Start(cfg Config) *Board {
 		cfg.Wall = time.Now
 	}
 	p := &Board{cfg: cfg}
-	p.fan.beforeWrite = cfg.BeforeWrite
+	p.fan.beforeWrite, p.fan.interval = cfg.BeforeWrite, p.fanoutInterval
 	p.out = make([]frame, liveFrames)
 	p.busyStart = make(chan struct{}, 1)
 	p.seen = newBoundedMap[string, struct{}](liveSeenLimit)

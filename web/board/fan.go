@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // fanWriter writes every wake to the pages that are up to date, one after
@@ -21,8 +22,13 @@ import (
 // that did not fit, and that stream writes them under its write deadline
 // as every stream did before, then joins again once it is up to date. A
 // page that stops reading holds up nobody. Pages written through
-// net/http (HTTP/2, TLS) and pages with a write gap stay with their own
-// streams.
+// net/http (HTTP/2, TLS) stay with their own streams, and so does a page
+// whose write gap (Config.WriteGap) is longer than the fan-out interval:
+// the writer writes a page once per wake, and the wakes come at least
+// an interval apart, so a gap no longer than that is kept by the wakes
+// themselves (give or take the milliseconds a round of writes takes),
+// while a longer one needs its stream's own wait. With hundreds of pages
+// open the interval is the longest a server gives a student (100 ms).
 //
 // The writer runs only while pages are attached: with none it stops, so
 // that a board nobody watches pays no goroutine per wake.
@@ -35,6 +41,8 @@ type fanWriter struct {
 	at *wake
 	// beforeWrite is Config.BeforeWrite.
 	beforeWrite func(*http.Request)
+	// interval is the board's fan-out interval now.
+	interval func() time.Duration
 }
 
 // fanPage is one page's stream while the fan writer writes it.
@@ -43,6 +51,11 @@ type fanPage struct {
 	gzip   bool
 	req    *http.Request
 	cursor uint64 // every frame up to it has been sent
+	// gap is the page's write gap: while it is longer than the fan-out
+	// interval the page's stream writes it instead.
+	gap time.Duration
+	// wrote is when the writer last wrote to a page with a gap.
+	wrote time.Time
 	// back takes the page back to its stream (one at a time: a page is
 	// attached again only by its stream, after it took the last).
 	back chan handback
@@ -59,8 +72,12 @@ type handback struct {
 // attach hands pg to the writer, if the writer has not written any wake
 // after w, the wake pg's stream handled last (its wakes up to w and any
 // wake the writer owes it before w are nothing new to it: each wake's
-// frames end no later than the next one's). It reports whether it did.
+// frames end no later than the next one's), and the page's gap is kept
+// by the wakes. It reports whether it did.
 func (f *fanWriter) attach(pg *fanPage, w *wake) bool {
+	if pg.gap > f.interval() {
+		return false
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.at == nil {
@@ -93,6 +110,7 @@ func (f *fanWriter) detach(pg *fanPage) {
 func (f *fanWriter) run(w *wake) {
 	for {
 		<-w.done
+		prev := w
 		w = w.next
 		f.mu.Lock()
 		if len(f.pages) == 0 {
@@ -108,25 +126,53 @@ func (f *fanWriter) run(w *wake) {
 			f.mu.Unlock()
 			return
 		}
-		if !w.beat && f.beforeWrite != nil {
-			// The attached pages have no write gap, so they wait alike:
-			// once for all of them.
-			r := f.pages[0].req
-			f.mu.Unlock()
-			f.beforeWrite(r)
-			f.mu.Lock()
-		}
-		f.writeLocked(w)
+		// The pages with no write gap first, then those with one (a
+		// server's students, which wait for the presenter's payments at
+		// work while the presenter's page does not): each kind waits
+		// alike, so BeforeWrite is asked once for all of one kind.
+		f.beforeLocked(w, false)
+		f.writeLocked(prev, w, false)
 		f.at = w
+		f.beforeLocked(w, true)
+		f.writeLocked(prev, w, true)
 		f.mu.Unlock()
 	}
 }
 
-// writeLocked writes w to every attached page, handing back those whose
-// socket did not take it all.
-func (f *fanWriter) writeLocked(w *wake) {
-	kept := f.pages[:0]
+// beforeLocked calls BeforeWrite, without f.mu, for the attached pages
+// with a write gap (gapped) or those without, unless there are none or w
+// is a heartbeat.
+func (f *fanWriter) beforeLocked(w *wake, gapped bool) {
+	if f.beforeWrite == nil || w.beat {
+		return
+	}
 	for _, pg := range f.pages {
+		if (pg.gap > 0) == gapped {
+			f.mu.Unlock()
+			f.beforeWrite(pg.req)
+			f.mu.Lock()
+			return
+		}
+	}
+}
+
+// writeLocked writes w, the wake after prev, to every attached page with
+// a write gap (gapped) or every one without, handing back those whose
+// socket did not take it all, and before it those whose gap the wakes no
+// longer keep (the pages became fewer). A page attached at w already
+// gets nothing more.
+func (f *fanWriter) writeLocked(prev, w *wake, gapped bool) {
+	kept := f.pages[:0]
+	interval := f.interval()
+	for _, pg := range f.pages {
+		if (pg.gap > 0) != gapped {
+			kept = append(kept, pg)
+			continue
+		}
+		if pg.gap > interval && !w.beat {
+			pg.back <- handback{w: prev, cursor: pg.cursor}
+			continue
+		}
 		b, ok := w.after(pg.cursor, pg.gzip)
 		if !ok {
 			pg.back <- handback{w: w, cursor: pg.cursor, end: true}
@@ -134,6 +180,9 @@ func (f *fanWriter) writeLocked(w *wake) {
 		}
 		pg.cursor = max(pg.cursor, w.last)
 		if len(b) > 0 {
+			if pg.gap > 0 {
+				pg.wrote = time.Now()
+			}
 			if n := writeNow(pg.raw, b); n < len(b) {
 				pg.back <- handback{w: w, cursor: pg.cursor, rest: b[max(n, 0):]}
 				continue

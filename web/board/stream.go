@@ -184,12 +184,13 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 		gap = proj.cfg.WriteGap(r)
 	}
 	var wrote time.Time
-	// A page with no write gap is written by the board's fan writer
-	// while it is up to date (fan.go); its stream only waits, and takes
-	// over again when the writer hands it back.
+	// The board's fan writer writes the page while it is up to date and
+	// its gap is no longer than the fan-out interval (fan.go); its stream
+	// only waits then, and takes over again when the writer hands it
+	// back.
 	var pg *fanPage
-	if gap == 0 && out.raw != nil {
-		pg = &fanPage{raw: out.raw, gzip: out.gzip, req: r, back: make(chan handback, 1)}
+	if out.raw != nil {
+		pg = &fanPage{raw: out.raw, gzip: out.gzip, req: r, gap: gap, back: make(chan handback, 1)}
 	}
 	for w := tip; ; {
 		if pg != nil {
@@ -209,6 +210,7 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 					return nil
 				}
 				w, cursor = hb.w, hb.cursor
+				wrote = pg.wrote
 				if len(hb.rest) > 0 && out.write(hb.rest) != nil {
 					return nil
 				}
