@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -113,5 +114,41 @@ func TestRefusalsAreWrittenBesideTheAcceptLoop(t *testing.T) {
 		if n == 0 {
 			t.Errorf("refused connection %d was closed without its 503", i)
 		}
+	}
+}
+
+// TestAnAcceptedConnectionShowsItsSocket: the connections the listener
+// hands out still show the socket under them (syscall.Conn), which the
+// live pages' writer needs to write to them without waiting
+// (web/board/fan.go): hidden by the wrapper that counts them, every page
+// was written by a goroutine of its own.
+func TestAnAcceptedConnectionShowsItsSocket(t *testing.T) {
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := Bound(tcp, New(4, 0), nil, nil)
+	defer ln.Close()
+	client, err := net.Dial("tcp", tcp.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		t.Fatalf("an accepted connection (%T) does not show its socket", c)
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd uintptr
+	if err := raw.Control(func(s uintptr) { fd = s }); err != nil || fd == 0 {
+		t.Fatalf("the socket under an accepted connection: fd %d, %v", fd, err)
 	}
 }

@@ -9,10 +9,12 @@
 package addrlimit
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -164,6 +166,15 @@ func (c *countedConn) Close() error {
 		c.counts.Release(c.addr)
 	}
 	return c.Conn.Close()
+}
+
+// SyscallConn is the socket under the connection, when it has one: the
+// live pages' writer writes to it without waiting (web/board/fan.go).
+func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 // Host is an address without its port.
