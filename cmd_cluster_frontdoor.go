@@ -48,11 +48,11 @@ type frontDoor struct {
 	// this an address would hold -limits streams-per-address on every
 	// one of them.
 	streams *addrlimit.Counts
-	// places are the client addresses the presenter was recognised from
-	// lately: by the cookie, which the door checks itself, or by a
-	// server's answer (peers.PresenterSeenHeader) for a token in the
-	// header, which only the servers compare.
-	places *addrlimit.Places
+	// trials keeps a connection past its address's share when its first
+	// request is the presenter's: by the cookie, which the door checks
+	// itself, or by a header token a server recognises
+	// (peers.PresenterSeenHeader), which only the servers compare.
+	trials *addrlimit.Trials
 	// tokens are the header tokens a server recognised as the
 	// presenter's lately, by their SHA-256: only they get the reserve of
 	// requests in flight. The presenter's address is often a whole
@@ -96,6 +96,9 @@ type sender struct {
 	// request carries the presenter's cookie: a server's word that it
 	// saw the presenter then is about the cookie, not this token.
 	token string
+	// trial, when set, is the trial of the request's connection, to be
+	// decided by whether a server recognises token.
+	trial *addrlimit.Trial
 }
 
 type hopKey struct{}
@@ -175,12 +178,17 @@ func newFrontDoor(servers []*child, mark string, stderr io.Writer) *frontDoor {
 			if epoch := res.Header.Get(peers.StreamEpochHeader); epoch != "" {
 				h.server.epoch.Store(&epoch)
 			}
-			if res.Header.Get(peers.PresenterSeenHeader) != "" {
+			seen := res.Header.Get(peers.PresenterSeenHeader) != ""
+			if seen {
 				res.Header.Del(peers.PresenterSeenHeader) // for the door alone
-				d.places.Note(h.client)
 				if h.token != "" {
 					d.tokens.note(h.token)
 				}
+			}
+			if h.trial != nil && !h.trial.Give(seen && h.token != "") {
+				// Not the presenter's: the connection past its address's
+				// share ends with this answer.
+				res.Header.Set("Connection", "close")
 			}
 			if res.ContentLength > frontDoorMaxBody {
 				return errFrontDoorBody
@@ -211,10 +219,29 @@ func newFrontDoor(servers []*child, mark string, stderr io.Writer) *frontDoor {
 func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	from := sender{client: connectionAddress(r), token: r.Header.Get(check.PresenterHeader)}
 	client := from.client
-	if d.presenterCookie(r) {
+	cookie := d.presenterCookie(r)
+	if trial, ok := d.trials.Begin(r.RemoteAddr); trial != nil || !ok {
+		// A connection past its address's share, on trial: kept for the
+		// presenter's cookie or a token a server recognised already; a
+		// token no server has seen yet goes to one, which decides; any
+		// other request is refused, and its connection closed.
+		switch {
+		case trial != nil && (cookie || d.tokens.has(from.token)):
+			ok = trial.Give(true)
+		case trial != nil && from.token != "":
+			from.trial, ok = trial, true
+			defer trial.Give(false) // no answer came: not kept
+		case trial != nil:
+			trial.Give(false)
+		}
+		if !ok {
+			addrlimit.Refuse(w, d.shares.Connections)
+			return
+		}
+	}
+	if cookie {
 		// Never counted, as on the servers: the presenter is never behind
 		// the students of its address.
-		d.places.Note(client)
 		from.token = ""
 	} else if r.URL.Path == "/events" {
 		// Live views have their own share, counted here across the
@@ -290,21 +317,22 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type senderKey struct{}
 
 // bound sets the door's shares per address and the presenter's cookie,
-// with the clock now: the presenter's places and confirmed tokens are
-// kept for the shares' IdleAfter, as a server keeps its places.
+// with the clock now: the tokens a server confirmed are kept for the
+// shares' IdleAfter.
 func (d *frontDoor) bound(sh addrlimit.Shares, cookie string, now func() time.Time) {
 	d.shares, d.cookie = sh, cookie
 	d.conns = addrlimit.New(sh.Connections, sh.Reserve)
 	d.inFlight = addrlimit.New(sh.InFlight, sh.Reserve)
 	d.streams = addrlimit.New(sh.Streams, 0)
-	d.places = addrlimit.NewPlaces(now, sh.IdleAfter)
+	d.trials = addrlimit.NewTrials(addrlimit.TrialsAtOnce)
 	d.tokens = confirmedTokens{addrlimit.NewPlaces(now, sh.IdleAfter)}
 }
 
 // listener bounds ln's connections per address: -limits'
-// connections-per-address, with the reserve for the presenter's places.
+// connections-per-address; past it a connection is on trial, kept in the
+// presenter's reserve when its first request is the presenter's.
 func (d *frontDoor) listener(ln net.Listener) net.Listener {
-	return addrlimit.Bound(ln, d.conns, nil, d.places.Has)
+	return addrlimit.Bound(ln, d.conns, nil).WithTrials(d.trials)
 }
 
 // presenterCookie reports whether r carries the presenter's cookie.

@@ -112,76 +112,90 @@ func ask(t *testing.T, c net.Conn, path string, header ...string) (*http.Respons
 }
 
 // The front door bounds each address's open connections by -limits'
-// connections-per-address, and keeps presenter-reserve more for the
-// presenter's address: recognised by the cookie at the door, or by a
-// server's answer to a token in the header (which the door never
-// compares). A wrong token gets no reserve.
+// connections-per-address. Past it a connection is on trial: kept, in
+// presenter-reserve more places, when its first request is the
+// presenter's (the cookie, which the door checks, or a header token a
+// server recognises, which the door never compares), refused with 503
+// otherwise. Students behind the presenter's own address (one NAT) never
+// hold the reserve, and a wrong token or a forged cookie keeps nothing.
 func TestTheFrontDoorBoundsConnectionsByTheLimits(t *testing.T) {
 	const bound, reserve = 3, 2
 	door, _, addr := serveDoor(t, addrlimit.Shares{Connections: bound, InFlight: 100, Reserve: reserve})
-	// holds opens n connections from ip, each answered once (so each is
-	// surely counted), and reports the answer of one more.
-	holds := func(t *testing.T, ip string, n int, first ...string) (int, string) {
+	// fill opens bound connections from ip, each answered once (so each
+	// is surely counted) and kept open.
+	fill := func(t *testing.T, ip string) {
 		t.Helper()
-		for i := range n {
-			var h []string
-			if i == 0 {
-				h = first
-			}
-			if res, body := ask(t, dialFrom(t, ip, addr), "/", h...); res.StatusCode != http.StatusOK {
-				t.Fatalf("connection %d of %d from %s: %d %s", i+1, n, ip, res.StatusCode, body)
+		for i := range bound {
+			if res, body := ask(t, dialFrom(t, ip, addr), "/"); res.StatusCode != http.StatusOK {
+				t.Fatalf("connection %d of %d from %s: %d %s", i+1, bound, ip, res.StatusCode, body)
 			}
 		}
-		// A refusal is written before any request is read: this one sends
-		// none, so that its refusal is not lost to a reset.
-		c := dialFrom(t, ip, addr)
-		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatalf("one connection past the bound from %s: %v", ip, err)
+	}
+	refused := func(t *testing.T, ip string, header ...string) {
+		t.Helper()
+		res, body := ask(t, dialFrom(t, ip, addr), "/", header...)
+		if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, fmt.Sprintf("holds %d connections", bound)) ||
+			res.Header.Get("Retry-After") == "" || !res.Close {
+			t.Fatalf("one past the share from %s (%q): %d close=%v %s", ip, header, res.StatusCode, res.Close, body)
 		}
-		defer res.Body.Close()
-		body, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(body)
 	}
 	t.Run("a student holds its bound, not one more", func(t *testing.T) {
-		status, body := holds(t, "127.0.0.2", bound)
-		if status != http.StatusServiceUnavailable || !strings.Contains(body, fmt.Sprintf("holds %d connections", bound)) {
-			t.Fatalf("one past the bound: %d %s", status, body)
-		}
+		fill(t, "127.0.0.2")
+		refused(t, "127.0.0.2")
+		// One that sends nothing waits for its first request, and does
+		// not count.
+		dialFrom(t, "127.0.0.2", addr)
 		if n := door.conns.Held("127.0.0.2"); n != bound {
 			t.Fatalf("the door counts %d connections of the address, want %d", n, bound)
 		}
 	})
-	t.Run("the presenter's cookie gets the reserve for its address", func(t *testing.T) {
-		if status, body := holds(t, "127.0.0.3", bound+reserve, "Cookie", peers.PresenterCookie+"=the-cookie"); status != http.StatusServiceUnavailable {
-			t.Fatalf("one past bound and reserve: %d %s", status, body)
+	t.Run("the presenter's cookie gets in from a full address, in the reserve", func(t *testing.T) {
+		const ip = "127.0.0.3"
+		fill(t, ip)
+		cookie := []string{"Cookie", peers.PresenterCookie + "=the-cookie"}
+		for i := range reserve {
+			c := dialFrom(t, ip, addr)
+			for j := range 2 { // its next request is the kept connection's
+				if res, body := ask(t, c, "/", cookie...); res.StatusCode != http.StatusOK || res.Close {
+					t.Fatalf("the presenter's connection %d, request %d: %d close=%v %s", i, j, res.StatusCode, res.Close, body)
+				}
+			}
 		}
-		if n := door.conns.Held("127.0.0.3"); n != bound+reserve {
+		refused(t, ip, cookie...) // past bound and reserve
+		refused(t, ip)            // a student behind the same address
+		if n := door.conns.Held(ip); n != bound+reserve {
 			t.Fatalf("the door counts %d connections of the presenter's address, want %d", n, bound+reserve)
 		}
 	})
-	t.Run("a header token a server recognised gets the reserve, and the door keeps the server's word to itself", func(t *testing.T) {
-		res, _ := ask(t, dialFrom(t, "127.0.0.4", addr), "/", check.PresenterHeader, "right")
-		if res.Header.Get(peers.PresenterSeenHeader) != "" {
-			t.Fatal("the server's word to the door reached the client")
+	t.Run("a header token a server recognises gets in, and the door keeps the server's word to itself", func(t *testing.T) {
+		const ip = "127.0.0.4"
+		fill(t, ip)
+		for i := range reserve { // the first one no server has recognised yet
+			res, body := ask(t, dialFrom(t, ip, addr), "/", check.PresenterHeader, "right")
+			if res.StatusCode != http.StatusOK || res.Close {
+				t.Fatalf("the presenter's token on connection %d: %d close=%v %s", i, res.StatusCode, res.Close, body)
+			}
+			if res.Header.Get(peers.PresenterSeenHeader) != "" {
+				t.Fatal("the server's word to the door reached the client")
+			}
 		}
-		if status, body := holds(t, "127.0.0.4", bound+reserve-1); status != http.StatusServiceUnavailable {
-			t.Fatalf("one past bound and reserve: %d %s", status, body)
-		}
-		if n := door.conns.Held("127.0.0.4"); n != bound+reserve {
+		refused(t, ip, check.PresenterHeader, "right")
+		if n := door.conns.Held(ip); n != bound+reserve {
 			t.Fatalf("the door counts %d connections, want %d", n, bound+reserve)
 		}
 	})
-	t.Run("a wrong token or a forged cookie gets no reserve", func(t *testing.T) {
-		for _, h := range [][]string{{check.PresenterHeader, "wrong"}, {"Cookie", peers.PresenterCookie + "=forged"}} {
-			ip := "127.0.0.5"
-			if h[0] == "Cookie" {
-				ip = "127.0.0.6"
-			}
-			if status, body := holds(t, ip, bound, h...); status != http.StatusServiceUnavailable {
-				t.Fatalf("%s: one past the bound: %d %s", h[0], status, body)
-			}
+	t.Run("a wrong token or a forged cookie keeps nothing", func(t *testing.T) {
+		const ip = "127.0.0.5"
+		fill(t, ip)
+		refused(t, ip, "Cookie", peers.PresenterCookie+"=forged")
+		// A token is the servers' to compare: the request goes to one,
+		// which does not recognise it, and the connection ends with it.
+		res, body := ask(t, dialFrom(t, ip, addr), "/", check.PresenterHeader, "wrong")
+		if res.StatusCode != http.StatusOK || !res.Close {
+			t.Fatalf("a wrong token on trial: %d close=%v %s", res.StatusCode, res.Close, body)
+		}
+		if n := door.conns.Held(ip); n != bound {
+			t.Fatalf("the door counts %d connections, want %d", n, bound)
 		}
 	})
 }
@@ -340,7 +354,7 @@ func TestTheFrontDoorBoundsRequestsInFlightAcrossTheServers(t *testing.T) {
 }
 
 // The front door reads its three bounds, and how long it keeps the
-// presenter's places, out of -limits as every server behind it reads
+// tokens a server recognised, out of -limits as every server behind it reads
 // them, defaults included, and refuses a wrong value of its own names
 // before any server starts.
 func TestTheFrontDoorReadsTheServersLimits(t *testing.T) {
@@ -388,8 +402,8 @@ func TestTheFrontDoorGivesTheReserveOnlyToATokenAServerRecognised(t *testing.T) 
 			t.Fatalf("%q with room: %d %s", h, res.StatusCode, body)
 		}
 	}
-	if !door.places.Has(class) {
-		t.Fatal("the presenter's address is not kept")
+	if !door.tokens.has("right") {
+		t.Fatal("the token a server recognised is not kept")
 	}
 	var held sync.WaitGroup
 	defer func() { close(b.release); held.Wait() }()
@@ -426,8 +440,7 @@ func TestTheFrontDoorGivesTheReserveOnlyToATokenAServerRecognised(t *testing.T) 
 	}
 }
 
-// The door keeps the presenter's places, and the tokens a server
-// recognised, for -limits idle-after after it last heard of them, by its
+// The door keeps the tokens a server recognised for -limits idle-after after it last heard of them, by its
 // clock: no longer, as a server keeps its own.
 func TestTheFrontDoorKeepsThePresenterForIdleAfter(t *testing.T) {
 	sh, err := addrlimit.ParseShares("idle-after=3m")
@@ -440,17 +453,16 @@ func TestTheFrontDoorKeepsThePresenterForIdleAfter(t *testing.T) {
 	pass := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); at = at.Add(d) }
 	door := newFrontDoor(nil, "door-mark", io.Discard)
 	door.bound(sh, "the-cookie", now)
-	door.places.Note("127.0.0.2")
 	door.tokens.note("right")
 	pass(3 * time.Minute)
-	if !door.places.Has("127.0.0.2") || !door.tokens.has("right") {
+	if !door.tokens.has("right") {
 		t.Fatal("forgotten before idle-after")
 	}
 	if door.tokens.has("wrong") || door.tokens.has("") {
 		t.Fatal("a token no server recognised is known")
 	}
 	pass(time.Second)
-	if door.places.Has("127.0.0.2") || door.tokens.has("right") {
+	if door.tokens.has("right") {
 		t.Fatal("kept past idle-after")
 	}
 }

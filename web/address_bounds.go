@@ -17,22 +17,59 @@ import (
 // connections close and requests end.
 
 // Listener bounds ln's connections per client address
-// (Limits.ConnectionsPerAddress), with Limits.PresenterReserve more for
-// an address the presenter has been recognised from lately. Behind paytwice
-// cluster's front door the door's own connections (loopback) are not
-// counted: the door bounds the students' connections where it sees their
-// addresses, and this server bounds their requests in flight by the address
-// the door forwards (inFlightBound).
+// (Limits.ConnectionsPerAddress). With a presenter token, a connection
+// past its address's share is taken on trial rather than refused: kept,
+// in Limits.PresenterReserve places more, when its first request is the
+// presenter's, and refused and closed otherwise (trialBound). So the
+// presenter gets in from an address whose students hold all of its
+// share (the whole class behind one NAT), and those students never hold
+// the presenter's places. Behind paytwice cluster's front door the door's
+// own connections (loopback) are not counted: the door bounds the
+// students' connections where it sees their addresses, and this server
+// bounds their requests in flight by the address the door forwards
+// (inFlightBound).
 func (s *Server) Listener(ln net.Listener) *addrlimit.Listener {
 	l := s.cfg.Limits
-	var exempt, reserved func(string) bool
+	var exempt func(string) bool
 	if s.cfg.BehindFrontDoor {
 		exempt = isLoopbackHost
 	}
-	if s.cfg.PresenterToken != "" {
-		reserved = s.admission.presenterPlaces.Has
+	bounded := addrlimit.Bound(ln, addrlimit.New(l.ConnectionsPerAddress, l.PresenterReserve), exempt)
+	if s.admission.trials != nil {
+		bounded.WithTrials(s.admission.trials)
 	}
-	return addrlimit.Bound(ln, addrlimit.New(l.ConnectionsPerAddress, l.PresenterReserve), exempt, reserved)
+	return bounded
+}
+
+// trialBound decides, by its first request, a connection Listener took on
+// trial (past its address's share of connections): the presenter's cookie
+// or right token keeps it, anything else is answered 503, as a refusal
+// at accept is, and the connection closes. The token is compared as
+// inFlightBound compares it, and a wrong one counted on this server: the
+// answer tells a right token from a wrong one.
+func (a *admission) trialBound(next http.Handler) http.Handler {
+	trials := a.trials
+	if trials == nil {
+		return next
+	}
+	bound := a.connectionsBound
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		presenter := func() bool {
+			if c, err := r.Cookie(PresenterCookie); err == nil && a.presenter.cookieOK(c.Value) {
+				return true
+			}
+			right, looked := a.presenter.headerTokenRight(r)
+			if looked && !right {
+				a.presenter.headerTokenWrong(r)
+			}
+			return right
+		}
+		if !trials.Decide(r.RemoteAddr, presenter) {
+			addrlimit.Refuse(w, bound)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // inFlightBound refuses a request, before it is routed, when its address
@@ -55,7 +92,6 @@ func (a *admission) inFlightBound(next http.Handler) http.Handler {
 		}
 		if withToken {
 			if c, err := r.Cookie(PresenterCookie); err == nil && a.presenter.cookieOK(c.Value) {
-				a.presenterPlaces.Note(connectionHost(r))
 				a.tellFrontDoorPresenter(w, r)
 				a.requests.Add(1)
 				defer a.requests.Add(-1)
@@ -91,16 +127,6 @@ func (a *admission) inFlightBound(next http.Handler) http.Handler {
 		defer a.requests.Add(-1)
 		next.ServeHTTP(w, r)
 	})
-}
-
-// connectionHost is the address r's connection comes from (never a
-// forwarded one).
-func connectionHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // tellFrontDoorPresenter says, on the answer to a request the front door

@@ -297,3 +297,93 @@ func TestTheServerTellsTheFrontDoorWhereThePresenterIs(t *testing.T) {
 		}
 	}
 }
+
+// askOn sends one GET on c, with header pairs, and reads its answer.
+func askOn(t *testing.T, c net.Conn, path string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req := "GET " + path + " HTTP/1.1\r\nHost: room\r\n"
+	for i := 0; i+1 < len(header); i += 2 {
+		req += header[i] + ": " + header[i+1] + "\r\n"
+	}
+	if _, err := io.WriteString(c, req+"\r\n"); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	res, body, err := rawAnswer(c)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return res, body
+}
+
+// The whole class behind one address holds all of its connections: the
+// presenter, from that same address, still gets in. A connection past
+// the share is on trial until its first request: the presenter's token
+// or cookie keeps it (in the reserve, and its next requests are served
+// too), a student's is answered 503 and closed, and a wrong token is
+// counted as a guess. Students who open connections and send nothing do
+// not keep the presenter out: the oldest undecided ones make room.
+func TestThePresenterGetsInFromAnAddressWhoseConnectionsAreAllTaken(t *testing.T) {
+	const token, bound, reserve = "front-of-class", 4, 2
+	const class = "127.0.0.2" // the presenter and the students, behind one NAT
+	env, ln := boundedEnv(t, Config{PresenterToken: token, Limits: Limits{ConnectionsPerAddress: bound, PresenterReserve: reserve}})
+	trials := env.Server.admission.trials
+	for i := range bound {
+		if res, body := askOn(t, rawFrom(t, class, env.URL), "/api/faults"); res.StatusCode != http.StatusOK {
+			t.Fatalf("a student's connection %d: %d %s", i, res.StatusCode, body)
+		}
+	}
+	if n := ln.Open(class); n != bound {
+		t.Fatalf("%d connections of the address counted, want %d", n, bound)
+	}
+	res, body := askOn(t, rawFrom(t, class, env.URL), "/api/faults")
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" || !strings.Contains(body, "connections") || !res.Close {
+		t.Fatalf("a student's connection past the share: %d close=%v %s", res.StatusCode, res.Close, body)
+	}
+
+	// Connections that never send a request fill the trials, and more.
+	for range addrlimit.TrialsAtOnce + 4 {
+		rawFrom(t, class, env.URL)
+	}
+	waitFor(t, "the silent connections are on trial", func() bool { return trials.OnTrial() == addrlimit.TrialsAtOnce })
+
+	presenter := rawFrom(t, class, env.URL)
+	for i := range 3 { // the first request decides; the next are the kept connection's
+		if res, body := askOn(t, presenter, "/api/faults", PresenterHeader, token); res.StatusCode != http.StatusOK {
+			t.Fatalf("the presenter's request %d by token from the full address: %d %s", i, res.StatusCode, body)
+		}
+	}
+	if res, body := askOn(t, presenter, "/api/faults"); res.StatusCode != http.StatusOK {
+		t.Fatalf("the kept connection's next request: %d %s", res.StatusCode, body)
+	}
+	cookie := PresenterCookie + "=" + env.Server.admission.presenter.cookie
+	if res, body := askOn(t, rawFrom(t, class, env.URL), "/api/faults", "Cookie", cookie); res.StatusCode != http.StatusOK {
+		t.Fatalf("the presenter's request by cookie from the full address: %d %s", res.StatusCode, body)
+	}
+	if n := ln.Open(class); n != bound+reserve {
+		t.Fatalf("%d connections of the address counted, want its share and the reserve, %d", n, bound+reserve)
+	}
+	if res, body := askOn(t, rawFrom(t, class, env.URL), "/api/faults", "Cookie", cookie); res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("the presenter past share and reserve: %d %s", res.StatusCode, body)
+	}
+
+	// The count of wrong tokens on a clock that stands still, so that no
+	// try comes back while the guesses are sent.
+	tries := env.Server.admission.presenter.tries
+	stood := time.Now()
+	tries.mu.Lock()
+	tries.now = func() time.Time { return stood }
+	tries.mu.Unlock()
+	before := tries.wait(class)
+	for i := range guessBurst {
+		res, body := askOn(t, rawFrom(t, class, env.URL), "/api/faults", PresenterHeader, "a-guess")
+		if res.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("a wrong token on trial (%d): %d %s", i, res.StatusCode, body)
+		}
+	}
+	if before != 0 || tries.wait(class) == 0 {
+		t.Fatal("wrong tokens on trial were not counted as guesses")
+	}
+
+	presenter.Close()
+	waitFor(t, "the presenter's kept connection gives its place back", func() bool { return ln.Open(class) == bound+reserve-1 })
+}

@@ -27,11 +27,15 @@ type admission struct {
 	// sessions; limits the rest of what is not a payment (requestlimits.go).
 	streams *streamAdmission
 	limits  *requestLimits
-	// inFlight counts each address's requests in flight, and
-	// presenterPlaces keeps the addresses the presenter was recognised
-	// from lately, which get a reserve of connections (address_bounds.go).
-	inFlight        *addrlimit.Counts
-	presenterPlaces *addrlimit.Places
+	// inFlight counts each address's requests in flight, and trials
+	// keeps the connections past an address's share whose first request
+	// proves to be the presenter's, nil without a token
+	// (address_bounds.go).
+	inFlight *addrlimit.Counts
+	trials   *addrlimit.Trials
+	// connectionsBound is Limits.ConnectionsPerAddress, for a refusal of
+	// a connection on trial.
+	connectionsBound int
 	// requests counts every request in flight, live views aside: the
 	// students' sweeps step aside while there are others (student_work.go).
 	requests atomic.Int64
@@ -58,8 +62,10 @@ func newAdmission(cfg Config, guesses guessBook, logf func(format string, args .
 	a := &admission{locked: cfg.PresenterToken != "", refuse: refuse}
 	a.presenter = newPresenterGate(cfg, guesses, logf)
 	a.inFlight = addrlimit.New(cfg.Limits.InFlightPerAddress, cfg.Limits.PresenterReserve)
-	a.presenterPlaces = addrlimit.NewPlaces(now, cfg.Limits.IdleAfter)
-	a.presenter.recognised = a.presenterPlaces.Note
+	if a.locked {
+		a.trials = addrlimit.NewTrials(addrlimit.TrialsAtOnce)
+	}
+	a.connectionsBound = cfg.Limits.ConnectionsPerAddress
 	a.streams = newStreamAdmission(cfg.Limits, now)
 	a.limits = newRequestLimits(cfg.Limits, now, a.presenter.clientIP, a.hasPriority)
 	if a.locked {

@@ -115,8 +115,9 @@ type Limits struct {
 	// be in flight at once; past either, the next is refused at once
 	// (address_bounds.go). PresenterReserve is how many more the presenter
 	// may have of each: requests that carry the presenter's token, and
-	// connections from an address the presenter was recognised from lately
-	// (requests with the presenter's cookie are never counted).
+	// connections past the address's share whose first request is the
+	// presenter's (requests with the presenter's cookie are never
+	// counted).
 	ConnectionsPerAddress, InFlightPerAddress, PresenterReserve int
 }
 

@@ -82,11 +82,7 @@ func (g *presenterGate) presenterAuthOnce(r *http.Request) (ok bool, wait time.D
 		return true, 0, nil
 	}
 	if got := r.Header.Get(PresenterHeader); got != "" {
-		ok, wait, err = g.tryPresenterToken(r, got)
-		if ok && g.recognised != nil {
-			g.recognised(connectionHost(r))
-		}
-		return ok, wait, err
+		return g.tryPresenterToken(r, got)
 	}
 	c, err := r.Cookie(PresenterCookie)
 	if err != nil || !g.cookieOK(c.Value) {
@@ -228,9 +224,6 @@ type presenterGate struct {
 	behindFrontDoor bool
 	frontDoorMark   string
 	logf            func(format string, args ...any)
-	// recognised, when set, hears the connection's address of each
-	// request the right token came on (address_bounds.go's reserve).
-	recognised func(addr string)
 }
 
 // guessBook is the part of room.Peers the count of wrong tokens uses.

@@ -294,7 +294,7 @@ func (s *Server) Hub() *live.Hub { return s.hub }
 // Sec-Fetch-Site pass. Inside it, a request's body must arrive within
 // Config.BodyTimeout.
 func (s *Server) Handler() http.Handler {
-	return s.admission.inFlightBound(s.admission.refuseEarly(crossOriginGuard(bodyDeadline(s.cfg.BodyTimeout, s.echo))))
+	return s.admission.trialBound(s.admission.inFlightBound(s.admission.refuseEarly(crossOriginGuard(bodyDeadline(s.cfg.BodyTimeout, s.echo)))))
 }
 
 // EndStreams ends every live page's event stream and refuses new ones,

@@ -57,7 +57,7 @@ func (l *queuedListener) Accept() (net.Conn, error) {
 func TestRefusalsAreWrittenBesideTheAcceptLoop(t *testing.T) {
 	release := make(chan struct{})
 	ln := &queuedListener{conns: make(chan net.Conn, RefusalsAtOnce+8)}
-	bounded := Bound(ln, New(1, 0), nil, nil)
+	bounded := Bound(ln, New(1, 0), nil)
 	first := newStuck("192.0.2.1", release)
 	ln.conns <- first
 	if c, err := bounded.Accept(); err != nil || c.RemoteAddr() != first.from {

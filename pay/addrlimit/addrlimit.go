@@ -88,12 +88,14 @@ func (c *Counts) Addresses() int {
 type Listener struct {
 	net.Listener
 	counts *Counts
-	// exempt names the addresses never counted, reserved those that may
-	// use the reserve; either may be nil (none).
-	exempt, reserved func(addr string) bool
+	// exempt names the addresses never counted; nil for none.
+	exempt func(addr string) bool
 	// refusing holds a place for each refusal being written: refusals
 	// are written beside the accept loop, never in it, a few at once.
 	refusing chan struct{}
+	// trials, when set, takes the connections past their address's share
+	// on trial instead of refusing them at accept (WithTrials).
+	trials *Trials
 }
 
 // RefusalsAtOnce bounds the refusals a Listener writes at once. Each is
@@ -103,13 +105,22 @@ type Listener struct {
 const RefusalsAtOnce = 16
 
 // Bound wraps ln so that each address holds at most counts' bound of
-// connections (with the reserve for the addresses reserved names).
-func Bound(ln net.Listener, counts *Counts, exempt, reserved func(addr string) bool) *Listener {
-	return &Listener{Listener: ln, counts: counts, exempt: exempt, reserved: reserved, refusing: make(chan struct{}, RefusalsAtOnce)}
+// connections. At accept nothing says who a connection is from, so the
+// reserve is only ever used by connections kept on trial (WithTrials).
+func Bound(ln net.Listener, counts *Counts, exempt func(addr string) bool) *Listener {
+	return &Listener{Listener: ln, counts: counts, exempt: exempt, refusing: make(chan struct{}, RefusalsAtOnce)}
 }
 
-// Accept returns the next connection within its address's bound,
-// refusing those past it.
+// WithTrials has l take the connections past their address's share on
+// trial (Trials) rather than refuse them at accept: the server then
+// keeps those whose first request is the presenter's.
+func (l *Listener) WithTrials(t *Trials) *Listener {
+	l.trials = t
+	return l
+}
+
+// Accept returns the next connection within its address's bound (or on
+// trial past it, with WithTrials), refusing those past it.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
@@ -120,7 +131,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if l.exempt != nil && l.exempt(addr) {
 			return c, nil
 		}
-		if !l.counts.Take(addr, l.reserved != nil && l.reserved(addr)) {
+		if !l.counts.Take(addr, false) {
+			if l.trials != nil {
+				return l.trials.admit(c, addr, l.counts), nil
+			}
 			select {
 			case l.refusing <- struct{}{}:
 				go func() {
@@ -144,7 +158,7 @@ func (l *Listener) Open(addr string) int { return l.counts.Held(addr) }
 // that sent one reads it as the answer, one that sent none sees the
 // connection close.
 func refuse(c net.Conn, bound int) {
-	body := fmt.Sprintf("Your address holds %d connections to this server already, its share: close some, then try again.\n", bound)
+	body := refusalSentence(bound)
 	// A fresh socket's send buffer takes these few hundred bytes at once;
 	// the deadline is for one that somehow will not.
 	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))

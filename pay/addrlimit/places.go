@@ -5,11 +5,9 @@ import (
 	"time"
 )
 
-// Places remembers the few addresses the presenter has been recognised
-// from lately (by the cookie or the right token): a connection arrives
-// before any request says who sent it, so the reserve at accept goes to
-// the presenter's address. Students behind that same address share it;
-// request by request, the presenter is recognised wherever they are.
+// Places remembers the few places (addresses, or digests of the tokens a
+// front door saw a server recognise) the presenter has been recognised
+// by lately, each for a while after it was last noted.
 type Places struct {
 	now  func() time.Time
 	keep time.Duration

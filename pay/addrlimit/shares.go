@@ -24,7 +24,8 @@ const (
 	// page reconnects by itself).
 	StreamRetryAfter = 10
 	// DefaultIdleAfter is how long an address is remembered after its
-	// last use: the presenter's places among them.
+	// last use: the tokens a server recognised as the presenter's among
+	// them, at a front door.
 	DefaultIdleAfter = 10 * time.Minute
 )
 
@@ -35,8 +36,8 @@ type Shares struct {
 	InFlight    int // in-flight-per-address
 	Reserve     int // presenter-reserve
 	Streams     int // streams-per-address
-	// IdleAfter (idle-after) is how long the presenter's places are kept
-	// after the presenter was last recognised there.
+	// IdleAfter (idle-after) is how long a front door keeps a token a
+	// server recognised as the presenter's after it last heard of it.
 	IdleAfter time.Duration
 }
 
