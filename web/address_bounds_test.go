@@ -75,7 +75,8 @@ func rawAnswer(c net.Conn) (*http.Response, string, error) {
 }
 
 // One address that opens many connections gets its bound's worth and
-// the rest are refused at accept, with 503 and Retry-After, while another
+// the rest are refused (on trial, at their first request: a presenter
+// token is set) with 503 and Retry-After, while another
 // address and the presenter pay and stream as usual; once it closes them
 // its count is back at zero.
 func TestAnAddressHoldsAtMostItsConnections(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,10 +97,14 @@ func BenchmarkPresenterPaysDuringMischief(b *testing.B) {
 	type took struct{ presenter, student []time.Duration }
 	var gcs uint32
 	var paused uint64
+	profiles := os.Getenv(roundProfilesEnv)
 	round := func(noisy bool, n int) (t took) {
 		var students *studentsProcess
 		if noisy {
 			students = startStudents(b, env.URL, n, pinned)
+		}
+		if profiles != "" {
+			defer profileRound(b, profiles, n, noisy)()
 		}
 		for range presenterRound {
 			paid++
@@ -167,6 +172,33 @@ func BenchmarkPresenterPaysDuringMischief(b *testing.B) {
 		pin = 1
 	}
 	b.ReportMetric(pin, "pinned")
+}
+
+// roundProfilesEnv names a directory where BenchmarkPresenterPaysDuringMischief
+// writes a CPU profile of each round's payments (round-N-quiet.pprof,
+// round-N-noisy.pprof), so that one round, the first noisy one say, can
+// be told from the others; -cpuprofile mixes them all.
+const roundProfilesEnv = "PAYTWICE_MISCHIEF_PROFILES"
+
+// profileRound starts the CPU profile of round n and returns what ends it.
+func profileRound(b *testing.B, dir string, n int, noisy bool) func() {
+	kind := "quiet"
+	if noisy {
+		kind = "noisy"
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("round-%d-%s.pprof", n, kind)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // The students' process is told where the server is, which round it is
