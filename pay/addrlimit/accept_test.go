@@ -127,7 +127,7 @@ func TestAnAcceptedConnectionShowsItsSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := Bound(tcp, New(4, 0), nil, nil)
+	ln := Bound(tcp, New(4, 0), nil)
 	defer ln.Close()
 	client, err := net.Dial("tcp", tcp.Addr().String())
 	if err != nil {

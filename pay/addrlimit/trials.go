@@ -1,11 +1,13 @@
 package addrlimit
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // Trials lets a few connections in past their address's share, each on
@@ -203,6 +205,14 @@ func (c *trialConn) Close() error {
 	}
 	t.mu.Unlock()
 	return c.Conn.Close()
+}
+
+// SyscallConn is the socket under the connection, as countedConn's is.
+func (c *trialConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 // refusalSentence is what an address past its share of connections is
