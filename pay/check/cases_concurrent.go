@@ -84,11 +84,27 @@ func stormRound(ctx context.Context, r *run) (Result, bool) {
 	close(start)
 	wg.Wait()
 	spread := slices.MaxFunc(sent, time.Time.Compare).Sub(slices.MinFunc(sent, time.Time.Compare))
+	// Two different successes for one key are two payments, whatever the
+	// others say: told at once (Config.OnSafety), not after the slowest.
 	answers := make([]answer, n)
+	var early sync.Mutex
+	successes, told := map[string]bool{}, false
 	for i, c := range conns {
 		wg.Go(func() {
 			hr, _, _ := r.newRequest(ctx, q)
-			answers[i] = c.read(r, hr)
+			a := c.read(r, hr)
+			answers[i] = a
+			if !a.ok() || a.bound != "" {
+				return
+			}
+			early.Lock()
+			successes[a.BodySHA256] = true
+			tell := len(successes) == 2 && !told
+			told = told || tell
+			early.Unlock()
+			if tell {
+				r.notice(fail(true, "%d requests released within %s: 2 different successful bodies for one key before the storm's last answer came: at least 2 payments", n, spread.Round(10*time.Microsecond)))
+			}
 		})
 	}
 	wg.Wait()

@@ -51,6 +51,9 @@ type run struct {
 	// key case 1 used before waiting -replay-after, for case 19.
 	policy *policyInfo
 	reuse  *reusedKey
+
+	// current is the case running, for notice.
+	current aCase
 }
 
 // Run runs the cases against cfg.URL and checks the history they make.
@@ -137,6 +140,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		r.bound, r.countErr, r.effectFail = "", "", false
+		r.current = c
 		start := time.Now()
 		res := c.run(ctx, r)
 		if err := r.stopped(); err != nil {
@@ -171,6 +175,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.sequences()
 	rep.Seconds = time.Since(r.t0).Seconds()
 	return rep, nil
+}
+
+// notice tells Config.OnSafety of a safety failure the running case is
+// sure of before it ends; its verdict comes through OnResult all the same.
+func (r *run) notice(res Result) {
+	if r.cfg.OnSafety != nil {
+		res.Case, res.Name = r.current.num, r.current.name
+		r.cfg.OnSafety(res)
+	}
 }
 
 // dial makes a connection to the endpoint: through Config.Dial when set.

@@ -101,6 +101,14 @@ type Config struct {
 	// OnResult, when set, is told each case's verdict as soon as it is
 	// known, before the run ends: a scoreboard shows a run in progress.
 	OnResult func(Result)
+	// OnSafety, when set, is told a safety failure the moment a case is
+	// sure of it, before the case ends: a storm's second payment for one
+	// key, while the rest of the storm is still to answer. A scoreboard
+	// shows it at once instead of after the slowest answer (a storm of 20
+	// waits for 20 charges). The case's verdict follows through OnResult
+	// and has the last word: it says more (the whole storm's tally), and
+	// should a later answer go past a bound the case is not decided.
+	OnSafety func(Result)
 }
 
 // DefaultBody is paytwice's own request body.

@@ -422,3 +422,48 @@ func TestRunLimitEndsARun(t *testing.T) {
 		t.Fatalf("the endpoint was asked %d time(s): the run ended before it was held", asked.Load())
 	}
 }
+
+// TestRunSafetyNoticeIsSettledByItsVerdict: a safety failure the checker
+// tells before its case ends turns the row red at once, without counting
+// a case; the case's verdict then has the last word: its fuller reason
+// replaces the notice's, and a case left undecided takes the red away. A
+// failure shown before the notice is never replaced.
+func TestRunSafetyNoticeIsSettledByItsVerdict(t *testing.T) {
+	storm := check.Result{Case: 4, Name: "storm of one key", Verdict: check.Fail, Safety: true,
+		Detail: "20 requests released within 40µs: 2 different successful bodies for one key before the storm's last answer came: at least 2 payments"}
+	t.Run("the verdict's reason replaces the notice's", func(t *testing.T) {
+		r := Run{State: Running, Done: 3, Passed: 3}
+		r.noticeSafety(storm)
+		if r.Done != 3 || !strings.HasPrefix(r.FirstSafety, "case 4, storm of one key: 20 requests") || r.FirstFailure != r.FirstSafety {
+			t.Fatalf("after the notice: %+v, want the row red and no case counted", r)
+		}
+		final := storm
+		final.Detail = "20 requests released within 40µs: 20×201; 20 different successful bodies for one key: 20 payments"
+		r.note(final)
+		want := "case 4, storm of one key: " + final.Detail
+		if r.Done != 4 || r.Failed != 1 || r.FirstSafety != want || r.FirstFailure != want {
+			t.Fatalf("after the verdict: %+v, want the case counted once and its own reason", r)
+		}
+		r.note(check.Result{Case: 5, Name: "while the first is running", Verdict: check.Fail, Safety: true, Detail: "both charged"})
+		if r.FirstSafety != want {
+			t.Fatalf("a later failure replaced the first: %q", r.FirstSafety)
+		}
+	})
+	t.Run("an undecided verdict takes the notice back", func(t *testing.T) {
+		r := Run{State: Running, Done: 3, Passed: 3}
+		r.noticeSafety(storm)
+		r.note(check.Result{Case: 4, Name: "storm of one key", Verdict: check.Skip, Detail: "not decided: an answer went past a bound"})
+		if r.FirstSafety != "" || r.FirstFailure != "" || r.Done != 4 || r.Failed != 0 {
+			t.Fatalf("%+v, want no failure shown", r)
+		}
+	})
+	t.Run("an earlier failure stays first", func(t *testing.T) {
+		r := Run{State: Running}
+		r.note(check.Result{Case: 1, Name: "replay", Verdict: check.Fail, Safety: true, Detail: "2 effects for one action"})
+		r.noticeSafety(storm)
+		r.note(storm)
+		if !strings.HasPrefix(r.FirstSafety, "case 1, replay") || !strings.HasPrefix(r.FirstFailure, "case 1, replay") || r.Done != 2 {
+			t.Fatalf("%+v, want case 1's failure first", r)
+		}
+	})
+}

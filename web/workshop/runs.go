@@ -32,6 +32,14 @@ type Run struct {
 	// Faults are the gateway's faults for everyone during the run.
 	Faults            sim.GatewayBaseFaults
 	Started, Finished time.Time
+
+	// early is the case whose safety failure the checker told before its
+	// verdict (noticeSafety), 0 for none; earlySafety and earlyFailure
+	// say FirstSafety and FirstFailure are that notice's, which the
+	// case's verdict replaces. Not kept: a run stopped halfway keeps the
+	// notice as it was shown.
+	early                     int
+	earlySafety, earlyFailure bool
 }
 
 // Ask queues a run of who's endpoint: one run per student at a time, in
@@ -178,6 +186,12 @@ func (w *Workshop) runOne(ctx context.Context, st *student, cfg check.Config) {
 		st.run.note(res)
 		w.changedLocked()
 	}
+	cfg.OnSafety = func(res check.Result) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		st.run.noticeSafety(res)
+		w.changedLocked()
+	}
 	rep, err := check.Run(ctx, cfg)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -234,8 +248,32 @@ func notAccepted(err error) string {
 	return "it answered a first good payment with no success, so it is not taking payments as the workshop's are sent (try paytwice check against it on your own computer)."
 }
 
+// noticeSafety shows a safety failure the checker is sure of before the
+// case's verdict: the row turns red while the case still reads its
+// slowest answers (a storm's), not after them.
+func (r *Run) noticeSafety(res check.Result) {
+	why := oneLine(fmt.Sprintf("case %d, %s: %s", res.Case, res.Name, res.Detail))
+	r.early = res.Case
+	if r.FirstSafety == "" {
+		r.FirstSafety, r.earlySafety = why, true
+	}
+	if r.FirstFailure == "" {
+		r.FirstFailure, r.earlyFailure = why, true
+	}
+}
+
 // note counts one case's verdict.
 func (r *Run) note(res check.Result) {
+	if r.early != 0 && r.early == res.Case {
+		// The verdict has the last word on what its case told early.
+		if r.earlySafety {
+			r.FirstSafety = ""
+		}
+		if r.earlyFailure {
+			r.FirstFailure = ""
+		}
+		r.early, r.earlySafety, r.earlyFailure = 0, false, false
+	}
 	r.Done++
 	switch res.Verdict {
 	case check.Pass:
