@@ -4,9 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+
+	"paytwice/web/room"
 )
 
 // TestVoteIsTheWholeClasss: two servers of one class (on PostgreSQL when
@@ -94,5 +99,89 @@ func TestVoteSurvivesARestart(t *testing.T) {
 	}
 	if st := p2.poll(); st.Answered != 2 || st.Mine != 0 {
 		t.Fatalf("after the change phone 2 sees %+v", st)
+	}
+}
+
+// TestVoteGradeSurvivesARestart: the class votes, the vote closes, and a
+// real burst of one key grades it; the server restarts before the reveal.
+// The restarted server still refuses answers to the closed vote, shows no
+// split until the reveal, and its reveal gives the split and the grade
+// the burst gave before the restart (the grade is room state, not the
+// narrator's memory), each phone's own answer kept.
+func TestVoteGradeSurvivesARestart(t *testing.T) {
+	r := newRestartable(t, Config{})
+	if code := r.call(http.MethodPut, "/api/lessons/current", `{"slug":"check-then-insert"}`, nil); code != http.StatusOK {
+		t.Fatalf("starting the chapter: %d", code)
+	}
+	var opened PollState
+	if code := r.call(http.MethodPost, "/api/poll/open", `{"question":0}`, &opened); code != http.StatusOK {
+		t.Fatalf("open: %d", code)
+	}
+	phones := []*phone{newPhone(t, r.URL()), newPhone(t, r.URL()), newPhone(t, r.URL())}
+	for i, choice := range []int{0, 1, 0} {
+		if s, body := phones[i].answer(opened.ID, choice); s != http.StatusOK {
+			t.Fatalf("phone %d: %d %s", i+1, s, body)
+		}
+	}
+	ref := fmt.Sprintf(`{"id":%d}`, opened.ID)
+	if code := r.call(http.MethodPost, "/api/poll/close", ref, nil); code != http.StatusOK {
+		t.Fatalf("close: %d", code)
+	}
+	// The chapter's burst: ten requests with one key at once.
+	key := uuid.NewString()
+	statuses := make([]string, 10)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range statuses {
+		wg.Go(func() {
+			<-start
+			req, err := http.NewRequest(http.MethodPost, r.URL()+"/v1/payments", strings.NewReader(`{"order_id":"R-1","amount_satang":700}`))
+			if err != nil {
+				statuses[i] = err.Error()
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", key)
+			res, err := apiClient.Do(req)
+			if err != nil {
+				statuses[i] = err.Error()
+				return
+			}
+			res.Body.Close()
+			statuses[i] = fmt.Sprintf("%d %s", res.StatusCode, res.Header.Get("Idempotent-Replayed"))
+		})
+	}
+	close(start)
+	wg.Wait()
+	var graded room.PollOutcome
+	deadline := time.After(waitUntilBound)
+	for {
+		cur, _, changed := r.srv.room.Watch()
+		if p := cur.Poll; p != nil && p.ID == opened.ID && p.Outcome != nil {
+			graded = *p.Outcome
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the vote was not graded; the burst got %v", statuses)
+		}
+	}
+	t.Logf("the burst got %v: graded choice %d (%s)", statuses, graded.Choice, graded.Said)
+
+	r.restart()
+	if s, body := phones[1].answer(opened.ID, 0); s != http.StatusBadRequest || !strings.Contains(string(body), "closed") {
+		t.Fatalf("an answer to the closed vote after the restart: %d %s", s, body)
+	}
+	if st := phones[0].poll(); st.ID != opened.ID || st.Answered != 3 || st.Mine != 0 || st.Split != nil || st.Outcome != nil {
+		t.Fatalf("after the restart, before the reveal, phone 1 sees %+v", st)
+	}
+	if code := r.call(http.MethodPost, "/api/poll/reveal", ref, nil); code != http.StatusOK {
+		t.Fatalf("reveal after the restart: %d", code)
+	}
+	st := phones[1].poll()
+	if st.Phase != "revealed" || fmt.Sprint(st.Split) != "[2 1]" || st.Mine != 1 || st.Outcome == nil ||
+		st.Outcome.Choice != graded.Choice || st.Outcome.Said != graded.Said {
+		t.Fatalf("revealed after the restart: %+v %+v, want the split [2 1] and the grade %d (%s)", st, st.Outcome, graded.Choice, graded.Said)
 	}
 }
