@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -197,7 +198,7 @@ func TestWorkshopStormShowsRedWhileTheRunGoesOn(t *testing.T) {
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
 		page := env.get("/workshop/-/scores")
 		if m := red.FindSubmatch(page.Body); m != nil {
-			seenAt, reason = time.Now(), string(m[1])
+			seenAt, reason = time.Now(), html.UnescapeString(string(m[1]))
 			break
 		}
 		if time.Now().After(deadline) {
