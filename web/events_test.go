@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,6 +102,47 @@ func (s *sseStream) nextFrame() sseEvent {
 	}
 }
 
+// openGzipStream opens a stream that asks for gzip, fails unless it is
+// answered in gzip, and reads it through a gzip reader.
+func openGzipStream(t *testing.T, env *testEnv, query string, header ...string) *sseStream {
+	t.Helper()
+	s := openStream(t, env, query, header...)
+	if ce := s.res.Header.Get("Content-Encoding"); ce != "gzip" {
+		t.Fatalf("Content-Encoding %q, want gzip", ce)
+	}
+	zr, err := gzip.NewReader(s.res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.r = bufio.NewReader(zr)
+	return s
+}
+
+// timelineRowStart finds the start of each timeline row in frames.
+var timelineRowStart = regexp.MustCompile(`<li id="(tl-[^"]+)"`)
+
+// paidOnRowOf says whether frames, the data of a stream's frames joined,
+// draw a timeline row for key and then the outcome "201 paid" on that row
+// (by the row's own id): only the request that made the row could.
+func paidOnRowOf(frames, key string) bool {
+	starts := timelineRowStart.FindAllStringSubmatchIndex(frames, -1)
+	for i, m := range starts {
+		end := len(frames)
+		if i+1 < len(starts) {
+			end = starts[i+1][0]
+		}
+		// A row's head, with its key, comes before anything of the next row.
+		if !strings.Contains(frames[m[0]:end], `<code title="`+key+`">`) {
+			continue
+		}
+		outcome := regexp.MustCompile(`id="` + regexp.QuoteMeta(frames[m[2]:m[3]]) + `-out"[^>]*><span[^>]*>201 paid</span>`)
+		if outcome.MatchString(frames[m[0]:]) {
+			return true
+		}
+	}
+	return false
+}
+
 // isRefresh says whether a frame starts with a refresh (the lab's numbers,
 // busy-mode totals). A refresh carries the id of the event frame before it,
 // by design, so it may repeat the last id a viewer saw: only frames of
@@ -141,64 +183,78 @@ func TestEventStream(t *testing.T) {
 	t.Run("with gzip, each payment's frames arrive as they are written", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		// Asked for explicitly, the transport leaves the body as it came.
-		a := openStream(t, env, "", "Accept-Encoding", "gzip")
-		b := openStream(t, env, "", "Accept-Encoding", "br;q=1.0, gzip;q=0.8")
-		for _, s := range []*sseStream{a, b} {
-			if ce := s.res.Header.Get("Content-Encoding"); ce != "gzip" {
-				t.Fatalf("Content-Encoding %q, want gzip", ce)
-			}
-			zr, err := gzip.NewReader(s.res.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.r = bufio.NewReader(zr)
-		}
+		a := openGzipStream(t, env, "", "Accept-Encoding", "gzip")
+		b := openGzipStream(t, env, "", "Accept-Encoding", "br;q=1.0, gzip;q=0.8")
 		// Each payment is read in full before the next is made: a
 		// compressor that held bytes back until its buffer filled would
-		// leave the reader waiting here (to the stream's bound).
+		// leave the reader waiting here (to the stream's bound). What is
+		// waited for only this payment draws: the row of its charge, and
+		// the outcome on its own timeline row, found by its key.
 		for i := range 3 {
 			key := fmt.Sprintf("k-%d", i)
-			env.pay(key, fmt.Sprintf(`{"order_id":"A-%d","amount_satang":100}`, i))
+			r := env.pay(key, fmt.Sprintf(`{"order_id":"A-%d","amount_satang":100}`, i))
+			charge, _ := r.JSON(t)["charge_id"].(string)
+			if r.Status != http.StatusCreated || charge == "" {
+				t.Fatalf("payment %d: %d %s", i, r.Status, r.Body)
+			}
 			for _, s := range []*sseStream{a, b} {
 				var all strings.Builder
-				for !strings.Contains(all.String(), `<code title="`+key+`">`) || !strings.Contains(all.String(), "201 paid") {
+				for !strings.Contains(all.String(), `id="c-`+charge+`"`) || !paidOnRowOf(all.String(), key) {
 					all.WriteString(s.nextFrame().Data)
 				}
 			}
 		}
 	})
 
-	t.Run("a reconnecting viewer resumes after Last-Event-ID, with nothing missed or repeated", func(t *testing.T) {
-		env := newTestEnv(t, Config{})
-		s := openStream(t, env, "?since="+live.EventID(env.Server.hub.Epoch(), 0))
-		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
-		var last uint64
-		for last < env.Server.hub.LastSeq() {
-			last = s.nextFrame().ID
+	for _, gz := range []bool{false, true} {
+		name := "a reconnecting viewer resumes after Last-Event-ID, with nothing missed or repeated"
+		open := func(t *testing.T, env *testEnv, query string, header ...string) *sseStream {
+			return openStream(t, env, query, append(header, "Accept-Encoding", "identity")...)
 		}
-		s.Close()
+		if gz {
+			name += ", in gzip"
+			open = func(t *testing.T, env *testEnv, query string, header ...string) *sseStream {
+				return openGzipStream(t, env, query, append(header, "Accept-Encoding", "gzip")...)
+			}
+		}
+		t.Run(name, func(t *testing.T) {
+			env := newTestEnv(t, Config{})
+			s := open(t, env, "?since="+live.EventID(env.Server.hub.Epoch(), 0))
+			env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
+			var last uint64
+			for last < env.Server.hub.LastSeq() {
+				last = s.nextFrame().ID
+			}
+			s.Close()
 
-		env.pay("k-2", `{"order_id":"A-2","amount_satang":200}`) // while disconnected
-		s2 := openStream(t, env, "?since="+live.EventID(env.Server.hub.Epoch(), 0), "Last-Event-ID", live.EventID(env.Server.hub.Epoch(), last))
-		// The frames it missed come one by one, or joined into one event
-		// when a wake carries them: either way the first starts with the
-		// next event and carries the missed request.
-		first := s2.nextFrame()
-		for i := 0; i < 100 && first.ID == last && isRefresh(first); i++ {
-			first = s2.nextFrame()
-		}
-		if first.ID <= last {
-			t.Fatalf("resumed at %d, after %d: a frame sent again", first.ID, last)
-		}
-		if !strings.Contains(first.Data, "A-2") {
-			t.Fatalf("the first frame after resuming is not the missed request: %s", first.Data)
-		}
-	})
+			env.pay("k-2", `{"order_id":"A-2","amount_satang":200}`) // while disconnected
+			s2 := open(t, env, "?since="+live.EventID(env.Server.hub.Epoch(), 0), "Last-Event-ID", live.EventID(env.Server.hub.Epoch(), last))
+			// The frames it missed come one by one, or joined into one event
+			// when a wake carries them: either way the first starts with the
+			// next event and carries the missed request.
+			first := s2.nextFrame()
+			for i := 0; i < 100 && first.ID == last && isRefresh(first); i++ {
+				first = s2.nextFrame()
+			}
+			if first.ID <= last {
+				t.Fatalf("resumed at %d, after %d: a frame sent again", first.ID, last)
+			}
+			if !strings.Contains(first.Data, "A-2") {
+				t.Fatalf("the first frame after resuming is not the missed request: %s", first.Data)
+			}
+			// And the stream goes on past the frames it caught up on.
+			env.pay("k-3", `{"order_id":"A-3","amount_satang":300}`)
+			var all strings.Builder
+			for !paidOnRowOf(all.String(), "k-3") {
+				all.WriteString(s2.nextFrame().Data)
+			}
+		})
+	}
 
 	t.Run("a viewer from before a restart gets one frame that redraws every panel", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		env.pay("k-1", `{"order_id":"A-1","amount_satang":100}`)
-		s := openStream(t, env, "", "Last-Event-ID", "999999")
+		s := openGzipStream(t, env, "", "Last-Event-ID", "999999", "Accept-Encoding", "gzip")
 		f := s.nextFrame()
 		for _, want := range []string{`id="timeline"`, `id="keys-body"`, `id="charges-body"`, `id="counters"`, `id="fault-fields"`} {
 			if !strings.Contains(f.Data, want) {
