@@ -13,10 +13,17 @@ import (
 // request: it is answered as a healthy one is, charged once, and no
 // sweeper, on its server or another, takes its key while it is held.
 func TestStepModeTurnedOnAfterTheClaim(t *testing.T) {
-	const lockTimeout, gatewayTimeout = time.Second, 300 * time.Millisecond
+	waitsOnRealClocks(t)
+	// The work's time-out runs from the claim while the request is not
+	// held: through the delay, the turning on of step mode, and (held
+	// after the gateway) the call to the gateway. It is generous, so that
+	// on a loaded machine the request reaches its hold before it; the
+	// request is then held past it, and past the lock timeout.
+	const lockTimeout, gatewayTimeout = 6 * time.Second, 5 * time.Second
 	path := []string{"before the gateway", "gateway answered"}
 	for i, at := range path {
 		t.Run("held at "+at, func(t *testing.T) {
+			waitsOnRealClocks(t)
 			c := newClass(t)
 			var envs []*testEnv
 			for _, name := range []string{"s1", "s2"} {
