@@ -48,33 +48,40 @@ func TestAPageMovedHereShowsWhatAPageThatNeverLeftShows(t *testing.T) {
 	}
 	fromElsewhere := func(place live.Place) string { return live.PlacedEventID(otherServerEpoch, 40, place) }
 
-	t.Run("a Watch for tick made before its place has the page ask for the lesson", func(t *testing.T) {
-		b := movedBoard(t, nil)
-		at := placeAt(b, 1, paymentEvents(0))
-		// This server's narrator ticks an item: a frame with no place of
-		// its own, made after the page's place.
-		b.hub.Publish(live.Event{Kind: lesson.WatchKind})
-		b.caughtUp(t)
-		s := b.open(t, "Last-Event-ID", fromElsewhere(at))
-		placeAt(b, 2, paymentEvents(1))
-		asked := false
-		for {
-			_, data, _, err := s.next()
-			if err != nil {
-				t.Fatal(err)
+	for _, own := range []struct {
+		what string
+		kind live.Kind
+	}{{"a Watch for tick", lesson.WatchKind}, {"a change of the vote", lesson.PollKind}} {
+		t.Run(own.what+" made before its place has the page ask for the lesson and the vote", func(t *testing.T) {
+			// The vote's change marks the room as the server's wiring
+			// says (web/room.go's changesRoom).
+			b := movedBoard(t, func(c *Config) { c.RoomChanged = func(e live.Event) bool { return e.Kind == lesson.PollKind } })
+			at := placeAt(b, 1, paymentEvents(0))
+			// This server publishes it for itself: a frame with no place of
+			// its own, made after the page's place.
+			b.hub.Publish(live.Event{Kind: own.kind})
+			b.caughtUp(t)
+			s := b.open(t, "Last-Event-ID", fromElsewhere(at))
+			placeAt(b, 2, paymentEvents(1))
+			asked := false
+			for {
+				_, data, _, err := s.next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(data, "<!--resync-->") {
+					t.Fatalf("the page was drawn whole, not resumed: %.200s", data)
+				}
+				asked = asked || strings.Contains(data, "<!--room-->")
+				if strings.Contains(data, `data-order="B-1"`) {
+					break
+				}
 			}
-			if strings.Contains(data, "<!--resync-->") {
-				t.Fatalf("the page was drawn whole, not resumed: %.200s", data)
+			if !asked {
+				t.Fatalf("the page moved here was never told to ask for the lesson and the vote: %s made before its place is lost to it", own.what)
 			}
-			asked = asked || strings.Contains(data, "<!--room-->")
-			if strings.Contains(data, `data-order="B-1"`) {
-				break
-			}
-		}
-		if !asked {
-			t.Fatal("the page moved here was never told to ask for the lesson: the Watch for tick made before its place is lost to it")
-		}
-	})
+		})
+	}
 
 	t.Run("a busy board draws the page whole, with its busy row", func(t *testing.T) {
 		wall := newHeldWall()
