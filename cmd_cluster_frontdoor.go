@@ -168,7 +168,7 @@ func newFrontDoor(servers []*child, mark string, stderr io.Writer) *frontDoor {
 		ModifyResponse: func(res *http.Response) error {
 			// A server closes the connection after each checkout payment so
 			// that the browser sends the next attempt on a fresh one
-			// (web/payments.go, freshConnectionPerPayment): Connection is a
+			// (web/page_attempts.go, freshConnectionPerPayment): Connection is a
 			// hop-by-hop header the proxy drops, so say it again for the
 			// browser's connection to this door.
 			if res.Close {

@@ -167,7 +167,7 @@ func TestFrontDoor(t *testing.T) {
 
 	t.Run("a server's Connection: close reaches the client", func(t *testing.T) {
 		// The checkout page's payments each need a connection of their own
-		// (web/payments.go): the door must close the client's as the
+		// (web/page_attempts.go): the door must close the client's as the
 		// server closed its own.
 		u := serve(backend("s1"))
 		client := &http.Client{Transport: &http.Transport{}}

@@ -206,6 +206,15 @@ func writeSaved(c echo.Context, status int, body []byte, replayed bool) error {
 	return c.Blob(status, contentTypeFor(status), body)
 }
 
+// contentTypeFor is the media type of a saved answer with status: a
+// problem for an error, the payment's JSON otherwise.
+func contentTypeFor(status int) string {
+	if status >= 400 {
+		return "application/problem+json"
+	}
+	return echo.MIMEApplicationJSON
+}
+
 // writeConflict sends the 409 for a key whose first request has not
 // finished. While that request runs, a retry in a second may find its
 // answer. When it is no longer running (it crashed, or its gateway never
