@@ -41,7 +41,7 @@ type boardHandlers struct {
 	streamsEnded *atomic.Bool
 	// stepper lets the presenter, and the student holding the step bar
 	// of a puzzle, step held requests (stepperOnly); puzzle counts the
-	// steps taken on the puzzle's order (puzzle.go).
+	// steps taken on the puzzle's order (puzzle_steps.go).
 	stepper echo.MiddlewareFunc
 	puzzle  puzzleSteps
 }

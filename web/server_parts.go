@@ -96,7 +96,7 @@ type teachingParts struct {
 	// chapter's "Watch for" items (web/room/lesson).
 	lessons   lesson.Book
 	narration *lesson.Narrator
-	// judge solves the scheduler's puzzle from the books (puzzle.go).
+	// judge solves the scheduler's puzzle from the books (puzzle_judge.go).
 	judge *puzzleJudge
 }
 
