@@ -47,14 +47,7 @@ func (p *Board) load(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		p.logf("live: loading keys: %v", err)
 	}
-	recent, err := p.cfg.Store.RecentCharges(ctx, 5000)
-	if err != nil && ctx.Err() == nil {
-		p.logf("live: loading charges: %v", err)
-	}
-	total, err := p.cfg.Store.CountCharges(ctx)
-	if err != nil && ctx.Err() == nil {
-		p.logf("live: counting charges: %v", err)
-	}
+	recent, total := p.loadCharges(ctx)
 	// The lab's unguarded charges are charges too: the events drew them
 	// as such, and a board loaded again (a restart, a gap) counts them as
 	// the one that saw them happen did, or it would state fewer charges
@@ -95,6 +88,48 @@ func (p *Board) load(ctx context.Context) {
 	}
 	p.counters.Charges = total
 	p.faults = faults
+}
+
+// loadChargeTries bounds the reads of loadCharges while charges keep
+// being made under it.
+const loadChargeTries = 4
+
+// loadCharges reads the newest charges and the count of all of them as
+// one state of the books. The two are separate reads: a charge made
+// between them would be in the count and not among the charges loaded,
+// and its event, arriving after the load, would count it a second time.
+// So the count is read before and after the charges, and the three reads
+// are taken again (a few times at most) until the count did not move
+// under them; only charges are added between two resets, so an unchanged
+// count means the charges read are the ones counted.
+func (p *Board) loadCharges(ctx context.Context) (recent []pay.Charge, total int) {
+	for range loadChargeTries {
+		before, err := p.cfg.Store.CountCharges(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.logf("live: counting charges: %v", err)
+			}
+			return recent, total
+		}
+		recent, err = p.cfg.Store.RecentCharges(ctx, 5000)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.logf("live: loading charges: %v", err)
+			}
+			return nil, before
+		}
+		total, err = p.cfg.Store.CountCharges(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.logf("live: counting charges: %v", err)
+			}
+			return recent, before
+		}
+		if total == before {
+			return recent, total
+		}
+	}
+	return recent, total
 }
 
 // currentSwitches reads every switch for the panel.
