@@ -31,6 +31,10 @@ func stepServers(t *testing.T, n int) ([]*stepEnv, *class) {
 	for _, env := range envs {
 		st := env.Server.payments.steps
 		st.After = func(time.Duration) <-chan time.Time { return nil }
+		// A step sent to another server waits for its event to come back
+		// through the database: on a loaded machine under the race
+		// detector that took longer than the 5 s a presenter is given.
+		st.ForwardWait = 30 * time.Second
 		waitUntil(t, "the step commands to be listened to", st.Listening)
 		out = append(out, &stepEnv{testEnv: env, sub: env.Server.hub.Subscribe(env.Server.hub.LastSeq())})
 	}
@@ -226,6 +230,7 @@ func TestStepModeAcrossServers(t *testing.T) {
 	})
 	t.Run("Next for a request no server holds is a 404, within the bound", func(t *testing.T) {
 		s, _ := stepServers(t, 2)
+		s[0].Server.payments.steps.ForwardWait = 0 // the presenter's bound
 		s[0].step("/api/step", `{"on":true}`, http.StatusOK)
 		s[0].step("/api/step/next", "", http.StatusNotFound)
 		s[0].step("/api/step/next", request("rq_nowhere"), http.StatusNotFound)
@@ -320,6 +325,10 @@ func TestEveryServerListsExactlyWhatIsHeld(t *testing.T) {
 	for _, env := range envs {
 		st := env.Server.payments.steps
 		st.After = func(time.Duration) <-chan time.Time { return nil }
+		// A step sent to another server waits for its event to come back
+		// through the database: on a loaded machine under the race
+		// detector that took longer than the 5 s a presenter is given.
+		st.ForwardWait = 30 * time.Second
 		st.Max = 150
 		waitUntil(t, "the step commands to be listened to", st.Listening)
 		s = append(s, &stepEnv{testEnv: env, sub: env.Server.hub.Subscribe(env.Server.hub.LastSeq())})

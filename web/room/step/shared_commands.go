@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"paytwice/pay"
 	"paytwice/web/live"
@@ -75,13 +76,13 @@ func (st *Stepper) PlayAll(ctx context.Context) int {
 
 // forward sends cmd to the other servers and waits until the request it
 // names shows the event want (the holder acted), a refusal comes back, or
-// stepForwardWait passes: then no server holds the request any more, and
+// the forward wait passes: then no server holds the request any more, and
 // this server's pages stop listing it.
 func (st *Stepper) forward(ctx context.Context, cmd stepCommand, want live.Kind) error {
 	// A refusal ends the wait, not the sending: it can come back from
 	// the holder before the database has answered the NOTIFY that carried
 	// the command, and must not make that NOTIFY look failed.
-	wait, stopWaiting := context.WithTimeout(ctx, stepForwardWait)
+	wait, stopWaiting := context.WithTimeout(ctx, st.forwardWait())
 	defer stopWaiting()
 	var refused error
 	var once sync.Once
@@ -106,7 +107,7 @@ func (st *Stepper) forward(ctx context.Context, cmd stepCommand, want live.Kind)
 			}
 			st.forget(cmd.Request)
 			return pay.Errorf(pay.ENOTFOUND, "No server let the request %q go within %s: it is not held at a checkpoint (it may be running between two, or finished, or its server stopped).",
-				pay.Truncate(cmd.Request, 40), stepForwardWait)
+				pay.Truncate(cmd.Request, 40), st.forwardWait())
 		}
 		for _, e := range entries {
 			if e.Request == cmd.Request && e.Kind == want {
@@ -116,11 +117,20 @@ func (st *Stepper) forward(ctx context.Context, cmd stepCommand, want live.Kind)
 	}
 }
 
+// forwardWait is how long a command sent to the other servers waits for
+// them to act.
+func (st *Stepper) forwardWait() time.Duration {
+	if st.ForwardWait > 0 {
+		return st.ForwardWait
+	}
+	return stepForwardWait
+}
+
 // broadcast sends cmd to every other server and waits, for
-// stepForwardWait at most, until each request of ids has resumed; it
+// the forward wait at most, until each request of ids has resumed; it
 // returns how many did.
 func (st *Stepper) broadcast(ctx context.Context, cmd stepCommand, ids []string) int {
-	ctx, cancel := context.WithTimeout(ctx, stepForwardWait)
+	ctx, cancel := context.WithTimeout(ctx, st.forwardWait())
 	defer cancel()
 	cmd.ID = pay.NewID("sc_")
 	sub, err := st.send(ctx, cmd, nil)

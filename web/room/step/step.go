@@ -190,6 +190,10 @@ type Stepper struct {
 	// replace to renew at will (or never again, as a server that died).
 	lease time.Duration
 	Every func(time.Duration) (<-chan time.Time, func())
+	// ForwardWait bounds a command sent to the other servers
+	// (stepForwardWait when zero); tests on a loaded machine give it
+	// more, before the first command.
+	ForwardWait time.Duration
 	// ticker starts the tickers of the announcements and of the watch on
 	// the other servers (shared_list.go), and wallNow is the real time that
 	// ages the other servers' rows; tests replace both before
