@@ -317,9 +317,18 @@ func concurrentGuesses(t *testing.T, c *class, servers int) {
 		count[s]++
 	}
 	t.Logf("%d wrong guesses over %d servers: %v", guesses-1, servers, count)
-	if count[http.StatusForbidden] != guessBurst || count[http.StatusTooManyRequests] != guesses-1-guessBurst {
-		t.Fatalf("%d wrong tokens compared (403) and %d refused unlooked (429); want exactly %d compared, the rest 429",
-			count[http.StatusForbidden], count[http.StatusTooManyRequests], guessBurst)
+	// On PostgreSQL a guess waits a second at most for its address's row
+	// (guessLockWait): on a loaded machine one may be refused unlooked
+	// with a 503, which compares nothing. Every other guess is compared
+	// (403) until the tries are spent, and refused unlooked (429) after.
+	compared, refused, unread := count[http.StatusForbidden], count[http.StatusTooManyRequests], count[http.StatusServiceUnavailable]
+	if compared+refused+unread != guesses-1 {
+		t.Fatalf("answers %v: want only 403, 429 and 503", count)
+	}
+	// A 503 spends no try: the tries go to the guesses that were read.
+	if want := min(guessBurst, guesses-1-unread); compared != want {
+		t.Fatalf("%d wrong tokens compared (403), %d refused unlooked (429), %d unread (503); want exactly %d compared, the rest 429",
+			compared, refused, unread, want)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +28,8 @@ type shopWorld struct {
 	client *http.Client
 	// waited is the time the shop spent waiting, on the server's clock.
 	waited time.Duration
+	// lookedUp, when set, is called after each look-up's answer.
+	lookedUp func(shopLookup)
 }
 
 // wait lets d pass: every payment the server has in flight ends first (a
@@ -91,6 +94,9 @@ func (w *shopWorld) lookUp(t *testing.T, order string) shopLookup {
 			t.Fatalf("pending look-up of %s: Retry-After %q, retry_after_seconds %d", order, r.Header.Get("Retry-After"), l.RetryAfterSeconds)
 		}
 		l.retryAfter = time.Duration(secs) * time.Second
+	}
+	if w.lookedUp != nil {
+		w.lookedUp(l)
 	}
 	return l
 }
@@ -195,6 +201,14 @@ func TestShopFollowingTheLookupNeverPaysTwice(t *testing.T) {
 			went := map[string]int{}
 			for i := range orders {
 				order := fmt.Sprintf("S-%03d", i)
+				if c.timeout != 0 {
+					// The delay outlasts the shop's time-out and its first
+					// look-up, however slow the machine: it ends once the
+					// shop has been answered.
+					var once sync.Once
+					release := e.holdServerDelay()
+					w.lookedUp = func(shopLookup) { once.Do(release) }
+				}
 				e.setFaults(c.faults)
 				for _, s := range w.checkout(t, order, func() { e.setFaults(`{}`) }) {
 					went[s]++

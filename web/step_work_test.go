@@ -96,9 +96,15 @@ func TestStepModeTurnedOnAfterTheClaim(t *testing.T) {
 func TestAHeldKeyIsFreeALockTimeoutAfterItsServerStopsRenewing(t *testing.T) {
 	waitsOnRealClocks(t)
 	c := newClass(t)
-	lockTimeout := 600 * time.Millisecond
+	// The file's clock is the real one moved on by the offsets pass adds,
+	// so real time passes between a renewal and the sweep after it too:
+	// on a loaded machine under the race detector, hundreds of
+	// milliseconds. The lock timeout leaves room for that; on SQLite a
+	// long one costs nothing (pass moves the offset), on PostgreSQL the
+	// test waits it out on the database's clock.
+	lockTimeout := 10 * time.Second
 	if c.url != "" {
-		lockTimeout = 2 * time.Second // a sweep follows a renewal well within it
+		lockTimeout = 4 * time.Second
 	}
 	cfg := Config{LockTimeout: lockTimeout, GatewayTimeout: lockTimeout / 2}
 	cfg.Name = "s1"
