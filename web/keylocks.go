@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// keyLocks is the lab's "lock in memory" (lab_naive.go, payMemoryLock): a
+// keyLocks is the lab's "lock in memory" (lab_memory_lock.go, payMemoryLock): a
 // mutex per (scope, key), held in this process's memory. It is what an
 // application reaches for when it knows two requests must not run one key
 // at once, and it works, but only among the requests that share this
