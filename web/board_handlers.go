@@ -164,10 +164,10 @@ func (h boardHandlers) stepRelease(c echo.Context, toEnd bool) error {
 		return err
 	}
 	h.closeVote(ctx)
-	undo := h.puzzle.count(ctx, id)
+	// The server that holds the request counts the puzzle's step
+	// (countHeldStep): this one may not list it yet.
 	released, err := h.steps.Release(ctx, id, toEnd)
 	if err != nil {
-		undo()
 		return err
 	}
 	out := h.steps.State()

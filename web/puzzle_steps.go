@@ -93,10 +93,11 @@ func (ps puzzleSteps) target(r *http.Request, id string) (string, error) {
 	return id, nil
 }
 
-// count counts a step on the held request id for the puzzle under way,
-// if id is one of its order's, before the step runs: the charge the step
-// makes then finds it counted. undo takes it back when nothing was let
-// go.
+// count counts Play as one step for the puzzle under way, if one of ids
+// is one of its order's held requests, before the step runs: the charge
+// the step makes then finds it counted. undo takes it back when nothing
+// was let go. Next and Finish are counted by the server that holds the
+// request (countHeldStep).
 func (ps puzzleSteps) count(ctx context.Context, ids ...string) (undo func()) {
 	st := ps.room.Load()
 	p, ok := st.CurrentPuzzle()
@@ -130,6 +131,36 @@ func (ps puzzleSteps) count(ctx context.Context, ids ...string) (undo func()) {
 			}
 			return nil
 		})
+	}
+}
+
+// countHeldStep counts a step on the puzzle under way when the held
+// request r, about to be stepped on by the server that holds it, is one
+// of its order's (step.Config.CountStep). The room's own state decides,
+// in the edit: this server's copy may not show a puzzle the presenter
+// has just started elsewhere. undo takes the count back when nothing was
+// let go.
+func countHeldStep(rm *room.Room[room.State]) func(ctx context.Context, r step.HeldRequest) (undo func()) {
+	return func(ctx context.Context, r step.HeldRequest) func() {
+		var id uint64
+		if _, _, err := rm.Change(ctx, func(s *room.State) error {
+			p, ok := s.CurrentPuzzle()
+			if !ok || p.Scope != r.Scope || p.OrderID != r.OrderID || !s.CountStep(p.ID) {
+				return errNoCount
+			}
+			id = p.ID
+			return nil
+		}); err != nil {
+			return func() {}
+		}
+		return func() {
+			_, _, _ = rm.Change(context.WithoutCancel(ctx), func(s *room.State) error {
+				if !s.UncountStep(id) {
+					return errNoCount
+				}
+				return nil
+			})
+		}
 	}
 }
 

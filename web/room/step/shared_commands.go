@@ -32,7 +32,7 @@ func (st *Stepper) Release(ctx context.Context, id string, toEnd bool) (string, 
 	if err != nil {
 		return "", err
 	}
-	released, err := st.Next(id, toEnd)
+	released, err := st.stepHeld(ctx, id, toEnd)
 	if !st.shared() || pay.ErrorCode(err) != pay.ENOTFOUND {
 		return released, err
 	}
@@ -44,6 +44,31 @@ func (st *Stepper) Release(ctx context.Context, id string, toEnd bool) (string, 
 		return "", err
 	}
 	return id, nil
+}
+
+// stepHeld is Next (or Finish) of the request id held here, counted
+// first (Config.CountStep): the step the count is for is the one about to
+// happen, and the charge it makes must find it counted.
+func (st *Stepper) stepHeld(ctx context.Context, id string, toEnd bool) (string, error) {
+	if st.cfg.CountStep == nil {
+		return st.Next(id, toEnd)
+	}
+	st.mu.Lock()
+	h, err := st.find(id)
+	var row HeldRequest
+	if err == nil {
+		row = st.rowLocked(h)
+	}
+	st.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	undo := st.cfg.CountStep(ctx, row)
+	released, err := st.Next(row.Request, toEnd)
+	if err != nil {
+		undo() // it went on its own meanwhile (time limit, client gone)
+	}
+	return released, err
 }
 
 // AimAny aims fault at the request id, or the oldest held, wherever it
@@ -209,6 +234,18 @@ func (st *Stepper) Command(payload string) {
 	var err error
 	switch cmd.Op {
 	case stepOpNext, stepOpFinish:
+		if st.cfg.CountStep != nil {
+			// Counting writes to the room, off the listener's goroutine
+			// (the relay's, maybe): the command's answer is the resumed
+			// event, which comes when it is done.
+			st.commands.replies.Go(func() {
+				ctx, cancel := context.WithTimeout(st.ctx, st.forwardWait())
+				defer cancel()
+				_, err := st.stepHeld(ctx, cmd.Request, cmd.Op == stepOpFinish)
+				st.refuse(cmd, err)
+			})
+			return
+		}
 		_, err = st.Next(cmd.Request, cmd.Op == stepOpFinish)
 	case stepOpPlay:
 		st.Play()
@@ -226,9 +263,17 @@ func (st *Stepper) Command(payload string) {
 			c.mu.Unlock()
 		}
 	}
+	st.refuse(cmd, err)
+}
+
+// refuse tells the server that sent cmd that this one refused it with
+// err, unless err is nil or says the request is not held here (another
+// server may hold it).
+func (st *Stepper) refuse(cmd stepCommand, err error) {
 	if err == nil || pay.ErrorCode(err) == pay.ENOTFOUND {
 		return
 	}
+	me := st.cfg.Room.ID()
 	b, _ := json.Marshal(stepCommand{From: me, ID: cmd.ID, Op: stepOpRefused, To: cmd.From,
 		Code: pay.ErrorCode(err), Detail: pay.ErrorMessage(err)})
 	st.commands.replies.Go(func() {

@@ -160,6 +160,15 @@ type Config struct {
 	Hub   *live.Hub
 	Now   func() time.Time
 	Logf  func(format string, args ...any)
+	// CountStep, when set, counts a step on the held request r (the
+	// puzzle's count) on the server that holds it, just before Next or
+	// Finish lets it go, and returns how to take the count back if it was
+	// not let go after all. It is counted here rather than by the server
+	// that received the action: that server's copy of the others' held
+	// lists can briefly miss the request (an announcement built before
+	// the hold arriving after its event), and only the holder knows for
+	// sure which order a held request pays.
+	CountStep func(ctx context.Context, r HeldRequest) (undo func())
 }
 
 // MaxHeld bounds the requests one server holds: each is a row of the step
