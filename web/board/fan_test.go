@@ -38,8 +38,16 @@ func TestAPageThatStopsReadingHoldsUpNoOther(t *testing.T) {
 		pages = append(pages, b.open(t))
 	}
 	waitUntil(t, "the pages to be open", func() bool { return b.Viewers() == readers+1 })
+	// attached counts the pages the fan writer writes. The writer holds
+	// its lock while it writes: one that waited on a page would hold it
+	// for good, so it is taken within a bound.
 	attached := func() int {
-		b.fan.mu.Lock()
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Minute); !b.fan.mu.TryLock(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the fan writer was busy for 2 minutes: its writes wait for a page")
+			}
+		}
 		defer b.fan.mu.Unlock()
 		return len(b.fan.pages)
 	}
