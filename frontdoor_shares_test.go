@@ -274,20 +274,43 @@ func holdPathFrom(t *testing.T, b *shareBackend, addr string, held *sync.WaitGro
 	t.Helper()
 	c := dialFrom(t, ip, addr)
 	held.Add(1)
+	// answered is what the door said, if it answered before a server had
+	// the request: a refusal, which the test reads at once.
+	answered := make(chan string, 1)
 	go func() {
 		defer held.Done()
 		_, _ = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: room\r\n"+strings.Join(header, "")+"\r\n")
 		_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
-		if res, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
-			res.Body.Close()
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			answered <- err.Error()
+			return
 		}
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 1024))
+		res.Body.Close()
+		answered <- res.Status + " " + string(body)
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	select {
 	case <-b.arrived:
+	case a := <-answered:
+		t.Fatalf("a held request from %s (%q) was answered before it reached a server: %s", ip, header, a)
 	case <-ctx.Done():
 		t.Fatalf("a held request from %s (%q) did not reach a server in 30 s", ip, header)
+	}
+}
+
+// waitPlacesBack waits until the door counts no request in flight from
+// ip: it gives a place back just after its answer is written, so a
+// client can read the answer a moment before.
+func waitPlacesBack(t *testing.T, door *frontDoor, ip string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); door.inFlight.Held(ip) != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s, the door still counts %d requests in flight from %s, all answered", door.inFlight.Held(ip), ip)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -405,6 +428,7 @@ func TestTheFrontDoorGivesTheReserveOnlyToATokenAServerRecognised(t *testing.T) 
 	if !door.tokens.has("right") {
 		t.Fatal("the token a server recognised is not kept")
 	}
+	waitPlacesBack(t, door, class)
 	var held sync.WaitGroup
 	defer func() { close(b.release); held.Wait() }()
 	// The students fill the address's share, some of them with tokens of
