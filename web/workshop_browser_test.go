@@ -89,5 +89,9 @@ func liveWaitAcross(t *testing.T, ctx context.Context, what string, timeout time
 		last = err
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("waiting for %s (%s): not true after %s (%v)", what, cond, timeout, last)
+	// What the page is, to tell a refused form (an error page) from a
+	// scoreboard that did not change.
+	at, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
+	text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.body ? document.body.innerText : "").slice(0, 1500)`))
+	t.Fatalf("waiting for %s (%s): not true after %s (%v)\npage %s:\n%s", what, cond, timeout, last, at, text)
 }
