@@ -173,7 +173,11 @@ func (u *update) add(ops ...templ.Component) {
 // rowFor finds the event's row, or starts one (at the top) if it has none.
 func (u *update) rowFor(title string) *views.TimelineRow {
 	p, e := u.p, u.e
-	id := "tl-ev" + strconv.FormatUint(e.Seq, 10)
+	// An event without a request (a reset, a switch, a sweep) is named by
+	// its number in this server's life: a page that moves to another
+	// server of the room keeps the rows the first one drew, and the same
+	// number there is another event.
+	id := "tl-ev" + p.cfg.Hub.Epoch() + "-" + strconv.FormatUint(e.Seq, 10)
 	if e.Request != "" {
 		id = "tl-" + e.Request
 		for _, r := range p.rows {
