@@ -157,7 +157,7 @@ const busyRowPrefix = "tl-busy-"
 // enterBusy starts busy mode: a row says so, and from now on only the
 // counters are refreshed, twice a second.
 func (p *Board) enterBusy(e live.Event, now time.Time) []templ.Component {
-	p.busy = &views.TimelineRow{ID: busyRowPrefix + strconv.FormatUint(e.Seq, 10), Time: e.Time, Title: "Busy"}
+	p.busy = &views.TimelineRow{ID: p.eventRowID(busyRowPrefix, e.Seq), Time: e.Time, Title: "Busy"}
 	p.busyReqs, p.busySince = 0, now
 	p.busyFlag.Store(true)
 	select {
@@ -165,13 +165,7 @@ func (p *Board) enterBusy(e live.Event, now time.Time) []templ.Component {
 	default: // the ticker is already woken
 	}
 	p.busyText(now)
-	p.rows = append([]*views.TimelineRow{p.busy}, p.rows...)
-	ops := []templ.Component{views.FrameNewRow(*p.busy)}
-	if len(p.rows) > liveRows {
-		old := p.rows[len(p.rows)-1]
-		p.rows = p.rows[:len(p.rows)-1]
-		ops = append(ops, views.FrameDelete(old.ID))
-	}
+	ops := p.pushRow(p.busy)
 	ops = append(ops, views.CountersView(p.countersDrawnLocked(), true))
 	return ops
 }

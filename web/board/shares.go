@@ -177,7 +177,7 @@ func (p *Board) newMutedRow(e live.Event, key string) (*mutedRow, []templ.Compon
 		p.forgetMutedRows()
 	}
 	sum := sha256.Sum256([]byte(key))
-	r := &mutedRow{n: 1, row: &views.TimelineRow{ID: "tl-share-" + hex.EncodeToString(sum[:6]) + "-" + strconv.FormatUint(e.Seq, 10),
+	r := &mutedRow{n: 1, row: &views.TimelineRow{ID: p.eventRowID("tl-share-"+hex.EncodeToString(sum[:6])+"-", e.Seq),
 		Time: e.Time, Title: "One caller, too fast", Scope: e.Scope}}
 	if strings.HasPrefix(key, addressRow) {
 		// Many callers: hiding "the student" of this row means the
@@ -187,14 +187,7 @@ func (p *Board) newMutedRow(e live.Event, key string) (*mutedRow, []templ.Compon
 	}
 	s.rows[key] = r
 	p.mutedText(r)
-	p.rows = append([]*views.TimelineRow{r.row}, p.rows...)
-	ops := []templ.Component{views.FrameNewRow(*r.row)}
-	if len(p.rows) > liveRows {
-		old := p.rows[len(p.rows)-1]
-		p.rows = p.rows[:len(p.rows)-1]
-		ops = append(ops, views.FrameDelete(old.ID))
-	}
-	return r, ops
+	return r, p.pushRow(r.row)
 }
 
 // drawHeld draws what the muted events of the row of key changed since

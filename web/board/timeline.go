@@ -173,11 +173,7 @@ func (u *update) add(ops ...templ.Component) {
 // rowFor finds the event's row, or starts one (at the top) if it has none.
 func (u *update) rowFor(title string) *views.TimelineRow {
 	p, e := u.p, u.e
-	// An event without a request (a reset, a switch, a sweep) is named by
-	// its number in this server's life: a page that moves to another
-	// server of the room keeps the rows the first one drew, and the same
-	// number there is another event.
-	id := "tl-ev" + p.cfg.Hub.Epoch() + "-" + strconv.FormatUint(e.Seq, 10)
+	id := p.eventRowID("tl-ev", e.Seq)
 	if e.Request != "" {
 		id = "tl-" + e.Request
 		for _, r := range p.rows {
@@ -190,14 +186,29 @@ func (u *update) rowFor(title string) *views.TimelineRow {
 	if u.quiet || u.hidden {
 		return r // busy or hidden: not drawn, not kept
 	}
+	u.add(p.pushRow(r)...)
+	return r
+}
+
+// eventRowID names the timeline row of event seq of this server's life,
+// an event that is not a request's: a page that moves to another server
+// of the room keeps the rows the first one drew, and the same number
+// there is another event.
+func (p *Board) eventRowID(prefix string, seq uint64) string {
+	return prefix + p.cfg.Hub.Epoch() + "-" + strconv.FormatUint(seq, 10)
+}
+
+// pushRow puts r at the top of the timeline and returns its frames: the
+// new row, and the oldest row's delete when the timeline was full.
+func (p *Board) pushRow(r *views.TimelineRow) []templ.Component {
 	p.rows = append([]*views.TimelineRow{r}, p.rows...)
-	u.add(views.FrameNewRow(*r))
+	ops := []templ.Component{views.FrameNewRow(*r)}
 	if len(p.rows) > liveRows {
 		old := p.rows[len(p.rows)-1]
 		p.rows = p.rows[:len(p.rows)-1]
-		u.add(views.FrameDelete(old.ID))
+		ops = append(ops, views.FrameDelete(old.ID))
 	}
-	return r
+	return ops
 }
 
 // step appends an arrow to the row.
