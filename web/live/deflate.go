@@ -49,8 +49,10 @@ func Deflate(b []byte) []byte {
 // AcceptsGzip says whether r's Accept-Encoding takes gzip (RFC 9110,
 // 12.5.3): gzip named with a weight above 0, or, gzip not named, the
 // wildcard "*" with a weight above 0. "gzip;q=0" refuses it whatever the
-// wildcard says; a coding named twice counts as first named. Every
-// browser's EventSource names gzip.
+// wildcard says; a coding named twice counts as first named. "x-gzip" is
+// gzip by another name (RFC 9110, 8.4.1.3), so it counts as a naming of
+// gzip: whichever of the two comes first decides. Every browser's
+// EventSource names gzip.
 func AcceptsGzip(r *http.Request) bool {
 	gz, star := unnamed, unnamed
 	for _, v := range r.Header.Values("Accept-Encoding") {
@@ -58,7 +60,7 @@ func AcceptsGzip(r *http.Request) bool {
 			name, params, _ := strings.Cut(part, ";")
 			w := weightOf(params)
 			switch name = strings.TrimSpace(name); {
-			case strings.EqualFold(name, "gzip") && gz == unnamed:
+			case isGzip(name) && gz == unnamed:
 				gz = w
 			case name == "*" && star == unnamed:
 				star = w
@@ -69,6 +71,12 @@ func AcceptsGzip(r *http.Request) bool {
 		return gz == wanted
 	}
 	return star == wanted
+}
+
+// isGzip says whether a coding's name is gzip's: "gzip", or "x-gzip",
+// which a recipient must read as gzip (RFC 9110, 8.4.1.3).
+func isGzip(name string) bool {
+	return strings.EqualFold(name, "gzip") || strings.EqualFold(name, "x-gzip")
 }
 
 // weight is what an Accept-Encoding says of one coding: AcceptsGzip only

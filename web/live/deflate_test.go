@@ -50,23 +50,32 @@ func TestDeflatePiecesMakeOneStream(t *testing.T) {
 
 func TestAcceptsGzip(t *testing.T) {
 	for header, want := range map[string]bool{
-		"":                          false,
-		"identity":                  false,
-		"gzip":                      true,
-		"gzip, deflate, br, zstd":   true,
-		"br;q=1.0, GZIP;q=0.5":      true,
-		"gzip;q=0":                  false,
-		"gzip; q=0.000":             false,
-		"gzip;Q=0":                  false,
-		"gzip;q=0.001":              true,
-		"gzip;q=1.000":              true,
-		"deflate, gzip;q=bad":       false,
-		"gzip;q=1.5":                false,
-		"gzip;q=0.0001":             false,
-		"gzip;q=.5":                 false,
-		"gzip;q=1e0":                false,
-		"gzip;q=":                   false,
-		"x-gzip":                    false,
+		"":                        false,
+		"identity":                false,
+		"gzip":                    true,
+		"gzip, deflate, br, zstd": true,
+		"br;q=1.0, GZIP;q=0.5":    true,
+		"gzip;q=0":                false,
+		"gzip; q=0.000":           false,
+		"gzip;Q=0":                false,
+		"gzip;q=0.001":            true,
+		"gzip;q=1.000":            true,
+		"deflate, gzip;q=bad":     false,
+		"gzip;q=1.5":              false,
+		"gzip;q=0.0001":           false,
+		"gzip;q=.5":               false,
+		"gzip;q=1e0":              false,
+		"gzip;q=":                 false,
+		// x-gzip is gzip by another name (RFC 9110, 8.4.1.3).
+		"x-gzip":                    true,
+		"X-GZIP;q=0.5":              true,
+		"x-gzip;q=0":                false,
+		"x-gzip;q=0, *":             false,
+		"x-gzip, gzip;q=0":          true,
+		"gzip;q=0, x-gzip":          false,
+		"x-gzip;q=0, gzip":          false,
+		"xgzip":                     false,
+		"x-gzip2, x-gzi":            false,
 		"br, deflate ,  gzip ;q=1 ": true,
 		// Parameters beside the weight do not hide it.
 		"gzip;level=9;q=0":  false,
@@ -109,7 +118,8 @@ func TestAcceptsGzip(t *testing.T) {
 // names neither gzip nor the wildcard never gets gzip.
 func FuzzAcceptsGzip(f *testing.F) {
 	for _, seed := range []string{"", "gzip", "gzip;q=0", "*", "*;q=0, gzip", "br;q=1.0, gzip;q=0.8",
-		"gzip;level=9;q=0", "gzip;q=0.001", "gzip;q=", ";;,,;q=1", "identity;q=0, *;q=0.5"} {
+		"gzip;level=9;q=0", "gzip;q=0.001", "gzip;q=", ";;,,;q=1", "identity;q=0, *;q=0.5",
+		"x-gzip", "x-gzip;q=0, gzip", "X-Gzip;q=0.5, *;q=0"} {
 		f.Add(seed)
 	}
 	accepts := func(header string) bool {
