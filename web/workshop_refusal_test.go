@@ -132,7 +132,11 @@ func TestWorkshopReferenceServersAnswerOddAnswersAsOne(t *testing.T) {
 		"id-402": {http.StatusPaymentRequired, "application/json", `{"id": "gw_declined", "error": "card declined"}`},
 		"id-409": {http.StatusConflict, "application/json", `{"id": "gw_earlier"}`},
 		"id-503": {http.StatusServiceUnavailable, "application/json", `{"id": "gw_maybe"}`},
+		// A redirect is not followed (the room follows none either): what
+		// it points at is not the gateway the workshop page named.
+		"redirect-307": {http.StatusTemporaryRedirect, "application/json", `{"error": "moved"}`},
 	}
+	var followed atomic.Int64 // requests that followed a redirect
 	var mu sync.Mutex
 	asked := map[string]int{} // by order
 	gateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -140,6 +144,13 @@ func TestWorkshopReferenceServersAnswerOddAnswersAsOne(t *testing.T) {
 			OrderID string `json:"order_id"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&charge)
+		if r.URL.Path != "/charges" { // a redirect followed: it charges
+			followed.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"id": "gw_redirected"}`)
+			return
+		}
 		mu.Lock()
 		asked[charge.OrderID]++
 		mu.Unlock()
@@ -149,6 +160,9 @@ func TestWorkshopReferenceServersAnswerOddAnswersAsOne(t *testing.T) {
 			return
 		}
 		w.Header().Set("Content-Type", a.contentType)
+		if a.status/100 == 3 {
+			w.Header().Set("Location", "/elsewhere")
+		}
 		w.WriteHeader(a.status)
 		_, _ = io.WriteString(w, a.body)
 	}))
@@ -174,6 +188,7 @@ func TestWorkshopReferenceServersAnswerOddAnswersAsOne(t *testing.T) {
 		{"id-402", http.StatusPaymentRequired, "the gateway refused the charge: card declined", false, 1},
 		{"id-409", http.StatusConflict, "the gateway refused the charge: ", false, 1},
 		{"id-503", http.StatusBadGateway, "the gateway did not confirm the charge: retry with the same key", true, 3},
+		{"redirect-307", http.StatusBadGateway, "the gateway did not confirm the charge: retry with the same key", true, 1},
 	}
 
 	servers := referenceServers(gateway.URL)
@@ -199,6 +214,9 @@ func TestWorkshopReferenceServersAnswerOddAnswersAsOne(t *testing.T) {
 				if n := askedFor(c.order) - before; n != 2*c.asks {
 					t.Errorf("%s: the gateway was asked %d times in two tries, want %d", c.order, n, 2*c.asks)
 				}
+			}
+			if n := followed.Swap(0); n != 0 {
+				t.Errorf("%d requests followed the gateway's redirect: a redirect is not followed", n)
 			}
 			// Bodies that are no payment: a 400 each, the gateway never asked.
 			for _, body := range []string{"", "not json", "[1, 2]", `{"order_id": "text-402", "amount_satang": "500"}`, `{"order_id": "text-402", "amount_satang": 1.5}`} {

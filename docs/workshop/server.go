@@ -16,6 +16,9 @@ import (
 
 var keys sync.Map // by caller and key: [2]string{the payment, its answer ("" while the first request is at work)}
 
+// gateway answers a redirect as it is, not followed (the room follows none either): it is no charge.
+var gateway = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
 func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and a body, or a refusal's reason
 	var p struct {
 		OrderID string `json:"order_id"`
@@ -43,7 +46,7 @@ func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and
 	for try := 0; try < 3 && (status == 0 || status >= 500); try++ {
 		req, _ := http.NewRequest("POST", os.Getenv("GATEWAY")+"/charges", strings.NewReader(js(map[string]any{"order_id": p.OrderID, "amount": p.Amount})))
 		req.Header.Set("Idempotency-Key", fmt.Sprintf("%x", sha256.Sum256([]byte(scoped))))
-		if res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req); err == nil {
+		if res, err := gateway.Do(req); err == nil {
 			status, c.ID, c.Error = res.StatusCode, "", ""
 			json.NewDecoder(res.Body).Decode(&c)
 			res.Body.Close()
