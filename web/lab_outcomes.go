@@ -26,7 +26,7 @@ type (
 	LabOutcomes         = lab.Outcomes
 )
 
-// outcomes answers from the lab's running counts (lab_tally.go) and its
+// outcomes answers from the lab's running counts (lab_tally.go, lab_counts.go) and its
 // own counters: no table is read unless the counts must be rebuilt.
 func (l *mistakesLab) outcomes(ctx context.Context) (LabOutcomes, error) {
 	seq := l.timeline.LastSeq()

@@ -76,20 +76,6 @@ func newPaymentAdmission(l Limits, now func() time.Time, on bool) *paymentAdmiss
 		wait: l.PaymentWait, off: !on, addrs: map[string]*payAddress{}}
 }
 
-// paySlot is one payment's turn at work; the zero and nil slots are the
-// turn of a payment that was never counted (the presenter's).
-type paySlot struct {
-	a      *paymentAdmission
-	ip     string
-	paused bool
-	ended  bool
-	// presenter is set on the presenter's payments instead of a: while
-	// one is at work (not paused), the students' work steps aside; leave
-	// ends that.
-	presenter *presenterAtWork
-	leave     func()
-}
-
 // payRefusal is a payment turned away before it started.
 type payRefusal struct {
 	err   error
@@ -184,63 +170,6 @@ func (a *paymentAdmission) admit(ctx context.Context, ip, caller string, exempt 
 		ip, a.perAddress, secs, plural(secs, "second", "seconds"))}
 }
 
-// pace waits for a token of the address's and of each of callers', or
-// says why the payment may not wait that long.
-func (a *paymentAdmission) pace(ctx context.Context, ip string, callers ...string) *payRefusal {
-	var wait time.Duration
-	for i, caller := range callers {
-		wc, ok := a.byCaller.reserve(ip+"\x00"+caller, a.wait)
-		if !ok {
-			a.unpaceCallers(ip, callers[:i]...)
-			who := "your browser or token"
-			if caller == newCallers {
-				who = "the browsers and tokens new to your address (" + ip + "), counted together as one,"
-			}
-			return a.tooFast(ip, who, a.byCaller.rate, wc)
-		}
-		wait = max(wait, wc)
-	}
-	wa, ok := a.byAddress.reserve(ip, a.wait)
-	if !ok {
-		a.unpaceCallers(ip, callers...)
-		return a.tooFast(ip, "your address ("+ip+")", a.byAddress.rate, wa)
-	}
-	wait = max(wait, wa)
-	if wait == 0 {
-		return nil
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		a.unpace(ip, callers...)
-		return &payRefusal{err: pay.Errorf(pay.EBUSY, "The payment's request ended while it waited for its turn: it was not taken in, and nothing was charged.")}
-	}
-}
-
-// unpace gives back the tokens pace took for a payment not taken in.
-func (a *paymentAdmission) unpace(ip string, callers ...string) {
-	a.unpaceCallers(ip, callers...)
-	a.byAddress.giveBack(ip)
-}
-
-func (a *paymentAdmission) unpaceCallers(ip string, callers ...string) {
-	for _, caller := range callers {
-		a.byCaller.giveBack(ip + "\x00" + caller)
-	}
-}
-
-// tooFast refuses a payment whose token would come too late.
-func (a *paymentAdmission) tooFast(ip, who string, r Rate, wait time.Duration) *payRefusal {
-	retry := wait - a.wait
-	secs := waitSeconds(retry)
-	return &payRefusal{retry: retry, err: pay.Errorf(pay.EBUSY,
-		"This payment was not taken in: %s started more payments than its share (%d at once, then one every %v; -limits payments and caller-payments). Nothing was charged and its key was not used: send it again with the same key in %d %s. Everyone else's payments are answered as usual.",
-		who, r.Burst, r.Every, secs, plural(secs, "second", "seconds"))}
-}
-
 // dropLocked takes a waiter that gave up out of its queue.
 func (a *paymentAdmission) dropLocked(ip string, ad *payAddress, caller string, w *payWaiter) {
 	q := ad.queues[caller]
@@ -330,71 +259,6 @@ func (a *paymentAdmission) serveLocked() {
 			return
 		}
 	}
-}
-
-// pause gives the turn back while the payment waits on something that
-// costs the server nothing.
-func (s *paySlot) pause() {
-	if s == nil || s.paused || s.ended {
-		return
-	}
-	s.paused = true
-	if s.presenter != nil {
-		s.leave()
-		return
-	}
-	s.release()
-}
-
-// release hands the payment's turn to the next one waiting.
-func (s *paySlot) release() {
-	a := s.a
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ad := a.addrs[s.ip]
-	ad.working--
-	a.working--
-	a.serveLocked()
-	a.forgetLocked(s.ip, ad)
-}
-
-// resume takes the turn again, at once: payments may be at work beyond
-// the share for a moment, never stuck behind those waiting on them.
-func (s *paySlot) resume() {
-	if s == nil || !s.paused || s.ended {
-		return
-	}
-	s.paused = false
-	if s.presenter != nil {
-		s.leave = s.presenter.enter()
-		return
-	}
-	a := s.a
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ad := a.addrs[s.ip]
-	if ad == nil {
-		ad = &payAddress{queues: map[string][]*payWaiter{}}
-		a.addrs[s.ip] = ad
-	}
-	ad.working++
-	a.working++
-}
-
-// done ends the payment's turn.
-func (s *paySlot) done() {
-	if s == nil || s.ended {
-		return
-	}
-	s.ended = true
-	if s.paused { // a paused payment gave its turn back already
-		return
-	}
-	if s.presenter != nil {
-		s.leave()
-		return
-	}
-	s.release()
 }
 
 // counts are the students' payments at work and waiting, and the

@@ -109,7 +109,7 @@ type payment struct {
 	// priority says the presenter sent it.
 	priority bool
 	// slot is its turn at the server's work, given back while it waits on
-	// something that costs nothing (payment_admission.go).
+	// something that costs nothing (payment_slot.go).
 	slot *paySlot
 	// server names the server inside this process that took the request
 	// (the lock in memory's two, inProcessServer); "" is this server.

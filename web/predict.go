@@ -2,14 +2,11 @@ package web
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
-	"unicode"
 
 	"github.com/labstack/echo/v4"
 
@@ -68,78 +65,6 @@ func (h pollHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
 	e.POST("/api/poll/reveal", h.handleReveal, presenterOnly)
 }
 
-// PollOpen is the body of POST /api/poll/open: the question to ask, by
-// its index (from 0) in the current chapter's "ask" list.
-type PollOpen struct {
-	Question int `json:"question"`
-}
-
-// PollStep is the body of POST /api/poll/step: the held request whose
-// next step the class predicts.
-type PollStep struct {
-	Request string `json:"request"`
-}
-
-// PollNickname is the body of POST /api/poll/nickname: the nickname this
-// browser's student goes by on the scores, "" for none.
-type PollNickname struct {
-	Nickname string `json:"nickname"`
-}
-
-// PollScores is the body of POST /api/poll/scores: whether the board
-// shows the scores.
-type PollScores struct {
-	Shown bool `json:"shown"`
-}
-
-// PollHide is the body of POST /api/poll/hide: a player, by the id the
-// board gives it, taken off the board (or put back).
-type PollHide struct {
-	Player string `json:"player"`
-	Hidden bool   `json:"hidden"`
-}
-
-// PollRef is the body of POST /api/poll/close and /api/poll/reveal: the
-// vote, by its id.
-type PollRef struct {
-	ID uint64 `json:"id"`
-}
-
-// PollAnswer is the body of POST /api/poll/answer: the vote, and the
-// choice (from 0).
-type PollAnswer struct {
-	ID     uint64 `json:"id"`
-	Choice int    `json:"choice"`
-}
-
-// PollState is GET /api/poll: the vote as the asker may see it. Split
-// and Outcome are absent until the presenter reveals.
-type PollState struct {
-	ID       uint64 `json:"id"`
-	Lesson   string `json:"lesson"`
-	Question int    `json:"question"`
-	// Request and At name, for step mode's question, the held request and
-	// its checkpoint.
-	Request  string   `json:"request,omitempty"`
-	At       string   `json:"at,omitempty"`
-	Text     string   `json:"text"`
-	Choices  []string `json:"choices"`
-	Phase    string   `json:"phase"`
-	Answered int      `json:"answered"`
-	// Mine is this browser's answer, -1 for none.
-	Mine    int               `json:"mine"`
-	Split   []int             `json:"split,omitempty"`
-	Outcome *room.PollOutcome `json:"outcome,omitempty"`
-	// Nickname is this browser's nickname, "" for none; Right and Scored
-	// its running score: the votes graded right, of those graded.
-	Nickname string `json:"nickname,omitempty"`
-	Right    int    `json:"right"`
-	Scored   int    `json:"scored"`
-	// Graded says, once revealed, whether the server has shown the outcome
-	// yet.
-	Graded bool `json:"graded"`
-}
-
 func (h pollHandlers) handleOpen(c echo.Context) error {
 	var req PollOpen
 	if err := decodeAdminJSON(c.Request(), &req); err != nil {
@@ -161,92 +86,6 @@ func (h pollHandlers) handleOpen(c echo.Context) error {
 	}
 	return h.handleGet(c)
 }
-
-// handleStep opens step mode's question on a held request: what will its
-// next step do? The question is the one for the checkpoint the request is
-// held at; the request's own next event grades it.
-func (h pollHandlers) handleStep(c echo.Context) error {
-	var req PollStep
-	if err := decodeAdminJSON(c.Request(), &req); err != nil {
-		return err
-	}
-	held, ok := h.heldRequest(req.Request)
-	if !ok {
-		return pay.Errorf(pay.ENOTFOUND, "The request %q is not held at a checkpoint now: ask while step mode holds it.", pay.Truncate(req.Request, 40))
-	}
-	q, ok := lesson.StepQuestion(held.Checkpoint)
-	if !ok {
-		return pay.Errorf(pay.EINVALID, "The request %s is held at %q: the step bar already says what it will answer, so there is nothing to predict.", held.Request, held.Checkpoint)
-	}
-	subject := heldSubject(held)
-	if _, _, err := h.room.Change(c.Request().Context(), func(s *room.State) error {
-		s.OpenStepPoll(held.Request, held.Checkpoint, subject, len(q.Choices))
-		return nil
-	}); err != nil {
-		return err
-	}
-	return h.handleGet(c)
-}
-
-// heldRequest is the request step mode holds with the id, on any server.
-func (h pollHandlers) heldRequest(id string) (step.HeldRequest, bool) {
-	if id == "" {
-		return step.HeldRequest{}, false
-	}
-	for _, r := range h.held().Held {
-		if r.Request == id {
-			return r, true
-		}
-	}
-	return step.HeldRequest{}, false
-}
-
-// heldSubject is how the question names the held request: its order and
-// which click of its page it is, short and printable, as the step bar
-// names it.
-func heldSubject(r step.HeldRequest) string {
-	out := "order " + printable(r.OrderID, 32)
-	if r.OrderID == "" {
-		out = "request " + printable(r.Request, 32)
-	}
-	if r.Click != "" {
-		out += ", click " + printable(r.Click, 8)
-	}
-	return out
-}
-
-// printable keeps at most n runes of s, each a printable one: a name a
-// student chose is drawn as text, never as markup or control codes.
-func printable(s string, n int) string {
-	out := make([]rune, 0, min(len(s), n))
-	for _, r := range s {
-		if len(out) == n {
-			break
-		}
-		if unicode.IsPrint(r) {
-			out = append(out, r)
-		}
-	}
-	return string(out)
-}
-
-// closeStepVote closes step mode's open question, if there is one: the
-// presenter is stepping the race on, so the class has predicted.
-func (s *Server) closeStepVote(ctx context.Context) {
-	if p := s.room.Load().Poll; p == nil || p.Request == "" || p.Phase != room.PollOpen {
-		return
-	}
-	_, _, _ = s.room.Change(ctx, func(st *room.State) error {
-		if !st.CloseStepPoll() {
-			return errNoStepVote
-		}
-		return nil
-	})
-}
-
-// errNoStepVote is a room edit that found no step mode question open: it
-// writes nothing.
-var errNoStepVote = errors.New("no step mode question is open")
 
 // handleNickname is a student's nickname for the scores: set, changed or
 // taken away ("").
@@ -397,13 +236,6 @@ func (h pollHandlers) current(st room.State) (*room.Poll, lesson.Question, bool)
 		return nil, lesson.Question{}, false
 	}
 	return p, ch.Ask[p.Question], true
-}
-
-// PollLive is the body of GET /poll/live: the panel's version and, when
-// it changed, its HTML.
-type PollLive struct {
-	V    uint64 `json:"v"`
-	HTML string `json:"html,omitempty"`
 }
 
 // handleLive is GET /poll/live?v=…[&board=1]: predict.js asks after each
