@@ -62,6 +62,9 @@ type frontDoor struct {
 	tokens confirmedTokens
 	// cookie is the presenter cookie's value, "" without a token.
 	cookie string
+	// mark is the door's mark on what it sends the servers
+	// (peers.FrontDoorHeader): the probes of a token too.
+	mark string
 }
 
 // confirmedTokens remembers the SHA-256 of the few header tokens a
@@ -96,9 +99,6 @@ type sender struct {
 	// request carries the presenter's cookie: a server's word that it
 	// saw the presenter then is about the cookie, not this token.
 	token string
-	// trial, when set, is the trial of the request's connection, to be
-	// decided by whether a server recognises token.
-	trial *addrlimit.Trial
 }
 
 type hopKey struct{}
@@ -140,7 +140,7 @@ func (c *cappedBody) Read(p []byte) (int, error) {
 var errFrontDoorBody = fmt.Errorf("its answer's body is larger than the front door forwards (%d MiB)", frontDoorMaxBody>>20)
 
 func newFrontDoor(servers []*child, mark string, stderr io.Writer) *frontDoor {
-	d := &frontDoor{servers: servers}
+	d := &frontDoor{servers: servers, mark: mark}
 	d.bound(addrlimit.Shares{Connections: addrlimit.DefaultConnections, InFlight: addrlimit.DefaultInFlight, Reserve: addrlimit.DefaultReserve,
 		Streams: addrlimit.DefaultStreams, IdleAfter: addrlimit.DefaultIdleAfter}, "", time.Now)
 	d.proxy = &httputil.ReverseProxy{
@@ -185,11 +185,6 @@ func newFrontDoor(servers []*child, mark string, stderr io.Writer) *frontDoor {
 					d.tokens.note(h.token)
 				}
 			}
-			if h.trial != nil && !h.trial.Give(seen && h.token != "") {
-				// Not the presenter's: the connection past its address's
-				// share ends with this answer.
-				res.Header.Set("Connection", "close")
-			}
 			if res.ContentLength > frontDoorMaxBody {
 				return errFrontDoorBody
 			}
@@ -223,14 +218,15 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if trial, ok := d.trials.Begin(r.RemoteAddr); trial != nil || !ok {
 		// A connection past its address's share, on trial: kept for the
 		// presenter's cookie or a token a server recognised already; a
-		// token no server has seen yet goes to one, which decides; any
-		// other request is refused, and its connection closed.
+		// token no server has seen yet is asked of one, which counts it
+		// when wrong, before the request goes anywhere; any other request
+		// is refused, and its connection closed. So a made-up token earns
+		// the connection no answer a student without one would not get.
 		switch {
 		case trial != nil && (cookie || d.tokens.has(from.token)):
 			ok = trial.Give(true)
 		case trial != nil && from.token != "":
-			from.trial, ok = trial, true
-			defer trial.Give(false) // no answer came: not kept
+			ok = trial.Give(d.probeToken(r, from))
 		case trial != nil:
 			trial.Give(false)
 		}
@@ -315,6 +311,54 @@ func (d *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 type senderKey struct{}
+
+// frontDoorProbeWait bounds the wait for a server's word on a token.
+const frontDoorProbeWait = 30 * time.Second
+
+// probeToken asks the next running server whether from's header token
+// is the presenter's (GET peers.PresenterProbePath, with the door's mark
+// and the client's address, as a forwarded request carries them): the
+// server compares it under the limit on wrong tokens, shared by the
+// servers, and counts a wrong one against the client's address. A token
+// it recognises is remembered, as one recognised on a forwarded request
+// is. Nothing of r but the token and the address reaches the server.
+func (d *frontDoor) probeToken(r *http.Request, from sender) bool {
+	ctx, cancel := context.WithTimeout(r.Context(), frontDoorProbeWait)
+	defer cancel()
+	n := uint64(len(d.servers))
+	first := d.nextRead.Add(1)
+	for i := range n {
+		server := d.servers[(first+i)%n]
+		if server.hasExited() {
+			continue
+		}
+		u := *server.url
+		u.Path, u.RawQuery = peers.PresenterProbePath, ""
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return false
+		}
+		req.Host = r.Host
+		req.Header.Set(check.PresenterHeader, from.token)
+		req.Header.Set(peers.FrontDoorHeader, d.mark)
+		req.Header.Set("X-Forwarded-For", from.client)
+		res, err := d.proxy.Transport.RoundTrip(req)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			continue
+		}
+		if err != nil {
+			return false
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+		res.Body.Close()
+		seen := res.Header.Get(peers.PresenterSeenHeader) != ""
+		if seen {
+			d.tokens.note(from.token)
+		}
+		return seen
+	}
+	return false
+}
 
 // bound sets the door's shares per address and the presenter's cookie,
 // with the clock now: the tokens a server confirmed are kept for the

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"paytwice/pay"
+	"paytwice/pay/peers"
 	"paytwice/web/room"
 )
 
@@ -53,6 +54,17 @@ func (h adminHandlers) routes(e *echo.Echo, presenterOnly echo.MiddlewareFunc) {
 	e.POST("/api/sweep", h.handleSweep, presenterOnly)
 	e.POST("/api/reset", h.handleReset, presenterOnly)
 	e.POST("/api/clock/advance", h.handleClockAdvance, presenterOnly)
+	e.GET(peers.PresenterProbePath, handlePresenterProbe, presenterOnly)
+}
+
+// handlePresenterProbe is GET /api/presenter: 204 for the presenter, and
+// presenterOnly's 403 (or 429 after too many wrong tokens) for anyone
+// else, each wrong token counted as every other is. A script checks its
+// token with it; paytwice cluster's front door asks it before it keeps a
+// connection for a header token no server has recognised yet.
+func handlePresenterProbe(c echo.Context) error {
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.NoContent(http.StatusNoContent)
 }
 
 // handleGetFaults is GET /api/faults: every switch, open to anyone.

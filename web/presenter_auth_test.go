@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"paytwice/pay/peers"
 	"paytwice/sim"
 	"paytwice/web/room"
 )
@@ -384,5 +385,34 @@ func TestAnUnreadableGuessCountTakesNoToken(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusServiceUnavailable || len(res.Cookies()) != 0 || !strings.Contains(string(body), "could not be read") {
 		t.Fatalf("the presenter's link: %d, cookies %v, %s; want a 503 page saying the count could not be read, no cookie", res.StatusCode, res.Cookies(), body)
+	}
+}
+
+// paytwice cluster's front door asks GET /api/presenter about a header
+// token before it keeps a connection past its address's share: the
+// presenter's token gets 204 and the word for the door; a made-up one
+// gets 403 and is counted against the client the door names, as any
+// wrong token is, until that client is slowed down; another client is
+// not.
+func TestThePresenterProbeCountsAMadeUpToken(t *testing.T) {
+	const token = "s3cret-lecture"
+	const mark = "the-door's-mark"
+	env := newFIEnv(t, Config{PresenterToken: token, BehindFrontDoor: true, FrontDoorMark: mark})
+	probe := func(tok, client string) response {
+		return env.must(http.MethodGet, peers.PresenterProbePath, "", PresenterHeader, tok, "X-Forwarded-For", client, FrontDoorHeader, mark)
+	}
+	if r := probe(token, "198.51.100.1"); r.Status != http.StatusNoContent || r.Header.Get(peers.PresenterSeenHeader) == "" {
+		t.Fatalf("the presenter's token: %d, seen %q", r.Status, r.Header.Get(peers.PresenterSeenHeader))
+	}
+	for i := range guessBurst {
+		if r := probe("made-up-"+strconv.Itoa(i), "192.0.2.7"); r.Status != http.StatusForbidden || r.Header.Get(peers.PresenterSeenHeader) != "" {
+			t.Fatalf("made-up token %d: %d, seen %q", i, r.Status, r.Header.Get(peers.PresenterSeenHeader))
+		}
+	}
+	if r := probe(token, "192.0.2.7"); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("the guessing client with the right token: %d, want 429", r.Status)
+	}
+	if r := probe(token, "198.51.100.1"); r.Status != http.StatusNoContent {
+		t.Fatalf("the presenter from another client: %d, want 204", r.Status)
 	}
 }

@@ -123,6 +123,13 @@ const FrontDoorHeader = "Paytwice-Front-Door"
 // ones.
 const PresenterSeenHeader = "Paytwice-Presenter-Seen"
 
+// PresenterProbePath answers 204 to the presenter and 403 to anyone
+// else, and does nothing more: the front door asks it, with a request's
+// header token and client address, before it forwards the first request
+// of a connection past its address's share, so that a made-up token gets
+// that connection nothing but a wrong guess counted against its address.
+const PresenterProbePath = "/api/presenter"
+
 // PresenterCookie names the cookie the presenter's link sets.
 const PresenterCookie = "paytwice_presenter"
 
