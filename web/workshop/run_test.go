@@ -363,8 +363,11 @@ func TestGatewayLoopSavesLittle(t *testing.T) {
 
 // TestRunLimitEndsARun: a run gets Config.RunLimit in all, however long
 // each request may take. An endpoint that takes the first payment and
-// then never answers is left at the limit: the row is not run and says
-// the limit, not a request's time-out (ten minutes here).
+// then never answers holds the run until the limit, and no longer: the
+// row is not run and says the limit, not a request's time-out (ten
+// minutes here). The limit's clock is the test's (Config.After): it
+// passes once the run is held at its second request, so the test waits
+// on no real limit.
 func TestRunLimitEndsARun(t *testing.T) {
 	var asked atomic.Int64
 	hold := make(chan struct{})
@@ -387,10 +390,18 @@ func TestRunLimitEndsARun(t *testing.T) {
 	go hs.Serve(ln)
 	t.Cleanup(func() { close(hold); hs.Close() })
 
-	// Long enough that the run reaches its second request on a loaded machine.
-	const limit = 10 * time.Second
+	const limit = 3 * time.Minute
+	var limits atomic.Int64
+	limitPassed := make(chan time.Time)
 	w := New(Config{Guard: NewGuard(Nets(netip.MustParsePrefix("127.0.0.2/32"))), Workers: 1,
-		RunLimit: limit, RequestTimeout: 10 * time.Minute}) // the limit, not a request's time-out, ends it
+		RunLimit: limit, RequestTimeout: 10 * time.Minute, // the limit, not a request's time-out, ends it
+		After: func(d time.Duration) <-chan time.Time {
+			if d != limit {
+				t.Errorf("a run's limit is kept as %v, want Config.RunLimit (%v)", d, limit)
+			}
+			limits.Add(1)
+			return limitPassed
+		}})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); <-w.Stopped() })
 	w.Start(ctx)
@@ -401,25 +412,38 @@ func TestRunLimitEndsARun(t *testing.T) {
 	if _, err := w.Ask("a", false); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	state := func() Run {
 		mine, ok := w.Mine("a")
 		if !ok {
 			t.Fatal("Ann is no longer registered")
 		}
-		if mine.Run.State != Queued && mine.Run.State != Running {
-			if mine.Run.State != NotRun || !strings.Contains(mine.Run.Message, "longer than the "+limit.String()) {
-				t.Fatalf("the run held past its limit: %+v, want not run, saying the %s limit", mine.Run, limit)
+		return mine.Run
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for asked.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the endpoint was asked %d time(s) in two minutes, want the run held at its second request (run %+v)", asked.Load(), state())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := state(); r.State != Running {
+		t.Fatalf("the run is %s while its request is held and its limit has not passed: %+v", r.State, r)
+	}
+	if n := limits.Load(); n != 1 {
+		t.Fatalf("the run's limit was started %d times, want once", n)
+	}
+	close(limitPassed)
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		r := state()
+		if r.State != Queued && r.State != Running {
+			if r.State != NotRun || !strings.Contains(r.Message, "longer than the "+limit.String()) {
+				t.Fatalf("the run held past its limit: %+v, want not run, saying the %s limit", r, limit)
 			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the run is still %s two minutes after it was asked for, with a limit of %s", mine.Run.State, limit)
+			t.Fatalf("the run is still %s two minutes after its limit passed", r.State)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if asked.Load() < 2 {
-		t.Fatalf("the endpoint was asked %d time(s): the run ended before it was held", asked.Load())
 	}
 }
 

@@ -178,8 +178,16 @@ func (w *Workshop) checkConfigLocked(st *student) check.Config {
 
 func (w *Workshop) runOne(ctx context.Context, st *student, cfg check.Config) {
 	server := ctx // ends when the server stops
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.RunLimit)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	limit := w.cfg.After(w.cfg.RunLimit)
+	go func() { // the run's limit: past it the run ends, its cases so far kept
+		select {
+		case <-limit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	cfg.OnResult = func(res check.Result) {
 		w.mu.Lock()
 		defer w.mu.Unlock()

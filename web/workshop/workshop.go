@@ -32,6 +32,10 @@ type Config struct {
 	RunLimit, RequestTimeout time.Duration
 	// Now stamps the runs and the gateways' charges.
 	Now func() time.Time
+	// After is the clock a run's limit is kept on (time.After): a test
+	// ends a run at the moment it chooses instead of waiting out a limit
+	// long enough for a loaded machine.
+	After func(time.Duration) <-chan time.Time
 	// Tune, when set, adjusts every run's checker configuration: tests
 	// make runs shorter with it.
 	Tune func(*check.Config)
@@ -233,6 +237,9 @@ func New(cfg Config) *Workshop {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.After == nil {
+		cfg.After = time.After
 	}
 	if cfg.SaveEvery <= 0 {
 		cfg.SaveEvery = DefaultSaveEvery
