@@ -151,7 +151,10 @@ round() {
 	awk -v a="$ca" -v b="$cb" 'BEGIN { printf "%.2f\n", b / a }' >>"$tmp/$b.ratios"
 	echo "$w" | awk '$1 == "201→viewer" { print $3 }' >>"$tmp/$b.p50"
 	echo "$w" | awk '$1 == "201→viewer" { print $6 }' >>"$tmp/$b.p99"
-	echo "round $r, $b build: no viewers $ca ms/payment, $VIEWERS viewers $cb ms/payment, server RSS $(cat "$tmp/rss-now") MB; $(echo "$w" | grep -E '^(201→viewer|viewers) ' | tr '\n' ' ')$fr" >&2
+	# The one-minute load at the round's end: other work on the machine
+	# moves these figures more than most changes do, so each round says
+	# how loaded it was.
+	echo "round $r, $b build (load $(cut -d' ' -f1 /proc/loadavg)): no viewers $ca ms/payment, $VIEWERS viewers $cb ms/payment, server RSS $(cat "$tmp/rss-now") MB; $(echo "$w" | grep -E '^(201→viewer|viewers) ' | tr '\n' ' ')$fr" >&2
 }
 
 for r in $(seq "$ROUNDS"); do
@@ -174,6 +177,7 @@ EOF
 	if [ -n "$FULL" ]; then echo "| ${l}16 clients flat out, payments/s with the pages over none | **$(median <"$tmp/$b.full")×** (rounds: $(list "$tmp/$b.full")) |"; fi
 }
 
+echo "machine: load average at the end $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 echo "| $RATE new payments/s from $from, server CPU per payment (median of $ROUNDS alternating rounds of ${SECONDS_EACH} s) | value |"
 echo "| --- | --- |"
 if [ -z "$AGAINST" ]; then
