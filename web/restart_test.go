@@ -353,3 +353,74 @@ func TestSweepCountSurvivesARestartOnBothStores(t *testing.T) {
 		afterRestart(t, url2)
 	})
 }
+
+// TestWatchTicksSurviveARestartOnSQLite ticks two of a chapter's "Watch
+// for" items with real payments, restarts the server on the same file,
+// and finds the board and the checkout showing the same two ticks, by the
+// same row; the chapter started again shows none.
+func TestWatchTicksSurviveARestartOnSQLite(t *testing.T) {
+	r := newRestartable(t, Config{})
+	if code := r.call(http.MethodPut, "/api/lessons/current", `{"slug":"no-key"}`, nil); code != http.StatusOK {
+		t.Fatalf("starting a chapter: %d", code)
+	}
+	seenOn := func(path string) (int, string) {
+		t.Helper()
+		res, err := http.Get(r.URL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		page := string(b)
+		row := ""
+		if i := strings.Index(page, `class="watch-item seen"`); i >= 0 {
+			if j := strings.Index(page[i:], `data-row="`); j >= 0 {
+				row, _, _ = strings.Cut(page[i+j+len(`data-row="`):], `"`)
+			}
+		}
+		if path == "/" {
+			return strings.Count(page, `<span class="badge ok">seen</span>`), row
+		}
+		return strings.Count(page, `class="watch-item seen"`), row
+	}
+	sub := r.srv.hub.Subscribe(r.srv.hub.LastSeq())
+	for _, key := range []string{"tick-1", "tick-2"} { // two keys, one order: charged twice
+		if code := r.call(http.MethodPost, "/v1/payments", `{"order_id":"T-1","amount_satang":100}`, nil, "Idempotency-Key", key); code != http.StatusCreated {
+			t.Fatalf("payment %s: %d", key, code)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var row string
+	for {
+		n, rw := seenOn("/board")
+		if n == 2 {
+			row = rw
+			break
+		}
+		if _, err := sub.Next(ctx); err != nil {
+			t.Fatalf("the board shows %d items ticked, want 2: %v", n, err)
+		}
+	}
+	if !strings.HasPrefix(row, "tl-rq_") {
+		t.Fatalf("the first tick names row %q", row)
+	}
+
+	r.restart()
+	if n, rw := seenOn("/board"); n != 2 || rw != row {
+		t.Fatalf("after the restart the board shows %d items ticked (first by %q), want 2 (by %q)", n, rw, row)
+	}
+	if n, _ := seenOn("/"); n != 2 {
+		t.Fatalf("after the restart the checkout shows %d items ticked, want 2", n)
+	}
+	if code := r.call(http.MethodPut, "/api/lessons/current", `{"slug":"no-key"}`, nil); code != http.StatusOK {
+		t.Fatalf("starting the chapter again: %d", code)
+	}
+	if n, _ := seenOn("/board"); n != 0 {
+		t.Fatalf("the chapter started again shows %d items ticked", n)
+	}
+	r.restart()
+	if n, _ := seenOn("/board"); n != 0 {
+		t.Fatalf("the chapter started again shows %d items ticked after a restart", n)
+	}
+}

@@ -1,6 +1,8 @@
 package web
 
 import (
+	"slices"
+
 	"paytwice/web/live"
 	"paytwice/web/room"
 	"paytwice/web/room/step"
@@ -64,4 +66,9 @@ func (s *Server) applyRoom(old, next room.State) {
 		s.payments.steps.Set(next.Step)
 	}
 	s.publishPollChange(old, next)
+	if next.Watched != nil && !slices.Equal(old.Watched, next.Watched) {
+		// A "Watch for" item ticked, by this server's narration or
+		// another's: the pages ask for the lesson panel again.
+		s.hub.Publish(live.Event{Kind: watchKind})
+	}
 }

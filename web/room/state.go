@@ -1,6 +1,7 @@
 package room
 
 import (
+	"slices"
 	"time"
 
 	"paytwice/pay"
@@ -38,6 +39,13 @@ type State struct {
 	// LessonRuns counts the lessons started and left: each one restarts
 	// the narration on every server, even for the same chapter again.
 	LessonRuns uint64 `json:"lesson_runs"`
+	// Watched is the running chapter's "Watch for" items as the narration
+	// of any server ticked them (web/room/lesson), nil until one ticks:
+	// kept with the room, so that a restarted server, or another server
+	// of a cluster that did not see the event, shows the same ticks.
+	// WatchedRuns is the LessonRuns they are of.
+	Watched     []Tick `json:"watched,omitempty"`
+	WatchedRuns uint64 `json:"watched_runs,omitempty"`
 
 	// Books names the books (the database) this room keeps: a random
 	// number below 2^53, set once by the first server that finds none
@@ -92,6 +100,43 @@ func (s *State) SetLesson(slug string) {
 	s.LessonRuns++
 	s.Poll = nil
 	s.Puzzle = nil
+	s.Watched, s.WatchedRuns = nil, 0
+}
+
+// Tick is one "Watch for" item's state.
+type Tick struct {
+	Seen bool `json:"seen"`
+	// Row is the timeline row (DOM id) that made the point, "" when the
+	// event that did was not a request's.
+	Row string `json:"row,omitempty"`
+}
+
+// WatchedOf returns the ticks of the lesson run runs, nil when the room
+// holds none of it.
+func (s State) WatchedOf(runs uint64) []Tick {
+	if s.WatchedRuns != runs || runs != s.LessonRuns {
+		return nil
+	}
+	return s.Watched
+}
+
+// TickWatch marks item i of the n items of the lesson run runs as seen,
+// made by row, and reports whether that changed the room: not when the
+// room has moved on to another run, nor when the item was seen already
+// (the first server to tick it names its row).
+func (s *State) TickWatch(runs uint64, n, i int, row string) bool {
+	if runs != s.LessonRuns || i < 0 || i >= n {
+		return false
+	}
+	if s.WatchedRuns != runs || len(s.Watched) != n {
+		s.Watched, s.WatchedRuns = make([]Tick, n), runs
+	} else if s.Watched[i].Seen {
+		return false
+	} else {
+		s.Watched = slices.Clone(s.Watched)
+	}
+	s.Watched[i] = Tick{Seen: true, Row: row}
+	return true
 }
 
 // Reset is what the presenter's reset leaves: the defaults, the random

@@ -102,11 +102,8 @@ func refuses(e live.Event) bool {
 	return false
 }
 
-// Tick is one "Watch for" item's state.
-type Tick struct {
-	Seen bool
-	Row  string // the timeline row (DOM id) that made the point
-}
+// Tick is one "Watch for" item's state, as the room keeps it.
+type Tick = room.Tick
 
 // narrationState is what a chapter's checks remember of the events.
 type narrationState struct {
@@ -220,12 +217,25 @@ func (n *Narrator) Start(ctx context.Context) {
 // follow makes the narration the one of the room's snapshot st: a lesson
 // started or left since starts it again. n.mu is held.
 func (n *Narrator) follow(st room.State) {
+	defer n.adopt(st)
 	if st.LessonRuns == n.runs && n.ticks != nil {
 		return
 	}
 	_, ch, _ := n.book.Find(st.Lesson)
 	n.runs, n.slug, n.items, n.ask = st.LessonRuns, st.Lesson, ch.Watch, ch.Ask
 	n.ticks, n.st = make([]Tick, len(ch.Watch)), newNarrationState()
+}
+
+// adopt takes the ticks the room keeps for this run: those another
+// server's narration made, or this server's before it restarted. The
+// room's tick of an item is the one every server shows, its row the row
+// of the first server that ticked it. n.mu is held.
+func (n *Narrator) adopt(st room.State) {
+	for i, t := range st.WatchedOf(n.runs) {
+		if i < len(n.ticks) && t.Seen {
+			n.ticks[i] = t
+		}
+	}
 }
 
 // Ticked returns the chapter's ticks, if slug is the chapter the room
@@ -282,27 +292,60 @@ func (n *Narrator) run(ctx context.Context, sub *live.Subscription) {
 		if err != nil {
 			return
 		}
-		changed := false
+		var ticked []tickMade
 		for _, e := range entries {
-			ticked, g := n.see(e.Event)
-			if ticked {
-				changed = true
-			}
+			t, g := n.see(e.Event)
+			ticked = append(ticked, t...)
 			if g != nil {
 				n.grade(ctx, *g)
 			}
 		}
-		if changed {
+		if len(ticked) > 0 && !n.keep(ctx, ticked) {
+			// The room could not be written: this server's pages still
+			// show what its narration saw.
 			n.hub.Publish(live.Event{Kind: WatchKind})
 		}
 	}
 }
 
-// see applies one event and reports whether an item ticked, and the
-// grade of the room's vote it shows, if it shows one.
-func (n *Narrator) see(e live.Event) (bool, *pollGrade) {
+// tickMade is an item the narration ticked: which, of which run of a
+// chapter of how many items, and by which row.
+type tickMade struct {
+	runs  uint64
+	items int
+	i     int
+	tick  Tick
+}
+
+// errTicked is an edit of the room that found its items ticked already,
+// or the chapter left: it changes nothing.
+var errTicked = errors.New("the items are ticked already")
+
+// keep records the items ticked in the room, where every server's pages
+// read them and a restarted server finds them again; the room's change
+// is what tells the pages (the server publishes WatchKind when it applies
+// one). It reports false when the room could not be written.
+func (n *Narrator) keep(ctx context.Context, ticked []tickMade) bool {
+	_, _, err := n.room.Change(ctx, func(s *room.State) error {
+		changed := false
+		for _, t := range ticked {
+			if s.TickWatch(t.runs, t.items, t.i, t.tick.Row) {
+				changed = true
+			}
+		}
+		if !changed {
+			return errTicked
+		}
+		return nil
+	})
+	return err == nil || errors.Is(err, errTicked)
+}
+
+// see applies one event and returns the items it ticked, and the grade
+// of the room's vote it shows, if it shows one.
+func (n *Narrator) see(e live.Event) ([]tickMade, *pollGrade) {
 	if e.Kind == WatchKind {
-		return false, nil
+		return nil, nil
 	}
 	snapshot := n.room.Load()
 	n.mu.Lock()
@@ -310,7 +353,7 @@ func (n *Narrator) see(e live.Event) (bool, *pollGrade) {
 	n.follow(snapshot)
 	if n.slug == "" && (snapshot.Poll == nil || snapshot.Poll.Request == "") {
 		// No chapter and no step mode question: nothing to narrate.
-		return false, nil
+		return nil, nil
 	}
 	st := &n.st
 	order, key := e.Scope+"\x00"+e.OrderID, e.Scope+"\x00"+e.Key
@@ -359,12 +402,12 @@ func (n *Narrator) see(e live.Event) (bool, *pollGrade) {
 		row = "tl-" + e.Request
 	}
 	w := &seeing{e: e, st: st, order: order, key: key, ticks: n.ticks}
-	changed := false
+	var ticked []tickMade
 	for i, item := range n.items {
 		if !n.ticks[i].Seen && item.Ticks(w) {
 			n.ticks[i] = Tick{Seen: true, Row: row}
-			changed = true
+			ticked = append(ticked, tickMade{runs: n.runs, items: len(n.items), i: i, tick: n.ticks[i]})
 		}
 	}
-	return changed, n.gradeOf(snapshot.Poll, w, row)
+	return ticked, n.gradeOf(snapshot.Poll, w, row)
 }
