@@ -50,7 +50,7 @@ type boardHandlers struct {
 type stepControl interface {
 	State() step.State
 	Turn(on bool, who string) error
-	Release(ctx context.Context, id string, toEnd bool) (string, error)
+	Release(ctx context.Context, id string, toEnd bool, only *step.Only) (string, error)
 	PlayAll(ctx context.Context) int
 	AimAny(ctx context.Context, id, fault string) error
 }
@@ -160,13 +160,15 @@ func (h boardHandlers) stepRelease(c echo.Context, toEnd bool) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	if id, err = h.puzzle.target(c.Request(), id); err != nil {
+	id, only, err := h.puzzle.target(c.Request(), id)
+	if err != nil {
 		return err
 	}
 	h.closeVote(ctx)
 	// The server that holds the request counts the puzzle's step
-	// (countHeldStep): this one may not list it yet.
-	released, err := h.steps.Release(ctx, id, toEnd)
+	// (countHeldStep) and checks a student's bound: this one may not list
+	// it yet.
+	released, err := h.steps.Release(ctx, id, toEnd, only)
 	if err != nil {
 		return err
 	}
@@ -178,11 +180,9 @@ func (h boardHandlers) stepRelease(c echo.Context, toEnd bool) error {
 func (h boardHandlers) handleStepPlay(c echo.Context) error {
 	ctx := c.Request().Context()
 	h.closeVote(ctx)
-	undo := h.puzzle.count(ctx, allHeld(h.steps.State())...)
+	// Each server that holds the puzzle's requests counts the Play
+	// (countHeldPlay): this one may not list them yet.
 	n := h.steps.PlayAll(ctx)
-	if n == 0 {
-		undo()
-	}
 	out := h.steps.State()
 	out.Released = fmt.Sprintf("%d", n)
 	return c.JSON(http.StatusOK, out)

@@ -3,7 +3,9 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -69,69 +71,36 @@ type puzzleSteps struct {
 }
 
 // target is the held request the action at r steps: id, or the oldest
-// held when id is "". A student holding the step bar steps the
-// puzzle's order's requests only.
-func (ps puzzleSteps) target(r *http.Request, id string) (string, error) {
+// held when id is "", and, for a student holding the step bar, the
+// bound the server that holds it checks (the puzzle's order's requests
+// only). A request this server's copy of the held lists does not show
+// yet is left to its holder to check.
+func (ps puzzleSteps) target(r *http.Request, id string) (string, *step.Only, error) {
 	p, student := solverOf(r)
+	var only *step.Only
+	if student {
+		only = &step.Only{Scope: p.Scope, OrderID: p.OrderID,
+			Refusal: fmt.Sprintf("The step bar is for the puzzle's %s only: the request %q is not one of its held requests.", p.Subject, pay.Truncate(id, 40))}
+	}
 	held := ps.held().Held
 	for _, h := range held {
 		mine := h.Scope == p.Scope && h.OrderID == p.OrderID
+		if id != "" && h.Request == id && student && !mine {
+			return "", nil, pay.Errorf(pay.EFORBIDDEN, "%s", only.Refusal)
+		}
 		if student && !mine {
 			continue
 		}
 		if id == "" || h.Request == id {
-			return h.Request, nil
+			return h.Request, only, nil
 		}
 	}
-	if student {
-		if id == "" {
-			return "", pay.Errorf(pay.ENOTFOUND, "No request of the puzzle's %s is held at a checkpoint now.", p.Subject)
-		}
-		return "", pay.Errorf(pay.EFORBIDDEN, "The step bar is for the puzzle's %s only: the request %q is not one of its held requests.", p.Subject, pay.Truncate(id, 40))
+	if student && id == "" {
+		return "", nil, pay.Errorf(pay.ENOTFOUND, "No request of the puzzle's %s is held at a checkpoint now.", p.Subject)
 	}
-	// The presenter's: step mode says why it cannot be stepped.
-	return id, nil
-}
-
-// count counts Play as one step for the puzzle under way, if one of ids
-// is one of its order's held requests, before the step runs: the charge
-// the step makes then finds it counted. undo takes it back when nothing
-// was let go. Next and Finish are counted by the server that holds the
-// request (countHeldStep).
-func (ps puzzleSteps) count(ctx context.Context, ids ...string) (undo func()) {
-	st := ps.room.Load()
-	p, ok := st.CurrentPuzzle()
-	if !ok || p.Solved {
-		return func() {}
-	}
-	mine := false
-	for _, h := range ps.held().Held {
-		for _, id := range ids {
-			if h.Request == id && h.Scope == p.Scope && h.OrderID == p.OrderID {
-				mine = true
-			}
-		}
-	}
-	if !mine {
-		return func() {}
-	}
-	id := p.ID
-	if _, _, err := ps.room.Change(ctx, func(s *room.State) error {
-		if !s.CountStep(id) {
-			return errNoCount
-		}
-		return nil
-	}); err != nil {
-		return func() {}
-	}
-	return func() {
-		_, _, _ = ps.room.Change(context.WithoutCancel(ctx), func(s *room.State) error {
-			if !s.UncountStep(id) {
-				return errNoCount
-			}
-			return nil
-		})
-	}
+	// The server that holds it checks the student's bound; step mode says
+	// why the presenter's cannot be stepped.
+	return id, only, nil
 }
 
 // countHeldStep counts a step on the puzzle under way when the held
@@ -164,15 +133,36 @@ func countHeldStep(rm *room.Room[room.State]) func(ctx context.Context, r step.H
 	}
 }
 
+// countHeldPlay counts the Play named play as one step on the puzzle
+// under way when one of the requests held, about to go on the server
+// that holds them, is one of its order's (step.Config.CountPlay): every
+// server that holds some counts it, and the room counts it once. undo
+// takes the count back when nothing was let go.
+func countHeldPlay(rm *room.Room[room.State]) func(ctx context.Context, play string, held []step.HeldRequest) (undo func()) {
+	return func(ctx context.Context, play string, held []step.HeldRequest) func() {
+		var id uint64
+		if _, _, err := rm.Change(ctx, func(s *room.State) error {
+			p, ok := s.CurrentPuzzle()
+			if !ok || !slices.ContainsFunc(held, func(r step.HeldRequest) bool { return p.Scope == r.Scope && p.OrderID == r.OrderID }) ||
+				!s.CountPlay(p.ID, play) {
+				return errNoCount
+			}
+			id = p.ID
+			return nil
+		}); err != nil {
+			return func() {}
+		}
+		return func() {
+			_, _, _ = rm.Change(context.WithoutCancel(ctx), func(s *room.State) error {
+				if !s.UncountStep(id) {
+					return errNoCount
+				}
+				return nil
+			})
+		}
+	}
+}
+
 // errNoCount is a room edit that found nothing to count: it writes
 // nothing.
 var errNoCount = errors.New("no puzzle step to count")
-
-// allHeld names every held request, for Play's count.
-func allHeld(st step.State) []string {
-	out := make([]string, 0, len(st.Held))
-	for _, h := range st.Held {
-		out = append(out, h.Request)
-	}
-	return out
-}

@@ -30,6 +30,10 @@ type Puzzle struct {
 	// Steps counts the steps taken on the puzzle's held requests (Next,
 	// Finish or Play) since it started, by whoever held the step bar.
 	Steps int `json:"steps"`
+	// Play names the last Play counted as a step: each server that holds
+	// some of the puzzle's requests counts the Play it lets them go on,
+	// and the one step is counted once.
+	Play string `json:"play,omitempty"`
 	// Before is the order's charges in the books when the puzzle
 	// started, which no held request made: the puzzle takes two more.
 	Before int `json:"before,omitempty"`
@@ -112,6 +116,20 @@ func (s *State) CountStep(id uint64) bool {
 	}
 	p.Steps++
 	s.Puzzle = &p
+	return true
+}
+
+// CountPlay counts the Play named play as one step on puzzle id while
+// it is unsolved, unless another server counted it already; it reports
+// whether it counted one.
+func (s *State) CountPlay(id uint64, play string) bool {
+	if p, ok := s.CurrentPuzzle(); ok && p.Play == play {
+		return false
+	}
+	if !s.CountStep(id) {
+		return false
+	}
+	s.Puzzle.Play = play
 	return true
 }
 

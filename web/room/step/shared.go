@@ -91,6 +91,9 @@ type stepCommand struct {
 	Op      string `json:"op"`
 	Request string `json:"request,omitempty"`
 	Fault   string `json:"fault,omitempty"`
+	// Only bounds a Next or Finish to one order's requests (a student's
+	// step).
+	Only *Only `json:"only,omitempty"`
 	// To, Code and Detail are a refusal's: the server that asked, and the
 	// problem to answer with.
 	To     string   `json:"to,omitempty"`

@@ -26,13 +26,14 @@ func (st *Stepper) target(id string) (string, error) {
 
 // Release is Next (toEnd false) or Finish for the request id, or the
 // oldest held: here if this server holds it, else by the server that
-// does. It returns the request let go.
-func (st *Stepper) Release(ctx context.Context, id string, toEnd bool) (string, error) {
+// does. only, unless nil, bounds it to one order's requests, checked by
+// the holder. It returns the request let go.
+func (st *Stepper) Release(ctx context.Context, id string, toEnd bool, only *Only) (string, error) {
 	id, err := st.target(id)
 	if err != nil {
 		return "", err
 	}
-	released, err := st.stepHeld(ctx, id, toEnd)
+	released, err := st.stepHeld(ctx, id, toEnd, only)
 	if !st.shared() || pay.ErrorCode(err) != pay.ENOTFOUND {
 		return released, err
 	}
@@ -40,17 +41,18 @@ func (st *Stepper) Release(ctx context.Context, id string, toEnd bool) (string, 
 	if toEnd {
 		op = stepOpFinish
 	}
-	if err := st.forward(ctx, stepCommand{Op: op, Request: id}, KindResumed); err != nil {
+	if err := st.forward(ctx, stepCommand{Op: op, Request: id, Only: only}, KindResumed); err != nil {
 		return "", err
 	}
 	return id, nil
 }
 
-// stepHeld is Next (or Finish) of the request id held here, counted
-// first (Config.CountStep): the step the count is for is the one about to
+// stepHeld is Next (or Finish) of the request id held here, refused if
+// only bounds the step to another order's requests, and counted first
+// (Config.CountStep): the step the count is for is the one about to
 // happen, and the charge it makes must find it counted.
-func (st *Stepper) stepHeld(ctx context.Context, id string, toEnd bool) (string, error) {
-	if st.cfg.CountStep == nil {
+func (st *Stepper) stepHeld(ctx context.Context, id string, toEnd bool, only *Only) (string, error) {
+	if st.cfg.CountStep == nil && only == nil {
 		return st.Next(id, toEnd)
 	}
 	st.mu.Lock()
@@ -63,12 +65,41 @@ func (st *Stepper) stepHeld(ctx context.Context, id string, toEnd bool) (string,
 	if err != nil {
 		return "", err
 	}
-	undo := st.cfg.CountStep(ctx, row)
+	if only != nil && (row.Scope != only.Scope || row.OrderID != only.OrderID) {
+		return "", pay.Errorf(pay.EFORBIDDEN, "%s", only.Refusal)
+	}
+	undo := func() {}
+	if st.cfg.CountStep != nil {
+		undo = st.cfg.CountStep(ctx, row)
+	}
 	released, err := st.Next(row.Request, toEnd)
 	if err != nil {
 		undo() // it went on its own meanwhile (time limit, client gone)
 	}
 	return released, err
+}
+
+// playHeld is Play of the requests held here, counted first
+// (Config.CountPlay) as the Play named play.
+func (st *Stepper) playHeld(ctx context.Context, play string) int {
+	if st.cfg.CountPlay == nil {
+		return st.Play()
+	}
+	st.mu.Lock()
+	rows := make([]HeldRequest, 0, len(st.held))
+	for _, h := range st.held {
+		rows = append(rows, st.rowLocked(h))
+	}
+	st.mu.Unlock()
+	undo := func() {}
+	if len(rows) > 0 {
+		undo = st.cfg.CountPlay(ctx, play, rows)
+	}
+	n := st.Play()
+	if n == 0 {
+		undo() // they went on their own meanwhile
+	}
+	return n
 }
 
 // AimAny aims fault at the request id, or the oldest held, wherever it
@@ -88,7 +119,8 @@ func (st *Stepper) AimAny(ctx context.Context, id, fault string) error {
 // returns how many this server saw go: its own, and the others' that its
 // pages listed and whose resumed events came back in time.
 func (st *Stepper) PlayAll(ctx context.Context) int {
-	n := st.Play()
+	play := pay.NewID("sc_")
+	n := st.playHeld(ctx, play)
 	if !st.shared() {
 		return n
 	}
@@ -96,7 +128,7 @@ func (st *Stepper) PlayAll(ctx context.Context) int {
 	for _, h := range st.State().Held {
 		ids = append(ids, h.Request)
 	}
-	return n + st.broadcast(ctx, stepCommand{Op: stepOpPlay}, ids)
+	return n + st.broadcast(ctx, stepCommand{ID: play, Op: stepOpPlay}, ids)
 }
 
 // forward sends cmd to the other servers and waits until the request it
@@ -157,7 +189,9 @@ func (st *Stepper) forwardWait() time.Duration {
 func (st *Stepper) broadcast(ctx context.Context, cmd stepCommand, ids []string) int {
 	ctx, cancel := context.WithTimeout(ctx, st.forwardWait())
 	defer cancel()
-	cmd.ID = pay.NewID("sc_")
+	if cmd.ID == "" {
+		cmd.ID = pay.NewID("sc_")
+	}
 	sub, err := st.send(ctx, cmd, nil)
 	if err != nil {
 		st.cfg.Logf("step mode: %v", err)
@@ -241,13 +275,22 @@ func (st *Stepper) Command(payload string) {
 			st.commands.replies.Go(func() {
 				ctx, cancel := context.WithTimeout(st.ctx, st.forwardWait())
 				defer cancel()
-				_, err := st.stepHeld(ctx, cmd.Request, cmd.Op == stepOpFinish)
+				_, err := st.stepHeld(ctx, cmd.Request, cmd.Op == stepOpFinish, cmd.Only)
 				st.refuse(cmd, err)
 			})
 			return
 		}
-		_, err = st.Next(cmd.Request, cmd.Op == stepOpFinish)
+		_, err = st.stepHeld(st.ctx, cmd.Request, cmd.Op == stepOpFinish, cmd.Only)
 	case stepOpPlay:
+		if st.cfg.CountPlay != nil {
+			// Counted in the room, off the listener's goroutine, as Next.
+			st.commands.replies.Go(func() {
+				ctx, cancel := context.WithTimeout(st.ctx, st.forwardWait())
+				defer cancel()
+				st.playHeld(ctx, cmd.ID)
+			})
+			return
+		}
 		st.Play()
 	case stepOpAim:
 		err = st.aim(cmd.Request, cmd.Fault)

@@ -169,6 +169,24 @@ type Config struct {
 	// the hold arriving after its event), and only the holder knows for
 	// sure which order a held request pays.
 	CountStep func(ctx context.Context, r HeldRequest) (undo func())
+	// CountPlay, when set, counts Play as one step (the puzzle's count)
+	// on each server that holds requests when Play reaches it, just
+	// before they go: held is what this server holds, and play names the
+	// Play, the same on every server, so that a Play is counted once
+	// however many servers hold the puzzle's requests, and whatever the
+	// receiving server's copy of the others' held lists shows.
+	CountPlay func(ctx context.Context, play string, held []HeldRequest) (undo func())
+}
+
+// Only bounds a step to the held requests of one order: the student who
+// holds a puzzle's step bar steps those only. The server that holds the
+// request checks it, not the one that received the step, whose copy of
+// the others' held lists can briefly miss the request; Refusal is the
+// sentence another request's step is refused with.
+type Only struct {
+	Scope   string `json:"scope"`
+	OrderID string `json:"order_id"`
+	Refusal string `json:"refusal"`
 }
 
 // MaxHeld bounds the requests one server holds: each is a row of the step
