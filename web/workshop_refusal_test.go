@@ -25,6 +25,7 @@ import (
 // Retry-After and no advice to send it again, after one question to the
 // gateway, and nothing is charged.
 func TestWorkshopReferenceServersAnswerARefusalAsOne(t *testing.T) {
+	waitsOnRealClocks(t) // on the reference servers' start, with a gateway of its own
 	books := sim.NewGatewayHandler(time.Now)
 	var asked atomic.Int64
 	gateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -115,6 +116,7 @@ func referenceServers(gateway string) map[string]func(t *testing.T, addr string)
 // no JSON object, answered nothing and kept the key claimed, so every
 // retry got a 409 for ever.
 func TestWorkshopReferenceServersAnswerOddAnswersAsOne(t *testing.T) {
+	waitsOnRealClocks(t) // on the reference servers' start, with a gateway of its own
 	// Each order's answer, whatever the key.
 	answers := map[string]struct {
 		status      int
