@@ -24,7 +24,11 @@ import (
 // who draw the cap again (two in three) are not placed one by one: they
 // join a pool with their expected arrivals per step, as the fixed waits of
 // None and Exponential do (see poolNarrowAbove), and are placed one by one
-// again when that many are left.
+// again when that many are left. While pooling, the reads whose previous
+// wait was the cap (most of them: the pool's arrivals) are only counted per
+// step (atCap), not listed, and those of a step that fail are split at once
+// into the ones who wait the cap again (a binomial) and the rest, who each
+// draw a wait below the cap: the same law as a draw for each, without one.
 type decorrelatedHerd struct {
 	pcg  *rand.PCG
 	rnd  *rand.Rand
@@ -32,6 +36,12 @@ type decorrelatedHerd struct {
 	// ring holds per step (slot t&mask) the previous wait, in steps, of
 	// each client whose read arrives in that step.
 	ring [][]float32
+	// atCap counts per step, while pooling, the reads of clients whose
+	// previous wait was the cap; they are not in ring.
+	atCap []int32
+	// pAgain is the chance that a client whose previous wait was the cap
+	// draws the cap again.
+	pAgain float64
 	// base and capSteps are the backoff's base and cap in steps.
 	base, capSteps float64
 	// pooled is set while the pool below takes the clients who wait the
@@ -75,6 +85,10 @@ func (h *decorrelatedHerd) init(cfg HerdConfig) {
 	for i := range h.ring {
 		h.ring[i] = h.ring[i][:0]
 	}
+	h.atCap = resize(h.atCap, size)
+	clear(h.atCap)
+	// min(cap, uniform(base, 3·cap)) is the cap with chance 2·cap/(3·cap-base).
+	h.pAgain = 2 * h.capSteps / (3*h.capSteps - h.base)
 	h.pooled = cfg.Clients > poolNarrowAbove
 	h.again = 0
 	h.pool.n, h.pool.mass = 0, 0
@@ -111,6 +125,10 @@ func buildFourHops() {
 
 // put adds k reads of clients whose previous wait was prev to step t.
 func (h *decorrelatedHerd) put(t int, prev float32, k int) {
+	if h.pooled && float64(prev) == h.capSteps {
+		h.atCap[t&h.mask] += int32(k)
+		return
+	}
 	s := &h.ring[t&h.mask]
 	for range k {
 		*s = append(*s, prev)
@@ -133,6 +151,29 @@ func (h *decorrelatedHerd) failAll(b int, prevs []float32) {
 			h.again++
 			continue
 		}
+		u := float64((x>>10)&(1<<21-1)) * 0x1p-21
+		t := max(int(fb+u+float64(fourHops[x&(uint64(len(fourHops))-1)])+w), b+1)
+		s := &h.ring[t&h.mask]
+		*s = append(*s, float32(w))
+	}
+}
+
+// failAtCap sends the k clients whose reads in step b failed and whose
+// previous wait was the cap to their next read, while pooling: those who
+// draw the cap again join the pool (again), Binomial(k, pAgain) of them;
+// the others' waits are uniform between base and the cap, drawn as in
+// failAll.
+func (h *decorrelatedHerd) failAtCap(b int, k int) {
+	if k <= 0 {
+		return
+	}
+	again := binomial(h.rnd, k, h.pAgain)
+	h.again += again
+	fb := float64(b)
+	base, span := h.base, h.capSteps-h.base
+	for range k - again {
+		x := h.pcg.Uint64()
+		w := base + float64(x>>43)*0x1p-21*span
 		u := float64((x>>10)&(1<<21-1)) * 0x1p-21
 		t := max(int(fb+u+float64(fourHops[x&(uint64(len(fourHops))-1)])+w), b+1)
 		s := &h.ring[t&h.mask]
@@ -197,6 +238,13 @@ func (h *decorrelatedHerd) unpool(t int) {
 	pl.n, pl.mass = 0, 0
 	clear(pl.direct)
 	h.pooled = false
+	// The counted reads at the cap are listed again from here on.
+	for i, k := range h.atCap {
+		if k > 0 {
+			h.atCap[i] = 0
+			h.put(i, float32(h.capSteps), int(k))
+		}
+	}
 }
 
 func (h *decorrelatedHerd) run(cfg HerdConfig) HerdResult {
@@ -236,7 +284,9 @@ func (h *decorrelatedHerd) run(cfg HerdConfig) HerdResult {
 		}
 		i := b & h.mask
 		reads := h.ring[i]
-		r := len(reads)
+		atCap := int(h.atCap[i])
+		h.atCap[i] = 0
+		r := len(reads) + atCap
 		fb := float64(b)
 		landing := cand.valid && cand.at < fb+1
 		if r == 0 && !landing {
@@ -271,13 +321,20 @@ func (h *decorrelatedHerd) run(cfg HerdConfig) HerdResult {
 				// read came before the success or after, it is one of
 				// the step's reads picked at random.
 				k := h.rnd.IntN(r)
-				cand = decorrelatedCandidate{valid: true, at: v, prev: float64(reads[k])}
-				reads[k] = reads[r-1]
-				reads = reads[:r-1]
+				if k < len(reads) {
+					n := len(reads)
+					cand = decorrelatedCandidate{valid: true, at: v, prev: float64(reads[k])}
+					reads[k] = reads[n-1]
+					reads = reads[:n-1]
+				} else {
+					cand = decorrelatedCandidate{valid: true, at: v, prev: h.capSteps}
+					atCap--
+				}
 			}
 		}
 		// Every other read of the step fails.
 		h.failAll(b, reads)
+		h.failAtCap(b, atCap)
 		h.ring[i] = h.ring[i][:0]
 		h.poolAgain(b)
 	}
