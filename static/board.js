@@ -10,6 +10,11 @@
 //
 // It also highlights, in the timeline, the rows that made a lesson's
 // points: each ticked "Watch for" item names its row (data-row).
+//
+// The workshop's scoreboard is asked for again (GET /workshop/-/scores)
+// after a frame of the event stream that changed it (the
+// "<!--workshop-->" mark) and when the stream opens again, never on a
+// timer: a red row reaches the room as the run finds it.
 (function () {
   "use strict";
 
@@ -97,4 +102,28 @@
     new MutationObserver(schedule).observe(board, { childList: true, subtree: true });
   }
   schedule();
+
+  // -------------------------------------------------- workshop scoreboard
+
+  var scoresBusy = false, scoresAgain = false;
+  function refreshScores() {
+    if (!$("workshop-scores")) { return; }
+    if (scoresBusy) { scoresAgain = true; return; }
+    scoresBusy = true;
+    fetch("/workshop/-/scores", { credentials: "same-origin", cache: "no-store" })
+      .then(function (r) { return r.status === 200 ? r.text() : null; })
+      .then(function (html) {
+        var cur = $("workshop-scores");
+        if (html !== null && cur) { cur.outerHTML = html; }
+      }, function () { /* the next change, or the stream opening again, asks again */ })
+      .finally(function () {
+        scoresBusy = false;
+        if (scoresAgain) { scoresAgain = false; refreshScores(); }
+      });
+  }
+  document.addEventListener("htmx:sseMessage", function (ev) {
+    var data = ev.detail && ev.detail.data;
+    if (typeof data === "string" && data.indexOf("<!--workshop-->") >= 0) { refreshScores(); }
+  });
+  document.addEventListener("htmx:sseOpen", refreshScores);
 })();

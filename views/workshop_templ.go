@@ -432,8 +432,8 @@ func WorkshopMineRow(r WorkshopRow) templ.Component {
 
 // BoardWorkshop is the open workshop on the board, under the join
 // panel: where students go, the faults every gateway gives, the
-// presenter's switches, and the scoreboard, which fetches itself again
-// every second.
+// presenter's switches, and the scoreboard, which the board fetches
+// again when its event stream says it changed (static/board.js).
 func BoardWorkshop(b WorkshopBoard) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -626,7 +626,7 @@ func WorkshopScores(b WorkshopBoard) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 54, "<div id=\"workshop-scores\" class=\"workshop-scores\" hx-get=\"/workshop/-/scores\" hx-trigger=\"every 1s\" hx-swap=\"outerHTML\"><p class=\"workshop-faults\">Gateway faults for everyone: <strong>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 54, "<div id=\"workshop-scores\" class=\"workshop-scores\"><p class=\"workshop-faults\">Gateway faults for everyone: <strong>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

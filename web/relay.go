@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"paytwice/web/board"
 	"paytwice/web/live"
 	"paytwice/web/room"
 	"paytwice/web/room/step"
@@ -27,7 +28,9 @@ func (s *Server) startRelay() {
 		// Every server derives its own ticks of a lesson's "watch for"
 		// items from the events it sees, and tells its own pages that the
 		// class's vote changed when it applies the room (predict_view.go).
-		Local: func(k live.Kind) bool { return k == watchKind || k == pollKind },
+		// A change of the workshop's scoreboard is relayed once saved
+		// (board.WorkshopSavedKind), when the others can read it.
+		Local: func(k live.Kind) bool { return k == watchKind || k == pollKind || k == board.WorkshopKind },
 		Also: []room.Listener{
 			{Channel: step.Channel, OnListen: steps.CommandsListened, OnNotify: steps.Command},
 			{Channel: workshop.SettingsChannel, OnListen: s.endpoints.workshop.SettingsListened, OnNotify: s.endpoints.workshop.SettingsNotified},

@@ -127,7 +127,8 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 		CountPlay: countHeldPlay(s.room)})
 	s.teaching.narration = lesson.NewNarrator(s.teaching.lessons, s.room, s.hub)
 	s.teaching.judge = &puzzleJudge{room: s.room, hub: s.hub, charges: orderChargeCount{s.db}.count, logf: s.logf}
-	s.endpoints.guard, s.endpoints.workshop = newWorkshop(cfg, clock.Now, s.servers.peers, s.db, s.logf)
+	news := newWorkshopNews(s.hub)
+	s.endpoints.guard, s.endpoints.workshop = newWorkshop(cfg, clock.Now, s.servers.peers, s.db, s.logf, news)
 	s.admission.limits.knownGateway = s.endpoints.workshop.Known
 	{
 		// The workshop a restarted server carries on with: its students,

@@ -362,7 +362,7 @@ func (h workshopHandlers) handleGateway(c echo.Context) error {
 // newWorkshop makes the workshop and its guard from the server's
 // settings: the networks allowed, or by default the private networks the
 // server is served on.
-func newWorkshop(cfg Config, now func() time.Time, keeper room.Peers, books workshop.Books, logf func(string, ...any)) (*workshop.Guard, *workshop.Workshop) {
+func newWorkshop(cfg Config, now func() time.Time, keeper room.Peers, books workshop.Books, logf func(string, ...any), news *workshopNews) (*workshop.Guard, *workshop.Workshop) {
 	var listen []netip.AddrPort
 	for _, a := range []net.Addr{cfg.Listener, cfg.ListenAddr} {
 		if a, ok := a.(*net.TCPAddr); ok {
@@ -387,7 +387,8 @@ func newWorkshop(cfg Config, now func() time.Time, keeper room.Peers, books work
 		}
 	}
 	return g, workshop.New(workshop.Config{Guard: g, Now: now, Tune: cfg.workshopTune, Keeper: keeper, Books: books, BooksCap: cfg.workshopBooksCap, Announce: announce,
-		Logf: logf, ReadAgainEvery: cfg.workshopRestoreWait, SaveEvery: cfg.workshopSaveEvery})
+		Logf: logf, ReadAgainEvery: cfg.workshopRestoreWait, SaveEvery: cfg.workshopSaveEvery,
+		Changed: news.changed, Saved: news.saved})
 }
 
 // ParseWorkshopAllow reads -workshop-allow: networks and addresses

@@ -124,6 +124,22 @@ func (h rawHTML) Render(_ context.Context, w io.Writer) error {
 // /lab/live for them (static/lab.js). htmx swaps nothing for a comment.
 var roomMark = rawHTML("<!--room-->")
 
+// The workshop's scoreboard reaches the board through the event stream
+// too: an event that changed it (WorkshopKind on the server where it
+// changed, WorkshopSavedKind from a server that saved its changes where
+// every server of the room reads them) draws no row, and its frame
+// carries workshopMark: the board then asks /workshop/-/scores for the
+// scoreboard as its viewer may see it (static/board.js), as it does when
+// its stream opens again.
+const (
+	WorkshopKind      live.Kind = "workshop"
+	WorkshopSavedKind live.Kind = "workshop-saved"
+)
+
+// workshopMark marks a frame whose event changed the workshop's
+// scoreboard. htmx swaps nothing for a comment.
+var workshopMark = rawHTML("<!--workshop-->")
+
 // marksRoom reports whether e's frame carries roomMark.
 func (p *Board) marksRoom(e live.Event) bool {
 	return p.cfg.RoomChanged != nil && p.cfg.RoomChanged(e) || e.Kind == lesson.WatchKind || e.Kind == live.Gap

@@ -242,6 +242,10 @@ var narrator = map[live.Kind]narration{
 	// The class's vote changed: no row; the frame's room mark makes every
 	// page ask for the vote (static/predict.js).
 	lesson.PollKind: {},
+	// The workshop's scoreboard changed: no row; the frame's workshop mark
+	// makes the board ask for the scoreboard (static/board.js).
+	WorkshopKind:      {},
+	WorkshopSavedKind: {},
 	// Another server's held list changed: the bar shows it.
 	step.KindHeldList: {line: line{stepBar: true}},
 }

@@ -93,6 +93,9 @@ func (p *Board) apply(e live.Event) {
 	if p.marksRoom(e) {
 		mark = []templ.Component{roomMark}
 	}
+	if e.Kind == WorkshopKind || e.Kind == WorkshopSavedKind {
+		mark = append(mark, workshopMark)
+	}
 	switch {
 	case p.fullNext:
 		p.fullNext = false

@@ -62,6 +62,9 @@ const (
 // changedLocked notes a change for the saver; w.mu is held.
 func (w *Workshop) changedLocked() {
 	w.changes++
+	if w.cfg.Changed != nil {
+		w.cfg.Changed()
+	}
 	select {
 	case w.dirty <- struct{}{}:
 	default: // a save is due already, and will take this change too
@@ -180,6 +183,9 @@ func (w *Workshop) save(ctx context.Context) {
 	w.mu.Lock()
 	w.saved = max(w.saved, at)
 	w.mu.Unlock()
+	if w.cfg.Saved != nil {
+		w.cfg.Saved()
+	}
 	if announce && w.cfg.Announce != nil {
 		if err := w.cfg.Announce(ctx, version); err != nil {
 			// The others read the settings at their next save or board.

@@ -58,6 +58,12 @@ type Config struct {
 	// version: each of them reads them at once when told
 	// (SettingsNotified), instead of at its next save or board.
 	Announce func(ctx context.Context, version int64) error
+	// Changed, when set, is called at each change of what the scoreboard
+	// shows, with the workshop's lock held: it must neither block nor
+	// call the workshop. Saved, when set, is called after a save that
+	// wrote changes to the keeper, where the other servers sharing it
+	// read them from then on.
+	Changed, Saved func()
 	// Books, when set, keeps the books of every student's gateway (the
 	// room's store): each charge is written there before the gateway
 	// answers, so a restarted server's gateways, and another server's,
