@@ -236,3 +236,64 @@ func TestWorkshopStormShowsRedWhileTheRunGoesOn(t *testing.T) {
 		t.Errorf("the finished run: %+v, want its first safety failure kept: %q", final, row.FirstSafety)
 	}
 }
+
+// TestWorkshopRedReachesTheBoardOverItsStream: the board's scoreboard is
+// not polled; the board's event stream says when it changed. A reader of
+// the stream, as the board's script does, asks for the scoreboard after
+// each frame with the workshop mark and nothing else: the student's row
+// turns red with the storm's reason while the storm's other answers are
+// still held, the mark coming after the red was known.
+func TestWorkshopRedReachesTheBoardOverItsStream(t *testing.T) {
+	env := newTestEnv(t, Config{WorkshopAllow: workshopStudentNets, workshopTune: func(c *check.Config) {
+		c.Only = []int{1, 2, 4, 5}
+		c.Timeout = 3 * time.Minute // the held requests wait on the test, not on the clock
+	}})
+	if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: &workshopOpen}); r.Status != http.StatusOK {
+		t.Fatalf("opening the workshop: %d %s", r.Status, r.Body)
+	}
+	addr := freeAddr(t, "127.0.0.2")
+	token := "ada-" + hex.EncodeToString(randomBytes(8))
+	me := registerStudent(t, env, token, "Ada", "http://"+addr)
+	student := newCheckThenCharge(me.Gateway)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: student}
+	go hs.Serve(ln)
+	var releaseOnce, stormOnce sync.Once
+	letGo := func() { releaseOnce.Do(func() { close(student.release) }) }
+	letStormGo := func() { stormOnce.Do(func() { close(student.releaseStorm) }) }
+	t.Cleanup(func() { letStormGo(); letGo(); hs.Close() })
+
+	stream := openStream(t, env, "")
+	if r := env.send(http.MethodPost, workshopAPI+"/run", nil, "Authorization", "Bearer "+token); r.Status != http.StatusAccepted {
+		t.Fatalf("asking for a run: %d %s", r.Status, r.Body)
+	}
+	red := regexp.MustCompile(`data-student="Ada" data-state="running" class="workshop-row bad"[\s\S]*?<td class="workshop-reason bad">case 4, storm of one key: `)
+	marks := 0
+	for {
+		// Bounded by the stream's own bound (waitUntilBound): a board
+		// that is never told fails here.
+		f := stream.nextFrame()
+		if !strings.Contains(f.Data, "<!--workshop-->") {
+			continue
+		}
+		marks++
+		if page := env.get("/workshop/-/scores"); red.Match(page.Body) {
+			break
+		}
+	}
+	select {
+	case <-student.storm:
+	default:
+		t.Fatal("the row was red before the storm reached the student's server")
+	}
+	t.Logf("red after %d frames with the workshop mark, %d ms after the storm began", marks, time.Since(student.stormAt).Milliseconds())
+	if strings.Contains(string(env.get("/board").Body), `hx-trigger="every`) {
+		t.Error("the board still polls the scoreboard")
+	}
+	letStormGo()
+	letGo()
+	waitStudent(t, env, token)
+}
