@@ -30,7 +30,7 @@ import (
 // into the ones who wait the cap again (a binomial) and the rest, who each
 // draw a wait below the cap: the same law as a draw for each, without one.
 type decorrelatedHerd struct {
-	pcg  *rand.PCG
+	pcg  *herdPCG // rand.PCG's numbers (see herdPCG)
 	rnd  *rand.Rand
 	mask int
 	// ring holds per step (slot t&mask) the previous wait, in steps, of
@@ -53,6 +53,8 @@ type decorrelatedHerd struct {
 	// exactly the cap, counted from the failed read's step, from capOff on.
 	capPMF []float64
 	capOff int
+	// placed is failAll's buffer.
+	placed []placement
 }
 
 // decorrelatedCandidate is the read whose write is the earliest since the
@@ -65,7 +67,7 @@ type decorrelatedCandidate struct {
 
 func (h *decorrelatedHerd) init(cfg HerdConfig) {
 	if h.pcg == nil {
-		h.pcg = rand.NewPCG(0, 0)
+		h.pcg = new(herdPCG)
 		h.rnd = rand.New(h.pcg)
 	}
 	h.pcg.Seed(cfg.Seed, 0x4e7d_0b5e)
@@ -144,18 +146,44 @@ func (h *decorrelatedHerd) failAll(b int, prevs []float32) {
 	fb := float64(b)
 	base, capSteps := h.base, h.capSteps
 	pooled := h.pooled
+	// The loop keeps the generator, the ring and the count in locals, so
+	// that its stores into the ring do not make it load them again.
+	g := *h.pcg
+	ring, mask := h.ring, h.mask
+	// While pooling, a wait of the cap is not placed: limit is the cap
+	// then, else no wait reaches it.
+	limit := math.Inf(1)
+	if pooled {
+		limit = capSteps
+	}
+	// First the draws, each kept in placed unless its client is pooled
+	// (counted without a branch, whose outcome is a coin toss here), then
+	// the placements, in the same order.
+	placed := resize(h.placed, len(prevs))
+	n := 0
 	for _, p := range prevs {
-		x := h.pcg.Uint64()
+		x := g.Uint64()
 		w := min(capSteps, base+float64(x>>43)*0x1p-21*(3*float64(p)-base))
-		if pooled && w == capSteps {
-			h.again++
-			continue
-		}
 		u := float64((x>>10)&(1<<21-1)) * 0x1p-21
 		t := max(int(fb+u+float64(fourHops[x&(uint64(len(fourHops))-1)])+w), b+1)
-		s := &h.ring[t&h.mask]
-		*s = append(*s, float32(w))
+		placed[n] = placement{slot: int32(t & mask), wait: float32(w)}
+		if w < limit {
+			n++
+		}
 	}
+	for _, pl := range placed[:n] {
+		s := &ring[pl.slot]
+		*s = append(*s, pl.wait)
+	}
+	h.placed = placed
+	*h.pcg = g
+	h.again += len(prevs) - n
+}
+
+// placement is a failed client's next read: its ring slot, and its wait.
+type placement struct {
+	slot int32
+	wait float32
 }
 
 // failAtCap sends the k clients whose reads in step b failed and whose
@@ -171,14 +199,17 @@ func (h *decorrelatedHerd) failAtCap(b int, k int) {
 	h.again += again
 	fb := float64(b)
 	base, span := h.base, h.capSteps-h.base
+	g := *h.pcg
+	ring, mask := h.ring, h.mask
 	for range k - again {
-		x := h.pcg.Uint64()
+		x := g.Uint64()
 		w := base + float64(x>>43)*0x1p-21*span
 		u := float64((x>>10)&(1<<21-1)) * 0x1p-21
 		t := max(int(fb+u+float64(fourHops[x&(uint64(len(fourHops))-1)])+w), b+1)
-		s := &h.ring[t&h.mask]
+		s := &ring[t&mask]
 		*s = append(*s, float32(w))
 	}
+	*h.pcg = g
 }
 
 // poolAgain adds the clients of step b who wait the cap again to the

@@ -3,7 +3,6 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
-	"sort"
 	"sync"
 )
 
@@ -161,7 +160,17 @@ func minWrite(rnd *rand.Rand, r int, w float64) float64 {
 	lu := math.Log(u) / float64(r)
 	logF := math.Log(-math.Expm1(lu))
 	y := logF - lu // logit(F)
-	j := sort.SearchFloat64s(t.logit, y)
+	// The first index whose logit is y or more (sort.SearchFloat64s,
+	// without its call through a function value).
+	j, n := 0, len(t.logit)
+	for j < n {
+		m := int(uint(j+n) >> 1)
+		if t.logit[m] < y {
+			j = m + 1
+		} else {
+			n = m
+		}
+	}
 	switch {
 	case j == 0:
 		return t.x[0]
