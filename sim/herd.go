@@ -167,7 +167,17 @@ type herdSim struct {
 	prev     []time.Duration
 	rnd      *rand.Rand
 	pcg      *rand.PCG
+	// yield, when set, is called every herdYieldEvents events of a run
+	// (HerdSweepConfig.Yield): one trial of a large herd takes several
+	// milliseconds, and Go's scheduler looks at the network only when a
+	// goroutine stops (or every 10 ms), so a sweep yielding between
+	// trials alone kept a request that had arrived waiting that long.
+	yield func()
 }
+
+// herdYieldEvents is how many events a run processes between two calls
+// of its yield: a fraction of a millisecond.
+const herdYieldEvents = 1024
 
 func (s *herdSim) hop() time.Duration {
 	return time.Duration(math.Abs(s.rnd.NormFloat64()*float64(HopStdDev) + float64(HopMean)))
@@ -200,6 +210,9 @@ func (s *herdSim) run(cfg HerdConfig) HerdResult {
 			break
 		}
 		res.Events++
+		if s.yield != nil && res.Events%herdYieldEvents == 0 {
+			s.yield()
+		}
 		e := &s.q[0]
 		c := e.client
 		switch e.kind {
@@ -258,9 +271,10 @@ type HerdSweepConfig struct {
 	// Workers is the number of goroutines; 0 means GOMAXPROCS. The result
 	// does not depend on it.
 	Workers int `json:"-"`
-	// Yield, when set, is called before every trial and may wait: a
-	// server uses it to let more urgent work have the core first. The
-	// result does not depend on it.
+	// Yield, when set, is called before every trial, and within a trial
+	// every herdYieldEvents events, and may wait: a server uses it to let
+	// more urgent work have the core first. The result does not depend on
+	// it.
 	Yield func(context.Context) `json:"-"`
 }
 
@@ -363,6 +377,9 @@ func HerdSweep(ctx context.Context, cfg HerdSweepConfig) ([]HerdPoint, error) {
 	for range workers {
 		wg.Go(func() {
 			var s herdRunner
+			if cfg.Yield != nil {
+				s.events.yield = func() { cfg.Yield(ctx) }
+			}
 			for i := range jobs {
 				pt := &points[i]
 				var work, done float64

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -291,5 +293,40 @@ func BenchmarkHerdClients(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// A sweep's Yield is called within a trial too, every herdYieldEvents
+// events: one trial of a large herd runs for milliseconds, and a server
+// that yields only between trials keeps a request that arrived meanwhile
+// waiting that long. The result does not depend on it.
+func TestHerdSweepYieldsWithinATrial(t *testing.T) {
+	cfg := HerdSweepConfig{MinClients: 190, MaxClients: 190, Step: 10, Trials: 1, Seed: 5, Strategies: []Strategy{Exponential}, Workers: 1}
+	quiet, err := HerdSweep(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := 0
+	for range cfg.Trials {
+		r, err := RunHerd(HerdConfig{Clients: 190, Strategy: Exponential, Seed: TrialSeed(cfg.Seed, 190, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		events += r.Events
+	}
+	if events < 2*herdYieldEvents {
+		t.Fatalf("the trial has %d events, too few to tell", events)
+	}
+	var yields atomic.Int64
+	cfg.Yield = func(context.Context) { yields.Add(1) }
+	pts, err := HerdSweep(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(cfg.Trials + events/herdYieldEvents); yields.Load() != want {
+		t.Fatalf("Yield was called %d times in a trial of %d events, want %d", yields.Load(), events, want)
+	}
+	if !reflect.DeepEqual(pts, quiet) {
+		t.Fatalf("yielding changed the result: %+v, want %+v", pts, quiet)
 	}
 }

@@ -198,12 +198,20 @@ func (p *presenterAtWork) waitAtMost(ctx context.Context, d time.Duration) time.
 // that long behind a sweep: a payment has several, and under a class
 // looping on the herd its median latency was several times the quiet
 // one's. Sleeping, the sweep leaves the processor to what is runnable and
-// lets the scheduler read the network first. On an idle server the pause
-// costs about a millisecond (the scheduler's shortest network wait) per
-// sweepSlice of work.
+// lets the scheduler read the network first. But the scheduler reads the
+// network only once nothing is runnable (or every 10 ms): under a
+// mischievous class there is always a student's request or live view to
+// run, and a pause of 50 µs ended before the processor ran dry, so a
+// payment's request that had arrived still waited for the 10 ms look
+// (an execution trace of the noisy rounds of
+// BenchmarkPresenterPaysDuringMischief: the presenter's request waited
+// 18 ms on average from its arrival to its first run, behind the sweep).
+// A pause as long as the slice lets the rest run out and the network be
+// read: while others are in flight a student's sweep gets at most half
+// the processor. Alone on the server it never pauses.
 const (
 	sweepSlice = time.Millisecond
-	sweepPause = 50 * time.Microsecond
+	sweepPause = time.Millisecond
 )
 
 // sweepYield is what a student's sweep does between its trials: wait for
