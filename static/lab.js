@@ -235,6 +235,13 @@
     var lesson = $("lesson");
     if (lesson && data.v.l !== undefined) { lesson.dataset.vLesson = String(data.v.l); }
     if (lessonChanged) { lessonStarted(); }
+    // A resync's note says which chapter the class was in when it was
+    // drawn; once the page shows another (the presenter moved on within
+    // the note's few seconds), it would say what is no longer so.
+    var note = $("stream-note");
+    if (note && !note.hidden && lesson && note.dataset.lesson !== undefined && note.dataset.lesson !== (lesson.dataset.slug || "")) {
+      note.hidden = true;
+    }
     // The checkout card (pay.js) follows the room: a new order after a
     // reset, a check of what it says after any change.
     // The demo clock, for the key ages (pay.js).

@@ -55,7 +55,8 @@ func (s *Server) live() *board.Board {
 			RoomChanged: changesRoom,
 			Lab:         boardLab{s.labPanel()},
 			ResyncNote: func(why board.Why) templ.Component {
-				return views.StreamNote(s.resyncNote(why), true)
+				text, lesson := s.resyncNote(why)
+				return views.ResyncNote(text, lesson)
 			},
 			Origin:  s.streamOrigin,
 			Kept:    s.pages.answers.kept,
@@ -130,8 +131,9 @@ func (s *Server) streamOrigin(ctx context.Context, epoch string) board.Why {
 // server restarted, the page came from another server of the room, or it
 // fell behind), and where the class is now. It claims no more than the
 // server knows: with several servers, a page whose server is gone is told
-// so, not which of a stop or a restart it was.
-func (s *Server) resyncNote(why board.Why) string {
+// so, not which of a stop or a restart it was. lesson is the chapter it
+// says the class is in, "" for none.
+func (s *Server) resyncNote(why board.Why) (text, lesson string) {
 	head := "This page fell behind and was drawn again."
 	switch {
 	case why == board.Moved && s.cfg.Name != "":
@@ -153,5 +155,5 @@ func (s *Server) resyncNote(why board.Why) string {
 	if st.Step {
 		where += " Step mode is on: payments wait for the presenter."
 	}
-	return head + where
+	return head + where, st.Lesson
 }
