@@ -132,6 +132,10 @@ type Config struct {
 	// mode (not Clock, which the presenter moves); time.Now when nil.
 	// Tests replace it to pace events without waiting.
 	Wall func() time.Time
+	// Ticks is the clock of busy mode's refreshes: a channel that ticks
+	// every d, and how to stop it (a time.Ticker when nil). Tests tick it
+	// themselves, with Wall, instead of waiting for a flood to age.
+	Ticks func(d time.Duration) (ticks <-chan time.Time, stop func())
 	// BeforeWrite, when set, is called before each write of a stream
 	// after its first, with the viewer's request, and may wait: a server
 	// uses it to let more urgent work have the processor first. For the
@@ -196,6 +200,12 @@ func Start(cfg Config) *Board {
 	}
 	if cfg.Wall == nil {
 		cfg.Wall = time.Now
+	}
+	if cfg.Ticks == nil {
+		cfg.Ticks = func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		}
 	}
 	p := &Board{cfg: cfg}
 	p.fan.beforeWrite, p.fan.interval = cfg.BeforeWrite, p.fanoutInterval

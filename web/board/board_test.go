@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -627,10 +628,35 @@ func TestBoardModel(t *testing.T) {
 	})
 }
 
-// The busy-mode ticker runs only while busy, stops when busy mode ends and
-// starts again with the next flood.
+// The busy-mode ticker runs only while busy, keeps the board busy while
+// events still come fast, stops when busy mode ends and starts again with
+// the next flood. The wall clock stands still during a flood and moves on
+// by hand; the test ticks the ticker itself.
 func TestBusyTicker(t *testing.T) {
-	b := newTestBoard(t, nil, 10)
+	var mu sync.Mutex
+	wall := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return wall }
+	ticks := make(chan time.Time)
+	var every atomic.Int64
+	b := newTestBoard(t, func(c *Config) {
+		c.Wall = now
+		c.Ticks = func(d time.Duration) (<-chan time.Time, func()) {
+			every.Store(int64(d))
+			return ticks, func() {}
+		}
+	}, 10)
+	// tick is one refresh: the ticker takes a tick only between two
+	// refreshes, so the second send returns once the first has run.
+	tick := func(what string) {
+		t.Helper()
+		for range 2 {
+			select {
+			case ticks <- now():
+			case <-time.After(2 * time.Minute): // a bound only a broken board reaches
+				t.Fatalf("%s: the ticker took no tick in two minutes", what)
+			}
+		}
+	}
 	if b.ticking.Load() {
 		t.Fatal("the ticker runs before any event")
 	}
@@ -648,7 +674,27 @@ func TestBusyTicker(t *testing.T) {
 			t.Fatalf("round %d: the flood did not switch to busy mode", round)
 		}
 		waitUntil(t, "the ticker to start", func() bool { return b.tickerRuns.Load() > uint64(round) })
-		waitUntil(t, "busy mode to end", func() bool { return !b.busyFlag.Load() })
+		if d := time.Duration(every.Load()); d != busyRefresh {
+			t.Fatalf("the ticker ticks every %v, want busyRefresh (%v)", d, busyRefresh)
+		}
+		tick("while the flood is under a second old")
+		if !b.busyFlag.Load() || !b.ticking.Load() {
+			t.Fatalf("round %d: busy mode ended (busy %v, ticking %v) while the flood was under a second old", round, b.busyFlag.Load(), b.ticking.Load())
+		}
+		// Two seconds on, the flood is over. The second refresh above may
+		// still be running, and may read the new time and end busy mode
+		// itself: the ticker is then no longer listening, so the next tick
+		// is offered, not forced.
+		mu.Lock()
+		wall = wall.Add(2 * time.Second)
+		mu.Unlock()
+		waitUntil(t, "busy mode to end", func() bool {
+			select {
+			case ticks <- now():
+			default:
+			}
+			return !b.busyFlag.Load()
+		})
 		waitUntil(t, "the ticker to stop", func() bool { return !b.ticking.Load() })
 	}
 }

@@ -95,17 +95,17 @@ func (p *Board) tick() {
 		}
 		p.ticking.Store(true)
 		p.tickerRuns.Add(1)
-		t := time.NewTicker(busyRefresh)
+		ticks, stop := p.cfg.Ticks(busyRefresh)
 		for p.busyFlag.Load() {
 			select {
 			case <-p.cfg.Ctx.Done():
-				t.Stop()
+				stop()
 				return
-			case <-t.C:
+			case <-ticks:
 				p.refresh()
 			}
 		}
-		t.Stop()
+		stop()
 		p.ticking.Store(false)
 	}
 }
