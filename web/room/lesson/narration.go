@@ -41,6 +41,9 @@ type seeing struct {
 	st         *narrationState
 	order, key string // scope and order, scope and key: the memory's keys
 	ticks      []Tick
+	// lab is the room's lab settings as the narration reads the event:
+	// an item about the fix ticks only once the fix is in.
+	lab room.LabSettings
 }
 
 // is reports whether the event is of kind k.
@@ -401,7 +404,7 @@ func (n *Narrator) see(e live.Event) ([]tickMade, *pollGrade) {
 	if e.Request != "" {
 		row = "tl-" + e.Request
 	}
-	w := &seeing{e: e, st: st, order: order, key: key, ticks: n.ticks}
+	w := &seeing{e: e, st: st, order: order, key: key, ticks: n.ticks, lab: snapshot.Lab}
 	var ticked []tickMade
 	for i, item := range n.items {
 		if !n.ticks[i].Seen && item.Ticks(w) {

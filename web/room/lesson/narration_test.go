@@ -185,3 +185,42 @@ func TestNarrationVersionIsThePanelsNotTheServers(t *testing.T) {
 		t.Fatalf("no lesson: versions %d and %d", va, vb)
 	}
 }
+
+// TestCheckThenInsertSecondItemWaitsForTheConstraints: in the check-then-
+// insert chapter a key charged once and then replayed (a double-click
+// whose requests did not overlap) does not tick "Second burst" while the
+// tables still have no constraints; the same after "Put the constraints
+// back" does.
+func TestCheckThenInsertSecondItemWaitsForTheConstraints(t *testing.T) {
+	n, r := narrating(t)
+	if _, _, err := r.Change(context.Background(), func(s *room.State) error {
+		s.Lab.Server.Mode = room.LabCheckThenInsert
+		s.SetLesson("check-then-insert")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	oncePlusReplay := func(key string) {
+		n.see(live.Event{Kind: live.Received, Scope: "s", Key: key, OrderID: "O-" + key, Request: "rq_1" + key})
+		n.see(live.Event{Kind: live.Charged, Scope: "s", Key: key, OrderID: "O-" + key, Request: "rq_1" + key})
+		n.see(live.Event{Kind: live.Received, Scope: "s", Key: key, OrderID: "O-" + key, Request: "rq_2" + key})
+		n.see(live.Event{Kind: live.Replayed, Scope: "s", Key: key, OrderID: "O-" + key, Request: "rq_2" + key, Status: http.StatusCreated})
+	}
+	// The first burst: two charges for one key.
+	n.see(live.Event{Kind: live.Charged, Scope: "s", Key: "k1", OrderID: "O-1", Request: "rq_a"})
+	n.see(live.Event{Kind: live.Charged, Scope: "s", Key: "k1", OrderID: "O-1", Request: "rq_b"})
+	oncePlusReplay("k2")
+	if got := seen(n.Ticked("check-then-insert")); fmt.Sprint(got) != "[true false]" {
+		t.Fatalf("without the constraints: %v, want only the first burst ticked", got)
+	}
+	if _, _, err := r.Change(context.Background(), func(s *room.State) error {
+		s.Lab.Server.Mode = room.LabCheckThenInsertConstrained
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	oncePlusReplay("k3")
+	if got := seen(n.Ticked("check-then-insert")); fmt.Sprint(got) != "[true true]" {
+		t.Fatalf("with the constraints back: %v, want both ticked", got)
+	}
+}
