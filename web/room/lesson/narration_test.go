@@ -224,3 +224,38 @@ func TestCheckThenInsertSecondItemWaitsForTheConstraints(t *testing.T) {
 		t.Fatalf("with the constraints back: %v, want both ticked", got)
 	}
 }
+
+// TestRetryEvery4xxThirdItemWaitsForTheFix: in the retry-every-4xx
+// chapter, a second phone's first 422 (its key's only one so far) does
+// not tick "4xx not retried" while the browsers still retry every 4xx;
+// a 422 after "Retry only what can change" does.
+func TestRetryEvery4xxThirdItemWaitsForTheFix(t *testing.T) {
+	n, r := narrating(t)
+	change := func(retry bool) {
+		t.Helper()
+		if _, _, err := r.Change(context.Background(), func(s *room.State) error {
+			s.Lab.Client.RetryEvery4xx = retry
+			if retry {
+				s.SetLesson("retry-every-4xx")
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	change(true)
+	mismatch := func(key string) {
+		n.see(live.Event{Kind: live.Mismatch, Scope: "s", Key: key, OrderID: "O-" + key, Status: http.StatusUnprocessableEntity})
+	}
+	mismatch("phone-1")
+	mismatch("phone-1")
+	mismatch("phone-2")
+	if got := seen(n.Ticked("retry-every-4xx")); fmt.Sprint(got) != "[true true false]" {
+		t.Fatalf("while every 4xx is retried: %v", got)
+	}
+	change(false)
+	mismatch("phone-3")
+	if got := seen(n.Ticked("retry-every-4xx")); fmt.Sprint(got) != "[true true true]" {
+		t.Fatalf("after the fix: %v", got)
+	}
+}
