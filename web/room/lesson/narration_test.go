@@ -259,3 +259,39 @@ func TestRetryEvery4xxThirdItemWaitsForTheFix(t *testing.T) {
 		t.Fatalf("after the fix: %v", got)
 	}
 }
+
+// TestPruneTooSoonThirdItemWaitsForTheLongerRetention: in the
+// prune-too-soon chapter, a replay while keys are still kept 1 minute (a
+// phone paying again before the next prune) does not tick "With keys kept
+// 24 hours …"; a replay after "Keep keys 24 hours" does.
+func TestPruneTooSoonThirdItemWaitsForTheLongerRetention(t *testing.T) {
+	n, r := narrating(t)
+	setRetention := func(seconds int64, lesson bool) {
+		t.Helper()
+		if _, _, err := r.Change(context.Background(), func(s *room.State) error {
+			s.Lab.Server.Mode, s.Lab.Server.RetentionSeconds = room.LabKeyTableOnly, seconds
+			if lesson {
+				s.SetLesson("prune-too-soon")
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setRetention(room.LabShortRetentionSeconds, true)
+	n.see(live.Event{Kind: live.Pruned})
+	n.see(live.Event{Kind: live.Charged, Scope: "s", Key: "k1", OrderID: "O-1"})
+	n.see(live.Event{Kind: live.Charged, Scope: "s", Key: "k1", OrderID: "O-1"})
+	replay := func(key string) {
+		n.see(live.Event{Kind: live.Replayed, Scope: "s", Key: key, OrderID: "O-" + key, Status: http.StatusCreated})
+	}
+	replay("k2")
+	if got := seen(n.Ticked("prune-too-soon")); fmt.Sprint(got) != "[true true false]" {
+		t.Fatalf("with keys kept 1 minute: %v", got)
+	}
+	setRetention(room.LabLongRetentionSeconds, false)
+	replay("k3")
+	if got := seen(n.Ticked("prune-too-soon")); fmt.Sprint(got) != "[true true true]" {
+		t.Fatalf("with keys kept 24 hours: %v", got)
+	}
+}
