@@ -107,13 +107,18 @@
 
   var scoresBusy = false, scoresAgain = false;
   function refreshScores() {
-    if (!$("workshop-scores")) { return; }
+    // A board opened while the workshop was closed has only its place
+    // (a <template>): it asks for the whole panel until it opens.
+    var place = $("board-workshop");
+    var whole = !!place && place.tagName === "TEMPLATE";
+    var id = whole ? "board-workshop" : "workshop-scores";
+    if (!$(id)) { return; }
     if (scoresBusy) { scoresAgain = true; return; }
     scoresBusy = true;
-    fetch("/workshop/-/scores", { credentials: "same-origin", cache: "no-store" })
+    fetch(whole ? "/board/-/workshop" : "/workshop/-/scores", { credentials: "same-origin", cache: "no-store" })
       .then(function (r) { return r.status === 200 ? r.text() : null; })
       .then(function (html) {
-        var cur = $("workshop-scores");
+        var cur = $(id);
         if (html !== null && cur) { cur.outerHTML = html; }
       }, function () { /* the next change, or the stream opening again, asks again */ })
       .finally(function () {

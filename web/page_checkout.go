@@ -68,6 +68,7 @@ type pageSource struct {
 func (h liveHandlers) routes(e *echo.Echo) {
 	e.GET("/", h.handleCheckout)
 	e.GET("/board", h.handleBoard)
+	e.GET("/board/-/workshop", h.handleBoardWorkshop)
 	e.GET("/favicon.ico", handleFavicon)
 }
 
@@ -169,14 +170,31 @@ func (h liveHandlers) handleBoard(c echo.Context) error {
 		BYOC:      h.byocInUse != nil && h.byocInUse(),
 	}
 	if h.workshop != nil {
-		address := "http://" + r.Host
-		if len(d.Join.URLs) > 0 {
-			address = d.Join.URLs[0]
-		}
-		d.Workshop = h.workshop(r, strings.TrimRight(address, "/")+"/workshop")
+		d.Workshop = h.workshopPanel(r, d.Join)
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return render(c, http.StatusOK, views.BoardPage(d))
+}
+
+// workshopPanel is the board's workshop, with the address students open
+// (the join card's first).
+func (h liveHandlers) workshopPanel(r *http.Request, join views.Join) views.WorkshopBoard {
+	address := "http://" + r.Host
+	if len(join.URLs) > 0 {
+		address = join.URLs[0]
+	}
+	return h.workshop(r, strings.TrimRight(address, "/")+"/workshop")
+}
+
+// handleBoardWorkshop is GET /board/-/workshop: the board's workshop
+// panel alone, which a board opened while the workshop was closed asks
+// for when its event stream says the workshop changed (static/board.js).
+func (h liveHandlers) handleBoardWorkshop(c echo.Context) error {
+	if h.workshop == nil {
+		return pay.Errorf(pay.ENOTFOUND, "This server runs no workshop.")
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return render(c, http.StatusOK, views.BoardWorkshop(h.workshopPanel(c.Request(), h.join(c.Request()))))
 }
 
 // newOrderID makes an order number like A-4821.

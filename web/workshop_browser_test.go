@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/hex"
+	"net/http"
 	"testing"
 	"time"
 
@@ -94,4 +95,26 @@ func liveWaitAcross(t *testing.T, ctx context.Context, what string, timeout time
 	at, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
 	text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.body ? document.body.innerText : "").slice(0, 1500)`))
 	t.Fatalf("waiting for %s (%s): not true after %s (%v)\npage %s:\n%s", what, cond, timeout, last, at, text)
+}
+
+// TestBrowserBoardShowsTheWorkshopOnceOpened: a board opened while the
+// workshop is closed shows it, with no reload, once the presenter opens
+// it from elsewhere, and then a student's row as they register: the
+// board's event stream says the workshop changed, and the board asks for
+// the panel, then the scoreboard.
+func TestBrowserBoardShowsTheWorkshopOnceOpened(t *testing.T) {
+	browserSideBySide(t)
+	const token = "teach-ws-opened"
+	env := newTestEnv(t, Config{WorkshopAllow: workshopStudentNets, PresenterToken: token})
+	board := liveBrowser(t, 1366, 900)
+	liveOpen(t, board, env.URL+"/board")
+	if liveEval[bool](t, board, `!!document.getElementById("workshop-scores")`) {
+		t.Fatal("the board shows a closed workshop")
+	}
+	if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: &workshopOpen}, PresenterHeader, token); r.Status != http.StatusOK {
+		t.Fatalf("opening the workshop: %d %s", r.Status, r.Body)
+	}
+	liveWait(t, board, "the workshop on the board", waitUntilBound, `!!document.getElementById("workshop-scores")`)
+	registerStudent(t, env, "zoe-"+hex.EncodeToString(randomBytes(8)), "Zoe", "http://"+freeAddr(t, "127.0.0.2"))
+	liveWait(t, board, "Zoe's row on the scoreboard", waitUntilBound, `!!document.querySelector('#workshop-scores tr[data-student="Zoe"]')`)
 }
