@@ -1,0 +1,176 @@
+package web
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"paytwice/pay"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+)
+
+// boardShare is what TestBrowserBoardChapterVoteAndWorkshopShareTheScreen
+// measures in the page.
+type boardShare struct {
+	ViewW, ViewH, ScrollW, ScrollH float64
+	// RowsInView is how many of the timeline's folded rows its box holds
+	// on screen; TimelineH is that box's height on screen.
+	RowsInView int
+	TimelineH  float64
+	// Problems lists, in words, what overlaps, what is drawn over what,
+	// and what is off screen.
+	Problems []string
+}
+
+// boardShareMeasure checks, by their rectangles, that the board's panels
+// a chapter, a vote and the workshop put on the projector do not overlap
+// one another and are on screen; and, by what the browser finds at their
+// middle, that nothing is drawn over the "Watch for" items, the counters,
+// the workshop's "Run everyone again" or the vote's question (and, when
+// choices is true, its choices). It measures how many rows the timeline has room for.
+const boardShareMeasure = `(choices => {
+  const out = {ViewW: innerWidth, ViewH: innerHeight, ScrollW: document.scrollingElement.scrollWidth,
+    ScrollH: document.scrollingElement.scrollHeight, RowsInView: 0, TimelineH: 0, Problems: []};
+  const r = e => e.getBoundingClientRect();
+  const box = b => Math.round(b.left) + "," + Math.round(b.top) + " " + Math.round(b.width) + "x" + Math.round(b.height);
+  const panels = [
+    ["the vote panel", document.getElementById("poll")],
+    ["the chapter's caption", document.getElementById("lesson")],
+    ["the Watch for list", document.querySelector("#lesson .caption-watch")],
+    ["the counters", document.querySelector(".panel-counters")],
+    ["the workshop", document.getElementById("board-workshop")],
+    ["Run everyone again", document.getElementById("ws-run-all")],
+    ["the timeline", document.querySelector(".panel-timeline")],
+    ["the step bar", document.getElementById("step-bar")],
+    ["the join panel", document.getElementById("join")],
+  ];
+  const shown = [];
+  for (const [name, e] of panels) {
+    if (!e || !e.checkVisibility() || r(e).height < 2) { out.Problems.push(name + " is not shown"); continue; }
+    const b = r(e);
+    if (b.top < -1 || b.left < -1 || b.bottom > innerHeight + 1 || b.right > innerWidth + 1) out.Problems.push(name + " is off screen at " + box(b));
+    shown.push([name, e, b]);
+  }
+  for (let i = 0; i < shown.length; i++) for (let j = i + 1; j < shown.length; j++) {
+    const [n1, e1, a] = shown[i], [n2, e2, b] = shown[j];
+    if (e1.contains(e2) || e2.contains(e1)) continue;
+    const w = Math.min(a.right, b.right) - Math.max(a.left, b.left), h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+    if (w > 1 && h > 1) out.Problems.push(n1 + " at " + box(a) + " overlaps " + n2 + " at " + box(b));
+  }
+  const onTop = (name, e) => {
+    const b = r(e);
+    const at = document.elementFromPoint(b.left + b.width / 2, b.top + b.height / 2);
+    if (!at || !(at === e || e.contains(at))) {
+      const what = at ? at.tagName.toLowerCase() + (at.id ? "#" + at.id : "") + (at.closest("[id]") ? " in #" + at.closest("[id]").id : "") : "nothing (off screen)";
+      out.Problems.push(name + " at " + box(b) + " is under " + what);
+    }
+  };
+  const text = e => e.textContent.replace(/\s+/g, " ").trim().slice(0, 50);
+  for (const e of document.querySelectorAll("#lesson .watch-item")) onTop("Watch for: " + text(e), e);
+  for (const e of document.querySelectorAll(".panel-counters .tile")) onTop("the counter " + text(e), e);
+  for (const e of document.querySelectorAll("#ws-run-all, #lesson-next, #poll-q" + (choices ? ", #poll .poll-choice" : ""))) onTop(text(e), e);
+  const tl = document.getElementById("timeline"), tb = r(tl);
+  const top = Math.max(tb.top, 0), bottom = Math.min(tb.bottom, innerHeight);
+  out.TimelineH = Math.max(bottom - top, 0);
+  // The newest row of a chapter opens to its full exchange: the box is
+  // counted in rows of the folded ones, as a class sees them pile up.
+  const heights = [...tl.children].map(li => r(li).height).filter(h => h > 1);
+  if (heights.length) out.RowsInView = Math.floor(out.TimelineH / Math.min(...heights));
+  return out;
+})`
+
+// TestBrowserBoardChapterVoteAndWorkshopShareTheScreen projects the
+// presenter's board at 1920x1080 and at 1280x720 with a chapter running,
+// the workshop open with three students registered, eight payments on
+// the timeline and thirty nicknames in the scores: first with no vote
+// under way, then with the chapter's question open. The vote panel, the
+// chapter's caption and its "Watch for" list, the counters, the workshop
+// and its "Run everyone again", the timeline, the step bar and the join
+// panel do not overlap, nothing is drawn over them, the page does not
+// scroll, and the timeline has room for at least four rows at 1920x1080
+// (two at 1280x720). At 1920x1080 the vote's choices are all in view; at
+// 1280x720 its question is, the choices scrolling inside its box. The scores list the leaders and say how many more
+// there are. A phone (390x844) is photographed, and must not scroll
+// sideways. The pictures go to $PAYTWICE_SCREENSHOTS/board-share when it
+// is set.
+func TestBrowserBoardChapterVoteAndWorkshopShareTheScreen(t *testing.T) {
+	browserSideBySide(t)
+	env := newWorkshopEnvWith(t, "")
+	for _, name := range []string{"Ana", "Gus", "Mei"} {
+		registerStudent(t, env, strings.ToLower(name)+"-"+hex.EncodeToString(randomBytes(8)), name, "http://"+freeAddr(t, "127.0.0.2"))
+	}
+	if err := env.Server.guidedLessons().start(context.Background(), "response-lost", "test"); err != nil {
+		t.Fatal(err)
+	}
+	// The chapter's fault off, so that every answer arrives.
+	if err := env.Server.faultSwitches().applyFaults(context.Background(), pay.Faults{}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		env.pay(uuid.NewString(), fmt.Sprintf(`{"order_id":"A-%d","amount_satang":100}`, 4100+i))
+	}
+	for i := range 30 {
+		if status, body := newPhone(t, env.URL).do(http.MethodPost, "/api/poll/nickname", PollNickname{Nickname: fmt.Sprintf("student %02d", i+1)}); status != http.StatusOK {
+			t.Fatalf("nickname %d: %d %s", i+1, status, body)
+		}
+	}
+
+	ctx := liveBrowserFor(t, 1920, 1080, 6*time.Minute)
+	liveStill(t, ctx)
+	liveOpen(t, ctx, env.URL+"/board")
+	liveWait(t, ctx, "the chapter, the workshop's three students, eight rows and the scores", waitUntilBound,
+		`!!document.querySelector("#lesson .watch-item") && document.querySelectorAll("#workshop-scores tr[data-student]").length === 3 && `+
+			`document.querySelectorAll("#timeline > li").length >= 8 && document.querySelectorAll("#poll-scores li").length >= 8`)
+
+	check := func(phase string) {
+		t.Helper()
+		for _, size := range [][2]int64{{1920, 1080}, {1280, 720}} {
+			boardViewport(t, ctx, size[0], size[1])
+			liveDo(t, ctx, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+			where := fmt.Sprintf("%s at %dx%d", phase, size[0], size[1])
+			boardScreenshot(t, ctx, fmt.Sprintf("board-share/%s-%dx%d.png", phase, size[0], size[1]))
+			// A short projector shows the vote's question; its choices
+			// may be a scroll away inside the vote's own box.
+			g := liveEval[boardShare](t, ctx, fmt.Sprintf("(%s)(%t)", boardShareMeasure, size[1] >= 1000))
+			for _, p := range g.Problems {
+				t.Errorf("%s: %s", where, p)
+			}
+			if g.ScrollH > g.ViewH+1 || g.ScrollW > g.ViewW+1 {
+				t.Errorf("%s: the page scrolls: %vx%v of content", where, g.ScrollW, g.ScrollH)
+			}
+			want := 4
+			if size[1] < 1000 {
+				want = 2
+			}
+			if g.RowsInView < want {
+				t.Errorf("%s: the timeline shows %d rows (%.0f px), want %d or more", where, g.RowsInView, g.TimelineH, want)
+			}
+			t.Logf("%s: the timeline shows %d rows in %.0f px", where, g.RowsInView, g.TimelineH)
+		}
+		liveDo(t, ctx, "a phone's size", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
+		liveDo(t, ctx, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+		boardScreenshot(t, ctx, fmt.Sprintf("board-share/%s-phone.png", phase))
+		if w := liveEval[[]float64](t, ctx, `[document.scrollingElement.scrollWidth, innerWidth]`); w[0] > w[1]+1 {
+			t.Errorf("%s on a phone: the page is %v px wide in a %v px viewport", phase, w[0], w[1])
+		}
+		boardViewport(t, ctx, 1920, 1080)
+	}
+
+	check("scores")
+	if got := liveEval[string](t, ctx, `(document.getElementById("poll-more") || {dataset: {}}).dataset.more || ""`); got != "22" {
+		t.Errorf("the scores list 8 of 30 nicknames and say %q more, want 22", got)
+	}
+
+	if r := env.send(http.MethodPost, "/api/poll/open", PollOpen{Question: 0}); r.Status != http.StatusOK {
+		t.Fatalf("opening the chapter's question: %d %s", r.Status, r.Body)
+	}
+	liveWait(t, ctx, "the vote on the board", waitUntilBound, `document.querySelectorAll("#poll .poll-choice").length >= 2 && !!document.querySelector("#poll [data-poll-reveal]")`)
+	check("vote")
+	liveNoCSPViolations(t, ctx)
+}
