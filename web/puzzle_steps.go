@@ -111,25 +111,9 @@ func (ps puzzleSteps) target(r *http.Request, id string) (string, *step.Only, er
 // let go.
 func countHeldStep(rm *room.Room[room.State]) func(ctx context.Context, r step.HeldRequest) (undo func()) {
 	return func(ctx context.Context, r step.HeldRequest) func() {
-		var id uint64
-		if _, _, err := rm.Change(ctx, func(s *room.State) error {
-			p, ok := s.CurrentPuzzle()
-			if !ok || p.Scope != r.Scope || p.OrderID != r.OrderID || !s.CountStep(p.ID) {
-				return errNoCount
-			}
-			id = p.ID
-			return nil
-		}); err != nil {
-			return func() {}
-		}
-		return func() {
-			_, _, _ = rm.Change(context.WithoutCancel(ctx), func(s *room.State) error {
-				if !s.UncountStep(id) {
-					return errNoCount
-				}
-				return nil
-			})
-		}
+		return countOnPuzzle(ctx, rm, func(s *room.State, p *room.Puzzle) bool {
+			return p.Scope == r.Scope && p.OrderID == r.OrderID && s.CountStep(p.ID)
+		})
 	}
 }
 
@@ -140,26 +124,36 @@ func countHeldStep(rm *room.Room[room.State]) func(ctx context.Context, r step.H
 // takes the count back when nothing was let go.
 func countHeldPlay(rm *room.Room[room.State]) func(ctx context.Context, play string, held []step.HeldRequest) (undo func()) {
 	return func(ctx context.Context, play string, held []step.HeldRequest) func() {
-		var id uint64
-		if _, _, err := rm.Change(ctx, func(s *room.State) error {
-			p, ok := s.CurrentPuzzle()
-			if !ok || !slices.ContainsFunc(held, func(r step.HeldRequest) bool { return p.Scope == r.Scope && p.OrderID == r.OrderID }) ||
-				!s.CountPlay(p.ID, play) {
+		return countOnPuzzle(ctx, rm, func(s *room.State, p *room.Puzzle) bool {
+			ours := slices.ContainsFunc(held, func(r step.HeldRequest) bool { return p.Scope == r.Scope && p.OrderID == r.OrderID })
+			return ours && s.CountPlay(p.ID, play)
+		})
+	}
+}
+
+// countOnPuzzle counts a step on the puzzle under way, in one change of
+// the room, when count says so (and has counted it), and returns what
+// takes that step back; with no puzzle or no count, an undo that does
+// nothing.
+func countOnPuzzle(ctx context.Context, rm *room.Room[room.State], count func(s *room.State, p *room.Puzzle) bool) (undo func()) {
+	var id uint64
+	if _, _, err := rm.Change(ctx, func(s *room.State) error {
+		p, ok := s.CurrentPuzzle()
+		if !ok || !count(s, p) {
+			return errNoCount
+		}
+		id = p.ID
+		return nil
+	}); err != nil {
+		return func() {}
+	}
+	return func() {
+		_, _, _ = rm.Change(context.WithoutCancel(ctx), func(s *room.State) error {
+			if !s.UncountStep(id) {
 				return errNoCount
 			}
-			id = p.ID
 			return nil
-		}); err != nil {
-			return func() {}
-		}
-		return func() {
-			_, _, _ = rm.Change(context.WithoutCancel(ctx), func(s *room.State) error {
-				if !s.UncountStep(id) {
-					return errNoCount
-				}
-				return nil
-			})
-		}
+		})
 	}
 }
 
