@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -111,49 +110,18 @@ func BenchmarkPaymentsDuringPrune(b *testing.B) {
 					b.Fatal(err)
 				}
 				fillDoneKeys(b, db, n, now.Add(-48*time.Hour))
-				run, stop := context.WithCancel(context.Background())
-				var mu sync.Mutex
-				var waits []time.Duration
-				var wg sync.WaitGroup
-				for c := range 4 {
-					wg.Go(func() {
-						for i := 0; run.Err() == nil; i++ {
-							key := fmt.Sprintf("c%d-%d", c, i)
-							t0 := time.Now()
-							res, err := db.Claim(ctx, claimOf(key))
-							if err != nil || !res.Claimed {
-								b.Errorf("claim %s: %+v %v", key, res, err)
-								return
-							}
-							ch := &pay.Charge{ID: "ch_" + key, Scope: "s", Key: key, OrderID: "O-" + key, AmountSatang: 100, GatewayRef: "gw_" + key, CreatedAt: now}
-							if _, err := db.Complete(ctx, pay.Completion{ClaimRequest: claimOf(key), Claim: res.Claim, Status: 201, Body: []byte("{}"), Charge: ch}); err != nil {
-								b.Errorf("save %s: %v", key, err)
-								return
-							}
-							mu.Lock()
-							waits = append(waits, time.Since(t0))
-							mu.Unlock()
-						}
-					})
-				}
+				p := startPayers(b, db, 4, "c")
 				time.Sleep(time.Second) // the clients under way
-				mu.Lock()
-				waits = waits[:0]
-				mu.Unlock()
+				p.take()
 				b.ResetTimer()
 				t0 := time.Now()
 				pruned, err := db.Prune(ctx, now.Add(-24*time.Hour))
 				took := time.Since(t0)
 				b.StopTimer()
 				// The same clients for as long again, with no prune.
-				mu.Lock()
-				during := slices.Clone(waits)
-				waits = waits[:0]
-				mu.Unlock()
+				during, _ := p.take()
 				time.Sleep(took)
-				stop()
-				wg.Wait()
-				after := slices.Clone(waits)
+				after := p.end()
 				db.Close()
 				if err != nil || pruned.Keys != n {
 					b.Fatalf("pruned %d of %d (%v)", pruned.Keys, n, err)
