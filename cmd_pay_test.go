@@ -20,7 +20,7 @@ import (
 
 // payTarget is a real server on 127.0.0.1 over a real SQLite file, with
 // its sweeper running on a short lock timeout, so that an outcome only the
-// sweeper can learn is learnt within a test.
+// sweeper can learn is learnt within a test (newPayTarget).
 type payTarget struct {
 	t   testing.TB
 	url string
@@ -30,12 +30,22 @@ type payTarget struct {
 
 func newPayTarget(t testing.TB) *payTarget {
 	t.Helper()
+	return newPayTargetWithLock(t, time.Second)
+}
+
+// newPayTargetWithLock is a payTarget whose lock timeout is lockTimeout.
+// A request's work after its claim is bounded by half of it: a test that
+// needs no sweeper and asserts what a client saw gives it minutes, since
+// on a loaded machine a payment's work can outlast half a second and be
+// answered 504, its key left started (409) until the sweeper closes it.
+func newPayTargetWithLock(t testing.TB, lockTimeout time.Duration) *payTarget {
+	t.Helper()
 	clock := sim.NewClock(time.Now)
 	db, err := store.Open(filepath.Join(t.TempDir(), "paytwice.db"), store.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := web.NewServer(web.Config{Ledger: db, LockTimeout: time.Second, SweepEvery: 500 * time.Millisecond, Logger: log.New(io.Discard, "", 0)}, db, clock)
+	srv := web.NewServer(web.Config{Ledger: db, LockTimeout: lockTimeout, SweepEvery: 500 * time.Millisecond, Logger: log.New(io.Discard, "", 0)}, db, clock)
 	hs := httptest.NewServer(srv.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	jobs := make(chan struct{})
