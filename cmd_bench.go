@@ -122,7 +122,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	if *watch > 0 {
-		v, err := openViewers(ctx, baseOf(b.url, *path), b.prefix, *watch)
+		v, err := openViewers(ctx, baseOf(b.url, *path), b.prefix, *watch, *callers)
 		if err != nil {
 			return fmt.Errorf("opening %d viewers: %w", *watch, err)
 		}

@@ -58,11 +58,16 @@ func (t *requestTemplate) withCallers(n int, prefix string) {
 // hash picks it, so that every request with one key, in any mode, comes
 // from one caller, and the keys spread evenly over the callers.
 func (t *requestTemplate) callerOf(key string) []byte {
+	return t.callers[callerIndex(key, len(t.callers))]
+}
+
+// callerIndex is which of n callers pays key (callerOf).
+func callerIndex(key string, n int) int {
 	h := uint32(2166136261)
 	for i := 0; i < len(key); i++ {
 		h = (h ^ uint32(key[i])) * 16777619
 	}
-	return t.callers[h%uint32(len(t.callers))]
+	return int(h % uint32(n))
 }
 
 // bodyPart is literal text, or one of the placeholders.

@@ -457,13 +457,31 @@ func TestBenchViewersTimeARowOnceOnEachPage(t *testing.T) {
 	stream := "id: 1\nevent: frame\n" + row("run-1") + "\n" +
 		"id: 2\nevent: frame\n" + row("run-1") + row("run-2") + "\n" +
 		"id: 3\nevent: frame\n" + row("run-2") + row("run-1") + row("old-9") + "\n"
-	for range 2 { // two sampled pages
-		v.read(strings.NewReader(stream))
+	for range 2 { // two sampled phones of no caller
+		v.read(strings.NewReader(stream), false, -1)
 	}
 	if len(v.delay) != 4 {
 		t.Fatalf("%d deliveries timed, want 4 (two rows on two pages): %v", len(v.delay), v.delay)
 	}
 	if v.seen["run-1"] != 2 || v.seen["run-2"] != 2 {
 		t.Fatalf("pages that saw each row: %v, want 2 each", v.seen)
+	}
+}
+
+// TestBenchViewersTellTheBoardAndTheOwnPhoneApart: a delivery to the
+// board is timed as the board's, one to the phone of the caller that paid
+// the key as its own as well as a phone's, one to another caller's phone
+// as a phone's only.
+func TestBenchViewersTellTheBoardAndTheOwnPhoneApart(t *testing.T) {
+	v := &viewers{prefix: "run-", callers: 2, paid: map[string]time.Time{}, seen: map[string]int{}}
+	key := "run-7"
+	v.paidAt(key, time.Now())
+	stream := "id: 1\nevent: frame\n" + `data: <tr class="key-done"><td><code title="` + key + `">k</code></td></tr>` + "\n\n"
+	owner := callerIndex(key, 2)
+	v.read(strings.NewReader(stream), true, -1)
+	v.read(strings.NewReader(stream), false, owner)
+	v.read(strings.NewReader(stream), false, 1-owner)
+	if len(v.board) != 1 || len(v.ownDelay) != 1 || len(v.delay) != 2 {
+		t.Fatalf("board %d, own %d, phones %d deliveries; want 1, 1, 2", len(v.board), len(v.ownDelay), len(v.delay))
 	}
 }

@@ -4,8 +4,11 @@
 # (200) open event streams, in alternating rounds on one server, and prints
 # the server's CPU per payment for each, their ratio round by round, and how
 # long a payment's 201 took to reach the pages (p50/p99 over the rounds
-# with viewers). The viewers run in the load generator's process, as
-# phones would on their own; only the server's CPU is counted.
+# with viewers): the phones (every payment), the payer's own phones, and
+# the board. The first viewer is the board (?view=board), the others
+# phones, each with one caller's token in turn (as a phone's session
+# cookie names its payments). The viewers run in the load generator's
+# process, as phones would on their own; only the server's CPU is counted.
 #
 # Run it from the repository root:
 #
@@ -121,7 +124,7 @@ echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(
 if [ -n "$AGAINST" ]; then echo "against: $AGAINST ($rev)" >&2; fi
 for b in "${builds[@]}"; do
 	bench "$b" -viewers 1 -d 3s >/dev/null # warm-up: page cache, the live model, connections
-	for f in none watched ratios p50 p99 full rss; do : >"$tmp/$b.$f"; done
+	for f in none watched ratios p50 p99 own board full rss; do : >"$tmp/$b.$f"; done
 done
 
 # profile saves a CPU profile of build $1 as $PROFILE/$1-$2.pprof, when
@@ -151,10 +154,12 @@ round() {
 	awk -v a="$ca" -v b="$cb" 'BEGIN { printf "%.2f\n", b / a }' >>"$tmp/$b.ratios"
 	echo "$w" | awk '$1 == "201→viewer" { print $3 }' >>"$tmp/$b.p50"
 	echo "$w" | awk '$1 == "201→viewer" { print $6 }' >>"$tmp/$b.p99"
+	echo "$w" | awk '$1 == "201→own" { print $6 }' >>"$tmp/$b.own"
+	echo "$w" | awk '$1 == "201→board" { print $6 }' >>"$tmp/$b.board"
 	# The one-minute load at the round's end: other work on the machine
 	# moves these figures more than most changes do, so each round says
 	# how loaded it was.
-	echo "round $r, $b build (load $(cut -d' ' -f1 /proc/loadavg)): no viewers $ca ms/payment, $VIEWERS viewers $cb ms/payment, server RSS $(cat "$tmp/rss-now") MB; $(echo "$w" | grep -E '^(201→viewer|viewers) ' | tr '\n' ' ')$fr" >&2
+	echo "round $r, $b build (load $(cut -d' ' -f1 /proc/loadavg)): no viewers $ca ms/payment, $VIEWERS viewers $cb ms/payment, server RSS $(cat "$tmp/rss-now") MB; $(echo "$w" | grep -E '^(201→viewer|201→own|201→board|viewers) ' | tr '\n' ' ')$fr" >&2
 }
 
 for r in $(seq "$ROUNDS"); do
@@ -171,7 +176,8 @@ rows() {
 | ${l}no page open | $(median <"$tmp/$b.none") ms |
 | ${l}$VIEWERS open pages | $(median <"$tmp/$b.watched") ms |
 | ${l}ratio, round by round | **$(median <"$tmp/$b.ratios")×** (rounds: $(list "$tmp/$b.ratios")) |
-| ${l}a payment's 201 to its row shown done at the pages: p50 / p99 (median of rounds) | $(median <"$tmp/$b.p50") / $(median <"$tmp/$b.p99") ms |
+| ${l}a payment's 201 to its row shown done at the phones: p50 / p99 (median of rounds) | $(median <"$tmp/$b.p50") / $(median <"$tmp/$b.p99") ms |
+| ${l}p99 at the payer's own phones / at the board (median of rounds) | $(median <"$tmp/$b.own") / $(median <"$tmp/$b.board") ms |
 | ${l}server RSS with the pages open (rounds) / its peak over the run | $(list "$tmp/$b.rss") / $(awk '$1 == "VmHWM:" { printf "%.0f", $2 / 1024 }' "/proc/${pid[$b]}/status") MB |
 EOF
 	if [ -n "$FULL" ]; then echo "| ${l}16 clients flat out, payments/s with the pages over none | **$(median <"$tmp/$b.full")×** (rounds: $(list "$tmp/$b.full")) |"; fi

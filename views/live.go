@@ -400,6 +400,22 @@ func OrderIDShared(orders []OrderCount, i int) bool {
 		(i+1 < len(orders) && orders[i+1].OrderID == orders[i].OrderID)
 }
 
+// BoardStreamView is the value of the view parameter with which the
+// board's page (the projector) opens its event stream: it is sent every
+// event as it happens, where a phone gets the class's payments in rounds
+// (web/board's classInterval).
+const BoardStreamView = "board"
+
+// streamURL is the event stream a page drawn from l opens: it resumes
+// right after l, and the board's says it is the board's.
+func streamURL(l Live, board bool) string {
+	u := "/events?since=" + streamSince(l)
+	if board {
+		u += "&view=" + BoardStreamView
+	}
+	return u
+}
+
 // streamSince is where a page drawn from l resumes its event stream: the
 // id of the event it is drawn at (web/live's PlacedEventID).
 func streamSince(l Live) string {

@@ -72,6 +72,14 @@ func (s *Server) live() *board.Board {
 			// studentStreamGap, what came meanwhile in one write: four
 			// hundred views open then cost the server a few writes a
 			// second each, not one per fan-out. The presenter's has no gap.
+			// The projector's page (the board's stream names itself) and
+			// the presenter's pages show every event as it happens; a
+			// phone its own payments and the room's changes as they
+			// happen, and the rest of the class's payments in rounds:
+			// hundreds of phones then cost a few writes a second each.
+			Viewer: func(r *http.Request) (string, bool) {
+				return callerScope(r), r.URL.Query().Get("view") == views.BoardStreamView || s.admission.hasPriority(r)
+			},
 			WriteGap: func(r *http.Request) time.Duration {
 				if s.cfg.PresenterToken == "" || s.admission.hasPriority(r) {
 					return 0

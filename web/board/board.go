@@ -149,6 +149,13 @@ type Config struct {
 	// a gap, so that hundreds of them cost a few writes a second each
 	// rather than one per fan-out, and the presenter's none.
 	WriteGap func(*http.Request) time.Duration
+	// Viewer says of the viewer of a request which caller's payments its
+	// page shows as they happen (that caller's scope, "" for none), and
+	// whether it is a board, which shows every event as it happens (the
+	// projector, the presenter's pages). The other pages are phones: the
+	// rest of the class's payments reach them in rounds (classInterval).
+	// nil: every page is a board.
+	Viewer func(*http.Request) (scope string, board bool)
 }
 
 // Board is one server's board: its model, its frames and its viewers.
@@ -208,7 +215,7 @@ func Start(cfg Config) *Board {
 		}
 	}
 	p := &Board{cfg: cfg}
-	p.fan.beforeWrite, p.fan.interval = cfg.BeforeWrite, p.fanoutInterval
+	p.fan.beforeWrite, p.fan.interval, p.fan.classInterval = cfg.BeforeWrite, p.fanoutInterval, p.classInterval
 	p.out = make([]frame, liveFrames)
 	p.busyStart = make(chan struct{}, 1)
 	p.seen = newBoundedMap[string, struct{}](liveSeenLimit)

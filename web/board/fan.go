@@ -30,6 +30,13 @@ import (
 // while a longer one needs its stream's own wait. With hundreds of pages
 // open the interval is the longest a server gives a student (100 ms).
 //
+// A phone (fanPage.phone) is written a wake only when it carries one of
+// its own caller's payment steps or a change every page needs at once
+// (frame.owner); the class's other payments wait for the next class round,
+// which the writer makes every classInterval, by a timer when no wake
+// falls due. A phone then gets, in one write, every wake it lacks, in
+// order, as bytes it shares with every phone that lacks the same.
+//
 // The writer runs only while pages are attached: with none it stops, so
 // that a board nobody watches pays no goroutine per wake.
 type fanWriter struct {
@@ -43,6 +50,42 @@ type fanWriter struct {
 	beforeWrite func(*http.Request)
 	// interval is the board's fan-out interval now.
 	interval func() time.Duration
+	// classInterval is how far apart the class's rounds to the phones
+	// are now (Board.classInterval).
+	classInterval func() time.Duration
+	// lastClass is when the phones were last brought up to date.
+	lastClass time.Time
+	// behind says a phone lacks a wake: a class round is due.
+	behind bool
+	// round is what the writer works out once per round (roundFor).
+	round fanRound
+}
+
+// fanRound is what one round of writes works out once for all its
+// pages: whose payment steps its wake carries, and the catch-up bytes of
+// the phones that lack wakes, shared by those that lack the same.
+type fanRound struct {
+	w *wake
+	// all says the wake carries a change every page needs at once.
+	all bool
+	// owners are the callers whose payment steps the wake carries.
+	owners map[string]struct{}
+	// class says the phones are brought up to date this round.
+	class   bool
+	catchUp map[catchUpKey]catchUp
+}
+
+// catchUp is what bytesFor made for the phones that lack the same wakes.
+type catchUp struct {
+	b  []byte
+	ok bool
+}
+
+// catchUpKey names what a phone that lacks wakes needs: the wakes after
+// sent, from its cursor on.
+type catchUpKey struct {
+	sent, cursor uint64
+	gzip         bool
 }
 
 // fanPage is one page's stream while the fan writer writes it.
@@ -59,6 +102,14 @@ type fanPage struct {
 	// back takes the page back to its stream (one at a time: a page is
 	// attached again only by its stream, after it took the last).
 	back chan handback
+	// phone says the page gets the class's payments in class rounds;
+	// owner is the caller whose payment steps it gets at once
+	// (Config.Viewer).
+	phone bool
+	owner string
+	// sent is the last wake the page has been written (or attached at):
+	// a phone that skipped wakes lacks those after it.
+	sent *wake
 }
 
 // handback is what a page's stream takes over from the fan writer.
@@ -80,8 +131,11 @@ func (f *fanWriter) attach(pg *fanPage, w *wake) bool {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	pg.sent = w
 	if f.at == nil {
-		f.at = w
+		// The writer starts with its pages up to date: the class's round
+		// is one interval away.
+		f.at, f.lastClass, f.behind = w, time.Now(), false
 		f.pages = append(f.pages, pg)
 		go f.run(w)
 		return true
@@ -108,9 +162,38 @@ func (f *fanWriter) detach(pg *fanPage) {
 // run writes each wake after w to the attached pages, until none is left
 // or the board ends.
 func (f *fanWriter) run(w *wake) {
+	// classDue fires when phones lack wakes and no wake has come to
+	// bring them up to date by the class round's time.
+	classDue := time.NewTimer(time.Hour)
+	classDue.Stop()
+	defer classDue.Stop()
+	armed := false
 	for {
-		<-w.done
-		prev := w
+		select {
+		case <-w.done:
+		case <-classDue.C:
+			armed = false
+			f.mu.Lock()
+			if len(f.pages) == 0 {
+				f.at = nil
+				f.mu.Unlock()
+				return
+			}
+			if !f.behind {
+				f.mu.Unlock()
+				continue // a wake brought the phones up to date
+			}
+			// A class round of the wake written last: only the phones
+			// that lack it get anything.
+			f.roundFor(w, true)
+			f.beforeLocked(w, false)
+			f.writeLocked(w, false)
+			f.beforeLocked(w, true)
+			f.writeLocked(w, true)
+			f.endRoundLocked()
+			f.mu.Unlock()
+			continue
+		}
 		w = w.next
 		f.mu.Lock()
 		if len(f.pages) == 0 {
@@ -126,17 +209,103 @@ func (f *fanWriter) run(w *wake) {
 			f.mu.Unlock()
 			return
 		}
+		f.roundFor(w, false)
 		// The pages with no write gap first, then those with one (a
 		// server's students, which wait for the presenter's payments at
 		// work while the presenter's page does not): each kind waits
 		// alike, so BeforeWrite is asked once for all of one kind.
 		f.beforeLocked(w, false)
-		f.writeLocked(prev, w, false)
+		f.writeLocked(w, false)
 		f.at = w
 		f.beforeLocked(w, true)
-		f.writeLocked(prev, w, true)
+		f.writeLocked(w, true)
+		f.endRoundLocked()
+		if f.behind && !armed {
+			classDue.Reset(max(0, f.classInterval()-time.Since(f.lastClass)))
+			armed = true
+		}
 		f.mu.Unlock()
 	}
+}
+
+// roundFor starts a round of writes of w, the newest wake: a class round
+// when class says so, when the class's interval has gone by since the
+// last, or when phones are not kept apart from boards (few pages).
+func (f *fanWriter) roundFor(w *wake, class bool) {
+	r := &f.round
+	*r = fanRound{w: w, class: class || w.beat || f.classInterval() <= f.interval() || time.Since(f.lastClass) >= f.classInterval()}
+	if r.class {
+		return
+	}
+	for _, fr := range w.frames {
+		if fr.owner == "" {
+			r.all = true
+			return
+		}
+		if r.owners == nil {
+			r.owners = map[string]struct{}{}
+		}
+		r.owners[fr.owner] = struct{}{}
+	}
+}
+
+// endRoundLocked notes a class round's end: every phone has every wake,
+// or is back with its stream.
+func (f *fanWriter) endRoundLocked() {
+	if f.round.class {
+		f.lastClass, f.behind = time.Now(), false
+	}
+	f.round.catchUp = nil
+}
+
+// skips says whether phone pg may skip the round's wake: nothing in it is
+// needed at once by pg's page.
+func (r *fanRound) skips(pg *fanPage) bool {
+	if !pg.phone || r.class || r.all {
+		return false
+	}
+	_, own := r.owners[pg.owner]
+	return pg.owner == "" || !own
+}
+
+// bytesFor is what page pg, which has sent every frame up to its cursor
+// and every wake up to pg.sent, is written in this round: w's bytes for
+// a page that had the wake before it; for a phone that skipped wakes,
+// every wake after pg.sent up to w, one after the other (a heartbeat
+// among them left out), made once for the phones that lack the same.
+// ok is false when frames the page lacks are not in the wakes.
+func (f *fanWriter) bytesFor(pg *fanPage, w *wake) (b []byte, ok bool) {
+	switch {
+	case pg.sent == nil || pg.sent.id >= w.id:
+		return nil, true // the page is past this wake already
+	case pg.sent.next == w:
+		return w.after(pg.cursor, pg.gzip)
+	}
+	key := catchUpKey{sent: pg.sent.id, cursor: pg.cursor, gzip: pg.gzip}
+	if c, made := f.round.catchUp[key]; made {
+		return c.b, c.ok
+	}
+	c := catchUp{ok: true}
+	cursor := pg.cursor
+	for x := pg.sent.next; x != nil; x = x.next {
+		if !x.beat {
+			more, ok := x.after(cursor, pg.gzip)
+			if !ok {
+				c = catchUp{}
+				break
+			}
+			c.b = append(c.b, more...)
+			cursor = max(cursor, x.last)
+		}
+		if x == w {
+			break
+		}
+	}
+	if f.round.catchUp == nil {
+		f.round.catchUp = map[catchUpKey]catchUp{}
+	}
+	f.round.catchUp[key] = c
+	return c.b, c.ok
 }
 
 // beforeLocked calls BeforeWrite, without f.mu, for the attached pages
@@ -156,12 +325,12 @@ func (f *fanWriter) beforeLocked(w *wake, gapped bool) {
 	}
 }
 
-// writeLocked writes w, the wake after prev, to every attached page with
-// a write gap (gapped) or every one without, handing back those whose
+// writeLocked writes w, the round's wake, to every attached page with a
+// write gap (gapped) or every one without, handing back those whose
 // socket did not take it all, and before it those whose gap the wakes no
 // longer keep (the pages became fewer). A page attached at w already
-// gets nothing more.
-func (f *fanWriter) writeLocked(prev, w *wake, gapped bool) {
+// gets nothing more; a phone that may skip w gets nothing yet.
+func (f *fanWriter) writeLocked(w *wake, gapped bool) {
 	kept := f.pages[:0]
 	interval := f.interval()
 	for _, pg := range f.pages {
@@ -170,13 +339,23 @@ func (f *fanWriter) writeLocked(prev, w *wake, gapped bool) {
 			continue
 		}
 		if pg.gap > interval && !w.beat {
-			pg.back <- handback{w: prev, cursor: pg.cursor}
+			pg.back <- handback{w: pg.sent, cursor: pg.cursor}
 			continue
 		}
-		b, ok := w.after(pg.cursor, pg.gzip)
+		if f.round.skips(pg) {
+			if pg.sent != nil && pg.sent.id < w.id {
+				f.behind = true
+			}
+			kept = append(kept, pg)
+			continue
+		}
+		b, ok := f.bytesFor(pg, w)
 		if !ok {
 			pg.back <- handback{w: w, cursor: pg.cursor, end: true}
 			continue
+		}
+		if pg.sent == nil || pg.sent.id < w.id {
+			pg.sent = w
 		}
 		pg.cursor = max(pg.cursor, w.last)
 		if len(b) > 0 {

@@ -3,13 +3,17 @@ package board
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/a-h/templ"
+
+	"paytwice/web/live"
 )
 
 // TestAPageThatStopsReadingHoldsUpNoOther: the pages that are up to date
@@ -158,4 +162,196 @@ func TestAPageThatStopsReadingHoldsUpNoOther(t *testing.T) {
 		t.Fatal("the page that read again did not get every frame within 2 minutes")
 	}
 	waitUntil(t, "the page that read again to be written by the fan writer again", func() bool { return attached() == readers+1 })
+}
+
+// phone is a page that dials the board itself, so that the test can look
+// at its socket between the fan writer's rounds.
+type phone struct {
+	conn net.Conn
+	*stream
+}
+
+// openRaw opens a page of the board as the given viewer (testViewer's
+// headers) and reads its answer's head and its first drawing.
+func (b *testBoard) openRaw(t *testing.T, header ...string) *phone {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(b.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	req := "GET / HTTP/1.1\r\nHost: board\r\n"
+	for i := 0; i+1 < len(header); i += 2 {
+		req += header[i] + ": " + header[i+1] + "\r\n"
+	}
+	if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &phone{conn: conn, stream: &stream{res: res, r: br, cancel: func() {}}}
+	if _, data, _, err := p.next(); err != nil || !strings.Contains(data, `id="timeline"`) {
+		t.Fatalf("the page's first drawing: %q, %v", data, err)
+	}
+	return p
+}
+
+// waiting says whether the page has bytes it has not read, in its reader
+// or its socket, without waiting for any.
+func (p *phone) waiting(t *testing.T) bool {
+	t.Helper()
+	if p.r.Buffered() > 0 {
+		return true
+	}
+	raw, err := p.conn.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := raw.Read(func(fd uintptr) bool {
+		n, _, _ = syscall.Recvfrom(int(fd), make([]byte, 1), syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+// testViewer is Config.Viewer by headers: X-Scope names the page's
+// caller, X-Board makes it a board.
+func testViewer(r *http.Request) (string, bool) {
+	return r.Header.Get("X-Scope"), r.Header.Get("X-Board") != ""
+}
+
+// payOf is one payment's events, paid by scope.
+func payOf(i int, scope string, priority bool) []live.Event {
+	events := paymentEvents(i)
+	for j := range events {
+		events[j].Scope, events[j].Priority = scope, priority
+	}
+	return events
+}
+
+// TestAPhoneGetsTheClassInRoundsAndItsOwnAtOnce: with hundreds of pages
+// open, a phone is written the class's payments in rounds, its own
+// caller's payments and the presenter's as they happen, as the board is
+// written everything (fan.go). Here the class's round never comes: the
+// board shows another student's payment while the phone has been sent
+// nothing; the presenter's payment reaches the phone at once; and when
+// the phone's own payment comes, it gets the other student's first, then
+// its own, every frame in order.
+func TestAPhoneGetsTheClassInRoundsAndItsOwnAtOnce(t *testing.T) {
+	b := newTestBoard(t, func(c *Config) { c.Viewer = testViewer; c.Heartbeat = time.Hour }, 10)
+	b.fan.classInterval = func() time.Duration { return time.Hour }
+	board := b.openRaw(t, "X-Board", "1")
+	alice := b.openRaw(t, "X-Scope", "token:alice")
+	waitUntil(t, "both pages to be written by the fan writer", func() bool {
+		b.fan.mu.Lock()
+		defer b.fan.mu.Unlock()
+		return len(b.fan.pages) == 2
+	})
+	// seenBy reads page p until key's row shows done, and returns the
+	// ids of the frames read.
+	seenBy := func(p *phone, key string) []uint64 {
+		t.Helper()
+		var ids []uint64
+		for {
+			id, data, _, err := p.next()
+			if err != nil {
+				t.Fatalf("reading until %s is done: %v", key, err)
+			}
+			if id != 0 {
+				ids = append(ids, id)
+			}
+			if strings.Contains(data, `<code title="`+key+`"`) && strings.Contains(data, `class="key-done"`) {
+				return ids
+			}
+		}
+	}
+	// roundDone waits for the fan writer's round that wrote the board to
+	// end: the writer holds its lock for a whole round.
+	roundDone := func() { b.fan.mu.Lock(); b.fan.mu.Unlock() }
+
+	for _, e := range payOf(1, "token:bob", false) {
+		b.hub.Publish(e)
+	}
+	seenBy(board, "board-key-1")
+	roundDone()
+	if alice.waiting(t) {
+		id, data, c, err := alice.next()
+		t.Fatalf("alice's phone was written bob's payment before the class's round: %d %q %q %v", id, data, c, err)
+	}
+
+	// The presenter's payment goes to every page at once: the phone gets
+	// what it lacks of the class first.
+	for _, e := range payOf(2, "presenter", true) {
+		b.hub.Publish(e)
+	}
+	seenBy(board, "board-key-2")
+	ids := seenBy(alice, "board-key-1")
+	ids = append(ids, seenBy(alice, "board-key-2")...)
+
+	// Another of bob's, not sent; then alice's own, sent at once with
+	// bob's before it.
+	for _, e := range payOf(3, "token:bob", false) {
+		b.hub.Publish(e)
+	}
+	seenBy(board, "board-key-3")
+	roundDone()
+	if alice.waiting(t) {
+		t.Fatal("alice's phone was written bob's second payment before the class's round")
+	}
+	for _, e := range payOf(4, "token:alice", false) {
+		b.hub.Publish(e)
+	}
+	seenBy(board, "board-key-4")
+	ids = append(ids, seenBy(alice, "board-key-3")...)
+	ids = append(ids, seenBy(alice, "board-key-4")...)
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			t.Fatalf("alice's phone got frames %v: not in order", ids)
+		}
+	}
+}
+
+// TestAPhoneGetsTheClassRoundWithoutAWake: a phone that lacks the class's
+// payments gets them within the class's interval even when nothing more
+// happens, by the fan writer's own timer.
+func TestAPhoneGetsTheClassRoundWithoutAWake(t *testing.T) {
+	b := newTestBoard(t, func(c *Config) { c.Viewer = testViewer; c.Heartbeat = time.Hour }, 10)
+	b.fan.classInterval = func() time.Duration { return 50 * time.Millisecond }
+	b.fan.interval = func() time.Duration { return time.Millisecond }
+	board := b.openRaw(t, "X-Board", "1")
+	alice := b.openRaw(t, "X-Scope", "token:alice")
+	waitUntil(t, "both pages to be written by the fan writer", func() bool {
+		b.fan.mu.Lock()
+		defer b.fan.mu.Unlock()
+		return len(b.fan.pages) == 2
+	})
+	for _, e := range payOf(1, "token:bob", false) {
+		b.hub.Publish(e)
+	}
+	for _, p := range []*phone{board, alice} {
+		done := make(chan error, 1)
+		go func() {
+			for {
+				_, data, _, err := p.next()
+				if err != nil || strings.Contains(data, `class="key-done"`) {
+					done <- err
+					return
+				}
+			}
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatal("bob's payment did not reach a page within 2 minutes")
+		}
+	}
 }

@@ -76,6 +76,12 @@ type frame struct {
 	// frame (the board's shown), nil when the frames do not say: the next
 	// change draws it whole.
 	orders *views.Counters
+	// owner is the caller whose payment step the frame draws, when only
+	// that caller's pages need it at once: the other phones get it with
+	// the class's next round (fanWriter). "" when every page needs it at
+	// once (the presenter's requests, a switch, a reset, the room's
+	// marks, a refresh).
+	owner string
 }
 
 // lazyFrame holds the fragments of a frame until someone renders them.
@@ -110,6 +116,12 @@ var refreshMark = rawHTML("<!--refresh-->")
 // addFrameLocked keeps the fragments that bring a page to event seq, to be
 // rendered when a viewer first needs them, and schedules a wake.
 func (p *Board) addFrameLocked(seq uint64, refresh bool, ops []templ.Component) {
+	p.addOwnedFrameLocked(seq, refresh, "", ops)
+}
+
+// addOwnedFrameLocked is addFrameLocked for a frame that only owner's
+// pages (and the boards) need at once (frame.owner).
+func (p *Board) addOwnedFrameLocked(seq uint64, refresh bool, owner string, ops []templ.Component) {
 	if len(ops) == 0 {
 		return
 	}
@@ -122,7 +134,7 @@ func (p *Board) addFrameLocked(seq uint64, refresh bool, ops []templ.Component) 
 		ops = append([]templ.Component{refreshMark}, ops...)
 	}
 	p.frames++
-	p.out[next] = frame{n: p.frames, seq: seq, refresh: refresh, place: p.place, render: &lazyFrame{epoch: p.cfg.Hub.Epoch(), place: p.place, ops: ops}, orders: p.shown}
+	p.out[next] = frame{n: p.frames, seq: seq, refresh: refresh, place: p.place, render: &lazyFrame{epoch: p.cfg.Hub.Epoch(), place: p.place, ops: ops}, orders: p.shown, owner: owner}
 	p.pending = true
 	p.pulseLocked()
 }
@@ -143,6 +155,28 @@ const (
 
 func (p *Board) fanoutInterval() time.Duration {
 	return min(fanoutMax, max(fanoutMin, time.Duration(p.viewers.Load())*fanoutPerViewer))
+}
+
+// A phone (a page that is not a board: fanPage.phone) gets its own
+// caller's payment steps and every change of the room at each wake, as a
+// board does, and the rest of the class's payments in rounds classPerViewer
+// per open page apart, at least the fan-out interval and at most classMax:
+// up to 200 pages that is the fan-out interval and a phone is written as
+// a board is; with 500 pages open, every 250 ms. Each write costs the
+// server about as much whatever it carries (a system call and, on one
+// machine, the reader's side of loopback), and with hundreds of phones
+// those writes were most of what the pages cost: the class's payments
+// reach a phone later, never differently (the same frames, in the same
+// order), while the projector and the payer's own phone see a payment
+// within the fan-out interval.
+const (
+	classPerViewer = 500 * time.Microsecond
+	classMax       = 250 * time.Millisecond
+)
+
+// classInterval is how far apart the class's rounds to the phones are.
+func (p *Board) classInterval() time.Duration {
+	return min(classMax, max(p.fanoutInterval(), time.Duration(p.viewers.Load())*classPerViewer))
 }
 
 // pulseLocked wakes the viewers now, or schedules it for the end of the

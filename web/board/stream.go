@@ -191,6 +191,11 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 	var pg *fanPage
 	if out.raw != nil {
 		pg = &fanPage{raw: out.raw, gzip: out.gzip, req: r, gap: gap, back: make(chan handback, 1)}
+		if proj.cfg.Viewer != nil {
+			var board bool
+			pg.owner, board = proj.cfg.Viewer(r)
+			pg.phone = !board
+		}
 	}
 	for w := tip; ; {
 		if pg != nil {

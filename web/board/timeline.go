@@ -105,7 +105,7 @@ func (p *Board) apply(e live.Event) {
 		p.addFrameLocked(e.Seq, false, append(p.fullFrameLocked(), mark...))
 		return
 	case muted && p.busy == nil:
-		p.addFrameLocked(e.Seq, false, append(p.mutedFrame(e, mutedRow, now), mark...))
+		p.addOwnedFrameLocked(e.Seq, false, ownerOf(e, mark, faults), append(p.mutedFrame(e, mutedRow, now), mark...))
 		return
 	case p.busy == nil && e.Kind != live.Reset && !drawnWhileBusy && (p.rate.perSecond(now) > busyEnter || p.rate.recent(now) > busyEnterBurst):
 		// (A presenter's event is drawn; the next of anyone else's
@@ -132,7 +132,23 @@ func (p *Board) apply(e live.Event) {
 		u.add(views.FaultFields(p.faults, true), views.ActiveFaults(p.faults, true))
 	}
 	u.add(mark...)
-	p.addFrameLocked(e.Seq, false, u.ops)
+	p.addOwnedFrameLocked(e.Seq, false, ownerOf(e, mark, faults), u.ops)
+}
+
+// ownerOf is the caller whose pages alone need e's frame at once: a
+// student's payment step, which the other phones may show a class round
+// later (frame.owner). Everything else every page needs at once: the
+// presenter's requests, what changes the room (a switch, a reset, a
+// lesson's or the lab's mark), a gap, a prune.
+func ownerOf(e live.Event, mark []templ.Component, faults *views.FaultSwitches) string {
+	if e.Scope == "" || e.Priority || len(mark) > 0 || faults != nil {
+		return ""
+	}
+	switch e.Kind {
+	case live.Reset, live.Switched, live.Gap, live.Pruned:
+		return ""
+	}
+	return e.Scope
 }
 
 // counterOps redraws the counters that changed since before.
