@@ -98,6 +98,7 @@ const boardMeasure = `(() => {
 // overflows its tile, and at 1920x1080 nothing the lesson refers to is
 // smaller than 18 px.
 func TestBrowserBoardLessonLayout(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1280, 720)
@@ -183,6 +184,7 @@ func heldAt(checkpoint string) string {
 // claim its key and waits there; the second goes on and meets the claim
 // (409); it is answered, then the first finishes: one charge.
 func TestBrowserStepModeDoubleClick(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	board := liveBrowser(t, 1920, 1080)

@@ -15,6 +15,7 @@ import (
 // request in its row, newest first, each once, and the next payment is
 // drawn above them as usual.
 func TestBoardOpenedAfterAPIPaymentsDrawsThem(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	orders := []string{"A-7101", "A-7102", "A-7103"}

@@ -133,6 +133,7 @@ const boardFitMeasure = `(() => {
 // way, so one server on SQLite is enough here. The pictures go to
 // $PAYTWICE_SCREENSHOTS/board-fit when it is set.
 func TestBrowserBoardFitsServerNames(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	for _, name := range []string{"", "s1", "192.168.100.200:8081", "paytwice-classroom-eu-west.internal:8443"} {
 		label := name
@@ -287,9 +288,9 @@ const boardOrdersMeasure = `(() => {
 // at 1280x720 with thirty students' orders paid, some of them twice: the
 // board lists every student's order, each wholly on screen, and the
 // counters are not clipped. The students are thirty real HTTP clients,
-// each with its own session; the board is one page in Chromium. (Every
-// fourth chapter outside a full run: sweepChapters.)
+// each with its own session; the board is one page in Chromium.
 func TestBrowserBoardThirtyStudents(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	// The board paces one address's share by its own clock: the class
 	// pays in one instant of it, and the teacher moves on seconds later,
@@ -324,7 +325,7 @@ func TestBrowserBoardThirtyStudents(t *testing.T) {
 		boardScreenshot(t, ctx, fmt.Sprintf("board-thirty/idle-%dx%d.png", size[0], size[1]))
 	}
 	boardViewport(t, ctx, 1920, 1080)
-	for n, ch := range sweepChapters(lesson.Build(env.Server.cfg.LockTimeout)) {
+	for n, ch := range lesson.Build(env.Server.cfg.LockTimeout) {
 		teacher.Advance(5 * time.Second)
 		if err := env.Server.guidedLessons().start(context.Background(), ch.Slug, "test"); err != nil {
 			t.Fatal(err)

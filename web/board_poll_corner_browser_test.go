@@ -15,6 +15,7 @@ import (
 // bar: the chapter's "Watch for" list and its Notes link, which the class
 // reads on the projector, are not under it, at 1920x1080 and 1280x720.
 func TestBrowserBoardPresenterCornerLeavesTheWatchListUncovered(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	if err := env.Server.guidedLessons().start(context.Background(), "lock-in-memory", "test"); err != nil {

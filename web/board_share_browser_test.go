@@ -100,6 +100,7 @@ const boardShareMeasure = `(choices => {
 // sideways. The pictures go to $PAYTWICE_SCREENSHOTS/board-share when it
 // is set.
 func TestBrowserBoardChapterVoteAndWorkshopShareTheScreen(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newWorkshopEnvWith(t, "")
 	for _, name := range []string{"Ana", "Gus", "Mei"} {

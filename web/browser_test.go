@@ -54,6 +54,22 @@ func browserSideBySide(t *testing.T) {
 	t.Cleanup(func() { <-browserTurns })
 }
 
+// browserFullOnly skips t, a browser test outside the quick run's smoke
+// set, unless the run is a full one (fullRun: PAYTWICE_TEST_FULL=1, as
+// .ci/run sets). A browser test's time is Chromium's processor, which no
+// fake clock shortens, and sixty of them three at a time took most of ten
+// minutes: the quick run keeps one browser test per page or feature (the
+// browser tests without this call, listed in docs/testing.md) beside every
+// test that needs no browser, and the full run adds the long walks, the
+// restarts, the many tabs and the other cases of each page. Call it first,
+// before browserSideBySide, so that a skipped test takes no turn.
+func browserFullOnly(t *testing.T) {
+	t.Helper()
+	if !fullRun() {
+		t.Skip("a browser test outside the quick run's smoke set: runs with PAYTWICE_TEST_FULL=1 go test ./web (as .ci/run does)")
+	}
+}
+
 // liveBrowser opens a window of the given size in a browser context of its
 // own (nothing shared with other tests: cookies, storage, cache) in the
 // package's headless browser, and returns its first tab. The whole test is
@@ -309,6 +325,7 @@ func TestBrowserResponseLostThenRetryReplays(t *testing.T) {
 }
 
 func TestBrowserChangedAmountSameKeyExplains422(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
@@ -335,6 +352,7 @@ func TestBrowserChangedAmountSameKeyExplains422(t *testing.T) {
 }
 
 func TestBrowserTwoTabsSeeEachOthersPayments(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	a := liveBrowser(t, 1366, 900)
@@ -352,6 +370,7 @@ func TestBrowserTwoTabsSeeEachOthersPayments(t *testing.T) {
 }
 
 func TestBrowserStudentCannotFlipSwitches(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	const token = "teach-7f3a"
 	env := newTestEnv(t, Config{PresenterToken: token})
@@ -421,6 +440,7 @@ func TestBrowserStudentCannotFlipSwitches(t *testing.T) {
 // double-click gets 409 while the first runs, waits at least Retry-After
 // (one second), and its retry gets the saved 201.
 func TestBrowserRetryWaitsAndReplays(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	// The first click's charge is held at the gateway until the second
@@ -450,6 +470,7 @@ func TestBrowserRetryWaitsAndReplays(t *testing.T) {
 // TestBrowserKeySurvivesReload checks the key belongs to the action: a
 // reload keeps it, New order replaces it.
 func TestBrowserKeySurvivesReload(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
@@ -469,6 +490,7 @@ func TestBrowserKeySurvivesReload(t *testing.T) {
 // every request the page makes goes to paytwice itself, and that what
 // crossed the wire (headers included) is under 100 KB.
 func TestBrowserFirstLoadStaysOnOrigin(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
@@ -549,6 +571,7 @@ func TestBrowserKeyboardOnly(t *testing.T) {
 // prevents: with a new key on every click, a double-click is two payments,
 // and the board says so in red.
 func TestBrowserNewKeyPerClickChargesTwice(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{DelayMS: 300})

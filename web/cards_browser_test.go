@@ -37,6 +37,7 @@ const (
 // browser never re-sends a request on its own (each attempt is one row on
 // the timeline), and each order is charged once.
 func TestBrowserLostResponseEveryTime(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
@@ -66,6 +67,7 @@ func TestBrowserLostResponseEveryTime(t *testing.T) {
 // TestBrowserConnectionNeverHappensOncePerAttempt: every attempt the page
 // makes reaches the server once, so the timeline has one row per attempt.
 func TestBrowserConnectionNeverHappensOncePerAttempt(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	_, ctx := livePayWithRetries(t, pay.ServerFaults{ConnectionNeverHappens: true}, "/?backoff_ms=5")
 	liveWait(t, ctx, "six attempts, all unanswered", waitUntilBound,
@@ -81,6 +83,7 @@ func TestBrowserConnectionNeverHappensOncePerAttempt(t *testing.T) {
 // is held until the sweeper asks the gateway, counting down to it, then
 // looks the order up once the sweeper has been.
 func TestBrowserCrashMidwayDropsThenHoldsTheKey(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{LockTimeout: 3 * time.Second, SweepEvery: 200 * time.Millisecond})
 	setFaults(t, env, pay.ServerFaults{CrashMidway: true})
@@ -108,6 +111,7 @@ func TestBrowserCrashMidwayDropsThenHoldsTheKey(t *testing.T) {
 // TestBrowserNewKeyPerClickRedOnTheCard: with the mistake on, the card
 // itself says in red that the order was charged twice.
 func TestBrowserNewKeyPerClickRedOnTheCard(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{DelayMS: 300})
@@ -135,6 +139,7 @@ func TestBrowserNewKeyPerClickRedOnTheCard(t *testing.T) {
 // while the first is still running reads as the protection, and the first
 // click's request stays visibly on its way.
 func TestBrowserConflictDuringDelayIsTheProtection(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	release := sync.OnceFunc(env.holdGateway())
@@ -153,6 +158,7 @@ func TestBrowserConflictDuringDelayIsTheProtection(t *testing.T) {
 
 // TestBrowserGuardShowsSendingAndCountsTheBlockedClick.
 func TestBrowserGuardShowsSendingAndCountsTheBlockedClick(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	release := sync.OnceFunc(env.holdGateway())
@@ -170,6 +176,7 @@ func TestBrowserGuardShowsSendingAndCountsTheBlockedClick(t *testing.T) {
 // requests it sent and looks the order up, since the last one had no
 // answer.
 func TestBrowserReloadRestoresTheOrder(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
@@ -185,6 +192,7 @@ func TestBrowserReloadRestoresTheOrder(t *testing.T) {
 // TestBrowserNewOrderStopsPendingRetries: the old order's retries stop at
 // New order and never land in the new order's list.
 func TestBrowserNewOrderStopsPendingRetries(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env, ctx := livePayWithRetries(t, pay.ServerFaults{ConnectionNeverHappens: true}, "/")
 	// New order is clicked in the same task that finds the row counting
@@ -206,6 +214,7 @@ func TestBrowserNewOrderStopsPendingRetries(t *testing.T) {
 // TestBrowserReplayedFailureIsFinal: a replayed 500 is not retried again;
 // the page looks the order up at once.
 func TestBrowserReplayedFailureIsFinal(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	_, ctx := livePayWithRetries(t, pay.ServerFaults{ServerError: true}, "/?backoff_ms=5")
 	liveWait(t, ctx, "the look-up after the replayed 500", waitUntilBound,
@@ -217,6 +226,7 @@ func TestBrowserReplayedFailureIsFinal(t *testing.T) {
 
 // TestBrowserYouMarker: this browser's rows in the live panels say "you".
 func TestBrowserYouMarker(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
@@ -234,9 +244,9 @@ func TestBrowserYouMarker(t *testing.T) {
 // TestBrowserLessonFitsWithPay: for every chapter, a student's page shows
 // the chapter's Do step and the Pay button on one screen, on a laptop and
 // on a phone, without scrolling; the student reads the student's steps,
-// and sees no button that only the presenter may press. (Every fourth
-// chapter outside a full run: sweepChapters.)
+// and sees no button that only the presenter may press.
 func TestBrowserLessonFitsWithPay(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	const token = "teach-5d1c"
 	env := newTestEnv(t, Config{PresenterToken: token})
@@ -249,7 +259,7 @@ func TestBrowserLessonFitsWithPay(t *testing.T) {
 		const doStep = document.querySelector("#lesson .lesson-do").getBoundingClientRect();
 		return scrollY === 0 && pay.bottom <= innerHeight && doStep.top >= 0 && doStep.bottom <= innerHeight;
 	})()`
-	for _, ch := range sweepChapters(lesson.Build(env.Server.cfg.LockTimeout)) {
+	for _, ch := range lesson.Build(env.Server.cfg.LockTimeout) {
 		if err := env.Server.guidedLessons().start(context.Background(), ch.Slug, "presenter"); err != nil {
 			t.Fatal(err)
 		}
@@ -289,6 +299,7 @@ func TestBrowserLessonFitsWithPay(t *testing.T) {
 // every tab sees a payment made elsewhere, and the server has one viewer.
 // When the tab holding the stream closes, another takes over.
 func TestBrowserTenTabsStayLive(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	// The browser's first tab stays blank: closing it would close the
@@ -358,6 +369,7 @@ func TestBrowserProblemPagesKeepThePolicy(t *testing.T) {
 // not on them; on a phone the chart labels are at least 12 px and the
 // comparison fits the screen.
 func TestBrowserBackoffKeepsResultsAndReads(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
@@ -410,6 +422,7 @@ func TestBrowserBackoffKeepsResultsAndReads(t *testing.T) {
 // (the lab's mistake), a double-click is charged twice under one key, and
 // the card counts the two charge ids and says so in red.
 func TestBrowserServerWithoutKeysRedOnTheCard(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabNoKey}})
@@ -429,6 +442,7 @@ func TestBrowserServerWithoutKeysRedOnTheCard(t *testing.T) {
 // plays the browser's part: it sends each payment once more, with the same
 // headers and body, before the page's own request goes.
 func TestBrowserResendIsDrawn(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{ResponseLost: true})

@@ -113,9 +113,9 @@ var chapterWords = map[string]struct{ state, re string }{
 // TestBrowserClassWalksEveryChapterWithoutNewOrder: three phones go from
 // chapter to chapter as a class does, never pressing New order: each
 // chapter gives each card a new order, and what the card says after it
-// fits what happened. (Every fourth chapter outside a full run:
-// sweepChapters.)
+// fits what happened.
 func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	// A lock timeout of 10 s gives each payment's work 5 s (with 2 s, 1 s):
 	// the lock in memory's requests queue behind each other, and on a
@@ -151,7 +151,7 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 	}
 	walk, words := chapterWalk(pay, presenter), chapterWords
 	before := make([]string, len(phones))
-	for n, ch := range sweepChapters(lesson.Build(env.Server.cfg.LockTimeout)) {
+	for n, ch := range lesson.Build(env.Server.cfg.LockTimeout) {
 		if err := env.Server.guidedLessons().start(ctx, ch.Slug, "presenter"); err != nil {
 			t.Fatal(err)
 		}
@@ -197,20 +197,18 @@ func TestBrowserClassWalksEveryChapterWithoutNewOrder(t *testing.T) {
 
 // TestBrowserStepModeAtATeachersPace pays from a page whose attempts give
 // up after 2 s, and steps the request through every checkpoint at a
-// teacher's pace: 3 s at each checkpoint, longer than the page's time-out
-// (a full run: 4 s at each, twice the time-out, and 30 s at one). A held
+// teacher's pace: 4 s at each checkpoint, twice the page's time-out, and
+// 30 s at one. A held
 // request is the presenter's pause, so the page waits: it sends one
 // request, which nobody releases but the presenter, and the card ends
 // with the one charge the server made. (Between two checkpoints the
 // request runs, and that time does count: the page's time-out is long
 // enough for the event stream to show the next hold on a loaded machine.)
 func TestBrowserStepModeAtATeachersPace(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	const attemptMS = 2000
-	pause, longPause := attemptMS+1000, attemptMS+1000
-	if fullRun() {
-		pause, longPause = 4000, 30000
-	}
+	const pause, longPause = 4000, 30000
 	env := newStepEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)
 	liveOpen(t, ctx, env.URL+fmt.Sprintf("/?attempt_ms=%d", attemptMS))
@@ -262,6 +260,7 @@ func TestBrowserStepModeAtATeachersPace(t *testing.T) {
 // presenter warps it ten minutes a key is ten minutes old, and after a
 // reset (which puts the clock back) a new key is seconds old.
 func TestBrowserKeyAgesFollowTheDemoClock(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1920, 1080)
@@ -307,6 +306,7 @@ const scrollRegionsReachable = `(() => {
 // of the checkout page during a chapter takes the keyboard's focus, and
 // the board during a chapter keeps a level-one heading.
 func TestBrowserPagesReachableByKeyboard(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	if err := env.Server.guidedLessons().start(context.Background(), "prune-too-soon", "test"); err != nil {
@@ -373,6 +373,7 @@ func TestBrowserIdleBoardShowsTheTimeline(t *testing.T) {
 // Idempotency-Key from the lab's first card and see the 400, and nothing is
 // saved or charged.
 func TestBrowserMissingKeyFromThePage(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)

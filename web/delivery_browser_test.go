@@ -23,6 +23,7 @@ func respStep(order string) string {
 // to a page that gave up waiting is drawn as never delivered, and one no
 // page has spoken for stays drawn as sent.
 func TestBrowserAnswerArrivesWhenThePageSaysSo(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newRealClockEnv(t, Config{})
 	board := liveBrowser(t, 1920, 1080)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"iter"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +16,6 @@ import (
 	"paytwice/sim"
 	"paytwice/store"
 	"paytwice/web/room"
-	"paytwice/web/room/lesson"
 )
 
 // testEnv is a real server on 127.0.0.1 over a real SQLite file, with a
@@ -33,9 +31,9 @@ type testEnv struct {
 }
 
 // fullRun reports whether the tests run in full: PAYTWICE_TEST_FULL=1,
-// which .ci/run sets. A full run goes through every chapter where a quick
-// one samples them (sweepChapters), and waits at a class's pace where a
-// quick one waits just longer than the page's time-out.
+// which .ci/run sets. A full run adds the browser tests outside the quick
+// run's smoke set (browserFullOnly) and the repetitions a quick run
+// samples.
 func fullRun() bool { return os.Getenv("PAYTWICE_TEST_FULL") == "1" }
 
 // picturesOnly skips t, a test that takes the documentation's pictures
@@ -45,21 +43,6 @@ func picturesOnly(t *testing.T) {
 	t.Helper()
 	if os.Getenv("PAYTWICE_SCREENSHOTS") == "" && !fullRun() {
 		t.Skip("takes the documentation's pictures: runs with PAYTWICE_SCREENSHOTS=dir or PAYTWICE_TEST_FULL=1 (as .ci/run sets)")
-	}
-}
-
-// sweepChapters yields the chapters of book, each with its index, that a
-// test going through every chapter visits: all twelve in a full run
-// (fullRun), else every fourth from the first (a failure case, a race
-// between two requests, a client's mistake), so that a quick run still
-// goes from chapter to chapter.
-func sweepChapters(book lesson.Book) iter.Seq2[int, lesson.Chapter] {
-	return func(yield func(int, lesson.Chapter) bool) {
-		for n, ch := range book {
-			if (fullRun() || n%4 == 0) && !yield(n, ch) {
-				return
-			}
-		}
 	}
 }
 

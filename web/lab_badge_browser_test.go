@@ -20,6 +20,7 @@ const summaryText = `(html => { const t = document.createElement("template"); t.
 // badge on the checkout page against what the server says after each:
 // the badge follows every change, within a bounded wait.
 func TestBrowserPhoneLabBadgeFollowsTheServer(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	phone := liveBrowser(t, 390, 844)

@@ -85,6 +85,7 @@ const answered = `document.querySelectorAll("#attempts li[data-status]").length`
 // browser tests: it counts the page's requests to /lab/live after a
 // switch, which pages working beside it would slow.
 func TestBrowserLabNoKeyDoubleClick(t *testing.T) {
+	browserFullOnly(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{DelayMS: 800})
 	ctx := liveBrowser(t, 1366, 900)
@@ -134,6 +135,7 @@ func TestBrowserLabNoKeyDoubleClick(t *testing.T) {
 }
 
 func TestBrowserLabNewKeyOnEveryRetry(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
@@ -220,6 +222,7 @@ func lessonShows(t *testing.T, ctx context.Context, slug string) {
 // start, continue, the switches each chapter sets on the server and on a
 // student's page, finish, a linked chapter, and a reset.
 func TestBrowserLessons(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	const token = "lesson-9c1"
 	env := newTestEnv(t, Config{PresenterToken: token})
@@ -420,6 +423,7 @@ func TestLabScreenshots(t *testing.T) {
 // a retried 422 counted as wasted, an e-mail address as the key flagged in
 // the key table, and a late retry after the time warp and the prune.
 func TestBrowserLabOtherMistakes(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)

@@ -13,6 +13,7 @@ import (
 // on one server: its switch, its pause (one setting shown on two cards),
 // a double-click and a burst, each charged once.
 func TestBrowserLabMemoryLock(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1366, 900)

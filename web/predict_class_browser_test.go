@@ -20,6 +20,7 @@ import (
 // reveal shows the split beside what the server did, the outlined answer
 // agreeing with the charges in the books, and the nickname's score.
 func TestBrowserPredictRaceClassOfThree(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	const token = "teach-race-3"
 	r := newRestartable(t, Config{PresenterToken: token})

@@ -19,6 +19,7 @@ import (
 // loaded machine the board redrew the question between finding its
 // reveal button and scrolling to it.
 func TestBrowserPredictStepQuestion(t *testing.T) {
+	browserFullOnly(t)
 	const token = "teach-step-q"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	if r := env.send(http.MethodPut, "/api/step", map[string]any{"on": true}, PresenterHeader, token); r.Status != http.StatusOK {

@@ -3,7 +3,6 @@ package web
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,10 +21,11 @@ import (
 //
 // It runs alone, not beside the other browser tests: once, on a machine
 // loaded far past its cores, a payment on another server beside the
-// response-lost lesson ended in a dropped connection. A quick run takes
-// the long names only, the ones that could widen a page; the full run
-// (PAYTWICE_TEST_FULL=1) both.
+// response-lost lesson ended in a dropped connection. It takes pictures,
+// so a quick run leaves it out (picturesOnly); the full run
+// (PAYTWICE_TEST_FULL=1) and PAYTWICE_SCREENSHOTS take both sets of names.
 func TestRelayScreenshots(t *testing.T) {
+	picturesOnly(t)
 	dir := screenshotDir(t)
 	for _, tc := range []struct {
 		name    string
@@ -35,9 +35,6 @@ func TestRelayScreenshots(t *testing.T) {
 		{"long", []string{"192.168.100.200:8081", "paytwice-classroom-eu-west.internal:8443", "10.0.0.3:8083"}},
 	} {
 		t.Run(tc.name+" names", func(t *testing.T) {
-			if tc.name == "short" && !fullRun() && os.Getenv("PAYTWICE_SCREENSHOTS") == "" {
-				t.Skip("the short names' pictures: with PAYTWICE_TEST_FULL=1 or PAYTWICE_SCREENSHOTS=dir")
-			}
 			envs, _ := classServers(t, tc.servers...)
 			a, b, c := envs[0], envs[1], envs[2]
 			ctx := liveBrowser(t, 1280, 720)

@@ -32,6 +32,7 @@ const phoneSays = `(() => { const s = document.getElementById("pay-status");
 // presenter, still signed in, plays them from the board; and the next
 // chapter the presenter picks, with its lab mode, reaches every phone.
 func TestBrowserClassSurvivesARestart(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	r := newRestartable(t, Config{PresenterToken: restartToken})
 	asPresenter := func(method, path, body string) {
@@ -176,6 +177,7 @@ func assertCardsMatchTheBooks(t *testing.T, phones []context.Context) {
 // refused, and says in words that the server no longer recognises this
 // browser and that the presenter's link signs it in again.
 func TestBrowserBoardSaysWhenThePresenterIsNotRecognised(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	r := newRestartable(t, Config{PresenterToken: restartToken})
 	board := liveBrowser(t, 1280, 720)

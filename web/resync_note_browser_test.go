@@ -13,6 +13,7 @@ import (
 // seconds, and once a page shows that chapter its note no longer names
 // the old one (it used to stay, saying chapter 6 under chapter 7's panel).
 func TestBrowserResyncNoteGoesWhenTheClassMovesOn(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	r := newRestartable(t, Config{})
 	start := func(slug string) {

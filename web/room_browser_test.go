@@ -10,6 +10,7 @@ import (
 // the open board shows the switches, the lesson and the reset as they
 // happen, without a reload.
 func TestBrowserBoardFollowsTheRoom(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	envs, _ := classServers(t, "s1", "s2", "s3")
 	a, b, c := envs[0], envs[1], envs[2]

@@ -51,6 +51,7 @@ var phoneReads = []string{"#checkout", "#attempts", "#timeline", "#lesson", "#ke
 var boardReads = []string{".lesson-caption", ".lesson-watch", "#lesson"}
 
 func TestBrowserScreensAreReadable(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	// A room's address: the join panel shows it with its QR code.

@@ -11,6 +11,7 @@ import (
 // any other: the board shows their rows on the timeline, by the path they
 // came in on, and their orders with their charges.
 func TestBrowserBoardShowsSandboxPayments(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1280, 720)
@@ -49,6 +50,7 @@ func TestBrowserBoardShowsSandboxPayments(t *testing.T) {
 // board shows the scoreboard, folded: opened, it lists the student with
 // the rules their client kept, and keeps itself up to date.
 func TestBrowserBoardShowsTheRoomsScoreboard(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	ctx := liveBrowser(t, 1280, 720)

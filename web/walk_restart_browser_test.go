@@ -36,8 +36,9 @@ const phoneBooks = `(async () => {
 // charged nothing and says so; every page comes back in the chapter with
 // the same order; nothing paid before the stop is lost or doubled; and the
 // walk goes on to the last chapter, every card stating what the server's
-// books say for its order. A quick run samples the chapters on the way.
+// books say for its order.
 func TestBrowserClassWalksTwelveChaptersThroughARestart(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	// A lock timeout of 10 s gives each payment's work 5 s: the lock in
 	// memory's requests queue behind each other, and on a loaded machine
@@ -158,11 +159,6 @@ func TestBrowserClassWalksTwelveChaptersThroughARestart(t *testing.T) {
 	before := make([]string, len(phones))
 	walked := false
 	for n, ch := range book {
-		// A quick run walks the chapters sweepChapters samples, the one
-		// with the restart and the last; a full run (fullRun), all twelve.
-		if !fullRun() && n%4 != 0 && ch.Slug != restartChapter && n != len(book)-1 {
-			continue
-		}
 		presenter(http.MethodPut, "/api/lessons/current", map[string]string{"slug": ch.Slug})
 		for i, p := range phones {
 			liveWait(t, p, fmt.Sprintf("phone %d on %s with a new order", i+1, ch.Slug), waitUntilBound,

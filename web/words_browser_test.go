@@ -83,6 +83,7 @@ func (h *pauseHold) arm() (reached <-chan struct{}, release func()) {
 }
 
 func TestBrowserChapterCardsSayWhatTheBooksSay(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	phone := liveBrowser(t, 390, 844)

@@ -16,6 +16,7 @@ import (
 // their row: a double charge, in red, beside a classmate's correct
 // server that passed.
 func TestBrowserWorkshopScoreboard(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	const token = "teach-ws-41"
 	env := newWorkshopEnvWith(t, token)

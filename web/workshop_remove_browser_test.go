@@ -13,6 +13,7 @@ import (
 // gateway away, the others staying; Reset the workshop…, unfolded, takes
 // every student away, and the workshop stays open.
 func TestBrowserWorkshopPresenterRemovesAndResets(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	const token = "teach-ws-remove"
 	env := newWorkshopEnvWith(t, token)
