@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"os"
 	"testing"
 	"time"
 )
@@ -16,7 +17,8 @@ import (
 // 1,000 are left) and 10,000 for the jittered ones (the event model takes
 // seconds there; the others are compared at that size in the benchmark
 // table of docs/benchmarks.md). The sizes over 1,000 are left out with
-// -short and under the race detector.
+// -short and under the race detector, and 10,000 unless
+// PAYTWICE_TEST_FULL=1.
 func TestCountedHerdMatchesEvents(t *testing.T) {
 	cases := []struct {
 		clients int
@@ -29,9 +31,11 @@ func TestCountedHerdMatchesEvents(t *testing.T) {
 		{10_000, 2, []Strategy{FullJitter, EqualJitter, Decorrelated}},
 	}
 	for _, c := range cases {
-		if c.clients > 1000 && (testing.Short() || raceDetector) {
+		if c.clients > 3000 && !fullRun() || c.clients > 1000 && (testing.Short() || raceDetector) {
 			// The event model takes seconds here, ten times as long
-			// under the race detector; the sizes below still run.
+			// under the race detector; the sizes below still run. The
+			// largest herds run with PAYTWICE_TEST_FULL=1 alone (and
+			// no race detector): the quick run stops at 3,000.
 			continue
 		}
 		for _, st := range c.strats {
@@ -72,6 +76,9 @@ func TestCountedHerdMatchesEvents(t *testing.T) {
 		}
 	}
 }
+
+// fullRun reports whether the tests run in full (PAYTWICE_TEST_FULL=1).
+func fullRun() bool { return os.Getenv("PAYTWICE_TEST_FULL") == "1" }
 
 // stat accumulates a sample's mean and variance.
 type stat struct{ n, sum, sq float64 }

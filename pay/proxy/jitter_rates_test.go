@@ -3,6 +3,7 @@ package proxy
 import (
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 )
@@ -10,11 +11,20 @@ import (
 // The rates docs/proxy.md gives for rule 7 on real clocks: many clients
 // of each kind, each paying the default schedule once with its waits
 // lengthened by timing noise, graded by judgeJitter. Seeded, so the
-// rates are the same on every run:
+// rates are the same on every run. The docs' rates are those of the full
+// run, 10,000 clients of each kind (as CI runs it):
 //
-//	go test -run TestJitterRuleRates -v ./pay/proxy/
+//	PAYTWICE_TEST_FULL=1 go test -run TestJitterRuleRates -v ./pay/proxy/
+//
+// A quick run grades the first 4,000 of each kind, two fifths of the
+// time: the same seeded clients, and the same bounds, read less finely
+// (the late full-jitter kinds, 2.6 % of 10,000 against a bound of 3 %,
+// are 2.8 % of the first 4,000, and 3.15 % of the first 2,000).
 func TestJitterRuleRates(t *testing.T) {
-	const runs = 10000
+	runs := 4000
+	if os.Getenv("PAYTWICE_TEST_FULL") == "1" {
+		runs = 10000
+	}
 	type kind struct {
 		name       string
 		wait       func(rnd *rand.Rand, n int) float64 // ms
@@ -103,8 +113,8 @@ func TestJitterRuleRates(t *testing.T) {
 					}
 				}
 			}
-			rate := float64(broken) / runs
-			t.Logf("judged broken in %6.2f %% of %d runs, a herd in %6.2f %%", 100*rate, runs, 100*float64(herds)/runs)
+			rate := float64(broken) / float64(runs)
+			t.Logf("judged broken in %6.2f %% of %d runs, a herd in %6.2f %%", 100*rate, runs, 100*float64(herds)/float64(runs))
 			if k.broken(rate) {
 				t.Errorf("%s: broken in %.3f %% of runs", k.name, 100*rate)
 			}
