@@ -132,6 +132,11 @@ type Config struct {
 	// mode (not Clock, which the presenter moves); time.Now when nil.
 	// Tests replace it to pace events without waiting.
 	Wall func() time.Time
+	// After runs f once d has passed on Wall: it draws what a caller
+	// over its share changed, at the end of the caller's interval
+	// (shares.go). time.AfterFunc when nil. Tests whose Wall stands
+	// still fire it as they move their wall on, instead of waiting.
+	After func(d time.Duration, f func())
 	// Ticks is the clock of busy mode's refreshes: a channel that ticks
 	// every d, and how to stop it (a time.Ticker when nil). Tests tick it
 	// themselves, with Wall, instead of waiting for a flood to age.
@@ -207,6 +212,9 @@ func Start(cfg Config) *Board {
 	}
 	if cfg.Wall == nil {
 		cfg.Wall = time.Now
+	}
+	if cfg.After == nil {
+		cfg.After = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
 	}
 	if cfg.Ticks == nil {
 		cfg.Ticks = func(d time.Duration) (<-chan time.Time, func()) {

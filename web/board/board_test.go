@@ -415,7 +415,7 @@ func TestBoardModel(t *testing.T) {
 		// however long a loaded machine takes to publish it.
 		wall := newHeldWall()
 		b := newTestBoard(t, func(c *Config) {
-			c.Wall = wall.Now
+			c.Wall, c.After = wall.Now, wall.After
 			c.Hub.SetWall(wall.Now)
 		}, 10)
 		// 300 payments' events within a second, in bursts the ring holds,

@@ -17,8 +17,19 @@ import (
 // heldWall is a wall clock that moves only when the test moves it: busy
 // mode and the callers' shares read it, so a burst counts as one instant
 // whatever the machine's load, and the silence after it is a step of the
-// test, not a sleep.
-type heldWall struct{ ns atomic.Int64 }
+// test, not a sleep. Its timers (After, the board's Config.After) fire
+// when a step of the test moves it past their time.
+type heldWall struct {
+	ns     atomic.Int64
+	mu     sync.Mutex
+	timers []wallTimer
+}
+
+// wallTimer is f, due at the wall's time due (in nanoseconds).
+type wallTimer struct {
+	due int64
+	f   func()
+}
 
 func newHeldWall() *heldWall {
 	w := &heldWall{}
@@ -26,8 +37,48 @@ func newHeldWall() *heldWall {
 	return w
 }
 
-func (w *heldWall) Now() time.Time          { return time.Unix(0, w.ns.Load()) }
-func (w *heldWall) advance(d time.Duration) { w.ns.Add(int64(d)) }
+func (w *heldWall) Now() time.Time { return time.Unix(0, w.ns.Load()) }
+
+// After runs f in a goroutine of its own, as time.AfterFunc does, once
+// the wall has moved d on.
+func (w *heldWall) After(d time.Duration, f func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.timers = append(w.timers, wallTimer{due: w.ns.Load() + int64(d), f: f})
+}
+
+// flush fires every timer now, without moving the wall: what a board's
+// real timers did while a test waited for a held frame with the wall
+// standing still.
+func (w *heldWall) flush() {
+	w.mu.Lock()
+	due := w.timers
+	w.timers = nil
+	w.mu.Unlock()
+	for _, t := range due {
+		go t.f()
+	}
+}
+
+// advance moves the wall d on and fires the timers that are then due.
+func (w *heldWall) advance(d time.Duration) {
+	now := w.ns.Add(int64(d))
+	w.mu.Lock()
+	var due []func()
+	kept := w.timers[:0]
+	for _, t := range w.timers {
+		if t.due <= now {
+			due = append(due, t.f)
+		} else {
+			kept = append(kept, t)
+		}
+	}
+	w.timers = kept
+	w.mu.Unlock()
+	for _, f := range due {
+		go f()
+	}
+}
 
 var (
 	shownCount    = regexp.MustCompile(`<dd id="(n-requests|n-charges)"[^>]*>(\d+)</dd>`)

@@ -118,9 +118,13 @@ func TestAFloodChangesTheKeyTableARowAtATime(t *testing.T) {
 		}
 	}()
 	waitUntil(t, "the page to be open", func() bool { return b.Viewers() == 1 })
+	// The page gets the last event's frame: a caller's events over its
+	// share are drawn at the end of its interval, which the wall, held,
+	// does not reach; flush ends it.
 	caughtUpOnPage := func() {
 		t.Helper()
 		b.caughtUp(t)
+		wall.flush()
 		last := b.hub.LastSeq()
 		waitUntil(t, fmt.Sprintf("the page to get event %d's frame", last), func() bool {
 			mu.Lock()
@@ -173,6 +177,8 @@ func TestAFloodChangesTheKeyTableARowAtATime(t *testing.T) {
 	// (shareRefresh) and then drawn by itself. (A page drawn from the
 	// model before that would make it redraw the table whole: the model
 	// is read once the page has it.)
+	b.caughtUp(t)
+	wall.flush()
 	waitUntil(t, "the page's key table to show every retry", func() bool {
 		page.mu.Lock()
 		defer page.mu.Unlock()
@@ -220,6 +226,7 @@ func TestAFloodChangesTheKeyTableARowAtATime(t *testing.T) {
 		}
 	}
 	b.caughtUp(t)
+	wall.flush()
 	newest := keyDOMID(loop, "board-key-151")
 	waitUntil(t, "the page to show the loop's last payments", func() bool {
 		page.mu.Lock()
@@ -361,9 +368,13 @@ func TestAFloodThatTurnsTheKeyTableOverCostsItsRows(t *testing.T) {
 		}
 	}()
 	waitUntil(t, "the page to be open", func() bool { return b.Viewers() == 1 })
+	// The page gets the last event's frame: a caller's events over its
+	// share are drawn at the end of its interval, which the wall, held,
+	// does not reach; flush ends it.
 	caughtUpOnPage := func() {
 		t.Helper()
 		b.caughtUp(t)
+		wall.flush()
 		last := b.hub.LastSeq()
 		waitUntil(t, fmt.Sprintf("the page to get event %d's frame", last), func() bool {
 			mu.Lock()

@@ -403,7 +403,7 @@ func newBooksBoard(t *testing.T, wall *heldWall) (*store.DB, *testBoard) {
 	}
 	t.Cleanup(func() { books.Close() })
 	return books, newTestBoard(t, func(c *Config) {
-		c.Wall = wall.Now
+		c.Wall, c.After = wall.Now, wall.After
 		c.Hub.SetWall(wall.Now)
 		c.Store = books
 	}, 10)

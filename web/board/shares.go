@@ -155,7 +155,7 @@ func (p *Board) mutedFrame(e live.Event, key string, now time.Time) []templ.Comp
 		r.held = true
 		if !r.armed {
 			r.armed = true
-			time.AfterFunc(min(wait, shareRefresh), func() { p.drawHeld(key, r) })
+			p.cfg.After(min(wait, shareRefresh), func() { p.drawHeld(key, r) })
 		}
 		return nil
 	} else {
