@@ -367,6 +367,12 @@ func TestLivePanels(t *testing.T) {
 	if v, _ := attr(live, "sse-connect"); v != "/events?since=a1b2c3d4e5f6-42" {
 		t.Errorf("sse-connect=%q: the stream must resume right after the state drawn", v)
 	}
+	// The board's stream says it is the board's: it is sent every event
+	// as it happens, where a phone gets the class's payments in rounds.
+	board := byID(t, render(t, LivePanels(l, true)), "live")
+	if v, _ := attr(board, "sse-connect"); v != "/events?since=a1b2c3d4e5f6-42&view="+BoardStreamView {
+		t.Errorf("the board's sse-connect=%q", v)
+	}
 	if v, _ := attr(live, "hx-ext"); v != "sse" {
 		t.Errorf("hx-ext=%q", v)
 	}
