@@ -105,7 +105,7 @@ func TestBrowserPredictRaceClassOfThree(t *testing.T) {
 		`!!document.querySelector('#poll .poll-choice.right') && document.querySelector('#poll .poll-choice.right').dataset.choice === "%d" && `+
 			`document.querySelector('#poll [data-choice="0"] .poll-count').dataset.count === "2" && `+
 			`document.querySelector('#poll [data-choice="1"] .poll-count').dataset.count === "1" && `+
-			`document.getElementById("poll-outcome").textContent.includes("charges for the order:")`, right))
+			`document.getElementById("poll-outcome").textContent.includes("at that moment the books held")`, right))
 	mai := 0
 	if right == 0 {
 		mai = 1

@@ -158,7 +158,7 @@ func TestPredictThenObserve(t *testing.T) {
 	}
 	st = phones[2].poll()
 	if fmt.Sprint(st.Split) != "[1 2 0 0]" || st.Outcome == nil || st.Outcome.Choice != 1 || !strings.Contains(st.Outcome.Said, "replayed the saved 201") ||
-		!strings.Contains(st.Outcome.Said, "charges for the order: 1") {
+		!strings.Contains(st.Outcome.Said, "at that moment the books held 1 charge for the order") {
 		t.Fatalf("after the reveal: %+v %+v", st, st.Outcome)
 	}
 	if st.Mine != 0 {

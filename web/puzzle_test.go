@@ -280,7 +280,7 @@ func TestLockQuestionGradedOnTheOutcome(t *testing.T) {
 	for {
 		cur, _, changed := env.Server.room.Watch()
 		if p := cur.Poll; p != nil && p.Outcome != nil {
-			if p.Outcome.Choice != 0 || !strings.Contains(p.Outcome.Said, "for the key: 2") {
+			if p.Outcome.Choice != 0 || !strings.Contains(p.Outcome.Said, ", 2 for the key.") {
 				t.Fatalf("graded %+v, want choice 0 (two charges), as the books say", p.Outcome)
 			}
 			break

@@ -279,7 +279,10 @@ func (q Question) grade(w *seeing) (int, string) {
 
 // said is what the server did at w, as the books and the event say it:
 // the answer (its status, a replay or a refusal) and the charges the
-// order and the key have by then.
+// order and the key had at that moment. The words name the moment: the
+// board shows the order's charges as they are now beside it, and a burst
+// that goes on charging after the event that answered the vote would
+// otherwise read as the board contradicting itself (2 here, 5 there).
 func said(w *seeing) string {
 	what := ""
 	switch w.e.Kind {
@@ -314,7 +317,15 @@ func said(w *seeing) string {
 	default:
 		what = fmt.Sprintf("answered %d", w.e.Status)
 	}
-	return fmt.Sprintf("The server %s; charges for the order: %d, for the key: %d.", what, w.orderCharges(), w.keyCharges())
+	order := w.orderCharges()
+	return fmt.Sprintf("The server %s; at that moment the books held %d %s for the order, %d for the key.", what, order, chargesWord(order), w.keyCharges())
+}
+
+func chargesWord(n int) string {
+	if n == 1 {
+		return "charge"
+	}
+	return "charges"
 }
 
 // labNote is the lab's explanation of a request's step (web's labKind):
