@@ -169,7 +169,16 @@ func TestPuzzleBarAndPlayAcrossServers(t *testing.T) {
 	}
 	waitPuzzle(s[0], "the puzzle", func(p *room.Puzzle) bool { return p != nil && p.Bar != nil })
 
-	// Mai, on s2, steps requests s1 holds and s2's copy misses.
+	// Mai, on s2, steps requests s1 holds and s2's copy misses. With no
+	// request named, s2's copy would pick b, its own, which the class did
+	// not choose: refused, nothing stepped.
+	forget(s[1], a)
+	if st, body := mai.do(http.MethodPost, "/api/step/next", StepTarget{}); st != http.StatusBadRequest || !strings.Contains(string(body), "Name the held request to step") {
+		t.Fatalf("Mai steps with no request named: %d %s, want 400 asking for it", st, body)
+	}
+	if p := s[1].Server.room.Load().Puzzle; p.Steps != 0 {
+		t.Fatalf("a step with no request named was counted: %+v", p)
+	}
 	forget(s[1], o)
 	if st, body := mai.do(http.MethodPost, "/api/step/next", StepTarget{Request: o}); st != http.StatusForbidden || !strings.Contains(string(body), "step bar is for the puzzle's") {
 		t.Fatalf("Mai steps another order's request held on s1: %d %s", st, body)

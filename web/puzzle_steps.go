@@ -70,33 +70,35 @@ type puzzleSteps struct {
 	presenterAuth func(r *http.Request) (ok bool, wait time.Duration, err error)
 }
 
-// target is the held request the action at r steps: id, or the oldest
-// held when id is "", and, for a student holding the step bar, the
-// bound the server that holds it checks (the puzzle's order's requests
-// only). A request this server's copy of the held lists does not show
-// yet is left to its holder to check.
+// target is the held request the action at r steps: id, or for the
+// presenter the oldest held when id is "", and, for a student holding
+// the step bar, the bound the server that holds it checks (the puzzle's
+// order's requests only). A request this server's copy of the held lists
+// does not show yet is left to its holder to check.
+//
+// A student names the request (the phone always does): "the oldest of
+// the order" would be picked from this server's copy of the held lists,
+// which on a cluster may lag the servers that hold them, so the step
+// could go to a request other than the one the class chose.
 func (ps puzzleSteps) target(r *http.Request, id string) (string, *step.Only, error) {
 	p, student := solverOf(r)
-	var only *step.Only
-	if student {
-		only = &step.Only{Scope: p.Scope, OrderID: p.OrderID,
-			Refusal: fmt.Sprintf("The step bar is for the puzzle's %s only: the request %q is not one of its held requests.", p.Subject, pay.Truncate(id, 40))}
+	if !student {
+		if id == "" {
+			if held := ps.held().Held; len(held) > 0 {
+				return held[0].Request, nil, nil
+			}
+		}
+		return id, nil, nil
 	}
-	held := ps.held().Held
-	for _, h := range held {
-		mine := h.Scope == p.Scope && h.OrderID == p.OrderID
-		if id != "" && h.Request == id && student && !mine {
+	if id == "" {
+		return "", nil, pay.Errorf(pay.EINVALID, "Name the held request to step, as {\"request\": \"rq_…\"}: with the step bar, each of the puzzle's held requests has its own Next and Finish.")
+	}
+	only := &step.Only{Scope: p.Scope, OrderID: p.OrderID,
+		Refusal: fmt.Sprintf("The step bar is for the puzzle's %s only: the request %q is not one of its held requests.", p.Subject, pay.Truncate(id, 40))}
+	for _, h := range ps.held().Held {
+		if h.Request == id && (h.Scope != p.Scope || h.OrderID != p.OrderID) {
 			return "", nil, pay.Errorf(pay.EFORBIDDEN, "%s", only.Refusal)
 		}
-		if student && !mine {
-			continue
-		}
-		if id == "" || h.Request == id {
-			return h.Request, only, nil
-		}
-	}
-	if student && id == "" {
-		return "", nil, pay.Errorf(pay.ENOTFOUND, "No request of the puzzle's %s is held at a checkpoint now.", p.Subject)
 	}
 	// The server that holds it checks the student's bound; step mode says
 	// why the presenter's cannot be stepped.

@@ -184,8 +184,16 @@ func TestPuzzleStepBar(t *testing.T) {
 	if r := presenter(http.MethodPost, "/api/puzzle/bar", PuzzleBar{Player: playerID(t, env, "Bo")}); r.Status != http.StatusOK {
 		t.Fatalf("give Bo the bar: %d %s", r.Status, r.Body)
 	}
-	if s, body := bo.do(http.MethodPost, "/api/step/next", StepTarget{}); s != http.StatusOK {
-		t.Fatalf("Bo steps the oldest of the order: %d %s", s, body)
+	// Bo names the request: "the oldest of the order" would be this
+	// server's pick, not the class's.
+	if s, body := bo.do(http.MethodPost, "/api/step/next", StepTarget{}); s != http.StatusBadRequest || !strings.Contains(string(body), "Name the held request to step") {
+		t.Fatalf("Bo steps with no request named: %d %s, want 400 asking for it", s, body)
+	}
+	if p := env.Server.room.Load().Puzzle; p.Steps != 0 {
+		t.Fatalf("a step with no request named was counted: %+v", p)
+	}
+	if s, body := bo.do(http.MethodPost, "/api/step/next", StepTarget{Request: d}); s != http.StatusOK {
+		t.Fatalf("Bo steps the order's first request: %d %s", s, body)
 	}
 	if r := presenter(http.MethodPost, "/api/puzzle/bar", PuzzleBar{}); r.Status != http.StatusOK {
 		t.Fatalf("take the bar back: %d %s", r.Status, r.Body)
