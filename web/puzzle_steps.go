@@ -122,14 +122,41 @@ func countHeldStep(rm *room.Room[room.State]) func(ctx context.Context, r step.H
 // countHeldPlay counts the Play named play as one step on the puzzle
 // under way when one of the requests held, about to go on the server
 // that holds them, is one of its order's (step.Config.CountPlay): every
-// server that holds some counts it, and the room counts it once. undo
-// takes the count back when nothing was let go.
-func countHeldPlay(rm *room.Room[room.State]) func(ctx context.Context, play string, held []step.HeldRequest) (undo func()) {
-	return func(ctx context.Context, play string, held []step.HeldRequest) func() {
-		return countOnPuzzle(ctx, rm, func(s *room.State, p *room.Puzzle) bool {
-			ours := slices.ContainsFunc(held, func(r step.HeldRequest) bool { return p.Scope == r.Scope && p.OrderID == r.OrderID })
-			return ours && s.CountPlay(p.ID, play)
+// server that holds some counts it, and the room counts it once. settle
+// takes the count back when this server counted it and let none go
+// (they went on by themselves), unless another server let one go; a
+// server that let one go on a Play another counted says so, so that a
+// count taken back before it is counted again.
+func countHeldPlay(rm *room.Room[room.State]) func(ctx context.Context, play string, held []step.HeldRequest) (settle func(letGo bool)) {
+	return func(ctx context.Context, play string, held []step.HeldRequest) func(bool) {
+		var id uint64
+		counted := false
+		_, _, err := rm.Change(ctx, func(s *room.State) error {
+			id, counted = 0, false
+			p, ok := s.CurrentPuzzle()
+			if !ok || !slices.ContainsFunc(held, func(r step.HeldRequest) bool { return p.Scope == r.Scope && p.OrderID == r.OrderID }) {
+				return errNoCount
+			}
+			id, counted = p.ID, s.CountPlay(p.ID, play)
+			if !counted {
+				return errNoCount
+			}
+			return nil
 		})
+		if err != nil {
+			counted = false // counted by another server, or not written
+		}
+		return func(letGo bool) {
+			if id == 0 || letGo == counted {
+				return // not the puzzle's, or the count stands as it is
+			}
+			_, _, _ = rm.Change(context.WithoutCancel(ctx), func(s *room.State) error {
+				if letGo && s.PlayLetOneGo(id, play) || !letGo && s.UncountPlay(id, play) {
+					return nil
+				}
+				return errNoCount
+			})
+		}
 	}
 }
 

@@ -34,6 +34,13 @@ type Puzzle struct {
 	// some of the puzzle's requests counts the Play it lets them go on,
 	// and the one step is counted once.
 	Play string `json:"play,omitempty"`
+	// PlayLetGo says a server let one of its requests go on that Play, so
+	// the step happened; PlayTakenBack that the server that counted it
+	// took it back, having found nothing of its own left to let go (its
+	// requests went on by themselves meanwhile). Whichever comes first,
+	// the Play ends counted once if any server let one go.
+	PlayLetGo     bool `json:"play_let_go,omitempty"`
+	PlayTakenBack bool `json:"play_taken_back,omitempty"`
 	// Before is the order's charges in the books when the puzzle
 	// started, which no held request made: the puzzle takes two more.
 	Before int `json:"before,omitempty"`
@@ -129,7 +136,36 @@ func (s *State) CountPlay(id uint64, play string) bool {
 	if !s.CountStep(id) {
 		return false
 	}
-	s.Puzzle.Play = play
+	s.Puzzle.Play, s.Puzzle.PlayLetGo, s.Puzzle.PlayTakenBack = play, false, false
+	return true
+}
+
+// UncountPlay takes back the step counted for the Play named play on
+// puzzle id, by the server that counted it and let nothing go, unless
+// another server has let one go on it (or the puzzle is solved); it
+// reports whether it took it back.
+func (s *State) UncountPlay(id uint64, play string) bool {
+	p, err := s.puzzleAt(id)
+	if err != nil || p.Play != play || p.PlayLetGo || p.PlayTakenBack || !s.UncountStep(id) {
+		return false
+	}
+	s.Puzzle.PlayTakenBack = true
+	return true
+}
+
+// PlayLetOneGo records that a server let a request go on the Play named
+// play, which another server counted: a count taken back meanwhile is
+// counted again, and none is taken back after. It reports whether the
+// puzzle changed.
+func (s *State) PlayLetOneGo(id uint64, play string) bool {
+	p, err := s.puzzleAt(id)
+	if err != nil || p.Play != play || p.PlayLetGo {
+		return false
+	}
+	if p.PlayTakenBack && !s.CountStep(id) {
+		return false
+	}
+	s.Puzzle.PlayLetGo, s.Puzzle.PlayTakenBack = true, false
 	return true
 }
 

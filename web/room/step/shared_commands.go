@@ -91,14 +91,12 @@ func (st *Stepper) playHeld(ctx context.Context, play string) int {
 		rows = append(rows, st.rowLocked(h))
 	}
 	st.mu.Unlock()
-	undo := func() {}
+	settle := func(bool) {}
 	if len(rows) > 0 {
-		undo = st.cfg.CountPlay(ctx, play, rows)
+		settle = st.cfg.CountPlay(ctx, play, rows)
 	}
 	n := st.Play()
-	if n == 0 {
-		undo() // they went on their own meanwhile
-	}
+	settle(n > 0) // none: they went on their own meanwhile
 	return n
 }
 

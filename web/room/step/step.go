@@ -174,8 +174,10 @@ type Config struct {
 	// before they go: held is what this server holds, and play names the
 	// Play, the same on every server, so that a Play is counted once
 	// however many servers hold the puzzle's requests, and whatever the
-	// receiving server's copy of the others' held lists shows.
-	CountPlay func(ctx context.Context, play string, held []HeldRequest) (undo func())
+	// receiving server's copy of the others' held lists shows. settle is
+	// told whether this server let any go: one that counted it and let
+	// none go takes it back, unless another server let one go.
+	CountPlay func(ctx context.Context, play string, held []HeldRequest) (settle func(letGo bool))
 }
 
 // Only bounds a step to the held requests of one order: the student who
