@@ -66,6 +66,7 @@ const boardFlowMeasure = `(() => {
 // over nothing. No page scrolls sideways. The pictures go to
 // $PAYTWICE_SCREENSHOTS/board-flow when it is set.
 func TestBrowserBoardVoteTakesItsPlaceInTheFlow(t *testing.T) {
+	browserFullOnly(t)
 	browserSideBySide(t)
 	env := newTestEnv(t, Config{})
 	for i := range 8 {
