@@ -108,6 +108,7 @@ func table(rep *check.Report) string {
 }
 
 func TestPaytwicePassesEveryCase(t *testing.T) {
+	t.Parallel() // a server of its own, beside TestLabMistakes' and TestWrongServers'
 	p := startPaytwice(t)
 	rep := runCheck(t, p.config())
 	for _, r := range rep.Results {

@@ -493,6 +493,7 @@ func canonicalJSON(raw []byte) string {
 // A TLS endpoint: its certificate is verified unless -insecure, against
 // -cacert's authorities when given; the storm's raw connections too.
 func TestTLSEndpoint(t *testing.T) {
+	t.Parallel() // a server of its own
 	m := &memServer{keys: map[string]*memEntry{}, count: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /pay", m.pay)
