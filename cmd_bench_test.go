@@ -72,8 +72,9 @@ func TestBenchCommand(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		// 12 viewers, one in ten sampled: 2 see each of the 30 rows done.
-		for _, want := range []string{"statuses    201 ×30\n", "viewers     12 open event streams (0 ended early)", "201→viewer  p50", "(60 deliveries to 2 sampled viewers)"} {
+		// 12 viewers: the first is the board, and one in ten of the 11
+		// phones is sampled; each sees all 30 payments done.
+		for _, want := range []string{"statuses    201 ×30\n", "viewers     12 open event streams (0 ended early)", "201→viewer  p50", "(30 deliveries to 1 sampled phone, every payment)", "201→board   p50", "(30 deliveries to the board)"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("output lacks %q:\n%s", want, out)
 			}

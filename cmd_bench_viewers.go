@@ -216,7 +216,11 @@ func (v *viewers) print(w io.Writer, n int) {
 		pct := func(p float64) time.Duration { return d[int(p*float64(len(d)-1))] }
 		fmt.Fprintf(w, "%-11s p50 %s  p99 %s  max %s (%d deliveries to %s)\n", name, ms(pct(0.5)), ms(pct(0.99)), ms(pct(1)), len(d), who)
 	}
-	line("201→viewer", v.delay, fmt.Sprintf("%d sampled phones, every payment", (n-1)/viewerSample))
+	phones, noun := (n-1)/viewerSample, "phones"
+	if phones == 1 {
+		noun = "phone"
+	}
+	line("201→viewer", v.delay, fmt.Sprintf("%d sampled %s, every payment", phones, noun))
 	line("201→own", v.ownDelay, "the sampled phones, their own caller's payments")
 	line("201→board", v.board, "the board")
 }
