@@ -234,6 +234,7 @@ func TestLabMistakes(t *testing.T) {
 // TestHistory checks saved histories: the checker's own, and paytwice's
 // timeline export.
 func TestHistory(t *testing.T) {
+	t.Parallel() // servers and files of its own
 	dir := t.TempDir()
 	save := func(t *testing.T, name string, records []check.Record) string {
 		path := filepath.Join(dir, name)

@@ -361,6 +361,9 @@ func TestRaceFoundByDesign(t *testing.T) {
 // raw connections, or sends bodies past the bound, is read to the bound
 // and no further; the verdict says so.
 func TestBoundedAnswers(t *testing.T) {
+	// Servers of its own. Beside the other tests the heap figure logged
+	// below counts theirs too: run it alone (-run) for docs/check.md.
+	t.Parallel()
 	t.Run("headers flooded on the first answer: reached, not taken, no 'cannot be reached'", func(t *testing.T) {
 		addr := floodServer(t, func(n int) bool { return true })
 		_, err := check.Run(context.Background(), check.Config{URL: "http://" + addr + "/pay", Seed: 10})
