@@ -63,7 +63,9 @@ const boardFlowMeasure = `(() => {
 // the scores cover neither the join panel nor anything else; in a
 // chapter, with its question open, on a tablet (768x1024) and a phone
 // (390x844) the vote sits between the chapter and the rest of the board,
-// over nothing. No page scrolls sideways. The pictures go to
+// over nothing. No row of the scores, nor their heading, nor a line of
+// the vote shows cut in half, and the scores' heading is as large as its
+// rows. No page scrolls sideways. The pictures go to
 // $PAYTWICE_SCREENSHOTS/board-flow when it is set.
 func TestBrowserBoardVoteTakesItsPlaceInTheFlow(t *testing.T) {
 	browserFullOnly(t)
@@ -98,6 +100,9 @@ func TestBrowserBoardVoteTakesItsPlaceInTheFlow(t *testing.T) {
 			}
 			where := fmt.Sprintf("%s at %dx%d", phase, size[0], size[1])
 			for _, p := range liveEval[[]string](t, ctx, boardFlowMeasure) {
+				t.Errorf("%s: %s", where, p)
+			}
+			for _, p := range liveEval[[]string](t, ctx, pollCutMeasure) {
 				t.Errorf("%s: %s", where, p)
 			}
 			if w := liveEval[[]float64](t, ctx, `[document.scrollingElement.scrollWidth, innerWidth]`); w[0] > w[1]+1 {

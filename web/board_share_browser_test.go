@@ -115,7 +115,10 @@ const boardShareMeasure = `(choices => {
 // (two at 1280x720). At both sizes the vote's question, its choices and
 // the presenter's Close and Reveal show whole, none a scroll away inside
 // the vote's box, and the heading of the charges per order is whole or
-// not shown, never half. The scores list the leaders and say how many more
+// not shown, never half. Once the split is revealed, no line of the vote
+// and no part of the scores under it shows cut at the vote box's edge,
+// and the charges per order come back. On a phone's checkout page the
+// chosen answer's button is as wide as the others. The scores list the leaders and say how many more
 // there are. A phone (390x844) is photographed, and must not scroll
 // sideways. The pictures go to $PAYTWICE_SCREENSHOTS/board-share when it
 // is set.
@@ -156,9 +159,17 @@ func TestBrowserBoardChapterVoteAndWorkshopShareTheScreen(t *testing.T) {
 			liveDo(t, ctx, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
 			where := fmt.Sprintf("%s at %dx%d", phase, size[0], size[1])
 			boardScreenshot(t, ctx, fmt.Sprintf("board-share/%s-%dx%d.png", phase, size[0], size[1]))
-			g := liveEval[boardShare](t, ctx, fmt.Sprintf("(%s)(%t)", boardShareMeasure, phase == "vote"))
+			g := liveEval[boardShare](t, ctx, fmt.Sprintf("(%s)(%t)", boardShareMeasure, phase != "scores"))
 			for _, p := range g.Problems {
 				t.Errorf("%s: %s", where, p)
+			}
+			for _, p := range liveEval[[]string](t, ctx, pollCutMeasure) {
+				t.Errorf("%s: %s", where, p)
+			}
+			// Once the vote is revealed it stays on the board: the charges
+			// per order come back beside it.
+			if phase == "revealed" && !liveEval[bool](t, ctx, `(h => !!h && h.checkVisibility())(document.querySelector(".panel-counters #orders > h3"))`) {
+				t.Errorf("%s: the charges per order are hidden beside the revealed vote", where)
 			}
 			if g.ScrollH > g.ViewH+1 || g.ScrollW > g.ViewW+1 {
 				t.Errorf("%s: the page scrolls: %vx%v of content", where, g.ScrollW, g.ScrollH)
@@ -191,5 +202,29 @@ func TestBrowserBoardChapterVoteAndWorkshopShareTheScreen(t *testing.T) {
 	}
 	liveWait(t, ctx, "the vote on the board", waitUntilBound, `document.querySelectorAll("#poll .poll-choice").length >= 2 && !!document.querySelector("#poll [data-poll-reveal]")`)
 	check("vote")
+
+	// A student's phone answers on the checkout page: the chosen answer's
+	// button keeps the width of the choices, its "your answer" badge under
+	// it, not beside it.
+	liveDo(t, ctx, "a phone's size", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
+	liveOpen(t, ctx, env.URL+"/")
+	liveWait(t, ctx, "the question on the phone", waitUntilBound, `document.querySelectorAll("#poll [data-poll-answer]").length >= 2`)
+	liveDo(t, ctx, "answering", liveClick(`#poll [data-poll-answer="1"]`))
+	liveWait(t, ctx, "the answer chosen on the phone", waitUntilBound, `!!document.querySelector('#poll [data-poll-answer="1"][aria-pressed="true"]') && !!document.querySelector('#poll .poll-choice[data-choice="1"] .badge')`)
+	boardScreenshot(t, ctx, "board-share/answered-checkout-phone.png")
+	if w := liveEval[[]float64](t, ctx, `[1, 0].map(n => document.querySelector('#poll [data-poll-answer="' + n + '"]').getBoundingClientRect().width)`); w[0] < w[1]-1 {
+		t.Errorf("on the phone the chosen answer's button is %.0f px wide beside its badge, the others %.0f px", w[0], w[1])
+	}
+	liveDo(t, ctx, "back to a projector", chromedp.EmulateReset())
+	boardViewport(t, ctx, 1920, 1080)
+	liveOpen(t, ctx, env.URL+"/board")
+	liveWait(t, ctx, "the answer on the board", waitUntilBound, `(e => !!e && e.dataset.answered === "1")(document.getElementById("poll-answered")) && !!document.querySelector("#poll [data-poll-reveal]")`)
+
+	id := env.Server.room.Load().Poll.ID
+	if r := env.send(http.MethodPost, "/api/poll/reveal", PollRef{ID: id}); r.Status != http.StatusOK {
+		t.Fatalf("revealing the split: %d %s", r.Status, r.Body)
+	}
+	liveWait(t, ctx, "the split on the board", waitUntilBound, `!!document.getElementById("poll-outcome") && !!document.querySelector("#poll .poll-count")`)
+	check("revealed")
 	liveNoCSPViolations(t, ctx)
 }
