@@ -20,7 +20,8 @@ const pollCutMeasure = `(() => {
       if (o === "visible") continue;
       const c = r(box);
       const seen = Math.min(b.bottom, c.bottom) - Math.max(b.top, c.top);
-      if (seen > 1 && seen < b.height - 1) {
+      if (seen <= 1) break; // a scroll away inside this box: whole, unseen
+      if (seen < b.height - 1) {
         problems.push(text(e) + " shows " + Math.round(seen) + " of its " + Math.round(b.height) + " px in " + box.tagName.toLowerCase() + (box.id ? "#" + box.id : "." + box.className.split(" ")[0]));
         break;
       }
