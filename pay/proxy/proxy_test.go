@@ -272,7 +272,11 @@ func fullJitter(rnd *rand.Rand, base, cap time.Duration) func(n int) time.Durati
 // jitter passes at any base and cap; waits that do not grow, or that do
 // not spread, break it; each seed below is one client's draws.
 func TestJitterRule(t *testing.T) {
+	// Each case grades clients on proxies and clocks of its own, all
+	// processor: they share the cores with TestJitterRuleRates.
+	t.Parallel()
 	t.Run("the default schedule gives growth enough waits to judge", func(t *testing.T) {
+		t.Parallel()
 		for retries, want := range map[int][2]int{5: {13, 12}, 4: {13, 10}} {
 			_, waits := jitterGrade(t, retries, func(n int) time.Duration { return 10 * time.Millisecond << n })
 			first, later := 0, 0
@@ -290,6 +294,7 @@ func TestJitterRule(t *testing.T) {
 		}
 	})
 	t.Run("full jitter passes, whatever its base and cap", func(t *testing.T) {
+		t.Parallel()
 		for seed := range uint64(30) {
 			rnd := rand.New(rand.NewPCG(seed, 42))
 			for _, scale := range []struct{ base, cap time.Duration }{
@@ -305,6 +310,7 @@ func TestJitterRule(t *testing.T) {
 		}
 	})
 	t.Run("full jitter capped at twice its base is capped, not judged", func(t *testing.T) {
+		t.Parallel()
 		// Its waits average twice the first ones at best: a mean alone
 		// judged about half of these runs broken. A few whose draws never
 		// came near the cap still look like a ceiling that never grew.
@@ -324,6 +330,7 @@ func TestJitterRule(t *testing.T) {
 		}
 	})
 	t.Run("jittered waits under a ceiling that never grows break it", func(t *testing.T) {
+		t.Parallel()
 		for seed := range uint64(30) {
 			rnd := rand.New(rand.NewPCG(seed, 42))
 			for _, ceiling := range []time.Duration{20 * time.Millisecond, 400 * time.Millisecond, 5 * time.Second} {
@@ -343,6 +350,7 @@ func TestJitterRule(t *testing.T) {
 		}
 	}
 	t.Run("full jitter woken 100-170 ms late still grows", func(t *testing.T) {
+		t.Parallel()
 		for seed := range uint64(30) {
 			rnd := rand.New(rand.NewPCG(seed, 42))
 			for _, cap := range []time.Duration{400 * time.Millisecond, 800 * time.Millisecond} {
@@ -356,6 +364,7 @@ func TestJitterRule(t *testing.T) {
 		}
 	})
 	t.Run("no backoff at all, woken 100-170 ms late, does not grow", func(t *testing.T) {
+		t.Parallel()
 		for seed := range uint64(30) {
 			rnd := rand.New(rand.NewPCG(seed, 42))
 			g, _ := jitterGrade(t, 5, lateBy(rnd, func(int) time.Duration { return 0 }))
@@ -365,6 +374,7 @@ func TestJitterRule(t *testing.T) {
 		}
 	})
 	t.Run("jittered waits under a fixed ceiling, woken 100-170 ms late, do not grow", func(t *testing.T) {
+		t.Parallel()
 		for seed := range uint64(30) {
 			rnd := rand.New(rand.NewPCG(seed, 42))
 			g, _ := jitterGrade(t, 5, lateBy(rnd, fullJitter(rnd, 200*time.Millisecond, 200*time.Millisecond)))
@@ -374,12 +384,14 @@ func TestJitterRule(t *testing.T) {
 		}
 	})
 	t.Run("one fixed wait breaks it twice: a herd, and no growth", func(t *testing.T) {
+		t.Parallel()
 		g, _ := jitterGrade(t, 5, func(int) time.Duration { return 200 * time.Millisecond })
 		if g.Verdict != Broken || !strings.Contains(g.Detail, "no jitter") || g.Broken < 2 {
 			t.Fatalf("%s (%d) %s", g.Verdict, g.Broken, g.Detail)
 		}
 	})
 	t.Run("exponential waits without jitter grow, and break it as a herd", func(t *testing.T) {
+		t.Parallel()
 		g, _ := jitterGrade(t, 5, func(n int) time.Duration { return min(400*time.Millisecond, 50*time.Millisecond<<n) })
 		if g.Verdict != Broken || !strings.Contains(g.Detail, "no jitter") {
 			t.Fatalf("%s %s", g.Verdict, g.Detail)
@@ -395,12 +407,14 @@ func TestJitterRule(t *testing.T) {
 		}
 	})
 	t.Run("no wait at all breaks it", func(t *testing.T) {
+		t.Parallel()
 		g, _ := jitterGrade(t, 5, func(int) time.Duration { return 0 })
 		if g.Verdict != Broken || !strings.Contains(g.Detail, "no backoff at all") {
 			t.Fatalf("%s %s", g.Verdict, g.Detail)
 		}
 	})
 	t.Run("two retries are too few to see growth: the spread is judged, the growth said not judged", func(t *testing.T) {
+		t.Parallel()
 		rnd := rand.New(rand.NewPCG(1, 42))
 		g, _ := jitterGrade(t, 2, fullJitter(rnd, 50*time.Millisecond, 400*time.Millisecond))
 		if g.Verdict != Passed || !strings.Contains(g.Detail, "growth not judged") {
