@@ -2,6 +2,7 @@ package web
 
 import (
 	"hash/maphash"
+	"slices"
 	"sort"
 	"strings"
 
@@ -26,7 +27,25 @@ type tallyGroup struct {
 	charges  int32
 	saved500 bool   // one of its keys saved a 500
 	name     string // how the lists name it; set once it has two charges
+	// charges' ids (hashed), the real protocol's groups only: a charge
+	// read again with its order from the store is not counted twice.
+	ids []uint64
 }
+
+// guardedSingle is a real-protocol order charged once. Nothing shows it:
+// it is kept only in case the order is charged again (under a new key),
+// and only for the newest orders (labCounts.singleLimit).
+type guardedSingle struct {
+	first    int64
+	charge   uint64 // its charge's id, hashed
+	saved500 bool
+}
+
+// labGuardedWindow is how many real-protocol orders charged once the
+// counts keep. Every payment is such an order: keeping them all grew the
+// server's heap by about 0.3 KB a payment without bound. An order charged
+// again after falling out of the window is read back from the store.
+const labGuardedWindow = 100_000
 
 // labCounts is one complete count of the charge tables.
 type labCounts struct {
@@ -34,6 +53,14 @@ type labCounts struct {
 	many         [tallyKinds]map[uint64]struct{} // the groups with two charges or more
 	charges      [tallyKinds]int
 	looseKeyRows int
+	// singles are the real protocol's orders charged once, window their
+	// hashes in the order they came (a ring once full); forgot says one
+	// was dropped: an order not in memory may have been charged before.
+	singles     map[uint64]guardedSingle
+	window      []uint64
+	windowNext  int
+	singleLimit int // 0: no bound (while a rebuild reads the tables)
+	forgot      bool
 	// version moves with every row added; report is the outcomes drawn
 	// from the counts at reportV, shared until they change.
 	version, reportV uint64
@@ -41,7 +68,7 @@ type labCounts struct {
 }
 
 func newLabCounts() *labCounts {
-	c := &labCounts{version: 1}
+	c := &labCounts{version: 1, singles: map[uint64]guardedSingle{}}
 	for k := range c.groups {
 		c.groups[k] = map[uint64]tallyGroup{}
 		c.many[k] = map[uint64]struct{}{}
@@ -49,17 +76,11 @@ func newLabCounts() *labCounts {
 	return c
 }
 
-// add counts one row, as LabMeasure groups it.
-func (c *labCounts) add(seed maphash.Seed, r pay.LabRow) {
-	var kind tallyKind
-	id, name := r.OrderID, r.OrderID
+// classify says what a row counts for, the id it is grouped by and how
+// the lists name its group; ok is false for rows counted apart or not at all.
+func classify(r pay.LabRow) (kind tallyKind, id, name string, ok bool) {
+	id, name = r.OrderID, r.OrderID
 	switch r.Table {
-	case pay.LabLooseKeys:
-		if !strings.HasPrefix(r.Key, pay.LabKeyPrefix) {
-			c.looseKeyRows++
-			c.version++
-		}
-		return
 	case pay.LabLooseCharges:
 		kind, id = tallyCheckFirst, r.Key
 		key, memoryLock := strings.CutPrefix(r.Key, memoryLockPrefix)
@@ -74,27 +95,54 @@ func (c *labCounts) add(seed maphash.Seed, r pay.LabRow) {
 		case strings.HasPrefix(r.Key, pay.LabKeyPrefix+"key-table-only "):
 			kind = tallyKeyOnly
 		case strings.HasPrefix(r.Key, pay.LabKeyPrefix):
-			return // no mistake files charges there
+			return 0, "", "", false // no mistake files charges there
 		default:
 			kind = tallyGuarded
 		}
 	default:
-		return
+		return 0, "", "", false
 	}
-	// Groups are found by a 64-bit hash of scope and order (or key): the
-	// map then holds no strings for the many orders charged once.
+	return kind, id, name, true
+}
+
+// groupSum finds a group: a 64-bit hash of scope and order (or key), so
+// that the maps hold no strings for the many orders charged once.
+func groupSum(seed maphash.Seed, scope, id string) uint64 {
 	var h maphash.Hash
 	h.SetSeed(seed)
-	h.WriteString(r.Scope)
+	h.WriteString(scope)
 	h.WriteByte(0)
 	h.WriteString(id)
-	sum := h.Sum64()
-	g := c.groups[kind][sum]
-	if g.charges == 0 || r.CreatedAt.UnixNano() < g.first {
-		g.first = r.CreatedAt.UnixNano()
+	return h.Sum64()
+}
+
+// add counts one row, as LabMeasure groups it. It reports false when the
+// row cannot be placed: a real-protocol charge of an order not in memory
+// after older orders were dropped (see addGuarded).
+func (c *labCounts) add(seed maphash.Seed, r pay.LabRow) bool {
+	return c.addLooked(seed, r, nil, false)
+}
+
+// addLooked is add with, when looked, every charge of the row's order as
+// the store held them after the row was written.
+func (c *labCounts) addLooked(seed maphash.Seed, r pay.LabRow, order []pay.LabRow, looked bool) bool {
+	if r.Table == pay.LabLooseKeys {
+		if !strings.HasPrefix(r.Key, pay.LabKeyPrefix) {
+			c.looseKeyRows++
+			c.version++
+		}
+		return true
 	}
-	g.charges++
-	g.saved500 = g.saved500 || r.Saved500
+	kind, id, name, ok := classify(r)
+	if !ok {
+		return true
+	}
+	sum := groupSum(seed, r.Scope, id)
+	if kind == tallyGuarded {
+		return c.addGuarded(seed, sum, r, name, order, looked)
+	}
+	g := c.groups[kind][sum]
+	g.count(r)
 	if g.charges == 2 {
 		g.name = name
 		c.many[kind][sum] = struct{}{}
@@ -102,6 +150,142 @@ func (c *labCounts) add(seed maphash.Seed, r pay.LabRow) {
 	c.groups[kind][sum] = g
 	c.charges[kind]++
 	c.version++
+	return true
+}
+
+// count adds one charge to the group.
+func (g *tallyGroup) count(r pay.LabRow) {
+	if g.charges == 0 || r.CreatedAt.UnixNano() < g.first {
+		g.first = r.CreatedAt.UnixNano()
+	}
+	g.charges++
+	g.saved500 = g.saved500 || r.Saved500
+}
+
+func chargeSum(id string) uint64 { return maphash.String(chargeSeed, id) }
+
+// chargeSeed hashes charge ids; any fixed seed will do within a process.
+var chargeSeed = maphash.MakeSeed()
+
+// addGuarded counts a real-protocol charge. Orders charged twice or more
+// are kept (the lab lists them); orders charged once only within the
+// window. An order found in neither may have been dropped from the
+// window: then only its charges read from the store (order, looked) can
+// place it, and without them the row is not counted (false).
+func (c *labCounts) addGuarded(seed maphash.Seed, sum uint64, r pay.LabRow, name string, order []pay.LabRow, looked bool) bool {
+	kind := tallyGuarded
+	charge := chargeSum(r.ID)
+	if g, ok := c.groups[kind][sum]; ok {
+		if slices.Contains(g.ids, charge) {
+			return true // already counted with its order, read from the store
+		}
+		g.count(r)
+		g.ids = append(g.ids, charge)
+		c.groups[kind][sum] = g
+		c.charges[kind]++
+		c.version++
+		return true
+	}
+	if s, ok := c.singles[sum]; ok {
+		if s.charge == charge {
+			return true
+		}
+		g := tallyGroup{first: s.first, charges: 1, saved500: s.saved500, name: name, ids: []uint64{s.charge, charge}}
+		g.count(r)
+		delete(c.singles, sum)
+		c.groups[kind][sum], c.many[kind][sum] = g, struct{}{}
+		c.charges[kind]++
+		c.version++
+		return true
+	}
+	if c.forgot && !looked {
+		return false
+	}
+	g := tallyGroup{name: name}
+	for _, o := range append(order, r) {
+		if k, id, _, ok := classify(o); !ok || k != kind || groupSum(seed, o.Scope, id) != sum ||
+			slices.Contains(g.ids, chargeSum(o.ID)) {
+			continue
+		}
+		g.count(o)
+		g.ids = append(g.ids, chargeSum(o.ID))
+	}
+	c.charges[kind] += int(g.charges)
+	c.version++
+	if g.charges >= 2 {
+		c.groups[kind][sum], c.many[kind][sum] = g, struct{}{}
+		return true
+	}
+	c.keepSingle(sum, guardedSingle{first: g.first, charge: charge, saved500: g.saved500})
+	return true
+}
+
+// keepSingle keeps an order charged once, dropping the oldest kept once
+// the window is full.
+func (c *labCounts) keepSingle(sum uint64, s guardedSingle) {
+	c.singles[sum] = s
+	if c.singleLimit <= 0 {
+		return
+	}
+	if len(c.window) < c.singleLimit {
+		c.window = append(c.window, sum)
+		return
+	}
+	// A slot whose order was charged again since holds no single.
+	if old := c.window[c.windowNext]; old != sum {
+		if _, kept := c.singles[old]; kept {
+			delete(c.singles, old)
+			c.forgot = true
+		}
+	}
+	c.window[c.windowNext] = sum
+	c.windowNext = (c.windowNext + 1) % c.singleLimit
+}
+
+// bound keeps at most limit orders charged once, the newest: a rebuild
+// reads the tables unbounded (their rows come in no useful order), then
+// drops the oldest.
+func (c *labCounts) bound(limit int) {
+	type kept struct {
+		sum uint64
+		s   guardedSingle
+	}
+	all := make([]kept, 0, len(c.singles))
+	for sum, s := range c.singles {
+		all = append(all, kept{sum, s})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].s.first < all[j].s.first })
+	if len(all) > limit {
+		c.forgot = true
+		for _, k := range all[:len(all)-limit] {
+			delete(c.singles, k.sum)
+		}
+		all = all[len(all)-limit:]
+	}
+	c.singleLimit, c.window, c.windowNext = limit, make([]uint64, 0, limit), 0
+	for _, k := range all {
+		c.window = append(c.window, k.sum)
+	}
+	if len(c.window) == limit {
+		c.windowNext = 0
+	}
+}
+
+// mayBeForgotten reports whether a real-protocol charge's order may have
+// been dropped from memory: counting the row then needs its order's
+// charges from the store.
+func (c *labCounts) mayBeForgotten(seed maphash.Seed, r pay.LabRow) bool {
+	if !c.forgot {
+		return false
+	}
+	kind, id, _, ok := classify(r)
+	if !ok || kind != tallyGuarded {
+		return false
+	}
+	sum := groupSum(seed, r.Scope, id)
+	_, single := c.singles[sum]
+	_, many := c.groups[kind][sum]
+	return !single && !many
 }
 
 // outcome is chargeOutcome for one kind: every charge of the kind when

@@ -48,6 +48,9 @@ type labTally struct {
 	// lastBegun its number.
 	buildsBegun, lastBegun uint64
 	last                   *labCounts
+	// window is how many real-protocol orders charged once the counts
+	// keep (labGuardedWindow; tests make it small).
+	window int
 }
 
 type heldRow struct {
@@ -56,7 +59,7 @@ type heldRow struct {
 }
 
 func newLabTally() *labTally {
-	return &labTally{seed: maphash.MakeSeed(), running: map[uint64]int{}}
+	return &labTally{seed: maphash.MakeSeed(), running: map[uint64]int{}, window: labGuardedWindow}
 }
 
 // begin is called before a write that may record a charge; end, with
@@ -71,24 +74,57 @@ func (t *labTally) begin() uint64 {
 func (t *labTally) end(epoch uint64, rows ...pay.LabRow) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.ended(epoch)
+	for _, r := range rows {
+		t.count(epoch, r, nil, false)
+	}
+	t.forgetSeen()
+}
+
+// endLooked is end for one row with its order's charges read from the
+// store after it was written (needsOrder said so).
+func (t *labTally) endLooked(epoch uint64, r pay.LabRow, order []pay.LabRow) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ended(epoch)
+	t.count(epoch, r, order, true)
+	t.forgetSeen()
+}
+
+// needsOrder reports whether counting a row needs its order's charges
+// from the store: its order may have been dropped from the counts.
+func (t *labTally) needsOrder(r pay.LabRow) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.counts != nil && !t.building && t.counts.mayBeForgotten(t.seed, r)
+}
+
+func (t *labTally) ended(epoch uint64) {
 	if t.running[epoch]--; t.running[epoch] <= 0 {
 		delete(t.running, epoch)
 	}
-	for _, r := range rows {
-		switch {
-		case t.building:
-			t.held = append(t.held, heldRow{epoch, r})
-		case t.counts == nil:
-		case epoch < t.stale:
-			t.counts = nil // the write straddled an invalidation: count again
-		case epoch < t.seenBefore:
-			if _, read := t.seen[r.ID]; !read {
-				t.counts.add(t.seed, r)
-			}
-		default:
-			t.counts.add(t.seed, r)
+}
+
+func (t *labTally) count(epoch uint64, r pay.LabRow, order []pay.LabRow, looked bool) {
+	switch {
+	case t.building:
+		t.held = append(t.held, heldRow{epoch, r})
+	case t.counts == nil:
+	case epoch < t.stale:
+		t.counts = nil // the write straddled an invalidation: count again
+	case epoch < t.seenBefore:
+		if _, read := t.seen[r.ID]; read {
+			return
+		}
+		fallthrough
+	default:
+		if !t.counts.addLooked(t.seed, r, order, looked) {
+			t.counts = nil // its order was dropped and not read back: count again
 		}
 	}
+}
+
+func (t *labTally) forgetSeen() {
 	if t.seen != nil && !t.runningBefore(t.seenBefore) {
 		t.seen = nil
 	}
@@ -168,6 +204,7 @@ func (t *labTally) build(ctx context.Context, db labRows, asked uint64) (*labCou
 	t.mu.Unlock()
 
 	t.builds.Add(1)
+	// Read unbounded, bounded once read (labCounts.bound).
 	fresh, seen := newLabCounts(), map[string]struct{}{}
 	err := db.LabRows(ctx, func(r pay.LabRow) {
 		fresh.add(t.seed, r)
@@ -190,6 +227,7 @@ func (t *labTally) build(ctx context.Context, db labRows, asked uint64) (*labCou
 			fresh.add(t.seed, h.row)
 		}
 	}
+	fresh.bound(t.window)
 	t.last, t.lastBegun = fresh, begun
 	if !settled {
 		return fresh, nil // answers the waiting questions; the next one rebuilds
@@ -223,9 +261,23 @@ func (s talliedStorage) Complete(ctx context.Context, c pay.Completion) (pay.Com
 		return saved, err
 	}
 	ch := c.Charge
-	s.t.end(epoch, pay.LabRow{Table: pay.LabCharges, ID: ch.ID, Scope: ch.Scope, Key: ch.Key, OrderID: ch.OrderID,
-		CreatedAt: ch.CreatedAt, Saved500: c.Status == 500})
+	row := pay.LabRow{Table: pay.LabCharges, ID: ch.ID, Scope: ch.Scope, Key: ch.Key, OrderID: ch.OrderID,
+		CreatedAt: ch.CreatedAt, Saved500: c.Status == 500}
+	if store, ok := s.Storage.(labOrderRows); ok && s.t.needsOrder(row) {
+		var order []pay.LabRow
+		if err := store.LabOrderRows(ctx, ch.Scope, ch.OrderID, func(r pay.LabRow) { order = append(order, r) }); err == nil {
+			s.t.endLooked(epoch, row, order)
+			return saved, nil
+		}
+	}
+	s.t.end(epoch, row)
 	return saved, err
+}
+
+// labOrderRows is the store read back from when a charge's order may
+// have been dropped from the counts: the charges of one order.
+type labOrderRows interface {
+	LabOrderRows(ctx context.Context, scope, orderID string, fn func(pay.LabRow)) error
 }
 
 // labRecordCharge is the store's LabRecordCharge, told to the tally.

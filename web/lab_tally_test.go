@@ -345,3 +345,75 @@ func TestLabTallyWritesDuringRebuild(t *testing.T) {
 		t.Fatalf("after a straddling write: %d charges, %d rebuilds, want 5 and 5", n, tl.builds.Load())
 	}
 }
+
+// TestLabTallyKeepsNewestOrders: the real protocol's orders charged once
+// are kept only within the window, however many are paid, and orders
+// charged again after falling out of it are read back from the store:
+// the counts still say what the tables say, without rebuilding them.
+func TestLabTallyKeepsNewestOrders(t *testing.T) {
+	waitsOnRealClocks(t)
+	env := newTestEnv(t, Config{})
+	tl := env.Server.lab.tally
+	const window = 8
+	tl.mu.Lock()
+	tl.window = window
+	tl.mu.Unlock()
+	env.Server.lab.tablesChanged()
+	payFor := func(order string) {
+		t.Helper()
+		if r := env.pay(uuid.NewString(), `{"order_id":"`+order+`","amount_satang":100}`); r.Status != http.StatusCreated {
+			t.Fatalf("paying %s: %d %s", order, r.Status, r.Body)
+		}
+	}
+	kept := func(when string) {
+		t.Helper()
+		var singles, ring int
+		if err := tl.read(context.Background(), env.DB, func(c *labCounts) {
+			singles, ring = len(c.singles), len(c.window)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if singles > window || ring > window {
+			t.Fatalf("%s: %d orders charged once kept (%d in the window), want at most %d", when, singles, ring, window)
+		}
+	}
+	sameCounts(t, "at start-up", env.outcomes(), measuredOutcomes(t, env))
+	builds := tl.builds.Load()
+
+	payFor("OLD-1")
+	setFaults(t, env, pay.ServerFaults{ServerError: true})
+	if r := env.pay(uuid.NewString(), `{"order_id":"OLD-500","amount_satang":100}`); r.Status != http.StatusInternalServerError {
+		t.Fatalf("with server_error: %d %s", r.Status, r.Body)
+	}
+	setFaults(t, env, pay.ServerFaults{})
+	const paid = 6 * window
+	for i := range paid {
+		payFor(fmt.Sprintf("ONCE-%d", i))
+	}
+	kept(fmt.Sprintf("after %d orders", paid))
+	// Charged again long after: OLD-1 and OLD-500 dropped from the window
+	// long ago, ONCE-10 too, the newest still in it.
+	payFor("OLD-1")
+	payFor("OLD-500")
+	payFor("ONCE-10")
+	payFor(fmt.Sprintf("ONCE-%d", paid-1))
+	payFor("OLD-1")
+	o := env.outcomes()
+	sameCounts(t, "after old orders charged again", o, measuredOutcomes(t, env))
+	if o.NewKeyPerRetry.ChargedTwice != 3 || o.NewKeyPerRetry.ExtraCharges != 4 || o.NewKeyAfter500.ChargedTwice != 1 {
+		t.Fatalf("counted %+v and %+v, want OLD-1 (3 charges), ONCE-10, ONCE-%d, and OLD-500", o.NewKeyPerRetry, o.NewKeyAfter500, paid-1)
+	}
+	kept("after old orders charged again")
+	if n := tl.builds.Load(); n != builds {
+		t.Fatalf("the tables were read %d more times, want none: dropped orders are read back one at a time", n-builds)
+	}
+
+	// Rebuilt from the tables, the counts keep the newest orders only,
+	// and still place an order dropped then.
+	env.Server.lab.tablesChanged()
+	sameCounts(t, "rebuilt", env.outcomes(), o)
+	kept("rebuilt")
+	payFor("ONCE-3")
+	sameCounts(t, "after a dropped order charged again", env.outcomes(), measuredOutcomes(t, env))
+	kept("after a dropped order charged again")
+}
