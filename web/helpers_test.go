@@ -36,12 +36,17 @@ type testEnv struct {
 // samples.
 func fullRun() bool { return os.Getenv("PAYTWICE_TEST_FULL") == "1" }
 
+// picturesWanted reports whether the documentation's pictures are asked
+// for (PAYTWICE_SCREENSHOTS) or the run is a full one: a quick run
+// leaves out the screenshots a test takes along the way.
+func picturesWanted() bool { return os.Getenv("PAYTWICE_SCREENSHOTS") != "" || fullRun() }
+
 // picturesOnly skips t, a test that takes the documentation's pictures
 // and checks only that they render, unless pictures are asked for
 // (PAYTWICE_SCREENSHOTS) or the run is a full one.
 func picturesOnly(t *testing.T) {
 	t.Helper()
-	if os.Getenv("PAYTWICE_SCREENSHOTS") == "" && !fullRun() {
+	if !picturesWanted() {
 		t.Skip("takes the documentation's pictures: runs with PAYTWICE_SCREENSHOTS=dir or PAYTWICE_TEST_FULL=1 (as .ci/run sets)")
 	}
 }
