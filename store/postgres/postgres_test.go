@@ -257,6 +257,11 @@ func TestLabWritesOnPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var order []pay.LabRow
+	if err := db.LabOrderRows(ctx, "s", "B-1", func(r pay.LabRow) { order = append(order, r) }); err != nil || len(order) != 2 ||
+		order[0].OrderID != "B-1" || order[0].Table != pay.LabCharges {
+		t.Fatalf("an order's lab rows: %+v (%v), want B-1's 2 charges", order, err)
+	}
 	g, err := db.LabMeasure(ctx)
 	if err != nil {
 		t.Fatal(err)
