@@ -55,12 +55,18 @@ func loadOpenAPI() (validator.Validator, error) {
 func TestMain(m *testing.M) {
 	flag.Parse()
 	// The tests that wait on real clocks (waitsOnRealClocks) spend their
-	// time waiting, not working: six run side by side whatever the number
-	// of cores. An explicit -parallel wins.
+	// time waiting, not working: ten run side by side whatever the number
+	// of cores (the browser tests among them keep to their own three), six
+	// under the race detector, which makes each one's work several times
+	// heavier. An explicit -parallel wins.
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
 	if !explicit {
-		_ = flag.Set("test.parallel", strconv.Itoa(max(6, runtime.GOMAXPROCS(0))))
+		sideBySide := 10
+		if raceDetector {
+			sideBySide = 6
+		}
+		_ = flag.Set("test.parallel", strconv.Itoa(max(sideBySide, runtime.GOMAXPROCS(0))))
 	}
 	code := m.Run()
 	sharedBrowser.Stop()
