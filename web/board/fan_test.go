@@ -246,13 +246,7 @@ func payOf(i int, scope string, priority bool) []live.Event {
 func TestAPhoneGetsTheClassInRoundsAndItsOwnAtOnce(t *testing.T) {
 	b := newTestBoard(t, func(c *Config) { c.Viewer = testViewer; c.Heartbeat = time.Hour }, 10)
 	b.fan.classInterval = func() time.Duration { return time.Hour }
-	board := b.openRaw(t, "X-Board", "1")
-	alice := b.openRaw(t, "X-Scope", "token:alice")
-	waitUntil(t, "both pages to be written by the fan writer", func() bool {
-		b.fan.mu.Lock()
-		defer b.fan.mu.Unlock()
-		return len(b.fan.pages) == 2
-	})
+	board, alice := openBoardAndPhone(t, b)
 	// seenBy reads page p until key's row shows done, and returns the
 	// ids of the frames read.
 	seenBy := func(p *phone, key string) []uint64 {
@@ -321,6 +315,20 @@ func TestAPhoneGetsTheClassInRoundsAndItsOwnAtOnce(t *testing.T) {
 	}
 }
 
+// openBoardAndPhone opens the board and alice's phone, and waits for the
+// fan writer to write both.
+func openBoardAndPhone(t *testing.T, b *testBoard) (board, alice *phone) {
+	t.Helper()
+	board = b.openRaw(t, "X-Board", "1")
+	alice = b.openRaw(t, "X-Scope", "token:alice")
+	waitUntil(t, "both pages to be written by the fan writer", func() bool {
+		b.fan.mu.Lock()
+		defer b.fan.mu.Unlock()
+		return len(b.fan.pages) == 2
+	})
+	return board, alice
+}
+
 // TestAPhoneGetsTheClassRoundWithoutAWake: a phone that lacks the class's
 // payments gets them within the class's interval even when nothing more
 // happens, by the fan writer's own timer.
@@ -328,13 +336,7 @@ func TestAPhoneGetsTheClassRoundWithoutAWake(t *testing.T) {
 	b := newTestBoard(t, func(c *Config) { c.Viewer = testViewer; c.Heartbeat = time.Hour }, 10)
 	b.fan.classInterval = func() time.Duration { return 50 * time.Millisecond }
 	b.fan.interval = func() time.Duration { return time.Millisecond }
-	board := b.openRaw(t, "X-Board", "1")
-	alice := b.openRaw(t, "X-Scope", "token:alice")
-	waitUntil(t, "both pages to be written by the fan writer", func() bool {
-		b.fan.mu.Lock()
-		defer b.fan.mu.Unlock()
-		return len(b.fan.pages) == 2
-	})
+	board, alice := openBoardAndPhone(t, b)
 	for _, e := range payOf(1, "token:bob", false) {
 		b.hub.Publish(e)
 	}
