@@ -205,26 +205,36 @@ func (db *DB) LabRows(ctx context.Context, fn func(pay.LabRow)) error {
 		query string
 	}
 	for _, src := range []source{
-		{pay.LabCharges, `SELECT c.id, c.scope, c.idempotency_key, c.order_id, c.created_at, coalesce(k.response_status = 500, false)
-			FROM charges c LEFT JOIN idempotency_keys k ON k.scope = c.scope AND k.key = c.idempotency_key`},
+		{pay.LabCharges, labChargeRows},
 		{pay.LabLooseCharges, `SELECT id, scope, idempotency_key, order_id, created_at, false FROM lab_loose_charges`},
 		{pay.LabLooseKeys, `SELECT id::text, scope, key, order_id, created_at, false FROM lab_loose_keys`},
 	} {
-		rows, err := db.pool.Query(ctx, src.query)
-		if err != nil {
-			return err
-		}
-		r := pay.LabRow{Table: src.table}
-		_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Scope, &r.Key, &r.OrderID, &r.CreatedAt, &r.Saved500}, func() error {
-			r.CreatedAt = r.CreatedAt.UTC()
-			fn(r)
-			return nil
-		})
-		if err != nil {
+		if err := db.forEachLabRow(ctx, src.table, fn, src.query); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// labChargeRows reads the charges table as lab rows: each charge with
+// whether its key saved a 500.
+const labChargeRows = `SELECT c.id, c.scope, c.idempotency_key, c.order_id, c.created_at, coalesce(k.response_status = 500, false)
+	FROM charges c LEFT JOIN idempotency_keys k ON k.scope = c.scope AND k.key = c.idempotency_key`
+
+// forEachLabRow calls fn with each row of query (id, scope, key, order
+// id, time, saved 500) as a row of table.
+func (db *DB) forEachLabRow(ctx context.Context, table pay.LabTable, fn func(pay.LabRow), query string, args ...any) error {
+	rows, err := db.pool.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	r := pay.LabRow{Table: table}
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Scope, &r.Key, &r.OrderID, &r.CreatedAt, &r.Saved500}, func() error {
+		r.CreatedAt = r.CreatedAt.UTC()
+		fn(r)
+		return nil
+	})
+	return err
 }
 
 // LabOrderRows calls fn with the charges of one order in the charges
@@ -235,19 +245,8 @@ func (db *DB) LabOrderRows(ctx context.Context, scope, orderID string, fn func(p
 	if !db.schema.Holds("payments") {
 		return nil
 	}
-	rows, err := db.pool.Query(ctx, `SELECT c.id, c.scope, c.idempotency_key, c.order_id, c.created_at, coalesce(k.response_status = 500, false)
-		FROM charges c LEFT JOIN idempotency_keys k ON k.scope = c.scope AND k.key = c.idempotency_key
-		WHERE c.scope = $1 AND c.order_id = $2`, scope, orderID)
-	if err != nil {
-		return err
-	}
-	r := pay.LabRow{Table: pay.LabCharges}
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Scope, &r.Key, &r.OrderID, &r.CreatedAt, &r.Saved500}, func() error {
-		r.CreatedAt = r.CreatedAt.UTC()
-		fn(r)
-		return nil
-	})
-	return err
+	return db.forEachLabRow(ctx, pay.LabCharges, fn, labChargeRows+`
+	WHERE c.scope = $1 AND c.order_id = $2`, scope, orderID)
 }
 
 func (db *DB) labGroups(ctx context.Context, query string, args ...any) ([]pay.LabGroup, error) {
