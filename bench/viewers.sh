@@ -29,7 +29,9 @@
 # Each round also notes the server's resident memory (VmRSS) with the
 # viewers open, and the run ends with its peak (VmHWM). FULL=1 adds, to
 # each round, 16 clients paying as fast as they can with no page open and
-# with VIEWERS open, and their ratio of payments/s.
+# with VIEWERS open, and their ratio of payments/s: three runs a round,
+# none-pages-none or pages-none-pages, the ratio against the outer two's
+# mean (a growing database slows each run after the one before).
 #
 # AGAINST=<rev> (a commit, tag or branch) builds that revision too, in a
 # temporary git worktree, and serves it beside this build on PORT+1, each
@@ -45,7 +47,8 @@
 # PROFILE=<dir> builds this build with the pprof tag (main_pprof.go) and
 # saves, for every round, a CPU profile of the server while no page is open
 # and one while the viewers are, SECONDS_EACH-2 seconds each, as
-# <dir>/<build>-<round>-none.pprof and -viewers.pprof (go tool pprof -top
+# <dir>/<build>-<round>-none.pprof and -viewers.pprof (with FULL, of the
+# flat-out runs too: -full-none.pprof and -full-viewers.pprof; go tool pprof -top
 # on one; -diff_base the other). A profile's proportions hold on a loaded
 # machine where its ratios do not.
 #
@@ -137,15 +140,32 @@ profile() {
 
 # round measures build $1 in round $2.
 round() {
-	local b=$1 r=$2 a w fr= f0 f1 ca cb
+	local b=$1 r=$2 a w fr= fs f0 f1 f2 ca cb
 	a=$(bench "$b" & profile "$b" "$r-none"; wait)
 	w=$(bench "$b" -viewers "$VIEWERS" & profile "$b" "$r-viewers" & sleep $((SECONDS_EACH - 1)); rss "$b" >"$tmp/rss-now"; wait)
 	cat "$tmp/rss-now" >>"$tmp/$b.rss"
 	if [ -n "$FULL" ]; then
-		if [ $((r % 2)) = 1 ]; then f0=$(full "$b"); f1=$(full "$b" -viewers "$VIEWERS"); else f1=$(full "$b" -viewers "$VIEWERS"); f0=$(full "$b"); fi
-		fr=$(awk -v a="$f0" -v b="$f1" 'BEGIN { printf "%.2f", b / a }')
+		# Three flat-out runs a round, the middle one of the other kind
+		# (none, pages, none in odd rounds; pages, none, pages in even
+		# ones), and the ratio taken against the mean of the outer two:
+		# the server pays more slowly as its database grows, so the
+		# second of two runs was the slower whatever it was, and with an
+		# odd number of rounds one kind came second more often.
+		if [ $((r % 2)) = 1 ]; then
+			f0=$(full "$b" & profile "$b" "$r-full-none"; wait)
+			f1=$(full "$b" -viewers "$VIEWERS" & profile "$b" "$r-full-viewers"; wait)
+			f2=$(full "$b")
+			fr=$(awk -v a="$f0" -v b="$f1" -v c="$f2" 'BEGIN { printf "%.2f", b / ((a + c) / 2) }')
+			fs="$f0 and $f2/s with no page, $f1/s with $VIEWERS"
+		else
+			f1=$(full "$b" -viewers "$VIEWERS" & profile "$b" "$r-full-viewers"; wait)
+			f0=$(full "$b" & profile "$b" "$r-full-none"; wait)
+			f2=$(full "$b" -viewers "$VIEWERS")
+			fr=$(awk -v a="$f0" -v b="$f1" -v c="$f2" 'BEGIN { printf "%.2f", ((b + c) / 2) / a }')
+			fs="$f0/s with no page, $f1 and $f2/s with $VIEWERS"
+		fi
 		echo "$fr" >>"$tmp/$b.full"
-		fr="; 16 clients flat out: $f0/s with no page, $f1/s with $VIEWERS ($fr)"
+		fr="; 16 clients flat out: $fs ($fr)"
 	fi
 	ca=$(echo "$a" | cpu)
 	cb=$(echo "$w" | cpu)
