@@ -250,16 +250,29 @@ func (db *DB) LabOrderRows(ctx context.Context, scope, orderID string, fn func(p
 	if !db.schema.Holds("payments") {
 		return nil
 	}
-	return db.labRowsOf(ctx, pay.LabCharges, `SELECT c.id, c.scope, c.idempotency_key, c.order_id, c.created_at, COALESCE(k.response_status = 500, 0)
-			FROM charges c LEFT JOIN idempotency_keys k ON k.scope = c.scope AND k.key = c.idempotency_key
-			WHERE c.scope = ? AND c.order_id = ?`, fn, scope, orderID)
+	rows, err := db.readLabOrder.QueryContext(ctx, scope, orderID)
+	if err != nil {
+		return err
+	}
+	return scanLabRows(rows, pay.LabCharges, fn)
 }
+
+// labOrderQuery is LabOrderRows' statement, prepared once (DB.readLabOrder).
+const labOrderQuery = `SELECT c.id, c.scope, c.idempotency_key, c.order_id, c.created_at, COALESCE(k.response_status = 500, 0)
+			FROM charges c LEFT JOIN idempotency_keys k ON k.scope = c.scope AND k.key = c.idempotency_key
+			WHERE c.scope = ? AND c.order_id = ?`
 
 func (db *DB) labRowsOf(ctx context.Context, table pay.LabTable, query string, fn func(pay.LabRow), args ...any) error {
 	rows, err := db.read.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err
 	}
+	return scanLabRows(rows, table, fn)
+}
+
+// scanLabRows calls fn with each row of a charge table's read, and closes
+// the rows.
+func scanLabRows(rows *sql.Rows, table pay.LabTable, fn func(pay.LabRow)) error {
 	defer rows.Close()
 	for rows.Next() {
 		r := pay.LabRow{Table: table}

@@ -51,10 +51,14 @@ type DB struct {
 	// once, so the read before each claim does not parse its SQL again:
 	// every new payment makes that read.
 	readKey *sql.Stmt
-	conn    *sql.Conn // the writer goroutine's connection; nobody else uses it
-	stmts   writeStatements
-	cache   *replayCache
-	held    claimsHeld
+	// readLabOrder reads one order's charges for the lab's tally
+	// (LabOrderRows), prepared once for the same reason: once the tally's
+	// window of orders is full, every new payment makes that read too.
+	readLabOrder *sql.Stmt
+	conn         *sql.Conn // the writer goroutine's connection; nobody else uses it
+	stmts        writeStatements
+	cache        *replayCache
+	held         claimsHeld
 
 	stats struct{ commits, ops, busy atomic.Int64 }
 	ops   chan *writeOp
@@ -123,7 +127,14 @@ func Open(path string, opts Options) (*DB, error) {
 	db.read.SetMaxOpenConns(opts.ReadConns)
 	db.read.SetMaxIdleConns(opts.ReadConns)
 	if db.schema.Holds("payments") {
-		if db.readKey, err = db.read.Prepare(`SELECT ` + keyColumns + ` FROM idempotency_keys WHERE scope = ? AND key = ?`); err != nil {
+		db.readKey, err = db.read.Prepare(`SELECT ` + keyColumns + ` FROM idempotency_keys WHERE scope = ? AND key = ?`)
+		if err == nil {
+			db.readLabOrder, err = db.read.Prepare(labOrderQuery)
+		}
+		if err != nil {
+			if db.readKey != nil {
+				db.readKey.Close()
+			}
 			db.read.Close()
 			db.conn.Close()
 			db.write.Close()
@@ -221,8 +232,10 @@ func (db *DB) Close() error {
 		close(db.quit)
 		<-db.writerDone
 		db.stmts.close()
-		if db.readKey != nil {
-			db.readKey.Close()
+		for _, s := range []*sql.Stmt{db.readKey, db.readLabOrder} {
+			if s != nil {
+				s.Close()
+			}
 		}
 		err = errors.Join(db.conn.Close(), db.read.Close(), db.write.Close())
 	})
