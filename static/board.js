@@ -8,6 +8,9 @@
 //
 // The presenter hides a row, or a student's rows, with one click.
 //
+// On a projector it keeps the charges per order to the rows that fit
+// whole in the counters' panel.
+//
 // It also highlights, in the timeline, the rows that made a lesson's
 // points: each ticked "Watch for" item names its row (data-row).
 //
@@ -95,12 +98,50 @@
     });
   }
   function schedule() {
-    if (!pending) { pending = true; requestAnimationFrame(markWatched); }
+    if (!pending) { pending = true; requestAnimationFrame(function () { markWatched(); fitOrders(); }); }
   }
+
+  // ------------------------------------------------- charges per order
+
+  // On a projector running a chapter the counters' panel is as tall as
+  // the grid lets it be (board.css), and the charges per order would end
+  // on a row cut in half at its edge. The rows that do not fit whole step
+  // aside (the Charges tile still counts them), the list's heading too
+  // when it does not fit or no row does; they come back as soon as there is room. Where
+  // the panel does not clip (the page scrolls), every row shows.
+  function fitOrders() {
+    var orders = $("orders");
+    if (!orders) { return; }
+    var unseen = orders.querySelectorAll(".order-unseen");
+    for (var i = 0; i < unseen.length; i++) { unseen[i].classList.remove("order-unseen"); }
+    orders.classList.remove("order-unseen");
+    var panel = orders.closest(".panel-counters");
+    if (!panel || getComputedStyle(panel).overflowY === "visible" || !orders.checkVisibility()) { return; }
+    var box = panel.getBoundingClientRect();
+    var bottom = Math.min(box.top + panel.clientTop + panel.clientHeight, window.innerHeight) + 0.5;
+    var head = orders.querySelectorAll(":scope > h3, #orders-alarm");
+    for (var h = 0; h < head.length; h++) {
+      if (head[h].getBoundingClientRect().bottom > bottom) { orders.classList.add("order-unseen"); return; }
+    }
+    // Measured first, hidden after: hiding a row moves none above it.
+    var rows = orders.querySelectorAll("#orders-list > li, #orders-more, :scope > p.muted");
+    var cut = [];
+    for (var r = 0; r < rows.length; r++) {
+      if (rows[r].getBoundingClientRect().bottom > bottom) { cut.push(rows[r]); }
+    }
+    // A heading over no row would read as "no charges": the list steps
+    // aside whole.
+    if (cut.length && cut.length === rows.length) { orders.classList.add("order-unseen"); return; }
+    for (var c = 0; c < cut.length; c++) { cut[c].classList.add("order-unseen"); }
+  }
+
   var board = document.querySelector(".board");
   if (board && window.MutationObserver) {
     new MutationObserver(schedule).observe(board, { childList: true, subtree: true });
   }
+  var counters = document.querySelector(".panel-counters");
+  if (counters && window.ResizeObserver) { new ResizeObserver(schedule).observe(counters); }
+  window.addEventListener("resize", schedule);
   schedule();
 
   // -------------------------------------------------- workshop scoreboard
