@@ -58,6 +58,7 @@ func waitPuzzle(t *testing.T, env *stepEnv, what string, want func(room.Puzzle) 
 // solved", until a later count succeeds, which solves it: the held
 // requests charged the order twice.
 func TestPuzzleCountsItsOwnCharges(t *testing.T) {
+	waitsOnRealClocks(t) // a server and books of its own
 	const token = "teach-books-1"
 	var silent atomic.Bool
 	mc := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))

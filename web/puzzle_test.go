@@ -64,6 +64,7 @@ func waitSolved(t *testing.T, env *stepEnv) room.Puzzle {
 // without it gets a 403 that says who may step, the student with it may
 // step the puzzle's requests only, and nothing else of step mode.
 func TestPuzzleStepBar(t *testing.T) {
+	waitsOnRealClocks(t) // a server of its own, its requests held by step mode
 	const token = "teach-sched-1"
 	env := puzzleEnv(t, token, "check-then-insert")
 	presenter := func(method, path string, body any) response {

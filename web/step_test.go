@@ -381,6 +381,7 @@ func TestStepModeDrawsTheGatewayCallWhenItHappens(t *testing.T) {
 // charged, its key released, no charge, and no gateway call on the
 // timeline.
 func TestStepModeAtShutdownNothingUnsteppedIsCharged(t *testing.T) {
+	waitsOnRealClocks(t) // a server of its own in each case
 	// stoppedUncharged checks the answer and the books for one key.
 	stoppedUncharged := func(t *testing.T, env *stepEnv, r response, key string) {
 		t.Helper()

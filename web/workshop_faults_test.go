@@ -19,6 +19,7 @@ import (
 // TestGatewayHandler; the drop after the charge is
 // TestWorkshopPresenterFaults'.
 func TestWorkshopPresenterSlowsEveryGateway(t *testing.T) {
+	waitsOnRealClocks(t) // the gateways' latency and hold, a lower bound
 	const token = "teach-slow-3"
 	env := newWorkshopEnvWith(t, token)
 	const latency, hold = 200 * time.Millisecond, 800 * time.Millisecond

@@ -162,6 +162,7 @@ func (s *checkThenCharge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // time from the storm's start to the red on the scoreboard is logged (not
 // asserted).
 func TestWorkshopStormShowsRedWhileTheRunGoesOn(t *testing.T) {
+	waitsOnRealClocks(t) // the checker's run on a server of its own, its storm held by the test
 	env := newTestEnv(t, Config{WorkshopAllow: workshopStudentNets, workshopTune: func(c *check.Config) {
 		c.Only = []int{1, 2, 4, 5}
 		c.Timeout = 3 * time.Minute // the held requests wait on the test, not on the clock
@@ -244,6 +245,7 @@ func TestWorkshopStormShowsRedWhileTheRunGoesOn(t *testing.T) {
 // turns red with the storm's reason while the storm's other answers are
 // still held, the mark coming after the red was known.
 func TestWorkshopRedReachesTheBoardOverItsStream(t *testing.T) {
+	waitsOnRealClocks(t) // the checker's run on a server of its own, its storm held by the test
 	env := newTestEnv(t, Config{WorkshopAllow: workshopStudentNets, workshopTune: func(c *check.Config) {
 		c.Only = []int{1, 2, 4, 5}
 		c.Timeout = 3 * time.Minute // the held requests wait on the test, not on the clock
