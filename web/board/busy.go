@@ -46,6 +46,27 @@ const (
 	busyBatch      = 20 * time.Millisecond
 )
 
+// A flood's refreshes, busy mode's (tick) and those of a caller or an
+// address over its share (mutedFrame, drawHeld), go to every page at once,
+// the phones too: each is a write to every open page, and at a flood's
+// pace they were most of those writes (a 16-client flat-out run with 500
+// pages: two of some 55 KB a second to each page, next to nothing else).
+// Up to 200 pages they come twice a second, as ever; beyond, at
+// floodPerViewer per open page, once a second from 400 pages on. The
+// totals of a flood move too fast to read either way, and the payments
+// that are drawn one by one (the presenter's, a phone's own caller's) go
+// out as before.
+const (
+	floodPerViewer  = 2500 * time.Microsecond
+	floodRefreshMax = time.Second
+)
+
+// floodRefresh is how far apart a flood's refreshes are now, given how
+// far apart they are with few pages open (busyRefresh, shareRefresh).
+func (p *Board) floodRefresh(few time.Duration) time.Duration {
+	return max(few, min(floodRefreshMax, time.Duration(p.viewers.Load())*floodPerViewer))
+}
+
 // rateMeter counts events in the last second, in ten buckets.
 type rateMeter struct {
 	counts [10]int
@@ -82,7 +103,8 @@ func (m *rateMeter) within(now time.Time, buckets int64) int {
 	return n
 }
 
-// tick refreshes the totals while busy. A refresh is the board's own
+// tick refreshes the totals while busy (every floodRefresh, as it is when
+// busy mode starts). A refresh is the board's own
 // doing, not something that happened: it is a frame, never an event. The
 // ticker runs only while busy, so that an idle server wakes for nothing;
 // entering busy mode starts it again (enterBusy).
@@ -95,7 +117,7 @@ func (p *Board) tick() {
 		}
 		p.ticking.Store(true)
 		p.tickerRuns.Add(1)
-		ticks, stop := p.cfg.Ticks(busyRefresh)
+		ticks, stop := p.cfg.Ticks(p.floodRefresh(busyRefresh))
 		for p.busyFlag.Load() {
 			select {
 			case <-p.cfg.Ctx.Done():

@@ -140,14 +140,16 @@ func (s *sourceShares) reset() { s.rows = map[string]*mutedRow{} }
 
 // mutedFrame is what a muted event draws: the caller's row, new or
 // refreshed, with the counters and the key table's changes (keyOps), at
-// most every shareRefresh per caller; nothing in between. p.mu is held.
+// most every shareRefresh per caller (floodRefresh: less often with
+// hundreds of pages open); nothing in between. p.mu is held.
 func (p *Board) mutedFrame(e live.Event, key string, now time.Time) []templ.Component {
 	s := &p.shares
 	r := s.rows[key]
 	var ops []templ.Component
 	if r == nil || !p.hasRow(r.row.ID) {
 		r, ops = p.newMutedRow(e, key)
-	} else if wait := shareRefresh - now.Sub(r.drawn); wait > 0 {
+	} else if every := p.floodRefresh(shareRefresh); now.Sub(r.drawn) < every {
+		wait := every - now.Sub(r.drawn)
 		// Too soon to draw again: what this event changed goes out at the
 		// end of the row's interval, by itself if nothing else comes, so
 		// that the last requests of a burst reach the pages without
@@ -155,7 +157,7 @@ func (p *Board) mutedFrame(e live.Event, key string, now time.Time) []templ.Comp
 		r.held = true
 		if !r.armed {
 			r.armed = true
-			p.cfg.After(min(wait, shareRefresh), func() { p.drawHeld(key, r) })
+			p.cfg.After(min(wait, every), func() { p.drawHeld(key, r) })
 		}
 		return nil
 	} else {
