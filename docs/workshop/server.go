@@ -14,7 +14,8 @@ import (
 	"time"
 )
 
-var keys sync.Map // by caller and key: [2]string{the payment, its answer ("" while the first request is at work)}
+type entry struct{ payment, answer string } // the answer is "" while the key's first request is at work
+var keys sync.Map                           // an entry per caller and key
 
 // gateway follows no redirect (nor does the room): what it points at is not the gateway the workshop page named.
 var gateway = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -29,16 +30,16 @@ func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and
 		return 400, "send an Idempotency-Key and {order_id, amount_satang}" // nothing is saved
 	}
 	scoped, payment := r.Header.Get("Authorization")+"\n"+key, js(p)
-	saved, seen := keys.LoadOrStore(scoped, [2]string{payment, ""}) // looked up and claimed in one step
-	switch e := saved.([2]string); {
-	case seen && e[0] != payment:
+	saved, seen := keys.LoadOrStore(scoped, entry{payment, ""}) // looked up and claimed in one step
+	switch e := saved.(entry); {
+	case seen && e.payment != payment:
 		return 422, "this key was used for another payment"
-	case seen && e[1] == "":
+	case seen && e.answer == "":
 		w.Header().Set("Retry-After", "1")
 		return 409, "this key's first request is still running"
 	case seen:
 		w.Header().Set("Idempotent-Replayed", "true")
-		return 201, e[1]
+		return 201, e.answer
 	}
 	// The gateway's key is made from the caller's: asking again (no answer came, or the client retries) finds the
 	// charge made. Not with r's context: a client that hangs up stops no charge halfway.
@@ -54,10 +55,10 @@ func pay(w http.ResponseWriter, r *http.Request) (int, string) { // a status and
 	}
 	if status/100 == 2 && c.ID != "" { // charged: the answer is kept for every replay
 		answer := js(map[string]any{"charge_id": c.ID, "status": "paid", "order_id": p.OrderID, "amount_satang": p.Amount})
-		keys.Store(scoped, [2]string{payment, answer})
+		keys.Store(scoped, entry{payment, answer})
 		return 201, answer
 	}
-	keys.Delete(scoped)  // released: nothing was charged; a retry asks the gateway again, with the same key
+	keys.Delete(scoped)  // released: a retry asks the gateway again, with the same key, which finds any charge made
 	if status/100 == 4 { // refused (a declined card): asking again changes nothing
 		return status, "the gateway refused the charge"
 	}
