@@ -41,7 +41,7 @@ class Payments(BaseHTTPRequestHandler):
         if 200 <= status < 300 and type(charge) is str and charge:  # charged: the answer is kept for every replay
             mine["answer"] = json.dumps({"charge_id": charge, "status": "paid", "order_id": order, "amount_satang": amount})
             return self.reply(201, mine["answer"])
-        del keys[scoped]  # released: a retry asks the gateway again with the same key, which finds a charge made
+        del keys[scoped]  # released: a retry asks the gateway again with the same key, which finds any charge already made
         if 400 <= status < 500:  # refused (a declined card): asking again changes nothing
             return self.reply(status, "the gateway refused the charge")
         self.reply(502, "the gateway did not confirm the charge: retry with the same key", ("Retry-After", "1"))
