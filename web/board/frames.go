@@ -230,3 +230,23 @@ func renderFrame(ops ...templ.Component) []byte {
 	}
 	return buf.Bytes()
 }
+
+// writeFrame appends one SSE event: its id, its name and its HTML, one
+// data line per line of HTML.
+func writeFrame(buf *bytes.Buffer, epoch string, seq uint64, place live.Place, html []byte) {
+	buf.WriteString("id: ")
+	buf.WriteString(live.PlacedEventID(epoch, seq, place))
+	buf.WriteString("\nevent: frame\n")
+	for len(html) > 0 {
+		line := html
+		if i := bytes.IndexAny(html, "\r\n"); i >= 0 {
+			line, html = html[:i], html[i+1:]
+		} else {
+			html = nil
+		}
+		buf.WriteString("data: ")
+		buf.Write(line)
+		buf.WriteByte('\n')
+	}
+	buf.WriteByte('\n')
+}

@@ -1,8 +1,11 @@
 package board
 
 import (
+	"context"
+	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/a-h/templ"
 
@@ -105,4 +108,54 @@ func (p *Board) resumePlaceLocked(place live.Place) (n uint64, ok bool) {
 		return p.frames, true
 	}
 	return p.at(first).n - 1, true
+}
+
+// placeWait bounds how long a page that resumes from a place this board
+// has not drawn yet waits for it, polled every placePoll: the events come
+// from the database within moments, and past that the page is redrawn.
+const (
+	placeWait = 3 * time.Second
+	placePoll = 10 * time.Millisecond
+)
+
+// waitPlace waits, at most placeWait, until the board has drawn the
+// room's events up to place.
+func (proj *Board) waitPlace(ctx context.Context, place live.Place) {
+	t := time.NewTimer(placePoll)
+	defer t.Stop()
+	for range placeWait / placePoll {
+		proj.mu.Lock()
+		there := !place.After(proj.place) || proj.closed
+		proj.mu.Unlock()
+		if there {
+			return
+		}
+		select {
+		case <-t.C:
+			t.Reset(placePoll)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// resumeAt is where a viewer says it left off.
+type resumeAt struct {
+	epoch string // the life of the hub that numbered seq ("" for a bare number)
+	seq   uint64
+	// place is the place in the room's order of the newest event the
+	// viewer has, zero when its id named none.
+	place live.Place
+	given bool // the viewer named an event it saw
+}
+
+// resumePoint reads where a viewer left off: the Last-Event-ID header that
+// EventSource sends when it reconnects, else the page's ?since=.
+func resumePoint(r *http.Request) resumeAt {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("since")
+	}
+	epoch, seq, place, ok := live.ParsePlacedEventID(v)
+	return resumeAt{epoch: epoch, seq: seq, place: place, given: ok}
 }
