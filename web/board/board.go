@@ -290,17 +290,25 @@ func (p *Board) run(sub *live.Subscription) {
 		case err != nil:
 			return
 		}
+		quiet := p.quietN.Load()
 		p.applying.Lock()
 		for _, e := range entries {
 			p.take(e)
 		}
 		p.applying.Unlock()
 		p.labChanged()
-		if p.busyFlag.Load() || p.viewers.Load() == 0 {
+		// A batch of events of which none was drawn by itself is a flood
+		// over its share (a class paying flat out from one address):
+		// what it changes is drawn at the share's next refresh, not
+		// sooner, so taking the next events a batch later delays no
+		// drawing that is due.
+		flood := p.quietN.Load()-quiet == uint64(len(entries))
+		if p.busyFlag.Load() || p.viewers.Load() == 0 || flood {
 			// Nobody reads a busy timeline event by event, and nobody
 			// reads an unwatched one at all: take the next events in
 			// larger batches and leave the CPU to the payments. (A viewer
 			// that connects meanwhile is drawn from the model at once.)
+			p.batchWaits.Add(1)
 			select {
 			case <-time.After(p.cfg.Batch):
 			case <-ctx.Done():

@@ -31,6 +31,11 @@ type busyMode struct {
 	busyStart  chan struct{}
 	ticking    atomic.Bool
 	tickerRuns atomic.Uint64
+	// quietN counts the events applied without a drawing of their own
+	// (busy mode, or over their caller's or address's share), and
+	// batchWaits how often the board waited before taking more (run).
+	quietN     atomic.Uint64
+	batchWaits atomic.Uint64
 }
 
 // Busy mode's thresholds. A request is six to nine events; a class of

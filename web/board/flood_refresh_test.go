@@ -88,3 +88,32 @@ func TestFloodRefreshesSlowWithHundredsOfPages(t *testing.T) {
 		})
 	}
 }
+
+// TestAFloodOverItsShareIsTakenInBatches: with a page open, the board
+// takes a run of events none of which is drawn by itself (a caller over
+// its share) in batches, Config.Batch apart, as it does in busy mode:
+// what they change is drawn at the share's refresh, not sooner. The
+// payments drawn one by one are taken as they come.
+func TestAFloodOverItsShareIsTakenInBatches(t *testing.T) {
+	wall := newHeldWall()
+	b := newTestBoard(t, func(c *Config) { c.Wall = wall.Now; c.After = wall.After; c.Batch = time.Millisecond }, 10)
+	b.viewers.Store(1)
+	pay := func(from, to int) {
+		for i := from; i < to; i++ {
+			for _, e := range payOf(i, "token:loop", false) {
+				b.hub.Publish(e)
+			}
+		}
+		b.caughtUp(t)
+	}
+	// Under the share, then over it, in one instant of the wall.
+	pay(0, 2*shareBurst)
+	waits := b.batchWaits.Load()
+	quiet := b.quietN.Load()
+	// Only requests over the share now.
+	pay(2*shareBurst, 3*shareBurst)
+	if b.quietN.Load()-quiet != 6*shareBurst {
+		t.Fatalf("%d of %d events over the caller's share were not drawn by themselves", b.quietN.Load()-quiet, 6*shareBurst)
+	}
+	waitUntil(t, "the board to wait after a batch of the flood", func() bool { return b.batchWaits.Load() > waits })
+}

@@ -64,6 +64,9 @@ func (p *Board) apply(e live.Event) {
 	// them while the class makes the room busy.
 	drawnWhileBusy := e.Priority
 	u := &update{p: p, e: e, quiet: (p.busy != nil && !drawnWhileBusy) || muted, hidden: p.hidden.hides(e)}
+	if u.quiet {
+		p.quietN.Add(1)
+	}
 	before := p.counters
 	if faults != nil {
 		p.faults = *faults
