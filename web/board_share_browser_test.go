@@ -74,6 +74,7 @@ const boardShareMeasure = `(choices => {
   const text = e => e.textContent.replace(/\s+/g, " ").trim().slice(0, 50);
   for (const e of document.querySelectorAll("#lesson .watch-item")) onTop("Watch for: " + text(e), e);
   for (const e of document.querySelectorAll(".panel-counters .tile")) onTop("the counter " + text(e), e);
+  for (const e of document.querySelectorAll("#step-held li, #step-held button")) onTop(text(e), e);
   for (const e of document.querySelectorAll("#ws-run-all, #lesson-next, #poll-q" + (choices ? ", #poll .poll-choice, #poll [data-poll-close], #poll [data-poll-reveal], #poll .poll-asks > summary, #poll [data-poll-scores]" : ""))) onTop(text(e), e);
   // The vote's question, choices and buttons show whole, none a scroll
   // away inside the vote's box.
@@ -127,7 +128,10 @@ func boardSettled(t *testing.T, ctx context.Context) {
 // the vote's box, and so do the presenter's "Ask the class" and the
 // scores' switch in every phase of the vote (the presenter asks, closes,
 // reveals and shows the scores whatever the screen's height); the heading of the charges per order is whole or
-// not shown, never half, and so is each of its rows. Once the split is revealed, no line of the vote
+// not shown, never half, and so is each of its rows. Last, the chapter
+// restarted (its vote gone, the scores shown), step mode holds two requests: each held request and its buttons show whole, over
+// nothing and under nothing, the timeline keeps half its rows, and the
+// workshop's scoreboard waits. Once the split is revealed, no line of the vote
 // and no part of the scores under it shows cut at the vote box's edge,
 // and the charges per order come back at 1920x1080, a row at least. On a phone's checkout page the
 // chosen answer's button is as wide as the others. The scores list the leaders and say how many more
@@ -167,6 +171,13 @@ func TestBrowserBoardChapterVoteAndWorkshopShareTheScreen(t *testing.T) {
 	check := func(phase string) {
 		t.Helper()
 		for _, size := range [][2]int64{{1920, 1080}, {1280, 720}} {
+			if phase == "held" {
+				boardViewport(t, ctx, size[0], size[1])
+				boardSettled(t, ctx)
+				if liveEval[bool](t, ctx, `(w => !!w && w.checkVisibility())(document.querySelector("#board-workshop .table-wrap"))`) {
+					t.Errorf("held at %dx%d: the workshop's scoreboard shows beside the held requests", size[0], size[1])
+				}
+			}
 			boardViewport(t, ctx, size[0], size[1])
 			liveDo(t, ctx, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
 			boardSettled(t, ctx)
@@ -192,6 +203,11 @@ func TestBrowserBoardChapterVoteAndWorkshopShareTheScreen(t *testing.T) {
 			want := 4
 			if size[1] < 1000 {
 				want = 2
+			}
+			if phase == "held" {
+				// The held requests' rows are the timeline's newest: the
+				// step bar under them takes its share.
+				want /= 2
 			}
 			if g.RowsInView < want {
 				t.Errorf("%s: the timeline shows %d rows (%.0f px), want %d or more", where, g.RowsInView, g.TimelineH, want)
@@ -241,5 +257,37 @@ func TestBrowserBoardChapterVoteAndWorkshopShareTheScreen(t *testing.T) {
 	}
 	liveWait(t, ctx, "the split on the board", waitUntilBound, `!!document.getElementById("poll-outcome") && !!document.querySelector("#poll .poll-count")`)
 	check("revealed")
+
+	// The chapter again, its vote gone: step mode holds two requests of
+	// one key, and the step bar and each held request's buttons show
+	// whole beside the chapter, the workshop and the scores, over nothing
+	// and under nothing, and the timeline keeps its rows.
+	if err := env.Server.guidedLessons().start(context.Background(), "response-lost", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Server.faultSwitches().applyFaults(context.Background(), pay.Faults{}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if r := env.send(http.MethodPost, "/api/poll/scores", PollScores{Shown: true}); r.Status != http.StatusOK {
+		t.Fatalf("showing the scores: %d %s", r.Status, r.Body)
+	}
+	liveWait(t, ctx, "the chapter again, without its vote", waitUntilBound, `!document.querySelector("#poll .poll-choice") && document.querySelectorAll("#poll-scores li").length >= 4`)
+	if r := env.send(http.MethodPut, "/api/step", map[string]bool{"on": true}); r.Status != http.StatusOK {
+		t.Fatalf("step mode on: %d %s", r.Status, r.Body)
+	}
+	paid := make(chan struct{}, 2)
+	for range 2 {
+		go func() {
+			_, _ = env.tryPay("held-twice", `{"order_id":"H-1","amount_satang":100}`)
+			paid <- struct{}{}
+		}()
+	}
+	liveWait(t, ctx, "two requests held", waitUntilBound, `document.querySelectorAll("#step-held > li").length === 2`)
+	check("held")
+	if r := env.send(http.MethodPut, "/api/step", map[string]bool{"on": false}); r.Status != http.StatusOK {
+		t.Fatalf("step mode off: %d %s", r.Status, r.Body)
+	}
+	<-paid
+	<-paid
 	liveNoCSPViolations(t, ctx)
 }
