@@ -256,6 +256,11 @@ func TestBrowserBoardChapterVoteAndWorkshopShareTheScreen(t *testing.T) {
 		t.Fatalf("revealing the split: %d %s", r.Status, r.Body)
 	}
 	liveWait(t, ctx, "the split on the board", waitUntilBound, `!!document.getElementById("poll-outcome") && !!document.querySelector("#poll .poll-count")`)
+	// A chapter's question (not a step's) waits for the chapter, not for
+	// a step that step mode, off, has no way to run.
+	if got := liveEval[string](t, ctx, `document.getElementById("poll-outcome").textContent.replace(/\s+/g, " ").trim()`); strings.Contains(got, "run the step") {
+		t.Errorf("the chapter's pending outcome says %q", got)
+	}
 	check("revealed")
 
 	// The chapter again, its vote gone: step mode holds two requests of
