@@ -6,12 +6,13 @@
 // One goroutine reads every event of the hub in order, updates a small
 // model (the timeline rows, the key rows, the charges, the counters) and
 // keeps, per event, the fragments that move a page from the state before
-// the event to the state after it (timeline.go, narrator.go). A frame is
-// rendered to HTML the first time a viewer needs it and only then
+// the event to the state after it (timeline.go; the words from
+// narrator.go's table, drawn by narrate.go). A frame is rendered to HTML
+// the first time a viewer needs it and only then
 // (frames.go): with nobody watching, an event costs a model update and no
 // rendering, yet a viewer that connects later, or resumes with
 // Last-Event-ID, still gets every frame it missed. Every viewer's stream
-// sends the same bytes (stream.go), so a hundred viewers cost one
+// sends the same bytes (wake.go), so a hundred viewers cost one
 // rendering, and a page rendered from the model at event N, then streamed
 // from N+1, is always exactly current: nothing is drawn twice and nothing
 // is missed. When events come faster than anyone can read, the board

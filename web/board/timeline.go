@@ -180,7 +180,7 @@ type update struct {
 	ops         []templ.Component
 	keysChanged bool
 	// explain: the event's message says more than its arrows' labels,
-	// which carry it as a tooltip (narrator.go).
+	// which carry it as a tooltip (narrate.go).
 	explain bool
 }
 
