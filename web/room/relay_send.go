@@ -213,12 +213,21 @@ func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 	echo := r.cfg.Echo != nil
 	var sent [][]live.Event // with Echo: this server's events of each payload
 	var cur []live.Event
+	if echo {
+		// One array for the whole batch's booked events, each payload's a
+		// part of it: grown one payload at a time they cost the sending
+		// server more than writing the notifications did.
+		cur = make([]live.Event, 0, len(events))
+	}
 	gen := uint64(0) // the generation of the notification being written
 	end := func() {  // ends the notification being written, starts one of gen
 		if w.events > 0 {
 			payloads = append(payloads, string(w.buf))
 			if echo {
-				sent, cur = append(sent, cur), nil
+				// Capped where it ends, so the next payload's events,
+				// further along the same array, never write into it.
+				sent = append(sent, cur[:len(cur):len(cur)])
+				cur = cur[len(cur):]
 			}
 		}
 		w.reset(r.headOf(gen))

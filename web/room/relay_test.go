@@ -395,3 +395,54 @@ func TestARelayOwesWhatItKeptJustBeforeTheJoinWhenItsNextEventIsLate(t *testing.
 		t.Errorf("s2 was told of the event kept just before it joined as %q, want one gap of 1 event", gaps)
 	}
 }
+
+// payloadsNotifier keeps every payload sent, in order.
+type payloadsNotifier struct {
+	Peers
+	payloads []string
+}
+
+func (n *payloadsNotifier) NotifyNumbered(_ context.Context, _ string, payloads ...string) (uint64, error) {
+	n.payloads = append(n.payloads, payloads...)
+	return uint64(len(n.payloads)), nil
+}
+
+// A batch split over several notifications books each one's own events
+// for its echo, and only those: the payloads' events share one array,
+// and no payload's events may be overwritten by the next one's.
+func TestRelayBooksEachNotificationsOwnEvents(t *testing.T) {
+	n := &payloadsNotifier{}
+	r := newRelay(RelayConfig{Peers: n, Name: "s1", Echo: func([]live.Entry) {}}, "book-test")
+	r.maxPayload = 600
+	var events []live.Event
+	for i := range 12 {
+		events = append(events, live.Event{Seq: uint64(100 + i), Kind: live.Pruned, Server: "s1", Time: time.Now(),
+			Message: fmt.Sprintf("event %02d %s", i, strings.Repeat("x", 150))})
+	}
+	want := slices.Clone(events) // notify clears the Seqs it sends
+	if failed, gapLost := r.notify(t.Context(), events); failed != 0 || gapLost {
+		t.Fatalf("notify: %d failed", failed)
+	}
+	if len(n.payloads) < 3 {
+		t.Fatalf("the batch went out in %d notifications, want several", len(n.payloads))
+	}
+	next := 0
+	for i, p := range n.payloads {
+		booked, ok := r.echoes.take(p)
+		if !ok || len(booked) == 0 {
+			t.Fatalf("notification %d: nothing booked", i)
+		}
+		for _, e := range booked {
+			if next >= len(want) || e.Message != want[next].Message || e.Seq != want[next].Seq {
+				t.Fatalf("notification %d booked %q (seq %d), want event %d", i, e.Message, e.Seq, next)
+			}
+			if !strings.Contains(p, e.Message[:len("event 00")]) {
+				t.Errorf("notification %d booked %q, which it does not carry", i, e.Message[:len("event 00")])
+			}
+			next++
+		}
+	}
+	if next != len(want) {
+		t.Errorf("%d events booked of %d", next, len(want))
+	}
+}

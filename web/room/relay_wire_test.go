@@ -186,6 +186,7 @@ type discardPeers struct {
 	Peers
 	last     string
 	n, bytes int
+	numbered uint64 // batches taken by NotifyNumbered
 }
 
 func (d *discardPeers) Notify(_ context.Context, _ string, payloads ...string) error {
@@ -193,6 +194,13 @@ func (d *discardPeers) Notify(_ context.Context, _ string, payloads ...string) e
 		d.last, d.n, d.bytes = p, d.n+1, d.bytes+len(p)
 	}
 	return nil
+}
+
+// NotifyNumbered takes a batch as Notify does, numbering it after the
+// last.
+func (d *discardPeers) NotifyNumbered(ctx context.Context, channel string, payloads ...string) (uint64, error) {
+	d.numbered++
+	return d.numbered, d.Notify(ctx, channel, payloads...)
 }
 
 // BenchmarkRelay is the relay's work per payment, on the server that
@@ -222,6 +230,21 @@ func BenchmarkRelay(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(peers.bytes)/float64(max(1, b.N/perBatch*perBatch)), "bytes/payment")
+	})
+	// A relay in the room's order (Echo) also books each notification's
+	// events until it comes back: that is how servers run.
+	ordered := newRelay(RelayConfig{Peers: peers, Echo: func([]live.Entry) {}}, "0123456789abcdef")
+	b.Run("send-ordered", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N / perBatch {
+			batch := batches[i%len(batches)]
+			if failed, _ := ordered.notify(context.Background(), batch); failed != 0 {
+				b.Fatal("not sent")
+			}
+			if _, ok := ordered.echoes.take(peers.last); !ok {
+				b.Fatal("a batch sent was not booked")
+			}
+		}
 	})
 	// The same batches as notifications to receive: as written now, and
 	// as JSON, for comparison.
