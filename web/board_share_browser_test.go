@@ -294,5 +294,48 @@ func TestBrowserBoardChapterVoteAndWorkshopShareTheScreen(t *testing.T) {
 	}
 	<-paid
 	<-paid
+
+	// The scheduler's puzzle, on the chapter that has one: it stays over
+	// the side column, and nothing in it shows cut at its box's edge, nor
+	// is a held request's button, "Run everyone again" or a "Watch for"
+	// item under it.
+	if err := env.Server.guidedLessons().start(context.Background(), "check-then-insert", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if r := env.send(http.MethodPut, "/api/step", map[string]bool{"on": true}); r.Status != http.StatusOK {
+		t.Fatalf("step mode on: %d %s", r.Status, r.Body)
+	}
+	for range 2 {
+		go func() {
+			_, _ = env.tryPay("puzzle-twice", `{"order_id":"P-1","amount_satang":100}`)
+			paid <- struct{}{}
+		}()
+	}
+	liveWait(t, ctx, "two requests held for the puzzle", waitUntilBound, `document.querySelectorAll("#step-held > li").length === 2`)
+	held := liveEval[string](t, ctx, `document.querySelector("#step-held > li").dataset.request`)
+	if r := env.send(http.MethodPost, "/api/puzzle/start", PuzzleStart{Request: held}); r.Status != http.StatusOK {
+		t.Fatalf("starting the puzzle: %d %s", r.Status, r.Body)
+	}
+	liveWait(t, ctx, "the puzzle on the board", waitUntilBound, `!!document.getElementById("puzzle")`)
+	for _, size := range [][2]int64{{1920, 1080}, {1280, 720}} {
+		boardViewport(t, ctx, size[0], size[1])
+		boardSettled(t, ctx)
+		where := fmt.Sprintf("puzzle at %dx%d", size[0], size[1])
+		boardScreenshot(t, ctx, fmt.Sprintf("board-share/puzzle-%dx%d.png", size[0], size[1]))
+		for _, p := range liveEval[[]string](t, ctx, pollCutMeasure) {
+			t.Errorf("%s: %s", where, p)
+		}
+		for _, p := range liveEval[[]string](t, ctx, `[...document.querySelectorAll("#step-held button, #step-head button, #ws-run-all, #lesson .watch-item")].filter(b => {
+			const r = b.getBoundingClientRect(), at = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+			return !at || !(at === b || b.contains(at));
+		}).map(b => b.textContent.trim() + " is under something")`) {
+			t.Errorf("%s: %s", where, p)
+		}
+	}
+	if r := env.send(http.MethodPut, "/api/step", map[string]bool{"on": false}); r.Status != http.StatusOK {
+		t.Fatalf("step mode off: %d %s", r.Status, r.Body)
+	}
+	<-paid
+	<-paid
 	liveNoCSPViolations(t, ctx)
 }
