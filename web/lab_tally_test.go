@@ -417,3 +417,55 @@ func TestLabTallyKeepsNewestOrders(t *testing.T) {
 	sameCounts(t, "after a dropped order charged again", env.outcomes(), measuredOutcomes(t, env))
 	kept("after a dropped order charged again")
 }
+
+// TestLabTallyResetForgetsDroppedOrders: a reset empties the charge
+// tables, and the counts forget together with them the orders they had
+// dropped from their window: the next order paid, one they dropped
+// before the reset, is counted as charged once, and no new payment reads
+// its order back for an order the tables no longer hold.
+func TestLabTallyResetForgetsDroppedOrders(t *testing.T) {
+	waitsOnRealClocks(t)
+	env := newTestEnv(t, Config{})
+	tl := env.Server.lab.tally
+	const window = 8
+	tl.mu.Lock()
+	tl.window = window
+	tl.mu.Unlock()
+	env.Server.lab.tablesChanged()
+	payFor := func(order string) {
+		t.Helper()
+		if r := env.pay(uuid.NewString(), `{"order_id":"`+order+`","amount_satang":100}`); r.Status != http.StatusCreated {
+			t.Fatalf("paying %s: %d %s", order, r.Status, r.Body)
+		}
+	}
+	// dropped says whether the counts hold any dropped order, and how
+	// many orders charged once they keep.
+	dropped := func() (any bool, singles int) {
+		t.Helper()
+		if err := tl.read(context.Background(), env.DB, func(c *labCounts) {
+			any, singles = c.dropped.any(), len(c.singles)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return any, singles
+	}
+	for i := range 3 * window {
+		payFor(fmt.Sprintf("ONCE-%d", i))
+	}
+	if any, _ := dropped(); !any {
+		t.Fatalf("after %d orders with a window of %d, no order was dropped", 3*window, window)
+	}
+	env.must(http.MethodPost, "/api/reset", "")
+	if any, singles := dropped(); any || singles != 0 {
+		t.Fatalf("after the reset: dropped orders held %t, %d orders charged once kept; want none of either", any, singles)
+	}
+	payFor("ONCE-0")
+	o := env.outcomes()
+	sameCounts(t, "after the reset", o, measuredOutcomes(t, env))
+	if o.NewKeyPerRetry.ChargedTwice != 0 {
+		t.Fatalf("after the reset ONCE-0 counted as charged more than once: %+v", o.NewKeyPerRetry)
+	}
+	if any, singles := dropped(); any || singles != 1 {
+		t.Fatalf("after one order paid past the reset: dropped orders held %t, %d orders charged once kept; want none and 1", any, singles)
+	}
+}
