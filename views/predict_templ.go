@@ -891,7 +891,7 @@ func PollPanel(p Poll) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if p.Presenter && !p.ScoresShown {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 76, "<span class=\"badge mute\">only you see them</span>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 76, "<span class=\"badge mute\" title=\"The phones and the class's board do not list them until you press Show the scores; a projected presenter's board does\">not on the phones yet</span>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
