@@ -115,6 +115,8 @@
     var unseen = orders.querySelectorAll(".order-unseen");
     for (var i = 0; i < unseen.length; i++) { unseen[i].classList.remove("order-unseen"); }
     orders.classList.remove("order-unseen");
+    var heading = orders.querySelector(":scope > h3");
+    if (heading) { delete heading.dataset.more; }
     var panel = orders.closest(".panel-counters");
     if (!panel || getComputedStyle(panel).overflowY === "visible" || !orders.checkVisibility()) { return; }
     var box = panel.getBoundingClientRect();
@@ -133,6 +135,9 @@
     // aside whole.
     if (cut.length && cut.length === rows.length) { orders.classList.add("order-unseen"); return; }
     for (var c = 0; c < cut.length; c++) { cut[c].classList.add("order-unseen"); }
+    // A list that stepped rows aside says so: a red order may be among
+    // them, and the list must not read as complete.
+    if (cut.length && heading) { heading.dataset.more = "true"; }
   }
 
   var board = document.querySelector(".board");

@@ -96,6 +96,11 @@ const boardShareMeasure = `(choices => {
     const seen = Math.min(b.bottom, c.top + counters.clientTop + counters.clientHeight, innerHeight) - Math.max(b.top, c.top, 0);
     if (seen > 1 && seen < b.height - 1) out.Problems.push((e.tagName === "H3" ? "the heading " : "the order ") + text(e) + " shows " + Math.round(seen) + " of its " + Math.round(b.height) + " px");
   }
+  // Rows stepped aside are said to be there: the list never reads as whole.
+  const head = document.querySelector(".panel-counters #orders > h3");
+  if (head && head.checkVisibility() && document.querySelector(".panel-counters #orders-list > li.order-unseen, .panel-counters #orders-more.order-unseen") && head.dataset.more !== "true") {
+    out.Problems.push("the charges per order hide rows and their heading does not say so");
+  }
   const tl = document.getElementById("timeline"), tb = r(tl);
   const top = Math.max(tb.top, 0), bottom = Math.min(tb.bottom, innerHeight);
   out.TimelineH = Math.max(bottom - top, 0);
