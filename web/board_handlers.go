@@ -133,6 +133,12 @@ func (h boardHandlers) handlePutStep(c echo.Context) error {
 	}
 	if !*req.On {
 		h.closeVote(c.Request().Context())
+		// The held requests go on by themselves once step mode is off:
+		// the puzzle under way ends unsolved before they charge, or the
+		// board would say the class solved what nobody scheduled.
+		if err := h.puzzle.releasedByStepOff(c.Request().Context()); err != nil {
+			return err
+		}
 	}
 	if err := h.steps.Turn(*req.On, changedBy(c.Request())); err != nil {
 		return err

@@ -80,7 +80,7 @@ func (h pollHandlers) puzzleView(v *views.Poll, st room.State, r *http.Request) 
 		return
 	}
 	z := &views.PollPuzzle{ID: p.ID, Goal: ch.Puzzle, Subject: p.Subject, Steps: p.Steps, Solved: p.Solved,
-		Books: p.Books(), Unknown: p.Unknown, SolvedSteps: p.SolvedSteps, GiveBar: v.Presenter && !p.Solved}
+		Books: p.Books(), Unknown: p.Unknown, SolvedSteps: p.SolvedSteps, Released: p.Released, GiveBar: v.Presenter && !p.Over()}
 	now := h.now()
 	if _, bar, ok := st.BarHolder(now); ok {
 		z.Holder = bar.Nick

@@ -89,6 +89,10 @@ type PuzzleState struct {
 	Unknown     bool `json:"unknown"`
 	Solved      bool `json:"solved"`
 	SolvedSteps int  `json:"solved_steps,omitempty"`
+	// Released says why the puzzle ended unsolved, its held requests let
+	// go by something other than the class's steps (step mode turned
+	// off): no steps are scored, whatever the books hold.
+	Released string `json:"released,omitempty"`
 	// Bar names the student who holds the step bar ("" for the
 	// presenter), until BarUntil; Mine says the asker holds it.
 	Bar      string     `json:"bar,omitempty"`
@@ -101,7 +105,7 @@ func (h puzzleHandlers) state(st room.State, r *http.Request) PuzzleState {
 	if !ok {
 		return PuzzleState{}
 	}
-	out := PuzzleState{On: true, ID: p.ID, OrderID: p.OrderID, Steps: p.Steps, Solved: p.Solved, Charges: p.Charges, Before: p.Before, Unknown: p.Unknown, SolvedSteps: p.SolvedSteps}
+	out := PuzzleState{On: true, ID: p.ID, OrderID: p.OrderID, Steps: p.Steps, Solved: p.Solved, Charges: p.Charges, Before: p.Before, Unknown: p.Unknown, SolvedSteps: p.SolvedSteps, Released: p.Released}
 	if _, ch, ok := h.book.Find(p.Lesson); ok {
 		out.Goal = ch.Puzzle
 	}
@@ -241,6 +245,8 @@ func puzzleSummary(p *room.Puzzle) string {
 	switch {
 	case p.Solved:
 		msg = fmt.Sprintf("puzzle %d on %s solved in %d step(s): %s", p.ID, p.Subject, p.SolvedSteps, p.Books())
+	case p.Released != "":
+		msg = fmt.Sprintf("puzzle %d on %s not solved: %s; %s", p.ID, p.Subject, p.Released, p.Books())
 	case p.Unknown:
 		msg = fmt.Sprintf("puzzle %d on %s: %d step(s); outcome unknown: the books did not answer", p.ID, p.Subject, p.Steps)
 	}

@@ -189,3 +189,20 @@ func countOnPuzzle(ctx context.Context, rm *room.Room[room.State], count func(s 
 // errNoCount is a room edit that found nothing to count: it writes
 // nothing.
 var errNoCount = errors.New("no puzzle step to count")
+
+// releasedByStepOff ends the unsolved puzzle under way, if any, as
+// released by step mode turning off (room.StepModeOffReleased), before
+// step mode lets its held requests go: what they charge then is theirs,
+// not the class's, so it solves nothing and scores nothing.
+func (ps puzzleSteps) releasedByStepOff(ctx context.Context) error {
+	_, _, err := ps.room.Change(ctx, func(s *room.State) error {
+		if !s.ReleasePuzzle(room.StepModeOffReleased) {
+			return errNoCount
+		}
+		return nil
+	})
+	if errors.Is(err, errNoCount) {
+		return nil
+	}
+	return err
+}

@@ -54,6 +54,11 @@ type Puzzle struct {
 	// Before; SolvedSteps is the steps it took.
 	Solved      bool `json:"solved,omitempty"`
 	SolvedSteps int  `json:"solved_steps,omitempty"`
+	// Released says why the held requests went on without the class
+	// (step mode turned off): the puzzle is over, unsolved and with no
+	// score, whatever the books then hold, since nobody scheduled the
+	// charges they show.
+	Released string `json:"released,omitempty"`
 	// Bar is the student the presenter gave the step bar to, nil while
 	// only the presenter steps.
 	Bar *StepBar `json:"bar,omitempty"`
@@ -118,7 +123,7 @@ func (s *State) puzzleAt(id uint64) (Puzzle, error) {
 // so that the charge the step makes finds it counted.
 func (s *State) CountStep(id uint64) bool {
 	p, err := s.puzzleAt(id)
-	if err != nil || p.Solved {
+	if err != nil || p.Solved || p.Released != "" {
 		return false
 	}
 	p.Steps++
@@ -187,16 +192,39 @@ func (s *State) UncountStep(id uint64) bool {
 // whether the puzzle changed.
 func (s *State) BooksCount(id uint64, charges int) bool {
 	p, err := s.puzzleAt(id)
-	if err != nil || p.Solved || (p.Charges == charges && !p.Unknown && charges < p.Before+2) {
+	if err != nil || p.Solved || (p.Charges == charges && !p.Unknown && (charges < p.Before+2 || p.Released != "")) {
 		return false
 	}
 	p.Charges, p.Unknown = charges, false
-	if charges >= p.Before+2 {
+	if charges >= p.Before+2 && p.Released == "" {
 		p.Solved, p.SolvedSteps, p.Bar = true, p.Steps, nil
 	}
 	s.Puzzle = &p
 	return true
 }
+
+// StepModeOffReleased is why a puzzle ends when step mode is turned off
+// under it: its held requests go on by themselves.
+const StepModeOffReleased = "Step mode was turned off: the requests ran on their own"
+
+// ReleasePuzzle ends the unsolved puzzle under way, if any, because its
+// held requests go on without the class, for the reason why (e.g.
+// StepModeOffReleased): it is not solved and scores nothing, whatever
+// the books hold after; the step bar goes back to the presenter. It is
+// recorded before the requests go on, so that their charges find it.
+// It reports whether the puzzle changed.
+func (s *State) ReleasePuzzle(why string) bool {
+	p, err := s.puzzleAt(0)
+	if err != nil || p.Solved || p.Released != "" {
+		return false
+	}
+	p.Released, p.Bar = why, nil
+	s.Puzzle = &p
+	return true
+}
+
+// Over reports whether the puzzle has ended, solved or released.
+func (p Puzzle) Over() bool { return p.Solved || p.Released != "" }
 
 // BooksSilent records that the books did not answer a count of puzzle
 // id's order's charges: until one succeeds, its outcome is unknown. It
@@ -248,6 +276,9 @@ func (s *State) GiveStepBar(player string, now time.Time) error {
 	if p.Solved {
 		return pay.Errorf(pay.EINVALID, "The puzzle is solved: start another one before you hand the step bar on.")
 	}
+	if p.Released != "" {
+		return pay.Errorf(pay.EINVALID, "The puzzle is over (%s): start another one before you hand the step bar on.", p.Released)
+	}
 	for session, pl := range s.playerMap() {
 		if pl.ID != player {
 			continue
@@ -280,7 +311,7 @@ func (s *State) TakeStepBar() error {
 // holds it at now.
 func (s State) BarHolder(now time.Time) (*Puzzle, *StepBar, bool) {
 	p, ok := s.CurrentPuzzle()
-	if !ok || p.Solved || p.Bar == nil || !now.Before(p.Bar.Until) {
+	if !ok || p.Over() || p.Bar == nil || !now.Before(p.Bar.Until) {
 		return nil, nil, false
 	}
 	return p, p.Bar, true

@@ -158,3 +158,38 @@ func TestPuzzleCountsFromItsStart(t *testing.T) {
 		t.Fatalf("a solved puzzle became unknown: %+v", s.Puzzle)
 	}
 }
+
+// TestPuzzleReleasedIsNotSolved: a puzzle whose held requests step mode
+// let go on its own (turned off) ends unsolved, with no score, however
+// many charges the books then hold; it takes no more steps and no step
+// bar, and a solved puzzle is not released after.
+func TestPuzzleReleasedIsNotSolved(t *testing.T) {
+	s := Defaults()
+	s.SetLesson("check-then-insert")
+	s.StartPuzzle("anonymous", "P-1", "order P-1", 0)
+	id := s.Puzzle.ID
+	s.CountStep(id)
+	if !s.ReleasePuzzle(StepModeOffReleased) || s.ReleasePuzzle(StepModeOffReleased) || s.Puzzle.Released != StepModeOffReleased {
+		t.Fatalf("released by step mode off: %+v", s.Puzzle)
+	}
+	if s.CountStep(id) || s.Puzzle.Steps != 1 {
+		t.Fatalf("a released puzzle counted a step: %+v", s.Puzzle)
+	}
+	if !s.BooksCount(id, 2) || s.Puzzle.Solved || s.Puzzle.SolvedSteps != 0 || s.Puzzle.Charges != 2 || !s.Puzzle.Over() {
+		t.Fatalf("the books' two charges after release: %+v", s.Puzzle)
+	}
+	if s.BooksCount(id, 2) {
+		t.Fatalf("the same count changed a released puzzle again: %+v", s.Puzzle)
+	}
+	if err := s.GiveStepBar("anyone", time.Now()); err == nil {
+		t.Fatalf("the step bar given on a released puzzle")
+	}
+
+	s.StartPuzzle("anonymous", "P-2", "order P-2", 0)
+	id = s.Puzzle.ID
+	s.CountStep(id)
+	s.BooksCount(id, 2)
+	if !s.Puzzle.Solved || s.ReleasePuzzle(StepModeOffReleased) || s.Puzzle.Released != "" {
+		t.Fatalf("a solved puzzle released after: %+v", s.Puzzle)
+	}
+}

@@ -1,0 +1,78 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"paytwice/web/room"
+)
+
+// TestPuzzleStepModeOffIsNotSolved: on the check-then-insert chapter the
+// presenter steps both held requests of one order past the key's lookup,
+// then turns step mode off; the requests insert on their own and the
+// books hold two charges, but the class scheduled nothing after those
+// two steps: the puzzle ends saying step mode was turned off, not solved,
+// with no steps scored, on the API, the board's panel and the export.
+func TestPuzzleStepModeOffIsNotSolved(t *testing.T) {
+	waitsOnRealClocks(t) // a server of its own, its requests held by step mode
+	const token = "teach-sched-off"
+	env := puzzleEnv(t, token, "check-then-insert")
+	presenter := func(method, path string, body any) response {
+		t.Helper()
+		return env.send(method, path, body, PresenterHeader, token)
+	}
+	first := env.payAsync("sched-off", "P-1")
+	a := env.waitHeld("received")
+	second := env.payAsync("sched-off", "P-1")
+	b := env.waitHeld("received")
+	if r := presenter(http.MethodPost, "/api/puzzle/start", PuzzleStart{Request: a}); r.Status != http.StatusOK {
+		t.Fatalf("start the puzzle: %d %s", r.Status, r.Body)
+	}
+	for _, id := range []string{a, b} {
+		if r := presenter(http.MethodPost, "/api/step/next", StepTarget{Request: id}); r.Status != http.StatusOK {
+			t.Fatalf("next %s: %d %s", id, r.Status, r.Body)
+		}
+		if got := env.waitHeld("key looked up"); got != id {
+			t.Fatalf("held at the lookup: %s, want %s", got, id)
+		}
+	}
+	if r := presenter(http.MethodPut, "/api/step", map[string]bool{"on": false}); r.Status != http.StatusOK {
+		t.Fatalf("step mode off: %d %s", r.Status, r.Body)
+	}
+	wantStatus(t, first, http.StatusCreated)
+	wantStatus(t, second, http.StatusCreated)
+
+	// The judge counts the books after each charge: wait, bounded, until
+	// it has seen both (or, wrongly, solved the puzzle).
+	var p room.Puzzle
+	deadline := time.After(waitUntilBound)
+	for {
+		cur, _, changed := env.Server.room.Watch()
+		if cur.Puzzle != nil && (cur.Puzzle.Solved || cur.Puzzle.Charges >= 2 && !cur.Puzzle.Unknown) {
+			p = *cur.Puzzle
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the books' two charges never reached the puzzle: %+v", cur.Puzzle)
+		}
+	}
+	if p.Solved || p.SolvedSteps != 0 || p.Released != room.StepModeOffReleased || p.Charges != 2 {
+		t.Fatalf("after step mode turned off: %+v, want released by step mode, not solved, the books' 2 charges", p)
+	}
+	r := env.get("/api/puzzle")
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"solved":false`) || !strings.Contains(string(r.Body), room.StepModeOffReleased) {
+		t.Fatalf("the puzzle's API: %d %s", r.Status, r.Body)
+	}
+	board := env.get("/poll/live", PresenterHeader, token)
+	if !strings.Contains(string(board.Body), "Not solved. "+room.StepModeOffReleased+": the books hold 2 charges") || strings.Contains(string(board.Body), "Solved in") {
+		t.Fatalf("the board's panel: %d %.3000s", board.Status, board.Body)
+	}
+	exp := env.get("/api/timeline.json", PresenterHeader, token)
+	if !strings.Contains(string(exp.Body), "not solved: "+room.StepModeOffReleased) || strings.Contains(string(exp.Body), "solved in") {
+		t.Fatalf("the export: %.3000s", exp.Body)
+	}
+}
