@@ -14,7 +14,7 @@
 // It also highlights, in the timeline, the rows that made a lesson's
 // points: each ticked "Watch for" item names its row (data-row).
 //
-// The workshop's scoreboard is asked for again (GET /workshop/-/scores)
+// The workshop's scoreboard is asked for again (GET /board/-/workshop)
 // after a frame of the event stream that changed it (the
 // "<!--workshop-->" mark) and when the stream opens again, never on a
 // timer: a red row reaches the room as the run finds it.
@@ -154,18 +154,26 @@
   var scoresBusy = false, scoresAgain = false;
   function refreshScores() {
     // A board opened while the workshop was closed has only its place
-    // (a <template>): it asks for the whole panel until it opens.
+    // (a <template>): it asks for the whole panel until it opens. An open
+    // panel asks for its scoreboard alone, not to redraw the presenter's
+    // switches under their hands; the answer is the whole panel's place
+    // instead when the workshop closed meanwhile.
     var place = $("board-workshop");
-    var whole = !!place && place.tagName === "TEMPLATE";
-    var id = whole ? "board-workshop" : "workshop-scores";
-    if (!$(id)) { return; }
+    if (!place) { return; }
+    var whole = place.tagName === "TEMPLATE";
     if (scoresBusy) { scoresAgain = true; return; }
     scoresBusy = true;
-    fetch(whole ? "/board/-/workshop" : "/workshop/-/scores", { credentials: "same-origin", cache: "no-store" })
+    fetch(whole ? "/board/-/workshop" : "/board/-/workshop?part=scores", { credentials: "same-origin", cache: "no-store" })
       .then(function (r) { return r.status === 200 ? r.text() : null; })
       .then(function (html) {
-        var cur = $(id);
-        if (html !== null && cur) { cur.outerHTML = html; }
+        if (html === null) { return; }
+        // The answer replaces the element with its id: the scoreboard,
+        // or the whole panel (opened) or its place (closed).
+        var parsed = document.createElement("template");
+        parsed.innerHTML = html;
+        var next = parsed.content.firstElementChild;
+        var cur = next && next.id ? $(next.id) : null;
+        if (cur) { cur.outerHTML = html; }
       }, function () { /* the next change, or the stream opening again, asks again */ })
       .finally(function () {
         scoresBusy = false;

@@ -187,14 +187,25 @@ func (h liveHandlers) workshopPanel(r *http.Request, join views.Join) views.Work
 }
 
 // handleBoardWorkshop is GET /board/-/workshop: the board's workshop
-// panel alone, which a board opened while the workshop was closed asks
-// for when its event stream says the workshop changed (static/board.js).
+// panel alone, which the board asks for when its event stream says the
+// workshop changed (static/board.js). With ?part=scores, asked by a board
+// showing the open workshop, it is the scoreboard alone while the
+// workshop stays open, and the closed workshop's place once it closed:
+// closing reaches the board the way opening does.
 func (h liveHandlers) handleBoardWorkshop(c echo.Context) error {
 	if h.workshop == nil {
 		return pay.Errorf(pay.ENOTFOUND, "This server runs no workshop.")
 	}
+	part := c.QueryParam("part")
+	if part != "" && part != "scores" {
+		return pay.Errorf(pay.EINVALID, "part must be scores or left out, not %q.", pay.Truncate(part, 20))
+	}
+	panel := h.workshopPanel(c.Request(), h.join(c.Request()))
 	c.Response().Header().Set("Cache-Control", "no-store")
-	return render(c, http.StatusOK, views.BoardWorkshop(h.workshopPanel(c.Request(), h.join(c.Request()))))
+	if part == "scores" && panel.On {
+		return render(c, http.StatusOK, views.WorkshopScores(panel))
+	}
+	return render(c, http.StatusOK, views.BoardWorkshop(panel))
 }
 
 // newOrderID makes an order number like A-4821.

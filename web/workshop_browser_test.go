@@ -118,4 +118,17 @@ func TestBrowserBoardShowsTheWorkshopOnceOpened(t *testing.T) {
 	liveWait(t, board, "the workshop on the board", waitUntilBound, `!!document.getElementById("workshop-scores")`)
 	registerStudent(t, env, "zoe-"+hex.EncodeToString(randomBytes(8)), "Zoe", "http://"+freeAddr(t, "127.0.0.2"))
 	liveWait(t, board, "Zoe's row on the scoreboard", waitUntilBound, `!!document.querySelector('#workshop-scores tr[data-student="Zoe"]')`)
+
+	// Closed from elsewhere, the workshop leaves the board the same way,
+	// and comes back when opened again.
+	if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: &workshopClosed}, PresenterHeader, token); r.Status != http.StatusOK {
+		t.Fatalf("closing the workshop: %d %s", r.Status, r.Body)
+	}
+	liveWait(t, board, "the workshop gone from the board", waitUntilBound,
+		`!document.getElementById("workshop-scores") && document.getElementById("board-workshop")?.tagName === "TEMPLATE"`)
+	if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: &workshopOpen}, PresenterHeader, token); r.Status != http.StatusOK {
+		t.Fatalf("opening the workshop again: %d %s", r.Status, r.Body)
+	}
+	liveWait(t, board, "the workshop, and Zoe's row, back on the board", waitUntilBound,
+		`!!document.querySelector('#workshop-scores tr[data-student="Zoe"]')`)
 }

@@ -36,6 +36,9 @@ var workshopStudentNets = workshop.Nets(
 // workshopOpen is WorkshopSettings.On for opening the workshop.
 var workshopOpen = true
 
+// workshopClosed is WorkshopSettings.On for closing it.
+var workshopClosed = false
+
 // newWorkshopEnv is a server with the workshop open, calling the
 // students' loopback addresses.
 func newWorkshopEnv(t *testing.T) *testEnv {
