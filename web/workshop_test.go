@@ -665,3 +665,26 @@ func presenterForm(t *testing.T, env *testEnv, path, name string, headers ...str
 	res.Body.Close()
 	return res.StatusCode
 }
+
+// TestBoardWorkshopPartFollowsTheWorkshop: the board's request for the
+// open workshop's scoreboard (GET /board/-/workshop?part=scores) gets the
+// scoreboard alone while it stays open and the closed workshop's empty
+// place once it closed, so the board's script takes the band down; any
+// other part is refused with a 400.
+func TestBoardWorkshopPartFollowsTheWorkshop(t *testing.T) {
+	env := newWorkshopEnv(t)
+	open := env.get("/board/-/workshop?part=scores")
+	if open.Status != http.StatusOK || !strings.HasPrefix(strings.TrimSpace(string(open.Body)), `<div id="workshop-scores"`) {
+		t.Fatalf("open workshop's scoreboard: %d %.200s", open.Status, open.Body)
+	}
+	if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: &workshopClosed}); r.Status != http.StatusOK {
+		t.Fatalf("closing the workshop: %d %s", r.Status, r.Body)
+	}
+	closed := env.get("/board/-/workshop?part=scores")
+	if body := string(closed.Body); closed.Status != http.StatusOK || !strings.Contains(body, `<template id="board-workshop">`) || strings.Contains(body, "workshop-scores") {
+		t.Fatalf("closed workshop: %d %.200s", closed.Status, closed.Body)
+	}
+	if r := env.get("/board/-/workshop?part=rows"); r.Status != http.StatusBadRequest {
+		t.Fatalf("part=rows: %d %.200s, want 400", r.Status, r.Body)
+	}
+}
