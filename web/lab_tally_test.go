@@ -352,19 +352,8 @@ func TestLabTallyWritesDuringRebuild(t *testing.T) {
 // the counts still say what the tables say, without rebuilding them.
 func TestLabTallyKeepsNewestOrders(t *testing.T) {
 	waitsOnRealClocks(t)
-	env := newTestEnv(t, Config{})
-	tl := env.Server.lab.tally
 	const window = 8
-	tl.mu.Lock()
-	tl.window = window
-	tl.mu.Unlock()
-	env.Server.lab.tablesChanged()
-	payFor := func(order string) {
-		t.Helper()
-		if r := env.pay(uuid.NewString(), `{"order_id":"`+order+`","amount_satang":100}`); r.Status != http.StatusCreated {
-			t.Fatalf("paying %s: %d %s", order, r.Status, r.Body)
-		}
-	}
+	env, tl, payFor := tallyWithWindow(t, window)
 	kept := func(when string) {
 		t.Helper()
 		var singles, ring int
@@ -425,19 +414,8 @@ func TestLabTallyKeepsNewestOrders(t *testing.T) {
 // its order back for an order the tables no longer hold.
 func TestLabTallyResetForgetsDroppedOrders(t *testing.T) {
 	waitsOnRealClocks(t)
-	env := newTestEnv(t, Config{})
-	tl := env.Server.lab.tally
 	const window = 8
-	tl.mu.Lock()
-	tl.window = window
-	tl.mu.Unlock()
-	env.Server.lab.tablesChanged()
-	payFor := func(order string) {
-		t.Helper()
-		if r := env.pay(uuid.NewString(), `{"order_id":"`+order+`","amount_satang":100}`); r.Status != http.StatusCreated {
-			t.Fatalf("paying %s: %d %s", order, r.Status, r.Body)
-		}
-	}
+	env, tl, payFor := tallyWithWindow(t, window)
 	// dropped says whether the counts hold any dropped order, and how
 	// many orders charged once they keep.
 	dropped := func() (any bool, singles int) {
@@ -467,5 +445,23 @@ func TestLabTallyResetForgetsDroppedOrders(t *testing.T) {
 	}
 	if any, singles := dropped(); any || singles != 1 {
 		t.Fatalf("after one order paid past the reset: dropped orders held %t, %d orders charged once kept; want none and 1", any, singles)
+	}
+}
+
+// tallyWithWindow is a server whose lab tally keeps only window orders
+// charged once, and a payment of one new order on it.
+func tallyWithWindow(t *testing.T, window int) (*testEnv, *labTally, func(order string)) {
+	t.Helper()
+	env := newTestEnv(t, Config{})
+	tl := env.Server.lab.tally
+	tl.mu.Lock()
+	tl.window = window
+	tl.mu.Unlock()
+	env.Server.lab.tablesChanged()
+	return env, tl, func(order string) {
+		t.Helper()
+		if r := env.pay(uuid.NewString(), `{"order_id":"`+order+`","amount_satang":100}`); r.Status != http.StatusCreated {
+			t.Fatalf("paying %s: %d %s", order, r.Status, r.Body)
+		}
 	}
 }
