@@ -19,6 +19,14 @@ import (
 
 // send makes a request with a JSON body (nil for none) and headers as
 // name, value pairs.
+// asPresenter sends, as send does, with the presenter's header for token.
+func (e *testEnv) asPresenter(token string) func(method, path string, body any) response {
+	return func(method, path string, body any) response {
+		e.t.Helper()
+		return e.send(method, path, body, PresenterHeader, token)
+	}
+}
+
 func (e *testEnv) send(method, path string, body any, headers ...string) response {
 	e.t.Helper()
 	var rd *bytes.Reader

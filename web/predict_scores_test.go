@@ -22,10 +22,7 @@ import (
 func TestPredictNicknamesAndScores(t *testing.T) {
 	const token = "teach-5e2a"
 	env := newTestEnv(t, Config{PresenterToken: token})
-	presenter := func(method, path string, body any) response {
-		t.Helper()
-		return env.send(method, path, body, PresenterHeader, token)
-	}
+	presenter := env.asPresenter(token)
 	ann, bo, anon := newPhone(t, env.URL), newPhone(t, env.URL), newPhone(t, env.URL)
 	viewer := newPhone(t, env.URL) // the projector's browser, no token
 

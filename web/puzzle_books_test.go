@@ -69,10 +69,7 @@ func TestPuzzleCountsItsOwnCharges(t *testing.T) {
 	t.Cleanup(func() { srv.Close(); hs.Close() })
 	env := &stepEnv{testEnv: &testEnv{t: t, tb: t, URL: hs.URL, DB: db, Server: srv, Clock: mc, HTTP: hs}}
 	env.sub = srv.hub.Subscribe(srv.hub.LastSeq())
-	presenter := func(method, path string, body any) response {
-		t.Helper()
-		return env.send(method, path, body, PresenterHeader, token)
-	}
+	presenter := env.asPresenter(token)
 	if r := presenter(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "check-then-insert"}); r.Status != http.StatusOK {
 		t.Fatalf("the chapter: %d %s", r.Status, r.Body)
 	}

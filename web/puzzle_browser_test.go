@@ -25,10 +25,7 @@ func TestBrowserPuzzleStudentSchedules(t *testing.T) {
 	browserSideBySide(t)
 	const token = "teach-sched-browser"
 	env := newTestEnv(t, Config{PresenterToken: token})
-	presenter := func(method, path string, body any) response {
-		t.Helper()
-		return env.send(method, path, body, PresenterHeader, token)
-	}
+	presenter := env.asPresenter(token)
 	if r := presenter(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "check-then-insert"}); r.Status != http.StatusOK {
 		t.Fatalf("chapter: %d %s", r.Status, r.Body)
 	}

@@ -20,10 +20,7 @@ func TestPuzzleOnTheNoKeyChapter(t *testing.T) {
 	waitsOnRealClocks(t)
 	const token = "teach-sched-nokey"
 	env := puzzleEnv(t, token, "no-key")
-	presenter := func(method, path string, body any) response {
-		t.Helper()
-		return env.send(method, path, body, PresenterHeader, token)
-	}
+	presenter := env.asPresenter(token)
 	first := env.payAsync("nokey-1", "N-1")
 	a := env.waitHeld("received")
 	second := env.payAsync("nokey-1", "N-1")

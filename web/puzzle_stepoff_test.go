@@ -19,10 +19,7 @@ func TestPuzzleStepModeOffIsNotSolved(t *testing.T) {
 	waitsOnRealClocks(t) // a server of its own, its requests held by step mode
 	const token = "teach-sched-off"
 	env := puzzleEnv(t, token, "check-then-insert")
-	presenter := func(method, path string, body any) response {
-		t.Helper()
-		return env.send(method, path, body, PresenterHeader, token)
-	}
+	presenter := env.asPresenter(token)
 	first := env.payAsync("sched-off", "P-1")
 	a := env.waitHeld("received")
 	second := env.payAsync("sched-off", "P-1")

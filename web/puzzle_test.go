@@ -67,10 +67,7 @@ func TestPuzzleStepBar(t *testing.T) {
 	waitsOnRealClocks(t) // a server of its own, its requests held by step mode
 	const token = "teach-sched-1"
 	env := puzzleEnv(t, token, "check-then-insert")
-	presenter := func(method, path string, body any) response {
-		t.Helper()
-		return env.send(method, path, body, PresenterHeader, token)
-	}
+	presenter := env.asPresenter(token)
 	mai, bo := newPhone(t, env.URL), newPhone(t, env.URL)
 	for _, p := range []struct {
 		ph   *phone
@@ -246,10 +243,7 @@ func wantAnswer(t *testing.T, ch <-chan response) response {
 func TestLockQuestionGradedOnTheOutcome(t *testing.T) {
 	const token = "teach-lock-1"
 	env := puzzleEnv(t, token, "lock-in-memory")
-	presenter := func(method, path string, body any) response {
-		t.Helper()
-		return env.send(method, path, body, PresenterHeader, token)
-	}
+	presenter := env.asPresenter(token)
 	if r := presenter(http.MethodPatch, "/api/lab", map[string]any{"server": map[string]any{"servers": 2, "check_gap_ms": 0}}); r.Status != http.StatusOK {
 		t.Fatalf("two servers: %d %s", r.Status, r.Body)
 	}
@@ -318,10 +312,7 @@ func TestLockQuestionGradedOnTheOutcome(t *testing.T) {
 func TestBoardUnhidesAndClearsScores(t *testing.T) {
 	const token = "teach-clear-1"
 	env := newTestEnv(t, Config{PresenterToken: token})
-	presenter := func(method, path string, body any) response {
-		t.Helper()
-		return env.send(method, path, body, PresenterHeader, token)
-	}
+	presenter := env.asPresenter(token)
 	mai := newPhone(t, env.URL)
 	if s, b := mai.do(http.MethodPost, "/api/poll/nickname", PollNickname{Nickname: "Mai"}); s != http.StatusOK {
 		t.Fatalf("nickname: %d %s", s, b)
