@@ -41,22 +41,7 @@ func TestPuzzleStepModeOffIsNotSolved(t *testing.T) {
 	wantStatus(t, first, http.StatusCreated)
 	wantStatus(t, second, http.StatusCreated)
 
-	// The judge counts the books after each charge: wait, bounded, until
-	// it has seen both (or, wrongly, solved the puzzle).
-	var p room.Puzzle
-	deadline := time.After(waitUntilBound)
-	for {
-		cur, _, changed := env.Server.room.Watch()
-		if cur.Puzzle != nil && (cur.Puzzle.Solved || cur.Puzzle.Charges >= 2 && !cur.Puzzle.Unknown) {
-			p = *cur.Puzzle
-			break
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("the books' two charges never reached the puzzle: %+v", cur.Puzzle)
-		}
-	}
+	p := waitTwoChargesJudged(t, env)
 	if p.Solved || p.SolvedSteps != 0 || p.Released != room.StepModeOffReleased || p.Charges != 2 {
 		t.Fatalf("after step mode turned off: %+v, want released by step mode, not solved, the books' 2 charges", p)
 	}
@@ -70,6 +55,74 @@ func TestPuzzleStepModeOffIsNotSolved(t *testing.T) {
 	}
 	exp := env.get("/api/timeline.json", PresenterHeader, token)
 	if !strings.Contains(string(exp.Body), "not solved: "+room.StepModeOffReleased) || strings.Contains(string(exp.Body), "solved in") {
+		t.Fatalf("the export: %.3000s", exp.Body)
+	}
+}
+
+// waitTwoChargesJudged waits, bounded, until the judge, which counts the
+// books after each charge, has seen the puzzle's order charged twice (or,
+// wrongly, solved the puzzle), and returns the puzzle then.
+func waitTwoChargesJudged(t *testing.T, env *stepEnv) room.Puzzle {
+	t.Helper()
+	deadline := time.After(waitUntilBound)
+	for {
+		cur, _, changed := env.Server.room.Watch()
+		if cur.Puzzle != nil && (cur.Puzzle.Solved || cur.Puzzle.Charges >= 2 && !cur.Puzzle.Unknown) {
+			return *cur.Puzzle
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the books' two charges never reached the puzzle: %+v", cur.Puzzle)
+		}
+	}
+}
+
+// TestPuzzleTimeLimitIsNotSolved: on the check-then-insert chapter the
+// presenter steps both held requests of one order past the key's lookup
+// and steps no more; step mode's time limit (its timer replaced, so the
+// test lets it pass at will) lets both go on by themselves and the books
+// hold two charges, which nobody scheduled: the puzzle ends saying the
+// time limit let a request go, not solved, with no steps scored, on the
+// API, the board's panel and the export.
+func TestPuzzleTimeLimitIsNotSolved(t *testing.T) {
+	waitsOnRealClocks(t) // a server of its own, its requests held by step mode
+	const token = "teach-sched-limit"
+	env := puzzleEnv(t, token, "check-then-insert")
+	limit := make(chan time.Time)
+	env.Server.payments.steps.After = func(time.Duration) <-chan time.Time { return limit }
+	presenter := env.asPresenter(token)
+	first := env.payAsync("sched-limit", "P-1")
+	a := env.waitHeld("received")
+	second := env.payAsync("sched-limit", "P-1")
+	b := env.waitHeld("received")
+	if r := presenter(http.MethodPost, "/api/puzzle/start", PuzzleStart{Request: a}); r.Status != http.StatusOK {
+		t.Fatalf("start the puzzle: %d %s", r.Status, r.Body)
+	}
+	for _, id := range []string{a, b} {
+		if r := presenter(http.MethodPost, "/api/step/next", StepTarget{Request: id}); r.Status != http.StatusOK {
+			t.Fatalf("next %s: %d %s", id, r.Status, r.Body)
+		}
+		if got := env.waitHeld("key looked up"); got != id {
+			t.Fatalf("held at the lookup: %s, want %s", got, id)
+		}
+	}
+	close(limit) // both holds reach the limit; neither is held again
+	wantStatus(t, first, http.StatusCreated)
+	wantStatus(t, second, http.StatusCreated)
+
+	p := waitTwoChargesJudged(t, env)
+	if p.Solved || p.SolvedSteps != 0 || p.Released != room.TimeLimitReleased || p.Charges != 2 {
+		t.Fatalf("after the time limit: %+v, want released by the limit, not solved, the books' 2 charges", p)
+	}
+	if r := env.get("/api/puzzle"); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"solved":false`) || !strings.Contains(string(r.Body), room.TimeLimitReleased) {
+		t.Fatalf("the puzzle's API: %d %s", r.Status, r.Body)
+	}
+	board := env.get("/poll/live", PresenterHeader, token)
+	if !strings.Contains(string(board.Body), "Not solved. "+room.TimeLimitReleased+": the books hold 2 charges") || strings.Contains(string(board.Body), "Solved in") {
+		t.Fatalf("the board's panel: %d %.3000s", board.Status, board.Body)
+	}
+	if exp := env.get("/api/timeline.json", PresenterHeader, token); !strings.Contains(string(exp.Body), "not solved: "+room.TimeLimitReleased) || strings.Contains(string(exp.Body), "solved in") {
 		t.Fatalf("the export: %.3000s", exp.Body)
 	}
 }

@@ -206,3 +206,24 @@ func (ps puzzleSteps) releasedByStepOff(ctx context.Context) error {
 	}
 	return err
 }
+
+// releasedByLimit ends the unsolved puzzle under way as released by the
+// time limit (room.TimeLimitReleased) when the held request r the limit
+// lets go is one of its order's (step.Config.LimitReached), before r goes
+// on: nobody scheduled what r charges then. The room's own state decides,
+// as for a step's count. A room that cannot be written leaves the puzzle
+// as it was; the request goes on all the same, as the limit promises.
+func releasedByLimit(rm *room.Room[room.State], logf func(format string, args ...any)) func(ctx context.Context, r step.HeldRequest) {
+	return func(ctx context.Context, r step.HeldRequest) {
+		_, _, err := rm.Change(ctx, func(s *room.State) error {
+			p, ok := s.CurrentPuzzle()
+			if !ok || p.Scope != r.Scope || p.OrderID != r.OrderID || !s.ReleasePuzzle(room.TimeLimitReleased) {
+				return errNoCount
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errNoCount) {
+			logf("puzzle: the time limit let %s go, but the puzzle could not be ended: %v", r.Request, err)
+		}
+	}
+}

@@ -55,9 +55,9 @@ type Puzzle struct {
 	Solved      bool `json:"solved,omitempty"`
 	SolvedSteps int  `json:"solved_steps,omitempty"`
 	// Released says why the held requests went on without the class
-	// (step mode turned off): the puzzle is over, unsolved and with no
-	// score, whatever the books then hold, since nobody scheduled the
-	// charges they show.
+	// (step mode turned off, or the time limit let one go): the puzzle
+	// is over, unsolved and with no score, whatever the books then hold,
+	// since nobody scheduled the charges they show.
 	Released string `json:"released,omitempty"`
 	// Bar is the student the presenter gave the step bar to, nil while
 	// only the presenter steps.
@@ -207,12 +207,17 @@ func (s *State) BooksCount(id uint64, charges int) bool {
 // under it: its held requests go on by themselves.
 const StepModeOffReleased = "Step mode was turned off: the requests ran on their own"
 
+// TimeLimitReleased is why a puzzle ends when one of its held requests
+// waits out step mode's time limit: it goes on by itself, and what it
+// charges is nobody's step.
+const TimeLimitReleased = "The time limit let a held request go: it ran on its own"
+
 // ReleasePuzzle ends the unsolved puzzle under way, if any, because its
-// held requests go on without the class, for the reason why (e.g.
-// StepModeOffReleased): it is not solved and scores nothing, whatever
-// the books hold after; the step bar goes back to the presenter. It is
-// recorded before the requests go on, so that their charges find it.
-// It reports whether the puzzle changed.
+// held requests go on without the class, for the reason why
+// (StepModeOffReleased, TimeLimitReleased): it is not solved and scores
+// nothing, whatever the books hold after; the step bar goes back to the
+// presenter. It is recorded before the requests go on, so that their
+// charges find it. It reports whether the puzzle changed.
 func (s *State) ReleasePuzzle(why string) bool {
 	p, err := s.puzzleAt(0)
 	if err != nil || p.Solved || p.Released != "" {

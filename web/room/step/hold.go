@@ -92,6 +92,7 @@ wait:
 		case <-limit:
 			reason = "held for " + st.limit.String() + ": the time limit let it go"
 			ps.free.Store(true)
+			st.limitReached(h)
 		}
 		break wait
 	}
@@ -103,6 +104,18 @@ wait:
 	st.drop(h)
 	st.mu.Unlock()
 	p.Publish(KindResumed, reason)
+}
+
+// limitReached tells Config.LimitReached of h, which the time limit lets
+// go, before it goes on.
+func (st *Stepper) limitReached(h *heldRequest) {
+	if st.cfg.LimitReached == nil {
+		return
+	}
+	st.mu.Lock()
+	row := st.rowLocked(h)
+	st.mu.Unlock()
+	st.cfg.LimitReached(st.ctx, row)
 }
 
 // stopUnstepped ends, at shutdown, a request that step mode would have

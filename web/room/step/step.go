@@ -175,6 +175,11 @@ type Config struct {
 	// told whether this server let any go: one that counted it and let
 	// none go takes it back, unless another server let one go.
 	CountPlay func(ctx context.Context, play string, held []HeldRequest) (settle func(letGo bool))
+	// LimitReached, when set, is told of the held request r the time
+	// limit lets go, on the server that holds it, just before r goes on:
+	// nobody stepped it, so the puzzle of its order is not the class's to
+	// solve any more, and must know so before r's charge is counted.
+	LimitReached func(ctx context.Context, r HeldRequest)
 }
 
 // Only bounds a step to the held requests of one order: the student who
