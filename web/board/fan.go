@@ -55,6 +55,9 @@ type fanWriter struct {
 	classInterval func() time.Duration
 	// lastClass is when the phones were last brought up to date.
 	lastClass time.Time
+	// clock tells the time of the class's rounds; time.Now when nil.
+	// Tests set it to place wakes in time without waiting.
+	clock func() time.Time
 	// behind says a phone lacks a wake: a class round is due.
 	behind bool
 	// round is what the writer works out once per round (roundFor).
@@ -135,7 +138,7 @@ func (f *fanWriter) attach(pg *fanPage, w *wake) bool {
 	if f.at == nil {
 		// The writer starts with its pages up to date: the class's round
 		// is one interval away.
-		f.at, f.lastClass, f.behind = w, time.Now(), false
+		f.at, f.lastClass, f.behind = w, f.now(), false
 		f.pages = append(f.pages, pg)
 		go f.run(w)
 		return true
@@ -221,19 +224,37 @@ func (f *fanWriter) run(w *wake) {
 		f.writeLocked(w, true)
 		f.endRoundLocked()
 		if f.behind && !armed {
-			classDue.Reset(max(0, f.classInterval()-time.Since(f.lastClass)))
+			classDue.Reset(max(0, f.classInterval()+f.interval()/2-f.now().Sub(f.lastClass)))
 			armed = true
 		}
 		f.mu.Unlock()
 	}
 }
 
+// now is the time on f's clock.
+func (f *fanWriter) now() time.Time {
+	if f.clock == nil {
+		return time.Now()
+	}
+	return f.clock()
+}
+
 // roundFor starts a round of writes of w, the newest wake: a class round
-// when class says so, when the class's interval has gone by since the
-// last, or when phones are not kept apart from boards (few pages).
+// when class says so, when phones are not kept apart from boards (few
+// pages), or at the wake nearest the class's interval after the last
+// round: from half a fan-out interval before it. Under a steady stream of
+// payments the wakes come a fan-out interval apart, and a round is made
+// at every few of them (at 500 pages, every third: 300 ms), each with
+// the payments up to its wake, so that the class's payments reach a
+// phone within the class's interval of the wake that carried them to the
+// board. The timer (run) makes the round when no wake comes by half an
+// interval after it; it used to make it at the interval itself, when
+// the next wake came just after, with the payments of the interval's
+// last fan-out, which then waited for the round after.
 func (f *fanWriter) roundFor(w *wake, class bool) {
 	r := &f.round
-	*r = fanRound{w: w, class: class || w.beat || f.classInterval() <= f.interval() || time.Since(f.lastClass) >= f.classInterval()}
+	every, fanout := f.classInterval(), f.interval()
+	*r = fanRound{w: w, class: class || w.beat || every <= fanout || f.now().Sub(f.lastClass) >= every-fanout/2}
 	if r.class {
 		return
 	}
@@ -253,7 +274,7 @@ func (f *fanWriter) roundFor(w *wake, class bool) {
 // or is back with its stream.
 func (f *fanWriter) endRoundLocked() {
 	if f.round.class {
-		f.lastClass, f.behind = time.Now(), false
+		f.lastClass, f.behind = f.now(), false
 	}
 	f.round.catchUp = nil
 }

@@ -361,3 +361,42 @@ func TestAPhoneGetsTheClassRoundWithoutAWake(t *testing.T) {
 		}
 	}
 }
+
+// TestTheClassRoundIsTheWakeNearestItsInterval: with wakes a fan-out
+// interval (100 ms) apart and a class round due every 300 ms, the round
+// is made at the third wake after the last, whichever side of 300 ms it
+// falls on, and not at the wakes before it. A round made only once the
+// interval had passed skipped a wake that came a few milliseconds early
+// and made the round by its timer with that wake's payments a round late
+// for the phones.
+func TestTheClassRoundIsTheWakeNearestItsInterval(t *testing.T) {
+	start := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	now := start
+	f := &fanWriter{
+		interval:      func() time.Duration { return 100 * time.Millisecond },
+		classInterval: func() time.Duration { return 300 * time.Millisecond },
+		clock:         func() time.Time { return now },
+		lastClass:     start,
+	}
+	// The wakes' times after the last round, and whether each is a round:
+	// wakes drift a little either way from their interval.
+	for i, step := range []struct {
+		at    time.Duration
+		class bool
+	}{
+		{99 * time.Millisecond, false},
+		{201 * time.Millisecond, false},
+		{297 * time.Millisecond, true}, // three wakes, 3 ms early: the round
+		{398 * time.Millisecond, false},
+		{497 * time.Millisecond, false},
+		{604 * time.Millisecond, true}, // 307 ms after the last round
+		{703 * time.Millisecond, false},
+	} {
+		now = start.Add(step.at)
+		f.roundFor(&wake{id: uint64(i + 1), frames: []frame{{owner: "token:bob"}}}, false)
+		if f.round.class != step.class {
+			t.Fatalf("the wake at %v: class round %v, want %v", step.at, f.round.class, step.class)
+		}
+		f.endRoundLocked()
+	}
+}

@@ -31,9 +31,11 @@ func (p *Board) fanoutInterval() time.Duration {
 // A phone (a page that is not a board: fanPage.phone) gets its own
 // caller's payment steps and every change of the room at each wake, as a
 // board does, and the rest of the class's payments in rounds classPerViewer
-// per open page apart, at least the fan-out interval and at most classMax:
-// up to 200 pages that is the fan-out interval and a phone is written as
-// a board is; with 500 pages open, every 250 ms. Each write costs the
+// per open page apart, at least the fan-out interval and at most classMax,
+// made at the wake nearest that (fanWriter.roundFor): up to classFrom
+// pages a phone is written as a board is; from about 250 pages every
+// second wake (200 ms), with 500 pages open every third (300 ms). Each
+// write costs the
 // server about as much whatever it carries (a system call and, on one
 // machine, the reader's side of loopback), and with hundreds of phones
 // those writes were most of what the pages cost: the class's payments
@@ -41,13 +43,21 @@ func (p *Board) fanoutInterval() time.Duration {
 // order), while the projector and the payer's own phone see a payment
 // within the fan-out interval.
 const (
-	classPerViewer = 500 * time.Microsecond
-	classMax       = 250 * time.Millisecond
+	classPerViewer = 600 * time.Microsecond
+	classMax       = 300 * time.Millisecond
 )
+
+// classFrom is the most pages at which a phone is still written every
+// wake, as a board is.
+const classFrom = 200
 
 // classInterval is how far apart the class's rounds to the phones are.
 func (p *Board) classInterval() time.Duration {
-	return min(classMax, max(p.fanoutInterval(), time.Duration(p.viewers.Load())*classPerViewer))
+	n := p.viewers.Load()
+	if n <= classFrom {
+		return p.fanoutInterval()
+	}
+	return min(classMax, max(p.fanoutInterval(), time.Duration(n)*classPerViewer))
 }
 
 // pulseLocked wakes the viewers now, or schedules it for the end of the
