@@ -1,57 +1,62 @@
-"""The workshop's reference endpoint, POST /v1/payments safe to retry, in Python's standard library.
-GATEWAY is the gateway address the workshop page shows; ADDR where to listen (default :8000)."""
-import hashlib, json, os, urllib.request
+"""The workshop's reference endpoint: POST /v1/payments, safe to retry (Python 3's library).
+GATEWAY is the gateway address the workshop page shows; ADDR where to listen (:8000)."""
+import hashlib
+import json
+import os
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-keys = {}  # by caller and key: {"payment": (order, amount), "answer": None while its first request is at work}
-gateway = urllib.request.OpenerDirector()  # gives every answer as it is: a 4xx raises nothing, no redirect is followed
+keys = {}  # by caller and key: [payment, its answer (None while its first request runs)]
+gateway = urllib.request.OpenerDirector()  # gives every answer as it is: a 4xx raises nothing
 gateway.add_handler(urllib.request.HTTPHandler())
 
 
 class Payments(BaseHTTPRequestHandler):
-    def do_POST(self):  # decides the answer; reply writes it
+    def pay(self):  # the answer's status and body
+        key = self.headers.get("Idempotency-Key", "")
         try:
-            key, p = self.headers["Idempotency-Key"], json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            order, amount = p["order_id"], p["amount_satang"]
-            if not (0 < len(key) <= 255 and type(order) is str and order and type(amount) is int and amount > 0):
-                raise ValueError
-        except Exception:  # no key, no JSON, not a payment: nothing is saved
-            return self.reply(400, "send an Idempotency-Key and {order_id, amount_satang}")
-        scoped, mine = self.headers.get("Authorization", "") + "\n" + key, {"payment": (order, amount), "answer": None}
-        seen = keys.setdefault(scoped, mine)  # looked up and claimed in one step: dict.setdefault is atomic
-        if seen is not mine and seen["payment"] != mine["payment"]:
-            return self.reply(422, "this key was used for another payment")
-        if seen is not mine and seen["answer"] is None:
-            return self.reply(409, "this key's first request is still running", ("Retry-After", "1"))
-        if seen is not mine:
-            return self.reply(201, seen["answer"], ("Idempotent-Replayed", "true"))
-        # The gateway's key is made from the caller's: asking again finds the charge made, not a new one.
-        req = urllib.request.Request(os.environ["GATEWAY"] + "/charges", json.dumps({"order_id": order, "amount": amount}).encode(),
-                                     {"Idempotency-Key": hashlib.sha256(scoped.encode()).hexdigest()})
+            p = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            payment = {"order_id": p["order_id"], "amount": p["amount_satang"]}
+        except Exception:  # not a payment: nothing is saved
+            return 400, {"error": "send {order_id, amount_satang} as JSON"}
+        if not 0 < len(key) <= 255:
+            return 400, {"error": "send an Idempotency-Key of 1 to 255 characters"}
+        scoped, mine = self.headers.get("Authorization", "") + "\n" + key, [payment, None]
+        seen = keys.setdefault(scoped, mine)  # looked up and claimed in one atomic step
+        if seen is not mine and seen[0] != payment:
+            return 422, {"error": "this key was used for another payment"}
+        if seen is not mine:  # the saved answer, or 409 while the first request runs
+            return (201, seen[1]) if seen[1] else (409, {"error": "this key's payment is running"})
+        # The gateway's key is made from the caller's: asking again never charges twice.
+        gateway_key = hashlib.sha256(scoped.encode()).hexdigest()
+        req = urllib.request.Request(os.environ["GATEWAY"] + "/charges",
+                                     json.dumps(payment).encode(), {"Idempotency-Key": gateway_key})
         for _ in range(2):  # no answer, or a 5xx: ask once more
             status, charge = 0, None
             try:
                 with gateway.open(req, timeout=10) as res:
                     status = res.status
                     charge = json.loads(res.read())["id"]
-            except Exception:  # no answer, or no charge in it: its status counts all the same
+            except Exception:  # no answer, or no charge in it
                 pass
             if 0 < status < 500:
                 break
-        if 200 <= status < 300 and type(charge) is str and charge:  # charged: the answer is kept for every replay
-            mine["answer"] = json.dumps({"charge_id": charge, "status": "paid", "order_id": order, "amount_satang": amount})
-            return self.reply(201, mine["answer"])
-        del keys[scoped]  # released: a retry asks the gateway again with the same key, which finds any charge already made
-        if 400 <= status < 500:  # refused (a declined card): asking again changes nothing
-            return self.reply(status, "the gateway refused the charge")
-        self.reply(502, "the gateway did not confirm the charge: retry with the same key", ("Retry-After", "1"))
+        if status // 100 == 2 and charge:  # charged: the answer is kept for every replay
+            mine[1] = {"charge_id": charge, "status": "paid"}
+            return 201, mine[1]
+        del keys[scoped]  # nothing charged, or not known: the key is free again
+        if status // 100 == 4:  # refused (a declined card): sending it again changes nothing
+            return status, {"error": "the gateway refused the charge"}
+        return 502, {"error": "the gateway did not answer: retry with the same key"}
 
-    def reply(self, status, body, *headers):  # a refusal (a status of 400 or more) is a title, sent as problem+json
+    def do_POST(self):
+        status, body = self.pay()
         self.send_response(status)
-        for name, value in [("Content-Type", "application/problem+json" if status >= 400 else "application/json"), *headers]:
-            self.send_header(name, value)
+        self.send_header("Content-Type", "application/json")
+        if status in (409, 502):  # worth sending again, with the same key
+            self.send_header("Retry-After", "1")
         self.end_headers()
-        self.wfile.write((json.dumps({"title": body, "status": status}) if status >= 400 else body).encode())
+        self.wfile.write(json.dumps(body).encode())
 
 
 host, _, port = os.environ.get("ADDR", ":8000").rpartition(":")
