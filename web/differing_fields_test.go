@@ -31,6 +31,7 @@ func differingFields(t *testing.T, r response) []string {
 // answers, the key's row on disk, a row whose request still runs, or the
 // charge a pruned key left behind.
 func TestKeyReusedNamesTheFieldsThatDiffer(t *testing.T) {
+	t.Parallel()
 	first := `{"order_id": "A-1001", "amount_satang": 129900}`
 	cases := []struct {
 		name, body string

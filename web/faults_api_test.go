@@ -27,6 +27,7 @@ func getFaults(t *testing.T, env *fiEnv) pay.Faults {
 }
 
 func TestFaultAPI(t *testing.T) {
+	t.Parallel()
 	t.Run("GET shows every switch, off, under server, gateway and random", func(t *testing.T) {
 		env := newFIEnv(t, Config{})
 		r := env.must(http.MethodGet, "/api/faults", "")
@@ -161,6 +162,7 @@ func TestFaultAPI(t *testing.T) {
 }
 
 func TestRandomMode(t *testing.T) {
+	t.Parallel()
 	// outcomes pays n fresh keys and lists their statuses.
 	outcomes := func(env *fiEnv, prefix string, n int) []int {
 		var got []int

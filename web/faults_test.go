@@ -46,6 +46,7 @@ type switchCase struct {
 }
 
 func TestEachSwitch(t *testing.T) {
+	t.Parallel()
 	cases := []switchCase{
 		{name: "with every switch off, the first request is charged and a retry replays the 201",
 			faults: `{}`, first: 201, left: "done", gatewayCharge: true,

@@ -120,6 +120,7 @@ func statusList(rs []response) string {
 // server runs both and charges twice; with the real protocol the second
 // click waits its turn (409) and one charge is made.
 func TestLabMistakeNoKey(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		mode room.LabMode
@@ -172,6 +173,7 @@ func TestLabMistakeNoKey(t *testing.T) {
 // the losers get an error from the primary key and one charge is made. The
 // real protocol makes one charge too.
 func TestLabMistakeCheckThenInsert(t *testing.T) {
+	t.Parallel()
 	const n = 10
 	body := `{"order_id":"A-3003","amount_satang":129900}`
 

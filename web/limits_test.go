@@ -72,6 +72,7 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 // after reading its body keeps its context and answers, and a request
 // without a body (an event stream) never has a read deadline at all.
 func TestBodyDeadlineEndsWithTheBody(t *testing.T) {
+	t.Parallel()
 	const timeout = 100 * time.Millisecond
 	handler := bodyDeadline(timeout, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.ReadAll(r.Body); err != nil {

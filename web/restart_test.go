@@ -359,6 +359,7 @@ func TestSweepCountSurvivesARestartOnBothStores(t *testing.T) {
 // and finds the board and the checkout showing the same two ticks, by the
 // same row; the chapter started again shows none.
 func TestWatchTicksSurviveARestartOnSQLite(t *testing.T) {
+	t.Parallel()
 	r := newRestartable(t, Config{})
 	if code := r.call(http.MethodPut, "/api/lessons/current", `{"slug":"no-key"}`, nil); code != http.StatusOK {
 		t.Fatalf("starting a chapter: %d", code)

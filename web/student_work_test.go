@@ -171,6 +171,7 @@ func TestThePresentersPaymentIsAtWorkOnlyWhileNotPaused(t *testing.T) {
 // holds every admitted run before it starts, so the runs at work can be
 // seen from outside while they are.
 func TestOneSimulationAtWorkPerAddress(t *testing.T) {
+	t.Parallel()
 	const token = "front-of-the-room"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	work := env.Server.admission.work
