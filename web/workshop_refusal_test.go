@@ -170,17 +170,19 @@ func TestWorkshopReferenceServersAnswerOddAnswersAsOne(t *testing.T) {
 		return asked[order]
 	}
 	want := []struct {
-		order   string
-		refusal bool // a 4xx with no Retry-After, else a 5xx with it
-		asks    int  // the gateway asked, per try
+		order          string
+		refusal        bool // a 4xx with no Retry-After, else a 5xx with it
+		asks, asksUpTo int  // the gateway asked, per try
 	}{
-		{"text-402", true, 1},
-		{"list-400", true, 1},
-		{"number-422", true, 1},
-		{"text-200", false, 1},
-		{"html-503", false, 2},
-		{"id-402", true, 1},
-		{"id-503", false, 2},
+		{"text-402", true, 1, 1},
+		{"list-400", true, 1, 1},
+		{"number-422", true, 1, 1},
+		// A success with no charge in it: asking again with the same key
+		// is as safe as not.
+		{"text-200", false, 1, 2},
+		{"html-503", false, 2, 2},
+		{"id-402", true, 1, 1},
+		{"id-503", false, 2, 2},
 	}
 
 	servers := referenceServers(gateway.URL)
@@ -203,8 +205,8 @@ func TestWorkshopReferenceServersAnswerOddAnswersAsOne(t *testing.T) {
 						t.Errorf("%s, try %d: Retry-After given: %v, want %v", c.order, try, res.retryAfter, !c.refusal)
 					}
 				}
-				if n := askedFor(c.order) - before; n != 2*c.asks {
-					t.Errorf("%s: the gateway was asked %d times in two tries, want %d: a key left claimed asks it no more", c.order, n, 2*c.asks)
+				if n := askedFor(c.order) - before; n < 2*c.asks || n > 2*c.asksUpTo {
+					t.Errorf("%s: the gateway was asked %d times in two tries, want %d to %d: a key left claimed asks it no more", c.order, n, 2*c.asks, 2*c.asksUpTo)
 				}
 			}
 			// Bodies that are no payment: a 4xx each, and nothing saved: the

@@ -3,12 +3,11 @@ GATEWAY is the gateway address the workshop page shows; ADDR where to listen (:8
 import hashlib
 import json
 import os
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.error import HTTPError
+from urllib.request import Request, urlopen
 
 keys = {}  # by caller and key: [payment, its answer (None while its first request runs)]
-gateway = urllib.request.OpenerDirector()  # gives every answer as it is: a 4xx raises nothing
-gateway.add_handler(urllib.request.HTTPHandler())
 
 
 class Payments(BaseHTTPRequestHandler):
@@ -28,25 +27,20 @@ class Payments(BaseHTTPRequestHandler):
         if seen is not mine:  # the saved answer, or 409 while the first request runs
             return (201, seen[1]) if seen[1] else (409, {"error": "this key's payment is running"})
         # The gateway's key is made from the caller's: asking again never charges twice.
-        gateway_key = hashlib.sha256(scoped.encode()).hexdigest()
-        req = urllib.request.Request(os.environ["GATEWAY"] + "/charges",
-                                     json.dumps(payment).encode(), {"Idempotency-Key": gateway_key})
-        for _ in range(2):  # no answer, or a 5xx: ask once more
-            status, charge = 0, None
+        req = Request(os.environ["GATEWAY"] + "/charges", json.dumps(payment).encode())
+        req.add_header("Idempotency-Key", hashlib.sha256(scoped.encode()).hexdigest())
+        for _ in range(2):  # asked once more unless it charged or refused
             try:
-                with gateway.open(req, timeout=10) as res:
-                    status = res.status
-                    charge = json.loads(res.read())["id"]
+                with urlopen(req, timeout=10) as res:  # a 4xx or a 5xx raises HTTPError
+                    mine[1] = {"charge_id": json.loads(res.read())["id"], "status": "paid"}
+                return 201, mine[1]  # charged: the answer is kept for every replay
+            except HTTPError as answer:
+                if answer.code // 100 == 4:  # refused (a declined card): asking again is no use
+                    del keys[scoped]  # released, as nothing was charged
+                    return answer.code, {"error": "the gateway refused the charge"}
             except Exception:  # no answer, or no charge in it
                 pass
-            if 0 < status < 500:
-                break
-        if status // 100 == 2 and charge:  # charged: the answer is kept for every replay
-            mine[1] = {"charge_id": charge, "status": "paid"}
-            return 201, mine[1]
-        del keys[scoped]  # nothing charged, or not known: the key is free again
-        if status // 100 == 4:  # refused (a declined card): sending it again changes nothing
-            return status, {"error": "the gateway refused the charge"}
+        del keys[scoped]  # not confirmed: the key is free again, and the same key finds any charge
         return 502, {"error": "the gateway did not answer: retry with the same key"}
 
     def do_POST(self):
