@@ -1,7 +1,6 @@
 package board
 
 import (
-	"bytes"
 	"context"
 	"sync"
 	"time"
@@ -105,9 +104,7 @@ type redrawing struct {
 
 func (r *redrawing) bytes() []byte {
 	r.once.Do(func() {
-		var buf bytes.Buffer
-		writeFrame(&buf, r.epoch, r.seq, r.place, renderFrame(r.ops...))
-		r.b, r.ops = buf.Bytes(), nil
+		r.b, r.ops = sseFrame(r.epoch, r.seq, r.place, r.ops), nil
 	})
 	return r.b
 }

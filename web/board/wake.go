@@ -1,7 +1,6 @@
 package board
 
 import (
-	"bytes"
 	"sync"
 	"time"
 
@@ -171,10 +170,8 @@ func (w *wake) bytes() []byte {
 			for _, f := range w.frames {
 				ops = append(ops, f.render.ops...)
 			}
-			var buf bytes.Buffer
 			last := w.frames[len(w.frames)-1]
-			writeFrame(&buf, last.render.epoch, last.seq, last.place, renderFrame(lastRedraws(ops)...))
-			w.b = buf.Bytes()
+			w.b = sseFrame(last.render.epoch, last.seq, last.place, lastRedraws(ops))
 		}
 	})
 	return w.b
