@@ -132,3 +132,48 @@ func TestBrowserBoardShowsTheWorkshopOnceOpened(t *testing.T) {
 	liveWait(t, board, "the workshop, and Zoe's row, back on the board", waitUntilBound,
 		`!!document.querySelector('#workshop-scores tr[data-student="Zoe"]')`)
 }
+
+// TestBrowserWorkshopPhoneFollowsOpenAndClose: a student's phone page
+// opened while the workshop is closed says so, and stops saying it once
+// the presenter opens the workshop from elsewhere; the student registers
+// and sees their own result; when the presenter closes the workshop the
+// phone stops drawing that result and says, in words, that the workshop
+// is closed, as the board's scoreboard leaves the board; opened again,
+// the result comes back. No reload: the page fetches both parts itself.
+func TestBrowserWorkshopPhoneFollowsOpenAndClose(t *testing.T) {
+	browserFullOnly(t)
+	browserSideBySide(t)
+	const token = "teach-ws-phone-close"
+	env := newTestEnv(t, Config{WorkshopAllow: workshopStudentNets, PresenterToken: token})
+	settings := func(on *bool) {
+		t.Helper()
+		if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: on}, PresenterHeader, token); r.Status != http.StatusOK {
+			t.Fatalf("the workshop open %v: %d %s", *on, r.Status, r.Body)
+		}
+	}
+	const closedLine = `(() => { const s = document.getElementById("workshop-state");
+		return !!s && !s.hidden && s.dataset.on === "false" && s.textContent.includes("The workshop is closed") })()`
+	const openLine = `(() => { const s = document.getElementById("workshop-state");
+		return !!s && s.hidden && s.dataset.on === "true" && s.textContent.trim() === "" })()`
+	phone := liveBrowser(t, 390, 844)
+	liveDo(t, phone, "opening the workshop page", chromedp.Navigate(env.URL+"/workshop"))
+	liveWait(t, phone, "the page saying the workshop is closed", waitUntilBound, closedLine)
+
+	settings(&workshopOpen)
+	liveWait(t, phone, "the closed line gone once the workshop opened", waitUntilBound, openLine)
+	liveDo(t, phone, "registering", liveType("#ws-name", "Ida"), liveType("#ws-url", "http://"+freeAddr(t, "127.0.0.2")), liveClick("#ws-register"))
+	liveWaitAcross(t, phone, "the student's own result", waitUntilBound,
+		`(() => { const m = document.getElementById("workshop-mine"); return !!m && m.dataset.state !== "closed" && !!m.querySelector(".workshop-facts") })()`)
+
+	settings(&workshopClosed)
+	liveWait(t, phone, "the result replaced by the closed workshop's sentence", waitUntilBound,
+		`(() => { const m = document.getElementById("workshop-mine");
+			return !!m && m.dataset.state === "closed" && !m.querySelector(".workshop-facts") && m.textContent.includes("The presenter closed the workshop") })()`)
+	liveWait(t, phone, "the page saying the workshop is closed again", waitUntilBound, closedLine)
+
+	settings(&workshopOpen)
+	liveWait(t, phone, "the result back once the workshop opened again", waitUntilBound,
+		`(() => { const m = document.getElementById("workshop-mine"); return !!m && m.dataset.state !== "closed" && !!m.querySelector(".workshop-facts") })()`)
+	liveWait(t, phone, "the closed line gone again", waitUntilBound, openLine)
+	liveNoCSPViolations(t, phone)
+}

@@ -21,6 +21,7 @@ func (h workshopHandlers) pageRoutes(e *echo.Echo, presenterOnly echo.Middleware
 	e.POST("/workshop", h.handleRegisterForm)
 	e.POST("/workshop/run", h.handleRunForm)
 	e.GET("/workshop/-/mine", h.handleMine)
+	e.GET("/workshop/-/state", h.handleOpenState)
 	e.GET("/workshop/-/scores", h.handleScores)
 	e.POST("/workshop/-/settings", h.handleSettingsForm, presenterOnly)
 	e.POST("/workshop/-/run-all", h.handleRunAllForm, presenterOnly)
@@ -79,13 +80,30 @@ func (h workshopHandlers) handleRunForm(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/workshop")
 }
 
+// handleMine is a student's own result, which their page fetches every
+// two seconds; while the workshop is closed, the place it comes back to
+// (the books are not counted for it).
 func (h workshopHandlers) handleMine(c echo.Context) error {
+	if _, ok := h.ws.Mine(h.who(c.Request())); !ok {
+		return pay.Errorf(pay.ENOTFOUND, "You have not registered an endpoint yet.")
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	if !h.ws.On() {
+		return render(c, http.StatusOK, views.WorkshopMineClosed())
+	}
 	h.countBooks(c.Request().Context())
 	m, ok := h.ws.Mine(h.who(c.Request()))
 	if !ok {
 		return pay.Errorf(pay.ENOTFOUND, "You have not registered an endpoint yet.")
 	}
 	return render(c, http.StatusOK, views.WorkshopMineRow(rowView(m.Row)))
+}
+
+// handleOpenState is the line of a student's page that says whether the
+// workshop is open, which the page fetches every two seconds.
+func (h workshopHandlers) handleOpenState(c echo.Context) error {
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return render(c, http.StatusOK, views.WorkshopOpenState(h.ws.On()))
 }
 
 // boardView is the board's workshop: address is where students open

@@ -688,3 +688,37 @@ func TestBoardWorkshopPartFollowsTheWorkshop(t *testing.T) {
 		t.Fatalf("part=rows: %d %.200s, want 400", r.Status, r.Body)
 	}
 }
+
+// TestWorkshopPhonePartsFollowTheClose: the two parts a student's page
+// fetches every two seconds follow the workshop: while it is open, the
+// student's own result and an empty, hidden state line; once it closed,
+// the closed place instead of the result and a line that says the
+// workshop is closed; a student who never registered still gets a 404.
+func TestWorkshopPhonePartsFollowTheClose(t *testing.T) {
+	env := newWorkshopEnv(t)
+	const tok = "ida-phone-parts"
+	registerStudent(t, env, tok, "Ida", "http://"+freeAddr(t, "127.0.0.2"))
+	part := func(path string) (int, string) {
+		t.Helper()
+		r := env.send(http.MethodGet, path, nil, "Authorization", "Bearer "+tok)
+		return r.Status, string(r.Body)
+	}
+	if code, body := part("/workshop/-/mine"); code != http.StatusOK || !strings.Contains(body, "workshop-facts") || strings.Contains(body, `data-state="closed"`) {
+		t.Fatalf("open workshop, the student's result: %d %.300s", code, body)
+	}
+	if code, body := part("/workshop/-/state"); code != http.StatusOK || !strings.Contains(body, `data-on="true"`) || strings.Contains(body, "closed") {
+		t.Fatalf("open workshop, the state line: %d %.300s", code, body)
+	}
+	if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: &workshopClosed}); r.Status != http.StatusOK {
+		t.Fatalf("closing the workshop: %d %s", r.Status, r.Body)
+	}
+	if code, body := part("/workshop/-/mine"); code != http.StatusOK || strings.Contains(body, "workshop-facts") || !strings.Contains(body, `data-state="closed"`) || !strings.Contains(body, "The presenter closed the workshop") {
+		t.Fatalf("closed workshop, the student's result: %d %.300s", code, body)
+	}
+	if code, body := part("/workshop/-/state"); code != http.StatusOK || !strings.Contains(body, `data-on="false"`) || !strings.Contains(body, "The workshop is closed") {
+		t.Fatalf("closed workshop, the state line: %d %.300s", code, body)
+	}
+	if r := env.get("/workshop/-/mine"); r.Status != http.StatusNotFound {
+		t.Fatalf("a student who never registered: %d %.200s, want 404", r.Status, r.Body)
+	}
+}
