@@ -100,6 +100,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Wait == nil {
 		cfg.Wait = sleep
 	}
+	if cfg.RetryWait == nil {
+		cfg.RetryWait = sleep
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	r := &run{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), t0: time.Now(), cancel: cancel}

@@ -60,6 +60,11 @@ type Config struct {
 	ReplayAfter time.Duration
 	// Wait waits d; nil sleeps. Tests make it move a server's clock.
 	Wait func(ctx context.Context, d time.Duration) error
+	// RetryWait waits d (a Retry-After, or a back-off) before a retry of
+	// a key whose first request may still be running; nil sleeps. A test
+	// whose server is in its own process makes it wait for that server to
+	// have no request at work instead, which is what the wait is for.
+	RetryWait func(ctx context.Context, d time.Duration) error
 	// Only, when set, runs only these cases.
 	Only []int
 

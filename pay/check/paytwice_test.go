@@ -23,7 +23,8 @@ import (
 
 // paytwice is a real paytwice server on 127.0.0.1 over a SQLite file.
 type paytwice struct {
-	URL string
+	URL  string
+	work *atWork
 }
 
 func startPaytwice(t *testing.T) *paytwice {
@@ -34,9 +35,10 @@ func startPaytwice(t *testing.T) *paytwice {
 		t.Fatal(err)
 	}
 	srv := web.NewServer(web.Config{Logger: log.New(io.Discard, "", 0), Ledger: db}, db, clock)
-	hs := httptest.NewServer(srv.Handler())
+	work := &atWork{}
+	hs := httptest.NewServer(work.counting(srv.Handler()))
 	t.Cleanup(func() { hs.Close(); srv.Close(); db.Close() })
-	return &paytwice{URL: hs.URL}
+	return &paytwice{URL: hs.URL, work: work}
 }
 
 // call sends one request to the server's own API and wants a 200.
@@ -67,6 +69,7 @@ func (p *paytwice) config() check.Config {
 		OtherAuth:  "Bearer second-caller",
 		Header:     http.Header{"Authorization": {"Bearer first-caller"}},
 		Seed:       42,
+		RetryWait:  p.work.waitIdle,
 	}
 }
 

@@ -230,7 +230,7 @@ func (r *run) retryUntilAnswered(ctx context.Context, q req) (answer, int) {
 		if time.Now().Add(wait).After(deadline) {
 			return a, i + 1
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := r.cfg.RetryWait(ctx, wait); err != nil {
 			return a, i + 1
 		}
 	}

@@ -697,3 +697,43 @@ func TestOracleFailsMidway(t *testing.T) {
 		t.Fatalf("case 1: %s weak=%v %q", r.Verdict, r.Weak, r.Detail)
 	}
 }
+
+// A retry of a key still at work waits through Config.RetryWait, for the
+// Retry-After the endpoint gave: the tests' servers in this process end
+// that wait when their request at work ends. The endpoint answers the
+// first two requests of case 9's key 409 (whichever of the lost request
+// and the first retry comes first), then charges the second retry.
+func TestRetryWaitIsGivenTheRetryAfter(t *testing.T) {
+	url, hs := startMem(t, memKnobs{})
+	var mu sync.Mutex
+	seen := map[string]int{}
+	inner := hs.Config.Handler
+	hs.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		mu.Lock()
+		seen[key]++
+		n := seen[key]
+		mu.Unlock()
+		if r.Method == http.MethodPost && key != "" && n <= 2 && len(seen) > 1 {
+			w.Header().Set("Retry-After", "3")
+			toyProblem(w, http.StatusConflict, "this key is still at work")
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	var waits []time.Duration
+	rep, err := check.Run(context.Background(), check.Config{URL: url, Seed: 23, Only: []int{9}, Patience: time.Hour,
+		RetryWait: func(ctx context.Context, d time.Duration) error {
+			waits = append(waits, d)
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Results[0]; r.Verdict != check.Pass || !strings.Contains(r.Detail, "after 2 tries") {
+		t.Errorf("case 9: %s %q", r.Verdict, r.Detail)
+	}
+	if len(waits) != 1 || waits[0] != 3*time.Second {
+		t.Errorf("waits %v, want one of 3s, the Retry-After", waits)
+	}
+}
