@@ -153,6 +153,11 @@ func (r demoReset) run(ctx context.Context, who string) error {
 		}
 	}
 	err := r.emptyTables(ctx)
+	// The lab's counts are of the tables just emptied (some of them, if
+	// that failed midway): they are rebuilt at the next question, before
+	// the room changes, since a room that cannot be written returns
+	// before this server's memory is reset below.
+	r.here.lab.tablesChanged()
 	// The room's defaults end the barrier, which lets the other servers go
 	// on: written even when the tables could not be emptied.
 	if _, _, rerr := r.room.Change(ctx, func(st *room.State) error {

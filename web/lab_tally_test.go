@@ -2,10 +2,12 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -463,5 +465,48 @@ func tallyWithWindow(t *testing.T, window int) (*testEnv, *labTally, func(order 
 		if r := env.pay(uuid.NewString(), `{"order_id":"`+order+`","amount_satang":100}`); r.Status != http.StatusCreated {
 			t.Fatalf("paying %s: %d %s", order, r.Status, r.Body)
 		}
+	}
+}
+
+// roomUnwritable is a server's peers whose room cannot be written while
+// failing is set: a reset empties the tables and then fails to change the
+// room.
+type roomUnwritable struct {
+	room.Peers
+	failing *atomic.Bool
+}
+
+func (p roomUnwritable) UpdateRoom(ctx context.Context, change func([]byte) ([]byte, error)) ([]byte, int64, error) {
+	if p.failing.Load() {
+		return nil, 0, errors.New("the room's row is away")
+	}
+	return p.Peers.UpdateRoom(ctx, change)
+}
+
+// TestLabCountsFollowAResetWhoseRoomFails: a reset empties the charge
+// tables, then cannot write the room (its peers fail): the reset is
+// refused, but the tables are empty all the same, and the lab's counts
+// say so at the next question instead of the order charged twice before.
+func TestLabCountsFollowAResetWhoseRoomFails(t *testing.T) {
+	waitsOnRealClocks(t)
+	var failing atomic.Bool
+	env := newTestEnv(t, Config{Peers: roomUnwritable{Peers: room.Memory(), failing: &failing}})
+	for range 2 {
+		if r := env.pay(uuid.NewString(), `{"order_id":"R-1","amount_satang":129900}`); r.Status != http.StatusCreated {
+			t.Fatalf("paying R-1: %d %s", r.Status, r.Body)
+		}
+	}
+	if o := env.outcomes(); o.NewKeyPerRetry.ChargedTwice != 1 {
+		t.Fatalf("before the reset: %+v, want R-1 charged twice", o.NewKeyPerRetry)
+	}
+	failing.Store(true)
+	if r := env.send(http.MethodPost, "/api/reset", nil); r.Status < 500 {
+		t.Fatalf("a reset whose room cannot be written: %d %s, want it refused", r.Status, r.Body)
+	}
+	failing.Store(false)
+	o := env.outcomes()
+	sameCounts(t, "after the failed reset", o, measuredOutcomes(t, env))
+	if o.NewKeyPerRetry.ChargedTwice != 0 || o.NewKeyPerRetry.Charges != 0 {
+		t.Fatalf("after the failed reset emptied the tables the lab still counts %+v", o.NewKeyPerRetry)
 	}
 }
