@@ -185,6 +185,9 @@ type benchResult struct {
 	errors    int
 	firstErr  error
 	serverCPU time.Duration // -1 when not measured
+	// serverWrites is the server's write system calls (to sockets and
+	// files alike) over the run; -1 when not measured.
+	serverWrites int64
 
 	// storms only
 	storms      int
@@ -265,6 +268,7 @@ func (b *bench) run(ctx context.Context, n int, d time.Duration, key func(i int)
 	var next atomic.Int64
 	parts := make([]benchResult, b.clients)
 	cpu0, _ := processCPU(b.pid)
+	writes0 := processWrites(b.pid)
 	start := time.Now()
 	var deadline time.Time
 	if d > 0 {
@@ -309,6 +313,10 @@ func (b *bench) run(ctx context.Context, n int, d time.Duration, key func(i int)
 	res := merge(parts)
 	res.elapsed = time.Since(start)
 	res.serverCPU = b.cpuSince(cpu0)
+	res.serverWrites = -1
+	if w := processWrites(b.pid); w >= 0 && writes0 >= 0 {
+		res.serverWrites = w - writes0
+	}
 	return res, ctx.Err()
 }
 
@@ -332,7 +340,7 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 // with one new key, released together.
 func (b *bench) storms(ctx context.Context, n int) (benchResult, error) {
 	conns := b.warm(ctx, b.clients)
-	total := benchResult{statuses: map[int]int{}, stormClient: b.clients, serverCPU: -1}
+	total := benchResult{statuses: map[int]int{}, stormClient: b.clients, serverCPU: -1, serverWrites: -1}
 	cpu0, _ := processCPU(b.pid)
 	var cpu time.Duration
 	for s := range n {
@@ -396,7 +404,7 @@ func (r *benchResult) add(a answer) {
 }
 
 func merge(parts []benchResult) benchResult {
-	out := benchResult{statuses: map[int]int{}, serverCPU: -1}
+	out := benchResult{statuses: map[int]int{}, serverCPU: -1, serverWrites: -1}
 	for _, p := range parts {
 		out.requests += p.requests
 		out.latencies = append(out.latencies, p.latencies...)
@@ -449,6 +457,31 @@ func processCPU(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
+// processWrites reads how many write system calls a process has made
+// (syscw in /proc/PID/io: write and its kin, to sockets and files), or -1
+// when it cannot. Unlike its CPU time, the count does not move with the
+// machine's load: with live pages open it is mostly the pages' writes,
+// which is what they cost.
+func processWrites(pid int) int64 {
+	if pid == 0 {
+		return -1
+	}
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(raw)) {
+		if v, ok := strings.CutPrefix(line, "syscw:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
+
 func (r benchResult) percentile(p float64) time.Duration {
 	if len(r.latencies) == 0 {
 		return 0
@@ -498,6 +531,10 @@ func (r benchResult) print(w io.Writer) {
 	if r.serverCPU >= 0 && r.requests > 0 {
 		fmt.Fprintf(w, "server CPU  %.2f s, %s per request (user+system, 10 ms ticks)\n",
 			r.serverCPU.Seconds(), ms(r.serverCPU/time.Duration(r.requests)))
+	}
+	if r.serverWrites >= 0 && r.requests > 0 {
+		fmt.Fprintf(w, "server writes %d write calls, %.1f per request (sockets and files, /proc/PID/io)\n",
+			r.serverWrites, float64(r.serverWrites)/float64(r.requests))
 	}
 }
 

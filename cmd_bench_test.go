@@ -33,6 +33,24 @@ func TestBenchCommand(t *testing.T) {
 		}
 	})
 
+	t.Run("the write system calls of a process are counted", func(t *testing.T) {
+		out, _, err := runCmd(t, "bench", "-url", url, "-c", "4", "-n", "60", "-pid", fmt.Sprint(os.Getpid()))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		// The server runs in this process: each of its 60 answers is at
+		// least one write to its connection.
+		var n int
+		var per float64
+		i := strings.Index(out, "server writes ")
+		if i < 0 {
+			t.Fatalf("output lacks the server's writes:\n%s", out)
+		}
+		if _, err := fmt.Sscanf(out[i:], "server writes %d write calls, %f per request", &n, &per); err != nil || n < 60 || per < 1 {
+			t.Fatalf("server writes %d (%v per request, %v), want at least one per answer:\n%s", n, per, err, out)
+		}
+	})
+
 	t.Run("replays are all saved answers", func(t *testing.T) {
 		out, _, err := runCmd(t, "bench", "-url", url, "-mode", "replay", "-keys", "5", "-c", "3", "-n", "40")
 		if err != nil {

@@ -26,6 +26,11 @@
 # counted in a row of its own, not drawn payment by payment, so the two
 # measure different paths of the board.
 #
+# Each run also counts the server's write system calls per payment
+# (/proc/PID/io: to its sockets and its database files alike), with no
+# page and with the pages: unlike the CPU, the count does not move with
+# the machine's load, and with pages open it is mostly their writes.
+#
 # Each round also notes the server's resident memory (VmRSS) with the
 # viewers open, and the run ends with its peak (VmHWM). FULL=1 adds, to
 # each round, 16 clients paying as fast as they can with no page open and
@@ -129,6 +134,7 @@ full() {
 rss() { awk '$1 == "VmRSS:" { printf "%.0f\n", $2 / 1024 }' "/proc/${pid[$1]}/status"; }
 bench() { "$tmp/paytwice" bench -url "${url[$1]}" -pid "${pid[$1]}" -c 8 -rate "$RATE" -d "${SECONDS_EACH}s" "${who[@]}" "${@:2}"; }
 cpu() { awk '$1 == "server" && $2 == "CPU" { print $5 }'; }
+writes() { awk '$1 == "server" && $2 == "writes" { print $6 }'; }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 list() { paste -sd' ' "$1"; }
 
@@ -136,7 +142,7 @@ echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(
 if [ -n "$AGAINST" ]; then echo "against: $AGAINST ($rev)" >&2; fi
 for b in "${builds[@]}"; do
 	bench "$b" -viewers 1 -d 3s >/dev/null # warm-up: page cache, the live model, connections
-	for f in none watched ratios p50 p99 own board full fullcpu-none fullcpu-pages rss; do : >"$tmp/$b.$f"; done
+	for f in none watched ratios p50 p99 own board full fullcpu-none fullcpu-pages rss writes-none writes-pages; do : >"$tmp/$b.$f"; done
 done
 
 # profile saves a CPU profile of build $1 as $PROFILE/$1-$2.pprof, when
@@ -180,6 +186,8 @@ round() {
 	cb=$(echo "$w" | cpu)
 	echo "$ca" >>"$tmp/$b.none"
 	echo "$cb" >>"$tmp/$b.watched"
+	echo "$a" | writes >>"$tmp/$b.writes-none"
+	echo "$w" | writes >>"$tmp/$b.writes-pages"
 	awk -v a="$ca" -v b="$cb" 'BEGIN { printf "%.2f\n", b / a }' >>"$tmp/$b.ratios"
 	echo "$w" | awk '$1 == "201→viewer" { print $3 }' >>"$tmp/$b.p50"
 	echo "$w" | awk '$1 == "201→viewer" { print $6 }' >>"$tmp/$b.p99"
@@ -207,6 +215,7 @@ rows() {
 | ${l}ratio, round by round | **$(median <"$tmp/$b.ratios")×** (rounds: $(list "$tmp/$b.ratios")) |
 | ${l}a payment's 201 to its row shown done at the phones: p50 / p99 (median of rounds) | $(median <"$tmp/$b.p50") / $(median <"$tmp/$b.p99") ms |
 | ${l}p99 at the payer's own phones / at the board (median of rounds) | $(median <"$tmp/$b.own") / $(median <"$tmp/$b.board") ms |
+| ${l}server write calls per payment, no page / with the pages (median of rounds) | $(median <"$tmp/$b.writes-none") / $(median <"$tmp/$b.writes-pages") |
 | ${l}server RSS with the pages open (rounds) / its peak over the run | $(list "$tmp/$b.rss") / $(awk '$1 == "VmHWM:" { printf "%.0f", $2 / 1024 }' "/proc/${pid[$b]}/status") MB |
 EOF
 	if [ -n "$FULL" ]; then
