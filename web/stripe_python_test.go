@@ -32,7 +32,8 @@ type pythonCheckout struct {
 	Error      string `json:"error"`
 	HTTPStatus int    `json:"http_status"`
 	RequestID  string `json:"request_id"`
-	// Waits are the SDK's waits before its retries, in seconds.
+	// Waits are the SDK's waits before its retries, in seconds; nil
+	// when the checkout does not report them.
 	Waits []float64 `json:"waits"`
 }
 
@@ -137,6 +138,15 @@ func checkoutUnderEveryFault(t *testing.T, command func(ctx context.Context, url
 					c.first != "succeeded" && (got.Error != c.first || got.HTTPStatus != c.status),
 					got.Error != "" && got.Error != "network" && got.RequestID == "":
 					t.Errorf("order %s: the SDK reported %+v, want %s (status %d) with a request id", order, got, c.first, c.status)
+				}
+				// A held key's answers ask for Retry-After: the lock
+				// timeout and a sweep, on a clock that stands still. An
+				// SDK that says how it waited (Waits reported) and met the
+				// key held to the end waited that long before its last
+				// retry, as docs/api.md says stripe-python does.
+				if held := e.Server.cfg.LockTimeout + e.Server.cfg.SweepEvery; got.Waits != nil && got.Error == "idempotency_error" &&
+					(len(got.Waits) == 0 || got.Waits[len(got.Waits)-1] < held.Seconds()) {
+					t.Errorf("order %s: the SDK waited %v s before its retries, the last under the held key's Retry-After of %v", order, got.Waits, held)
 				}
 				for steps := 0; ; steps++ {
 					succeeded, processing, err := searchOrder(sdk, order)
