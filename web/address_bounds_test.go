@@ -80,6 +80,7 @@ func rawAnswer(c net.Conn) (*http.Response, string, error) {
 // address and the presenter pay and stream as usual; once it closes them
 // its count is back at zero.
 func TestAnAddressHoldsAtMostItsConnections(t *testing.T) {
+	t.Parallel()
 	const token, bound, tries = "front-of-class", 8, 20
 	env, ln := boundedEnv(t, Config{PresenterToken: token, Limits: Limits{ConnectionsPerAddress: bound, PresenterReserve: 4}})
 	conns := make([]net.Conn, tries)
@@ -145,6 +146,7 @@ func TestAnAddressHoldsAtMostItsConnections(t *testing.T) {
 // streams and the presenter, behind the same address, is still answered;
 // when the requests end the count is back at zero.
 func TestAnAddressHasAtMostItsRequestsInFlight(t *testing.T) {
+	t.Parallel()
 	const token, bound, reserve, tries = "front-of-class", 6, 3, 10
 	env, _ := boundedEnv(t, Config{PresenterToken: token, BodyTimeout: 10 * time.Minute,
 		Limits: Limits{InFlightPerAddress: bound, PresenterReserve: reserve}})
@@ -221,6 +223,7 @@ func TestAnAddressHasAtMostItsRequestsInFlight(t *testing.T) {
 // counted by the address the door forwards, believed only with the door's
 // mark, so a student cannot name itself someone else.
 func TestBehindTheFrontDoorRequestsAreBoundedByTheForwardedAddress(t *testing.T) {
+	t.Parallel()
 	const mark, bound, tries = "door-mark", 2, 5
 	env, ln := boundedEnv(t, Config{BehindFrontDoor: true, FrontDoorMark: mark, BodyTimeout: 10 * time.Minute,
 		Limits: Limits{InFlightPerAddress: bound, ConnectionsPerAddress: bound}})
@@ -273,6 +276,7 @@ func TestBehindTheFrontDoorRequestsAreBoundedByTheForwardedAddress(t *testing.T)
 // by the cookie or the right token in the header, never a wrong token,
 // and never to a client that reached the server without the door's mark.
 func TestTheServerTellsTheFrontDoorWhereThePresenterIs(t *testing.T) {
+	t.Parallel()
 	const mark, token = "door-mark", "the-presenter-token"
 	env, _ := boundedEnv(t, Config{BehindFrontDoor: true, FrontDoorMark: mark, PresenterToken: token})
 	client := fromAddress("127.0.0.1")
@@ -324,6 +328,7 @@ func askOn(t *testing.T, c net.Conn, path string, header ...string) (*http.Respo
 // counted as a guess. Students who open connections and send nothing do
 // not keep the presenter out: the oldest undecided ones make room.
 func TestThePresenterGetsInFromAnAddressWhoseConnectionsAreAllTaken(t *testing.T) {
+	t.Parallel()
 	const token, bound, reserve = "front-of-class", 4, 2
 	const class = "127.0.0.2" // the presenter and the students, behind one NAT
 	env, ln := boundedEnv(t, Config{PresenterToken: token, Limits: Limits{ConnectionsPerAddress: bound, PresenterReserve: reserve}})

@@ -13,6 +13,7 @@ import (
 )
 
 func TestReset(t *testing.T) {
+	t.Parallel()
 	env := newFIEnv(t, Config{})
 	body := `{"order_id":"R-1","amount_satang":1000}`
 	first := env.mustPay("reset-1", body)
@@ -54,6 +55,7 @@ func TestReset(t *testing.T) {
 }
 
 func TestClockAdvance(t *testing.T) {
+	t.Parallel()
 	t.Run("advancing the clock ages keys and says how far ahead it runs", func(t *testing.T) {
 		env := newFIEnv(t, Config{})
 		env.setFaults(`{"server":{"crash_midway":true}}`)
@@ -101,6 +103,7 @@ func TestClockAdvance(t *testing.T) {
 }
 
 func TestSweepEndpointReportsNothingWhenNothingIsStuck(t *testing.T) {
+	t.Parallel()
 	env := newFIEnv(t, Config{})
 	r := env.must(http.MethodPost, "/api/sweep", "")
 	if r.Status != 200 || strings.TrimSpace(string(r.Body)) != `{"lock_timeout_seconds":30,"closed":[],"closed_in_room":0}` {
@@ -109,6 +112,7 @@ func TestSweepEndpointReportsNothingWhenNothingIsStuck(t *testing.T) {
 }
 
 func TestChangedByNamesThePage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, referer, want string }{
 		{"curl sends no Referer", "", "JSON API"},
 		{"a board button", "http://class.test/board", "the board"},

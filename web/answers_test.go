@@ -14,6 +14,7 @@ import (
 const formBody = "order_id=A-1001&amount_satang=129900"
 
 func TestAFormBodyIsTheSameRequestAsItsJSONTwin(t *testing.T) {
+	t.Parallel()
 	env := newFIEnv(t, Config{})
 	form := func(key, body string) response {
 		return env.must(http.MethodPost, paymentsPath, body, "Idempotency-Key", key, "Content-Type", "application/x-www-form-urlencoded")
@@ -57,6 +58,7 @@ func TestAFormBodyIsTheSameRequestAsItsJSONTwin(t *testing.T) {
 }
 
 func TestAnOrderIDThatIsNotUTF8IsRefused(t *testing.T) {
+	t.Parallel()
 	env := newFIEnv(t, Config{})
 	// Half a surrogate pair decodes to U+FFFD in most JSON decoders: two
 	// different bodies that would share one fingerprint.
@@ -69,6 +71,7 @@ func TestAnOrderIDThatIsNotUTF8IsRefused(t *testing.T) {
 }
 
 func TestProblemTypesDoNotDependOnTheHostHeader(t *testing.T) {
+	t.Parallel()
 	env := newFIEnv(t, Config{})
 	r := env.must(http.MethodPost, paymentsPath, articleBody, "Host", "evil.example")
 	if typ := r.JSON(t)["type"]; typ != "/problems/missing-key" {
@@ -100,6 +103,7 @@ type stripeErrorBody struct {
 }
 
 func TestStripeSDKsGetStripesErrorShape(t *testing.T) {
+	t.Parallel()
 	env := newFIEnv(t, Config{})
 	stripe := []string{"Content-Type", "application/x-www-form-urlencoded", "Stripe-Version", "2025-01-27.acacia",
 		"X-Stripe-Client-User-Agent", `{"lang":"go"}`}
@@ -174,6 +178,7 @@ func TestStripeSDKsGetStripesErrorShape(t *testing.T) {
 }
 
 func TestAConflictOnAStoppedRequestSaysWhenTheSweeperCanCloseIt(t *testing.T) {
+	t.Parallel()
 	env := newFIEnv(t, Config{LockTimeout: 30 * time.Second, SweepEvery: 5 * time.Second})
 	env.setFaults(`{"server":{"crash_midway":true}}`)
 	env.mustDrop("stalled", articleBody)
@@ -194,6 +199,7 @@ func TestAConflictOnAStoppedRequestSaysWhenTheSweeperCanCloseIt(t *testing.T) {
 }
 
 func TestLabSettingsThatCannotWorkAreRefused(t *testing.T) {
+	t.Parallel()
 	env := newFIEnv(t, Config{LockTimeout: 30 * time.Second}) // work time-out 15 s
 	put := func(path, body string) response { return env.must(http.MethodPut, path, body) }
 	if r := put("/api/lab", `{"server":{"mode":"memory_lock","check_gap_ms":5000}}`); r.Status != http.StatusOK {
@@ -223,6 +229,7 @@ func TestLabSettingsThatCannotWorkAreRefused(t *testing.T) {
 }
 
 func TestTheClientsPageShowsTheSDKsAndTheArticlesClient(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	r := env.get("/clients", "Accept", "text/html")
 	body := string(r.Body)

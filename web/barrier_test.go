@@ -88,6 +88,7 @@ func resetMessage(t *testing.T, env *testEnv) string {
 // a payment held between its gateway charge and its save on s2 finishes
 // before s1 empties the tables, so the books still balance.
 func TestResetOnOneServerWaitsForAPaymentInFlightOnAnother(t *testing.T) {
+	t.Parallel()
 	db := newClass(t)
 	// The gateway's time-out is generous: the payment must reach the
 	// gateway on a loaded machine before it is held; the reset does not
@@ -268,6 +269,7 @@ func TestAServerHoldsItsPaymentsForAResetOnlyUntilItsBound(t *testing.T) {
 // Resets sent to two servers at once run one after the other, and both
 // complete.
 func TestResetsOnTwoServersAtOnce(t *testing.T) {
+	t.Parallel()
 	envs, db := classServers(t, "s1", "s2")
 	envs[0].pay("k1", `{"order_id":"A-1","amount_satang":100}`)
 	first, second := resetOn(envs[0]), resetOn(envs[1])

@@ -14,6 +14,7 @@ import (
 // orders state what the books hold, an order charged once by the
 // protocol and once without it included.
 func TestBoardLoadedAgainCountsTheLabsUnguardedCharges(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	ctx := context.Background()
 	if r := env.pay("books-1", `{"order_id":"A-8001","amount_satang":1000}`); r.Status != 201 {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestBoardHideIsThePresentersOneClick(t *testing.T) {
+	t.Parallel()
 	const token = "front-of-the-room"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	env.Server.live()

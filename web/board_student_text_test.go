@@ -10,6 +10,7 @@ import (
 // plain on the presenter's board: a 64-byte order id of markup is shown
 // as its first characters, escaped, and nowhere whole.
 func TestTheBoardShowsAStudentsOrderIDShortAndEscaped(t *testing.T) {
+	t.Parallel()
 	const token = "front-of-the-room"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	order := "<b>1</b>&" + strings.Repeat("W", 55)

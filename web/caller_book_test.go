@@ -19,6 +19,7 @@ import (
 // are counted as one caller, "new callers": thirty classmates behind the
 // same address, each with its own token, keep their share.
 func TestAStudentMintingTokensCannotStarveItsClassmates(t *testing.T) {
+	t.Parallel()
 	clock := sim.NewManualClock(time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
 	l := DefaultLimits.withDefaults()
 	limits := newRequestLimits(l, clock.Now, func(r *http.Request) string {
@@ -90,6 +91,7 @@ func TestAStudentMintingTokensCannotStarveItsClassmates(t *testing.T) {
 // takes the turns of one caller of its address, not the turns of as many
 // callers as it made tokens.
 func TestAStudentMintingTokensTakesOneCallersTurns(t *testing.T) {
+	t.Parallel()
 	a := newPaymentAdmission(Limits{PaymentsPerAddress: 1, PaymentsAtWork: 1}.withDefaults(), time.Now, true)
 	a.callers = newCallerBook(time.Now, 1024, time.Hour)
 	const ip = "192.168.1.1"

@@ -13,6 +13,7 @@ import (
 // page's attempts again by itself, the copy says so on the timeline and in
 // its answer, so the card can draw it as a step of its own.
 func TestPageAttemptSentTwiceIsNamed(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	setFaults(t, env, pay.ServerFaults{ResponseLost: true})
 	key, attempt, session := uuid.NewString(), uuid.NewString(), uuid.NewString()
@@ -49,6 +50,7 @@ func TestPageAttemptSentTwiceIsNamed(t *testing.T) {
 // attempt id is an attempt of its own: neither it nor A's next arrival is
 // called a copy because of it, and the timeline names no copy.
 func TestAttemptIdsAreTheSessions(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	attempt, a, b := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	body := `{"order_id":"A-4243","amount_satang":1000}`

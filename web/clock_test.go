@@ -17,6 +17,7 @@ import (
 // 15,000 one-week steps wrapped it to the 18th century, where a key
 // started before never grows old enough to sweep.
 func TestClockAdvanceIsBoundedInTotal(t *testing.T) {
+	t.Parallel()
 	env := newFIEnv(t, Config{})
 	env.setFaults(`{"server":{"crash_midway":true}}`)
 	env.mustDrop("bound-1", `{"order_id":"K-1","amount_satang":100}`)

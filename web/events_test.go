@@ -150,6 +150,7 @@ func paidOnRowOf(frames, key string) bool {
 func isRefresh(f sseEvent) bool { return strings.HasPrefix(f.Data, "<!--refresh-->") }
 
 func TestEventStream(t *testing.T) {
+	t.Parallel()
 	t.Run("frames carry ids and htmx out-of-band fragments, plain without gzip", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		s := openStream(t, env, "?since="+live.EventID(env.Server.hub.Epoch(), 0), "Accept-Encoding", "identity")
@@ -268,6 +269,7 @@ func TestEventStream(t *testing.T) {
 }
 
 func TestEventStreamLimits(t *testing.T) {
+	t.Parallel()
 	t.Run("beyond the class's share a student's stream gets 503 with Retry-After; the presenter still gets one; a slot frees when a viewer leaves", func(t *testing.T) {
 		env := newTestEnv(t, Config{PresenterToken: "hunter2", Limits: Limits{MaxStreams: 4, PresenterStreams: 2}})
 		proj := env.Server.live()
@@ -337,6 +339,7 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 const waitUntilBound = 2 * time.Minute
 
 func TestCrossOriginProtection(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	body := `{"order_id":"A-1","amount_satang":100}`
 	for _, tc := range []struct {
@@ -375,6 +378,7 @@ func TestCrossOriginProtection(t *testing.T) {
 }
 
 func TestPresenterLink(t *testing.T) {
+	t.Parallel()
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	get := func(t *testing.T, u string) *http.Response {
 		t.Helper()
@@ -421,6 +425,7 @@ func TestPresenterLink(t *testing.T) {
 }
 
 func TestCheckoutPage(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	r := env.get("/", "Accept", "text/html")
 	if r.Status != http.StatusOK {
@@ -465,6 +470,7 @@ func TestCheckoutPage(t *testing.T) {
 // share from the others: past it that session gets 429 with a sentence,
 // while another session from the same address still gets its own.
 func TestOneSessionHoldsAtMostItsShareOfTheLiveViews(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{PresenterToken: "s3cret", Limits: Limits{StreamsPerAddress: 10, StreamsPerSession: 2}})
 	class := fromAddress("127.0.0.5")
 	open := func(session string) (*heldStream, int) {

@@ -9,6 +9,7 @@ import (
 )
 
 func TestCSVCellsNeverStartAFormula(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want string }{
 		{"A-1001", "A-1001"},
 		{"", ""},
@@ -36,6 +37,7 @@ func TestCSVCellsNeverStartAFormula(t *testing.T) {
 // the export starts with a formula character, even when a key or an order
 // id carries ";=…" inside it.
 func TestTimelineCSVIsSafeUnderEveryDelimiter(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	for _, key := range []string{"k;=HYPERLINK(\"http://x\")", "k\t+1", "-2", "k,@SUM(1)"} {
 		env.pay(key, `{"order_id":"A;=1+1","amount_satang":100}`)

@@ -46,6 +46,7 @@ func getFrom(t testing.TB, client *http.Client, url string, header ...string) re
 }
 
 func TestBucketTableForgetsTheIdleAndNeverLocksOutANewAddress(t *testing.T) {
+	t.Parallel()
 	clock := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	tab := newBucketTable(clock.Now, Rate{Burst: 2, Every: time.Second}, 3, time.Minute)
 	for i := range 3 {
@@ -78,6 +79,7 @@ func TestBucketTableForgetsTheIdleAndNeverLocksOutANewAddress(t *testing.T) {
 }
 
 func TestWrongTokenTableFullOfGuessersStillLetsANewAddressTry(t *testing.T) {
+	t.Parallel()
 	clock := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	l := newGuessLimiter(clock.Now)
 	for i := range guessMaxClients {
@@ -99,6 +101,7 @@ func TestWrongTokenTableFullOfGuessersStillLetsANewAddressTry(t *testing.T) {
 }
 
 func TestRequestsBeyondAnAddressShareGet429WithASentence(t *testing.T) {
+	t.Parallel()
 	const token = "front-of-class"
 	sims := Rate{Burst: 5, Every: time.Minute}
 	env := newTestEnv(t, Config{PresenterToken: token, Limits: Limits{Simulations: sims, Deliveries: Rate{Burst: 3, Every: time.Minute}}})
@@ -160,6 +163,7 @@ func TestRequestsBeyondAnAddressShareGet429WithASentence(t *testing.T) {
 // in a loop leaves the rest of the address's share to the others, and a
 // caller without a credential is counted by the address alone.
 func TestOneCallerCannotUseUpItsAddressShare(t *testing.T) {
+	t.Parallel()
 	const token = "front-of-class"
 	env := newTestEnv(t, Config{PresenterToken: token, Limits: Limits{Simulations: Rate{Burst: 8, Every: time.Hour}, CallerShare: 50}})
 	nat := fromAddress("127.0.0.2")
@@ -200,6 +204,7 @@ func TestOneCallerCannotUseUpItsAddressShare(t *testing.T) {
 }
 
 func TestParseLimits(t *testing.T) {
+	t.Parallel()
 	l, err := ParseLimits("streams-per-address=300, simulations=60/1s,idle-after=5m")
 	if err != nil {
 		t.Fatal(err)
@@ -221,6 +226,7 @@ func TestParseLimits(t *testing.T) {
 // classroom's NAT) the presenter's requests, which are never held back,
 // do not use up the share the students on that address have.
 func TestThePresenterTakesNothingFromItsAddressShare(t *testing.T) {
+	t.Parallel()
 	const token = "front-of-class"
 	sims := Rate{Burst: 5, Every: time.Minute}
 	env := newTestEnv(t, Config{PresenterToken: token, Limits: Limits{Simulations: sims}})
@@ -247,6 +253,7 @@ func TestThePresenterTakesNothingFromItsAddressShare(t *testing.T) {
 // the security headers, as on one that does, while another address, and
 // the presenter from the same address, are answered as usual.
 func TestAnAddressPastItsShareIsRefusedWhateverItAsks(t *testing.T) {
+	t.Parallel()
 	const token = "front-of-the-room"
 	env := newTestEnv(t, Config{PresenterToken: token, Limits: Limits{Requests: Rate{Burst: 2, Every: time.Hour}}})
 	student := fromAddress("127.0.0.2")
@@ -276,6 +283,7 @@ func TestAnAddressPastItsShareIsRefusedWhateverItAsks(t *testing.T) {
 // refused before its request is routed, as an address past its share is,
 // while another caller of the same address is let through.
 func TestACallerPastItsShareIsRefusedBeforeRouting(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{PresenterToken: "front-of-the-room", Limits: Limits{Requests: Rate{Burst: 8, Every: time.Hour}, CallerShare: 25}})
 	student := fromAddress("127.0.0.2")
 	for i := range 2 { // a quarter of the address's 8
@@ -307,6 +315,7 @@ func TestACallerPastItsShareIsRefusedBeforeRouting(t *testing.T) {
 // how the presenter's browser gets its cookie, and the presenter is never
 // behind students. A wrong link is still looked at as a guess, not let in.
 func TestThePresenterLinkGetsInFromAnAddressPastItsShares(t *testing.T) {
+	t.Parallel()
 	const token = "front-of-class"
 	requests := Rate{Burst: 3, Every: time.Hour}
 	env := newTestEnv(t, Config{PresenterToken: token, Limits: Limits{Requests: requests, StreamsPerAddress: 2}})

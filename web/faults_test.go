@@ -164,6 +164,7 @@ func TestEachSwitch(t *testing.T) {
 }
 
 func TestDelaySwitch(t *testing.T) {
+	t.Parallel()
 	t.Run("a second click during the delay gets 409 and the first request still charges once", func(t *testing.T) {
 		env := newFIEnv(t, Config{})
 		release := env.holdServerDelay()
@@ -230,6 +231,7 @@ func TestDelaySwitch(t *testing.T) {
 }
 
 func TestGatewayLatencySwitch(t *testing.T) {
+	t.Parallel()
 	t.Run("while the gateway is slow a retry gets 409, then the single charge is replayed", func(t *testing.T) {
 		env := newFIEnv(t, Config{})
 		env.setFaults(`{"gateway":{"latency_ms":300}}`)
@@ -264,6 +266,7 @@ func TestGatewayLatencySwitch(t *testing.T) {
 // TestArticleFailureCases puts the article's three cases side by side:
 // in each, a retry with the same key ends with exactly one charge.
 func TestArticleFailureCases(t *testing.T) {
+	t.Parallel()
 	type failureCase struct {
 		name   string
 		faults string
@@ -314,6 +317,7 @@ func TestArticleFailureCases(t *testing.T) {
 }
 
 func TestServerErrorIsSavedAndReconcilable(t *testing.T) {
+	t.Parallel()
 	env := newFIEnv(t, Config{})
 	env.setFaults(`{"server":{"server_error":true}}`)
 	body := `{"order_id":"E-500","amount_satang":42000}`
@@ -345,6 +349,7 @@ func TestServerErrorIsSavedAndReconcilable(t *testing.T) {
 }
 
 func TestCrashMidwayIsClosedByTheSweeper(t *testing.T) {
+	t.Parallel()
 	env := newFIEnv(t, Config{})
 	env.setFaults(`{"server":{"crash_midway":true}}`)
 	body := `{"order_id":"C-1","amount_satang":99000}`

@@ -71,6 +71,7 @@ func (e *fiEnv) resetWhileBusy() <-chan response {
 }
 
 func TestSweepNeverClosesARunningRequest(t *testing.T) {
+	t.Parallel()
 	// The reproduction: a delayed payment is still running when the demo
 	// clock is pushed past the lock timeout and the sweeper is run.
 	env := newFIEnv(t, Config{LockTimeout: 30 * time.Second})
@@ -109,6 +110,7 @@ func TestSweepNeverClosesARunningRequest(t *testing.T) {
 }
 
 func TestResetWaitsForPaymentsInFlight(t *testing.T) {
+	t.Parallel()
 	t.Run("a payment at the gateway finishes before the reset erases it", func(t *testing.T) {
 		env := newFIEnv(t, Config{})
 		release := env.holdGateway()
@@ -162,6 +164,7 @@ func TestResetWaitsForPaymentsInFlight(t *testing.T) {
 }
 
 func TestKeyReusedForAnotherOrder(t *testing.T) {
+	t.Parallel()
 	const first = `{"order_id":"A-1","amount_satang":1000}`
 	const second = `{"order_id":"B-2","amount_satang":2000}`
 
@@ -229,6 +232,7 @@ func TestKeyReusedForAnotherOrder(t *testing.T) {
 // every fault answers as it does in the real protocol and nothing it
 // saves is answered wrongly once the lab is back to correct.
 func TestKeyTableOnlyLabFollowsTheProtocol(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, faults string
 		first        int  // status of the first answer; 0 = dropped connection
@@ -270,6 +274,7 @@ func TestKeyTableOnlyLabFollowsTheProtocol(t *testing.T) {
 }
 
 func TestClaimedWorkIsBoundedByTheGatewayTimeout(t *testing.T) {
+	t.Parallel()
 	// The work runs under the server's own context, bounded by the gateway
 	// time-out: a gateway that never answers is a 504, and the key stays
 	// started for the sweeper.

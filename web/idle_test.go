@@ -11,6 +11,7 @@ import (
 // the database nothing while no key can be started, and still closes
 // every key that was.
 func TestIdleSweeps(t *testing.T) {
+	t.Parallel()
 	const body = `{"order_id":"I-1","amount_satang":700}`
 	sweep := func(t *testing.T, env *fiEnv) bool {
 		t.Helper()

@@ -14,6 +14,7 @@ import (
 )
 
 func TestJoinAddresses(t *testing.T) {
+	t.Parallel()
 	ifaces := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("192.0.2.7"), net.ParseIP("fe80::1"), net.ParseIP("2001:db8::1"), net.ParseIP("::1")}
 	tcp := func(s string) *net.TCPAddr {
 		a, err := net.ResolveTCPAddr("tcp", s)
@@ -74,6 +75,7 @@ func decodeQR(t *testing.T, b []byte) string {
 }
 
 func TestJoinOverHTTP(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	html := func(path string) string {
 		t.Helper()

@@ -157,6 +157,7 @@ func goodClient(env *testEnv, token string, retries int) *sim.RetryClient {
 // makes a new key for each retry pays once per attempt; the same client
 // keeping its key is replayed and pays once.
 func TestLabMistakeNewKeyOnEveryRetry(t *testing.T) {
+	t.Parallel()
 	req := sim.PaymentRequest{OrderID: "A-2002", AmountSatang: 129900}
 
 	t.Run("a new key per retry charges on every attempt", func(t *testing.T) {
@@ -195,6 +196,7 @@ func TestLabMistakeNewKeyOnEveryRetry(t *testing.T) {
 // every time; a client that retries it wastes every retry, and the server
 // counts them. The correct client sends it once.
 func TestLabMistakeRetryingEvery4xx(t *testing.T) {
+	t.Parallel()
 	first := sim.PaymentRequest{OrderID: "A-4004", AmountSatang: 129900}
 	changed := sim.PaymentRequest{OrderID: "A-4004", AmountSatang: 135000}
 
@@ -253,6 +255,7 @@ func TestLabMistakeRetryingEvery4xx(t *testing.T) {
 // that pays again under a new key charges twice; one that looks the order
 // up finds it paid and charges once.
 func TestLabMistakeNewKeyAfter500(t *testing.T) {
+	t.Parallel()
 	req := sim.PaymentRequest{OrderID: "A-5005", AmountSatang: 129900}
 
 	t.Run("a new key after the 500 charges twice", func(t *testing.T) {

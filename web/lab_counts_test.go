@@ -14,6 +14,7 @@ import (
 // order read back from the store, and a charge of an order never seen does
 // not: a new payment past the window costs no read.
 func TestLabCountsReadBackOnlyDroppedOrders(t *testing.T) {
+	t.Parallel()
 	const window, orders = 8, 100
 	seed := maphash.MakeSeed()
 	at := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)

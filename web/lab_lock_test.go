@@ -21,6 +21,7 @@ import (
 )
 
 func TestKeyLocks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	noWait := func() { t.Error("waited for a free lock") }
 	t.Run("a lock is one holder at a time, and its entry goes with its last user", func(t *testing.T) {
@@ -277,6 +278,7 @@ func TestLabMistakeMemoryLock(t *testing.T) {
 // (before anything was written) gives it back: the next request with the
 // key runs, and is the only one charged.
 func TestLabMemoryLockHangUps(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabMemoryLock, CheckGapMS: 1000}})
 	sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
@@ -341,6 +343,7 @@ func TestLabMemoryLockHangUps(t *testing.T) {
 // pause when started, and ticks its first item when a request that waited
 // for the lock replays.
 func TestLessonLockInMemory(t *testing.T) {
+	t.Parallel()
 	const slug = "lock-in-memory"
 	ctx := context.Background()
 	env := newTestEnv(t, Config{})
@@ -402,6 +405,7 @@ func TestLessonLockInMemory(t *testing.T) {
 // retry, and nothing of it is written; the key being worked on is not
 // disturbed.
 func TestLabMemoryLockMapFull(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabMemoryLock, CheckGapMS: 1000}})
 	env.Server.lab.locks.mine = newKeyLocks(1)
@@ -441,6 +445,7 @@ func TestLabMemoryLockMapFull(t *testing.T) {
 // charges, though they are in the lab's unguarded table, and the timeline
 // names the two servers. Then the database decides: one charge.
 func TestLessonLockInMemoryOnSQLite(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	env := newTestEnv(t, Config{})
 	if err := env.Server.guidedLessons().start(ctx, "lock-in-memory", "test"); err != nil {

@@ -36,6 +36,7 @@ func (s prunesThenFails) Prune(ctx context.Context, cutoff time.Time) (pay.Prune
 // The lab's prune that stops part way still counts the keys it deleted and
 // tells the pages of them: they are gone from the database either way.
 func TestLabPruneThatStopsPartWayCountsWhatItDeleted(t *testing.T) {
+	t.Parallel()
 	mc := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	clock := sim.NewClock(mc.Now)
 	db := MustOpenDB(t, clock.Now)

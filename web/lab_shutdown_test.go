@@ -16,6 +16,7 @@ import (
 // outcome is unknown and how to find out, and a retry with its key
 // replays that answer rather than meeting a started row (409).
 func TestLabPaymentAbandonedOnTheGatewayAnswersOutcomeUnknown(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabMemoryLock}})
 	if r := env.send(http.MethodPut, "/api/faults", stdjson.RawMessage(`{"gateway":{"latency_ms":10000}}`)); r.Status != http.StatusOK {
@@ -57,6 +58,7 @@ func TestLabPaymentAbandonedOnTheGatewayAnswersOutcomeUnknown(t *testing.T) {
 // stops waiting for the work is answered at once that nothing was
 // charged, rather than losing its connection when the grace runs out.
 func TestLabLockWaiterAtShutdownIsAnsweredNothingCharged(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	env.putLab(room.LabSettings{Server: room.LabServer{Mode: room.LabMemoryLock, CheckGapMS: 1000}})
 	sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())

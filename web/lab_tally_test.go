@@ -294,6 +294,7 @@ func (s rowsStore) LabRows(_ context.Context, fn func(pay.LabRow)) error {
 // rebuild invalidated halfway still answers, and the next question
 // rebuilds; a write that straddles an invalidation asks for a rebuild.
 func TestLabTallyWritesDuringRebuild(t *testing.T) {
+	t.Parallel()
 	row := func(id, order string) pay.LabRow {
 		return pay.LabRow{Table: pay.LabCharges, ID: id, Key: pay.LabKeyPrefix + "no-key " + id, OrderID: order}
 	}

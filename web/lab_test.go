@@ -246,6 +246,7 @@ func TestLabMistakeCheckThenInsert(t *testing.T) {
 // TestLabMistakePruningTooSoon: with keys kept one minute, a retry two
 // minutes later is a new payment; with keys kept a day, it is replayed.
 func TestLabMistakePruningTooSoon(t *testing.T) {
+	t.Parallel()
 	body := `{"order_id":"A-7007","amount_satang":129900}`
 	for _, tc := range []struct {
 		name      string
@@ -309,6 +310,7 @@ func TestLabMistakePruningTooSoon(t *testing.T) {
 // TestLabMistakePersonalDataAsKey: an e-mail address as the key is
 // accepted and flagged, and the lab finds it in every place keys go.
 func TestLabMistakePersonalDataAsKey(t *testing.T) {
+	t.Parallel()
 	body := `{"order_id":"A-6006","amount_satang":129900}`
 	t.Run("an e-mail address is accepted, flagged and found everywhere", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
@@ -426,6 +428,7 @@ func TestLabSwitchesAPI(t *testing.T) {
 }
 
 func TestLessonsAPI(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	var state LessonsState
 	if r := env.get("/api/lessons"); r.Status != http.StatusOK || json.Unmarshal(r.Body, &state) != nil || len(state.Chapters) != 12 || state.Current != "" {
@@ -488,6 +491,7 @@ func TestLessonsAPI(t *testing.T) {
 }
 
 func TestTimelineExport(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	env.pay(uuid.NewString(), `{"order_id":"A-8008","amount_satang":129900}`)
 	env.pay("=HYPERLINK(1)", `{"order_id":"A-8009","amount_satang":100}`)
@@ -544,6 +548,7 @@ func TestTimelineExport(t *testing.T) {
 // TestLabLive: the page asks /lab/live with the versions it shows and
 // gets only what changed, or 204.
 func TestLabLive(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	live := func(q string) (int, LabLive) {
 		t.Helper()

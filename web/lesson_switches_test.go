@@ -15,6 +15,7 @@ import (
 // board, and the panel's version changes so that open pages fetch it
 // again; a chapter the class is not on says what it would switch on.
 func TestLessonSaysSwitchedOnOnlyWhileTheSwitchesAreTheChapters(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	if err := env.Server.guidedLessons().start(context.Background(), "connection-never-happens", "test"); err != nil {
 		t.Fatal(err)

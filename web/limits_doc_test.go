@@ -15,6 +15,7 @@ import (
 // ParseLimits), so that a limit added or changed is documented and
 // settable by the name the table gives.
 func TestEveryLimitIsDocumentedWithItsDefault(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 // A client that trickles its body is cut off once the body deadline
 // passes, while a normal payment on the same server goes through.
 func TestSlowBodyIsCutOff(t *testing.T) {
+	t.Parallel()
 	const timeout = 300 * time.Millisecond
 	env := newTestEnv(t, Config{BodyTimeout: timeout})
 

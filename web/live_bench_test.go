@@ -92,6 +92,7 @@ func sum(sizes map[string]int) int {
 }
 
 func TestFirstLoadUnder100KB(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	sizes := firstLoad(t, env.URL)
 	for _, want := range []string{"/", static.Path("app.css"), static.Path("live.css"), static.Path("pay.js"), static.Path("htmx-2.0.11.min.js"), static.Path("htmx-ext-sse-2.2.4.min.js")} {

@@ -13,6 +13,7 @@ import (
 // "pending", not "not paid"; an order the server never saw is "never
 // seen"; a paid one is found paid.
 func TestTimelineSaysWhatTheLookUpAnswered(t *testing.T) {
+	t.Parallel()
 	env := newFIEnv(t, Config{LockTimeout: 30 * time.Second})
 	env.Server.live() // the board follows the events from here on
 	lookUp := func(order, wantState string) {

@@ -115,6 +115,7 @@ func TestNarrationTicksWhatTheServerSees(t *testing.T) {
 // key started and the retry gets 409, the sweeper finds the gateway's
 // charge and records it, and the last retry is its replay.
 func TestNarrationCrashMidway(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{LockTimeout: 2 * time.Second})
 	sub := env.Server.hub.Subscribe(env.Server.hub.LastSeq())
 	if err := env.Server.guidedLessons().start(context.Background(), "crash-midway", "test"); err != nil {

@@ -15,6 +15,7 @@ import (
 // a passing description proves nothing: a license with both identifier
 // and url, and a security requirement that names no scheme.
 func TestOpenAPIValidatorRefusesWhatOAS31Refuses(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, from, to string }{
 		{"a license with both an identifier and a url", `"license": {"name": "MIT", "identifier": "MIT"}`,
 			`"license": {"name": "MIT", "identifier": "MIT", "url": "https://opensource.org/license/mit"}`},
@@ -45,6 +46,7 @@ func TestOpenAPIValidatorRefusesWhatOAS31Refuses(t *testing.T) {
 // Every security requirement names a scheme the description defines, and
 // the description defines no scheme it does not use.
 func TestOpenAPISecuritySchemesAreDefinedAndUsed(t *testing.T) {
+	t.Parallel()
 	doc, err := libopenapi.NewDocument(openAPIDocument)
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +95,7 @@ func TestOpenAPISecuritySchemesAreDefinedAndUsed(t *testing.T) {
 // 204 and 405, each with an Allow that lists exactly the methods the
 // description gives the path.
 func TestOptionsAndMethodNotAllowedAreDescribed(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	doc, err := libopenapi.NewDocument(openAPIDocument)
 	if err != nil {
@@ -147,6 +150,7 @@ func sameMethods(a, b []string) bool {
 // Amounts with a fraction or an exponent, which JSON Schema's integer
 // admits, are refused as the description says.
 func TestAmountsWrittenAsFloatsAreRefusedAsDescribed(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	if !bytes.Contains(openAPIDocument, []byte("100.0 and 1e2, which JSON Schema's integer admits, are refused with a 400")) {
 		t.Fatal("the description no longer says how 100.0 and 1e2 are read")

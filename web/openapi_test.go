@@ -157,6 +157,7 @@ func recordNonConforming(s string) {
 var apiClient = &http.Client{Transport: conformingTransport{http.DefaultTransport}}
 
 func TestOpenAPIDescriptionIsValid(t *testing.T) {
+	t.Parallel()
 	v, err := loadOpenAPI()
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 )
 
 func TestBackoffAPIReproducesTheWorkedExample(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	paths := []string{
 		"/api/backoff?base=0.5&cap=8&retries=5&strategy=full&clients=1000&seed=1",
@@ -126,6 +127,7 @@ var badBackoffParams = []struct {
 }
 
 func TestBackoffBadParameters(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	for _, tt := range badBackoffParams {
 		t.Run("the API answers "+tt.name+" with a 400 naming "+tt.field, func(t *testing.T) {
@@ -200,6 +202,7 @@ func htmlUnescape(s string) string {
 }
 
 func TestBackoffPage(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 
 	t.Run("the default page shows the article's numbers and says which retry is n = 0", func(t *testing.T) {

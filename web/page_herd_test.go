@@ -16,6 +16,7 @@ import (
 )
 
 func TestHerdAPI(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 
 	t.Run("a small sweep returns one point per client count and strategy", func(t *testing.T) {
@@ -108,6 +109,7 @@ func TestHerdAPI(t *testing.T) {
 }
 
 func TestHerdPage(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	res := env.get("/herd?max=60&trials=3", "Accept", "text/html")
 	if res.Status != 200 {
@@ -160,6 +162,7 @@ func TestHerdPage(t *testing.T) {
 }
 
 func TestHerdRunner(t *testing.T) {
+	t.Parallel()
 	t.Run("it keeps only the most recently used results", func(t *testing.T) {
 		h := newHerdRunner(2)
 		in := func(seed uint64) report.HerdInput {
@@ -225,6 +228,7 @@ func BenchmarkHerdPageDefault(b *testing.B) {
 }
 
 func TestHerdNeverStarvesPayments(t *testing.T) {
+	t.Parallel()
 	t.Run("beyond one run and herdQueue waiting, a request gets 429 with Retry-After at once", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		// Hold the one run slot, as a long sweep would.

@@ -17,6 +17,7 @@ import (
 // charged, and the same key works once the share has come back. Another
 // student behind the same address, and the presenter, pay as usual.
 func TestPaymentsBeyondTheirShareGet429AndLeaveTheKeyUnused(t *testing.T) {
+	t.Parallel()
 	const token = "front-of-the-room"
 	env := newTestEnv(t, Config{PresenterToken: token, Limits: Limits{
 		CallerPayments: Rate{Burst: 2, Every: time.Minute},
@@ -99,6 +100,7 @@ func TestPaymentsBeyondTheirShareGet429AndLeaveTheKeyUnused(t *testing.T) {
 // once, the rest wait and are then served, and waiting payments of
 // several callers are let in in turn, whoever sent more.
 func TestPaymentTurnsAreSharedAmongAddressesAndCallers(t *testing.T) {
+	t.Parallel()
 	a := newPaymentAdmission(Limits{PaymentsPerAddress: 2, PaymentsAtWork: 3}.withDefaults(), time.Now, true)
 	ctx := t.Context()
 	hold := func(ip, caller string) *paySlot {
@@ -192,6 +194,7 @@ func TestPaymentTurnsAreSharedAmongAddressesAndCallers(t *testing.T) {
 // another payment of its address runs meanwhile; taking it back never
 // waits.
 func TestPausedPaymentGivesItsTurnBack(t *testing.T) {
+	t.Parallel()
 	a := newPaymentAdmission(Limits{PaymentsPerAddress: 1, PaymentsAtWork: 1}.withDefaults(), time.Now, true)
 	s1, _ := a.admit(t.Context(), "10.0.0.1", "a", false)
 	s1.pause()
@@ -215,6 +218,7 @@ func TestPausedPaymentGivesItsTurnBack(t *testing.T) {
 // long for its turn, started nothing: the rate's tokens it took go back,
 // so its retries do not use up its caller's share.
 func TestPaymentsRefusedForTheirTurnGiveTheirRateBack(t *testing.T) {
+	t.Parallel()
 	clock := sim.NewManualClock(time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
 	a := newPaymentAdmission(Limits{PaymentsPerAddress: 1, PaymentsAtWork: 1, PaymentsQueued: 1, PaymentWait: 300 * time.Millisecond,
 		CallerPayments: Rate{Burst: 3, Every: time.Hour}}.withDefaults(), clock.Now, true)

@@ -19,6 +19,7 @@ const (
 )
 
 func TestArticleSequence(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 
 	first := env.pay(articleKey, articleBody)
@@ -60,6 +61,7 @@ func TestArticleSequence(t *testing.T) {
 }
 
 func TestProtocolTable(t *testing.T) {
+	t.Parallel()
 	t.Run("a payment without a key is refused with 400 and nothing saved", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		r := env.pay("", articleBody)
@@ -193,6 +195,7 @@ func TestProtocolTable(t *testing.T) {
 }
 
 func TestConcurrentSameKeyChargesOnce(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	const n = 200
 	var wg sync.WaitGroup
@@ -243,6 +246,7 @@ func TestConcurrentSameKeyChargesOnce(t *testing.T) {
 }
 
 func TestConcurrentDistinctKeysAllCharge(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	const n = 200
 	var wg sync.WaitGroup
@@ -276,6 +280,7 @@ func TestConcurrentDistinctKeysAllCharge(t *testing.T) {
 }
 
 func TestScopesAreIsolated(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	alice := env.pay("shared-key", articleBody, "Authorization", "Bearer alice")
 	bob := env.pay("shared-key", articleBody, "Authorization", "Bearer bob")
@@ -312,6 +317,7 @@ func TestScopesAreIsolated(t *testing.T) {
 }
 
 func TestPolicyIsPublished(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	r := env.get("/v1/idempotency-policy")
 	m := r.JSON(t)
@@ -321,6 +327,7 @@ func TestPolicyIsPublished(t *testing.T) {
 }
 
 func TestProblemTypesHaveExplanationPages(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	for _, p := range Problems {
 		t.Run(string(p.Code), func(t *testing.T) {
@@ -381,6 +388,7 @@ func waitForKeyStatus(t *testing.T, env *testEnv, key, status string) {
 }
 
 func TestLateRetryOfAPrunedKeyFindsTheRecordedCharge(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	first := env.pay("late", articleBody)
 	if first.Status != 201 {
@@ -417,6 +425,7 @@ func TestLateRetryOfAPrunedKeyFindsTheRecordedCharge(t *testing.T) {
 // which of the servers sharing the database gave it, replays and refusals
 // too; a server on its own sends no name.
 func TestAnswersNameTheirServer(t *testing.T) {
+	t.Parallel()
 	named := newTestEnv(t, Config{Name: "s2"})
 	for _, r := range []response{named.pay("named-1", articleBody), named.pay("named-1", articleBody), named.pay("", articleBody)} {
 		if got := r.Header.Get(ServerHeader); got != "s2" {

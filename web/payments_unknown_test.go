@@ -9,6 +9,7 @@ import (
 )
 
 func TestUnknownOutcomesSayHowToFindOut(t *testing.T) {
+	t.Parallel()
 	t.Run("the fails-halfway 500 asks for the same key after the sweep, or a look-up, and is not saved", func(t *testing.T) {
 		e := newFIEnv(t, Config{})
 		e.setFaults(`{"server":{"fail_halfway":true}}`)

@@ -20,6 +20,7 @@ import (
 // presenter can take one nickname off the board, which a new nickname
 // does not undo. A student can change nothing else that others see.
 func TestPredictNicknamesAndScores(t *testing.T) {
+	t.Parallel()
 	const token = "teach-5e2a"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	presenter := env.asPresenter(token)

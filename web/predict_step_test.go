@@ -19,6 +19,7 @@ import (
 // held beside it shows that only the asked request's events grade its
 // question: the first request's claim does not, its 409 does.
 func TestPredictStepModeQuestions(t *testing.T) {
+	t.Parallel()
 	env := newStepEnv(t, Config{})
 	board := newPhone(t, env.URL)
 	phones := []*phone{newPhone(t, env.URL), newPhone(t, env.URL), newPhone(t, env.URL)}

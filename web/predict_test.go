@@ -78,6 +78,7 @@ func (p *phone) answer(id uint64, choice int) (int, []byte) {
 // server's own events grade the vote, and the reveal shows the split
 // beside what the server did.
 func TestPredictThenObserve(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	board := newPhone(t, env.URL)
 	if s, b := board.do(http.MethodPost, "/api/poll/open", PollOpen{Question: 0}); s != http.StatusBadRequest || !bytes.Contains(b, []byte("Start a chapter first")) {
@@ -189,6 +190,7 @@ func TestPredictThenObserve(t *testing.T) {
 // always agrees with the answers the burst got (how many fresh 201s, each
 // one a charge).
 func TestRaceQuestionGradedByWhatHappened(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	board := newPhone(t, env.URL)
 	if r := env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "check-then-insert"}); r.Status != http.StatusOK {

@@ -22,6 +22,7 @@ import (
 // token, never the token; the token itself is no cookie; the cookie is
 // Secure when the page came over TLS.
 func TestPresenterCookieIsNotTheToken(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-lecture"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -81,6 +82,7 @@ func TestPresenterCookieIsNotTheToken(t *testing.T) {
 // Five wrong tokens from one address, then that address waits ten seconds
 // per try, even with the right token; other addresses are not slowed.
 func TestWrongPresenterTokensAreSlowedDown(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-lecture"
 	env := newFIEnv(t, Config{PresenterToken: token})
 	clock := sim.NewManualClock(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
@@ -133,6 +135,7 @@ func TestWrongPresenterTokensAreSlowedDown(t *testing.T) {
 // X-Forwarded-For, so one student's guesses do not slow the presenter
 // down. A server on its own believes no such header.
 func TestWrongTokensCountByTheClientBehindTheFrontDoor(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-lecture"
 	const mark = "the-door's-mark"
 	for _, tc := range []struct {
@@ -349,6 +352,7 @@ func (failingGuesses) UpdateGuesses(context.Context, string, time.Time, func(roo
 // link. Counting on each server meanwhile would give a client the limit
 // once per server.
 func TestAnUnreadableGuessCountTakesNoToken(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-lecture"
 	clock := sim.NewClock(nil)
 	db := MustOpenDB(t, clock.Now)
@@ -395,6 +399,7 @@ func TestAnUnreadableGuessCountTakesNoToken(t *testing.T) {
 // wrong token is, until that client is slowed down; another client is
 // not.
 func TestThePresenterProbeCountsAMadeUpToken(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-lecture"
 	const mark = "the-door's-mark"
 	env := newFIEnv(t, Config{PresenterToken: token, BehindFrontDoor: true, FrontDoorMark: mark})

@@ -9,6 +9,7 @@ import (
 )
 
 func TestPriorityGateLetsThePresenterInBeforeStudentsWhoCameEarlier(t *testing.T) {
+	t.Parallel()
 	var g priorityGate
 	ctx := context.Background()
 	if err := g.acquire(ctx, false); err != nil {
@@ -48,6 +49,7 @@ func TestPriorityGateLetsThePresenterInBeforeStudentsWhoCameEarlier(t *testing.T
 }
 
 func TestHerdQueueServesThePresenterFirst(t *testing.T) {
+	t.Parallel()
 	const token = "front-of-the-room"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	// A sweep runs and the students' queue is full.

@@ -37,6 +37,7 @@ func send(t *testing.T, client *http.Client, method, url, body string, headers .
 // the rows of their own scope only, in JSON and in CSV, and never another
 // student's key, order or scope; the presenter gets every row.
 func TestTimelineExportIsThePresenters(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-lecture"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	alice, bob := "Bearer alice-"+strings.Repeat("a", 8), "Bearer bob-"+strings.Repeat("b", 8)
@@ -93,6 +94,7 @@ func TestTimelineExportIsThePresenters(t *testing.T) {
 // up. A server without a presenter token keeps the one shared anonymous
 // scope, as a learner alone with it expects.
 func TestAnonymousCallersAreScopedByAddressInAClass(t *testing.T) {
+	t.Parallel()
 	first, second := fromAddress("127.0.0.2"), fromAddress("127.0.0.3")
 	defer first.CloseIdleConnections()
 	defer second.CloseIdleConnections()

@@ -20,6 +20,7 @@ func waitProjector(t testing.TB, env *testEnv) *board.Board {
 }
 
 func TestProjector(t *testing.T) {
+	t.Parallel()
 	t.Run("the page state follows the payments: a key row, a charge, the counters", func(t *testing.T) {
 		env := newTestEnv(t, Config{})
 		env.Server.live()
@@ -112,6 +113,7 @@ func outcomes(rows []views.TimelineRow) []string {
 // says how many it leaves out, so a student who does not find theirs
 // knows why.
 func TestOrdersListSaysHowManyMore(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	for i := range board.OrdersListed + 3 {
 		if r := env.pay(fmt.Sprintf("more-%d", i), fmt.Sprintf(`{"order_id":"M-%d","amount_satang":100}`, i)); r.Status != http.StatusCreated {

@@ -15,6 +15,7 @@ import (
 // counted once, whichever of the two settles first; a Play that let none
 // go on any server is taken back.
 func TestPuzzlePlayStaysCountedWhenAnotherServerLetOneGo(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	rm := env.Server.room
 	ctx := context.Background()

@@ -241,6 +241,7 @@ func wantAnswer(t *testing.T, ch <-chan response) response {
 // other replays"; then the second inserts and charges too. The grade is
 // "two charges or more", as the books say.
 func TestLockQuestionGradedOnTheOutcome(t *testing.T) {
+	t.Parallel()
 	const token = "teach-lock-1"
 	env := puzzleEnv(t, token, "lock-in-memory")
 	presenter := env.asPresenter(token)
@@ -310,6 +311,7 @@ func TestLockQuestionGradedOnTheOutcome(t *testing.T) {
 // and puts a hidden nickname back; the presenter's board lists the hidden
 // nicknames with a button to show each again, which a viewer's does not.
 func TestBoardUnhidesAndClearsScores(t *testing.T) {
+	t.Parallel()
 	const token = "teach-clear-1"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	presenter := env.asPresenter(token)
@@ -383,6 +385,7 @@ func TestBoardUnhidesAndClearsScores(t *testing.T) {
 // and the question asked on the second is graded by its own INSERT, which
 // the key table's primary key refuses with a 500.
 func TestStepQuestionAtKeyLookedUp(t *testing.T) {
+	t.Parallel()
 	env := newStepEnv(t, Config{})
 	if r := env.send(http.MethodPut, "/api/lessons/current", LessonChange{Slug: "check-then-insert"}); r.Status != http.StatusOK {
 		t.Fatalf("chapter: %d %s", r.Status, r.Body)

@@ -17,6 +17,7 @@ import (
 // a charge the books do not hold looked it up again: eight look-ups here
 // where there are two.)
 func TestStillBookedLooksEachChargeUpOncePerResetGeneration(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, Config{})
 	if r := e.pay("booked-1", `{"order_id":"B-1","amount_satang":100}`); r.Status != 201 {
 		t.Fatalf("payment: %d %s", r.Status, r.Body)

@@ -466,6 +466,7 @@ func TestRelayThatFallsBehindSkipsCountsAndSaysSo(t *testing.T) {
 // runs: the events before the reset, then this server's memory emptied,
 // then the reset and what followed it, each marked as another server's.
 func TestAnotherServersResetEmptiesWhatCameBeforeItInItsNotification(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	at := time.Now()
 	remoteEvents{env.Server}.Heard([]live.Entry{

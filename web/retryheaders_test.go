@@ -13,6 +13,7 @@ import (
 // Stripe-Should-Retry, true on 409 and false on every saved answer, so
 // that no client resends a saved 500 until it runs out of attempts.
 func TestRetryHeadersOnEachAnswer(t *testing.T) {
+	t.Parallel()
 	env := newFIEnv(t, Config{})
 	check := func(name string, r response, status int, retryAfter, shouldRetry, replayed string) {
 		t.Helper()

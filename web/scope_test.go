@@ -13,6 +13,7 @@ import (
 // spaces or tabs: each spelling of Alice's credential is Alice, so nobody
 // else replays her answer or lists her charges.
 func TestBearerSpellingsShareOneScope(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	alice := env.pay("spell-1", articleBody, "Authorization", "Bearer alice")
 	if alice.Status != http.StatusCreated {
@@ -44,6 +45,7 @@ func TestBearerSpellingsShareOneScope(t *testing.T) {
 // A header that is there but names nobody is refused with 401 before
 // anything runs: it must not fall into the shared anonymous scope.
 func TestUnclearAuthorizationIsRefused(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	for _, h := range []string{"Bearer", "Bearer ", "Bearer a b", "Bearer al\u00e9", "Bearerx alice", "Basic YWxpY2U6cHc=", "Token alice", "alice"} {
 		r := env.pay("unclear-1", articleBody, "Authorization", h)
@@ -80,6 +82,7 @@ func TestUnclearAuthorizationIsRefused(t *testing.T) {
 // Scope ids keep 128 bits of the credential's hash; pages show a few
 // characters of it.
 func TestScopeIDsAreLongAndShownShort(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	if r := env.pay("long-1", articleBody, "Authorization", "Bearer alice"); r.Status != http.StatusCreated {
 		t.Fatalf("%d %s", r.Status, r.Body)

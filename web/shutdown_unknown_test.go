@@ -21,6 +21,7 @@ import (
 // held before its gateway call (the delay switch) was not: its answer
 // says nothing was charged, and its key is gone.
 func TestShutdownAnswersWhatTheBooksSay(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, faults string
 		// at is the step the payment is in when the work is abandoned.

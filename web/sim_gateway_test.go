@@ -8,6 +8,7 @@ import (
 )
 
 func TestSimGatewayIsServed(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 	req, _ := http.NewRequest(http.MethodPost, env.URL+"/sim/gateway/charges", strings.NewReader(`{"order_id":"G-1","amount":100}`))
 	req.Header.Set("Idempotency-Key", "g-1")
@@ -29,6 +30,7 @@ func TestSimGatewayIsServed(t *testing.T) {
 // application under test charges with the merchant key the presenter
 // hands out, the presenter with the token; the room's reset empties it.
 func TestSimGatewayTakesChangesOnlyFromThePresenter(t *testing.T) {
+	t.Parallel()
 	const token = "s3cret-lecture"
 	env := newFIEnv(t, Config{PresenterToken: token})
 	charge := func(key string, headers ...string) response {

@@ -18,6 +18,7 @@ import (
 // turn before it starts, so the one at work and those waiting can be
 // seen from outside.
 func TestOneStudentsBackoffScheduleAtATimePerServer(t *testing.T) {
+	t.Parallel()
 	const token = "front-of-the-room"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	runs := env.Server.sims.backoff
@@ -78,6 +79,7 @@ func TestOneStudentsBackoffScheduleAtATimePerServer(t *testing.T) {
 // server of a process holds up no other server's (they were one for the
 // whole process, so one test's server waited for another's sweeps).
 func TestEachServerHasItsOwnSimulationQueue(t *testing.T) {
+	t.Parallel()
 	busy := newTestEnv(t, Config{})
 	other := newTestEnv(t, Config{})
 	if err := busy.Server.sims.herd.gate.acquire(context.Background(), false); err != nil {
@@ -108,6 +110,7 @@ func TestEachServerHasItsOwnSimulationQueue(t *testing.T) {
 // far longer than sweepSlice, and finish well within herdTimeout under
 // -race on a loaded machine (the default run does not).
 func TestAStudentsSweepStepsAsideOnItsOwnSchedule(t *testing.T) {
+	t.Parallel()
 	const token = "front-of-the-room"
 	env := newTestEnv(t, Config{PresenterToken: token})
 	work := env.Server.admission.work

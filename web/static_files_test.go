@@ -12,6 +12,7 @@ import (
 )
 
 func TestStaticFiles(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{})
 
 	t.Run("pages link only to hashed names, which are cached for good", func(t *testing.T) {

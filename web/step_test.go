@@ -93,6 +93,7 @@ func wantStatus(t *testing.T, ch <-chan response, want int) response {
 }
 
 func TestStepMode(t *testing.T) {
+	t.Parallel()
 	t.Run("beyond the bound a request is refused with a 503, nothing saved, and paid once the others go", func(t *testing.T) {
 		env := newStepEnv(t, Config{})
 		env.Server.payments.steps.Max = 3
@@ -336,6 +337,7 @@ func TestStepMode(t *testing.T) {
 // gateway" has not called it, so the stream carries no gateway call for it
 // until the presenter lets it go; then the call comes after the resume.
 func TestStepModeDrawsTheGatewayCallWhenItHappens(t *testing.T) {
+	t.Parallel()
 	env := newStepEnv(t, Config{})
 	done := env.payAsync("gw-arrow", "G-1")
 	var id string

@@ -14,6 +14,7 @@ import (
 )
 
 func TestStudentsSimulationsHaveTheirPartOfTheProcessor(t *testing.T) {
+	t.Parallel()
 	clock := sim.NewManualClock(time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC))
 	l := DefaultLimits
 	l.SimulationWork = Rate{Burst: 3000, Every: 4 * time.Millisecond}         // 3 s, then a quarter of a core
@@ -67,6 +68,7 @@ func TestStudentsSimulationsHaveTheirPartOfTheProcessor(t *testing.T) {
 }
 
 func TestStudentsSweepsStepAsideForThePresentersPayments(t *testing.T) {
+	t.Parallel()
 	var p presenterAtWork
 	if d := p.wait(context.Background()); d != 0 {
 		t.Fatalf("with no payment of the presenter's at work, a sweep waited %v", d)
@@ -96,6 +98,7 @@ func TestStudentsSweepsStepAsideForThePresentersPayments(t *testing.T) {
 }
 
 func TestAStudentsSweepPastTheClassesPartIsAnswered429(t *testing.T) {
+	t.Parallel()
 	const token = "front-of-the-room"
 	// Room for one sweep's start: the first one runs and puts the class
 	// in debt for the time it took, the next new one waits.
@@ -131,6 +134,7 @@ func TestAStudentsSweepPastTheClassesPartIsAnswered429(t *testing.T) {
 // it is at work: not while it waits on the delay fault, the gateway's
 // latency or step mode (its slot is paused then), nor once it is done.
 func TestThePresentersPaymentIsAtWorkOnlyWhileNotPaused(t *testing.T) {
+	t.Parallel()
 	var p presenterAtWork
 	atWork := func() bool {
 		p.mu.Lock()

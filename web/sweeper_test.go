@@ -13,6 +13,7 @@ import (
 // TestSweeper drives the lock-timeout sweeper with the manual clock: no
 // test here waits for real time to pass.
 func TestSweeper(t *testing.T) {
+	t.Parallel()
 	const body = `{"order_id":"W-1","amount_satang":1500}`
 
 	t.Run("a started key the gateway charged becomes done with the 201 a live request would have sent", func(t *testing.T) {
@@ -177,6 +178,7 @@ func TestSweeper(t *testing.T) {
 // report says it closed none itself and that the room's sweeps closed
 // one, and after a reset the count starts again.
 func TestSweepReportCountsEveryKeyTheRoomsSweepsClosed(t *testing.T) {
+	t.Parallel()
 	env := newFIEnv(t, Config{LockTimeout: 10 * time.Second})
 	env.setFaults(`{"server":{"crash_midway":true}}`)
 	env.mustDrop("room-1", `{"order_id":"R-1","amount_satang":100}`)

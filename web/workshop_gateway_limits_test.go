@@ -51,6 +51,7 @@ func chargeStorm(t *testing.T, gateway string, n, workers int) map[int]int {
 // the charges let through reach the books, and the student's own view
 // counts exactly those.
 func TestWorkshopGatewayStormIsRefused(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{WorkshopAllow: workshopStudentNets, Limits: Limits{WorkshopGateway: Rate{Burst: 40, Every: time.Hour}}})
 	if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: &workshopOpen}); r.Status != http.StatusOK {
 		t.Fatalf("opening the workshop: %d %s", r.Status, r.Body)
@@ -74,6 +75,7 @@ func TestWorkshopGatewayStormIsRefused(t *testing.T) {
 // many it holds and how many the gateway pruned; a storm of a thousand
 // charges leaves the books at their bound, and the view adds up.
 func TestWorkshopGatewayBooksStayWithinTheirCap(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t, Config{WorkshopAllow: workshopStudentNets, workshopBooksCap: 5,
 		Limits: Limits{WorkshopGateway: Rate{Burst: 300, Every: time.Hour}}})
 	if r := env.send(http.MethodPut, workshopAPI, WorkshopSettings{On: &workshopOpen}); r.Status != http.StatusOK {

@@ -11,6 +11,7 @@ import (
 // written once, then at most once per spell, saying how many times it
 // was met meanwhile.
 func TestSparseLogWritesOncePerSpell(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	var lines []string
 	l := newSparseLog(func() time.Time { return now }, time.Minute, func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })

@@ -16,6 +16,7 @@ import (
 // servers come, and whose line counts of the two reference servers are
 // the files' own.
 func TestWorkshopPlanInTheDocs(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -353,6 +353,7 @@ var doubleCharge = regexp.MustCompile(`[2-9]\d* (charges|effects)`)
 // call is refused at registration with a sentence, on the API as
 // problem+json; nothing is registered.
 func TestWorkshopRefusesForbiddenAddresses(t *testing.T) {
+	t.Parallel()
 	env := newWorkshopEnv(t)
 	self := strings.TrimPrefix(env.URL, "http://")
 	for _, c := range []struct {
@@ -497,6 +498,7 @@ func TestWorkshopPresenterFaults(t *testing.T) {
 // TestWorkshopFaultOnlySettingsKeepItOpen: a PUT that says only the
 // faults changes the faults, and the workshop stays open.
 func TestWorkshopFaultOnlySettingsKeepItOpen(t *testing.T) {
+	t.Parallel()
 	const token = "teach-keep-open-3"
 	env := newWorkshopEnvWith(t, token)
 	board := func() WorkshopBoard {
@@ -527,6 +529,7 @@ func TestWorkshopFaultOnlySettingsKeepItOpen(t *testing.T) {
 // and its address, reach the board cut and with no control or bidi
 // character left to reorder the row.
 func TestWorkshopRowsShowStudentTextPlain(t *testing.T) {
+	t.Parallel()
 	row := workshop.Row{Name: "Ada", Endpoint: "http://127.0.0.2:8000/" + strings.Repeat("v1/", 40) + "payments"}
 	row.Run.FirstSafety = "case 1, replay: answered \u202egnirts\u202c\x1b[31m red"
 	row.Run.FirstFailure = "line\u2066one\u2069"
@@ -559,6 +562,7 @@ func TestWorkshopRowsShowStudentTextPlain(t *testing.T) {
 // left to the servers charging through it, but requests to secrets that
 // are nobody's are counted like any request, so guessing is bounded.
 func TestWorkshopGuessedGatewaysAreCounted(t *testing.T) {
+	t.Parallel()
 	l := DefaultLimits.withDefaults()
 	limits := newRequestLimits(l, time.Now, func(*http.Request) string { return "192.168.1.1" }, func(*http.Request) bool { return false })
 	limits.knownGateway = func(secret string) bool { return secret == "known" }
@@ -582,6 +586,7 @@ func TestWorkshopGuessedGatewaysAreCounted(t *testing.T) {
 // student can do neither, and the class's scoreboard never names a
 // hidden row.
 func TestWorkshopPresenterHidesARow(t *testing.T) {
+	t.Parallel()
 	const token = "teach-hide-5"
 	env := newWorkshopEnvWith(t, token)
 	registerStudent(t, env, "tok-ada-"+hex.EncodeToString(randomBytes(6)), "Ada", "http://127.0.0.2:8000")
@@ -672,6 +677,7 @@ func presenterForm(t *testing.T, env *testEnv, path, name string, headers ...str
 // place once it closed, so the board's script takes the band down; any
 // other part is refused with a 400.
 func TestBoardWorkshopPartFollowsTheWorkshop(t *testing.T) {
+	t.Parallel()
 	env := newWorkshopEnv(t)
 	open := env.get("/board/-/workshop?part=scores")
 	if open.Status != http.StatusOK || !strings.HasPrefix(strings.TrimSpace(string(open.Body)), `<div id="workshop-scores"`) {
