@@ -112,7 +112,6 @@ func waitTiles(t *testing.T, base string, want map[string]int) {
 // database starts the board from what the books kept of them, whether or
 // not a board was open before, and a reset starts them at zero again.
 func TestBoardCountersSurviveARestartOnBothStores(t *testing.T) {
-	t.Parallel()
 	want := map[string]int{"n-requests": 4, "n-charges": 1, "n-replays": 1, "n-409": 0, "n-422": 1, "n-lost": 0}
 	twice := map[string]int{"n-requests": 8, "n-charges": 2, "n-replays": 2, "n-409": 0, "n-422": 2, "n-lost": 0}
 	zero := map[string]int{"n-requests": 0, "n-charges": 0, "n-replays": 0, "n-409": 0, "n-422": 0, "n-lost": 0}

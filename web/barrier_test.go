@@ -88,7 +88,6 @@ func resetMessage(t *testing.T, env *testEnv) string {
 // a payment held between its gateway charge and its save on s2 finishes
 // before s1 empties the tables, so the books still balance.
 func TestResetOnOneServerWaitsForAPaymentInFlightOnAnother(t *testing.T) {
-	t.Parallel()
 	db := newClass(t)
 	// The gateway's time-out is generous: the payment must reach the
 	// gateway on a loaded machine before it is held; the reset does not

@@ -22,7 +22,6 @@ import (
 // client's waits (rule 7: they grow), and beside the browser tests on a
 // loaded machine its wake-ups came late enough to blur them.
 func TestBringYourOwnClient(t *testing.T) {
-	t.Parallel()
 	env := newTestEnv(t, Config{})
 
 	t.Run("a careful client paying twenty orders through its path keeps every rule", func(t *testing.T) {

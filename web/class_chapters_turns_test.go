@@ -55,7 +55,6 @@ func holdEveryGap(s *Server, n int) (reached chan struct{}, release chan struct{
 // (none may wait for a turn behind them), and every one is answered
 // without a 429.
 func TestClassBehindOneAddressDoubleClicksThroughTheLabsPauses(t *testing.T) {
-	t.Parallel()
 	const students = 60
 	for _, tc := range []struct {
 		slug string

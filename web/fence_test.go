@@ -274,7 +274,6 @@ func TestKeyTableOnlyLabFollowsTheProtocol(t *testing.T) {
 }
 
 func TestClaimedWorkIsBoundedByTheGatewayTimeout(t *testing.T) {
-	t.Parallel()
 	// The work runs under the server's own context, bounded by the gateway
 	// time-out: a gateway that never answers is a 504, and the key stays
 	// started for the sweeper.

@@ -25,7 +25,6 @@ import (
 // that leaves must not interrupt it, or everybody who shared the batch
 // gets an unsaved 500 and charged keys stay started.
 func TestHangUpsDoNotFailOtherClients(t *testing.T) {
-	t.Parallel()
 	ledger, err := store.Open(filepath.Join(t.TempDir(), "gateway.db"), store.Options{Schema: pay.SchemaLedger})
 	if err != nil {
 		t.Fatal(err)

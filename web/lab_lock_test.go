@@ -551,7 +551,6 @@ func TestLessonLockInMemoryOnSQLite(t *testing.T) {
 // answered 201: the work's time-out counts from the insert, not from
 // before the pause (the walk of the chapters saw 500s and 504s there).
 func TestLabLoosePauseTakesNothingFromTheWork(t *testing.T) {
-	t.Parallel()
 	env := newTestEnv(t, Config{LockTimeout: 2 * time.Second})
 	if err := env.Server.guidedLessons().start(context.Background(), "lock-in-memory", "test"); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 // A client that trickles its body is cut off once the body deadline
 // passes, while a normal payment on the same server goes through.
 func TestSlowBodyIsCutOff(t *testing.T) {
-	t.Parallel()
 	const timeout = 300 * time.Millisecond
 	env := newTestEnv(t, Config{BodyTimeout: timeout})
 
@@ -73,7 +72,6 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 // after reading its body keeps its context and answers, and a request
 // without a body (an event stream) never has a read deadline at all.
 func TestBodyDeadlineEndsWithTheBody(t *testing.T) {
-	t.Parallel()
 	const timeout = 100 * time.Millisecond
 	handler := bodyDeadline(timeout, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.ReadAll(r.Body); err != nil {

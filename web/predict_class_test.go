@@ -74,7 +74,6 @@ func TestVoteIsTheWholeClasss(t *testing.T) {
 // server restarted mid-vote finds the question, the answers, each phone's
 // own answer, and takes a change of answer as before.
 func TestVoteSurvivesARestart(t *testing.T) {
-	t.Parallel()
 	r := newRestartable(t, Config{})
 	if code := r.call(http.MethodPut, "/api/lessons/current", `{"slug":"no-key"}`, nil); code != http.StatusOK {
 		t.Fatalf("starting a chapter: %d", code)
@@ -110,7 +109,6 @@ func TestVoteSurvivesARestart(t *testing.T) {
 // the burst gave before the restart (the grade is room state, not the
 // narrator's memory), each phone's own answer kept.
 func TestVoteGradeSurvivesARestart(t *testing.T) {
-	t.Parallel()
 	r := newRestartable(t, Config{})
 	if code := r.call(http.MethodPut, "/api/lessons/current", `{"slug":"check-then-insert"}`, nil); code != http.StatusOK {
 		t.Fatalf("starting the chapter: %d", code)

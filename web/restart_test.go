@@ -157,7 +157,6 @@ func (r *restartable) call(method, path, body string, out any, headers ...string
 // chapter and its lab mode, step mode, the fault switches, the clock's
 // offset and the count of resets.
 func TestRoomSurvivesRestartOnSQLite(t *testing.T) {
-	t.Parallel()
 	r := newRestartable(t, Config{})
 	if code := r.call(http.MethodPut, "/api/lessons/current", `{"slug":"new-key-per-retry"}`, nil); code != http.StatusOK {
 		t.Fatalf("starting a chapter: %d", code)
@@ -203,7 +202,6 @@ func TestRoomSurvivesRestartOnSQLite(t *testing.T) {
 // as on PostgreSQL (the room's row). A payment sent after the restart is
 // held, not charged.
 func TestStepModeAfterARestartIsTheSameOnBothStores(t *testing.T) {
-	t.Parallel()
 	t.Run("SQLite", func(t *testing.T) {
 		r := newRestartable(t, Config{})
 		if code := r.call(http.MethodPut, "/api/step", `{"on":true}`, nil); code != http.StatusOK {
@@ -275,7 +273,6 @@ func assertHoldsAfterRestart(t *testing.T, srv *Server, base string) {
 // as on PostgreSQL (the room's row), the sweeper's report still counts
 // it as closed in the room, and a reset starts the count again.
 func TestSweepCountSurvivesARestartOnBothStores(t *testing.T) {
-	t.Parallel()
 	send := func(t *testing.T, base, method, path, body string) (int, []byte) {
 		t.Helper()
 		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
@@ -362,7 +359,6 @@ func TestSweepCountSurvivesARestartOnBothStores(t *testing.T) {
 // and finds the board and the checkout showing the same two ticks, by the
 // same row; the chapter started again shows none.
 func TestWatchTicksSurviveARestartOnSQLite(t *testing.T) {
-	t.Parallel()
 	r := newRestartable(t, Config{})
 	if code := r.call(http.MethodPut, "/api/lessons/current", `{"slug":"no-key"}`, nil); code != http.StatusOK {
 		t.Fatalf("starting a chapter: %d", code)

@@ -18,7 +18,6 @@ import (
 // takes the new flag; once the presenter has set them, theirs win over
 // any flag, across restarts.
 func TestWorkshopAllowedNetworksSurviveARestart(t *testing.T) {
-	t.Parallel()
 	const presenter = "teach-allow-36"
 	cfg := Config{WorkshopAllow: workshopStudentNets, PresenterToken: presenter}
 	r := newRestartable(t, cfg)

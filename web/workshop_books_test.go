@@ -26,7 +26,6 @@ import (
 // is what the books hold: a gateway whose books started empty would charge
 // the key again and count it twice.
 func TestWorkshopGatewayBooksSurviveARestart(t *testing.T) {
-	t.Parallel()
 	const presenter = "teach-books-36"
 	cfg := Config{WorkshopAllow: workshopStudentNets, PresenterToken: presenter}
 	t.Run("on a SQLite file", func(t *testing.T) {

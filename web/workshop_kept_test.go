@@ -34,7 +34,6 @@ import (
 // gateways' addresses, and a run the server stopped in the middle of is
 // shown as interrupted: neither passed nor failed.
 func TestWorkshopScoreboardSurvivesARestart(t *testing.T) {
-	t.Parallel()
 	const presenter = "teach-keep-36"
 	cfg := Config{WorkshopAllow: workshopStudentNets, PresenterToken: presenter,
 		workshopTune: func(c *check.Config) { c.Only = []int{1, 4} }} // short runs: a replay and a storm
