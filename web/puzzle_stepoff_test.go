@@ -1,12 +1,15 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"paytwice/web/live"
 	"paytwice/web/room"
+	"paytwice/web/room/step"
 )
 
 // TestPuzzleStepModeOffIsNotSolved: on the check-then-insert chapter the
@@ -124,5 +127,70 @@ func TestPuzzleTimeLimitIsNotSolved(t *testing.T) {
 	}
 	if exp := env.get("/api/timeline.json", PresenterHeader, token); !strings.Contains(string(exp.Body), "not solved: "+room.TimeLimitReleased) || strings.Contains(string(exp.Body), "solved in") {
 		t.Fatalf("the export: %.3000s", exp.Body)
+	}
+}
+
+// TestPuzzleClientGoneIsNotSolved: on the check-then-insert chapter the
+// presenter steps both held requests of one order past the key's lookup;
+// then the client of the second goes away (a tab closed) and it goes on
+// by itself, and the presenter finishes the first: the books hold two
+// charges, but the class scheduled only one of them, so the puzzle ends
+// saying the client went away, not solved, with no steps scored.
+func TestPuzzleClientGoneIsNotSolved(t *testing.T) {
+	waitsOnRealClocks(t) // a server of its own, its requests held by step mode
+	const token = "teach-sched-gone"
+	env := puzzleEnv(t, token, "check-then-insert")
+	presenter := env.asPresenter(token)
+	first := env.payAsync("sched-gone", "P-1")
+	a := env.waitHeld("received")
+	ctx, hangUp := context.WithCancel(context.Background())
+	defer hangUp()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, env.URL+"/v1/payments", strings.NewReader(`{"order_id":"P-1","amount_satang":129900}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "sched-gone")
+	gone := make(chan error, 1)
+	go func() {
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		gone <- err
+	}()
+	b := env.waitHeld("received")
+	if r := presenter(http.MethodPost, "/api/puzzle/start", PuzzleStart{Request: a}); r.Status != http.StatusOK {
+		t.Fatalf("start the puzzle: %d %s", r.Status, r.Body)
+	}
+	for _, id := range []string{a, b} {
+		if r := presenter(http.MethodPost, "/api/step/next", StepTarget{Request: id}); r.Status != http.StatusOK {
+			t.Fatalf("next %s: %d %s", id, r.Status, r.Body)
+		}
+		if got := env.waitHeld("key looked up"); got != id {
+			t.Fatalf("held at the lookup: %s, want %s", got, id)
+		}
+	}
+	hangUp()
+	if err := <-gone; err == nil {
+		t.Fatal("the second request was answered, not cut off by its client")
+	}
+	// It goes on by itself, once the puzzle knows (the hook runs before
+	// the resumed event).
+	env.waitOwn("the second request going on as its client went away", func(ev live.Event) bool {
+		return ev.Kind == step.KindResumed && ev.Request == b && ev.Message == "the client went away"
+	})
+	if r := presenter(http.MethodPost, "/api/step/finish", StepTarget{Request: a}); r.Status != http.StatusOK {
+		t.Fatalf("finish %s: %d %s", a, r.Status, r.Body)
+	}
+	wantStatus(t, first, http.StatusCreated)
+
+	p := waitTwoChargesJudged(t, env)
+	if p.Solved || p.SolvedSteps != 0 || p.Released != room.ClientGoneReleased || p.Charges != 2 {
+		t.Fatalf("after the client went away: %+v, want released as its client went away, not solved, the books' 2 charges", p)
+	}
+	board := env.get("/poll/live", PresenterHeader, token)
+	if !strings.Contains(string(board.Body), "Not solved. "+room.ClientGoneReleased+": the books hold 2 charges") || strings.Contains(string(board.Body), "Solved in") {
+		t.Fatalf("the board's panel: %d %.3000s", board.Status, board.Body)
 	}
 }

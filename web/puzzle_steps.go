@@ -207,23 +207,28 @@ func (ps puzzleSteps) releasedByStepOff(ctx context.Context) error {
 	return err
 }
 
-// releasedByLimit ends the unsolved puzzle under way as released by the
-// time limit (room.TimeLimitReleased) when the held request r the limit
-// lets go is one of its order's (step.Config.LimitReached), before r goes
-// on: nobody scheduled what r charges then. The room's own state decides,
-// as for a step's count. A room that cannot be written leaves the puzzle
-// as it was; the request goes on all the same, as the limit promises.
-func releasedByLimit(rm *room.Room[room.State], logf func(format string, args ...any)) func(ctx context.Context, r step.HeldRequest) {
-	return func(ctx context.Context, r step.HeldRequest) {
+// releasedAlone ends the unsolved puzzle under way as released
+// (room.TimeLimitReleased, room.ClientGoneReleased) when the held request
+// r that goes on with nobody stepping it is one of its order's
+// (step.Config.WentOnAlone), before r goes on: nobody scheduled what r
+// charges then. The room's own state decides, as for a step's count. A
+// room that cannot be written leaves the puzzle as it was; the request
+// goes on all the same.
+func releasedAlone(rm *room.Room[room.State], logf func(format string, args ...any)) func(ctx context.Context, r step.HeldRequest, why step.Alone) {
+	return func(ctx context.Context, r step.HeldRequest, why step.Alone) {
+		reason := room.TimeLimitReleased
+		if why == step.AloneClientGone {
+			reason = room.ClientGoneReleased
+		}
 		_, _, err := rm.Change(ctx, func(s *room.State) error {
 			p, ok := s.CurrentPuzzle()
-			if !ok || p.Scope != r.Scope || p.OrderID != r.OrderID || !s.ReleasePuzzle(room.TimeLimitReleased) {
+			if !ok || p.Scope != r.Scope || p.OrderID != r.OrderID || !s.ReleasePuzzle(reason) {
 				return errNoCount
 			}
 			return nil
 		})
 		if err != nil && !errors.Is(err, errNoCount) {
-			logf("puzzle: the time limit let %s go, but the puzzle could not be ended: %v", r.Request, err)
+			logf("puzzle: %s went on by itself (%s), but the puzzle could not be ended: %v", r.Request, reason, err)
 		}
 	}
 }

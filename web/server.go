@@ -124,7 +124,7 @@ func NewServer(cfg Config, db Store, clock *sim.Clock) *Server {
 	s.life.work, s.life.abandon = context.WithCancelCause(s.life.base)
 	s.payments.steps = step.New(s.life.base, step.Config{Name: cfg.Name, Limit: cfg.StepLimit, Lease: cfg.LockTimeout,
 		Room: s.room, Peers: s.servers.peers, Hub: s.hub, Now: s.clock.Now, Logf: s.logf, CountStep: countHeldStep(s.room),
-		CountPlay: countHeldPlay(s.room), LimitReached: releasedByLimit(s.room, s.logf)})
+		CountPlay: countHeldPlay(s.room), WentOnAlone: releasedAlone(s.room, s.logf)})
 	s.teaching.narration = lesson.NewNarrator(s.teaching.lessons, s.room, s.hub)
 	s.teaching.judge = &puzzleJudge{room: s.room, hub: s.hub, charges: orderChargeCount{s.db}.count, logf: s.logf}
 	news := newWorkshopNews(s.hub)

@@ -212,12 +212,17 @@ const StepModeOffReleased = "Step mode was turned off: the requests ran on their
 // charges is nobody's step.
 const TimeLimitReleased = "The time limit let a held request go: it ran on its own"
 
+// ClientGoneReleased is why a puzzle ends when the client of one of its
+// held requests goes away (a tab closed): the request goes on by itself.
+const ClientGoneReleased = "The client of a held request went away: it ran on its own"
+
 // ReleasePuzzle ends the unsolved puzzle under way, if any, because its
 // held requests go on without the class, for the reason why
-// (StepModeOffReleased, TimeLimitReleased): it is not solved and scores
-// nothing, whatever the books hold after; the step bar goes back to the
-// presenter. It is recorded before the requests go on, so that their
-// charges find it. It reports whether the puzzle changed.
+// (StepModeOffReleased, TimeLimitReleased, ClientGoneReleased): it is
+// not solved and scores nothing, whatever the books hold after; the step
+// bar goes back to the presenter. It is recorded before the requests go
+// on, so that their charges find it. It reports whether the puzzle
+// changed.
 func (s *State) ReleasePuzzle(why string) bool {
 	p, err := s.puzzleAt(0)
 	if err != nil || p.Solved || p.Released != "" {

@@ -87,12 +87,13 @@ wait:
 		case <-p.Done():
 			reason = "the client went away"
 			ps.free.Store(true)
+			st.wentOnAlone(h, AloneClientGone)
 		case <-st.ctx.Done():
 			ps.free.Store(true)
 		case <-limit:
 			reason = "held for " + st.limit.String() + ": the time limit let it go"
 			ps.free.Store(true)
-			st.limitReached(h)
+			st.wentOnAlone(h, AloneTimeLimit)
 		}
 		break wait
 	}
@@ -106,16 +107,16 @@ wait:
 	p.Publish(KindResumed, reason)
 }
 
-// limitReached tells Config.LimitReached of h, which the time limit lets
-// go, before it goes on.
-func (st *Stepper) limitReached(h *heldRequest) {
-	if st.cfg.LimitReached == nil {
+// wentOnAlone tells Config.WentOnAlone of h, which goes on for why with
+// nobody stepping it, before it goes on.
+func (st *Stepper) wentOnAlone(h *heldRequest, why Alone) {
+	if st.cfg.WentOnAlone == nil {
 		return
 	}
 	st.mu.Lock()
 	row := st.rowLocked(h)
 	st.mu.Unlock()
-	st.cfg.LimitReached(st.ctx, row)
+	st.cfg.WentOnAlone(st.ctx, row, why)
 }
 
 // stopUnstepped ends, at shutdown, a request that step mode would have

@@ -175,12 +175,23 @@ type Config struct {
 	// told whether this server let any go: one that counted it and let
 	// none go takes it back, unless another server let one go.
 	CountPlay func(ctx context.Context, play string, held []HeldRequest) (settle func(letGo bool))
-	// LimitReached, when set, is told of the held request r the time
-	// limit lets go, on the server that holds it, just before r goes on:
-	// nobody stepped it, so the puzzle of its order is not the class's to
-	// solve any more, and must know so before r's charge is counted.
-	LimitReached func(ctx context.Context, r HeldRequest)
+	// WentOnAlone, when set, is told of the held request r that goes on
+	// with nobody stepping it (why: the time limit let it go, or its
+	// client went away), on the server that holds it, just before r goes
+	// on: the puzzle of its order is not the class's to solve any more,
+	// and must know so before r's charge is counted.
+	WentOnAlone func(ctx context.Context, r HeldRequest, why Alone)
 }
+
+// Alone is why a held request went on with nobody stepping it
+// (Config.WentOnAlone).
+type Alone int
+
+// Why a held request goes on alone.
+const (
+	AloneTimeLimit  Alone = iota + 1 // held past Config.Limit
+	AloneClientGone                  // its client went away
+)
 
 // Only bounds a step to the held requests of one order: the student who
 // holds a puzzle's step bar steps those only. The server that holds the
