@@ -27,17 +27,7 @@ func TestPuzzleStepModeOffIsNotSolved(t *testing.T) {
 	a := env.waitHeld("received")
 	second := env.payAsync("sched-off", "P-1")
 	b := env.waitHeld("received")
-	if r := presenter(http.MethodPost, "/api/puzzle/start", PuzzleStart{Request: a}); r.Status != http.StatusOK {
-		t.Fatalf("start the puzzle: %d %s", r.Status, r.Body)
-	}
-	for _, id := range []string{a, b} {
-		if r := presenter(http.MethodPost, "/api/step/next", StepTarget{Request: id}); r.Status != http.StatusOK {
-			t.Fatalf("next %s: %d %s", id, r.Status, r.Body)
-		}
-		if got := env.waitHeld("key looked up"); got != id {
-			t.Fatalf("held at the lookup: %s, want %s", got, id)
-		}
-	}
+	startAndStepPastTheLookup(t, env, presenter, a, b)
 	if r := presenter(http.MethodPut, "/api/step", map[string]bool{"on": false}); r.Status != http.StatusOK {
 		t.Fatalf("step mode off: %d %s", r.Status, r.Body)
 	}
@@ -99,17 +89,7 @@ func TestPuzzleTimeLimitIsNotSolved(t *testing.T) {
 	a := env.waitHeld("received")
 	second := env.payAsync("sched-limit", "P-1")
 	b := env.waitHeld("received")
-	if r := presenter(http.MethodPost, "/api/puzzle/start", PuzzleStart{Request: a}); r.Status != http.StatusOK {
-		t.Fatalf("start the puzzle: %d %s", r.Status, r.Body)
-	}
-	for _, id := range []string{a, b} {
-		if r := presenter(http.MethodPost, "/api/step/next", StepTarget{Request: id}); r.Status != http.StatusOK {
-			t.Fatalf("next %s: %d %s", id, r.Status, r.Body)
-		}
-		if got := env.waitHeld("key looked up"); got != id {
-			t.Fatalf("held at the lookup: %s, want %s", got, id)
-		}
-	}
+	startAndStepPastTheLookup(t, env, presenter, a, b)
 	close(limit) // both holds reach the limit; neither is held again
 	wantStatus(t, first, http.StatusCreated)
 	wantStatus(t, second, http.StatusCreated)
@@ -160,17 +140,7 @@ func TestPuzzleClientGoneIsNotSolved(t *testing.T) {
 		gone <- err
 	}()
 	b := env.waitHeld("received")
-	if r := presenter(http.MethodPost, "/api/puzzle/start", PuzzleStart{Request: a}); r.Status != http.StatusOK {
-		t.Fatalf("start the puzzle: %d %s", r.Status, r.Body)
-	}
-	for _, id := range []string{a, b} {
-		if r := presenter(http.MethodPost, "/api/step/next", StepTarget{Request: id}); r.Status != http.StatusOK {
-			t.Fatalf("next %s: %d %s", id, r.Status, r.Body)
-		}
-		if got := env.waitHeld("key looked up"); got != id {
-			t.Fatalf("held at the lookup: %s, want %s", got, id)
-		}
-	}
+	startAndStepPastTheLookup(t, env, presenter, a, b)
 	hangUp()
 	if err := <-gone; err == nil {
 		t.Fatal("the second request was answered, not cut off by its client")
@@ -192,5 +162,23 @@ func TestPuzzleClientGoneIsNotSolved(t *testing.T) {
 	board := env.get("/poll/live", PresenterHeader, token)
 	if !strings.Contains(string(board.Body), "Not solved. "+room.ClientGoneReleased+": the books hold 2 charges") || strings.Contains(string(board.Body), "Solved in") {
 		t.Fatalf("the board's panel: %d %.3000s", board.Status, board.Body)
+	}
+}
+
+// startAndStepPastTheLookup starts the puzzle on the held request a's
+// order and steps a, then b, past the key's lookup, where each waits
+// again: the check-then-insert race set up, both about to insert.
+func startAndStepPastTheLookup(t *testing.T, env *stepEnv, presenter func(method, path string, body any) response, a, b string) {
+	t.Helper()
+	if r := presenter(http.MethodPost, "/api/puzzle/start", PuzzleStart{Request: a}); r.Status != http.StatusOK {
+		t.Fatalf("start the puzzle: %d %s", r.Status, r.Body)
+	}
+	for _, id := range []string{a, b} {
+		if r := presenter(http.MethodPost, "/api/step/next", StepTarget{Request: id}); r.Status != http.StatusOK {
+			t.Fatalf("next %s: %d %s", id, r.Status, r.Body)
+		}
+		if got := env.waitHeld("key looked up"); got != id {
+			t.Fatalf("held at the lookup: %s, want %s", got, id)
+		}
 	}
 }
