@@ -41,6 +41,9 @@ var cases = []aCase{
 	{19, "409 and 422 are problem+json", false, caseProblemJSON},
 }
 
+// CaseCount is how many cases a run has, numbered 1 to CaseCount.
+func CaseCount() int { return len(cases) }
+
 func pass(format string, args ...any) Result {
 	return Result{Verdict: Pass, Detail: fmt.Sprintf(format, args...)}
 }

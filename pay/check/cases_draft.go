@@ -1,7 +1,6 @@
 package check
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"paytwice/pay/check/bodies"
 )
 
 // The cases of the draft's conformance vectors (13–19).
@@ -81,64 +82,12 @@ func caseHeaderCase(ctx context.Context, r *run) Result {
 	return differs("the key under %q was taken (%s), the same request under %q then answered %s%s", name, first, r.cfg.KeyHeader, second, excerpt(second))
 }
 
-// reorder gives body's members in reverse order: the same JSON object
-// (or form) in other bytes. ok is false for a body of fewer than two
-// members.
-func reorder(body string, form bool) (string, bool) {
-	if form {
-		parts := strings.Split(body, "&")
-		if len(parts) < 2 {
-			return "", false
-		}
-		for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
-			parts[i], parts[j] = parts[j], parts[i]
-		}
-		return strings.Join(parts, "&"), true
-	}
-	dec := json.NewDecoder(strings.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", false
-	}
-	type member struct {
-		name  string
-		value json.RawMessage
-	}
-	var members []member
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return "", false
-		}
-		members = append(members, member{t.(string), v})
-	}
-	if len(members) < 2 {
-		return "", false
-	}
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i := len(members) - 1; i >= 0; i-- {
-		name, _ := json.Marshal(members[i].name)
-		b.Write(name)
-		b.WriteByte(':')
-		b.Write(members[i].value)
-		if i > 0 {
-			b.WriteByte(',')
-		}
-	}
-	b.WriteByte('}')
-	return b.String(), true
-}
-
 // Case 15: the same JSON with its members reordered is the same request:
 // a replay, never a second payment. A server that compares bytes and
 // refuses it is safe (DIFFERS); one that charges it again is not.
 func caseReordered(ctx context.Context, r *run) Result {
 	q := r.action(15)
-	flipped, ok := reorder(r.body(q), r.cfg.Form)
+	flipped, ok := bodies.Reorder(r.body(q), r.cfg.Form)
 	if !ok {
 		return skip("the body has fewer than two members to reorder")
 	}

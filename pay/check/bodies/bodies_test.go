@@ -1,4 +1,4 @@
-package check
+package bodies
 
 import (
 	"encoding/json"
@@ -21,7 +21,7 @@ func FuzzReorder(f *testing.F) {
 		f.Add(seed, true)
 	}
 	f.Fuzz(func(t *testing.T, body string, form bool) {
-		out, ok := reorder(body, form)
+		out, ok := Reorder(body, form)
 		if !ok {
 			return
 		}
@@ -73,11 +73,11 @@ func hasDuplicates(body string) bool {
 }
 
 func TestReorder(t *testing.T) {
-	out, ok := reorder(`{"order_id":"x","amount_satang":5,"meta":{"a":1}}`, false)
+	out, ok := Reorder(`{"order_id":"x","amount_satang":5,"meta":{"a":1}}`, false)
 	if !ok || out != `{"meta":{"a":1},"amount_satang":5,"order_id":"x"}` {
 		t.Errorf("%q %v", out, ok)
 	}
-	if _, ok := reorder(`{"only":1}`, false); ok {
+	if _, ok := Reorder(`{"only":1}`, false); ok {
 		t.Error("one member reordered")
 	}
 }
@@ -92,7 +92,7 @@ func FuzzRetention(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		if d, _, ok := retentionOf(doc); ok && d <= 0 {
+		if d, _, ok := RetentionOf(doc); ok && d <= 0 {
 			t.Fatalf("%q: retention %s", doc, d)
 		}
 	})
@@ -107,7 +107,7 @@ func TestRetentionOf(t *testing.T) {
 		`{"retention":"kept for a while"}`: 0,
 		`{"retention_seconds":1e300}`:      0,
 	} {
-		d, _, ok := retentionOf([]byte(doc))
+		d, _, ok := RetentionOf([]byte(doc))
 		if d != want || ok != (want > 0) {
 			t.Errorf("%s: %s %v, want %s", doc, d, ok, want)
 		}
