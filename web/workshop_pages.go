@@ -84,17 +84,17 @@ func (h workshopHandlers) handleRunForm(c echo.Context) error {
 // two seconds; while the workshop is closed, the place it comes back to
 // (the books are not counted for it).
 func (h workshopHandlers) handleMine(c echo.Context) error {
-	if _, ok := h.ws.Mine(h.who(c.Request())); !ok {
-		return pay.Errorf(pay.ENOTFOUND, "You have not registered an endpoint yet.")
+	open := h.ws.On()
+	if open {
+		h.countBooks(c.Request().Context())
 	}
-	c.Response().Header().Set("Cache-Control", "no-store")
-	if !h.ws.On() {
-		return render(c, http.StatusOK, views.WorkshopMineClosed())
-	}
-	h.countBooks(c.Request().Context())
 	m, ok := h.ws.Mine(h.who(c.Request()))
 	if !ok {
 		return pay.Errorf(pay.ENOTFOUND, "You have not registered an endpoint yet.")
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	if !open {
+		return render(c, http.StatusOK, views.WorkshopMineClosed())
 	}
 	return render(c, http.StatusOK, views.WorkshopMineRow(rowView(m.Row)))
 }

@@ -701,6 +701,7 @@ func TestBoardWorkshopPartFollowsTheWorkshop(t *testing.T) {
 // the closed place instead of the result and a line that says the
 // workshop is closed; a student who never registered still gets a 404.
 func TestWorkshopPhonePartsFollowTheClose(t *testing.T) {
+	t.Parallel()
 	env := newWorkshopEnv(t)
 	const tok = "ida-phone-parts"
 	registerStudent(t, env, tok, "Ida", "http://"+freeAddr(t, "127.0.0.2"))
