@@ -699,7 +699,8 @@ func TestBoardWorkshopPartFollowsTheWorkshop(t *testing.T) {
 // fetches every two seconds follow the workshop: while it is open, the
 // student's own result and an empty, hidden state line; once it closed,
 // the closed place instead of the result and a line that says the
-// workshop is closed; a student who never registered still gets a 404.
+// workshop is closed, as a run asked then is refused with; a student who
+// never registered still gets a 404.
 func TestWorkshopPhonePartsFollowTheClose(t *testing.T) {
 	t.Parallel()
 	env := newWorkshopEnv(t)
@@ -724,6 +725,9 @@ func TestWorkshopPhonePartsFollowTheClose(t *testing.T) {
 	}
 	if code, body := part("/workshop/-/state"); code != http.StatusOK || !strings.Contains(body, `data-on="false"`) || !strings.Contains(body, "The workshop is closed") {
 		t.Fatalf("closed workshop, the state line: %d %.300s", code, body)
+	}
+	if r := env.send(http.MethodPost, workshopAPI+"/run", nil, "Authorization", "Bearer "+tok); r.Status != http.StatusForbidden || !strings.Contains(string(r.Body), "The workshop is closed") {
+		t.Fatalf("a run asked while the workshop is closed: %d %.300s, want 403 saying it is closed", r.Status, r.Body)
 	}
 	if r := env.get("/workshop/-/mine"); r.Status != http.StatusNotFound {
 		t.Fatalf("a student who never registered: %d %.200s, want 404", r.Status, r.Body)

@@ -400,7 +400,7 @@ var ErrStarting = pay.Errorf(pay.EUNAVAILABLE, "The room is starting: it has not
 func (w *Workshop) ReadAgainEvery() time.Duration { return w.cfg.ReadAgainEvery }
 
 // errClosed refuses what only an open workshop does.
-var errClosed = pay.Errorf(pay.EFORBIDDEN, "The presenter has not opened the workshop yet: wait for them to turn it on.")
+var errClosed = pay.Errorf(pay.EFORBIDDEN, "The workshop is closed: registering and runs wait until the presenter opens it.")
 
 // Mine is who's own view, ok false when they have not registered.
 func (w *Workshop) Mine(who string) (Mine, bool) {
