@@ -85,6 +85,12 @@ type Config struct {
 	// (web/room's Barriers); nil means the wall clock. Never the room's
 	// clock either.
 	BarrierClock func() time.Time
+	// BYOCClock is the real time the room's proxy (/byo/, web/byoc.go)
+	// grades students' clients by: their waits between retries (rules 7
+	// and 8), their budget (rule 9), when an action is over; nil means
+	// the wall clock. Never the room's clock, which would stretch a wait by the
+	// presenter's week.
+	BYOCClock func() time.Time
 	// Name names this server among the several that may share one
 	// database (-name): the timeline says which server handled each
 	// request. "" for a server on its own.

@@ -236,7 +236,7 @@ func (s *Server) routes() *echo.Echo {
 		reconciled: func() { s.lab.counts.reconciliations.Add(1) }}.routes(e)
 	referenceHandlers{retention: s.cfg.Retention, lockTimeout: s.cfg.LockTimeout}.routes(e)
 	adminHandlers{switches: s.faultSwitches(), clock: roomClock{clock: s.clock, room: s.room, timeline: s.hub}, sweeper: s.keySweeper(), reset: s.demoReset().run}.routes(e, presenterOnly)
-	byo := newBYOC(s.Handler, presenterOnly, adm.presenter.isPresenter)
+	byo := newBYOC(s.Handler, s.cfg.BYOCClock, presenterOnly, adm.presenter.isPresenter)
 	byo.routes(e)
 	ws := s.workshopHandlers()
 	rooms := roomVersions{room: s.room, now: s.clock.Now}
