@@ -112,9 +112,27 @@ func (p *page) shows(order string) bool {
 // another: it gets every room event after its last one, once each and in
 // the room's order, and no frame that draws the room again.
 func TestAPageResumesOnAnotherServerOfTheCluster(t *testing.T) {
-	t.Run("SIGKILL", func(t *testing.T) { testResumeOnAnotherServer(t, syscall.SIGKILL) })
-	t.Run("SIGTERM", func(t *testing.T) { testResumeOnAnotherServer(t, syscall.SIGTERM) })
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			// A gap on b (its relay fell behind its own events, or its
+			// connection to the others was lost: a loaded machine can
+			// do either) puts a row of b's own on its timeline, and a
+			// page from another server is then drawn whole by design
+			// (Board.resumePlaceLocked). Such a run says nothing of
+			// resuming: it runs again on new servers, three times at most.
+			for run := 1; testResumeOnAnotherServer(t, sig); run++ {
+				if run == 3 {
+					t.Fatalf("b drew a gap in each of %d runs: no run showed a page resuming", run)
+				}
+				t.Logf("run %d: b drew a gap before the page came, so it was drawn whole; running again", run)
+			}
+		})
+	}
 }
+
+// gapMessage is in every gap's row (web/room, web/relay.go): the events
+// in between are not drawn and the tables reloaded.
+const gapMessage = "the tables are reloaded from the database"
 
 // stepsOf matches the frames' arrows added to a row, and rowsOf the rows
 // they start.
@@ -124,7 +142,10 @@ var (
 	drawsOf = regexp.MustCompile(`<li[^>]* id="(tl-[^"]+)"|beforeend:#(tl-[^"]+)-steps`)
 )
 
-func testResumeOnAnotherServer(t *testing.T, sig syscall.Signal) {
+// testResumeOnAnotherServer runs the test once, on new servers and a new
+// database, and reports whether it could not: b drew a gap before the
+// page resumed on it, and drew the page whole, as it does then.
+func testResumeOnAnotherServer(t *testing.T, sig syscall.Signal) (gap bool) {
 	url := pgtest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -206,6 +227,9 @@ func testResumeOnAnotherServer(t *testing.T, sig syscall.Signal) {
 		return len(got) > seenOnA && len(refAll) > 0 && lastPlace(got) == lastPlace(refAll)
 	})
 	resumed := got[seenOnA:]
+	if len(resumed) > 0 && resumed[0].redraws() && ref.shows(gapMessage) {
+		return true
+	}
 	if len(resumed) == 0 || resumed[0].redraws() {
 		t.Fatalf("the page resumed on b from %q with a frame that draws the room again: %.300s", from, resumed[0].data)
 	}
@@ -270,6 +294,7 @@ func testResumeOnAnotherServer(t *testing.T, sig syscall.Signal) {
 	if rows < 10 {
 		t.Errorf("only %d rows started on the page that moved: the test proves little", rows)
 	}
+	return false
 }
 
 // lastPlace is the place of the last frame that names one.
