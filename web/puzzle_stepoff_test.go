@@ -33,23 +33,7 @@ func TestPuzzleStepModeOffIsNotSolved(t *testing.T) {
 	}
 	wantStatus(t, first, http.StatusCreated)
 	wantStatus(t, second, http.StatusCreated)
-
-	p := waitTwoChargesJudged(t, env)
-	if p.Solved || p.SolvedSteps != 0 || p.Released != room.StepModeOffReleased || p.Charges != 2 {
-		t.Fatalf("after step mode turned off: %+v, want released by step mode, not solved, the books' 2 charges", p)
-	}
-	r := env.get("/api/puzzle")
-	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"solved":false`) || !strings.Contains(string(r.Body), room.StepModeOffReleased) {
-		t.Fatalf("the puzzle's API: %d %s", r.Status, r.Body)
-	}
-	board := env.get("/poll/live", PresenterHeader, token)
-	if !strings.Contains(string(board.Body), "Not solved. "+room.StepModeOffReleased+": the books hold 2 charges") || strings.Contains(string(board.Body), "Solved in") {
-		t.Fatalf("the board's panel: %d %.3000s", board.Status, board.Body)
-	}
-	exp := env.get("/api/timeline.json", PresenterHeader, token)
-	if !strings.Contains(string(exp.Body), "not solved: "+room.StepModeOffReleased) || strings.Contains(string(exp.Body), "solved in") {
-		t.Fatalf("the export: %.3000s", exp.Body)
-	}
+	wantReleasedNotSolved(t, env, token, room.StepModeOffReleased)
 }
 
 // waitTwoChargesJudged waits, bounded, until the judge, which counts the
@@ -93,21 +77,7 @@ func TestPuzzleTimeLimitIsNotSolved(t *testing.T) {
 	close(limit) // both holds reach the limit; neither is held again
 	wantStatus(t, first, http.StatusCreated)
 	wantStatus(t, second, http.StatusCreated)
-
-	p := waitTwoChargesJudged(t, env)
-	if p.Solved || p.SolvedSteps != 0 || p.Released != room.TimeLimitReleased || p.Charges != 2 {
-		t.Fatalf("after the time limit: %+v, want released by the limit, not solved, the books' 2 charges", p)
-	}
-	if r := env.get("/api/puzzle"); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"solved":false`) || !strings.Contains(string(r.Body), room.TimeLimitReleased) {
-		t.Fatalf("the puzzle's API: %d %s", r.Status, r.Body)
-	}
-	board := env.get("/poll/live", PresenterHeader, token)
-	if !strings.Contains(string(board.Body), "Not solved. "+room.TimeLimitReleased+": the books hold 2 charges") || strings.Contains(string(board.Body), "Solved in") {
-		t.Fatalf("the board's panel: %d %.3000s", board.Status, board.Body)
-	}
-	if exp := env.get("/api/timeline.json", PresenterHeader, token); !strings.Contains(string(exp.Body), "not solved: "+room.TimeLimitReleased) || strings.Contains(string(exp.Body), "solved in") {
-		t.Fatalf("the export: %.3000s", exp.Body)
-	}
+	wantReleasedNotSolved(t, env, token, room.TimeLimitReleased)
 }
 
 // TestPuzzleClientGoneIsNotSolved: on the check-then-insert chapter the
@@ -154,14 +124,27 @@ func TestPuzzleClientGoneIsNotSolved(t *testing.T) {
 		t.Fatalf("finish %s: %d %s", a, r.Status, r.Body)
 	}
 	wantStatus(t, first, http.StatusCreated)
+	wantReleasedNotSolved(t, env, token, room.ClientGoneReleased)
+}
 
+// wantReleasedNotSolved waits until the books' two charges reach the
+// puzzle and checks that it ended released for reason: not solved, no
+// steps scored, on the puzzle's API, the board's panel and the export.
+func wantReleasedNotSolved(t *testing.T, env *stepEnv, token, reason string) {
+	t.Helper()
 	p := waitTwoChargesJudged(t, env)
-	if p.Solved || p.SolvedSteps != 0 || p.Released != room.ClientGoneReleased || p.Charges != 2 {
-		t.Fatalf("after the client went away: %+v, want released as its client went away, not solved, the books' 2 charges", p)
+	if p.Solved || p.SolvedSteps != 0 || p.Released != reason || p.Charges != 2 {
+		t.Fatalf("the puzzle: %+v, want released (%s), not solved, the books' 2 charges", p, reason)
+	}
+	if r := env.get("/api/puzzle"); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"solved":false`) || !strings.Contains(string(r.Body), reason) {
+		t.Fatalf("the puzzle's API: %d %s", r.Status, r.Body)
 	}
 	board := env.get("/poll/live", PresenterHeader, token)
-	if !strings.Contains(string(board.Body), "Not solved. "+room.ClientGoneReleased+": the books hold 2 charges") || strings.Contains(string(board.Body), "Solved in") {
+	if !strings.Contains(string(board.Body), "Not solved. "+reason+": the books hold 2 charges") || strings.Contains(string(board.Body), "Solved in") {
 		t.Fatalf("the board's panel: %d %.3000s", board.Status, board.Body)
+	}
+	if exp := env.get("/api/timeline.json", PresenterHeader, token); !strings.Contains(string(exp.Body), "not solved: "+reason) || strings.Contains(string(exp.Body), "solved in") {
+		t.Fatalf("the export: %.3000s", exp.Body)
 	}
 }
 
