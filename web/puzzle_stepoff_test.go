@@ -41,18 +41,9 @@ func TestPuzzleStepModeOffIsNotSolved(t *testing.T) {
 // wrongly, solved the puzzle), and returns the puzzle then.
 func waitTwoChargesJudged(t *testing.T, env *stepEnv) room.Puzzle {
 	t.Helper()
-	deadline := time.After(waitUntilBound)
-	for {
-		cur, _, changed := env.Server.room.Watch()
-		if cur.Puzzle != nil && (cur.Puzzle.Solved || cur.Puzzle.Charges >= 2 && !cur.Puzzle.Unknown) {
-			return *cur.Puzzle
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("the books' two charges never reached the puzzle: %+v", cur.Puzzle)
-		}
-	}
+	return waitPuzzle(t, env, "the books' two charges never reached the puzzle", func(p room.Puzzle) bool {
+		return p.Solved || p.Charges >= 2 && !p.Unknown
+	})
 }
 
 // TestPuzzleTimeLimitIsNotSolved: on the check-then-insert chapter the

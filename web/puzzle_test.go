@@ -41,18 +41,7 @@ func playerID(t *testing.T, env *stepEnv, nick string) string {
 // waitSolved waits, bounded, for the puzzle to be solved.
 func waitSolved(t *testing.T, env *stepEnv) room.Puzzle {
 	t.Helper()
-	deadline := time.After(waitUntilBound)
-	for {
-		cur, _, changed := env.Server.room.Watch()
-		if p := cur.Puzzle; p != nil && p.Solved {
-			return *p
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("the puzzle was not solved: %+v", cur.Puzzle)
-		}
-	}
+	return waitPuzzle(t, env, "the puzzle was not solved", func(p room.Puzzle) bool { return p.Solved })
 }
 
 // TestPuzzleStepBar: on the check-then-insert chapter, step mode holds
