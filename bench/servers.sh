@@ -22,7 +22,12 @@
 #
 # CLIENTS (16) is the clients of a single server, CLIENTS_EACH (6) those of
 # each of the three, KEYS (500) the keys paid before replaying them, PORT
-# (18100) the first of the eight ports it serves on. Linux only: server CPU
+# (18100) the first of the eleven ports it serves on. SETS picks the sets
+# measured, in that order (default "sqlite pg1 pg3 pg3norelay"). PROCS_EACH=N
+# adds the set pg3procs (last, unless SETS places it): three servers as in
+# pg3 but each started with GOMAXPROCS=N, as three processes sharing two
+# cores might be told to use only their share of them. Each round also prints pg3's (and pg3procs') payments/s and CPU
+# per payment as ratios to pg1's in the same round. Linux only: server CPU
 # comes from /proc.
 set -euo pipefail
 
@@ -33,6 +38,8 @@ CLIENTS=${CLIENTS:-16}
 CLIENTS_EACH=${CLIENTS_EACH:-6}
 KEYS=${KEYS:-500}
 PORT=${PORT:-18100}
+SETS=${SETS:-sqlite pg1 pg3 pg3norelay}
+PROCS_EACH=${PROCS_EACH:-}
 
 tmp=$(mktemp -d)
 suffix=$$
@@ -57,11 +64,12 @@ database() {
 	url=${PG%/*}/$db
 }
 
-# start SET BUILD NAME PORT DB: one server of SET, its port and pid noted.
+# start SET BUILD NAME PORT DB [PROCS]: one server of SET, its port and pid
+# noted; with PROCS it runs with GOMAXPROCS=PROCS.
 declare -A ports serverpids clients
 start() {
-	local set=$1 build=$2 name=$3 port=$4 db=$5
-	"$tmp/$build" -addr "127.0.0.1:$port" -db "$db" -name "$name" >"$tmp/$set-$name.log" 2>&1 &
+	local set=$1 build=$2 name=$3 port=$4 db=$5 procs=${6:-}
+	env ${procs:+GOMAXPROCS=$procs} "$tmp/$build" -addr "127.0.0.1:$port" -db "$db" -name "$name" >"$tmp/$set-$name.log" 2>&1 &
 	pids+=($!)
 	ports[$set]+="$port "
 	serverpids[$set]+="$! "
@@ -74,18 +82,29 @@ start() {
 	exit 1
 }
 
-sets=(sqlite pg1 pg3 pg3norelay)
-start sqlite paytwice s1 "$PORT" "$tmp/paytwice.db"
-clients[sqlite]=$CLIENTS
-database pg1
-start pg1 paytwice s1 "$((PORT + 1))" "$url"
-clients[pg1]=$CLIENTS
-database pg3
-for i in 1 2 3; do start pg3 paytwice "s$i" "$((PORT + 1 + i))" "$url"; done
-clients[pg3]=$CLIENTS_EACH
-database pg3norelay
-for i in 1 2 3; do start pg3norelay norelay "s$i" "$((PORT + 4 + i))" "$url"; done
-clients[pg3norelay]=$CLIENTS_EACH
+read -ra sets <<<"$SETS"
+if [[ -n $PROCS_EACH && " ${sets[*]} " != *" pg3procs "* ]]; then sets+=(pg3procs); fi
+for set in "${sets[@]}"; do
+	case $set in
+	sqlite) start sqlite paytwice s1 "$PORT" "$tmp/paytwice.db" ;;
+	pg1) database pg1 && start pg1 paytwice s1 "$((PORT + 1))" "$url" ;;
+	pg3)
+		database pg3
+		for i in 1 2 3; do start pg3 paytwice "s$i" "$((PORT + 1 + i))" "$url"; done
+		;;
+	pg3norelay)
+		database pg3norelay
+		for i in 1 2 3; do start pg3norelay norelay "s$i" "$((PORT + 4 + i))" "$url"; done
+		;;
+	pg3procs)
+		: "${PROCS_EACH:?set PROCS_EACH for the set pg3procs}"
+		database pg3procs
+		for i in 1 2 3; do start pg3procs paytwice "s$i" "$((PORT + 7 + i))" "$url" "$PROCS_EACH"; done
+		;;
+	*) echo "unknown set $set (sqlite, pg1, pg3, pg3norelay, pg3procs)" >&2 && exit 2 ;;
+	esac
+	case $set in sqlite | pg1) clients[$set]=$CLIENTS ;; *) clients[$set]=$CLIENTS_EACH ;; esac
+done
 
 # measure SET ARGS…: one `paytwice bench` per server of SET, all at once;
 # prints the summed requests/s and the servers' CPU per request in ms.
@@ -140,15 +159,24 @@ for r in $(seq "$ROUNDS"); do
 		echo "$rep" >>"$tmp/$set-replay"
 		echo "round $r, $set: $pay new payments/s ($paycpu ms server CPU each), $rep replays/s ($repcpu ms each)" >&2
 	done
+	if [[ -s $tmp/pg1-new ]]; then
+		for set in pg3 pg3norelay pg3procs; do
+			[[ -s $tmp/$set-new ]] || continue
+			paste <(tail -1 "$tmp/$set-new") <(tail -1 "$tmp/pg1-new") <(tail -1 "$tmp/$set-newcpu") <(tail -1 "$tmp/pg1-newcpu") |
+				awk -v r="$r" -v s="$set" '$2 > 0 && $4 > 0 { printf "round %d, %s against pg1: %.2fx the payments/s, %.2fx the CPU per payment\n", r, s, $1 / $2, $3 / $4 }' >&2
+		done
+	fi
 done
 echo "machine at the end: $(machine)" >&2
 
-row() { echo "| $1 | $(range <"$tmp/$2-new")${3-} | $(range <"$tmp/$2-replay")${4-} | $(range 2 <"$tmp/$2-newcpu") ms |"; }
-cat <<OUT
-| $ROUNDS rounds of ${SECONDS_EACH} s in one run | new payments/s | replays/s | server CPU per new payment |
-| --- | --- | --- | --- |
-$(row "SQLite, one server, $CLIENTS clients" sqlite)
-$(row "PostgreSQL, one server, $CLIENTS clients" pg1)
-$(row "PostgreSQL, three servers, $CLIENTS_EACH clients each" pg3 " (all three together)" " (together)")
-$(row "the same, built with \`-tags norelay\`" pg3norelay " (together)" " (together)")
-OUT
+row() {
+	[[ -s $tmp/$2-new ]] || return 0
+	echo "| $1 | $(range <"$tmp/$2-new")${3-} | $(range <"$tmp/$2-replay")${4-} | $(range 2 <"$tmp/$2-newcpu") ms |"
+}
+echo "| $ROUNDS rounds of ${SECONDS_EACH} s in one run | new payments/s | replays/s | server CPU per new payment |"
+echo "| --- | --- | --- | --- |"
+row "SQLite, one server, $CLIENTS clients" sqlite
+row "PostgreSQL, one server, $CLIENTS clients" pg1
+row "PostgreSQL, three servers, $CLIENTS_EACH clients each" pg3 " (all three together)" " (together)"
+row "the same, built with \`-tags norelay\`" pg3norelay " (together)" " (together)"
+row "the same, each server with GOMAXPROCS=$PROCS_EACH" pg3procs " (together)" " (together)"
