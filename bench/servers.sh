@@ -23,12 +23,19 @@
 # CLIENTS (16) is the clients of a single server, CLIENTS_EACH (6) those of
 # each of the three, KEYS (500) the keys paid before replaying them, PORT
 # (18100) the first of the eleven ports it serves on. SETS picks the sets
-# measured, in that order (default "sqlite pg1 pg3 pg3norelay"). PROCS_EACH=N
-# adds the set pg3procs (last, unless SETS places it): three servers as in
-# pg3 but each started with GOMAXPROCS=N, as three processes sharing two
-# cores might be told to use only their share of them. Each round also prints pg3's (and pg3procs') payments/s and CPU
-# per payment as ratios to pg1's in the same round. Linux only: server CPU
-# comes from /proc.
+# measured, in that order (default "sqlite pg1 pg3 pg3norelay").
+#
+# Each of the three servers of a set runs with GOMAXPROCS=PROCS_EACH, by
+# default its share of the machine's cores (nproc/3, at least 1), as
+# `paytwice cluster` starts its servers: three Go runtimes each running on
+# every core of two spend much of the CPU on switching threads and
+# spinning for work. PROCS_EACH=0 leaves each to the runtime's default
+# (every core), as servers on machines of their own run. ENV_EACH, such
+# as "GOMAXPROCS=2" or "GOGC=200", adds the set pg3env (last, unless SETS
+# places it): three servers as in pg3 with those variables added, to
+# measure a runtime setting against pg3 in the same rounds. Each round
+# also prints the three servers' payments/s and CPU per payment as ratios
+# to pg1's. Linux only: server CPU comes from /proc.
 set -euo pipefail
 
 : "${PG:?set PG to a postgres:// URL whose role may create databases}"
@@ -39,7 +46,10 @@ CLIENTS_EACH=${CLIENTS_EACH:-6}
 KEYS=${KEYS:-500}
 PORT=${PORT:-18100}
 SETS=${SETS:-sqlite pg1 pg3 pg3norelay}
-PROCS_EACH=${PROCS_EACH:-}
+ENV_EACH=${ENV_EACH:-}
+PROCS_EACH=${PROCS_EACH:-$(($(nproc) / 3 > 0 ? $(nproc) / 3 : 1))}
+procs=()
+if [[ $PROCS_EACH != 0 ]]; then procs=("GOMAXPROCS=$PROCS_EACH"); fi
 
 tmp=$(mktemp -d)
 suffix=$$
@@ -64,12 +74,12 @@ database() {
 	url=${PG%/*}/$db
 }
 
-# start SET BUILD NAME PORT DB [PROCS]: one server of SET, its port and pid
-# noted; with PROCS it runs with GOMAXPROCS=PROCS.
+# start SET BUILD NAME PORT DB [VAR=VALUE…]: one server of SET, run with
+# those variables in its environment, its port and pid noted.
 declare -A ports serverpids clients
 start() {
-	local set=$1 build=$2 name=$3 port=$4 db=$5 procs=${6:-}
-	env ${procs:+GOMAXPROCS=$procs} "$tmp/$build" -addr "127.0.0.1:$port" -db "$db" -name "$name" >"$tmp/$set-$name.log" 2>&1 &
+	local set=$1 build=$2 name=$3 port=$4 db=$5
+	env "${@:6}" "$tmp/$build" -addr "127.0.0.1:$port" -db "$db" -name "$name" >"$tmp/$set-$name.log" 2>&1 &
 	pids+=($!)
 	ports[$set]+="$port "
 	serverpids[$set]+="$! "
@@ -83,25 +93,26 @@ start() {
 }
 
 read -ra sets <<<"$SETS"
-if [[ -n $PROCS_EACH && " ${sets[*]} " != *" pg3procs "* ]]; then sets+=(pg3procs); fi
+if [[ -n $ENV_EACH && " ${sets[*]} " != *" pg3env "* ]]; then sets+=(pg3env); fi
 for set in "${sets[@]}"; do
 	case $set in
 	sqlite) start sqlite paytwice s1 "$PORT" "$tmp/paytwice.db" ;;
 	pg1) database pg1 && start pg1 paytwice s1 "$((PORT + 1))" "$url" ;;
 	pg3)
 		database pg3
-		for i in 1 2 3; do start pg3 paytwice "s$i" "$((PORT + 1 + i))" "$url"; done
+		for i in 1 2 3; do start pg3 paytwice "s$i" "$((PORT + 1 + i))" "$url" "${procs[@]}"; done
 		;;
 	pg3norelay)
 		database pg3norelay
-		for i in 1 2 3; do start pg3norelay norelay "s$i" "$((PORT + 4 + i))" "$url"; done
+		for i in 1 2 3; do start pg3norelay norelay "s$i" "$((PORT + 4 + i))" "$url" "${procs[@]}"; done
 		;;
-	pg3procs)
-		: "${PROCS_EACH:?set PROCS_EACH for the set pg3procs}"
-		database pg3procs
-		for i in 1 2 3; do start pg3procs paytwice "s$i" "$((PORT + 7 + i))" "$url" "$PROCS_EACH"; done
+	pg3env)
+		: "${ENV_EACH:?set ENV_EACH for the set pg3env}"
+		read -ra vars <<<"$ENV_EACH"
+		database pg3env
+		for i in 1 2 3; do start pg3env paytwice "s$i" "$((PORT + 7 + i))" "$url" "${procs[@]}" "${vars[@]}"; done
 		;;
-	*) echo "unknown set $set (sqlite, pg1, pg3, pg3norelay, pg3procs)" >&2 && exit 2 ;;
+	*) echo "unknown set $set (sqlite, pg1, pg3, pg3norelay, pg3env)" >&2 && exit 2 ;;
 	esac
 	case $set in sqlite | pg1) clients[$set]=$CLIENTS ;; *) clients[$set]=$CLIENTS_EACH ;; esac
 done
@@ -145,7 +156,7 @@ range() {
 }
 
 machine() { echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"; }
-echo "machine: $(machine), $(go version | cut -d' ' -f3), PostgreSQL $(psql -Atq "$PG" -c 'SHOW server_version')" >&2
+echo "machine: $(machine), $(go version | cut -d' ' -f3), PostgreSQL $(psql -Atq "$PG" -c 'SHOW server_version'), three servers each with ${procs[*]:-the runtime default GOMAXPROCS}" >&2
 for set in "${sets[@]}"; do measure "$set" -mode new -n 300 >/dev/null; done # warm-up
 
 for r in $(seq "$ROUNDS"); do
@@ -160,7 +171,7 @@ for r in $(seq "$ROUNDS"); do
 		echo "round $r, $set: $pay new payments/s ($paycpu ms server CPU each), $rep replays/s ($repcpu ms each)" >&2
 	done
 	if [[ -s $tmp/pg1-new ]]; then
-		for set in pg3 pg3norelay pg3procs; do
+		for set in pg3 pg3norelay pg3env; do
 			[[ -s $tmp/$set-new ]] || continue
 			paste <(tail -1 "$tmp/$set-new") <(tail -1 "$tmp/pg1-new") <(tail -1 "$tmp/$set-newcpu") <(tail -1 "$tmp/pg1-newcpu") |
 				awk -v r="$r" -v s="$set" '$2 > 0 && $4 > 0 { printf "round %d, %s against pg1: %.2fx the payments/s, %.2fx the CPU per payment\n", r, s, $1 / $2, $3 / $4 }' >&2
@@ -177,6 +188,6 @@ echo "| $ROUNDS rounds of ${SECONDS_EACH} s in one run | new payments/s | replay
 echo "| --- | --- | --- | --- |"
 row "SQLite, one server, $CLIENTS clients" sqlite
 row "PostgreSQL, one server, $CLIENTS clients" pg1
-row "PostgreSQL, three servers, $CLIENTS_EACH clients each" pg3 " (all three together)" " (together)"
+row "PostgreSQL, three servers, $CLIENTS_EACH clients each${procs:+, $procs}" pg3 " (all three together)" " (together)"
 row "the same, built with \`-tags norelay\`" pg3norelay " (together)" " (together)"
-row "the same, each server with GOMAXPROCS=$PROCS_EACH" pg3procs " (together)" " (together)"
+row "the same, each server with $ENV_EACH" pg3env " (together)" " (together)"
