@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,6 +159,28 @@ func TestClusterCommand(t *testing.T) {
 			if strings.Contains(args, "postgres://") || strings.Contains(args, u.Path) {
 				t.Errorf("server %s was started as %q, which every user of the machine can read", name, args)
 			}
+		}
+	})
+
+	t.Run("each server runs on its share of the cores", func(t *testing.T) {
+		if runtime.GOOS != "linux" {
+			t.Skip("reads /proc")
+		}
+		if os.Getenv("GOMAXPROCS") != "" {
+			t.Skip("GOMAXPROCS is set: the servers inherit it")
+		}
+		want := fmt.Sprintf("GOMAXPROCS=%d", max(1, runtime.GOMAXPROCS(0)/3))
+		for name, pid := range c.pids {
+			environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(strings.Split(string(environ), "\x00"), want) {
+				t.Errorf("server %s runs without %s in its environment", name, want)
+			}
+		}
+		if !strings.Contains(c.stdout.String(), want) {
+			t.Errorf("the cluster does not say it gives each server %s:\n%s", want, c.stdout.String())
 		}
 	})
 
@@ -483,6 +506,16 @@ func TestKilledClusterTakesItsServersAlong(t *testing.T) {
 			}
 			return err != nil
 		})
+	}
+}
+
+func TestServerProcs(t *testing.T) {
+	for _, c := range []struct{ procs, n, want int }{
+		{2, 3, 1}, {2, 2, 1}, {2, 1, 2}, {8, 3, 2}, {8, 2, 4}, {1, 16, 1}, {16, 16, 1}, {4, 0, 4},
+	} {
+		if got := serverProcs(c.procs, c.n); got != c.want {
+			t.Errorf("serverProcs(%d, %d) = %d, want %d", c.procs, c.n, got, c.want)
+		}
 	}
 }
 

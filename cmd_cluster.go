@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -100,19 +101,25 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	serversURL, pool := boundPools(*dbURL, *servers)
 	childArgs := []string{"-public-addr", front.Addr().String(),
 		"-lock-timeout", lockTimeout.String(), "-retention", retention.String()}
+	childEnv := []string{
+		// The URL holds the database's password: an environment
+		// variable, as the token, not a flag.
+		"PAYTWICE_DB=" + serversURL,
+		"PAYTWICE_PRESENTER_TOKEN=" + *presenter,
+		frontDoorMarkVariable + "=" + hex.EncodeToString(doorMark),
+		// The servers check every limit, and refuse to start on a
+		// wrong one; the door has read its own above.
+		"PAYTWICE_LIMITS=" + *limitsFlag,
+	}
+	procs := 0 // GOMAXPROCS given to each server; 0: the operator's, inherited
+	if os.Getenv("GOMAXPROCS") == "" {
+		procs = serverProcs(runtime.GOMAXPROCS(0), *servers)
+		childEnv = append(childEnv, "GOMAXPROCS="+strconv.Itoa(procs))
+	}
 	var children []*child
 	defer func() { stopChildren(children, out, childShutdownLimit) }() // on an early return; a no-op once they have exited
 	for i := range *servers {
-		c, err := startChild(exe, fmt.Sprintf("s%d", i+1), childArgs, []string{
-			// The URL holds the database's password: an environment
-			// variable, as the token, not a flag.
-			"PAYTWICE_DB=" + serversURL,
-			"PAYTWICE_PRESENTER_TOKEN=" + *presenter,
-			frontDoorMarkVariable + "=" + hex.EncodeToString(doorMark),
-			// The servers check every limit, and refuse to start on a
-			// wrong one; the door has read its own above.
-			"PAYTWICE_LIMITS=" + *limitsFlag,
-		}, out)
+		c, err := startChild(exe, fmt.Sprintf("s%d", i+1), childArgs, childEnv, out)
 		if err != nil {
 			return err
 		}
@@ -129,6 +136,9 @@ func runCluster(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		out.printf(stdout, "  %s  %s  pid %d\n", c.name, c.url, c.cmd.Process.Pid)
 	}
 	out.printf(stdout, "and a front door that hands each request to the next of them in turn.\n")
+	if procs > 0 {
+		out.printf(stdout, "Each server runs Go code on at most %d of the %d cores this cluster may use (GOMAXPROCS=%d; set GOMAXPROCS to choose).\n", procs, runtime.GOMAXPROCS(0), procs)
+	}
 	if pool > 0 {
 		out.printf(stdout, "Each server's connection pool holds at most %d connections (pool_max_conns), so the servers fit within PostgreSQL's default of 100.\n", pool)
 	}
@@ -231,6 +241,20 @@ func (p *prefixedLines) flush() {
 	if len(p.partial) > 0 {
 		p.writeLine([]byte("\n"))
 	}
+}
+
+// serverProcs is the GOMAXPROCS each of n servers of one cluster gets
+// when the operator set none: its share of the procs cores the cluster
+// may use (the machine's, or its cgroup's quota), at least one. Each Go
+// runtime otherwise runs on every core, and three of them on two cores
+// spend the CPU the payments need on switching threads and spinning for
+// work: on two cores three servers at GOMAXPROCS=1 used 1.29–1.65x one
+// server's CPU per payment (median 1.37x) where the default used
+// 1.42–1.92x (median 1.71x), lower in each of six alternating rounds
+// (bench/servers.sh; docs/benchmarks.md, "Where three servers' extra CPU
+// goes").
+func serverProcs(procs, n int) int {
+	return max(1, procs/max(1, n))
 }
 
 // boundPools gives each of n servers a connection pool small enough that
