@@ -90,6 +90,9 @@ environment, besides the variable of each flag above:
     	line is visible to every user of the machine
   GOGC, GOMEMLIMIT
     	when either is set, the server leaves the garbage collector to them and keeps no heap floor
+  GOMAXPROCS
+    	the cores a server runs Go code on (default: all it may use); paytwice cluster gives each of
+    	its servers its share of them unless this is set, and then hands this to each as it is
   PGSSLMODE and the other PG... variables
     	with a postgres:// -db, read by the PostgreSQL driver (pgx); a PGSSL... variable keeps TLS
     	to a PostgreSQL on this machine, which is otherwise reached without it
