@@ -62,6 +62,12 @@ type fanWriter struct {
 	behind bool
 	// round is what the writer works out once per round (roundFor).
 	round fanRound
+	// batch holds a round's writes (writeLocked), kept between rounds.
+	batch []pageWrite
+	// ring makes a round's writes in a few system calls (sendRing) while
+	// the writer runs; noRing says the system gives none.
+	ring   *sendRing
+	noRing bool
 }
 
 // fanRound is what one round of writes works out once for all its
@@ -178,7 +184,7 @@ func (f *fanWriter) run(w *wake) {
 			armed = false
 			f.mu.Lock()
 			if len(f.pages) == 0 {
-				f.at = nil
+				f.stopLocked()
 				f.mu.Unlock()
 				return
 			}
@@ -200,7 +206,7 @@ func (f *fanWriter) run(w *wake) {
 		w = w.next
 		f.mu.Lock()
 		if len(f.pages) == 0 {
-			f.at = nil
+			f.stopLocked()
 			f.mu.Unlock()
 			return
 		}
@@ -208,7 +214,8 @@ func (f *fanWriter) run(w *wake) {
 			for _, pg := range f.pages {
 				pg.back <- handback{w: w, cursor: pg.cursor, end: true}
 			}
-			f.pages, f.at = nil, nil
+			f.pages = nil
+			f.stopLocked()
 			f.mu.Unlock()
 			return
 		}
@@ -350,9 +357,12 @@ func (f *fanWriter) beforeLocked(w *wake, gapped bool) {
 // write gap (gapped) or every one without, handing back those whose
 // socket did not take it all, and before it those whose gap the wakes no
 // longer keep (the pages became fewer). A page attached at w already
-// gets nothing more; a phone that may skip w gets nothing yet.
+// gets nothing more; a phone that may skip w gets nothing yet. The
+// writes themselves are made together (writeAll), after every page's
+// bytes are known.
 func (f *fanWriter) writeLocked(w *wake, gapped bool) {
 	kept := f.pages[:0]
+	batch := f.batch[:0]
 	interval := f.interval()
 	for _, pg := range f.pages {
 		if (pg.gap > 0) != gapped {
@@ -379,19 +389,82 @@ func (f *fanWriter) writeLocked(w *wake, gapped bool) {
 			pg.sent = w
 		}
 		pg.cursor = max(pg.cursor, w.last)
-		if len(b) > 0 {
-			if pg.gap > 0 {
-				pg.wrote = time.Now()
-			}
-			if n := writeNow(pg.raw, b); n < len(b) {
-				pg.back <- handback{w: w, cursor: pg.cursor, rest: b[max(n, 0):]}
-				continue
-			}
+		if len(b) == 0 {
+			kept = append(kept, pg)
+			continue
 		}
-		kept = append(kept, pg)
+		if pg.gap > 0 {
+			pg.wrote = time.Now()
+		}
+		batch = append(batch, pageWrite{pg: pg, b: b})
 	}
+	f.writeAll(batch)
+	// The pages written come after those kept so far: every page before
+	// them in f.pages was either kept or left, so kept never overtakes
+	// the page being read.
+	for _, pw := range batch {
+		if pw.n < len(pw.b) {
+			pw.pg.back <- handback{w: w, cursor: pw.pg.cursor, rest: pw.b[pw.n:]}
+			continue
+		}
+		kept = append(kept, pw.pg)
+	}
+	clear(batch)
+	f.batch = batch[:0]
 	clear(f.pages[len(kept):])
 	f.pages = kept
+}
+
+// pageWrite is one write of a round: b to pg's socket, of which the
+// socket took n bytes.
+type pageWrite struct {
+	pg *fanPage
+	b  []byte
+	n  int
+}
+
+// useSendRing says whether the writer may make a round's writes through
+// one io_uring (sendring_linux.go); tests turn it off to write one socket
+// at a time, as on a system without it.
+var useSendRing = true
+
+// writeAll writes each of ws, what its socket takes at once, and sets
+// its n: through the ring when there are several and the system gives
+// one, one write call each otherwise.
+func (f *fanWriter) writeAll(ws []pageWrite) {
+	if len(ws) > 1 && f.ring == nil && !f.noRing && useSendRing {
+		r, err := newSendRing()
+		if err != nil {
+			f.noRing = true
+		} else {
+			f.ring = r
+		}
+	}
+	if len(ws) > 1 && f.ring != nil {
+		if f.ring.send(ws) {
+			return
+		}
+		// The ring failed: what it did not send (n is 0) is written one
+		// socket at a time, now and from now on.
+		f.ring.close()
+		f.ring, f.noRing = nil, true
+	}
+	for i := range ws {
+		if ws[i].n == 0 {
+			ws[i].n = writeNow(ws[i].pg.raw, ws[i].b)
+		}
+	}
+}
+
+// stopLocked marks the writer stopped (it has no page left, or the
+// board ended) and gives its ring back: a writer started again makes
+// its own.
+func (f *fanWriter) stopLocked() {
+	f.at = nil
+	if f.ring != nil {
+		f.ring.close()
+		f.ring = nil
+	}
 }
 
 // writeNow writes what the socket takes of b at once, without waiting,
