@@ -2,6 +2,7 @@ package live
 
 import (
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -17,8 +18,13 @@ import (
 // oldest: however many deliveries, simulations or payments one student
 // sends, the others' payments and the room's events keep their place.
 
-// Share is how a kept event is counted.
-type share struct{ source, class string }
+// Share is how a kept event is counted: by its source, or, for an event
+// with none, by its scope (a bearer token's callers), and its class. The
+// scope is a field of its own rather than a name such as "scope <scope>":
+// every event published goes through shareOf, and building that name
+// cost each of them an allocation (with three servers, every server
+// publishes every server's events).
+type share struct{ source, scope, class string }
 
 const (
 	classPayment = "payment"
@@ -28,21 +34,21 @@ const (
 
 // shareOf says which share e belongs to.
 func shareOf(e *Event) share {
-	src := e.Source
-	if src == "" && e.Scope != "" {
-		src = "scope " + e.Scope
+	src, scope := e.Source, ""
+	if src == "" {
+		scope = e.Scope
 	}
 	switch {
 	case e.Kind == Delivered || e.Kind == Undelivered || e.Kind == LookedUp:
-		return share{src, classNote}
+		return share{src, scope, classNote}
 	case e.Request != "":
-		return share{src, classPayment}
-	case e.Kind == Swept || e.Kind == Pruned || e.Kind == Switched || e.Kind == Reset || e.Kind == Gap || src == "":
+		return share{src, scope, classPayment}
+	case e.Kind == Swept || e.Kind == Pruned || e.Kind == Switched || e.Kind == Reset || e.Kind == Gap || src == "" && scope == "":
 		return share{class: classRoom}
 	}
 	// Something else a caller's action made (the lab's flag on a key):
 	// counted with that caller's notes.
-	return share{src, classNote}
+	return share{src, scope, classNote}
 }
 
 // keeper holds the kept events in their shares.
@@ -119,6 +125,9 @@ func (k *keeper) add(e *Event) {
 	defer k.mu.Unlock()
 	q := k.shares[sh]
 	if q == nil {
+		// A relayed event's strings are slices of its notification: the
+		// map keeps copies, not the notification the share began with.
+		sh.source, sh.scope = strings.Clone(sh.source), strings.Clone(sh.scope)
 		q = &eventQueue{}
 		k.shares[sh] = q
 	}
