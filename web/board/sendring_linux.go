@@ -144,13 +144,17 @@ func newSendRing() (*sendRing, error) {
 	return r, nil
 }
 
-// close gives the ring back to the kernel.
+// close gives the ring back to the kernel, once: its descriptor's number
+// may belong to another file (a page's socket) as soon as it is closed.
 func (r *sendRing) close() {
 	for _, b := range r.maps {
 		syscall.Munmap(b)
 	}
 	r.maps = nil
-	syscall.Close(r.fd)
+	if r.fd >= 0 {
+		syscall.Close(r.fd)
+		r.fd = -1
+	}
 }
 
 // send writes each ws[i].b to its page's socket, what the socket takes at
