@@ -41,10 +41,14 @@ import (
 // Each relay says hello (a notification with no events) when it starts
 // listening, and answers the hello, or any notification, of a relay it has
 // not heard before with its own: two servers know of each other within a
-// notification's round trip of the second one listening. Events a relay
-// kept to itself in the moments before that (relayJoinWindow) are owed to
-// the others like any it skipped, so their pages reload rather than miss
-// them.
+// notification's round trip of the second one listening. The events a
+// relay kept to itself in the moments before that (relayJoinWindow) are
+// sent when it joins, late rather than lost: a server just started takes
+// payments before it has heard the others, which were listening all
+// along, and a gap would have every other page reload for them. Its own
+// pages drew them already, so they are not handed back (Echo); those
+// beyond maxKeptEvents are owed to the others like any it skipped, so
+// their pages reload rather than miss them.
 //
 // A reset empties the books of every server, but the servers' batches
 // reach the room's order in the order they commit, not in the order their
@@ -173,10 +177,11 @@ type Relay struct {
 	// others counts them.
 	others atomic.Int64
 	// kept is what send kept to itself while alone, within
-	// relayJoinWindow (only send uses it); keptAll counts every event
-	// kept.
-	kept    []keptBatch
-	keptAll atomic.Uint64
+	// relayJoinWindow, and keptHeld the events it holds on to (only send
+	// uses them); keptAll counts every event kept.
+	kept     []keptBatch
+	keptHeld int
+	keptAll  atomic.Uint64
 	// realNow is the real clock the join window is measured on (not the
 	// demo clock, which a presenter may warp); tests set their own.
 	realNow func() time.Time

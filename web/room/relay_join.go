@@ -29,46 +29,65 @@ const relayHelloRetry = time.Second
 // restart get new ids. Forgetting one only costs an extra hello.
 const maxKnownRelays = 1024
 
-// keptBatch is n events a relay did not send, alone, at real time at.
+// keptBatch is what a relay alone did not send of one batch of its
+// hub's events, at real time at: events, copies kept to be sent once
+// another relay is heard, and over more that did not fit under
+// maxKeptEvents, which are only counted.
 type keptBatch struct {
-	at time.Time
-	n  uint64
+	at     time.Time
+	events []live.Event
+	over   uint64
 }
 
-// keep notes the events of entries that a relay alone did not send, and
-// forgets what is older than relayJoinWindow.
+// maxKeptEvents bounds the events a relay alone holds on to within
+// relayJoinWindow, to send when it hears another relay: those beyond are
+// owed as a gap. Events come one request at a time until a relay has
+// heard the others (a server just started), so a few hundred hold every
+// one but a flood's.
+const maxKeptEvents = 512
+
+// keep holds on to the events of entries that a relay alone did not send,
+// and forgets what is older than relayJoinWindow.
 func (r *Relay) keep(entries []*live.Entry) {
-	var n uint64
-	for _, e := range entries {
-		if r.sends(e) {
-			n++
-		}
-	}
-	r.keptAll.Add(n)
 	now := r.realNow()
 	i := 0
 	for i < len(r.kept) && now.Sub(r.kept[i].at) > relayJoinWindow {
+		r.keptHeld -= len(r.kept[i].events)
 		i++
 	}
-	r.kept = append(r.kept[i:], keptBatch{now, n})
+	clear(r.kept[:i]) // their events are not held on to through the array
+	k := keptBatch{at: now}
+	for _, e := range entries {
+		switch {
+		case !r.sends(e):
+		case r.keptHeld < maxKeptEvents:
+			k.events = append(k.events, e.Event)
+			r.keptHeld++
+		default:
+			k.over++
+		}
+	}
+	r.keptAll.Add(uint64(len(k.events)) + k.over)
+	r.kept = append(r.kept[i:], k)
 }
 
-// keptRecently counts the events kept within relayJoinWindow before the
-// relay joined the others (or after: send may keep a batch as the join
-// happens). It is counted back from the join, not from now: send owes
-// them at its next event, which may come long after.
-func (r *Relay) keptRecently() uint64 {
-	var n uint64
+// keptRecently is what the relay kept within relayJoinWindow before it
+// joined the others (or after: send may keep a batch as the join
+// happens), oldest first: the events it held on to, and how many more it
+// only counted. It is counted back from the join, not from now: send
+// sends them at its next event, which may come long after.
+func (r *Relay) keptRecently() (events []live.Event, over uint64) {
 	joined := r.realNow()
 	if at := r.joinedAt.Load(); at != nil {
 		joined = *at
 	}
 	for _, k := range r.kept {
 		if joined.Sub(k.at) <= relayJoinWindow {
-			n += k.n
+			events = append(events, k.events...)
+			over += k.over
 		}
 	}
-	return n
+	return events, over
 }
 
 // greet sends a hello whenever one is due, until ctx ends: one the

@@ -127,7 +127,7 @@ func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 				r.cfg.Hub.Publish(live.Event{Kind: live.Gap, Time: r.cfg.Now(),
 					Message: "this server's own events came faster than they could be put in the room's order; the tables are reloaded from the database"})
 			}
-			if _, gapLost := r.notify(ctx, []live.Event{r.gapEvent(owed)}); !gapLost {
+			if _, gapLost := r.notify(ctx, []live.Event{r.gapEvent(owed)}, false); !gapLost {
 				owed = 0
 			}
 			continue
@@ -155,11 +155,15 @@ func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 		}
 		if r.kept != nil {
 			// Another relay was heard: what this one kept to itself just
-			// before may have been missed there.
-			n := r.keptRecently()
-			owed += n
-			r.skipped.Add(n)
-			r.kept = nil
+			// before was missed there. It goes now, in a batch of its
+			// own that is not handed back: this server's pages drew it
+			// when it was kept (release). What did not fit, or did not
+			// go, is owed.
+			kept, over := r.keptRecently()
+			failed, _ := r.notify(ctx, kept, true)
+			owed += over + failed
+			r.skipped.Add(over + failed)
+			r.kept, r.keptHeld = nil, 0
 		}
 		if owed > 0 {
 			events = append(events, r.gapEvent(owed))
@@ -171,7 +175,7 @@ func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 		}
 		// A batch that went out clears what was owed; one that failed is
 		// owed whole, its gap included, and counted once.
-		failed, gapLost := r.notify(ctx, events)
+		failed, gapLost := r.notify(ctx, events, false)
 		if !gapLost {
 			owed = 0
 		}
@@ -201,16 +205,18 @@ func (r *Relay) gapEvent(n uint64) live.Event {
 // notify sends events in as few notifications as fit, in order, all in
 // one call of the peers (one commit on the database), and returns how
 // many of this server's events (gaps aside) were not sent and whether a
-// gap among events was not sent either. It may change events (a message
-// too long is shortened), and the writer's records point into them until
-// the next notify.
-func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64, gapLost bool) {
+// gap among events was not sent either. With Echo, events are handed
+// back when they come back in the room's order, or at once if they are
+// not sent, unless drawn says this server's pages drew them already. It
+// may change events (a message too long is shortened), and
+// the writer's records point into them until the next notify.
+func (r *Relay) notify(ctx context.Context, events []live.Event, drawn bool) (failed uint64, gapLost bool) {
 	w := r.wire
 	w.reset(r.head)
 	payloads := r.payloads[:0]
 	steps := uint64(0) // events written that are not gaps
 	gaps := false      // whether a gap was written
-	echo := r.cfg.Echo != nil
+	echo := r.cfg.Echo != nil && !drawn
 	var sent [][]live.Event // with Echo: this server's events of each payload
 	var cur []live.Event
 	if echo {
@@ -256,9 +262,11 @@ func (r *Relay) notify(ctx context.Context, events []live.Event) (failed uint64,
 					gapLost = true
 				} else {
 					failed++
-					unsent := *e
-					unsent.Seq = seq
-					r.release([]live.Event{unsent})
+					if echo {
+						unsent := *e
+						unsent.Seq = seq
+						r.release([]live.Event{unsent})
+					}
 				}
 				continue
 			}

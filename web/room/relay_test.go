@@ -170,7 +170,7 @@ func TestRelayBatchesKeepOrderAndFitTheLimit(t *testing.T) {
 	}
 	// One message longer than a whole notification: it is cut short, not dropped.
 	events[20].Message = "event 20 " + strings.Repeat("é", limit)
-	if failed, gapLost := r.notify(context.Background(), events); failed != 0 || gapLost {
+	if failed, gapLost := r.notify(context.Background(), events, false); failed != 0 || gapLost {
 		t.Fatalf("notify: %d failed", failed)
 	}
 	if len(rec.sizes) < 2 || len(rec.sizes) > 20 {
@@ -286,8 +286,8 @@ func received(hub *live.Hub, msg string) bool {
 
 // A relay that has heard no other sends nothing but its hello. A second
 // relay's hello makes the two know of each other; the events the first
-// kept to itself just before are told to the newcomer as a gap, never
-// silently lost, and from then on events travel.
+// kept to itself just before are sent to the newcomer then, late but
+// whole, before the events that follow, and no gap is told.
 func TestARelayAloneSendsOnlyItsHello(t *testing.T) {
 	peers := SharedMemory()
 	rec := &recordingNotifier{Peers: peers}
@@ -314,17 +314,101 @@ func TestARelayAloneSendsOnlyItsHello(t *testing.T) {
 	waitFor(t, "s2 to hear s1's event after joining", func() bool {
 		return slices.ContainsFunc(remote(b.hub), func(e live.Event) bool { return e.Kind == live.Completed })
 	})
-	var gaps []string
-	for _, e := range remote(b.hub) {
-		switch e.Kind {
-		case live.Gap:
-			gaps = append(gaps, e.Message)
-		case live.Received, live.Claimed:
-			t.Errorf("s2 heard an event s1 kept while alone: %+v", e)
+	if got, want := kindsOf(remote(b.hub)), []live.Kind{live.Received, live.Claimed, live.Completed}; !slices.Equal(got, want) {
+		t.Errorf("s2 heard %v of s1, want %v: the events kept while alone, then the one after", got, want)
+	}
+	if a.relay.Skipped() != 0 {
+		t.Errorf("s1's relay counts %d events skipped; it sent every one", a.relay.Skipped())
+	}
+}
+
+// kindsOf lists the kinds of events, in order.
+func kindsOf(events []live.Event) []live.Kind {
+	out := make([]live.Kind, len(events))
+	for i, e := range events {
+		out[i] = e.Kind
+	}
+	return out
+}
+
+// A server just started takes payments before its relay has heard the
+// others, which listened all along. What it kept then reaches them when
+// the relays hear each other, and its own pages, which drew those events
+// at once, do not get them again when they come back in the room's order;
+// the events after the join come back placed, as ever.
+func TestARelayAloneHandsItsKeptEventsBackOnce(t *testing.T) {
+	peers := SharedMemory()
+	var mu sync.Mutex
+	var echoed []live.Entry
+	hub := live.New(0, nil)
+	hub.SetServer("s1")
+	r := StartRelay(t.Context(), RelayConfig{Peers: peers, Hub: hub, Sink: &hubSink{hub: live.New(0, nil)}, Name: "s1",
+		IdleChecks: make(chan time.Time),
+		Echo:       func(entries []live.Entry) { mu.Lock(); echoed = append(echoed, entries...); mu.Unlock() }})
+	if r == nil {
+		t.Skip("built with -tags norelay")
+	}
+	echoes := func() []live.Entry { mu.Lock(); defer mu.Unlock(); return slices.Clone(echoed) }
+	waitFor(t, "the relay to listen", func() bool { return r.Listening() > 0 })
+	hub.Publish(live.Event{Kind: live.Received, Request: "rq_1", Key: "k1"})
+	hub.Publish(live.Event{Kind: live.Claimed, Request: "rq_1", Key: "k1"})
+	waitFor(t, "s1's pages to get the two events kept", func() bool { return len(echoes()) == 2 })
+
+	b := startRelayed(t, peers, "s2")
+	waitFor(t, "the relays to hear each other", func() bool { return r.Others() == 1 && b.relay.Others() == 1 })
+	hub.Publish(live.Event{Kind: live.Completed, Request: "rq_1", Key: "k1", Status: 201})
+	// s1's own batches come back to it in the order they were sent: the
+	// kept events' first, so once the last event is back, so are they.
+	waitFor(t, "s1's pages to get the event after the join", func() bool { return len(echoes()) >= 3 })
+	waitFor(t, "s2 to hear s1's three events", func() bool { return len(remote(b.hub)) >= 3 })
+
+	got := echoes()
+	var kinds []live.Kind
+	for _, e := range got {
+		kinds = append(kinds, e.Kind)
+	}
+	if want := []live.Kind{live.Received, live.Claimed, live.Completed}; !slices.Equal(kinds, want) {
+		t.Fatalf("s1's pages got %v of its own events, want %v, each once", kinds, want)
+	}
+	if !got[0].Place.IsZero() || !got[1].Place.IsZero() || got[2].Place.IsZero() {
+		t.Errorf("places handed back %v %v %v: the kept events at once, unplaced, the last one at its place", got[0].Place, got[1].Place, got[2].Place)
+	}
+	if got, want := kindsOf(remote(b.hub)), []live.Kind{live.Received, live.Claimed, live.Completed}; !slices.Equal(got, want) {
+		t.Errorf("s2 heard %v of s1, want %v", got, want)
+	}
+}
+
+// A relay alone holds on to at most maxKeptEvents events to send when it
+// joins the others: those beyond are told to them as a gap.
+func TestARelayOwesAsAGapWhatItKeptBeyondItsBound(t *testing.T) {
+	peers := SharedMemory()
+	a := startRelayed(t, peers, "s1")
+	const over = 3
+	for i := range maxKeptEvents + over {
+		a.hub.Publish(live.Event{Kind: live.Received, Request: fmt.Sprintf("rq_%d", i)})
+	}
+	waitFor(t, "s1's relay to keep every event", func() bool { return a.relay.Kept() == maxKeptEvents+over })
+	b := startRelayed(t, peers, "s2")
+	waitJoined(t, a, b)
+	a.hub.Publish(live.Event{Kind: live.Completed, Request: "rq_0", Status: 201})
+	waitFor(t, "s2 to hear s1's event after joining", func() bool {
+		return slices.ContainsFunc(remote(b.hub), func(e live.Event) bool { return e.Kind == live.Completed })
+	})
+	heard := remote(b.hub)
+	want := maxKeptEvents + 2 // the events held on to, the gap, the last one
+	if len(heard) != want {
+		t.Fatalf("s2 heard %d events of s1, want %d", len(heard), want)
+	}
+	for i, e := range heard[:maxKeptEvents] {
+		if e.Kind != live.Received || e.Request != fmt.Sprintf("rq_%d", i) {
+			t.Fatalf("s2's event %d is %s %s, want the %d-th event kept", i, e.Kind, e.Request, i)
 		}
 	}
-	if len(gaps) != 1 || !strings.HasPrefix(gaps[0], "2 events") {
-		t.Errorf("s2 was told of the kept events as %q, want one gap of 2 events", gaps)
+	if gap := heard[maxKeptEvents]; gap.Kind != live.Gap || !strings.HasPrefix(gap.Message, fmt.Sprintf("%d events", over)) {
+		t.Errorf("after the events held on to s2 heard %s %q, want a gap of %d events", gap.Kind, gap.Message, over)
+	}
+	if a.relay.Skipped() != over {
+		t.Errorf("s1's relay counts %d events skipped, want %d", a.relay.Skipped(), over)
 	}
 }
 
@@ -385,14 +469,8 @@ func TestARelayOwesWhatItKeptJustBeforeTheJoinWhenItsNextEventIsLate(t *testing.
 	waitFor(t, "s2 to hear s1's event", func() bool {
 		return slices.ContainsFunc(remote(b.hub), func(e live.Event) bool { return e.Kind == live.Completed })
 	})
-	var gaps []string
-	for _, e := range remote(b.hub) {
-		if e.Kind == live.Gap {
-			gaps = append(gaps, e.Message)
-		}
-	}
-	if len(gaps) != 1 || !strings.HasPrefix(gaps[0], "1 events") {
-		t.Errorf("s2 was told of the event kept just before it joined as %q, want one gap of 1 event", gaps)
+	if got, want := kindsOf(remote(b.hub)), []live.Kind{live.Received, live.Completed}; !slices.Equal(got, want) {
+		t.Errorf("s2 heard %v of s1, want %v: the event kept just before it joined, then the one after", got, want)
 	}
 }
 
@@ -420,7 +498,7 @@ func TestRelayBooksEachNotificationsOwnEvents(t *testing.T) {
 			Message: fmt.Sprintf("event %02d %s", i, strings.Repeat("x", 150))})
 	}
 	want := slices.Clone(events) // notify clears the Seqs it sends
-	if failed, gapLost := r.notify(t.Context(), events); failed != 0 || gapLost {
+	if failed, gapLost := r.notify(t.Context(), events, false); failed != 0 || gapLost {
 		t.Fatalf("notify: %d failed", failed)
 	}
 	if len(n.payloads) < 3 {

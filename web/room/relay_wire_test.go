@@ -225,7 +225,7 @@ func BenchmarkRelay(b *testing.B) {
 		b.ReportAllocs()
 		peers.bytes = 0
 		for i := range b.N / perBatch {
-			if failed, _ := r.notify(context.Background(), batches[i%len(batches)]); failed != 0 {
+			if failed, _ := r.notify(context.Background(), batches[i%len(batches)], false); failed != 0 {
 				b.Fatal("not sent")
 			}
 		}
@@ -238,7 +238,7 @@ func BenchmarkRelay(b *testing.B) {
 		b.ReportAllocs()
 		for i := range b.N / perBatch {
 			batch := batches[i%len(batches)]
-			if failed, _ := ordered.notify(context.Background(), batch); failed != 0 {
+			if failed, _ := ordered.notify(context.Background(), batch, false); failed != 0 {
 				b.Fatal("not sent")
 			}
 			if _, ok := ordered.echoes.take(peers.last); !ok {
@@ -251,7 +251,7 @@ func BenchmarkRelay(b *testing.B) {
 	var payloads, payloadsJSON []string
 	for i := range batches {
 		peers.n = 0
-		if failed, _ := r.notify(context.Background(), batches[i]); failed != 0 || peers.n != 1 {
+		if failed, _ := r.notify(context.Background(), batches[i], false); failed != 0 || peers.n != 1 {
 			b.Fatalf("a batch went out in %d notifications, want 1", peers.n)
 		}
 		payloads = append(payloads, peers.last)
