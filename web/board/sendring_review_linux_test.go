@@ -305,3 +305,74 @@ func TestTheBoardsWriterGivesItsRingBackWhenItStops(t *testing.T) {
 		return b.fan.at == nil && b.fan.ring == nil && !isRing()
 	})
 }
+
+// TestTheBoardEndsWhileItsWriterSendsThroughTheRing: the board ends (the
+// server stops) while its writer makes rounds through the ring to pages
+// that read. Ending closes every page's connection, which waits for a
+// round that holds it open: the round ends without waiting for any page,
+// the board's end reaches the writer, and the writer gives its ring back
+// (the race detector checks the ring is used by the writer alone).
+func TestTheBoardEndsWhileItsWriterSendsThroughTheRing(t *testing.T) {
+	if r, err := newSendRing(); err != nil {
+		t.Skipf("no io_uring here (%v)", err)
+	} else {
+		r.close()
+	}
+	b := newTestBoard(t, nil, 100)
+	const readers = 40
+	ended := make(chan error, readers)
+	for range readers {
+		s := b.open(t)
+		go func() {
+			for {
+				if _, _, _, err := s.next(); err != nil {
+					ended <- err
+					return
+				}
+			}
+		}()
+	}
+	waitUntil(t, "every page to be written by the fan writer", func() bool {
+		b.fan.mu.Lock()
+		defer b.fan.mu.Unlock()
+		return len(b.fan.pages) == readers
+	})
+	// Frames one wake at a time, until the board ends.
+	publishing := make(chan struct{})
+	go func() {
+		defer close(publishing)
+		for i := uint64(0); i < 100000; i++ {
+			b.mu.Lock()
+			if b.closed {
+				b.mu.Unlock()
+				return
+			}
+			b.addFrameLocked(1000+i, false, []templ.Component{templ.Raw(fmt.Sprintf("<p>frame %d %s</p>", i, strings.Repeat("z", 2000)))})
+			b.mu.Unlock()
+			for waited := 0; waited < 1000000; waited++ {
+				b.mu.Lock()
+				woken := b.closed || b.pulsed.Load() == b.frames
+				b.mu.Unlock()
+				if woken {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	waitUntil(t, "the writer to send through its ring", func() bool {
+		b.fan.mu.Lock()
+		defer b.fan.mu.Unlock()
+		return b.fan.ring != nil
+	})
+	b.Close()
+	<-publishing
+	waitUntil(t, "the writer to stop and give its ring back", func() bool {
+		b.fan.mu.Lock()
+		defer b.fan.mu.Unlock()
+		return b.fan.at == nil && b.fan.ring == nil
+	})
+	for range readers {
+		<-ended // each page's stream ended with the board
+	}
+}
