@@ -252,10 +252,7 @@ func (r *Relay) takeOwn(part peers.Part, gen uint64, payload string) {
 	}
 	var entries []live.Entry
 	if ok {
-		entries = make([]live.Entry, len(booked))
-		for j := range booked {
-			entries[j].Event, entries[j].Own = booked[j], booked[j].Seq
-		}
+		entries = booked // this relay's alone once taken off the book
 	} else {
 		decoded, _, err := decodeNotification(payload)
 		if err != nil {

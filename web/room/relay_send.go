@@ -33,20 +33,22 @@ const relayPause = 50 * time.Millisecond
 const relayNotifyTimeout = 5 * time.Second
 
 // echoBook is the events of this server's payloads on their way through
-// the database, by payload (the bytes sent, Part header aside).
+// the database, by payload (the bytes sent, Part header aside), each as
+// the entry it comes back as (Entry.Own its number in this hub): the
+// echo hands them on as they are, with no copy of its own.
 type echoBook struct {
 	mu sync.Mutex
-	m  map[string][]live.Event
+	m  map[string][]live.Entry
 }
 
 // maxEchoes bounds the payloads on their way: one whose echo was lost
 // for good (the pages then reload) would otherwise stay forever.
 const maxEchoes = 4096
 
-func (b *echoBook) put(payload string, events []live.Event) {
+func (b *echoBook) put(payload string, events []live.Entry) {
 	b.mu.Lock()
 	if b.m == nil || len(b.m) >= maxEchoes {
-		b.m = map[string][]live.Event{}
+		b.m = map[string][]live.Entry{}
 	}
 	b.m[payload] = events
 	b.mu.Unlock()
@@ -54,7 +56,7 @@ func (b *echoBook) put(payload string, events []live.Event) {
 
 // take returns and forgets the events sent in payload; ok is false for a
 // payload not on its way.
-func (b *echoBook) take(payload string) (events []live.Event, ok bool) {
+func (b *echoBook) take(payload string) (events []live.Entry, ok bool) {
 	b.mu.Lock()
 	events, ok = b.m[payload]
 	delete(b.m, payload)
@@ -75,8 +77,9 @@ func (r *Relay) headOf(gen uint64) string {
 }
 
 // release hands back through Echo, unplaced, this server's events that
-// the relay did not send: its pages draw them at once.
-func (r *Relay) release(events []live.Event) {
+// the relay did not send (each with Own, its number in this hub): its
+// pages draw them at once.
+func (r *Relay) release(events []live.Entry) {
 	if r.cfg.Echo == nil || len(events) == 0 {
 		return
 	}
@@ -89,9 +92,9 @@ func (r *Relay) release(events []live.Event) {
 		switch {
 		case e.Kind == live.Gap:
 		case r.stale(e.Gen):
-			stale = append(stale, live.Entry{Event: e, Own: e.Seq})
+			stale = append(stale, live.Entry{Event: e.Event, Own: e.Own})
 		default:
-			entries = append(entries, live.Entry{Event: e, Own: e.Seq})
+			entries = append(entries, live.Entry{Event: e.Event, Own: e.Own})
 		}
 	}
 	if len(stale) > 0 {
@@ -109,6 +112,7 @@ func (r *Relay) release(events []live.Event) {
 func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 	var owed uint64         // events the others missed, not yet told
 	var events []live.Event // reused: notify is done with it when it returns
+	var alone []live.Entry  // reused: release copies what it hands on
 	for {
 		entries, err := sub.Next(ctx)
 		switch {
@@ -139,12 +143,13 @@ func (r *Relay) send(ctx context.Context, sub *live.Subscription, seen uint64) {
 		if !r.joined.Load() {
 			r.keep(entries)
 			if r.cfg.Echo != nil {
+				alone = alone[:0]
 				for _, e := range entries {
 					if r.sends(e) {
-						events = append(events, e.Event)
+						alone = append(alone, live.Entry{Event: e.Event, Own: e.Seq})
 					}
 				}
-				r.release(events)
+				r.release(alone)
 			}
 			select {
 			case <-time.After(relayPause):
@@ -217,13 +222,15 @@ func (r *Relay) notify(ctx context.Context, events []live.Event, drawn bool) (fa
 	steps := uint64(0) // events written that are not gaps
 	gaps := false      // whether a gap was written
 	echo := r.cfg.Echo != nil && !drawn
-	var sent [][]live.Event // with Echo: this server's events of each payload
-	var cur []live.Event
+	var sent [][]live.Entry // with Echo: this server's events of each payload
+	var cur []live.Entry
 	if echo {
 		// One array for the whole batch's booked events, each payload's a
 		// part of it: grown one payload at a time they cost the sending
-		// server more than writing the notifications did.
-		cur = make([]live.Event, 0, len(events))
+		// server more than writing the notifications did. They are booked
+		// as the entries the echo hands on (takeOwn), which then need no
+		// array of their own.
+		cur = make([]live.Entry, 0, len(events))
 	}
 	gen := uint64(0) // the generation of the notification being written
 	end := func() {  // ends the notification being written, starts one of gen
@@ -263,9 +270,9 @@ func (r *Relay) notify(ctx context.Context, events []live.Event, drawn bool) (fa
 				} else {
 					failed++
 					if echo {
-						unsent := *e
+						unsent := live.Entry{Event: *e, Own: seq}
 						unsent.Seq = seq
-						r.release([]live.Event{unsent})
+						r.release([]live.Entry{unsent})
 					}
 				}
 				continue
@@ -273,8 +280,8 @@ func (r *Relay) notify(ctx context.Context, events []live.Event, drawn bool) (fa
 		}
 		w.add(rec, e)
 		if echo {
-			cur = append(cur, *e)
-			cur[len(cur)-1].Seq = seq // this hub's number: Entry.Own on the echo
+			cur = append(cur, live.Entry{Event: *e, Own: seq}) // Own: this hub's number
+			cur[len(cur)-1].Seq = seq
 		}
 		if e.Kind != live.Gap {
 			steps++

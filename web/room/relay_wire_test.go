@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	peerpkg "paytwice/pay/peers" // the benchmark's own peers is a variable
 	"paytwice/web/live"
 )
 
@@ -244,6 +245,20 @@ func BenchmarkRelay(b *testing.B) {
 			if _, ok := ordered.echoes.take(peers.last); !ok {
 				b.Fatal("a batch sent was not booked")
 			}
+		}
+	})
+	// The sending server again, its batches coming back in the room's
+	// order: each event is placed and handed to Echo, as a server's own
+	// are.
+	echoed := newRelay(RelayConfig{Peers: peers, Hub: live.New(0, nil), Echo: func([]live.Entry) {}}, "0123456789abcdef")
+	b.Run("send-and-echo", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N / perBatch {
+			batch := batches[i%len(batches)]
+			if failed, _ := echoed.notify(context.Background(), batch, false); failed != 0 {
+				b.Fatal("not sent")
+			}
+			echoed.takeOwn(peerpkg.Part{G: 1, N: uint64(i + 1), I: 1, K: 1}, 0, peers.last)
 		}
 	})
 	// The same batches as notifications to receive: as written now, and
