@@ -18,6 +18,10 @@
 #	PG=postgres://paytwice:paytwice@127.0.0.1:5432/postgres bench/relay.sh
 #	ROUNDS=5 SECONDS_EACH=8 SERVERS=3 CLIENTS_EACH=6 PG=… bench/relay.sh
 #
+# Each server runs with GOMAXPROCS=PROCS_EACH, by default its share of the
+# machine's cores (nproc/SERVERS, at least 1), as paytwice cluster starts
+# its servers; PROCS_EACH=0 leaves each to the runtime's default.
+#
 # With AGAINST=<git revision> the other set is that revision's build, with
 # its relay, instead of -tags norelay: what a change to the relay costs.
 #
@@ -30,6 +34,9 @@ SECONDS_EACH=${SECONDS_EACH:-8}
 SERVERS=${SERVERS:-3}
 CLIENTS_EACH=${CLIENTS_EACH:-6}
 PORT=${PORT:-18090}
+PROCS_EACH=${PROCS_EACH:-$(($(nproc) / SERVERS > 0 ? $(nproc) / SERVERS : 1))}
+procs=()
+if [[ $PROCS_EACH != 0 ]]; then procs=("GOMAXPROCS=$PROCS_EACH"); fi
 
 tmp=$(mktemp -d)
 suffix=$$
@@ -66,7 +73,7 @@ start() {
 	# PostgreSQL's default max_connections (as paytwice cluster does).
 	for ((i = 1; i <= SERVERS; i++)); do
 		port=$(($2 + i - 1))
-		"$tmp/$1" -addr "127.0.0.1:$port" -db "${PG%/*}/$db?pool_max_conns=10" -name "s$i" >"$tmp/$1-s$i.log" 2>&1 &
+		env "${procs[@]}" "$tmp/$1" -addr "127.0.0.1:$port" -db "${PG%/*}/$db?pool_max_conns=10" -name "s$i" >"$tmp/$1-s$i.log" 2>&1 &
 		pids+=($!)
 		echo "$port $!" >>"$tmp/$1.servers"
 	done
@@ -122,7 +129,7 @@ measure() {
 }
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
-echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(go version | cut -d' ' -f3), PostgreSQL $(psql -Atq "$PG" -c 'SHOW server_version')" >&2
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $(go version | cut -d' ' -f3), PostgreSQL $(psql -Atq "$PG" -c 'SHOW server_version'), each server with ${procs[*]:-the runtime default GOMAXPROCS}" >&2
 measure relay -n 300 >/dev/null # warm-up
 measure norelay -n 300 >/dev/null
 
