@@ -213,8 +213,8 @@ func (r *Relay) gapEvent(n uint64) live.Event {
 // gap among events was not sent either. With Echo, events are handed
 // back when they come back in the room's order, or at once if they are
 // not sent, unless drawn says this server's pages drew them already. It
-// may change events (a message too long is shortened), and
-// the writer's records point into them until the next notify.
+// may change events (a message too long is shortened), and the writer's
+// records point into them until the next notify.
 func (r *Relay) notify(ctx context.Context, events []live.Event, drawn bool) (failed uint64, gapLost bool) {
 	w := r.wire
 	w.reset(r.head)
