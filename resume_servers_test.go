@@ -254,8 +254,11 @@ func testResumeOnAnotherServer(t *testing.T, sig syscall.Signal) {
 	}
 	// None skipped: from a's last frame on, the resumed page drew what b's
 	// own page drew (which got it in fewer frames, several events each),
-	// up to the same place.
-	at := got[seenOnA-1].place()
+	// up to the same place. A frame that holds several events names the
+	// last one's place, so one of b's own page may hold events up to a's
+	// last frame's place and after it: the two are compared from the
+	// first place after which each page's frames hold only later events.
+	at := sharedEnd(resumed, refAll, got[seenOnA-1].place())
 	want := framesAfter(refAll, at)
 	have := framesAfter(resumed, at)
 	if len(want) == 0 || len(have) == 0 || have[len(have)-1].place() != want[len(want)-1].place() {
@@ -302,6 +305,25 @@ func lastPlace(frames []sseFrame) live.Place {
 		}
 	}
 	return live.Place{}
+}
+
+// sharedEnd is the first place from `from` on (from itself included,
+// which the moved page's frames end at) at which a frame of b's own page
+// ends and, after from, a frame of the resumed page too: neither page has
+// a frame holding events on both sides of it.
+func sharedEnd(resumed, ref []sseFrame, from live.Place) live.Place {
+	ends := map[live.Place]bool{from: true}
+	for _, f := range resumed {
+		if !f.refresh() {
+			ends[f.place()] = true
+		}
+	}
+	for _, f := range ref {
+		if p := f.place(); !f.refresh() && !from.After(p) && ends[p] {
+			return p
+		}
+	}
+	return from
 }
 
 // framesAfter keeps the frames after place that are not refreshes.
