@@ -256,7 +256,8 @@ const (
 	studentStreamWait = 250 * time.Millisecond
 	// studentStreamGap is the least time between two writes of a
 	// student's live view (board.Config.WriteGap). It is the fan-out's
-	// longest interval (web/board/wake.go), not more: a phone in a
+	// interval with 200 pages open (web/board/wake.go; 130 ms with more),
+	// not more, so the fan writer keeps it with its wakes: a phone in a
 	// lecture hall is to see a payment within 150 ms at p99
 	// (docs/benchmarks.md), and a longer gap (250 ms was tried) gave the
 	// presenter's payments under a mischievous class no gain that could

@@ -28,7 +28,8 @@ import (
 // an interval apart, so a gap no longer than that is kept by the wakes
 // themselves (give or take the milliseconds a round of writes takes),
 // while a longer one needs its stream's own wait. With hundreds of pages
-// open the interval is the longest a server gives a student (100 ms).
+// open the interval (130 ms) is longer than the gap a server gives a
+// student (100 ms).
 //
 // A phone (fanPage.phone) is written a wake only when it carries one of
 // its own caller's payment steps or a change every page needs at once

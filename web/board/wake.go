@@ -14,12 +14,15 @@ import (
 // of payments, so what a viewer costs does not grow with them. A lone
 // event after a quiet spell goes out at once. The interval grows with the
 // viewers, so that all of them together are woken at most about 2,000
-// times a second, up to 100 ms: with 200 pages open, a payment reaches
-// them a tenth of a second after its answer at worst, and each wake
-// carries several payments' changes in one write per page.
+// times a second up to 200 pages (100 ms), and at most 130 ms apart
+// beyond: a payment reaches every page within 130 ms of its answer (the
+// lecture hall's p99 is 150 ms), and each wake carries several payments'
+// changes in one write per page. With 500 pages that is some 3,850
+// writes a second, which the fan writer makes a few hundred to a system
+// call (sendRing).
 const (
 	fanoutMin       = 5 * time.Millisecond
-	fanoutMax       = 100 * time.Millisecond
+	fanoutMax       = 130 * time.Millisecond
 	fanoutPerViewer = 500 * time.Microsecond
 )
 
@@ -32,23 +35,25 @@ func (p *Board) fanoutInterval() time.Duration {
 // board does, and the rest of the class's payments in rounds classPerViewer
 // per open page apart, at least the fan-out interval and at most classMax,
 // made at the wake nearest that (fanWriter.roundFor): up to classFrom
-// pages a phone is written as a board is; from about 250 pages every
-// second wake (200 ms), with 500 pages open every third (300 ms). Each
-// write costs the
-// server about as much whatever it carries (a system call and, on one
-// machine, the reader's side of loopback), and with hundreds of phones
-// those writes were most of what the pages cost: the class's payments
-// reach a phone later, never differently (the same frames, in the same
-// order), while the projector and the payer's own phone see a payment
-// within the fan-out interval.
+// pages a phone is written as a board is, every wake; beyond, every
+// second wake from about 750 pages (260 ms at 1,000), at most 300 ms. Each
+// write costs the server about as much whatever it carries (its share of
+// a system call and, on one machine, the reader's side of loopback), and
+// with more phones than a lecture hall holds those writes would be most
+// of what the pages cost: the class's payments then reach a phone later,
+// never differently (the same frames, in the same order), while the
+// projector and the payer's own phone see a payment within the fan-out
+// interval. Until the rounds' writes went through one io_uring they came
+// from 200 pages on, every third wake (300 ms) with 500 pages: the
+// class's payments reached the phones at p99 about 300 ms.
 const (
-	classPerViewer = 600 * time.Microsecond
+	classPerViewer = 260 * time.Microsecond
 	classMax       = 300 * time.Millisecond
 )
 
 // classFrom is the most pages at which a phone is still written every
-// wake, as a board is.
-const classFrom = 200
+// wake, as a board is: the lecture hall's 500.
+const classFrom = 500
 
 // classInterval is how far apart the class's rounds to the phones are.
 func (p *Board) classInterval() time.Duration {
