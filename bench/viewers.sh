@@ -29,7 +29,10 @@
 # Each run also counts the server's write system calls per payment
 # (/proc/PID/io: to its sockets and its database files alike), with no
 # page and with the pages: unlike the CPU, the count does not move with
-# the machine's load, and with pages open it is mostly their writes.
+# the machine's load. It counts write calls only: on Linux the pages'
+# writes are sends through an io_uring (web/board/sendring_linux.go),
+# a few hundred to a call, which it does not see, so with pages open it
+# is about what it is without (before, most of it was the pages').
 #
 # Each round also notes the server's resident memory (VmRSS) with the
 # viewers open, and the run ends with its peak (VmHWM). FULL=1 adds, to
