@@ -36,8 +36,8 @@ func (p *Board) fanoutInterval() time.Duration {
 // per open page apart, at least the fan-out interval and at most classMax,
 // made at the wake nearest that (fanWriter.roundFor): up to classFrom
 // pages a phone is written as a board is, every wake; beyond, every
-// second wake from about 750 pages (260 ms at 1,000), at most 300 ms. Each
-// write costs the server about as much whatever it carries (its share of
+// second wake (260 ms, the fan-out's interval being 130 ms). Each write
+// costs the server about as much whatever it carries (its share of
 // a system call and, on one machine, the reader's side of loopback), and
 // with more phones than a lecture hall holds those writes would be most
 // of what the pages cost: the class's payments then reach a phone later,
@@ -47,7 +47,7 @@ func (p *Board) fanoutInterval() time.Duration {
 // from 200 pages on, every third wake (300 ms) with 500 pages: the
 // class's payments reached the phones at p99 about 300 ms.
 const (
-	classPerViewer = 260 * time.Microsecond
+	classPerViewer = 600 * time.Microsecond
 	classMax       = 300 * time.Millisecond
 )
 
