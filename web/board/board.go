@@ -169,6 +169,10 @@ type Board struct {
 	cfg Config
 	// viewers counts the open event streams; it changes under mu.
 	viewers atomic.Int64
+	// handedBack counts the times the fan writer handed a page back to
+	// its stream (a socket that did not take a whole write, or a page the
+	// writer no longer keeps up with).
+	handedBack atomic.Int64
 
 	// applying is held while events are applied to the model and while
 	// the model is loaded again from the books, so that a load never

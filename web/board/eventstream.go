@@ -136,6 +136,20 @@ func (s *eventStream) writeFrames(frames net.Buffers) error {
 	return err
 }
 
+// handOver lifts the stream's write deadline as it hands its page to the
+// board's fan writer. The writer's sends never wait, so they need none,
+// and a deadline left from the stream's own writes would fail every one
+// of them once it passed: the page was handed back to its stream and
+// taken again every WriteTimeout, for nothing. The stream's next write of
+// its own sets it again.
+func (s *eventStream) handOver() {
+	if s.conn == nil || s.deadlineSet.IsZero() {
+		return
+	}
+	_ = s.conn.SetWriteDeadline(time.Time{})
+	s.deadlineSet = time.Time{}
+}
+
 // close ends a taken-over connection and forgets it.
 func (s *eventStream) close() {
 	if s.conn == nil {

@@ -195,6 +195,7 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 	for w := tip; ; {
 		if pg != nil {
 			pg.cursor = cursor
+			out.handOver()
 			if proj.fan.attach(pg, w) {
 				var hb handback
 				select {
@@ -209,6 +210,7 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 				if hb.end {
 					return nil
 				}
+				proj.handedBack.Add(1)
 				w, cursor = hb.w, hb.cursor
 				wrote = pg.wrote
 				if len(hb.rest) > 0 && out.write(hb.rest) != nil {
