@@ -90,17 +90,19 @@ const (
 // 500 pages takes four.
 const sendRingEntries = 128
 
-// newSendRing sets up a ring, or says why the system gives none (an old
-// kernel, io_uring turned off, a sandbox that forbids it): the writer
-// then writes one socket at a time.
+// newSendRing sets up a ring, or says why the system gives none (a
+// kernel before 5.18, io_uring turned off, a sandbox that forbids it):
+// the writer then writes one socket at a time.
 func newSendRing() (*sendRing, error) {
+	// A kernel that does not know IORING_SETUP_SUBMIT_ALL (before 5.18)
+	// refuses the ring (EINVAL), and the writer writes one socket at a
+	// time. The sends rely on MSG_DONTWAIT making a full socket's send
+	// complete at once with what it took, as the io_uring of recent
+	// kernels does; in some older ones a send could wait for room
+	// instead, and hold up the round. The flag stands for "recent".
 	var p ringParams
 	p.flags = ringSetupSubmitAll
 	fd, _, e := syscall.Syscall(sysIoUringSetup, sendRingEntries, uintptr(unsafe.Pointer(&p)), 0)
-	if e == syscall.EINVAL {
-		p = ringParams{}
-		fd, _, e = syscall.Syscall(sysIoUringSetup, sendRingEntries, uintptr(unsafe.Pointer(&p)), 0)
-	}
 	if e != 0 {
 		return nil, e
 	}
