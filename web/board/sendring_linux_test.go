@@ -5,8 +5,6 @@ package board
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"net"
 	"testing"
 )
 
@@ -24,31 +22,8 @@ func TestTheSendRingWritesEachSocketWhatItTakes(t *testing.T) {
 	}
 	defer r.close()
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	const sockets = 2*sendRingEntries + 3
-	type peer struct {
-		out  *net.TCPConn // the server's end, written through the ring
-		in   net.Conn     // the page's end
-		want bytes.Buffer
-	}
-	peers := make([]*peer, sockets)
-	for i := range peers {
-		in, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		peers[i] = &peer{out: out.(*net.TCPConn), in: in}
-		defer in.Close()
-		defer out.Close()
-	}
+	peers := socketPeers(t, sockets)
 	// The last page stops reading: its socket is filled first.
 	full := peers[sockets-1]
 	full.out.SetWriteBuffer(16 << 10)
@@ -59,15 +34,11 @@ func TestTheSendRingWritesEachSocketWhatItTakes(t *testing.T) {
 	round := func(k int) []pageWrite {
 		ws := make([]pageWrite, sockets)
 		for i, p := range peers {
-			raw, err := p.out.SyscallConn()
-			if err != nil {
-				t.Fatal(err)
-			}
 			b := fmt.Appendf(nil, "round %d page %d;", k, i)
 			if p == full {
 				b = bytes.Repeat([]byte{'x'}, 8<<20)
 			}
-			ws[i] = pageWrite{pg: &fanPage{raw: raw}, b: b}
+			ws[i] = pageWrite{pg: &fanPage{raw: p.raw}, b: b}
 		}
 		if !r.send(ws) {
 			t.Fatal("the ring failed")
@@ -101,11 +72,7 @@ func TestTheSendRingWritesEachSocketWhatItTakes(t *testing.T) {
 		if p == closed {
 			continue
 		}
-		p.out.CloseWrite()
-		got, err := io.ReadAll(p.in)
-		if err != nil {
-			t.Fatal(err)
-		}
+		got := p.readAll(t)
 		if !bytes.Equal(got, p.want.Bytes()) {
 			t.Fatalf("page %d read %d bytes %.60q, want %d bytes %.60q", i, len(got), got, p.want.Len(), p.want.Bytes())
 		}

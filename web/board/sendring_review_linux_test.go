@@ -76,9 +76,7 @@ func (p *socketPeer) readAll(t *testing.T) []byte {
 // A send left pending by the ring (one that waited for room in the
 // socket instead of taking what fits) would hang this test.
 func TestARoundThroughTheRingGivesEachPageWhatOneWriteEachGives(t *testing.T) {
-	if _, err := newSendRing(); err != nil {
-		t.Skipf("no io_uring here (%v): the writer writes one socket at a time", err)
-	}
+	needSendRing(t)
 	const pages, rounds = 300, 4
 	const stalled, closed, late = pages - 1, pages - 2, pages - 3
 	type outcome struct {
@@ -164,9 +162,7 @@ func TestARoundThroughTheRingGivesEachPageWhatOneWriteEachGives(t *testing.T) {
 // and the writer drops the ring for good instead of sending through it
 // again.
 func TestARingThatFailsLaterGivesWayToOneWriteEach(t *testing.T) {
-	if _, err := newSendRing(); err != nil {
-		t.Skipf("no io_uring here (%v)", err)
-	}
+	needSendRing(t)
 	const pages = 2*sendRingEntries + 5
 	peers := socketPeers(t, pages)
 	f := &fanWriter{}
@@ -247,11 +243,7 @@ func TestClosingTheRingTwiceClosesNoOtherFile(t *testing.T) {
 // for every page that came and went would otherwise leave a descriptor
 // and its mappings behind each time.
 func TestTheBoardsWriterGivesItsRingBackWhenItStops(t *testing.T) {
-	if r, err := newSendRing(); err != nil {
-		t.Skipf("no io_uring here (%v)", err)
-	} else {
-		r.close()
-	}
+	needSendRing(t)
 	b := newTestBoard(t, nil, 10)
 	const readers = 3
 	pages := make([]*stream, readers)
@@ -313,11 +305,7 @@ func TestTheBoardsWriterGivesItsRingBackWhenItStops(t *testing.T) {
 // the board's end reaches the writer, and the writer gives its ring back
 // (the race detector checks the ring is used by the writer alone).
 func TestTheBoardEndsWhileItsWriterSendsThroughTheRing(t *testing.T) {
-	if r, err := newSendRing(); err != nil {
-		t.Skipf("no io_uring here (%v)", err)
-	} else {
-		r.close()
-	}
+	needSendRing(t)
 	b := newTestBoard(t, nil, 100)
 	const readers = 40
 	ended := make(chan error, readers)
@@ -375,4 +363,15 @@ func TestTheBoardEndsWhileItsWriterSendsThroughTheRing(t *testing.T) {
 	for range readers {
 		<-ended // each page's stream ended with the board
 	}
+}
+
+// needSendRing skips a test of the ring where the system gives none; the
+// ring it tried is given back.
+func needSendRing(t *testing.T) {
+	t.Helper()
+	r, err := newSendRing()
+	if err != nil {
+		t.Skipf("no io_uring here (%v): the writer writes one socket at a time", err)
+	}
+	r.close()
 }
