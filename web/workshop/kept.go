@@ -102,8 +102,18 @@ func (w *Workshop) keep(ctx context.Context) {
 		}
 		select {
 		case <-w.dirty:
-			w.save(ctx)
-			wait.Reset(w.cfg.SaveEvery)
+			if w.save(ctx) {
+				wait.Reset(w.cfg.SaveEvery)
+				continue
+			}
+			// The store refused the save (a lock it waited too long
+			// for, a lost connection): the change is still to keep,
+			// and no other change may come to ask for it again.
+			select {
+			case w.dirty <- struct{}{}:
+			default:
+			}
+			wait.Reset(min(w.cfg.SaveEvery, saveRetryAfter))
 		case <-again:
 			again = w.readAgain(ctx, again)
 			wait.Reset(0)
@@ -147,16 +157,21 @@ func (w *Workshop) saveLast(ctx context.Context) {
 	cancel()
 }
 
+// saveRetryAfter is the longest wait before a save the store refused is
+// tried again.
+const saveRetryAfter = time.Second
+
 // save merges the workshop into the keeper's document when it changed
 // since the last save: a server that only read the kept workshop never
 // writes it. The students of other servers sharing the store stay as
 // they are, and settings a newer version of which is kept are taken
-// from there instead of written over.
-func (w *Workshop) save(ctx context.Context) {
+// from there instead of written over. It reports false when the keeper
+// refused the save.
+func (w *Workshop) save(ctx context.Context) bool {
 	w.mu.Lock()
 	if w.changes == w.saved {
 		w.mu.Unlock()
-		return
+		return true
 	}
 	at := w.changes
 	w.mu.Unlock()
@@ -178,7 +193,7 @@ func (w *Workshop) save(ctx context.Context) {
 	})
 	if err != nil {
 		w.cfg.Logf("workshop: keeping the scoreboard: %v", err)
-		return
+		return false
 	}
 	w.mu.Lock()
 	w.saved = max(w.saved, at)
@@ -192,6 +207,7 @@ func (w *Workshop) save(ctx context.Context) {
 			w.cfg.Logf("workshop: telling the other servers of the new settings: %v", err)
 		}
 	}
+	return true
 }
 
 // mergeLocked is was with this server's part written into it; w.mu is
