@@ -204,6 +204,21 @@ func (d *discardPeers) NotifyNumbered(ctx context.Context, channel string, paylo
 	return d.numbered, d.Notify(ctx, channel, payloads...)
 }
 
+// sendBatches has r send b.N payments, perBatch a notification, from
+// batches in turn, calling after (unless nil) with each batch's number
+// once it is sent.
+func sendBatches(b *testing.B, r *Relay, batches [][]live.Event, perBatch int, after func(i int)) {
+	b.Helper()
+	for i := range b.N / perBatch {
+		if failed, _ := r.notify(context.Background(), batches[i%len(batches)], false); failed != 0 {
+			b.Fatal("not sent")
+		}
+		if after != nil {
+			after(i)
+		}
+	}
+}
+
 // BenchmarkRelay is the relay's work per payment, on the server that
 // handled it (send: its six events written as notifications) and on each
 // other server (receive: read, and handed to a sink that publishes them
@@ -225,11 +240,7 @@ func BenchmarkRelay(b *testing.B) {
 	b.Run("send", func(b *testing.B) {
 		b.ReportAllocs()
 		peers.bytes = 0
-		for i := range b.N / perBatch {
-			if failed, _ := r.notify(context.Background(), batches[i%len(batches)], false); failed != 0 {
-				b.Fatal("not sent")
-			}
-		}
+		sendBatches(b, r, batches, perBatch, nil)
 		b.ReportMetric(float64(peers.bytes)/float64(max(1, b.N/perBatch*perBatch)), "bytes/payment")
 	})
 	// A relay in the room's order (Echo) also books each notification's
@@ -237,15 +248,11 @@ func BenchmarkRelay(b *testing.B) {
 	ordered := newRelay(RelayConfig{Peers: peers, Echo: func([]live.Entry) {}}, "0123456789abcdef")
 	b.Run("send-ordered", func(b *testing.B) {
 		b.ReportAllocs()
-		for i := range b.N / perBatch {
-			batch := batches[i%len(batches)]
-			if failed, _ := ordered.notify(context.Background(), batch, false); failed != 0 {
-				b.Fatal("not sent")
-			}
+		sendBatches(b, ordered, batches, perBatch, func(int) {
 			if _, ok := ordered.echoes.take(peers.last); !ok {
 				b.Fatal("a batch sent was not booked")
 			}
-		}
+		})
 	})
 	// The sending server again, its batches coming back in the room's
 	// order: each event is placed and handed to Echo, as a server's own
@@ -253,13 +260,9 @@ func BenchmarkRelay(b *testing.B) {
 	echoed := newRelay(RelayConfig{Peers: peers, Hub: live.New(0, nil), Echo: func([]live.Entry) {}}, "0123456789abcdef")
 	b.Run("send-and-echo", func(b *testing.B) {
 		b.ReportAllocs()
-		for i := range b.N / perBatch {
-			batch := batches[i%len(batches)]
-			if failed, _ := echoed.notify(context.Background(), batch, false); failed != 0 {
-				b.Fatal("not sent")
-			}
+		sendBatches(b, echoed, batches, perBatch, func(i int) {
 			echoed.takeOwn(peerpkg.Part{G: 1, N: uint64(i + 1), I: 1, K: 1}, 0, peers.last)
-		}
+		})
 	})
 	// The same batches as notifications to receive: as written now, and
 	// as JSON, for comparison.
