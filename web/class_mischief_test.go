@@ -60,10 +60,17 @@ func TestMischievousClass(t *testing.T) {
 			order := fmt.Sprintf("PR%04dX", payments)
 			presenterOrders = append(presenterOrders, order)
 			start := time.Now()
+			watch := watchStacks(presenterPaymentWatch)
 			r := payFrom(t, presenter, env.URL, "presenter-"+order, order, "Bearer presenter", PresenterHeader, token)
 			took = append(took, time.Since(start))
+			taken := watch.stop()
 			if r.Status != http.StatusCreated {
-				t.Fatalf("%s: the presenter's payment %d (%s, after %v): %d %s%s", round, i, order, took[len(took)-1].Round(time.Millisecond), r.Status, r.Body, noAnswer(r))
+				t.Fatalf("%s: the presenter's payment %d (%s, after %v): %d %s%s\n%s", round, i, order, took[len(took)-1].Round(time.Millisecond), r.Status, r.Body, noAnswer(r),
+					serverStacks(taken, presenterPaymentWork...))
+			}
+			if taken != nil {
+				t.Logf("%s: the presenter's payment %d (%s) was answered after %v; while it waited:\n%s", round, i, order, took[len(took)-1].Round(time.Millisecond),
+					serverStacks(taken, presenterPaymentWork...))
 			}
 		}
 		return took
@@ -570,6 +577,18 @@ func (w *watchedStream) firstShown(re *regexp.Regexp) map[string]int {
 	}
 	return at
 }
+
+// presenterPaymentWatch is how long a presenter's payment goes
+// unanswered before the test takes every goroutine's stack, half its
+// client's wait for an answer (fromAddress): should it get none, the
+// failure shows where the server stood while the payment was still
+// under way, rather than after its client hung up.
+const presenterPaymentWatch = 10 * time.Second
+
+// presenterPaymentWork names the stacks a presenter's payment with no
+// answer lists in full: the payments' handlers and what they wait on,
+// and the board's writes to the pages.
+var presenterPaymentWork = []string{"paymentHandlers", "pay.(*Service)", "board.(*fanWriter)", "board.(*sendRing)", "board.(*Board).run"}
 
 // presenterPattern matches the presenter's order ids in the mischievous
 // class.
