@@ -32,6 +32,10 @@ type workContext struct {
 	context.Context
 	cancel context.CancelCauseFunc
 
+	// first says the work's writes go first (WriteFirst), as the
+	// payment's own did (workWritesFirst).
+	first bool
+
 	mu       sync.Mutex
 	deadline time.Time
 	timer    *time.Timer
@@ -48,6 +52,34 @@ func (w *workContext) Deadline() (time.Time, bool) {
 		return time.Now().Add(w.left), true
 	}
 	return w.deadline, true
+}
+
+// Value is the parent's, but for the mark WriteFirst sets when first.
+func (w *workContext) Value(key any) any {
+	if _, ok := key.(firstKey); ok && w.first {
+		return true
+	}
+	return w.Context.Value(key)
+}
+
+// workWritesFirst marks work, the context a claimed payment's work runs
+// under, so that its writes go first when the payment's own (ctx) do.
+// The work is made apart from the request, which it outlives, so it
+// carries none of its values: the presenter's claim went first, and then
+// its charge at the gateway's ledger and its saved answer queued behind
+// every write of a class flooding the writer (a presenter's payment went
+// unanswered for 20 s so, its gateway write waiting behind the class's
+// batches). A work of NewWorkContext is marked in place, so that it
+// keeps its type: PauseWork finds it by it.
+func workWritesFirst(ctx, work context.Context) context.Context {
+	if !WritesFirst(ctx) || WritesFirst(work) {
+		return work
+	}
+	if w, ok := work.(*workContext); ok {
+		w.first = true
+		return w
+	}
+	return WriteFirst(work)
 }
 
 // Err says DeadlineExceeded once the deadline ended the work, as a
