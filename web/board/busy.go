@@ -44,9 +44,9 @@ type busyMode struct {
 // 360 in the last 200 ms (a flood, noticed before it has cost much; above
 // one address's share of the board, so that one address cannot reach it).
 const (
-	busyEnter      = 600 // events in the last second
-	busyEnterBurst = 360 // events in the last 200 ms
-	busyLeave      = 100 // events in the last second
+	busyEnter      = live.BusyEvents // events in the last second
+	busyEnterBurst = 360             // events in the last 200 ms
+	busyLeave      = 100             // events in the last second
 	busyRefresh    = 500 * time.Millisecond
 	busyBatch      = 20 * time.Millisecond
 )

@@ -154,6 +154,12 @@ func (e *Entry) OwnUpTo() uint64 { return e.ownUpTo }
 // of a gap, reloaded its pages' model from the database.
 const DefaultSize = 4096
 
+// BusyEvents is how many events in a second make the room busy: every
+// board then shows totals, refreshed twice a second, instead of drawing
+// each request (web/board's busy mode), and the relay, whose batches no
+// page then draws one by one, sends them less often (web/room).
+const BusyEvents = 600
+
 // Hub is the event hub. The zero value is not usable; call New.
 type Hub struct {
 	now func() time.Time

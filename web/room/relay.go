@@ -185,6 +185,9 @@ type Relay struct {
 	// realNow is the real clock the join window is measured on (not the
 	// demo clock, which a presenter may warp); tests set their own.
 	realNow func() time.Time
+	// after is how the sending goroutine pauses between batches
+	// (time.After; tests take the pauses in hand).
+	after func(time.Duration) <-chan time.Time
 	// at is the last part of the class's numbered batches this relay
 	// took, its own included; zero until the first (under listenMu).
 	at peers.Part
@@ -255,7 +258,7 @@ func newRelay(cfg RelayConfig, id string) *Relay {
 	self := wireHead + id
 	head := self + "\n"
 	r := &Relay{cfg: cfg, head: head, self: self, wire: newWireWriter(head), maxPayload: peers.MaxNumberedPayload,
-		hello: make(chan struct{}, 1), known: map[string]bool{}, realNow: time.Now,
+		hello: make(chan struct{}, 1), known: map[string]bool{}, realNow: time.Now, after: time.After,
 		readBackSums: map[peers.Part]uint64{}, sumSeed: maphash.MakeSeed()}
 	if cfg.Generation != nil {
 		r.resetGen.Store(cfg.Generation())

@@ -416,12 +416,22 @@ func TestARelayOwesAsAGapWhatItKeptBeyondItsBound(t *testing.T) {
 // advance moves.
 func startOnAClock(t *testing.T, peers Peers, id string) (r *Relay, hub *live.Hub, advance func(time.Duration)) {
 	t.Helper()
+	return startOnAClockWith(t, peers, id, nil)
+}
+
+// startOnAClockWith is startOnAClock with configure (unless nil) called on
+// the relay before it starts.
+func startOnAClockWith(t *testing.T, peers Peers, id string, configure func(*Relay)) (r *Relay, hub *live.Hub, advance func(time.Duration)) {
+	t.Helper()
 	hub = live.New(0, nil)
 	hub.SetServer("s1")
 	var mu sync.Mutex
 	now := time.Now()
 	r = newRelay(RelayConfig{Peers: peers, Hub: hub, Sink: &hubSink{hub: live.New(0, nil)}, Name: "s1"}, id)
 	r.realNow = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	if configure != nil {
+		configure(r)
+	}
 	start := hub.LastSeq()
 	go r.send(t.Context(), hub.Subscribe(start), start)
 	go r.greet(t.Context())
