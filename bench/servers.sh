@@ -22,7 +22,7 @@
 #
 # CLIENTS (16) is the clients of a single server, CLIENTS_EACH (6) those of
 # each of the three, KEYS (500) the keys paid before replaying them, PORT
-# (18100) the first of the eleven ports it serves on. SETS picks the sets
+# (18100) the first of the fourteen ports it serves on. SETS picks the sets
 # measured, in that order (default "sqlite pg1 pg3 pg3norelay").
 #
 # Each of the three servers of a set runs with GOMAXPROCS=PROCS_EACH, by
@@ -35,7 +35,10 @@
 # places it): three servers as in pg3 with those variables added, to
 # measure a runtime setting against pg3 in the same rounds. Each round
 # also prints the three servers' payments/s and CPU per payment as ratios
-# to pg1's. Linux only: server CPU comes from /proc.
+# to pg1's. AGAINST=<git revision> adds the set pg3against (last, unless
+# SETS places it): three servers as in pg3 built from that revision, to
+# measure a change against the build before it in the same rounds. Linux
+# only: server CPU comes from /proc.
 set -euo pipefail
 
 : "${PG:?set PG to a postgres:// URL whose role may create databases}"
@@ -47,6 +50,7 @@ KEYS=${KEYS:-500}
 PORT=${PORT:-18100}
 SETS=${SETS:-sqlite pg1 pg3 pg3norelay}
 ENV_EACH=${ENV_EACH:-}
+AGAINST=${AGAINST:-}
 PROCS_EACH=${PROCS_EACH:-$(($(nproc) / 3 > 0 ? $(nproc) / 3 : 1))}
 procs=()
 if [[ $PROCS_EACH != 0 ]]; then procs=("GOMAXPROCS=$PROCS_EACH"); fi
@@ -65,6 +69,12 @@ trap cleanup EXIT
 
 go build -o "$tmp/paytwice" .
 go build -tags norelay -o "$tmp/norelay" .
+if [[ -n $AGAINST ]]; then
+	mkdir "$tmp/against"
+	git archive "$AGAINST" | tar -x -C "$tmp/against"
+	(cd "$tmp/against" && go build -o "$tmp/againstbuild" .)
+	rm -rf "$tmp/against"
+fi
 
 # database SET: a fresh PostgreSQL database for SET, its URL in $url.
 database() {
@@ -94,6 +104,7 @@ start() {
 
 read -ra sets <<<"$SETS"
 if [[ -n $ENV_EACH && " ${sets[*]} " != *" pg3env "* ]]; then sets+=(pg3env); fi
+if [[ -n $AGAINST && " ${sets[*]} " != *" pg3against "* ]]; then sets+=(pg3against); fi
 for set in "${sets[@]}"; do
 	case $set in
 	sqlite) start sqlite paytwice s1 "$PORT" "$tmp/paytwice.db" ;;
@@ -112,7 +123,12 @@ for set in "${sets[@]}"; do
 		database pg3env
 		for i in 1 2 3; do start pg3env paytwice "s$i" "$((PORT + 7 + i))" "$url" "${procs[@]}" "${vars[@]}"; done
 		;;
-	*) echo "unknown set $set (sqlite, pg1, pg3, pg3norelay, pg3env)" >&2 && exit 2 ;;
+	pg3against)
+		: "${AGAINST:?set AGAINST for the set pg3against}"
+		database pg3against
+		for i in 1 2 3; do start pg3against againstbuild "s$i" "$((PORT + 10 + i))" "$url" "${procs[@]}"; done
+		;;
+	*) echo "unknown set $set (sqlite, pg1, pg3, pg3norelay, pg3env, pg3against)" >&2 && exit 2 ;;
 	esac
 	case $set in sqlite | pg1) clients[$set]=$CLIENTS ;; *) clients[$set]=$CLIENTS_EACH ;; esac
 done
@@ -171,7 +187,7 @@ for r in $(seq "$ROUNDS"); do
 		echo "round $r, $set: $pay new payments/s ($paycpu ms server CPU each), $rep replays/s ($repcpu ms each)" >&2
 	done
 	if [[ -s $tmp/pg1-new ]]; then
-		for set in pg3 pg3norelay pg3env; do
+		for set in pg3 pg3norelay pg3env pg3against; do
 			[[ -s $tmp/$set-new ]] || continue
 			paste <(tail -1 "$tmp/$set-new") <(tail -1 "$tmp/pg1-new") <(tail -1 "$tmp/$set-newcpu") <(tail -1 "$tmp/pg1-newcpu") |
 				awk -v r="$r" -v s="$set" '$2 > 0 && $4 > 0 { printf "round %d, %s against pg1: %.2fx the payments/s, %.2fx the CPU per payment\n", r, s, $1 / $2, $3 / $4 }' >&2
@@ -191,3 +207,4 @@ row "PostgreSQL, one server, $CLIENTS clients" pg1
 row "PostgreSQL, three servers, $CLIENTS_EACH clients each${procs:+, $procs}" pg3 " (all three together)" " (together)"
 row "the same, built with \`-tags norelay\`" pg3norelay " (together)" " (together)"
 row "the same, each server with $ENV_EACH" pg3env " (together)" " (together)"
+row "the same, built from $AGAINST" pg3against " (together)" " (together)"
