@@ -60,7 +60,7 @@ type DB struct {
 	cache        *replayCache
 	held         claimsHeld
 
-	stats struct{ commits, ops, busy atomic.Int64 }
+	stats struct{ commits, ops, first, busy atomic.Int64 }
 	ops   chan *writeOp
 	// first queues the writes made under pay.WriteFirst: the writer
 	// takes them before any of ops, in a batch of their own, and a batch
@@ -267,13 +267,14 @@ var opPool = sync.Pool{New: func() any { return &writeOp{done: make(chan error, 
 type WriterStats struct {
 	Commits int64         // transactions committed (one fsync each)
 	Ops     int64         // writes they carried
+	First   int64         // of those, the writes that went first (pay.WriteFirst)
 	Busy    time.Duration // time spent running and committing them
 }
 
 // WriterStats reports how well group commit is batching: Ops/Commits is
 // the number of requests that share an fsync.
 func (db *DB) WriterStats() WriterStats {
-	return WriterStats{db.stats.commits.Load(), db.stats.ops.Load(), time.Duration(db.stats.busy.Load())}
+	return WriterStats{Commits: db.stats.commits.Load(), Ops: db.stats.ops.Load(), First: db.stats.first.Load(), Busy: time.Duration(db.stats.busy.Load())}
 }
 
 // maxBatch bounds how many operations share one transaction, so that one
@@ -371,8 +372,6 @@ func (db *DB) writer() {
 		t0 := time.Now()
 		ran := db.runBatch(batch, !first)
 		left = append(left, batch[ran:]...)
-		db.stats.commits.Add(1)
-		db.stats.ops.Add(int64(ran))
 		db.stats.busy.Add(int64(time.Since(t0)))
 	}
 }
@@ -400,6 +399,7 @@ func (db *DB) runBatch(batch []*writeOp, mayYield bool) int {
 	w := &db.stmts
 	errs := make([]error, len(batch))
 	if _, err := w.begin.ExecContext(ctx); err != nil {
+		db.count(len(batch), !mayYield)
 		for _, op := range batch {
 			op.done <- fmt.Errorf("begin: %w", err)
 		}
@@ -427,15 +427,28 @@ func (db *DB) runBatch(batch []*writeOp, mayYield bool) int {
 	}
 	if _, err := w.commit.ExecContext(ctx); err != nil {
 		_, _ = w.rollback.ExecContext(ctx)
+		db.count(ran, !mayYield)
 		for _, op := range batch[:ran] {
 			op.done <- fmt.Errorf("commit: %w", err)
 		}
 		return ran
 	}
+	db.count(ran, !mayYield)
 	for i, op := range batch[:ran] {
 		op.done <- errs[i]
 	}
 	return ran
+}
+
+// count adds a batch of ran writes to the writer's stats (first: writes
+// that went first) before their callers hear of them, so that a caller
+// that returned finds its write counted.
+func (db *DB) count(ran int, first bool) {
+	db.stats.commits.Add(1)
+	db.stats.ops.Add(int64(ran))
+	if first {
+		db.stats.first.Add(int64(ran))
+	}
 }
 
 // writeStatements are prepared once on the writer's connection.
