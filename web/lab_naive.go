@@ -27,6 +27,18 @@ func (p *payment) note(status int, msg string) {
 	p.publishEvent(live.Event{Kind: labKind, Status: status, Message: msg})
 }
 
+// workBase is what the lab's work on p runs under: the server's work,
+// which outlives the request, marked to write first when the request is
+// (the presenter's and the lab checker's, takeTurn). Without the mark
+// the presenter's writes in the lab's modes queued behind a class's, as
+// the protocol's did before pay.Service marked its work the same way.
+func (p *payment) workBase() context.Context {
+	if pay.WritesFirst(p.c.Request().Context()) {
+		return pay.WriteFirst(p.h.work.ctx)
+	}
+	return p.h.work.ctx
+}
+
 // holdDelay applies the delay fault: the work waits, so that a second
 // click arrives while the first is still running.
 func (p *payment) holdDelay(ctx context.Context) error {
@@ -79,7 +91,7 @@ func (h *paymentHandlers) payNoKey(p *payment) error {
 	}
 	p.note(0, "lab, no key: the Idempotency-Key header is ignored; nothing is looked up or claimed, so this request runs whatever ran before it")
 
-	ctx, cancel := context.WithTimeout(h.work.ctx, h.times.work)
+	ctx, cancel := context.WithTimeout(p.workBase(), h.times.work)
 	defer cancel()
 	if err := p.holdDelay(ctx); err != nil {
 		return p.fail(err)
@@ -128,9 +140,9 @@ func (h *paymentHandlers) payCheckFirst(p *payment, constrained bool) error {
 		// The look-up and the pause run to their end whatever the client
 		// does, bounded by the pause and the gateway time-out.
 		gap := time.Duration(h.switches.lab.Settings().Server.CheckGapMS) * time.Millisecond
-		return p.checkThenInsertLoose(h.work.ctx, gap+h.times.work, p.key, "check-first ")
+		return p.checkThenInsertLoose(p.workBase(), gap+h.times.work, p.key, "check-first ")
 	}
-	checkCtx, cancelCheck := context.WithTimeout(h.work.ctx, h.times.work)
+	checkCtx, cancelCheck := context.WithTimeout(p.workBase(), h.times.work)
 	defer cancelCheck()
 
 	// 1. The check: a plain read.
@@ -143,7 +155,7 @@ func (h *paymentHandlers) payCheckFirst(p *payment, constrained bool) error {
 	}
 	p.lookedUp()
 	// The rest has its own time, counted once step mode let it go on.
-	ctx, cancel := context.WithTimeout(h.work.ctx, h.times.work)
+	ctx, cancel := context.WithTimeout(p.workBase(), h.times.work)
 	defer cancel()
 	// 2. The gap between the check and the insert.
 	if err := p.checkGap(ctx); err != nil {
@@ -203,7 +215,7 @@ func (p *payment) checkThenInsertLoose(parent context.Context, checkFor time.Dur
 		return p.checkFailed(checkCtx, err)
 	}
 	// 3. The insert, as a write of its own.
-	workCtx, cancel := context.WithTimeout(p.h.work.ctx, p.h.times.work)
+	workCtx, cancel := context.WithTimeout(p.workBase(), p.h.times.work)
 	defer cancel()
 	rowID, rows, err := p.h.books.labLooseInsertKey(workCtx, p.claim(tableKey), p.id)
 	if err != nil {
