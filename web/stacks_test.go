@@ -25,13 +25,10 @@ func stacks() []byte {
 }
 
 // keepStacks writes a dump of stacks to a file that outlives the test
-// and returns what to say of it in a failure: the file's name, how many
-// goroutines waited where, and in full the stacks that name any of
-// watch (the work a failure waited on: a payment's handler, the board's
-// fan writer). A test that failed once in many runs on a loaded machine
-// then says where the server stood, the next time it does.
+// and returns what to say of it in a failure: the file's name, and
+// stacksSummary's. A test that failed once in many runs on a loaded
+// machine then says where the server stood, the next time it does.
 func keepStacks(dump []byte, watch ...string) string {
-	var b strings.Builder
 	f, err := os.CreateTemp("", "paytwice-stacks-*.txt")
 	if err == nil {
 		_, err = f.Write(dump)
@@ -40,10 +37,16 @@ func keepStacks(dump []byte, watch ...string) string {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(&b, "the goroutine dump could not be kept: %v\n", err)
-	} else {
-		fmt.Fprintf(&b, "every goroutine's stack: %s\n", f.Name())
+		return fmt.Sprintf("the goroutine dump could not be kept: %v\n", err) + stacksSummary(dump, watch...)
 	}
+	return fmt.Sprintf("every goroutine's stack: %s\n", f.Name()) + stacksSummary(dump, watch...)
+}
+
+// stacksSummary says how many goroutines of a dump waited where, and
+// gives in full the stacks that name any of watch (the work a failure
+// waited on: a payment's handler, the board's fan writer).
+func stacksSummary(dump []byte, watch ...string) string {
+	var b strings.Builder
 	goroutines := bytes.Split(dump, []byte("\n\n"))
 	// where counts the goroutines by their state and the first of their
 	// frames in this module's code (or their first frame).
@@ -87,6 +90,9 @@ func keepStacks(dump []byte, watch ...string) string {
 			break
 		}
 		fmt.Fprintf(&b, "  %5d %s\n", where[k], k)
+	}
+	if len(watch) == 0 {
+		return b.String()
 	}
 	fmt.Fprintf(&b, "%d of them in %s:\n", len(watched), strings.Join(watch, ", "))
 	for _, g := range watched {
