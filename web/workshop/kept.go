@@ -233,13 +233,22 @@ func (w *Workshop) mergeLocked(was kept) kept {
 		w.takeAllowedLocked(was.Allowed)
 		doc.Allowed = was.Allowed
 	}
-	mine := make(map[string]bool, len(doc.Students))
-	for _, k := range doc.Students {
-		mine[k.Secret] = true
+	mine := make(map[string]*keptStudent, len(doc.Students))
+	for i := range doc.Students {
+		mine[doc.Students[i].Secret] = &doc.Students[i]
 	}
 	students := make([]keptStudent, 0, len(was.Students)+len(doc.Students))
 	for _, k := range was.Students {
-		if !mine[k.Secret] && !w.removedLocked(k.Secret, was.Removed) {
+		if m := mine[k.Secret]; m != nil {
+			// A gateway's charges only grow, and each server counts
+			// those taken through it: a count another server kept
+			// higher is not written back lower (the first server saving
+			// its older count after the second kept the charge taken
+			// through it, every later save of the second an hour away).
+			m.Charges, m.Pruned = max(m.Charges, k.Charges), max(m.Pruned, k.Pruned)
+			continue
+		}
+		if !w.removedLocked(k.Secret, was.Removed) {
 			students = append(students, k)
 		}
 	}
