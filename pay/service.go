@@ -253,7 +253,7 @@ func (s *Service) Pay(ctx context.Context, p *Payment) Outcome {
 	cancel := context.CancelFunc(func() {})
 	if s.WorkContext != nil {
 		work, cancel = s.WorkContext()
-		work = workWritesFirst(ctx, work)
+		work = KeepWriteFirst(ctx, work)
 	} else {
 		work = context.WithoutCancel(ctx)
 	}

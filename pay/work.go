@@ -62,8 +62,9 @@ func (w *workContext) Value(key any) any {
 	return w.Context.Value(key)
 }
 
-// workWritesFirst marks work, the context a claimed payment's work runs
-// under, so that its writes go first when the payment's own (ctx) do.
+// KeepWriteFirst marks work, the context a payment's work runs under
+// (the protocol's claimed payment, the lab's modes), so that its writes
+// go first when the payment's own (ctx) do.
 // The work is made apart from the request, which it outlives, so it
 // carries none of its values: the presenter's claim went first, and then
 // its charge at the gateway's ledger and its saved answer queued behind
@@ -71,7 +72,7 @@ func (w *workContext) Value(key any) any {
 // unanswered for 20 s so, its gateway write waiting behind the class's
 // batches). A work of NewWorkContext is marked in place, so that it
 // keeps its type: PauseWork finds it by it.
-func workWritesFirst(ctx, work context.Context) context.Context {
+func KeepWriteFirst(ctx, work context.Context) context.Context {
 	if !WritesFirst(ctx) || WritesFirst(work) {
 		return work
 	}

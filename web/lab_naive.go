@@ -29,14 +29,11 @@ func (p *payment) note(status int, msg string) {
 
 // workBase is what the lab's work on p runs under: the server's work,
 // which outlives the request, marked to write first when the request is
-// (the presenter's and the lab checker's, takeTurn). Without the mark
-// the presenter's writes in the lab's modes queued behind a class's, as
-// the protocol's did before pay.Service marked its work the same way.
+// (the presenter's and the lab checker's, takeTurn), as pay.Service
+// marks the protocol's. Without the mark the presenter's writes in the
+// lab's modes queued behind a class's.
 func (p *payment) workBase() context.Context {
-	if pay.WritesFirst(p.c.Request().Context()) {
-		return pay.WriteFirst(p.h.work.ctx)
-	}
-	return p.h.work.ctx
+	return pay.KeepWriteFirst(p.c.Request().Context(), p.h.work.ctx)
 }
 
 // holdDelay applies the delay fault: the work waits, so that a second
