@@ -69,6 +69,13 @@ type Charge struct {
 	CreatedAt    time.Time `json:"created_at"`
 }
 
+// responseBodyFixedLen is the most room a plain ResponseBody needs
+// besides its three strings: its names and punctuation (96), an int64
+// (at most 20) and a time of years 0 to 9999 (24 bytes in milliseconds,
+// but time.AppendFormat writes all nine digits of the fraction before it
+// trims them: 29 for a moment).
+const responseBodyFixedLen = 96 + 20 + 29
+
 // ResponseBody is the JSON body of the 201 that reports this charge. The
 // handler and the sweeper both build it here so that a swept key replays
 // exactly what a live request would have answered.
@@ -76,8 +83,11 @@ func (c Charge) ResponseBody() []byte {
 	created := c.CreatedAt.UTC().Truncate(time.Millisecond)
 	if plainJSONString(c.ID) && plainJSONString(c.OrderID) && plainJSONString(c.GatewayRef) && created.Year() >= 0 && created.Year() <= 9999 {
 		// What json.Marshal writes below, without its reflection: no
-		// string here is one it would escape.
-		b := make([]byte, 0, 128+len(c.OrderID))
+		// string here is one it would escape. Sized for the longest such
+		// body, so that it is one allocation that fits: the replay cache
+		// keeps it, and a body grown by append kept its 352 bytes of
+		// room for some 210 of JSON.
+		b := make([]byte, 0, responseBodyFixedLen+len(c.ID)+len(c.OrderID)+len(c.GatewayRef))
 		b = append(b, `{"charge_id":"`...)
 		b = append(b, c.ID...)
 		b = append(b, `","status":"paid","order_id":"`...)

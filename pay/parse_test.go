@@ -2,6 +2,7 @@ package pay
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -245,6 +246,25 @@ func TestResponseBodyIsWhatJSONMarshalWrites(t *testing.T) {
 		want := c.marshalResponseBody(c.CreatedAt.UTC().Truncate(time.Millisecond))
 		if got := c.ResponseBody(); string(got) != string(want) {
 			t.Errorf("%+v: body %s, json.Marshal %s", c, got, want)
+		}
+	}
+}
+
+// TestResponseBodyIsOneAllocationThatFits: the replay cache keeps a body
+// for each of its newest keys, so the room the body was built in is
+// memory kept. It is one allocation, at most 25 bytes larger than the
+// body (an amount's digits not written, the time's fraction trimmed),
+// however long its amount.
+func TestResponseBodyIsOneAllocationThatFits(t *testing.T) {
+	at := time.Date(2026, 12, 6, 15, 41, 38, 123456789, time.UTC)
+	for _, amount := range []int64{1000, 129900, math.MinInt64} {
+		c := Charge{ID: NewID("ch_"), OrderID: "0b8f4a52-1f0c-4c1e-9a53-3f6c2d7e8a91", AmountSatang: amount, GatewayRef: NewID("gw_"), CreatedAt: at}
+		body := c.ResponseBody()
+		if room := cap(body) - len(body); room < 0 || room > 25 {
+			t.Errorf("amount %d: a body of %d bytes in %d bytes of room", amount, len(body), cap(body))
+		}
+		if allocs := testing.AllocsPerRun(100, func() { body = c.ResponseBody() }); allocs != 1 {
+			t.Errorf("amount %d: %v allocations a body, want 1", amount, allocs)
 		}
 	}
 }
