@@ -89,7 +89,8 @@ environment, besides the variable of each flag above:
     	same one (default: a random key at each start). A variable only, never a flag: a command
     	line is visible to every user of the machine
   GOGC, GOMEMLIMIT
-    	when either is set, the server leaves the garbage collector to them and keeps no heap floor
+    	when either is set, the server leaves the garbage collector to them and keeps no heap floor;
+    	GOMEMLIMIT wins over -memory-limit
   GOMAXPROCS
     	the cores a server runs Go code on (default: all it may use); paytwice cluster gives each of
     	its servers its share of them unless this is set, and then hands this to each as it is

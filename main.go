@@ -106,6 +106,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	publicAddr := fs.String("public-addr", env("PAYTWICE_PUBLIC_ADDR", ""), "behind a proxy or load balancer, the address students reach it at, such as :8080 or 192.168.1.20:8080: the board and /join show it instead of -addr (env PAYTWICE_PUBLIC_ADDR)")
 	workshopAllow := fs.String("workshop-allow", env("PAYTWICE_WORKSHOP_ALLOW", ""), "the networks, addresses and address:port entries the workshop may call students' endpoints on, separated by commas, such as 192.168.1.0/24 (env PAYTWICE_WORKSHOP_ALLOW; default: the private network of the interface this server is served on; this machine itself only at an address:port listed)")
 	synchronous := fs.String("synchronous", env("PAYTWICE_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL survives power loss (env PAYTWICE_SYNCHRONOUS)")
+	memoryLimitFlag := fs.String("memory-limit", env("PAYTWICE_MEMORY_LIMIT", formatMemoryLimitFlag(defaultMemoryLimit)), "soft limit on the Go runtime's memory, such as 256MiB or 1GiB, or off: near it the garbage collector runs more often, so the heap does not grow to twice what is live; GOMEMLIMIT, if set, wins (env PAYTWICE_MEMORY_LIMIT)")
 	showVersion := fs.Bool("version", false, "print the module version and the VCS revision, as paytwice version does, and exit")
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		if sub, ok := subcommands[args[0]]; ok {
@@ -174,6 +175,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return valueError{err}
 		}
 	}
+	limitGivenBy := ""
+	if set["memory-limit"] {
+		limitGivenBy = "-memory-limit"
+	} else if getenv("PAYTWICE_MEMORY_LIMIT") != "" {
+		limitGivenBy = "PAYTWICE_MEMORY_LIMIT"
+	}
+	memoryLimit, err := chooseMemoryLimit(*memoryLimitFlag, limitGivenBy, getenv)
+	if err != nil {
+		return badValue("%v", err)
+	}
 	syncMode := strings.ToUpper(*synchronous)
 	switch syncMode {
 	case "FULL", "EXTRA", "NORMAL", "OFF":
@@ -200,7 +211,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if public == nil {
 		public = ln.Addr().(*net.TCPAddr)
 	}
-	raiseHeapFloor()
+	heldLimit := applyMemoryLimit(memoryLimit)
+	raiseHeapFloor(heldLimit)
 	clock := sim.NewClock(nil)
 	openStart := time.Now()
 	st, err := openStores(ctx, *dbPath, *gatewayDB, clock.Now, syncMode)
@@ -247,6 +259,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	// The start-up sweep says what it closed while the server serves.
 	stdout, stderr = &lockedWriter{w: stdout}, &lockedWriter{w: stderr}
+	fmt.Fprintln(stdout, memoryLimitLine(heldLimit, memoryLimit))
 	printURLs(stdout, ln.Addr().(*net.TCPAddr), boardToken)
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	serveErr := make(chan error, 1)

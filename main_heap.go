@@ -25,11 +25,13 @@ var (
 
 // raiseHeapFloor allocates the floor once per process, unless the
 // operator tunes the collector with GOGC or bounds the process's memory
-// with GOMEMLIMIT: the runtime counts the floor against that limit, and
-// under a tight one the collector would run more often, not less (at a
-// 24 MiB limit, three times as often as without the floor).
-func raiseHeapFloor() {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+// with GOMEMLIMIT, or the memory limit the server runs under (limit,
+// main_memlimit.go) is less than eight floors: the runtime counts the
+// floor against that limit, and under a tight one the collector would run
+// more often, not less (at a 24 MiB limit, three times as often as
+// without the floor).
+func raiseHeapFloor(limit int64) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" || limit < 8*heapFloorBytes {
 		return
 	}
 	heapFloorOnce.Do(func() { heapFloor = make([]byte, heapFloorBytes) })
