@@ -58,9 +58,13 @@ func (s *Server) live() *board.Board {
 				text, lesson := s.resyncNote(why)
 				return views.ResyncNote(text, lesson)
 			},
-			Origin:  s.streamOrigin,
-			Kept:    s.pages.answers.kept,
-			Ordered: s.ordered,
+			Origin: s.streamOrigin,
+			// With no page open the board rests (web/board/rest.go): a
+			// server of several, whose board takes every server's events,
+			// then draws none of them for nobody.
+			RestAfter: boardRestAfter,
+			Kept:      s.pages.answers.kept,
+			Ordered:   s.ordered,
 			// A student's live view waits, briefly, for the presenter's
 			// payments at work (student_work.go).
 			BeforeWrite: func(r *http.Request) {
@@ -89,6 +93,12 @@ func (s *Server) live() *board.Board {
 		})
 	})
 }
+
+// boardRestAfter is how long the board goes on drawing after its last
+// page closed (or was drawn without opening its stream): long enough
+// for a page to open its stream, or to come back after a reload, on a
+// loaded machine.
+const boardRestAfter = 30 * time.Second
 
 // boardLab is the lab's numbers as the board draws them after events.
 type boardLab struct{ panel labPanel }

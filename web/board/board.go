@@ -155,6 +155,10 @@ type Config struct {
 	// a gap, so that hundreds of them cost a few writes a second each
 	// rather than one per fan-out, and the presenter's none.
 	WriteGap func(*http.Request) time.Duration
+	// RestAfter is how long a board that no page reads waits before it
+	// rests (rest.go): it then counts the answers of the events and draws
+	// nothing until a page asks again. Zero: it never rests.
+	RestAfter time.Duration
 	// Viewer says of the viewer of a request which caller's payments its
 	// page shows as they happen (that caller's scope, "" for none), and
 	// whether it is a board, which shows every event as it happens (the
@@ -189,6 +193,8 @@ type Board struct {
 	shares sourceShares
 	// hidden are the rows and students the presenter hid (hide.go).
 	hidden hiddenRows
+	// rest is the board resting while no page reads it (rest.go).
+	rest restState
 
 	// lab is the lab's numbers, drawn after events (lab.go).
 	lab labDrawing
@@ -256,6 +262,7 @@ func Start(cfg Config) *Board {
 	p.mu.Lock()
 	p.modelSeq, p.frameSeq, p.lostSeq = start, start, start
 	p.ownFrom = start
+	p.wantedLocked()
 	p.mu.Unlock()
 	go p.run(cfg.Hub.SubscribeEchoes(start))
 	go p.tick()
@@ -297,9 +304,21 @@ func (p *Board) run(sub *live.Subscription) {
 		}
 		quiet := p.quietN.Load()
 		p.applying.Lock()
+		if p.resting() {
+			for _, e := range entries {
+				p.count(e)
+			}
+			p.applying.Unlock()
+			p.rest.counted.Add(uint64(len(entries)))
+			if !p.batchWait(ctx) {
+				return
+			}
+			continue
+		}
 		for _, e := range entries {
 			p.take(e)
 		}
+		p.restIfUnwatched()
 		p.applying.Unlock()
 		p.labChanged()
 		// A batch of events of which none was drawn by itself is a flood
@@ -313,13 +332,22 @@ func (p *Board) run(sub *live.Subscription) {
 			// reads an unwatched one at all: take the next events in
 			// larger batches and leave the CPU to the payments. (A viewer
 			// that connects meanwhile is drawn from the model at once.)
-			p.batchWaits.Add(1)
-			select {
-			case <-time.After(p.cfg.Batch):
-			case <-ctx.Done():
+			if !p.batchWait(ctx) {
 				return
 			}
 		}
+	}
+}
+
+// batchWait waits Config.Batch before the board takes the next events;
+// false when ctx ended first.
+func (p *Board) batchWait(ctx context.Context) bool {
+	p.batchWaits.Add(1)
+	select {
+	case <-time.After(p.cfg.Batch):
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

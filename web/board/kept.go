@@ -15,8 +15,9 @@ import "paytwice/web/live"
 // after upTo come from the hub as usual, so none is drawn twice.
 //
 // It runs before the board is started (Start), when nothing else can
-// reach it, and so holds no lock: the kept timeline is up to 32,768
-// events.
+// reach it, and so holds no lock, or when a resting board wakes (rest.go),
+// with mu held and no viewer to keep waiting: the kept timeline is up to
+// 32,768 events.
 func (p *Board) drawKept(upTo uint64) {
 	for _, e := range p.cfg.Hub.Kept() {
 		if e.Seq > upTo {

@@ -135,11 +135,19 @@ func (p *Board) loadCharges(ctx context.Context) (recent []pay.Charge, total int
 // currentSwitches reads every switch for the panel.
 func (p *Board) currentSwitches() views.FaultSwitches { return p.cfg.Switches() }
 
-// Snapshot copies the model: the state after event Seq.
+// Snapshot copies the model: the state after event Seq. A resting board
+// is woken first (rest.go), so that the copy is what the books hold.
 func (p *Board) Snapshot() views.Live {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.snapshotLocked()
+	for {
+		p.wake()
+		p.mu.Lock()
+		if !p.rest.resting {
+			defer p.mu.Unlock()
+			return p.snapshotLocked()
+		}
+		// It rested again between the wake and the lock.
+		p.mu.Unlock()
+	}
 }
 
 func (p *Board) snapshotLocked() views.Live {

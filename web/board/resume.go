@@ -19,7 +19,7 @@ import (
 // seq with the event before it, so one with seq itself is sent again:
 // refreshes only set totals, and sending one twice is harmless.
 func (p *Board) resumeLocked(seq uint64) (n uint64, ok bool) {
-	if p.closed || seq > p.modelSeq || seq < p.lostSeq || seq == p.lostSeq && p.lostFresh {
+	if p.closed || seq > p.modelSeq || seq < p.lostSeq || seq == p.lostSeq && p.lostFresh || seq < p.rest.wokeAt {
 		return 0, false
 	}
 	held := p.held()
@@ -92,7 +92,7 @@ func (p *Board) ownRowsLocked() bool {
 // them (movedInLocked). ok is false too while the timeline holds rows of
 // this board's own (ownRowsLocked): no frame after the place draws them.
 func (p *Board) resumePlaceLocked(place live.Place) (n uint64, ok bool) {
-	if p.closed || place.IsZero() || place.After(p.place) || p.lostPlace.After(place) || p.ownRowsLocked() {
+	if p.closed || place.IsZero() || place.After(p.place) || p.lostPlace.After(place) || p.rest.wokePlace.After(place) || p.ownRowsLocked() {
 		return 0, false
 	}
 	if !p.cfg.Hub.HoldsPlace(place) {

@@ -71,6 +71,18 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 		return ErrFull
 	}
 	proj.viewers.Add(1)
+	for proj.rest.resting {
+		// Open now, the stream keeps the board awake once woken.
+		proj.mu.Unlock()
+		proj.wake()
+		proj.mu.Lock()
+		if proj.closed {
+			proj.viewers.Add(-1)
+			proj.mu.Unlock()
+			return ErrClosed
+		}
+	}
+	proj.wantedLocked()
 	proj.startBeatLocked()
 	var cursor uint64
 	ok := false
@@ -113,6 +125,7 @@ func (proj *Board) Stream(w http.ResponseWriter, r *http.Request, maxStreams int
 	defer func() {
 		proj.mu.Lock()
 		proj.viewers.Add(-1)
+		proj.wantedLocked() // the last page to close leaves it awake for RestAfter
 		proj.mu.Unlock()
 	}()
 
