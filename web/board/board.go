@@ -297,7 +297,9 @@ func (p *Board) run(sub *live.Subscription) {
 			p.advanceLocked(start)
 			p.mu.Unlock()
 			p.applying.Unlock()
-			sub = p.cfg.Hub.Subscribe(start)
+			// With this server's echoes, as at the start: its own events
+			// are drawn at their echo (take), and would be no more.
+			sub = p.cfg.Hub.SubscribeEchoes(start)
 			continue
 		case err != nil:
 			return
