@@ -204,6 +204,11 @@ type Board struct {
 	// relay's echoes of this server's events up to it are in the model
 	// loaded from the books already (only run uses it).
 	ownFrom uint64
+	// echoedTo is the newest of this server's own events whose echo the
+	// board has taken: the relay hands them back in the order they were
+	// published, so those after it are still to come (rest.go's wake).
+	// Only run uses it, with applying held.
+	echoedTo uint64
 }
 
 // ErrClosed is the answer to a viewer of a board that stopped: the server
@@ -256,7 +261,7 @@ func Start(cfg Config) *Board {
 		Replays: int(own.Replays), Conflicts: int(own.Conflicts), Mismatches: int(own.Mismatches)}
 	p.steps = StepBar(cfg.Steps)
 	p.load(cfg.Ctx)
-	p.drawKept(start)
+	p.drawKept(start, nil)
 	// Events up to start have no frames: a viewer resuming from before
 	// them is redrawn.
 	p.mu.Lock()
@@ -358,6 +363,9 @@ func (p *Board) batchWait(ctx context.Context) bool {
 // them back (their echo), and their place goes with them; the other
 // servers' events come in that order already.
 func (p *Board) take(e *live.Entry) {
+	if e.Echo {
+		p.echoedTo = max(p.echoedTo, e.Own)
+	}
 	if p.cfg.Ordered != nil && p.cfg.Ordered(e) {
 		p.mu.Lock()
 		p.modelSeq = e.Seq

@@ -18,10 +18,16 @@ import "paytwice/web/live"
 // reach it, and so holds no lock, or when a resting board wakes (rest.go),
 // with mu held and no viewer to keep waiting: the kept timeline is up to
 // 32,768 events.
-func (p *Board) drawKept(upTo uint64) {
+//
+// skip, unless nil, leaves out the events it reports: on waking, this
+// server's own events whose echo has not come yet, which their echo draws.
+func (p *Board) drawKept(upTo uint64, skip func(e *live.Event) bool) {
 	for _, e := range p.cfg.Hub.Kept() {
 		if e.Seq > upTo {
 			break // oldest first: the rest came after the start
+		}
+		if skip != nil && skip(&e) {
+			continue
 		}
 		if e.Kind == live.Reset {
 			// A reset empties the timeline, as apply does.

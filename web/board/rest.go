@@ -93,6 +93,9 @@ func (p *Board) resting() bool {
 // and its counters of answers, as take would, and nothing else. The
 // caller holds applying.
 func (p *Board) count(e *live.Entry) {
+	if e.Echo {
+		p.echoedTo = max(p.echoedTo, e.Own)
+	}
 	skip := p.cfg.Ordered != nil && p.cfg.Ordered(e) || e.Echo && e.Own <= p.ownFrom
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -159,7 +162,13 @@ func (p *Board) wake() {
 	defer p.mu.Unlock()
 	p.rows = nil
 	p.shares.reset()
-	p.drawKept(p.modelSeq)
+	// This server's own events whose echo is still to come are drawn by
+	// it, as on a board that never rested; drawn now as well, their rows
+	// would show each step twice. (They carry the time they arrived
+	// here; the other servers' events do not.)
+	p.drawKept(p.modelSeq, func(e *live.Event) bool {
+		return p.cfg.Ordered != nil && !e.Arrived.IsZero() && e.Seq > p.echoedTo && p.cfg.Ordered(&live.Entry{Event: *e})
+	})
 	p.steps = StepBar(p.cfg.Steps)
 	p.rest.wokeAt, p.rest.wokePlace = p.modelSeq, p.place
 	p.placeFrom = p.frames

@@ -2,6 +2,7 @@ package board
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -38,7 +39,7 @@ func (w *settableWall) add(d time.Duration) {
 // on a wall the test moves, and pays saves each payment's charge and key
 // in the books before it publishes the payment's events, as a server
 // does.
-func restingBoard(t *testing.T) (b *testBoard, wall *settableWall, pays func(n int)) {
+func restingBoard(t *testing.T, tune ...func(*Config)) (b *testBoard, wall *settableWall, pays func(n int)) {
 	t.Helper()
 	wall = &settableWall{now: time.Date(2026, 12, 6, 16, 0, 0, 0, time.UTC)}
 	b = newTestBoard(t, func(c *Config) {
@@ -46,6 +47,9 @@ func restingBoard(t *testing.T) (b *testBoard, wall *settableWall, pays func(n i
 		c.Wall = wall.Now
 		c.ResyncNote = func(why Why) templ.Component {
 			return views.StreamNote([whys]string{FellBehind: "fell behind", Restarted: "restarted", Moved: "moved", Reconnected: "reconnected"}[why], true)
+		}
+		for _, f := range tune {
+			f(c)
 		}
 	}, 10)
 	ctx := context.Background()
@@ -217,5 +221,54 @@ func TestARestingBoardCountsAsADrawingOne(t *testing.T) {
 	}
 	if drawing.Requests == 0 || drawing.Replays != 1 || drawing.Conflicts != 1 || drawing.Mismatches != 1 {
 		t.Errorf("counters %+v, want requests and one of each answer", drawing)
+	}
+}
+
+// This server's own payment, made while its board rested, whose echo
+// comes back from the relay after a page woke the board: its row is drawn
+// once, by the echo, and counted once, not drawn from the kept timeline
+// at the wake and again by the echo.
+func TestAWokenBoardDrawsItsOwnEventsOnceWhenTheirEchoComesAfter(t *testing.T) {
+	b, wall, _ := restingBoard(t, func(c *Config) {
+		c.Ordered = func(e *live.Entry) bool { return !e.Remote && !e.Echo }
+	})
+	wall.add(2 * time.Minute)
+	b.hub.PublishRemoteAll([]live.Entry{{Event: live.Event{Kind: live.Received, Request: "rq_other", Scope: "session:other", Server: "s2", Message: "POST /v1/payments"}}})
+	b.caughtUp(t)
+	waitUntil(t, "the board to rest", func() bool { return b.RestStats().Resting })
+
+	var own []live.Event
+	for _, e := range paymentEvents(7) {
+		own = append(own, b.hub.Publish(e))
+	}
+	b.caughtUp(t)
+	b.Snapshot() // a page wakes the board before the echo comes
+	echoes := make([]live.Entry, len(own))
+	for i, e := range own {
+		echoes[i] = live.Entry{Event: e, Own: e.Seq}
+	}
+	b.hub.PublishEchoes(echoes)
+	b.caughtUp(t)
+
+	snap := b.Snapshot()
+	var row *views.TimelineRow
+	for i := range snap.Timeline {
+		if snap.Timeline[i].ID == "tl-rq_b0000007" {
+			row = &snap.Timeline[i]
+		}
+	}
+	if row == nil {
+		t.Fatal("the own payment has no row")
+	}
+	seen := map[string]bool{}
+	for _, s := range row.Steps {
+		k := fmt.Sprintf("%v>%v %s", s.From, s.To, s.Label)
+		if seen[k] {
+			t.Errorf("the own payment's row draws %q twice", k)
+		}
+		seen[k] = true
+	}
+	if snap.Counters.Requests != 2 {
+		t.Errorf("%d requests counted, want 2 (the other server's and this one's)", snap.Counters.Requests)
 	}
 }
