@@ -44,7 +44,7 @@ func (p *Board) drawKept(upTo uint64, skip func(e *live.Event) bool) {
 			}
 			continue
 		}
-		u := &update{p: p, e: e}
+		u := &update{p: p, e: e, hidden: p.hidden.hides(e)} // what the presenter hid stays hidden on waking
 		u.draw(lineOf(e))
 	}
 }

@@ -272,3 +272,25 @@ func TestAWokenBoardDrawsItsOwnEventsOnceWhenTheirEchoComesAfter(t *testing.T) {
 		t.Errorf("%d requests counted, want 2 (the other server's and this one's)", snap.Counters.Requests)
 	}
 }
+
+// A student the presenter hid stays hidden when the board wakes from its
+// rest and draws its timeline again from the kept events.
+func TestAHiddenStudentStaysHiddenAcrossARest(t *testing.T) {
+	b, wall, pays := restingBoard(t)
+	pays(1)
+	b.caughtUp(t)
+	if _, err := b.Hide("tl-rq_b0000000", true); err != nil {
+		t.Fatal(err)
+	}
+	wall.add(2 * time.Minute)
+	pays(1)
+	b.caughtUp(t)
+	waitUntil(t, "the board to rest", func() bool { return b.RestStats().Resting })
+	pays(1)
+	b.caughtUp(t)
+	for _, r := range b.Snapshot().Timeline {
+		if r.Scope == "session:board" {
+			t.Errorf("the hidden student's row %s is drawn again after the rest", r.ID)
+		}
+	}
+}
