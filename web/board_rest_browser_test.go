@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"paytwice/sim"
 )
 
 // TestBrowserABoardOpenedOnAServerThatRestedShowsTheClass: two servers of
@@ -17,7 +19,7 @@ func TestBrowserABoardOpenedOnAServerThatRestedShowsTheClass(t *testing.T) {
 	browserFullOnly(t)
 	browserSideBySide(t)
 	c := newClass(t)
-	wall := &boardWall{now: time.Now()}
+	wall := sim.NewManualClock(time.Now())
 	a := c.server(Config{Name: "s1"}, nil)
 	b := c.server(Config{Name: "s2", BoardClock: wall.Now}, nil)
 	for _, e := range []*testEnv{a, b} {
@@ -30,7 +32,7 @@ func TestBrowserABoardOpenedOnAServerThatRestedShowsTheClass(t *testing.T) {
 			t.Fatalf("payment %d on s1: %d %s", i, r.Status, r.Body)
 		}
 	}
-	wall.add(boardRestAfter + time.Minute)
+	wall.Advance(boardRestAfter + time.Minute)
 	pay(0)
 	waitUntil(t, "s2's board to rest", func() bool { return board.RestStats().Resting })
 	for i := 1; i < 5; i++ {

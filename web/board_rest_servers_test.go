@@ -4,29 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"paytwice/sim"
 )
-
-// boardWall is a board's real-time clock that the test moves on by hand
-// (Config.BoardClock).
-type boardWall struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (w *boardWall) Now() time.Time {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.now
-}
-
-func (w *boardWall) add(d time.Duration) {
-	w.mu.Lock()
-	w.now = w.now.Add(d)
-	w.mu.Unlock()
-}
 
 // TestAServerWithNoPageOpenDrawsNoneOfTheRoomsPaymentsYetShowsThemAll: two
 // servers of one class (on PostgreSQL with PAYTWICE_TEST_POSTGRES); s2's
@@ -38,7 +20,7 @@ func (w *boardWall) add(d time.Duration) {
 func TestAServerWithNoPageOpenDrawsNoneOfTheRoomsPaymentsYetShowsThemAll(t *testing.T) {
 	waitsOnRealClocks(t)
 	c := newClass(t)
-	wall := &boardWall{now: time.Now()}
+	wall := sim.NewManualClock(time.Now())
 	a := c.server(Config{Name: "s1"}, nil)
 	b := c.server(Config{Name: "s2", BoardClock: wall.Now}, nil)
 	for _, e := range []*testEnv{a, b} {
@@ -57,7 +39,7 @@ func TestAServerWithNoPageOpenDrawsNoneOfTheRoomsPaymentsYetShowsThemAll(t *test
 	}
 	pay(0)
 	waitProjector(t, b)
-	wall.add(boardRestAfter + time.Minute)
+	wall.Advance(boardRestAfter + time.Minute)
 	// The relay's next batch finds nobody reading s2's board.
 	pay(1)
 	waitUntil(t, "s2's board to rest", func() bool { return board.RestStats().Resting })

@@ -115,25 +115,7 @@ func (u *update) change(f effect) {
 		return
 	}
 	p, e := u.p, u.e
-	c := &p.counters
-	if f&countRequest != 0 {
-		c.Requests++
-	}
-	if f&countRejected != 0 {
-		c.Rejected++
-	}
-	if f&countLost != 0 {
-		c.Lost++
-	}
-	if f&countReplay != 0 {
-		c.Replays++
-	}
-	if f&countConflict != 0 {
-		c.Conflicts++
-	}
-	if f&countMismatch != 0 {
-		c.Mismatches++
-	}
+	countAnswers(&p.counters, f)
 	if f&chargeAdded != 0 {
 		p.addCharge(u, e.Charge)
 	}
@@ -188,5 +170,28 @@ func (u *update) resumed(*views.TimelineRow) {
 		if e.Message != "" {
 			u.step(r, views.Step{From: S, To: S, Label: e.Message, Badge: views.Badge{Text: "released", Tone: views.ToneMute}})
 		}
+	}
+}
+
+// countAnswers adds the event's answers (its effect f) to the counters:
+// a resting board (rest.go) counts them as a drawing one does.
+func countAnswers(c *views.Counters, f effect) {
+	if f&countRequest != 0 {
+		c.Requests++
+	}
+	if f&countRejected != 0 {
+		c.Rejected++
+	}
+	if f&countLost != 0 {
+		c.Lost++
+	}
+	if f&countReplay != 0 {
+		c.Replays++
+	}
+	if f&countConflict != 0 {
+		c.Conflicts++
+	}
+	if f&countMismatch != 0 {
+		c.Mismatches++
 	}
 }

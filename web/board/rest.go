@@ -117,26 +117,7 @@ func (p *Board) count(e *live.Entry) {
 		p.hidden = newHiddenRows()
 		p.counters = views.Counters{Charges: p.counters.Charges}
 	}
-	f := lineOf(e.Event).effect
-	c := &p.counters
-	if f&countRequest != 0 {
-		c.Requests++
-	}
-	if f&countRejected != 0 {
-		c.Rejected++
-	}
-	if f&countLost != 0 {
-		c.Lost++
-	}
-	if f&countReplay != 0 {
-		c.Replays++
-	}
-	if f&countConflict != 0 {
-		c.Conflicts++
-	}
-	if f&countMismatch != 0 {
-		c.Mismatches++
-	}
+	countAnswers(&p.counters, lineOf(e.Event).effect)
 }
 
 // wake notes that a page asks for the board and, if it rests, brings it

@@ -6,42 +6,24 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/a-h/templ"
 
 	"paytwice/pay"
+	"paytwice/sim"
 	"paytwice/views"
 	"paytwice/web/live"
 )
-
-// settableWall is a wall clock a test moves by hand.
-type settableWall struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (w *settableWall) Now() time.Time {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.now
-}
-
-func (w *settableWall) add(d time.Duration) {
-	w.mu.Lock()
-	w.now = w.now.Add(d)
-	w.mu.Unlock()
-}
 
 // restingBoard is a test board that rests after a minute nobody read it,
 // on a wall the test moves, and pays saves each payment's charge and key
 // in the books before it publishes the payment's events, as a server
 // does.
-func restingBoard(t *testing.T, tune ...func(*Config)) (b *testBoard, wall *settableWall, pays func(n int)) {
+func restingBoard(t *testing.T, tune ...func(*Config)) (b *testBoard, wall *sim.ManualClock, pays func(n int)) {
 	t.Helper()
-	wall = &settableWall{now: time.Date(2026, 12, 6, 16, 0, 0, 0, time.UTC)}
+	wall = sim.NewManualClock(time.Date(2026, 12, 6, 16, 0, 0, 0, time.UTC))
 	b = newTestBoard(t, func(c *Config) {
 		c.RestAfter = time.Minute
 		c.Wall = wall.Now
@@ -88,7 +70,7 @@ func TestABoardNobodyReadsRestsAndWakesToTheBooks(t *testing.T) {
 		t.Fatalf("the board rests before RestAfter passed: %+v", got)
 	}
 
-	wall.add(2 * time.Minute)
+	wall.Advance(2 * time.Minute)
 	pays(1) // the batch that finds nobody reading it for two minutes
 	b.caughtUp(t)
 	waitUntil(t, "the board to rest", func() bool { return b.RestStats().Resting })
@@ -148,7 +130,7 @@ func TestAPageResumingAcrossARestIsDrawnWhole(t *testing.T) {
 	pays(2)
 	b.caughtUp(t)
 	before := b.hub.LastSeq()
-	wall.add(2 * time.Minute)
+	wall.Advance(2 * time.Minute)
 	pays(1)
 	b.caughtUp(t)
 	waitUntil(t, "the board to rest", func() bool { return b.RestStats().Resting })
@@ -200,7 +182,7 @@ func TestARestingBoardCountsAsADrawingOne(t *testing.T) {
 	counters := func(rest bool) views.Counters {
 		b, wall, _ := restingBoard(t)
 		if rest {
-			wall.add(2 * time.Minute)
+			wall.Advance(2 * time.Minute)
 			b.hub.Publish(live.Event{Kind: live.LookedUp, Request: "rq_look", Scope: "session:board", Lookup: "never_seen"})
 			b.caughtUp(t)
 			waitUntil(t, "the board to rest", func() bool { return b.RestStats().Resting })
@@ -232,7 +214,7 @@ func TestAWokenBoardDrawsItsOwnEventsOnceWhenTheirEchoComesAfter(t *testing.T) {
 	b, wall, _ := restingBoard(t, func(c *Config) {
 		c.Ordered = func(e *live.Entry) bool { return !e.Remote && !e.Echo }
 	})
-	wall.add(2 * time.Minute)
+	wall.Advance(2 * time.Minute)
 	b.hub.PublishRemoteAll([]live.Entry{{Event: live.Event{Kind: live.Received, Request: "rq_other", Scope: "session:other", Server: "s2", Message: "POST /v1/payments"}}})
 	b.caughtUp(t)
 	waitUntil(t, "the board to rest", func() bool { return b.RestStats().Resting })
@@ -282,7 +264,7 @@ func TestAHiddenStudentStaysHiddenAcrossARest(t *testing.T) {
 	if _, err := b.Hide("tl-rq_b0000000", true); err != nil {
 		t.Fatal(err)
 	}
-	wall.add(2 * time.Minute)
+	wall.Advance(2 * time.Minute)
 	pays(1)
 	b.caughtUp(t)
 	waitUntil(t, "the board to rest", func() bool { return b.RestStats().Resting })
