@@ -701,8 +701,9 @@ func TestOracleFailsMidway(t *testing.T) {
 // A retry of a key still at work waits through Config.RetryWait, for the
 // Retry-After the endpoint gave: the tests' servers in this process end
 // that wait when their request at work ends. The endpoint answers the
-// first two requests of case 9's key 409 (whichever of the lost request
-// and the first retry comes first), then charges the second retry.
+// first two requests of case 9's key that reach it 409, then charges the
+// next: the request the case hangs up on is one of the two, unless it was
+// dropped before the endpoint read it, and then two retries wait.
 func TestRetryWaitIsGivenTheRetryAfter(t *testing.T) {
 	url, hs := startMem(t, memKnobs{})
 	var mu sync.Mutex
@@ -730,10 +731,17 @@ func TestRetryWaitIsGivenTheRetryAfter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := rep.Results[0]; r.Verdict != check.Pass || !strings.Contains(r.Detail, "after 2 tries") {
-		t.Errorf("case 9: %s %q", r.Verdict, r.Detail)
+	tries := fmt.Sprintf("after %d tries", len(waits)+1)
+	if r := rep.Results[0]; r.Verdict != check.Pass || !strings.Contains(r.Detail, tries) {
+		t.Errorf("case 9: %s %q, want %q", r.Verdict, r.Detail, tries)
 	}
-	if len(waits) != 1 || waits[0] != 3*time.Second {
-		t.Errorf("waits %v, want one of 3s, the Retry-After", waits)
+	if len(waits) < 1 || len(waits) > 2 {
+		t.Errorf("waits %v, want one or two, each of 3s, the Retry-After", waits)
+	}
+	for _, d := range waits {
+		if d != 3*time.Second {
+			t.Errorf("waits %v, want each of 3s, the Retry-After", waits)
+			break
+		}
 	}
 }
