@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"paytwice/sim"
 )
 
 // TestBrowserABoardOpenedOnAServerThatRestedShowsTheClass: two servers of
@@ -18,13 +16,7 @@ import (
 func TestBrowserABoardOpenedOnAServerThatRestedShowsTheClass(t *testing.T) {
 	browserFullOnly(t)
 	browserSideBySide(t)
-	c := newClass(t)
-	wall := sim.NewManualClock(time.Now())
-	a := c.server(Config{Name: "s1"}, nil)
-	b := c.server(Config{Name: "s2", BoardClock: wall.Now}, nil)
-	for _, e := range []*testEnv{a, b} {
-		waitUntil(t, "the relay to listen", func() bool { return e.Server.servers.relay.Listening() > 0 })
-	}
+	a, b, wall := twoServersS2OnAWall(t)
 	board := b.Server.live()
 	pay := func(i int) {
 		t.Helper()

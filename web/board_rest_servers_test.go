@@ -10,6 +10,21 @@ import (
 	"paytwice/sim"
 )
 
+// twoServersS2OnAWall starts two servers of one class, s1 and s2, s2's
+// board on a clock the test moves (so that it rests when told), and
+// waits for both relays to listen.
+func twoServersS2OnAWall(t *testing.T) (a, b *testEnv, wall *sim.ManualClock) {
+	t.Helper()
+	c := newClass(t)
+	wall = sim.NewManualClock(time.Now())
+	a = c.server(Config{Name: "s1"}, nil)
+	b = c.server(Config{Name: "s2", BoardClock: wall.Now}, nil)
+	for _, e := range []*testEnv{a, b} {
+		waitUntil(t, "the relay to listen", func() bool { return e.Server.servers.relay.Listening() > 0 })
+	}
+	return a, b, wall
+}
+
 // TestAServerWithNoPageOpenDrawsNoneOfTheRoomsPaymentsYetShowsThemAll: two
 // servers of one class (on PostgreSQL with PAYTWICE_TEST_POSTGRES); s2's
 // home page was drawn once and then nobody read its board for longer than
@@ -19,13 +34,7 @@ import (
 // requests counted while nobody looked.
 func TestAServerWithNoPageOpenDrawsNoneOfTheRoomsPaymentsYetShowsThemAll(t *testing.T) {
 	waitsOnRealClocks(t)
-	c := newClass(t)
-	wall := sim.NewManualClock(time.Now())
-	a := c.server(Config{Name: "s1"}, nil)
-	b := c.server(Config{Name: "s2", BoardClock: wall.Now}, nil)
-	for _, e := range []*testEnv{a, b} {
-		waitUntil(t, "the relay to listen", func() bool { return e.Server.servers.relay.Listening() > 0 })
-	}
+	a, b, wall := twoServersS2OnAWall(t)
 	if r := b.get("/", "Accept", "text/html"); r.Status != http.StatusOK {
 		t.Fatalf("s2's home page: %d", r.Status)
 	}

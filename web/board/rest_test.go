@@ -17,6 +17,16 @@ import (
 	"paytwice/web/live"
 )
 
+// restNow moves the board's wall two minutes on and publishes an event
+// (publish), whose batch finds nobody reading the board: it rests.
+func restNow(t *testing.T, b *testBoard, wall *sim.ManualClock, publish func()) {
+	t.Helper()
+	wall.Advance(2 * time.Minute)
+	publish()
+	b.caughtUp(t)
+	waitUntil(t, "the board to rest", func() bool { return b.RestStats().Resting })
+}
+
 // restingBoard is a test board that rests after a minute nobody read it,
 // on a wall the test moves, and pays saves each payment's charge and key
 // in the books before it publishes the payment's events, as a server
@@ -70,10 +80,7 @@ func TestABoardNobodyReadsRestsAndWakesToTheBooks(t *testing.T) {
 		t.Fatalf("the board rests before RestAfter passed: %+v", got)
 	}
 
-	wall.Advance(2 * time.Minute)
-	pays(1) // the batch that finds nobody reading it for two minutes
-	b.caughtUp(t)
-	waitUntil(t, "the board to rest", func() bool { return b.RestStats().Resting })
+	restNow(t, b, wall, func() { pays(1) }) // the batch that finds nobody reading it for two minutes
 	b.mu.Lock()
 	frames := b.frames
 	b.mu.Unlock()
@@ -130,10 +137,7 @@ func TestAPageResumingAcrossARestIsDrawnWhole(t *testing.T) {
 	pays(2)
 	b.caughtUp(t)
 	before := b.hub.LastSeq()
-	wall.Advance(2 * time.Minute)
-	pays(1)
-	b.caughtUp(t)
-	waitUntil(t, "the board to rest", func() bool { return b.RestStats().Resting })
+	restNow(t, b, wall, func() { pays(1) })
 	pays(3)
 	b.caughtUp(t)
 
@@ -182,10 +186,9 @@ func TestARestingBoardCountsAsADrawingOne(t *testing.T) {
 	counters := func(rest bool) views.Counters {
 		b, wall, _ := restingBoard(t)
 		if rest {
-			wall.Advance(2 * time.Minute)
-			b.hub.Publish(live.Event{Kind: live.LookedUp, Request: "rq_look", Scope: "session:board", Lookup: "never_seen"})
-			b.caughtUp(t)
-			waitUntil(t, "the board to rest", func() bool { return b.RestStats().Resting })
+			restNow(t, b, wall, func() {
+				b.hub.Publish(live.Event{Kind: live.LookedUp, Request: "rq_look", Scope: "session:board", Lookup: "never_seen"})
+			})
 		}
 		for _, e := range kinds {
 			b.hub.Publish(e)
@@ -214,10 +217,9 @@ func TestAWokenBoardDrawsItsOwnEventsOnceWhenTheirEchoComesAfter(t *testing.T) {
 	b, wall, _ := restingBoard(t, func(c *Config) {
 		c.Ordered = func(e *live.Entry) bool { return !e.Remote && !e.Echo }
 	})
-	wall.Advance(2 * time.Minute)
-	b.hub.PublishRemoteAll([]live.Entry{{Event: live.Event{Kind: live.Received, Request: "rq_other", Scope: "session:other", Server: "s2", Message: "POST /v1/payments"}}})
-	b.caughtUp(t)
-	waitUntil(t, "the board to rest", func() bool { return b.RestStats().Resting })
+	restNow(t, b, wall, func() {
+		b.hub.PublishRemoteAll([]live.Entry{{Event: live.Event{Kind: live.Received, Request: "rq_other", Scope: "session:other", Server: "s2", Message: "POST /v1/payments"}}})
+	})
 
 	var own []live.Event
 	for _, e := range paymentEvents(7) {
@@ -264,10 +266,7 @@ func TestAHiddenStudentStaysHiddenAcrossARest(t *testing.T) {
 	if _, err := b.Hide("tl-rq_b0000000", true); err != nil {
 		t.Fatal(err)
 	}
-	wall.Advance(2 * time.Minute)
-	pays(1)
-	b.caughtUp(t)
-	waitUntil(t, "the board to rest", func() bool { return b.RestStats().Resting })
+	restNow(t, b, wall, func() { pays(1) })
 	pays(1)
 	b.caughtUp(t)
 	for _, r := range b.Snapshot().Timeline {
