@@ -100,6 +100,9 @@ environment, besides the variable of each flag above:
   PAYTWICE_LISTEN_FD, PAYTWICE_FRONT_DOOR_MARK
     	set by paytwice cluster for the servers it starts (the socket each listens on, the mark of
     	its front door); not for setting by hand
+  PAYTWICE_TIMER_SLACK_EXEC
+    	set by a server for itself when it replaces its process to take its timer slack, so that it
+    	does so once; not for setting by hand
 `
 
 // secretFlags are the flags whose value may hold a password or a token,

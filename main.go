@@ -26,7 +26,13 @@ import (
 	"paytwice/web"
 )
 
+// mayReplaceProcess is set by main alone: the server may then replace its
+// process to take its timer slack (holdTimerSlack), which a test that calls
+// run in its own process must never do.
+var mayReplaceProcess bool
+
 func main() {
+	mayReplaceProcess = true
 	err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	os.Exit(exitCode(err, os.Stderr))
 }
@@ -107,6 +113,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	workshopAllow := fs.String("workshop-allow", env("PAYTWICE_WORKSHOP_ALLOW", ""), "the networks, addresses and address:port entries the workshop may call students' endpoints on, separated by commas, such as 192.168.1.0/24 (env PAYTWICE_WORKSHOP_ALLOW; default: the private network of the interface this server is served on; this machine itself only at an address:port listed)")
 	synchronous := fs.String("synchronous", env("PAYTWICE_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL survives power loss (env PAYTWICE_SYNCHRONOUS)")
 	memoryLimitFlag := fs.String("memory-limit", env("PAYTWICE_MEMORY_LIMIT", formatMemoryLimitFlag(defaultMemoryLimit)), "soft limit on the Go runtime's memory, such as 256MiB or 1GiB, or off: near it the garbage collector runs more often, so the heap does not grow to twice what is live; GOMEMLIMIT, if set, wins (env PAYTWICE_MEMORY_LIMIT)")
+	timerSlackFlag := fs.String("timer-slack", env("PAYTWICE_TIMER_SLACK", defaultTimerSlack.String()), "how late the kernel may wake the server's threads from a timed sleep, from 1µs to 10ms, or off for the slack it was started with: a little slack lets the Go runtime's monitor sleep longer while the server is busy, so that it switches threads less often (Linux; env PAYTWICE_TIMER_SLACK)")
 	showVersion := fs.Bool("version", false, "print the module version and the VCS revision, as paytwice version does, and exit")
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		if sub, ok := subcommands[args[0]]; ok {
@@ -185,12 +192,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return badValue("%v", err)
 	}
+	slackGivenBy := ""
+	if set["timer-slack"] {
+		slackGivenBy = "-timer-slack"
+	} else if getenv("PAYTWICE_TIMER_SLACK") != "" {
+		slackGivenBy = "PAYTWICE_TIMER_SLACK"
+	}
+	timerSlack, err := chooseTimerSlack(*timerSlackFlag, slackGivenBy)
+	if err != nil {
+		return badValue("%v", err)
+	}
 	syncMode := strings.ToUpper(*synchronous)
 	switch syncMode {
 	case "FULL", "EXTRA", "NORMAL", "OFF":
 	default:
 		return badValue("-synchronous must be FULL, EXTRA, NORMAL or OFF, not %q", *synchronous)
 	}
+
+	// Before anything is opened: taking the slack may replace the process,
+	// which starts this function again with the same arguments.
+	slackHeld, slackWhy := holdTimerSlack(timerSlack, mayReplaceProcess)
 
 	// Listen first: a port that is taken must not leave new database files
 	// behind. Under paytwice cluster the listener comes open from the
@@ -260,6 +281,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// The start-up sweep says what it closed while the server serves.
 	stdout, stderr = &lockedWriter{w: stdout}, &lockedWriter{w: stderr}
 	fmt.Fprintln(stdout, memoryLimitLine(heldLimit, memoryLimit))
+	fmt.Fprintln(stdout, timerSlackLine(slackHeld, slackWhy, timerSlack))
 	printURLs(stdout, ln.Addr().(*net.TCPAddr), boardToken)
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	serveErr := make(chan error, 1)
