@@ -14,15 +14,15 @@ import (
 // only P taken from any system call that a busy kernel holds across one
 // of those rounds and handed to another thread, which the first then
 // waits to get back: on two cores three servers switched threads 7.3-8.9
-// times a payment where one server switched 4.2-4.9. With a millisecond
-// of slack the monitor wakes at most about a thousand times a second and
-// a P stays with a system call that long before it is handed on: three
-// servers switched 4.3-4.5 times and spent 204-238µs of CPU a payment
-// against 254-362µs without (docs/benchmarks.md, "Timer slack"). Timers
-// fire up to this much later, which nothing a server times (deadlines,
-// retries, the relay's pauses, the pages' rounds of 100 ms and more)
-// notices.
-const defaultTimerSlack = time.Millisecond
+// times a payment where one server switched 4.2-4.9. With slack the
+// monitor sleeps that long at least, and a P stays with a system call
+// that long before it is handed on. Three servers switched 4.4-4.9 times
+// a payment with 1ms and 3.2-3.4 with 4ms, and spent 0.88x the CPU with
+// 4ms that they spent with 1ms; 10ms did no better than 4ms
+// (docs/benchmarks.md, "Timer slack"). Timers fire up to this much later,
+// which nothing a server times (deadlines, retries, the relay's pauses of
+// 50 ms and more, the pages' rounds of 100 ms and more) notices.
+const defaultTimerSlack = 4 * time.Millisecond
 
 // maxTimerSlack bounds -timer-slack: the runtime also preempts a
 // goroutine that ran 10ms on its monitor's rounds, and more slack than
@@ -47,7 +47,7 @@ func chooseTimerSlack(value, givenBy string) (timerSlackChoice, error) {
 	}
 	d, err := time.ParseDuration(value)
 	if err != nil || d < time.Microsecond || d > maxTimerSlack {
-		return timerSlackChoice{}, fmt.Errorf("-timer-slack must be a duration from 1µs to 10ms, such as 1ms, or off, not %q", value)
+		return timerSlackChoice{}, fmt.Errorf("-timer-slack must be a duration from 1µs to 10ms, such as 4ms, or off, not %q", value)
 	}
 	return timerSlackChoice{d.Nanoseconds(), givenBy}, nil
 }

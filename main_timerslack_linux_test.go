@@ -25,7 +25,7 @@ func TestServerHoldsItsTimerSlack(t *testing.T) {
 		// is then every thread's, the runtime's own among them.
 		replaced bool
 	}{
-		{nil, 1_000_000, "timer slack: 1ms, the default (", true},
+		{nil, 4_000_000, "timer slack: 4ms, the default (", true},
 		{[]string{"-timer-slack", "2ms"}, 2_000_000, "timer slack: 2ms, -timer-slack\n", true},
 		{[]string{"-timer-slack", "off"}, inherited, "timer slack: " + time.Duration(inherited).String() + ", as the server was started with (-timer-slack off)\n", false},
 	} {

@@ -11,7 +11,7 @@ func TestTimerSlackChoice(t *testing.T) {
 		ns             int64
 		source         string
 	}{
-		{"1ms", "", 1_000_000, "the default"},
+		{"4ms", "", 4_000_000, "the default"},
 		{"500us", "PAYTWICE_TIMER_SLACK", 500_000, "PAYTWICE_TIMER_SLACK"},
 		{"1µs", "-timer-slack", 1_000, "-timer-slack"},
 		{"10ms", "-timer-slack", 10_000_000, "-timer-slack"},
