@@ -18,8 +18,8 @@ import (
 // monitor sleeps that long at least, and a P stays with a system call
 // that long before it is handed on. Three servers switched 4.4-4.9 times
 // a payment with 1ms and 3.2-3.4 with 4ms, and spent 0.88x the CPU with
-// 4ms that they spent with 1ms; 10ms did no better than 4ms
-// (docs/benchmarks.md, "Timer slack"). Timers fire up to this much later,
+// 4ms that they spent with 1ms; 10ms saved a little more but not in the
+// ratio of three servers to one (docs/benchmarks.md, "Timer slack"). Timers fire up to this much later,
 // which nothing a server times (deadlines, retries, the relay's pauses of
 // 50 ms and more, the pages' rounds of 100 ms and more) notices.
 const defaultTimerSlack = 4 * time.Millisecond
