@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,7 +114,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	workshopAllow := fs.String("workshop-allow", env("PAYTWICE_WORKSHOP_ALLOW", ""), "the networks, addresses and address:port entries the workshop may call students' endpoints on, separated by commas, such as 192.168.1.0/24 (env PAYTWICE_WORKSHOP_ALLOW; default: the private network of the interface this server is served on; this machine itself only at an address:port listed)")
 	synchronous := fs.String("synchronous", env("PAYTWICE_SYNCHRONOUS", "FULL"), "SQLite synchronous setting: FULL survives power loss (env PAYTWICE_SYNCHRONOUS)")
 	memoryLimitFlag := fs.String("memory-limit", env("PAYTWICE_MEMORY_LIMIT", formatMemoryLimitFlag(defaultMemoryLimit)), "soft limit on the Go runtime's memory, such as 256MiB or 1GiB, or off: near it the garbage collector runs more often, so the heap does not grow to twice what is live; GOMEMLIMIT, if set, wins (env PAYTWICE_MEMORY_LIMIT)")
-	timerSlackFlag := fs.String("timer-slack", env("PAYTWICE_TIMER_SLACK", defaultTimerSlack.String()), "how late the kernel may wake the server's threads from a timed sleep, from 1µs to 10ms, or off for the slack it was started with: a little slack lets the Go runtime's monitor sleep longer while the server is busy, so that it switches threads less often (Linux; env PAYTWICE_TIMER_SLACK)")
+	timerSlackFlag := fs.String("timer-slack", env("PAYTWICE_TIMER_SLACK", "auto"), "how late the kernel may wake the server's threads from a timed sleep: a duration from 1µs to 10ms, off for the slack it was started with, or auto: "+defaultTimerSlack.String()+" for a server on one P (GOMAXPROCS=1, as paytwice cluster starts three servers on two cores), whose Go runtime then switches threads less often under load, none otherwise (Linux; env PAYTWICE_TIMER_SLACK)")
 	showVersion := fs.Bool("version", false, "print the module version and the VCS revision, as paytwice version does, and exit")
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		if sub, ok := subcommands[args[0]]; ok {
@@ -198,7 +199,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	} else if getenv("PAYTWICE_TIMER_SLACK") != "" {
 		slackGivenBy = "PAYTWICE_TIMER_SLACK"
 	}
-	timerSlack, err := chooseTimerSlack(*timerSlackFlag, slackGivenBy)
+	timerSlack, err := chooseTimerSlack(*timerSlackFlag, slackGivenBy, runtime.GOMAXPROCS(0))
 	if err != nil {
 		return badValue("%v", err)
 	}

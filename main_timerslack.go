@@ -6,20 +6,24 @@ import (
 	"time"
 )
 
-// defaultTimerSlack is how late the kernel may wake a server's threads
-// from a timed sleep, so that it can wake several at once. Linux's own
-// default is 50µs. The Go runtime's monitor thread (sysmon) sleeps 20µs
-// between its rounds while the program is busy, and a server at
-// GOMAXPROCS=1, as each of three servers sharing two cores runs, has its
-// only P taken from any system call that a busy kernel holds across one
-// of those rounds and handed to another thread, which the first then
-// waits to get back: on two cores three servers switched threads 7.3-8.9
-// times a payment where one server switched 4.2-4.9. With slack the
-// monitor sleeps that long at least, and a P stays with a system call
-// that long before it is handed on. Three servers switched 4.4-4.9 times
-// a payment with 1ms and 3.2-3.4 with 4ms, and spent 0.88x the CPU with
-// 4ms that they spent with 1ms; 10ms saved a little more but not in the
-// ratio of three servers to one (docs/benchmarks.md, "Timer slack"). Timers fire up to this much later,
+// defaultTimerSlack is how late the kernel may wake the threads of a
+// server that runs Go code on one P (GOMAXPROCS=1, as each of three
+// servers sharing two cores runs) from a timed sleep. Linux's own default
+// is 50µs. The Go runtime's monitor thread (sysmon) sleeps 20µs between
+// its rounds while the program is busy and takes the P of any thread that
+// stayed in one system call since the round before; with one P there is
+// never an idle one to spare it, so every system call that a busy kernel
+// holds across a round costs a hand-off of the only P to another thread,
+// and the first then waits to get it back: on two cores three servers
+// switched threads 7.6-8.7 times a payment where one server switched
+// 4.2-4.9. With 4ms of slack the monitor sleeps that long at least: three
+// servers switched 3.2-3.6 times and spent 183-241µs of CPU a payment
+// against 271-328µs. A server on more Ps gets none by default (auto): it
+// has idle Ps to spare, and there the slack left payments waiting behind
+// the pages' long batched writes, which the monitor no longer handed on
+// soon: a lecture hall's 16 clients flat out kept 0.795x of their
+// payments/s with 500 pages open, against about 0.9x without
+// (docs/benchmarks.md, "Timer slack"). Timers fire up to the slack later,
 // which nothing a server times (deadlines, retries, the relay's pauses of
 // 50 ms and more, the pages' rounds of 100 ms and more) notices.
 const defaultTimerSlack = 4 * time.Millisecond
@@ -30,26 +34,34 @@ const defaultTimerSlack = 4 * time.Millisecond
 const maxTimerSlack = 10 * time.Millisecond
 
 // timerSlackChoice is the timer slack a server runs under and where it
-// came from, for the log; ns 0 leaves the kernel's.
+// came from, for the log; ns 0 leaves the slack it was started with.
 type timerSlackChoice struct {
-	ns     int64
-	source string // "the default", "-timer-slack", "PAYTWICE_TIMER_SLACK"
+	ns int64
+	// source is "-timer-slack", "PAYTWICE_TIMER_SLACK" or, for auto,
+	// what auto chose by.
+	source string
+	auto   bool
 }
 
 // chooseTimerSlack reads -timer-slack (or its variable, named by givenBy;
-// "" for the default): a duration from 1µs to 10ms, or off.
-func chooseTimerSlack(value, givenBy string) (timerSlackChoice, error) {
-	if givenBy == "" {
-		givenBy = "the default"
-	}
-	if value == "off" {
-		return timerSlackChoice{0, givenBy}, nil
+// "" for the default): auto, off, or a duration from 1µs to 10ms. Auto is
+// defaultTimerSlack for a server on one P (procs, its GOMAXPROCS) and
+// none otherwise.
+func chooseTimerSlack(value, givenBy string, procs int) (timerSlackChoice, error) {
+	switch value {
+	case "auto":
+		if procs == 1 {
+			return timerSlackChoice{defaultTimerSlack.Nanoseconds(), "auto at GOMAXPROCS=1", true}, nil
+		}
+		return timerSlackChoice{0, fmt.Sprintf("auto at GOMAXPROCS=%d: it is for a server on one P", procs), true}, nil
+	case "off":
+		return timerSlackChoice{0, givenBy + " off", false}, nil
 	}
 	d, err := time.ParseDuration(value)
 	if err != nil || d < time.Microsecond || d > maxTimerSlack {
-		return timerSlackChoice{}, fmt.Errorf("-timer-slack must be a duration from 1µs to 10ms, such as 4ms, or off, not %q", value)
+		return timerSlackChoice{}, fmt.Errorf("-timer-slack must be auto, off, or a duration from 1µs to 10ms such as 4ms, not %q", value)
 	}
-	return timerSlackChoice{d.Nanoseconds(), givenBy}, nil
+	return timerSlackChoice{d.Nanoseconds(), givenBy, false}, nil
 }
 
 // timerSlackLine is the start-up log's line for the slack the server's
@@ -60,13 +72,13 @@ func timerSlackLine(held int64, why string, c timerSlackChoice) string {
 	case held < 0:
 		return "timer slack: the system's (none is set on " + runtime.GOOS + ")"
 	case c.ns == 0:
-		return fmt.Sprintf("timer slack: %v, as the server was started with (%s off)", time.Duration(held), c.source)
+		return fmt.Sprintf("timer slack: %v, as the server was started with (%s)", time.Duration(held), c.source)
 	case held != c.ns:
 		return fmt.Sprintf("timer slack: %v, as the server was started with: %v was not set (%s)", time.Duration(held), time.Duration(c.ns), why)
 	}
 	line := fmt.Sprintf("timer slack: %v, %s", time.Duration(held), c.source)
-	if c.source == "the default" {
-		line += " (-timer-slack or PAYTWICE_TIMER_SLACK to change it, off to keep the slack it was started with)"
+	if c.auto {
+		line += " (-timer-slack or PAYTWICE_TIMER_SLACK to change it)"
 	}
 	return line
 }

@@ -17,19 +17,22 @@ func TestServerHoldsItsTimerSlack(t *testing.T) {
 	bin := binary(t)
 	inherited := readTimerSlack(t, os.Getpid())
 	for _, c := range []struct {
-		flags []string
-		want  int64
-		line  string
+		gomaxprocs string
+		flags      []string
+		want       int64
+		line       string
 		// replaced: the process replaced itself, as its first
 		// environment (which /proc keeps) shows: the slack a thread holds
 		// is then every thread's, the runtime's own among them.
 		replaced bool
 	}{
-		{nil, 4_000_000, "timer slack: 4ms, the default (", true},
-		{[]string{"-timer-slack", "2ms"}, 2_000_000, "timer slack: 2ms, -timer-slack\n", true},
-		{[]string{"-timer-slack", "off"}, inherited, "timer slack: " + time.Duration(inherited).String() + ", as the server was started with (-timer-slack off)\n", false},
+		{"1", nil, 4_000_000, "timer slack: 4ms, auto at GOMAXPROCS=1 (", true},
+		{"2", nil, inherited, "timer slack: " + time.Duration(inherited).String() + ", as the server was started with (auto at GOMAXPROCS=2: it is for a server on one P)\n", false},
+		{"2", []string{"-timer-slack", "2ms"}, 2_000_000, "timer slack: 2ms, -timer-slack\n", true},
+		{"1", []string{"-timer-slack", "off"}, inherited, "timer slack: " + time.Duration(inherited).String() + ", as the server was started with (-timer-slack off)\n", false},
 	} {
-		t.Run(strings.Join(c.flags, " "), func(t *testing.T) {
+		t.Run("GOMAXPROCS="+c.gomaxprocs+" "+strings.Join(c.flags, " "), func(t *testing.T) {
+			t.Setenv("GOMAXPROCS", c.gomaxprocs)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			p := startServer(ctx, t, bin, filepath.Join(t.TempDir(), "paytwice.db"), c.flags...)
