@@ -27,20 +27,13 @@ func TestWorkshopSharedBoardWithoutTheBooks(t *testing.T) {
 	tok := "jo-" + hex.EncodeToString(randomBytes(8))
 	me := registerStudent(t, a, tok, "Jo", "http://"+freeAddr(t, "127.0.0.2"))
 	secret := strings.TrimPrefix(me.Gateway, a.URL+workshopGateways)
+	// The second server starts once the first has kept Jo, and reads Jo
+	// at its start.
+	waitWorkshopKeeps(t, c, secret)
 	b := c.server(Config{WorkshopAllow: workshopStudentNets}, nil)
-	// The second server learns of Jo from the kept workshop after it
-	// starts; until then Jo's gateway is not at its address there (404),
-	// and the charge, with the same key, is sent again.
-	charge := func() (response, error) {
-		req, _ := http.NewRequest(http.MethodPost, b.URL+workshopGateways+secret+"/charges", strings.NewReader(`{"order_id":"J-1","amount":100}`))
-		req.Header.Set("Idempotency-Key", "jo-1")
-		return do(req)
-	}
-	r, err := charge()
-	for deadline := time.Now().Add(30 * time.Second); err == nil && r.Status == http.StatusNotFound && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-		r, err = charge()
-	}
+	req, _ := http.NewRequest(http.MethodPost, b.URL+workshopGateways+secret+"/charges", strings.NewReader(`{"order_id":"J-1","amount":100}`))
+	req.Header.Set("Idempotency-Key", "jo-1")
+	r, err := do(req)
 	if err != nil || r.Status != http.StatusCreated {
 		t.Fatalf("a charge through the second server: %v %d %s", err, r.Status, r.Body)
 	}
