@@ -19,10 +19,10 @@ import (
 // 4.2-4.9. With 4ms of slack the monitor sleeps that long at least: three
 // servers switched 3.2-3.6 times and spent 183-241µs of CPU a payment
 // against 271-328µs. A server on more Ps gets none by default (auto): it
-// has idle Ps to spare, and there the slack left payments waiting behind
-// the pages' long batched writes, which the monitor no longer handed on
-// soon: a lecture hall's 16 clients flat out kept 0.795x of their
-// payments/s with 500 pages open, against about 0.9x without
+// mostly has an idle P, which the monitor leaves a system call to, and in
+// the lecture hall (one server, two Ps, 500 pages) the slack lowered both
+// turns' CPU but raised what the pages add to a payment (0.495 against
+// 0.295 ms) and their p99 by 3 ms, with no change flat out, one run each
 // (docs/benchmarks.md, "Timer slack"). Timers fire up to the slack later,
 // which nothing a server times (deadlines, retries, the relay's pauses of
 // 50 ms and more, the pages' rounds of 100 ms and more) notices.
