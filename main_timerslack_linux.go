@@ -22,6 +22,11 @@ const timerSlackExecVariable = "PAYTWICE_TIMER_SLACK_EXEC"
 // does so only when it may (mayExec: the program itself, never a test
 // that calls run), and at most once.
 func holdTimerSlack(c timerSlackChoice, mayExec bool) (int64, string) {
+	// The mark is this process's alone: nothing it starts inherits it.
+	replaced := mayExec && os.Getenv(timerSlackExecVariable) != ""
+	if replaced {
+		os.Unsetenv(timerSlackExecVariable)
+	}
 	held := timerSlackHeld()
 	if c.ns == 0 || held == c.ns || held < 0 {
 		return held, ""
@@ -29,8 +34,7 @@ func holdTimerSlack(c timerSlackChoice, mayExec bool) (int64, string) {
 	if !mayExec {
 		return held, "run in another program's process"
 	}
-	if os.Getenv(timerSlackExecVariable) != "" {
-		os.Unsetenv(timerSlackExecVariable) // the servers it starts are its own
+	if replaced {
 		return held, "the kernel kept its own after the server replaced itself"
 	}
 	runtime.LockOSThread() // the slack and the execve on one thread
