@@ -1,8 +1,10 @@
 package board
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +33,12 @@ type sourceShares struct {
 	// it, so that every event of one is treated alike.
 	muted boundedMap[string, string]
 	rows  map[string]*mutedRow
+	// drawn is when the rows' held requests were last drawn, and armed
+	// says a drawing of them is scheduled (drawHeld): one refresh for
+	// every row at once, however many callers are over their share, not
+	// one a row.
+	drawn time.Time
+	armed bool
 }
 
 // A caller's share of the board: requests started in the last second.
@@ -48,6 +56,12 @@ const (
 	// under both ways into busy mode (busyEnter, busyEnterBurst).
 	addressShareRequests = 60
 	addressShareBurst    = 36
+	// callerRowsPerAddress is how many callers of one address over their
+	// share get a row each; the next ones are counted in the address's
+	// row. A script that pays under many bearer tokens from one address
+	// (or a load test) would otherwise fill the timeline with its rows,
+	// pushing each other off it and drawing the tables anew each time.
+	callerRowsPerAddress = 4
 	shareRefresh         = 500 * time.Millisecond
 	shareMaxMeters       = 4096
 	// shareMaxRows bounds the callers' rows kept: a row is of use only
@@ -64,12 +78,15 @@ const addressRow = "address\x00"
 type mutedRow struct {
 	// address says the row counts an address's requests, not a caller's.
 	address bool
-	row     *views.TimelineRow
-	n       int // requests not drawn
-	drawn   time.Time
+	// source is the address of the caller whose requests a caller's row
+	// counts (callerRowsPerAddress).
+	source string
+	row    *views.TimelineRow
+	n      int // requests not drawn
+	drawn  time.Time
 	// held says muted events changed the model since the row was last
-	// drawn; armed, that a drawing of them is scheduled (drawHeld).
-	held, armed bool
+	// drawn.
+	held bool
 }
 
 func newSourceShares() sourceShares {
@@ -94,6 +111,9 @@ func (s *sourceShares) mute(e live.Event, now time.Time) (string, bool) {
 	switch {
 	case m.perSecond(now) > shareRequests || m.recent(now) > shareBurst:
 		row = e.Scope
+		if e.Source != "" && s.rows[row] == nil && s.callerRows(e.Source) >= callerRowsPerAddress {
+			row = addressRow + e.Source
+		}
 	case e.Source != "":
 		a := meterOf(s.addresses, e.Source, now)
 		a.add(now)
@@ -135,36 +155,51 @@ func forgetIdle(meters map[string]*rateMeter, now time.Time) {
 	}
 }
 
+// callerRows counts the callers' rows kept for the callers of address.
+func (s *sourceShares) callerRows(address string) int {
+	n := 0
+	for _, r := range s.rows {
+		if !r.address && r.source == address {
+			n++
+		}
+	}
+	return n
+}
+
 // reset forgets every row not drawn (a reset clears the timeline).
 func (s *sourceShares) reset() { s.rows = map[string]*mutedRow{} }
 
 // mutedFrame is what a muted event draws: the caller's row, new or
-// refreshed, with the counters and the key table's changes (keyOps), at
-// most every shareRefresh per caller (floodRefresh: less often with
-// hundreds of pages open); nothing in between. p.mu is held.
+// refreshed, with the counters and the tables' changes (keyOps,
+// chargeOps). A new row is drawn at once; after that the rows' held
+// requests are drawn together, at most every shareRefresh (floodRefresh:
+// less often with hundreds of pages open), whichever rows they are, and
+// nothing in between: forty callers over their share cost the pages one
+// refresh, not forty. p.mu is held.
 func (p *Board) mutedFrame(e live.Event, key string, now time.Time) []templ.Component {
 	s := &p.shares
 	r := s.rows[key]
 	var ops []templ.Component
-	if r == nil || !p.hasRow(r.row.ID) {
-		r, ops = p.newMutedRow(e, key)
-	} else if every := p.floodRefresh(shareRefresh); now.Sub(r.drawn) < every {
-		wait := every - now.Sub(r.drawn)
+	switch every := p.floodRefresh(shareRefresh); {
+	case r != nil && now.Sub(s.drawn) < every:
 		// Too soon to draw again: what this event changed goes out at the
-		// end of the row's interval, by itself if nothing else comes, so
-		// that the last requests of a burst reach the pages without
-		// waiting for a later one.
+		// end of the interval, by itself if nothing else comes, so that
+		// the last requests of a burst reach the pages without waiting
+		// for a later one. (A row pushed off the timeline meanwhile is
+		// put back by its caller's next request after that.)
 		r.held = true
-		if !r.armed {
-			r.armed = true
-			p.cfg.After(min(wait, every), func() { p.drawHeld(key, r) })
+		if !s.armed {
+			s.armed = true
+			p.cfg.After(every-now.Sub(s.drawn), p.drawHeld)
 		}
 		return nil
-	} else {
+	case r == nil || !p.hasRow(r.row.ID):
+		r, ops = p.newMutedRow(e, key)
+	default:
 		p.mutedText(r)
 		ops = append(ops, views.StepView(r.row.Steps[0], true), views.Outcome(r.row.ID, r.row.Outcome, true))
 	}
-	r.drawn, r.held = now, false
+	r.drawn, r.held, s.drawn = now, false, now
 	ops = append(ops, p.keyOps(false)...)
 	ops = append(ops, p.chargeOps(false)...)
 	return append(ops, p.countersOps(false)...)
@@ -179,7 +214,7 @@ func (p *Board) newMutedRow(e live.Event, key string) (*mutedRow, []templ.Compon
 		p.forgetMutedRows()
 	}
 	sum := sha256.Sum256([]byte(key))
-	r := &mutedRow{n: 1, row: &views.TimelineRow{ID: p.eventRowID("tl-share-"+hex.EncodeToString(sum[:6])+"-", e.Seq),
+	r := &mutedRow{n: 1, source: e.Source, row: &views.TimelineRow{ID: p.eventRowID("tl-share-"+hex.EncodeToString(sum[:6])+"-", e.Seq),
 		Time: e.Time, Title: "One caller, too fast", Scope: e.Scope}}
 	if strings.HasPrefix(key, addressRow) {
 		// Many callers: hiding "the student" of this row means the
@@ -192,24 +227,42 @@ func (p *Board) newMutedRow(e live.Event, key string) (*mutedRow, []templ.Compon
 	return r, p.pushRow(r.row)
 }
 
-// drawHeld draws what the muted events of the row of key changed since
-// it was last drawn, when no later event of its caller did: the row, the
-// key table's changes and the counters, as a refresh frame.
+// drawHeld draws what the muted events changed since the rows were last
+// drawn, when no later muted event did: the held rows still on the
+// timeline, the tables' changes and the counters, as one refresh frame.
 // In busy mode nothing is drawn here: the busy refreshes draw the
 // counters, and leaving it the tables.
-func (p *Board) drawHeld(key string, r *mutedRow) {
+func (p *Board) drawHeld() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	r.armed = false
-	if !r.held || p.closed || p.busy != nil {
+	s := &p.shares
+	s.armed = false
+	if p.closed || p.busy != nil {
 		return
 	}
-	r.held = false
-	r.drawn = p.cfg.Wall()
+	var held []*mutedRow
+	for _, r := range s.rows {
+		if r.held {
+			held = append(held, r)
+		}
+	}
+	if len(held) == 0 {
+		return
+	}
+	// In the timeline's order, newest first: the frame is the same
+	// whatever order the map gave.
+	slices.SortFunc(held, func(a, b *mutedRow) int {
+		return cmp.Or(b.drawn.Compare(a.drawn), strings.Compare(a.row.ID, b.row.ID))
+	})
+	now := p.cfg.Wall()
+	s.drawn = now
 	var ops []templ.Component
-	if p.shares.rows[key] == r && p.hasRow(r.row.ID) {
-		p.mutedText(r)
-		ops = append(ops, views.StepView(r.row.Steps[0], true), views.Outcome(r.row.ID, r.row.Outcome, true))
+	for _, r := range held {
+		r.held, r.drawn = false, now
+		if p.hasRow(r.row.ID) {
+			p.mutedText(r)
+			ops = append(ops, views.StepView(r.row.Steps[0], true), views.Outcome(r.row.ID, r.row.Outcome, true))
+		}
 	}
 	ops = append(ops, p.keyOps(true)...)
 	ops = append(ops, p.chargeOps(true)...)
@@ -245,7 +298,7 @@ func (p *Board) forgetMutedRows() {
 func (p *Board) mutedText(r *mutedRow) {
 	label := "This caller starts more than " + strconv.Itoa(shareRequests) + " requests a second (or " + strconv.Itoa(shareBurst) + " within 200 ms), its share of the board: the rest of its requests are counted here, not drawn one by one. Everyone else's are drawn as usual; the tables and counters below are complete."
 	if r.address {
-		label = "One address starts more than " + strconv.Itoa(addressShareRequests) + " requests a second (or " + strconv.Itoa(addressShareBurst) + " within 200 ms), under ever new callers, its share of the board: the rest of its requests are counted here, not drawn one by one. Everyone else's are drawn as usual; the tables and counters below are complete."
+		label = "One address starts more than " + strconv.Itoa(addressShareRequests) + " requests a second (or " + strconv.Itoa(addressShareBurst) + " within 200 ms) under ever new callers, or has more than " + strconv.Itoa(callerRowsPerAddress) + " callers over their own share: past its share of the board, the rest of its requests are counted here, not drawn one by one. Everyone else's are drawn as usual; the tables and counters below are complete."
 	}
 	// A new slice: frames not yet rendered hold the old one.
 	r.row.Steps = []views.Step{{ID: r.row.ID + "-note", From: views.LaneBrowser, To: views.LaneServer,
