@@ -405,3 +405,80 @@ func TestBrowserBoardThirtyStudents(t *testing.T) {
 	liveNoCSPViolations(t, ctx)
 	liveNoCSPViolations(t, phone)
 }
+
+// longOrders is what TestBrowserBoardLongOrderIDs measures.
+type longOrders struct {
+	Orders   int
+	Problems []string
+}
+
+// longOrdersMeasure checks the charges per order list's orders: none runs
+// out of the list or over another, and each keeps its count of charges
+// inside its box.
+const longOrdersMeasure = `(() => {
+  const out = {Orders: 0, Problems: []};
+  const r = e => e.getBoundingClientRect();
+  const list = document.querySelector("#orders ul");
+  const lb = r(list);
+  const lis = [...list.querySelectorAll("li")].filter(li => li.checkVisibility());
+  out.Orders = lis.length;
+  lis.forEach((li, i) => {
+    const b = r(li), id = li.dataset.order;
+    if (b.left < lb.left - 1 || b.right > lb.right + 1) out.Problems.push(id + " runs out of the list: x=" + b.left.toFixed(0) + ".." + b.right.toFixed(0) + " in " + lb.left.toFixed(0) + ".." + lb.right.toFixed(0));
+    const n = r(li.querySelector(".n"));
+    if (n.width < 1 || n.left < b.left - 1 || n.right > b.right + 1) out.Problems.push(id + "'s count of charges is not inside its box");
+    for (const other of lis.slice(i + 1)) {
+      const o = r(other);
+      const w = Math.min(b.right, o.right) - Math.max(b.left, o.left), h = Math.min(b.bottom, o.bottom) - Math.max(b.top, o.top);
+      if (w > 1 && h > 1) out.Problems.push(id + " overlaps " + other.dataset.order);
+    }
+  });
+  return out;
+})()`
+
+// TestBrowserBoardLongOrderIDs: a client that names its orders with long
+// ids (a UUID with a prefix and a suffix, 59 characters; the API takes up
+// to 64) sees them in the charges per order list each in its own box, cut
+// where the box ends, with its count of charges in view, on a projector
+// at 1280x720 and 1920x1080 and on a 390x844 phone; before, each id ran
+// over its neighbours' boxes on the board and hid their counts.
+func TestBrowserBoardLongOrderIDs(t *testing.T) {
+	browserFullOnly(t)
+	browserSideBySide(t)
+	env := newTestEnv(t, Config{})
+	ctx := liveBrowser(t, 1280, 720)
+	liveOpen(t, ctx, env.URL+"/board")
+	const orders = 8
+	for i := range orders {
+		order := fmt.Sprintf("order-%s-attempt-%08d", uuid.NewString(), i)
+		if len(order) != 59 {
+			t.Fatalf("order id %q is %d characters", order, len(order))
+		}
+		key := uuid.NewString()
+		body := fmt.Sprintf(`{"order_id":%q,"amount_satang":129900}`, order)
+		env.pay(key, body)
+		if i == 0 {
+			env.pay(uuid.NewString(), body) // the same order paid twice: its box is the alarm's
+		}
+	}
+	liveWait(t, ctx, "the orders listed", waitUntilBound, fmt.Sprintf(`document.querySelectorAll("#orders li").length === %d`, orders))
+	for _, size := range []struct {
+		w, h  int64
+		phone bool
+	}{{1280, 720, false}, {1920, 1080, false}, {390, 844, true}} {
+		if size.phone {
+			liveDo(t, ctx, "phone size", chromedp.EmulateViewport(size.w, size.h, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
+		} else {
+			boardViewport(t, ctx, size.w, size.h)
+		}
+		liveDo(t, ctx, "to the orders", chromedp.Evaluate[chromedp.Void](`document.getElementById("orders").scrollIntoView()`))
+		boardScreenshot(t, ctx, fmt.Sprintf("board-long-orders-%dx%d.png", size.w, size.h))
+		m := liveEval[longOrders](t, ctx, longOrdersMeasure)
+		if m.Orders != orders {
+			t.Errorf("%dx%d: %d orders shown, want %d", size.w, size.h, m.Orders, orders)
+		}
+		for _, p := range m.Problems {
+			t.Errorf("%dx%d: %s", size.w, size.h, p)
+		}
+	}
+}
