@@ -167,15 +167,8 @@ func TestBrowserBoardFitsServerNames(t *testing.T) {
 			}
 			check := func(layout string) {
 				t.Helper()
-				for _, size := range []struct {
-					w, h  int64
-					phone bool
-				}{{1280, 720, false}, {1920, 1080, false}, {390, 844, true}} {
-					if size.phone {
-						liveDo(t, ctx, "phone size", chromedp.EmulateViewport(size.w, size.h, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
-					} else {
-						boardViewport(t, ctx, size.w, size.h)
-					}
+				for _, size := range projectorsAndPhone {
+					setBoardSize(t, ctx, size)
 					liveDo(t, ctx, "back to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
 					liveWait(t, ctx, "every row drawn", waitUntilBound, `document.querySelectorAll("#timeline .outcome > .badge").length >= 5`)
 					g := liveEval[boardFit](t, ctx, boardFitMeasure)
@@ -240,6 +233,27 @@ func TestBrowserBoardFitsServerNames(t *testing.T) {
 			liveNoCSPViolations(t, ctx)
 		})
 	}
+}
+
+// boardSize is a screen the board is measured on: a projector's, or a
+// phone's.
+type boardSize struct {
+	w, h  int64
+	phone bool
+}
+
+// projectorsAndPhone are the two projectors' sizes and a phone's.
+var projectorsAndPhone = []boardSize{{1280, 720, false}, {1920, 1080, false}, {390, 844, true}}
+
+// setBoardSize sizes the tab as s: exactly, as a projector is; a phone's
+// screen emulated, touch and pixel ratio with it.
+func setBoardSize(t *testing.T, ctx context.Context, s boardSize) {
+	t.Helper()
+	if s.phone {
+		liveDo(t, ctx, "phone size", chromedp.EmulateViewport(s.w, s.h, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
+		return
+	}
+	boardViewport(t, ctx, s.w, s.h)
 }
 
 // boardOrders is what TestBrowserBoardThirtyStudents measures.
@@ -462,15 +476,8 @@ func TestBrowserBoardLongOrderIDs(t *testing.T) {
 		}
 	}
 	liveWait(t, ctx, "the orders listed", waitUntilBound, fmt.Sprintf(`document.querySelectorAll("#orders li").length === %d`, orders))
-	for _, size := range []struct {
-		w, h  int64
-		phone bool
-	}{{1280, 720, false}, {1920, 1080, false}, {390, 844, true}} {
-		if size.phone {
-			liveDo(t, ctx, "phone size", chromedp.EmulateViewport(size.w, size.h, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
-		} else {
-			boardViewport(t, ctx, size.w, size.h)
-		}
+	for _, size := range projectorsAndPhone {
+		setBoardSize(t, ctx, size)
 		liveDo(t, ctx, "to the orders", chromedp.Evaluate[chromedp.Void](`document.getElementById("orders").scrollIntoView()`))
 		boardScreenshot(t, ctx, fmt.Sprintf("board-long-orders-%dx%d.png", size.w, size.h))
 		m := liveEval[longOrders](t, ctx, longOrdersMeasure)
