@@ -249,7 +249,7 @@ func (p *Board) drawHeld() {
 	if len(held) == 0 {
 		return
 	}
-	// In the timeline's order, newest first: the frame is the same
+	// The rows drawn last first, then by id: the frame is the same
 	// whatever order the map gave.
 	slices.SortFunc(held, func(a, b *mutedRow) int {
 		return cmp.Or(b.drawn.Compare(a.drawn), strings.Compare(a.row.ID, b.row.ID))
