@@ -170,8 +170,7 @@ func browse(t *testing.T, ctx context.Context, what string, steps ...chromedp.Ac
 // one under -race; the bound only keeps a broken test from hanging.
 func waitFor(t *testing.T, ctx context.Context, what, cond string) {
 	t.Helper()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond,
-		chromedp.WithPollingTimeout(time.Minute), chromedp.WithPollingInterval(25*time.Millisecond))); err != nil {
+	if err := browsertest.Poll(ctx, cond, 25*time.Millisecond, time.Minute); err != nil {
 		state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.getElementById("pay-status")||{}).textContent`))
 		t.Fatalf("waiting for %s: %v\npage: %s", what, err, state)
 	}

@@ -3,6 +3,8 @@ package web
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -187,8 +189,7 @@ func liveWait(t *testing.T, ctx context.Context, what string, timeout time.Durat
 	// which is "not yet", not a failure. The last such error is shown if
 	// the wait times out.
 	guarded := "(() => { try { return !!(" + cond + "); } catch (e) { window.__liveWaitError = String(e); return false; } })()"
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](guarded,
-		chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(25*time.Millisecond)))
+	err := browsertest.Poll(ctx, guarded, 25*time.Millisecond, timeout)
 	if err != nil {
 		state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(window.__liveWaitError ? "last error: " + window.__liveWaitError + " | " : "") + (document.getElementById("pay-status")||{}).textContent + " | timeline: " + ((document.getElementById("timeline")||{}).innerText||"").slice(0, 600)`))
 		t.Fatalf("waiting for %s (%s): %v\npage: %s", what, cond, err, state)
@@ -583,4 +584,22 @@ func TestBrowserNewKeyPerClickChargesTwice(t *testing.T) {
 	if n := env.charges(); n != 2 {
 		t.Fatalf("%d charges, want 2: the mistake should charge twice", n)
 	}
+}
+
+// TestLiveWaitOutlivesANavigation: a page that navigates while a test
+// waits on it (a reload, a link followed) must not fail the wait; the
+// condition is asked of the page the tab then shows.
+func TestLiveWaitOutlivesANavigation(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		if r.URL.Path == "/second" {
+			w.Write([]byte(`<!doctype html><title>second</title><body>the second page</body>`))
+			return
+		}
+		w.Write([]byte(`<!doctype html><title>first</title><body>the first page<script>setTimeout(() => { location.href = "/second" }, 400)</script></body>`))
+	}))
+	defer srv.Close()
+	ctx := liveBrowser(t, 800, 600)
+	liveDo(t, ctx, "opening the first page", chromedp.Navigate(srv.URL+"/first"))
+	liveWait(t, ctx, "the second page", waitUntilBound, `document.body.textContent.includes("the second page")`)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"paytwice/web/browsertest"
 )
 
 // summaryText is the words of a lab summary's HTML, as a page reads them:
@@ -57,9 +59,7 @@ func TestBrowserPhoneLabBadgeFollowsTheServer(t *testing.T) {
 		}
 		want := liveEval[string](t, phone, fmt.Sprintf("%s(%q)", summaryText, html))
 		shown := fmt.Sprintf(`%s(document.getElementById("lab-summary").outerHTML)`, summaryText)
-		_, err := chromedp.Run(phone, chromedp.Poll[bool](fmt.Sprintf("%s === %q", shown, want),
-			chromedp.WithPollingTimeout(5*time.Second), chromedp.WithPollingInterval(25*time.Millisecond)))
-		if err != nil {
+		if err := browsertest.Poll(phone, fmt.Sprintf("%s === %q", shown, want), 25*time.Millisecond, 5*time.Second); err != nil {
 			t.Fatalf("change %d %v: after 5 s the phone's lab badge says %q; the server says %q",
 				i+1, change, liveEval[string](t, phone, shown), want)
 		}

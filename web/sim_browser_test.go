@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"paytwice/web/browsertest"
 )
 
 // simBrowser opens a window for one test in the package's browser
@@ -41,7 +43,7 @@ func simDo(t *testing.T, ctx context.Context, what string, steps ...chromedp.Act
 // simWaitFor polls a JavaScript condition until it holds.
 func simWaitFor(t *testing.T, ctx context.Context, what, cond string) {
 	t.Helper()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+	if err := browsertest.Poll(ctx, cond, 25*time.Millisecond, 10*time.Second); err != nil {
 		text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("main") ? document.querySelector("main").innerText.slice(0, 1500) : document.documentElement.outerHTML.slice(0, 1500)`))
 		t.Fatalf("waiting until %s: %v\nthe page shows:\n%s", what, err, text)
 	}

@@ -3,7 +3,8 @@
 // of the module's root. Starting a browser costs seconds on a busy
 // machine, so a package starts one, on the first test that needs it, and
 // each test opens a browser context of its own in it (its own cookies,
-// storage and cache, as a fresh profile had).
+// storage and cache, as a fresh profile had). Poll is the tests' one way
+// to wait for a page.
 package browsertest
 
 import (
@@ -11,8 +12,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -99,4 +102,32 @@ func (s *Shared) Stop() {
 	if s.stop != nil {
 		s.stop()
 	}
+}
+
+// Poll waits until the JavaScript condition cond is true in the page the
+// tab shows, asking it every interval, for at most timeout.
+//
+// A chromedp poll does not outlive its document: one that began just as
+// the tab navigated (a link followed, a reload, a page that answers a
+// reset by loading anew) was sent to the old document's context, which
+// Chrome no longer has, and fails at once. The condition is about the
+// page the tab shows, so Poll asks it again there, within the same time.
+func Poll(ctx context.Context, cond string, interval, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](cond,
+			chromedp.WithPollingTimeout(time.Until(deadline)), chromedp.WithPollingInterval(interval)))
+		if err == nil || !documentReplaced(err) || ctx.Err() != nil || time.Until(deadline) < 2*interval {
+			return err
+		}
+	}
+}
+
+// documentReplaced reports whether a script failed because the document
+// it ran in was replaced by a navigation, not because of the script.
+func documentReplaced(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot find context with specified id") ||
+		strings.Contains(msg, "Execution context was destroyed") ||
+		strings.Contains(msg, "Inspected target navigated or closed (-32000)")
 }
