@@ -251,14 +251,8 @@ func Start(cfg Config) *Board {
 	// between is then both in the loaded state and in the stream, and
 	// applying it again is harmless (keys and charges are upserted by id),
 	// whereas the other order would lose it.
-	// The server's own answers up to start are counted from its tally,
-	// those after it from the events: none twice.
-	own, start := cfg.Hub.Tally()
-	if cfg.Kept != nil {
-		own = own.Plus(cfg.Kept(cfg.Ctx, own.Gen))
-	}
-	p.counters = views.Counters{Requests: int(own.Requests), Rejected: int(own.Rejected), Lost: int(own.Lost),
-		Replays: int(own.Replays), Conflicts: int(own.Conflicts), Mismatches: int(own.Mismatches)}
+	answers, start := p.answers(cfg.Ctx)
+	p.counters = answers
 	p.steps = StepBar(cfg.Steps)
 	p.load(cfg.Ctx)
 	p.drawKept(start, nil)
@@ -272,6 +266,31 @@ func Start(cfg Config) *Board {
 	go p.run(cfg.Hub.SubscribeEchoes(start))
 	go p.tick()
 	return p
+}
+
+// answers is what the room answered up to the hub's newest event, whose
+// Seq it returns: this server's answers from its tally, the other
+// servers' that reached this one from the hub's count of them, and those
+// of the lives of servers whose events this board will not see
+// (Config.Kept), all of the room's newest reset gen. The board counts the
+// answers after start from the events, none twice: the echoes of this
+// server's own events up to start (ownFrom) are not counted again. The
+// charges are left to load.
+func (p *Board) answers(ctx context.Context) (c views.Counters, start uint64) {
+	own, remote, start := p.cfg.Hub.Counts()
+	gen := max(own.Gen, remote.Gen)
+	sum := live.Tally{Gen: gen}
+	if own.Gen == gen {
+		sum = sum.Plus(own)
+	}
+	if remote.Gen == gen {
+		sum = sum.Plus(remote)
+	}
+	if p.cfg.Kept != nil {
+		sum = sum.Plus(p.cfg.Kept(ctx, gen))
+	}
+	return views.Counters{Requests: int(sum.Requests), Rejected: int(sum.Rejected), Lost: int(sum.Lost),
+		Replays: int(sum.Replays), Conflicts: int(sum.Conflicts), Mismatches: int(sum.Mismatches)}, start
 }
 
 func (p *Board) logf(format string, args ...any) {
@@ -294,11 +313,16 @@ func (p *Board) run(sub *live.Subscription) {
 		case errors.Is(err, live.ErrTooSlow):
 			// Events were lost to the ring: start again from the database,
 			// and make the next frame redraw everything.
+			// The answers those events were are counted again from the
+			// hub's tallies, as at the start.
 			p.applying.Lock()
-			start := p.cfg.Hub.LastSeq()
+			answers, start := p.answers(ctx)
 			p.load(ctx)
 			p.mu.Lock()
+			answers.Charges = p.counters.Charges
+			p.counters = answers
 			p.modelSeq, p.fullNext = start, true
+			p.ownFrom = start
 			p.advanceLocked(start)
 			p.mu.Unlock()
 			p.applying.Unlock()

@@ -196,8 +196,9 @@ type Hub struct {
 
 	// kept is the timeline the class reads back, in shares (kept.go).
 	kept *keeper
-	// tally counts this server's own answers (tally.go).
-	tally Tally
+	// tally counts this server's own answers, remote the other servers'
+	// answers this hub published (tally.go).
+	tally, remote Tally
 	// order is the room's order of the events the relay carries
 	// (order.go).
 	order roomOrder
@@ -327,6 +328,9 @@ func (h *Hub) ringLocked(entry *Entry) {
 	}
 	h.next++
 	h.ring[entry.Seq%uint64(len(h.ring))] = entry
+	if entry.Remote && !entry.Echo {
+		h.remote.countOf(&entry.Event)
+	}
 	if !entry.Echo {
 		h.kept.add(&entry.Event)
 	}

@@ -55,6 +55,34 @@ func (h *Hub) Tally() (t Tally, seq uint64) {
 	return h.tally, h.next - 1
 }
 
+// countOf adds another server's event e to a tally of the answers of
+// the room's newest reset gen seen: an event of a newer gen (another
+// server's reset reached here first through its events) starts it again,
+// one of an older gen (relayed late, from before the reset) is not
+// counted.
+func (t *Tally) countOf(e *Event) {
+	switch {
+	case e.Gen > t.Gen:
+		*t = Tally{Gen: e.Gen}
+	case e.Gen < t.Gen:
+		return
+	}
+	t.count(e.Kind)
+}
+
+// Counts returns the counts of this server's own events so far (as Tally
+// does), those of the other servers' events this hub has published since
+// it started, and the Seq of the newest event they include. The two run
+// since their own reset gens (Tally.Gen): the other servers' events carry
+// theirs, and a reset reaches this server's tally when its memory is
+// reset (RestartTally), perhaps a moment before or after the others'
+// events of the new gen arrive.
+func (h *Hub) Counts() (own, remote Tally, seq uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.tally, h.remote, h.next - 1
+}
+
 // RestartTally sets the counts to zero for the room's reset gen: at start
 // (with the room's current generation) and on every reset.
 func (h *Hub) RestartTally(gen uint64) {

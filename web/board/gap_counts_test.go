@@ -1,0 +1,91 @@
+package board
+
+import (
+	"testing"
+	"time"
+
+	"paytwice/web/live"
+)
+
+// A board that fell further behind than the hub holds states every
+// answer the room gave, also those whose events went round the ring
+// before it read them: the counters are what the room's answers were.
+func TestABoardThatFellBehindCountsTheAnswersItDidNotRead(t *testing.T) {
+	hub := live.New(16, time.Now)
+	t.Cleanup(hub.Close)
+	b := newTestBoard(t, func(c *Config) { c.Hub = hub }, 4)
+	b.hub = hub
+	own := func(kind live.Kind, request string) {
+		hub.Publish(live.Event{Kind: kind, Request: request, Scope: "session:me", Message: "POST /v1/payments"})
+	}
+	remote := func(kind live.Kind, request string) {
+		hub.PublishRemoteAll([]live.Entry{{Event: live.Event{Kind: kind, Request: request, Scope: "session:other", Server: "s2", Message: "POST /v1/payments"}}})
+	}
+	own(live.Received, "rq_first")
+	b.caughtUp(t)
+
+	// The board is held while the ring goes round several times.
+	b.applying.Lock()
+	for i := range 30 {
+		own(live.Received, "rq_own")
+		remote(live.Received, "rq_other")
+		if i%3 == 0 {
+			own(live.Replayed, "rq_own")
+			remote(live.Conflict, "rq_other")
+		}
+	}
+	b.applying.Unlock()
+	own(live.Received, "rq_after")
+	b.caughtUp(t)
+
+	c := b.Snapshot().Counters
+	if c.Requests != 1+30+30+1 || c.Replays != 10 || c.Conflicts != 10 {
+		t.Errorf("after falling behind the board counts %d requests, %d replays, %d 409s; the room answered 62, 10, 10",
+			c.Requests, c.Replays, c.Conflicts)
+	}
+}
+
+// The same with the relay's order: this server's own payments are
+// counted at their echo, and a board that fell behind while some echoes
+// were lost and others still to come counts each payment once.
+func TestABoardThatFellBehindCountsItsOwnEchoedAnswersOnce(t *testing.T) {
+	hub := live.New(16, time.Now)
+	t.Cleanup(hub.Close)
+	b := newTestBoard(t, func(c *Config) {
+		c.Hub = hub
+		c.Ordered = func(e *live.Entry) bool { return !e.Remote && !e.Echo }
+	}, 4)
+	b.hub = hub
+	own := func(request string) live.Event {
+		return hub.Publish(live.Event{Kind: live.Received, Request: request, Scope: "session:me", Message: "POST /v1/payments"})
+	}
+	echo := func(e live.Event) { hub.PublishEchoes([]live.Entry{{Event: e, Own: e.Seq}}) }
+	remote := func(request string) {
+		hub.PublishRemoteAll([]live.Entry{{Event: live.Event{Kind: live.Received, Request: request, Scope: "session:other", Server: "s2", Message: "POST /v1/payments"}}})
+	}
+	echo(own("rq_first"))
+	b.caughtUp(t)
+
+	b.applying.Lock()
+	var later []live.Event
+	for i := range 20 {
+		e := own("rq_own")
+		remote("rq_other")
+		if i%2 == 0 {
+			echo(e) // lost with the ring
+		} else {
+			later = append(later, e)
+		}
+	}
+	b.applying.Unlock()
+	b.caughtUp(t)
+	for _, e := range later {
+		echo(e) // after the board read the tallies
+	}
+	echo(own("rq_after"))
+	b.caughtUp(t)
+
+	if c := b.Snapshot().Counters; c.Requests != 1+20+20+1 {
+		t.Errorf("after falling behind the board counts %d requests; the room answered 42", c.Requests)
+	}
+}
