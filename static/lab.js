@@ -141,65 +141,6 @@
   // shows the switches as the server has them, not as they were clicked.
   var discardEdits = false;
 
-  function isControl(n) { return n.nodeName === "INPUT" || n.nodeName === "SELECT" || n.nodeName === "TEXTAREA"; }
-
-  // edited reports whether a control's value differs from the value the
-  // server drew: someone changed it in this page, and the server has not
-  // drawn that change (yet).
-  function edited(c) {
-    if (c.type === "checkbox" || c.type === "radio") { return c.checked !== c.defaultChecked; }
-    if (c.nodeName === "SELECT") {
-      var drawn = c.querySelector("option[selected]") || c.options[0];
-      return !!drawn && c.value !== drawn.value;
-    }
-    return c.value !== c.defaultValue;
-  }
-
-  // morph makes old look like fresh while keeping old's elements: a
-  // control somebody is about to click, or is typing in, stays the same
-  // element, keeps its focus, and keeps a value they changed that the
-  // server has not drawn yet (keep). Once the server has the change it
-  // draws the same value and the control is no longer "edited".
-  function morph(old, fresh, keep) {
-    if (old.nodeType !== fresh.nodeType || old.nodeName !== fresh.nodeName ||
-        (old.nodeType === 1 && old.id !== fresh.id)) {
-      old.replaceWith(fresh.cloneNode(true));
-      return;
-    }
-    if (old.nodeType !== 1) {
-      if (old.nodeValue !== fresh.nodeValue) { old.nodeValue = fresh.nodeValue; }
-      return;
-    }
-    var mine = keep && isControl(old) && edited(old);
-    var i;
-    for (i = old.attributes.length - 1; i >= 0; i--) {
-      var name = old.attributes[i].name;
-      // A <details> stays as the reader left it.
-      if (!fresh.hasAttribute(name) && !(name === "open" && old.nodeName === "DETAILS")) { old.removeAttribute(name); }
-    }
-    for (i = 0; i < fresh.attributes.length; i++) {
-      var a = fresh.attributes[i];
-      if (a.name === "open" && old.nodeName === "DETAILS") { continue; }
-      if (old.getAttribute(a.name) !== a.value) { old.setAttribute(a.name, a.value); }
-    }
-    var oc = old.childNodes;
-    var fc = fresh.childNodes;
-    for (i = 0; i < fc.length; i++) {
-      if (i < oc.length) { morph(oc[i], fc[i], keep); } else { old.appendChild(fc[i].cloneNode(true)); }
-    }
-    while (oc.length > fc.length) { old.removeChild(old.lastChild); }
-    if (isControl(old) && !mine) {
-      if (old.type === "checkbox" || old.type === "radio") {
-        old.checked = old.defaultChecked;
-      } else if (old.nodeName === "SELECT") {
-        var drawn = old.querySelector("option[selected]") || old.options[0];
-        if (drawn) { old.value = drawn.value; }
-      } else {
-        old.value = old.defaultValue;
-      }
-    }
-  }
-
   // apply draws what /lab/live answered; whole says the page asked for
   // everything after a resync, and the checkout card checks its order
   // against the server even if no version moved.
@@ -218,7 +159,7 @@
       if (!fresh) { return; }
       if (id !== "lesson") {
         // The lab's switches and numbers change in place (see morph).
-        morph(old, fresh, keep);
+        window.paytwiceMorph(old, fresh, keep);
         return;
       }
       lessonChanged = true;

@@ -20,9 +20,11 @@
       .then(function (r) { return r.status === 200 ? r.json() : null; })
       .then(function (data) {
         if (!data) { return; }
-        var next = document.createElement("div");
-        next.innerHTML = data.html;
-        morph(s, next);
+        // Patched in, not replaced (morph.js): other students' answers
+        // redraw the panel on every phone while this one taps or types.
+        var fresh = s.cloneNode(false);
+        fresh.innerHTML = data.html;
+        window.paytwiceMorph(s, fresh, true);
         s.dataset.vPoll = String(data.v);
         var panel = s.querySelector(".poll-panel");
         s.hidden = !panel || panel.dataset.shown !== "true";
@@ -31,55 +33,6 @@
         busy = false;
         if (again) { again = false; schedule(); }
       });
-  }
-
-  // morph makes the panel's nodes those of the panel drawn anew, keeping
-  // every element that stands where its like stood (same tag, same id)
-  // and changing only its attributes and text. Other students' answers
-  // redraw the panel on every phone, many times a minute in a class: a
-  // button replaced between the finger going down and coming up took no
-  // click (the tap was lost), and a nickname field being typed in lost
-  // its text and focus. A <details> the reader opened stays open.
-  function morph(into, from) {
-    var have = into.firstChild, want = from.firstChild;
-    while (want) {
-      var following = want.nextSibling;
-      if (have && alike(have, want)) {
-        if (have.nodeType === 1) {
-          attributes(have, want);
-          morph(have, want);
-        } else if (have.nodeValue !== want.nodeValue) {
-          have.nodeValue = want.nodeValue;
-        }
-        have = have.nextSibling;
-      } else {
-        into.insertBefore(want, have);
-      }
-      want = following;
-    }
-    while (have) {
-      var gone = have;
-      have = have.nextSibling;
-      into.removeChild(gone);
-    }
-  }
-
-  function alike(a, b) {
-    return a.nodeType === b.nodeType && a.nodeName === b.nodeName && (a.nodeType !== 1 || a.id === b.id);
-  }
-
-  function attributes(el, like) {
-    var i, a;
-    for (i = el.attributes.length - 1; i >= 0; i--) {
-      a = el.attributes[i];
-      if (!like.hasAttribute(a.name) && !(a.name === "open" && el.nodeName === "DETAILS")) {
-        el.removeAttribute(a.name);
-      }
-    }
-    for (i = 0; i < like.attributes.length; i++) {
-      a = like.attributes[i];
-      if (el.getAttribute(a.name) !== a.value) { el.setAttribute(a.name, a.value); }
-    }
   }
 
   function schedule() {
