@@ -204,6 +204,14 @@ type Board struct {
 	// relay's echoes of this server's events up to it are in the model
 	// loaded from the books already (only run uses it).
 	ownFrom uint64
+	// lostFrom and lostTo are the hub's events the board last fell behind
+	// on (lost to the ring): their answers were counted from the hub's
+	// counts, so the echoes of this server's own among them are not
+	// counted again (only run uses them).
+	lostFrom, lostTo uint64
+	// readOwn and readRemote are the hub's counts (live.Hub.Counts) as of
+	// the newest event the board read (only run uses them).
+	readOwn, readRemote live.Tally
 	// echoedTo is the newest of this server's own events whose echo the
 	// board has taken: the relay hands them back in the order they were
 	// published, so those after it are still to come (rest.go's wake).
@@ -251,8 +259,14 @@ func Start(cfg Config) *Board {
 	// between is then both in the loaded state and in the stream, and
 	// applying it again is harmless (keys and charges are upserted by id),
 	// whereas the other order would lose it.
-	answers, start := p.answers(cfg.Ctx)
-	p.counters = answers
+	// The server's own answers up to start are counted from its tally,
+	// those after it from the events: none twice.
+	own, remote, start := cfg.Hub.Counts()
+	p.readOwn, p.readRemote = own, remote
+	if cfg.Kept != nil {
+		own = own.Plus(cfg.Kept(cfg.Ctx, own.Gen))
+	}
+	p.counters = counters(own)
 	p.steps = StepBar(cfg.Steps)
 	p.load(cfg.Ctx)
 	p.drawKept(start, nil)
@@ -268,29 +282,63 @@ func Start(cfg Config) *Board {
 	return p
 }
 
-// answers is what the room answered up to the hub's newest event, whose
-// Seq it returns: this server's answers from its tally, the other
-// servers' that reached this one from the hub's count of them, and those
-// of the lives of servers whose events this board will not see
-// (Config.Kept), all of the room's newest reset gen. The board counts the
-// answers after start from the events, none twice: the echoes of this
-// server's own events up to start (ownFrom) are not counted again. The
-// charges are left to load.
-func (p *Board) answers(ctx context.Context) (c views.Counters, start uint64) {
-	own, remote, start := p.cfg.Hub.Counts()
-	gen := max(own.Gen, remote.Gen)
-	sum := live.Tally{Gen: gen}
-	if own.Gen == gen {
-		sum = sum.Plus(own)
+// countedOwn reports whether the echo of this server's own event seq is
+// counted already: from its tally at the start (ownFrom), or from the
+// hub's counts when the board fell behind (lostFrom, lostTo).
+func (p *Board) countedOwn(seq uint64) bool {
+	return seq <= p.ownFrom || seq > p.lostFrom && seq <= p.lostTo
+}
+
+// counters are the counters of answers of t.
+func counters(t live.Tally) views.Counters {
+	return views.Counters{Requests: int(t.Requests), Rejected: int(t.Rejected), Lost: int(t.Lost),
+		Replays: int(t.Replays), Conflicts: int(t.Conflicts), Mismatches: int(t.Mismatches)}
+}
+
+// lost counts the answers of the events the board fell behind on, after
+// readOwn and readRemote up to start, from the hub's counts then (own,
+// remote): this server's answers from its tally, the other servers' that
+// reached this one from the hub's count of them. A reset among them
+// (this server's tally restarted: reset) empties the timeline and the
+// counters as the reset's event would have, which then count this
+// server's answers since, the other servers' of that reset gen, and kept,
+// as at a start. The echoes of this server's own events among them are
+// not counted again (lostFrom, lostTo). The charges were loaded from the
+// books already. mu is held.
+func (p *Board) lost(own, remote, kept live.Tally, reset bool, start uint64) {
+	if reset {
+		p.rows = nil
+		p.shares.reset()
+		p.hidden = newHiddenRows()
+		sum := own.Plus(kept)
+		if remote.Gen == own.Gen {
+			sum = sum.Plus(remote)
+		}
+		c := counters(sum)
+		c.Charges = p.counters.Charges
+		p.counters = c
+		p.ownFrom = start
+	} else {
+		// The other servers' answers since the board's last read: all of
+		// those of a newer reset gen than it had seen, none of an older.
+		var since live.Tally
+		switch {
+		case remote.Gen == p.readRemote.Gen:
+			since = remote.Minus(p.readRemote)
+		case remote.Gen > p.readRemote.Gen:
+			since = remote
+		}
+		d := counters(own.Minus(p.readOwn).Plus(since))
+		c := &p.counters
+		c.Requests += d.Requests
+		c.Rejected += d.Rejected
+		c.Lost += d.Lost
+		c.Replays += d.Replays
+		c.Conflicts += d.Conflicts
+		c.Mismatches += d.Mismatches
+		p.lostFrom, p.lostTo = p.modelSeq, start
 	}
-	if remote.Gen == gen {
-		sum = sum.Plus(remote)
-	}
-	if p.cfg.Kept != nil {
-		sum = sum.Plus(p.cfg.Kept(ctx, gen))
-	}
-	return views.Counters{Requests: int(sum.Requests), Rejected: int(sum.Rejected), Lost: int(sum.Lost),
-		Replays: int(sum.Replays), Conflicts: int(sum.Conflicts), Mismatches: int(sum.Mismatches)}, start
+	p.readOwn, p.readRemote = own, remote
 }
 
 func (p *Board) logf(format string, args ...any) {
@@ -313,16 +361,19 @@ func (p *Board) run(sub *live.Subscription) {
 		case errors.Is(err, live.ErrTooSlow):
 			// Events were lost to the ring: start again from the database,
 			// and make the next frame redraw everything.
-			// The answers those events were are counted again from the
-			// hub's tallies, as at the start.
+			// The answers of the events lost are counted from the hub's
+			// counts (lost).
 			p.applying.Lock()
-			answers, start := p.answers(ctx)
+			own, remote, start := p.cfg.Hub.Counts()
+			var kept live.Tally
+			reset := own.Gen != p.readOwn.Gen
+			if reset && p.cfg.Kept != nil {
+				kept = p.cfg.Kept(ctx, own.Gen)
+			}
 			p.load(ctx)
 			p.mu.Lock()
-			answers.Charges = p.counters.Charges
-			p.counters = answers
+			p.lost(own, remote, kept, reset, start)
 			p.modelSeq, p.fullNext = start, true
-			p.ownFrom = start
 			p.advanceLocked(start)
 			p.mu.Unlock()
 			p.applying.Unlock()
@@ -333,6 +384,7 @@ func (p *Board) run(sub *live.Subscription) {
 		case err != nil:
 			return
 		}
+		p.readOwn, p.readRemote = sub.Counts()
 		quiet := p.quietN.Load()
 		p.applying.Lock()
 		if p.resting() {
@@ -397,7 +449,7 @@ func (p *Board) take(e *live.Entry) {
 		p.mu.Unlock()
 		return
 	}
-	if e.Echo && e.Own <= p.ownFrom {
+	if e.Echo && p.countedOwn(e.Own) {
 		// Loaded from the books at the start, or counted in the tally.
 		p.mu.Lock()
 		p.modelSeq = e.Seq

@@ -89,3 +89,43 @@ func TestABoardThatFellBehindCountsItsOwnEchoedAnswersOnce(t *testing.T) {
 		t.Errorf("after falling behind the board counts %d requests; the room answered 42", c.Requests)
 	}
 }
+
+// A reset among the events a board fell behind on empties its counters
+// as the reset's event would have: they count the answers since, this
+// server's and the other servers' of the new reset gen, not those of
+// before it, nor another server's relayed late from before it.
+func TestABoardThatFellBehindAResetCountsFromTheReset(t *testing.T) {
+	hub := live.New(16, time.Now)
+	t.Cleanup(hub.Close)
+	hub.RestartTally(1)
+	b := newTestBoard(t, func(c *Config) { c.Hub = hub }, 4)
+	b.hub = hub
+	own := func(kind live.Kind) {
+		hub.Publish(live.Event{Kind: kind, Request: "rq_own", Scope: "session:me", Message: "POST /v1/payments"})
+	}
+	remote := func(gen uint64) {
+		hub.PublishRemoteAll([]live.Entry{{Event: live.Event{Kind: live.Received, Request: "rq_other", Scope: "session:other", Server: "s2", Gen: gen, Message: "POST /v1/payments"}}})
+	}
+	own(live.Received)
+	remote(1)
+	b.caughtUp(t)
+
+	b.applying.Lock()
+	for range 20 {
+		own(live.Received)
+		remote(1)
+	}
+	own(live.Reset)
+	hub.RestartTally(2)
+	for range 5 {
+		own(live.Received)
+		remote(2)
+		remote(1) // relayed late, from before the reset
+	}
+	b.applying.Unlock()
+	b.caughtUp(t)
+
+	if c := b.Snapshot().Counters; c.Requests != 10 {
+		t.Errorf("after falling behind over a reset the board counts %d requests; the room answered 10 since", c.Requests)
+	}
+}

@@ -96,7 +96,7 @@ func (p *Board) count(e *live.Entry) {
 	if e.Echo {
 		p.echoedTo = max(p.echoedTo, e.Own)
 	}
-	skip := p.cfg.Ordered != nil && p.cfg.Ordered(e) || e.Echo && e.Own <= p.ownFrom
+	skip := p.cfg.Ordered != nil && p.cfg.Ordered(e) || e.Echo && p.countedOwn(e.Own)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.modelSeq = e.Seq

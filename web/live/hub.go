@@ -450,7 +450,15 @@ type Subscription struct {
 	catchUp bool
 	// echoes: the viewer sees the relay's echoes too (SubscribeEchoes).
 	echoes bool
+	// own and remote are the hub's counts (Hub.Counts) as of the newest
+	// event Next returned.
+	own, remote Tally
 }
+
+// Counts are the hub's counts of answers (Hub.Counts) as of the newest
+// event Next returned: a viewer that falls behind the ring can count the
+// answers of the events it lost, those it read being counted already.
+func (s *Subscription) Counts() (own, remote Tally) { return s.own, s.remote }
 
 // Subscribe starts a viewer after lastSeq: 0 means "from the oldest event
 // held"; a browser resuming passes its Last-Event-ID. A viewer that wants
@@ -479,6 +487,9 @@ func (s *Subscription) Next(ctx context.Context) ([]*Entry, error) {
 			return nil, ErrClosed
 		}
 		entries, ok, wake := s.hub.since(s.cursor)
+		if len(entries) > 0 {
+			s.own, s.remote = s.hub.tally, s.hub.remote
+		}
 		s.hub.mu.Unlock()
 		if !ok && !s.catchUp {
 			return nil, ErrTooSlow

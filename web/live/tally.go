@@ -55,6 +55,17 @@ func (h *Hub) Tally() (t Tally, seq uint64) {
 	return h.tally, h.next - 1
 }
 
+// Minus is t less o's counts; t's Gen stays.
+func (t Tally) Minus(o Tally) Tally {
+	t.Requests -= o.Requests
+	t.Rejected -= o.Rejected
+	t.Lost -= o.Lost
+	t.Replays -= o.Replays
+	t.Conflicts -= o.Conflicts
+	t.Mismatches -= o.Mismatches
+	return t
+}
+
 // countOf adds another server's event e to a tally of the answers of
 // the room's newest reset gen seen: an event of a newer gen (another
 // server's reset reached here first through its events) starts it again,

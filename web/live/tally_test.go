@@ -12,6 +12,7 @@ import (
 func TestHubCountsOwnAndOtherServersAnswersByGen(t *testing.T) {
 	h := New(8, time.Now)
 	t.Cleanup(h.Close)
+	sub := h.Subscribe(0)
 	gen := uint64(1)
 	h.SetGeneration(func() uint64 { return gen })
 	h.RestartTally(1)
@@ -36,6 +37,12 @@ func TestHubCountsOwnAndOtherServersAnswersByGen(t *testing.T) {
 	}
 	if remote != (Tally{Gen: 2, Requests: 21, Mismatches: 1}) {
 		t.Errorf("others' %+v, want gen 2's 21 requests and one 422", remote)
+	}
+	if _, err := sub.Next(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if o, r := sub.Counts(); o != own || r != remote {
+		t.Errorf("a viewer that read the newest event has the counts %+v, %+v; the hub %+v, %+v", o, r, own, remote)
 	}
 	if seq != h.LastSeq() {
 		t.Errorf("counts up to %d, the hub's newest event is %d", seq, h.LastSeq())
