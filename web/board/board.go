@@ -266,7 +266,7 @@ func Start(cfg Config) *Board {
 	if cfg.Kept != nil {
 		own = own.Plus(cfg.Kept(cfg.Ctx, own.Gen))
 	}
-	p.counters = counters(own)
+	addAnswers(&p.counters, own)
 	p.steps = StepBar(cfg.Steps)
 	p.load(cfg.Ctx)
 	p.drawKept(start, nil)
@@ -289,10 +289,14 @@ func (p *Board) countedOwn(seq uint64) bool {
 	return seq <= p.ownFrom || seq > p.lostFrom && seq <= p.lostTo
 }
 
-// counters are the counters of answers of t.
-func counters(t live.Tally) views.Counters {
-	return views.Counters{Requests: int(t.Requests), Rejected: int(t.Rejected), Lost: int(t.Lost),
-		Replays: int(t.Replays), Conflicts: int(t.Conflicts), Mismatches: int(t.Mismatches)}
+// addAnswers adds the answers t counts to c.
+func addAnswers(c *views.Counters, t live.Tally) {
+	c.Requests += int(t.Requests)
+	c.Rejected += int(t.Rejected)
+	c.Lost += int(t.Lost)
+	c.Replays += int(t.Replays)
+	c.Conflicts += int(t.Conflicts)
+	c.Mismatches += int(t.Mismatches)
 }
 
 // lost counts the answers of the events the board fell behind on, after
@@ -314,9 +318,8 @@ func (p *Board) lost(own, remote, kept live.Tally, reset bool, start uint64) {
 		if remote.Gen == own.Gen {
 			sum = sum.Plus(remote)
 		}
-		c := counters(sum)
-		c.Charges = p.counters.Charges
-		p.counters = c
+		p.counters = views.Counters{Charges: p.counters.Charges}
+		addAnswers(&p.counters, sum)
 		p.ownFrom = start
 	} else {
 		// The other servers' answers since the board's last read: all of
@@ -328,14 +331,7 @@ func (p *Board) lost(own, remote, kept live.Tally, reset bool, start uint64) {
 		case remote.Gen > p.readRemote.Gen:
 			since = remote
 		}
-		d := counters(own.Minus(p.readOwn).Plus(since))
-		c := &p.counters
-		c.Requests += d.Requests
-		c.Rejected += d.Rejected
-		c.Lost += d.Lost
-		c.Replays += d.Replays
-		c.Conflicts += d.Conflicts
-		c.Mismatches += d.Mismatches
+		addAnswers(&p.counters, own.Minus(p.readOwn).Plus(since))
 		p.lostFrom, p.lostTo = p.modelSeq, start
 	}
 	p.readOwn, p.readRemote = own, remote
