@@ -2,7 +2,6 @@ package board
 
 import (
 	"testing"
-	"time"
 
 	"paytwice/web/live"
 )
@@ -11,16 +10,11 @@ import (
 // answer the room gave, also those whose events went round the ring
 // before it read them: the counters are what the room's answers were.
 func TestABoardThatFellBehindCountsTheAnswersItDidNotRead(t *testing.T) {
-	hub := live.New(16, time.Now)
-	t.Cleanup(hub.Close)
-	b := newTestBoard(t, func(c *Config) { c.Hub = hub }, 4)
-	b.hub = hub
+	b, hub := newBoardOnSmallHub(t, nil)
 	own := func(kind live.Kind, request string) {
 		hub.Publish(live.Event{Kind: kind, Request: request, Scope: "session:me", Message: "POST /v1/payments"})
 	}
-	remote := func(kind live.Kind, request string) {
-		hub.PublishRemoteAll([]live.Entry{{Event: live.Event{Kind: kind, Request: request, Scope: "session:other", Server: "s2", Message: "POST /v1/payments"}}})
-	}
+	remote := func(kind live.Kind, request string) { publishRemote(hub, kind, request, 0) }
 	own(live.Received, "rq_first")
 	b.caughtUp(t)
 
@@ -49,20 +43,12 @@ func TestABoardThatFellBehindCountsTheAnswersItDidNotRead(t *testing.T) {
 // counted at their echo, and a board that fell behind while some echoes
 // were lost and others still to come counts each payment once.
 func TestABoardThatFellBehindCountsItsOwnEchoedAnswersOnce(t *testing.T) {
-	hub := live.New(16, time.Now)
-	t.Cleanup(hub.Close)
-	b := newTestBoard(t, func(c *Config) {
-		c.Hub = hub
-		c.Ordered = func(e *live.Entry) bool { return !e.Remote && !e.Echo }
-	}, 4)
-	b.hub = hub
+	b, hub := newBoardOnSmallHub(t, ownAtEcho)
 	own := func(request string) live.Event {
 		return hub.Publish(live.Event{Kind: live.Received, Request: request, Scope: "session:me", Message: "POST /v1/payments"})
 	}
 	echo := func(e live.Event) { hub.PublishEchoes([]live.Entry{{Event: e, Own: e.Seq}}) }
-	remote := func(request string) {
-		hub.PublishRemoteAll([]live.Entry{{Event: live.Event{Kind: live.Received, Request: request, Scope: "session:other", Server: "s2", Message: "POST /v1/payments"}}})
-	}
+	remote := func(request string) { publishRemote(hub, live.Received, request, 0) }
 	echo(own("rq_first"))
 	b.caughtUp(t)
 
@@ -95,17 +81,12 @@ func TestABoardThatFellBehindCountsItsOwnEchoedAnswersOnce(t *testing.T) {
 // server's and the other servers' of the new reset gen, not those of
 // before it, nor another server's relayed late from before it.
 func TestABoardThatFellBehindAResetCountsFromTheReset(t *testing.T) {
-	hub := live.New(16, time.Now)
-	t.Cleanup(hub.Close)
+	b, hub := newBoardOnSmallHub(t, nil)
 	hub.RestartTally(1)
-	b := newTestBoard(t, func(c *Config) { c.Hub = hub }, 4)
-	b.hub = hub
 	own := func(kind live.Kind) {
 		hub.Publish(live.Event{Kind: kind, Request: "rq_own", Scope: "session:me", Message: "POST /v1/payments"})
 	}
-	remote := func(gen uint64) {
-		hub.PublishRemoteAll([]live.Entry{{Event: live.Event{Kind: live.Received, Request: "rq_other", Scope: "session:other", Server: "s2", Gen: gen, Message: "POST /v1/payments"}}})
-	}
+	remote := func(gen uint64) { publishRemote(hub, live.Received, "rq_other", gen) }
 	own(live.Received)
 	remote(1)
 	b.caughtUp(t)
